@@ -1,0 +1,124 @@
+// Backend: the ops the model is written against, plus memory, graphs and sampling.
+// The model never knows which device it runs on. Implementations: cpu/cpu_backend.*, cuda/*.
+//
+// Conventions shared by every implementation:
+// - Activations use activation_dtype() (fp32 on the CPU, bf16 on CUDA); accumulation is fp32.
+// - Weights are [out_features, in_features] in weight_dtype(); linear computes y = x W^T (+ b).
+// - Integer metadata (ids, positions, slot_mapping, cu_seqlens, block_tables, context_lens) is i32.
+// - Outputs are preallocated by the caller; ops never allocate and never synchronise with the host
+//   (except copy_to_host / synchronize), so a decode step can be captured as a CUDA graph.
+// - The KV cache layout is the backend's own: only store_kvcache and attention touch it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "sampling/sampler.h"
+
+namespace minivllm {
+
+// Everything attention needs for one batch (seeds: set_context). Tensors live on the device.
+struct AttentionMetadata {
+  bool is_prefill = true;
+  int num_seqs = 0;
+  int num_tokens = 0;      // rows of q
+  int block_size = 0;
+  int max_seqlen_q = 0;    // prefill: longest query span (host value, known when preparing)
+  int max_seqlen_k = 0;    // prefill: longest key span, cached prefix included
+  int max_num_blocks = 0;  // columns of block_tables (per-sequence capacity)
+  Tensor cu_seqlens_q;     // prefill: i32[num_seqs + 1], query rows of each sequence
+  Tensor cu_seqlens_k;     // prefill: i32[num_seqs + 1], key lengths (cached prefix + new tokens)
+  Tensor context_lens;     // decode: i32[num_seqs], keys per sequence, the new token included
+  Tensor slot_mapping;     // i32[num_tokens], cache slot (block * block_size + offset) of each new token; -1 skips
+  Tensor block_tables;     // i32[num_seqs, max_num_blocks], -1 padded
+};
+
+// Per-layer paged KV cache, allocated by the backend in its own layout.
+struct KVCache {
+  Tensor k;  // opaque to the model
+  Tensor v;
+  int num_blocks = 0;
+  int block_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceKind device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType activation_dtype() const = 0;
+  virtual DType weight_dtype() const = 0;
+
+  // ---- memory ----
+  virtual Tensor empty(DType dtype, const std::vector<int64_t>& shape) = 0;
+  // Host -> device; may be asynchronous on the backend's stream, `src` must stay valid until
+  // the next synchronize().
+  virtual void copy_from_host(const Tensor& dst, const void* src) = 0;
+  // Device -> host, synchronous.
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  // Device -> device, same byte count.
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // Fills every byte with `value` (tests poison outputs with it).
+  virtual void fill_bytes(const Tensor& dst, uint8_t value) = 0;
+  virtual void synchronize() = 0;
+  // Uploads an fp32 host tensor as weight_dtype() (or as fp32 when keep_f32).
+  Tensor upload_weight(const Tensor& host_f32, bool keep_f32 = false);
+
+  // Free and total device memory in bytes (CPU: a budget from the host's memory).
+  virtual void memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
+  virtual size_t peak_memory_used() = 0;
+  virtual void reset_peak_memory() = 0;
+
+  // ---- ops ----
+  // out[t] = weight[ids[t] - vocab_start] when vocab_start <= ids[t] < vocab_start + rows, else 0.
+  virtual void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) = 0;
+  // out = rms_norm(x) * weight, per row. out may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
+  // residual += x; x = rms_norm(residual) * weight  (both in place, per row).
+  virtual void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) = 0;
+  // out[T, N] = x[T, K] * weight[N, K]^T (+ bias[N]).
+  virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) = 0;
+  // In place on qkv[T, (nq + 2 nkv) * head_dim]: optional per-head RMSNorm of q and k (q_norm,
+  // k_norm of Qwen3, each [head_dim]; pass nullptr to skip), then rotary embedding of q and k in
+  // the half-split (GPT-NeoX / HF) layout. cos_sin[max_pos, head_dim]: cos in the first
+  // head_dim / 2 columns, sin in the rest (fp32).
+  virtual void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                            const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
+                            const Tensor& cos_sin) = 0;
+  // Writes k and v of every token of qkv into the cache at slot_mapping (-1 skips the token).
+  virtual void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
+                             const AttentionMetadata& meta) = 0;
+  // out[T, nq * head_dim] = causal softmax(q k^T * scale) v over the paged cache, reading q from
+  // qkv. Prefill: varlen over cu_seqlens_q / cu_seqlens_k, the query rows being the last ones of
+  // each key span. Decode: one query row per sequence over context_lens keys.
+  virtual void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache,
+                         const AttentionMetadata& meta, float scale, const Tensor& out) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
+  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[i] = x[indices[i]] (rows), e.g. the last token of each sequence before the LM head.
+  virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
+  // Converts x to fp32 into out (same shape), e.g. logits for sampling.
+  virtual void to_f32(const Tensor& x, const Tensor& out) = 0;
+
+  // ---- KV cache ----
+  virtual KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) = 0;
+
+  // ---- sampling ----
+  // logits: f32[S, V] on the device. Writes S token ids to out_tokens (host).
+  virtual void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) = 0;
+
+  // ---- graphs (decode) ----
+  virtual bool supports_graphs() const { return false; }
+  // Records `body` as a graph, returns its handle (>= 0). All graphs share one memory pool.
+  virtual int capture_graph(const std::function<void()>& body) { return -1; }
+  virtual void replay_graph(int handle) {}
+};
+
+}  // namespace minivllm

@@ -1,0 +1,40 @@
+// Element types and the host-side conversions between them (bf16/fp16 <-> fp32).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace minivllm {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round to nearest even, as torch does; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts n elements of src (of type `from`) to fp32.
+void convert_to_f32(const void* src, DType from, float* dst, size_t n);
+// Converts n fp32 values to `to` (kF32, kF16 or kBF16).
+void convert_from_f32(const float* src, DType to, void* dst, size_t n);
+
+}  // namespace minivllm

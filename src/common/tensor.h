@@ -1,0 +1,63 @@
+// Tensor: a dense, row-major view of memory on one device, with an optional shared owner.
+// Backends allocate tensors; views (reshape, rows) share the owner. No strides: every tensor is
+// contiguous, which is all the model needs and keeps every kernel simple.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace minivllm {
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+class Tensor {
+ public:
+  static constexpr int kMaxDims = 4;
+
+  Tensor() = default;
+  Tensor(void* data, DType dtype, std::initializer_list<int64_t> shape, DeviceKind device = DeviceKind::kCpu,
+         std::shared_ptr<void> owner = nullptr);
+  Tensor(void* data, DType dtype, const std::vector<int64_t>& shape, DeviceKind device = DeviceKind::kCpu,
+         std::shared_ptr<void> owner = nullptr);
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data_);
+  }
+  DType dtype() const { return dtype_; }
+  DeviceKind device() const { return device_; }
+  int ndim() const { return ndim_; }
+  int64_t size(int dim) const;  // negative dims count from the end
+  std::vector<int64_t> shape() const { return {shape_.begin(), shape_.begin() + ndim_}; }
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  bool defined() const { return ndim_ > 0; }
+  bool empty() const { return data_ == nullptr; }
+
+  // Same memory, new shape with the same element count (one dim may be -1).
+  Tensor view(std::initializer_list<int64_t> shape) const;
+  // Rows [begin, end) along dim 0.
+  Tensor rows(int64_t begin, int64_t end) const;
+  // "bf16[7, 1024]" for messages.
+  std::string describe() const;
+
+ private:
+  void* data_ = nullptr;
+  DType dtype_ = DType::kF32;
+  DeviceKind device_ = DeviceKind::kCpu;
+  int ndim_ = 0;
+  std::array<int64_t, kMaxDims> shape_{};
+  std::shared_ptr<void> owner_;
+};
+
+// A tensor on the host that owns its memory (for loaders, tests and references).
+Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape);
+
+}  // namespace minivllm

@@ -1,0 +1,63 @@
+// Sequence: one request's tokens, its KV block table and its sampling state (seeds: Sequence).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace minivllm {
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+// Why a sequence stopped: an eos / stop token / stop string ("stop"), max_tokens or the context
+// limit ("length"), or an abort.
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* finish_reason_name(FinishReason r);
+
+class Sequence {
+ public:
+  Sequence(int64_t seq_id, std::vector<int32_t> prompt_token_ids, SamplingParams params, int block_size);
+
+  int64_t seq_id() const { return seq_id_; }
+  const SamplingParams& params() const { return params_; }
+  int block_size() const { return block_size_; }
+
+  // Tokens: the prompt followed by the completion.
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  int32_t last_token() const { return token_ids_.back(); }
+  int num_tokens() const { return static_cast<int>(token_ids_.size()); }
+  int num_prompt_tokens() const { return num_prompt_tokens_; }
+  int num_completion_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  std::vector<int32_t> completion_token_ids() const;
+  void append_token(int32_t token_id) { token_ids_.push_back(token_id); }
+
+  // KV blocks.
+  int num_cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  std::vector<int32_t> block_table;
+  int num_blocks() const { return (num_tokens() + block_size_ - 1) / block_size_; }
+  int num_cached_blocks() const { return num_cached_tokens / block_size_; }
+  int last_block_num_tokens() const { return num_tokens() - (num_blocks() - 1) * block_size_; }
+  // Token ids of logical block i.
+  std::vector<int32_t> block(int i) const;
+
+  SequenceStatus status = SequenceStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  bool is_finished() const { return status == SequenceStatus::kFinished; }
+
+  // One uniform in [0, 1) from this sequence's own generator: seeded from params().seed when set,
+  // so that a request's samples do not depend on what else is in the batch.
+  float next_uniform();
+
+ private:
+  int64_t seq_id_;
+  SamplingParams params_;
+  int block_size_;
+  int num_prompt_tokens_;
+  std::vector<int32_t> token_ids_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace minivllm

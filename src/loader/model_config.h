@@ -1,0 +1,48 @@
+// ModelConfig: the architecture keys of a checkpoint (HF config.json or GGUF metadata).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minivllm {
+
+enum class Architecture { kQwen3, kLlama, kQwen2 };
+
+struct RopeScaling {
+  std::string type;  // "" (none) or "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string arch_name;  // as in the file, e.g. "Qwen3ForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;  // from config, else hidden_size / num_heads
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  int64_t max_position_embeddings = 2048;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v bias (Qwen2)
+  bool qk_norm = false;         // Qwen3's q_norm / k_norm
+  std::string torch_dtype = "bfloat16";
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;  // config.json and generation_config.json, deduplicated
+
+  // Throws an Error naming the key when a value is missing or out of range.
+  void validate() const;
+};
+
+// Reads <dir>/config.json (and generation_config.json when present for eos ids).
+ModelConfig load_hf_model_config(const std::string& dir);
+
+}  // namespace minivllm

@@ -1,0 +1,30 @@
+// WeightSource: a checkpoint's tensors by Hugging Face name, whatever the file format.
+// Safetensors (one file or shards) and GGUF both implement it; the model asks for
+// "model.layers.3.self_attn.q_proj.weight" and gets an fp32 host tensor in HF layout
+// (GGUF's interleaved-RoPE q/k rows are permuted back to the half-split layout).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "loader/model_config.h"
+
+namespace minivllm {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  // fp32 host tensor; throws an Error naming the tensor and the file when it is missing,
+  // truncated, or not of `expected_shape` (when given).
+  virtual Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape = {}) const = 0;
+  virtual std::vector<std::string> names() const = 0;
+  virtual std::string describe() const = 0;  // the path, for messages
+};
+
+// <dir>/model.safetensors or <dir>/model.safetensors.index.json with its shards, memory-mapped.
+std::unique_ptr<WeightSource> open_safetensors_dir(const std::string& dir);
+
+}  // namespace minivllm
