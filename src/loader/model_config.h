@@ -37,6 +37,7 @@ struct ModelConfig {
   std::string torch_dtype = "bfloat16";
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // config.json and generation_config.json, deduplicated
+  std::string source;                  // the file it came from ("<dir>/config.json", a .gguf path), for messages
 
   // Throws an Error naming the key when a value is missing or out of range.
   void validate() const;

@@ -7,11 +7,17 @@
 namespace minivllm {
 
 // Sampling inputs for a batch of sequences (rank 0 only). All host values.
-//   temperature == 0: argmax (lowest id among ties).
-//   otherwise: p = softmax(logits / temperature); keep the top_k largest (top_k <= 0: all);
-//   keep the smallest prefix (by descending p, ties by lower id) whose mass reaches top_p;
-//   drop tokens with p < min_p * max(p); renormalise; pick by inverse CDF with uniform[i] in [0,1)
-//   over that descending order.
+// Semantics, identical on every backend (threshold form, so that a GPU needs no sort):
+//   temperature == 0: argmax of the logits (lowest id among ties).
+//   otherwise p = softmax(logits / temperature), and a token is kept when p_i >= t, where t is the
+//   largest of these thresholds (ties with a threshold are always kept):
+//     top_k >= 1 (and < vocab): the k-th largest p;
+//     top_p < 1: the largest v such that the mass of {j : p_j >= v, p_j >= t_k} is at least
+//                top_p * the mass of {j : p_j >= t_k} (t_k: the top_k threshold, or 0);
+//     min_p > 0: min_p * max(p).
+//   The token is picked by inverse CDF in increasing id order over the kept tokens: the first kept
+//   id whose running sum of p exceeds uniform * (sum of kept p); the last kept id if rounding
+//   leaves none.
 struct SamplingBatch {
   std::vector<float> temperature;
   std::vector<int> top_k;
@@ -27,5 +33,10 @@ void sample_on_host(const float* logits, int64_t vocab, const SamplingBatch& bat
 // One row: the token for these logits under these parameters (used by sample_on_host).
 int32_t sample_row(const float* logits, int64_t vocab, float temperature, int top_k, float top_p, float min_p,
                    float uniform);
+
+// The exact distribution sample_row draws from (vocab probabilities summing to 1; one-hot for
+// greedy). For tests of every backend's sampler.
+std::vector<double> sampling_distribution(const float* logits, int64_t vocab, float temperature, int top_k,
+                                          float top_p, float min_p);
 
 }  // namespace minivllm

@@ -1,0 +1,99 @@
+// LLMEngine (seeds: LLMEngine): the public API. Owns the model runner and the scheduler; turns text
+// into token ids and back with the model's own tokenizer and chat template; applies stop strings.
+// Bad requests are rejected one by one with an Error that names the problem; the others go on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/engine_config.h"
+#include "api/model_source.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "runtime/model_runner.h"
+
+namespace minivllm {
+
+struct RequestOutput {
+  int64_t request_id = -1;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> token_ids;  // the completion
+  std::string text;                // the completion as text (empty without a tokenizer)
+  std::string finish_reason;       // "stop", "length", "abort", or "error"
+  std::string error;               // why the request was rejected, when finish_reason is "error"
+};
+
+// What one step produced for one request still in flight or just finished (for streaming).
+struct RequestDelta {
+  int64_t request_id;
+  std::vector<int32_t> token_ids;  // new tokens
+  std::string text;                // new text, safe to print (stop strings held back until decided)
+};
+
+struct StepResult {
+  std::vector<RequestOutput> finished;
+  std::vector<RequestDelta> deltas;
+  int num_tokens = 0;  // seeds: > 0 prefill tokens, < 0 decoded sequences, 0 idle
+};
+
+class LLMEngine {
+ public:
+  explicit LLMEngine(EngineConfig config);
+  ~LLMEngine();
+
+  // Each returns the request id; throws an Error naming the problem (empty or over-long prompt,
+  // ids outside the vocabulary, invalid sampling parameters, no tokenizer ...).
+  int64_t add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  int64_t add_request(const std::string& prompt, const SamplingParams& params);
+  // A chat conversation (JSON array of {role, content}) rendered with the model's chat template.
+  int64_t add_chat_request(const nlohmann::json& messages, const SamplingParams& params,
+                           const nlohmann::json& template_vars = nlohmann::json::object());
+
+  StepResult step();
+  bool is_finished() const;
+  bool abort(int64_t request_id);
+  // Stops accepting work and aborts what is in flight; the destructor calls it too.
+  void exit();
+
+  // Runs every prompt to completion; outputs in input order. A rejected prompt gets an output with
+  // finish_reason "error" and the reason; the others run normally.
+  std::vector<RequestOutput> generate(const std::vector<std::vector<int32_t>>& prompts, const SamplingParams& params);
+  std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
+  std::vector<RequestOutput> chat(const std::vector<nlohmann::json>& conversations, const SamplingParams& params,
+                                  const nlohmann::json& template_vars = nlohmann::json::object());
+
+  // Teacher forcing: f32 logits [len, V] for every position of `token_ids` (one prefill).
+  std::vector<float> score(const std::vector<int32_t>& token_ids);
+
+  // Renders a conversation with the chat template (errors name the template problem).
+  std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt = true,
+                                  const nlohmann::json& template_vars = nlohmann::json::object()) const;
+
+  const EngineConfig& config() const { return config_; }
+  const ModelConfig& model_config() const { return source_.config; }
+  const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
+  const ModelRunner& runner() const { return *runner_; }
+
+ private:
+  struct Request;
+  void check_prompt(const std::vector<int32_t>& ids) const;
+  void update_text(Request& r, size_t first_new_token, StepResult& out);
+  RequestOutput make_output(const Request& r) const;
+  std::vector<RequestOutput> run_to_completion(std::vector<RequestOutput> outputs, const std::vector<int64_t>& ids);
+
+  EngineConfig config_;
+  ModelSource source_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<int64_t, std::unique_ptr<Request>> requests_;
+  int64_t next_id_ = 0;
+  bool exited_ = false;
+};
+
+}  // namespace minivllm

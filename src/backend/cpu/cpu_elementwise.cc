@@ -1,0 +1,83 @@
+// Row-wise and element-wise ops of the CPU backend: embedding lookup (vocab-parallel), SiLU-and-
+// multiply of the MLP, row gathering and the conversion to fp32 of logits.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_checks.h"
+
+namespace minivllm {
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
+  cpu::check_tensor(ids, DType::kI32, "embedding", "ids");
+  cpu::check_tensor(weight, DType::kF32, "embedding", "weight");
+  cpu::check_tensor(out, DType::kF32, "embedding", "out");
+  MINIVLLM_CHECK(weight.ndim() == 2) << "embedding: weight " << weight.describe() << " must be [vocab, hidden]";
+  const int64_t rows = weight.size(0);
+  const int64_t hidden = weight.size(1);
+  const int64_t tokens = ids.numel();
+  MINIVLLM_CHECK(cpu::rows_with_cols(out, hidden, "embedding", "out") == tokens)
+      << "embedding: out " << out.describe() << " for " << tokens << " ids";
+  const int32_t* id = ids.ptr<int32_t>();
+  const float* table = weight.ptr<float>();
+  float* dst = out.ptr<float>();
+#pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
+  for (int64_t t = 0; t < tokens; ++t) {
+    // Ids of another rank's shard give a zero row; the all-reduce over ranks fills it in.
+    const int64_t local = static_cast<int64_t>(id[t]) - vocab_start;
+    float* row = dst + t * hidden;
+    if (local >= 0 && local < rows) {
+      std::memcpy(row, table + local * hidden, hidden * sizeof(float));
+    } else {
+      std::memset(row, 0, hidden * sizeof(float));
+    }
+  }
+}
+
+void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  cpu::check_tensor(gate_up, DType::kF32, "silu_mul", "gate_up");
+  cpu::check_tensor(out, DType::kF32, "silu_mul", "out");
+  const int64_t inter = out.size(-1);
+  const int64_t tokens = cpu::rows_with_cols(gate_up, 2 * inter, "silu_mul", "gate_up");
+  MINIVLLM_CHECK(cpu::rows_with_cols(out, inter, "silu_mul", "out") == tokens)
+      << "silu_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
+  const float* src = gate_up.ptr<float>();
+  float* dst = out.ptr<float>();
+#pragma omp parallel for num_threads(num_threads_) if (tokens * inter >= (1 << 15)) schedule(static)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* gate = src + t * 2 * inter;
+    const float* up = gate + inter;
+    float* row = dst + t * inter;
+    for (int64_t i = 0; i < inter; ++i) row[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
+  cpu::check_tensor(indices, DType::kI32, "gather_rows", "indices");
+  MINIVLLM_CHECK(x.device() == DeviceKind::kCpu && out.device() == DeviceKind::kCpu && x.dtype() == out.dtype())
+      << "gather_rows: x " << x.describe() << " out " << out.describe();
+  const int64_t rows = x.size(0);
+  const int64_t n = indices.numel();
+  MINIVLLM_CHECK(out.size(0) == n && out.numel() / std::max<int64_t>(n, 1) == x.numel() / std::max<int64_t>(rows, 1))
+      << "gather_rows: out " << out.describe() << " for " << n << " rows of " << x.describe();
+  const size_t row_bytes = rows == 0 ? 0 : x.nbytes() / rows;
+  const int32_t* idx = indices.ptr<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    MINIVLLM_CHECK(idx[i] >= 0 && idx[i] < rows) << "gather_rows: index " << idx[i] << " outside " << x.describe();
+    std::memcpy(static_cast<char*>(out.data()) + i * row_bytes, static_cast<const char*>(x.data()) + idx[i] * row_bytes,
+                row_bytes);
+  }
+}
+
+void CpuBackend::to_f32(const Tensor& x, const Tensor& out) {
+  cpu::check_tensor(out, DType::kF32, "to_f32", "out");
+  MINIVLLM_CHECK(x.device() == DeviceKind::kCpu && x.numel() == out.numel())
+      << "to_f32: x " << x.describe() << " out " << out.describe();
+  if (x.dtype() == DType::kF32) {
+    copy(out, x);
+  } else {
+    convert_to_f32(x.data(), x.dtype(), out.ptr<float>(), static_cast<size_t>(x.numel()));
+  }
+}
+
+}  // namespace minivllm

@@ -1,0 +1,148 @@
+// BlockManager: allocation, release and prefix-cache lookup of KV blocks (nano-vllm semantics).
+#include "engine/block_manager.h"
+
+#include "common/check.h"
+#include "engine/block_hash.h"
+
+namespace minivllm {
+
+BlockManager::BlockManager(int num_blocks, int block_size, BlockHasher hasher)
+    : block_size_(block_size), hasher_(hasher ? hasher : &hash_block_tokens), blocks_(num_blocks > 0 ? num_blocks : 0) {
+  MINIVLLM_CHECK_GE(num_blocks, 1) << "the KV cache needs at least one block";
+  MINIVLLM_CHECK_GE(block_size, 1) << "block_size must be >= 1";
+  for (int32_t id = 0; id < num_blocks; ++id) blocks_[id].free_pos = free_list_.insert(free_list_.end(), id);
+}
+
+int BlockManager::ref_count(int32_t block_id) const {
+  MINIVLLM_CHECK(block_id >= 0 && block_id < num_blocks()) << "block id " << block_id << " out of range [0, "
+                                                          << num_blocks() << ")";
+  return blocks_[block_id].ref_count;
+}
+
+std::vector<int32_t> BlockManager::match_prefix(const Sequence& seq) const {
+  std::vector<int32_t> hits;
+  std::optional<uint64_t> prefix;
+  // Block i is eligible only when it ends before the last token.
+  for (int i = 0; (i + 1) * block_size_ < seq.num_tokens(); ++i) {
+    std::vector<int32_t> tokens = seq.block(i);
+    const uint64_t h = hasher_(prefix, tokens);
+    auto it = hash_to_block_id_.find(h);
+    if (it == hash_to_block_id_.end()) break;
+    const Block& block = blocks_[it->second];
+    if (!block.hash || *block.hash != h || block.token_ids != tokens) break;  // a collision is a miss
+    hits.push_back(it->second);
+    prefix = h;
+  }
+  return hits;
+}
+
+int BlockManager::num_cached_tokens_if_allocated(const Sequence& seq) const {
+  return static_cast<int>(match_prefix(seq).size()) * block_size_;
+}
+
+bool BlockManager::can_allocate(const Sequence& seq) const {
+  // Hits on blocks other sequences hold need no free block; every other block does.
+  int shared = 0;
+  for (int32_t id : match_prefix(seq)) shared += blocks_[id].ref_count > 0 ? 1 : 0;
+  return num_free_blocks() >= seq.num_blocks() - shared;
+}
+
+void BlockManager::take_free_block(int32_t block_id) {
+  Block& block = blocks_[block_id];
+  MINIVLLM_CHECK_EQ(block.ref_count, 0) << "block " << block_id << " is not free";
+  free_list_.erase(block.free_pos);
+  block.ref_count = 1;
+}
+
+int32_t BlockManager::take_fresh_block() {
+  MINIVLLM_CHECK(!free_list_.empty()) << "no free KV block (" << num_blocks() << " in all)";
+  const int32_t id = free_list_.front();
+  take_free_block(id);
+  Block& block = blocks_[id];
+  if (block.hash) {
+    auto it = hash_to_block_id_.find(*block.hash);
+    if (it != hash_to_block_id_.end() && it->second == id) hash_to_block_id_.erase(it);
+  }
+  block.hash.reset();
+  block.token_ids.clear();
+  return id;
+}
+
+void BlockManager::release_block(int32_t block_id) {
+  Block& block = blocks_[block_id];
+  MINIVLLM_CHECK_GT(block.ref_count, 0) << "block " << block_id << " released twice";
+  if (--block.ref_count == 0) block.free_pos = free_list_.insert(free_list_.end(), block_id);
+}
+
+void BlockManager::register_full_block(int32_t block_id, std::optional<uint64_t> prefix,
+                                       std::vector<int32_t> token_ids) {
+  const uint64_t h = hasher_(prefix, token_ids);
+  Block& block = blocks_[block_id];
+  block.hash = h;
+  block.token_ids = std::move(token_ids);
+  hash_to_block_id_[h] = block_id;  // the newest copy wins; an older equal block stays valid
+}
+
+void BlockManager::allocate(Sequence& seq) {
+  MINIVLLM_CHECK(seq.block_table.empty()) << "sequence " << seq.seq_id() << " already has blocks";
+  MINIVLLM_CHECK(can_allocate(seq)) << "sequence " << seq.seq_id() << " needs " << seq.num_blocks()
+                                    << " blocks, " << num_free_blocks() << " free";
+  const std::vector<int32_t> hits = match_prefix(seq);
+  std::optional<uint64_t> prefix;
+  for (int32_t id : hits) {
+    Block& block = blocks_[id];
+    if (block.ref_count == 0) {
+      take_free_block(id);
+    } else {
+      ++block.ref_count;
+    }
+    prefix = block.hash;
+    seq.block_table.push_back(id);
+  }
+  for (int i = static_cast<int>(hits.size()); i < seq.num_blocks(); ++i) {
+    const int32_t id = take_fresh_block();
+    seq.block_table.push_back(id);
+    std::vector<int32_t> tokens = seq.block(i);
+    if (static_cast<int>(tokens.size()) == block_size_) {
+      register_full_block(id, prefix, std::move(tokens));
+      prefix = blocks_[id].hash;
+    }
+  }
+  seq.num_cached_tokens = static_cast<int>(hits.size()) * block_size_;
+}
+
+void BlockManager::deallocate(Sequence& seq) {
+  // Back to front: a prefix's tail is reused (evicted) before its head, which more requests share.
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) release_block(*it);
+  seq.block_table.clear();
+  seq.num_cached_tokens = 0;
+}
+
+bool BlockManager::needs_new_block(const Sequence& seq) const {
+  return seq.num_blocks() > static_cast<int>(seq.block_table.size());
+}
+
+bool BlockManager::can_append(const Sequence& seq) const {
+  return !needs_new_block(seq) || num_free_blocks() >= 1;
+}
+
+void BlockManager::may_append(Sequence& seq) {
+  MINIVLLM_CHECK(!seq.block_table.empty()) << "sequence " << seq.seq_id() << " has no blocks to append to";
+  if (needs_new_block(seq)) {
+    MINIVLLM_CHECK_EQ(seq.num_blocks(), static_cast<int>(seq.block_table.size()) + 1)
+        << "sequence " << seq.seq_id() << " grew by more than one block";
+    seq.block_table.push_back(take_fresh_block());
+  }
+  if (seq.last_block_num_tokens() == block_size_) {
+    const int n = static_cast<int>(seq.block_table.size());
+    std::optional<uint64_t> prefix;
+    if (n > 1) {
+      prefix = blocks_[seq.block_table[n - 2]].hash;
+      // Without the previous key the chain would claim this block starts a sequence.
+      MINIVLLM_CHECK(prefix.has_value()) << "sequence " << seq.seq_id() << ": block " << n - 2 << " full but unhashed";
+    }
+    register_full_block(seq.block_table[n - 1], prefix, seq.block(n - 1));
+  }
+}
+
+}  // namespace minivllm

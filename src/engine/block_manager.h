@@ -1,0 +1,68 @@
+// BlockManager: the paged KV cache's bookkeeping (seeds: BlockManager). Blocks of block_size tokens
+// with reference counts, a free list in least-recently-freed order, and a prefix cache by content:
+// a full block is found again by its chained hash, and a hit is confirmed by comparing tokens.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/sequence.h"
+
+namespace minivllm {
+
+class BlockManager {
+ public:
+  // The hash of a full block given the previous block's hash (tests inject colliding ones).
+  using BlockHasher = uint64_t (*)(std::optional<uint64_t> prefix, const std::vector<int32_t>& token_ids);
+
+  BlockManager(int num_blocks, int block_size, BlockHasher hasher = nullptr);
+
+  // Prefill: whether seq's blocks fit now (cached blocks in use by others cost nothing).
+  bool can_allocate(const Sequence& seq) const;
+  // Sets seq.block_table and seq.num_cached_tokens (a multiple of block_size, always < num_tokens).
+  void allocate(Sequence& seq);
+  // Releases seq's blocks; their contents stay findable in the prefix cache until reused.
+  void deallocate(Sequence& seq);
+  // The prompt tokens allocate(seq) would take from the prefix cache now.
+  int num_cached_tokens_if_allocated(const Sequence& seq) const;
+
+  // Decode: called once the sampled token is appended; the new token may need a fresh block.
+  bool can_append(const Sequence& seq) const;
+  // Adds a block when the last token starts one, and registers a block's hash when it becomes full.
+  void may_append(Sequence& seq);
+
+  int num_free_blocks() const { return static_cast<int>(free_list_.size()); }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  int block_size() const { return block_size_; }
+  int ref_count(int32_t block_id) const;
+
+ private:
+  struct Block {
+    int ref_count = 0;
+    std::optional<uint64_t> hash;  // set once full
+    std::vector<int32_t> token_ids;
+    std::list<int32_t>::iterator free_pos;  // valid while ref_count == 0
+  };
+
+  // The cached block ids matching seq's leading full blocks, stopping at the first miss and never
+  // covering the block that holds the last token (its logits must be computed).
+  std::vector<int32_t> match_prefix(const Sequence& seq) const;
+  // Takes a specific free block (a cache hit on a free block, or the free list's head).
+  void take_free_block(int32_t block_id);
+  // Takes the least recently freed block for new contents, forgetting what it cached.
+  int32_t take_fresh_block();
+  void release_block(int32_t block_id);
+  void register_full_block(int32_t block_id, std::optional<uint64_t> prefix, std::vector<int32_t> token_ids);
+  bool needs_new_block(const Sequence& seq) const;
+
+  int block_size_;
+  BlockHasher hasher_;
+  std::vector<Block> blocks_;
+  std::list<int32_t> free_list_;  // front: next to reuse
+  std::unordered_map<uint64_t, int32_t> hash_to_block_id_;
+};
+
+}  // namespace minivllm

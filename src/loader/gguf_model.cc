@@ -1,0 +1,139 @@
+// open_gguf: ModelConfig and VocabData from GGUF metadata, weights through gguf_weights.h.
+#include <algorithm>
+#include <cstring>
+
+#include "common/check.h"
+#include "loader/gguf.h"
+#include "loader/gguf_dequant.h"
+#include "loader/gguf_weights.h"
+
+namespace minivllm {
+namespace {
+
+Architecture gguf_architecture(const GgufFile& f, const std::string& name) {
+  if (name == "llama") return Architecture::kLlama;
+  if (name == "qwen2") return Architecture::kQwen2;
+  if (name == "qwen3") return Architecture::kQwen3;
+  MINIVLLM_FAIL() << f.path() << ": unsupported general.architecture " << name << " (llama, qwen2, qwen3)";
+}
+
+int64_t gguf_vocab_size(const GgufFile& f, const std::string& a) {
+  if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) return static_cast<int64_t>(tokens->array_size());
+  if (f.find(a + ".vocab_size")) return f.get_int(a + ".vocab_size");
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  MINIVLLM_CHECK(embd && embd->ne.size() == 2) << f.path() << ": no tokenizer.ggml.tokens and no token_embd.weight";
+  return embd->ne[1];
+}
+
+// Tied when output.weight is absent, or when it is a byte-for-byte copy of token_embd.weight (as
+// llama.cpp's llama2.c converter writes it, e.g. stories260K).
+bool output_tied_to_embedding(const GgufFile& f) {
+  const GgufTensorInfo* out = f.find_tensor("output.weight");
+  if (!out) return true;
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  return embd && embd->type == out->type && embd->ne == out->ne && embd->nbytes == out->nbytes &&
+         std::memcmp(f.tensor_data(*embd), f.tensor_data(*out), out->nbytes) == 0;
+}
+
+// GGUF writes "no token" as -1 or as 0xFFFFFFFF in a uint32; both become -1.
+int64_t token_id(const GgufFile& f, const std::string& key, size_t n_tokens) {
+  const int64_t id = f.get_int(key, -1);
+  if (id < 0 || id == 0xFFFFFFFFll) return -1;
+  return n_tokens == 0 || static_cast<size_t>(id) < n_tokens ? id : -1;
+}
+
+ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
+  ModelConfig c;
+  c.source = f.path();
+  const std::string a = f.get_string("general.architecture", "");
+  MINIVLLM_CHECK(!a.empty()) << f.path() << ": missing GGUF metadata key general.architecture";
+  c.arch = gguf_architecture(f, a);
+  c.arch_name = a;
+  c.hidden_size = f.get_int(a + ".embedding_length");
+  c.num_layers = f.get_int(a + ".block_count");
+  c.intermediate_size = f.get_int(a + ".feed_forward_length");
+  c.num_heads = f.get_int(a + ".attention.head_count");
+  c.num_kv_heads = f.get_int(a + ".attention.head_count_kv", c.num_heads);
+  MINIVLLM_CHECK_GT(c.num_heads, 0) << f.path() << ": " << a << ".attention.head_count must be > 0";
+  c.head_dim = f.get_int(a + ".attention.key_length", c.hidden_size / c.num_heads);
+  MINIVLLM_CHECK(f.find(a + ".attention.layer_norm_rms_epsilon"))
+      << f.path() << ": missing GGUF metadata key " << a << ".attention.layer_norm_rms_epsilon";
+  c.rms_norm_eps = f.get_float(a + ".attention.layer_norm_rms_epsilon", 0);
+  c.rope_theta = f.get_float(a + ".rope.freq_base", 10000.0);
+  c.max_position_embeddings = f.get_int(a + ".context_length", 2048);
+  c.vocab_size = gguf_vocab_size(f, a);
+  c.tie_word_embeddings = output_tied_to_embedding(f);
+  c.attention_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  const bool all_f32 = std::all_of(f.tensors().begin(), f.tensors().end(),
+                                   [](const GgufTensorInfo& t) { return t.type == uint32_t(GgmlType::kF32); });
+  c.torch_dtype = all_f32 ? "float32" : "bfloat16";  // the dtype to compute in, after dequantization
+  c.bos_token_id = vocab.bos_token_id;
+  // llama.cpp stops on end-of-generation tokens: eos and, when present, eot (e.g. <|im_end|>, <|eot_id|>).
+  for (int64_t id : {vocab.eos_token_id, token_id(f, "tokenizer.ggml.eot_token_id", vocab.tokens.size())}) {
+    if (id >= 0 && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(id);
+    }
+  }
+  c.validate();
+  return c;
+}
+
+void check_tensor_types(const GgufFile& f) {
+  for (const GgufTensorInfo& t : f.tensors()) {
+    MINIVLLM_CHECK(ggml_type_supported(t.type))
+        << f.path() << ": tensor '" << t.name << "' has unsupported type " << ggml_type_name(t.type) << " ("
+        << t.type << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+  }
+}
+
+}  // namespace
+
+VocabData read_gguf_vocab(const GgufFile& f) {
+  VocabData v;
+  v.model = f.get_string("tokenizer.ggml.model", "");
+  v.pre = f.get_string("tokenizer.ggml.pre", "");
+  auto strings = [&](const char* key) -> std::vector<std::string> {
+    const GgufValue* x = f.find(key);
+    if (!x) return {};
+    MINIVLLM_CHECK(x->type == GgufValueType::kArray && x->array_size() == x->strings.size())
+        << f.path() << ": GGUF key " << key << " must be an array of strings";
+    return x->strings;
+  };
+  v.tokens = strings("tokenizer.ggml.tokens");
+  v.merges = strings("tokenizer.ggml.merges");
+  if (const GgufValue* s = f.find("tokenizer.ggml.scores")) {
+    MINIVLLM_CHECK(s->type == GgufValueType::kArray && s->floats.size() == v.tokens.size())
+        << f.path() << ": tokenizer.ggml.scores must be an array of " << v.tokens.size() << " floats";
+    v.scores.assign(s->floats.begin(), s->floats.end());
+  }
+  if (const GgufValue* t = f.find("tokenizer.ggml.token_type")) {
+    MINIVLLM_CHECK(t->type == GgufValueType::kArray && t->ints.size() == v.tokens.size())
+        << f.path() << ": tokenizer.ggml.token_type must be an array of " << v.tokens.size() << " integers";
+    v.token_types.assign(t->ints.begin(), t->ints.end());
+  }
+  v.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", v.tokens.size());
+  v.eos_token_id = token_id(f, "tokenizer.ggml.eos_token_id", v.tokens.size());
+  v.unknown_token_id = token_id(f, "tokenizer.ggml.unknown_token_id", v.tokens.size());
+  v.padding_token_id = token_id(f, "tokenizer.ggml.padding_token_id", v.tokens.size());
+  // llama.cpp's defaults when the keys are absent: SentencePiece adds BOS and a space prefix.
+  const bool spm = v.model == "llama";
+  v.add_bos_token = f.get_bool("tokenizer.ggml.add_bos_token", spm);
+  v.add_eos_token = f.get_bool("tokenizer.ggml.add_eos_token", false);
+  v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", spm);
+  return v;
+}
+
+GgufModel open_gguf(const std::string& path) {
+  auto file = std::make_shared<const GgufFile>(path);
+  check_tensor_types(*file);
+  GgufModel m;
+  m.path = path;
+  m.vocab = read_gguf_vocab(*file);
+  m.config = gguf_config(*file, m.vocab);
+  m.chat_template = file->get_string("tokenizer.chat_template", "");
+  m.weights = make_gguf_weight_source(file, m.config);
+  return m;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,118 @@
+// The GGUF WeightSource: name mapping, shape checks, dequantization and the rotary row unpermute.
+#include "loader/gguf_weights.h"
+
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include "common/check.h"
+#include "loader/gguf.h"
+#include "loader/safetensors.h"
+
+namespace minivllm {
+namespace {
+
+const std::map<std::string, std::string>& global_names() {
+  static const std::map<std::string, std::string> kNames = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                                            {"output_norm.weight", "model.norm.weight"},
+                                                            {"output.weight", "lm_head.weight"}};
+  return kNames;
+}
+
+const std::map<std::string, std::string>& layer_names() {
+  static const std::map<std::string, std::string> kNames = {
+      {"attn_q", "self_attn.q_proj"},     {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"},
+      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
+      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},      {"attn_norm", "input_layernorm"},
+      {"ffn_norm", "post_attention_layernorm"}};
+  return kNames;
+}
+
+// rows of one head-row block, copied with the index map dst_row = f(src_row).
+Tensor move_rope_rows(const Tensor& w, int64_t n_head, bool to_gguf) {
+  MINIVLLM_CHECK(w.dtype() == DType::kF32 && w.ndim() >= 1) << "rope row permutation of " << w.describe();
+  const int64_t rows = w.size(0);
+  MINIVLLM_CHECK(n_head > 0 && rows % n_head == 0 && (rows / n_head) % 2 == 0)
+      << "rope row permutation: " << rows << " rows do not split into " << n_head << " heads of even size";
+  const int64_t d = rows / n_head, half = d / 2;
+  const int64_t cols = rows == 0 ? 0 : w.numel() / rows;
+  Tensor out = host_tensor(DType::kF32, w.shape());
+  const float* src = w.ptr<float>();
+  float* dst = out.ptr<float>();
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t i = 0; i < 2; ++i) {
+      for (int64_t j = 0; j < half; ++j) {
+        const int64_t hf_row = h * d + i * half + j, gguf_row = h * d + 2 * j + i;
+        const int64_t from = to_gguf ? hf_row : gguf_row, to = to_gguf ? gguf_row : hf_row;
+        std::memcpy(dst + to * cols, src + from * cols, static_cast<size_t>(cols) * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+class GgufWeightSource : public WeightSource {
+ public:
+  GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config) : file_(std::move(file)) {
+    const bool llama = config.arch == Architecture::kLlama;
+    for (const GgufTensorInfo& t : file_->tensors()) {
+      Entry e{&t, 0};
+      const std::string hf = gguf_to_hf_name(t.name);
+      if (llama && hf.ends_with("self_attn.q_proj.weight")) e.rope_heads = config.num_heads;
+      if (llama && hf.ends_with("self_attn.k_proj.weight")) e.rope_heads = config.num_kv_heads;
+      entries_[hf] = e;
+    }
+  }
+
+  bool has(const std::string& name) const override { return entries_.count(name) > 0; }
+  Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const override {
+    auto it = entries_.find(name);
+    MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path();
+    const GgufTensorInfo& t = *it->second.info;
+    MINIVLLM_CHECK(expected_shape.empty() || expected_shape == t.hf_shape())
+        << "tensor '" << name << "' (GGUF '" << t.name << "'): expected shape " << shape_string(expected_shape)
+        << " but " << file_->path() << " has " << shape_string(t.hf_shape()) << " (GGUF ne "
+        << shape_string(t.ne) << ")";
+    Tensor w = file_->get_f32(t);
+    return it->second.rope_heads > 0 ? unpermute_rope_rows(w, it->second.rope_heads) : w;
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& kv : entries_) out.push_back(kv.first);
+    return out;
+  }
+  std::string describe() const override { return file_->path(); }
+
+ private:
+  struct Entry {
+    const GgufTensorInfo* info;
+    int64_t rope_heads;  // > 0: unpermute rows of this many heads
+  };
+  std::shared_ptr<const GgufFile> file_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace
+
+std::string gguf_to_hf_name(const std::string& gguf_name) {
+  auto g = global_names().find(gguf_name);
+  if (g != global_names().end()) return g->second;
+  static const std::regex kLayer(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
+  std::smatch m;
+  if (std::regex_match(gguf_name, m, kLayer)) {
+    auto l = layer_names().find(m[2].str());
+    if (l != layer_names().end()) return "model.layers." + m[1].str() + "." + l->second + "." + m[3].str();
+  }
+  return gguf_name;
+}
+
+Tensor permute_rope_rows(const Tensor& hf, int64_t n_head) { return move_rope_rows(hf, n_head, true); }
+Tensor unpermute_rope_rows(const Tensor& gguf, int64_t n_head) { return move_rope_rows(gguf, n_head, false); }
+
+std::unique_ptr<WeightSource> make_gguf_weight_source(std::shared_ptr<const GgufFile> file, const ModelConfig& config) {
+  return std::make_unique<GgufWeightSource>(std::move(file), config);
+}
+
+}  // namespace minivllm

@@ -1,0 +1,222 @@
+// Hugging Face config.json (+ generation_config.json) -> ModelConfig, and ModelConfig::validate().
+// Accepts both the transformers 4 spelling (rope_theta, rope_scaling, torch_dtype) and the
+// transformers 5 one (rope_parameters, dtype).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/check.h"
+#include "loader/model_config.h"
+
+namespace minivllm {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MINIVLLM_CHECK(in) << "cannot open " << path;
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    MINIVLLM_FAIL() << path << ": malformed JSON: " << e.what();
+  }
+}
+
+// Reads config keys with messages that name the key and the file.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  bool has(const json& obj, const char* key) const { return obj.contains(key) && !obj.at(key).is_null(); }
+  bool has(const char* key) const { return has(j_, key); }
+
+  int64_t get_int(const json& obj, const char* key) const {
+    MINIVLLM_CHECK(has(obj, key)) << path_ << ": missing key " << key;
+    const json& v = obj.at(key);
+    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
+      return static_cast<int64_t>(v.get<double>());  // 8192.0 is written by some exporters
+    }
+    MINIVLLM_CHECK(v.is_number_integer()) << path_ << ": key " << key << " must be an integer, got " << v.dump();
+    return v.get<int64_t>();
+  }
+  int64_t get_int(const char* key) const { return get_int(j_, key); }
+  int64_t get_int(const char* key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
+
+  double get_double(const json& obj, const char* key) const {
+    MINIVLLM_CHECK(has(obj, key)) << path_ << ": missing key " << key;
+    const json& v = obj.at(key);
+    MINIVLLM_CHECK(v.is_number()) << path_ << ": key " << key << " must be a number, got " << v.dump();
+    return v.get<double>();
+  }
+  double get_double(const char* key) const { return get_double(j_, key); }
+
+  bool get_bool(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    MINIVLLM_CHECK(v.is_boolean()) << path_ << ": key " << key << " must be true or false, got " << v.dump();
+    return v.get<bool>();
+  }
+
+  std::string get_string(const json& obj, const char* key) const {
+    const json& v = obj.at(key);
+    MINIVLLM_CHECK(v.is_string()) << path_ << ": key " << key << " must be a string, got " << v.dump();
+    return v.get<std::string>();
+  }
+
+  // eos_token_id may be an int, a list of ints, or absent.
+  void append_ids(const char* key, std::vector<int64_t>* ids) const {
+    if (!has(key)) return;
+    const json& v = j_.at(key);
+    auto add = [&](const json& x) {
+      MINIVLLM_CHECK(x.is_number_integer()) << path_ << ": key " << key << " must hold integers, got " << v.dump();
+      int64_t id = x.get<int64_t>();
+      if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
+    };
+    if (v.is_array()) {
+      for (const json& x : v) add(x);
+    } else {
+      add(v);
+    }
+  }
+
+  const json& root() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+Architecture parse_architecture(const ConfigReader& r, std::string* name) {
+  const json& j = r.root();
+  MINIVLLM_CHECK(j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                 j["architectures"][0].is_string())
+      << r.path() << ": missing key architectures (a list naming e.g. Qwen3ForCausalLM)";
+  *name = j["architectures"][0].get<std::string>();
+  if (*name == "Qwen3ForCausalLM") return Architecture::kQwen3;
+  if (*name == "LlamaForCausalLM") return Architecture::kLlama;
+  if (*name == "Qwen2ForCausalLM") return Architecture::kQwen2;
+  MINIVLLM_FAIL() << r.path() << ": unsupported architecture " << *name
+                  << " (supported: Qwen3ForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM)";
+}
+
+// transformers 5 folds rope_theta and the scaling into rope_parameters; 4.x has rope_theta at the
+// top level and rope_scaling beside it.
+void parse_rope(const ConfigReader& r, ModelConfig* c) {
+  const json& j = r.root();
+  const json* params = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (r.has(key)) {
+      MINIVLLM_CHECK(j[key].is_object()) << r.path() << ": key " << key << " must be an object, got " << j[key].dump();
+      if (!params) params = &j[key];
+    }
+  }
+  if (r.has("rope_theta")) {
+    c->rope_theta = r.get_double("rope_theta");
+  } else if (params && r.has(*params, "rope_theta")) {
+    c->rope_theta = r.get_double(*params, "rope_theta");
+  }
+  if (!params) return;
+  std::string type;
+  if (r.has(*params, "rope_type")) type = r.get_string(*params, "rope_type");
+  else if (r.has(*params, "type")) type = r.get_string(*params, "type");
+  if (type.empty() || type == "default") return;
+  MINIVLLM_CHECK(type == "llama3") << r.path() << ": unsupported rope_scaling type " << type << " (supported: llama3)";
+  c->rope_scaling.type = type;
+  c->rope_scaling.factor = r.get_double(*params, "factor");
+  c->rope_scaling.low_freq_factor = r.get_double(*params, "low_freq_factor");
+  c->rope_scaling.high_freq_factor = r.get_double(*params, "high_freq_factor");
+  c->rope_scaling.original_max_position_embeddings = r.get_int(*params, "original_max_position_embeddings");
+}
+
+void parse_shapes(const ConfigReader& r, ModelConfig* c) {
+  c->vocab_size = r.get_int("vocab_size");
+  c->hidden_size = r.get_int("hidden_size");
+  c->intermediate_size = r.get_int("intermediate_size");
+  c->num_layers = r.get_int("num_hidden_layers");
+  c->num_heads = r.get_int("num_attention_heads");
+  c->num_kv_heads = r.get_int("num_key_value_heads", c->num_heads);
+  MINIVLLM_CHECK_GT(c->num_heads, 0) << r.path() << ": num_attention_heads must be > 0";
+  c->head_dim = r.get_int("head_dim", c->hidden_size / c->num_heads);
+  c->rms_norm_eps = r.get_double("rms_norm_eps");
+  c->max_position_embeddings = r.get_int("max_position_embeddings");
+}
+
+}  // namespace
+
+ModelConfig load_hf_model_config(const std::string& dir) {
+  MINIVLLM_CHECK(fs::is_directory(dir)) << "model directory not found: " << dir;
+  const std::string path = (fs::path(dir) / "config.json").string();
+  MINIVLLM_CHECK(fs::exists(path)) << "missing " << path;
+  const json j = read_json_file(path);
+  MINIVLLM_CHECK(j.is_object()) << path << ": malformed: the top level must be a JSON object";
+  ConfigReader r(j, path);
+
+  ModelConfig c;
+  c.source = path;
+  c.arch = parse_architecture(r, &c.arch_name);
+  parse_shapes(r, &c);
+  parse_rope(r, &c);
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+  // Qwen2 always has q/k/v biases (its config has no attention_bias key).
+  c.attention_bias = c.arch == Architecture::kQwen2 || r.get_bool("attention_bias", false);
+  c.qk_norm = c.arch == Architecture::kQwen3;
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (r.has(key)) {
+      c.torch_dtype = r.get_string(j, key);
+      break;
+    }
+  }
+  c.bos_token_id = r.get_int("bos_token_id", -1);
+  r.append_ids("eos_token_id", &c.eos_token_ids);
+
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  if (fs::exists(gen_path)) {
+    const json g = read_json_file(gen_path);
+    MINIVLLM_CHECK(g.is_object()) << gen_path << ": malformed: the top level must be a JSON object";
+    ConfigReader gr(g, gen_path);
+    gr.append_ids("eos_token_id", &c.eos_token_ids);
+    if (c.bos_token_id < 0) c.bos_token_id = gr.get_int("bos_token_id", -1);
+  }
+  c.validate();
+  return c;
+}
+
+void ModelConfig::validate() const {
+  const std::string& src = source.empty() ? std::string("model config") : source;
+  auto positive = [&](int64_t v, const char* key) { MINIVLLM_CHECK_GT(v, 0) << src << ": " << key << " must be > 0"; };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_layers, "num_hidden_layers");
+  positive(num_heads, "num_attention_heads");
+  positive(num_kv_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(max_position_embeddings, "max_position_embeddings");
+  MINIVLLM_CHECK_EQ(num_heads % num_kv_heads, 0)
+      << src << ": num_attention_heads must be a multiple of num_key_value_heads";
+  MINIVLLM_CHECK_EQ(head_dim % 2, 0) << src << ": head_dim must be even (rotary pairs)";
+  MINIVLLM_CHECK(rms_norm_eps > 0) << src << ": rms_norm_eps must be > 0, got " << rms_norm_eps;
+  MINIVLLM_CHECK(rope_theta > 0) << src << ": rope_theta must be > 0, got " << rope_theta;
+  MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3")
+      << src << ": unsupported rope_scaling type " << rope_scaling.type;
+  if (rope_scaling.type == "llama3") {
+    MINIVLLM_CHECK(rope_scaling.factor > 0) << src << ": rope_scaling.factor must be > 0";
+    MINIVLLM_CHECK(rope_scaling.low_freq_factor > 0) << src << ": rope_scaling.low_freq_factor must be > 0";
+    MINIVLLM_CHECK(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)
+        << src << ": rope_scaling.high_freq_factor must be > low_freq_factor";
+    MINIVLLM_CHECK_GT(rope_scaling.original_max_position_embeddings, 0)
+        << src << ": rope_scaling.original_max_position_embeddings must be > 0";
+  }
+  MINIVLLM_CHECK(torch_dtype == "bfloat16" || torch_dtype == "float16" || torch_dtype == "float32")
+      << src << ": unsupported torch_dtype " << torch_dtype << " (bfloat16, float16 or float32)";
+  for (int64_t id : eos_token_ids) {
+    MINIVLLM_CHECK(id >= 0 && id < vocab_size) << src << ": eos_token_id " << id << " outside the vocabulary";
+  }
+  MINIVLLM_CHECK(bos_token_id < vocab_size) << src << ": bos_token_id " << bos_token_id << " outside the vocabulary";
+}
+
+}  // namespace minivllm

@@ -1,0 +1,135 @@
+// Reading one .safetensors file: header parsing with checks that name the file and tensor.
+#include "loader/safetensors.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/check.h"
+#include "loader/parallel_convert.h"
+
+namespace minivllm {
+namespace {
+
+using nlohmann::json;
+
+// Element sizes of every dtype the format defines, so offsets can be checked even for tensors
+// we will never convert.
+size_t safetensors_elem_size(const std::string& dtype) {
+  static const std::map<std::string, size_t> kSizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+  auto it = kSizes.find(dtype);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+bool parse_supported_dtype(const std::string& s, DType* out) {
+  if (s == "BF16") *out = DType::kBF16;
+  else if (s == "F16") *out = DType::kF16;
+  else if (s == "F32") *out = DType::kF32;
+  else return false;
+  return true;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_shared<MappedFile>(path)) {
+  parse_header();
+}
+
+void SafetensorsFile::parse_header() {
+  const std::string& p = file_->path();
+  const size_t size = file_->size();
+  MINIVLLM_CHECK_GE(size, size_t{8}) << p << ": corrupt safetensors header: file of " << size << " bytes";
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, file_->data(), 8);  // little-endian on every host we build for
+  MINIVLLM_CHECK(header_len <= size - 8)
+      << p << ": corrupt safetensors header: header length " << header_len << " exceeds the file size " << size;
+  const char* text = reinterpret_cast<const char*>(file_->data() + 8);
+  json header;
+  try {
+    header = json::parse(text, text + header_len);
+  } catch (const json::exception& e) {
+    MINIVLLM_FAIL() << p << ": corrupt safetensors header (invalid JSON): " << e.what();
+  }
+  MINIVLLM_CHECK(header.is_object()) << p << ": corrupt safetensors header: not a JSON object";
+  const size_t data_start = 8 + header_len;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      MINIVLLM_CHECK(entry.is_object()) << p << ": corrupt safetensors header: __metadata__ is not an object";
+      for (const auto& [k, v] : entry.items()) metadata_[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      continue;
+    }
+    MINIVLLM_CHECK(entry.is_object() && entry.contains("dtype") && entry["dtype"].is_string() &&
+                   entry.contains("shape") && entry["shape"].is_array() && entry.contains("data_offsets") &&
+                   entry["data_offsets"].is_array() && entry["data_offsets"].size() == 2)
+        << p << ": corrupt safetensors header: entry of tensor '" << name << "' needs dtype, shape, data_offsets";
+    SafetensorsTensorInfo info;
+    info.name = name;
+    info.dtype_name = entry["dtype"].get<std::string>();
+    info.dtype_supported = parse_supported_dtype(info.dtype_name, &info.dtype);
+    for (const json& d : entry["shape"]) {
+      MINIVLLM_CHECK(d.is_number_unsigned()) << p << ": corrupt safetensors header: tensor '" << name
+                                             << "' has shape " << entry["shape"].dump();
+      info.shape.push_back(d.get<int64_t>());
+    }
+    const json& offs = entry["data_offsets"];
+    MINIVLLM_CHECK(offs[0].is_number_unsigned() && offs[1].is_number_unsigned() &&
+                   offs[0].get<uint64_t>() <= offs[1].get<uint64_t>())
+        << p << ": corrupt safetensors header: tensor '" << name << "' has data_offsets " << offs.dump();
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    const size_t elem = safetensors_elem_size(info.dtype_name);
+    MINIVLLM_CHECK(elem == 0 || end - begin == static_cast<uint64_t>(numel_of(info.shape)) * elem)
+        << p << ": corrupt safetensors header: tensor '" << name << "' (" << info.dtype_name << shape_string(info.shape)
+        << ") has " << end - begin << " data bytes";
+    MINIVLLM_CHECK(end <= size - data_start)
+        << p << ": truncated file: tensor '" << name << "' data ends at byte " << data_start + end
+        << " but the file has " << size << " bytes";
+    info.begin = data_start + begin;
+    info.end = data_start + end;
+    tensors_.emplace(name, std::move(info));
+  }
+}
+
+const SafetensorsTensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  MINIVLLM_CHECK(it != tensors_.end()) << "tensor '" << name << "' not found in " << path();
+  return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& kv : tensors_) out.push_back(kv.first);
+  return out;
+}
+
+Tensor SafetensorsFile::get_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const {
+  const SafetensorsTensorInfo& t = info(name);
+  MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
+                                    << "; only BF16, F16 and F32 are supported";
+  MINIVLLM_CHECK(expected_shape.empty() || expected_shape == t.shape)
+      << "tensor '" << name << "': expected shape " << shape_string(expected_shape) << " but " << path() << " has "
+      << shape_string(t.shape);
+  std::vector<int64_t> shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;  // scalars become [1]
+  MINIVLLM_CHECK_LE(shape.size(), size_t{Tensor::kMaxDims}) << "tensor '" << name << "' in " << path();
+  Tensor out = host_tensor(DType::kF32, shape);
+  convert_to_f32_parallel(file_->data() + t.begin, t.dtype, out.ptr<float>(), static_cast<size_t>(numel_of(shape)));
+  return out;
+}
+
+}  // namespace minivllm

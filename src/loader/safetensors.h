@@ -1,0 +1,55 @@
+// Safetensors: one memory-mapped .safetensors file (8-byte little-endian header length, a JSON
+// header {name: {dtype, shape, data_offsets}}, then the raw data), a directory of them as a
+// WeightSource (see weight_source.h), and a writer for tests and tools.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "loader/mapped_file.h"
+
+namespace minivllm {
+
+struct SafetensorsTensorInfo {
+  std::string name;
+  std::string dtype_name;  // as in the header, e.g. "BF16"
+  bool dtype_supported = false;
+  DType dtype = DType::kF32;  // valid when dtype_supported (BF16, F16, F32)
+  std::vector<int64_t> shape;
+  size_t begin = 0;  // absolute byte offsets in the file
+  size_t end = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Parses and checks the header; throws an Error naming the file (and the tensor) when the header
+  // is corrupt or a tensor's data lies beyond the end of the file.
+  explicit SafetensorsFile(const std::string& path);
+
+  const std::string& path() const { return file_->path(); }
+  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+  const SafetensorsTensorInfo& info(const std::string& name) const;  // throws naming the tensor and file
+  std::vector<std::string> names() const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // fp32 copy of a BF16/F16/F32 tensor; throws naming the tensor for other dtypes or a shape mismatch.
+  Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape = {}) const;
+
+ private:
+  void parse_header();
+  std::shared_ptr<MappedFile> file_;
+  std::map<std::string, SafetensorsTensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Writes host tensors (F32, F16 or BF16, each in its own dtype) to `path`, names sorted, header
+// padded to 8 bytes as the reference implementation does.
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// "[2, 3]" for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace minivllm

@@ -1,0 +1,260 @@
+#include "runtime/model_runner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/check.h"
+#include "runtime/backend_select.h"
+
+namespace minivllm {
+
+ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights)
+    : cfg_(cfg), model_cfg_(model_cfg) {
+  backend_ = make_backend(cfg_.backend, cfg_.device_index, cfg_.num_threads);
+  max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
+  model_ = std::make_unique<Transformer>(model_cfg_, weights, *backend_, cfg_.max_num_batched_tokens,
+                                         cfg_.max_num_seqs, cfg_.max_model_length);
+  allocate_buffers();
+  allocate_kv_cache();
+  warmup();
+  if (!cfg_.enforce_eager && backend_->supports_graphs()) capture_graphs();
+}
+
+ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::allocate_buffers() {
+  const int64_t t = cfg_.max_num_batched_tokens, s = cfg_.max_num_seqs;
+  input_ids_ = backend_->empty(DType::kI32, {t});
+  positions_ = backend_->empty(DType::kI32, {t});
+  slot_mapping_ = backend_->empty(DType::kI32, {t});
+  cu_seqlens_q_ = backend_->empty(DType::kI32, {s + 1});
+  cu_seqlens_k_ = backend_->empty(DType::kI32, {s + 1});
+  context_lens_ = backend_->empty(DType::kI32, {s});
+  block_tables_ = backend_->empty(DType::kI32, {s, max_blocks_per_seq_});
+  last_indices_ = backend_->empty(DType::kI32, {s});
+}
+
+// KV memory is measured, not guessed: what the utilisation target leaves after the weights and
+// every activation buffer (all allocated by now; a forward pass allocates nothing more).
+void ModelRunner::allocate_kv_cache() {
+  const int64_t layers = model_cfg_.num_layers;
+  const int64_t block_bytes = cfg_.block_size * layers * model_->kv_bytes_per_token_per_layer();
+  int64_t blocks = cfg_.num_kvcache_blocks;
+  if (blocks <= 0) {
+    size_t free_b = 0, total_b = 0;
+    backend_->memory_info(&free_b, &total_b);
+    int64_t budget;
+    if (backend_->device() == DeviceKind::kCuda) {
+      budget = static_cast<int64_t>(cfg_.gpu_memory_utilization * static_cast<double>(total_b)) -
+               static_cast<int64_t>(total_b - free_b);
+    } else {  // host memory is shared with everything else: a quarter of what is free, 4 GiB at most
+      budget = std::min<int64_t>(static_cast<int64_t>(free_b / 4), int64_t{4} << 30);
+    }
+    const int64_t wanted = static_cast<int64_t>(cfg_.max_num_seqs) * max_blocks_per_seq_;
+    blocks = budget / block_bytes;
+    if (backend_->device() == DeviceKind::kCpu) blocks = std::min(blocks, wanted);
+  }
+  MINIVLLM_CHECK(blocks >= max_blocks_per_seq_)
+      << "the KV cache holds " << blocks << " blocks of " << cfg_.block_size
+      << " tokens, fewer than one sequence of max_model_length " << cfg_.max_model_length
+      << " needs; lower max_model_length or raise gpu_memory_utilization";
+  num_kvcache_blocks_ = static_cast<int>(blocks);
+  for (int64_t l = 0; l < layers; ++l) {
+    KVCache c = backend_->allocate_kv_cache(num_kvcache_blocks_, cfg_.block_size,
+                                            static_cast<int>(model_cfg_.num_kv_heads),
+                                            static_cast<int>(model_cfg_.head_dim));
+    backend_->fill_bytes(c.k, 0);  // padded graph rows read real, finite memory
+    backend_->fill_bytes(c.v, 0);
+    kv_caches_.push_back(c);
+  }
+}
+
+// A dummy prefill of the largest batch: loads kernels, builds GEMM plans.
+void ModelRunner::warmup() {
+  if (backend_->device() != DeviceKind::kCuda) return;  // nothing to load on the CPU; it would only cost time
+  const int len = std::min(cfg_.max_model_length, cfg_.max_num_batched_tokens);
+  const int n = std::max(1, std::min(cfg_.max_num_batched_tokens / len, cfg_.max_num_seqs));
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<Sequence*> ptrs;
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (int i = 0; i < n; ++i) {
+    seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(len, 0), greedy, cfg_.block_size));
+    seqs.back()->block_table.assign(seqs.back()->num_blocks(), 0);  // all read block 0; nothing is stored
+    ptrs.push_back(seqs.back().get());
+  }
+  AttentionMetadata meta = prepare_prefill(ptrs);
+  std::fill(h_slots_.begin(), h_slots_.end(), -1);
+  backend_->copy_from_host(slot_mapping_.rows(0, meta.num_tokens), h_slots_.data());
+  Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+  sample(ptrs, model_->compute_logits(hidden, &last_indices_, n));
+}
+
+void ModelRunner::upload_block_tables(const std::vector<Sequence*>& seqs, int rows) {
+  h_tables_.assign(static_cast<size_t>(rows) * max_blocks_per_seq_, -1);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& bt = seqs[i]->block_table;
+    MINIVLLM_CHECK_LE(static_cast<int>(bt.size()), max_blocks_per_seq_) << "sequence " << seqs[i]->seq_id();
+    std::copy(bt.begin(), bt.end(), h_tables_.begin() + static_cast<int64_t>(i) * max_blocks_per_seq_);
+  }
+  for (int i = static_cast<int>(seqs.size()); i < rows; ++i) h_tables_[static_cast<size_t>(i) * max_blocks_per_seq_] = 0;
+  backend_->copy_from_host(block_tables_.rows(0, rows), h_tables_.data());
+}
+
+// Seeds: prepare_prefill. Only the uncached tokens are computed; keys span the whole sequence.
+AttentionMetadata ModelRunner::prepare_prefill(const std::vector<Sequence*>& seqs) {
+  h_ids_.clear();
+  h_pos_.clear();
+  h_slots_.clear();
+  h_cuq_.assign(1, 0);
+  h_cuk_.assign(1, 0);
+  h_last_.clear();
+  AttentionMetadata m;
+  m.is_prefill = true;
+  m.block_size = cfg_.block_size;
+  m.max_num_blocks = max_blocks_per_seq_;
+  for (Sequence* seq : seqs) {
+    const int len = seq->num_tokens(), cached = seq->num_cached_tokens;
+    const auto& toks = seq->token_ids();
+    for (int p = cached; p < len; ++p) {
+      h_ids_.push_back(toks[p]);
+      h_pos_.push_back(p);
+      const int block = seq->block_table[p / cfg_.block_size];
+      h_slots_.push_back(block * cfg_.block_size + p % cfg_.block_size);
+    }
+    h_cuq_.push_back(h_cuq_.back() + len - cached);
+    h_cuk_.push_back(h_cuk_.back() + len);
+    h_last_.push_back(h_cuq_.back() - 1);
+    m.max_seqlen_q = std::max(m.max_seqlen_q, len - cached);
+    m.max_seqlen_k = std::max(m.max_seqlen_k, len);
+  }
+  const int n = static_cast<int>(h_ids_.size()), s = static_cast<int>(seqs.size());
+  MINIVLLM_CHECK(n >= 1 && n <= cfg_.max_num_batched_tokens) << "prefill of " << n << " tokens";
+  m.num_seqs = s;
+  m.num_tokens = n;
+  backend_->copy_from_host(input_ids_.rows(0, n), h_ids_.data());
+  backend_->copy_from_host(positions_.rows(0, n), h_pos_.data());
+  backend_->copy_from_host(slot_mapping_.rows(0, n), h_slots_.data());
+  backend_->copy_from_host(cu_seqlens_q_.rows(0, s + 1), h_cuq_.data());
+  backend_->copy_from_host(cu_seqlens_k_.rows(0, s + 1), h_cuk_.data());
+  backend_->copy_from_host(last_indices_.rows(0, s), h_last_.data());
+  upload_block_tables(seqs, s);
+  m.cu_seqlens_q = cu_seqlens_q_.rows(0, s + 1);
+  m.cu_seqlens_k = cu_seqlens_k_.rows(0, s + 1);
+  m.slot_mapping = slot_mapping_.rows(0, n);
+  m.block_tables = block_tables_.rows(0, s);
+  return m;
+}
+
+// The decode metadata for a batch of `num_seqs` rows: views of the fixed buffers, so that a graph
+// captured with it reads whatever the next step writes there.
+AttentionMetadata ModelRunner::decode_metadata(int num_seqs) {
+  AttentionMetadata m;
+  m.is_prefill = false;
+  m.num_seqs = num_seqs;
+  m.num_tokens = num_seqs;
+  m.block_size = cfg_.block_size;
+  m.max_num_blocks = max_blocks_per_seq_;
+  m.max_seqlen_q = 1;
+  m.max_seqlen_k = cfg_.max_model_length;
+  m.slot_mapping = slot_mapping_.rows(0, num_seqs);
+  m.context_lens = context_lens_.rows(0, num_seqs);
+  m.block_tables = block_tables_.rows(0, num_seqs);
+  return m;
+}
+
+// Seeds: prepare_decode, padded to `padded_size` rows (a graph's batch size): padding rows store
+// nothing (slot -1) and attend one zeroed key of block 0.
+AttentionMetadata ModelRunner::prepare_decode(const std::vector<Sequence*>& seqs, int padded_size) {
+  h_ids_.assign(padded_size, 0);
+  h_pos_.assign(padded_size, 0);
+  h_slots_.assign(padded_size, -1);
+  h_ctx_.assign(padded_size, 1);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Sequence* seq = seqs[i];
+    const int len = seq->num_tokens();
+    h_ids_[i] = seq->last_token();
+    h_pos_[i] = len - 1;
+    h_ctx_[i] = len;
+    h_slots_[i] = seq->block_table.back() * cfg_.block_size + seq->last_block_num_tokens() - 1;
+  }
+  backend_->copy_from_host(input_ids_.rows(0, padded_size), h_ids_.data());
+  backend_->copy_from_host(positions_.rows(0, padded_size), h_pos_.data());
+  backend_->copy_from_host(slot_mapping_.rows(0, padded_size), h_slots_.data());
+  backend_->copy_from_host(context_lens_.rows(0, padded_size), h_ctx_.data());
+  upload_block_tables(seqs, padded_size);
+  return decode_metadata(padded_size);
+}
+
+std::vector<int32_t> ModelRunner::sample(const std::vector<Sequence*>& seqs, const Tensor& logits) {
+  SamplingBatch b;
+  for (Sequence* seq : seqs) {
+    const SamplingParams& p = seq->params();
+    b.temperature.push_back(p.temperature);
+    b.top_k.push_back(p.top_k);
+    b.top_p.push_back(p.top_p);
+    b.min_p.push_back(p.min_p);
+    b.uniform.push_back(seq->next_uniform());
+  }
+  std::vector<int32_t> out(seqs.size());
+  backend_->sample(logits.rows(0, static_cast<int64_t>(seqs.size())), b, out.data());
+  return out;
+}
+
+std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool is_prefill) {
+  MINIVLLM_CHECK(!seqs.empty() && static_cast<int>(seqs.size()) <= cfg_.max_num_seqs) << seqs.size() << " sequences";
+  const int n = static_cast<int>(seqs.size());
+  if (is_prefill) {
+    AttentionMetadata meta = prepare_prefill(seqs);
+    Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+    return sample(seqs, model_->compute_logits(hidden, &last_indices_, n));
+  }
+  auto graph = graphs_.lower_bound(n);
+  if (graph != graphs_.end()) {
+    prepare_decode(seqs, graph->first);
+    backend_->replay_graph(graph->second);
+    return sample(seqs, model_->logits_buffer());
+  }
+  AttentionMetadata meta = prepare_decode(seqs, n);
+  Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+  return sample(seqs, model_->compute_logits(hidden, nullptr, n));
+}
+
+// Seeds: capture_cudagraph, batch sizes 1, 2, 4, 8 and every multiple of 16 up to
+// min(max_num_seqs, 512). The backend shares one memory pool between them.
+void ModelRunner::capture_graphs() {
+  std::vector<int> sizes = {1, 2, 4, 8};
+  for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) sizes.push_back(bs);
+  for (int bs : sizes) {
+    if (bs > cfg_.max_num_seqs) break;
+    const std::vector<Sequence*> none;
+    AttentionMetadata meta = prepare_decode(none, bs);
+    auto body = [&] {
+      Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+      model_->compute_logits(hidden, nullptr, bs);
+    };
+    body();  // eager once: plans and kernels are ready before capture
+    graphs_[bs] = backend_->capture_graph(body);
+  }
+  backend_->synchronize();
+}
+
+std::vector<float> ModelRunner::prefill_all_logits(Sequence& seq) {
+  std::vector<Sequence*> one = {&seq};
+  AttentionMetadata meta = prepare_prefill(one);
+  Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+  const int64_t n = meta.num_tokens, v = model_cfg_.vocab_size, chunk = cfg_.max_num_seqs;
+  std::vector<float> out(static_cast<size_t>(n * v));
+  std::vector<int32_t> idx;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t rows = std::min(chunk, n - start);
+    idx.resize(rows);
+    for (int64_t i = 0; i < rows; ++i) idx[i] = static_cast<int32_t>(start + i);
+    backend_->copy_from_host(last_indices_.rows(0, rows), idx.data());
+    Tensor logits = model_->compute_logits(hidden, &last_indices_, rows);
+    backend_->copy_to_host(out.data() + start * v, logits);
+  }
+  return out;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,125 @@
+// The engine against Hugging Face transformers: tiny random-weight checkpoints and their greedy
+// continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "api/llm_engine.h"
+
+namespace minivllm {
+namespace {
+
+struct GoldenCase {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;
+  std::vector<float> last_logits;
+};
+
+std::string golden_dir(const std::string& model) { return std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/" + model; }
+
+std::vector<GoldenCase> load_cases(const std::string& model) {
+  std::ifstream f(golden_dir(model) + "/goldens.json");
+  EXPECT_TRUE(f.good()) << "missing goldens for " << model;
+  nlohmann::json j = nlohmann::json::parse(f);
+  const nlohmann::json& cases = j.is_object() ? j.at("cases") : j;
+  std::vector<GoldenCase> out;
+  for (const auto& c : cases) {
+    out.push_back({c.at("prompt_ids").get<std::vector<int32_t>>(), c.at("greedy_ids").get<std::vector<int32_t>>(),
+                   c.at("last_logits").get<std::vector<float>>()});
+  }
+  return out;
+}
+
+EngineConfig tiny_config(const std::string& model) {
+  EngineConfig c;
+  c.model = golden_dir(model);
+  c.device = "cpu";
+  c.block_size = 16;
+  c.max_num_seqs = 16;
+  c.max_model_length = 256;
+  c.max_num_batched_tokens = 1024;
+  c.num_kvcache_blocks = 256;
+  return c;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+// All prompts in one batch of mixed lengths: HF's greedy tokens exactly.
+TEST_P(GoldenTest, GreedyTokensMatchInMixedBatch) {
+  const auto cases = load_cases(GetParam());
+  LLMEngine engine(tiny_config(GetParam()));
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& c : cases) prompts.push_back(c.prompt);
+  const auto outs = engine.generate(prompts, greedy(static_cast<int>(cases[0].greedy.size())));
+  ASSERT_EQ(outs.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(outs[i].token_ids, cases[i].greedy) << "prompt " << i << " of length " << cases[i].prompt.size();
+  }
+}
+
+// Last-position logits within tolerance: HF ran in fp32 from the same bf16 weights; we run fp32 too.
+TEST_P(GoldenTest, LastLogitsMatch) {
+  const auto cases = load_cases(GetParam());
+  LLMEngine engine(tiny_config(GetParam()));
+  const int64_t vocab = engine.model_config().vocab_size;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::vector<float> all = engine.score(cases[i].prompt);
+    const float* last = all.data() + (cases[i].prompt.size() - 1) * vocab;
+    ASSERT_EQ(static_cast<int64_t>(cases[i].last_logits.size()), vocab);
+    double max_diff = 0, ref_max = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(last[v]) - cases[i].last_logits[v]));
+      ref_max = std::max(ref_max, std::abs(static_cast<double>(cases[i].last_logits[v])));
+    }
+    // Stated tolerance: 1e-3 absolute on logits of magnitude ~1-10 (fp32 vs fp32, different summation order).
+    EXPECT_LT(max_diff, 1e-3 * std::max(1.0, ref_max)) << "prompt " << i;
+  }
+}
+
+// A second request with the same long prefix hits the prefix cache and still matches HF.
+TEST_P(GoldenTest, PrefixCacheHitMatches) {
+  const auto cases = load_cases(GetParam());
+  // The two prompts sharing a 40-token prefix are the last two cases (tools/make_hf_goldens.py).
+  const GoldenCase& a = cases[cases.size() - 2];
+  const GoldenCase& b = cases[cases.size() - 1];
+  LLMEngine engine(tiny_config(GetParam()));
+  auto first = engine.generate(std::vector<std::vector<int32_t>>{a.prompt}, greedy(static_cast<int>(a.greedy.size())));
+  EXPECT_EQ(first[0].token_ids, a.greedy);
+  engine.add_request(b.prompt, greedy(static_cast<int>(b.greedy.size())));
+  StepResult prefill = engine.step();
+  EXPECT_GT(prefill.num_tokens, 0);
+  EXPECT_LT(prefill.num_tokens, static_cast<int>(b.prompt.size())) << "no prefix-cache hit";
+  std::vector<int32_t> tokens;
+  std::vector<RequestOutput> done = prefill.finished;
+  while (done.empty()) done = engine.step().finished;
+  EXPECT_EQ(done[0].token_ids, b.greedy);
+}
+
+// A KV cache too small for the whole batch forces preemption by recompute; tokens still match.
+TEST_P(GoldenTest, PreemptionKeepsTokens) {
+  const auto cases = load_cases(GetParam());
+  EngineConfig c = tiny_config(GetParam());
+  c.num_kvcache_blocks = 16;  // 256 tokens for all sequences together
+  LLMEngine engine(c);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& gc : cases) prompts.push_back(gc.prompt);
+  const auto outs = engine.generate(prompts, greedy(static_cast<int>(cases[0].greedy.size())));
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(outs[i].token_ids, cases[i].greedy) << "prompt " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::Values("qwen3-tiny", "llama3-tiny"));
+
+}  // namespace
+}  // namespace minivllm

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Tiny random-weight HF checkpoints plus Hugging Face transformers reference outputs for them.
+
+Usage:
+    python3 tools/make_hf_goldens.py tests/goldens
+
+Writes, for each model (qwen3-tiny, llama3-tiny), OUTDIR/<model>/:
+    config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
+                                          rope_parameters, dtype)
+    model.safetensors                     bf16 weights; qwen3-tiny stores lm_head.weight although the
+                                          embeddings are tied (as Qwen3-0.6B does); llama3-tiny does not
+                                          (as Llama-3.2-1B does)
+    goldens.json                          {"transformers_version", "torch_version", "command", ...,
+                                           "cases": [{"prompt_ids", "greedy_ids", "greedy_margins",
+                                                      "last_logits", "max_new_tokens"}]}
+
+The reference is transformers in float32 with eager attention, computing from the bf16-rounded
+weights read back from model.safetensors (so an engine computing in fp32 from the same file should
+agree to ~1e-4; one computing in bf16 should agree on greedy_ids wherever greedy_margins, the
+top-1 minus top-2 logit at each generated step, is not tiny). Greedy decoding runs the full
+sequence again at every step (no KV cache), never stops on eos, and is cross-checked against
+model.generate(do_sample=False). Floats are rounded to 6 significant digits.
+
+Everything is seeded; on one machine the outputs regenerate byte for byte (the CPU is forced to
+one thread so reductions keep their order). Versions used: tools/requirements-goldens.txt.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+
+import torch
+import transformers
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, Qwen3Config
+
+SEED = 20240611
+MAX_NEW_TOKENS = 16
+# Random init, chosen so that the goldens can catch mistakes:
+# - embedding (and tied lm_head) std 1.0: logits of std ~8, greedy continuations vary (0.02, the
+#   real init, gives a model that repeats one token);
+# - projections std GAIN/sqrt(fan_in): the layers outweigh the embedding on the residual stream
+#   (with gain 1 the tied model mostly repeats its last token);
+# - q/k projections std 1.5/sqrt(fan_in): Llama's attention (no q/k norm) is neither flat nor
+#   one-hot (entropy ~2.2 nats over 64 keys), so that a wrong softmax scale is seen.
+INIT_STD = 1.0
+PROJ_GAIN = 3.0
+QK_GAIN = 1.5
+COMMAND = "python3 tools/make_hf_goldens.py tests/goldens"
+
+
+def qwen3_tiny_config():
+    return Qwen3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        bos_token_id=1, eos_token_id=2, attention_bias=False, use_sliding_window=False,
+        architectures=["Qwen3ForCausalLM"])
+
+
+def llama3_tiny_config():
+    # original_max_position_embeddings=64 puts the 8 rotary frequencies of head_dim 16 into all
+    # three llama3 bands: wavelength 6.3 (< 64/4: kept), 32.5 (between 16 and 64: smoothly
+    # interpolated) and 167..7e5 (> 64: divided by factor).
+    return LlamaConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, initializer_range=INIT_STD,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+        bos_token_id=1, eos_token_id=[2, 3], attention_bias=False, mlp_bias=False,
+        architectures=["LlamaForCausalLM"])
+
+
+# name -> (config factory, store lm_head.weight explicitly)
+MODELS = {
+    "qwen3-tiny": (qwen3_tiny_config, True),
+    "llama3-tiny": (llama3_tiny_config, False),
+}
+
+
+def init_weights(model, seed, std):
+    """Fills every parameter from one seeded generator, in name order, independent of HF's init.
+
+    Embeddings get N(0, std^2), projections N(0, gain^2/fan_in); norm weights get U(0.5, 1.5) so
+    that a loader mixing up norms is seen (all-ones would hide it).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if p.dim() == 1:
+                p.copy_(torch.rand(p.shape, generator=gen) + 0.5)
+            elif "embed_tokens" in name or "lm_head" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+            else:
+                gain = QK_GAIN if ("q_proj" in name or "k_proj" in name) else PROJ_GAIN
+                p.copy_(torch.randn(p.shape, generator=gen) * gain / p.shape[1] ** 0.5)
+
+
+def bf16_state_dict(model, store_lm_head):
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
+    if store_lm_head:
+        sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
+    else:
+        sd.pop("lm_head.weight", None)
+    return sd
+
+
+def save_checkpoint(model, config, outdir, store_lm_head):
+    os.makedirs(outdir, exist_ok=True)
+    config.dtype = torch.bfloat16
+    config.save_pretrained(outdir)
+    gen_cfg = GenerationConfig.from_model_config(config)
+    if gen_cfg.to_diff_dict():
+        gen_cfg.save_pretrained(outdir)
+    save_file(bf16_state_dict(model, store_lm_head), os.path.join(outdir, "model.safetensors"),
+              metadata={"format": "pt"})
+
+
+def load_reference(outdir):
+    """The bf16 checkpoint read back by transformers, upcast to fp32, eager attention."""
+    model = AutoModelForCausalLM.from_pretrained(outdir, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    stored = load_file(os.path.join(outdir, "model.safetensors"))
+    params = dict(model.named_parameters())
+    for name, t in stored.items():
+        if name in params:
+            assert torch.equal(params[name].detach(), t.float()), f"{outdir}: {name} not loaded exactly"
+    assert torch.equal(model.lm_head.weight, model.model.embed_tokens.weight), "lm_head is not tied"
+    return model
+
+
+def make_prompts(seed, vocab):
+    rng = random.Random(seed)
+    lengths = [1, 5, 8, 17, 33, 50, 64, 100]
+    prompts = [[rng.randrange(vocab) for _ in range(n)] for n in lengths]
+    prefix = [rng.randrange(vocab) for _ in range(40)]  # shared by the last two: prefix-cache tests
+    prompts.append(prefix + [rng.randrange(vocab) for _ in range(9)])
+    prompts.append(prefix + [rng.randrange(vocab) for _ in range(23)])
+    return prompts
+
+
+def greedy(model, prompt, n):
+    """Greedy tokens, recomputing the whole sequence each step; also top1-top2 logit margins."""
+    ids = list(prompt)
+    out, margins, first_logits = [], [], None
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1]
+            if first_logits is None:
+                first_logits = logits.clone()
+            top = torch.topk(logits, 2)
+            tok = int(top.indices[0])
+            out.append(tok)
+            margins.append(float(top.values[0] - top.values[1]))
+            ids.append(tok)
+    return out, margins, first_logits
+
+
+def hf_generate(model, prompt, n):
+    gen_cfg = GenerationConfig(do_sample=False, max_new_tokens=n, min_new_tokens=n, eos_token_id=None,
+                               pad_token_id=0, bos_token_id=None)
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        # An explicit mask: without it generate() masks every prompt token equal to pad_token_id.
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen_cfg)
+    return out[0, len(prompt):].tolist()
+
+
+def r6(x):
+    return float(f"{x:.6g}")
+
+
+def make_model(name, outdir):
+    factory, store_lm_head = MODELS[name]
+    config = factory()
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    init_weights(model, SEED, INIT_STD)
+    save_checkpoint(model, config, outdir, store_lm_head)
+
+    ref = load_reference(outdir)
+    cases = []
+    for prompt in make_prompts(SEED + 1, config.vocab_size):
+        toks, margins, logits = greedy(ref, prompt, MAX_NEW_TOKENS)
+        cached = hf_generate(ref, prompt, MAX_NEW_TOKENS)
+        if cached != toks:
+            print(f"warning: {name}: generate() with KV cache differs from full recompute "
+                  f"for a {len(prompt)}-token prompt: {cached} vs {toks}", file=sys.stderr)
+        cases.append({"prompt_ids": prompt, "greedy_ids": toks, "max_new_tokens": MAX_NEW_TOKENS,
+                      "greedy_margins": [r6(m) for m in margins],
+                      "last_logits": [r6(v) for v in logits.tolist()]})
+        print(f"{name}: prompt {len(prompt):3d} tokens -> {toks}  min margin {min(margins):.3g}")
+    doc = {
+        "model": name,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "command": COMMAND,
+        "reference": "transformers AutoModelForCausalLM, float32, attn_implementation=eager, "
+                     "weights = the bf16 model.safetensors upcast; greedy = argmax with the full "
+                     "sequence recomputed each step, eos ignored",
+        "eos_ignored": True,
+        "seed": SEED,
+        "cases": cases,
+    }
+    with open(os.path.join(outdir, "goldens.json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("outdir")
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    for name in args.models:
+        make_model(name, os.path.join(args.outdir, name))
+
+
+if __name__ == "__main__":
+    main()
