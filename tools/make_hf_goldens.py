@@ -159,8 +159,10 @@ def greedy(model, prompt, n):
 
 
 def hf_generate(model, prompt, n):
-    gen_cfg = GenerationConfig(do_sample=False, max_new_tokens=n, min_new_tokens=n, eos_token_id=None,
-                               pad_token_id=0, bos_token_id=None)
+    # generate() merges in the model's generation_config, eos included: clear it there, so that it
+    # neither stops nor (through min_new_tokens) suppresses eos.
+    model.generation_config.eos_token_id = None
+    gen_cfg = GenerationConfig(do_sample=False, max_new_tokens=n, eos_token_id=None, pad_token_id=0)
     with torch.no_grad():
         ids = torch.tensor([prompt])
         # An explicit mask: without it generate() masks every prompt token equal to pad_token_id.
@@ -185,7 +187,7 @@ def make_model(name, outdir):
         toks, margins, logits = greedy(ref, prompt, MAX_NEW_TOKENS)
         cached = hf_generate(ref, prompt, MAX_NEW_TOKENS)
         if cached != toks:
-            print(f"warning: {name}: generate() with KV cache differs from full recompute "
+            print(f"WARNING: {name}: generate() with KV cache differs from full recompute "
                   f"for a {len(prompt)}-token prompt: {cached} vs {toks}", file=sys.stderr)
         cases.append({"prompt_ids": prompt, "greedy_ids": toks, "max_new_tokens": MAX_NEW_TOKENS,
                       "greedy_margins": [r6(m) for m in margins],

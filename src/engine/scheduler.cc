@@ -54,6 +54,7 @@ ScheduledBatch Scheduler::schedule_prefill() {
     seq.status = SequenceStatus::kRunning;
     batch.num_tokens += uncached;
     batch.seqs.push_back(&seq);
+    batch.owners.push_back(waiting_.front());
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -83,6 +84,7 @@ ScheduledBatch Scheduler::schedule_decode() {
     scheduled.push_back(std::move(seq));
   }
   running_.insert(running_.begin(), scheduled.begin(), scheduled.end());
+  batch.owners = std::move(scheduled);
   batch.num_tokens = static_cast<int>(batch.seqs.size());
   // A sequence never needs more than the whole cache, so a lone one always fits.
   MINIVLLM_CHECK(!batch.empty() || is_finished())
@@ -157,10 +159,11 @@ std::shared_ptr<Sequence> Scheduler::abort(int64_t seq_id) {
   return nullptr;
 }
 
-void Scheduler::finish(Sequence* seq, FinishReason reason) {
+std::shared_ptr<Sequence> Scheduler::finish(Sequence* seq, FinishReason reason) {
   MINIVLLM_CHECK(seq != nullptr) << "null sequence";
   std::shared_ptr<Sequence> owned = remove(seq);
   if (owned) mark_finished(*owned, reason);  // already finished sequences are left as they are
+  return owned;
 }
 
 }  // namespace minivllm

@@ -27,6 +27,8 @@ struct ScheduledBatch {
   std::vector<Sequence*> seqs;
   bool is_prefill = false;
   int num_tokens = 0;  // tokens computed this step (prefill: uncached prompt tokens)
+  // Keeps seqs alive while the batch lives, even if one is aborted before postprocess().
+  std::vector<std::shared_ptr<Sequence>> owners;
   bool empty() const { return seqs.empty(); }
 };
 
@@ -47,8 +49,9 @@ class Scheduler {
                                                      const std::vector<int32_t>& token_ids);
   // Removes a waiting or running sequence (FinishReason::kAbort). nullptr when unknown or done.
   std::shared_ptr<Sequence> abort(int64_t seq_id);
-  // Finishes a waiting or running sequence for a reason found outside (e.g. a stop string).
-  void finish(Sequence* seq, FinishReason reason);
+  // Finishes a waiting or running sequence for a reason found outside (e.g. a stop string) and
+  // returns it; nullptr when it was not queued (already finished).
+  std::shared_ptr<Sequence> finish(Sequence* seq, FinishReason reason);
 
   // The longest a sequence may grow (prompt + completion): max_model_length, or the whole KV cache
   // when that is smaller. Reaching it finishes a sequence with FinishReason::kLength.

@@ -3,7 +3,6 @@
 
 #include <cstring>
 #include <map>
-#include <regex>
 
 #include "common/check.h"
 #include "loader/gguf.h"
@@ -99,12 +98,19 @@ class GgufWeightSource : public WeightSource {
 std::string gguf_to_hf_name(const std::string& gguf_name) {
   auto g = global_names().find(gguf_name);
   if (g != global_names().end()) return g->second;
-  static const std::regex kLayer(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
-  std::smatch m;
-  if (std::regex_match(gguf_name, m, kLayer)) {
-    auto l = layer_names().find(m[2].str());
-    if (l != layer_names().end()) return "model.layers." + m[1].str() + "." + l->second + "." + m[3].str();
+  // "blk.<N>.<part>.<weight|bias>"
+  if (!gguf_name.starts_with("blk.")) return gguf_name;
+  const size_t layer_end = gguf_name.find('.', 4);
+  const size_t suffix = gguf_name.rfind('.');
+  if (layer_end == std::string::npos || layer_end == 4 || suffix <= layer_end) return gguf_name;
+  const std::string layer = gguf_name.substr(4, layer_end - 4);
+  const std::string part = gguf_name.substr(layer_end + 1, suffix - layer_end - 1);
+  const std::string kind = gguf_name.substr(suffix + 1);
+  if (layer.find_first_not_of("0123456789") != std::string::npos || (kind != "weight" && kind != "bias")) {
+    return gguf_name;
   }
+  auto l = layer_names().find(part);
+  if (l != layer_names().end()) return "model.layers." + layer + "." + l->second + "." + kind;
   return gguf_name;
 }
 

@@ -14,6 +14,9 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
   model_ = std::make_unique<Transformer>(model_cfg_, weights, *backend_, cfg_.max_num_batched_tokens,
                                          cfg_.max_num_seqs, cfg_.max_model_length);
+  graph_sizes_ = {1, 2, 4, 8};
+  for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
+  while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();
   allocate_buffers();
   allocate_kv_cache();
   warmup();
@@ -209,24 +212,29 @@ std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool i
     Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
     return sample(seqs, model_->compute_logits(hidden, &last_indices_, n));
   }
-  auto graph = graphs_.lower_bound(n);
+  // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
+  // graph replay reproduces eager decode token for token.
+  const int padded = decode_batch_size(n);
+  auto graph = graphs_.find(padded);
+  AttentionMetadata meta = prepare_decode(seqs, padded);
   if (graph != graphs_.end()) {
-    prepare_decode(seqs, graph->first);
     backend_->replay_graph(graph->second);
     return sample(seqs, model_->logits_buffer());
   }
-  AttentionMetadata meta = prepare_decode(seqs, n);
   Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-  return sample(seqs, model_->compute_logits(hidden, nullptr, n));
+  return sample(seqs, model_->compute_logits(hidden, nullptr, padded));
+}
+
+int ModelRunner::decode_batch_size(int n) const {
+  if (backend_->device() == DeviceKind::kCpu) return n;  // no graphs: nothing to match
+  auto it = std::lower_bound(graph_sizes_.begin(), graph_sizes_.end(), n);
+  return it == graph_sizes_.end() ? n : *it;
 }
 
 // Seeds: capture_cudagraph, batch sizes 1, 2, 4, 8 and every multiple of 16 up to
 // min(max_num_seqs, 512). The backend shares one memory pool between them.
 void ModelRunner::capture_graphs() {
-  std::vector<int> sizes = {1, 2, 4, 8};
-  for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) sizes.push_back(bs);
-  for (int bs : sizes) {
-    if (bs > cfg_.max_num_seqs) break;
+  for (int bs : graph_sizes_) {
     const std::vector<Sequence*> none;
     AttentionMetadata meta = prepare_decode(none, bs);
     auto body = [&] {

@@ -58,7 +58,10 @@ class ModelRunner {
   // Host staging, reused between steps.
   std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_cuq_, h_cuk_, h_ctx_, h_tables_, h_last_;
 
-  std::map<int, int> graphs_;  // decode batch size -> graph handle
+  int decode_batch_size(int n) const;
+
+  std::vector<int> graph_sizes_;  // 1, 2, 4, 8, 16, 32, ... <= min(max_num_seqs, 512)
+  std::map<int, int> graphs_;     // decode batch size -> graph handle  // decode batch size -> graph handle
 };
 
 }  // namespace minivllm

@@ -6,21 +6,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "common/check.h"
+#include "sampling/keep_threshold.h"
 
 namespace minivllm {
 
 namespace {
 
-// Below this relative probability the top_p search sorts only if it must (most rows stop above).
-constexpr double kLazySortFloor = 1e-4;
-
 struct Scratch {
   std::vector<double> q;
-  std::vector<double> work;
+  ThresholdScratch threshold;
 };
 
 Scratch& scratch() {
@@ -66,50 +63,6 @@ void relative_probs(const float* logits, int64_t vocab, double max_logit, float 
   for (int64_t i = 0; i < vocab; ++i) q[i] = std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
 }
 
-// The k-th largest q, or 0 when top_k is off or keeps everything.
-double top_k_threshold(const std::vector<double>& q, int top_k, std::vector<double>& work) {
-  if (top_k <= 0 || static_cast<size_t>(top_k) >= q.size()) return 0.0;
-  work.assign(q.begin(), q.end());
-  std::nth_element(work.begin(), work.begin() + (top_k - 1), work.end(), std::greater<double>());
-  return work[top_k - 1];
-}
-
-// The largest value v (one of the q values) whose set {q >= v, q >= t_k} holds top_p of the mass
-// of {q >= t_k}; values below `floor` (>= t_k) do not matter to the caller and give floor.
-double top_p_threshold(const std::vector<double>& q, double t_k, double floor, double top_p,
-                       std::vector<double>& work) {
-  double mass = 0.0;
-  for (double v : q) mass += v >= t_k ? v : 0.0;
-  const double target = top_p * mass;
-  double cum = 0.0;
-  double hi = std::numeric_limits<double>::infinity();
-  // Descending walk over distinct values, sorted in two slices so peaked rows skip the long tail.
-  for (double lo : {std::max(floor, kLazySortFloor), floor}) {
-    if (lo >= hi) continue;
-    work.clear();
-    for (double v : q) {
-      if (v >= lo && v < hi) work.push_back(v);
-    }
-    std::sort(work.begin(), work.end(), std::greater<double>());
-    for (size_t j = 0; j < work.size(); ++j) {
-      cum += work[j];
-      const bool group_ends = j + 1 == work.size() || work[j + 1] != work[j];
-      if (group_ends && cum >= target) return work[j];
-    }
-    hi = lo;
-  }
-  return floor;
-}
-
-// The threshold t of sampler.h: a token is kept when q_i >= t.
-double keep_threshold(const std::vector<double>& q, int top_k, float top_p, float min_p, std::vector<double>& work) {
-  const double t_k = top_k_threshold(q, top_k, work);
-  const double t_min = static_cast<double>(min_p);  // min_p * max(q), max(q) == 1
-  double t = std::max(t_k, t_min);
-  if (top_p < 1.0f) t = std::max(t, top_p_threshold(q, t_k, t, static_cast<double>(top_p), work));
-  return t;
-}
-
 int64_t inverse_cdf(const std::vector<double>& q, double t, float uniform) {
   double kept_mass = 0.0;
   for (double v : q) kept_mass += v >= t ? v : 0.0;
@@ -135,7 +88,7 @@ LogitsScan sample_row_unchecked(const float* logits, int64_t vocab, float temper
   }
   Scratch& s = scratch();
   relative_probs(logits, vocab, static_cast<double>(logits[scan.argmax]), temperature, s.q);
-  const double t = keep_threshold(s.q, top_k, top_p, min_p, s.work);
+  const double t = keep_threshold(s.q, top_k, top_p, min_p, s.threshold);
   *out = static_cast<int32_t>(inverse_cdf(s.q, t, uniform));
   return scan;
 }
@@ -185,9 +138,10 @@ std::vector<double> sampling_distribution(const float* logits, int64_t vocab, fl
     dist[scan.argmax] = 1.0;
     return dist;
   }
-  std::vector<double> q, work;
+  std::vector<double> q;
+  ThresholdScratch threshold_scratch;
   relative_probs(logits, vocab, static_cast<double>(logits[scan.argmax]), temperature, q);
-  const double t = keep_threshold(q, top_k, top_p, min_p, work);
+  const double t = keep_threshold(q, top_k, top_p, min_p, threshold_scratch);
   double kept_mass = 0.0;
   for (double v : q) kept_mass += v >= t ? v : 0.0;
   for (int64_t i = 0; i < vocab; ++i) dist[i] = q[i] >= t ? q[i] / kept_mass : 0.0;

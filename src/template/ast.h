@@ -32,7 +32,7 @@ struct Expr {
     kOr,        // children[0] or children[1]
     kCompare,   // children[0] ops[0] children[1] ops[1] ... (chained)
     kCond,      // children[0] if children[1] else children[2] (else may be null)
-    kList,      // [children...] and tuples
+    kList,      // [children...]; name "tuple" for (a, b)
     kDict,      // {children[0]: children[1], ...}
   };
   Kind kind;

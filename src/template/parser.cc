@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/check.h"
+#include "template/builtins.h"
 #include "template/lexer.h"
 
 namespace minivllm::jinja {
@@ -98,6 +99,7 @@ class ExprParser {
     ExprPtr first = expression(with_condexpr);
     if (!ts_.at_op(",")) return first;
     ExprPtr t = make(Expr::Kind::kList, line);
+    t->name = "tuple";
     t->children.push_back(std::move(first));
     while (ts_.skip_op(",")) {
       if (ts_.at_end() || ts_.at_op(")") || ts_.at_name("if")) break;
@@ -245,6 +247,7 @@ class ExprParser {
     if (ts_.skip_op("(")) {
       if (ts_.skip_op(")")) {
         e->kind = Expr::Kind::kList;
+        e->name = "tuple";
         return e;
       }
       ExprPtr inner = tuple();
@@ -343,8 +346,10 @@ class ExprParser {
   ExprPtr filter_chain(ExprPtr e) {
     while (true) {
       if (ts_.skip_op("|")) {
+        int line = ts_.peek().line;
         std::string name = ts_.expect_name();
-        while (ts_.skip_op(".")) name += "." + ts_.expect_name();
+        while (ts_.skip_op(".")) name += std::string(".").append(ts_.expect_name());
+        MINIVLLM_CHECK(find_filter(name)) << "chat template line " << line << ": unknown filter '" << name << "'";
         e = call(std::move(e), Expr::Kind::kFilter, name);
       } else if (ts_.at_name("is")) {
         e = test(std::move(e));
@@ -360,7 +365,8 @@ class ExprParser {
     int line = ts_.next().line;  // 'is'
     bool negated = ts_.skip_name("not");
     std::string name = ts_.expect_name();
-    while (ts_.skip_op(".")) name += "." + ts_.expect_name();
+    while (ts_.skip_op(".")) name += std::string(".").append(ts_.expect_name());
+    MINIVLLM_CHECK(find_test(name)) << "chat template line " << line << ": unknown test '" << name << "'";
     ExprPtr t;
     if (ts_.at_op("(")) {
       t = call(std::move(e), Expr::Kind::kTest, name);

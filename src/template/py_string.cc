@@ -261,16 +261,16 @@ std::string py_float_repr(double d) {
   std::string out = negative ? "-" : "";
   if (exponent < -4 || exponent >= 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char eb[16];
     std::snprintf(eb, sizeof(eb), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     return out + eb;
   }
-  if (exponent < 0) return out + "0." + std::string(-exponent - 1, '0') + digits;
+  if (exponent < 0) return out.append("0.").append(-exponent - 1, '0').append(digits);
   if (static_cast<int>(digits.size()) <= exponent + 1) {
-    return out + digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
+    return out.append(digits).append(exponent + 1 - digits.size(), '0').append(".0");
   }
-  return out + digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
+  return out.append(digits, 0, exponent + 1).append(".").append(digits, exponent + 1);
 }
 
 }  // namespace minivllm::jinja

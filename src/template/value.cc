@@ -48,6 +48,11 @@ Value Value::list(ValueList items) {
   v.data_ = std::make_shared<ValueList>(std::move(items));
   return v;
 }
+Value Value::tuple(ValueList items) {
+  Value v = list(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
 Value Value::dict(ValueDict d) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -141,9 +146,11 @@ std::string repr(const Value& v) {
     case Value::Kind::kUndefined: return "Undefined";
     case Value::Kind::kString: return py_repr_string(v.as_string());
     case Value::Kind::kList: {
-      std::string out = "[";
-      for (size_t i = 0; i < v.as_list().size(); ++i) out += (i ? ", " : "") + repr(v.as_list()[i]);
-      return out + "]";
+      const ValueList& items = v.as_list();
+      std::string out = v.is_tuple() ? "(" : "[";
+      for (size_t i = 0; i < items.size(); ++i) out.append(i ? ", " : "").append(repr(items[i]));
+      if (v.is_tuple() && items.size() == 1) out += ",";
+      return out + (v.is_tuple() ? ")" : "]");
     }
     case Value::Kind::kDict: return repr_dict(v.as_dict());
     case Value::Kind::kNamespace: return "<Namespace " + repr_dict(v.as_dict()) + ">";

@@ -52,6 +52,7 @@ class Value {
   static Value number(double d);
   static Value string(std::string s);
   static Value list(ValueList items);
+  static Value tuple(ValueList items);  // a list that prints as a Python tuple
   static Value dict(ValueDict d);
   static Value make_namespace(ValueDict d);
   static Value callable(std::string name, NativeFn fn);
@@ -63,6 +64,7 @@ class Value {
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
+  bool is_tuple() const { return tuple_; }
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
 
   bool as_bool() const { return std::get<bool>(data_); }
@@ -77,6 +79,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  bool tuple_ = false;
   std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<ValueList>,
                std::shared_ptr<ValueDict>, std::shared_ptr<Callable>>
       data_;

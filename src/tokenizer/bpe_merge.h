@@ -2,6 +2,7 @@
 // the leftmost on ties (the order of HF tokenizers' Word::merge_all and of tiktoken).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -10,17 +10,9 @@
 #include <vector>
 
 #include "tokenizer/bpe_merge.h"
+#include "tokenizer/string_map.h"
 
 namespace minivllm {
-
-// Hash for unordered_map<std::string, ...> that also accepts string_view keys (no allocation on
-// lookup).
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 class BpeModel {
  public:

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/bpe_model.h"
+#include "tokenizer/string_map.h"
 
 namespace minivllm {
 

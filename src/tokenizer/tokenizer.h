@@ -54,6 +54,7 @@ class Tokenizer {
   friend class IncrementalDetokenizer;
   struct Impl;
   void check_id(int32_t id) const;
+  bool strips_leading_space() const;
   std::unique_ptr<Impl> impl_;
 };
 

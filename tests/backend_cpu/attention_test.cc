@@ -19,6 +19,12 @@ struct AttnCase {
   bool decode;
 };
 
+void PrintTo(const AttnCase& c, std::ostream* os) {
+  *os << (c.decode ? "decode" : "prefill") << " nq " << c.nq << " nkv " << c.nkv << " hd " << c.hd << " bs "
+      << c.block_size << " len_k/len_q";
+  for (size_t s = 0; s < c.len_k.size(); ++s) *os << " " << c.len_k[s] << "/" << c.len_q[s];
+}
+
 // One sequence's logical q (query rows only), k and v (every position), [pos][head][hd].
 struct SeqData {
   std::vector<float> q, k, v;
@@ -174,6 +180,9 @@ std::vector<AttnCase> cases() {
       {8, 2, 128, 256, {257, 5, 1000}, {1, 1, 1}, true},
       {32, 8, 64, 16, {129, 31}, {1, 1}, true},
       {4, 4, 128, 256, {256, 255}, {1, 1}, true},
+      // head dims off the vectorised paths (not a multiple of 32, of 8)
+      {4, 2, 80, 16, {37, 20}, {37, 3}, false},
+      {2, 1, 36, 16, {20, 5}, {1, 1}, true},
   };
 }
 

@@ -24,6 +24,10 @@ struct RopeCase {
   bool qk_norm;
 };
 
+void PrintTo(const RopeCase& c, std::ostream* os) {
+  *os << c.tokens << " tokens, heads " << c.nq << "/" << c.nkv << ", hd " << c.hd << (c.qk_norm ? ", qk_norm" : "");
+}
+
 class RopeTest : public ::testing::TestWithParam<RopeCase> {};
 
 TEST_P(RopeTest, MatchesReference) {

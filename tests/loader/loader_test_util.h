@@ -18,8 +18,9 @@ namespace minivllm::testing {
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& tag) {
+    static int counter = 0;
     path_ = std::filesystem::temp_directory_path() /
-            ("minivllm_loader_" + tag + "_" + std::to_string(::getpid()));
+            ("minivllm_loader_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -2,6 +2,8 @@
 // `omp simd` so -O3 -mavx2 -mfma vectorises them.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -26,6 +28,33 @@ inline void rope_row(float* x, const float* cos, const float* sin, int64_t half)
     x[i] = x1 * cos[i] - x2 * sin[i];
     x[i + half] = x2 * cos[i] + x1 * sin[i];
   }
+}
+
+// exp(x) within ~1e-7 relative error for x in [-87, 88]; outside that range the result is
+// garbage, so callers clamp first. x = n ln2 + r, exp(r) by the Cephes polynomial, 2^n through
+// the exponent bits; written so that a loop of calls vectorises (glibc's expf does not without
+// -ffast-math). Must not be compiled with -ffast-math: the rounding trick needs exact addition.
+inline float exp_approx_unclamped(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  return y * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+// x[j] = exp(x[j] - shift) for x[j] <= shift + 88 (softmax: shift is the running max).
+// Two loops on purpose: GCC does not vectorise the clamp and the exp fused in one.
+inline void exp_shifted(float* x, int64_t n, float shift) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] = std::max(x[j] - shift, -87.0f);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] = exp_approx_unclamped(x[j]);
 }
 
 }  // namespace minivllm::cpu

@@ -1,0 +1,230 @@
+// CudaBackend: device set-up, memory (cudaMalloc per tensor, freed by the tensor's owner), copies
+// on the backend's stream, graphs (captured on that stream, replayed by handle), the sampler's
+// host side, and the factory of cuda_backend.h.
+#include <cstring>
+#include <sstream>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/decode_policy.h"
+
+namespace minivllm::cuda {
+
+CudaBackend::CudaBackend(int device_index) : device_(device_index) {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  MINIVLLM_CHECK(device_index >= 0 && device_index < count)
+      << "cuda backend: device " << device_index << " of " << count << " devices";
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  num_sms_ = prop.multiProcessorCount;
+  device_name_ = prop.name;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<LtGemm>();
+  decode_partial_rows_ = max_decode_partial_rows(num_sms_);
+  CUDA_CHECK(cudaMalloc(&decode_partial_o_, decode_partial_rows_ * kMaxDecodeHeadDim * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&decode_partial_lse_, decode_partial_rows_ * sizeof(float)));
+}
+
+CudaBackend::~CudaBackend() {
+  // Teardown ignores errors: a destructor must not throw.
+  cudaStreamSynchronize(stream_);
+  for (Graph& g : graphs_) {
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    if (g.graph != nullptr) cudaGraphDestroy(g.graph);
+  }
+  gemm_.reset();
+  cudaFree(decode_partial_o_);
+  cudaFree(decode_partial_lse_);
+  if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
+  if (sample_device_ != nullptr) cudaFree(sample_device_);
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  std::ostringstream s;
+  s << "cuda:" << device_ << " (" << device_name_ << ", " << num_sms_ << " SMs)";
+  return s.str();
+}
+
+Tensor CudaBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    MINIVLLM_CHECK(d >= 0) << "empty: negative dimension " << d;
+    numel *= d;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  MINIVLLM_CHECK(capture == cudaStreamCaptureStatusNone)
+      << "empty: allocation of " << dtype_name(dtype) << " tensor during graph capture (buffers must be preallocated)";
+  const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+  void* ptr = nullptr;
+  CUDA_CHECK(cudaSetDevice(device_));
+  const cudaError_t err = cudaMalloc(&ptr, bytes == 0 ? 256 : bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error state
+    MINIVLLM_FAIL() << "empty: out of device memory allocating " << bytes << " bytes for " << dtype_name(dtype)
+                    << " tensor (" << stats_->current.load() << " bytes in use)";
+  }
+  CUDA_CHECK(err);
+  std::shared_ptr<MemoryStats> stats = stats_;
+  const size_t cur = stats->current.fetch_add(bytes) + bytes;
+  size_t peak = stats->peak.load();
+  while (cur > peak && !stats->peak.compare_exchange_weak(peak, cur)) {
+  }
+  std::shared_ptr<void> owner(ptr, [stats, bytes](void* p) {
+    cudaFree(p);  // errors at release are ignored (deleters must not throw)
+    stats->current.fetch_sub(bytes);
+  });
+  return Tensor(ptr, dtype, shape, DeviceKind::kCuda, std::move(owner));
+}
+
+void CudaBackend::copy_from_host(const Tensor& dst, const void* src) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda) << "copy_from_host: dst " << dst.describe() << " is not on the GPU";
+  if (dst.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::copy_to_host(void* dst, const Tensor& src) {
+  MINIVLLM_CHECK(src.device() == DeviceKind::kCuda) << "copy_to_host: src " << src.describe() << " is not on the GPU";
+  if (src.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+  MINIVLLM_CHECK_EQ(dst.nbytes(), src.nbytes()) << "copy: dst " << dst.describe() << " src " << src.describe();
+  if (dst.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream_));
+}
+
+void CudaBackend::fill_bytes(const Tensor& dst, uint8_t value) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda) << "fill_bytes: dst " << dst.describe() << " is not on the GPU";
+  if (dst.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(dst.data(), value, dst.nbytes(), stream_));
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CudaBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
+KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) {
+  MINIVLLM_CHECK(num_blocks > 0 && num_kv_heads > 0) << "allocate_kv_cache: blocks " << num_blocks << " kv_heads "
+                                                     << num_kv_heads;
+  MINIVLLM_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0)
+      << "allocate_kv_cache: block_size " << block_size << " must be a power of two";
+  MINIVLLM_CHECK(head_dim == 64 || head_dim == 128) << "allocate_kv_cache: head_dim " << head_dim
+                                                    << " not supported by the CUDA kernels (64, 128)";
+  KVCache cache;
+  cache.k = empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim});
+  cache.v = empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim});
+  cache.num_blocks = num_blocks;
+  cache.block_size = block_size;
+  cache.num_kv_heads = num_kv_heads;
+  cache.head_dim = head_dim;
+  return cache;
+}
+
+// ---- graphs ----
+
+int CudaBackend::capture_graph(const std::function<void()>& body) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  // Thread-local mode: other threads' unsafe calls (e.g. a cudaMalloc elsewhere) stay legal.
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  Graph g;
+  try {
+    body();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &g.graph);  // leave the stream usable
+    if (g.graph != nullptr) cudaGraphDestroy(g.graph);
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream_, &g.graph));
+  CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
+  graphs_.push_back(g);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CudaBackend::replay_graph(int handle) {
+  MINIVLLM_CHECK(handle >= 0 && handle < static_cast<int>(graphs_.size()))
+      << "replay_graph: unknown handle " << handle << " (" << graphs_.size() << " graphs)";
+  CUDA_CHECK(cudaGraphLaunch(graphs_[handle].exec, stream_));
+}
+
+// ---- sampling ----
+
+void CudaBackend::ensure_sample_buffers(int rows) {
+  if (rows <= sample_capacity_) return;
+  if (sample_host_ != nullptr) CUDA_CHECK(cudaFreeHost(sample_host_));
+  if (sample_device_ != nullptr) CUDA_CHECK(cudaFree(sample_device_));
+  sample_host_ = nullptr;
+  sample_device_ = nullptr;
+  const size_t bytes = static_cast<size_t>(rows) * 6 * 4;
+  CUDA_CHECK(cudaMallocHost(&sample_host_, bytes));
+  CUDA_CHECK(cudaMalloc(&sample_device_, bytes));
+  sample_capacity_ = rows;
+}
+
+void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) {
+  MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda && logits.dtype() == DType::kF32 && logits.ndim() == 2)
+      << "sample: logits " << logits.describe() << " must be f32[S, V] on the GPU";
+  const int rows = batch.size();
+  const int64_t vocab = logits.size(1);
+  MINIVLLM_CHECK_EQ(logits.size(0), rows) << "sample: logits " << logits.describe();
+  MINIVLLM_CHECK(batch.top_k.size() == static_cast<size_t>(rows) && batch.top_p.size() == static_cast<size_t>(rows) &&
+                 batch.min_p.size() == static_cast<size_t>(rows) && batch.uniform.size() == static_cast<size_t>(rows))
+      << "sample: SamplingBatch fields differ in length (temperature has " << rows << ")";
+  MINIVLLM_CHECK(vocab > 0 && vocab < (int64_t{1} << 31)) << "sample: vocab " << vocab;
+  for (int i = 0; i < rows; ++i) {
+    MINIVLLM_CHECK(batch.temperature[i] >= 0.0f && batch.top_p[i] > 0.0f && batch.top_p[i] <= 1.0f &&
+                   batch.min_p[i] >= 0.0f && batch.min_p[i] <= 1.0f)
+        << "sample: row " << i << " has temperature " << batch.temperature[i] << " top_p " << batch.top_p[i]
+        << " min_p " << batch.min_p[i];
+  }
+  if (rows == 0) return;
+  ensure_sample_buffers(rows);
+  auto* host = static_cast<uint8_t*>(sample_host_);
+  const size_t n = static_cast<size_t>(rows) * 4;
+  std::memcpy(host, batch.temperature.data(), n);
+  std::memcpy(host + n, batch.top_k.data(), n);
+  std::memcpy(host + 2 * n, batch.top_p.data(), n);
+  std::memcpy(host + 3 * n, batch.min_p.data(), n);
+  std::memcpy(host + 4 * n, batch.uniform.data(), n);
+  auto* dev = static_cast<uint8_t*>(sample_device_);
+  CUDA_CHECK(cudaMemcpyAsync(dev, host, 5 * n, cudaMemcpyHostToDevice, stream_));
+  SampleParamsDevice p{reinterpret_cast<const float*>(dev), reinterpret_cast<const int32_t*>(dev + n),
+                       reinterpret_cast<const float*>(dev + 2 * n), reinterpret_cast<const float*>(dev + 3 * n),
+                       reinterpret_cast<const float*>(dev + 4 * n)};
+  int32_t* dev_tokens = reinterpret_cast<int32_t*>(dev + 5 * n);
+  launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
+  CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::memcpy(out_tokens, host + 5 * n, n);
+}
+
+}  // namespace minivllm::cuda
+
+namespace minivllm {
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  return std::make_unique<cuda::CudaBackend>(device_index);
+}
+
+bool cuda_device_available() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,98 @@
+// CudaBackend: the Backend on one CUDA device (internal header; CUDA types allowed here, the
+// runtime sees only cuda_backend.h). bf16 activations and weights, fp32 accumulation, one stream
+// owned by the backend; every op is asynchronous on it except copy_to_host, synchronize, sample.
+// Split over: cuda_backend.cc (memory, graphs, sampling), cuda_ops.cc (op checks and launches),
+// cuda_gemm.cc (cuBLASLt), and the kernels in *.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_gemm.h"
+
+namespace minivllm::cuda {
+
+// Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
+struct MemoryStats {
+  std::atomic<size_t> current{0};
+  std::atomic<size_t> peak{0};
+};
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+
+  DeviceKind device() const override { return DeviceKind::kCuda; }
+  std::string name() const override;
+  DType activation_dtype() const override { return DType::kBF16; }
+  DType weight_dtype() const override { return DType::kBF16; }
+
+  Tensor empty(DType dtype, const std::vector<int64_t>& shape) override;
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill_bytes(const Tensor& dst, uint8_t value) override;
+  void synchronize() override;
+  void memory_info(size_t* free_bytes, size_t* total_bytes) override;
+  size_t peak_memory_used() override { return stats_->peak.load(); }
+  void reset_peak_memory() override { stats_->peak.store(stats_->current.load()); }
+
+  void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) override;
+  void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) override;
+  void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                    const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) override;
+  void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
+                     const AttentionMetadata& meta) override;
+  void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
+                 float scale, const Tensor& out) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
+  void to_f32(const Tensor& x, const Tensor& out) override;
+
+  // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
+  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
+
+  void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+
+  bool supports_graphs() const override { return true; }
+  int capture_graph(const std::function<void()>& body) override;
+  void replay_graph(int handle) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  void ensure_sample_buffers(int rows);
+
+  int device_ = 0;
+  int num_sms_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<MemoryStats> stats_ = std::make_shared<MemoryStats>();
+  std::unique_ptr<LtGemm> gemm_;
+
+  // Split-KV scratch, allocated once at start-up for the largest split count the policy allows,
+  // so nothing is allocated inside a captured decode step.
+  float* decode_partial_o_ = nullptr;
+  float* decode_partial_lse_ = nullptr;
+  int64_t decode_partial_rows_ = 0;  // capacity in (seq, q head, split) rows of head_dim floats
+
+  // Sampling: parameters staged through pinned memory.
+  int sample_capacity_ = 0;
+  void* sample_host_ = nullptr;    // pinned: 5 arrays of sample_capacity_ 4-byte values + tokens
+  void* sample_device_ = nullptr;
+
+  struct Graph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::vector<Graph> graphs_;
+};
+
+}  // namespace minivllm::cuda

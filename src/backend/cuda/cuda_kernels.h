@@ -1,0 +1,79 @@
+// Host-callable launchers of the CUDA kernels (defined in the *.cu files). Plain pointers and a
+// stream: the argument checks live in cuda_ops.cc, so this layer only launches. bf16 buffers are
+// passed as void*; `*_f32` flags say a weight is fp32 instead of bf16.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace minivllm::cuda {
+
+// ---- elementwise.cu ----
+void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, int64_t rows, int64_t hidden,
+                      int64_t vocab_start, void* out, cudaStream_t stream);
+// residual == nullptr: out = rms_norm(x) * w. Otherwise residual += x; x = rms_norm(residual) * w.
+void launch_rms_norm(void* x, void* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
+                     void* out, cudaStream_t stream);
+void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream);
+void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
+                        cudaStream_t stream);
+void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
+void launch_bias_add(void* out, const void* bias, bool bias_f32, int64_t rows, int64_t n, cudaStream_t stream);
+
+// ---- rope_kvcache.cu ----
+struct RopeArgs {
+  void* qkv;
+  int64_t tokens;
+  int num_q_heads, num_kv_heads, head_dim;
+  const void* q_norm;  // nullptr: no norm
+  const void* k_norm;
+  bool q_norm_f32, k_norm_f32;
+  float eps;
+  const int32_t* positions;
+  const float* cos_sin;
+  int64_t max_pos;
+};
+void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream);
+// Cache layout [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
+void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+                          const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
+                          void* v_cache, cudaStream_t stream);
+
+// ---- attention (prefill_attention.cu, decode_attention.cu) ----
+struct AttentionArgs {
+  const void* qkv;  // bf16 [tokens, (nq + 2 nkv) * head_dim]
+  void* out;        // bf16 [tokens, nq * head_dim]
+  const void* k_cache;  // nullptr (prefill only): keys and values come from qkv, no cached prefix
+  const void* v_cache;
+  const int32_t* block_tables;  // [num_seqs, table_cols]
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* context_lens;
+  int num_seqs, num_q_heads, num_kv_heads, head_dim;
+  int block_size_log2, table_cols, num_blocks;
+  int max_seqlen_q;  // prefill: grid size along the query tiles
+  float scale;
+};
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
+// splits past a sequence's length exit at once. partial_o: f32[num_seqs * nq * num_splits * head_dim],
+// partial_lse: f32[num_seqs * nq * num_splits]; unused when num_splits == 1.
+void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, float* partial_o,
+                             float* partial_lse, cudaStream_t stream);
+// Keys handled by one step of a decode CTA: partitions are multiples of it.
+int decode_partition_granule(int head_dim);
+
+// ---- sampler.cu ----
+struct SampleParamsDevice {
+  const float* temperature;
+  const int32_t* top_k;
+  const float* top_p;
+  const float* min_p;
+  const float* uniform;
+};
+void launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleParamsDevice& p,
+                   int32_t* out_tokens, cudaStream_t stream);
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,270 @@
+// The ops of CudaBackend: argument checks that name the tensor at fault, then one launch on the
+// backend's stream. No op allocates or synchronises, so a decode step can be captured.
+#include <algorithm>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/decode_policy.h"
+
+namespace minivllm::cuda {
+namespace {
+
+void check_gpu(const Tensor& t, DType dtype, const char* op, const char* what) {
+  MINIVLLM_CHECK(t.defined() && !t.empty()) << op << ": " << what << " is undefined";
+  MINIVLLM_CHECK(t.device() == DeviceKind::kCuda) << op << ": " << what << " " << t.describe() << " is not on the GPU";
+  MINIVLLM_CHECK(t.dtype() == dtype) << op << ": " << what << " " << t.describe() << " must be " << dtype_name(dtype);
+}
+
+// Vector kernels move 16 bytes at a time.
+void check_aligned16(const Tensor& t, const char* op, const char* what) {
+  MINIVLLM_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0)
+      << op << ": " << what << " " << t.describe() << " is not 16-byte aligned";
+}
+
+int64_t rows_with_cols(const Tensor& t, int64_t cols, const char* op, const char* what) {
+  MINIVLLM_CHECK(t.size(-1) == cols) << op << ": " << what << " " << t.describe() << " must have " << cols
+                                     << " columns";
+  return cols == 0 ? 0 : t.numel() / cols;
+}
+
+// A norm or bias weight: bf16 (upload_weight's default) or fp32 (keep_f32). Returns true for fp32.
+bool check_weight(const Tensor& w, int64_t n, const char* op, const char* what) {
+  MINIVLLM_CHECK(w.defined() && !w.empty() && w.device() == DeviceKind::kCuda)
+      << op << ": " << what << " " << w.describe() << " must be on the GPU";
+  MINIVLLM_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32)
+      << op << ": " << what << " " << w.describe() << " must be bf16 or f32";
+  MINIVLLM_CHECK_EQ(w.numel(), n) << op << ": " << what << " " << w.describe();
+  check_aligned16(w, op, what);
+  return w.dtype() == DType::kF32;
+}
+
+int log2_exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
+}
+
+}  // namespace
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
+  check_gpu(ids, DType::kI32, "embedding", "ids");
+  check_gpu(weight, DType::kBF16, "embedding", "weight");
+  check_gpu(out, DType::kBF16, "embedding", "out");
+  MINIVLLM_CHECK(weight.ndim() == 2 && weight.size(1) % 8 == 0)
+      << "embedding: weight " << weight.describe() << " must be [vocab, hidden], hidden a multiple of 8";
+  const int64_t hidden = weight.size(1);
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, hidden, "embedding", "out"), ids.numel())
+      << "embedding: out " << out.describe() << " for ids " << ids.describe();
+  check_aligned16(weight, "embedding", "weight");
+  check_aligned16(out, "embedding", "out");
+  launch_embedding(ids.ptr<int32_t>(), ids.numel(), weight.data(), weight.size(0), hidden, vocab_start, out.data(),
+                   stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  check_gpu(x, DType::kBF16, "rms_norm", "x");
+  check_gpu(out, DType::kBF16, "rms_norm", "out");
+  const int64_t n = weight.numel();
+  MINIVLLM_CHECK(n % 8 == 0) << "rms_norm: width " << n << " must be a multiple of 8";
+  const bool f32 = check_weight(weight, n, "rms_norm", "weight");
+  const int64_t rows = rows_with_cols(x, n, "rms_norm", "x");
+  MINIVLLM_CHECK_EQ(out.numel(), x.numel()) << "rms_norm: out " << out.describe() << " vs x " << x.describe();
+  check_aligned16(x, "rms_norm", "x");
+  check_aligned16(out, "rms_norm", "out");
+  launch_rms_norm(x.data(), nullptr, weight.data(), f32, eps, rows, n, out.data(), stream_);
+}
+
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
+  check_gpu(x, DType::kBF16, "add_rms_norm", "x");
+  check_gpu(residual, DType::kBF16, "add_rms_norm", "residual");
+  const int64_t n = weight.numel();
+  MINIVLLM_CHECK(n % 8 == 0) << "add_rms_norm: width " << n << " must be a multiple of 8";
+  const bool f32 = check_weight(weight, n, "add_rms_norm", "weight");
+  const int64_t rows = rows_with_cols(x, n, "add_rms_norm", "x");
+  MINIVLLM_CHECK_EQ(residual.numel(), x.numel())
+      << "add_rms_norm: residual " << residual.describe() << " vs x " << x.describe();
+  check_aligned16(x, "add_rms_norm", "x");
+  check_aligned16(residual, "add_rms_norm", "residual");
+  launch_rms_norm(x.data(), residual.data(), weight.data(), f32, eps, rows, n, x.data(), stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  check_gpu(x, DType::kBF16, "linear", "x");
+  check_gpu(weight, DType::kBF16, "linear", "weight");
+  check_gpu(out, DType::kBF16, "linear", "out");
+  MINIVLLM_CHECK(weight.ndim() == 2) << "linear: weight " << weight.describe() << " must be [out, in]";
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const int64_t tokens = rows_with_cols(x, k, "linear", "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, "linear", "out"), tokens)
+      << "linear: out " << out.describe() << " for x " << x.describe();
+  MINIVLLM_CHECK(k % 8 == 0 && n % 8 == 0) << "linear: weight " << weight.describe()
+                                           << " needs both dimensions multiples of 8";
+  const void* fused_bias = nullptr;
+  bool bias_f32 = false;
+  if (bias != nullptr) {
+    bias_f32 = check_weight(*bias, n, "linear", "bias");
+    if (!bias_f32) fused_bias = bias->data();
+  }
+  gemm_->run(x.data(), weight.data(), fused_bias, out.data(), tokens, n, k, stream_);
+  if (bias != nullptr && bias_f32) launch_bias_add(out.data(), bias->data(), true, tokens, n, stream_);
+}
+
+void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                               const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
+                               const Tensor& cos_sin) {
+  check_gpu(qkv, DType::kBF16, "qk_norm_rope", "qkv");
+  check_gpu(positions, DType::kI32, "qk_norm_rope", "positions");
+  check_gpu(cos_sin, DType::kF32, "qk_norm_rope", "cos_sin");
+  MINIVLLM_CHECK(num_q_heads > 0 && num_kv_heads > 0 && head_dim % 64 == 0 && head_dim <= 256)
+      << "qk_norm_rope: heads " << num_q_heads << "/" << num_kv_heads << " head_dim " << head_dim
+      << " (head_dim must be 64, 128, 192 or 256)";
+  RopeArgs a{};
+  a.qkv = qkv.data();
+  a.tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim, "qk_norm_rope", "qkv");
+  MINIVLLM_CHECK_EQ(positions.numel(), a.tokens) << "qk_norm_rope: positions " << positions.describe();
+  a.num_q_heads = num_q_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.head_dim = head_dim;
+  if (q_norm != nullptr) {
+    a.q_norm_f32 = check_weight(*q_norm, head_dim, "qk_norm_rope", "q_norm");
+    a.q_norm = q_norm->data();
+  }
+  if (k_norm != nullptr) {
+    a.k_norm_f32 = check_weight(*k_norm, head_dim, "qk_norm_rope", "k_norm");
+    a.k_norm = k_norm->data();
+  }
+  a.eps = eps;
+  a.positions = positions.ptr<int32_t>();
+  a.cos_sin = cos_sin.ptr<float>();
+  a.max_pos = rows_with_cols(cos_sin, head_dim, "qk_norm_rope", "cos_sin");
+  launch_qk_norm_rope(a, stream_);
+}
+
+void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
+                                const AttentionMetadata& meta) {
+  if (!cache.k.defined() || cache.k.empty()) return;  // warm-up before the cache exists
+  check_gpu(qkv, DType::kBF16, "store_kvcache", "qkv");
+  check_gpu(cache.k, DType::kBF16, "store_kvcache", "cache.k");
+  check_gpu(cache.v, DType::kBF16, "store_kvcache", "cache.v");
+  check_gpu(meta.slot_mapping, DType::kI32, "store_kvcache", "slot_mapping");
+  check_aligned16(qkv, "store_kvcache", "qkv");
+  const int64_t stride = static_cast<int64_t>(num_q_heads + 2 * cache.num_kv_heads) * cache.head_dim;
+  const int64_t tokens = rows_with_cols(qkv, stride, "store_kvcache", "qkv");
+  MINIVLLM_CHECK(meta.slot_mapping.numel() >= tokens)
+      << "store_kvcache: slot_mapping " << meta.slot_mapping.describe() << " for " << tokens << " tokens";
+  const int64_t num_slots = static_cast<int64_t>(cache.num_blocks) * cache.block_size;
+  MINIVLLM_CHECK_EQ(cache.k.numel(), num_slots * cache.num_kv_heads * cache.head_dim)
+      << "store_kvcache: cache.k " << cache.k.describe();
+  launch_store_kvcache(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
+                       meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(), cache.v.data(),
+                       stream_);
+}
+
+void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
+                            float scale, const Tensor& out) {
+  check_gpu(qkv, DType::kBF16, "attention", "qkv");
+  check_gpu(out, DType::kBF16, "attention", "out");
+  check_aligned16(qkv, "attention", "qkv");
+  check_aligned16(out, "attention", "out");
+  const int nkv = cache.num_kv_heads, hd = cache.head_dim;
+  MINIVLLM_CHECK(nkv > 0 && (hd == 64 || hd == 128)) << "attention: cache kv_heads " << nkv << " head_dim " << hd
+                                                     << " (head_dim 64 or 128)";
+  MINIVLLM_CHECK(num_q_heads > 0 && num_q_heads % nkv == 0)
+      << "attention: " << num_q_heads << " q heads for " << nkv << " kv heads";
+  const int64_t tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * nkv) * hd, "attention", "qkv");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, static_cast<int64_t>(num_q_heads) * hd, "attention", "out"), tokens)
+      << "attention: out " << out.describe() << " vs qkv " << qkv.describe();
+  if (meta.num_seqs == 0) return;
+
+  AttentionArgs a{};
+  a.qkv = qkv.data();
+  a.out = out.data();
+  a.num_seqs = meta.num_seqs;
+  a.num_q_heads = num_q_heads;
+  a.num_kv_heads = nkv;
+  a.head_dim = hd;
+  a.scale = scale;
+  const bool paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
+  if (paged) {
+    check_gpu(cache.k, DType::kBF16, "attention", "cache.k");
+    check_gpu(cache.v, DType::kBF16, "attention", "cache.v");
+    check_gpu(meta.block_tables, DType::kI32, "attention", "block_tables");
+    MINIVLLM_CHECK(meta.block_size == 0 || meta.block_size == cache.block_size)
+        << "attention: meta.block_size " << meta.block_size << " vs cache " << cache.block_size;
+    a.k_cache = cache.k.data();
+    a.v_cache = cache.v.data();
+    a.block_tables = meta.block_tables.ptr<int32_t>();
+    a.table_cols = static_cast<int>(meta.block_tables.ndim() == 2 ? meta.block_tables.size(1)
+                                                                   : meta.block_tables.numel() / meta.num_seqs);
+    MINIVLLM_CHECK(meta.block_tables.numel() >= static_cast<int64_t>(a.table_cols) * meta.num_seqs)
+        << "attention: block_tables " << meta.block_tables.describe() << " for " << meta.num_seqs << " sequences";
+    a.block_size_log2 = log2_exact(cache.block_size);
+    a.num_blocks = cache.num_blocks;
+  }
+  if (meta.is_prefill) {
+    check_gpu(meta.cu_seqlens_q, DType::kI32, "attention", "cu_seqlens_q");
+    check_gpu(meta.cu_seqlens_k, DType::kI32, "attention", "cu_seqlens_k");
+    MINIVLLM_CHECK(meta.cu_seqlens_q.numel() > meta.num_seqs && meta.cu_seqlens_k.numel() > meta.num_seqs)
+        << "attention: cu_seqlens " << meta.cu_seqlens_q.describe() << " for " << meta.num_seqs << " sequences";
+    MINIVLLM_CHECK(meta.max_seqlen_q > 0 && meta.max_seqlen_q <= tokens)
+        << "attention: max_seqlen_q " << meta.max_seqlen_q << " for " << tokens << " tokens";
+    a.cu_seqlens_q = meta.cu_seqlens_q.ptr<int32_t>();
+    a.cu_seqlens_k = meta.cu_seqlens_k.ptr<int32_t>();
+    a.max_seqlen_q = meta.max_seqlen_q;
+    launch_prefill_attention(a, stream_);
+    return;
+  }
+  MINIVLLM_CHECK(paged) << "attention: decode needs the KV cache and block_tables";
+  check_gpu(meta.context_lens, DType::kI32, "attention", "context_lens");
+  MINIVLLM_CHECK(meta.context_lens.numel() >= meta.num_seqs && tokens >= meta.num_seqs)
+      << "attention: context_lens " << meta.context_lens.describe() << " and qkv " << qkv.describe() << " for "
+      << meta.num_seqs << " sequences";
+  a.context_lens = meta.context_lens.ptr<int32_t>();
+  // Graph-constant capacity: the block table's columns (and max_num_blocks, when given).
+  const int64_t max_blocks = std::max<int64_t>(a.table_cols, meta.max_num_blocks);
+  const DecodeSplit split =
+      plan_decode_split(meta.num_seqs, nkv, num_q_heads / nkv, max_blocks * cache.block_size,
+                        decode_partition_granule(hd), num_sms_, decode_partial_rows_);
+  launch_decode_attention(a, split.num_splits, split.partition, decode_partial_o_, decode_partial_lse_, stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  check_gpu(gate_up, DType::kBF16, "silu_mul", "gate_up");
+  check_gpu(out, DType::kBF16, "silu_mul", "out");
+  const int64_t inter = out.size(-1);
+  MINIVLLM_CHECK(inter % 8 == 0) << "silu_mul: out " << out.describe() << " width must be a multiple of 8";
+  const int64_t tokens = rows_with_cols(gate_up, 2 * inter, "silu_mul", "gate_up");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "silu_mul", "out"), tokens)
+      << "silu_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
+  check_aligned16(gate_up, "silu_mul", "gate_up");
+  check_aligned16(out, "silu_mul", "out");
+  launch_silu_mul(gate_up.data(), tokens, inter, out.data(), stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
+  check_gpu(indices, DType::kI32, "gather_rows", "indices");
+  MINIVLLM_CHECK(x.device() == DeviceKind::kCuda && out.device() == DeviceKind::kCuda && x.dtype() == out.dtype())
+      << "gather_rows: x " << x.describe() << " out " << out.describe();
+  const int64_t rows = x.size(0);
+  const int64_t n = indices.numel();
+  const int64_t row_elems = rows == 0 ? 0 : x.numel() / rows;
+  MINIVLLM_CHECK(out.size(0) == n && out.numel() == n * row_elems)
+      << "gather_rows: out " << out.describe() << " for " << n << " rows of " << x.describe();
+  launch_gather_rows(x.data(), row_elems * static_cast<int64_t>(dtype_size(x.dtype())), indices.ptr<int32_t>(), n,
+                     out.data(), stream_);
+}
+
+void CudaBackend::to_f32(const Tensor& x, const Tensor& out) {
+  check_gpu(out, DType::kF32, "to_f32", "out");
+  MINIVLLM_CHECK(x.device() == DeviceKind::kCuda && x.numel() == out.numel())
+      << "to_f32: x " << x.describe() << " out " << out.describe();
+  if (x.dtype() == DType::kF32) {
+    copy(out, x);
+    return;
+  }
+  MINIVLLM_CHECK(x.dtype() == DType::kBF16) << "to_f32: x " << x.describe() << " must be bf16 or f32";
+  launch_bf16_to_f32(x.data(), x.numel(), out.ptr<float>(), stream_);
+}
+
+}  // namespace minivllm::cuda

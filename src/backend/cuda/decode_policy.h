@@ -1,0 +1,43 @@
+// How decode attention splits the keys (flash-decoding), from graph-constant values only: the
+// batch size, the heads and the block table's capacity (max_num_blocks * block_size), never the
+// per-step context lengths, so a captured graph stays valid whatever the contexts become.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace minivllm::cuda {
+
+constexpr int kMaxDecodeHeadDim = 128;
+constexpr int kMaxDecodeGroup = 8;
+constexpr int kMinDecodePartition = 256;  // fewer keys per split costs more in merging than it gains
+
+// Enough CTAs to give every SM a few (each streams its keys; more in flight hides latency).
+inline int64_t decode_target_ctas(int num_sms) { return 4 * static_cast<int64_t>(num_sms); }
+
+// Split scratch rows the policy can ever need: splits > 1 only while seqs * kv_heads < target,
+// and then seqs * kv_heads * splits < 2 * target.
+inline int64_t max_decode_partial_rows(int num_sms) { return 2 * decode_target_ctas(num_sms) * kMaxDecodeGroup; }
+
+struct DecodeSplit {
+  int num_splits = 1;
+  int partition = 0;  // keys per split, a multiple of the kernel's step
+};
+
+inline DecodeSplit plan_decode_split(int num_seqs, int num_kv_heads, int group, int64_t max_context, int granule,
+                                     int num_sms, int64_t capacity_rows) {
+  DecodeSplit d;
+  max_context = std::max<int64_t>(max_context, 1);
+  const int64_t ctas = std::max<int64_t>(1, static_cast<int64_t>(num_seqs) * num_kv_heads);
+  const int64_t target = decode_target_ctas(num_sms);
+  int64_t splits = ctas < target ? (target + ctas - 1) / ctas : 1;
+  splits = std::min(splits, std::max<int64_t>(1, (max_context + kMinDecodePartition - 1) / kMinDecodePartition));
+  while (splits > 1 && ctas * group * splits > capacity_rows) --splits;
+  int64_t partition = (max_context + splits - 1) / splits;
+  partition = (partition + granule - 1) / granule * granule;
+  d.partition = static_cast<int>(partition);
+  d.num_splits = static_cast<int>((max_context + partition - 1) / partition);
+  return d;
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,160 @@
+// Row-wise and element-wise kernels: embedding lookup (vocab-parallel), RMSNorm and the fused
+// residual-add RMSNorm, SiLU-and-multiply, row gathering, bf16 -> fp32 and the bias add of linear.
+// All move 16 bytes (8 bf16) per thread access; the ops in cuda_ops.cc check the alignment.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+__global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_t rows, int64_t chunks,
+                                 int64_t vocab_start, uint4* out) {
+  const int64_t t = blockIdx.x;
+  const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;
+  const bool inside = local >= 0 && local < rows;  // another shard's id gives a zero row
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    out[t * chunks + c] = inside ? weight[local * chunks + c] : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// One CTA per row. With a residual: residual = bf16(residual + x), then the norm of the rounded
+// residual goes to x (out == x). Each thread rereads only the chunks it wrote itself.
+template <bool kResidual>
+__global__ void rms_norm_kernel(const uint4* x, uint4* residual, const void* w, bool w_f32, float eps,
+                                int64_t chunks, uint4* out) {
+  __shared__ float scratch[32];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
+  float sum_sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[8];
+    bf16x8_to_f32(x[base + c], v);
+    if (kResidual) {
+      float r[8];
+      bf16x8_to_f32(residual[base + c], r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] += v[i];
+      const uint4 packed = f32_to_bf16x8(r);
+      residual[base + c] = packed;
+      bf16x8_to_f32(packed, v);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum_sq += v[i] * v[i];
+  }
+  sum_sq = block_sum(sum_sq, scratch);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+  const uint4* src = kResidual ? residual : x;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[8], wt[8];
+    bf16x8_to_f32(src[base + c], v);
+    load_weight8(w, w_f32, c * 8, wt);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv) * wt[i];
+    out[base + c] = f32_to_bf16x8(v);
+  }
+}
+
+__global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, uint4* out) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= tokens * chunks) return;
+  const int64_t t = idx / chunks;
+  const int64_t c = idx - t * chunks;
+  float g[8], u[8];
+  bf16x8_to_f32(gate_up[t * 2 * chunks + c], g);
+  bf16x8_to_f32(gate_up[t * 2 * chunks + chunks + c], u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) g[i] = g[i] / (1.0f + __expf(-g[i])) * u[i];
+  out[idx] = f32_to_bf16x8(g);
+}
+
+__global__ void gather_rows16_kernel(const uint4* x, int64_t chunks, const int32_t* indices, uint4* out) {
+  const int64_t r = blockIdx.x;
+  const int64_t src = indices[r];
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) out[r * chunks + c] = x[src * chunks + c];
+}
+
+__global__ void gather_rows_bytes_kernel(const uint8_t* x, int64_t row_bytes, const int32_t* indices, uint8_t* out) {
+  const int64_t r = blockIdx.x;
+  const int64_t src = indices[r];
+  for (int64_t c = threadIdx.x; c < row_bytes; c += blockDim.x) out[r * row_bytes + c] = x[src * row_bytes + c];
+}
+
+__global__ void bf16_to_f32_kernel(const __nv_bfloat16* x, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __bfloat162float(x[i]);
+}
+
+__global__ void bias_add_kernel(__nv_bfloat16* out, const void* bias, bool bias_f32, int64_t rows, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * n) return;
+  out[i] = __float2bfloat16(__bfloat162float(out[i]) + load_weight(bias, bias_f32, i % n));
+}
+
+unsigned grid_for(int64_t n, int threads) { return static_cast<unsigned>(ceil_div(n, threads)); }
+
+}  // namespace
+
+void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, int64_t rows, int64_t hidden,
+                      int64_t vocab_start, void* out, cudaStream_t stream) {
+  if (tokens == 0) return;
+  embedding_kernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
+      ids, static_cast<const uint4*>(weight), rows, hidden / 8, vocab_start, static_cast<uint4*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm(void* x, void* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
+                     void* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t chunks = n / 8;
+  const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
+  if (residual != nullptr) {
+    rms_norm_kernel<true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(residual), w, w_f32, eps, chunks, static_cast<uint4*>(x));
+  } else {
+    rms_norm_kernel<false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        static_cast<const uint4*>(x), nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream) {
+  const int64_t total = tokens * (inter / 8);
+  if (total == 0) return;
+  silu_mul_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const uint4*>(gate_up), tokens, inter / 8,
+                                                            static_cast<uint4*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
+                        cudaStream_t stream) {
+  if (n == 0 || row_bytes == 0) return;
+  const bool aligned = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (aligned) {
+    gather_rows16_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(static_cast<const uint4*>(x), row_bytes / 16,
+                                                                        indices, static_cast<uint4*>(out));
+  } else {
+    gather_rows_bytes_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(static_cast<const uint8_t*>(x), row_bytes,
+                                                                            indices, static_cast<uint8_t*>(out));
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return;
+  bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_bias_add(void* out, const void* bias, bool bias_f32, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows * n == 0) return;
+  bias_add_kernel<<<grid_for(rows * n, 256), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(out), bias, bias_f32,
+                                                               rows, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,285 @@
+// Prefill attention: varlen, causal, paged, on the tensor cores (mma.sync m16n8k16 bf16 -> fp32),
+// flash-attention-2 style.
+//
+// Grid (query tiles of 64 rows, sequences, q heads), 4 warps; each warp owns 16 query rows. The
+// query rows of a sequence are the LAST len_q positions of its len_k keys (cached prefix first),
+// so row r may see keys [0, len_k - len_q + r]. Keys and values are read through the block table
+// (or straight from qkv when there is no cache yet) in tiles of 64 keys, with cp.async into a
+// double-buffered, XOR-swizzled shared memory (ldmatrix reads are bank-conflict free). S = Q K^T
+// stays in registers, the online softmax runs in fp32 (exp2 with the scale folded in), and P is
+// re-packed as bf16 A fragments for O += P V.
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kBlockM = 64;
+constexpr int kBlockN = 64;
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool fill) {
+  const int bytes = fill ? 16 : 0;  // 0: zero-fill the 16 bytes, read nothing
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Element offset of 16-byte chunk `chunk` of `row` in a [rows][kHeadDim] swizzled tile.
+template <int kHeadDim>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+}
+
+template <int kHeadDim>
+struct PrefillTile {
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr int kTileElems = kBlockN * kHeadDim;
+  static constexpr int kSmemBytes = (kBlockM * kHeadDim + 4 * kTileElems) * 2;  // Q, K x2, V x2
+};
+
+template <int kHeadDim>
+__global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
+  using T = PrefillTile<kHeadDim>;
+  constexpr int kChunks = T::kChunks;
+  extern __shared__ __align__(128) __nv_bfloat16 smem[];
+  __nv_bfloat16* sq = smem;
+  __nv_bfloat16* sk = sq + kBlockM * kHeadDim;      // [2][kBlockN][kHeadDim]
+  __nv_bfloat16* sv = sk + 2 * T::kTileElems;       // [2][kBlockN][kHeadDim]
+
+  const int tile = blockIdx.x;
+  const int seq = blockIdx.y;
+  const int h = blockIdx.z;
+  const int q_begin = a.cu_seqlens_q[seq];
+  const int len_q = a.cu_seqlens_q[seq + 1] - q_begin;
+  const int len_k = a.cu_seqlens_k[seq + 1] - a.cu_seqlens_k[seq];
+  const int q0 = tile * kBlockM;
+  if (q0 >= len_q) return;
+  const int kvh = h / (a.num_q_heads / a.num_kv_heads);
+  const int offset = len_k - len_q;  // key position of query row 0
+  const int n_keys = min(len_k, offset + q0 + kBlockM);
+  const int n_tiles = (n_keys + kBlockN - 1) / kBlockN;
+
+  const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
+  const __nv_bfloat16* qkv = static_cast<const __nv_bfloat16*>(a.qkv);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  // Q tile (rows past len_q are zero and never written back).
+  for (int idx = tid; idx < kBlockM * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool ok = q0 + r < len_q;
+    const __nv_bfloat16* src = qkv + (ok ? (q_begin + q0 + r) * qkv_stride + h * kHeadDim + c * 8 : 0);
+    cp_async16(sq + swz<kHeadDim>(r, c), src, ok);
+  }
+
+  const int32_t* table = a.k_cache != nullptr ? a.block_tables + static_cast<int64_t>(seq) * a.table_cols : nullptr;
+  const int bs_mask = (1 << a.block_size_log2) - 1;
+  auto load_kv = [&](int stage, int kt) {
+    __nv_bfloat16* dk = sk + stage * T::kTileElems;
+    __nv_bfloat16* dv = sv + stage * T::kTileElems;
+    for (int idx = tid; idx < kBlockN * kChunks; idx += kThreads) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      const int j = kt * kBlockN + r;
+      const bool ok = j < n_keys;
+      const __nv_bfloat16* ksrc = qkv;
+      const __nv_bfloat16* vsrc = qkv;
+      if (ok) {
+        if (table != nullptr) {
+          const int64_t block = table[j >> a.block_size_log2];
+          const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
+          ksrc = static_cast<const __nv_bfloat16*>(a.k_cache) + row * kHeadDim + c * 8;
+          vsrc = static_cast<const __nv_bfloat16*>(a.v_cache) + row * kHeadDim + c * 8;
+        } else {
+          ksrc = qkv + (q_begin + j) * qkv_stride + (a.num_q_heads + kvh) * kHeadDim + c * 8;
+          vsrc = ksrc + a.num_kv_heads * kHeadDim;
+        }
+      }
+      cp_async16(dk + swz<kHeadDim>(r, c), ksrc, ok);
+      cp_async16(dv + swz<kHeadDim>(r, c), vsrc, ok);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  const float scale_log2 = a.scale * kLog2e;
+  const int g = lane >> 2;  // fragment row (and row + 8)
+  const int t4 = lane & 3;  // fragment column pair
+  const int wr = warp * 16;
+  uint32_t qf[kHeadDim / 16][4];
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_row[2] = {-INFINITY, -INFINITY};
+  float l_row[2] = {0.0f, 0.0f};
+
+  for (int kt = 0; kt < n_tiles; ++kt) {
+    const int stage = kt & 1;
+    if (kt + 1 < n_tiles) {
+      load_kv(stage ^ 1, kt + 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (kt == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+        ldmatrix_x4(qf[kk], sq + swz<kHeadDim>(wr + (lane & 15), kk * 2 + (lane >> 4)));
+      }
+    }
+    const __nv_bfloat16* tk = sk + stage * T::kTileElems;
+    const __nv_bfloat16* tv = sv + stage * T::kTileElems;
+
+    float s[kBlockN / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kBlockN / 16; ++np) {
+        uint32_t b[4];
+        const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        ldmatrix_x4(b, tk + swz<kHeadDim>(row, kk * 2 + ((lane >> 3) & 1)));
+        mma_bf16(s[2 * np], qf[kk], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Causal and length mask, only on tiles that reach past the first row's limit.
+    const int key0 = kt * kBlockN;
+    const bool need_mask = key0 + kBlockN - 1 > offset + q0 || key0 + kBlockN > len_k;
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        float v = s[nt][c] * scale_log2;
+        if (need_mask) {
+          const int key = key0 + nt * 8 + t4 * 2 + (c & 1);
+          const int limit = offset + q0 + wr + g + (c >> 1) * 8;
+          if (key > limit || key >= len_k) v = -INFINITY;
+        }
+        s[nt][c] = v;
+      }
+    }
+
+    // Online softmax, two rows per thread; a quad (4 lanes) shares a row.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_row[r];
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // Every row sees key 0 in tile 0, so mx is finite from then on.
+      const float corr = exp2f(m_row[r] - mx);
+      m_row[r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        s[nt][2 * r] = exp2f(s[nt][2 * r] - mx);
+        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - mx);
+        sum += s[nt][2 * r] + s[nt][2 * r + 1];
+      }
+      l_row[r] = l_row[r] * corr + sum;
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+        o[dt][2 * r] *= corr;
+        o[dt][2 * r + 1] *= corr;
+      }
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tv + swz<kHeadDim>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
+        mma_bf16(o[2 * dp], pa, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+
+  // Normalise and write the rows of this warp.
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out);
+  const int64_t out_stride = static_cast<int64_t>(a.num_q_heads) * kHeadDim;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_row[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.0f / l;
+    const int qi = q0 + wr + g + r * 8;
+    if (qi >= len_q) continue;
+    __nv_bfloat16* dst = out + (q_begin + qi) * out_stride + h * kHeadDim + t4 * 2;
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+      *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack_bf16x2(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    }
+  }
+}
+
+template <int kHeadDim>
+void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int bytes = PrefillTile<kHeadDim>::kSmemBytes;
+  // Per device and function; cheap, and prefill is never captured in a graph.
+  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const dim3 grid((a.max_seqlen_q + kBlockM - 1) / kBlockM, a.num_seqs, a.num_q_heads);
+  prefill_kernel<kHeadDim><<<grid, kThreads, bytes, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.num_seqs == 0 || a.max_seqlen_q == 0) return;
+  if (a.head_dim == 64) {
+    launch_prefill<64>(a, stream);
+  } else if (a.head_dim == 128) {
+    launch_prefill<128>(a, stream);
+  } else {
+    MINIVLLM_FAIL() << "prefill attention: head_dim " << a.head_dim << " not supported (64, 128)";
+  }
+}
+
+}  // namespace minivllm::cuda

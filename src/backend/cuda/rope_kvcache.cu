@@ -1,0 +1,112 @@
+// qk_norm_rope (per-head RMSNorm of q and k, then NeoX half-split rotary, in place on qkv) and
+// store_kvcache (k and v of each new token into its cache slot).
+//
+// KV cache layout: [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart. One kv
+// head of one block is a contiguous run of block_size * head_dim values, so a decode CTA (one
+// sequence, one kv head) streams contiguous memory with 16-byte loads.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kMaxPairsPerLane = 4;  // head_dim <= 256
+
+// One warp per (token, head); lane l owns the rotary pairs (i, i + half) for i = l + 32 k.
+__global__ void qk_norm_rope_kernel(RopeArgs a) {
+  const int warps = blockDim.x >> 5;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const int heads = a.num_q_heads + a.num_kv_heads;
+  const int64_t t = item / heads;
+  if (t >= a.tokens) return;
+  const int h = static_cast<int>(item - t * heads);
+  const int half = a.head_dim / 2;
+  const int pairs = half / 32;
+  const int64_t stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim;
+  __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
+  float x1[kMaxPairsPerLane], x2[kMaxPairsPerLane];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxPairsPerLane; ++k) {
+    if (k < pairs) {
+      x1[k] = __bfloat162float(x[lane + 32 * k]);
+      x2[k] = __bfloat162float(x[lane + 32 * k + half]);
+      sum_sq += x1[k] * x1[k] + x2[k] * x2[k];
+    }
+  }
+  const bool is_q = h < a.num_q_heads;
+  const void* norm = is_q ? a.q_norm : a.k_norm;
+  if (norm != nullptr) {
+    const bool f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
+    sum_sq = warp_sum(sum_sq);
+    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(a.head_dim) + a.eps);
+#pragma unroll
+    for (int k = 0; k < kMaxPairsPerLane; ++k) {
+      if (k < pairs) {
+        x1[k] = (x1[k] * inv) * load_weight(norm, f32, lane + 32 * k);
+        x2[k] = (x2[k] * inv) * load_weight(norm, f32, lane + 32 * k + half);
+      }
+    }
+  }
+  int64_t pos = a.positions[t];
+  pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // checked on the host side of tests only
+  const float* cos = a.cos_sin + pos * a.head_dim;
+  const float* sin = cos + half;
+#pragma unroll
+  for (int k = 0; k < kMaxPairsPerLane; ++k) {
+    if (k < pairs) {
+      const int i = lane + 32 * k;
+      const float c = cos[i], s = sin[i];
+      x[i] = __float2bfloat16(x1[k] * c - x2[k] * s);
+      x[i + half] = __float2bfloat16(x2[k] * c + x1[k] * s);
+    }
+  }
+}
+
+// One thread per 16-byte chunk of one token's k (and the matching chunk of its v).
+__global__ void store_kvcache_kernel(const uint4* qkv, int64_t tokens, int nq, int nkv, int chunks_per_head,
+                                     const int32_t* slot_mapping, int64_t num_slots, int block_size,
+                                     uint4* k_cache, uint4* v_cache) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t per_token = static_cast<int64_t>(nkv) * chunks_per_head;
+  const int64_t t = idx / per_token;
+  if (t >= tokens) return;
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0 || slot >= num_slots) return;  // -1: padding token, nothing to store
+  const int64_t rem = idx - t * per_token;
+  const int64_t h = rem / chunks_per_head;
+  const int64_t c = rem - h * chunks_per_head;
+  const int64_t block = slot / block_size;
+  const int64_t offset = slot - block * block_size;
+  const int64_t stride = static_cast<int64_t>(nq + 2 * nkv) * chunks_per_head;
+  const uint4* k = qkv + t * stride + (nq + h) * chunks_per_head + c;
+  const int64_t dst = ((block * nkv + h) * block_size + offset) * chunks_per_head + c;
+  k_cache[dst] = k[0];
+  v_cache[dst] = k[per_token];
+}
+
+}  // namespace
+
+void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
+  const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
+  if (items == 0) return;
+  constexpr int kWarps = 8;
+  qk_norm_rope_kernel<<<static_cast<unsigned>(ceil_div(items, kWarps)), kWarps * 32, 0, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+                          const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
+                          void* v_cache, cudaStream_t stream) {
+  const int chunks = head_dim / 8;
+  const int64_t total = tokens * num_kv_heads * chunks;
+  if (total == 0) return;
+  store_kvcache_kernel<<<static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream>>>(
+      static_cast<const uint4*>(qkv), tokens, num_q_heads, num_kv_heads, chunks, slot_mapping, num_slots, block_size,
+      static_cast<uint4*>(k_cache), static_cast<uint4*>(v_cache));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda

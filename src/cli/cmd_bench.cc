@@ -1,0 +1,151 @@
+// `minivllm bench`: nano-vllm's bench.py (256 random prompts, ignore_eos, per-sequence max_tokens,
+// temperature 0.6: output tokens per second over the whole run) plus single-sequence decode speed
+// (one 128-token prompt, greedy, timing only the decode steps).
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "api/llm_engine.h"
+#include "cli/bench_workload.h"
+#include "cli/cli_io.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace minivllm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct ThroughputResult {
+  int64_t output_tokens = 0;
+  double seconds = 0;
+};
+
+struct DecodeResult {
+  int64_t tokens = 0;  // decoded after the prefill step
+  double seconds = 0;
+};
+
+// bench.py's warm-up: one short generate ("Benchmark: " when the model has a tokenizer).
+void warm_up(LLMEngine& engine, const BenchWorkload& w) {
+  RequestOutput out;
+  if (engine.tokenizer() != nullptr) {
+    out = engine.generate(std::vector<std::string>{"Benchmark: "}, SamplingParams{}).at(0);
+  } else {
+    const auto& p = w.prompt_token_ids.at(0);
+    std::vector<int32_t> ids(p.begin(), p.begin() + std::min<size_t>(p.size(), 16));
+    out = engine.generate(std::vector<std::vector<int32_t>>{ids}, SamplingParams{}).at(0);
+  }
+  MINIVLLM_CHECK(out.finish_reason != "error") << "warm-up request rejected: " << user_message(Error(out.error));
+}
+
+ThroughputResult run_throughput(LLMEngine& engine, const BenchWorkload& w, float temperature) {
+  ThroughputResult r;
+  const Clock::time_point t0 = Clock::now();
+  for (size_t i = 0; i < w.prompt_token_ids.size(); ++i) {
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.ignore_eos = true;
+    sp.max_tokens = w.max_tokens[i];
+    try {
+      engine.add_request(w.prompt_token_ids[i], sp);
+    } catch (const Error& e) {
+      MINIVLLM_FAIL() << "workload sequence " << i << " rejected: " << user_message(e);
+    }
+  }
+  while (!engine.is_finished()) {
+    for (const RequestOutput& o : engine.step().finished) r.output_tokens += static_cast<int64_t>(o.token_ids.size());
+  }
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_tokens) {
+  constexpr size_t kPromptLen = 128;
+  const auto& src = w.prompt_token_ids.at(0);
+  std::vector<int32_t> prompt(kPromptLen);
+  for (size_t i = 0; i < kPromptLen; ++i) prompt[i] = src[i % src.size()];
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.ignore_eos = true;
+  sp.max_tokens = decode_tokens;
+  engine.add_request(prompt, sp);
+  DecodeResult r;
+  while (!engine.is_finished()) {
+    const Clock::time_point t0 = Clock::now();
+    const StepResult s = engine.step();
+    const double dt = seconds_since(t0);
+    if (s.num_tokens < 0) {  // a decode step (the prefill step also samples a token; it is excluded)
+      r.seconds += dt;
+      r.tokens += -s.num_tokens;
+    }
+  }
+  return r;
+}
+
+std::string format(const char* fmt, double a, double b, double c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& argv) {
+  ArgParser p("bench", "bench --model M [--workload FILE.json] [--num-seqs N] [options]",
+              "Throughput on nano-vllm's bench.py workload (256 sequences drawn with Python's random.seed(0):\n"
+              "142,827 prompt tokens, 133,966 output tokens), then single-sequence greedy decode speed.\n"
+              "Prints \"Total: ..tok, Time: ..s, Throughput: ..tok/s\" and a \"Decode: ...\" line.");
+  p.option("--workload", "FILE", "read {\"prompt_token_ids\", \"max_tokens\"} from FILE instead")
+      .option("--num-seqs", "N", "use the first N sequences of the workload; 0 skips the throughput run (default 256)")
+      .option("--temperature", "T", "sampling temperature of the throughput run (default 0.6)")
+      .option("--decode-tokens", "N", "greedy tokens of the decode run; 0 skips it (default 256)")
+      .flag("--json", "print the figures as JSON");
+  add_engine_options(p);
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const EngineConfig config = engine_config_from(a);
+    const int64_t num_seqs = a.get_int("--num-seqs", 256, 0, 1 << 20);
+    const double temperature = a.get_float("--temperature", 0.6);
+    if (temperature < 0) throw UsageError("--temperature must be >= 0, got " + *a.get("--temperature"));
+    const int decode_tokens = static_cast<int>(a.get_int("--decode-tokens", 256, 0, 1 << 20));
+    const bool as_json = a.has("--json");
+
+    BenchWorkload w = a.has("--workload") ? load_workload(*a.get("--workload"))
+                                          : make_seeds_workload(static_cast<int>(std::max<int64_t>(num_seqs, 1)));
+    w.truncate(static_cast<size_t>(std::max<int64_t>(num_seqs, 1)));  // decode reuses prompt 0
+    LLMEngine engine(config);
+    warm_up(engine, w);
+
+    nlohmann::json report = {{"model", config.model}, {"num_kvcache_blocks", engine.config().num_kvcache_blocks}};
+    if (num_seqs > 0) {
+      const ThroughputResult t = run_throughput(engine, w, static_cast<float>(temperature));
+      const double tok_s = t.output_tokens / t.seconds;
+      report.update({{"num_seqs", w.prompt_token_ids.size()},
+                     {"prompt_tokens", w.num_prompt_tokens()},
+                     {"output_tokens", t.output_tokens},
+                     {"time_s", t.seconds},
+                     {"throughput_tok_s", tok_s}});
+      if (!as_json) {
+        std::cout << format("Total: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s", static_cast<double>(t.output_tokens),
+                            t.seconds, tok_s)
+                  << std::endl;
+      }
+    }
+    if (decode_tokens > 0) {
+      const DecodeResult d = run_decode(engine, w, decode_tokens);
+      const double tok_s = d.seconds > 0 ? d.tokens / d.seconds : 0.0;
+      report.update({{"decode_tokens", d.tokens}, {"decode_time_s", d.seconds}, {"decode_tok_s", tok_s}});
+      if (!as_json) {
+        std::cout << format("Decode: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s (batch 1, 128-token prompt)",
+                            static_cast<double>(d.tokens), d.seconds, tok_s)
+                  << std::endl;
+      }
+    }
+    if (as_json) std::cout << dump_json(report) << std::endl;
+    return kExitOk;
+  });
+}
+
+}  // namespace minivllm::cli

@@ -1,0 +1,105 @@
+// `minivllm generate`: completes one or more prompts given as token ids, text, or one-message chats,
+// and prints the completions (text, or JSON with ids and finish reasons).
+#include <cstdint>
+#include <iostream>
+
+#include "api/llm_engine.h"
+#include "cli/cli_io.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace minivllm::cli {
+namespace {
+
+constexpr int kDefaultMaxTokens = 64;
+
+std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw UsageError("--prompt-ids is not JSON: '" + text + "' (expected e.g. '[[1,2,3],[4,5]]')");
+  }
+  if (!j.is_array() || j.empty()) throw UsageError("--prompt-ids must be a non-empty JSON array of id arrays");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : j) {
+    if (!p.is_array()) throw UsageError("--prompt-ids must hold arrays of token ids, got " + p.dump());
+    std::vector<int32_t> ids;
+    for (const auto& id : p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
+        throw UsageError("--prompt-ids holds a value that is not a token id: " + id.dump());
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
+}
+
+nlohmann::json to_json(const RequestOutput& o) {
+  nlohmann::json j = {{"token_ids", o.token_ids},
+                      {"text", o.text},
+                      {"finish_reason", o.finish_reason},
+                      {"prompt_token_ids", o.prompt_token_ids}};
+  if (o.finish_reason == "error") j["error"] = user_message(Error(o.error));
+  return j;
+}
+
+int print_outputs(const std::vector<RequestOutput>& outputs, bool as_json) {
+  int status = kExitOk;
+  if (as_json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const RequestOutput& o : outputs) arr.push_back(to_json(o));
+    std::cout << dump_json(arr) << "\n";
+  } else {
+    for (const RequestOutput& o : outputs) {
+      if (o.finish_reason != "error") std::cout << o.text << "\n";
+    }
+  }
+  std::cout.flush();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].finish_reason != "error") continue;
+    print_error("prompt " + std::to_string(i) + " rejected: " + user_message(Error(outputs[i].error)));
+    status = kExitRuntimeError;
+  }
+  return status;
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& argv) {
+  ArgParser p("generate",
+              "generate --model M (--prompt-ids JSON | --prompt TEXT... | --chat TEXT...) [options]",
+              "Completes each prompt and prints its text (one per line), or with --json a JSON array of\n"
+              "{token_ids, text, finish_reason, prompt_token_ids[, error]} in prompt order. Exits 1 when a\n"
+              "prompt was rejected (after printing every output).");
+  p.option("--prompt-ids", "JSON", "prompts as token ids, e.g. '[[1,2,3],[4,5]]'")
+      .option("--prompt", "TEXT", "a text prompt (repeatable)")
+      .option("--chat", "TEXT", "a user message, rendered with the chat template (repeatable)")
+      .flag("--json", "print JSON");
+  add_template_var_option(p);
+  add_sampling_options(p, kDefaultMaxTokens);
+  add_engine_options(p);
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const int sources = a.has("--prompt-ids") + a.has("--prompt") + a.has("--chat");
+    if (sources != 1) throw UsageError("give exactly one of --prompt-ids, --prompt or --chat");
+    if (a.all("--prompt-ids").size() > 1) throw UsageError("--prompt-ids takes all prompts in one JSON array");
+    const EngineConfig config = engine_config_from(a);
+    const SamplingParams params = sampling_params_from(a, kDefaultMaxTokens);
+    const nlohmann::json vars = template_vars_from(a);
+    const bool as_json = a.has("--json");
+    std::vector<std::vector<int32_t>> prompt_ids;
+    if (a.has("--prompt-ids")) prompt_ids = parse_prompt_ids(*a.get("--prompt-ids"));
+
+    LLMEngine engine(config);
+    if (a.has("--prompt-ids")) return print_outputs(engine.generate(prompt_ids, params), as_json);
+    if (a.has("--prompt")) return print_outputs(engine.generate(a.all("--prompt"), params), as_json);
+    std::vector<nlohmann::json> chats;
+    for (const std::string& text : a.all("--chat")) {
+      chats.push_back(nlohmann::json::array({{{"role", "user"}, {"content", text}}}));
+    }
+    return print_outputs(engine.chat(chats, params, vars), as_json);
+  });
+}
+
+}  // namespace minivllm::cli

@@ -1,0 +1,44 @@
+// `minivllm template`: renders a JSON messages array with the model's chat template, without
+// loading weights. Prints exactly the rendered prompt (no newline added), so it can be diffed.
+#include <iostream>
+
+#include "api/model_source.h"
+#include "cli/cli_io.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace minivllm::cli {
+
+int run_template(const std::vector<std::string>& argv) {
+  ArgParser p("template", "template --model M [--no-generation-prompt] [--var NAME=JSON]... < messages.json",
+              "Reads a JSON array of {role, content} messages on stdin; prints the prompt the model's chat\n"
+              "template renders from it.");
+  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
+      .flag("--no-generation-prompt", "do not open an assistant turn at the end");
+  add_template_var_option(p);
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const std::string model = a.required("--model");
+    const bool add_generation_prompt = !a.has("--no-generation-prompt");
+    // ordered_json keeps the caller's key order, which `tojson` in a template prints.
+    nlohmann::ordered_json vars = nlohmann::ordered_json::parse(template_vars_from(a).dump());
+    const nlohmann::ordered_json messages = read_stdin_json("a JSON array of messages");
+    MINIVLLM_CHECK(messages.is_array()) << "stdin must be a JSON array of messages, got " << messages.type_name();
+    const ModelSource source = open_model(model, /*with_weights=*/false);
+    MINIVLLM_CHECK(source.chat_template.has_value()) << "model '" << source.path << "' has no chat template";
+    // As LLMEngine::apply_chat_template: the tokenizer's bos/eos tokens (a GGUF's template has no
+    // tokenizer_config.json to take them from).
+    if (source.tokenizer) {
+      if (!vars.contains("bos_token") && !source.tokenizer->bos_token().empty()) {
+        vars["bos_token"] = source.tokenizer->bos_token();
+      }
+      if (!vars.contains("eos_token") && !source.tokenizer->eos_token().empty()) {
+        vars["eos_token"] = source.tokenizer->eos_token();
+      }
+    }
+    std::cout << source.chat_template->render(messages, add_generation_prompt, vars);
+    std::cout.flush();
+    return kExitOk;
+  });
+}
+
+}  // namespace minivllm::cli

@@ -1,0 +1,70 @@
+// `minivllm tokenize` and `minivllm detokenize`: the model's tokenizer over JSON on stdin, without
+// loading weights.
+#include <iostream>
+
+#include "api/model_source.h"
+#include "cli/cli_io.h"
+#include "cli/commands.h"
+
+namespace minivllm::cli {
+namespace {
+
+const Tokenizer& require_tokenizer(const ModelSource& source) {
+  MINIVLLM_CHECK(source.tokenizer != nullptr) << "model '" << source.path << "' has no tokenizer";
+  return *source.tokenizer;
+}
+
+}  // namespace
+
+int run_tokenize(const std::vector<std::string>& argv) {
+  ArgParser p("tokenize", "tokenize --model M [--add-special-tokens] < strings.json",
+              "Reads a JSON array of strings on stdin; prints a JSON array of token id arrays.");
+  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
+      .flag("--add-special-tokens", "add the tokenizer's special tokens (e.g. bos) as Hugging Face does");
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const std::string model = a.required("--model");
+    const bool add_special = a.has("--add-special-tokens");
+    const nlohmann::ordered_json in = read_stdin_json("a JSON array of strings");
+    MINIVLLM_CHECK(in.is_array()) << "stdin must be a JSON array of strings, got " << in.type_name();
+    for (size_t i = 0; i < in.size(); ++i) {
+      MINIVLLM_CHECK(in[i].is_string()) << "stdin element " << i << " must be a string, got " << in[i].type_name();
+    }
+    const ModelSource source = open_model(model, /*with_weights=*/false);
+    const Tokenizer& tok = require_tokenizer(source);
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& text : in) out.push_back(tok.encode(text.get<std::string>(), add_special));
+    std::cout << dump_json(out) << "\n";
+    return kExitOk;
+  });
+}
+
+int run_detokenize(const std::vector<std::string>& argv) {
+  ArgParser p("detokenize", "detokenize --model M [--skip-special-tokens] < ids.json",
+              "Reads a JSON array of token id arrays on stdin; prints a JSON array of strings.");
+  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
+      .flag("--skip-special-tokens", "leave special tokens out of the text");
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const std::string model = a.required("--model");
+    const bool skip_special = a.has("--skip-special-tokens");
+    const nlohmann::ordered_json in = read_stdin_json("a JSON array of token id arrays");
+    MINIVLLM_CHECK(in.is_array()) << "stdin must be a JSON array of token id arrays, got " << in.type_name();
+    std::vector<std::vector<int32_t>> seqs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      MINIVLLM_CHECK(in[i].is_array()) << "stdin element " << i << " must be an array of token ids";
+      std::vector<int32_t> ids;
+      for (const auto& id : in[i]) {
+        MINIVLLM_CHECK(id.is_number_integer()) << "stdin element " << i << " holds a non-integer: " << id.dump();
+        ids.push_back(id.get<int32_t>());
+      }
+      seqs.push_back(std::move(ids));
+    }
+    const ModelSource source = open_model(model, /*with_weights=*/false);
+    const Tokenizer& tok = require_tokenizer(source);
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& ids : seqs) out.push_back(tok.decode(ids, skip_special));
+    std::cout << dump_json(out) << "\n";
+    return kExitOk;
+  });
+}
+
+}  // namespace minivllm::cli

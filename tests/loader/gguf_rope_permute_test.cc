@@ -1,0 +1,59 @@
+// The q/k row permutation between HF's half-split rotary layout and GGUF's interleaved one.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/check.h"
+#include "loader/gguf.h"
+
+namespace minivllm {
+namespace {
+
+Tensor rows_tensor(int64_t rows, int64_t cols) {  // element [r][c] = r * 1000 + c
+  Tensor t = host_tensor(DType::kF32, {rows, cols});
+  for (int64_t i = 0; i < rows * cols; ++i) t.ptr<float>()[i] = static_cast<float>((i / cols) * 1000 + i % cols);
+  return t;
+}
+
+std::vector<int64_t> row_order(const Tensor& t) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < t.size(0); ++r) out.push_back(static_cast<int64_t>(t.ptr<float>()[r * t.size(1)]) / 1000);
+  return out;
+}
+
+TEST(RopePermute, MatchesConvertScriptOnSmallCases) {
+  // numpy: w.reshape(n_head, 2, D/2, cols).swapaxes(1, 2).reshape(rows, cols), row order worked out by hand.
+  EXPECT_EQ(row_order(permute_rope_rows(rows_tensor(4, 3), 1)), (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(row_order(permute_rope_rows(rows_tensor(8, 2), 2)), (std::vector<int64_t>{0, 2, 1, 3, 4, 6, 5, 7}));
+  EXPECT_EQ(row_order(permute_rope_rows(rows_tensor(8, 2), 1)), (std::vector<int64_t>{0, 4, 1, 5, 2, 6, 3, 7}));
+  // and back: GGUF row order [0, 4, 1, 5, ...] unpermutes to HF order.
+  EXPECT_EQ(row_order(unpermute_rope_rows(permute_rope_rows(rows_tensor(8, 2), 1), 1)),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(row_order(unpermute_rope_rows(rows_tensor(8, 1), 1)), (std::vector<int64_t>{0, 2, 4, 6, 1, 3, 5, 7}));
+}
+
+TEST(RopePermute, RoundTripIsIdentityOnRandomMatrices) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  for (auto [n_head, head_dim, cols] : {std::tuple{9, 64, 576}, {3, 64, 576}, {32, 128, 17}, {1, 2, 1}}) {
+    const int64_t rows = int64_t{n_head} * head_dim;
+    Tensor w = host_tensor(DType::kF32, {rows, cols});
+    for (int64_t i = 0; i < w.numel(); ++i) w.ptr<float>()[i] = dist(rng);
+    const Tensor permuted = permute_rope_rows(w, n_head);
+    const Tensor back = unpermute_rope_rows(permuted, n_head);
+    bool moved = false;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      ASSERT_EQ(back.ptr<float>()[i], w.ptr<float>()[i]) << "element " << i;
+      moved |= permuted.ptr<float>()[i] != w.ptr<float>()[i];
+    }
+    EXPECT_EQ(moved, head_dim > 2) << "a head of 2 rows is the same in both layouts";
+  }
+}
+
+TEST(RopePermute, RejectsRowsThatDoNotSplitIntoHeads) {
+  EXPECT_THROW(unpermute_rope_rows(rows_tensor(12, 2), 8), Error);
+  EXPECT_THROW(unpermute_rope_rows(rows_tensor(9, 2), 3), Error);  // odd head size
+}
+
+}  // namespace
+}  // namespace minivllm

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One command on the GPU machine: builds (or takes a build made elsewhere), runs the CUDA kernel
+# tests, the end-to-end checks against Hugging Face transformers, compute-sanitizer, and the
+# benchmark, and writes every log and result to OUTDIR.
+#
+#   tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only tests|e2e|bench|sanitize]...
+#
+# --prebuilt DIR: binaries from tools/make_gpu_dist.sh (minivllm, test_cuda, teacher_forced_check and
+#                 the shared libraries they need in DIR/lib), for machines without the -dev packages.
+# --shared DIR:   the reference model configs (default ../shared); needs models/<name>/config.json.
+# Needs python3 with torch and transformers for the HF reference (the e2e step).
+set -uo pipefail
+out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
+prebuilt=""; shared="$(cd "$(dirname "$0")/.." && pwd)/../shared"; only=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt="$2"; shift 2 ;;
+    --shared) shared="$2"; shift 2 ;;
+    --only) only+=("$2"); shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+want() { [ ${#only[@]} -eq 0 ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+status=0
+step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
+         echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
+         [ $rc -ne 0 ] && status=1; return $rc; }
+
+if [ -n "$prebuilt" ]; then
+  bin="$(cd "$prebuilt" && pwd)"; export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+else
+  step build bash -c "cmake --preset release && cmake --build --preset release" || exit 1
+  bin="build/release"
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
+
+if want tests; then
+  step test_cuda "$bin/test_cuda" --gtest_output=xml:"$out/test_cuda.xml"
+fi
+
+models=(qwen3-0.6b llama-3.2-1b-instruct)
+work="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}"
+if want e2e || want bench || want sanitize; then
+  for m in "${models[@]}"; do
+    [ -f "$work/$m/model/config.json" ] && continue
+    step "hf_reference_$m" python3 tools/hf_teacher_forced.py --config "$shared/models/$m/config.json" \
+      --out "$work/$m" --num-seqs 8 --seq-len 300 --seed 0
+  done
+fi
+if want e2e; then
+  for m in "${models[@]}"; do
+    step "score_$m" "$bin/teacher_forced_check" score --model "$work/$m/model" --reference "$work/$m/reference.json" \
+      --out "$out/score_$m.json"
+    step "generate_$m" "$bin/teacher_forced_check" generate --model "$work/$m/model" --prompts "$work/$m/reference.json" \
+      --out "$work/$m/generated.json"
+    step "hf_check_$m" python3 tools/hf_check_generated.py --model "$work/$m/model" --generated "$work/$m/generated.json" \
+      --out "$out/hf_check_$m.json"
+  done
+fi
+if want sanitize; then
+  step memcheck /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$bin/minivllm" generate --model "$work/qwen3-0.6b/model" --prompt-ids '[[1,2,3,4,5,6,7],[9,10,11]]' \
+    --max-tokens 8 --temperature 0 --ignore-eos --max-num-seqs 4 --max-model-len 256 --num-kvcache-blocks 16 --json
+fi
+if want bench; then
+  step bench_qwen3 "$bin/minivllm" bench --model "$work/qwen3-0.6b/model" --json
+  cp "$out/bench_qwen3.log" "$out/bench_qwen3.txt" 2>/dev/null
+fi
+echo "== done, status $status; results in $out"
+exit $status
