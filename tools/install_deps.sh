@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages minivllm builds with (see README: Dependencies). Idempotent.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev libpcre2-dev libopenblas-dev python3 python3-pip)
+pkgs=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev libpcre2-dev libicu-dev libopenblas-dev python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
