@@ -79,6 +79,7 @@ class LLMEngine {
   const ModelConfig& model_config() const { return source_.config; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
   const ModelRunner& runner() const { return *runner_; }
+  int64_t num_preemptions() const { return scheduler_->num_preemptions(); }
 
  private:
   struct Request;

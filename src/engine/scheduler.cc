@@ -93,6 +93,7 @@ ScheduledBatch Scheduler::schedule_decode() {
 }
 
 void Scheduler::preempt(std::shared_ptr<Sequence> seq) {
+  ++num_preemptions_;
   block_manager_.deallocate(*seq);
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(std::move(seq));

@@ -58,6 +58,7 @@ class Scheduler {
   int max_sequence_length() const { return max_sequence_length_; }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
   const BlockManager& block_manager() const { return block_manager_; }
   const SchedulerConfig& config() const { return config_; }
 
@@ -75,6 +76,7 @@ class Scheduler {
   BlockManager block_manager_;
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::deque<std::shared_ptr<Sequence>> running_;
+  int64_t num_preemptions_ = 0;
 };
 
 }  // namespace minivllm

@@ -117,6 +117,7 @@ TEST_P(GoldenTest, PreemptionKeepsTokens) {
   for (const auto& gc : cases) prompts.push_back(gc.prompt);
   const auto outs = engine.generate(prompts, greedy(static_cast<int>(cases[0].greedy.size())));
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(outs[i].token_ids, cases[i].greedy) << "prompt " << i;
+  EXPECT_GT(engine.num_preemptions(), 0) << "the cache was large enough: nothing was preempted";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::Values("qwen3-tiny", "llama3-tiny"));
