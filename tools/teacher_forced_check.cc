@@ -52,6 +52,8 @@ int score(int argc, char** argv) {
   const json ref = read_json(arg(argc, argv, "--reference"));
   EngineConfig c = base_config(arg(argc, argv, "--model"));
   c.enforce_eager = true;
+  c.device = arg(argc, argv, "--device", "auto");
+  if (c.device == "cpu") c.num_kvcache_blocks = 64;
   LLMEngine engine(c);
   const int64_t vocab = engine.model_config().vocab_size;
   int64_t agree = 0, total = 0;

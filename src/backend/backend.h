@@ -81,7 +81,8 @@ class Backend {
   virtual void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) = 0;
   // out = rms_norm(x) * weight, per row. out may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
-  // residual += x; x = rms_norm(residual) * weight  (both in place, per row).
+  // residual += x; x = rms_norm(residual) * weight  (both in place, per row). The residual is fp32
+  // or the activation dtype; the model keeps it fp32.
   virtual void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) = 0;
   // out[T, N] = x[T, K] * weight[N, K]^T (+ bias[N]).
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) = 0;

@@ -20,7 +20,8 @@ struct BenchWorkload {
 
 // bench.py: seed(0); prompts = [[randint(0, 10000) for _ in range(randint(100, 1024))] for _ in
 // range(num_seqs)]; then max_tokens = [randint(100, 1024) for _ in range(num_seqs)].
-// For 256 sequences: 142,827 prompt tokens and 133,966 output tokens.
+// For 256 sequences: 142,827 prompt tokens and 133,966 output tokens. A smaller num_seqs is a
+// different draw (the output lengths come after all prompts): truncate() the 256 instead.
 BenchWorkload make_seeds_workload(int num_seqs = 256);
 
 // {"prompt_token_ids": [[...], ...], "max_tokens": [...]}; errors name the file and the entry.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "api/llm_engine.h"
 #include "cli/bench_workload.h"
@@ -91,6 +92,30 @@ std::string format(const char* fmt, double a, double b, double c) {
   return buf;
 }
 
+// Always the whole draw, then its first sequences: bench.py draws every prompt before any
+// max_tokens, so drawing fewer sequences would change the output lengths.
+// Without --num-seqs, every sequence of the workload.
+BenchWorkload workload_from(const ParsedArgs& a, std::optional<int64_t> requested) {
+  BenchWorkload w = a.has("--workload") ? load_workload(*a.get("--workload")) : make_seeds_workload(256);
+  const int64_t num_seqs = requested.value_or(static_cast<int64_t>(w.prompt_token_ids.size()));
+  MINIVLLM_CHECK(static_cast<size_t>(num_seqs) <= w.prompt_token_ids.size())
+      << "--num-seqs " << num_seqs << " exceeds the workload's " << w.prompt_token_ids.size() << " sequences";
+  w.truncate(static_cast<size_t>(std::max<int64_t>(num_seqs, 1)));  // the decode run reuses prompt 0
+  return w;
+}
+
+void print_dry_run(const BenchWorkload& w, bool as_json) {
+  const nlohmann::json report = {{"num_seqs", w.prompt_token_ids.size()},
+                                 {"prompt_tokens", w.num_prompt_tokens()},
+                                 {"output_tokens", w.num_output_tokens()}};
+  if (as_json) {
+    std::cout << dump_json(report) << std::endl;
+  } else {
+    std::cout << "Workload: " << w.prompt_token_ids.size() << " sequences, " << w.num_prompt_tokens()
+              << " prompt tokens, " << w.num_output_tokens() << " output tokens" << std::endl;
+  }
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -99,27 +124,29 @@ int run_bench(const std::vector<std::string>& argv) {
               "142,827 prompt tokens, 133,966 output tokens), then single-sequence greedy decode speed.\n"
               "Prints \"Total: ..tok, Time: ..s, Throughput: ..tok/s\" and a \"Decode: ...\" line.");
   p.option("--workload", "FILE", "read {\"prompt_token_ids\", \"max_tokens\"} from FILE instead")
-      .option("--num-seqs", "N", "use the first N sequences of the workload; 0 skips the throughput run (default 256)")
+      .option("--num-seqs", "N", "use the first N sequences of the workload; 0 skips the throughput run (default all)")
       .option("--temperature", "T", "sampling temperature of the throughput run (default 0.6)")
       .option("--decode-tokens", "N", "greedy tokens of the decode run; 0 skips it (default 256)")
+      .flag("--dry-run", "print the workload's size and token totals, load no model")
       .flag("--json", "print the figures as JSON");
   add_engine_options(p);
   return run_command(p, argv, [](const ParsedArgs& a) {
-    const EngineConfig config = engine_config_from(a);
-    const int64_t num_seqs = a.get_int("--num-seqs", 256, 0, 1 << 20);
+    const std::optional<int64_t> num_seqs = a.get_optional_int("--num-seqs", 0, 1 << 20);
     const double temperature = a.get_float("--temperature", 0.6);
     if (temperature < 0) throw UsageError("--temperature must be >= 0, got " + *a.get("--temperature"));
     const int decode_tokens = static_cast<int>(a.get_int("--decode-tokens", 256, 0, 1 << 20));
     const bool as_json = a.has("--json");
-
-    BenchWorkload w = a.has("--workload") ? load_workload(*a.get("--workload"))
-                                          : make_seeds_workload(static_cast<int>(std::max<int64_t>(num_seqs, 1)));
-    w.truncate(static_cast<size_t>(std::max<int64_t>(num_seqs, 1)));  // decode reuses prompt 0
+    if (a.has("--dry-run")) {
+      print_dry_run(workload_from(a, num_seqs), as_json);
+      return kExitOk;
+    }
+    const EngineConfig config = engine_config_from(a);
+    const BenchWorkload w = workload_from(a, num_seqs);
     LLMEngine engine(config);
     warm_up(engine, w);
 
     nlohmann::json report = {{"model", config.model}, {"num_kvcache_blocks", engine.config().num_kvcache_blocks}};
-    if (num_seqs > 0) {
+    if (num_seqs.value_or(1) > 0) {
       const ThroughputResult t = run_throughput(engine, w, static_cast<float>(temperature));
       const double tok_s = t.output_tokens / t.seconds;
       report.update({{"num_seqs", w.prompt_token_ids.size()},

@@ -37,8 +37,8 @@ void print_usage(std::ostream& os) {
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   if (argc < 2) {
-    print_usage(std::cerr);
     minivllm::cli::print_error("no command given");
+    print_usage(std::cerr);
     return minivllm::cli::kExitUsageError;
   }
   const std::string command = argv[1];

@@ -20,7 +20,8 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   const int64_t t = max_num_tokens, h = cfg_.hidden_size, hd = cfg_.head_dim;
   const int64_t nq = cfg_.num_heads, nkv = cfg_.num_kv_heads, inter = cfg_.intermediate_size;
   hidden_ = backend_.empty(act, {t, h});
-  residual_ = backend_.empty(act, {t, h});
+  // The residual stream stays fp32 on every backend: a bf16 stream would round 2 x num_layers times.
+  residual_ = backend_.empty(DType::kF32, {t, h});
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
   gate_up_ = backend_.empty(act, {t, 2 * inter});
@@ -47,7 +48,7 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     if (l == 0) {  // residual = x; x = norm(x)
-      backend_.copy(residual, hidden);
+      backend_.to_f32(hidden, residual);
       backend_.rms_norm(hidden, lw.input_layernorm, eps, hidden);
     } else {  // residual += mlp(x); x = norm(residual)
       backend_.add_rms_norm(hidden, residual, lw.input_layernorm, eps);

@@ -55,6 +55,14 @@ TEST(CudaOps, RmsNormAndFusedAdd) {
       b.gpu->add_rms_norm(xg, rg, wg, 1e-6f);
       expect_close(download(*b.gpu, rg), download(*b.cpu, rc), 1e-4, 0.1, "add_rms_norm residual" + tag);
       expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-4, 0.08, "add_rms_norm x" + tag);
+      // add_rms_norm with an fp32 residual stream: the residual is exact, no bf16 rounding.
+      xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+      rc = upload(*b.cpu, r);
+      Tensor rg32 = upload_f32(*b.gpu, r);
+      b.cpu->add_rms_norm(xc, rc, wc, 1e-6f);
+      b.gpu->add_rms_norm(xg, rg32, wg, 1e-6f);
+      expect_close(download(*b.gpu, rg32), download(*b.cpu, rc), 1e-10, 1e-5, "add_rms_norm f32 residual" + tag);
+      expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-4, 0.08, "add_rms_norm f32 x" + tag);
     }
   }
 }

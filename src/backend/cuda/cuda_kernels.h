@@ -13,13 +13,21 @@ namespace minivllm::cuda {
 void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, int64_t rows, int64_t hidden,
                       int64_t vocab_start, void* out, cudaStream_t stream);
 // residual == nullptr: out = rms_norm(x) * w. Otherwise residual += x; x = rms_norm(residual) * w.
-void launch_rms_norm(void* x, void* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
+void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
                      void* out, cudaStream_t stream);
 void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream);
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
 void launch_bias_add(void* out, const void* bias, bool bias_f32, int64_t rows, int64_t n, cudaStream_t stream);
+
+// ---- gemv.cu ----
+// Decode-sized linear: out[tokens, n] = x[tokens, k] w[n, k]^T (+ bias, bf16 or fp32), bf16 out,
+// fp32 accumulation, for 1..kGemvMaxTokens tokens. k % 8 == 0; x and w 16-byte aligned; n and
+// out need no alignment. Bandwidth-bound where cuBLASLt is not (KERNEL_NOTES.md).
+constexpr int64_t kGemvMaxTokens = 8;
+void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t tokens, int64_t n,
+                 int64_t k, cudaStream_t stream);
 
 // ---- rope_kvcache.cu ----
 struct RopeArgs {

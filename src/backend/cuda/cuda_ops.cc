@@ -72,12 +72,14 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, con
   MINIVLLM_CHECK_EQ(out.numel(), x.numel()) << "rms_norm: out " << out.describe() << " vs x " << x.describe();
   check_aligned16(x, "rms_norm", "x");
   check_aligned16(out, "rms_norm", "out");
-  launch_rms_norm(x.data(), nullptr, weight.data(), f32, eps, rows, n, out.data(), stream_);
+  launch_rms_norm(x.data(), nullptr, false, weight.data(), f32, eps, rows, n, out.data(), stream_);
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
   check_gpu(x, DType::kBF16, "add_rms_norm", "x");
-  check_gpu(residual, DType::kBF16, "add_rms_norm", "residual");
+  MINIVLLM_CHECK(residual.device() == DeviceKind::kCuda &&
+                 (residual.dtype() == DType::kBF16 || residual.dtype() == DType::kF32))
+      << "add_rms_norm: residual must be a bf16 or f32 CUDA tensor, got " << residual.describe();
   const int64_t n = weight.numel();
   MINIVLLM_CHECK(n % 8 == 0) << "add_rms_norm: width " << n << " must be a multiple of 8";
   const bool f32 = check_weight(weight, n, "add_rms_norm", "weight");
@@ -86,7 +88,7 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
       << "add_rms_norm: residual " << residual.describe() << " vs x " << x.describe();
   check_aligned16(x, "add_rms_norm", "x");
   check_aligned16(residual, "add_rms_norm", "residual");
-  launch_rms_norm(x.data(), residual.data(), weight.data(), f32, eps, rows, n, x.data(), stream_);
+  launch_rms_norm(x.data(), residual.data(), residual.dtype() == DType::kF32, weight.data(), f32, eps, rows, n, x.data(), stream_);
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
@@ -98,14 +100,21 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   const int64_t tokens = rows_with_cols(x, k, "linear", "x");
   MINIVLLM_CHECK_EQ(rows_with_cols(out, n, "linear", "out"), tokens)
       << "linear: out " << out.describe() << " for x " << x.describe();
-  MINIVLLM_CHECK(k % 8 == 0 && n % 8 == 0) << "linear: weight " << weight.describe()
-                                           << " needs both dimensions multiples of 8";
   const void* fused_bias = nullptr;
   bool bias_f32 = false;
   if (bias != nullptr) {
     bias_f32 = check_weight(*bias, n, "linear", "bias");
     if (!bias_f32) fused_bias = bias->data();
   }
+  // Decode: cuBLASLt's kernels for a handful of tokens leave most of the bandwidth unused.
+  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
+  if (tokens >= 1 && tokens <= kGemvMaxTokens && k % 8 == 0 && aligned16(x) && aligned16(weight)) {
+    launch_gemv(x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), tokens, n, k,
+                stream_);
+    return;
+  }
+  MINIVLLM_CHECK(k % 8 == 0 && n % 8 == 0) << "linear: weight " << weight.describe()
+                                           << " needs both dimensions multiples of 8";
   gemm_->run(x.data(), weight.data(), fused_bias, out.data(), tokens, n, k, stream_);
   if (bias != nullptr && bias_f32) launch_bias_add(out.data(), bias->data(), true, tokens, n, stream_);
 }

@@ -22,18 +22,30 @@ __global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_
   }
 }
 
-// One CTA per row. With a residual: residual = bf16(residual + x), then the norm of the rounded
-// residual goes to x (out == x). Each thread rereads only the chunks it wrote itself.
-template <bool kResidual>
-__global__ void rms_norm_kernel(const uint4* x, uint4* residual, const void* w, bool w_f32, float eps,
+// One CTA per row. With a residual: residual += x, then the norm of the new residual goes to x
+// (out == x). A bf16 residual is rounded after the add; an fp32 residual (kResidualF32) keeps the
+// stream in fp32 across layers, which is what keeps a bf16 engine close to an fp32 reference.
+// Each thread rereads only the chunks it wrote itself.
+template <bool kResidual, bool kResidualF32>
+__global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* w, bool w_f32, float eps,
                                 int64_t chunks, uint4* out) {
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
+  uint4* residual = static_cast<uint4*>(residual_ptr);
+  float4* residual_f32 = static_cast<float4*>(residual_ptr);
   float sum_sq = 0.0f;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[8];
     bf16x8_to_f32(x[base + c], v);
-    if (kResidual) {
+    if (kResidual && kResidualF32) {
+      float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
+      lo.x += v[0]; lo.y += v[1]; lo.z += v[2]; lo.w += v[3];
+      hi.x += v[4]; hi.y += v[5]; hi.z += v[6]; hi.w += v[7];
+      residual_f32[2 * (base + c)] = lo;
+      residual_f32[2 * (base + c) + 1] = hi;
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else if (kResidual) {
       float r[8];
       bf16x8_to_f32(residual[base + c], r);
 #pragma unroll
@@ -47,10 +59,15 @@ __global__ void rms_norm_kernel(const uint4* x, uint4* residual, const void* w, 
   }
   sum_sq = block_sum(sum_sq, scratch);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
-  const uint4* src = kResidual ? residual : x;
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[8], wt[8];
-    bf16x8_to_f32(src[base + c], v);
+    if (kResidual && kResidualF32) {
+      const float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      bf16x8_to_f32((kResidual ? residual : x)[base + c], v);
+    }
     load_weight8(w, w_f32, c * 8, wt);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv) * wt[i];
@@ -106,17 +123,21 @@ void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, in
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_rms_norm(void* x, void* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
-                     void* out, cudaStream_t stream) {
+void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, bool w_f32, float eps, int64_t rows,
+                     int64_t n, void* out, cudaStream_t stream) {
   if (rows == 0) return;
   const int64_t chunks = n / 8;
   const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
-  if (residual != nullptr) {
-    rms_norm_kernel<true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        static_cast<const uint4*>(x), static_cast<uint4*>(residual), w, w_f32, eps, chunks, static_cast<uint4*>(x));
+  const auto* xin = static_cast<const uint4*>(x);
+  if (residual != nullptr && residual_f32) {
+    rms_norm_kernel<true, true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        xin, residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
+  } else if (residual != nullptr) {
+    rms_norm_kernel<true, false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        xin, residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
   } else {
-    rms_norm_kernel<false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        static_cast<const uint4*>(x), nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
+    rms_norm_kernel<false, false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+        xin, nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,176 @@
+// Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in and
+// out, fp32 accumulation. At these sizes a linear is a stream over W, so the kernel is built to
+// keep many 16-byte loads of W in flight: a 128-thread CTA owns R rows of W, its threads split K
+// into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
+// read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
+// reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kGemvThreads = 128;
+constexpr int kGemvWarps = kGemvThreads / 32;
+
+// W is read once per step: keep it out of L1 so that x stays there.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+constexpr int next_pow2(int v) { return v <= 1 ? 1 : 2 * next_pow2((v + 1) / 2); }
+
+// Warp reduce-scatter of kCount values: at each step a lane keeps half of its values and adds the
+// partner's copy of that half, so lane l ends with the warp total of value reduce_scatter_index(l)
+// in v[0]. Once one value is left, the remaining steps are a plain butterfly.
+template <int kCount, int kOffset, int P>
+__device__ __forceinline__ void reduce_scatter(float (&v)[P], int lane) {
+  if constexpr (kOffset > 0) {
+    if constexpr (kCount > 1) {
+      constexpr int kHalf = kCount / 2;
+      const bool upper = (lane & kOffset) != 0;
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) {
+        const float send = upper ? v[i] : v[i + kHalf];
+        const float keep = upper ? v[i + kHalf] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+      }
+      reduce_scatter<kHalf, kOffset / 2>(v, lane);
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], kOffset);
+      reduce_scatter<1, kOffset / 2>(v, lane);
+    }
+  }
+}
+
+template <int P>
+__device__ __forceinline__ int reduce_scatter_index(int lane) {
+  int idx = 0, count = P;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if (count > 1) {
+      count /= 2;
+      if (lane & o) idx += count;
+    }
+  }
+  return idx;
+}
+
+// One CTA: rows [blockIdx.x * R, + R) of W (rows past n reread the last one and are not written).
+template <int M, int R, int U>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w,
+                                                            const void* bias, bool bias_f32,
+                                                            __nv_bfloat16* __restrict__ out, int64_t n,
+                                                            int64_t chunks) {
+  constexpr int V = M * R;
+  constexpr int P = next_pow2(V);
+  static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
+  __shared__ float partial[kGemvWarps][V];
+
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const uint4* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + (row0 + r < n ? row0 + r : n - 1) * chunks;
+
+  float acc[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) acc[i] = 0.0f;
+
+  for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += kGemvThreads * U) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * kGemvThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? load_streaming(rows[r] + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * kGemvThreads;
+      if (c < chunks) {
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) bf16x8_to_f32(wv[u][r], wf[r]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xf[8];
+          bf16x8_to_f32(__ldg(x + m * chunks + c), xf);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[m * R + r] = fmaf(xf[i], wf[r][i], acc[m * R + r]);
+          }
+        }
+      }
+    }
+  }
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  reduce_scatter<P, 16>(acc, lane);
+  const int idx = reduce_scatter_index<P>(lane);
+  if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
+  __syncthreads();
+  if (threadIdx.x < V) {
+    const int m = threadIdx.x / R, r = threadIdx.x % R;
+    const int64_t row = row0 + r;
+    if (row < n) {
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kGemvWarps; ++i) s += partial[i][threadIdx.x];
+      if (bias != nullptr) s += load_weight(bias, bias_f32, row);
+      out[m * n + row] = __float2bfloat16(s);
+    }
+  }
+}
+
+template <int M, int R>
+void launch_for_mr(const uint4* x, const uint4* w, const void* bias, bool bias_f32, __nv_bfloat16* out, int64_t n,
+                   int64_t chunks, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(ceil_div(n, R));
+  if (chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
+    gemv_kernel<M, R, 1><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, n, chunks);
+  } else {  // U chunks of every row in flight; fewer when x's rows take the registers
+    gemv_kernel<M, R, (M <= 4 ? 4 : 2)><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, n, chunks);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int M>
+void launch_for_m(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t n, int64_t k,
+                  cudaStream_t stream) {
+  const auto* xv = static_cast<const uint4*>(x);
+  const auto* wv = static_cast<const uint4*>(w);
+  auto* o = static_cast<__nv_bfloat16*>(out);
+  // Four rows a CTA where that still gives several CTAs per SM; two for the 1-2K-row projections.
+  if (n >= 4096) {
+    launch_for_mr<M, 4>(xv, wv, bias, bias_f32, o, n, k / 8, stream);
+  } else {
+    launch_for_mr<M, 2>(xv, wv, bias, bias_f32, o, n, k / 8, stream);
+  }
+}
+
+}  // namespace
+
+void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t tokens, int64_t n,
+                 int64_t k, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
+      << "gemv: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens << " rows and K a multiple of 8";
+  switch (tokens) {
+    case 1: launch_for_m<1>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 2: launch_for_m<2>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 3: launch_for_m<3>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 4: launch_for_m<4>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 5: launch_for_m<5>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 6: launch_for_m<6>(x, w, bias, bias_f32, out, n, k, stream); break;
+    case 7: launch_for_m<7>(x, w, bias, bias_f32, out, n, k, stream); break;
+    default: launch_for_m<8>(x, w, bias, bias_f32, out, n, k, stream); break;
+  }
+}
+
+}  // namespace minivllm::cuda

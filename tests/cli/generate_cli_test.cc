@@ -1,0 +1,175 @@
+// `minivllm generate / bench / chat` on models with weights: the tiny random Qwen3 checkpoint
+// (greedy ids from transformers in tests/goldens/qwen3-tiny/goldens.json), the real trained
+// stories260K GGUF (llama2.c's greedy text from BOS), and the default SmolLM2 GGUF when fetched.
+// Each test skips when its model is not there.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "run_cli.h"
+
+namespace minivllm::test {
+namespace {
+
+const std::string kTiny = MINIVLLM_SOURCE_DIR "/tests/goldens/qwen3-tiny";
+const std::string kStories = MINIVLLM_SHARED_DIR "/models/stories260K/stories260K.gguf";
+const std::string kSmolLM2 = MINIVLLM_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+// Small engine settings keep start-up fast on the CPU.
+const std::vector<std::string> kSmallEngine = {"--device", "cpu", "--max-num-seqs", "8", "--max-model-len", "512",
+                                               "--num-kvcache-blocks", "16", "--num-threads", "1"};
+
+#define SKIP_WITHOUT(path) \
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << (path) << " does not exist yet"
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(CliGenerate, GreedyIdsMatchTransformers) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const nlohmann::json g = nlohmann::json::parse(read_text_file(kTiny + "/goldens.json"));
+  nlohmann::json prompts = nlohmann::json::array();
+  for (const auto& c : g["cases"]) prompts.push_back(c["prompt_ids"]);
+  const int max_tokens = g["cases"][0]["max_new_tokens"];
+  const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", prompts.dump(), "--max-tokens",
+                                      std::to_string(max_tokens), "--temperature", "0", "--ignore-eos", "--json"},
+                                     kSmallEngine));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.size(), g["cases"].size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto& c = g["cases"][i];
+    EXPECT_EQ(out[i]["prompt_token_ids"], c["prompt_ids"]);
+    EXPECT_EQ(out[i]["finish_reason"], "length");
+    EXPECT_FALSE(out[i].contains("error"));
+    // Compare up to the first step whose top-1/top-2 logit margin is too small to call.
+    const auto& want = c["greedy_ids"];
+    const auto& got = out[i]["token_ids"];
+    ASSERT_EQ(got.size(), want.size()) << "case " << i;
+    for (size_t t = 0; t < want.size() && c["greedy_margins"][t].get<double>() > 1e-2; ++t) {
+      EXPECT_EQ(got[t], want[t]) << "case " << i << " token " << t;
+    }
+  }
+}
+
+TEST(CliGenerate, RejectedPromptIsReportedAndTheOthersRun) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[1,2,3],[600],[4]]",
+                                      "--max-tokens", "5", "--ignore-eos", "--json", "--seed", "1"},
+                                     kSmallEngine));
+  EXPECT_EQ(r.exit_code, 1);
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0]["token_ids"].size(), 5u);
+  EXPECT_EQ(out[2]["token_ids"].size(), 5u);
+  EXPECT_EQ(out[1]["finish_reason"], "error");
+  EXPECT_NE(out[1]["error"].get<std::string>().find("600"), std::string::npos) << out[1];
+  EXPECT_NE(r.err.find("error: prompt 1 rejected"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, TextPromptWithoutTokenizerIsAnError) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt", "hi"}, kSmallEngine));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no tokenizer"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, StoriesGreedyTextFromBos) {
+  SKIP_WITHOUT(kStories);
+  // An empty text prompt is just BOS; llama2.c's run.c greedy output on these weights.
+  const CliResult r =
+      run_cli(concat({"generate", "--model", kStories, "--prompt", "", "--temperature", "0", "--max-tokens", "14"},
+                     kSmallEngine));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily", 0), 0u) << r.out;
+}
+
+TEST(CliGenerate, StopStringCutsTheText) {
+  SKIP_WITHOUT(kStories);
+  const CliResult r = run_cli(concat({"generate", "--model", kStories, "--prompt", "", "--temperature", "0",
+                                      "--max-tokens", "30", "--stop", " girl", "--json"},
+                                     kSmallEngine));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out[0]["text"], "Once upon a time, there was a little");
+  EXPECT_EQ(out[0]["finish_reason"], "stop");
+}
+
+TEST(CliBench, WorkloadFileRunsAndCountsTokens) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_workload.json";
+  std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3,4,5],[7,8,9],[10,11]], "max_tokens": [5, 9, 3]})";
+  const CliResult js = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "8", "--json"},
+                                      kSmallEngine));
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const nlohmann::json report = nlohmann::json::parse(js.out);
+  EXPECT_EQ(report["num_seqs"], 3);
+  EXPECT_EQ(report["prompt_tokens"], 10);
+  EXPECT_EQ(report["output_tokens"], 17);
+  EXPECT_EQ(report["decode_tokens"], 7);  // the first of the 8 comes from the prefill step
+  EXPECT_GT(report["throughput_tok_s"].get<double>(), 0.0);
+  EXPECT_GT(report["decode_tok_s"].get<double>(), 0.0);
+
+  const CliResult text = run_cli(
+      concat({"bench", "--model", kTiny, "--workload", path, "--num-seqs", "2", "--decode-tokens", "4"}, kSmallEngine));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(^Total: 14tok, Time: \d+\.\d\ds, Throughput: \d+\.\d\dtok/s\n)")))
+      << text.out;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\nDecode: 3tok, Time: \d+\.\d\ds, Throughput: \d+\.\d\dtok/s)")))
+      << text.out;
+}
+
+TEST(CliBench, DryRunReportsTheSeedsWorkloadTotals) {
+  // Totals from python3's random.seed(0) draw (tools/make_bench_workload.py checks the same);
+  // the first 4 of the 256 sequences: sum(map(len, p[:4])) = 2680, sum(m[:4]) = 2607.
+  const CliResult all = run_cli({"bench", "--dry-run", "--json"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(nlohmann::json::parse(all.out),
+            (nlohmann::json{{"num_seqs", 256}, {"prompt_tokens", 142827}, {"output_tokens", 133966}}));
+  const CliResult four = run_cli({"bench", "--dry-run", "--num-seqs", "4"});
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  EXPECT_EQ(four.out, "Workload: 4 sequences, 2680 prompt tokens, 2607 output tokens\n");
+  const CliResult too_many = run_cli({"bench", "--dry-run", "--num-seqs", "300"});
+  EXPECT_EQ(too_many.exit_code, 1);
+  EXPECT_NE(too_many.err.find("--num-seqs 300"), std::string::npos) << too_many.err;
+}
+
+TEST(CliChat, StreamsTheSameReplyAsGenerate) {
+  SKIP_WITHOUT(kSmolLM2);
+  const std::vector<std::string> sampling = {"--temperature", "0", "--max-tokens", "16"};
+  const CliResult chat = run_cli(concat(concat({"chat", "--model", kSmolLM2}, sampling), kSmallEngine),
+                                 "Hi\n/exit\nnot read\n");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  EXPECT_EQ(chat.err.find("error"), std::string::npos) << chat.err;
+  EXPECT_NE(chat.err.find("> "), std::string::npos) << chat.err;
+  const CliResult gen = run_cli(concat(concat({"generate", "--model", kSmolLM2, "--chat", "Hi", "--json"}, sampling),
+                                       kSmallEngine));
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const std::string reply = nlohmann::json::parse(gen.out)[0]["text"];
+  EXPECT_FALSE(reply.empty());
+  EXPECT_EQ(chat.out, reply + "\n");
+}
+
+TEST(CliChat, KeepsTheConversation) {
+  SKIP_WITHOUT(kSmolLM2);
+  // Two turns, then end of input: two replies, each ended by a newline; the second turn's prompt
+  // holds the first exchange, so it must differ from asking the second question alone.
+  const std::vector<std::string> args = concat({"chat", "--model", kSmolLM2, "--temperature", "0", "--max-tokens",
+                                                "12", "--system", "Answer briefly."},
+                                               kSmallEngine);
+  const CliResult two = run_cli(args, "My name is Ada.\nWhat is my name?\n");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const CliResult one = run_cli(args, "What is my name?\n");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_FALSE(one.out.empty());
+  EXPECT_GT(two.out.size(), one.out.size());
+  EXPECT_NE(two.out.substr(two.out.size() - one.out.size()), one.out) << two.out;
+}
+
+}  // namespace
+}  // namespace minivllm::test

@@ -1,0 +1,112 @@
+// Decode linear timings (prints, never asserts speed): cuBLASLt (LtGemm) against launch_gemv on
+// the Qwen3-0.6B projections at 1 and 8 tokens. Each timed graph replays many calls that rotate
+// through enough weight copies (>= 256 MB) that L2 (50 MB) cannot serve them; median of 9 replays.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "cuda_test_util.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+using LinearCall = std::function<void(const void* w, cudaStream_t)>;
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+  int per_token;  // how often one decode step runs it (28 layers, or once for the lm_head)
+};
+
+double median_us_per_call(cudaStream_t s, int calls, const std::function<void()>& body) {
+  body();  // warm-up: cuBLASLt plans its algorithm outside the capture
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  body();
+  CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t t0, t1;
+  CUDA_CHECK(cudaEventCreate(&t0));
+  CUDA_CHECK(cudaEventCreate(&t1));
+  CUDA_CHECK(cudaGraphLaunch(exec, s));
+  std::vector<float> ms;
+  for (int rep = 0; rep < 9; ++rep) {
+    CUDA_CHECK(cudaEventRecord(t0, s));
+    CUDA_CHECK(cudaGraphLaunch(exec, s));
+    CUDA_CHECK(cudaEventRecord(t1, s));
+    CUDA_CHECK(cudaEventSynchronize(t1));
+    float m = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&m, t0, t1));
+    ms.push_back(m);
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3 / calls;
+}
+
+void bench_tokens(int64_t tokens) {
+  const Shape shapes[] = {{"qkv", 4096, 1024, 28},
+                          {"o", 1024, 2048, 28},
+                          {"gate_up", 6144, 1024, 28},
+                          {"down", 1024, 3072, 28},
+                          {"lm_head", 151936, 1024, 1}};
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cuda::LtGemm lt;
+  double step_us[2] = {0.0, 0.0};
+  for (const Shape& sh : shapes) {
+    const size_t bytes = static_cast<size_t>(sh.n * sh.k) * 2;
+    const size_t stride = (bytes + 255) / 256 * 256;
+    const int copies = static_cast<int>(std::max<size_t>(2, ((256u << 20) + bytes - 1) / bytes));
+    const int calls = copies * std::max(1, (40 + copies - 1) / copies);
+    char* weights = nullptr;
+    void *x = nullptr, *out = nullptr;
+    CUDA_CHECK(cudaMalloc(&weights, stride * copies));
+    CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(tokens * sh.k) * 2));
+    CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 2));
+    CUDA_CHECK(cudaMemset(weights, 0x3C, stride * copies));  // bf16 ~0.0115: finite sums
+    CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
+    const LinearCall impls[2] = {
+        [&](const void* w, cudaStream_t st) { lt.run(x, w, nullptr, out, tokens, sh.n, sh.k, st); },
+        [&](const void* w, cudaStream_t st) { cuda::launch_gemv(x, w, nullptr, false, out, tokens, sh.n, sh.k, st); }};
+    double us[2];
+    for (int i = 0; i < 2; ++i) {
+      us[i] = median_us_per_call(s, calls, [&] {
+        for (int c = 0; c < calls; ++c) impls[i](weights + stride * (c % copies), s);
+      });
+      step_us[i] += us[i] * sh.per_token;
+    }
+    std::printf("[bench] linear %-7s M=%lld [%lld x %lld] %.1f MB: cuBLASLt %.2f us (%.0f GB/s), gemv %.2f us "
+                "(%.0f GB/s), %d weight copies\n",
+                sh.name, static_cast<long long>(tokens), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+                bytes / 1e6, us[0], bytes / us[0] / 1e3, us[1], bytes / us[1] / 1e3, copies);
+    ::testing::Test::RecordProperty(std::string("gemv_") + sh.name + "_M" + std::to_string(tokens) + "_GBps",
+                                    std::to_string(bytes / us[1] / 1e3));
+    CUDA_CHECK(cudaFree(weights));
+    CUDA_CHECK(cudaFree(x));
+    CUDA_CHECK(cudaFree(out));
+  }
+  std::printf("[bench] linears of one Qwen3-0.6B decode step, M=%lld: cuBLASLt %.0f us, gemv %.0f us\n",
+              static_cast<long long>(tokens), step_us[0], step_us[1]);
+  CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+TEST(CudaGemvBench, QwenShapesVsCublasLt) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  bench_tokens(1);
+  bench_tokens(8);
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
