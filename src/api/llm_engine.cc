@@ -87,8 +87,7 @@ std::string LLMEngine::apply_chat_template(const nlohmann::json& messages, bool 
   MINIVLLM_CHECK(source_.chat_template.has_value()) << "model '" << source_.path << "' has no chat template";
   MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
   nlohmann::json vars = template_vars.is_object() ? template_vars : nlohmann::json::object();
-  if (!vars.contains("bos_token") && source_.tokenizer) vars["bos_token"] = source_.tokenizer->bos_token();
-  if (!vars.contains("eos_token") && source_.tokenizer) vars["eos_token"] = source_.tokenizer->eos_token();
+  add_special_token_vars(source_, vars);
   return source_.chat_template->render(messages, add_generation_prompt, vars);
 }
 
@@ -256,10 +255,21 @@ std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {
   SamplingParams p;
   p.temperature = 0;
   Sequence seq(-1, token_ids, p, config_.block_size);
-  const int blocks = seq.num_blocks();
-  MINIVLLM_CHECK_LE(blocks, config_.num_kvcache_blocks) << "sequence too long for the KV cache";
-  for (int b = 0; b < blocks; ++b) seq.block_table.push_back(b);  // the cache is idle: use its first blocks
-  return runner_->prefill_all_logits(seq);
+  // Blocks come from the block manager like any request's, so the prefix cache stays consistent;
+  // every position is computed (a prefix hit would only rewrite identical K/V).
+  BlockManager& blocks = scheduler_->block_manager();
+  MINIVLLM_CHECK(blocks.can_allocate(seq)) << "sequence of " << token_ids.size() << " tokens does not fit the KV cache";
+  blocks.allocate(seq);
+  seq.num_cached_tokens = 0;
+  std::vector<float> logits;
+  try {
+    logits = runner_->prefill_all_logits(seq);
+  } catch (...) {
+    blocks.deallocate(seq);
+    throw;
+  }
+  blocks.deallocate(seq);
+  return logits;
 }
 
 }  // namespace minivllm

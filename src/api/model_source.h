@@ -25,6 +25,15 @@ struct ModelSource {
   std::optional<ChatTemplate> chat_template;   // none when the checkpoint has none
 };
 
+// Fills the chat template's bos_token / eos_token from the tokenizer unless `vars` sets them or the
+// tokenizer has none (a GGUF's template has no tokenizer_config.json to take them from).
+template <typename Json>
+void add_special_token_vars(const ModelSource& source, Json& vars) {
+  if (!source.tokenizer) return;
+  if (!vars.contains("bos_token") && !source.tokenizer->bos_token().empty()) vars["bos_token"] = source.tokenizer->bos_token();
+  if (!vars.contains("eos_token") && !source.tokenizer->eos_token().empty()) vars["eos_token"] = source.tokenizer->eos_token();
+}
+
 // Where the default model is looked for: $MINIVLLM_MODELS_DIR, ./models, ~/.cache/minivllm.
 std::string resolve_model_path(const std::string& model);
 

@@ -84,7 +84,8 @@ class Backend {
   // residual += x; x = rms_norm(residual) * weight  (both in place, per row). The residual is fp32
   // or the activation dtype; the model keeps it fp32.
   virtual void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) = 0;
-  // out[T, N] = x[T, K] * weight[N, K]^T (+ bias[N]).
+  // out[T, N] = x[T, K] * weight[N, K]^T (+ bias[N]). out is the activation dtype, or f32 (the
+  // logits: no rounding before sampling).
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) = 0;
   // In place on qkv[T, (nq + 2 nkv) * head_dim]: optional per-head RMSNorm of q and k (q_norm,
   // k_norm of Qwen3, each [head_dim]; pass nullptr to skip), then rotary embedding of q and k in
@@ -103,6 +104,22 @@ class Backend {
                          const AttentionMetadata& meta, float scale, const Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+
+  // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
+  // qk_norm_rope, then store_kvcache.
+  virtual void qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                  const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
+                                  const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
+    qk_norm_rope(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
+    store_kvcache(qkv, num_q_heads, cache, meta);
+  }
+  // out[T, I] = silu(x W_gate^T) * (x W_up^T), gate_up_weight = [W_gate; W_up] ([2I, K]);
+  // scratch [T, 2I] may hold the unfused product.
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                               const Tensor& out) {
+    linear(x, gate_up_weight, nullptr, scratch);
+    silu_mul(scratch, out);
+  }
   // out[i] = x[indices[i]] (rows), e.g. the last token of each sequence before the LM head.
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Converts x to fp32 into out (same shape), e.g. logits for sampling.

@@ -25,16 +25,7 @@ int run_template(const std::vector<std::string>& argv) {
     MINIVLLM_CHECK(messages.is_array()) << "stdin must be a JSON array of messages, got " << messages.type_name();
     const ModelSource source = open_model(model, /*with_weights=*/false);
     MINIVLLM_CHECK(source.chat_template.has_value()) << "model '" << source.path << "' has no chat template";
-    // As LLMEngine::apply_chat_template: the tokenizer's bos/eos tokens (a GGUF's template has no
-    // tokenizer_config.json to take them from).
-    if (source.tokenizer) {
-      if (!vars.contains("bos_token") && !source.tokenizer->bos_token().empty()) {
-        vars["bos_token"] = source.tokenizer->bos_token();
-      }
-      if (!vars.contains("eos_token") && !source.tokenizer->eos_token().empty()) {
-        vars["eos_token"] = source.tokenizer->eos_token();
-      }
-    }
+    add_special_token_vars(source, vars);
     std::cout << source.chat_template->render(messages, add_generation_prompt, vars);
     std::cout.flush();
     return kExitOk;

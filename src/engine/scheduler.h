@@ -60,6 +60,7 @@ class Scheduler {
   int num_running() const { return static_cast<int>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   const BlockManager& block_manager() const { return block_manager_; }
+  BlockManager& block_manager() { return block_manager_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:

@@ -28,7 +28,6 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   mlp_act_ = backend_.empty(act, {t, inter});
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
   logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, cfg_.vocab_size});
-  logits_ = act == DType::kF32 ? logits_f32_ : backend_.empty(act, {max_num_seqs, cfg_.vocab_size});
 }
 
 int64_t Transformer::kv_bytes_per_token_per_layer() const {
@@ -68,10 +67,9 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const int hd = static_cast<int>(cfg_.head_dim);
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   backend_.linear(hidden, lw.qkv_proj, lw.qkv_bias.empty() ? nullptr : &lw.qkv_bias, qkv);
-  backend_.qk_norm_rope(qkv, nq, nkv, hd, lw.q_norm.empty() ? nullptr : &lw.q_norm,
-                        lw.k_norm.empty() ? nullptr : &lw.k_norm, static_cast<float>(cfg_.rms_norm_eps), positions,
-                        cos_sin_);
-  backend_.store_kvcache(qkv, nq, cache, meta);
+  backend_.qk_norm_rope_store(qkv, nq, nkv, hd, lw.q_norm.empty() ? nullptr : &lw.q_norm,
+                              lw.k_norm.empty() ? nullptr : &lw.k_norm, static_cast<float>(cfg_.rms_norm_eps),
+                              positions, cos_sin_, cache, meta);
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
   backend_.linear(attn_out, lw.o_proj, nullptr, hidden);
 }
@@ -79,8 +77,7 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
 void Transformer::mlp_block(int64_t layer, int64_t n) {
   const LayerWeights& lw = w_.layers[layer];
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
-  backend_.linear(hidden, lw.gate_up_proj, nullptr, gate_up);
-  backend_.silu_mul(gate_up, act);
+  backend_.linear_silu_mul(hidden, lw.gate_up_proj, gate_up, act);
   backend_.linear(act, lw.down_proj, nullptr, hidden);
 }
 
@@ -91,10 +88,10 @@ Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indic
     rows = last_hidden_.rows(0, num_rows);
     backend_.gather_rows(hidden, row_indices->rows(0, num_rows), rows);
   }
-  const Tensor logits = logits_.rows(0, num_rows), logits_f32 = logits_f32_.rows(0, num_rows);
+  // The LM head writes fp32 logits: bf16 logits would round near-ties before sampling.
+  const Tensor logits = logits_f32_.rows(0, num_rows);
   backend_.linear(rows, w_.lm_head, nullptr, logits);
-  if (logits.data() != logits_f32.data()) backend_.to_f32(logits, logits_f32);
-  return logits_f32;
+  return logits;
 }
 
 }  // namespace minivllm

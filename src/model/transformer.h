@@ -48,7 +48,7 @@ class Transformer {
   Tensor cos_sin_;  // f32 [max_positions, head_dim]
   // Activations.
   Tensor hidden_, residual_, qkv_, attn_out_, gate_up_, mlp_act_;
-  Tensor last_hidden_, logits_, logits_f32_;
+  Tensor last_hidden_, logits_f32_;
 };
 
 }  // namespace minivllm

@@ -106,9 +106,13 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
     bias_f32 = check_weight(*bias, n, "linear", "bias");
     if (!bias_f32) fused_bias = bias->data();
   }
-  // Decode: cuBLASLt's kernels for a handful of tokens leave most of the bandwidth unused.
+  // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused. Measured on H100
+  // (KERNEL_NOTES.md): gemv wins at 1 token on every shape and at 8 tokens for K > 1024, but loses
+  // at 8 tokens for K = 1024, so 2..8 tokens with K <= 1024 stay on cuBLASLt unless N % 8 != 0
+  // (which cuBLASLt's path does not take).
   auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
-  if (tokens >= 1 && tokens <= kGemvMaxTokens && k % 8 == 0 && aligned16(x) && aligned16(weight)) {
+  const bool gemv_wins = tokens == 1 || k > 1024 || n % 8 != 0;
+  if (tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight)) {
     launch_gemv(x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), tokens, n, k,
                 stream_);
     return;
