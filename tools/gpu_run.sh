@@ -51,6 +51,7 @@ if want e2e || want bench || want sanitize; then
 fi
 if want e2e; then
   for m in "${models[@]}"; do
+    step "hf_bf16_baseline_$m" python3 tools/hf_bf16_baseline.py --model "$work/$m/model" --reference "$work/$m/reference.json"
     step "score_$m" "$bin/teacher_forced_check" score --model "$work/$m/model" --reference "$work/$m/reference.json" \
       --out "$out/score_$m.json"
     step "generate_$m" "$bin/teacher_forced_check" generate --model "$work/$m/model" --prompts "$work/$m/reference.json" \

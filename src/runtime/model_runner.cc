@@ -66,8 +66,10 @@ void ModelRunner::allocate_kv_cache() {
     KVCache c = backend_->allocate_kv_cache(num_kvcache_blocks_, cfg_.block_size,
                                             static_cast<int>(model_cfg_.num_kv_heads),
                                             static_cast<int>(model_cfg_.head_dim));
-    backend_->fill_bytes(c.k, 0);  // padded graph rows read real, finite memory
-    backend_->fill_bytes(c.v, 0);
+    if (backend_->device() == DeviceKind::kCuda) {  // padded decode rows read real, finite memory
+      backend_->fill_bytes(c.k, 0);
+      backend_->fill_bytes(c.v, 0);
+    }
     kv_caches_.push_back(c);
   }
 }

@@ -78,8 +78,8 @@ void bench_tokens(int64_t tokens) {
     CUDA_CHECK(cudaMemset(weights, 0x3C, stride * copies));  // bf16 ~0.0115: finite sums
     CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
     const LinearCall impls[2] = {
-        [&](const void* w, cudaStream_t st) { lt.run(x, w, nullptr, out, tokens, sh.n, sh.k, st); },
-        [&](const void* w, cudaStream_t st) { cuda::launch_gemv(x, w, nullptr, false, out, tokens, sh.n, sh.k, st); }};
+        [&](const void* w, cudaStream_t st) { lt.run(x, w, nullptr, out, false, tokens, sh.n, sh.k, st); },
+        [&](const void* w, cudaStream_t st) { cuda::launch_gemv(x, w, nullptr, false, out, false, tokens, sh.n, sh.k, st); }};
     double us[2];
     for (int i = 0; i < 2; ++i) {
       us[i] = median_us_per_call(s, calls, [&] {

@@ -53,6 +53,13 @@ class CudaBackend : public Backend {
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                  float scale, const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  // One kernel: norm + rope of q and k, and k (rotated) and v into the cache.
+  void qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                          const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
+                          const KVCache& cache, const AttentionMetadata& meta) override;
+  // 1..8 tokens where linear takes the gemv: one gemv writing silu(g) * u; otherwise the default.
+  void linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                       const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
@@ -69,6 +76,8 @@ class CudaBackend : public Backend {
 
  private:
   void ensure_sample_buffers(int rows);
+  // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
+  bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k) const;
 
   int device_ = 0;
   int num_sms_ = 0;

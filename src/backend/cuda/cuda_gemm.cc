@@ -30,7 +30,7 @@ LtGemm::~LtGemm() {
 LtGemm::Plan& LtGemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  const auto [tokens, n, k, has_bias, aligned] = key;
+  const auto [tokens, n, k, has_bias, aligned, out_f32] = key;
   Plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -45,7 +45,7 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key) {
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, tokens, k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, n, tokens, n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, tokens, n));
 
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -64,17 +64,17 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key) {
   cublasLtMatmulPreferenceDestroy(pref);
   MINIVLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0)
       << "linear: cuBLASLt has no algorithm for x[" << tokens << ", " << k << "] w[" << n << ", " << k
-      << "] (status " << static_cast<int>(st) << ")";
+      << "]" << (out_f32 ? " f32 out" : "") << " (status " << static_cast<int>(st) << ")";
   p.algo = result.algo;
   return plans_.emplace(key, p).first->second;
 }
 
-void LtGemm::run(const void* x, const void* w, const void* bias, void* out, int64_t tokens, int64_t n, int64_t k,
-                 cudaStream_t stream) {
+void LtGemm::run(const void* x, const void* w, const void* bias, void* out, bool out_f32, int64_t tokens, int64_t n,
+                 int64_t k, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   auto a256 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 256 == 0; };
   const bool aligned = a256(x) && a256(w) && a256(out) && (bias == nullptr || a256(bias));
-  Plan& p = plan_for(Key{tokens, n, k, bias != nullptr, aligned});
+  Plan& p = plan_for(Key{tokens, n, k, bias != nullptr, aligned, out_f32});
   if (bias != nullptr) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }

@@ -1,4 +1,5 @@
-// LtGemm: bf16 linear layers through cuBLASLt (fp32 compute), y[T, N] = x[T, K] w[N, K]^T (+ b).
+// LtGemm: bf16 linear layers through cuBLASLt (fp32 compute), y[T, N] = x[T, K] w[N, K]^T (+ b),
+// y bf16 or fp32 (the logits).
 // One preallocated workspace; the matmul descriptor, layouts and the heuristic's algorithm are
 // cached per shape, so a decode step costs no heuristic query and can be captured in a graph.
 #pragma once
@@ -19,9 +20,9 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // bias: bf16[N] fused as the epilogue, or nullptr.
-  void run(const void* x, const void* w, const void* bias, void* out, int64_t tokens, int64_t n, int64_t k,
-           cudaStream_t stream);
+  // bias: bf16[N] fused as the epilogue, or nullptr. out_f32: out is fp32, else bf16.
+  void run(const void* x, const void* w, const void* bias, void* out, bool out_f32, int64_t tokens, int64_t n,
+           int64_t k, cudaStream_t stream);
 
  private:
   struct Plan {
@@ -29,7 +30,7 @@ class LtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, bias, 256-byte aligned
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool>;  // T, N, K, bias, 256-byte aligned, f32 out
   Plan& plan_for(const Key& key);
 
   cublasLtHandle_t handle_ = nullptr;

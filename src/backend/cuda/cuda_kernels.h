@@ -19,15 +19,20 @@ void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* o
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
-void launch_bias_add(void* out, const void* bias, bool bias_f32, int64_t rows, int64_t n, cudaStream_t stream);
+// out (bf16, or fp32 when out_f32) += bias per row.
+void launch_bias_add(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n,
+                     cudaStream_t stream);
 
 // ---- gemv.cu ----
-// Decode-sized linear: out[tokens, n] = x[tokens, k] w[n, k]^T (+ bias, bf16 or fp32), bf16 out,
-// fp32 accumulation, for 1..kGemvMaxTokens tokens. k % 8 == 0; x and w 16-byte aligned; n and
-// out need no alignment. Bandwidth-bound where cuBLASLt is not (KERNEL_NOTES.md).
+// Decode-sized linear: out[tokens, n] = x[tokens, k] w[n, k]^T (+ bias, bf16 or fp32), bf16 out
+// (fp32 when out_f32), fp32 accumulation, for 1..kGemvMaxTokens tokens. k % 8 == 0; x and w
+// 16-byte aligned; n and out need no alignment. Bandwidth-bound where cuBLASLt is not (KERNEL_NOTES.md).
 constexpr int64_t kGemvMaxTokens = 8;
-void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t tokens, int64_t n,
-                 int64_t k, cudaStream_t stream);
+void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                 int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
+// out[tokens, inter] = silu(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
+void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
+                          cudaStream_t stream);
 
 // ---- rope_kvcache.cu ----
 struct RopeArgs {
@@ -41,6 +46,13 @@ struct RopeArgs {
   const int32_t* positions;
   const float* cos_sin;
   int64_t max_pos;
+  // Optional (k_cache == nullptr: rotate only): k after rope and v into the cache at slot_mapping
+  // (-1 skips), layout as launch_store_kvcache's.
+  void* k_cache;
+  void* v_cache;
+  const int32_t* slot_mapping;
+  int64_t num_slots;
+  int block_size;
 };
 void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream);
 // Cache layout [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.

@@ -91,41 +91,66 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
   launch_rms_norm(x.data(), residual.data(), residual.dtype() == DType::kF32, weight.data(), f32, eps, rows, n, x.data(), stream_);
 }
 
+// Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused. Measured on H100
+// (KERNEL_NOTES.md): gemv wins at 1 token on every shape and at 8 tokens for K > 1024, but loses
+// at 8 tokens for K = 1024, so 2..8 tokens with K <= 1024 stay on cuBLASLt unless N % 8 != 0
+// (which cuBLASLt's path does not take).
+bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k) const {
+  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
+  const bool gemv_wins = tokens == 1 || k > 1024 || n % 8 != 0;
+  return tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight);
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   check_gpu(x, DType::kBF16, "linear", "x");
   check_gpu(weight, DType::kBF16, "linear", "weight");
-  check_gpu(out, DType::kBF16, "linear", "out");
+  MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
+                 (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
+      << "linear: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
+  const bool out_f32 = out.dtype() == DType::kF32;
   MINIVLLM_CHECK(weight.ndim() == 2) << "linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t tokens = rows_with_cols(x, k, "linear", "x");
   MINIVLLM_CHECK_EQ(rows_with_cols(out, n, "linear", "out"), tokens)
       << "linear: out " << out.describe() << " for x " << x.describe();
-  const void* fused_bias = nullptr;
   bool bias_f32 = false;
-  if (bias != nullptr) {
-    bias_f32 = check_weight(*bias, n, "linear", "bias");
-    if (!bias_f32) fused_bias = bias->data();
-  }
-  // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused. Measured on H100
-  // (KERNEL_NOTES.md): gemv wins at 1 token on every shape and at 8 tokens for K > 1024, but loses
-  // at 8 tokens for K = 1024, so 2..8 tokens with K <= 1024 stay on cuBLASLt unless N % 8 != 0
-  // (which cuBLASLt's path does not take).
-  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
-  const bool gemv_wins = tokens == 1 || k > 1024 || n % 8 != 0;
-  if (tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight)) {
-    launch_gemv(x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), tokens, n, k,
-                stream_);
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "linear", "bias");
+  if (use_gemv(x, weight, tokens, n, k)) {
+    launch_gemv(x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32,
+                tokens, n, k, stream_);
     return;
   }
   MINIVLLM_CHECK(k % 8 == 0 && n % 8 == 0) << "linear: weight " << weight.describe()
                                            << " needs both dimensions multiples of 8";
-  gemm_->run(x.data(), weight.data(), fused_bias, out.data(), tokens, n, k, stream_);
-  if (bias != nullptr && bias_f32) launch_bias_add(out.data(), bias->data(), true, tokens, n, stream_);
+  // The epilogue takes a bf16 bias into a bf16 out; any other pairing adds the bias afterwards.
+  const bool fuse_bias = bias != nullptr && !bias_f32 && !out_f32;
+  gemm_->run(x.data(), weight.data(), fuse_bias ? bias->data() : nullptr, out.data(), out_f32, tokens, n, k, stream_);
+  if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, bias->data(), bias_f32, tokens, n, stream_);
 }
 
-void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                               const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
-                               const Tensor& cos_sin) {
+void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                                  const Tensor& out) {
+  check_gpu(x, DType::kBF16, "linear_silu_mul", "x");
+  check_gpu(gate_up_weight, DType::kBF16, "linear_silu_mul", "gate_up_weight");
+  check_gpu(out, DType::kBF16, "linear_silu_mul", "out");
+  MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
+      << "linear_silu_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
+  const int64_t inter = gate_up_weight.size(0) / 2, k = gate_up_weight.size(1);
+  const int64_t tokens = rows_with_cols(x, k, "linear_silu_mul", "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "linear_silu_mul", "out"), tokens)
+      << "linear_silu_mul: out " << out.describe() << " for x " << x.describe();
+  // Where linear would take the gemv, the fused gemv: no [T, 2I] round trip, one launch fewer.
+  if (use_gemv(x, gate_up_weight, tokens, 2 * inter, k)) {
+    launch_gemv_silu_mul(x.data(), gate_up_weight.data(), out.data(), tokens, inter, k, stream_);
+    return;
+  }
+  Backend::linear_silu_mul(x, gate_up_weight, scratch, out);
+}
+
+namespace {
+
+RopeArgs rope_args(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                   const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) {
   check_gpu(qkv, DType::kBF16, "qk_norm_rope", "qkv");
   check_gpu(positions, DType::kI32, "qk_norm_rope", "positions");
   check_gpu(cos_sin, DType::kF32, "qk_norm_rope", "cos_sin");
@@ -151,6 +176,48 @@ void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_he
   a.positions = positions.ptr<int32_t>();
   a.cos_sin = cos_sin.ptr<float>();
   a.max_pos = rows_with_cols(cos_sin, head_dim, "qk_norm_rope", "cos_sin");
+  return a;
+}
+
+// Checks a cache write of `tokens` rows of qkv; returns the number of slots.
+int64_t check_cache_store(const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta, int64_t tokens,
+                          const char* op) {
+  check_gpu(cache.k, DType::kBF16, op, "cache.k");
+  check_gpu(cache.v, DType::kBF16, op, "cache.v");
+  check_gpu(meta.slot_mapping, DType::kI32, op, "slot_mapping");
+  check_aligned16(qkv, op, "qkv");
+  MINIVLLM_CHECK(meta.slot_mapping.numel() >= tokens)
+      << op << ": slot_mapping " << meta.slot_mapping.describe() << " for " << tokens << " tokens";
+  const int64_t num_slots = static_cast<int64_t>(cache.num_blocks) * cache.block_size;
+  MINIVLLM_CHECK_EQ(cache.k.numel(), num_slots * cache.num_kv_heads * cache.head_dim)
+      << op << ": cache.k " << cache.k.describe();
+  MINIVLLM_CHECK_EQ(cache.v.numel(), cache.k.numel()) << op << ": cache.v " << cache.v.describe();
+  return num_slots;
+}
+
+}  // namespace
+
+void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                               const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
+                               const Tensor& cos_sin) {
+  launch_qk_norm_rope(rope_args(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin),
+                      stream_);
+}
+
+void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                     const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
+                                     const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
+  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
+  if (cache.k.defined() && !cache.k.empty()) {  // no cache yet (warm-up): rotate only
+    MINIVLLM_CHECK(cache.num_kv_heads == num_kv_heads && cache.head_dim == head_dim)
+        << "qk_norm_rope_store: cache has " << cache.num_kv_heads << " kv heads of " << cache.head_dim << ", qkv "
+        << num_kv_heads << " of " << head_dim;
+    a.num_slots = check_cache_store(qkv, cache, meta, a.tokens, "qk_norm_rope_store");
+    a.k_cache = cache.k.data();
+    a.v_cache = cache.v.data();
+    a.slot_mapping = meta.slot_mapping.ptr<int32_t>();
+    a.block_size = cache.block_size;
+  }
   launch_qk_norm_rope(a, stream_);
 }
 
@@ -158,17 +225,9 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
                                 const AttentionMetadata& meta) {
   if (!cache.k.defined() || cache.k.empty()) return;  // warm-up before the cache exists
   check_gpu(qkv, DType::kBF16, "store_kvcache", "qkv");
-  check_gpu(cache.k, DType::kBF16, "store_kvcache", "cache.k");
-  check_gpu(cache.v, DType::kBF16, "store_kvcache", "cache.v");
-  check_gpu(meta.slot_mapping, DType::kI32, "store_kvcache", "slot_mapping");
-  check_aligned16(qkv, "store_kvcache", "qkv");
   const int64_t stride = static_cast<int64_t>(num_q_heads + 2 * cache.num_kv_heads) * cache.head_dim;
   const int64_t tokens = rows_with_cols(qkv, stride, "store_kvcache", "qkv");
-  MINIVLLM_CHECK(meta.slot_mapping.numel() >= tokens)
-      << "store_kvcache: slot_mapping " << meta.slot_mapping.describe() << " for " << tokens << " tokens";
-  const int64_t num_slots = static_cast<int64_t>(cache.num_blocks) * cache.block_size;
-  MINIVLLM_CHECK_EQ(cache.k.numel(), num_slots * cache.num_kv_heads * cache.head_dim)
-      << "store_kvcache: cache.k " << cache.k.describe();
+  const int64_t num_slots = check_cache_store(qkv, cache, meta, tokens, "store_kvcache");
   launch_store_kvcache(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
                        meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(), cache.v.data(),
                        stream_);

@@ -105,10 +105,16 @@ __global__ void bf16_to_f32_kernel(const __nv_bfloat16* x, int64_t n, float* out
   if (i < n) out[i] = __bfloat162float(x[i]);
 }
 
-__global__ void bias_add_kernel(__nv_bfloat16* out, const void* bias, bool bias_f32, int64_t rows, int64_t n) {
+__global__ void bias_add_kernel(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
-  out[i] = __float2bfloat16(__bfloat162float(out[i]) + load_weight(bias, bias_f32, i % n));
+  const float b = load_weight(bias, bias_f32, i % n);
+  if (out_f32) {
+    static_cast<float*>(out)[i] += b;
+  } else {
+    auto* o = static_cast<__nv_bfloat16*>(out);
+    o[i] = __float2bfloat16(__bfloat162float(o[i]) + b);
+  }
 }
 
 unsigned grid_for(int64_t n, int threads) { return static_cast<unsigned>(ceil_div(n, threads)); }
@@ -171,10 +177,10 @@ void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t strea
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_bias_add(void* out, const void* bias, bool bias_f32, int64_t rows, int64_t n, cudaStream_t stream) {
+void launch_bias_add(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n,
+                     cudaStream_t stream) {
   if (rows * n == 0) return;
-  bias_add_kernel<<<grid_for(rows * n, 256), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(out), bias, bias_f32,
-                                                               rows, n);
+  bias_add_kernel<<<grid_for(rows * n, 256), 256, 0, stream>>>(out, out_f32, bias, bias_f32, rows, n);
   CUDA_CHECK_LAUNCH();
 }
 

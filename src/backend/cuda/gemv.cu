@@ -1,5 +1,5 @@
-// Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in and
-// out, fp32 accumulation. At these sizes a linear is a stream over W, so the kernel is built to
+// Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in, bf16
+// or fp32 out (the logits), fp32 accumulation; and its gate/up variant that writes silu(g) * u. At these sizes a linear is a stream over W, so the kernel is built to
 // keep many 16-byte loads of W in flight: a 128-thread CTA owns R rows of W, its threads split K
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
@@ -61,21 +61,29 @@ __device__ __forceinline__ int reduce_scatter_index(int lane) {
   return idx;
 }
 
-// One CTA: rows [blockIdx.x * R, + R) of W (rows past n reread the last one and are not written).
-template <int M, int R, int U>
+// One CTA: R rows of W (rows past n reread the last one and are not written).
+// kSilu == false: rows [blockIdx.x * R, + R) of W, out = x W^T (+ bias), bf16 or fp32 (out_f32).
+// kSilu == true: W is [W_gate; W_up] ([2n, K]); the CTA loads gate rows [blockIdx.x * R/2, + R/2)
+// and the matching up rows (+ n) together and writes silu(g) * u (bf16), so the [T, 2n] product
+// never goes through memory.
+template <int M, int R, int U, bool kSilu>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w,
-                                                            const void* bias, bool bias_f32,
-                                                            __nv_bfloat16* __restrict__ out, int64_t n,
-                                                            int64_t chunks) {
+                                                            const void* bias, bool bias_f32, void* __restrict__ out,
+                                                            bool out_f32, int64_t n, int64_t chunks) {
   constexpr int V = M * R;
   constexpr int P = next_pow2(V);
+  constexpr int kRowsOut = kSilu ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
   __shared__ float partial[kGemvWarps][V];
 
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = w + (row0 + r < n ? row0 + r : n - 1) * chunks;
+  for (int r = 0; r < R; ++r) {
+    const int rr = r % kRowsOut;
+    const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
+    rows[r] = w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
+  }
 
   float acc[P];
 #pragma unroll
@@ -115,62 +123,90 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
   const int idx = reduce_scatter_index<P>(lane);
   if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
   __syncthreads();
-  if (threadIdx.x < V) {
-    const int m = threadIdx.x / R, r = threadIdx.x % R;
+  if (threadIdx.x < M * kRowsOut) {
+    const int m = threadIdx.x / kRowsOut, r = threadIdx.x % kRowsOut;
     const int64_t row = row0 + r;
     if (row < n) {
       float s = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kGemvWarps; ++i) s += partial[i][threadIdx.x];
-      if (bias != nullptr) s += load_weight(bias, bias_f32, row);
-      out[m * n + row] = __float2bfloat16(s);
+      for (int i = 0; i < kGemvWarps; ++i) s += partial[i][m * R + r];
+      if constexpr (kSilu) {
+        float u = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
+        s = s / (1.0f + __expf(-s)) * u;
+      } else if (bias != nullptr) {
+        s += load_weight(bias, bias_f32, row);
+      }
+      if (out_f32) {
+        static_cast<float*>(out)[m * n + row] = s;
+      } else {
+        static_cast<__nv_bfloat16*>(out)[m * n + row] = __float2bfloat16(s);
+      }
     }
   }
 }
 
-template <int M, int R>
-void launch_for_mr(const uint4* x, const uint4* w, const void* bias, bool bias_f32, __nv_bfloat16* out, int64_t n,
-                   int64_t chunks, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>(ceil_div(n, R));
+template <int M, int R, bool kSilu>
+void launch_for_mr(const uint4* x, const uint4* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                   int64_t n, int64_t chunks, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(ceil_div(n, kSilu ? R / 2 : R));
   if (chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    gemv_kernel<M, R, 1><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, n, chunks);
+    gemv_kernel<M, R, 1, kSilu><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, out_f32, n, chunks);
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
-    gemv_kernel<M, R, (M <= 4 ? 4 : 2)><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, n, chunks);
+    gemv_kernel<M, R, (M <= 4 ? 4 : 2), kSilu>
+        <<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, out_f32, n, chunks);
   }
   CUDA_CHECK_LAUNCH();
 }
 
-template <int M>
-void launch_for_m(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t n, int64_t k,
-                  cudaStream_t stream) {
+// rows_of_w: rows of W streamed (n, or 2n for the gate/up pair) picks R.
+template <int M, bool kSilu>
+void launch_for_m(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32, int64_t n,
+                  int64_t k, cudaStream_t stream) {
   const auto* xv = static_cast<const uint4*>(x);
   const auto* wv = static_cast<const uint4*>(w);
-  auto* o = static_cast<__nv_bfloat16*>(out);
+  const int64_t rows_of_w = kSilu ? 2 * n : n;
   // Four rows a CTA where that still gives several CTAs per SM; two for the 1-2K-row projections.
-  if (n >= 4096) {
-    launch_for_mr<M, 4>(xv, wv, bias, bias_f32, o, n, k / 8, stream);
+  if (rows_of_w >= 4096) {
+    launch_for_mr<M, 4, kSilu>(xv, wv, bias, bias_f32, out, out_f32, n, k / 8, stream);
   } else {
-    launch_for_mr<M, 2>(xv, wv, bias, bias_f32, o, n, k / 8, stream);
+    launch_for_mr<M, 2, kSilu>(xv, wv, bias, bias_f32, out, out_f32, n, k / 8, stream);
+  }
+}
+
+template <bool kSilu>
+void dispatch_tokens(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                     int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
+  switch (tokens) {
+    case 1: launch_for_m<1, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 2: launch_for_m<2, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 3: launch_for_m<3, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 4: launch_for_m<4, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 5: launch_for_m<5, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 6: launch_for_m<6, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 7: launch_for_m<7, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    default: launch_for_m<8, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
   }
 }
 
 }  // namespace
 
-void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, int64_t tokens, int64_t n,
-                 int64_t k, cudaStream_t stream) {
+void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                 int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
       << "gemv: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens << " rows and K a multiple of 8";
-  switch (tokens) {
-    case 1: launch_for_m<1>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 2: launch_for_m<2>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 3: launch_for_m<3>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 4: launch_for_m<4>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 5: launch_for_m<5>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 6: launch_for_m<6>(x, w, bias, bias_f32, out, n, k, stream); break;
-    case 7: launch_for_m<7>(x, w, bias, bias_f32, out, n, k, stream); break;
-    default: launch_for_m<8>(x, w, bias, bias_f32, out, n, k, stream); break;
-  }
+  dispatch_tokens<false>(x, w, bias, bias_f32, out, out_f32, tokens, n, k, stream);
+}
+
+void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
+                          cudaStream_t stream) {
+  if (tokens == 0 || inter == 0) return;
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
+      << "gemv_silu_mul: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
+      << " rows and K a multiple of 8";
+  dispatch_tokens<true>(x, gate_up_w, nullptr, false, out, false, tokens, inter, k, stream);
 }
 
 }  // namespace minivllm::cuda

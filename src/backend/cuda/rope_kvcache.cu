@@ -1,5 +1,6 @@
-// qk_norm_rope (per-head RMSNorm of q and k, then NeoX half-split rotary, in place on qkv) and
-// store_kvcache (k and v of each new token into its cache slot).
+// qk_norm_rope (per-head RMSNorm of q and k, then NeoX half-split rotary, in place on qkv, and
+// optionally the cache write of k and v fused in) and store_kvcache (k and v of each new token
+// into its cache slot).
 //
 // KV cache layout: [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart. One kv
 // head of one block is a contiguous run of block_size * head_dim values, so a decode CTA (one
@@ -54,13 +55,33 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // checked on the host side of tests only
   const float* cos = a.cos_sin + pos * a.head_dim;
   const float* sin = cos + half;
+  // Fused store (qk_norm_rope_store): a k head's warp also writes its rotated k and its v.
+  __nv_bfloat16* k_dst = nullptr;
+  if (a.k_cache != nullptr && !is_q) {
+    const int64_t slot = a.slot_mapping[t];
+    if (slot >= 0 && slot < a.num_slots) {  // -1: padding token, rotated but not stored
+      const int kvh = h - a.num_q_heads;
+      const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
+      const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+      k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
+      const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
+      uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
+      for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
+    }
+  }
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (k < pairs) {
       const int i = lane + 32 * k;
       const float c = cos[i], s = sin[i];
-      x[i] = __float2bfloat16(x1[k] * c - x2[k] * s);
-      x[i + half] = __float2bfloat16(x2[k] * c + x1[k] * s);
+      const __nv_bfloat16 lo = __float2bfloat16(x1[k] * c - x2[k] * s);
+      const __nv_bfloat16 hi = __float2bfloat16(x2[k] * c + x1[k] * s);
+      x[i] = lo;
+      x[i + half] = hi;
+      if (k_dst != nullptr) {
+        k_dst[i] = lo;
+        k_dst[i + half] = hi;
+      }
     }
   }
 }
