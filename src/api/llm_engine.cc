@@ -202,15 +202,13 @@ std::vector<RequestOutput> LLMEngine::run_to_completion(std::vector<RequestOutpu
   return outputs;
 }
 
-std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int32_t>>& prompts,
-                                               const SamplingParams& params) {
-  std::vector<RequestOutput> outputs(prompts.size());
-  std::vector<int64_t> ids(prompts.size(), -1);
-  for (size_t i = 0; i < prompts.size(); ++i) {
+std::vector<RequestOutput> LLMEngine::submit_all(size_t n, const std::function<int64_t(size_t)>& add) {
+  std::vector<RequestOutput> outputs(n);
+  std::vector<int64_t> ids(n, -1);
+  for (size_t i = 0; i < n; ++i) {
     try {
-      ids[i] = add_request(prompts[i], params);
+      ids[i] = add(i);
     } catch (const Error& e) {
-      outputs[i].prompt_token_ids = prompts[i];
       outputs[i].finish_reason = "error";
       outputs[i].error = e.what();
     }
@@ -218,33 +216,23 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int
   return run_to_completion(std::move(outputs), ids);
 }
 
-std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
-  std::vector<RequestOutput> outputs(prompts.size());
-  std::vector<int64_t> ids(prompts.size(), -1);
+std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                               const SamplingParams& params) {
+  std::vector<RequestOutput> outputs = submit_all(prompts.size(), [&](size_t i) { return add_request(prompts[i], params); });
   for (size_t i = 0; i < prompts.size(); ++i) {
-    try {
-      ids[i] = add_request(prompts[i], params);
-    } catch (const Error& e) {
-      outputs[i].finish_reason = "error";
-      outputs[i].error = e.what();
-    }
+    if (outputs[i].prompt_token_ids.empty()) outputs[i].prompt_token_ids = prompts[i];
   }
-  return run_to_completion(std::move(outputs), ids);
+  return outputs;
+}
+
+std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
+  return submit_all(prompts.size(), [&](size_t i) { return add_request(prompts[i], params); });
 }
 
 std::vector<RequestOutput> LLMEngine::chat(const std::vector<nlohmann::json>& conversations,
                                            const SamplingParams& params, const nlohmann::json& template_vars) {
-  std::vector<RequestOutput> outputs(conversations.size());
-  std::vector<int64_t> ids(conversations.size(), -1);
-  for (size_t i = 0; i < conversations.size(); ++i) {
-    try {
-      ids[i] = add_chat_request(conversations[i], params, template_vars);
-    } catch (const Error& e) {
-      outputs[i].finish_reason = "error";
-      outputs[i].error = e.what();
-    }
-  }
-  return run_to_completion(std::move(outputs), ids);
+  return submit_all(conversations.size(),
+                    [&](size_t i) { return add_chat_request(conversations[i], params, template_vars); });
 }
 
 std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {

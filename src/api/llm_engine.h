@@ -86,6 +86,8 @@ class LLMEngine {
   void check_prompt(const std::vector<int32_t>& ids) const;
   void update_text(Request& r, size_t first_new_token, StepResult& out);
   RequestOutput make_output(const Request& r) const;
+  // Adds n requests through `add(i)` (a rejected one becomes an "error" output) and runs them all.
+  std::vector<RequestOutput> submit_all(size_t n, const std::function<int64_t(size_t)>& add);
   std::vector<RequestOutput> run_to_completion(std::vector<RequestOutput> outputs, const std::vector<int64_t>& ids);
 
   EngineConfig config_;

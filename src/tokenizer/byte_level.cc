@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace minivllm::byte_level {
 namespace {

@@ -2,7 +2,7 @@
 // push returns only whole characters; invalid sequences become U+FFFD exactly where the full
 // decode would put them.
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace minivllm {
 

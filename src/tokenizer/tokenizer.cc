@@ -10,7 +10,7 @@
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/spm_model.h"
 #include "tokenizer/tokenizer_spec.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace minivllm {
 

@@ -37,6 +37,7 @@ struct DecodeShape {
 template <int kHeadDim, int kGroup>
 __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                 float* partial_o, float* partial_lse) {
+  pdl_launch_dependents();  // without splits the o projection's gemv comes next
   using S = DecodeShape<kHeadDim>;
   const int split = blockIdx.x;
   const int kvh = blockIdx.y;
@@ -179,6 +180,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 // that hold keys of this sequence.
 __global__ void decode_combine_kernel(AttentionArgs a, int partition, int num_splits, const float* partial_o,
                                       const float* partial_lse) {
+  pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
   const int row = blockIdx.x;  // seq * nq + h
   const int seq = row / a.num_q_heads;
   const int d = threadIdx.x;

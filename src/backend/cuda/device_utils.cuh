@@ -72,6 +72,13 @@ __device__ __forceinline__ float load_weight(const void* w, bool f32, int64_t i)
   return f32 ? static_cast<const float*>(w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization
+// attribute may start while its predecessor still runs; pdl_wait() blocks until the predecessor
+// has completed and its writes are visible (a no-op for a kernel launched without the attribute).
+// pdl_launch_dependents() lets the successor start early (a no-op when it is launched plainly).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace minivllm::cuda

@@ -29,6 +29,7 @@ __global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_
 template <bool kResidual, bool kResidualF32>
 __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* w, bool w_f32, float eps,
                                 int64_t chunks, uint4* out) {
+  pdl_launch_dependents();  // the next gemv may start streaming its weights now
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
   uint4* residual = static_cast<uint4*>(residual_ptr);

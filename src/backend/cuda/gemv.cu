@@ -4,6 +4,8 @@
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
 // reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
+#include <cstdlib>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -85,6 +87,19 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
     rows[r] = w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
   }
 
+  // W does not depend on the previous kernel: pull this thread's first chunks of it into L2 while
+  // that kernel finishes (programmatic dependent launch), then wait before touching x or out.
+  pdl_launch_dependents();
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = threadIdx.x + u * kGemvThreads;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (c < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
+    }
+  }
+  pdl_wait();
+
   float acc[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0.0f;
@@ -147,15 +162,39 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
   }
 }
 
+// MINIVLLM_NO_PDL=1 turns programmatic dependent launch off (plain stream order).
+bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("MINIVLLM_NO_PDL");
+    return v == nullptr || v[0] == '\0' || v[0] == '0';
+  }();
+  return enabled;
+}
+
+template <typename Kernel, typename... Args>
+void launch_pdl(Kernel kernel, unsigned grid, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kGemvThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 template <int M, int R, bool kSilu>
 void launch_for_mr(const uint4* x, const uint4* w, const void* bias, bool bias_f32, void* out, bool out_f32,
                    int64_t n, int64_t chunks, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(n, kSilu ? R / 2 : R));
   if (chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    gemv_kernel<M, R, 1, kSilu><<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, out_f32, n, chunks);
+    launch_pdl(gemv_kernel<M, R, 1, kSilu>, grid, stream, x, w, bias, bias_f32, out, out_f32, n, chunks);
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
-    gemv_kernel<M, R, (M <= 4 ? 4 : 2), kSilu>
-        <<<grid, kGemvThreads, 0, stream>>>(x, w, bias, bias_f32, out, out_f32, n, chunks);
+    launch_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), kSilu>, grid, stream, x, w, bias, bias_f32, out, out_f32, n,
+               chunks);
   }
   CUDA_CHECK_LAUNCH();
 }

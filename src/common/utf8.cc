@@ -1,6 +1,6 @@
 // UTF-8 scanning (see utf8.h). The accepted ranges follow RFC 3629 / Unicode table 3-7: no
 // overlong forms, no surrogates, nothing above U+10FFFF.
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace minivllm::utf8 {
 namespace {
