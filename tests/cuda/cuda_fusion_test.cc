@@ -193,5 +193,42 @@ TEST(CudaLinearSiluMul, MatchesCpu) {
   }
 }
 
+// A decode MLP block as one graph: add_rms_norm -> fused gate/up gemv -> down gemv (in place on
+// x), replayed several times. The gemvs start early (programmatic dependent launch) and must
+// still see their predecessor's output and not overwrite x while it is read.
+TEST(CudaLinearSiluMul, ChainReplaysInAGraph) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(86);
+  const int64_t hidden = 1024, inter = 3072;
+  Tensor wgu = random_values({2 * inter, hidden}, rng, 1.0f / std::sqrt(static_cast<float>(hidden)));
+  Tensor wd = random_values({hidden, inter}, rng, 1.0f / std::sqrt(static_cast<float>(inter)));
+  Tensor norm = random_values({hidden}, rng, 0.1f, 1.0f);
+  Tensor x0 = random_values({1, hidden}, rng), r0 = random_values({1, hidden}, rng);
+  Tensor gu_c = upload(*b.cpu, wgu), d_c = upload(*b.cpu, wd), n_c = upload(*b.cpu, norm);
+  Tensor gu_g = upload(*b.gpu, wgu), d_g = upload(*b.gpu, wd), n_g = upload(*b.gpu, norm);
+  Tensor xc = upload(*b.cpu, x0), rc = upload_f32(*b.cpu, r0), xg = upload(*b.gpu, x0), rg = upload_f32(*b.gpu, r0);
+  Tensor ac = b.cpu->empty(DType::kF32, {1, inter}), sc = b.cpu->empty(DType::kF32, {1, 2 * inter});
+  Tensor ag = b.gpu->empty(DType::kBF16, {1, inter}), sg = b.gpu->empty(DType::kBF16, {1, 2 * inter});
+  auto step = [](Backend& be, const Tensor& x, const Tensor& r, const Tensor& n, const Tensor& gu, const Tensor& d,
+                 const Tensor& s, const Tensor& a) {
+    be.add_rms_norm(x, r, n, 1e-6f);
+    be.linear_silu_mul(x, gu, s, a);
+    be.linear(a, d, nullptr, x);
+  };
+  ASSERT_TRUE(b.gpu->supports_graphs());
+  step(*b.gpu, xg, rg, n_g, gu_g, d_g, sg, ag);  // warm-up outside the capture
+  step(*b.cpu, xc, rc, n_c, gu_c, d_c, sc, ac);
+  b.gpu->synchronize();
+  const int graph = b.gpu->capture_graph([&] { step(*b.gpu, xg, rg, n_g, gu_g, d_g, sg, ag); });
+  for (int i = 0; i < 3; ++i) {
+    b.gpu->replay_graph(graph);
+    step(*b.cpu, xc, rc, n_c, gu_c, d_c, sc, ac);
+  }
+  b.gpu->synchronize();
+  expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 2e-4, 0.1, "x after 4 MLP steps");
+  expect_close(download(*b.gpu, rg), download(*b.cpu, rc), 2e-4, 0.1, "residual after 4 MLP steps");
+}
+
 }  // namespace
 }  // namespace minivllm::cuda_test
