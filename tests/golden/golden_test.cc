@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/llm_engine.h"
+#include "engine_test_util.h"
 
 namespace minivllm {
 namespace {
@@ -44,14 +45,6 @@ EngineConfig tiny_config(const std::string& model) {
   c.max_num_batched_tokens = 1024;
   c.num_kvcache_blocks = 256;
   return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "api/llm_engine.h"
+#include "engine_test_util.h"
 #include "common/check.h"
 
 namespace minivllm {
@@ -21,14 +22,6 @@ EngineConfig stories_config() {
   c.max_num_batched_tokens = 512;
   c.num_kvcache_blocks = 128;
   return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 TEST(Stories260K, GreedyFromBosWritesTheKnownStory) {

@@ -13,14 +13,8 @@ KVCache CpuBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv
   MINIVLLM_CHECK(num_blocks > 0 && block_size > 0 && num_kv_heads > 0 && head_dim > 0)
       << "allocate_kv_cache: bad shape blocks=" << num_blocks << " block_size=" << block_size
       << " kv_heads=" << num_kv_heads << " head_dim=" << head_dim;
-  KVCache cache;
-  cache.k = empty(DType::kF32, {num_blocks, block_size, num_kv_heads, head_dim});
-  cache.v = empty(DType::kF32, {num_blocks, block_size, num_kv_heads, head_dim});
-  cache.num_blocks = num_blocks;
-  cache.block_size = block_size;
-  cache.num_kv_heads = num_kv_heads;
-  cache.head_dim = head_dim;
-  return cache;
+  return KVCache{empty(DType::kF32, {num_blocks, block_size, num_kv_heads, head_dim}), empty(DType::kF32, {num_blocks, block_size, num_kv_heads, head_dim}),
+                 num_blocks, block_size, num_kv_heads, head_dim};
 }
 
 void CpuBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,

@@ -121,14 +121,8 @@ KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_k
       << "allocate_kv_cache: block_size " << block_size << " must be a power of two";
   MINIVLLM_CHECK(head_dim == 64 || head_dim == 128) << "allocate_kv_cache: head_dim " << head_dim
                                                     << " not supported by the CUDA kernels (64, 128)";
-  KVCache cache;
-  cache.k = empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim});
-  cache.v = empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim});
-  cache.num_blocks = num_blocks;
-  cache.block_size = block_size;
-  cache.num_kv_heads = num_kv_heads;
-  cache.head_dim = head_dim;
-  return cache;
+  return KVCache{empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}), empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}),
+                 num_blocks, block_size, num_kv_heads, head_dim};
 }
 
 // ---- graphs ----
