@@ -17,6 +17,7 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
   graph_sizes_ = {1, 2, 4, 8};
   for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
   while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();
+  if (StepProfiler::enabled()) profiler_ = std::make_unique<StepProfiler>();
   allocate_buffers();
   allocate_kv_cache();
   warmup();
@@ -32,9 +33,9 @@ void ModelRunner::allocate_buffers() {
   slot_mapping_ = backend_->empty(DType::kI32, {t});
   cu_seqlens_q_ = backend_->empty(DType::kI32, {s + 1});
   cu_seqlens_k_ = backend_->empty(DType::kI32, {s + 1});
-  context_lens_ = backend_->empty(DType::kI32, {s});
   block_tables_ = backend_->empty(DType::kI32, {s, max_blocks_per_seq_});
   last_indices_ = backend_->empty(DType::kI32, {s});
+  decode_inputs_ = backend_->empty(DType::kI32, {s * (4 + max_blocks_per_seq_)});
 }
 
 // KV memory is measured, not guessed: what the utilisation target leaves after the weights and
@@ -151,44 +152,55 @@ AttentionMetadata ModelRunner::prepare_prefill(const std::vector<Sequence*>& seq
   return m;
 }
 
-// The decode metadata for a batch of `num_seqs` rows: views of the fixed buffers, so that a graph
-// captured with it reads whatever the next step writes there.
-AttentionMetadata ModelRunner::decode_metadata(int num_seqs) {
-  AttentionMetadata m;
+// The decode inputs of a batch of `padded_size` rows: views of decode_inputs_ in the packed layout
+// of that size, so that a graph captured with them reads whatever the next step uploads there.
+ModelRunner::DecodeBatch ModelRunner::decode_batch(int padded_size) {
+  const int64_t p = padded_size;
+  const Tensor all = decode_inputs_.rows(0, p * (4 + max_blocks_per_seq_));
+  DecodeBatch b;
+  b.input_ids = all.rows(0, p);
+  b.positions = all.rows(p, 2 * p);
+  AttentionMetadata& m = b.meta;
   m.is_prefill = false;
-  m.num_seqs = num_seqs;
-  m.num_tokens = num_seqs;
+  m.num_seqs = padded_size;
+  m.num_tokens = padded_size;
   m.block_size = cfg_.block_size;
   m.max_num_blocks = max_blocks_per_seq_;
   m.max_seqlen_q = 1;
   m.max_seqlen_k = cfg_.max_model_length;
-  m.slot_mapping = slot_mapping_.rows(0, num_seqs);
-  m.context_lens = context_lens_.rows(0, num_seqs);
-  m.block_tables = block_tables_.rows(0, num_seqs);
-  return m;
+  m.slot_mapping = all.rows(2 * p, 3 * p);
+  m.context_lens = all.rows(3 * p, 4 * p);
+  m.block_tables = all.rows(4 * p, p * (4 + max_blocks_per_seq_)).view({p, max_blocks_per_seq_});
+  return b;
 }
 
 // Seeds: prepare_decode, padded to `padded_size` rows (a graph's batch size): padding rows store
-// nothing (slot -1) and attend one zeroed key of block 0.
-AttentionMetadata ModelRunner::prepare_decode(const std::vector<Sequence*>& seqs, int padded_size) {
-  h_ids_.assign(padded_size, 0);
-  h_pos_.assign(padded_size, 0);
-  h_slots_.assign(padded_size, -1);
-  h_ctx_.assign(padded_size, 1);
+// nothing (slot -1) and attend one zeroed key of block 0. One host->device copy for everything.
+ModelRunner::DecodeBatch ModelRunner::prepare_decode(const std::vector<Sequence*>& seqs, int padded_size) {
+  const size_t p = static_cast<size_t>(padded_size), mb = static_cast<size_t>(max_blocks_per_seq_);
+  h_decode_.assign(p * (4 + mb), -1);
+  int32_t* ids = h_decode_.data();
+  int32_t *pos = ids + p, *slots = ids + 2 * p, *ctx = ids + 3 * p, *tables = ids + 4 * p;
+  for (size_t i = 0; i < p; ++i) {
+    ids[i] = 0;
+    pos[i] = 0;
+    ctx[i] = 1;
+    tables[i * mb] = 0;
+  }
   for (size_t i = 0; i < seqs.size(); ++i) {
     const Sequence* seq = seqs[i];
     const int len = seq->num_tokens();
-    h_ids_[i] = seq->last_token();
-    h_pos_[i] = len - 1;
-    h_ctx_[i] = len;
-    h_slots_[i] = seq->block_table.back() * cfg_.block_size + seq->last_block_num_tokens() - 1;
+    ids[i] = seq->last_token();
+    pos[i] = len - 1;
+    ctx[i] = len;
+    slots[i] = seq->block_table.back() * cfg_.block_size + seq->last_block_num_tokens() - 1;
+    const auto& bt = seq->block_table;
+    MINIVLLM_CHECK_LE(bt.size(), mb) << "sequence " << seq->seq_id();
+    std::copy(bt.begin(), bt.end(), tables + i * mb);
   }
-  backend_->copy_from_host(input_ids_.rows(0, padded_size), h_ids_.data());
-  backend_->copy_from_host(positions_.rows(0, padded_size), h_pos_.data());
-  backend_->copy_from_host(slot_mapping_.rows(0, padded_size), h_slots_.data());
-  backend_->copy_from_host(context_lens_.rows(0, padded_size), h_ctx_.data());
-  upload_block_tables(seqs, padded_size);
-  return decode_metadata(padded_size);
+  DecodeBatch b = decode_batch(padded_size);
+  backend_->copy_from_host(decode_inputs_.rows(0, static_cast<int64_t>(h_decode_.size())), h_decode_.data());
+  return b;
 }
 
 std::vector<int32_t> ModelRunner::sample(const std::vector<Sequence*>& seqs, const Tensor& logits) {
@@ -216,15 +228,33 @@ std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool i
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
   // graph replay reproduces eager decode token for token.
+  StepProfiler* prof = profiler_.get();
+  if (prof != nullptr) prof->begin();
   const int padded = decode_batch_size(n);
   auto graph = graphs_.find(padded);
-  AttentionMetadata meta = prepare_decode(seqs, padded);
+  DecodeBatch batch = prepare_decode(seqs, padded);
+  if (prof != nullptr) {
+    backend_->synchronize();
+    prof->mark(StepProfiler::kUpload);
+  }
+  Tensor logits;
   if (graph != graphs_.end()) {
     backend_->replay_graph(graph->second);
-    return sample(seqs, model_->logits_buffer());
+    logits = model_->logits_buffer();
+  } else {
+    Tensor hidden = model_->forward(batch.input_ids, batch.positions, kv_caches_, batch.meta);
+    logits = model_->compute_logits(hidden, nullptr, padded);
   }
-  Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-  return sample(seqs, model_->compute_logits(hidden, nullptr, padded));
+  if (prof != nullptr) {
+    backend_->synchronize();
+    prof->mark(StepProfiler::kGraph);
+  }
+  std::vector<int32_t> out = sample(seqs, logits);
+  if (prof != nullptr) {
+    prof->mark(StepProfiler::kSample);
+    prof->end();
+  }
+  return out;
 }
 
 int ModelRunner::decode_batch_size(int n) const {
@@ -238,9 +268,9 @@ int ModelRunner::decode_batch_size(int n) const {
 void ModelRunner::capture_graphs() {
   for (int bs : graph_sizes_) {
     const std::vector<Sequence*> none;
-    AttentionMetadata meta = prepare_decode(none, bs);
+    DecodeBatch batch = prepare_decode(none, bs);
     auto body = [&] {
-      Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+      Tensor hidden = model_->forward(batch.input_ids, batch.positions, kv_caches_, batch.meta);
       model_->compute_logits(hidden, nullptr, bs);
     };
     body();  // eager once: plans and kernels are ready before capture

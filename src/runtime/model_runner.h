@@ -14,6 +14,7 @@
 #include "loader/weight_source.h"
 #include "model/transformer.h"
 #include "runtime/runner_config.h"
+#include "runtime/step_profiler.h"
 
 namespace minivllm {
 
@@ -39,8 +40,13 @@ class ModelRunner {
   void warmup();
   void capture_graphs();
   AttentionMetadata prepare_prefill(const std::vector<Sequence*>& seqs);
-  AttentionMetadata prepare_decode(const std::vector<Sequence*>& seqs, int padded_size);
-  AttentionMetadata decode_metadata(int num_seqs);
+  // A decode batch's inputs: views of decode_inputs_ laid out for its padded size.
+  struct DecodeBatch {
+    Tensor input_ids, positions;
+    AttentionMetadata meta;
+  };
+  DecodeBatch prepare_decode(const std::vector<Sequence*>& seqs, int padded_size);
+  DecodeBatch decode_batch(int padded_size);
   void upload_block_tables(const std::vector<Sequence*>& seqs, int rows);
   std::vector<int32_t> sample(const std::vector<Sequence*>& seqs, const Tensor& logits);
 
@@ -53,15 +59,19 @@ class ModelRunner {
   int max_blocks_per_seq_ = 0;
 
   // Device inputs, sized once.
-  Tensor input_ids_, positions_, slot_mapping_, cu_seqlens_q_, cu_seqlens_k_, context_lens_, block_tables_,
-      last_indices_;
+  Tensor input_ids_, positions_, slot_mapping_, cu_seqlens_q_, cu_seqlens_k_, block_tables_, last_indices_;
+  // Decode inputs of P padded rows, packed so that one copy uploads them all (each host->device
+  // copy costs host and stream time at batch 1): ids [P], positions [P], slots [P], context
+  // lengths [P], block tables [P, max_blocks_per_seq_]. Each graph captures the views of its P.
+  Tensor decode_inputs_;
   // Host staging, reused between steps.
-  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_cuq_, h_cuk_, h_ctx_, h_tables_, h_last_;
+  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_cuq_, h_cuk_, h_tables_, h_last_, h_decode_;
+  std::unique_ptr<StepProfiler> profiler_;  // MINIVLLM_PROFILE_STEPS=1 only
 
   int decode_batch_size(int n) const;
 
   std::vector<int> graph_sizes_;  // 1, 2, 4, 8, 16, 32, ... <= min(max_num_seqs, 512)
-  std::map<int, int> graphs_;     // decode batch size -> graph handle  // decode batch size -> graph handle
+  std::map<int, int> graphs_;     // decode batch size -> graph handle
 };
 
 }  // namespace minivllm

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include "cuda_test_util.h"
@@ -47,6 +48,43 @@ TEST(CudaSampler, GreedyIsArgmaxLowestIdOnTies) {
     EXPECT_EQ(tokens[r], expect) << "row " << r;
   }
   EXPECT_EQ(tokens[5], 100);
+}
+
+// The greedy fast path splits a row into slices (sampler.cu): odd vocab, -inf rows, equal rows,
+// the max in the last id, NaNs, a tie across slices. Expected: the largest value, lowest id, NaNs
+// never chosen, 0 when nothing beats -inf (the semantics of the one-CTA kernel).
+TEST(CudaSampler, GreedyEdgeRowsAcrossSlices) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t vocab = 5001;
+  const int rows = 5;
+  Tensor logits = host_tensor(DType::kF32, {rows, vocab});
+  float* x = logits.ptr<float>();
+  for (int64_t i = 0; i < vocab; ++i) {
+    x[i] = -INFINITY;                                          // row 0: nothing beats -inf -> 0
+    x[vocab + i] = 1.0f;                                       // row 1: all equal -> 0
+    x[2 * vocab + i] = static_cast<float>(i % 97) * 0.01f;     // row 2: max at the last id (set below)
+    x[3 * vocab + i] = (i % 7 == 0) ? NAN : -static_cast<float>(i % 13);  // row 3: NaNs, max -0 at id 13
+    x[4 * vocab + i] = -1.0f;                                  // row 4: a tie in two slices
+  }
+  x[2 * vocab + vocab - 1] = 5.0f;
+  x[4 * vocab + 4000] = 3.0f;
+  x[4 * vocab + 1200] = 3.0f;
+  SamplingBatch batch;
+  for (int r = 0; r < rows; ++r) {
+    batch.temperature.push_back(0.0f);
+    batch.top_k.push_back(-1);
+    batch.top_p.push_back(1.0f);
+    batch.min_p.push_back(0.0f);
+    batch.uniform.push_back(0.5f);
+  }
+  std::vector<int32_t> tokens(rows, -7);
+  gpu->sample(upload_f32(*gpu, logits), batch, tokens.data());
+  EXPECT_EQ(tokens[0], 0);
+  EXPECT_EQ(tokens[1], 0);
+  EXPECT_EQ(tokens[2], vocab - 1);
+  EXPECT_EQ(tokens[3], 13);  // id 0 is NaN; -0.0f at 13 first
+  EXPECT_EQ(tokens[4], 1200);
 }
 
 TEST(CudaSampler, FiltersMatchTheHostReference) {

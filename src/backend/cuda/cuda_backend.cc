@@ -1,6 +1,7 @@
 // CudaBackend: device set-up, memory (cudaMalloc per tensor, freed by the tensor's owner), copies
 // on the backend's stream, graphs (captured on that stream, replayed by handle), the sampler's
 // host side, and the factory of cuda_backend.h.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -162,7 +163,7 @@ void CudaBackend::ensure_sample_buffers(int rows) {
   sample_device_ = nullptr;
   const size_t bytes = static_cast<size_t>(rows) * 6 * 4;
   CUDA_CHECK(cudaMallocHost(&sample_host_, bytes));
-  CUDA_CHECK(cudaMalloc(&sample_device_, bytes));
+  CUDA_CHECK(cudaMalloc(&sample_device_, bytes + static_cast<size_t>(rows) * kGreedyScratchBytesPerRow));
   sample_capacity_ = rows;
 }
 
@@ -186,18 +187,24 @@ void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32
   ensure_sample_buffers(rows);
   auto* host = static_cast<uint8_t*>(sample_host_);
   const size_t n = static_cast<size_t>(rows) * 4;
-  std::memcpy(host, batch.temperature.data(), n);
-  std::memcpy(host + n, batch.top_k.data(), n);
-  std::memcpy(host + 2 * n, batch.top_p.data(), n);
-  std::memcpy(host + 3 * n, batch.min_p.data(), n);
-  std::memcpy(host + 4 * n, batch.uniform.data(), n);
   auto* dev = static_cast<uint8_t*>(sample_device_);
-  CUDA_CHECK(cudaMemcpyAsync(dev, host, 5 * n, cudaMemcpyHostToDevice, stream_));
-  SampleParamsDevice p{reinterpret_cast<const float*>(dev), reinterpret_cast<const int32_t*>(dev + n),
-                       reinterpret_cast<const float*>(dev + 2 * n), reinterpret_cast<const float*>(dev + 3 * n),
-                       reinterpret_cast<const float*>(dev + 4 * n)};
   int32_t* dev_tokens = reinterpret_cast<int32_t*>(dev + 5 * n);
-  launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
+  const bool greedy = std::all_of(batch.temperature.begin(), batch.temperature.end(), [](float t) { return t == 0.0f; });
+  if (greedy) {  // no params to upload; the argmax spread over many CTAs (sampler.cu)
+    void* scratch = dev + static_cast<size_t>(sample_capacity_) * 6 * 4;
+    launch_greedy_sample(logits.ptr<float>(), rows, vocab, scratch, dev_tokens, stream_);
+  } else {
+    std::memcpy(host, batch.temperature.data(), n);
+    std::memcpy(host + n, batch.top_k.data(), n);
+    std::memcpy(host + 2 * n, batch.top_p.data(), n);
+    std::memcpy(host + 3 * n, batch.min_p.data(), n);
+    std::memcpy(host + 4 * n, batch.uniform.data(), n);
+    CUDA_CHECK(cudaMemcpyAsync(dev, host, 5 * n, cudaMemcpyHostToDevice, stream_));
+    SampleParamsDevice p{reinterpret_cast<const float*>(dev), reinterpret_cast<const int32_t*>(dev + n),
+                         reinterpret_cast<const float*>(dev + 2 * n), reinterpret_cast<const float*>(dev + 3 * n),
+                         reinterpret_cast<const float*>(dev + 4 * n)};
+    launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
+  }
   CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::memcpy(out_tokens, host + 5 * n, n);

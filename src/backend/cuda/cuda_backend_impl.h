@@ -95,7 +95,7 @@ class CudaBackend : public Backend {
   // Sampling: parameters staged through pinned memory.
   int sample_capacity_ = 0;
   void* sample_host_ = nullptr;    // pinned: 5 arrays of sample_capacity_ 4-byte values + tokens
-  void* sample_device_ = nullptr;
+  void* sample_device_ = nullptr;  // as sample_host_, then the greedy argmax scratch
 
   struct Graph {
     cudaGraph_t graph = nullptr;

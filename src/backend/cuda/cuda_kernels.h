@@ -95,5 +95,11 @@ struct SampleParamsDevice {
 };
 void launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleParamsDevice& p,
                    int32_t* out_tokens, cudaStream_t stream);
+// All rows greedy (temperature 0): the argmax over many CTAs per row (sample_kernel's greedy result).
+// scratch: device memory of kGreedyScratchBytesPerRow * rows, 8-byte aligned.
+constexpr int kGreedyParts = 128;
+constexpr size_t kGreedyScratchBytesPerRow = kGreedyParts * 8;
+void launch_greedy_sample(const float* logits, int64_t rows, int64_t vocab, void* scratch, int32_t* out_tokens,
+                          cudaStream_t stream);
 
 }  // namespace minivllm::cuda

@@ -9,6 +9,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
@@ -179,7 +180,54 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
   if (threadIdx.x == 0) out[row] = s_first != INT_MAX ? s_first : max(s_last, 0);
 }
 
+// Greedy batches: argmax alone, but over many CTAs. One 1024-thread CTA per row (sample_kernel)
+// streams a 151,936-id row from one SM, ~60 us at batch 1; here kGreedyParts CTAs per row each
+// reduce a contiguous slice to (max, lowest id) and a second kernel merges a row's slices with the
+// same ArgMaxOp, so the result (largest value, lowest id on ties, 0 when no value beats -inf) is
+// that of sample_kernel's greedy path.
+constexpr int kGreedyThreads = 256;
+
+__global__ __launch_bounds__(kGreedyThreads) void greedy_partial_kernel(const float* logits, int64_t vocab,
+                                                                         int64_t slice, ArgMax* partial) {
+  using Reduce = cub::BlockReduce<ArgMax, kGreedyThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const int64_t begin = blockIdx.x * slice, end = min(vocab, begin + slice);
+  const float* x = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  ArgMax best{-INFINITY, INT_MAX};
+#pragma unroll 4
+  for (int64_t i = begin + threadIdx.x; i < end; i += kGreedyThreads) {
+    const float v = x[i];
+    if (v > best.v) best = {v, static_cast<int>(i)};  // ids rise per thread: first max kept
+  }
+  best = Reduce(tmp).Reduce(best, ArgMaxOp());
+  if (threadIdx.x == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = best;
+}
+
+__global__ __launch_bounds__(kGreedyParts) void greedy_merge_kernel(const ArgMax* partial, int parts, int32_t* out) {
+  using Reduce = cub::BlockReduce<ArgMax, kGreedyParts>;
+  __shared__ typename Reduce::TempStorage tmp;
+  ArgMax best{-INFINITY, INT_MAX};
+  if (static_cast<int>(threadIdx.x) < parts) best = partial[blockIdx.x * parts + threadIdx.x];
+  best = Reduce(tmp).Reduce(best, ArgMaxOp());
+  if (threadIdx.x == 0) out[blockIdx.x] = best.i == INT_MAX ? 0 : best.i;
+}
+
 }  // namespace
+
+void launch_greedy_sample(const float* logits, int64_t rows, int64_t vocab, void* scratch, int32_t* out_tokens,
+                          cudaStream_t stream) {
+  if (rows == 0) return;
+  // Slices of >= 2048 ids (8 loads per thread), at most kGreedyParts per row.
+  const int64_t parts = std::min<int64_t>(kGreedyParts, std::max<int64_t>(1, (vocab + 2047) / 2048));
+  const int64_t slice = (vocab + parts - 1) / parts;
+  auto* partial = static_cast<ArgMax*>(scratch);
+  greedy_partial_kernel<<<dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)), kGreedyThreads, 0,
+                          stream>>>(logits, vocab, slice, partial);
+  CUDA_CHECK_LAUNCH();
+  greedy_merge_kernel<<<static_cast<unsigned>(rows), kGreedyParts, 0, stream>>>(partial, static_cast<int>(parts),
+                                                                                 out_tokens);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_sample(const float* logits, int64_t rows, int64_t vocab, const SampleParamsDevice& p, int32_t* out_tokens,
                    cudaStream_t stream) {
