@@ -111,10 +111,10 @@ bool LLMEngine::abort(int64_t request_id) {
 
 // Appends the new tokens' text, cuts at the first stop string (which is not returned), and hands
 // out what can no longer be part of a stop string.
-void LLMEngine::update_text(Request& r, size_t first_new_token, StepResult& out) {
+void LLMEngine::update_text(Request& r, StepResult& out) {
   const auto& toks = r.seq->token_ids();
   RequestDelta d{r.seq->seq_id(), {}, {}};
-  const size_t begin = r.seq->num_prompt_tokens() + first_new_token;
+  const size_t begin = r.seq->num_prompt_tokens() + r.tokens_seen;
   bool stopped = false;
   const auto& stops = r.seq->params().stop;
   for (size_t i = begin; i < toks.size() && !stopped; ++i) {
@@ -175,7 +175,7 @@ StepResult LLMEngine::step() {
     auto it = requests_.find(s->seq_id());
     if (it == requests_.end()) continue;
     Request& r = *it->second;
-    update_text(r, r.tokens_seen, out);
+    update_text(r, out);
     if (r.seq->is_finished()) {
       out.finished.push_back(make_output(r));
       requests_.erase(it);

@@ -84,7 +84,7 @@ class LLMEngine {
  private:
   struct Request;
   void check_prompt(const std::vector<int32_t>& ids) const;
-  void update_text(Request& r, size_t first_new_token, StepResult& out);
+  void update_text(Request& r, StepResult& out);
   RequestOutput make_output(const Request& r) const;
   // Adds n requests through `add(i)` (a rejected one becomes an "error" output) and runs them all.
   std::vector<RequestOutput> submit_all(size_t n, const std::function<int64_t(size_t)>& add);

@@ -96,15 +96,15 @@ void ModelRunner::warmup() {
   sample(ptrs, model_->compute_logits(hidden, &last_indices_, n));
 }
 
-void ModelRunner::upload_block_tables(const std::vector<Sequence*>& seqs, int rows) {
-  h_tables_.assign(static_cast<size_t>(rows) * max_blocks_per_seq_, -1);
+// Copies each sequence's block table into a row of `max_blocks_per_seq_` entries at `rows` (rows
+// are pre-filled by the caller, so unused entries keep the caller's padding).
+void ModelRunner::write_block_tables(const std::vector<Sequence*>& seqs, int32_t* rows) const {
+  const size_t mb = static_cast<size_t>(max_blocks_per_seq_);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const auto& bt = seqs[i]->block_table;
-    MINIVLLM_CHECK_LE(static_cast<int>(bt.size()), max_blocks_per_seq_) << "sequence " << seqs[i]->seq_id();
-    std::copy(bt.begin(), bt.end(), h_tables_.begin() + static_cast<int64_t>(i) * max_blocks_per_seq_);
+    MINIVLLM_CHECK_LE(bt.size(), mb) << "sequence " << seqs[i]->seq_id();
+    std::copy(bt.begin(), bt.end(), rows + i * mb);
   }
-  for (int i = static_cast<int>(seqs.size()); i < rows; ++i) h_tables_[static_cast<size_t>(i) * max_blocks_per_seq_] = 0;
-  backend_->copy_from_host(block_tables_.rows(0, rows), h_tables_.data());
 }
 
 // Seeds: prepare_prefill. Only the uncached tokens are computed; keys span the whole sequence.
@@ -144,7 +144,9 @@ AttentionMetadata ModelRunner::prepare_prefill(const std::vector<Sequence*>& seq
   backend_->copy_from_host(cu_seqlens_q_.rows(0, s + 1), h_cuq_.data());
   backend_->copy_from_host(cu_seqlens_k_.rows(0, s + 1), h_cuk_.data());
   backend_->copy_from_host(last_indices_.rows(0, s), h_last_.data());
-  upload_block_tables(seqs, s);
+  h_tables_.assign(static_cast<size_t>(s) * max_blocks_per_seq_, -1);
+  write_block_tables(seqs, h_tables_.data());
+  backend_->copy_from_host(block_tables_.rows(0, s), h_tables_.data());
   m.cu_seqlens_q = cu_seqlens_q_.rows(0, s + 1);
   m.cu_seqlens_k = cu_seqlens_k_.rows(0, s + 1);
   m.slot_mapping = slot_mapping_.rows(0, n);
@@ -194,10 +196,8 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const std::vector<Sequence*
     pos[i] = len - 1;
     ctx[i] = len;
     slots[i] = seq->block_table.back() * cfg_.block_size + seq->last_block_num_tokens() - 1;
-    const auto& bt = seq->block_table;
-    MINIVLLM_CHECK_LE(bt.size(), mb) << "sequence " << seq->seq_id();
-    std::copy(bt.begin(), bt.end(), tables + i * mb);
   }
+  write_block_tables(seqs, tables);
   DecodeBatch b = decode_batch(padded_size);
   backend_->copy_from_host(decode_inputs_.rows(0, static_cast<int64_t>(h_decode_.size())), h_decode_.data());
   return b;

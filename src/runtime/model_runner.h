@@ -47,7 +47,7 @@ class ModelRunner {
   };
   DecodeBatch prepare_decode(const std::vector<Sequence*>& seqs, int padded_size);
   DecodeBatch decode_batch(int padded_size);
-  void upload_block_tables(const std::vector<Sequence*>& seqs, int rows);
+  void write_block_tables(const std::vector<Sequence*>& seqs, int32_t* rows) const;
   std::vector<int32_t> sample(const std::vector<Sequence*>& seqs, const Tensor& logits);
 
   RunnerConfig cfg_;
