@@ -68,6 +68,9 @@ def parse_args():
     # disagrees with its fp32 run on 19% (Llama-3.2-1B) of positions; 1.0 is conditioned more like
     # a trained model (HF bf16 vs fp32: ~95-97%).
     p.add_argument("--qk-gain", type=float, default=1.0, help="std multiplier of q_proj/k_proj init")
+    # The output projections (o_proj, down_proj) write into the residual stream; at 1.0 every
+    # sublayer's output is ~8x the embedding's scale, so the stream is a chaotic sum of them.
+    p.add_argument("--out-gain", type=float, default=1.0, help="std multiplier of o_proj/down_proj init")
     p.add_argument("--batch-size", type=int, default=4, help="sequences per forward pass")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     return p.parse_args()
@@ -94,7 +97,7 @@ def write_model_config(config_arg, model_dir, override_layers):
     return src
 
 
-def init_scaled(model, config, seed, qk_gain):
+def init_scaled(model, config, seed, qk_gain, out_gain=1.0):
     gen = torch.Generator().manual_seed(seed)
     embed_std = 4.0 / config.hidden_size ** 0.5
     with torch.no_grad():
@@ -105,6 +108,8 @@ def init_scaled(model, config, seed, qk_gain):
                 p.copy_(torch.randn(p.shape, generator=gen) * embed_std)
             else:
                 gain = qk_gain if ("q_proj" in name or "k_proj" in name) else 1.0
+                if "o_proj" in name or "down_proj" in name:
+                    gain = out_gain
                 p.copy_(torch.randn(p.shape, generator=gen) * (gain / p.shape[1] ** 0.5))
 
 
@@ -125,7 +130,7 @@ def build_checkpoint(args, model_dir):
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     if args.init == "scaled":
-        init_scaled(model, config, args.seed, args.qk_gain)
+        init_scaled(model, config, args.seed, args.qk_gain, args.out_gain)
     names = save_weights(model, config, model_dir)
     del model
     return src, config, names
@@ -189,6 +194,7 @@ def main():
         "vocab_size": config.vocab_size,
         "init": args.init,
         "qk_gain": args.qk_gain,
+        "out_gain": args.out_gain,
         "seed": args.seed,
         "num_seqs": args.num_seqs,
         "seq_len": args.seq_len,

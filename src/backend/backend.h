@@ -79,7 +79,7 @@ class Backend {
   // ---- ops ----
   // out[t] = weight[ids[t] - vocab_start] when vocab_start <= ids[t] < vocab_start + rows, else 0.
   virtual void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) = 0;
-  // out = rms_norm(x) * weight, per row. out may alias x.
+  // out = rms_norm(x) * weight, per row. out may alias x. x may also be the fp32 residual stream.
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;
   // residual += x; x = rms_norm(residual) * weight  (both in place, per row). The residual is fp32
   // or the activation dtype; the model keeps it fp32.
@@ -104,6 +104,8 @@ class Backend {
                          const AttentionMetadata& meta, float scale, const Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // residual (f32) += x (activation dtype or f32), same shape.
+  virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
   // qk_norm_rope, then store_kvcache.
@@ -119,6 +121,27 @@ class Backend {
                                const Tensor& out) {
     linear(x, gate_up_weight, nullptr, scratch);
     silu_mul(scratch, out);
+  }
+  // The residual stream (fp32 [T, K]) feeding a linear, the pre-norm transformer's pattern:
+  // normed = rms_norm(residual) * norm_weight (activation dtype; scratch a backend may skip),
+  // out = normed W^T (+ bias).
+  virtual void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                               const Tensor& weight, const Tensor* bias, const Tensor& out) {
+    rms_norm(residual, norm_weight, eps, normed);
+    linear(normed, weight, bias, out);
+  }
+  // Same, into linear_silu_mul.
+  virtual void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                        const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+                                        const Tensor& out) {
+    rms_norm(residual, norm_weight, eps, normed);
+    linear_silu_mul(normed, gate_up_weight, scratch, out);
+  }
+  // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
+  virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                                   const Tensor& residual) {
+    linear(x, weight, nullptr, scratch);
+    add_to_residual(scratch, residual);
   }
   // out[i] = x[indices[i]] (rows), e.g. the last token of each sequence before the LM head.
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;

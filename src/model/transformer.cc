@@ -43,20 +43,15 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
+  // The residual stream is fp32; every sublayer reads it through a norm fused into its first
+  // linear and adds its output into it from its last linear (backend fusions, see backend.h).
   backend_.embedding(ids, w_.embed_tokens, 0, hidden);
+  backend_.to_f32(hidden, residual);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
-    const LayerWeights& lw = w_.layers[l];
-    if (l == 0) {  // residual = x; x = norm(x)
-      backend_.to_f32(hidden, residual);
-      backend_.rms_norm(hidden, lw.input_layernorm, eps, hidden);
-    } else {  // residual += mlp(x); x = norm(residual)
-      backend_.add_rms_norm(hidden, residual, lw.input_layernorm, eps);
-    }
     attention_block(l, n, pos, caches[l], meta);
-    backend_.add_rms_norm(hidden, residual, lw.post_attention_layernorm, eps);
     mlp_block(l, n);
   }
-  backend_.add_rms_norm(hidden, residual, w_.norm, eps);
+  backend_.rms_norm(residual, w_.norm, eps, hidden);
   return hidden;
 }
 
@@ -65,20 +60,24 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const LayerWeights& lw = w_.layers[layer];
   const int nq = static_cast<int>(cfg_.num_heads), nkv = static_cast<int>(cfg_.num_kv_heads);
   const int hd = static_cast<int>(cfg_.head_dim);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
-  backend_.linear(hidden, lw.qkv_proj, lw.qkv_bias.empty() ? nullptr : &lw.qkv_bias, qkv);
+  const Tensor residual = residual_.rows(0, n);
+  backend_.rms_norm_linear(residual, lw.input_layernorm, eps, hidden, lw.qkv_proj,
+                           lw.qkv_bias.empty() ? nullptr : &lw.qkv_bias, qkv);
   backend_.qk_norm_rope_store(qkv, nq, nkv, hd, lw.q_norm.empty() ? nullptr : &lw.q_norm,
-                              lw.k_norm.empty() ? nullptr : &lw.k_norm, static_cast<float>(cfg_.rms_norm_eps),
-                              positions, cos_sin_, cache, meta);
+                              lw.k_norm.empty() ? nullptr : &lw.k_norm, eps, positions, cos_sin_, cache, meta);
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
-  backend_.linear(attn_out, lw.o_proj, nullptr, hidden);
+  backend_.linear_add_residual(attn_out, lw.o_proj, hidden, residual);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
   const LayerWeights& lw = w_.layers[layer];
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
-  backend_.linear_silu_mul(hidden, lw.gate_up_proj, gate_up, act);
-  backend_.linear(act, lw.down_proj, nullptr, hidden);
+  const Tensor residual = residual_.rows(0, n);
+  backend_.rms_norm_linear_silu_mul(residual, lw.post_attention_layernorm, eps, hidden, lw.gate_up_proj, gate_up, act);
+  backend_.linear_add_residual(act, lw.down_proj, hidden, residual);
 }
 
 Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows) {

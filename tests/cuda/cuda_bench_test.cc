@@ -31,10 +31,11 @@ double median_seconds_per_call(Backend& gpu, const std::function<void()>& call, 
   return t[t.size() / 2];
 }
 
-void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name) {
+// capacity: keys the block table can hold per sequence (0: just ctx), which sets the split plan.
+void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name, int capacity = 0) {
   auto gpu = make_cuda_backend(0);
   std::mt19937 rng(61);
-  const int blocks_per_seq = (ctx + block_size - 1) / block_size;
+  const int blocks_per_seq = (std::max(ctx, capacity) + block_size - 1) / block_size;
   const int num_blocks = seqs * blocks_per_seq;
   KVCache cache = gpu->allocate_kv_cache(num_blocks, block_size, nkv, hd);
   const int64_t width = static_cast<int64_t>(nq + 2 * nkv) * hd;
@@ -85,6 +86,9 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   bench_decode(16, 8, 128, 256, 1024, 16, "decode_qwen3_bs16");
   bench_decode(32, 8, 64, 256, 1024, 256, "decode_llama");
   bench_decode(16, 8, 128, 4, 2048, 256, "decode_qwen3_4seqs");
+  // Batch-1 decode as the engine runs it: a short context in a 4096-key block table.
+  bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300", 4096);
+  bench_decode(16, 8, 128, 1, 4000, 256, "decode_qwen3_batch1_ctx4000", 4096);
 }
 
 TEST(CudaBench, PrefillAttentionThroughput) {

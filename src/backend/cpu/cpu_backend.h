@@ -59,6 +59,7 @@ class CpuBackend : public Backend {
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                  float scale, const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void add_to_residual(const Tensor& x, const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 

@@ -1,5 +1,5 @@
 // Row-wise and element-wise ops of the CPU backend: embedding lookup (vocab-parallel), SiLU-and-
-// multiply of the MLP, row gathering and the conversion to fp32 of logits.
+// multiply of the MLP, the residual add, row gathering and the conversion to fp32 of logits.
 #include <cmath>
 #include <cstring>
 
@@ -50,6 +50,18 @@ void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
     float* row = dst + t * inter;
     for (int64_t i = 0; i < inter; ++i) row[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
+}
+
+void CpuBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
+  cpu::check_tensor(x, DType::kF32, "add_to_residual", "x");
+  cpu::check_tensor(residual, DType::kF32, "add_to_residual", "residual");
+  MINIVLLM_CHECK_EQ(x.numel(), residual.numel())
+      << "add_to_residual: x " << x.describe() << " vs residual " << residual.describe();
+  const float* src = x.ptr<float>();
+  float* dst = residual.ptr<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for num_threads(num_threads_) if (n >= (1 << 16)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {

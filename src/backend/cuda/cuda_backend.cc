@@ -2,6 +2,7 @@
 // on the backend's stream, graphs (captured on that stream, replayed by handle), the sampler's
 // host side, and the factory of cuda_backend.h.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -28,6 +29,13 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_partial_rows_ = max_decode_partial_rows(num_sms_);
   CUDA_CHECK(cudaMalloc(&decode_partial_o_, decode_partial_rows_ * kMaxDecodeHeadDim * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&decode_partial_lse_, decode_partial_rows_ * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&decode_counters_, decode_partial_rows_ * sizeof(int)));
+  CUDA_CHECK(cudaMemset(decode_counters_, 0, decode_partial_rows_ * sizeof(int)));
+  decode_min_partition_ = kDefaultMinDecodePartition;
+  if (const char* v = std::getenv("MINIVLLM_DECODE_MIN_PARTITION"); v != nullptr && v[0] != '\0') {
+    decode_min_partition_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_min_partition_ >= 1) << "MINIVLLM_DECODE_MIN_PARTITION=" << v << " must be >= 1";
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -40,6 +48,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partial_o_);
   cudaFree(decode_partial_lse_);
+  cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
   if (sample_device_ != nullptr) cudaFree(sample_device_);
   cudaStreamDestroy(stream_);

@@ -60,6 +60,16 @@ class CudaBackend : public Backend {
   // 1..8 tokens where linear takes the gemv: one gemv writing silu(g) * u; otherwise the default.
   void linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                        const Tensor& out) override;
+  void add_to_residual(const Tensor& x, const Tensor& residual) override;
+  // Where linear would take the gemv: the RMSNorm computed inside the gemv's CTAs (one launch);
+  // the o / down projections add into the fp32 residual in the gemv's epilogue (one launch).
+  // Otherwise the defaults (norm, then cuBLASLt; cuBLASLt, then the add).
+  void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                       const Tensor& weight, const Tensor* bias, const Tensor& out) override;
+  void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                                const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out) override;
+  void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                           const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
@@ -78,6 +88,8 @@ class CudaBackend : public Backend {
   void ensure_sample_buffers(int rows);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k) const;
+  // Whether rms_norm_linear(_silu_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
+  bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
 
   int device_ = 0;
   int num_sms_ = 0;
@@ -90,7 +102,9 @@ class CudaBackend : public Backend {
   // so nothing is allocated inside a captured decode step.
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
+  int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
   int64_t decode_partial_rows_ = 0;  // capacity in (seq, q head, split) rows of head_dim floats
+  int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
 
   // Sampling: parameters staged through pinned memory.
   int sample_capacity_ = 0;

@@ -15,6 +15,11 @@ void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, in
 // residual == nullptr: out = rms_norm(x) * w. Otherwise residual += x; x = rms_norm(residual) * w.
 void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
                      void* out, cudaStream_t stream);
+// out (bf16) = rms_norm(x) * w for an fp32 x (the residual stream).
+void launch_rms_norm_f32_in(const float* x, const void* w, bool w_f32, float eps, int64_t rows, int64_t n, void* out,
+                            cudaStream_t stream);
+// residual (f32, n values, n % 8 == 0) += x (bf16, or fp32 when x_f32).
+void launch_add_to_f32(const void* x, bool x_f32, int64_t n, float* residual, cudaStream_t stream);
 void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream);
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
@@ -33,6 +38,23 @@ void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, 
 // out[tokens, inter] = silu(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
 void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
                           cudaStream_t stream);
+// residual[tokens, n] (f32) += x w^T: the o / down projection adds itself into the residual stream.
+void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
+                         cudaStream_t stream);
+// x = rms_norm(residual) * weight (bf16-rounded), computed by every CTA into shared memory, then
+// the gemv (or the gate/up silu gemv) of x: the RMSNorm needs no launch of its own.
+struct GemvNorm {
+  const float* residual;  // [tokens, k] fp32, 16-byte aligned
+  const void* weight;     // [k] bf16 or fp32
+  bool weight_f32;
+  float eps;
+};
+constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;
+bool gemv_norm_fits(int64_t tokens, int64_t k);  // the bf16 x fits the shared memory of one CTA
+void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                      int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
+void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
+                               int64_t k, cudaStream_t stream);
 
 // ---- rope_kvcache.cu ----
 struct RopeArgs {
@@ -77,11 +99,18 @@ struct AttentionArgs {
 };
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
 
+// Split-KV scratch, allocated once: partial_o f32[num_seqs * nq * num_splits * head_dim],
+// partial_lse f32[num_seqs * nq * num_splits], counters i32[num_seqs * nkv], zero between launches
+// (the merging CTA resets its counter). Unused when num_splits == 1.
+struct DecodeScratch {
+  float* partial_o;
+  float* partial_lse;
+  int* counters;
+};
 // Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
-// splits past a sequence's length exit at once. partial_o: f32[num_seqs * nq * num_splits * head_dim],
-// partial_lse: f32[num_seqs * nq * num_splits]; unused when num_splits == 1.
-void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, float* partial_o,
-                             float* partial_lse, cudaStream_t stream);
+// splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
+void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
+                             cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 

@@ -63,7 +63,8 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voc
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
-  check_gpu(x, DType::kBF16, "rms_norm", "x");
+  MINIVLLM_CHECK(x.defined() && x.device() == DeviceKind::kCuda && (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32))
+      << "rms_norm: x " << x.describe() << " must be a bf16 or f32 CUDA tensor";
   check_gpu(out, DType::kBF16, "rms_norm", "out");
   const int64_t n = weight.numel();
   MINIVLLM_CHECK(n % 8 == 0) << "rms_norm: width " << n << " must be a multiple of 8";
@@ -72,7 +73,11 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, con
   MINIVLLM_CHECK_EQ(out.numel(), x.numel()) << "rms_norm: out " << out.describe() << " vs x " << x.describe();
   check_aligned16(x, "rms_norm", "x");
   check_aligned16(out, "rms_norm", "out");
-  launch_rms_norm(x.data(), nullptr, false, weight.data(), f32, eps, rows, n, out.data(), stream_);
+  if (x.dtype() == DType::kF32) {
+    launch_rms_norm_f32_in(x.ptr<float>(), weight.data(), f32, eps, rows, n, out.data(), stream_);
+  } else {
+    launch_rms_norm(x.data(), nullptr, false, weight.data(), f32, eps, rows, n, out.data(), stream_);
+  }
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) {
@@ -126,6 +131,84 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   const bool fuse_bias = bias != nullptr && !bias_f32 && !out_f32;
   gemm_->run(x.data(), weight.data(), fuse_bias ? bias->data() : nullptr, out.data(), out_f32, tokens, n, k, stream_);
   if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, bias->data(), bias_f32, tokens, n, stream_);
+}
+
+bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
+  if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
+  const int64_t tokens = residual.numel() / k;
+  return use_gemv(residual, weight, tokens, n, k) && gemv_norm_fits(tokens, k);
+}
+
+void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                                  const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
+  MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (!use_gemv_norm(residual, weight, n, k)) {
+    Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
+    return;
+  }
+  const int64_t tokens = residual.numel() / k;
+  MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
+                 (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
+      << "rms_norm_linear: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, "rms_norm_linear", "out"), tokens)
+      << "rms_norm_linear: out " << out.describe() << " for residual " << residual.describe();
+  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear", "norm_weight");
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear", "bias");
+  launch_gemv_norm(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps}, weight.data(),
+                   bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out.dtype() == DType::kF32, tokens, n,
+                   k, stream_);
+}
+
+void CudaBackend::rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                           const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+                                           const Tensor& out) {
+  check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_silu_mul", "gate_up_weight");
+  MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
+      << "rms_norm_linear_silu_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
+  const int64_t inter = gate_up_weight.size(0) / 2, k = gate_up_weight.size(1);
+  if (!use_gemv_norm(residual, gate_up_weight, 2 * inter, k)) {
+    Backend::rms_norm_linear_silu_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out);
+    return;
+  }
+  const int64_t tokens = residual.numel() / k;
+  check_gpu(out, DType::kBF16, "rms_norm_linear_silu_mul", "out");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_silu_mul", "out"), tokens)
+      << "rms_norm_linear_silu_mul: out " << out.describe() << " for residual " << residual.describe();
+  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_silu_mul", "norm_weight");
+  launch_gemv_norm_silu_mul(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps},
+                            gate_up_weight.data(), out.data(), tokens, inter, k, stream_);
+}
+
+void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                                      const Tensor& residual) {
+  check_gpu(x, DType::kBF16, "linear_add_residual", "x");
+  check_gpu(weight, DType::kBF16, "linear_add_residual", "weight");
+  check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
+  MINIVLLM_CHECK(weight.ndim() == 2) << "linear_add_residual: weight " << weight.describe() << " must be [out, in]";
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(residual, n, "linear_add_residual", "residual"), tokens)
+      << "linear_add_residual: residual " << residual.describe() << " for x " << x.describe();
+  if (use_gemv(x, weight, tokens, n, k)) {
+    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
+    return;
+  }
+  Backend::linear_add_residual(x, weight, scratch, residual);
+}
+
+void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
+  check_gpu(residual, DType::kF32, "add_to_residual", "residual");
+  MINIVLLM_CHECK(x.defined() && x.device() == DeviceKind::kCuda && (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32))
+      << "add_to_residual: x " << x.describe() << " must be a bf16 or f32 CUDA tensor";
+  MINIVLLM_CHECK_EQ(x.numel(), residual.numel())
+      << "add_to_residual: x " << x.describe() << " vs residual " << residual.describe();
+  MINIVLLM_CHECK(x.numel() % 8 == 0) << "add_to_residual: " << x.numel() << " values, must be a multiple of 8";
+  check_aligned16(x, "add_to_residual", "x");
+  check_aligned16(residual, "add_to_residual", "residual");
+  launch_add_to_f32(x.data(), x.dtype() == DType::kF32, x.numel(), residual.ptr<float>(), stream_);
 }
 
 void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
@@ -297,8 +380,9 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const int64_t max_blocks = std::max<int64_t>(a.table_cols, meta.max_num_blocks);
   const DecodeSplit split =
       plan_decode_split(meta.num_seqs, nkv, num_q_heads / nkv, max_blocks * cache.block_size,
-                        decode_partition_granule(hd), num_sms_, decode_partial_rows_);
-  launch_decode_attention(a, split.num_splits, split.partition, decode_partial_o_, decode_partial_lse_, stream_);
+                        decode_partition_granule(hd), num_sms_, decode_partial_rows_, decode_min_partition_);
+  launch_decode_attention(a, split.num_splits, split.partition,
+                          DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {

@@ -7,7 +7,9 @@
 // and each group keeps its own online softmax (max, sum, 8 accumulators per q head) with no
 // shared memory or barrier in the main loop. kUnroll keys per group are loaded before any use,
 // so several 16-byte loads per thread are in flight. The groups merge through shared memory at
-// the end (log-sum-exp), and a second kernel merges the splits when there is more than one.
+// the end (log-sum-exp). With several splits, each CTA writes its partial (o, lse) and bumps a
+// per-(sequence, kv head) counter; the CTA that finishes last merges the splits and resets the
+// counter, so there is no second kernel (and no second graph node per layer).
 //
 // num_splits / partition are computed on the host from graph-constant values (num_seqs,
 // max_num_blocks), never from context_lens, so the launch shape is fixed inside a CUDA graph;
@@ -17,16 +19,18 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int kHeadDim>
+// kUnroll: keys per lane group loaded before any use. 4 streams the cache at ~98% of copy
+// bandwidth when many CTAs run; with splits (few sequences), 8 makes a 64-key split one step.
+template <int kHeadDim, int kUnroll = 4>
 struct DecodeShape {
   static constexpr int kLanes = kHeadDim / 8;           // lanes per key
   static constexpr int kKeysPerWarp = 32 / kLanes;
@@ -34,23 +38,53 @@ struct DecodeShape {
   static constexpr int kStep = kGroups * kUnroll;        // keys per loop iteration
 };
 
-template <int kHeadDim, int kGroup>
+// Launched with programmatic dependent launch: the context length and the first block-table entry
+// (the step's inputs) are loaded, and this thread's first keys prefetched into L2, while the rope
+// kernel still runs; q and the cache are read after pdl_wait().
+template <int kHeadDim, int kGroup, int kUnroll>
 __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
-                                                                float* partial_o, float* partial_lse) {
-  pdl_launch_dependents();  // without splits the o projection's gemv comes next
-  using S = DecodeShape<kHeadDim>;
+                                                                DecodeScratch scratch) {
+  pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
+  using S = DecodeShape<kHeadDim, kUnroll>;
   const int split = blockIdx.x;
   const int kvh = blockIdx.y;
   const int seq = blockIdx.z;
-  const int ctx = a.context_lens[seq];
-  const int start = split * partition;
-  if (start >= ctx) return;  // past this sequence: the combine kernel skips this split
-  const int end = min(ctx, start + partition);
-
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int dl = lane % S::kLanes;                         // this lane's 8 dims: dl * 8 ..
   const int group = warp * S::kKeysPerWarp + lane / S::kLanes;
+  constexpr int kChunks = kHeadDim / 8;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
+  const int start = split * partition;
+  const int ctx = a.context_lens[seq];
+  const int first_col = start >> a.block_size_log2;
+  const int32_t first_block = first_col < a.table_cols ? table[first_col] : -1;
+  if (start < ctx && first_block >= 0) {
+    // Older keys are not rewritten by this step; the newest one is, and L2 sees that write.
+    const int bs_mask = (1 << a.block_size_log2) - 1;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = start + u * S::kGroups + group;
+      if (j < ctx && (j >> a.block_size_log2) == first_col) {
+        const int64_t row = ((static_cast<int64_t>(first_block) * a.num_kv_heads + kvh) << a.block_size_log2) +
+                            (j & bs_mask);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint4*>(a.k_cache) + row * kChunks + dl));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint4*>(a.v_cache) + row * kChunks + dl));
+      }
+    }
+  }
+  if (start >= ctx) {  // past this sequence: the merge counts only the splits that hold keys
+    if (ctx <= 0 && split == 0) {  // no keys at all (a padded row): zeros, never garbage
+      pdl_wait();  // an earlier kernel may still read out
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim +
+                           static_cast<int64_t>(kvh) * kGroup * kHeadDim;
+      for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kThreads) out[i] = __float2bfloat16(0.0f);
+    }
+    return;
+  }
+  const int end = min(ctx, start + partition);
+  pdl_wait();
+
   const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
   const float qscale = a.scale * kLog2e;
 
@@ -72,11 +106,9 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
   }
 
-  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
   const int bs_mask = (1 << a.block_size_log2) - 1;
   const uint4* k_base = static_cast<const uint4*>(a.k_cache);
   const uint4* v_base = static_cast<const uint4*>(a.v_cache);
-  constexpr int kChunks = kHeadDim / 8;
 
   for (int base = start; base < end; base += S::kStep) {
     uint4 kr[kUnroll], vr[kUnroll];
@@ -86,7 +118,8 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       const int j = base + u * S::kGroups + group;
       valid[u] = j < end;
       if (valid[u]) {
-        const int64_t block = table[j >> a.block_size_log2];
+        const int64_t block =
+            (j >> a.block_size_log2) == first_col ? first_block : table[j >> a.block_size_log2];
         const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
         kr[u] = __ldg(k_base + row * kChunks + dl);
         vr[u] = __ldg(v_base + row * kChunks + dl);
@@ -170,48 +203,99 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       out[d] = __float2bfloat16(o / sum);
     } else {
       const int64_t row = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits + split;
-      partial_o[row * kHeadDim + d] = o / sum;
-      if (d == 0) partial_lse[row] = mx + log2f(sum);
+      scratch.partial_o[row * kHeadDim + d] = o / sum;
+      if (d == 0) scratch.partial_lse[row] = mx + log2f(sum);
     }
   }
-}
+  if (num_splits == 1) return;
 
-// One CTA of head_dim threads per (sequence, q head): weights 2^(lse_i - max lse) over the splits
-// that hold keys of this sequence.
-__global__ void decode_combine_kernel(AttentionArgs a, int partition, int num_splits, const float* partial_o,
-                                      const float* partial_lse) {
-  pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
-  const int row = blockIdx.x;  // seq * nq + h
-  const int seq = row / a.num_q_heads;
-  const int d = threadIdx.x;
-  const int used = min(num_splits, (a.context_lens[seq] + partition - 1) / partition);
-  const float* lse = partial_lse + static_cast<int64_t>(row) * num_splits;
-  float mx = -INFINITY;
-  for (int i = 0; i < used; ++i) mx = fmaxf(mx, lse[i]);
-  float sum = 0.0f, o = 0.0f;
-  for (int i = 0; i < used; ++i) {
-    const float w = exp2f(lse[i] - mx);
-    sum += w;
-    o += w * partial_o[(static_cast<int64_t>(row) * num_splits + i) * a.head_dim + d];
+  // Last CTA of this (sequence, kv head) merges the splits (threadFenceReduction pattern).
+  __shared__ bool is_last;
+  __threadfence();  // this CTA's partials are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int used = min(num_splits, (ctx + partition - 1) / partition);
+    int* counter = scratch.counters + static_cast<int64_t>(seq) * a.num_kv_heads + kvh;
+    is_last = atomicAdd(counter, 1) == used - 1;
+    if (is_last) *counter = 0;  // every other split has arrived: ready for the next step
   }
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(row) * a.head_dim;
-  out[d] = __float2bfloat16(used > 0 ? o / sum : 0.0f);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int used = min(num_splits, (ctx + partition - 1) / partition);
+  // Split weights 2^(lse_i - max) per q head, through shared memory when they fit (the usual
+  // case: a few dozen splits); otherwise read from L2 by every thread.
+  constexpr int kMaxSmemSplits = 64;
+  __shared__ float sm_w[kGroup][kMaxSmemSplits];
+  __shared__ float sm_inv[kGroup];
+  const bool in_smem = used <= kMaxSmemSplits;
+  if (in_smem) {
+    for (int idx = threadIdx.x; idx < kGroup * used; idx += kThreads) {
+      const int g = idx / used, i = idx % used;
+      const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + kvh * kGroup + g) * num_splits;
+      sm_w[g][i] = __ldcg(scratch.partial_lse + row0 + i);
+    }
+    __syncthreads();
+    if (threadIdx.x < kGroup) {
+      const int g = threadIdx.x;
+      float mx = -INFINITY, sum = 0.0f;
+      for (int i = 0; i < used; ++i) mx = fmaxf(mx, sm_w[g][i]);
+      for (int i = 0; i < used; ++i) {
+        sm_w[g][i] = exp2f(sm_w[g][i] - mx);
+        sum += sm_w[g][i];
+      }
+      sm_inv[g] = 1.0f / sum;
+    }
+    __syncthreads();
+  }
+  for (int idx = threadIdx.x; idx < kGroup * kHeadDim; idx += kThreads) {
+    const int g = idx / kHeadDim;
+    const int d = idx % kHeadDim;
+    const int h = kvh * kGroup + g;
+    const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
+    float o = 0.0f, sum = 0.0f;
+    if (in_smem) {
+      for (int i = 0; i < used; ++i) o += sm_w[g][i] * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
+      o *= sm_inv[g];
+      sum = 1.0f;
+    } else {
+      float mx = -INFINITY;
+      for (int i = 0; i < used; ++i) mx = fmaxf(mx, __ldcg(scratch.partial_lse + row0 + i));
+      for (int i = 0; i < used; ++i) {
+        const float w = exp2f(__ldcg(scratch.partial_lse + row0 + i) - mx);
+        sum += w;
+        o += w * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
+      }
+    }
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim +
+                         static_cast<int64_t>(h) * kHeadDim;
+    out[d] = __float2bfloat16(o / sum);
+  }
 }
 
 template <int kHeadDim, int kGroup>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, float* po, float* plse, cudaStream_t st) {
+void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
-  decode_split_kernel<kHeadDim, kGroup><<<grid, kThreads, 0, st>>>(a, partition, num_splits, po, plse);
-  CUDA_CHECK_LAUNCH();
+  if constexpr (kGroup <= 2) {  // registers allow 8 keys in flight per lane group
+    if (num_splits > 1) {        // few sequences: short splits, one step each
+      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8>, grid, dim3(kThreads), 0, st, a, partition,
+                      num_splits, sc);
+      return;
+    }
+  }
+  {
+    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4>, grid, dim3(kThreads), 0, st, a, partition, num_splits,
+                    sc);
+  }
 }
 
 template <int kHeadDim>
-void dispatch_group(const AttentionArgs& a, int num_splits, int partition, float* po, float* plse, cudaStream_t st) {
+void dispatch_group(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   switch (a.num_q_heads / a.num_kv_heads) {
-    case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, po, plse, st);
-    case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, po, plse, st);
-    case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, po, plse, st);
-    case 8: return launch_split<kHeadDim, 8>(a, num_splits, partition, po, plse, st);
+    case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, sc, st);
+    case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, sc, st);
+    case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, sc, st);
+    case 8: return launch_split<kHeadDim, 8>(a, num_splits, partition, sc, st);
     default: MINIVLLM_FAIL() << "decode attention: GQA group " << a.num_q_heads / a.num_kv_heads
                              << " not supported (1, 2, 4, 8)";
   }
@@ -223,20 +307,15 @@ int decode_partition_granule(int head_dim) {
   return head_dim == 64 ? DecodeShape<64>::kStep : DecodeShape<128>::kStep;
 }
 
-void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, float* partial_o,
-                             float* partial_lse, cudaStream_t stream) {
+void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
+                             cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   if (a.head_dim == 64) {
-    dispatch_group<64>(a, num_splits, partition, partial_o, partial_lse, stream);
+    dispatch_group<64>(a, num_splits, partition, scratch, stream);
   } else if (a.head_dim == 128) {
-    dispatch_group<128>(a, num_splits, partition, partial_o, partial_lse, stream);
+    dispatch_group<128>(a, num_splits, partition, scratch, stream);
   } else {
     MINIVLLM_FAIL() << "decode attention: head_dim " << a.head_dim << " not supported (64, 128)";
-  }
-  if (num_splits > 1) {
-    decode_combine_kernel<<<a.num_seqs * a.num_q_heads, a.head_dim, 0, stream>>>(a, partition, num_splits, partial_o,
-                                                                                 partial_lse);
-    CUDA_CHECK_LAUNCH();
   }
 }
 

@@ -10,7 +10,11 @@ namespace minivllm::cuda {
 
 constexpr int kMaxDecodeHeadDim = 128;
 constexpr int kMaxDecodeGroup = 8;
-constexpr int kMinDecodePartition = 256;  // fewer keys per split costs more in merging than it gains
+// Default least keys per split. Small splits cost little since the last CTA of a (sequence, kv
+// head) merges the splits itself (no combine kernel), and they cut the serial loop of a CTA: at
+// batch 1 and a short context, 256-key splits leave ~2 CTAs per kv head each walking 8 steps.
+// MINIVLLM_DECODE_MIN_PARTITION overrides it (tuning only).
+constexpr int kDefaultMinDecodePartition = 64;
 
 // Enough CTAs to give every SM a few (each streams its keys; more in flight hides latency).
 inline int64_t decode_target_ctas(int num_sms) { return 4 * static_cast<int64_t>(num_sms); }
@@ -25,13 +29,14 @@ struct DecodeSplit {
 };
 
 inline DecodeSplit plan_decode_split(int num_seqs, int num_kv_heads, int group, int64_t max_context, int granule,
-                                     int num_sms, int64_t capacity_rows) {
+                                     int num_sms, int64_t capacity_rows,
+                                     int min_partition = kDefaultMinDecodePartition) {
   DecodeSplit d;
   max_context = std::max<int64_t>(max_context, 1);
   const int64_t ctas = std::max<int64_t>(1, static_cast<int64_t>(num_seqs) * num_kv_heads);
   const int64_t target = decode_target_ctas(num_sms);
   int64_t splits = ctas < target ? (target + ctas - 1) / ctas : 1;
-  splits = std::min(splits, std::max<int64_t>(1, (max_context + kMinDecodePartition - 1) / kMinDecodePartition));
+  splits = std::min(splits, std::max<int64_t>(1, (max_context + min_partition - 1) / min_partition));
   while (splits > 1 && ctas * group * splits > capacity_rows) --splits;
   int64_t partition = (max_context + splits - 1) / splits;
   partition = (partition + granule - 1) / granule * granule;

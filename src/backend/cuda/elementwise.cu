@@ -25,8 +25,9 @@ __global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_
 // One CTA per row. With a residual: residual += x, then the norm of the new residual goes to x
 // (out == x). A bf16 residual is rounded after the add; an fp32 residual (kResidualF32) keeps the
 // stream in fp32 across layers, which is what keeps a bf16 engine close to an fp32 reference.
-// Each thread rereads only the chunks it wrote itself.
-template <bool kResidual, bool kResidualF32>
+// Each thread rereads only the chunks it wrote itself. kXF32 (no residual): x is fp32 (the
+// residual stream itself), out bf16.
+template <bool kResidual, bool kResidualF32, bool kXF32 = false>
 __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* w, bool w_f32, float eps,
                                 int64_t chunks, uint4* out) {
   pdl_launch_dependents();  // the next gemv may start streaming its weights now
@@ -35,9 +36,16 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
   uint4* residual = static_cast<uint4*>(residual_ptr);
   float4* residual_f32 = static_cast<float4*>(residual_ptr);
   float sum_sq = 0.0f;
+  const float4* x_f32 = reinterpret_cast<const float4*>(x);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[8];
-    bf16x8_to_f32(x[base + c], v);
+    if constexpr (kXF32) {
+      const float4 lo = x_f32[2 * (base + c)], hi = x_f32[2 * (base + c) + 1];
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      bf16x8_to_f32(x[base + c], v);
+    }
     if (kResidual && kResidualF32) {
       float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
       lo.x += v[0]; lo.y += v[1]; lo.z += v[2]; lo.w += v[3];
@@ -66,6 +74,10 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
       const float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
       v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
       v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else if constexpr (kXF32) {
+      const float4 lo = x_f32[2 * (base + c)], hi = x_f32[2 * (base + c) + 1];
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
     } else {
       bf16x8_to_f32((kResidual ? residual : x)[base + c], v);
     }
@@ -74,6 +86,25 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
     for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv) * wt[i];
     out[base + c] = f32_to_bf16x8(v);
   }
+}
+
+// residual (fp32) += x (bf16 or fp32), 8 values per thread.
+__global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, float4* residual) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= chunks) return;
+  float v[8];
+  if (x_f32) {
+    const float4 lo = static_cast<const float4*>(x)[2 * c], hi = static_cast<const float4*>(x)[2 * c + 1];
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  } else {
+    bf16x8_to_f32(static_cast<const uint4*>(x)[c], v);
+  }
+  float4 lo = residual[2 * c], hi = residual[2 * c + 1];
+  lo.x += v[0]; lo.y += v[1]; lo.z += v[2]; lo.w += v[3];
+  hi.x += v[4]; hi.y += v[5]; hi.z += v[6]; hi.w += v[7];
+  residual[2 * c] = lo;
+  residual[2 * c + 1] = hi;
 }
 
 __global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, uint4* out) {
@@ -127,6 +158,23 @@ void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, in
   if (tokens == 0) return;
   embedding_kernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
       ids, static_cast<const uint4*>(weight), rows, hidden / 8, vocab_start, static_cast<uint4*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm_f32_in(const float* x, const void* w, bool w_f32, float eps, int64_t rows, int64_t n, void* out,
+                            cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t chunks = n / 8;
+  const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
+  rms_norm_kernel<false, false, true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(x), nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_to_f32(const void* x, bool x_f32, int64_t n, float* residual, cudaStream_t stream) {
+  const int64_t chunks = n / 8;
+  if (chunks == 0) return;
+  add_to_f32_kernel<<<grid_for(chunks, 256), 256, 0, stream>>>(x, x_f32, chunks, reinterpret_cast<float4*>(residual));
   CUDA_CHECK_LAUNCH();
 }
 

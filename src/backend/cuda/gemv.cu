@@ -1,14 +1,16 @@
 // Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in, bf16
-// or fp32 out (the logits), fp32 accumulation; and its gate/up variant that writes silu(g) * u. At these sizes a linear is a stream over W, so the kernel is built to
+// or fp32 out (the logits), fp32 accumulation; its gate/up variant that writes silu(g) * u; its
+// residual variant that adds into the fp32 residual stream; and, for either of the first two, a
+// prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own).
+// At these sizes a linear is a stream over W, so the kernel is built to
 // keep many 16-byte loads of W in flight: a 128-thread CTA owns R rows of W, its threads split K
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
 // reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
-#include <cstdlib>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -63,20 +65,89 @@ __device__ __forceinline__ int reduce_scatter_index(int lane) {
   return idx;
 }
 
+enum class Epilogue {
+  kStore,    // out = x W^T (+ bias), bf16 or fp32
+  kSiluMul,  // W = [W_gate; W_up]: out = silu(x W_gate^T) * (x W_up^T), bf16
+  kAddF32,   // out (fp32, the residual stream) += x W^T
+};
+
+struct GemvArgs {
+  const uint4* x;  // [M, chunks] bf16 (unused with kNorm)
+  const uint4* w;
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;
+  int64_t chunks;
+  // kNorm: x = rms_norm(norm_in) * norm_w, rounded to bf16 as the unfused norm's output would be.
+  const float* norm_in;  // [M, chunks * 8] fp32
+  const void* norm_w;
+  bool norm_w_f32;
+  float eps;
+};
+
+// kNorm: every CTA normalises the M rows of the fp32 residual stream itself (they are a few KB,
+// read from L2) into shared memory, so the RMSNorm costs no launch of its own. Ends in a barrier.
+template <int M>
+__device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs) {
+  __shared__ float red[kGemvWarps][M];
+  const float4* in = reinterpret_cast<const float4*>(g.norm_in);
+  float ss[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) ss[m] = 0.0f;
+  for (int64_t c = threadIdx.x; c < g.chunks; c += kGemvThreads) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float4 lo = in[2 * (m * g.chunks + c)], hi = in[2 * (m * g.chunks + c) + 1];
+      ss[m] += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w;
+      ss[m] += hi.x * hi.x + hi.y * hi.y + hi.z * hi.z + hi.w * hi.w;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(ss[m]);
+    if (lane == 0) red[warp][m] = v;
+  }
+  __syncthreads();
+  float inv[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGemvWarps; ++i) tot += red[i][m];
+    inv[m] = 1.0f / sqrtf(tot / static_cast<float>(g.chunks * 8) + g.eps);
+  }
+  for (int64_t c = threadIdx.x; c < g.chunks; c += kGemvThreads) {
+    float wt[8];
+    load_weight8(g.norm_w, g.norm_w_f32, c * 8, wt);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float4 lo = in[2 * (m * g.chunks + c)], hi = in[2 * (m * g.chunks + c) + 1];
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv[m]) * wt[i];
+      xs[m * g.chunks + c] = f32_to_bf16x8(v);
+    }
+  }
+  __syncthreads();
+}
+
 // One CTA: R rows of W (rows past n reread the last one and are not written).
-// kSilu == false: rows [blockIdx.x * R, + R) of W, out = x W^T (+ bias), bf16 or fp32 (out_f32).
-// kSilu == true: W is [W_gate; W_up] ([2n, K]); the CTA loads gate rows [blockIdx.x * R/2, + R/2)
-// and the matching up rows (+ n) together and writes silu(g) * u (bf16), so the [T, 2n] product
-// never goes through memory.
-template <int M, int R, int U, bool kSilu>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w,
-                                                            const void* bias, bool bias_f32, void* __restrict__ out,
-                                                            bool out_f32, int64_t n, int64_t chunks) {
+// kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kSiluMul: W is [W_gate; W_up] ([2n, K]); the
+// CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
+// silu(g) * u (bf16), so the [T, 2n] product never goes through memory.
+template <int M, int R, int U, Epilogue E, bool kNorm>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
+  constexpr bool kSilu = E == Epilogue::kSiluMul;
   constexpr int V = M * R;
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kSilu ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
   __shared__ float partial[kGemvWarps][V];
+  extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]
+  const int64_t n = g.n, chunks = g.chunks;
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
@@ -84,7 +155,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
   for (int r = 0; r < R; ++r) {
     const int rr = r % kRowsOut;
     const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
-    rows[r] = w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
+    rows[r] = g.w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
   }
 
   // W does not depend on the previous kernel: pull this thread's first chunks of it into L2 while
@@ -104,14 +175,20 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0.0f;
 
-  for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += kGemvThreads * U) {
-    uint4 wv[U][R];
+  uint4 wv[U][R];
+  auto load_w = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u * kGemvThreads;
 #pragma unroll
       for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? load_streaming(rows[r] + c) : make_uint4(0, 0, 0, 0);
     }
+  };
+  load_w(threadIdx.x);  // the first loads are in flight while kNorm normalises x
+  if constexpr (kNorm) normalize_rows<M>(g, xs);
+
+  for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += kGemvThreads * U) {
+    if (c0 != threadIdx.x) load_w(c0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u * kGemvThreads;
@@ -122,7 +199,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           float xf[8];
-          bf16x8_to_f32(__ldg(x + m * chunks + c), xf);
+          bf16x8_to_f32(kNorm ? xs[m * chunks + c] : __ldg(g.x + m * chunks + c), xf);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -150,102 +227,131 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint4* __restr
 #pragma unroll
         for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
         s = s / (1.0f + __expf(-s)) * u;
-      } else if (bias != nullptr) {
-        s += load_weight(bias, bias_f32, row);
+      } else if (g.bias != nullptr) {
+        s += load_weight(g.bias, g.bias_f32, row);
       }
-      if (out_f32) {
-        static_cast<float*>(out)[m * n + row] = s;
+      if constexpr (E == Epilogue::kAddF32) {
+        static_cast<float*>(g.out)[m * n + row] += s;  // this CTA owns the element: no race
+      } else if (g.out_f32) {
+        static_cast<float*>(g.out)[m * n + row] = s;
       } else {
-        static_cast<__nv_bfloat16*>(out)[m * n + row] = __float2bfloat16(s);
+        static_cast<__nv_bfloat16*>(g.out)[m * n + row] = __float2bfloat16(s);
       }
     }
   }
 }
 
-// MINIVLLM_NO_PDL=1 turns programmatic dependent launch off (plain stream order).
-bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MINIVLLM_NO_PDL");
-    return v == nullptr || v[0] == '\0' || v[0] == '0';
-  }();
-  return enabled;
-}
-
-template <typename Kernel, typename... Args>
-void launch_pdl(Kernel kernel, unsigned grid, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kGemvThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
-template <int M, int R, bool kSilu>
-void launch_for_mr(const uint4* x, const uint4* w, const void* bias, bool bias_f32, void* out, bool out_f32,
-                   int64_t n, int64_t chunks, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>(ceil_div(n, kSilu ? R / 2 : R));
-  if (chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    launch_pdl(gemv_kernel<M, R, 1, kSilu>, grid, stream, x, w, bias, bias_f32, out, out_f32, n, chunks);
+template <int M, int R, Epilogue E, bool kNorm>
+void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kSiluMul ? R / 2 : R));
+  const size_t smem = kNorm ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
+  if (g.chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
+    launch_with_pdl(gemv_kernel<M, R, 1, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
-    launch_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), kSilu>, grid, stream, x, w, bias, bias_f32, out, out_f32, n,
-               chunks);
+    launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream,
+                    g);
   }
   CUDA_CHECK_LAUNCH();
 }
 
-// rows_of_w: rows of W streamed (n, or 2n for the gate/up pair) picks R.
-template <int M, bool kSilu>
-void launch_for_m(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32, int64_t n,
-                  int64_t k, cudaStream_t stream) {
-  const auto* xv = static_cast<const uint4*>(x);
-  const auto* wv = static_cast<const uint4*>(w);
-  const int64_t rows_of_w = kSilu ? 2 * n : n;
-  // Four rows a CTA where that still gives several CTAs per SM; two for the 1-2K-row projections.
+// Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
+// gives several CTAs per SM; two for the 1-2K-row projections.
+template <int M, Epilogue E, bool kNorm>
+void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
+  const int64_t rows_of_w = E == Epilogue::kSiluMul ? 2 * g.n : g.n;
   if (rows_of_w >= 4096) {
-    launch_for_mr<M, 4, kSilu>(xv, wv, bias, bias_f32, out, out_f32, n, k / 8, stream);
+    launch_for_mr<M, 4, E, kNorm>(g, stream);
   } else {
-    launch_for_mr<M, 2, kSilu>(xv, wv, bias, bias_f32, out, out_f32, n, k / 8, stream);
+    launch_for_mr<M, 2, E, kNorm>(g, stream);
   }
 }
 
-template <bool kSilu>
-void dispatch_tokens(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
-                     int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
+template <Epilogue E, bool kNorm>
+void dispatch_tokens(const GemvArgs& g, int64_t tokens, cudaStream_t stream) {
   switch (tokens) {
-    case 1: launch_for_m<1, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 2: launch_for_m<2, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 3: launch_for_m<3, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 4: launch_for_m<4, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 5: launch_for_m<5, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 6: launch_for_m<6, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    case 7: launch_for_m<7, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
-    default: launch_for_m<8, kSilu>(x, w, bias, bias_f32, out, out_f32, n, k, stream); break;
+    case 1: return launch_for_m<1, E, kNorm>(g, stream);
+    case 2: return launch_for_m<2, E, kNorm>(g, stream);
+    case 3: return launch_for_m<3, E, kNorm>(g, stream);
+    case 4: return launch_for_m<4, E, kNorm>(g, stream);
+    case 5: return launch_for_m<5, E, kNorm>(g, stream);
+    case 6: return launch_for_m<6, E, kNorm>(g, stream);
+    case 7: return launch_for_m<7, E, kNorm>(g, stream);
+    default: return launch_for_m<8, E, kNorm>(g, stream);
   }
+}
+
+void check_shape(const char* op, int64_t tokens, int64_t k) {
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
+      << op << ": x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens << " rows and K a multiple of 8";
+}
+
+GemvArgs plain_args(const void* x, const void* w, void* out, int64_t n, int64_t k) {
+  GemvArgs g{};
+  g.x = static_cast<const uint4*>(x);
+  g.w = static_cast<const uint4*>(w);
+  g.out = out;
+  g.n = n;
+  g.chunks = k / 8;
+  return g;
+}
+
+GemvArgs norm_args(const GemvNorm& norm, const void* w, void* out, int64_t n, int64_t k) {
+  GemvArgs g = plain_args(nullptr, w, out, n, k);
+  g.norm_in = norm.residual;
+  g.norm_w = norm.weight;
+  g.norm_w_f32 = norm.weight_f32;
+  g.eps = norm.eps;
+  return g;
 }
 
 }  // namespace
 
+bool gemv_norm_fits(int64_t tokens, int64_t k) { return tokens * k * 2 <= kGemvNormMaxSmemBytes; }
+
 void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
                  int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
-  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
-      << "gemv: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens << " rows and K a multiple of 8";
-  dispatch_tokens<false>(x, w, bias, bias_f32, out, out_f32, tokens, n, k, stream);
+  check_shape("gemv", tokens, k);
+  GemvArgs g = plain_args(x, w, out, n, k);
+  g.bias = bias;
+  g.bias_f32 = bias_f32;
+  g.out_f32 = out_f32;
+  dispatch_tokens<Epilogue::kStore, false>(g, tokens, stream);
 }
 
 void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
                           cudaStream_t stream) {
   if (tokens == 0 || inter == 0) return;
-  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && k > 0 && k % 8 == 0)
-      << "gemv_silu_mul: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
-      << " rows and K a multiple of 8";
-  dispatch_tokens<true>(x, gate_up_w, nullptr, false, out, false, tokens, inter, k, stream);
+  check_shape("gemv_silu_mul", tokens, k);
+  dispatch_tokens<Epilogue::kSiluMul, false>(plain_args(x, gate_up_w, out, inter, k), tokens, stream);
+}
+
+void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
+                         cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  check_shape("gemv_add_f32", tokens, k);
+  dispatch_tokens<Epilogue::kAddF32, false>(plain_args(x, w, residual, n, k), tokens, stream);
+}
+
+void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                      int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  check_shape("gemv_norm", tokens, k);
+  MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << "gemv_norm: x [" << tokens << ", " << k << "] exceeds shared memory";
+  GemvArgs g = norm_args(norm, w, out, n, k);
+  g.bias = bias;
+  g.bias_f32 = bias_f32;
+  g.out_f32 = out_f32;
+  dispatch_tokens<Epilogue::kStore, true>(g, tokens, stream);
+}
+
+void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
+                               int64_t k, cudaStream_t stream) {
+  if (tokens == 0 || inter == 0) return;
+  check_shape("gemv_norm_silu_mul", tokens, k);
+  MINIVLLM_CHECK(gemv_norm_fits(tokens, k))
+      << "gemv_norm_silu_mul: x [" << tokens << ", " << k << "] exceeds shared memory";
+  dispatch_tokens<Epilogue::kSiluMul, true>(norm_args(norm, gate_up_w, out, inter, k), tokens, stream);
 }
 
 }  // namespace minivllm::cuda

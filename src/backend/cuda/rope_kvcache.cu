@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -15,7 +16,10 @@ namespace {
 constexpr int kMaxPairsPerLane = 4;  // head_dim <= 256
 
 // One warp per (token, head); lane l owns the rotary pairs (i, i + half) for i = l + 32 k.
+// Launched with programmatic dependent launch: the position, cos/sin, norm weights and slot are
+// loaded while the qkv projection still runs; qkv only after pdl_wait().
 __global__ void qk_norm_rope_kernel(RopeArgs a) {
+  pdl_launch_dependents();  // decode attention may start loading its step inputs
   const int warps = blockDim.x >> 5;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -25,6 +29,29 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   const int h = static_cast<int>(item - t * heads);
   const int half = a.head_dim / 2;
   const int pairs = half / 32;
+  const bool is_q = h < a.num_q_heads;
+  const void* norm = is_q ? a.q_norm : a.k_norm;
+  const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
+
+  // Inputs of the step and weights: no earlier kernel writes them.
+  int64_t pos = a.positions[t];
+  pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // checked on the host side of tests only
+  const float* cos = a.cos_sin + pos * a.head_dim;
+  const float* sin = cos + half;
+  float cs[kMaxPairsPerLane], sn[kMaxPairsPerLane], w1[kMaxPairsPerLane], w2[kMaxPairsPerLane];
+#pragma unroll
+  for (int k = 0; k < kMaxPairsPerLane; ++k) {
+    if (k < pairs) {
+      cs[k] = cos[lane + 32 * k];
+      sn[k] = sin[lane + 32 * k];
+      w1[k] = norm != nullptr ? load_weight(norm, norm_f32, lane + 32 * k) : 1.0f;
+      w2[k] = norm != nullptr ? load_weight(norm, norm_f32, lane + 32 * k + half) : 1.0f;
+    }
+  }
+  int64_t slot = -1;
+  if (a.k_cache != nullptr && !is_q) slot = a.slot_mapping[t];
+  pdl_wait();
+
   const int64_t stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim;
   __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
   float x1[kMaxPairsPerLane], x2[kMaxPairsPerLane];
@@ -37,45 +64,34 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
       sum_sq += x1[k] * x1[k] + x2[k] * x2[k];
     }
   }
-  const bool is_q = h < a.num_q_heads;
-  const void* norm = is_q ? a.q_norm : a.k_norm;
   if (norm != nullptr) {
-    const bool f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
     sum_sq = warp_sum(sum_sq);
     const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(a.head_dim) + a.eps);
 #pragma unroll
     for (int k = 0; k < kMaxPairsPerLane; ++k) {
       if (k < pairs) {
-        x1[k] = (x1[k] * inv) * load_weight(norm, f32, lane + 32 * k);
-        x2[k] = (x2[k] * inv) * load_weight(norm, f32, lane + 32 * k + half);
+        x1[k] = (x1[k] * inv) * w1[k];
+        x2[k] = (x2[k] * inv) * w2[k];
       }
     }
   }
-  int64_t pos = a.positions[t];
-  pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // checked on the host side of tests only
-  const float* cos = a.cos_sin + pos * a.head_dim;
-  const float* sin = cos + half;
   // Fused store (qk_norm_rope_store): a k head's warp also writes its rotated k and its v.
   __nv_bfloat16* k_dst = nullptr;
-  if (a.k_cache != nullptr && !is_q) {
-    const int64_t slot = a.slot_mapping[t];
-    if (slot >= 0 && slot < a.num_slots) {  // -1: padding token, rotated but not stored
-      const int kvh = h - a.num_q_heads;
-      const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
-      const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
-      k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
-      const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
-      uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
-      for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
-    }
+  if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
+    const int kvh = h - a.num_q_heads;
+    const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
+    const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+    k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
+    const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
+    uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
+    for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
   }
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (k < pairs) {
       const int i = lane + 32 * k;
-      const float c = cos[i], s = sin[i];
-      const __nv_bfloat16 lo = __float2bfloat16(x1[k] * c - x2[k] * s);
-      const __nv_bfloat16 hi = __float2bfloat16(x2[k] * c + x1[k] * s);
+      const __nv_bfloat16 lo = __float2bfloat16(x1[k] * cs[k] - x2[k] * sn[k]);
+      const __nv_bfloat16 hi = __float2bfloat16(x2[k] * cs[k] + x1[k] * sn[k]);
       x[i] = lo;
       x[i + half] = hi;
       if (k_dst != nullptr) {
@@ -114,8 +130,8 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
   if (items == 0) return;
   constexpr int kWarps = 8;
-  qk_norm_rope_kernel<<<static_cast<unsigned>(ceil_div(items, kWarps)), kWarps * 32, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  launch_with_pdl(qk_norm_rope_kernel, dim3(static_cast<unsigned>(ceil_div(items, kWarps))), dim3(kWarps * 32), 0,
+                  stream, a);
 }
 
 void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
