@@ -63,7 +63,7 @@ class CudaBackend : public Backend {
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
   // Where linear would take the gemv: the RMSNorm computed inside the gemv's CTAs (one launch);
   // the o / down projections add into the fp32 residual in the gemv's epilogue (one launch).
-  // Otherwise the defaults (norm, then cuBLASLt; cuBLASLt, then the add).
+  // Otherwise the norm, then cuBLASLt; and cuBLASLt accumulating into the residual (beta = 1).
   void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                        const Tensor& weight, const Tensor* bias, const Tensor& out) override;
   void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,

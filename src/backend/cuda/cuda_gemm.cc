@@ -70,7 +70,7 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key) {
 }
 
 void LtGemm::run(const void* x, const void* w, const void* bias, void* out, bool out_f32, int64_t tokens, int64_t n,
-                 int64_t k, cudaStream_t stream) {
+                 int64_t k, cudaStream_t stream, bool accumulate) {
   if (tokens == 0 || n == 0) return;
   auto a256 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 256 == 0; };
   const bool aligned = a256(x) && a256(w) && a256(out) && (bias == nullptr || a256(bias));
@@ -78,7 +78,7 @@ void LtGemm::run(const void* x, const void* w, const void* bias, void* out, bool
   if (bias != nullptr) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c, &p.algo, workspace_,
                               workspace_bytes_, stream));
 }

@@ -21,8 +21,9 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // bias: bf16[N] fused as the epilogue, or nullptr. out_f32: out is fp32, else bf16.
+  // accumulate: out += x w^T (beta = 1, out read and written in place), e.g. the fp32 residual.
   void run(const void* x, const void* w, const void* bias, void* out, bool out_f32, int64_t tokens, int64_t n,
-           int64_t k, cudaStream_t stream);
+           int64_t k, cudaStream_t stream, bool accumulate = false);
 
  private:
   struct Plan {

@@ -196,6 +196,11 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
     return;
   }
+  if (k % 8 == 0 && n % 8 == 0) {  // cuBLASLt with beta = 1 into the fp32 residual: no add kernel
+    gemm_->run(x.data(), weight.data(), nullptr, residual.data(), /*out_f32=*/true, tokens, n, k, stream_,
+               /*accumulate=*/true);
+    return;
+  }
   Backend::linear_add_residual(x, weight, scratch, residual);
 }
 
