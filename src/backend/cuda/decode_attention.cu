@@ -209,12 +209,13 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   }
   if (num_splits == 1) return;
 
-  // Last CTA of this (sequence, kv head) merges the splits (threadFenceReduction pattern).
+  // Last CTA of this (sequence, kv head) merges the splits that hold keys (threadFenceReduction
+  // pattern).
+  const int used = min(num_splits, (ctx + partition - 1) / partition);
   __shared__ bool is_last;
   __threadfence();  // this CTA's partials are visible before its arrival is counted
   __syncthreads();
   if (threadIdx.x == 0) {
-    const int used = min(num_splits, (ctx + partition - 1) / partition);
     int* counter = scratch.counters + static_cast<int64_t>(seq) * a.num_kv_heads + kvh;
     is_last = atomicAdd(counter, 1) == used - 1;
     if (is_last) *counter = 0;  // every other split has arrived: ready for the next step
@@ -222,7 +223,6 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  const int used = min(num_splits, (ctx + partition - 1) / partition);
   // Split weights 2^(lse_i - max) per q head, through shared memory when they fit (the usual
   // case: a few dozen splits); otherwise read from L2 by every thread.
   constexpr int kMaxSmemSplits = 64;

@@ -56,13 +56,22 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
+// Eight fp32 values at p (32-byte aligned run, 16-byte aligned p) as two 16-byte accesses.
+__device__ __forceinline__ void load_f32x8(const float* p, float* out) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+__device__ __forceinline__ void store_f32x8(float* p, const float* v) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
 // Eight consecutive weights from index i (a multiple of 8), fp32 or bf16.
 __device__ __forceinline__ void load_weight8(const void* w, bool f32, int64_t i, float* out) {
   if (f32) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(w) + i);
-    const float4 a = p[0], b = p[1];
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    load_f32x8(static_cast<const float*>(w) + i, out);
   } else {
     bf16x8_to_f32(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(w) + i), out);
   }

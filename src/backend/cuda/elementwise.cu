@@ -34,26 +34,22 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
   uint4* residual = static_cast<uint4*>(residual_ptr);
-  float4* residual_f32 = static_cast<float4*>(residual_ptr);
+  float* residual_f32 = static_cast<float*>(residual_ptr);
+  const float* x_f32 = reinterpret_cast<const float*>(x);
   float sum_sq = 0.0f;
-  const float4* x_f32 = reinterpret_cast<const float4*>(x);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[8];
     if constexpr (kXF32) {
-      const float4 lo = x_f32[2 * (base + c)], hi = x_f32[2 * (base + c) + 1];
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      load_f32x8(x_f32 + (base + c) * 8, v);
     } else {
       bf16x8_to_f32(x[base + c], v);
     }
     if (kResidual && kResidualF32) {
-      float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
-      lo.x += v[0]; lo.y += v[1]; lo.z += v[2]; lo.w += v[3];
-      hi.x += v[4]; hi.y += v[5]; hi.z += v[6]; hi.w += v[7];
-      residual_f32[2 * (base + c)] = lo;
-      residual_f32[2 * (base + c) + 1] = hi;
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      float r[8];
+      load_f32x8(residual_f32 + (base + c) * 8, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] += r[i];
+      store_f32x8(residual_f32 + (base + c) * 8, v);
     } else if (kResidual) {
       float r[8];
       bf16x8_to_f32(residual[base + c], r);
@@ -71,13 +67,9 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
     float v[8], wt[8];
     if (kResidual && kResidualF32) {
-      const float4 lo = residual_f32[2 * (base + c)], hi = residual_f32[2 * (base + c) + 1];
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      load_f32x8(residual_f32 + (base + c) * 8, v);
     } else if constexpr (kXF32) {
-      const float4 lo = x_f32[2 * (base + c)], hi = x_f32[2 * (base + c) + 1];
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      load_f32x8(x_f32 + (base + c) * 8, v);
     } else {
       bf16x8_to_f32((kResidual ? residual : x)[base + c], v);
     }
@@ -89,22 +81,19 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
 }
 
 // residual (fp32) += x (bf16 or fp32), 8 values per thread.
-__global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, float4* residual) {
+__global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, float* residual) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= chunks) return;
-  float v[8];
+  float v[8], r[8];
   if (x_f32) {
-    const float4 lo = static_cast<const float4*>(x)[2 * c], hi = static_cast<const float4*>(x)[2 * c + 1];
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    load_f32x8(static_cast<const float*>(x) + c * 8, v);
   } else {
     bf16x8_to_f32(static_cast<const uint4*>(x)[c], v);
   }
-  float4 lo = residual[2 * c], hi = residual[2 * c + 1];
-  lo.x += v[0]; lo.y += v[1]; lo.z += v[2]; lo.w += v[3];
-  hi.x += v[4]; hi.y += v[5]; hi.z += v[6]; hi.w += v[7];
-  residual[2 * c] = lo;
-  residual[2 * c + 1] = hi;
+  load_f32x8(residual + c * 8, r);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r[i] += v[i];
+  store_f32x8(residual + c * 8, r);
 }
 
 __global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, uint4* out) {
@@ -174,7 +163,7 @@ void launch_rms_norm_f32_in(const float* x, const void* w, bool w_f32, float eps
 void launch_add_to_f32(const void* x, bool x_f32, int64_t n, float* residual, cudaStream_t stream) {
   const int64_t chunks = n / 8;
   if (chunks == 0) return;
-  add_to_f32_kernel<<<grid_for(chunks, 256), 256, 0, stream>>>(x, x_f32, chunks, reinterpret_cast<float4*>(residual));
+  add_to_f32_kernel<<<grid_for(chunks, 256), 256, 0, stream>>>(x, x_f32, chunks, residual);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -92,16 +92,16 @@ struct GemvArgs {
 template <int M>
 __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs) {
   __shared__ float red[kGemvWarps][M];
-  const float4* in = reinterpret_cast<const float4*>(g.norm_in);
   float ss[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) ss[m] = 0.0f;
   for (int64_t c = threadIdx.x; c < g.chunks; c += kGemvThreads) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float4 lo = in[2 * (m * g.chunks + c)], hi = in[2 * (m * g.chunks + c) + 1];
-      ss[m] += lo.x * lo.x + lo.y * lo.y + lo.z * lo.z + lo.w * lo.w;
-      ss[m] += hi.x * hi.x + hi.y * hi.y + hi.z * hi.z + hi.w * hi.w;
+      float v[8];
+      load_f32x8(g.norm_in + (m * g.chunks + c) * 8, v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss[m] += v[i] * v[i];
     }
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -124,8 +124,8 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs) {
     load_weight8(g.norm_w, g.norm_w_f32, c * 8, wt);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      const float4 lo = in[2 * (m * g.chunks + c)], hi = in[2 * (m * g.chunks + c) + 1];
-      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      float v[8];
+      load_f32x8(g.norm_in + (m * g.chunks + c) * 8, v);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv[m]) * wt[i];
       xs[m * g.chunks + c] = f32_to_bf16x8(v);
