@@ -4,12 +4,12 @@
 Usage:
     python3 tools/make_hf_goldens.py tests/goldens
 
-Writes, for each model (qwen3-tiny, llama3-tiny), OUTDIR/<model>/:
+Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
-    model.safetensors                     bf16 weights; qwen3-tiny stores lm_head.weight although the
-                                          embeddings are tied (as Qwen3-0.6B does); llama3-tiny does not
-                                          (as Llama-3.2-1B does)
+    model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
+                                          although the embeddings are tied (as Qwen3-0.6B does);
+                                          llama3-tiny does not (as Llama-3.2-1B does)
     goldens.json                          {"transformers_version", "torch_version", "command", ...,
                                            "cases": [{"prompt_ids", "greedy_ids", "greedy_margins",
                                                       "last_logits", "max_new_tokens"}]}
@@ -73,10 +73,25 @@ def llama3_tiny_config():
         architectures=["LlamaForCausalLM"])
 
 
+def qwen3_tiny_kv4_config():
+    # qwen3-tiny with twice the heads, for tensor parallelism up to world_size 4: 8 query heads and
+    # 4 KV heads (GQA group 2; one KV head and two query heads per rank at world_size 4), vocab 512
+    # and intermediate 128 divisible by 8. head_dim 32, so q width 256 = 4 * hidden. Of the variants
+    # tried (head_dim 16/32, 2/3 layers) this one has the largest smallest greedy margin (0.038),
+    # so that a different summation order (all-reduce of partial sums) keeps the greedy tokens.
+    return Qwen3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=4, head_dim=32, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        bos_token_id=1, eos_token_id=2, attention_bias=False, use_sliding_window=False,
+        architectures=["Qwen3ForCausalLM"])
+
+
 # name -> (config factory, store lm_head.weight explicitly)
 MODELS = {
     "qwen3-tiny": (qwen3_tiny_config, True),
     "llama3-tiny": (llama3_tiny_config, False),
+    "qwen3-tiny-kv4": (qwen3_tiny_kv4_config, True),
 }
 
 

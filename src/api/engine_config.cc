@@ -7,8 +7,6 @@ namespace minivllm {
 void EngineConfig::validate() const {
   MINIVLLM_CHECK(!model.empty()) << "config key 'model' is empty";
   MINIVLLM_CHECK(world_size >= 1) << "config key 'world_size' must be >= 1, got " << world_size;
-  MINIVLLM_CHECK(world_size == 1) << "config key 'world_size' = " << world_size
-                                  << ": tensor parallelism is not available in this build";
   MINIVLLM_CHECK(max_num_seqs >= 1) << "config key 'max_num_seqs' must be >= 1, got " << max_num_seqs;
   MINIVLLM_CHECK(max_num_batched_tokens >= 1)
       << "config key 'max_num_batched_tokens' must be >= 1, got " << max_num_batched_tokens;
@@ -37,7 +35,7 @@ EngineConfig EngineConfig::from_json(const nlohmann::json& j) {
   for (const auto& [key, v] : j.items()) {
     try {
       if (key == "model") c.model = v.get<std::string>();
-      else if (key == "world_size") c.world_size = v.get<int>();
+      else if (key == "world_size" || key == "tensor_parallel_size") c.world_size = v.get<int>();
       else if (key == "max_num_seqs") c.max_num_seqs = v.get<int>();
       else if (key == "max_num_batched_tokens") c.max_num_batched_tokens = v.get<int>();
       else if (key == "num_kvcache_blocks") c.num_kvcache_blocks = v.get<int>();
@@ -68,6 +66,7 @@ RunnerConfig EngineConfig::runner_config() const {
   r.num_kvcache_blocks = num_kvcache_blocks;
   r.gpu_memory_utilization = gpu_memory_utilization;
   r.enforce_eager = enforce_eager;
+  r.world_size = world_size;
   return r;
 }
 

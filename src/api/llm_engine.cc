@@ -22,8 +22,8 @@ LLMEngine::LLMEngine(EngineConfig config) : config_(std::move(config)) {
   const ModelConfig& mc = source_.config;
   config_.max_model_length = static_cast<int>(std::min<int64_t>(config_.max_model_length, mc.max_position_embeddings));
   config_.max_num_batched_tokens = std::max(config_.max_num_batched_tokens, config_.max_model_length);
-  runner_ = std::make_unique<ModelRunner>(config_.runner_config(), mc, *source_.weights);
-  config_.num_kvcache_blocks = runner_->num_kvcache_blocks();
+  runners_ = std::make_unique<RunnerGroup>(config_.runner_config(), mc, *source_.weights, source_.path);
+  config_.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();
 
   SchedulerConfig sc;
   sc.max_num_seqs = config_.max_num_seqs;
@@ -49,6 +49,7 @@ void LLMEngine::exit() {
   std::vector<int64_t> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (int64_t id : ids) abort(id);
+  if (runners_) runners_->exit();
 }
 
 void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
@@ -164,7 +165,8 @@ StepResult LLMEngine::step() {
   if (scheduler_->is_finished()) return out;
   ScheduledBatch batch = scheduler_->schedule();
   if (batch.seqs.empty()) return out;
-  const std::vector<int32_t> tokens = runner_->run(batch.seqs, batch.is_prefill);
+  const std::vector<int32_t> tokens =
+      runners_->run(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
   if (batch.is_prefill) {
     for (const Sequence* s : batch.seqs) out.num_tokens += s->num_tokens() - s->num_cached_tokens;
   } else {
@@ -251,7 +253,8 @@ std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {
   seq.num_cached_tokens = 0;
   std::vector<float> logits;
   try {
-    logits = runner_->prefill_all_logits(seq);
+    logits = runners_->prefill_all_logits(
+        build_step_input({&seq}, /*is_prefill=*/true, runners_->runner().max_blocks_per_seq(), /*draw_samples=*/false));
   } catch (...) {
     blocks.deallocate(seq);
     throw;

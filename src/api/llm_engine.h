@@ -16,7 +16,7 @@
 #include "api/model_source.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
-#include "runtime/model_runner.h"
+#include "runtime/runner_group.h"
 
 namespace minivllm {
 
@@ -78,7 +78,8 @@ class LLMEngine {
   const EngineConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return source_.config; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
-  const ModelRunner& runner() const { return *runner_; }
+  const ModelRunner& runner() const { return runners_->runner(); }
+  const RunnerGroup& runners() const { return *runners_; }
   int64_t num_preemptions() const { return scheduler_->num_preemptions(); }
 
  private:
@@ -92,7 +93,7 @@ class LLMEngine {
 
   EngineConfig config_;
   ModelSource source_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   int64_t next_id_ = 0;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/communicator.h"
 #include "common/tensor.h"
 #include "sampling/sampler.h"
 
@@ -143,6 +144,9 @@ class Backend {
     linear(x, weight, nullptr, scratch);
     add_to_residual(scratch, residual);
   }
+  // dst[R, C] columns [col_start, col_start + c) = src[R, c] (same dtype): a rank's slice of the
+  // logits into their full row (ParallelLMHead after gather). Asynchronous like copy().
+  virtual void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) = 0;
   // out[i] = x[indices[i]] (rows), e.g. the last token of each sequence before the LM head.
   virtual void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) = 0;
   // Converts x to fp32 into out (same shape), e.g. logits for sampling.
@@ -154,6 +158,12 @@ class Backend {
   // ---- sampling ----
   // logits: f32[S, V] on the device. Writes S token ids to out_tokens (host).
   virtual void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) = 0;
+
+  // ---- tensor parallelism ----
+  // This rank's communicator over this backend's tensors (and stream). `bootstrap` is what
+  // make_comm_bootstrap (runtime/backend_select.h) gave rank 0 before the workers started: the
+  // shared-memory segment's fd on the CPU, NCCL's unique id on CUDA. Collective: every rank calls it.
+  virtual std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) = 0;
 
   // ---- graphs (decode) ----
   virtual bool supports_graphs() const { return false; }

@@ -22,6 +22,8 @@ void add_engine_options(ArgParser& p) {
       .option("--num-kvcache-blocks", "N", "KV cache blocks (default: sized from free memory)")
       .option("--gpu-memory-utilization", "F", "fraction of GPU memory to use (default 0.9)")
       .flag("--enforce-eager", "no CUDA graphs")
+      .option("--tensor-parallel-size", "N", "ranks (GPUs, or CPU processes) the model is split over (default 1)")
+      .option("--world-size", "N", "same as --tensor-parallel-size")
       .option("--num-threads", "N", "CPU threads, 0 = all cores (default 0)")
       .option("--eos", "ID", "end-of-sequence token id (default: the model's own)");
 }
@@ -46,6 +48,11 @@ EngineConfig engine_config_from(const ParsedArgs& a) {
     throw UsageError("--gpu-memory-utilization must be in (0, 1], got " + *a.get("--gpu-memory-utilization"));
   }
   c.enforce_eager = a.has("--enforce-eager");
+  if (a.has("--tensor-parallel-size") && a.has("--world-size")) {
+    throw UsageError("give --tensor-parallel-size or --world-size, not both");
+  }
+  const char* tp_flag = a.has("--world-size") ? "--world-size" : "--tensor-parallel-size";
+  c.world_size = static_cast<int>(a.get_int(tp_flag, c.world_size, 1, 64));
   c.num_threads = static_cast<int>(a.get_int("--num-threads", c.num_threads, 0, 4096));
   c.eos = a.get_int("--eos", c.eos, -1, std::numeric_limits<int64_t>::max());
   // A small --max-model-len should not trip the batched-tokens check when the user left that

@@ -6,7 +6,9 @@
 
 #include "common/check.h"
 #include "loader/gguf.h"
+#include "loader/gguf_dequant.h"
 #include "loader/safetensors.h"
+#include "loader/tensor_slice.h"
 
 namespace minivllm {
 namespace {
@@ -76,6 +78,50 @@ class GgufWeightSource : public WeightSource {
         << shape_string(t.ne) << ")";
     Tensor w = file_->get_f32(t);
     return it->second.rope_heads > 0 ? unpermute_rope_rows(w, it->second.rope_heads) : w;
+  }
+  // Dequantizes only the slice: a row slice is one run of whole rows; a column slice is one run per
+  // row, which must start and end on a quantisation block (blocks run along HF's last dim, GGUF's
+  // ne[0]). q/k rows are unpermuted per head, so a row slice of them must hold whole heads.
+  Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                       int64_t length) const override {
+    const std::string slice = slice_string(dim, start, length);
+    auto it = entries_.find(name);
+    MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path() << " (slice "
+                                         << slice << ")";
+    const GgufTensorInfo& t = *it->second.info;
+    const std::string what = "tensor '" + name + "' (GGUF '" + t.name + "') in " + file_->path();
+    MINIVLLM_CHECK(ggml_type_supported(t.type))
+        << what << ": slice " << slice << ": unsupported type " << ggml_type_name(t.type) << " (" << t.type
+        << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+    const std::vector<int64_t> shape = t.hf_shape();
+    const SliceGeometry g = check_slice(what, shape, full_shape, dim, start, length);
+    const int64_t block = ggml_block_size(t.type);
+    const bool block_dim = dim + 1 == static_cast<int>(shape.size());  // blocks run along it
+    MINIVLLM_CHECK(block == 1 || !block_dim || (start % block == 0 && length % block == 0))
+        << what << ": slice " << slice << " of shape " << shape_string(shape) << ": type " << ggml_type_name(t.type)
+        << " stores blocks of " << block << " elements along dim " << dim
+        << ", so the slice must start and end on a block boundary (a multiple of " << block << ")";
+    const int64_t rope_heads = it->second.rope_heads;
+    int64_t slice_heads = rope_heads;
+    if (rope_heads > 0 && dim == 0) {
+      const int64_t rows = shape[0];
+      MINIVLLM_CHECK(rows % rope_heads == 0)
+          << what << ": slice " << slice << ": " << rows << " rope-permuted rows do not split into " << rope_heads
+          << " heads";
+      const int64_t head_dim = rows / rope_heads;
+      MINIVLLM_CHECK(start % head_dim == 0 && length % head_dim == 0)
+          << what << ": slice " << slice << " of shape " << shape_string(shape)
+          << ": rows are rope-permuted per head (" << rope_heads << " heads of " << head_dim
+          << " rows), so a row slice must cover whole heads (start and length multiples of " << head_dim << ")";
+      slice_heads = length / head_dim;
+    }
+    Tensor out = host_tensor(DType::kF32, g.out_shape);
+    const uint8_t* base = file_->tensor_data(t);
+    const uint32_t type = t.type;
+    convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
+      ggml_dequantize(type, base + ggml_type_nbytes(type, first), dst, count);
+    });
+    return rope_heads > 0 ? move_rope_rows(out, slice_heads, false) : out;
   }
   std::vector<std::string> names() const override {
     std::vector<std::string> out;

@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "loader/parallel_convert.h"
+#include "loader/tensor_slice.h"
 
 namespace minivllm {
 namespace {
@@ -129,6 +130,24 @@ Tensor SafetensorsFile::get_f32(const std::string& name, const std::vector<int64
   MINIVLLM_CHECK_LE(shape.size(), size_t{Tensor::kMaxDims}) << "tensor '" << name << "' in " << path();
   Tensor out = host_tensor(DType::kF32, shape);
   convert_to_f32_parallel(file_->data() + t.begin, t.dtype, out.ptr<float>(), static_cast<size_t>(numel_of(shape)));
+  return out;
+}
+
+Tensor SafetensorsFile::get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
+                                      int64_t start, int64_t length) const {
+  const SafetensorsTensorInfo& t = info(name);
+  MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
+                                    << "; only BF16, F16 and F32 are supported";
+  const SliceGeometry g =
+      check_slice("tensor '" + name + "' in " + path(), t.shape, full_shape, dim, start, length);
+  MINIVLLM_CHECK_LE(g.out_shape.size(), size_t{Tensor::kMaxDims}) << "tensor '" << name << "' in " << path();
+  Tensor out = host_tensor(DType::kF32, g.out_shape);
+  const uint8_t* base = file_->data() + t.begin;
+  const DType dtype = t.dtype;
+  const size_t elem = dtype_size(dtype);
+  convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
+    convert_to_f32_parallel(base + static_cast<size_t>(first) * elem, dtype, dst, static_cast<size_t>(count));
+  });
   return out;
 }
 

@@ -36,6 +36,10 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // fp32 copy of a BF16/F16/F32 tensor; throws naming the tensor for other dtypes or a shape mismatch.
   Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape = {}) const;
+  // Elements [start, start + length) along `dim` (0 or 1) of the tensor of `full_shape`, as fp32;
+  // only the slice is converted. Throws naming the tensor, the file, the slice and the shape.
+  Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                       int64_t length) const;
 
  private:
   void parse_header();

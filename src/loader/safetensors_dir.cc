@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "loader/safetensors.h"
+#include "loader/tensor_slice.h"
 #include "loader/weight_source.h"
 
 namespace minivllm {
@@ -32,6 +33,13 @@ class SafetensorsWeightSource : public WeightSource {
     auto it = where_.find(name);
     MINIVLLM_CHECK(it != where_.end()) << "tensor '" << name << "' not found in " << dir_;
     return files_[it->second]->get_f32(name, expected_shape);
+  }
+  Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                       int64_t length) const override {
+    auto it = where_.find(name);
+    MINIVLLM_CHECK(it != where_.end()) << "tensor '" << name << "' not found in " << dir_ << " (slice "
+                                       << slice_string(dim, start, length) << ")";
+    return files_[it->second]->get_f32_slice(name, full_shape, dim, start, length);
   }
   std::vector<std::string> names() const override {
     std::vector<std::string> out;

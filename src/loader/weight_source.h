@@ -20,6 +20,13 @@ class WeightSource {
   // fp32 host tensor; throws an Error naming the tensor and the file when it is missing,
   // truncated, or not of `expected_shape` (when given).
   virtual Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape = {}) const = 0;
+  // Elements [start, start + length) along `dim` (0: rows, 1: columns of a 2-D tensor) of the
+  // tensor `name` of `full_shape`, as an fp32 host tensor: a tensor-parallel rank's shard, read
+  // straight from the memory map (only the shard is converted; the whole tensor is never built).
+  // Errors name the tensor, the file and the slice. GGUF: a column slice must start and end on a
+  // quantisation block; a row slice of a rope-permuted q/k tensor must cover whole heads.
+  virtual Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                               int64_t length) const = 0;
   virtual std::vector<std::string> names() const = 0;
   virtual std::string describe() const = 0;  // the path, for messages
 };

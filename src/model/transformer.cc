@@ -7,31 +7,79 @@
 
 namespace minivllm {
 
-Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, int64_t max_num_tokens,
-                         int64_t max_num_seqs, int64_t max_positions)
-    : cfg_(cfg), backend_(backend), max_num_tokens_(max_num_tokens), max_num_seqs_(max_num_seqs) {
+void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size) {
+  MINIVLLM_CHECK(world_size >= 1) << "world_size must be at least 1, got " << world_size;
+  const std::pair<const char*, int64_t> splits[] = {{"num_attention_heads", cfg.num_heads},
+                                                    {"num_key_value_heads", cfg.num_kv_heads},
+                                                    {"vocab_size", cfg.vocab_size},
+                                                    {"intermediate_size", cfg.intermediate_size}};
+  for (const auto& [key, n] : splits) {
+    MINIVLLM_CHECK(n % world_size == 0) << "tensor parallelism: the model's " << key << " (" << n
+                                        << ") does not divide by world_size " << world_size;
+  }
+}
+
+Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, Communicator& comm,
+                         int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions)
+    : cfg_(cfg),
+      backend_(backend),
+      comm_(comm),
+      world_(comm.world_size()),
+      max_num_tokens_(max_num_tokens),
+      max_num_seqs_(max_num_seqs) {
   cfg_.validate();
+  check_tensor_parallel_shapes(cfg_, world_);
   MINIVLLM_CHECK(max_num_tokens >= max_num_seqs && max_num_seqs >= 1)
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
-  w_ = load_model_weights(cfg_, src, backend_);
+  const ShardContext ctx{src, backend_, comm_};
+  const int64_t h = cfg_.hidden_size, v = cfg_.vocab_size;
+  embed_tokens_ = VocabParallelEmbedding(ctx, "model.embed_tokens.weight", v, h);
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) layers_.push_back(load_layer(ctx, i));
+  norm_ = backend_.upload_weight(ctx.replicated("model.norm.weight", {h}));
+  // Tied embeddings share one matrix even when the checkpoint also stores lm_head.weight (Qwen3-0.6B).
+  if (cfg_.tie_word_embeddings || !src.has("lm_head.weight")) {
+    MINIVLLM_CHECK(cfg_.tie_word_embeddings)
+        << src.describe() << ": lm_head.weight is missing and the config does not tie the embeddings";
+    lm_head_ = ParallelLMHead(ctx, embed_tokens_, v, max_num_seqs);
+  } else {
+    lm_head_ = ParallelLMHead(ctx, "lm_head.weight", v, h, max_num_seqs);
+  }
   cos_sin_ = backend_.upload_weight(rope_cos_sin_table(cfg_, max_positions), /*keep_f32=*/true);
 
   const DType act = backend_.activation_dtype();
-  const int64_t t = max_num_tokens, h = cfg_.hidden_size, hd = cfg_.head_dim;
-  const int64_t nq = cfg_.num_heads, nkv = cfg_.num_kv_heads, inter = cfg_.intermediate_size;
+  const int64_t t = max_num_tokens, hd = cfg_.head_dim;
+  const int64_t nq = num_local_heads(), nkv = num_local_kv_heads(), inter = cfg_.intermediate_size / world_;
   hidden_ = backend_.empty(act, {t, h});
   // The residual stream stays fp32 on every backend: a bf16 stream would round 2 x num_layers times.
   residual_ = backend_.empty(DType::kF32, {t, h});
+  if (world_ > 1) partial_ = backend_.empty(DType::kF32, {t, h});  // row-parallel partial sums
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
   gate_up_ = backend_.empty(act, {t, 2 * inter});
   mlp_act_ = backend_.empty(act, {t, inter});
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
-  logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, cfg_.vocab_size});
+  logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v});
+}
+
+Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) const {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t h = cfg_.hidden_size, hd = cfg_.head_dim, inter = cfg_.intermediate_size;
+  Layer l;
+  l.input_layernorm = backend_.upload_weight(ctx.replicated(p + "input_layernorm.weight", {h}));
+  l.qkv_proj = QKVParallelLinear(ctx, p + "self_attn.", h, cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.attention_bias);
+  if (cfg_.qk_norm) {
+    l.q_norm = backend_.upload_weight(ctx.replicated(p + "self_attn.q_norm.weight", {hd}));
+    l.k_norm = backend_.upload_weight(ctx.replicated(p + "self_attn.k_norm.weight", {hd}));
+  }
+  l.o_proj = RowParallelLinear(ctx, p + "self_attn.o_proj", cfg_.num_heads * hd, h);
+  l.post_attention_layernorm = backend_.upload_weight(ctx.replicated(p + "post_attention_layernorm.weight", {h}));
+  l.gate_up_proj = MergedColumnParallelLinear(ctx, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, h, inter);
+  l.down_proj = RowParallelLinear(ctx, p + "mlp.down_proj", inter, h);
+  return l;
 }
 
 int64_t Transformer::kv_bytes_per_token_per_layer() const {
-  return 2 * cfg_.num_kv_heads * cfg_.head_dim * static_cast<int64_t>(dtype_size(backend_.activation_dtype()));
+  return 2 * num_local_kv_heads() * cfg_.head_dim * static_cast<int64_t>(dtype_size(backend_.activation_dtype()));
 }
 
 Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, const std::vector<KVCache>& caches,
@@ -44,40 +92,42 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
   // The residual stream is fp32; every sublayer reads it through a norm fused into its first
-  // linear and adds its output into it from its last linear (backend fusions, see backend.h).
-  backend_.embedding(ids, w_.embed_tokens, 0, hidden);
+  // linear and adds its (all-reduced) output into it from its last linear.
+  embed_tokens_.forward(backend_, comm_, ids, hidden);
   backend_.to_f32(hidden, residual);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     attention_block(l, n, pos, caches[l], meta);
     mlp_block(l, n);
   }
-  backend_.rms_norm(residual, w_.norm, eps, hidden);
+  backend_.rms_norm(residual, norm_, eps, hidden);
   return hidden;
 }
 
 void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                                   const AttentionMetadata& meta) {
-  const LayerWeights& lw = w_.layers[layer];
-  const int nq = static_cast<int>(cfg_.num_heads), nkv = static_cast<int>(cfg_.num_kv_heads);
+  const Layer& l = layers_[layer];
+  const int nq = num_local_heads(), nkv = num_local_kv_heads();
   const int hd = static_cast<int>(cfg_.head_dim);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
-  backend_.rms_norm_linear(residual, lw.input_layernorm, eps, hidden, lw.qkv_proj,
-                           lw.qkv_bias.empty() ? nullptr : &lw.qkv_bias, qkv);
-  backend_.qk_norm_rope_store(qkv, nq, nkv, hd, lw.q_norm.empty() ? nullptr : &lw.q_norm,
-                              lw.k_norm.empty() ? nullptr : &lw.k_norm, eps, positions, cos_sin_, cache, meta);
+  const Tensor partial = world_ > 1 ? partial_.rows(0, n) : Tensor();
+  backend_.rms_norm_linear(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
+  backend_.qk_norm_rope_store(qkv, nq, nkv, hd, l.q_norm.empty() ? nullptr : &l.q_norm,
+                              l.k_norm.empty() ? nullptr : &l.k_norm, eps, positions, cos_sin_, cache, meta);
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
-  backend_.linear_add_residual(attn_out, lw.o_proj, hidden, residual);
+  l.o_proj.forward_add_residual(backend_, comm_, attn_out, hidden, partial, residual);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
-  const LayerWeights& lw = w_.layers[layer];
+  const Layer& l = layers_[layer];
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
-  backend_.rms_norm_linear_silu_mul(residual, lw.post_attention_layernorm, eps, hidden, lw.gate_up_proj, gate_up, act);
-  backend_.linear_add_residual(act, lw.down_proj, hidden, residual);
+  const Tensor partial = world_ > 1 ? partial_.rows(0, n) : Tensor();
+  backend_.rms_norm_linear_silu_mul(residual, l.post_attention_layernorm, eps, hidden, l.gate_up_proj.weight(),
+                                    gate_up, act);
+  l.down_proj.forward_add_residual(backend_, comm_, act, hidden, partial, residual);
 }
 
 Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows) {
@@ -87,9 +137,8 @@ Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indic
     rows = last_hidden_.rows(0, num_rows);
     backend_.gather_rows(hidden, row_indices->rows(0, num_rows), rows);
   }
-  // The LM head writes fp32 logits: bf16 logits would round near-ties before sampling.
   const Tensor logits = logits_f32_.rows(0, num_rows);
-  backend_.linear(rows, w_.lm_head, nullptr, logits);
+  lm_head_.forward(backend_, comm_, rows, logits);
   return logits;
 }
 

@@ -1,21 +1,25 @@
-// The decoder-only transformer (Qwen3, Qwen2, Llama 3), written once against the Backend's ops.
+// The decoder-only transformer (Qwen3, Qwen2, Llama 3), written once against the layers tier
+// (parallel_linear.h, vocab_parallel.h) and the Backend's ops. With world_size > 1 this rank holds
+// 1/ws of the heads, of the MLP and of the vocabulary; the communicator joins the shards.
 // Every activation buffer is allocated here, at start-up, for at most `max_num_tokens` rows (and
 // `max_num_seqs` logit rows): a forward pass allocates nothing, so decode can be a CUDA graph.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
-#include "model/layer_weights.h"
+#include "model/parallel_linear.h"
+#include "model/vocab_parallel.h"
 
 namespace minivllm {
 
 class Transformer {
  public:
-  Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, int64_t max_num_tokens,
-              int64_t max_num_seqs, int64_t max_positions);
+  Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, Communicator& comm,
+              int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);
 
   const ModelConfig& config() const { return cfg_; }
 
@@ -25,7 +29,7 @@ class Transformer {
                  const AttentionMetadata& meta);
 
   // f32 logits[num_rows, V] of hidden rows `row_indices` (device i32[num_rows]); nullptr takes the
-  // first num_rows rows in order (decode).
+  // first num_rows rows in order (decode). With world_size > 1 only rank 0's logits are written.
   Tensor compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows);
 
   // The f32 logits buffer [max_num_seqs, V] that compute_logits writes (read after a graph replay).
@@ -33,22 +37,43 @@ class Transformer {
 
   int64_t max_num_tokens() const { return max_num_tokens_; }
   int64_t max_num_seqs() const { return max_num_seqs_; }
-  // Bytes of KV cache per token per layer (K and V), in the backend's activation dtype.
+  // This rank's heads.
+  int num_local_heads() const { return static_cast<int>(cfg_.num_heads / world_); }
+  int num_local_kv_heads() const { return static_cast<int>(cfg_.num_kv_heads / world_); }
+  // Bytes of this rank's KV cache per token per layer (K and V), in the backend's activation dtype.
   int64_t kv_bytes_per_token_per_layer() const;
 
  private:
+  struct Layer {
+    Tensor input_layernorm, post_attention_layernorm;  // [H], replicated
+    QKVParallelLinear qkv_proj;
+    Tensor q_norm, k_norm;  // [hd] (Qwen3) or empty
+    RowParallelLinear o_proj;
+    MergedColumnParallelLinear gate_up_proj;
+    RowParallelLinear down_proj;
+  };
+  Layer load_layer(const ShardContext& ctx, int64_t i) const;
   void attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);
 
   ModelConfig cfg_;
   Backend& backend_;
-  ModelWeights w_;
+  Communicator& comm_;
+  int world_;
   int64_t max_num_tokens_, max_num_seqs_;
+  VocabParallelEmbedding embed_tokens_;
+  std::vector<Layer> layers_;
+  Tensor norm_;  // [H]
+  ParallelLMHead lm_head_;
   Tensor cos_sin_;  // f32 [max_positions, head_dim]
-  // Activations.
-  Tensor hidden_, residual_, qkv_, attn_out_, gate_up_, mlp_act_;
+  // Activations (this rank's widths).
+  Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
   Tensor last_hidden_, logits_f32_;
 };
+
+// A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,
+// vocabulary, MLP width), naming both numbers.
+void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size);
 
 }  // namespace minivllm

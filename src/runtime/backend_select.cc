@@ -1,6 +1,7 @@
 #include "runtime/backend_select.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/shm_communicator.h"
 #include "common/check.h"
 #ifdef MINIVLLM_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -13,6 +14,29 @@ bool cuda_available() {
   return cuda_device_available();
 #else
   return false;
+#endif
+}
+
+BackendKind resolve_backend_kind(BackendKind kind) {
+  if (kind == BackendKind::kAuto) return cuda_available() ? BackendKind::kCuda : BackendKind::kCpu;
+  return kind;
+}
+
+int visible_gpu_count() {
+#ifdef MINIVLLM_WITH_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::string make_comm_bootstrap(BackendKind resolved, int world_size) {
+  if (world_size == 1) return "";
+  if (resolved == BackendKind::kCpu) return make_cpu_comm_bootstrap(world_size);
+#ifdef MINIVLLM_WITH_CUDA
+  return make_cuda_comm_bootstrap();
+#else
+  MINIVLLM_FAIL() << "device 'cuda' requested but this build has no CUDA backend";
 #endif
 }
 

@@ -1,23 +1,34 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <thread>
 
 #include "common/check.h"
 #include "runtime/backend_select.h"
 
 namespace minivllm {
 
-ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights)
-    : cfg_(cfg), model_cfg_(model_cfg) {
-  backend_ = make_backend(cfg_.backend, cfg_.device_index, cfg_.num_threads);
+ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights, int rank,
+                         const std::string& comm_bootstrap, const std::function<void(Communicator&)>& on_communicator)
+    : cfg_(cfg), model_cfg_(model_cfg), rank_(rank) {
+  MINIVLLM_CHECK(rank >= 0 && rank < cfg_.world_size) << "rank " << rank << " of world_size " << cfg_.world_size;
+  check_tensor_parallel_shapes(model_cfg_, cfg_.world_size);
+  int threads = cfg_.num_threads;
+  if (threads == 0 && cfg_.world_size > 1) {  // ranks share the host's cores
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / cfg_.world_size);
+  }
+  backend_ = make_backend(cfg_.backend, cfg_.device_index + rank, threads);
+  comm_ = backend_->create_communicator(rank, cfg_.world_size, comm_bootstrap);
+  if (on_communicator) on_communicator(*comm_);
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
-  model_ = std::make_unique<Transformer>(model_cfg_, weights, *backend_, cfg_.max_num_batched_tokens,
+  model_ = std::make_unique<Transformer>(model_cfg_, weights, *backend_, *comm_, cfg_.max_num_batched_tokens,
                                          cfg_.max_num_seqs, cfg_.max_model_length);
   graph_sizes_ = {1, 2, 4, 8};
   for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
   while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();
-  if (StepProfiler::enabled()) profiler_ = std::make_unique<StepProfiler>();
+  if (StepProfiler::enabled() && rank_ == 0) profiler_ = std::make_unique<StepProfiler>();
   allocate_buffers();
   allocate_kv_cache();
   warmup();
@@ -58,6 +69,14 @@ void ModelRunner::allocate_kv_cache() {
     blocks = budget / block_bytes;
     if (backend_->device() == DeviceKind::kCpu) blocks = std::min(blocks, wanted);
   }
+  if (cfg_.world_size > 1) {  // seeds: every rank holds the same blocks, so the fewest any rank can hold
+    int32_t mine = static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX));
+    Tensor t = backend_->empty(DType::kI32, {1});
+    backend_->copy_from_host(t, &mine);
+    comm_->all_reduce_min(t);
+    backend_->copy_to_host(&mine, t);
+    blocks = mine;
+  }
   MINIVLLM_CHECK(blocks >= max_blocks_per_seq_)
       << "the KV cache holds " << blocks << " blocks of " << cfg_.block_size
       << " tokens, fewer than one sequence of max_model_length " << cfg_.max_model_length
@@ -65,7 +84,7 @@ void ModelRunner::allocate_kv_cache() {
   num_kvcache_blocks_ = static_cast<int>(blocks);
   for (int64_t l = 0; l < layers; ++l) {
     KVCache c = backend_->allocate_kv_cache(num_kvcache_blocks_, cfg_.block_size,
-                                            static_cast<int>(model_cfg_.num_kv_heads),
+                                            model_->num_local_kv_heads(),
                                             static_cast<int>(model_cfg_.head_dim));
     if (backend_->device() == DeviceKind::kCuda) {  // padded decode rows read real, finite memory
       backend_->fill_bytes(c.k, 0);
@@ -80,73 +99,67 @@ void ModelRunner::warmup() {
   if (backend_->device() != DeviceKind::kCuda) return;  // nothing to load on the CPU; it would only cost time
   const int len = std::min(cfg_.max_model_length, cfg_.max_num_batched_tokens);
   const int n = std::max(1, std::min(cfg_.max_num_batched_tokens / len, cfg_.max_num_seqs));
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  std::vector<Sequence*> ptrs;
-  SamplingParams greedy;
-  greedy.temperature = 0;
+  StepInput in;
+  in.is_prefill = true;
+  in.block_size = cfg_.block_size;
+  in.max_blocks_per_seq = max_blocks_per_seq_;
+  in.max_seqlen_q = in.max_seqlen_k = len;
+  in.input_ids.assign(static_cast<size_t>(n) * len, 0);
+  in.slot_mapping.assign(in.input_ids.size(), -1);  // nothing is stored
+  in.block_tables.assign(static_cast<size_t>(n) * max_blocks_per_seq_, 0);  // all read block 0
+  in.cu_seqlens_q.push_back(0);
   for (int i = 0; i < n; ++i) {
-    seqs.push_back(std::make_unique<Sequence>(-1 - i, std::vector<int32_t>(len, 0), greedy, cfg_.block_size));
-    seqs.back()->block_table.assign(seqs.back()->num_blocks(), 0);  // all read block 0; nothing is stored
-    ptrs.push_back(seqs.back().get());
+    for (int p = 0; p < len; ++p) in.positions.push_back(p);
+    in.cu_seqlens_q.push_back((i + 1) * len);
+    in.last_indices.push_back((i + 1) * len - 1);
+    in.sampling.temperature.push_back(0.0f);
+    in.sampling.top_k.push_back(-1);
+    in.sampling.top_p.push_back(1.0f);
+    in.sampling.min_p.push_back(0.0f);
+    in.sampling.uniform.push_back(0.0f);
   }
-  AttentionMetadata meta = prepare_prefill(ptrs);
-  std::fill(h_slots_.begin(), h_slots_.end(), -1);
-  backend_->copy_from_host(slot_mapping_.rows(0, meta.num_tokens), h_slots_.data());
-  Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-  sample(ptrs, model_->compute_logits(hidden, &last_indices_, n));
+  in.cu_seqlens_k = in.cu_seqlens_q;
+  run(in);
 }
 
-// Copies each sequence's block table into a row of `max_blocks_per_seq_` entries at `rows` (rows
-// are pre-filled by the caller, so unused entries keep the caller's padding).
-void ModelRunner::write_block_tables(const std::vector<Sequence*>& seqs, int32_t* rows) const {
-  const size_t mb = static_cast<size_t>(max_blocks_per_seq_);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const auto& bt = seqs[i]->block_table;
-    MINIVLLM_CHECK_LE(bt.size(), mb) << "sequence " << seqs[i]->seq_id();
-    std::copy(bt.begin(), bt.end(), rows + i * mb);
+void ModelRunner::check_input(const StepInput& in) const {
+  const int s = in.num_seqs(), n = in.num_tokens();
+  MINIVLLM_CHECK(s >= 1 && s <= cfg_.max_num_seqs) << "a step of " << s << " sequences (max_num_seqs "
+                                                   << cfg_.max_num_seqs << ")";
+  MINIVLLM_CHECK(n >= 1 && n <= cfg_.max_num_batched_tokens) << "a step of " << n << " tokens";
+  MINIVLLM_CHECK(in.block_size == cfg_.block_size && in.max_blocks_per_seq == max_blocks_per_seq_)
+      << "StepInput for block_size " << in.block_size << " x " << in.max_blocks_per_seq << " blocks; runner has "
+      << cfg_.block_size << " x " << max_blocks_per_seq_;
+  const size_t ss = static_cast<size_t>(s), nn = static_cast<size_t>(n);
+  MINIVLLM_CHECK(in.positions.size() == nn && in.slot_mapping.size() == nn &&
+                 in.block_tables.size() == ss * static_cast<size_t>(max_blocks_per_seq_) &&
+                 in.sampling.size() == s)
+      << "StepInput arrays disagree in length";
+  if (in.is_prefill) {
+    MINIVLLM_CHECK(in.cu_seqlens_q.size() == ss + 1 && in.cu_seqlens_k.size() == ss + 1) << "StepInput cu_seqlens";
+  } else {
+    MINIVLLM_CHECK(in.context_lens.size() == ss) << "StepInput context_lens";
   }
 }
 
-// Seeds: prepare_prefill. Only the uncached tokens are computed; keys span the whole sequence.
-AttentionMetadata ModelRunner::prepare_prefill(const std::vector<Sequence*>& seqs) {
-  h_ids_.clear();
-  h_pos_.clear();
-  h_slots_.clear();
-  h_cuq_.assign(1, 0);
-  h_cuk_.assign(1, 0);
-  h_last_.clear();
+// Seeds: prepare_prefill: the StepInput's arrays into the fixed device buffers.
+AttentionMetadata ModelRunner::prepare_prefill(const StepInput& in) {
   AttentionMetadata m;
   m.is_prefill = true;
   m.block_size = cfg_.block_size;
   m.max_num_blocks = max_blocks_per_seq_;
-  for (Sequence* seq : seqs) {
-    const int len = seq->num_tokens(), cached = seq->num_cached_tokens;
-    const auto& toks = seq->token_ids();
-    for (int p = cached; p < len; ++p) {
-      h_ids_.push_back(toks[p]);
-      h_pos_.push_back(p);
-      const int block = seq->block_table[p / cfg_.block_size];
-      h_slots_.push_back(block * cfg_.block_size + p % cfg_.block_size);
-    }
-    h_cuq_.push_back(h_cuq_.back() + len - cached);
-    h_cuk_.push_back(h_cuk_.back() + len);
-    h_last_.push_back(h_cuq_.back() - 1);
-    m.max_seqlen_q = std::max(m.max_seqlen_q, len - cached);
-    m.max_seqlen_k = std::max(m.max_seqlen_k, len);
-  }
-  const int n = static_cast<int>(h_ids_.size()), s = static_cast<int>(seqs.size());
-  MINIVLLM_CHECK(n >= 1 && n <= cfg_.max_num_batched_tokens) << "prefill of " << n << " tokens";
+  m.max_seqlen_q = in.max_seqlen_q;
+  m.max_seqlen_k = in.max_seqlen_k;
+  const int n = in.num_tokens(), s = in.num_seqs();
   m.num_seqs = s;
   m.num_tokens = n;
-  backend_->copy_from_host(input_ids_.rows(0, n), h_ids_.data());
-  backend_->copy_from_host(positions_.rows(0, n), h_pos_.data());
-  backend_->copy_from_host(slot_mapping_.rows(0, n), h_slots_.data());
-  backend_->copy_from_host(cu_seqlens_q_.rows(0, s + 1), h_cuq_.data());
-  backend_->copy_from_host(cu_seqlens_k_.rows(0, s + 1), h_cuk_.data());
-  backend_->copy_from_host(last_indices_.rows(0, s), h_last_.data());
-  h_tables_.assign(static_cast<size_t>(s) * max_blocks_per_seq_, -1);
-  write_block_tables(seqs, h_tables_.data());
-  backend_->copy_from_host(block_tables_.rows(0, s), h_tables_.data());
+  backend_->copy_from_host(input_ids_.rows(0, n), in.input_ids.data());
+  backend_->copy_from_host(positions_.rows(0, n), in.positions.data());
+  backend_->copy_from_host(slot_mapping_.rows(0, n), in.slot_mapping.data());
+  backend_->copy_from_host(cu_seqlens_q_.rows(0, s + 1), in.cu_seqlens_q.data());
+  backend_->copy_from_host(cu_seqlens_k_.rows(0, s + 1), in.cu_seqlens_k.data());
+  backend_->copy_from_host(last_indices_.rows(0, s), in.last_indices.data());
+  backend_->copy_from_host(block_tables_.rows(0, s), in.block_tables.data());
   m.cu_seqlens_q = cu_seqlens_q_.rows(0, s + 1);
   m.cu_seqlens_k = cu_seqlens_k_.rows(0, s + 1);
   m.slot_mapping = slot_mapping_.rows(0, n);
@@ -178,8 +191,9 @@ ModelRunner::DecodeBatch ModelRunner::decode_batch(int padded_size) {
 
 // Seeds: prepare_decode, padded to `padded_size` rows (a graph's batch size): padding rows store
 // nothing (slot -1) and attend one zeroed key of block 0. One host->device copy for everything.
-ModelRunner::DecodeBatch ModelRunner::prepare_decode(const std::vector<Sequence*>& seqs, int padded_size) {
+ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int padded_size) {
   const size_t p = static_cast<size_t>(padded_size), mb = static_cast<size_t>(max_blocks_per_seq_);
+  const size_t s = static_cast<size_t>(in.num_seqs());
   h_decode_.assign(p * (4 + mb), -1);
   int32_t* ids = h_decode_.data();
   int32_t *pos = ids + p, *slots = ids + 2 * p, *ctx = ids + 3 * p, *tables = ids + 4 * p;
@@ -189,42 +203,33 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const std::vector<Sequence*
     ctx[i] = 1;
     tables[i * mb] = 0;
   }
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const Sequence* seq = seqs[i];
-    const int len = seq->num_tokens();
-    ids[i] = seq->last_token();
-    pos[i] = len - 1;
-    ctx[i] = len;
-    slots[i] = seq->block_table.back() * cfg_.block_size + seq->last_block_num_tokens() - 1;
-  }
-  write_block_tables(seqs, tables);
+  std::copy(in.input_ids.begin(), in.input_ids.end(), ids);
+  std::copy(in.positions.begin(), in.positions.end(), pos);
+  std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), slots);
+  std::copy(in.context_lens.begin(), in.context_lens.end(), ctx);
+  std::copy(in.block_tables.begin(), in.block_tables.begin() + static_cast<std::ptrdiff_t>(s * mb), tables);
   DecodeBatch b = decode_batch(padded_size);
   backend_->copy_from_host(decode_inputs_.rows(0, static_cast<int64_t>(h_decode_.size())), h_decode_.data());
   return b;
 }
 
-std::vector<int32_t> ModelRunner::sample(const std::vector<Sequence*>& seqs, const Tensor& logits) {
-  SamplingBatch b;
-  for (Sequence* seq : seqs) {
-    const SamplingParams& p = seq->params();
-    b.temperature.push_back(p.temperature);
-    b.top_k.push_back(p.top_k);
-    b.top_p.push_back(p.top_p);
-    b.min_p.push_back(p.min_p);
-    b.uniform.push_back(seq->next_uniform());
+std::vector<int32_t> ModelRunner::sample(const StepInput& in, const Tensor& logits) {
+  if (rank_ != 0) {  // only rank 0 samples; the others only had to send their logits
+    backend_->synchronize();
+    return {};
   }
-  std::vector<int32_t> out(seqs.size());
-  backend_->sample(logits.rows(0, static_cast<int64_t>(seqs.size())), b, out.data());
+  std::vector<int32_t> out(static_cast<size_t>(in.num_seqs()));
+  backend_->sample(logits.rows(0, in.num_seqs()), in.sampling, out.data());
   return out;
 }
 
-std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool is_prefill) {
-  MINIVLLM_CHECK(!seqs.empty() && static_cast<int>(seqs.size()) <= cfg_.max_num_seqs) << seqs.size() << " sequences";
-  const int n = static_cast<int>(seqs.size());
-  if (is_prefill) {
-    AttentionMetadata meta = prepare_prefill(seqs);
+std::vector<int32_t> ModelRunner::run(const StepInput& in) {
+  check_input(in);
+  const int n = in.num_seqs();
+  if (in.is_prefill) {
+    AttentionMetadata meta = prepare_prefill(in);
     Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-    return sample(seqs, model_->compute_logits(hidden, &last_indices_, n));
+    return sample(in, model_->compute_logits(hidden, &last_indices_, n));
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
   // graph replay reproduces eager decode token for token.
@@ -232,7 +237,7 @@ std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool i
   if (prof != nullptr) prof->begin();
   const int padded = decode_batch_size(n);
   auto graph = graphs_.find(padded);
-  DecodeBatch batch = prepare_decode(seqs, padded);
+  DecodeBatch batch = prepare_decode(in, padded);
   if (prof != nullptr) {
     backend_->synchronize();
     prof->mark(StepProfiler::kUpload);
@@ -249,7 +254,7 @@ std::vector<int32_t> ModelRunner::run(const std::vector<Sequence*>& seqs, bool i
     backend_->synchronize();
     prof->mark(StepProfiler::kGraph);
   }
-  std::vector<int32_t> out = sample(seqs, logits);
+  std::vector<int32_t> out = sample(in, logits);
   if (prof != nullptr) {
     prof->mark(StepProfiler::kSample);
     prof->end();
@@ -267,7 +272,8 @@ int ModelRunner::decode_batch_size(int n) const {
 // min(max_num_seqs, 512). The backend shares one memory pool between them.
 void ModelRunner::capture_graphs() {
   for (int bs : graph_sizes_) {
-    const std::vector<Sequence*> none;
+    StepInput none;
+    none.max_blocks_per_seq = max_blocks_per_seq_;
     DecodeBatch batch = prepare_decode(none, bs);
     auto body = [&] {
       Tensor hidden = model_->forward(batch.input_ids, batch.positions, kv_caches_, batch.meta);
@@ -279,12 +285,13 @@ void ModelRunner::capture_graphs() {
   backend_->synchronize();
 }
 
-std::vector<float> ModelRunner::prefill_all_logits(Sequence& seq) {
-  std::vector<Sequence*> one = {&seq};
-  AttentionMetadata meta = prepare_prefill(one);
+std::vector<float> ModelRunner::prefill_all_logits(const StepInput& in) {
+  check_input(in);
+  MINIVLLM_CHECK(in.is_prefill && in.num_seqs() == 1) << "prefill_all_logits takes a one-sequence prefill";
+  AttentionMetadata meta = prepare_prefill(in);
   Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
   const int64_t n = meta.num_tokens, v = model_cfg_.vocab_size, chunk = cfg_.max_num_seqs;
-  std::vector<float> out(static_cast<size_t>(n * v));
+  std::vector<float> out(rank_ == 0 ? static_cast<size_t>(n * v) : 0);
   std::vector<int32_t> idx;
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t rows = std::min(chunk, n - start);
@@ -292,7 +299,7 @@ std::vector<float> ModelRunner::prefill_all_logits(Sequence& seq) {
     for (int64_t i = 0; i < rows; ++i) idx[i] = static_cast<int32_t>(start + i);
     backend_->copy_from_host(last_indices_.rows(0, rows), idx.data());
     Tensor logits = model_->compute_logits(hidden, &last_indices_, rows);
-    backend_->copy_to_host(out.data() + start * v, logits);
+    if (rank_ == 0) backend_->copy_to_host(out.data() + start * v, logits);
   }
   return out;
 }

@@ -1,15 +1,18 @@
-// ModelRunner (seeds: ModelRunner): owns the backend, the model, the paged KV cache and the device
-// input buffers of one rank. Sizes the KV cache from measured free memory, warms up, captures decode
-// CUDA graphs, turns scheduled Sequences into batches (prepare_prefill / prepare_decode), runs the
-// model and samples. It makes no scheduling decisions.
+// ModelRunner (seeds: ModelRunner): one per rank. Owns the backend, the communicator, this rank's
+// shard of the model, its paged KV cache and its device input buffers. Sizes the KV cache from
+// measured free memory (the minimum over ranks), warms up, captures decode CUDA graphs (with their
+// all-reduces), uploads a StepInput into its buffers, runs the model; rank 0 samples. It makes no
+// scheduling decisions and never sees a Sequence: rank 0's engine builds the StepInput, and the
+// workers receive the same one (runtime/worker.h).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
-#include "engine/sequence.h"
+#include "engine/step_input.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
 #include "model/transformer.h"
@@ -20,18 +23,28 @@ namespace minivllm {
 
 class ModelRunner {
  public:
-  ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights);
+  // Collective when cfg.world_size > 1: every rank constructs its runner at the same time, with
+  // `comm_bootstrap` from make_comm_bootstrap (backend_select.h) on rank 0.
+  // `on_communicator` sees the communicator as soon as it exists (a watchdog aborts it if a peer dies
+  // while the runner is still being built).
+  ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights, int rank = 0,
+              const std::string& comm_bootstrap = "",
+              const std::function<void(Communicator&)>& on_communicator = {});
   ~ModelRunner();
 
-  // Sampled token ids, one per sequence, in order.
-  std::vector<int32_t> run(const std::vector<Sequence*>& seqs, bool is_prefill);
+  // Rank 0: the sampled token ids, one per sequence, in order. Other ranks: empty (they compute
+  // their shard and send their logits to rank 0).
+  std::vector<int32_t> run(const StepInput& in);
 
-  // Teacher forcing: f32 logits [num_uncached_tokens, V] of every position of one prefill sequence
-  // (its block table allocated), row-major on the host.
-  std::vector<float> prefill_all_logits(Sequence& seq);
+  // Teacher forcing: f32 logits [num_tokens, V] of every computed position of a one-sequence
+  // prefill, row-major on the host (rank 0; empty on the others).
+  std::vector<float> prefill_all_logits(const StepInput& in);
 
+  int rank() const { return rank_; }
   int num_kvcache_blocks() const { return num_kvcache_blocks_; }
+  int max_blocks_per_seq() const { return max_blocks_per_seq_; }
   const Backend& backend() const { return *backend_; }
+  Communicator& communicator() { return *comm_; }
   bool uses_graphs() const { return !graphs_.empty(); }
 
  private:
@@ -39,20 +52,22 @@ class ModelRunner {
   void allocate_kv_cache();
   void warmup();
   void capture_graphs();
-  AttentionMetadata prepare_prefill(const std::vector<Sequence*>& seqs);
+  AttentionMetadata prepare_prefill(const StepInput& in);
   // A decode batch's inputs: views of decode_inputs_ laid out for its padded size.
   struct DecodeBatch {
     Tensor input_ids, positions;
     AttentionMetadata meta;
   };
-  DecodeBatch prepare_decode(const std::vector<Sequence*>& seqs, int padded_size);
+  DecodeBatch prepare_decode(const StepInput& in, int padded_size);
   DecodeBatch decode_batch(int padded_size);
-  void write_block_tables(const std::vector<Sequence*>& seqs, int32_t* rows) const;
-  std::vector<int32_t> sample(const std::vector<Sequence*>& seqs, const Tensor& logits);
+  std::vector<int32_t> sample(const StepInput& in, const Tensor& logits);
+  void check_input(const StepInput& in) const;
 
   RunnerConfig cfg_;
   ModelConfig model_cfg_;
+  int rank_ = 0;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Transformer> model_;
   std::vector<KVCache> kv_caches_;
   int num_kvcache_blocks_ = 0;
@@ -65,7 +80,7 @@ class ModelRunner {
   // lengths [P], block tables [P, max_blocks_per_seq_]. Each graph captures the views of its P.
   Tensor decode_inputs_;
   // Host staging, reused between steps.
-  std::vector<int32_t> h_ids_, h_pos_, h_slots_, h_cuq_, h_cuk_, h_tables_, h_last_, h_decode_;
+  std::vector<int32_t> h_decode_;
   std::unique_ptr<StepProfiler> profiler_;  // MINIVLLM_PROFILE_STEPS=1 only
 
   int decode_batch_size(int n) const;

@@ -19,6 +19,7 @@ struct RunnerConfig {
   int num_kvcache_blocks = -1;  // -1: sized from memory
   float gpu_memory_utilization = 0.9f;
   bool enforce_eager = false;
+  int world_size = 1;  // tensor-parallel ranks: rank r runs on device device_index + r
 };
 
 }  // namespace minivllm

@@ -60,6 +60,8 @@ class CpuBackend : public Backend {
                  float scale, const Tensor& out) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
+  // Row-wise memcpy of src[R, c] into columns [col_start, col_start + c) of dst[R, C], any dtype (cpu_tp.cc).
+  void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
@@ -68,6 +70,10 @@ class CpuBackend : public Backend {
 
   // ---- sampling: the host reference sampler, logits are already on the host ----
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+
+  // ---- tensor parallelism (cpu_tp.cc): world 1 is the single-rank communicator, more ranks are
+  // processes sharing the memfd segment of make_cpu_comm_bootstrap (shm_communicator.h) ----
+  std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) override;
 
  private:
   int num_threads_;

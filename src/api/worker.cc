@@ -1,0 +1,96 @@
+#include "api/worker.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "api/model_source.h"
+#include "common/check.h"
+#include "runtime/model_runner.h"
+#include "runtime/runner_config_json.h"
+#include "runtime/shm_channel.h"
+
+namespace minivllm {
+namespace {
+
+struct WorkerArgs {
+  int control_fd = -1, rank = -1;
+  pid_t parent = -1;
+};
+
+WorkerArgs parse(int argc, char** argv) {
+  WorkerArgs a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--control-fd") a.control_fd = std::stoi(v);
+    else if (k == "--rank") a.rank = std::stoi(v);
+    else if (k == "--parent") a.parent = static_cast<pid_t>(std::stoi(v));
+    else MINIVLLM_FAIL() << "unknown argument '" << k << "'";
+  }
+  MINIVLLM_CHECK(a.control_fd >= 0 && a.rank >= 1 && a.parent > 0)
+      << "usage: minivllm-worker --control-fd FD --rank R --parent PID (started by minivllm, not by hand)";
+  return a;
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  WorkerArgs args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minivllm-worker: %s\n", e.what());
+    return 2;
+  }
+  // Die with rank 0; the parent check closes the race with a parent that died before prctl.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != args.parent) return 3;
+  signal(SIGINT, SIG_IGN);
+  const int rank = args.rank;
+  ShmChannel channel;
+  try {
+    channel = ShmChannel::attach(args.control_fd);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minivllm-worker rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+  const pid_t parent = args.parent;
+  auto alive = [parent] { return getppid() == parent; };
+  ModelSource source;
+  std::unique_ptr<ModelRunner> runner;
+  std::string method, payload;
+  try {
+    for (;;) {
+      channel.read(rank, &method, &payload, alive);
+      if (method == "exit") break;
+      if (method == "init") {
+        const nlohmann::json init = nlohmann::json::parse(payload);
+        source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true);
+        runner = std::make_unique<ModelRunner>(runner_config_from_json(init.at("config")), source.config,
+                                               *source.weights, rank, init.at("bootstrap").get<std::string>());
+      } else if (method == "run") {
+        MINIVLLM_CHECK(runner != nullptr) << "'run' before 'init'";
+        runner->run(StepInput::deserialize(payload));
+      } else if (method == "prefill_all_logits") {
+        MINIVLLM_CHECK(runner != nullptr) << "'prefill_all_logits' before 'init'";
+        runner->prefill_all_logits(StepInput::deserialize(payload));
+      } else {
+        MINIVLLM_FAIL() << "unknown method '" << method << "'";
+      }
+    }
+  } catch (const std::exception& e) {
+    channel.set_error(rank, e.what());
+    std::fprintf(stderr, "minivllm-worker rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    _exit(1);  // no destructors: a communicator may be mid-collective
+  }
+  return 0;
+}
+
+}  // namespace minivllm

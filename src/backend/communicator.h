@@ -1,0 +1,43 @@
+// Communicator: the collectives tensor parallelism needs, over the tensors of one backend (host
+// memory on the CPU, device memory on CUDA). Tensor-parallel code calls only this interface; it
+// never names NCCL. Implementations: SingleRankCommunicator (here), ShmCommunicator (CPU ranks in
+// separate processes over shared memory, cpu/shm_communicator.h), NcclCommunicator (cuda/).
+//
+// Every rank makes the same calls in the same order with tensors of the same shape and dtype
+// (f32, bf16 or i32). Calls are enqueued on the backend's stream where it has one (so they can be
+// captured in a CUDA graph) and never synchronise with the host beyond what the backend does.
+// abort() may be called from any thread: every pending and later call then throws an Error.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/tensor.h"
+
+namespace minivllm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // t = sum over ranks of t, in place.
+  virtual void all_reduce_sum(const Tensor& t) = 0;
+  // t = min over ranks of t, in place (i32 only; used once, for the number of KV blocks).
+  virtual void all_reduce_min(const Tensor& t) = 0;
+  // out[world_size * in.numel()] = the ranks' `in`, concatenated in rank order.
+  virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
+  // Like all_gather, but only rank 0 receives; `out` is ignored on the other ranks.
+  virtual void gather(const Tensor& in, const Tensor& out) = 0;
+  // t = root's t on every rank.
+  virtual void broadcast(const Tensor& t, int root) = 0;
+  virtual void barrier() = 0;
+  // Wakes every pending call, which then throws; later calls throw at once. Thread-safe.
+  virtual void abort() = 0;
+};
+
+// world_size 1: every collective is the identity (gather copies in to out).
+std::unique_ptr<Communicator> make_single_rank_communicator(class Backend& backend);
+
+}  // namespace minivllm

@@ -1,0 +1,155 @@
+#include "engine/step_input.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/check.h"
+#include "engine/sequence.h"
+
+namespace minivllm {
+namespace {
+
+constexpr uint32_t kMagic = 0x53544550;  // "STEP"
+
+class Writer {
+ public:
+  template <typename T>
+  void pod(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  template <typename T>
+  void vec(const std::vector<T>& v) {
+    pod<uint32_t>(static_cast<uint32_t>(v.size()));
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <typename T>
+  T pod() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, s_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> vec() {
+    const size_t n = pod<uint32_t>();
+    need(n * sizeof(T));
+    std::vector<T> v(n);
+    if (n > 0) std::memcpy(v.data(), s_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  bool done() const { return pos_ == s_.size(); }
+
+ private:
+  void need(size_t n) const {
+    MINIVLLM_CHECK(pos_ + n <= s_.size()) << "StepInput image truncated at byte " << pos_ << " of " << s_.size();
+  }
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string StepInput::serialize() const {
+  Writer w;
+  w.pod(kMagic);
+  w.pod<uint8_t>(is_prefill ? 1 : 0);
+  w.pod<int32_t>(block_size);
+  w.pod<int32_t>(max_blocks_per_seq);
+  w.pod<int32_t>(max_seqlen_q);
+  w.pod<int32_t>(max_seqlen_k);
+  for (const auto* v : {&input_ids, &positions, &slot_mapping, &cu_seqlens_q, &cu_seqlens_k, &last_indices,
+                        &context_lens, &block_tables, &sampling.top_k}) {
+    w.vec(*v);
+  }
+  for (const auto* v : {&sampling.temperature, &sampling.top_p, &sampling.min_p, &sampling.uniform}) w.vec(*v);
+  return w.take();
+}
+
+StepInput StepInput::deserialize(const std::string& bytes) {
+  Reader r(bytes);
+  MINIVLLM_CHECK(r.pod<uint32_t>() == kMagic) << "not a StepInput image";
+  StepInput s;
+  s.is_prefill = r.pod<uint8_t>() != 0;
+  s.block_size = r.pod<int32_t>();
+  s.max_blocks_per_seq = r.pod<int32_t>();
+  s.max_seqlen_q = r.pod<int32_t>();
+  s.max_seqlen_k = r.pod<int32_t>();
+  for (auto* v : {&s.input_ids, &s.positions, &s.slot_mapping, &s.cu_seqlens_q, &s.cu_seqlens_k, &s.last_indices,
+                  &s.context_lens, &s.block_tables, &s.sampling.top_k}) {
+    *v = r.vec<int32_t>();
+  }
+  for (auto* v : {&s.sampling.temperature, &s.sampling.top_p, &s.sampling.min_p, &s.sampling.uniform}) {
+    *v = r.vec<float>();
+  }
+  MINIVLLM_CHECK(r.done()) << "StepInput image has trailing bytes";
+  return s;
+}
+
+StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
+                           bool draw_samples) {
+  MINIVLLM_CHECK(!seqs.empty()) << "a step needs at least one sequence";
+  StepInput s;
+  s.is_prefill = is_prefill;
+  s.block_size = seqs.front()->block_size();
+  s.max_blocks_per_seq = max_blocks_per_seq;
+  const size_t mb = static_cast<size_t>(max_blocks_per_seq);
+  s.block_tables.assign(seqs.size() * mb, -1);
+  if (is_prefill) {
+    s.cu_seqlens_q.assign(1, 0);
+    s.cu_seqlens_k.assign(1, 0);
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Sequence& seq = *seqs[i];
+    const int len = seq.num_tokens(), bs = s.block_size;
+    MINIVLLM_CHECK_EQ(seq.block_size(), bs) << "sequence " << seq.seq_id();
+    MINIVLLM_CHECK(static_cast<int>(seq.block_table.size()) == seq.num_blocks() && seq.block_table.size() <= mb)
+        << "sequence " << seq.seq_id() << " has " << seq.block_table.size() << " blocks for " << len
+        << " tokens (at most " << mb << ")";
+    std::copy(seq.block_table.begin(), seq.block_table.end(), s.block_tables.begin() + i * mb);
+    if (is_prefill) {
+      const int cached = seq.num_cached_tokens;
+      MINIVLLM_CHECK(cached >= 0 && cached < len) << "sequence " << seq.seq_id() << ": " << cached
+                                                  << " cached of " << len << " tokens";
+      for (int p = cached; p < len; ++p) {
+        s.input_ids.push_back(seq.token_ids()[p]);
+        s.positions.push_back(p);
+        s.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
+      }
+      s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + len - cached);
+      s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + len);
+      s.last_indices.push_back(s.cu_seqlens_q.back() - 1);
+      s.max_seqlen_q = std::max(s.max_seqlen_q, len - cached);
+      s.max_seqlen_k = std::max(s.max_seqlen_k, len);
+    } else {
+      s.input_ids.push_back(seq.last_token());
+      s.positions.push_back(len - 1);
+      s.context_lens.push_back(len);
+      s.slot_mapping.push_back(seq.block_table.back() * bs + seq.last_block_num_tokens() - 1);
+      s.max_seqlen_q = 1;
+      s.max_seqlen_k = std::max(s.max_seqlen_k, len);
+    }
+  }
+  // Sampling rows: rank 0 draws each sequence's uniform from its own generator, once per step.
+  for (Sequence* seq : seqs) {
+    const SamplingParams& p = seq->params();
+    s.sampling.temperature.push_back(p.temperature);
+    s.sampling.top_k.push_back(p.top_k);
+    s.sampling.top_p.push_back(p.top_p);
+    s.sampling.min_p.push_back(p.min_p);
+    s.sampling.uniform.push_back(draw_samples ? seq->next_uniform() : 0.0f);
+  }
+  return s;
+}
+
+}  // namespace minivllm

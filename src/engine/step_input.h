@@ -1,0 +1,45 @@
+// StepInput: everything one model step needs, as plain data (seeds: what prepare_prefill /
+// prepare_decode compute, plus the sampler's per-row values). Rank 0 builds it from the scheduled
+// Sequences; every rank's ModelRunner runs it; it is exactly what rank 0 sends to the workers, so
+// it serialises to bytes. The runtime never sees a Sequence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace minivllm {
+
+class Sequence;
+
+struct StepInput {
+  bool is_prefill = false;
+  int block_size = 0;
+  int max_blocks_per_seq = 0;  // columns of block_tables
+  int max_seqlen_q = 0;        // prefill: longest query span
+  int max_seqlen_k = 0;        // prefill: longest key span, cached prefix included
+  // One entry per computed token (prefill: the uncached ones; decode: one per sequence).
+  std::vector<int32_t> input_ids, positions, slot_mapping;
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // prefill: num_seqs + 1 prefix sums
+  std::vector<int32_t> last_indices;                // prefill: row of each sequence's last token
+  std::vector<int32_t> context_lens;                // decode: keys per sequence, new token included
+  std::vector<int32_t> block_tables;                // [num_seqs, max_blocks_per_seq], -1 padded
+  SamplingBatch sampling;                           // one row per sequence (rank 0 samples)
+
+  int num_seqs() const { return is_prefill ? static_cast<int>(last_indices.size()) : static_cast<int>(input_ids.size()); }
+  int num_tokens() const { return static_cast<int>(input_ids.size()); }
+
+  // A flat little-endian byte image, and back (throws an Error on a malformed image).
+  std::string serialize() const;
+  static StepInput deserialize(const std::string& bytes);
+};
+
+// Seeds: prepare_prefill / prepare_decode. Prefill computes only each sequence's uncached tokens
+// (keys span the whole sequence); decode computes each sequence's last token. When `draw_samples`,
+// each sequence's generator gives the row's uniform (rank 0 calls this once per step).
+StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
+                           bool draw_samples = true);
+
+}  // namespace minivllm

@@ -1,0 +1,92 @@
+#include "model/parallel_linear.h"
+
+#include <cstring>
+
+#include "common/check.h"
+
+namespace minivllm {
+namespace {
+
+int64_t split(int64_t n, int world, const std::string& name, const char* what) {
+  MINIVLLM_CHECK(n % world == 0) << name << ": " << what << " " << n << " does not divide by world_size " << world;
+  return n / world;
+}
+
+}  // namespace
+
+Tensor ShardContext::row_shard(const std::string& name, int64_t rows, int64_t cols) const {
+  const int64_t part = split(rows, world_size(), name, "rows");
+  std::vector<int64_t> shape = cols > 0 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
+  return src.get_f32_slice(name, shape, 0, rank() * part, part);
+}
+
+Tensor ShardContext::col_shard(const std::string& name, int64_t rows, int64_t cols) const {
+  const int64_t part = split(cols, world_size(), name, "columns");
+  return src.get_f32_slice(name, {rows, cols}, 1, rank() * part, part);
+}
+
+Tensor ShardContext::replicated(const std::string& name, std::vector<int64_t> shape) const {
+  return src.get_f32(name, shape);
+}
+
+Tensor ShardContext::upload_rows(const std::vector<Tensor>& parts) const {
+  if (parts.size() == 1) return backend.upload_weight(parts.front());
+  int64_t rows = 0;
+  const bool one_d = parts.front().ndim() == 1;
+  const int64_t cols = one_d ? 1 : parts.front().size(1);
+  for (const Tensor& p : parts) rows += p.size(0);
+  Tensor out = one_d ? host_tensor(DType::kF32, {rows}) : host_tensor(DType::kF32, {rows, cols});
+  char* dst = static_cast<char*>(out.data());
+  for (const Tensor& p : parts) {
+    std::memcpy(dst, p.data(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return backend.upload_weight(out);
+}
+
+ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,
+                                           bool bias) {
+  weight_ = ctx.upload_rows({ctx.row_shard(name + ".weight", out, in)});
+  if (bias) bias_ = ctx.upload_rows({ctx.row_shard(name + ".bias", out, 0)});
+}
+
+MergedColumnParallelLinear::MergedColumnParallelLinear(const ShardContext& ctx, const std::vector<std::string>& names,
+                                                       int64_t in, int64_t out) {
+  std::vector<Tensor> parts;
+  for (const std::string& n : names) parts.push_back(ctx.row_shard(n, out, in));
+  weight_ = ctx.upload_rows(parts);
+}
+
+QKVParallelLinear::QKVParallelLinear(const ShardContext& ctx, const std::string& prefix, int64_t hidden,
+                                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, bool bias) {
+  const int ws = ctx.world_size();
+  MINIVLLM_CHECK(num_heads % ws == 0 && num_kv_heads % ws == 0)
+      << prefix << ": " << num_heads << " attention heads and " << num_kv_heads
+      << " KV heads must both divide by world_size " << ws;
+  const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
+  weight_ = ctx.upload_rows({ctx.row_shard(prefix + "q_proj.weight", nq, hidden),
+                             ctx.row_shard(prefix + "k_proj.weight", nkv, hidden),
+                             ctx.row_shard(prefix + "v_proj.weight", nkv, hidden)});
+  if (bias) {
+    bias_ = ctx.upload_rows({ctx.row_shard(prefix + "q_proj.bias", nq, 0), ctx.row_shard(prefix + "k_proj.bias", nkv, 0),
+                             ctx.row_shard(prefix + "v_proj.bias", nkv, 0)});
+  }
+}
+
+RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out) {
+  weight_ = ctx.upload_rows({ctx.col_shard(name + ".weight", out, in)});
+}
+
+void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
+                                             const Tensor& partial, const Tensor& residual) const {
+  if (comm.world_size() == 1) {
+    b.linear_add_residual(x, weight_, scratch, residual);
+    return;
+  }
+  // fp32 partial sums: the reduction adds world_size terms without a bf16 rounding of each.
+  b.linear(x, weight_, nullptr, partial);
+  comm.all_reduce_sum(partial);
+  b.add_to_residual(partial, residual);
+}
+
+}  // namespace minivllm

@@ -1,0 +1,80 @@
+// The seeds' tensor-parallel linear layers. Each rank holds only its shard of the weight, loaded
+// straight from the checkpoint's memory map (WeightSource::get_f32_slice), and calls backend ops
+// and the communicator; with world_size 1 every layer is the plain, unsharded linear.
+//
+//   ColumnParallelLinear        W [out, in]: rank r holds rows [r out/ws, (r+1) out/ws); output sharded
+//   MergedColumnParallelLinear  [gate; up]: each part column-sharded, concatenated per rank
+//   QKVParallelLinear           [q; k; v]: heads sharded (q heads and kv heads each / ws)
+//   RowParallelLinear           W [out, in]: rank r holds columns [r in/ws, ...); partial sums all-reduced
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/communicator.h"
+#include "loader/weight_source.h"
+
+namespace minivllm {
+
+// Where a rank's shard comes from and goes to: the checkpoint, the backend and the communicator.
+struct ShardContext {
+  const WeightSource& src;
+  Backend& backend;
+  Communicator& comm;
+  int rank() const { return comm.rank(); }
+  int world_size() const { return comm.world_size(); }
+  // `name` [rows, cols] (cols 0: 1-D), rows split into world_size parts: this rank's part.
+  Tensor row_shard(const std::string& name, int64_t rows, int64_t cols) const;
+  // `name` [rows, cols], columns split into world_size parts: this rank's part.
+  Tensor col_shard(const std::string& name, int64_t rows, int64_t cols) const;
+  // The whole tensor (replicated on every rank: norms).
+  Tensor replicated(const std::string& name, std::vector<int64_t> shape) const;
+  // Host fp32 shards concatenated along rows and uploaded as one weight.
+  Tensor upload_rows(const std::vector<Tensor>& host_parts) const;
+};
+
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear() = default;
+  ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out, bool bias);
+  const Tensor& weight() const { return weight_; }
+  const Tensor* bias() const { return bias_.empty() ? nullptr : &bias_; }
+  // out[T, out / ws] = x W_r^T (+ b_r).
+  void forward(Backend& b, const Tensor& x, const Tensor& out) const { b.linear(x, weight_, bias(), out); }
+
+ protected:
+  Tensor weight_, bias_;
+};
+
+class MergedColumnParallelLinear : public ColumnParallelLinear {
+ public:
+  MergedColumnParallelLinear() = default;
+  // Parts named `names`, each [out, in] (gate_proj, up_proj).
+  MergedColumnParallelLinear(const ShardContext& ctx, const std::vector<std::string>& names, int64_t in, int64_t out);
+};
+
+class QKVParallelLinear : public ColumnParallelLinear {
+ public:
+  QKVParallelLinear() = default;
+  // `prefix` + "q_proj" / "k_proj" / "v_proj" (+ ".weight", ".bias").
+  QKVParallelLinear(const ShardContext& ctx, const std::string& prefix, int64_t hidden, int64_t num_heads,
+                    int64_t num_kv_heads, int64_t head_dim, bool bias);
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear() = default;
+  RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out);
+  const Tensor& weight() const { return weight_; }
+  // residual (fp32 [T, out]) += x_r W_r^T summed over ranks. One rank: the backend's fused
+  // epilogue add. Several: the partial product into `partial` (fp32 [T, out]), all-reduced, then
+  // added: the all-reduce comes before the residual add. `scratch` is the one-rank path's.
+  void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
+                            const Tensor& partial, const Tensor& residual) const;
+
+ private:
+  Tensor weight_;
+};
+
+}  // namespace minivllm
