@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -38,6 +39,14 @@ WorkerArgs parse(int argc, char** argv) {
   return a;
 }
 
+// Fault injection for the tests: MINIVLLM_WORKER_FAULT="<rank>:<method>" makes that rank crash
+// (abort, as a segfault or a failed allocation would) when it receives that method.
+void maybe_inject_fault(int rank, const std::string& method) {
+  const char* f = std::getenv("MINIVLLM_WORKER_FAULT");
+  if (f == nullptr) return;
+  if (std::string(f) == std::to_string(rank) + ":" + method) std::abort();
+}
+
 }  // namespace
 
 int worker_main(int argc, char** argv) {
@@ -69,6 +78,7 @@ int worker_main(int argc, char** argv) {
     for (;;) {
       channel.read(rank, &method, &payload, alive);
       if (method == "exit") break;
+      maybe_inject_fault(rank, method);
       if (method == "init") {
         const nlohmann::json init = nlohmann::json::parse(payload);
         source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true);

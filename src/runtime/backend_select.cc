@@ -40,6 +40,18 @@ std::string make_comm_bootstrap(BackendKind resolved, int world_size) {
 #endif
 }
 
+void abort_comm_bootstrap(BackendKind resolved, const std::string& bootstrap, const std::string& why) {
+  if (bootstrap.empty()) return;
+  if (resolved == BackendKind::kCpu) abort_cpu_comm_bootstrap(bootstrap, why);
+#ifdef MINIVLLM_WITH_CUDA
+  if (resolved == BackendKind::kCuda) abort_cuda_comm_bootstrap(bootstrap);
+#endif
+}
+
+void release_comm_bootstrap(BackendKind resolved, const std::string& bootstrap) {
+  if (!bootstrap.empty() && resolved == BackendKind::kCpu) release_cpu_comm_bootstrap(bootstrap);
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, int device_index, int num_threads) {
   if (kind == BackendKind::kAuto) kind = cuda_available() ? BackendKind::kCuda : BackendKind::kCpu;
   if (kind == BackendKind::kCpu) return make_cpu_backend(num_threads);

@@ -69,9 +69,15 @@ RunnerGroup::RunnerGroup(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
         << (cfg_.device_index > 0 ? " (from device " + std::to_string(cfg_.device_index) + ")" : std::string())
         << " are visible";
   }
-  const std::string bootstrap = make_comm_bootstrap(cfg_.backend, cfg_.world_size);
-  channel_ = ShmChannel::create(cfg_.world_size, control_capacity(cfg_));
-  spawn_workers();
+  bootstrap_ = make_comm_bootstrap(cfg_.backend, cfg_.world_size);
+  const std::string& bootstrap = bootstrap_;
+  try {
+    channel_ = ShmChannel::create(cfg_.world_size, control_capacity(cfg_));
+    spawn_workers();
+  } catch (...) {
+    release_comm_bootstrap(cfg_.backend, bootstrap_);
+    throw;
+  }
   watchdog_ = std::thread([this] { watch(); });
   try {
     const nlohmann::json init = {
@@ -148,6 +154,7 @@ void RunnerGroup::watch() {
       dead_.store(true);
       channel_.abort();
       if (Communicator* c = comm_.load()) c->abort();
+      abort_comm_bootstrap(cfg_.backend, bootstrap_, msg);  // rank 0 may still be joining
     }
     if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -56,7 +56,8 @@ class RunnerGroup {
   std::atomic<bool> dead_{false}, exiting_{false}, all_reaped_{false};
   std::atomic<Communicator*> comm_{nullptr};
   mutable std::mutex death_mu_;
-  std::string death_;  // why a worker died, for every later error
+  std::string death_;
+  std::string bootstrap_;  // the communicator's, from make_comm_bootstrap  // why a worker died, for every later error
 };
 
 // The worker executable's path: $MINIVLLM_WORKER, else `minivllm-worker` beside this program, else

@@ -2,6 +2,7 @@
 // continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -35,8 +36,9 @@ std::vector<GoldenCase> load_cases(const std::string& model) {
   return out;
 }
 
-EngineConfig tiny_config(const std::string& model) {
+EngineConfig tiny_config(const std::string& model, int world_size = 1) {
   EngineConfig c;
+  c.world_size = world_size;
   c.model = golden_dir(model);
   c.device = "cpu";
   c.block_size = 16;
@@ -47,12 +49,23 @@ EngineConfig tiny_config(const std::string& model) {
   return c;
 }
 
-class GoldenTest : public ::testing::TestWithParam<std::string> {};
+// (model, world_size): tensor parallelism on the CPU backend (worker processes, the shared-memory
+// communicator) must give HF's greedy tokens exactly as one rank does.
+struct GoldenParam {
+  std::string model;
+  int world_size;
+};
+
+class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
+ protected:
+  const std::string& model() const { return GetParam().model; }
+  EngineConfig config() const { return tiny_config(GetParam().model, GetParam().world_size); }
+};
 
 // All prompts in one batch of mixed lengths: HF's greedy tokens exactly.
 TEST_P(GoldenTest, GreedyTokensMatchInMixedBatch) {
-  const auto cases = load_cases(GetParam());
-  LLMEngine engine(tiny_config(GetParam()));
+  const auto cases = load_cases(model());
+  LLMEngine engine(config());
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& c : cases) prompts.push_back(c.prompt);
   const auto outs = engine.generate(prompts, greedy(static_cast<int>(cases[0].greedy.size())));
@@ -64,8 +77,8 @@ TEST_P(GoldenTest, GreedyTokensMatchInMixedBatch) {
 
 // Last-position logits within tolerance: HF ran in fp32 from the same bf16 weights; we run fp32 too.
 TEST_P(GoldenTest, LastLogitsMatch) {
-  const auto cases = load_cases(GetParam());
-  LLMEngine engine(tiny_config(GetParam()));
+  const auto cases = load_cases(model());
+  LLMEngine engine(config());
   const int64_t vocab = engine.model_config().vocab_size;
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<float> all = engine.score(cases[i].prompt);
@@ -83,11 +96,11 @@ TEST_P(GoldenTest, LastLogitsMatch) {
 
 // A second request with the same long prefix hits the prefix cache and still matches HF.
 TEST_P(GoldenTest, PrefixCacheHitMatches) {
-  const auto cases = load_cases(GetParam());
+  const auto cases = load_cases(model());
   // The two prompts sharing a 40-token prefix are the last two cases (tools/make_hf_goldens.py).
   const GoldenCase& a = cases[cases.size() - 2];
   const GoldenCase& b = cases[cases.size() - 1];
-  LLMEngine engine(tiny_config(GetParam()));
+  LLMEngine engine(config());
   auto first = engine.generate(std::vector<std::vector<int32_t>>{a.prompt}, greedy(static_cast<int>(a.greedy.size())));
   EXPECT_EQ(first[0].token_ids, a.greedy);
   engine.add_request(b.prompt, greedy(static_cast<int>(b.greedy.size())));
@@ -102,8 +115,8 @@ TEST_P(GoldenTest, PrefixCacheHitMatches) {
 
 // A KV cache too small for the whole batch forces preemption by recompute; tokens still match.
 TEST_P(GoldenTest, PreemptionKeepsTokens) {
-  const auto cases = load_cases(GetParam());
-  EngineConfig c = tiny_config(GetParam());
+  const auto cases = load_cases(model());
+  EngineConfig c = config();
   c.num_kvcache_blocks = 16;  // 256 tokens for all sequences together
   LLMEngine engine(c);
   std::vector<std::vector<int32_t>> prompts;
@@ -113,7 +126,16 @@ TEST_P(GoldenTest, PreemptionKeepsTokens) {
   EXPECT_GT(engine.num_preemptions(), 0) << "the cache was large enough: nothing was preempted";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::Values("qwen3-tiny", "llama3-tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
+                         ::testing::Values(GoldenParam{"qwen3-tiny", 1}, GoldenParam{"llama3-tiny", 1},
+                                           GoldenParam{"qwen3-tiny-kv4", 1}, GoldenParam{"qwen3-tiny", 2},
+                                           GoldenParam{"llama3-tiny", 2}, GoldenParam{"qwen3-tiny-kv4", 2},
+                                           GoldenParam{"qwen3-tiny-kv4", 4}),
+                         [](const ::testing::TestParamInfo<GoldenParam>& info) {
+                           std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
+                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace minivllm
