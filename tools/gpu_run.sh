@@ -8,6 +8,9 @@
 # --prebuilt DIR: binaries from tools/make_gpu_dist.sh (minivllm, test_cuda, teacher_forced_check and
 #                 the shared libraries they need in DIR/lib), for machines without the -dev packages.
 # --shared DIR:   the reference model configs (default ../shared); needs models/<name>/config.json.
+# --only tp:      tensor parallelism on 2 GPUs: the CPU-side TP tests with the real workers, agreement with
+#                 HF at world_size 1 and 2, graph replay vs eager at 2, validation, memcheck, and the
+#                 world_size 1 vs 2 benchmark of both models (bench_tp.json). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-want() { [ ${#only[@]} -eq 0 ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -30,6 +33,9 @@ step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"
 
 if [ -n "$prebuilt" ]; then
   bin="$(cd "$prebuilt" && pwd)"; export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  # NCCL is not carried (218 MB): take the machine's, e.g. the one torch ships.
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
 else
   step build bash -c "cmake --preset release && cmake --build --preset release" || exit 1
   bin="build/release"
@@ -42,7 +48,7 @@ fi
 
 models=(qwen3-0.6b llama-3.2-1b-instruct)
 work="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}"
-if want e2e || want bench || want sanitize; then
+if want e2e || want bench || want sanitize || want tp; then
   for m in "${models[@]}"; do
     [ -f "$work/$m/model/config.json" ] && continue
     step "hf_reference_$m" python3 tools/hf_teacher_forced.py --config "$shared/models/$m/config.json" \
@@ -68,6 +74,30 @@ fi
 if want bench; then
   step bench_qwen3 "$bin/minivllm" bench --model "$work/qwen3-0.6b/model" --json
   cp "$out/bench_qwen3.log" "$out/bench_qwen3.txt" 2>/dev/null
+fi
+if want tp; then
+  # The workers are minivllm-worker beside the binaries.
+  export MINIVLLM_WORKER="$bin/minivllm-worker"
+  step test_tp "$bin/test_tp"
+  step tp_too_many_gpus bash -c "! '$bin/minivllm' generate --model '$work/qwen3-0.6b/model' --device cuda \
+    --prompt-ids '[[1,2,3]]' --max-tokens 2 --tensor-parallel-size 3 2>&1 | tee /dev/stderr | grep -q 'needs 3 GPUs but 2'"
+  for m in "${models[@]}"; do
+    for ws in 1 2; do
+      step "score_${m}_tp$ws" "$bin/teacher_forced_check" score --model "$work/$m/model" \
+        --reference "$work/$m/reference.json" --out "$out/score_${m}_tp$ws.json" --tensor-parallel-size $ws
+    done
+    step "generate_${m}_tp2" "$bin/teacher_forced_check" generate --model "$work/$m/model" \
+      --prompts "$work/$m/reference.json" --out "$work/$m/generated_tp2.json" --tensor-parallel-size 2
+  done
+  step memcheck_tp2 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
+    "$bin/minivllm" generate --model "$work/qwen3-0.6b/model" --prompt-ids '[[1,2,3,4,5,6,7],[9,10,11]]' \
+    --max-tokens 8 --temperature 0 --ignore-eos --max-num-seqs 4 --max-model-len 256 --num-kvcache-blocks 16 --json \
+    --tensor-parallel-size 2
+  for m in "${models[@]}"; do
+    for ws in 1 2; do
+      step "bench_${m}_tp$ws" bash -c "'$bin/minivllm' bench --model '$work/$m/model' --json --tensor-parallel-size $ws | tail -n 1 > '$out/bench_${m}_tp$ws.json'"
+    done
+  done
 fi
 echo "== done, status $status; results in $out"
 exit $status

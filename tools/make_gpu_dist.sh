@@ -5,7 +5,7 @@
 set -euo pipefail
 build="${1:?build dir}"; out="${2:?output dir}"
 rm -rf "$out"; mkdir -p "$out/lib"
-for b in minivllm test_cuda test_golden teacher_forced_check; do
+for b in minivllm minivllm-worker test_cuda test_golden test_tp teacher_forced_check; do
   f=$(find "$build" -maxdepth 3 -type f -name "$b" | head -n 1)
   [ -n "$f" ] && cp "$f" "$out/"
 done
@@ -15,6 +15,7 @@ for bin in "$out"/*; do
     case "$lib" in
       */libcuda.so*|*/libc.so*|*/libm.so*|*/libpthread.so*|*/libdl.so*|*/librt.so*|*/ld-linux*) ;;
       */libcudart*|*/libcublas*) ;;  # the toolkit on the GPU machine has them
+      */libnccl*) ;;  # 218 MB: the GPU machine's own (torch's nvidia-nccl wheel; see gpu_run.sh)
       *) cp -Ln "$lib" "$out/lib/" ;;
     esac
   done

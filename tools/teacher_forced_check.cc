@@ -37,9 +37,12 @@ json read_json(const std::string& path) {
   return json::parse(f);
 }
 
+int g_world_size = 1;  // --tensor-parallel-size, for every engine made here
+
 EngineConfig base_config(const std::string& model) {
   EngineConfig c;
   c.model = model;
+  c.world_size = g_world_size;
   c.device = "auto";
   c.max_model_length = 2048;
   c.max_num_batched_tokens = 16384;
@@ -192,9 +195,10 @@ int generate(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
+    g_world_size = std::stoi(arg(argc, argv, "--tensor-parallel-size", "1"));
     if (cmd == "score") return score(argc, argv);
     if (cmd == "generate") return generate(argc, argv);
-    std::cerr << "usage: teacher_forced_check score|generate --model DIR ...\n";
+    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -145,7 +145,9 @@ int run_bench(const std::vector<std::string>& argv) {
     LLMEngine engine(config);
     warm_up(engine, w);
 
-    nlohmann::json report = {{"model", config.model}, {"num_kvcache_blocks", engine.config().num_kvcache_blocks}};
+    nlohmann::json report = {{"model", config.model},
+                              {"world_size", config.world_size},
+                              {"num_kvcache_blocks", engine.config().num_kvcache_blocks}};
     if (num_seqs.value_or(1) > 0) {
       const ThroughputResult t = run_throughput(engine, w, static_cast<float>(temperature));
       const double tok_s = t.output_tokens / t.seconds;

@@ -44,7 +44,7 @@ void abort_comm_bootstrap(BackendKind resolved, const std::string& bootstrap, co
   if (bootstrap.empty()) return;
   if (resolved == BackendKind::kCpu) abort_cpu_comm_bootstrap(bootstrap, why);
 #ifdef MINIVLLM_WITH_CUDA
-  if (resolved == BackendKind::kCuda) abort_cuda_comm_bootstrap(bootstrap);
+  if (resolved == BackendKind::kCuda) abort_cuda_comm_bootstrap(bootstrap, why);
 #endif
 }
 
