@@ -1,6 +1,7 @@
 #include "runtime/shm_channel.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -92,12 +93,20 @@ size_t ShmChannel::capacity() const { return header_->capacity; }
 
 void ShmChannel::wait_until(std::atomic<uint32_t>* word, const std::function<bool()>& done, const Alive& alive,
                             const char* what) const {
-  // Spin about a millisecond first: a decode step's message must reach the workers in microseconds
-  // (a futex wake-up costs tens), then sleep on the futex and check for dead peers.
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+  // A decode step's message must reach the workers in microseconds (a futex wake-up costs tens):
+  // spin briefly, then keep polling while yielding the core (ranks may share cores with each other
+  // on the CPU backend), and only then sleep on the futex and check for dead peers.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   for (int i = 0; !done(); ++i) {
-    if ((i & 255) != 0 || std::chrono::steady_clock::now() < spin_until) {
+    if ((i & 63) != 0) {
       __builtin_ia32_pause();
+      continue;
+    }
+    const auto waited = Clock::now() - start;
+    if (waited < std::chrono::microseconds(20)) continue;
+    if (waited < std::chrono::microseconds(300)) {
+      sched_yield();
       continue;
     }
     MINIVLLM_CHECK(!aborted()) << "tensor-parallel control channel aborted while " << what;

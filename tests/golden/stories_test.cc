@@ -142,6 +142,35 @@ TEST(Stories260K, SeededSamplingIsReproducible) {
   EXPECT_NE(a[0].token_ids, c[0].token_ids);
 }
 
+// A real trained GGUF model split over 2 and 4 CPU processes (each rank reading only its shards of
+// the file) writes what one rank writes: greedy tokens, and seeded samples (rank 0's generators).
+TEST(Stories260K, TensorParallelRanksWriteTheSameStory) {
+  SamplingParams greedy_p;
+  greedy_p.temperature = 0;
+  greedy_p.max_tokens = 120;
+  greedy_p.ignore_eos = true;
+  SamplingParams sampled = greedy_p;
+  sampled.temperature = 0.8f;
+  sampled.seed = 7;
+  std::vector<std::vector<RequestOutput>> outs;
+  for (int ws : {1, 2, 4}) {
+    EngineConfig c = stories_config();
+    c.world_size = ws;
+    LLMEngine engine(c);
+    ASSERT_EQ(engine.runners().worker_pids().size(), static_cast<size_t>(ws - 1));
+    const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went"};
+    auto g = engine.generate(prompts, greedy_p);
+    auto s = engine.generate(prompts, sampled);
+    g.insert(g.end(), s.begin(), s.end());
+    outs.push_back(g);
+  }
+  for (size_t w = 1; w < outs.size(); ++w) {
+    for (size_t i = 0; i < outs[0].size(); ++i) {
+      EXPECT_EQ(outs[w][i].token_ids, outs[0][i].token_ids) << "world_size " << (w == 1 ? 2 : 4) << ", request " << i;
+    }
+  }
+}
+
 TEST(EngineConfigErrors, MissingModelAndBadKeysAreNamed) {
   EngineConfig c = stories_config();
   c.model = "/nonexistent/model/dir";
