@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
+#include "backend/cuda/nccl_communicator.h"
 
 namespace minivllm::cuda {
 
@@ -45,6 +46,11 @@ CudaBackend::~CudaBackend() {
     if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
     if (g.graph != nullptr) cudaGraphDestroy(g.graph);
   }
+  graphs_.clear();
+  // Communicators that outlive their backend: with the graphs gone, NCCL can free them now.
+  const std::vector<NcclCommunicator*> comms = std::move(comms_);
+  comms_.clear();
+  for (NcclCommunicator* c : comms) c->on_backend_destroyed();
   gemm_.reset();
   cudaFree(decode_partial_o_);
   cudaFree(decode_partial_lse_);
@@ -111,6 +117,38 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDefault, stream_));
 }
 
+void CudaBackend::copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda && src.device() == DeviceKind::kCuda)
+      << "copy_into_columns: dst " << dst.describe() << " src " << src.describe() << " must be on the GPU";
+  MINIVLLM_CHECK(dst.ndim() == 2 && src.ndim() == 2)
+      << "copy_into_columns: dst " << dst.describe() << " src " << src.describe() << " must be 2-D";
+  MINIVLLM_CHECK(dst.dtype() == src.dtype())
+      << "copy_into_columns: dst " << dst.describe() << " src " << src.describe() << " differ in dtype";
+  MINIVLLM_CHECK_EQ(dst.size(0), src.size(0)) << "copy_into_columns: dst " << dst.describe() << " src " << src.describe();
+  MINIVLLM_CHECK(col_start >= 0 && col_start + src.size(1) <= dst.size(1))
+      << "copy_into_columns: columns [" << col_start << ", " << col_start + src.size(1) << ") outside dst "
+      << dst.describe();
+  if (src.numel() == 0) return;
+  const size_t es = dtype_size(dst.dtype());
+  char* d = static_cast<char*>(dst.data()) + static_cast<size_t>(col_start) * es;
+  CUDA_CHECK(cudaMemcpy2DAsync(d, static_cast<size_t>(dst.size(1)) * es, src.data(), static_cast<size_t>(src.size(1)) * es,
+                               static_cast<size_t>(src.size(1)) * es, static_cast<size_t>(src.size(0)),
+                               cudaMemcpyDeviceToDevice, stream_));
+}
+
+std::unique_ptr<Communicator> CudaBackend::create_communicator(int rank, int world_size, const std::string& bootstrap) {
+  MINIVLLM_CHECK(world_size >= 1 && rank >= 0 && rank < world_size)
+      << "create_communicator: rank " << rank << " of world_size " << world_size;
+  if (world_size == 1) return make_single_rank_communicator(*this);
+  return std::make_unique<NcclCommunicator>(*this, rank, world_size, bootstrap);
+}
+
+void CudaBackend::attach_communicator(NcclCommunicator* comm) { comms_.push_back(comm); }
+
+void CudaBackend::detach_communicator(NcclCommunicator* comm) {
+  comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+}
+
 void CudaBackend::fill_bytes(const Tensor& dst, uint8_t value) {
   MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda) << "fill_bytes: dst " << dst.describe() << " is not on the GPU";
   if (dst.nbytes() == 0) return;
@@ -142,24 +180,60 @@ int CudaBackend::capture_graph(const std::function<void()>& body) {
   // Thread-local mode: other threads' unsafe calls (e.g. a cudaMalloc elsewhere) stay legal.
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   Graph g;
+  capture_comms_.clear();
   try {
     body();
   } catch (...) {
     cudaStreamEndCapture(stream_, &g.graph);  // leave the stream usable
     if (g.graph != nullptr) cudaGraphDestroy(g.graph);
     cudaGetLastError();
+    capture_comms_.clear();
     throw;
   }
-  CUDA_CHECK(cudaStreamEndCapture(stream_, &g.graph));
-  CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
-  graphs_.push_back(g);
+  g.comms = std::move(capture_comms_);
+  capture_comms_.clear();
+  try {
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &g.graph));
+    CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
+  } catch (...) {
+    if (g.graph != nullptr) cudaGraphDestroy(g.graph);  // it may hold collectives: NCCL waits for it
+    throw;
+  }
+  graphs_.push_back(std::move(g));
   return static_cast<int>(graphs_.size()) - 1;
 }
 
 void CudaBackend::replay_graph(int handle) {
   MINIVLLM_CHECK(handle >= 0 && handle < static_cast<int>(graphs_.size()))
       << "replay_graph: unknown handle " << handle << " (" << graphs_.size() << " graphs)";
-  CUDA_CHECK(cudaGraphLaunch(graphs_[handle].exec, stream_));
+  const Graph& g = graphs_[handle];
+  MINIVLLM_CHECK(!g.dropped) << "replay_graph: graph " << handle << " was destroyed with its communicator";
+  for (const auto& aborted : g.comms) {
+    MINIVLLM_CHECK(!aborted->load()) << "replay_graph: graph " << handle
+                                     << " holds collectives of a communicator that was aborted";
+  }
+  CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+}
+
+void CudaBackend::note_captured_collective(const std::shared_ptr<std::atomic<bool>>& comm_aborted) {
+  for (const auto& c : capture_comms_) {
+    if (c == comm_aborted) return;
+  }
+  capture_comms_.push_back(comm_aborted);
+}
+
+void CudaBackend::drop_graphs_of(const std::atomic<bool>* comm_aborted) {
+  for (Graph& g : graphs_) {
+    bool holds = false;
+    for (const auto& c : g.comms) holds = holds || c.get() == comm_aborted;
+    if (!holds || g.dropped) continue;
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+    if (g.graph != nullptr) cudaGraphDestroy(g.graph);
+    g.exec = nullptr;
+    g.graph = nullptr;
+    g.dropped = true;
+  }
+  cudaGetLastError();
 }
 
 // ---- sampling ----
@@ -225,6 +299,16 @@ namespace minivllm {
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   return std::make_unique<cuda::CudaBackend>(device_index);
+}
+
+int cuda_device_count() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
 }
 
 bool cuda_device_available() {

@@ -9,12 +9,15 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
 
 namespace minivllm::cuda {
+
+class NcclCommunicator;
 
 // Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
 struct MemoryStats {
@@ -76,6 +79,11 @@ class CudaBackend : public Backend {
   // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
   KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
 
+  // One cudaMemcpy2DAsync on the stream.
+  void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;
+  // world_size 1: make_single_rank_communicator; otherwise an NcclCommunicator on this stream.
+  std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) override;
+
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
 
   bool supports_graphs() const override { return true; }
@@ -83,6 +91,18 @@ class CudaBackend : public Backend {
   void replay_graph(int handle) override;
 
   cudaStream_t stream() const { return stream_; }
+  int device_index() const { return device_; }
+
+  // ---- for NcclCommunicator (nccl_communicator.h) ----
+  // A live communicator on this backend: ~CudaBackend calls its on_backend_destroyed().
+  void attach_communicator(NcclCommunicator* comm);
+  void detach_communicator(NcclCommunicator* comm);
+  // During a capture: the graph holds a collective of the communicator whose abort flag this is.
+  // replay_graph refuses the graph once the flag is set.
+  void note_captured_collective(const std::shared_ptr<std::atomic<bool>>& comm_aborted);
+  // Destroys the graphs that captured collectives of that communicator (NCCL frees a communicator
+  // only once they are gone); their handles then fail in replay_graph. Never throws.
+  void drop_graphs_of(const std::atomic<bool>* comm_aborted);
 
  private:
   void ensure_sample_buffers(int rows);
@@ -114,8 +134,13 @@ class CudaBackend : public Backend {
   struct Graph {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
+    bool dropped = false;
+    // Abort flags of the communicators whose collectives the graph holds.
+    std::vector<std::shared_ptr<std::atomic<bool>>> comms;
   };
   std::vector<Graph> graphs_;
+  std::vector<std::shared_ptr<std::atomic<bool>>> capture_comms_;  // of the capture in progress
+  std::vector<NcclCommunicator*> comms_;
 };
 
 }  // namespace minivllm::cuda

@@ -1,0 +1,178 @@
+// CustomAllReduce's host side: the collective set-up through NCCL, the launch, the teardown.
+#include "backend/cuda/custom_all_reduce.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/custom_all_reduce_layout.h"
+#include "backend/cuda/nccl_communicator.h"
+
+namespace minivllm::cuda {
+namespace {
+
+// One rank's record in the set-up's all-gather, as i32 words.
+struct PeerRecord {
+  cudaIpcMemHandle_t handle;
+  uint64_t pointer;  // the buffer's address in its own process (used by ranks of the same process)
+  int32_t pid;
+  int32_t device;
+};
+constexpr int kRecordWords = static_cast<int>((sizeof(PeerRecord) + 3) / 4);
+
+bool ok(cudaError_t e) {
+  if (e == cudaSuccess) return true;
+  cudaGetLastError();  // clear it: the failure is reported by the agreement, not thrown
+  return false;
+}
+
+}  // namespace
+
+CustomAllReduce::CustomAllReduce(int rank, int world, int device, cudaStream_t stream)
+    : rank_(rank), world_(world), device_(device), stream_(stream), opened_(kMaxRanks, false) {}
+
+std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunicator& comm, int device,
+                                                                    cudaStream_t stream) {
+  const int world = comm.world_size(), rank = comm.rank();
+  const char* env = std::getenv("MINIVLLM_NO_CUSTOM_AR");
+  const bool wanted = !(env != nullptr && std::string(env) == "1") && world <= kMaxRanks;
+  size_t max_bytes = world == 2 ? size_t{8} << 20 : size_t{512} << 10;
+  if (const char* v = std::getenv("MINIVLLM_CUSTOM_AR_MAX_BYTES"); v != nullptr && v[0] != '\0') {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    MINIVLLM_CHECK(end != v && *end == '\0' && n >= 16 && n % 16 == 0 && n <= (1ll << 30))
+        << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << v << " must be a multiple of 16 in [16, 2^30]";
+    max_bytes = static_cast<size_t>(n);
+  }
+
+  // Scratch for the agreements and the all-gather.
+  int32_t* scratch = nullptr;
+  CUDA_CHECK(cudaMalloc(&scratch, sizeof(int32_t) * static_cast<size_t>(kRecordWords) * world + 16));
+  std::unique_ptr<int32_t, void (*)(int32_t*)> scratch_owner(scratch, [](int32_t* p) { cudaFree(p); });
+  // The minimum over ranks of each value; collective.
+  auto min_over_ranks = [&](std::vector<int32_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    CUDA_CHECK(cudaMemcpyAsync(scratch, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    comm.all_reduce_min(Tensor(scratch, DType::kI32, {n}, DeviceKind::kCuda));
+    CUDA_CHECK(cudaMemcpyAsync(v.data(), scratch, v.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return v;
+  };
+  // Whether every rank succeeded.
+  auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
+  const std::vector<int32_t> first = min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16)});
+  if (first[0] != 1) return nullptr;
+  max_bytes = static_cast<size_t>(first[1]) * 16;
+
+  std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, device, stream));
+  ar->max_bytes_ = max_bytes;
+  const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes);
+  // Local steps never throw before the agreement: a rank that failed alone must still take part
+  // in the collectives below.
+  bool good = ok(cudaMalloc(&ar->own_, buffer_bytes)) && ok(cudaMemsetAsync(ar->own_, 0, buffer_bytes, stream)) &&
+              ok(cudaMalloc(&ar->epochs_, sizeof(uint32_t) * kMaxBlocks)) &&
+              ok(cudaMemsetAsync(ar->epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream));
+  void* host_flag = nullptr;
+  good = good && ok(cudaHostAlloc(&host_flag, sizeof(int), cudaHostAllocMapped));
+  if (host_flag != nullptr) {
+    ar->abort_host_ = static_cast<volatile int*>(host_flag);
+    *ar->abort_host_ = 0;
+    void* dev_flag = nullptr;
+    good = good && ok(cudaHostGetDevicePointer(&dev_flag, host_flag, 0));
+    ar->abort_dev_ = static_cast<int*>(dev_flag);
+  }
+  PeerRecord mine{};
+  good = good && ok(cudaIpcGetMemHandle(&mine.handle, ar->own_));
+  mine.pointer = reinterpret_cast<uint64_t>(ar->own_);
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.device = device;
+  if (!agree(good)) return nullptr;
+
+  // Exchange the records (in place: this rank's record at its own slot).
+  int32_t words[kRecordWords] = {};
+  std::memcpy(words, &mine, sizeof(mine));
+  CUDA_CHECK(cudaMemcpyAsync(scratch + static_cast<size_t>(rank) * kRecordWords, words, sizeof(words),
+                             cudaMemcpyHostToDevice, stream));
+  comm.all_gather(Tensor(scratch + static_cast<size_t>(rank) * kRecordWords, DType::kI32, {kRecordWords}, DeviceKind::kCuda),
+                  Tensor(scratch, DType::kI32, {static_cast<int64_t>(world) * kRecordWords}, DeviceKind::kCuda));
+  std::vector<int32_t> all(static_cast<size_t>(world) * kRecordWords);
+  CUDA_CHECK(cudaMemcpyAsync(all.data(), scratch, all.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  good = true;
+  for (int q = 0; q < world; ++q) {
+    PeerRecord r{};
+    std::memcpy(&r, all.data() + static_cast<size_t>(q) * kRecordWords, sizeof(r));
+    if (q == rank) {
+      ar->peers_[q] = ar->own_;
+      continue;
+    }
+    if (r.pid == mine.pid) {
+      // A rank of this process (one thread per GPU): the pointer itself, through peer access.
+      int can = 0;
+      good = good && ok(cudaDeviceCanAccessPeer(&can, device, r.device)) && can == 1;
+      if (good) {
+        const cudaError_t e = cudaDeviceEnablePeerAccess(r.device, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+          cudaGetLastError();
+        } else {
+          good = good && ok(e);
+        }
+      }
+      ar->peers_[q] = reinterpret_cast<void*>(r.pointer);
+    } else if (good) {
+      void* p = nullptr;
+      good = ok(cudaIpcOpenMemHandle(&p, r.handle, cudaIpcMemLazyEnablePeerAccess));
+      if (good) {
+        ar->peers_[q] = p;
+        ar->opened_[q] = true;
+      }
+    }
+  }
+  if (!agree(good)) return nullptr;
+  // Every peer's memset is done: each one's agreement kernel ran after it on its stream.
+  return ar;
+}
+
+CustomAllReduce::~CustomAllReduce() {
+  if (leak_) return;  // a kernel may still be reading (a dead peer's) memory: keep everything
+  int saved = -1;
+  cudaGetDevice(&saved);
+  cudaSetDevice(device_);
+  for (int q = 0; q < kMaxRanks; ++q) {
+    if (opened_[q] && peers_[q] != nullptr) cudaIpcCloseMemHandle(peers_[q]);
+  }
+  if (own_ != nullptr) cudaFree(own_);
+  if (epochs_ != nullptr) cudaFree(epochs_);
+  if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
+  cudaGetLastError();
+  if (saved >= 0) cudaSetDevice(saved);
+}
+
+bool CustomAllReduce::handles(const Tensor& t) const {
+  return (t.dtype() == DType::kBF16 || t.dtype() == DType::kF32) && t.nbytes() <= max_bytes_ && t.nbytes() % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+}
+
+void CustomAllReduce::all_reduce_sum(const Tensor& t) {
+  CustomAllReduceArgs a{};
+  for (int q = 0; q < kMaxRanks; ++q) a.buffers[q] = peers_[q];
+  a.epochs = epochs_;
+  a.abort_flag = abort_dev_;
+  a.data = t.data();
+  a.bytes = static_cast<int64_t>(t.nbytes());
+  a.half_bytes = static_cast<int64_t>(max_bytes_);
+  a.rank = rank_;
+  a.world = world_;
+  a.bf16 = t.dtype() == DType::kBF16;
+  launch_custom_all_reduce(a, stream_);
+}
+
+void CustomAllReduce::abort() {
+  if (abort_host_ != nullptr) __atomic_store_n(const_cast<int*>(abort_host_), 1, __ATOMIC_RELEASE);
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,166 @@
+// The one-shot all-reduce kernel of CustomAllReduce (design in custom_all_reduce.h).
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/custom_all_reduce.h"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kThreads = CustomAllReduce::kThreads;
+constexpr int kMaxRanks = CustomAllReduce::kMaxRanks;
+constexpr int kMaxBlocks = CustomAllReduce::kMaxBlocks;
+constexpr int kVecs = CustomAllReduce::kVecsPerThread;
+constexpr int64_t kTileBytes = static_cast<int64_t>(CustomAllReduce::kTileBytes);
+
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// A peer's data: not cached in L1 (the same addresses hold new data every other call).
+__device__ __forceinline__ uint4 ld_volatile16(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void add_bf16x8(float (&acc)[8], const uint4& v) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    acc[2 * i] += f.x;
+    acc[2 * i + 1] += f.y;
+  }
+}
+
+// Sums v[0..world) (rank order) into one 16-byte vector: fp32 accumulation, bf16 rounded once.
+__device__ __forceinline__ uint4 sum_vectors(const uint4 (&v)[kMaxRanks], int world, bool bf16) {
+  uint4 out;
+  if (bf16) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (q < world) add_bf16x8(acc, v[q]);
+    }
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h[i] = __float22bfloat162_rn(make_float2(acc[2 * i], acc[2 * i + 1]));
+  } else {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (q < world) {
+        const float4 f = *reinterpret_cast<const float4*>(&v[q]);
+        acc.x += f.x;
+        acc.y += f.y;
+        acc.z += f.z;
+        acc.w += f.w;
+      }
+    }
+    out = *reinterpret_cast<const uint4*>(&acc);
+  }
+  return out;
+}
+
+__global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+  const int b = blockIdx.x;
+  const int tid = threadIdx.x;
+  __shared__ int aborted;
+  if (tid == 0) aborted = 0;
+  const int64_t ntiles = (a.bytes + kTileBytes - 1) / kTileBytes;
+  // Every thread reads the block's epoch before the barriers below; thread 0 stores the new one last.
+  const uint32_t epoch = a.epochs[b] + 1;
+  const int64_t half = (epoch & 1u) ? a.half_bytes : 0;
+  char* data = static_cast<char*>(a.data);
+  char* own = static_cast<char*>(a.buffers[a.rank]) + half;
+  // Thread tid's vectors of a tile: tid * 16 and (tid + kThreads) * 16 (coalesced per warp).
+  auto vec_offset = [&](int64_t t, int k) { return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
+
+  // 1. This block's tiles of the input into this rank's half.
+  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
+    uint4 v[kVecs];
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off < a.bytes) v[k] = *reinterpret_cast<const uint4*>(data + off);
+    }
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off < a.bytes) *reinterpret_cast<uint4*>(own + off) = v[k];
+    }
+  }
+  __syncthreads();
+
+  // 2. Arrive: flag [b][rank] of every peer = epoch (release: the stores above come first).
+  const int64_t flags = 2 * a.half_bytes;
+  if (tid < a.world && tid != a.rank) {
+    __threadfence_system();
+    uint32_t* flag = reinterpret_cast<uint32_t*>(static_cast<char*>(a.buffers[tid]) + flags) + b * kMaxRanks + a.rank;
+    st_release_sys(flag, epoch);
+  }
+
+  // 3. Wait for every peer's block b (acquire), or for abort().
+  if (tid < a.world && tid != a.rank) {
+    const uint32_t* flag =
+        reinterpret_cast<const uint32_t*>(static_cast<const char*>(a.buffers[a.rank]) + flags) + b * kMaxRanks + tid;
+    int spins = 0;
+    while (static_cast<int32_t>(ld_acquire_sys(flag) - epoch) < 0) {
+      if (++spins == 256) {
+        spins = 0;
+        if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
+          aborted = 1;
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (aborted) return;
+
+  // 4. Sum the tiles over ranks in rank order (the same order on every rank), in place. All loads
+  //    of a tile are issued before the sums.
+  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
+    uint4 v[kVecs][kMaxRanks];
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off >= a.bytes) continue;
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q < a.world) {
+          v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off)
+                                : ld_volatile16(static_cast<const char*>(a.buffers[q]) + half + off);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off < a.bytes) *reinterpret_cast<uint4*>(data + off) = sum_vectors(v[k], a.world, a.bf16);
+    }
+  }
+  if (tid == 0) a.epochs[b] = epoch;
+}
+
+}  // namespace
+
+void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
+  const int64_t ntiles = (args.bytes + kTileBytes - 1) / kTileBytes;
+  const int blocks = static_cast<int>(ntiles < kMaxBlocks ? ntiles : kMaxBlocks);
+  if (blocks == 0) return;
+  custom_all_reduce_kernel<<<blocks, kThreads, 0, stream>>>(args);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda

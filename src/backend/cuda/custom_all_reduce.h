@@ -1,0 +1,102 @@
+// CustomAllReduce: a one-shot all-reduce (sum) between the GPUs of one host, over CUDA IPC and
+// NVLink, used by NcclCommunicator::all_reduce_sum up to max_bytes() (NCCL stays the fallback for
+// everything else). MINIVLLM_NO_CUSTOM_AR=1 turns it off. max_bytes: 8 MiB for 2 ranks (each rank
+// then reads what a ring would move, so one-shot loses nothing on bandwidth and saves NCCL's
+// latency and its non-blocking launch cost), 512 KiB for more ranks (each reads world - 1 peers'
+// messages); MINIVLLM_CUSTOM_AR_MAX_BYTES overrides it (the smallest value over the ranks wins).
+//
+// Set-up (collective, inside the NcclCommunicator constructor, through NCCL): every rank allocates
+// one buffer (two data halves of max_bytes, then per-block flags), exports it with
+// cudaIpcGetMemHandle, all-gathers (handle, pid, device) and maps every peer's buffer
+// (cudaIpcOpenMemHandle; ranks that are threads of one process use the pointer itself with peer
+// access enabled). Every step is agreed on by an all_reduce_min, so either every rank uses it or
+// none does (e.g. no peer access between some pair of GPUs).
+//
+// One call, one kernel (custom_all_reduce.cu): the message is cut in tiles of kTileBytes (each
+// thread two 16-byte vectors, so two loads per rank in flight);
+// tile i belongs to block i % kMaxBlocks, so a block owns the same bytes of the buffers whatever
+// the message size, and blocks never wait for each other, only for the same block of the peers.
+// Block b: copies its tiles of the input into half (epoch & 1) of its own buffer; fences; writes
+// its epoch (a per-block counter kept in device memory, so graph replays advance it too) into
+// every peer's flag [b][rank]; waits until its own flags [b][q] reach that epoch; reads its tiles
+// from every rank's half in rank order 0..world-1 and sums in fp32 (bf16 rounded once), in place.
+// Every rank sums in the same order: results are bit-identical across ranks. No barrier at the
+// end: the next call writes the other half, and a rank can only get there once every peer has
+// started this call, i.e. finished reading the half before it.
+//
+// Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
+// peer quit (the output is then garbage; the communicator is unusable anyway).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/tensor.h"
+
+namespace minivllm::cuda {
+
+class NcclCommunicator;
+
+class CustomAllReduce {
+ public:
+  static constexpr int kMaxRanks = 8;
+  static constexpr int kMaxBlocks = 128;
+  static constexpr int kThreads = 512;
+  static constexpr int kVecsPerThread = 2;
+  static constexpr size_t kTileBytes = kThreads * 16 * kVecsPerThread;
+
+  // Collective (every rank calls it, in the NcclCommunicator constructor after NCCL's init).
+  // nullptr on every rank when MINIVLLM_NO_CUSTOM_AR=1 on any rank, world_size > kMaxRanks, or
+  // any rank cannot map its peers' memory.
+  static std::unique_ptr<CustomAllReduce> create_if_enabled(NcclCommunicator& comm, int device, cudaStream_t stream);
+  ~CustomAllReduce();
+  CustomAllReduce(const CustomAllReduce&) = delete;
+  CustomAllReduce& operator=(const CustomAllReduce&) = delete;
+
+  // f32 or bf16, at most max_bytes(), a multiple of 16 bytes, 16-byte aligned.
+  bool handles(const Tensor& t) const;
+  size_t max_bytes() const { return max_bytes_; }
+  // t = sum over ranks of t, in place, one kernel on the stream.
+  void all_reduce_sum(const Tensor& t);
+  // Thread-safe: spinning kernels quit; later calls must not be made.
+  void abort();
+  // Teardown when the stream may still hold a kernel that peers' memory is read by (a peer that
+  // died): nothing is freed or unmapped.
+  void leak() { leak_ = true; }
+
+ private:
+  CustomAllReduce(int rank, int world, int device, cudaStream_t stream);
+
+  int rank_ = 0;
+  int world_ = 0;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  bool leak_ = false;
+  size_t max_bytes_ = 0;                   // one data half
+  void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
+  void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
+  std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
+  uint32_t* epochs_ = nullptr;             // kMaxBlocks counters, this device only
+  volatile int* abort_host_ = nullptr;     // pinned, mapped
+  int* abort_dev_ = nullptr;               // its device address
+};
+
+// Launcher (custom_all_reduce.cu).
+struct CustomAllReduceArgs {
+  void* buffers[CustomAllReduce::kMaxRanks];  // every rank's buffer, this rank's own included
+  uint32_t* epochs;
+  const int* abort_flag;
+  void* data;  // in place
+  int64_t bytes;
+  int64_t half_bytes;  // max_bytes: half 1 starts there, the flags at twice that
+  int rank;
+  int world;
+  bool bf16;
+};
+void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream);
+
+}  // namespace minivllm::cuda

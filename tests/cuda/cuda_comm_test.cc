@@ -1,0 +1,593 @@
+// Tensor parallelism on CUDA: NcclCommunicator's collectives (ranks as threads of this process, one
+// GPU each, and as two processes: this one and a child running CudaCommWorker.Rank), the one-shot
+// IPC all-reduce and its NCCL fallback, collectives captured in a CUDA graph, abort() waking a
+// pending call, init abort / timeout, and CudaBackend::copy_into_columns. Multi-GPU tests skip
+// unless at least 2 GPUs are visible.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/nccl_communicator.h"
+#include "common/check.h"
+#include "cuda_test_util.h"
+
+extern char** environ;
+
+namespace minivllm::cuda_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define MINIVLLM_SKIP_WITHOUT_2_GPUS() \
+  if (::minivllm::cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << ::minivllm::cuda_device_count() << " visible"
+
+// Sets an environment variable for the scope (communicators read theirs when constructed).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) old_ = old, had_ = true;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// Rank q's input of a collective: bf16-exact normal values, the same in every process.
+std::vector<float> rank_values(int q, int64_t n, uint32_t salt) {
+  std::mt19937 rng(1000u * salt + static_cast<uint32_t>(q));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(d(rng)));
+  return v;
+}
+
+void upload_values(Backend& b, const Tensor& t, const std::vector<float>& v) {
+  ASSERT_EQ(static_cast<int64_t>(v.size()), t.numel());
+  if (t.dtype() == DType::kF32) {
+    b.copy_from_host(t, v.data());
+  } else if (t.dtype() == DType::kBF16) {
+    std::vector<uint16_t> bf(v.size());
+    convert_from_f32(v.data(), DType::kBF16, bf.data(), bf.size());
+    b.copy_from_host(t, bf.data());
+    b.synchronize();  // bf lives on this stack frame
+    return;
+  } else {
+    std::vector<int32_t> iv(v.size());
+    for (size_t i = 0; i < v.size(); ++i) iv[i] = static_cast<int32_t>(v[i]);
+    b.copy_from_host(t, iv.data());
+    b.synchronize();
+    return;
+  }
+  b.synchronize();
+}
+
+std::vector<uint8_t> download_raw(Backend& b, const Tensor& t) {
+  std::vector<uint8_t> raw(t.nbytes());
+  b.copy_to_host(raw.data(), t);
+  return raw;
+}
+
+// Checks t (after all_reduce_sum of every rank's rank_values(q, n, salt), times `scale`) against
+// the host sum, and that every rank holds the same bits (all-gathered).
+void check_sum(Backend& b, Communicator& c, const Tensor& t, uint32_t salt, const std::string& what,
+               double scale = 1.0) {
+  const int world = c.world_size();
+  const int64_t n = t.numel();
+  std::vector<double> ref(static_cast<size_t>(n), 0.0), mag(static_cast<size_t>(n), 0.0);
+  for (int q = 0; q < world; ++q) {
+    const std::vector<float> v = rank_values(q, n, salt);
+    for (int64_t i = 0; i < n; ++i) {
+      ref[i] += scale * v[i];
+      mag[i] += scale * std::abs(v[i]);
+    }
+  }
+  const std::vector<float> got = download(b, t);
+  const double rel = t.dtype() == DType::kBF16 ? 1.0 / 64 : 1e-5;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(std::abs(got[i] - ref[i]) <= rel * mag[i] + 1e-6)) {
+      if (bad++ < 5) ADD_FAILURE() << what << " rank " << c.rank() << " [" << i << "]: " << got[i] << " vs " << ref[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << " rank " << c.rank() << ": " << bad << " of " << n << " elements off";
+  // Identical on every rank.
+  Tensor all = b.empty(t.dtype(), {world * n});
+  c.all_gather(t.view({n}), all);
+  const std::vector<uint8_t> mine = download_raw(b, t), gathered = download_raw(b, all);
+  for (int q = 0; q < world; ++q) {
+    EXPECT_EQ(std::memcmp(gathered.data() + q * mine.size(), mine.data(), mine.size()), 0)
+        << what << ": rank " << q << " differs from rank " << c.rank();
+  }
+}
+
+// The collectives every rank runs (threads or processes): sums on both paths, min, gathers,
+// broadcast, barrier, and a captured graph of all-reduces replayed on new inputs.
+void comm_script(Backend& b, Communicator& c) {
+  const int world = c.world_size(), rank = c.rank();
+  uint32_t salt = 1;
+  // all_reduce_sum: small (one-shot IPC kernel when enabled), odd (NCCL: not a multiple of 16
+  // bytes), large (NCCL: f32 2.5M is over the one-shot limit, 8 MiB for 2 ranks); bf16 and f32.
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    for (int64_t n : {int64_t{8}, int64_t{1024}, int64_t{5 * 4096}, int64_t{1001}, int64_t{65536}, int64_t{300000},
+                      int64_t{2500000}}) {
+      Tensor t = b.empty(dt, {n});
+      upload_values(b, t, rank_values(rank, n, salt));
+      c.all_reduce_sum(t);
+      check_sum(b, c, t, salt, std::string("all_reduce_sum ") + dtype_name(dt) + " n=" + std::to_string(n));
+      ++salt;
+    }
+  }
+  // all_reduce_min (i32).
+  {
+    Tensor t = b.empty(DType::kI32, {5});
+    std::vector<int32_t> v = {100 + rank, 7 * (world - rank), -rank, 3, rank == world - 1 ? -50 : 50};
+    b.copy_from_host(t, v.data());
+    c.all_reduce_min(t);
+    std::vector<int32_t> got(5);
+    b.copy_to_host(got.data(), t);
+    EXPECT_EQ(got, (std::vector<int32_t>{100, 7, -(world - 1), 3, -50})) << "all_reduce_min rank " << rank;
+  }
+  // all_reduce_sum (i32): exact.
+  {
+    Tensor t = b.empty(DType::kI32, {3});
+    std::vector<int32_t> v = {rank, 1, 1000 * rank};
+    b.copy_from_host(t, v.data());
+    c.all_reduce_sum(t);
+    std::vector<int32_t> got(3);
+    b.copy_to_host(got.data(), t);
+    const int tri = world * (world - 1) / 2;
+    EXPECT_EQ(got, (std::vector<int32_t>{tri, world, 1000 * tri})) << "all_reduce_sum i32 rank " << rank;
+  }
+  // all_gather and gather (f32, bf16).
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const int64_t n = 777;
+    Tensor in = b.empty(dt, {n});
+    upload_values(b, in, rank_values(rank, n, salt));
+    Tensor out = b.empty(dt, {world * n});
+    b.fill_bytes(out, 0xFF);
+    c.all_gather(in, out);
+    std::vector<float> expect;
+    for (int q = 0; q < world; ++q) {
+      const std::vector<float> v = rank_values(q, n, salt);
+      expect.insert(expect.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(download(b, out), expect) << "all_gather " << dtype_name(dt) << " rank " << rank;
+    Tensor gout = b.empty(dt, {world * n});
+    b.fill_bytes(gout, 0xFF);
+    c.gather(in, gout);
+    if (rank == 0) {
+      EXPECT_EQ(download(b, gout), expect) << "gather " << dtype_name(dt);
+    }
+    ++salt;
+  }
+  // broadcast from the first and the last rank.
+  for (int root : {0, world - 1}) {
+    const int64_t n = 4099;
+    Tensor t = b.empty(DType::kF32, {n});
+    upload_values(b, t, rank_values(rank, n, salt));
+    c.broadcast(t, root);
+    EXPECT_EQ(download(b, t), rank_values(root, n, salt)) << "broadcast root " << root << " rank " << rank;
+    ++salt;
+  }
+  for (int i = 0; i < 3; ++i) c.barrier();
+
+  // A graph holding a small (one-shot) and a large (NCCL) all-reduce, replayed on new inputs,
+  // with eager all-reduces between replays (the one-shot kernel's epochs advance in both).
+  Tensor small = b.empty(DType::kBF16, {4, 1024});
+  Tensor large = b.empty(DType::kBF16, {5000000});  // 10 MB: NCCL
+  Tensor eager = b.empty(DType::kBF16, {2048});
+  auto body = [&] {
+    c.all_reduce_sum(small);
+    c.all_reduce_sum(large);
+  };
+  upload_values(b, small, rank_values(rank, small.numel(), salt));
+  upload_values(b, large, rank_values(rank, large.numel(), salt + 1));
+  body();  // eager warm-up
+  const int graph = b.capture_graph(body);
+  ASSERT_GE(graph, 0);
+  for (int iter = 0; iter < 4; ++iter) {
+    salt += 2;
+    upload_values(b, small, rank_values(rank, small.numel(), salt));
+    upload_values(b, large, rank_values(rank, large.numel(), salt + 1));
+    b.replay_graph(graph);
+    check_sum(b, c, small, salt, "graph replay " + std::to_string(iter) + " small");
+    check_sum(b, c, large, salt + 1, "graph replay " + std::to_string(iter) + " large");
+    upload_values(b, eager, rank_values(rank, eager.numel(), salt + 100));
+    c.all_reduce_sum(eager);
+    check_sum(b, c, eager, salt + 100, "eager between replays " + std::to_string(iter));
+  }
+  // Replays back to back (no host sync between them): after the first, every rank holds the same
+  // sum S, and each further replay multiplies it by world (exact in bf16 for world 2 and 4).
+  salt += 2;
+  upload_values(b, small, rank_values(rank, small.numel(), salt));
+  upload_values(b, large, rank_values(rank, large.numel(), salt + 1));
+  const int replays = 6;
+  for (int i = 0; i < replays; ++i) b.replay_graph(graph);
+  const double scale = std::pow(static_cast<double>(world), replays - 1);
+  check_sum(b, c, small, salt, "back-to-back replays small", scale);
+  check_sum(b, c, large, salt + 1, "back-to-back replays large", scale);
+}
+
+// Runs fn(rank, backend, communicator) on `world` threads, one GPU each. A rank that throws aborts
+// every communicator of the process, so the others fail instead of waiting forever.
+std::vector<std::string> run_ranks(int world, const std::function<void(int, Backend&, Communicator&)>& fn) {
+  const std::string boot = make_cuda_comm_bootstrap();
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        std::unique_ptr<Backend> b = make_cuda_backend(r);
+        std::unique_ptr<Communicator> c = b->create_communicator(r, world, boot);
+        fn(r, *b, *c);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+        abort_cuda_comm_bootstrap(boot, std::string("rank ") + std::to_string(r) + " failed");
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(CudaComm, CopyIntoColumns) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  std::mt19937 rng(7);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const int64_t rows = 5, cols = 37, part = 11, start = 19;
+    Tensor dst = gpu->empty(dt, {rows, cols});
+    Tensor src = gpu->empty(dt, {rows, part});
+    const Tensor src_vals = random_values({rows, part}, rng);
+    std::vector<float> sv(src_vals.ptr<float>(), src_vals.ptr<float>() + src_vals.numel());
+    upload_values(*gpu, src, sv);
+    gpu->fill_bytes(dst, 0);
+    gpu->copy_into_columns(dst, start, src);
+    std::vector<float> got = download(*gpu, dst);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < cols; ++j) {
+        const float expect = (j >= start && j < start + part) ? sv[r * part + (j - start)] : 0.0f;
+        EXPECT_EQ(got[r * cols + j], expect) << dtype_name(dt) << " [" << r << ", " << j << "]";
+      }
+    }
+    // Captured in a graph, replayed on new source values.
+    const int graph = gpu->capture_graph([&] { gpu->copy_into_columns(dst, 0, src); });
+    const Tensor src2 = random_values({rows, part}, rng);
+    std::vector<float> sv2(src2.ptr<float>(), src2.ptr<float>() + src2.numel());
+    upload_values(*gpu, src, sv2);
+    gpu->replay_graph(graph);
+    got = download(*gpu, dst);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < part; ++j) EXPECT_EQ(got[r * cols + j], sv2[r * part + j]) << "replay [" << r << ", " << j << "]";
+      for (int64_t j = start; j < start + part; ++j) EXPECT_EQ(got[r * cols + j], sv[r * part + (j - start)]);
+    }
+  }
+  Tensor dst = gpu->empty(DType::kF32, {4, 10});
+  EXPECT_THROW(gpu->copy_into_columns(dst, 8, gpu->empty(DType::kF32, {4, 3})), Error);   // past the end
+  EXPECT_THROW(gpu->copy_into_columns(dst, 0, gpu->empty(DType::kF32, {3, 3})), Error);   // rows differ
+  EXPECT_THROW(gpu->copy_into_columns(dst, 0, gpu->empty(DType::kBF16, {4, 3})), Error);  // dtype differs
+  EXPECT_THROW(gpu->copy_into_columns(dst, -1, gpu->empty(DType::kF32, {4, 3})), Error);
+}
+
+TEST(CudaComm, WorldOneIsSingleRank) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  auto comm = gpu->create_communicator(0, 1, "");
+  EXPECT_EQ(comm->world_size(), 1);
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_THROW(gpu->create_communicator(2, 2, make_cuda_comm_bootstrap()), Error);
+  EXPECT_THROW(gpu->create_communicator(0, 2, "not hex"), Error);
+}
+
+TEST(CudaComm, BootstrapIsHex) {
+  const std::string a = make_cuda_comm_bootstrap(), b = make_cuda_comm_bootstrap();
+  EXPECT_EQ(a.size(), 256u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+// Rank 0 alone: its peer never comes. abort (through the bootstrap: no pointer to a communicator
+// under construction exists) must end the constructor, and so must the timeout. A bootstrap
+// aborted before its communicator is made fails the constructor at once.
+TEST(CudaComm, InitAbortAndTimeout) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  {
+    const std::string boot = make_cuda_comm_bootstrap();
+    std::atomic<bool> found{false};
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      found = abort_cuda_comm_bootstrap(boot, "test abort");
+    });
+    const Clock::time_point start = Clock::now();
+    try {
+      gpu->create_communicator(0, 2, boot);
+      ADD_FAILURE() << "init without the peer succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("test abort"), std::string::npos) << e.what();
+    }
+    aborter.join();
+    EXPECT_TRUE(found.load());
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 30.0);
+  }
+  {
+    const std::string boot = make_cuda_comm_bootstrap();
+    EXPECT_FALSE(abort_cuda_comm_bootstrap(boot, "aborted early"));
+    try {
+      gpu->create_communicator(0, 2, boot);
+      ADD_FAILURE() << "init of an aborted bootstrap succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("aborted early"), std::string::npos) << e.what();
+    }
+  }
+  {
+    ScopedEnv timeout("MINIVLLM_NCCL_TIMEOUT_S", "1");
+    const Clock::time_point start = Clock::now();
+    try {
+      gpu->create_communicator(0, 2, make_cuda_comm_bootstrap());
+      ADD_FAILURE() << "init without the peer succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("MINIVLLM_NCCL_TIMEOUT_S"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 30.0);
+  }
+  gpu->synchronize();  // the backend is still usable
+}
+
+TEST(CudaComm, CollectivesThreads) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  const int world = std::min(cuda_device_count(), 8);
+  expect_no_errors(run_ranks(world, [](int, Backend& b, Communicator& c) {
+    auto* nccl = dynamic_cast<cuda::NcclCommunicator*>(&c);
+    ASSERT_NE(nccl, nullptr);
+    if (!nccl->custom_all_reduce_enabled()) std::printf("note: one-shot all-reduce not enabled (no peer access?)\n");
+    comm_script(b, c);
+  }));
+}
+
+TEST(CudaComm, CollectivesThreadsNcclOnly) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv off("MINIVLLM_NO_CUSTOM_AR", "1");
+  expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) {
+    auto* nccl = dynamic_cast<cuda::NcclCommunicator*>(&c);
+    ASSERT_NE(nccl, nullptr);
+    EXPECT_FALSE(nccl->custom_all_reduce_enabled());
+    comm_script(b, c);
+  }));
+}
+
+// Rank 0 enqueues collectives rank 1 never joins; abort() from a third thread must end rank 0's
+// barrier with an Error (and let its stream drain: the kernels quit), for the one-shot kernel and
+// for NCCL's. Later calls and replays of graphs holding its collectives throw at once.
+TEST(CudaComm, AbortWakesPendingCall) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  for (int64_t n : {int64_t{2048}, int64_t{1} << 20}) {
+    std::atomic<Communicator*> comm0{nullptr};
+    std::promise<void> rank0_done;
+    std::shared_future<void> rank0_done_f = rank0_done.get_future().share();
+    std::thread aborter;
+    const std::vector<std::string> errors = run_ranks(2, [&](int rank, Backend& b, Communicator& c) {
+      Tensor t = b.empty(DType::kBF16, {n});
+      b.fill_bytes(t, 0);
+      c.all_reduce_sum(t);  // both ranks: connections made
+      const int graph = b.capture_graph([&] { c.all_reduce_sum(t); });
+      b.replay_graph(graph);
+      b.synchronize();
+      c.barrier();
+      if (rank == 1) {
+        rank0_done_f.wait();  // sits out rank 0's next collectives
+        return;
+      }
+      comm0 = &c;
+      aborter = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        comm0.load()->abort();
+      });
+      const Clock::time_point start = Clock::now();
+      c.all_reduce_sum(t);  // enqueued: its kernel waits for rank 1
+      EXPECT_THROW(c.barrier(), Error);
+      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      EXPECT_GT(waited, 0.3);
+      EXPECT_LT(waited, 30.0);
+      b.synchronize();  // the kernels quit
+      EXPECT_THROW(c.all_reduce_sum(t), Error);
+      EXPECT_THROW(c.broadcast(t, 0), Error);
+      EXPECT_THROW(b.replay_graph(graph), Error);
+      rank0_done.set_value();
+    });
+    if (aborter.joinable()) aborter.join();
+    expect_no_errors(errors);
+  }
+}
+
+// Many back-to-back all-reduces of random sizes (one-shot ones of 1..32 blocks under a 512 KiB
+// limit, every tenth one through NCCL), in place on distinct slices, no host sync between them.
+// The values are small integers, so every sum is exact: a block reading a stale half or a wrong
+// epoch's data shows.
+TEST(CudaComm, AllReduceStressThreads) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", "524288");
+  const int world = std::min(cuda_device_count(), 8);
+  expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {
+    std::mt19937 rng(99);  // the same sizes on every rank
+    const int iters = 600;
+    std::vector<int64_t> sizes, offsets;
+    int64_t total = 0;
+    for (int it = 0; it < iters; ++it) {
+      const int64_t n = it % 10 == 9 ? 300000 + 8 * static_cast<int64_t>(rng() % 128)
+                                     : 8 * (1 + static_cast<int64_t>(rng() % (256 * 1024 / 8)));
+      sizes.push_back(n);
+      offsets.push_back(total);
+      total += n;
+    }
+    auto value = [](int q, int it, int64_t i) { return static_cast<float>((q * 7 + it * 13 + i) % 17) - 8.0f; };
+    std::vector<uint16_t> in(static_cast<size_t>(total));
+    for (int it = 0; it < iters; ++it) {
+      for (int64_t i = 0; i < sizes[it]; ++i) in[offsets[it] + i] = f32_to_bf16(value(rank, it, i));
+    }
+    Tensor data = b.empty(DType::kBF16, {total});
+    b.copy_from_host(data, in.data());
+    b.synchronize();
+    for (int it = 0; it < iters; ++it) c.all_reduce_sum(data.rows(offsets[it], offsets[it] + sizes[it]));
+    const std::vector<float> got = download(b, data);
+    int64_t bad = 0;
+    for (int it = 0; it < iters; ++it) {
+      for (int64_t i = 0; i < sizes[it]; ++i) {
+        float expect = 0.0f;
+        for (int q = 0; q < world; ++q) expect += value(q, it, i);
+        if (got[offsets[it] + i] != expect && bad++ < 5) {
+          ADD_FAILURE() << "rank " << rank << " iteration " << it << " (" << sizes[it] << " values) [" << i
+                        << "]: " << got[offsets[it] + i] << " vs " << expect;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }));
+}
+
+// Time per bf16 all-reduce, one-shot kernel vs NCCL: graphs of 50 calls (median of 7 replays) and
+// 50 eager calls (the host's enqueue cost included). Not pass/fail.
+TEST(CudaCommBench, AllReduce) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  for (bool custom : {true, false}) {
+    ScopedEnv env("MINIVLLM_NO_CUSTOM_AR", custom ? nullptr : "1");
+    expect_no_errors(run_ranks(2, [&](int rank, Backend& b, Communicator& c) {
+      for (int64_t bytes : {int64_t{2} << 10, int64_t{16} << 10, int64_t{128} << 10, int64_t{512} << 10,
+                            int64_t{2} << 20, int64_t{8} << 20, int64_t{32} << 20}) {
+        Tensor t = b.empty(DType::kBF16, {bytes / 2});
+        b.fill_bytes(t, 0);
+        const int calls = 50;
+        c.all_reduce_sum(t);
+        b.synchronize();
+        const int graph = b.capture_graph([&] {
+          for (int i = 0; i < calls; ++i) c.all_reduce_sum(t);
+        });
+        b.replay_graph(graph);
+        b.synchronize();
+        std::vector<double> times;
+        for (int rep = 0; rep < 7; ++rep) {
+          c.barrier();
+          const Clock::time_point t0 = Clock::now();
+          b.replay_graph(graph);
+          b.synchronize();
+          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+        }
+        std::sort(times.begin(), times.end());
+        c.barrier();
+        const Clock::time_point t0 = Clock::now();
+        for (int i = 0; i < calls; ++i) c.all_reduce_sum(t);
+        b.synchronize();
+        const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+        if (rank == 0) {
+          std::printf("all_reduce bf16 %9lld B, %-24s: graph %8.2f us/call, eager %8.2f us/call\n",
+                      static_cast<long long>(bytes), custom ? "one-shot (default limit)" : "NCCL only",
+                      times[times.size() / 2] * 1e6, eager * 1e6);
+        }
+      }
+    }));
+  }
+}
+
+// Rank 1 in a child process (this test binary, filtered to CudaCommWorker.Rank), rank 0 here: the
+// engine's layout, and the one-shot kernel over cudaIpcOpenMemHandle mappings. A watchdog aborts
+// rank 0's communicator if the child dies, as the engine's does.
+TEST(CudaComm, CollectivesTwoProcesses) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  const std::string boot = make_cuda_comm_bootstrap();
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  env_strings.push_back("MINIVLLM_COMM_TEST_BOOTSTRAP=" + boot);
+  env_strings.push_back("MINIVLLM_COMM_TEST_RANK=1");
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=CudaCommWorker.Rank";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t child = -1;
+  ASSERT_EQ(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+
+  std::atomic<bool> finished{false};
+  std::atomic<int> child_status{-1};
+  std::thread watchdog([&] {
+    const Clock::time_point start = Clock::now();
+    for (;;) {
+      int status = 0;
+      const pid_t r = waitpid(child, &status, WNOHANG);
+      if (r == child) {
+        child_status = status;
+        if (!finished.load() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+          abort_cuda_comm_bootstrap(boot, "rank 1 (child process) died");
+        }
+        return;
+      }
+      if (std::chrono::duration<double>(Clock::now() - start).count() > 300) {
+        kill(child, SIGKILL);
+        abort_cuda_comm_bootstrap(boot, "timeout");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  try {
+    auto b = make_cuda_backend(0);
+    auto c = b->create_communicator(0, 2, boot);
+    auto* nccl = dynamic_cast<cuda::NcclCommunicator*>(c.get());
+    ASSERT_NE(nccl, nullptr);
+    if (!nccl->custom_all_reduce_enabled()) std::printf("note: one-shot all-reduce not enabled (no peer access?)\n");
+    comm_script(*b, *c);
+    c->barrier();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "rank 0: " << e.what();
+  }
+  finished = true;
+  watchdog.join();
+  const int status = child_status.load();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+}
+
+// The child's side of CollectivesTwoProcesses (skips when run on its own).
+TEST(CudaCommWorker, Rank) {
+  const char* boot = std::getenv("MINIVLLM_COMM_TEST_BOOTSTRAP");
+  const char* rank = std::getenv("MINIVLLM_COMM_TEST_RANK");
+  if (boot == nullptr || rank == nullptr) GTEST_SKIP() << "rank 1 of CudaComm.CollectivesTwoProcesses";
+  const int r = std::atoi(rank);
+  auto b = make_cuda_backend(r);
+  auto c = b->create_communicator(r, 2, boot);
+  comm_script(*b, *c);
+  c->barrier();
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
