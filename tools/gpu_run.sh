@@ -8,7 +8,7 @@
 # --prebuilt DIR: binaries from tools/make_gpu_dist.sh (minivllm, test_cuda, teacher_forced_check and
 #                 the shared libraries they need in DIR/lib), for machines without the -dev packages.
 # --shared DIR:   the reference model configs (default ../shared); needs models/<name>/config.json.
-# --only tp:      tensor parallelism on 2 GPUs: the CPU-side TP tests with the real workers, agreement with
+# --only tp (or tp-check, tp-bench): tensor parallelism on 2 GPUs: the CPU-side TP tests with the real workers, agreement with
 #                 HF at world_size 1 and 2, graph replay vs eager at 2, validation, memcheck, and the
 #                 world_size 1 vs 2 benchmark of both models (bench_tp.json). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
@@ -48,7 +48,10 @@ fi
 
 models=(qwen3-0.6b llama-3.2-1b-instruct)
 work="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}"
-if want e2e || want bench || want sanitize || want tp; then
+tp_check=0; tp_bench=0
+{ want tp || want tp-check; } && tp_check=1
+{ want tp || want tp-bench; } && tp_bench=1
+if want e2e || want bench || want sanitize || [ $tp_check = 1 ] || [ $tp_bench = 1 ]; then
   for m in "${models[@]}"; do
     [ -f "$work/$m/model/config.json" ] && continue
     step "hf_reference_$m" python3 tools/hf_teacher_forced.py --config "$shared/models/$m/config.json" \
@@ -75,10 +78,10 @@ if want bench; then
   step bench_qwen3 "$bin/minivllm" bench --model "$work/qwen3-0.6b/model" --json
   cp "$out/bench_qwen3.log" "$out/bench_qwen3.txt" 2>/dev/null
 fi
-if want tp; then
-  # The workers are minivllm-worker beside the binaries.
-  export MINIVLLM_WORKER="$bin/minivllm-worker"
-  step test_tp "$bin/test_tp"
+# The workers are minivllm-worker beside the binaries.
+export MINIVLLM_WORKER="$bin/minivllm-worker"
+if [ $tp_check = 1 ]; then
+  step tp_faults tools/tp_faults_gpu.sh "$bin/minivllm" "$work/qwen3-0.6b/model"
   step tp_too_many_gpus bash -c "! '$bin/minivllm' generate --model '$work/qwen3-0.6b/model' --device cuda \
     --prompt-ids '[[1,2,3]]' --max-tokens 2 --tensor-parallel-size 3 2>&1 | tee /dev/stderr | grep -q 'needs 3 GPUs but 2'"
   for m in "${models[@]}"; do
@@ -93,6 +96,8 @@ if want tp; then
     "$bin/minivllm" generate --model "$work/qwen3-0.6b/model" --prompt-ids '[[1,2,3,4,5,6,7],[9,10,11]]' \
     --max-tokens 8 --temperature 0 --ignore-eos --max-num-seqs 4 --max-model-len 256 --num-kvcache-blocks 16 --json \
     --tensor-parallel-size 2
+fi
+if [ $tp_bench = 1 ]; then
   for m in "${models[@]}"; do
     for ws in 1 2; do
       step "bench_${m}_tp$ws" bash -c "'$bin/minivllm' bench --model '$work/$m/model' --json --tensor-parallel-size $ws | tail -n 1 > '$out/bench_${m}_tp$ws.json'"
