@@ -7,8 +7,10 @@ set -uo pipefail
 bin="${1:?minivllm binary}"; model="${2:?model dir}"
 fail=0
 shm_before=$(ls /dev/shm | sort)
-start() {  # a long run at world_size 2; sets pid and worker
-  "$bin" bench --model "$model" --tensor-parallel-size 2 --num-seqs 256 --decode-tokens 4096 >/tmp/tpf.out 2>/tmp/tpf.err &
+prompts=$(python3 -c "print([[1 + i % 50, 2, 3, 4, 5, 6, 7, 8] for i in range(256)])" | tr -d ' ')
+start() {  # a long run at world_size 2 (about a minute of decode); sets pid and worker
+  "$bin" generate --model "$model" --tensor-parallel-size 2 --prompt-ids "$prompts" --max-tokens 3000 --ignore-eos \
+    --temperature 0 --max-model-len 4096 --json >/tmp/tpf.out 2>/tmp/tpf.err &
   pid=$!
   for _ in $(seq 100); do
     worker=$(python3 -c "import os,sys
@@ -27,7 +29,7 @@ gone() { for _ in $(seq 100); do [ -d /proc/$1 ] && [ "$(awk '{print $3}' /proc/
 start 20
 t0=$(date +%s.%N); kill -9 "$worker"; wait $pid; rc=$?; t1=$(date +%s.%N)
 secs=$(python3 -c "print(round($t1 - $t0, 2))")
-echo "worker SIGKILL: rank 0 exit $rc after ${secs}s: $(grep -o 'tensor-parallel rank [^(]*([^)]*) [^:]*' /tmp/tpf.err | head -n 1)"
+echo "worker SIGKILL: rank 0 exit $rc after ${secs}s: $(head -c 400 /tmp/tpf.err)"
 { [ $rc -ne 0 ] && grep -q "rank 1" /tmp/tpf.err && python3 -c "import sys; sys.exit(0 if $secs < 10 else 1)"; } || { echo FAIL; cat /tmp/tpf.err; fail=1; }
 
 for sig in KILL TERM INT; do
