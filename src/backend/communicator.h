@@ -24,6 +24,11 @@ class Communicator {
 
   // t = sum over ranks of t, in place.
   virtual void all_reduce_sum(const Tensor& t) = 0;
+  // accumulator (f32) += sum over ranks of partial (f32, same element count): the row-parallel
+  // linear's all-reduce fused with the residual add. Bit-identical to all_reduce_sum(partial) then
+  // accumulator += partial. Returns false, doing nothing, where the implementation cannot fuse
+  // (the caller then does the two steps itself); partial's contents are unspecified after true.
+  virtual bool all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) { return false; }
   // t = min over ranks of t, in place (i32 only; used once, for the number of KV blocks).
   virtual void all_reduce_min(const Tensor& t) = 0;
   // out[world_size * in.numel()] = the ranks' `in`, concatenated in rank order.

@@ -85,6 +85,7 @@ void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, con
   }
   // fp32 partial sums: the reduction adds world_size terms without a bf16 rounding of each.
   b.linear(x, weight_, nullptr, partial);
+  if (comm.all_reduce_sum_into(partial, residual)) return;  // the reduction adds into the residual itself
   comm.all_reduce_sum(partial);
   b.add_to_residual(partial, residual);
 }

@@ -157,12 +157,13 @@ bool CustomAllReduce::handles(const Tensor& t) const {
          reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
 }
 
-void CustomAllReduce::all_reduce_sum(const Tensor& t) {
+void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   CustomAllReduceArgs a{};
   for (int q = 0; q < kMaxRanks; ++q) a.buffers[q] = peers_[q];
   a.epochs = epochs_;
   a.abort_flag = abort_dev_;
   a.data = t.data();
+  a.accumulate = accumulate;
   a.bytes = static_cast<int64_t>(t.nbytes());
   a.half_bytes = static_cast<int64_t>(max_bytes_);
   a.rank = rank_;

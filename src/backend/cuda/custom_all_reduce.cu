@@ -147,7 +147,20 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
       const int64_t off = vec_offset(t, k);
-      if (off < a.bytes) *reinterpret_cast<uint4*>(data + off) = sum_vectors(v[k], a.world, a.bf16);
+      if (off >= a.bytes) continue;
+      const uint4 s = sum_vectors(v[k], a.world, a.bf16);
+      if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
+        float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
+        const float4 f = *reinterpret_cast<const float4*>(&s);
+        float4 acc = *r;
+        acc.x += f.x;
+        acc.y += f.y;
+        acc.z += f.z;
+        acc.w += f.w;
+        *r = acc;
+      } else {
+        *reinterpret_cast<uint4*>(data + off) = s;
+      }
     }
   }
   if (tid == 0) a.epochs[b] = epoch;

@@ -60,8 +60,9 @@ class CustomAllReduce {
   // f32 or bf16, at most max_bytes(), a multiple of 16 bytes, 16-byte aligned.
   bool handles(const Tensor& t) const;
   size_t max_bytes() const { return max_bytes_; }
-  // t = sum over ranks of t, in place, one kernel on the stream.
-  void all_reduce_sum(const Tensor& t);
+  // t = sum over ranks of t, in place, one kernel on the stream. With `accumulate` (t f32): instead
+  // accumulate[i] += that sum, t unchanged (the row-parallel linear's residual add, fused).
+  void all_reduce_sum(const Tensor& t, float* accumulate = nullptr);
   // Thread-safe: spinning kernels quit; later calls must not be made.
   void abort();
   // Teardown when the stream may still hold a kernel that peers' memory is read by (a peer that
@@ -90,7 +91,8 @@ struct CustomAllReduceArgs {
   void* buffers[CustomAllReduce::kMaxRanks];  // every rank's buffer, this rank's own included
   uint32_t* epochs;
   const int* abort_flag;
-  void* data;  // in place
+  void* data;         // in place
+  float* accumulate;  // or, when set (f32): accumulate += the sum
   int64_t bytes;
   int64_t half_bytes;  // max_bytes: half 1 starts there, the flags at twice that
   int rank;

@@ -344,6 +344,23 @@ void NcclCommunicator::all_reduce_sum(const Tensor& t) {
   });
 }
 
+bool NcclCommunicator::all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) {
+  check_comm_tensor(partial, "all_reduce_sum_into", "partial");
+  check_comm_tensor(accumulator, "all_reduce_sum_into", "accumulator");
+  if (custom_ar_ == nullptr || partial.dtype() != DType::kF32 || accumulator.dtype() != DType::kF32 ||
+      partial.numel() != accumulator.numel() || partial.numel() == 0 || !custom_ar_->handles(partial) ||
+      !custom_ar_->handles(accumulator)) {
+    return false;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    comm_locked("all_reduce_sum_into");
+  }
+  note_capture();
+  custom_ar_->all_reduce_sum(partial, accumulator.ptr<float>());
+  return true;
+}
+
 void NcclCommunicator::all_reduce_min(const Tensor& t) {
   check_comm_tensor(t, "all_reduce_min", "t");
   MINIVLLM_CHECK(t.dtype() == DType::kI32) << "all_reduce_min: " << t.describe() << " must be i32";

@@ -59,6 +59,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   void all_reduce_sum(const Tensor& t) override;
+  bool all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) override;
   void all_reduce_min(const Tensor& t) override;
   void all_gather(const Tensor& in, const Tensor& out) override;
   void gather(const Tensor& in, const Tensor& out) override;
