@@ -83,11 +83,17 @@ bool ggml_type_supported(uint32_t type) {
 int64_t ggml_block_size(uint32_t type) { return block_bytes(type) ? kBlock : 1; }
 
 size_t ggml_type_nbytes(uint32_t type, int64_t n) {
+  MINIVLLM_CHECK_GE(n, 0) << "byte size of a negative element count of type " << ggml_type_name(type);
+  size_t units = static_cast<size_t>(n), unit_bytes = 0;
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32: return static_cast<size_t>(n) * 4;
-    case GgmlType::kF16: case GgmlType::kBF16: return static_cast<size_t>(n) * 2;
-    default: return static_cast<size_t>(n / kBlock) * block_bytes(type);
+    case GgmlType::kF32: unit_bytes = 4; break;
+    case GgmlType::kF16: case GgmlType::kBF16: unit_bytes = 2; break;
+    default: units /= kBlock; unit_bytes = block_bytes(type); break;
   }
+  size_t bytes = 0;
+  MINIVLLM_CHECK(!__builtin_mul_overflow(units, unit_bytes, &bytes))
+      << "byte size of " << n << " elements of type " << ggml_type_name(type) << " overflows";
+  return bytes;
 }
 
 void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {

@@ -2,10 +2,13 @@
 // bounds-checked, so a truncated or corrupt file gives an Error naming it instead of a crash.
 #include "loader/gguf_file.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/check.h"
 #include "loader/gguf_dequant.h"
+#include "loader/safetensors.h"
 
 namespace minivllm {
 namespace {
@@ -114,7 +117,10 @@ size_t GgufValue::array_size() const { return ints.size() + floats.size() + stri
 
 int64_t GgufTensorInfo::numel() const {
   int64_t n = 1;
-  for (int64_t d : ne) n *= d;
+  for (int64_t d : ne) {
+    MINIVLLM_CHECK(d >= 0 && !__builtin_mul_overflow(n, d, &n))
+        << "GGUF tensor '" << name << "': element count of ne " << shape_string(ne) << " overflows int64";
+  }
   return n;
 }
 
@@ -146,15 +152,29 @@ void GgufFile::parse() {
     t.name = c.read_string("tensor name");
     const uint32_t n_dims = c.read<uint32_t>("tensor rank");
     MINIVLLM_CHECK(n_dims >= 1 && n_dims <= 4) << p << ": tensor '" << t.name << "' has rank " << n_dims;
-    for (uint32_t d = 0; d < n_dims; ++d) t.ne.push_back(static_cast<int64_t>(c.read<uint64_t>("tensor dims")));
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t dim = c.read<uint64_t>("tensor dims");
+      t.ne.push_back(static_cast<int64_t>(dim));
+      MINIVLLM_CHECK(dim <= uint64_t{INT64_MAX} && !__builtin_mul_overflow(numel, t.ne.back(), &numel))
+          << p << ": tensor '" << t.name << "': element count overflows int64 at dimension " << d << " = " << dim;
+    }
     t.type = c.read<uint32_t>("tensor type");
     t.offset = c.read<uint64_t>("tensor offset");
     if (ggml_type_supported(t.type)) {
-      MINIVLLM_CHECK_EQ(t.ne[0] % ggml_block_size(t.type), 0)
+      const int64_t block = ggml_block_size(t.type);
+      MINIVLLM_CHECK_EQ(t.ne[0] % block, 0)
           << p << ": tensor '" << t.name << "' of type " << ggml_type_name(t.type) << " has a row of " << t.ne[0]
           << " elements, not a multiple of the block size";
-      t.nbytes = ggml_type_nbytes(t.type, t.numel());
+      const size_t block_bytes = ggml_type_nbytes(t.type, block);
+      MINIVLLM_CHECK(!__builtin_mul_overflow(static_cast<size_t>(numel / block), block_bytes, &t.nbytes))
+          << p << ": tensor '" << t.name << "' of type " << ggml_type_name(t.type) << ": byte size of " << numel
+          << " elements overflows";
     }
+    MINIVLLM_CHECK(t.offset % alignment_ == 0)
+        << p << ": tensor '" << t.name << "' data offset " << t.offset << " is not a multiple of general.alignment "
+        << alignment_;
+    MINIVLLM_CHECK(tensor_index_.count(t.name) == 0) << p << ": corrupt GGUF: tensor '" << t.name << "' appears twice";
     tensor_index_[t.name] = tensors_.size();
     tensors_.push_back(std::move(t));
   }
@@ -164,6 +184,21 @@ void GgufFile::parse() {
                    t.nbytes <= file_->size() - data_offset_ - t.offset)
         << p << ": truncated GGUF file: tensor '" << t.name << "' data ends at byte "
         << data_offset_ + t.offset + t.nbytes << " but the file has " << file_->size();
+  }
+  // No two tensors may share bytes (sizes are known for the supported types only).
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const GgufTensorInfo& t : tensors_) {
+    if (t.nbytes > 0) by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& a = *by_offset[i - 1];
+    const GgufTensorInfo& b = *by_offset[i];
+    MINIVLLM_CHECK(a.offset + a.nbytes <= b.offset)
+        << p << ": corrupt GGUF: the data of tensors '" << a.name << "' (bytes [" << a.offset << ", "
+        << a.offset + a.nbytes << ")) and '" << b.name << "' (bytes [" << b.offset << ", " << b.offset + b.nbytes
+        << ")) of the data section overlap";
   }
 }
 

@@ -35,11 +35,54 @@ bool output_tied_to_embedding(const GgufFile& f) {
          std::memcmp(f.tensor_data(*embd), f.tensor_data(*out), out->nbytes) == 0;
 }
 
-// GGUF writes "no token" as -1 or as 0xFFFFFFFF in a uint32; both become -1.
+// GGUF writes "no token" as -1 or as 0xFFFFFFFF in a uint32; both become -1. Any other id must
+// name a token of the vocabulary (when the file has one).
 int64_t token_id(const GgufFile& f, const std::string& key, size_t n_tokens) {
   const int64_t id = f.get_int(key, -1);
   if (id < 0 || id == 0xFFFFFFFFll) return -1;
-  return n_tokens == 0 || static_cast<size_t>(id) < n_tokens ? id : -1;
+  MINIVLLM_CHECK(n_tokens == 0 || static_cast<uint64_t>(id) < n_tokens)
+      << f.path() << ": GGUF key " << key << " = " << id << " is outside the vocabulary of " << n_tokens
+      << " tokens (tokenizer.ggml.tokens)";
+  return id;
+}
+
+// Metadata and tensors asking for what the engine does not implement.
+void refuse_unsupported_features(const GgufFile& f, const std::string& a, const ModelConfig& c) {
+  const std::string rope_dims = a + ".rope.dimension_count";
+  if (f.find(rope_dims)) {
+    const int64_t n_rot = f.get_int(rope_dims);
+    MINIVLLM_CHECK_EQ(n_rot, c.head_dim) << f.path() << ": unsupported " << rope_dims << " = " << n_rot
+                                         << ": minivllm rotates the whole head (head_dim " << c.head_dim
+                                         << "), not part of it";
+  }
+  const std::string scaling = a + ".rope.scaling.type";
+  if (f.find(scaling)) {
+    const std::string type = f.get_string(scaling, "");
+    MINIVLLM_CHECK(type.empty() || type == "none")
+        << f.path() << ": unsupported " << scaling << " \"" << type << "\" (minivllm implements none)";
+  }
+  const std::string window = a + ".attention.sliding_window";
+  if (f.find(window)) {
+    const int64_t w = f.get_int(window);
+    MINIVLLM_CHECK(w <= 0 || w >= c.max_position_embeddings)
+        << f.path() << ": unsupported " << window << " = " << w << " (smaller than " << a << ".context_length "
+        << c.max_position_embeddings << "; minivllm does not implement sliding-window attention)";
+  }
+  const std::string experts = a + ".expert_count";
+  if (f.find(experts)) {
+    const int64_t n = f.get_int(experts);
+    MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n
+                            << " (minivllm does not implement mixture-of-experts layers)";
+  }
+  // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (!t.name.starts_with("blk.")) continue;
+    for (const char* part : {".attn_output.bias", ".ffn_gate.bias", ".ffn_up.bias", ".ffn_down.bias"}) {
+      MINIVLLM_CHECK(!t.name.ends_with(part))
+          << f.path() << ": unsupported tensor '" << t.name << "' (minivllm implements no "
+          << (std::string(part) == ".attn_output.bias" ? "attention output" : "MLP") << " bias)";
+    }
+  }
 }
 
 ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
@@ -75,6 +118,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
       c.eos_token_ids.push_back(id);
     }
   }
+  refuse_unsupported_features(f, a, c);
   c.validate();
   return c;
 }

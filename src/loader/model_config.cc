@@ -119,17 +119,76 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   } else if (params && r.has(*params, "rope_theta")) {
     c->rope_theta = r.get_double(*params, "rope_theta");
   }
+  for (const json* obj : {&j, params}) {
+    if (obj && r.has(*obj, "partial_rotary_factor")) {
+      const double f = r.get_double(*obj, "partial_rotary_factor");
+      MINIVLLM_CHECK(f == 1.0) << r.path() << ": unsupported partial_rotary_factor " << f
+                               << " (minivllm rotates the whole head_dim)";
+    }
+  }
   if (!params) return;
+  const char* key = j.contains("rope_scaling") && !j["rope_scaling"].is_null() ? "rope_scaling" : "rope_parameters";
   std::string type;
   if (r.has(*params, "rope_type")) type = r.get_string(*params, "rope_type");
   else if (r.has(*params, "type")) type = r.get_string(*params, "type");
+  MINIVLLM_CHECK(!type.empty() || !r.has(*params, "factor"))
+      << r.path() << ": " << key << " " << params->dump() << " has a factor but no rope_type";
   if (type.empty() || type == "default") return;
-  MINIVLLM_CHECK(type == "llama3") << r.path() << ": unsupported rope_scaling type " << type << " (supported: llama3)";
+  MINIVLLM_CHECK(type == "llama3") << r.path() << ": unsupported " << key << " type \"" << type
+                                   << "\" (supported: default, llama3)";
   c->rope_scaling.type = type;
   c->rope_scaling.factor = r.get_double(*params, "factor");
   c->rope_scaling.low_freq_factor = r.get_double(*params, "low_freq_factor");
   c->rope_scaling.high_freq_factor = r.get_double(*params, "high_freq_factor");
   c->rope_scaling.original_max_position_embeddings = r.get_int(*params, "original_max_position_embeddings");
+}
+
+// Keys asking for model features the engine does not implement: refusing them is better than
+// loading the weights and silently computing something else.
+void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
+  const json& j = r.root();
+  const std::string& p = r.path();
+  if (r.has("hidden_act")) {
+    const std::string act = r.get_string(j, "hidden_act");
+    MINIVLLM_CHECK(act == "silu" || act == "swish")
+        << p << ": unsupported hidden_act \"" << act << "\" (minivllm implements only SiLU: \"silu\" or \"swish\")";
+  }
+  MINIVLLM_CHECK(!r.get_bool("mlp_bias", false))
+      << p << ": unsupported mlp_bias: true (minivllm's MLP has no gate/up/down biases)";
+  // Llama and Qwen3 put attention_bias on o_proj too (Qwen2 has q/k/v biases only), and the
+  // engine has no o_proj bias.
+  MINIVLLM_CHECK(c.arch == Architecture::kQwen2 || !r.get_bool("attention_bias", false))
+      << p << ": unsupported attention_bias: true for " << c.arch_name
+      << " (it adds an o_proj bias, which minivllm does not implement)";
+  // Sliding-window attention. transformers 5 lists each layer's kind in layer_types, which then
+  // decides; otherwise Qwen2/Qwen3 slide only when use_sliding_window is true, and only in layers
+  // from max_window_layers on; Mistral-style configs slide whenever sliding_window is set. A window
+  // no shorter than max_position_embeddings never slides (the engine caps the context there).
+  if (r.has("layer_types")) {
+    const json& types = j.at("layer_types");
+    MINIVLLM_CHECK(types.is_array()) << p << ": key layer_types must be a list, got " << types.dump();
+    for (size_t i = 0; i < types.size(); ++i) {
+      MINIVLLM_CHECK(types[i] == "full_attention")
+          << p << ": unsupported layer_types[" << i << "] = " << types[i].dump()
+          << " (minivllm implements only full_attention; no sliding-window attention)";
+    }
+    return;
+  }
+  if (!r.has("sliding_window")) return;
+  const int64_t window = r.get_int("sliding_window");
+  if (window >= c.max_position_embeddings) return;
+  if (c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) {
+    if (!r.get_bool("use_sliding_window", false)) return;
+    const int64_t first_sliding_layer = r.get_int("max_window_layers", 28);  // transformers' default
+    MINIVLLM_CHECK(first_sliding_layer >= c.num_layers)
+        << p << ": unsupported sliding_window " << window << " with use_sliding_window: true (layers "
+        << first_sliding_layer << ".." << c.num_layers - 1
+        << " would use sliding-window attention, which minivllm does not implement)";
+    return;
+  }
+  MINIVLLM_CHECK(r.has("use_sliding_window") && !r.get_bool("use_sliding_window", false))
+      << p << ": unsupported sliding_window " << window << " (smaller than max_position_embeddings "
+      << c.max_position_embeddings << "; minivllm does not implement sliding-window attention)";
 }
 
 void parse_shapes(const ConfigReader& r, ModelConfig* c) {
@@ -160,6 +219,7 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   c.arch = parse_architecture(r, &c.arch_name);
   parse_shapes(r, &c);
   parse_rope(r, &c);
+  refuse_unsupported_features(r, c);
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
   // Qwen2 always has q/k/v biases (its config has no attention_bias key).
   c.attention_bias = c.arch == Architecture::kQwen2 || r.get_bool("attention_bias", false);

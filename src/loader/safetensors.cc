@@ -1,6 +1,8 @@
 // Reading one .safetensors file: header parsing with checks that name the file and tensor.
 #include "loader/safetensors.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,9 +34,14 @@ bool parse_supported_dtype(const std::string& s, DType* out) {
   return true;
 }
 
+// Shapes are checked at parse time (non-negative, element count and byte size within range), so
+// the product cannot overflow for a parsed tensor; the check guards any other caller.
 int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    MINIVLLM_CHECK(d >= 0 && !__builtin_mul_overflow(n, d, &n))
+        << "element count of shape " << shape_string(shape) << " overflows int64";
+  }
   return n;
 }
 
@@ -83,10 +90,14 @@ void SafetensorsFile::parse_header() {
     info.name = name;
     info.dtype_name = entry["dtype"].get<std::string>();
     info.dtype_supported = parse_supported_dtype(info.dtype_name, &info.dtype);
+    int64_t numel = 1;
     for (const json& d : entry["shape"]) {
-      MINIVLLM_CHECK(d.is_number_unsigned()) << p << ": corrupt safetensors header: tensor '" << name
-                                             << "' has shape " << entry["shape"].dump();
+      MINIVLLM_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t{INT64_MAX})
+          << p << ": corrupt safetensors header: tensor '" << name << "' has shape " << entry["shape"].dump();
       info.shape.push_back(d.get<int64_t>());
+      MINIVLLM_CHECK(!__builtin_mul_overflow(numel, info.shape.back(), &numel))
+          << p << ": corrupt safetensors header: tensor '" << name << "': element count of shape "
+          << entry["shape"].dump() << " overflows int64";
     }
     const json& offs = entry["data_offsets"];
     MINIVLLM_CHECK(offs[0].is_number_unsigned() && offs[1].is_number_unsigned() &&
@@ -94,7 +105,11 @@ void SafetensorsFile::parse_header() {
         << p << ": corrupt safetensors header: tensor '" << name << "' has data_offsets " << offs.dump();
     const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
     const size_t elem = safetensors_elem_size(info.dtype_name);
-    MINIVLLM_CHECK(elem == 0 || end - begin == static_cast<uint64_t>(numel_of(info.shape)) * elem)
+    uint64_t nbytes = 0;
+    MINIVLLM_CHECK(!__builtin_mul_overflow(static_cast<uint64_t>(numel), uint64_t{elem}, &nbytes))
+        << p << ": corrupt safetensors header: tensor '" << name << "' (" << info.dtype_name
+        << shape_string(info.shape) << "): byte size overflows";
+    MINIVLLM_CHECK(elem == 0 || end - begin == nbytes)
         << p << ": corrupt safetensors header: tensor '" << name << "' (" << info.dtype_name << shape_string(info.shape)
         << ") has " << end - begin << " data bytes";
     MINIVLLM_CHECK(end <= size - data_start)
@@ -103,6 +118,21 @@ void SafetensorsFile::parse_header() {
     info.begin = data_start + begin;
     info.end = data_start + end;
     tensors_.emplace(name, std::move(info));
+  }
+  // No two tensors may share bytes (empty ones hold none).
+  std::vector<const SafetensorsTensorInfo*> by_offset;
+  for (const auto& kv : tensors_) {
+    if (kv.second.end > kv.second.begin) by_offset.push_back(&kv.second);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const SafetensorsTensorInfo* a, const SafetensorsTensorInfo* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const SafetensorsTensorInfo& a = *by_offset[i - 1];
+    const SafetensorsTensorInfo& b = *by_offset[i];
+    MINIVLLM_CHECK(a.end <= b.begin) << p << ": corrupt safetensors header: the data of tensors '" << a.name
+                                     << "' (data_offsets [" << a.begin - data_start << ", " << a.end - data_start
+                                     << "]) and '" << b.name << "' (data_offsets [" << b.begin - data_start << ", "
+                                     << b.end - data_start << "]) overlap";
   }
 }
 

@@ -2,6 +2,7 @@
 // the format document lays them out, so the reader is checked against an independent encoder.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -49,7 +50,13 @@ class GgufTestWriter {
   }
   void add_tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t ggml_type,
                   const std::vector<uint8_t>& bytes) {
-    tensors_.push_back({name, ne, ggml_type, bytes});
+    tensors_.push_back({name, ne, ggml_type, bytes, false, 0});
+  }
+  // A tensor whose data offset (relative to the data section) is given as is, even unaligned or
+  // overlapping another's; later tensors without one continue after the furthest end so far.
+  void add_tensor_at(const std::string& name, const std::vector<uint64_t>& ne, uint32_t ggml_type,
+                     const std::vector<uint8_t>& bytes, uint64_t offset) {
+    tensors_.push_back({name, ne, ggml_type, bytes, true, offset});
   }
 
   std::vector<uint8_t> build(uint64_t alignment = 32) const {
@@ -59,22 +66,26 @@ class GgufTestWriter {
     put(&out, uint64_t{tensors_.size()});
     put(&out, uint64_t{n_kv_});
     out.insert(out.end(), kv_.begin(), kv_.end());
-    uint64_t offset = 0;
+    uint64_t next = 0, end = 0;
     std::vector<uint64_t> offsets;
     for (const auto& t : tensors_) {
+      const uint64_t offset = t.explicit_offset ? t.offset : next;
       put_string(&out, t.name);
       put(&out, uint32_t(t.ne.size()));
       for (uint64_t d : t.ne) put(&out, d);
       put(&out, t.type);
       put(&out, offset);
       offsets.push_back(offset);
-      offset = (offset + t.bytes.size() + alignment - 1) / alignment * alignment;
+      end = std::max<uint64_t>(end, offset + t.bytes.size());
+      next = (end + alignment - 1) / alignment * alignment;
     }
     out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
     const size_t data_start = out.size();
+    out.resize(data_start + end, 0);
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      out.resize(data_start + offsets[i], 0);
-      out.insert(out.end(), tensors_[i].bytes.begin(), tensors_[i].bytes.end());
+      if (!tensors_[i].bytes.empty()) {
+        std::memcpy(out.data() + data_start + offsets[i], tensors_[i].bytes.data(), tensors_[i].bytes.size());
+      }
     }
     return out;
   }
@@ -85,6 +96,8 @@ class GgufTestWriter {
     std::vector<uint64_t> ne;
     uint32_t type;
     std::vector<uint8_t> bytes;
+    bool explicit_offset;
+    uint64_t offset;
   };
   template <typename T>
   static void put(std::vector<uint8_t>* out, T v) {

@@ -1,0 +1,452 @@
+// What the loaders refuse because the engine cannot honour it: config.json features the engine
+// does not implement (activation, MLP / o_proj biases, sliding windows, rope variants), GGUF
+// metadata of the same kind, tensors whose data overlap or sit off general.alignment, shapes whose
+// sizes overflow, and GGUF special-token ids outside the vocabulary. Each error must name the file,
+// the key or tensor and the value. The real checkpoints must still load.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "loader/gguf.h"
+#include "loader/model_config.h"
+#include "loader/safetensors.h"
+#include "loader/weight_source.h"
+#include "gguf_test_writer.h"
+#include "loader_test_util.h"
+
+namespace minivllm {
+namespace {
+
+using nlohmann::json;
+using testing::expect_error_naming;
+using testing::GgufTestWriter;
+using testing::ScratchDir;
+using testing::write_bytes;
+using testing::write_text;
+using W = GgufTestWriter;
+namespace fs = std::filesystem;
+
+const std::string kModels = std::string(MINIVLLM_SHARED_DIR) + "/models";
+const std::string kGoldens = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens";
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+json qwen3_config() { return read_json(kModels + "/qwen3-0.6b/config.json"); }
+json llama_config() { return read_json(kModels + "/llama-3.2-1b-instruct/config.json"); }
+
+// A scratch model directory holding one config.json.
+class ConfigDir {
+ public:
+  explicit ConfigDir(const json& config) : dir_("refuse_cfg") {
+    write_text(dir_.file("config.json"), config.dump(2));
+  }
+  std::string config_path() const { return dir_.file("config.json"); }
+  ModelConfig load() const { return load_hf_model_config(dir_.str()); }
+
+ private:
+  ScratchDir dir_;
+};
+
+// Expects loading `config` to fail with a message naming its config.json and every one of `parts`.
+void expect_config_refused(const json& config, std::vector<std::string> parts) {
+  ConfigDir d(config);
+  parts.push_back(d.config_path());
+  expect_error_naming([&] { d.load(); }, parts);
+}
+
+void expect_config_loads(const json& config) {
+  ConfigDir d(config);
+  EXPECT_NO_THROW(d.load()) << config.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real configs and checkpoints still load.
+
+TEST(LoaderRefusals, RealConfigsStillLoad) {
+  EXPECT_NO_THROW(load_hf_model_config(kModels + "/qwen3-0.6b"));
+  EXPECT_NO_THROW(load_hf_model_config(kModels + "/llama-3.2-1b-instruct"));
+  int goldens = 0;
+  for (const auto& e : fs::directory_iterator(kGoldens)) {
+    if (!fs::exists(e.path() / "config.json")) continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW(load_hf_model_config(e.path().string()));
+    EXPECT_NO_THROW(open_safetensors_dir(e.path().string()));  // overlap and overflow checks pass
+    ++goldens;
+  }
+  EXPECT_GE(goldens, 3);
+  // The Qwen3 configs say sliding_window: null, use_sliding_window: false.
+  const json q = qwen3_config();
+  EXPECT_TRUE(q.at("sliding_window").is_null());
+  EXPECT_FALSE(q.at("use_sliding_window").get<bool>());
+}
+
+TEST(LoaderRefusals, RealGgufStillLoads) {
+  const GgufModel m = open_gguf(kModels + "/stories260K/stories260K.gguf");
+  EXPECT_EQ(m.config.head_dim, 8);  // llama.rope.dimension_count is 8 too
+  EXPECT_EQ(m.vocab.bos_token_id, 1);
+  EXPECT_EQ(m.vocab.eos_token_id, 2);
+  EXPECT_EQ(m.vocab.padding_token_id, -1);  // 0xFFFFFFFF: none
+  EXPECT_NO_THROW(m.weights->get_f32("model.embed_tokens.weight"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// config.json
+
+TEST(LoaderRefusals, HiddenActOtherThanSilu) {
+  for (const char* act : {"gelu", "gelu_pytorch_tanh", "relu"}) {
+    json j = qwen3_config();
+    j["hidden_act"] = act;
+    expect_config_refused(j, {"hidden_act", std::string("\"") + act + "\"", "SiLU"});
+  }
+  json j = llama_config();
+  j["hidden_act"] = "swish";
+  expect_config_loads(j);
+  j.erase("hidden_act");  // absent: the architectures' default, SiLU
+  expect_config_loads(j);
+  j["hidden_act"] = 3;
+  expect_config_refused(j, {"hidden_act", "string"});
+}
+
+TEST(LoaderRefusals, MlpBias) {
+  json j = llama_config();
+  ASSERT_FALSE(j.at("mlp_bias").get<bool>());
+  j["mlp_bias"] = true;
+  expect_config_refused(j, {"mlp_bias", "true"});
+  json q = qwen3_config();
+  q["mlp_bias"] = true;
+  expect_config_refused(q, {"mlp_bias", "true"});
+}
+
+TEST(LoaderRefusals, AttentionBiasWithOutputProjectionBias) {
+  json j = llama_config();
+  j["attention_bias"] = true;
+  expect_config_refused(j, {"attention_bias", "true", "LlamaForCausalLM", "o_proj"});
+  json q = qwen3_config();
+  q["attention_bias"] = true;
+  expect_config_refused(q, {"attention_bias", "true", "Qwen3ForCausalLM", "o_proj"});
+  // Qwen2's biases are on q/k/v only: served.
+  json q2 = qwen3_config();
+  q2["architectures"] = {"Qwen2ForCausalLM"};
+  q2["attention_bias"] = true;
+  EXPECT_TRUE(ConfigDir(q2).load().attention_bias);
+}
+
+TEST(LoaderRefusals, QwenSlidingWindow) {
+  for (const char* arch : {"Qwen3ForCausalLM", "Qwen2ForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    json j = qwen3_config();  // 28 layers, max_window_layers 28, max_position_embeddings 40960
+    j["architectures"] = {arch};
+    j["sliding_window"] = 4096;
+    expect_config_loads(j);  // use_sliding_window: false
+    j["use_sliding_window"] = true;
+    expect_config_loads(j);  // max_window_layers 28: no layer slides
+    j["max_window_layers"] = 20;
+    expect_config_refused(j, {"sliding_window 4096", "use_sliding_window: true", "layers 20..27"});
+    j.erase("max_window_layers");  // transformers' default is 28
+    expect_config_loads(j);
+    j["max_window_layers"] = 0;
+    j["sliding_window"] = nullptr;
+    expect_config_loads(j);  // no window
+    j["sliding_window"] = 40960;
+    expect_config_loads(j);  // the window covers every position
+    j["sliding_window"] = 40959;
+    expect_config_refused(j, {"sliding_window 40959", "use_sliding_window: true"});
+  }
+}
+
+TEST(LoaderRefusals, LlamaStyleSlidingWindow) {
+  json j = llama_config();  // max_position_embeddings 131072
+  j["sliding_window"] = 4096;
+  expect_config_refused(j, {"sliding_window 4096", "131072"});
+  j["sliding_window"] = 131072;
+  expect_config_loads(j);
+  j["sliding_window"] = nullptr;
+  expect_config_loads(j);
+  j["sliding_window"] = 4096;
+  j["use_sliding_window"] = false;
+  expect_config_loads(j);
+  j["use_sliding_window"] = true;
+  expect_config_refused(j, {"sliding_window 4096"});
+  j["sliding_window"] = "4096";
+  expect_config_refused(j, {"sliding_window", "integer"});
+}
+
+TEST(LoaderRefusals, LayerTypes) {
+  json j = qwen3_config();
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i < 20 ? "full_attention" : "sliding_attention");
+  j["sliding_window"] = 4096;
+  expect_config_refused(j, {"layer_types[20]", "\"sliding_attention\""});
+  for (auto& t : j["layer_types"]) t = "full_attention";
+  j["use_sliding_window"] = true;  // layer_types decides: every layer is full attention
+  j["max_window_layers"] = 0;
+  expect_config_loads(j);
+  j["layer_types"] = "full_attention";
+  expect_config_refused(j, {"layer_types", "list"});
+}
+
+TEST(LoaderRefusals, UnknownRopeScaling) {
+  for (const char* type : {"linear", "dynamic", "yarn", "longrope", "su"}) {
+    SCOPED_TRACE(type);
+    json j = qwen3_config();
+    j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
+    expect_config_refused(j, {"rope_scaling", std::string("\"") + type + "\""});
+    json k = qwen3_config();
+    k["rope_scaling"] = {{"type", type}, {"factor", 4.0}};  // the old spelling of the key
+    expect_config_refused(k, {"rope_scaling", std::string("\"") + type + "\""});
+    json t5 = qwen3_config();
+    t5.erase("rope_scaling");
+    t5.erase("rope_theta");
+    t5["rope_parameters"] = {{"rope_type", type}, {"factor", 4.0}, {"rope_theta", 1e6}};
+    expect_config_refused(t5, {"rope_parameters", std::string("\"") + type + "\""});
+  }
+  json j = qwen3_config();
+  j["rope_scaling"] = {{"factor", 4.0}};
+  expect_config_refused(j, {"rope_scaling", "factor", "no rope_type"});
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  expect_config_loads(j);
+  j["partial_rotary_factor"] = 0.5;
+  expect_config_refused(j, {"partial_rotary_factor", "0.5"});
+  // llama3 is implemented (the Llama-3.2 config uses it).
+  EXPECT_EQ(load_hf_model_config(kModels + "/llama-3.2-1b-instruct").rope_scaling.type, "llama3");
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF: a one-layer F32 llama (hidden 32, 2 heads / 1 KV head, head_dim 16, ffn 32, 4 tokens).
+
+constexpr uint64_t kHidden = 32, kHeads = 2, kKvHeads = 1, kHeadDim = 16, kFfn = 32, kVocab = 4;
+
+std::vector<uint8_t> f32_zeros(uint64_t n) { return std::vector<uint8_t>(n * 4, 0); }
+
+struct GgufOptions {
+  std::function<void(W&)> metadata = nullptr;  // extra keys
+  std::function<void(W&)> tensors = nullptr;   // extra tensors, after the model's
+  uint32_t bos = 2, eos = 3, eot = 1;
+  uint64_t alignment = 32;
+};
+
+std::vector<uint8_t> tiny_llama(const GgufOptions& o = {}) {
+  W w;
+  w.add_string("general.architecture", "llama");
+  if (o.alignment != 32) w.add_scalar("general.alignment", W::U32, uint32_t(o.alignment));
+  w.add_scalar("llama.embedding_length", W::U32, uint32_t{kHidden});
+  w.add_scalar("llama.block_count", W::U32, uint32_t{1});
+  w.add_scalar("llama.feed_forward_length", W::U32, uint32_t{kFfn});
+  w.add_scalar("llama.attention.head_count", W::U32, uint32_t{kHeads});
+  w.add_scalar("llama.attention.head_count_kv", W::U32, uint32_t{kKvHeads});
+  w.add_scalar("llama.attention.layer_norm_rms_epsilon", W::F32, 1e-5f);
+  w.add_scalar("llama.context_length", W::U32, uint32_t{256});
+  if (o.metadata) o.metadata(w);
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_strings("tokenizer.ggml.tokens", {"a", "b", "<s>", "</s>"});
+  w.add_strings("tokenizer.ggml.merges", {"a b"});
+  w.add_scalar("tokenizer.ggml.bos_token_id", W::U32, o.bos);
+  w.add_scalar("tokenizer.ggml.eos_token_id", W::U32, o.eos);
+  w.add_scalar("tokenizer.ggml.eot_token_id", W::U32, o.eot);
+  w.add_tensor("token_embd.weight", {kHidden, kVocab}, 0, f32_zeros(kHidden * kVocab));
+  w.add_tensor("blk.0.attn_q.weight", {kHidden, kHeads * kHeadDim}, 0, f32_zeros(kHidden * kHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_k.weight", {kHidden, kKvHeads * kHeadDim}, 0, f32_zeros(kHidden * kKvHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_v.weight", {kHidden, kKvHeads * kHeadDim}, 0, f32_zeros(kHidden * kKvHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_output.weight", {kHidden, kHidden}, 0, f32_zeros(kHidden * kHidden));
+  w.add_tensor("blk.0.ffn_gate.weight", {kHidden, kFfn}, 0, f32_zeros(kHidden * kFfn));
+  w.add_tensor("blk.0.ffn_up.weight", {kHidden, kFfn}, 0, f32_zeros(kHidden * kFfn));
+  w.add_tensor("blk.0.ffn_down.weight", {kFfn, kHidden}, 0, f32_zeros(kHidden * kFfn));
+  for (const char* n : {"blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"}) {
+    w.add_tensor(n, {kHidden}, 0, f32_zeros(kHidden));
+  }
+  if (o.tensors) o.tensors(w);
+  return w.build(o.alignment);
+}
+
+// Writes the file and expects open_gguf to fail naming it and every one of `parts`.
+void expect_gguf_refused(const std::vector<uint8_t>& bytes, std::vector<std::string> parts) {
+  ScratchDir dir("refuse_gguf");
+  const std::string path = dir.file("m.gguf");
+  write_bytes(path, bytes);
+  parts.push_back(path);
+  expect_error_naming([&] { open_gguf(path); }, parts);
+}
+
+GgufModel open_bytes(const std::vector<uint8_t>& bytes) {
+  ScratchDir dir("refuse_gguf_ok");
+  write_bytes(dir.file("m.gguf"), bytes);
+  return open_gguf(dir.file("m.gguf"));
+}
+
+TEST(LoaderRefusals, TinyGgufLoads) {
+  const GgufModel m = open_bytes(tiny_llama());
+  EXPECT_EQ(m.config.head_dim, static_cast<int64_t>(kHeadDim));
+  EXPECT_EQ(m.config.eos_token_ids, (std::vector<int64_t>{3, 1}));
+  EXPECT_NO_THROW(m.weights->get_f32("model.layers.0.mlp.down_proj.weight"));
+}
+
+TEST(LoaderRefusals, GgufRopeDimensionCount) {
+  auto with_rot = [](uint32_t n) {
+    return tiny_llama({.metadata = [n](W& w) { w.add_scalar("llama.rope.dimension_count", W::U32, n); }});
+  };
+  EXPECT_NO_THROW(open_bytes(with_rot(kHeadDim)));
+  expect_gguf_refused(with_rot(8), {"llama.rope.dimension_count", "= 8", "head_dim 16"});
+  expect_gguf_refused(with_rot(32), {"llama.rope.dimension_count", "= 32", "head_dim 16"});
+}
+
+TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
+  auto with = [](std::function<void(W&)> f) { return tiny_llama({.metadata = std::move(f)}); };
+  EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_string("llama.rope.scaling.type", "none"); })));
+  expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "yarn"); }),
+                      {"llama.rope.scaling.type", "\"yarn\""});
+  expect_gguf_refused(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }),
+                      {"llama.attention.sliding_window", "= 64", "256"});
+  EXPECT_NO_THROW(
+      open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{256}); })));
+  expect_gguf_refused(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{8}); }),
+                      {"llama.expert_count", "= 8", "mixture-of-experts"});
+  EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{0}); })));
+}
+
+TEST(LoaderRefusals, GgufBiasesWithoutAPlace) {
+  for (const char* name : {"blk.0.attn_output.bias", "blk.0.ffn_up.bias", "blk.0.ffn_gate.bias",
+                           "blk.0.ffn_down.bias"}) {
+    const uint64_t n = std::string(name) == "blk.0.ffn_down.bias" ? kHidden : kFfn;
+    expect_gguf_refused(tiny_llama({.tensors = [&](W& w) { w.add_tensor(name, {n}, 0, f32_zeros(n)); }}),
+                        {std::string("'") + name + "'", "bias"});
+  }
+}
+
+TEST(LoaderRefusals, GgufSpecialTokenOutsideVocabulary) {
+  expect_gguf_refused(tiny_llama({.bos = 7}), {"tokenizer.ggml.bos_token_id", "= 7", "4 tokens"});
+  expect_gguf_refused(tiny_llama({.eos = 4}), {"tokenizer.ggml.eos_token_id", "= 4", "4 tokens"});
+  expect_gguf_refused(tiny_llama({.eot = 100000}), {"tokenizer.ggml.eot_token_id", "= 100000", "4 tokens"});
+  // 0xFFFFFFFF still means "no token".
+  const GgufModel m = open_bytes(tiny_llama({.bos = 0xFFFFFFFFu}));
+  EXPECT_EQ(m.vocab.bos_token_id, -1);
+  EXPECT_EQ(m.config.bos_token_id, -1);
+  // The vocabulary reader used by the tokenizer refuses them as well.
+  ScratchDir dir("refuse_vocab");
+  write_bytes(dir.file("m.gguf"), tiny_llama({.eos = 9}));
+  const GgufFile f(dir.file("m.gguf"));
+  expect_error_naming([&] { read_gguf_vocab(f); }, {"tokenizer.ggml.eos_token_id", "= 9", "4 tokens", f.path()});
+}
+
+TEST(LoaderRefusals, GgufOverlappingTensors) {
+  // An extra tensor placed over the data of the first (token_embd.weight at offset 0).
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor_at("extra.weight", {kHidden}, 0, f32_zeros(kHidden), 64); }}),
+      {"overlap", "'token_embd.weight'", "'extra.weight'", "[64, 192)", "[0, 512)"});
+  // Same start, both of them.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor_at("extra.weight", {kHidden}, 0, f32_zeros(kHidden), 0); }}),
+      {"overlap", "'token_embd.weight'", "'extra.weight'"});
+  // Apart is fine.
+  const GgufModel m = open_bytes(tiny_llama(
+      {.tensors = [](W& w) { w.add_tensor_at("extra.weight", {kHidden}, 0, f32_zeros(kHidden), 1u << 16); }}));
+  EXPECT_TRUE(m.weights->has("extra.weight"));
+}
+
+TEST(LoaderRefusals, GgufDuplicateTensorName) {
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor("output_norm.weight", {kHidden}, 0, f32_zeros(kHidden)); }}),
+      {"'output_norm.weight'", "twice"});
+}
+
+TEST(LoaderRefusals, GgufMisalignedTensorData) {
+  // 16 is not a multiple of the default alignment, 32.
+  std::vector<uint8_t> bytes =
+      tiny_llama({.tensors = [](W& w) { w.add_tensor_at("extra.weight", {4}, 0, f32_zeros(4), (1u << 16) + 16); }});
+  expect_gguf_refused(bytes, {"'extra.weight'", "data offset 65552", "general.alignment 32"});
+  // With general.alignment 16 the same offset is aligned.
+  EXPECT_NO_THROW(open_bytes(tiny_llama(
+      {.tensors = [](W& w) { w.add_tensor_at("extra.weight", {4}, 0, f32_zeros(4), (1u << 16) + 16); },
+       .alignment = 16})));
+  // ...but not with 64.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor_at("extra.weight", {4}, 0, f32_zeros(4), (1u << 16) + 32); },
+                  .alignment = 64}),
+      {"'extra.weight'", "data offset 65568", "general.alignment 64"});
+}
+
+TEST(LoaderRefusals, GgufSizeOverflow) {
+  // Element count past int64.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor("huge.weight", {uint64_t{1} << 32, uint64_t{1} << 32}, 0, {}); }}),
+      {"'huge.weight'", "element count overflows", "4294967296"});
+  // A dimension past int64.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor("huge.weight", {uint64_t{1} << 63}, 0, {}); }}),
+      {"'huge.weight'", "overflows", "9223372036854775808"});
+  // Element count fits, bytes do not: 2^62 F32 elements.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor("huge.weight", {uint64_t{1} << 62}, 0, {}); }}),
+      {"'huge.weight'", "F32", "byte size", "overflows"});
+  // Fits in every integer, not in the file.
+  expect_gguf_refused(
+      tiny_llama({.tensors = [](W& w) { w.add_tensor("huge.weight", {uint64_t{1} << 40}, 0, {}); }}),
+      {"'huge.weight'", "truncated"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors
+
+std::vector<uint8_t> handmade(const std::string& header, size_t data_bytes) {
+  std::vector<uint8_t> out(8 + header.size() + data_bytes, 0);
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  std::memcpy(out.data() + 8, header.data(), header.size());
+  return out;
+}
+
+void expect_safetensors_refused(const std::string& header, size_t data_bytes, std::vector<std::string> parts) {
+  ScratchDir dir("refuse_st");
+  const std::string path = dir.file("model.safetensors");
+  write_bytes(path, handmade(header, data_bytes));
+  parts.push_back(path);
+  expect_error_naming([&] { SafetensorsFile f(path); }, parts);
+  expect_error_naming([&] { open_safetensors_dir(dir.str()); }, parts);
+}
+
+TEST(LoaderRefusals, SafetensorsOverlappingTensors) {
+  expect_safetensors_refused(
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+      R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+      24, {"overlap", "'a'", "'b'", "[0, 16]", "[8, 24]"});
+  // One inside the other, listed the other way round; different dtypes.
+  expect_safetensors_refused(
+      R"({"inner":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]},)"
+      R"("outer":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+      16, {"overlap", "'inner'", "'outer'"});
+  // The same range twice.
+  expect_safetensors_refused(
+      R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("y":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      8, {"overlap", "'x'", "'y'"});
+  // Adjacent ranges and empty tensors are fine.
+  ScratchDir dir("refuse_st_ok");
+  const std::string path = dir.file("model.safetensors");
+  write_bytes(path, handmade(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                             16));
+  SafetensorsFile f(path);
+  EXPECT_EQ(f.names().size(), 3u);
+}
+
+TEST(LoaderRefusals, SafetensorsSizeOverflow) {
+  // Element count past int64.
+  expect_safetensors_refused(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0,
+                             {"'w'", "element count", "overflows"});
+  // Element count fits, bytes do not: 2^62 F32 elements.
+  expect_safetensors_refused(R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0,
+                             {"'w'", "F32", "byte size overflows"});
+  // A dimension past int64.
+  expect_safetensors_refused(R"({"w":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,0]}})", 0,
+                             {"'w'", "shape", "9223372036854775808"});
+}
+
+}  // namespace
+}  // namespace minivllm
