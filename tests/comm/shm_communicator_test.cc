@@ -264,7 +264,7 @@ void scenario_abort_by_rank(ShmCommunicator& comm) {
   expect_contains(msg, "abort() called on rank " + std::to_string(last));
   const auto t1 = Clock::now();
   expect_contains(expect_throw([&] { comm.barrier(); }, "a later call"), "communicator aborted");
-  MINIVLLM_CHECK(seconds_since(t1) < 0.05) << "a call after the abort took " << seconds_since(t1) << " s";
+  MINIVLLM_CHECK(seconds_since(t1) < 0.5) << "a call after the abort took " << seconds_since(t1) << " s";
 }
 
 // Rank 0 aborts from another thread while its own main thread waits in an all-reduce.
@@ -276,7 +276,7 @@ void scenario_abort_from_thread(ShmCommunicator& comm) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const auto t1 = Clock::now();
     expect_throw([&] { comm.barrier(); }, "barrier after abort");
-    MINIVLLM_CHECK(seconds_since(t1) < 0.05) << "a call after abort took " << seconds_since(t1) << " s";
+    MINIVLLM_CHECK(seconds_since(t1) < 0.5) << "a call after abort took " << seconds_since(t1) << " s";
     return;
   }
   std::thread aborter;
