@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 
+#include "template/limits.h"
 #include "template/py_string.h"
 
 namespace minivllm::jinja {
@@ -89,6 +90,7 @@ const std::map<std::string, StrMethod>& string_methods() {
          std::vector<std::string> parts;
          size_t end = s.size();
          while (static_cast<int64_t>(parts.size()) < maxsplit) {
+           check_list_size(parts.size() + 1);
            size_t hit = end >= sep->size() ? s.rfind(*sep, end - sep->size()) : std::string::npos;
            if (hit == std::string::npos) break;
            parts.push_back(s.substr(hit + sep->size(), end - hit - sep->size()));
@@ -104,6 +106,7 @@ const std::map<std::string, StrMethod>& string_methods() {
          size_t b = 0;
          for (size_t i = 0; i < s.size(); ++i) {
            if (s[i] != '\n' && s[i] != '\r') continue;
+           check_list_size(parts.size() + 1);
            parts.push_back(s.substr(b, i - b));
            if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
            b = i + 1;
@@ -158,11 +161,13 @@ const std::map<std::string, StrMethod>& string_methods() {
          std::string out;
          bool first = true;
          for (const Value& item : iterate(v[0])) {
+           const std::string& x = need_string(item, "str.join");
+           check_string_size(static_cast<uint64_t>(out.size()) + (first ? 0 : s.size()) + x.size());
            if (!first) out += s;
            first = false;
-           out += need_string(item, "str.join");
+           out += x;
          }
-         return Value::string(out);
+         return Value::string(std::move(out));
        }},
       {"removeprefix", [](const std::string& s, const CallArgs& a) {
          auto v = bind_args(a, {"prefix"}, "str.removeprefix");
@@ -185,7 +190,8 @@ const std::map<std::string, StrMethod>& string_methods() {
 
 Value dict_method(const Value& obj, const std::string& name) {
   if (name == "items" || name == "keys" || name == "values") {
-    return Value::callable("dict." + name, [obj, name](CallArgs& a) {
+    return Value::callable(
+        "dict." + name, [obj, name](CallArgs& a) {
       bind_args(a, {}, "dict." + name);
       ValueList out;
       for (const auto& [k, v] : obj.as_dict().entries) {
@@ -194,15 +200,19 @@ Value dict_method(const Value& obj, const std::string& name) {
         if (name == "values") out.push_back(v);
       }
       return Value::list(std::move(out));
-    });
+        },
+        obj.depth());
   }
   if (name == "get") {
-    return Value::callable("dict.get", [obj](CallArgs& a) {
-      auto v = bind_args(a, {"key", "default"}, "dict.get");
-      const Value* hit = v[0].is_string() ? obj.as_dict().find(v[0].as_string()) : nullptr;
-      if (hit) return *hit;
-      return v[1].is_undefined() ? Value::none() : v[1];
-    });
+    return Value::callable(
+        "dict.get",
+        [obj](CallArgs& a) {
+          auto v = bind_args(a, {"key", "default"}, "dict.get");
+          const Value* hit = v[0].is_string() ? obj.as_dict().find(v[0].as_string()) : nullptr;
+          if (hit) return *hit;
+          return v[1].is_undefined() ? Value::none() : v[1];
+        },
+        obj.depth());
   }
   return Value();
 }
@@ -211,14 +221,17 @@ Value string_method(const Value& obj, const std::string& name) {
   auto it = string_methods().find(name);
   if (it == string_methods().end()) return Value();
   StrMethod fn = it->second;
-  return Value::callable("str." + name, [obj, fn](CallArgs& a) { return fn(obj.as_string(), a); });
+  return Value::callable("str." + name, [obj, fn](CallArgs& a) {
+    charge_work(obj.as_string().size());  // most methods scan the string
+    return fn(obj.as_string(), a);
+  });
 }
 
 Value no_attribute(const Value& obj, const std::string& name) {
   std::string hint = "'";  // built by appends: GCC 12 misreports -Wrestrict on "'" + std::string&&
   hint += type_name(obj);
   hint += " object' has no attribute '";
-  hint += name;
+  hint += excerpt(name);
   hint += "'";
   return Value::undefined(hint);
 }
@@ -245,9 +258,10 @@ std::vector<Value> bind_args(const CallArgs& args, std::initializer_list<const c
   for (size_t i = 0; i < args.positional.size(); ++i) out[i] = args.positional[i];
   for (const auto& [key, value] : args.keyword) {
     auto it = std::find_if(names.begin(), names.end(), [&](const char* n) { return key == n; });
-    if (it == names.end()) throw TypeError(function + "() got an unexpected keyword argument '" + key + "'");
+    if (it == names.end())
+      throw TypeError(function + "() got an unexpected keyword argument '" + excerpt(key) + "'");
     size_t idx = static_cast<size_t>(it - names.begin());
-    if (idx < args.positional.size()) throw TypeError(function + "() got multiple values for '" + key + "'");
+    if (idx < args.positional.size()) throw TypeError(function + "() got multiple values for '" + excerpt(key) + "'");
     out[idx] = value;
   }
   return out;
@@ -260,7 +274,7 @@ Value get_attr(const Value& obj, const std::string& name) {
       Value m = dict_method(obj, name);
       if (!m.is_undefined()) return m;
       const Value* hit = obj.as_dict().find(name);
-      return hit ? *hit : Value::undefined("'dict object' has no attribute '" + name + "'");
+      return hit ? *hit : Value::undefined("'dict object' has no attribute '" + excerpt(name) + "'");
     }
     case Value::Kind::kNamespace: {
       const Value* hit = obj.as_dict().find(name);
@@ -286,9 +300,9 @@ Value get_item(const Value& obj, const Value& key) {
           Value m = dict_method(obj, key.as_string());
           if (!m.is_undefined()) return m;
         }
-        return Value::undefined("'dict object' has no attribute '" + key.as_string() + "'");
+        return Value::undefined("'dict object' has no attribute '" + excerpt(key.as_string()) + "'");
       }
-      return Value::undefined("'dict object' has no item " + repr(key));
+      return Value::undefined("'dict object' has no item " + repr_excerpt(key));
     case Value::Kind::kList:
       if (key.kind() == Value::Kind::kInt || key.kind() == Value::Kind::kBool) {
         auto i = normalize_index(key.as_int(), obj.as_list().size());
@@ -306,7 +320,7 @@ Value get_item(const Value& obj, const Value& key) {
     default: break;
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
-  return Value::undefined("'" + type_name(obj) + " object' has no item " + repr(key));
+  return Value::undefined("'" + type_name(obj) + " object' has no item " + repr_excerpt(key));
 }
 
 Value slice_value(const Value& obj, const std::optional<int64_t>& start, const std::optional<int64_t>& stop,
@@ -331,28 +345,40 @@ Value slice_value(const Value& obj, const std::optional<int64_t>& start, const s
   };
   int64_t b = adjust(start, step < 0 ? n - 1 : 0);
   int64_t e = adjust(stop, step < 0 ? -1 : n);
-  std::vector<int64_t> idx;
-  for (int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(i);
+  // Visits b, b + step, ... while short of e; b and e lie in [-1, n], so only the step can
+  // overflow, and an overflowing step is past e.
+  auto next = [&](int64_t i, int64_t* out) { return !__builtin_add_overflow(i, step, out); };
   if (obj.is_string()) {
     std::u32string out;
-    for (int64_t i : idx) out.push_back(chars[i]);
+    for (int64_t i = b; step > 0 ? i < e : i > e;) {
+      out.push_back(chars[static_cast<size_t>(i)]);
+      if (!next(i, &i)) break;
+    }
     return Value::string(utf8_encode(out));
   }
   ValueList out;
-  for (int64_t i : idx) out.push_back(obj.as_list()[i]);
+  const ValueList& items = obj.as_list();
+  for (int64_t i = b; step > 0 ? i < e : i > e;) {
+    out.push_back(items[static_cast<size_t>(i)]);
+    if (!next(i, &i)) break;
+  }
   return Value::list(std::move(out));
 }
 
 ValueList iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return {};
-    case Value::Kind::kList: return v.as_list();
+    case Value::Kind::kList:
+      charge_work(v.as_list().size() * kWorkPerItem);
+      return v.as_list();
     case Value::Kind::kDict: {
       ValueList keys;
+      keys.reserve(v.as_dict().entries.size());
       for (const auto& [k, x] : v.as_dict().entries) keys.push_back(Value::string(k));
       return keys;
     }
     case Value::Kind::kString: {
+      check_list_size(static_cast<uint64_t>(utf8_length(v.as_string())));
       ValueList chars;
       for (char32_t c : utf8_decode(v.as_string())) chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
       return chars;
@@ -367,12 +393,16 @@ bool contains(const Value& container, const Value& needle) {
     case Value::Kind::kString:
       if (!needle.is_string())
         throw TypeError("'in <string>' requires string as left operand, not " + type_name(needle));
+      charge_work(container.as_string().size());
       return container.as_string().find(needle.as_string()) != std::string::npos;
     case Value::Kind::kList:
+      charge_work(container.as_list().size() * kWorkPerItem);
       return std::any_of(container.as_list().begin(), container.as_list().end(),
                          [&](const Value& x) { return equals(x, needle); });
     case Value::Kind::kDict:
-    case Value::Kind::kNamespace: return needle.is_string() && container.as_dict().find(needle.as_string());
+    case Value::Kind::kNamespace:
+      charge_work(container.as_dict().entries.size() * kWorkPerItem);
+      return needle.is_string() && container.as_dict().find(needle.as_string());
     default: throw TypeError("argument of type '" + type_name(container) + "' is not iterable");
   }
 }

@@ -37,6 +37,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // of the tree below and including this node (kMaxExpressionDepth)
   Value literal;
   std::string name;
   std::vector<ExprPtr> children;

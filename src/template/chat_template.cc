@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "template/builtins.h"
+#include "template/limits.h"
 #include "template/parser.h"
 #include "template/renderer.h"
 
@@ -32,9 +33,10 @@ Value range_fn(CallArgs& a) {
   int64_t start = p.size() == 1 ? 0 : p[0], stop = p.size() == 1 ? p[0] : p[1], step = p.size() == 3 ? p[2] : 1;
   if (step == 0) throw TypeError("range() arg 3 must not be zero");
   jinja::ValueList out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000) throw TypeError("range too big (jinja's sandbox allows 100000 items)");
     out.push_back(Value::integer(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next one would be past stop
   }
   return Value::list(std::move(out));
 }
@@ -95,15 +97,20 @@ std::string ChatTemplate::render_json(const Json& messages, bool add_generation_
   MINIVLLM_CHECK(messages.is_array()) << "chat template: messages must be a JSON array, got " << messages.type_name();
   MINIVLLM_CHECK(extra.is_object()) << "chat template: extra variables must be a JSON object, got " << extra.type_name();
   ValueDict globals;
-  globals.set("messages", jinja::from_json(messages));
+  globals.set("messages", jinja::from_json(messages, "messages"));
   globals.set("add_generation_prompt", Value::boolean(add_generation_prompt));
   globals.set("tools", Value::none());
   globals.set("documents", Value::none());
-  if (has_bos_) globals.set("bos_token", Value::string(bos_token_));
-  if (has_eos_) globals.set("eos_token", Value::string(eos_token_));
+  try {
+    if (has_bos_) globals.set("bos_token", Value::string(bos_token_));
+    if (has_eos_) globals.set("eos_token", Value::string(eos_token_));
+  } catch (const TypeError& e) {
+    MINIVLLM_FAIL() << "chat template: special token: " << e.what();
+  }
   globals.set("raise_exception", Value::callable("raise_exception", [](CallArgs& a) -> Value {
     auto args = jinja::bind_args(a, {"message"}, "raise_exception");
-    MINIVLLM_FAIL() << "chat template raised an exception: " << jinja::to_str(args[0]);
+    MINIVLLM_FAIL() << "chat template raised an exception: "
+                    << jinja::excerpt(jinja::to_str(args[0]), jinja::kMaxRaisedMessage);
     return Value();
   }));
   globals.set("strftime_now", Value::callable("strftime_now", strftime_now_fn));
@@ -114,10 +121,10 @@ std::string ChatTemplate::render_json(const Json& messages, bool add_generation_
   globals.set("dict", Value::callable("dict", [](CallArgs& a) { return Value::dict(kwargs_dict(a, "dict")); }));
   for (auto it = extra.begin(); it != extra.end(); ++it) {
     MINIVLLM_CHECK(it.key() != "messages" && it.key() != "add_generation_prompt")
-        << "chat template: extra variable '" << it.key() << "' collides with a render argument";
-    globals.set(it.key(), jinja::from_json(it.value()));
+        << "chat template: extra variable '" << jinja::excerpt(it.key()) << "' collides with a render argument";
+    globals.set(it.key(), jinja::from_json(it.value(), it.key()));
   }
-  return jinja::Renderer(*program_, globals).render();
+  return jinja::Renderer(*program_, globals, limits_).render();
 }
 
 std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,

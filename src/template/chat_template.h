@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "template/limits.h"
+
 namespace minivllm {
 
 namespace jinja {
@@ -34,6 +36,10 @@ class ChatTemplate {
   // sibling chat_template.jinja) plus bos_token / eos_token (string or {"content": ...}).
   static ChatTemplate from_tokenizer_config(const std::string& path);
 
+  // The render-time limits (template/limits.h); the defaults unless changed (tests lower them).
+  const jinja::RenderLimits& limits() const { return limits_; }
+  void set_limits(const jinja::RenderLimits& limits) { limits_ = limits; }
+
   const std::string& bos_token() const { return bos_token_; }  // "" when not configured
   const std::string& eos_token() const { return eos_token_; }
   const std::string& source() const { return source_; }
@@ -46,6 +52,7 @@ class ChatTemplate {
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Stmt>>> program_;
   std::string bos_token_, eos_token_;
   bool has_bos_ = false, has_eos_ = false;
+  jinja::RenderLimits limits_;
 };
 
 }  // namespace minivllm

@@ -1,10 +1,12 @@
 // Recursive-descent expression parser (see expr_parser.h).
 #include "template/expr_parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <set>
 
 #include "template/builtins.h"
+#include "template/limits.h"
 
 namespace minivllm::jinja {
 namespace {
@@ -16,12 +18,31 @@ ExprPtr make(Expr::Kind kind, int line) {
   return e;
 }
 
+[[noreturn]] void too_deep(int line) {
+  MINIVLLM_FAIL() << "chat template line " << line << ": expression nested too deeply: over " << kMaxExpressionDepth
+                  << " levels (kMaxExpressionDepth)";
+  std::abort();  // unreachable: the failure throws from its destructor
+}
+
+// Sets e's tree depth from its (complete) children; refuses trees deeper than the limit, which
+// the renderer would walk recursively (as does the tree's destructor).
+ExprPtr finish(ExprPtr e) {
+  int deepest = 0;
+  for (const auto& c : e->children)
+    if (c) deepest = std::max(deepest, c->depth);
+  for (const auto& [k, c] : e->kwargs)
+    if (c) deepest = std::max(deepest, c->depth);
+  e->depth = deepest + 1;
+  if (e->depth > kMaxExpressionDepth) too_deep(e->line);
+  return e;
+}
+
 ExprPtr make2(Expr::Kind kind, int line, ExprPtr a, ExprPtr b, std::string name = "") {
   ExprPtr e = make(kind, line);
   e->children.push_back(std::move(a));
   e->children.push_back(std::move(b));
   e->name = std::move(name);
-  return e;
+  return finish(std::move(e));
 }
 
 class ExprParser {
@@ -40,12 +61,30 @@ class ExprParser {
       if (ts_.at_end() || ts_.at_op(")") || ts_.at_name("if")) break;
       t->children.push_back(expression(with_condexpr));
     }
-    return t;
+    return finish(std::move(t));
   }
 
-  ExprPtr expression(bool with_condexpr = true) { return with_condexpr ? condexpr() : or_expr(); }
+  ExprPtr expression(bool with_condexpr = true) {
+    Nest nest(*this);
+    return with_condexpr ? condexpr() : or_expr();
+  }
 
  private:
+  // Counts the parser's own recursion (brackets, `not not ...`, `- - ...`, `else ... if`): each
+  // level is several native frames (kMaxExpressionDepth).
+  class Nest {
+   public:
+    explicit Nest(ExprParser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxExpressionDepth) too_deep(p_.ts_.peek().line);
+    }
+    ~Nest() { --p_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    ExprParser& p_;
+  };
+
   ExprPtr condexpr() {
     ExprPtr e = or_expr();
     while (ts_.at_name("if")) {
@@ -53,8 +92,13 @@ class ExprParser {
       ExprPtr c = make(Expr::Kind::kCond, line);
       c->children.push_back(std::move(e));
       c->children.push_back(or_expr());
-      c->children.push_back(ts_.skip_name("else") ? condexpr() : nullptr);
-      e = std::move(c);
+      if (ts_.skip_name("else")) {
+        Nest nest(*this);
+        c->children.push_back(condexpr());
+      } else {
+        c->children.push_back(nullptr);
+      }
+      e = finish(std::move(c));
     }
     return e;
   }
@@ -79,9 +123,10 @@ class ExprParser {
 
   ExprPtr not_expr() {
     if (ts_.at_name("not")) {
+      Nest nest(*this);
       ExprPtr e = make(Expr::Kind::kNot, ts_.next().line);
       e->children.push_back(not_expr());
-      return e;
+      return finish(std::move(e));
     }
     return compare();
   }
@@ -112,7 +157,7 @@ class ExprParser {
       cmp->ops.push_back(op);
       cmp->children.push_back(math1());
     }
-    return cmp ? std::move(cmp) : std::move(first);
+    return cmp ? finish(std::move(cmp)) : std::move(first);
   }
 
   ExprPtr binary_level(std::initializer_list<std::string_view> ops, ExprPtr (ExprParser::*operand)()) {
@@ -140,9 +185,11 @@ class ExprParser {
   ExprPtr unary(bool with_filter) {
     ExprPtr e;
     if (ts_.at_op("-") || ts_.at_op("+")) {
+      Nest nest(*this);
       const Token& t = ts_.next();
       e = make(t.text == "-" ? Expr::Kind::kNeg : Expr::Kind::kPos, t.line);
       e->children.push_back(unary(false));
+      e = finish(std::move(e));
     } else {
       e = primary();
     }
@@ -196,7 +243,7 @@ class ExprParser {
         if (!ts_.skip_op(",")) break;
       }
       ts_.expect_op("]");
-      return e;
+      return finish(std::move(e));
     }
     if (ts_.skip_op("{")) {
       e->kind = Expr::Kind::kDict;
@@ -207,7 +254,7 @@ class ExprParser {
         if (!ts_.skip_op(",")) break;
       }
       ts_.expect_op("}");
-      return e;
+      return finish(std::move(e));
     }
     ts_.fail("expected an expression");
   }
@@ -224,7 +271,7 @@ class ExprParser {
           ExprPtr a = make(Expr::Kind::kGetAttr, line);
           a->children.push_back(std::move(e));
           a->name = ts_.expect_name();
-          e = std::move(a);
+          e = finish(std::move(a));
         }
       } else if (ts_.at_op("[")) {
         e = subscript(std::move(e));
@@ -252,7 +299,7 @@ class ExprParser {
     s->children.push_back(std::move(start));
     s->children.push_back(std::move(stop));
     s->children.push_back(std::move(step));
-    return s;
+    return finish(std::move(s));
   }
 
   // Parses `(args)` into a call, filter or test node whose children[0] is `target`.
@@ -261,7 +308,7 @@ class ExprParser {
     ExprPtr c = make(kind, line);
     c->name = std::move(name);
     c->children.push_back(std::move(target));
-    if (!ts_.skip_op("(")) return c;
+    if (!ts_.skip_op("(")) return finish(std::move(c));
     while (!ts_.at_op(")")) {
       if (ts_.at_op("*") || ts_.at_op("**")) ts_.fail("unsupported *args / **kwargs in call");
       if (ts_.peek().kind == TokenKind::kName && ts_.at_op("=", 1)) {
@@ -275,7 +322,7 @@ class ExprParser {
       if (!ts_.skip_op(",")) break;
     }
     ts_.expect_op(")");
-    return c;
+    return finish(std::move(c));
   }
 
   ExprPtr filter_chain(ExprPtr e) {
@@ -284,7 +331,7 @@ class ExprParser {
         int line = ts_.peek().line;
         std::string name = ts_.expect_name();
         while (ts_.skip_op(".")) name += std::string(".").append(ts_.expect_name());
-        MINIVLLM_CHECK(find_filter(name)) << "chat template line " << line << ": unknown filter '" << name << "'";
+        MINIVLLM_CHECK(find_filter(name)) << "chat template line " << line << ": unknown filter '" << excerpt(name) << "'";
         e = call(std::move(e), Expr::Kind::kFilter, name);
       } else if (ts_.at_name("is")) {
         e = test(std::move(e));
@@ -301,7 +348,7 @@ class ExprParser {
     bool negated = ts_.skip_name("not");
     std::string name = ts_.expect_name();
     while (ts_.skip_op(".")) name += std::string(".").append(ts_.expect_name());
-    MINIVLLM_CHECK(find_test(name)) << "chat template line " << line << ": unknown test '" << name << "'";
+    MINIVLLM_CHECK(find_test(name)) << "chat template line " << line << ": unknown test '" << excerpt(name) << "'";
     ExprPtr t;
     if (ts_.at_op("(")) {
       t = call(std::move(e), Expr::Kind::kTest, name);
@@ -316,14 +363,16 @@ class ExprParser {
         if (ts_.at_name("is")) ts_.fail("cannot chain tests with 'is'");
         t->children.push_back(postfix(primary()));
       }
+      t = finish(std::move(t));
     }
     if (!negated) return t;
     ExprPtr n = make(Expr::Kind::kNot, line);
     n->children.push_back(std::move(t));
-    return n;
+    return finish(std::move(n));
   }
 
   Tokens& ts_;
+  int nesting_ = 0;
 };
 
 }  // namespace

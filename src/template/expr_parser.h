@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "template/ast.h"
 #include "template/lexer.h"
+#include "template/limits.h"
 
 namespace minivllm::jinja {
 
@@ -20,8 +21,9 @@ inline std::string describe(const Token& t) {
     case TokenKind::kEnd: return "end of tag";
     case TokenKind::kString: return "string literal";
     case TokenKind::kInt:
-    case TokenKind::kFloat: return "number " + t.text;
-    default: return "'" + t.text + "'";
+    case TokenKind::kFloat: return std::string("number ").append(excerpt(t.text));
+    // (appending, not `"'" + string&&`: that trips a GCC 12 -Wrestrict false positive at -O3)
+    default: return std::string("'").append(excerpt(t.text)).append("'");
   }
 }
 

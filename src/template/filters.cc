@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "template/builtins.h"
+#include "template/checked_int.h"
+#include "template/limits.h"
 #include "template/py_string.h"
 
 namespace minivllm::jinja {
@@ -23,7 +26,8 @@ Value attr_path(const Value& item, const std::string& path) {
   while (true) {
     size_t dot = path.find('.', b);
     std::string part = path.substr(b, dot == std::string::npos ? std::string::npos : dot - b);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    // Digits index a list; more than 18 of them cannot be an index (and would overflow).
+    bool numeric = !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), ::isdigit);
     cur = get_item(cur, numeric ? Value::integer(std::stoll(part)) : Value::string(part));
     if (dot == std::string::npos) return cur;
     b = dot + 1;
@@ -60,7 +64,8 @@ Value tojson(const Value& v, CallArgs& a) {
   int indent = -1;
   if (!args[1].is_undefined() && !args[1].is_none()) {
     if (args[1].kind() != K::kInt) throw TypeError("tojson: indent must be an integer");
-    indent = static_cast<int>(std::max<int64_t>(0, args[1].as_int()));
+    // Wider than a string may be cannot print (to_json_text checks the text it builds).
+    indent = static_cast<int>(std::clamp<int64_t>(args[1].as_int(), 0, kMaxStringBytes + 1));
   }
   return Value::string(to_json_text(arg_true(args[3]) ? sort_keys_deep(v) : v, indent));
 }
@@ -73,17 +78,25 @@ Value to_int(const Value& v, CallArgs& a) {
   switch (v.kind()) {
     case K::kBool:
     case K::kInt: return Value::integer(v.as_int());
-    case K::kFloat: return std::isfinite(v.as_float()) ? Value::integer(static_cast<int64_t>(v.as_float())) : dflt;
+    case K::kFloat:
+      return std::isfinite(v.as_float()) ? Value::integer(checked_float_to_int(v.as_float(), "int()")) : dflt;
     case K::kString: {
       std::string s = py_replace(py_strip(v.as_string(), std::nullopt, true, true), "_", "", -1);
       try {
         size_t used = 0;
         int64_t i = std::stoll(s, &used);
         if (used == s.size()) return Value::integer(i);
-        double d = std::stod(s, &used);
-        if (used == s.size() && std::isfinite(d)) return Value::integer(static_cast<int64_t>(d));
+      } catch (const std::exception&) {  // not an integer, or beyond int64: try it as a float
+      }
+      std::optional<double> d;
+      try {
+        size_t used = 0;
+        double x = std::stod(s, &used);
+        if (used == s.size()) d = x;
       } catch (const std::exception&) {
       }
+      // Outside the try: a float beyond int64 is an error, not the default.
+      if (d && std::isfinite(*d)) return Value::integer(checked_float_to_int(*d, "int()"));
       return dflt;
     }
     default: return dflt;
@@ -112,11 +125,13 @@ Value join(const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(v)) {
+    std::string x = text_of(args[1].is_undefined() ? item : attr_path(item, text_of(args[1])));
+    check_string_size(static_cast<uint64_t>(out.size()) + (first ? 0 : sep.size()) + x.size());
     if (!first) out += sep;
     first = false;
-    out += text_of(args[1].is_undefined() ? item : attr_path(item, text_of(args[1])));
+    out += x;
   }
-  return Value::string(out);
+  return Value::string(std::move(out));
 }
 
 // select / reject / selectattr / rejectattr share this: keep items whose (attribute's) test result
@@ -130,7 +145,7 @@ Value select_items(const Value& v, CallArgs& a, bool with_attr, bool keep, const
   if (a.positional.size() > first_test_arg) {
     std::string test_name = text_of(a.positional[first_test_arg]);
     test = find_test(test_name);
-    if (!test) throw TypeError(std::string(name) + ": unknown test '" + test_name + "'");
+    if (!test) throw TypeError(std::string(name) + ": unknown test '" + excerpt(test_name) + "'");
     test_args.positional.assign(a.positional.begin() + first_test_arg + 1, a.positional.end());
   }
   ValueList out;
@@ -151,7 +166,7 @@ Value map_items(const Value& v, CallArgs& a) {
     if (k == "attribute") attribute = &x;
     else if (k == "default") dflt = &x;
     else if (!a.positional.empty()) continue;  // keyword args of the mapped filter
-    else throw TypeError("map: unexpected keyword argument '" + k + "'");
+    else throw TypeError("map: unexpected keyword argument '" + excerpt(k) + "'");
   }
   if (attribute) {
     for (const Value& item : iterate(v)) {
@@ -196,6 +211,7 @@ Value unique_items(const Value& v, CallArgs& a) {
   ValueList out, seen;
   for (const Value& item : iterate(v)) {
     Value k = sort_key(item, args[1], arg_true(args[0]));
+    charge_work(seen.size() * kWorkPerItem);  // quadratic: compares with every kept item
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) continue;
     seen.push_back(k);
     out.push_back(item);
@@ -222,31 +238,42 @@ Value sum_items(const Value& v, CallArgs& a) {
     Value x = args[0].is_undefined() ? item : attr_path(item, text_of(args[0]));
     if (!x.is_number() || !total.is_number()) throw TypeError("sum: unsupported operand " + type_name(x));
     bool is_float = x.kind() == K::kFloat || total.kind() == K::kFloat;
-    total = is_float ? Value::number(total.as_float() + x.as_float()) : Value::integer(total.as_int() + x.as_int());
+    total = is_float ? Value::number(total.as_float() + x.as_float())
+                     : Value::integer(checked_add(total.as_int(), x.as_int(), "sum"));
   }
   return total;
 }
 
 Value indent(const Value& v, CallArgs& a) {
   auto args = bind_args(a, {"width", "first", "blank"}, "indent");
-  std::string pad = args[0].is_string() ? args[0].as_string()
-                                        : std::string(args[0].is_undefined() ? 4 : args[0].as_int(), ' ');
-  std::string s = text_of(v) + "\n";
-  std::vector<std::string> lines;
+  std::string pad;
+  if (args[0].is_string()) {
+    pad = args[0].as_string();
+  } else {
+    int64_t width = args[0].is_undefined() ? 4 : std::max<int64_t>(0, args[0].as_int());  // " " * -1 == ""
+    check_string_size(static_cast<uint64_t>(width));
+    pad.assign(static_cast<size_t>(width), ' ');
+  }
+  const bool blank = arg_true(args[2]);
+  const std::string s = text_of(v) + "\n";
+  // Lines end at \n, \r or \r\n; every line but the first gets the pad (empty ones only with blank).
+  std::string out = arg_true(args[1]) ? pad : "";
   size_t b = 0;
+  bool first_line = true;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\n' && s[i] != '\r') continue;
-    lines.push_back(s.substr(b, i - b));
+    std::string_view line = std::string_view(s).substr(b, i - b);
+    check_string_size(static_cast<uint64_t>(out.size()) + 1 + pad.size() + line.size());
+    if (!first_line) {
+      out += '\n';
+      if (blank || !line.empty()) out += pad;
+    }
+    out += line;
+    first_line = false;
     if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
     b = i + 1;
   }
-  std::string out = lines.empty() ? "" : lines[0];
-  for (size_t i = 1; i < lines.size(); ++i) {
-    out += '\n';
-    if (arg_true(args[2]) || !lines[i].empty()) out += pad;
-    out += lines[i];
-  }
-  return Value::string(arg_true(args[1]) ? pad + out : out);
+  return Value::string(std::move(out));
 }
 
 Value string_filter(const Value& v, CallArgs& a, const char* name, std::string (*fn)(std::string_view)) {
@@ -301,7 +328,7 @@ const std::map<std::string, FilterFn>& filters() {
          bind_args(a, {}, "abs");
          if (v.kind() == K::kFloat) return Value::number(std::fabs(v.as_float()));
          if (!v.is_number()) throw TypeError("bad operand type for abs(): '" + type_name(v) + "'");
-         return Value::integer(std::llabs(v.as_int()));
+         return Value::integer(v.as_int() < 0 ? checked_neg(v.as_int(), "abs()") : v.as_int());
        }},
       {"items", [](const Value& v, CallArgs& a) {
          bind_args(a, {}, "items");

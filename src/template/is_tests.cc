@@ -4,6 +4,8 @@
 #include <map>
 
 #include "template/builtins.h"
+#include "template/checked_int.h"
+#include "template/limits.h"
 
 namespace minivllm::jinja {
 namespace {
@@ -14,6 +16,7 @@ bool compare_test(const Value& v, CallArgs& a, const char* name, bool (*pred)(in
 }
 
 bool any_cased(const std::string& s, bool want_lower) {
+  charge_work(s.size());
   bool cased = false;
   for (char c : s) {
     if (std::isupper(static_cast<unsigned char>(c))) {
@@ -71,7 +74,7 @@ const std::map<std::string, TestFn>& tests() {
          auto args = bind_args(a, {"num"}, "divisibleby");
          int64_t d = need_int(args[0], "divisibleby");
          if (d == 0) throw TypeError("divisibleby 0");
-         return need_int(v, "divisibleby") % d == 0;
+         return floor_mod(need_int(v, "divisibleby"), d) == 0;  // INT64_MIN % -1 traps
        }},
       {"eq", [](const Value& v, CallArgs& a) { return equals(v, bind_args(a, {"other"}, "eq")[0]); }},
       {"ne", [](const Value& v, CallArgs& a) { return !equals(v, bind_args(a, {"other"}, "ne")[0]); }},

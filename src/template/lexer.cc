@@ -4,8 +4,10 @@
 #include "template/lexer.h"
 
 #include <cctype>
+#include <cstdlib>
 
 #include "common/check.h"
+#include "template/limits.h"
 #include "template/py_string.h"
 
 namespace minivllm::jinja {
@@ -132,7 +134,12 @@ class Lexer {
       }
       Token t = lex_token(chunk.tokens.empty() ? nullptr : &chunk.tokens.back());
       if (t.kind == TokenKind::kOp) {
-        if (t.text == "(" || t.text == "[" || t.text == "{") ++depth;
+        if (t.text == "(" || t.text == "[" || t.text == "{") {
+          // Refused here already (the parser would refuse it too) so as not to lex the rest.
+          if (++depth > kMaxExpressionDepth)
+            MINIVLLM_FAIL() << "chat template line " << line_ << ": expression nested too deeply: over "
+                            << kMaxExpressionDepth << " levels (kMaxExpressionDepth)";
+        }
         if (t.text == ")" || t.text == "]" || t.text == "}") depth = depth > 0 ? depth - 1 : 0;
       }
       chunk.tokens.push_back(std::move(t));
@@ -152,16 +159,23 @@ class Lexer {
     }
     if (std::isdigit(static_cast<unsigned char>(c))) return lex_number(prev && prev->kind == TokenKind::kOp && prev->text == ".");
     if (c == '\'' || c == '"') return lex_string();
-    static const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
-                                 ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ".", ",", ":", "|", ";"};
-    for (const char* op : kOps) {
-      std::string_view o(op);
-      if (src_.substr(pos_, o.size()) == o) {
-        pos_ += o.size();
+    // Two-character operators first, then single characters (a plain scan: templates can be long).
+    static constexpr std::string_view kTwoCharOps[] = {"**", "//", "==", "!=", "<=", ">="};
+    char c2 = pos_ + 1 < src_.size() ? src_[pos_ + 1] : '\0';
+    for (std::string_view op : kTwoCharOps) {
+      if (c == op[0] && c2 == op[1]) {
+        pos_ += 2;
         t.kind = TokenKind::kOp;
-        t.text = std::string(o);
+        t.text = std::string(op);
         return t;
       }
+    }
+    static constexpr std::string_view kOneCharOps = "+-*/%~<>=()[]{}.,:|;";
+    if (kOneCharOps.find(c) != std::string_view::npos) {
+      ++pos_;
+      t.kind = TokenKind::kOp;
+      t.text = std::string(1, c);
+      return t;
     }
     MINIVLLM_FAIL() << "chat template line " << line_ << ": unexpected character '" << c << "'";
     return t;
@@ -204,13 +218,14 @@ class Lexer {
     t.text = digits;
     if (is_float) {
       t.kind = TokenKind::kFloat;
-      t.float_value = std::stod(digits);
+      t.float_value = std::strtod(digits.c_str(), nullptr);  // out of range: inf or 0, as Python
     } else {
       t.kind = TokenKind::kInt;
       try {
         t.int_value = std::stoll(digits);
       } catch (const std::exception&) {
-        MINIVLLM_FAIL() << "chat template line " << line_ << ": integer literal out of range: " << digits;
+        MINIVLLM_FAIL() << "chat template line " << line_ << ": integer literal out of range (integers are 64-bit here): "
+                        << excerpt(digits);
       }
     }
     return t;
@@ -266,7 +281,9 @@ class Lexer {
       MINIVLLM_CHECK(std::isxdigit(static_cast<unsigned char>(h)))
           << "chat template line " << line << ": bad escape digits '" << hex << "'";
     pos_ += n;
-    return static_cast<char32_t>(std::stoul(hex, nullptr, 16));
+    char32_t cp = static_cast<char32_t>(std::stoul(hex, nullptr, 16));
+    MINIVLLM_CHECK(cp < 0x110000) << "chat template line " << line << ": illegal Unicode character \\U" << hex;
+    return cp;
   }
 
   std::string_view src_;

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "template/expr_parser.h"
+#include "template/limits.h"
 
 namespace minivllm::jinja {
 namespace {
@@ -71,6 +72,11 @@ class StmtParser {
   }
 
   std::unique_ptr<Stmt> parse_statement(const std::string& tag, int line) {
+    // Blocks nest by recursion here and in the renderer.
+    if (block_depth_ >= kMaxBlockDepth)
+      MINIVLLM_FAIL() << "chat template line " << line << ": blocks nested too deeply: over " << kMaxBlockDepth
+                      << " levels (kMaxBlockDepth)";
+    ++block_depth_;
     int saved = block_line_;
     block_line_ = line;
     std::unique_ptr<Stmt> s;
@@ -92,13 +98,14 @@ class StmtParser {
       s->body = parse_body({"endgeneration"}, &stop);
       tokens_->expect_end(stop);
     } else if (tag.rfind("end", 0, 3) == 0 || tag == "elif" || tag == "else") {
-      MINIVLLM_FAIL() << "chat template line " << line << ": unexpected tag '" << tag << "'";
+      MINIVLLM_FAIL() << "chat template line " << line << ": unexpected tag '" << excerpt(tag) << "'";
     } else if (kUnsupportedTags.count(tag)) {
       MINIVLLM_FAIL() << "chat template line " << line << ": unsupported tag '" << tag << "'";
     } else {
-      MINIVLLM_FAIL() << "chat template line " << line << ": unknown tag '" << tag << "'";
+      MINIVLLM_FAIL() << "chat template line " << line << ": unknown tag '" << excerpt(tag) << "'";
     }
     block_line_ = saved;
+    --block_depth_;
     return s;
   }
 
@@ -195,6 +202,7 @@ class StmtParser {
   size_t next_ = 0;
   std::unique_ptr<Tokens> tokens_;
   int block_line_ = 0;
+  int block_depth_ = 0;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "template/py_string.h"
 
 #include "common/utf8.h"
+#include "template/limits.h"
 
 #include <cctype>
 #include <charconv>
@@ -11,6 +12,7 @@
 namespace minivllm::jinja {
 
 std::u32string utf8_decode(std::string_view s) {
+  charge_work(4 * s.size());
   std::u32string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -50,6 +52,7 @@ std::string utf8_encode(std::u32string_view s) {
 }
 
 int64_t utf8_length(std::string_view s) {
+  charge_work(s.size());
   int64_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
@@ -81,6 +84,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
     while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
       size_t hit = s.find(*sep, pos);
       if (hit == std::string_view::npos) break;
+      check_list_size(out.size() + 2);
       out.emplace_back(s.substr(pos, hit - pos));
       pos = hit + sep->size();
     }
@@ -101,6 +105,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
     }
     size_t j = i;
     while (j < u.size() && !py_isspace(u[j])) ++j;
+    check_list_size(out.size() + 1);
     out.push_back(utf8_encode(std::u32string_view(u).substr(i, j - i)));
     i = j;
   }
@@ -115,6 +120,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     int64_t done = 0;
     for (size_t i = 0; i <= u.size(); ++i) {
       if (count < 0 || done < count) {
+        check_string_size(static_cast<uint64_t>(out.size()) + with.size());
         out += with;
         ++done;
       }
@@ -127,11 +133,13 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   while (count < 0 || done < count) {
     size_t hit = s.find(old, pos);
     if (hit == std::string_view::npos) break;
+    check_string_size(static_cast<uint64_t>(out.size()) + (hit - pos) + with.size());
     out.append(s.substr(pos, hit - pos));
     out.append(with);
     pos = hit + old.size();
     ++done;
   }
+  check_string_size(static_cast<uint64_t>(out.size()) + (s.size() - pos));
   out.append(s.substr(pos));
   return out;
 }

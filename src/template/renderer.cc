@@ -7,17 +7,48 @@
 
 namespace minivllm::jinja {
 
-Renderer::Renderer(const Body& program, const ValueDict& globals) : program_(program) {
+namespace {
+
+// What an error message quotes of a TypeError: its text, cut (limits.h: messages stay short even
+// when some part of them quotes a template or a variable).
+std::string message_of(const TypeError& e) { return excerpt(e.what(), 4 * kMaxErrorExcerpt); }
+
+}  // namespace
+
+Renderer::Renderer(const Body& program, const ValueDict& globals, const RenderLimits& limits)
+    : program_(program), limits_(limits) {
   auto root = std::make_shared<Frame>();
   for (const auto& [k, v] : globals.entries) (*root)[k] = v;
   frames_.push_back(std::move(root));
 }
 
 std::string Renderer::render() {
+  RenderBudget budget(limits_);
   std::string out;
-  Flow flow = exec_body(program_, out);
+  Flow flow;
+  try {
+    flow = exec_body(program_, out);
+  } catch (const TypeError& e) {  // thrown outside any statement (none expected; kept as Error)
+    MINIVLLM_FAIL() << "chat template: " << message_of(e);
+  }
   MINIVLLM_CHECK(flow == Flow::kNormal) << "chat template: 'break' or 'continue' outside a for loop";
   return out;
+}
+
+Renderer::DepthGuard::DepthGuard(Renderer& r, int line) : r_(r) {
+  if (r_.depth_ >= kMaxRenderDepth)
+    MINIVLLM_FAIL() << "chat template line " << line << ": template nested too deeply when rendering: over "
+                    << kMaxRenderDepth << " statements and expressions at once, macro calls included"
+                    << " (kMaxRenderDepth)";
+  ++r_.depth_;
+}
+
+void Renderer::append_output(std::string& out, const std::string& text) const {
+  if (out.size() + text.size() > limits_.max_output_bytes)
+    throw TypeError("rendered output too long: over " + std::to_string(limits_.max_output_bytes) +
+                    " bytes (kMaxOutputBytes)");
+  charge_work(text.size());
+  out += text;
 }
 
 Value Renderer::lookup(const std::string& name) const {
@@ -25,7 +56,7 @@ Value Renderer::lookup(const std::string& name) const {
     auto hit = (*it)->find(name);
     if (hit != (*it)->end()) return hit->second;
   }
-  return Value::undefined("'" + name + "' is undefined");
+  return Value::undefined(std::string("'").append(excerpt(name)).append("' is undefined"));
 }
 
 Renderer::Flow Renderer::exec_body(const Body& body, std::string& out) {
@@ -37,10 +68,12 @@ Renderer::Flow Renderer::exec_body(const Body& body, std::string& out) {
 }
 
 Renderer::Flow Renderer::exec(const Stmt& s, std::string& out) {
+  DepthGuard guard(*this, s.line);
   try {
+    charge_work(kWorkPerNode);
     switch (s.kind) {
-      case Stmt::Kind::kText: out += s.text; return Flow::kNormal;
-      case Stmt::Kind::kOutput: out += to_str(eval(*s.expr)); return Flow::kNormal;
+      case Stmt::Kind::kText: append_output(out, s.text); return Flow::kNormal;
+      case Stmt::Kind::kOutput: append_output(out, to_str(eval(*s.expr))); return Flow::kNormal;
       case Stmt::Kind::kIf:
         for (const auto& [cond, body] : s.branches)
           if (truthy(eval(*cond))) return exec_body(body, out);
@@ -58,7 +91,7 @@ Renderer::Flow Renderer::exec(const Stmt& s, std::string& out) {
       case Stmt::Kind::kScope: return exec_body(s.body, out);
     }
   } catch (const TypeError& e) {
-    MINIVLLM_FAIL() << "chat template line " << s.line << ": " << e.what();
+    MINIVLLM_FAIL() << "chat template line " << s.line << ": " << message_of(e);
   }
   return Flow::kNormal;
 }
@@ -76,20 +109,31 @@ void Renderer::bind_targets(const std::vector<std::string>& targets, const Value
 }
 
 Renderer::Flow Renderer::exec_for(const Stmt& s, std::string& out) {
-  ValueList items = iterate(eval(*s.expr));
+  Value iterable = eval(*s.expr);
+  ValueList own;
+  const ValueList* list = &own;
+  if (iterable.is_list()) {
+    list = &iterable.as_list();  // lists are immutable: no copy
+  } else {
+    own = iterate(iterable);
+  }
   if (s.filter) {  // `for x in xs if cond`: the loop (and loop.length) sees only the kept items
     ValueList kept;
-    for (const Value& item : items) {
+    for (const Value& item : *list) {
+      RenderBudget::active()->count_iteration();
       frames_.push_back(std::make_shared<Frame>());
       bind_targets(s.targets, item);
       bool keep = truthy(eval(*s.filter));
       frames_.pop_back();
       if (keep) kept.push_back(item);
     }
-    items = std::move(kept);
+    own = std::move(kept);
+    list = &own;
   }
+  const ValueList& items = *list;
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    if (!s.filter) RenderBudget::active()->count_iteration();  // filtered loops counted their candidates
     ValueDict loop;
     loop.entries = {
         {"index", Value::integer(i + 1)},
@@ -140,16 +184,18 @@ void Renderer::exec_set(const Stmt& s, std::string& out) {
   }
   Value ns = lookup(s.targets[0]);
   if (ns.kind() != Value::Kind::kNamespace)
-    throw TypeError("cannot assign attribute '" + s.targets[1] + "' on '" + s.targets[0] +
+    throw TypeError("cannot assign attribute '" + excerpt(s.targets[1]) + "' on '" + excerpt(s.targets[0]) +
                     "': not a namespace() object");
+  check_namespace_attr(s.targets[0] + "." + s.targets[1], v);
   ns.mutable_namespace().set(s.targets[1], std::move(v));
 }
 
 Value Renderer::call_macro(const Stmt& macro, CallArgs& args) {
-  MINIVLLM_CHECK(macro_depth_ < 64) << "chat template line " << macro.line << ": macro '" << macro.text
-                                    << "' recursion too deep";
+  MINIVLLM_CHECK(macro_depth_ < kMaxMacroDepth)
+      << "chat template line " << macro.line << ": macro '" << excerpt(macro.text) << "' recursion too deep: over "
+      << kMaxMacroDepth << " calls (kMaxMacroDepth)";
   if (args.positional.size() > macro.params.size())
-    throw TypeError("macro '" + macro.text + "' takes " + std::to_string(macro.params.size()) + " arguments (" +
+    throw TypeError("macro '" + excerpt(macro.text) + "' takes " + std::to_string(macro.params.size()) + " arguments (" +
                     std::to_string(args.positional.size()) + " given)");
   // A macro sees the render variables and top-level names, never its caller's locals.
   std::vector<std::shared_ptr<Frame>> saved = {frames_[0], std::make_shared<Frame>()};
@@ -167,7 +213,7 @@ Value Renderer::call_macro(const Stmt& macro, CallArgs& args) {
     for (const auto& [key, v] : args.keyword) {
       bool known = false;
       for (const auto& p : macro.params) known |= p.first == key;
-      if (!known) throw TypeError("macro '" + macro.text + "' has no argument '" + key + "'");
+      if (!known) throw TypeError("macro '" + excerpt(macro.text) + "' has no argument '" + excerpt(key) + "'");
       assign(key, v);
     }
     exec_body(macro.body, out);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -55,7 +56,9 @@ class Value {
   static Value tuple(ValueList items);  // a list that prints as a Python tuple
   static Value dict(ValueDict d);
   static Value make_namespace(ValueDict d);
-  static Value callable(std::string name, NativeFn fn);
+  // `captured_depth`: the nesting depth of a value the function holds on to (dict.items holds its
+  // dict), so that values holding callables stay within kMaxValueDepth too.
+  static Value callable(std::string name, NativeFn fn, int captured_depth = 0);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -67,21 +70,53 @@ class Value {
   bool is_tuple() const { return tuple_; }
   bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
 
-  bool as_bool() const { return std::get<bool>(data_); }
+  // The accessors throw TypeError when the value is of another kind.
+  bool as_bool() const {
+    if (kind_ != Kind::kBool) wrong_kind("bool");
+    return std::get<bool>(data_);
+  }
   int64_t as_int() const;   // bool and int
   double as_float() const;  // bool, int and float
-  const std::string& as_string() const { return std::get<std::string>(data_); }
-  const std::string& undefined_hint() const { return std::get<std::string>(data_); }
-  const ValueList& as_list() const { return *std::get<std::shared_ptr<ValueList>>(data_); }
-  const ValueDict& as_dict() const { return *std::get<std::shared_ptr<ValueDict>>(data_); }
-  ValueDict& mutable_namespace() const { return *std::get<std::shared_ptr<ValueDict>>(data_); }
-  const Callable& as_callable() const { return *std::get<std::shared_ptr<Callable>>(data_); }
+  const std::string& as_string() const {
+    if (kind_ != Kind::kString) wrong_kind("str");
+    return *std::get<std::shared_ptr<const std::string>>(data_);
+  }
+  const std::string& undefined_hint() const {  // "" when there is none
+    if (kind_ != Kind::kUndefined) wrong_kind("undefined");
+    static const std::string kNoHint;
+    const std::string* hint = std::get_if<std::string>(&data_);
+    return hint ? *hint : kNoHint;
+  }
+  const ValueList& as_list() const {
+    if (kind_ != Kind::kList) wrong_kind("list");
+    return *std::get<std::shared_ptr<ValueList>>(data_);
+  }
+  const ValueDict& as_dict() const {
+    if (!is_mapping()) wrong_kind("dict");
+    return *std::get<std::shared_ptr<ValueDict>>(data_);
+  }
+  ValueDict& mutable_namespace() const {
+    if (kind_ != Kind::kNamespace) wrong_kind("Namespace");
+    return *std::get<std::shared_ptr<ValueDict>>(data_);
+  }
+  const Callable& as_callable() const {
+    if (kind_ != Kind::kCallable) wrong_kind("function");
+    return *std::get<std::shared_ptr<Callable>>(data_);
+  }
+
+  // Nesting depth: 0 for scalars, 1 + the deepest item for lists and dicts (see limits.h; a
+  // namespace counts as at least kMaxNamespaceAttrDepth + 1 whatever it holds now).
+  int depth() const { return depth_; }
 
  private:
+  [[noreturn]] void wrong_kind(const char* wanted) const;
+
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
-  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<ValueList>,
-               std::shared_ptr<ValueDict>, std::shared_ptr<Callable>>
+  uint16_t depth_ = 0;
+  // Strings are immutable and shared: copying a value never copies its text.
+  std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<const std::string>,
+               std::shared_ptr<ValueList>, std::shared_ptr<ValueDict>, std::shared_ptr<Callable>>
       data_;
 };
 
@@ -92,17 +127,25 @@ struct ValueDict {
   void set(const std::string& key, Value v);
 };
 
+// The checks of {% set ns.attr = v %}: v may be nested at most kMaxNamespaceAttrDepth deep and
+// hold no namespace (limits.h says why). Throws TypeError naming the attribute.
+void check_namespace_attr(const std::string& attr, const Value& v);
+
 // Python-ish type name for messages: "str", "int", "list", "dict", "undefined"...
 std::string type_name(const Value& v);
 bool truthy(const Value& v);
 std::string to_str(const Value& v);  // str(v); undefined prints as ""
 std::string repr(const Value& v);
+// repr(v) cut to about `max` bytes (for error messages): stops building once past it.
+std::string repr_excerpt(const Value& v, size_t max = 80);
 bool equals(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b);  // <0, 0, >0; throws TypeError when unordered
 // Python json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: one line).
 std::string to_json_text(const Value& v, int indent);
 
-Value from_json(const nlohmann::json& j);
-Value from_json(const nlohmann::ordered_json& j);
+// A JSON variable as a value; `name` (the variable) is for error messages. Throws Error when the
+// JSON breaks a limit of limits.h (nesting, string or list length, integers beyond int64).
+Value from_json(const nlohmann::json& j, std::string_view name = "value");
+Value from_json(const nlohmann::ordered_json& j, std::string_view name = "value");
 
 }  // namespace minivllm::jinja
