@@ -1,5 +1,6 @@
 // Helpers shared by the loaders: reading files with errors that name them, the split regexes,
 // and tokenizer_config.json (bos/eos and, for vocab.json + merges.txt, added tokens).
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -38,6 +39,23 @@ nlohmann::json parse_json_file(const std::string& path) {
   }
 }
 
+int32_t json_token_id(const nlohmann::json& j, const std::string& path, const std::string& what) {
+  const bool in_range = (j.is_number_unsigned() && j.get<uint64_t>() <= INT32_MAX) ||
+                        (j.is_number_integer() && j.get<int64_t>() >= 0 && j.get<int64_t>() <= INT32_MAX);
+  MINIVLLM_CHECK(in_range) << path << ": " << what << " has id "
+                           << (j.is_primitive() && !j.is_string() ? j.dump() : std::string(j.type_name()))
+                           << ", not a token id (an integer from 0 to 2^31 - 1)";
+  return static_cast<int32_t>(j.get<int64_t>());
+}
+
+int32_t checked_vocab_id(const nlohmann::json& j, size_t entries, const std::string& path, const std::string& token) {
+  const int32_t id = json_token_id(j, path, "token '" + token + "'");
+  MINIVLLM_CHECK(static_cast<size_t>(id) < entries + kTokenIdSlack)
+      << path << ": token '" << token << "' has id " << id << ", far beyond the " << entries
+      << " entries of the vocabulary";
+  return id;
+}
+
 std::optional<int32_t> find_token(const TokenizerSpec& spec, const std::string& text) {
   for (const AddedTokenSpec& a : spec.added_tokens) {
     if (a.content == text) return a.id;
@@ -64,11 +82,19 @@ bool bool_field(const nlohmann::json& j, const char* key, bool fallback) {
   return it == j.end() || it->is_null() ? fallback : it->get<bool>();
 }
 
-void apply_added_tokens_decoder(const nlohmann::json& config, TokenizerSpec& spec) {
+void apply_added_tokens_decoder(const nlohmann::json& config, const std::string& path, TokenizerSpec& spec) {
   auto it = config.find("added_tokens_decoder");
   if (it == config.end()) return;
   for (const auto& [id_text, tok] : it->items()) {
-    const int32_t id = std::stoi(id_text);
+    size_t used = 0;
+    long long parsed = -1;
+    try {
+      parsed = std::stoll(id_text, &used);
+    } catch (const std::exception&) {
+    }
+    MINIVLLM_CHECK(used == id_text.size() && parsed >= 0 && parsed <= INT32_MAX)
+        << path << ": added_tokens_decoder key '" << id_text << "' is not a token id";
+    const auto id = static_cast<int32_t>(parsed);
     bool known = false;
     for (const AddedTokenSpec& a : spec.added_tokens) known |= a.id == id;
     if (known) continue;
@@ -81,7 +107,7 @@ void apply_added_tokens_decoder(const nlohmann::json& config, TokenizerSpec& spe
 void apply_tokenizer_config(const std::string& path, bool full, TokenizerSpec& spec) {
   const nlohmann::json config = parse_json_file(path);
   try {
-    if (full) apply_added_tokens_decoder(config, spec);
+    if (full) apply_added_tokens_decoder(config, path, spec);
     for (const char* key : {"bos_token", "eos_token"}) {
       const std::optional<std::string> text = token_field(config, key);
       if (!text) continue;

@@ -11,6 +11,13 @@ namespace {
 
 using nlohmann::json;
 
+// j[key] by reference, null when absent: json::value() would copy the member, recursively.
+const json& member(const json& j, const char* key) {
+  static const json null;
+  auto it = j.find(key);
+  return it == j.end() ? null : *it;
+}
+
 bool bool_or(const json& j, const char* key, bool fallback) {
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? fallback : it->get<bool>();
@@ -24,12 +31,12 @@ std::string string_or(const json& j, const char* key, const std::string& fallbac
 void load_vocab(const json& model, const std::string& path, TokenizerSpec& spec, StringMap<int32_t>& ids) {
   const json& vocab = model.at("vocab");
   MINIVLLM_CHECK(vocab.is_object()) << path << ": model.vocab is not an object";
+  MINIVLLM_CHECK(!vocab.empty()) << path << ": model.vocab is empty";
   for (const auto& [text, id_json] : vocab.items()) {
-    const int64_t id = id_json.get<int64_t>();
-    MINIVLLM_CHECK(id >= 0 && id < (1 << 30)) << path << ": token '" << text << "' has id " << id;
-    if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(id + 1);
+    const int32_t id = checked_vocab_id(id_json, vocab.size(), path, text);
+    if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(static_cast<size_t>(id) + 1);
     spec.vocab[id] = text;
-    ids.emplace(text, static_cast<int32_t>(id));
+    ids.emplace(text, id);
   }
 }
 
@@ -58,13 +65,23 @@ void load_merges(const json& model, const std::string& path, const StringMap<int
   }
 }
 
-void load_normalizer(const json& n, const std::string& path, TokenizerSpec& spec) {
+// Sequences nest (each stage may be a Sequence); this deep is a broken file, refused before the
+// recursion below could overflow the stack.
+constexpr int kMaxSequenceDepth = 64;
+
+void check_sequence_depth(int depth, const std::string& path, const char* what) {
+  MINIVLLM_CHECK(depth <= kMaxSequenceDepth)
+      << path << ": " << what << " Sequences nest more than " << kMaxSequenceDepth << " deep";
+}
+
+void load_normalizer(const json& n, const std::string& path, TokenizerSpec& spec, int depth = 0) {
   if (n.is_null()) return;
+  check_sequence_depth(depth, path, "normalizer");
   const std::string type = n.at("type").get<std::string>();
   if (type == "NFC") {
     spec.nfc = true;
   } else if (type == "Sequence") {
-    for (const json& sub : n.at("normalizers")) load_normalizer(sub, path, spec);
+    for (const json& sub : n.at("normalizers")) load_normalizer(sub, path, spec, depth + 1);
   } else {
     MINIVLLM_FAIL() << path << ": unsupported normalizer type '" << type << "'";
   }
@@ -80,12 +97,13 @@ SplitBehavior split_behavior(const std::string& b, const std::string& path) {
 }
 
 // Returns whether a ByteLevel stage was seen (the model is byte-level only then).
-bool load_pre_tokenizer(const json& p, const std::string& path, TokenizerSpec& spec) {
+bool load_pre_tokenizer(const json& p, const std::string& path, TokenizerSpec& spec, int depth = 0) {
   if (p.is_null()) return false;
+  check_sequence_depth(depth, path, "pre_tokenizer");
   const std::string type = p.at("type").get<std::string>();
   if (type == "Sequence") {
     bool byte_level = false;
-    for (const json& sub : p.at("pretokenizers")) byte_level |= load_pre_tokenizer(sub, path, spec);
+    for (const json& sub : p.at("pretokenizers")) byte_level |= load_pre_tokenizer(sub, path, spec, depth + 1);
     return byte_level;
   }
   PreTokenizerStage stage;
@@ -116,14 +134,17 @@ bool load_pre_tokenizer(const json& p, const std::string& path, TokenizerSpec& s
 std::vector<int32_t> special_ids(const json& specials, const std::string& name, const std::string& path) {
   auto it = specials.find(name);
   MINIVLLM_CHECK(it != specials.end()) << path << ": post_processor uses undeclared special token '" << name << "'";
-  return it->at("ids").get<std::vector<int32_t>>();
+  std::vector<int32_t> ids;
+  for (const json& id : it->at("ids")) ids.push_back(json_token_id(id, path, "post_processor special token '" + name + "'"));
+  return ids;
 }
 
-void load_post_processor(const json& p, const std::string& path, TokenizerSpec& spec) {
+void load_post_processor(const json& p, const std::string& path, TokenizerSpec& spec, int depth = 0) {
   if (p.is_null()) return;
+  check_sequence_depth(depth, path, "post_processor");
   const std::string type = p.at("type").get<std::string>();
   if (type == "Sequence") {
-    for (const json& sub : p.at("processors")) load_post_processor(sub, path, spec);
+    for (const json& sub : p.at("processors")) load_post_processor(sub, path, spec, depth + 1);
   } else if (type == "ByteLevel") {
     // Only adjusts offsets.
   } else if (type == "TemplateProcessing") {
@@ -139,8 +160,8 @@ void load_post_processor(const json& p, const std::string& path, TokenizerSpec& 
       }
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-    spec.prefix_ids.push_back(p.at("cls").at(1).get<int32_t>());
-    spec.suffix_ids.push_back(p.at("sep").at(1).get<int32_t>());
+    spec.prefix_ids.push_back(json_token_id(p.at("cls").at(1), path, "post_processor cls token"));
+    spec.suffix_ids.push_back(json_token_id(p.at("sep").at(1), path, "post_processor sep token"));
   } else {
     MINIVLLM_FAIL() << path << ": unsupported post_processor type '" << type << "'";
   }
@@ -163,13 +184,17 @@ TokenizerSpec load_tokenizer_json(const std::string& path) {
     load_vocab(model, path, spec, ids);
     load_merges(model, path, ids, spec);
     spec.ignore_merges = bool_or(model, "ignore_merges", false);
-    for (const json& a : j.value("added_tokens", json::array())) {
-      spec.added_tokens.push_back({a.at("id").get<int32_t>(), a.at("content").get<std::string>(), bool_or(a, "special", false)});
+    const json& added = member(j, "added_tokens");
+    MINIVLLM_CHECK(added.is_null() || added.is_array()) << path << ": added_tokens is not an array";
+    for (const json& a : added) {  // null: no elements
+      std::string content = a.at("content").get<std::string>();
+      const int32_t id = json_token_id(a.at("id"), path, "added token '" + content + "'");
+      spec.added_tokens.push_back({id, std::move(content), bool_or(a, "special", false)});
     }
-    load_normalizer(j.value("normalizer", json()), path, spec);
-    const bool byte_level = load_pre_tokenizer(j.value("pre_tokenizer", json()), path, spec);
+    load_normalizer(member(j, "normalizer"), path, spec);
+    const bool byte_level = load_pre_tokenizer(member(j, "pre_tokenizer"), path, spec);
     MINIVLLM_CHECK(byte_level) << path << ": only byte-level BPE is supported (no ByteLevel pre_tokenizer)";
-    load_post_processor(j.value("post_processor", json()), path, spec);
+    load_post_processor(member(j, "post_processor"), path, spec);
     if (!spec.prefix_ids.empty()) spec.bos_id = spec.prefix_ids.front();
   } catch (const nlohmann::json::exception& e) {
     MINIVLLM_FAIL() << "malformed tokenizer file " << path << ": " << e.what();

@@ -28,9 +28,8 @@ TokenizerSpec load_vocab_merges(const std::string& vocab_json, const std::string
   MINIVLLM_CHECK(vocab.is_object() && !vocab.empty()) << vocab_json << ": not an object of token -> id";
   try {
     for (const auto& [text, id_json] : vocab.items()) {
-      const int64_t id = id_json.get<int64_t>();
-      MINIVLLM_CHECK(id >= 0 && id < (1 << 30)) << vocab_json << ": token '" << text << "' has id " << id;
-      if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(id + 1);
+      const int32_t id = checked_vocab_id(id_json, vocab.size(), vocab_json, text);
+      if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(static_cast<size_t>(id) + 1);
       spec.vocab[id] = text;
       ids.emplace(text, static_cast<int32_t>(id));
     }

@@ -30,6 +30,10 @@ void apply_tokenizer_config(const std::string& path, bool full, TokenizerSpec& s
 std::string read_file(const std::string& path);  // throws naming the file
 nlohmann::json parse_json_file(const std::string& path);
 bool file_exists(const std::string& path);
+// A token id in a JSON file: an integer in [0, 2^31); otherwise throws naming `path` and `what`.
+int32_t json_token_id(const nlohmann::json& j, const std::string& path, const std::string& what);
+// A vocabulary id (`entries` ids in all): refused when it lies kTokenIdSlack or more beyond them.
+int32_t checked_vocab_id(const nlohmann::json& j, size_t entries, const std::string& path, const std::string& token);
 std::optional<int32_t> find_token(const TokenizerSpec& spec, const std::string& text);
 
 }  // namespace minivllm

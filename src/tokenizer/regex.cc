@@ -2,6 +2,9 @@
 // match data, so one Regex can be used by many threads at once.
 #include "tokenizer/regex.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -35,6 +38,15 @@ ThreadScratch& scratch() {
   return s;
 }
 
+// PCRE2's match limit (10 million by default) counts backtracking steps. The split regexes backtrack
+// once per character of a whitespace run (`\s*[\r\n]+` eats the run, then gives it back), so a
+// valid text with a long run (10 MB of spaces) would fail at the default. The limit grows with the
+// text left to match: linear patterns never reach it; a catastrophic pattern still stops.
+uint32_t match_limit(size_t remaining) {
+  constexpr uint64_t kBase = 10'000'000, kPerByte = 8;
+  return static_cast<uint32_t>(std::min<uint64_t>(kBase + kPerByte * remaining, UINT32_MAX));
+}
+
 }  // namespace
 
 Regex::Regex(const std::string& pattern) : pattern_(pattern) {
@@ -52,6 +64,7 @@ Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
 bool Regex::next_match(std::string_view text, size_t start, size_t& begin, size_t& end) const {
   ThreadScratch& s = scratch();
+  pcre2_set_match_limit(s.context, match_limit(text.size() - start));
   auto* code = static_cast<pcre2_code*>(code_);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), start, 0, s.match_data, s.context)

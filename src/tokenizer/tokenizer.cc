@@ -2,6 +2,8 @@
 // id's bytes. The loaders (load_*.cc) turn files into a TokenizerSpec; this file owns the rest.
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
@@ -59,9 +61,18 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.spec = std::move(spec);
   const TokenizerSpec& s = m.spec;
+  MINIVLLM_CHECK(std::any_of(s.vocab.begin(), s.vocab.end(), [](const std::string& t) { return !t.empty(); }))
+      << s.source << ": the vocabulary is empty";
+  // Added tokens follow the vocabulary (possibly after a gap); an id far beyond it is a broken
+  // file, and would make every id-indexed table below that large.
+  const size_t id_limit = s.vocab.size() + s.added_tokens.size() + kTokenIdSlack;
   size_t n = s.vocab.size();
   for (const AddedTokenSpec& a : s.added_tokens) {
     MINIVLLM_CHECK(a.id >= 0) << s.source << ": added token '" << a.content << "' has a negative id";
+    MINIVLLM_CHECK(static_cast<size_t>(a.id) < id_limit)
+        << s.source << ": added token '" << a.content << "' has id " << a.id << ", far outside the vocabulary of "
+        << s.vocab.size() << " tokens and " << s.added_tokens.size() << " added tokens (ids below " << id_limit
+        << " are accepted)";
     n = std::max(n, static_cast<size_t>(a.id) + 1);
   }
   m.token_text.assign(n, "");

@@ -2,6 +2,7 @@
 // Tokenizer is built from: one plain description, so the file formats stay out of the encoder.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ struct AddedTokenSpec {
   std::string content;
   bool special = false;  // skipped by decode(skip_special_tokens = true)
 };
+
+// How far past the vocabulary and added-token count an id may lie (vocabulary ids, added-token
+// ids): real files are dense or nearly so; ids beyond this are a broken file, refused rather than
+// sizing the id tables by them.
+inline constexpr size_t kTokenIdSlack = 65536;
 
 struct TokenizerSpec {
   std::string source;  // file name(s), for error messages
