@@ -1,9 +1,11 @@
 #include "cli/bench_workload.h"
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_input.h"
 #include "cli/py_random.h"
 #include "common/check.h"
 
@@ -43,23 +45,36 @@ BenchWorkload make_seeds_workload(int num_seqs) {
 }
 
 BenchWorkload load_workload(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   MINIVLLM_CHECK(in) << "cannot open workload file '" << path << "'";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    MINIVLLM_FAIL() << "workload file '" << path << "' is not valid JSON: " << e.what();
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  const nlohmann::ordered_json j =
+      parse_json_input(text.str(), "workload file '" + path + "'", "{\"prompt_token_ids\": [[...]], \"max_tokens\": [...]}");
   MINIVLLM_CHECK(j.is_object() && j.contains("prompt_token_ids") && j.contains("max_tokens"))
       << "workload file '" << path << "' must be an object with 'prompt_token_ids' and 'max_tokens'";
+  const auto& prompts = j.at("prompt_token_ids");
+  const auto& max_tokens = j.at("max_tokens");
+  MINIVLLM_CHECK(prompts.is_array() && max_tokens.is_array())
+      << "workload file '" << path << "': 'prompt_token_ids' must be arrays of token ids and 'max_tokens' an array of ints";
   BenchWorkload w;
-  try {
-    w.prompt_token_ids = j.at("prompt_token_ids").get<std::vector<std::vector<int32_t>>>();
-    w.max_tokens = j.at("max_tokens").get<std::vector<int>>();
-  } catch (const nlohmann::json::exception& e) {
-    MINIVLLM_FAIL() << "workload file '" << path << "': 'prompt_token_ids' must be arrays of ints and "
-                    << "'max_tokens' an array of ints: " << e.what();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    MINIVLLM_CHECK(prompts[i].is_array()) << "workload file '" << path << "': prompt " << i << " is not an array: "
+                                          << json_excerpt(prompts[i]);
+    std::vector<int32_t> ids;
+    for (size_t k = 0; k < prompts[i].size(); ++k) {
+      const std::optional<int32_t> id = json_token_id(prompts[i][k]);
+      MINIVLLM_CHECK(id.has_value()) << "workload file '" << path << "': prompt " << i << ", id " << k << ": "
+                                     << not_a_token_id(prompts[i][k]);
+      ids.push_back(*id);
+    }
+    w.prompt_token_ids.push_back(std::move(ids));
+  }
+  for (size_t i = 0; i < max_tokens.size(); ++i) {
+    const std::optional<int32_t> m = json_token_id(max_tokens[i]);  // an int32, like a token id
+    MINIVLLM_CHECK(m.has_value()) << "workload file '" << path << "': max_tokens[" << i << "] is not a 32-bit integer: "
+                                  << json_excerpt(max_tokens[i]);
+    w.max_tokens.push_back(*m);
   }
   MINIVLLM_CHECK(!w.prompt_token_ids.empty()) << "workload file '" << path << "' has no prompts";
   MINIVLLM_CHECK_EQ(w.prompt_token_ids.size(), w.max_tokens.size())

@@ -3,6 +3,8 @@
 #include <iostream>
 #include <iterator>
 
+#include "cli/json_input.h"
+
 namespace minivllm::cli {
 
 std::string user_message(const std::exception& e) {
@@ -19,12 +21,7 @@ std::string read_all_stdin() {
 }
 
 nlohmann::ordered_json read_stdin_json(const std::string& what) {
-  const std::string text = read_all_stdin();
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    MINIVLLM_FAIL() << "stdin is not valid JSON (expected " << what << "): " << e.what();
-  }
+  return parse_json_input(read_all_stdin(), "stdin", what);
 }
 
 std::string dump_json(const nlohmann::json& j) {

@@ -22,7 +22,8 @@ inline constexpr int kExitUsageError = 2;
 std::string user_message(const std::exception& e);
 
 std::string read_all_stdin();
-// Parses all of stdin as JSON, keeping key order; a parse error is a runtime error that names `what` is expected.
+// Parses all of stdin as JSON, keeping key order (parse_json_input: nesting is limited, errors quote
+// only a short excerpt); a parse error is a runtime error that names `what` is expected.
 nlohmann::ordered_json read_stdin_json(const std::string& what);
 
 // Compact JSON; invalid UTF-8 in strings (a partial character) becomes U+FFFD instead of throwing.

@@ -6,6 +6,7 @@
 #include "api/llm_engine.h"
 #include "cli/cli_io.h"
 #include "cli/commands.h"
+#include "cli/json_input.h"
 #include "cli/options.h"
 
 namespace minivllm::cli {
@@ -14,22 +15,28 @@ namespace {
 constexpr int kDefaultMaxTokens = 64;
 
 std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    throw UsageError("--prompt-ids is not JSON: '" + text + "' (expected e.g. '[[1,2,3],[4,5]]')");
+    j = parse_json_input(text, "--prompt-ids", "e.g. '[[1,2,3],[4,5]]'");
+  } catch (const Error& e) {
+    throw UsageError(user_message(e));
   }
   if (!j.is_array() || j.empty()) throw UsageError("--prompt-ids must be a non-empty JSON array of id arrays");
   std::vector<std::vector<int32_t>> prompts;
-  for (const auto& p : j) {
-    if (!p.is_array()) throw UsageError("--prompt-ids must hold arrays of token ids, got " + p.dump());
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& p = j[i];
+    if (!p.is_array()) {
+      throw UsageError("--prompt-ids must hold arrays of token ids; prompt " + std::to_string(i) + " is " +
+                       json_excerpt(p));
+    }
     std::vector<int32_t> ids;
-    for (const auto& id : p) {
-      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
-        throw UsageError("--prompt-ids holds a value that is not a token id: " + id.dump());
+    for (size_t k = 0; k < p.size(); ++k) {
+      const std::optional<int32_t> id = json_token_id(p[k]);
+      if (!id) {
+        throw UsageError("--prompt-ids: prompt " + std::to_string(i) + ", id " + std::to_string(k) + ": " +
+                         not_a_token_id(p[k]));
       }
-      ids.push_back(id.get<int32_t>());
+      ids.push_back(*id);
     }
     prompts.push_back(std::move(ids));
   }

@@ -5,6 +5,7 @@
 #include "api/model_source.h"
 #include "cli/cli_io.h"
 #include "cli/commands.h"
+#include "cli/json_input.h"
 
 namespace minivllm::cli {
 namespace {
@@ -50,11 +51,13 @@ int run_detokenize(const std::vector<std::string>& argv) {
     MINIVLLM_CHECK(in.is_array()) << "stdin must be a JSON array of token id arrays, got " << in.type_name();
     std::vector<std::vector<int32_t>> seqs;
     for (size_t i = 0; i < in.size(); ++i) {
-      MINIVLLM_CHECK(in[i].is_array()) << "stdin element " << i << " must be an array of token ids";
+      MINIVLLM_CHECK(in[i].is_array()) << "stdin element " << i << " must be an array of token ids, got "
+                                       << in[i].type_name();
       std::vector<int32_t> ids;
-      for (const auto& id : in[i]) {
-        MINIVLLM_CHECK(id.is_number_integer()) << "stdin element " << i << " holds a non-integer: " << id.dump();
-        ids.push_back(id.get<int32_t>());
+      for (size_t k = 0; k < in[i].size(); ++k) {
+        const std::optional<int32_t> id = json_token_id(in[i][k]);
+        MINIVLLM_CHECK(id.has_value()) << "stdin element " << i << ", id " << k << ": " << not_a_token_id(in[i][k]);
+        ids.push_back(*id);
       }
       seqs.push_back(std::move(ids));
     }

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "cli/cli_io.h"
+#include "cli/json_input.h"
 #include "common/check.h"
 
 namespace minivllm::cli {
@@ -113,11 +114,17 @@ nlohmann::json template_vars_from(const ParsedArgs& a) {
   nlohmann::json vars = nlohmann::json::object();
   for (const std::string& v : a.all("--var")) {
     const size_t eq = v.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError("--var expects NAME=JSON, got '" + v + "'");
+    if (eq == std::string::npos || eq == 0) throw UsageError("--var expects NAME=JSON, got '" + text_excerpt(v) + "'");
+    const std::string name = v.substr(0, eq);
+    const std::string value = v.substr(eq + 1);
+    if (json_too_deep_at(value)) {
+      throw UsageError("--var " + text_excerpt(name) + ": the value is nested more than " +
+                       std::to_string(kMaxJsonDepth) + " arrays or objects deep");
+    }
     try {
-      vars[v.substr(0, eq)] = nlohmann::json::parse(v.substr(eq + 1));
+      vars[name] = nlohmann::json::parse(value);
     } catch (const nlohmann::json::exception&) {
-      throw UsageError("--var " + v.substr(0, eq) + ": the value is not JSON: '" + v.substr(eq + 1) +
+      throw UsageError("--var " + text_excerpt(name) + ": the value is not JSON: '" + text_excerpt(value) +
                        "' (strings need quotes: --var name='\"text\"')");
     }
   }

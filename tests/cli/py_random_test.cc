@@ -2,8 +2,10 @@
 // the bench workload's totals, which tools/make_bench_workload.py also checks.
 //
 // src/cli/ builds only the minivllm executable, and test_cli links the minivllm library alone,
-// so the two sources under test are compiled into this test directly.
+// so the sources under test (and json_input.cc, which the workload reader uses) are compiled into
+// this test directly; hardening_cli_test.cc tests json_input.h through these definitions.
 #include "cli/bench_workload.cc"  // NOLINT(bugprone-suspicious-include)
+#include "cli/json_input.cc"      // NOLINT(bugprone-suspicious-include)
 #include "cli/py_random.cc"       // NOLINT(bugprone-suspicious-include)
 
 #include <gtest/gtest.h>
