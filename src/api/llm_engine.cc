@@ -85,11 +85,10 @@ int64_t LLMEngine::add_request(const std::string& prompt, const SamplingParams& 
 
 std::string LLMEngine::apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt,
                                            const nlohmann::json& template_vars) const {
-  MINIVLLM_CHECK(source_.chat_template.has_value()) << "model '" << source_.path << "' has no chat template";
   MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
   nlohmann::json vars = template_vars.is_object() ? template_vars : nlohmann::json::object();
   add_special_token_vars(source_, vars);
-  return source_.chat_template->render(messages, add_generation_prompt, vars);
+  return source_.require_chat_template().render(messages, add_generation_prompt, vars);
 }
 
 int64_t LLMEngine::add_chat_request(const nlohmann::json& messages, const SamplingParams& params,

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "common/check.h"
 #include "loader/gguf.h"
@@ -15,6 +17,46 @@ bool is_default_name(const std::string& m) {
   return m == kDefaultModelName || m == "smollm2" || m == "default" || m == "SmolLM2-135M-Instruct.Q4_1";
 }
 
+// An Error's message without the "file:line: check failed: cond: " parts of its nested checks.
+std::string plain_message(const std::exception& e) {
+  std::string what = e.what();
+  const std::string marker = "check failed: ";
+  for (size_t at; (at = what.find(marker)) != std::string::npos;) {
+    const size_t colon = what.find(": ", at + marker.size());
+    if (colon == std::string::npos) break;
+    // "file:line: " ends just before the marker; source paths hold no spaces.
+    const size_t space = at >= 2 ? what.rfind(' ', at - 2) : std::string::npos;
+    const size_t start = space == std::string::npos ? 0 : space + 1;
+    what.erase(start, colon + 2 - start);
+  }
+  return what;
+}
+
+// What tokenizer_config.json says about a chat template: none at all (a base model: fine), or one
+// that loads, or one that does not (its error kept in `s.chat_template_error`).
+void load_hf_chat_template(const fs::path& dir, ModelSource& s) {
+  const fs::path config = dir / "tokenizer_config.json";
+  if (!fs::exists(config)) return;
+  bool declared = fs::exists(dir / "chat_template.jinja");
+  if (!declared) {
+    std::ifstream in(config, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    // Invalid JSON: the tokenizer reports it when it reads the same file; here it counts as a
+    // declared template that cannot be read.
+    declared = j.is_discarded() || !j.is_object() || (j.contains("chat_template") && !j["chat_template"].is_null());
+  }
+  if (!declared) return;
+  try {
+    s.chat_template = ChatTemplate::from_tokenizer_config(config.string());
+  } catch (const std::exception& e) {  // Error, or a nlohmann::json type error from a malformed entry
+    std::string message = plain_message(e);
+    if (message.find(config.string()) == std::string::npos) message = config.string() + ": " + message;
+    s.chat_template_error = "the model's chat template cannot be used: " + message;
+  }
+}
+
 ModelSource open_hf_dir(const std::string& dir, bool with_weights) {
   ModelSource s;
   s.path = dir;
@@ -24,14 +66,7 @@ ModelSource open_hf_dir(const std::string& dir, bool with_weights) {
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.json") || fs::exists(d / "original/tokenizer.model")) {
     s.tokenizer = Tokenizer::from_dir(dir);
   }
-  if (fs::exists(d / "tokenizer_config.json")) {
-    try {
-      s.chat_template = ChatTemplate::from_tokenizer_config((d / "tokenizer_config.json").string());
-    } catch (const Error& e) {
-      // A tokenizer_config.json without a chat_template is fine; a broken template is not.
-      if (std::string(e.what()).find("chat_template") == std::string::npos) throw;
-    }
-  }
+  load_hf_chat_template(d, s);
   return s;
 }
 
@@ -42,7 +77,14 @@ ModelSource open_gguf_file(const std::string& path, bool with_weights) {
   s.config = g.config;
   if (with_weights) s.weights = std::move(g.weights);
   if (!g.vocab.tokens.empty()) s.tokenizer = Tokenizer::from_vocab_data(g.vocab);
-  if (!g.chat_template.empty()) s.chat_template.emplace(g.chat_template);
+  if (!g.chat_template.empty()) {
+    try {
+      s.chat_template.emplace(g.chat_template);
+    } catch (const std::exception& e) {
+      s.chat_template_error = "the model's chat template cannot be used: " + path +
+                              ": tokenizer.chat_template: " + plain_message(e);
+    }
+  }
   return s;
 }
 
@@ -60,6 +102,12 @@ std::string resolve_model_path(const std::string& model) {
   MINIVLLM_FAIL() << "the default model " << kDefaultModelFile
                   << " was not found in $MINIVLLM_MODELS_DIR, ./models or ~/.cache/minivllm; "
                      "fetch it with tools/fetch_default_model.sh";
+}
+
+const ChatTemplate& ModelSource::require_chat_template() const {
+  MINIVLLM_CHECK(chat_template_error.empty()) << chat_template_error;
+  MINIVLLM_CHECK(chat_template.has_value()) << "model '" << path << "' has no chat template";
+  return *chat_template;
 }
 
 ModelSource open_model(const std::string& model, bool with_weights) {

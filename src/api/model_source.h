@@ -22,7 +22,14 @@ struct ModelSource {
   ModelConfig config;
   std::unique_ptr<WeightSource> weights;
   std::unique_ptr<Tokenizer> tokenizer;        // null when the checkpoint has none
-  std::optional<ChatTemplate> chat_template;   // none when the checkpoint has none
+  std::optional<ChatTemplate> chat_template;   // none when the checkpoint has none, or it is broken
+  // Why the checkpoint's chat template cannot be used ("" when it can, or there is none). Kept
+  // rather than thrown: a broken template must not stop what needs no template (tokenize,
+  // generate from plain prompts), yet must fail, naming the file, wherever it is used.
+  std::string chat_template_error;
+
+  // The chat template, or an Error: the template's own problem, or "has no chat template".
+  const ChatTemplate& require_chat_template() const;
 };
 
 // Fills the chat template's bos_token / eos_token from the tokenizer unless `vars` sets them or the

@@ -24,9 +24,8 @@ int run_template(const std::vector<std::string>& argv) {
     const nlohmann::ordered_json messages = read_stdin_json("a JSON array of messages");
     MINIVLLM_CHECK(messages.is_array()) << "stdin must be a JSON array of messages, got " << messages.type_name();
     const ModelSource source = open_model(model, /*with_weights=*/false);
-    MINIVLLM_CHECK(source.chat_template.has_value()) << "model '" << source.path << "' has no chat template";
     add_special_token_vars(source, vars);
-    std::cout << source.chat_template->render(messages, add_generation_prompt, vars);
+    std::cout << source.require_chat_template().render(messages, add_generation_prompt, vars);
     std::cout.flush();
     return kExitOk;
   });
