@@ -79,19 +79,29 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(half);
 }
 
+namespace {
+inline uint16_t load_u16(const unsigned char* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+}  // namespace
+
 void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
   switch (from) {
     case DType::kF32:
       std::memcpy(dst, src, n * 4);
       return;
+    // 16-bit loads through memcpy: a file's tensor data need not be 2-byte aligned (a safetensors
+    // header of odd length puts it at an odd address), and a misaligned uint16_t read is UB.
     case DType::kBF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(s + 2 * i));
       return;
     }
     case DType::kF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      auto* s = static_cast<const unsigned char*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(s + 2 * i));
       return;
     }
     default:
