@@ -2,6 +2,9 @@
 # Installs the Debian packages minivllm builds with (see README: Dependencies). Idempotent.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev libpcre2-dev libicu-dev libopenblas-dev python3 python3-pip)
+# The fuzzers (tools/run_fuzzers.sh): clang 16 with its libFuzzer / sanitizer runtimes and OpenMP;
+# llvm-16 for llvm-symbolizer (readable sanitizer stacks, in tools/run_asan_tests.sh too).
+pkgs+=(clang-16 libclang-rt-16-dev libomp-16-dev llvm-16)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
