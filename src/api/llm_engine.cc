@@ -67,6 +67,9 @@ void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
 int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
   params.validate();
+  MINIVLLM_CHECK(params.n == 1) << "n > 1 is not implemented yet";
+  MINIVLLM_CHECK(params.logprobs < 0) << "logprobs are not implemented yet";
+  MINIVLLM_CHECK(!params.has_penalties()) << "penalties are not implemented yet";
   check_prompt(prompt_token_ids);
   MINIVLLM_CHECK(params.stop.empty() || source_.tokenizer) << "stop strings need a tokenizer, and the model has none";
   const int64_t id = next_id_++;
@@ -113,7 +116,8 @@ bool LLMEngine::abort(int64_t request_id) {
 // out what can no longer be part of a stop string.
 void LLMEngine::update_text(Request& r, StepResult& out) {
   const auto& toks = r.seq->token_ids();
-  RequestDelta d{r.seq->seq_id(), {}, {}};
+  RequestDelta d;
+  d.request_id = r.seq->seq_id();
   const size_t begin = r.seq->num_prompt_tokens() + r.tokens_seen;
   bool stopped = false;
   const auto& stops = r.seq->params().stop;
@@ -167,11 +171,17 @@ StepResult LLMEngine::step() {
   const std::vector<int32_t> tokens =
       runners_->run(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
   if (batch.is_prefill) {
-    for (const Sequence* s : batch.seqs) out.num_tokens += s->num_tokens() - s->num_cached_tokens;
+    for (const Sequence* s : batch.seqs) {
+      out.num_tokens += s->num_tokens() - s->num_cached_tokens;
+      totals_.prefix_cache_queried_tokens += s->num_tokens();
+      totals_.prefix_cache_hit_tokens += s->num_cached_tokens;
+      if (s->num_completion_tokens() == 0) totals_.prompt_tokens_total += s->num_prompt_tokens();
+    }
   } else {
     out.num_tokens = -static_cast<int>(batch.seqs.size());
   }
   scheduler_->postprocess(batch.seqs, tokens);
+  totals_.generation_tokens_total += static_cast<int64_t>(tokens.size());
   for (Sequence* s : batch.seqs) {
     auto it = requests_.find(s->seq_id());
     if (it == requests_.end()) continue;
@@ -183,6 +193,16 @@ StepResult LLMEngine::step() {
     }
   }
   return out;
+}
+
+EngineStats LLMEngine::stats() const {
+  EngineStats s = totals_;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.kv_blocks_total = scheduler_->block_manager().num_blocks();
+  s.kv_blocks_free = scheduler_->block_manager().num_free_blocks();
+  s.num_preemptions = scheduler_->num_preemptions();
+  return s;
 }
 
 std::vector<RequestOutput> LLMEngine::run_to_completion(std::vector<RequestOutput> outputs,

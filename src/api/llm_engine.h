@@ -22,24 +22,42 @@ namespace minivllm {
 
 struct RequestOutput {
   int64_t request_id = -1;
+  int index = 0;  // the choice (0..n-1) when the request asked for n > 1
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> token_ids;  // the completion
   std::string text;                // the completion as text (empty without a tokenizer)
   std::string finish_reason;       // "stop", "length", "abort", or "error"
-  std::string error;               // why the request was rejected, when finish_reason is "error"
+  std::string error;               // why the request failed, when finish_reason is "error"
+  std::vector<TokenLogprob> logprobs;  // one per completion token when params.logprobs >= 0
+  int num_cached_tokens = 0;           // prompt tokens whose KV came from the prefix cache
 };
 
 // What one step produced for one request still in flight or just finished (for streaming).
 struct RequestDelta {
-  int64_t request_id;
+  int64_t request_id = -1;
+  int index = 0;                   // the choice (0..n-1)
   std::vector<int32_t> token_ids;  // new tokens
   std::string text;                // new text, safe to print (stop strings held back until decided)
+  std::vector<TokenLogprob> logprobs;  // one per new token when params.logprobs >= 0
 };
 
 struct StepResult {
-  std::vector<RequestOutput> finished;
+  std::vector<RequestOutput> finished;  // one per finished choice
   std::vector<RequestDelta> deltas;
   int num_tokens = 0;  // seeds: > 0 prefill tokens, < 0 decoded sequences, 0 idle
+};
+
+// Counters for monitoring (the server's /metrics). Totals count since the engine started.
+struct EngineStats {
+  int num_running = 0;  // sequences (choices) holding KV blocks
+  int num_waiting = 0;  // sequences queued, preempted ones included
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t prefix_cache_queried_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hit_tokens = 0;      // of those, found there
+  int64_t prompt_tokens_total = 0;          // prompt tokens of the requests prefilled (once per request)
+  int64_t generation_tokens_total = 0;      // tokens generated, all choices
+  int64_t num_preemptions = 0;
 };
 
 class LLMEngine {
@@ -81,6 +99,7 @@ class LLMEngine {
   const ModelRunner& runner() const { return runners_->runner(); }
   const RunnerGroup& runners() const { return *runners_; }
   int64_t num_preemptions() const { return scheduler_->num_preemptions(); }
+  EngineStats stats() const;
 
  private:
   struct Request;
@@ -98,6 +117,7 @@ class LLMEngine {
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   int64_t next_id_ = 0;
   bool exited_ = false;
+  EngineStats totals_;  // the counters stats() does not read from the scheduler
 };
 
 }  // namespace minivllm

@@ -20,6 +20,15 @@ void SamplingParams::validate() const {
   for (const std::string& s : stop) {
     MINIVLLM_CHECK(!s.empty()) << "stop strings must not be empty";
   }
+  MINIVLLM_CHECK(n >= 1 && n <= kMaxN) << "n must be in [1, " << kMaxN << "], got " << n;
+  MINIVLLM_CHECK(logprobs >= -1 && logprobs <= kMaxLogprobs)
+      << "logprobs must be in [0, " << kMaxLogprobs << "] (or -1 for none), got " << logprobs;
+  MINIVLLM_CHECK(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f)
+      << "presence_penalty must be in [-2, 2], got " << presence_penalty;
+  MINIVLLM_CHECK(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)
+      << "frequency_penalty must be in [-2, 2], got " << frequency_penalty;
+  MINIVLLM_CHECK(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)
+      << "repetition_penalty must be finite and > 0, got " << repetition_penalty;
 }
 
 }  // namespace minivllm
