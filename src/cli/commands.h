@@ -13,5 +13,6 @@ int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
 int run_template(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
+int run_serve(const std::vector<std::string>& argv);
 
 }  // namespace minivllm::cli

@@ -1,0 +1,313 @@
+#include "api/async_engine.h"
+
+#include "common/check.h"
+
+namespace minivllm {
+
+using Clock = std::chrono::steady_clock;
+
+// What the engine thread and every handle share. Handles keep it alive, so a handle that outlives
+// the AsyncEngine (an HTTP thread finishing during shutdown) can still abort harmlessly.
+struct RequestHandle::Core {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> commands;  // run on the engine thread, in order
+  std::vector<int64_t> aborts;
+  bool stopping = false;
+
+  // False once the engine thread has stopped taking work.
+  bool push(std::function<void()> command) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return false;
+      commands.push_back(std::move(command));
+    }
+    cv.notify_one();
+    return true;
+  }
+  void push_abort(int64_t id) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return;
+      aborts.push_back(id);
+    }
+    cv.notify_one();
+  }
+};
+
+// One request as the engine thread follows it, for its stream and its latencies.
+struct AsyncEngine::Tracked {
+  std::shared_ptr<RequestStream> stream;
+  Clock::time_point arrival;
+  std::vector<Clock::time_point> last_token_at;  // per choice
+  std::vector<bool> got_first_token;             // per choice
+};
+
+// ---------------------------------------------------------------------------------------------
+// RequestHandle
+
+RequestHandle::RequestHandle(std::shared_ptr<Core> core, int64_t id, std::shared_ptr<RequestStream> stream,
+                             std::vector<int32_t> prompt_token_ids)
+    : core_(std::move(core)), id_(id), stream_(std::move(stream)), prompt_token_ids_(std::move(prompt_token_ids)) {}
+
+RequestHandle::~RequestHandle() {
+  if (!stream_->ended()) abort();
+}
+
+std::vector<StreamEvent> RequestHandle::next(std::chrono::milliseconds timeout) { return stream_->pop(timeout); }
+
+void RequestHandle::abort() { core_->push_abort(id_); }
+
+std::vector<RequestOutput> RequestHandle::wait() {
+  outputs_.resize(num_choices());
+  while (!finished()) {
+    for (StreamEvent& e : next(std::chrono::milliseconds(1000))) {
+      if (e.final && e.index >= 0 && e.index < num_choices()) outputs_[e.index] = std::move(*e.final);
+    }
+  }
+  return outputs_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// AsyncEngine: construction and shutdown
+
+AsyncEngine::AsyncEngine(EngineConfig config) : core_(std::make_shared<RequestHandle::Core>()) {
+  std::promise<void> ready;
+  std::future<void> built = ready.get_future();
+  thread_ = std::thread(&AsyncEngine::run_engine_thread, this, std::move(config), std::move(ready));
+  try {
+    built.get();
+  } catch (...) {
+    thread_.join();
+    throw;
+  }
+}
+
+AsyncEngine::~AsyncEngine() { shutdown(); }
+
+void AsyncEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    core_->stopping = true;
+  }
+  core_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Submissions that raced the shutdown: dropping their promises makes their submitters throw.
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->commands.clear();
+  core_->aborts.clear();
+}
+
+void AsyncEngine::run_engine_thread(EngineConfig config, std::promise<void> ready) {
+  try {
+    engine_ = std::make_unique<LLMEngine>(std::move(config));
+    config_ = engine_->config();
+    model_config_ = engine_->model_config();
+    tokenizer_ = engine_->tokenizer();
+    publish_stats();
+  } catch (...) {
+    engine_.reset();
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  ready.set_value();
+  while (true) {
+    process_commands();
+    {
+      std::unique_lock<std::mutex> lock(core_->mutex);
+      if (core_->stopping) break;
+      if (engine_->is_finished()) {
+        core_->cv.wait(lock, [&] { return core_->stopping || !core_->commands.empty() || !core_->aborts.empty(); });
+        continue;
+      }
+    }
+    step_once();
+  }
+  for (auto& [id, t] : tracked_) t.stream->end_all("abort", "the server is shutting down");
+  tracked_.clear();
+  // The runner and its worker processes stop here, on the thread that stepped them. The object
+  // itself (its tokenizer and chat template) lives as long as the AsyncEngine, so tokenizing in
+  // other threads stays safe after a shutdown.
+  engine_->exit();
+}
+
+void AsyncEngine::process_commands() {
+  std::deque<std::function<void()>> commands;
+  std::vector<int64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    commands.swap(core_->commands);
+    aborts.swap(core_->aborts);
+  }
+  for (auto& c : commands) c();
+  for (int64_t id : aborts) end_request(id, "abort", "");
+  if (!commands.empty() || !aborts.empty()) publish_stats();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submitting
+
+std::vector<int32_t> AsyncEngine::tokenize_text(const std::string& prompt, bool add_special_tokens) const {
+  MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer: pass token ids";
+  return tokenizer_->encode(prompt, add_special_tokens);
+}
+
+std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars) const {
+  MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
+  // apply_chat_template is const and the template immutable: safe beside the stepping thread.
+  const std::string prompt = engine_->apply_chat_template(messages, /*add_generation_prompt=*/true, template_vars);
+  return tokenizer_->encode(prompt, /*add_special_tokens=*/false);  // the template wrote them
+}
+
+std::string AsyncEngine::detokenize(const std::vector<int32_t>& ids) const {
+  MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
+  return tokenizer_->decode(ids, /*skip_special_tokens=*/true);
+}
+
+std::unique_ptr<RequestHandle> AsyncEngine::submit_text(const std::string& prompt, const SamplingParams& params) {
+  return submit_tokens(tokenize_text(prompt), params);
+}
+
+std::unique_ptr<RequestHandle> AsyncEngine::submit_chat(const nlohmann::json& messages, const SamplingParams& params,
+                                                        const nlohmann::json& template_vars) {
+  return submit_tokens(tokenize_chat(messages, template_vars), params);
+}
+
+std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> prompt_token_ids,
+                                                          const SamplingParams& params) {
+  auto stream = std::make_shared<RequestStream>(std::max(1, compat::num_choices(params)));
+  auto added = std::make_shared<std::promise<int64_t>>();
+  std::future<int64_t> id_future = added->get_future();
+  const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added]() mutable {
+    const size_t num_prompt_tokens = ids.size();
+    int64_t id = -1;
+    try {
+      id = engine_->add_request(std::move(ids), params);
+    } catch (...) {
+      added->set_exception(std::current_exception());
+      return;
+    }
+    Tracked& t = tracked_[id];
+    t.stream = stream;
+    t.arrival = Clock::now();
+    t.last_token_at.assign(stream->num_choices(), t.arrival);
+    t.got_first_token.assign(stream->num_choices(), false);
+    prompt_tokens_seen_ += static_cast<int64_t>(num_prompt_tokens) * stream->num_choices();
+    added->set_value(id);
+  });
+  MINIVLLM_CHECK(queued) << "the engine has shut down";
+  int64_t id = -1;
+  try {
+    id = id_future.get();
+  } catch (const std::future_error&) {
+    MINIVLLM_FAIL() << "the engine shut down before the request was added";
+  }
+  return std::unique_ptr<RequestHandle>(new RequestHandle(core_, id, std::move(stream), std::move(prompt_token_ids)));
+}
+
+void AsyncEngine::abort(int64_t id) { core_->push_abort(id); }
+
+void AsyncEngine::abort_all() {
+  core_->push([this] {
+    std::vector<int64_t> ids;
+    for (const auto& [id, t] : tracked_) ids.push_back(id);
+    for (int64_t id : ids) end_request(id, "abort", "");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stepping
+
+void AsyncEngine::step_once() {
+  StepResult result;
+  try {
+    result = engine_->step();
+  } catch (const std::exception& e) {
+    // LLMEngine::step isolates a failing batch itself; reaching here means the engine's own
+    // bookkeeping threw, and which requests were in the batch is unknown: fail them all (with the
+    // reason) and free their blocks, and keep serving new requests.
+    std::vector<int64_t> ids;
+    for (const auto& [id, t] : tracked_) ids.push_back(id);
+    for (int64_t id : ids) end_request(id, "error", std::string("engine step failed: ") + e.what());
+  }
+  dispatch(result);
+  publish_stats();
+}
+
+void AsyncEngine::dispatch(StepResult& result) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  for (RequestDelta& d : result.deltas) {
+    auto it = tracked_.find(d.request_id);
+    if (it == tracked_.end()) continue;
+    Tracked& t = it->second;
+    const int index = compat::choice_index(d);
+    if (index < 0 || index >= t.stream->num_choices()) continue;
+    if (!d.token_ids.empty()) {
+      const double since = std::chrono::duration<double>(now - t.last_token_at[index]).count();
+      if (!t.got_first_token[index]) {
+        stats_.time_to_first_token.observe(since);
+        t.got_first_token[index] = true;
+      } else {
+        stats_.inter_token_latency.observe(since);
+      }
+      t.last_token_at[index] = now;
+      generation_tokens_seen_ += static_cast<int64_t>(d.token_ids.size());
+    }
+    StreamEvent e;
+    e.index = index;
+    e.logprobs = compat::logprobs_of(d);
+    e.token_ids = std::move(d.token_ids);
+    e.text = std::move(d.text);
+    t.stream->push(std::move(e));
+  }
+  for (RequestOutput& o : result.finished) {
+    auto it = tracked_.find(o.request_id);
+    if (it == tracked_.end()) continue;
+    Tracked& t = it->second;
+    StreamEvent e;
+    e.index = compat::choice_index(o);
+    ++stats_.finished_by_reason[o.finish_reason];
+    e.final = std::move(o);
+    t.stream->push(std::move(e));
+    if (t.stream->ended()) {
+      stats_.e2e_request_latency.observe(std::chrono::duration<double>(now - t.arrival).count());
+      tracked_.erase(it);
+    }
+  }
+}
+
+void AsyncEngine::end_request(int64_t id, const std::string& finish_reason, const std::string& error) {
+  auto it = tracked_.find(id);
+  if (it == tracked_.end()) return;
+  try {
+    engine_->abort(id);  // frees its blocks (those of a running batch once the batch is done)
+  } catch (const std::exception&) {
+    // The request is gone from the engine either way; its stream still has to end.
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.finished_by_reason[finish_reason];
+  }
+  it->second.stream->end_all(finish_reason, error);
+  tracked_.erase(it);
+}
+
+void AsyncEngine::publish_stats() {
+  EngineCounters c = compat::counters_of(*engine_);
+  if (!c.from_engine) {
+    c.num_running = static_cast<int>(tracked_.size());
+    c.prompt_tokens_total = prompt_tokens_seen_;
+    c.generation_tokens_total = generation_tokens_seen_;
+  }
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.engine = c;
+  stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
+}
+
+ServingStats AsyncEngine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,76 @@
+// `minivllm serve`: OpenAI's HTTP API (src/server) over an AsyncEngine. Prints where it listens
+// once the model is loaded; SIGINT / SIGTERM end the streams in flight, stop the listener and the
+// engine (its tensor-parallel workers exit with it) and return 0.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "api/async_engine.h"
+#include "cli/cli_io.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "server/http_server.h"
+
+namespace minivllm::cli {
+namespace {
+
+// Set by the signal handler (a lock-free atomic is async-signal-safe); a watcher thread acts on it.
+std::atomic<int> g_signal{0};
+
+void on_signal(int sig) { g_signal.store(sig); }
+
+server::ServerOptions server_options_from(const ParsedArgs& a) {
+  server::ServerOptions o;
+  o.host = a.get("--host").value_or(o.host);
+  o.port = static_cast<int>(a.get_int("--port", o.port, 0, 65535));
+  o.api_key = a.get("--api-key").value_or("");
+  o.model_name = a.get("--served-model-name").value_or("");
+  o.max_body_bytes = static_cast<size_t>(a.get_int("--max-body-bytes", static_cast<int64_t>(o.max_body_bytes), 1024,
+                                                   int64_t{1} << 34));
+  o.num_threads = static_cast<int>(a.get_int("--http-threads", o.num_threads, 4, 65536));
+  return o;
+}
+
+}  // namespace
+
+int run_serve(const std::vector<std::string>& argv) {
+  ArgParser p("serve", "serve --model M [--host 127.0.0.1] [--port 8000] [--api-key K] [options]",
+              "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (stream: true for\n"
+              "server-sent events), /v1/models, /tokenize, /detokenize, /health, /version, /metrics.");
+  p.option("--host", "ADDR", "address to listen on (default 127.0.0.1)")
+      .option("--port", "N", "port to listen on, 0 for any free one (default 8000)")
+      .option("--api-key", "K", "require 'Authorization: Bearer K' on /v1/*, /tokenize, /detokenize")
+      .option("--served-model-name", "NAME", "the model's name in the API (default: the --model argument)")
+      .option("--max-body-bytes", "N", "larger request bodies get 413 (default 33554432)")
+      .option("--http-threads", "N", "connections served at once; each stream holds one (default 512)");
+  add_engine_options(p);
+  return run_command(p, argv, [](const ParsedArgs& a) {
+    const EngineConfig config = engine_config_from(a);
+    const server::ServerOptions options = server_options_from(a);
+    // A client that hangs up makes a write fail with EPIPE instead of killing the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+
+    AsyncEngine engine(config);
+    server::HttpServer http(engine, options);
+    const int port = http.bind();
+    std::thread watcher([&http] {
+      while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      http.stop();
+    });
+    std::cout << "minivllm serve: model " << http.model_name() << " at http://" << options.host << ":" << port
+              << "/v1 (max_model_len " << engine.config().max_model_length << ", "
+              << engine.config().num_kvcache_blocks << " KV blocks)" << std::endl;
+    http.serve();
+    if (g_signal.load() == 0) g_signal.store(-1);  // serve() ended on its own: release the watcher
+    watcher.join();
+    engine.shutdown();
+    std::cerr << "minivllm serve: stopped" << std::endl;
+    return kExitOk;
+  });
+}
+
+}  // namespace minivllm::cli

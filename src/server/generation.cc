@@ -1,0 +1,286 @@
+#include "server/generation.h"
+
+#include <memory>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/openai_response.h"
+
+namespace minivllm::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{200};
+// A stream with nothing to send writes an SSE comment this often: it keeps proxies from timing
+// out, and a failed write is how a client that went away is noticed (httplib 0.11 does not tell).
+constexpr std::chrono::milliseconds kKeepAliveInterval{1000};
+
+// Every request of one HTTP call: one per prompt, each with n choices.
+struct Submitted {
+  ResponseHeader header;
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  std::vector<std::string> echo_texts;  // per prompt, when echo
+  int n = 1;
+  bool include_usage = false;
+  int logprobs = -1;
+  TokenNamer name_token;
+};
+
+const char* prompt_param(const GenerationRequest& req) { return req.chat ? "messages" : "prompt"; }
+
+std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationRequest& req, const PromptInput* p) {
+  std::vector<int32_t> ids;
+  try {
+    if (req.chat) {
+      ids = ctx.engine.tokenize_chat(req.messages, req.chat_template_kwargs);
+    } else if (p->is_text) {
+      ids = ctx.engine.tokenize_text(p->text);
+    } else {
+      ids = p->token_ids;
+    }
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw bad_param(prompt_param(req), public_message(e));
+  }
+  const int64_t vocab = ctx.engine.model_config().vocab_size;
+  for (int32_t id : ids) {
+    if (id >= vocab) {
+      throw bad_param("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                    std::to_string(vocab) + ")");
+    }
+  }
+  const int max_len = ctx.engine.config().max_model_length;
+  if (ids.empty()) throw bad_param(prompt_param(req), "the prompt has no tokens");
+  if (static_cast<int>(ids.size()) >= max_len) {
+    throw bad_param(prompt_param(req), "the prompt has " + std::to_string(ids.size()) +
+                                           " tokens; max_model_len is " + std::to_string(max_len) +
+                                           ", which leaves no room to generate");
+  }
+  return ids;
+}
+
+// Parameters checked against the prompt: the default and the limit of max_tokens.
+SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& req, size_t num_prompt_tokens) {
+  SamplingParams p = req.params;
+  const int room = ctx.engine.config().max_model_length - static_cast<int>(num_prompt_tokens);
+  if (!req.max_tokens) {
+    p.max_tokens = room;  // chat without a limit: up to the context length, as OpenAI
+  } else if (*req.max_tokens > room) {
+    throw bad_param("max_tokens",
+                    "the prompt has " + std::to_string(num_prompt_tokens) + " tokens and max_tokens is " +
+                        std::to_string(*req.max_tokens) + ", together more than max_model_len " +
+                        std::to_string(ctx.engine.config().max_model_length));
+  }
+  return p;
+}
+
+Submitted submit(const ServingContext& ctx, const GenerationRequest& req) {
+  if (!req.model.empty() && req.model != ctx.model_name) {
+    throw ApiError(404, "The model `" + req.model + "` does not exist; this server serves `" + ctx.model_name + "`",
+                   "model");
+  }
+  Submitted s;
+  s.header = make_header(req.chat, ctx.model_name);
+  s.n = req.n;
+  s.include_usage = req.include_usage;
+  s.logprobs = req.logprobs;
+  s.name_token = TokenNamer{ctx.engine.tokenizer(), req.tokens_as_ids};
+  const size_t num_prompts = req.chat ? 1 : req.prompts.size();
+  // Tokenize and check every prompt before submitting any, so a bad one costs the others nothing.
+  std::vector<std::vector<int32_t>> ids(num_prompts);
+  std::vector<SamplingParams> params(num_prompts);
+  for (size_t i = 0; i < num_prompts; ++i) {
+    ids[i] = prompt_ids(ctx, req, req.chat ? nullptr : &req.prompts[i]);
+    params[i] = params_for(ctx, req, ids[i].size());
+    if (req.echo) {
+      const PromptInput& p = req.prompts[i];
+      s.echo_texts.push_back(p.is_text ? p.text : ctx.engine.detokenize(p.token_ids));
+    }
+  }
+  for (size_t i = 0; i < num_prompts; ++i) {
+    try {
+      s.handles.push_back(ctx.engine.submit_tokens(std::move(ids[i]), params[i]));
+    } catch (const std::exception& e) {
+      if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+      throw ApiError(400, public_message(e), prompt_param(req));  // those submitted are aborted
+    }
+  }
+  return s;
+}
+
+// Events of any of the handles: what is there now, else waits up to `timeout` on one of them.
+std::vector<std::pair<size_t, StreamEvent>> collect(Submitted& s, std::chrono::milliseconds timeout) {
+  std::vector<std::pair<size_t, StreamEvent>> out;
+  size_t first_open = s.handles.size();
+  for (size_t i = 0; i < s.handles.size(); ++i) {
+    if (s.handles[i]->finished()) continue;
+    if (first_open == s.handles.size()) first_open = i;
+    for (StreamEvent& e : s.handles[i]->next(std::chrono::milliseconds(0))) out.emplace_back(i, std::move(e));
+  }
+  if (out.empty() && first_open < s.handles.size()) {
+    for (StreamEvent& e : s.handles[first_open]->next(timeout)) out.emplace_back(first_open, std::move(e));
+  }
+  return out;
+}
+
+bool all_finished(const Submitted& s) {
+  for (const auto& h : s.handles) {
+    if (!h->finished()) return false;
+  }
+  return true;
+}
+
+json usage_of(const Submitted& s, const std::vector<std::vector<RequestOutput>>& outputs) {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  for (size_t i = 0; i < s.handles.size(); ++i) {
+    prompt += static_cast<int64_t>(s.handles[i]->prompt_token_ids().size());
+    if (!outputs[i].empty()) cached += compat::num_cached_tokens(outputs[i][0]);
+    for (const RequestOutput& o : outputs[i]) completion += static_cast<int64_t>(o.token_ids.size());
+  }
+  return usage_json(prompt, completion, cached);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A whole response
+
+void respond_whole(const ServingContext& ctx, Submitted& s, httplib::Response& res) {
+  std::vector<std::vector<RequestOutput>> outputs(s.handles.size());
+  std::vector<std::vector<std::vector<ChoiceLogprob>>> logprobs(s.handles.size());
+  for (size_t i = 0; i < s.handles.size(); ++i) {
+    outputs[i].resize(s.n);
+    logprobs[i].resize(s.n);
+  }
+  while (!all_finished(s)) {
+    if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+    for (auto& [i, e] : collect(s, kPollInterval)) {
+      if (e.index < 0 || e.index >= s.n) continue;
+      auto& lps = logprobs[i][e.index];
+      lps.insert(lps.end(), e.logprobs.begin(), e.logprobs.end());
+      if (e.final) outputs[i][e.index] = std::move(*e.final);
+    }
+  }
+  json choices = json::array();
+  for (size_t i = 0; i < s.handles.size(); ++i) {
+    for (int c = 0; c < s.n; ++c) {
+      const RequestOutput& o = outputs[i][c];
+      if (o.finish_reason == "error") throw ApiError(500, "generation failed: " + o.error);
+      json lp = nullptr;
+      const int index = static_cast<int>(i) * s.n + c;
+      if (s.header.chat) {
+        if (s.logprobs >= 0) lp = chat_logprobs(s.name_token, logprobs[i][c]);
+        choices.push_back(chat_choice(index, o.text, o.finish_reason, std::move(lp)));
+      } else {
+        const std::string echo = s.echo_texts.empty() ? "" : s.echo_texts[i];
+        size_t offset = echo.size();
+        if (s.logprobs >= 0) lp = completion_logprobs(s.name_token, logprobs[i][c], offset);
+        choices.push_back(completion_choice(index, std::string(echo).append(o.text), o.finish_reason, std::move(lp)));
+      }
+    }
+  }
+  res.status = 200;
+  res.set_content(dump_body(full_response(s.header, std::move(choices), usage_of(s, outputs))), "application/json");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A stream of server-sent events
+
+// What the stream knows per choice between calls of the content provider.
+struct StreamState {
+  Submitted s;
+  std::vector<std::vector<bool>> started;        // a first chunk was sent (chat: with the role)
+  std::vector<std::vector<size_t>> text_offset;  // completions' logprobs text_offset
+  std::vector<std::vector<RequestOutput>> outputs;
+  bool done = false;
+};
+
+// Chunks for the events that arrived; false when the client is gone.
+bool write_events(const ServingContext& ctx, StreamState& st, std::vector<std::pair<size_t, StreamEvent>>& events,
+                  httplib::DataSink& sink) {
+  const Submitted& s = st.s;
+  std::string out;
+  for (auto& [i, e] : events) {
+    if (e.index < 0 || e.index >= s.n) continue;
+    const int index = static_cast<int>(i) * s.n + e.index;
+    if (e.final && e.final->finish_reason == "error") {
+      out += sse_event(error_json(500, "generation failed: " + e.final->error));
+      out += kSseDone;
+      st.done = true;
+      break;
+    }
+    std::string text = std::move(e.text);
+    bool first = !st.started[i][e.index];
+    if (first && !s.echo_texts.empty()) text = std::string(s.echo_texts[i]).append(text);
+    if (!text.empty() || !e.logprobs.empty() || first) {
+      json lp = nullptr;
+      if (s.logprobs >= 0) {
+        lp = s.header.chat ? chat_logprobs(s.name_token, e.logprobs)
+                           : completion_logprobs(s.name_token, e.logprobs, st.text_offset[i][e.index]);
+      }
+      json choices = json::array({chunk_choice(s.header, index, text, "", std::move(lp), first)});
+      out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
+      st.started[i][e.index] = true;
+      first = false;
+    }
+    if (e.final) {
+      json choices = json::array({chunk_choice(s.header, index, "", e.final->finish_reason, nullptr, false)});
+      out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
+      st.outputs[i][e.index] = std::move(*e.final);
+    }
+  }
+  if (!st.done && all_finished(st.s)) {
+    if (s.include_usage) out += sse_event(chunk(s.header, json::array(), usage_of(s, st.outputs), true));
+    out += kSseDone;
+    st.done = true;
+  }
+  return out.empty() || sink.write(out.data(), out.size());
+}
+
+void respond_stream(const ServingContext& ctx, Submitted s, httplib::Response& res) {
+  auto st = std::make_shared<StreamState>();
+  st->s = std::move(s);
+  const size_t num = st->s.handles.size();
+  const size_t n = static_cast<size_t>(st->s.n);
+  st->started.assign(num, std::vector<bool>(n, false));
+  st->text_offset.assign(num, std::vector<size_t>(n, 0));
+  st->outputs.assign(num, std::vector<RequestOutput>(n));
+  for (size_t i = 0; i < st->s.echo_texts.size(); ++i) {
+    for (size_t c = 0; c < n; ++c) st->text_offset[i][c] = st->s.echo_texts[i].size();
+  }
+  res.set_header("Cache-Control", "no-cache");
+  // The provider runs on this connection's thread until it calls done() or returns false; the
+  // handles live in its closure, so when httplib drops it (a client gone) they abort their requests.
+  res.set_chunked_content_provider("text/event-stream", [&ctx = ctx, st](size_t, httplib::DataSink& sink) {
+    auto quiet_since = std::chrono::steady_clock::now();
+    while (!st->done) {
+      if (ctx.stopping.load()) return false;
+      auto events = collect(st->s, kPollInterval);
+      if (!events.empty() || all_finished(st->s)) {
+        if (!write_events(ctx, *st, events, sink)) return false;
+        quiet_since = std::chrono::steady_clock::now();
+        if (!st->done) return true;  // back to httplib between writes
+      } else if (std::chrono::steady_clock::now() - quiet_since >= kKeepAliveInterval) {
+        static const std::string kComment = ": keep-alive\n\n";
+        if (!sink.write(kComment.data(), kComment.size())) return false;
+        quiet_since = std::chrono::steady_clock::now();
+      }
+    }
+    sink.done();
+    return true;
+  });
+}
+
+}  // namespace
+
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, httplib::Response& res) {
+  Submitted s = submit(ctx, req);
+  if (req.stream) {
+    respond_stream(ctx, std::move(s), res);
+  } else {
+    respond_whole(ctx, s, res);
+  }
+}
+
+}  // namespace minivllm::server

@@ -1,0 +1,27 @@
+// POST /v1/completions and /v1/chat/completions once the body is parsed: prompts -> token ids
+// (checked against the model), one AsyncEngine request per prompt, then either one JSON response
+// or a server-sent-event stream of chunks. A client that goes away mid-stream aborts its requests.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include <httplib.h>
+
+#include "api/async_engine.h"
+#include "server/openai_request.h"
+
+namespace minivllm::server {
+
+struct ServingContext {
+  AsyncEngine& engine;
+  std::string model_name;            // what /v1/models lists and requests must name
+  const std::atomic<bool>& stopping;  // the server is shutting down: end streams now
+};
+
+// Throws ApiError for what is wrong before generation starts (unknown model: 404; a prompt that
+// does not fit or is not in the vocabulary: 400). A failure during generation is a 500 (whole
+// response) or an error event (stream).
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, httplib::Response& res);
+
+}  // namespace minivllm::server

@@ -1,0 +1,170 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include "common/check.h"
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/json_body.h"
+#include "server/metrics_text.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+
+namespace minivllm::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_body(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_json(e)); }
+
+// Runs a handler; whatever it throws becomes OpenAI's error JSON, so one request never takes the
+// server down.
+template <class F>
+httplib::Server::Handler guarded(F&& f) {
+  return [f = std::forward<F>(f)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, "internal error: " + public_message(e)));
+    }
+  };
+}
+
+// Compares without an early exit, so the time taken says nothing about how much of the key matched.
+bool same_secret(const std::string& given, const std::string& key) {
+  if (given.size() != key.size() || key.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
+// The model's API needs the key; health, version and metrics stay open for monitoring (as vLLM).
+bool needs_key(const std::string& path) { return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize"; }
+
+}  // namespace
+
+HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
+    : engine_(engine), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  if (options_.model_name.empty()) options_.model_name = engine_.config().model;
+  const int threads = std::max(4, options_.num_threads);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(10000);
+  context_ = std::make_unique<ServingContext>(ServingContext{engine_, options_.model_name, stopping_});
+  add_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  MINIVLLM_CHECK(port_ > 0) << "cannot listen on " << options_.host << ":" << options_.port
+                            << " (address in use, not an address of this machine, or not permitted)";
+  return port_;
+}
+
+void HttpServer::serve() {
+  MINIVLLM_CHECK(port_ > 0) << "serve() before bind()";
+  http_->listen_after_bind();
+}
+
+void HttpServer::stop() {
+  if (stopping_.exchange(true)) return;
+  engine_.abort_all();  // streams end, so the connection threads can be joined
+  http_->stop();
+}
+
+void HttpServer::add_routes() {
+  httplib::Server& s = *http_;
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string bearer = "Bearer ";
+    const bool ok = auth.rfind(bearer, 0) == 0 && same_secret(auth.substr(bearer.size()), options_.api_key);
+    if (ok) return httplib::Server::HandlerResponse::Unhandled;
+    send_json(res, 401, error_json(401, "a valid API key is required: send the header 'Authorization: Bearer <key>'"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Statuses httplib sets itself (no route, body too large, unreadable request) get a JSON body.
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "request failed";
+    if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes";
+    if (res.status == 400) message = "malformed HTTP request";
+    send_json(res, res.status, error_json(res.status, message));
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string message = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      message += ": " + public_message(e);
+    } catch (...) {
+    }
+    send_json(res, 500, error_json(500, message));
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { res.status = stopping_ ? 503 : 200; });
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"version", kVersion}}); });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(engine_.stats(), options_.model_name), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const ResponseHeader h = make_header(false, options_.model_name);
+    json model = {{"id", options_.model_name},     {"object", "model"},
+                  {"created", h.created},          {"owned_by", "minivllm"},
+                  {"root", engine_.config().model}, {"max_model_len", engine_.config().max_model_length}};
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  });
+
+  s.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+           const TokenizeRequest t = parse_tokenize_request(parse_json_body(req.body));
+           std::vector<int32_t> ids;
+           try {
+             ids = t.chat ? engine_.tokenize_chat(t.messages, t.chat_template_kwargs)
+                          : engine_.tokenize_text(t.prompt, t.add_special_tokens);
+           } catch (const Error& e) {
+             throw bad_param(t.chat ? "messages" : "prompt", public_message(e));
+           }
+           send_json(res, 200,
+                     {{"count", ids.size()}, {"max_model_len", engine_.config().max_model_length}, {"tokens", ids}});
+         }));
+  s.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+           const std::vector<int32_t> ids = parse_detokenize_request(parse_json_body(req.body));
+           const int64_t vocab = engine_.model_config().vocab_size;
+           for (int32_t id : ids) {
+             if (id >= vocab) throw bad_param("tokens", "token id " + std::to_string(id) + " is outside the vocabulary");
+           }
+           send_json(res, 200, {{"prompt", engine_.detokenize(ids)}});
+         }));
+
+  auto generation = [this](bool chat) {
+    return guarded([this, chat](const httplib::Request& req, httplib::Response& res) {
+      if (stopping_) throw ApiError(503, "the server is shutting down");
+      const json body = parse_json_body(req.body);
+      const GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+      serve_generation(*context_, g, res);
+    });
+  };
+  s.Post("/v1/completions", generation(false));
+  s.Post("/v1/chat/completions", generation(true));
+}
+
+}  // namespace minivllm::server

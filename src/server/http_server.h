@@ -1,0 +1,64 @@
+// HttpServer: OpenAI's HTTP API over an AsyncEngine, on cpp-httplib (a thread per connection from
+// a fixed pool; a streaming response holds its thread while it streams).
+//
+//   POST /v1/completions, /v1/chat/completions   (stream: server-sent events)
+//   GET  /v1/models, /health, /version, /metrics
+//   POST /tokenize, /detokenize
+//
+// Every failure is OpenAI's error JSON with a status: 400 naming the parameter, 401 without the
+// API key, 404 for an unknown model or path, 413 for a body over the limit, 500 when generation
+// failed, 503 while shutting down. One request's failure never stops the server.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "api/async_engine.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace minivllm::server {
+
+struct ServingContext;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                  // 0: any free port (see HttpServer::port)
+  std::string api_key;              // "": no authentication
+  std::string model_name;           // the name clients use; "" -> the engine's model argument
+  size_t max_body_bytes = 32 << 20;  // larger bodies get 413
+  int num_threads = 512;            // connections served at once (streams hold theirs)
+};
+
+class HttpServer {
+ public:
+  HttpServer(AsyncEngine& engine, ServerOptions options);
+  ~HttpServer();
+
+  // Binds the socket; throws an Error naming host:port when it cannot. Returns the port.
+  int bind();
+  int port() const { return port_; }
+  // Serves until stop(); returns after the connections' threads have ended.
+  void serve();
+  // Ends every stream and request in flight, and makes serve() return. Thread-safe (not from a
+  // signal handler: set a flag there and call it from a thread).
+  void stop();
+
+  const std::string& model_name() const { return options_.model_name; }
+
+ private:
+  void add_routes();
+
+  AsyncEngine& engine_;
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<ServingContext> context_;  // what the handlers (and streams outliving them) use
+  int port_ = -1;
+};
+
+}  // namespace minivllm::server

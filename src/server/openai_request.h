@@ -1,0 +1,63 @@
+// OpenAI request bodies -> what the engine runs: the prompts (or chat messages) and the
+// SamplingParams, with every parameter checked for type and range. Pure: no engine, no sockets, so
+// it is unit-tested and fuzzed on its own. Errors are ApiError 400 naming the parameter.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+
+namespace minivllm::server {
+
+// One prompt of /v1/completions: text, or token ids.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> token_ids;
+};
+
+struct GenerationRequest {
+  bool chat = false;
+  std::string model;                  // "" when the body has none
+  std::vector<PromptInput> prompts;   // completions: one or more
+  nlohmann::json messages;            // chat: the conversation, contents flattened to strings
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  SamplingParams params;              // n, logprobs and penalties included
+  std::optional<int> max_tokens;      // as given; unset: the handler fills in the default
+  int n = 1;
+  int logprobs = -1;                  // -1: none; else how many top entries (completions' logprobs,
+                                      // chat's top_logprobs when logprobs is true)
+  bool echo = false;                  // completions: the prompt text before the completion
+  bool tokens_as_ids = false;         // vLLM's return_tokens_as_token_ids: logprob tokens as
+                                      // "token_id:N", so a client can feed them back exactly
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+};
+
+// Limits that keep one request from monopolising the server.
+inline constexpr int kMaxChoices = 128;               // n
+inline constexpr int kMaxPrompts = 256;               // prompts in one completions request
+inline constexpr int kMaxLogprobs = 20;               // as OpenAI
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
+
+GenerationRequest parse_completion_request(const nlohmann::json& body);
+GenerationRequest parse_chat_request(const nlohmann::json& body);
+
+// POST /tokenize: a "prompt" string, or chat "messages"; POST /detokenize: "tokens".
+struct TokenizeRequest {
+  bool chat = false;
+  std::string prompt;
+  nlohmann::json messages;
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  bool add_special_tokens = true;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body);
+
+}  // namespace minivllm::server

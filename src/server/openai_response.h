@@ -1,0 +1,63 @@
+// The JSON that OpenAI's endpoints answer with: whole responses, stream chunks, usage and logprobs,
+// shaped field for field as OpenAI sends them so that its clients parse them unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/engine_compat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minivllm::server {
+
+// What every response and chunk of one request shares.
+struct ResponseHeader {
+  bool chat = false;
+  std::string id;  // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+ResponseHeader make_header(bool chat, const std::string& model);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+
+// How logprob entries name their tokens: by text (the token's bytes; a piece of a UTF-8 character
+// stays a piece), or as "token_id:N" (vLLM's return_tokens_as_token_ids).
+struct TokenNamer {
+  const Tokenizer* tok = nullptr;
+  bool as_ids = false;
+  std::string operator()(int32_t id) const;
+};
+
+// Completions' logprobs object {tokens, token_logprobs, top_logprobs, text_offset}; `text_offset`
+// is where the first token's text starts in the choice's text, and moves past the tokens' text.
+nlohmann::json completion_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps, size_t& text_offset);
+// Chat's logprobs object {content: [{token, logprob, bytes, top_logprobs: [...]}]}.
+nlohmann::json chat_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps);
+
+// One finished choice of a whole (non-streamed) response.
+nlohmann::json completion_choice(int index, const std::string& text, const std::string& finish_reason,
+                                 nlohmann::json logprobs);
+nlohmann::json chat_choice(int index, const std::string& text, const std::string& finish_reason,
+                           nlohmann::json logprobs);
+nlohmann::json full_response(const ResponseHeader& h, nlohmann::json choices, nlohmann::json usage);
+
+// One choice's piece of a stream chunk. `finish_reason` "" gives null; `first` (chat) adds the
+// assistant role to the delta, as OpenAI's first chunk does.
+nlohmann::json chunk_choice(const ResponseHeader& h, int index, const std::string& text,
+                            const std::string& finish_reason, nlohmann::json logprobs, bool first);
+// A chunk object; `usage` null is written as null only when the stream reports usage at the end
+// (OpenAI's include_usage shape), else left out.
+nlohmann::json chunk(const ResponseHeader& h, nlohmann::json choices, const nlohmann::json& usage, bool with_usage);
+
+// "data: <json>\n\n" and the terminator "data: [DONE]\n\n". Invalid UTF-8 in text (a partial
+// character) is replaced by U+FFFD instead of failing the response.
+std::string sse_event(const nlohmann::json& j);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+std::string dump_body(const nlohmann::json& j);
+
+}  // namespace minivllm::server

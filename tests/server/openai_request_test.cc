@@ -1,0 +1,171 @@
+// The request parser on its own (no engine, no sockets): every parameter of issue 9 read with its
+// type and range, and every bad value a 400 naming the parameter.
+#include <gtest/gtest.h>
+
+#include "api/engine_compat.h"
+#include "server/api_error.h"
+#include "server/json_body.h"
+#include "server/openai_request.h"
+
+namespace minivllm::server {
+namespace {
+
+using nlohmann::json;
+
+// The status and parameter of the ApiError that `f` throws.
+template <class F>
+std::pair<int, std::string> error_of(F&& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return {e.status(), e.param()};
+  }
+  return {0, "no error"};
+}
+
+GenerationRequest completion(const std::string& body) { return parse_completion_request(parse_json_body(body)); }
+GenerationRequest chat(const std::string& body) { return parse_chat_request(parse_json_body(body)); }
+
+TEST(OpenAiRequest, CompletionPromptShapes) {
+  auto one = completion(R"({"model": "m", "prompt": "Hello"})");
+  ASSERT_EQ(one.prompts.size(), 1u);
+  EXPECT_TRUE(one.prompts[0].is_text);
+  EXPECT_EQ(one.prompts[0].text, "Hello");
+  EXPECT_EQ(one.model, "m");
+  EXPECT_EQ(*one.max_tokens, kDefaultCompletionMaxTokens);
+
+  auto many = completion(R"({"prompt": ["a", "b", "c"]})");
+  ASSERT_EQ(many.prompts.size(), 3u);
+  EXPECT_EQ(many.prompts[2].text, "c");
+
+  auto ids = completion(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_FALSE(ids.prompts[0].is_text);
+  EXPECT_EQ(ids.prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
+
+  auto id_lists = completion(R"({"prompt": [[1, 2], [3]]})");
+  ASSERT_EQ(id_lists.prompts.size(), 2u);
+  EXPECT_EQ(id_lists.prompts[1].token_ids, (std::vector<int32_t>{3}));
+}
+
+TEST(OpenAiRequest, BadPromptsNameThePrompt) {
+  for (const char* body : {R"({})", R"({"prompt": ""})", R"({"prompt": []})", R"({"prompt": 5})",
+                           R"({"prompt": [1, "a"]})", R"({"prompt": [[1], 2]})", R"({"prompt": [-1]})",
+                           R"({"prompt": [4294967297]})", R"({"prompt": [1.5]})", R"({"prompt": [[]]})",
+                           R"({"prompt": [{"a": 1}]})"}) {
+    EXPECT_EQ(error_of([&] { completion(body); }), std::make_pair(400, std::string("prompt"))) << body;
+  }
+}
+
+TEST(OpenAiRequest, SamplingParameters) {
+  auto r = completion(R"({"prompt": "x", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 40,
+                          "min_p": 0.1, "seed": 42, "stop": ["a", "bc"], "stop_token_ids": [5, 6],
+                          "ignore_eos": true, "echo": true, "stream": true,
+                          "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_EQ(r.params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.5f);
+  EXPECT_EQ(r.params.top_k, 40);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  ASSERT_TRUE(r.params.seed.has_value());
+  EXPECT_EQ(*r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int64_t>{5, 6}));
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").params.stop, (std::vector<std::string>{"end"}));
+  // null means "not set", as clients send it.
+  EXPECT_EQ(completion(R"({"prompt": "x", "temperature": null})").params.temperature, 1.0f);
+}
+
+TEST(OpenAiRequest, BadValuesNameTheirParameter) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("temperature": -1)", "temperature"},      {R"("temperature": "hot")", "temperature"},
+      {R"("top_p": 0)", "top_p"},                   {R"("top_p": 1.5)", "top_p"},
+      {R"("min_p": 2)", "min_p"},                   {R"("top_k": -2)", "top_k"},
+      {R"("top_k": 1.5)", "top_k"},                 {R"("max_tokens": 0)", "max_tokens"},
+      {R"("max_tokens": "9")", "max_tokens"},       {R"("seed": "s")", "seed"},
+      {R"("stop": 3)", "stop"},                     {R"("stop": [""])", "stop"},
+      {R"("stop": ["a", 1])", "stop"},              {R"("stop_token_ids": [-1])", "stop_token_ids"},
+      {R"("stop_token_ids": 3)", "stop_token_ids"}, {R"("n": 0)", "n"},
+      {R"("n": 100000)", "n"},                      {R"("logprobs": 21)", "logprobs"},
+      {R"("logprobs": -1)", "logprobs"},            {R"("presence_penalty": 3)", "presence_penalty"},
+      {R"("frequency_penalty": -2.5)", "frequency_penalty"}, {R"("repetition_penalty": 0)", "repetition_penalty"},
+      {R"("ignore_eos": 1)", "ignore_eos"},         {R"("echo": "yes")", "echo"},
+      {R"("stream": 1)", "stream"},                 {R"("stream_options": {"include_usage": true})", "stream_options"},
+      {R"("model": 5)", "model"},
+  };
+  for (const auto& [field, param] : cases) {
+    const std::string body = std::string(R"({"prompt": "x", )").append(field).append("}");
+    EXPECT_EQ(error_of([&] { completion(body); }), std::make_pair(400, param)) << body;
+  }
+}
+
+TEST(OpenAiRequest, ChatMessagesAndTemplateKwargs) {
+  auto r = chat(R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}],
+                    "max_completion_tokens": 9, "max_tokens": 3,
+                    "chat_template_kwargs": {"enable_thinking": false}})");
+  EXPECT_TRUE(r.chat);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1]["content"], "Hi\nthere");
+  EXPECT_EQ(r.params.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  // Chat without a limit: the handler fills in the room left in the context.
+  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "Hi"}]})").max_tokens.has_value());
+}
+
+TEST(OpenAiRequest, BadChatBodies) {
+  for (const char* body : {R"({})", R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [1]})",
+                           R"({"messages": [{"content": "x"}]})",
+                           R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"}) {
+    EXPECT_EQ(error_of([&] { chat(body); }).first, 400) << body;
+  }
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(error_of([&] { chat("{" + msgs + R"(, "top_logprobs": 3})"); }), std::make_pair(400, std::string("top_logprobs")));
+  EXPECT_EQ(error_of([&] { chat("{" + msgs + R"(, "logprobs": 2})"); }), std::make_pair(400, std::string("logprobs")));
+  EXPECT_EQ(error_of([&] { chat("{" + msgs + R"(, "chat_template_kwargs": [1]})"); }),
+            std::make_pair(400, std::string("chat_template_kwargs")));
+}
+
+TEST(OpenAiRequest, ChoicesLogprobsAndPenaltiesFollowTheEngine) {
+  // n, logprobs and the penalties reach SamplingParams when the engine has them; until then a
+  // non-default value is refused rather than ignored.
+  const auto r = completion(R"({"prompt": "x", "n": 3, "logprobs": 5, "presence_penalty": 0.5,
+                               "frequency_penalty": 0.25, "repetition_penalty": 1.2})");
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.logprobs, 5);
+  EXPECT_EQ(compat::num_choices(r.params), 3);
+  const auto c = chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 4})");
+  EXPECT_EQ(c.logprobs, 4);
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").logprobs, 0);
+}
+
+TEST(JsonBody, MalformedDeepAndNonObjectBodiesAre400) {
+  EXPECT_EQ(error_of([] { parse_json_body("{\"prompt\": "); }).first, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("[1, 2]"); }).first, 400);
+  EXPECT_EQ(error_of([] { parse_json_body("\"\\xff\""); }).first, 400);
+  const std::string deep = std::string("{\"a\":") + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_EQ(error_of([&] { parse_json_body(deep); }).first, 400);
+  std::string ok = "{\"a\":";
+  for (int i = 1; i < kMaxBodyDepth; ++i) ok += "[";
+  for (int i = 1; i < kMaxBodyDepth; ++i) ok += "]";
+  ok += "}";
+  EXPECT_NO_THROW(parse_json_body(ok));
+  EXPECT_EQ(error_of([&] { parse_json_body(std::string(ok).insert(5, "[").insert(ok.size(), "]")); }).first, 400);
+}
+
+TEST(ApiErrorJson, OpenAiShape) {
+  const json e = error_json(bad_param("temperature", "must be a number"));
+  EXPECT_EQ(e["error"]["param"], "temperature");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(e["error"]["code"], 400);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("temperature"), std::string::npos);
+  EXPECT_TRUE(error_json(404, "no such model")["error"]["param"].is_null());
+  EXPECT_EQ(public_message(std::runtime_error("src/x.cc:3: check failed: a > b: a must exceed b")), "a must exceed b");
+}
+
+}  // namespace
+}  // namespace minivllm::server

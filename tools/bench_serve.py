@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Serving benchmark for `minivllm serve`, reporting what vLLM's `bench serve` reports: request
+throughput, output tokens/s, and TTFT, TPOT, ITL and end-to-end latency at p50, p90 and p99.
+
+Prompts are random token ids (exact lengths, no tokenizer round trip) sent to /v1/completions with
+ignore_eos, so every request generates exactly its output length. Requests arrive at --request-rate
+(Poisson; inf sends all at once) with at most --max-concurrency in flight.
+
+  tools/bench_serve.py --model M --max-concurrency 16               # starts build/cpu/minivllm serve
+  tools/bench_serve.py --base-url http://127.0.0.1:8000 --served-model-name M --max-concurrency 256
+  tools/bench_serve.py ... --offline                                  # also offline `minivllm bench`
+                                                                      # on the same prompts: the ratio
+
+--workload seeds draws nano-vllm's bench.py distribution (input and output lengths uniform in
+[100, 1024]); --input-len/--output-len fix them instead. --save-workload FILE writes the prompts in
+the JSON that `minivllm bench --workload FILE` reads.
+"""
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_client as sc  # noqa: E402
+
+
+def make_workload(args):
+    rng = random.Random(args.seed)
+    if args.workload == "seeds":
+        lens = [rng.randint(100, 1024) for _ in range(args.num_prompts)]
+        outs = [rng.randint(100, 1024) for _ in range(args.num_prompts)]
+    else:
+        lens = [args.input_len] * args.num_prompts
+        outs = [args.output_len] * args.num_prompts
+    prompts = [[rng.randint(0, args.max_token_id) for _ in range(n)] for n in lens]
+    return prompts, outs
+
+
+async def run(args, host, port, prompts, outs):
+    sem = asyncio.Semaphore(args.max_concurrency)
+    rng = random.Random(args.seed + 1)
+
+    async def one(i):
+        async with sem:
+            body = {"model": args.served_model_name, "prompt": prompts[i], "max_tokens": outs[i],
+                    "temperature": args.temperature, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            return await sc.post(host, port, "/v1/completions", body, api_key=args.api_key, stream=True)
+
+    tasks = []
+    t0 = time.perf_counter()
+    for i in range(len(prompts)):
+        tasks.append(asyncio.create_task(one(i)))
+        if args.request_rate != float("inf"):
+            await asyncio.sleep(rng.expovariate(args.request_rate))
+    results = await asyncio.gather(*tasks)
+    return results, time.perf_counter() - t0
+
+
+def report(results, duration, args):
+    ok = [r for r in results if r.ok]
+    out_tokens = sum(r.completion_tokens for r in ok)
+    in_tokens = sum(r.prompt_tokens for r in ok)
+    ttft = [r.ttft for r in ok if r.ttft is not None]
+    tpot = [(r.e2e - r.ttft) / (r.completion_tokens - 1) for r in ok if r.ttft is not None and r.completion_tokens > 1]
+    itl = [b - a for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:])]
+    e2e = [r.e2e for r in ok]
+    fig = {
+        "successful_requests": len(ok),
+        "failed_requests": len(results) - len(ok),
+        "max_concurrency": args.max_concurrency,
+        "request_rate": args.request_rate if args.request_rate != float("inf") else "inf",
+        "duration_s": duration,
+        "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens,
+        "request_throughput": len(ok) / duration,
+        "output_throughput": out_tokens / duration,
+        "total_token_throughput": (in_tokens + out_tokens) / duration,
+    }
+    for name, values in (("ttft_ms", ttft), ("tpot_ms", tpot), ("itl_ms", itl), ("e2el_ms", e2e)):
+        fig[f"mean_{name}"] = 1000 * sum(values) / len(values) if values else float("nan")
+        for p in (50, 90, 99):
+            fig[f"p{p}_{name}"] = 1000 * sc.percentile(values, p)
+    errors = sorted({r.error for r in results if not r.ok})[:5]
+    if errors:
+        fig["errors"] = errors
+    return fig
+
+
+def print_report(fig):
+    print("============ Serving Benchmark Result ============")
+    for k in ("successful_requests", "failed_requests", "max_concurrency", "request_rate", "duration_s",
+              "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
+              "total_token_throughput"):
+        v = fig[k]
+        print(f"{k:<40}{v:.2f}" if isinstance(v, float) else f"{k:<40}{v}")
+    for name, label in (("ttft_ms", "Time to First Token"), ("tpot_ms", "Time per Output Token (excl. 1st)"),
+                        ("itl_ms", "Inter-token Latency"), ("e2el_ms", "End-to-end Latency")):
+        print(f"{'-' * 15}{label}{'-' * 15}")
+        for stat in ("mean", "p50", "p90", "p99"):
+            print(f"{stat + ' ' + name:<40}{fig[f'{stat}_{name}']:.2f}")
+    if "offline_output_throughput" in fig:
+        print("-" * 50)
+        print(f"{'offline_output_throughput':<40}{fig['offline_output_throughput']:.2f}")
+        print(f"{'server / offline':<40}{fig['server_over_offline']:.3f}")
+    if fig.get("errors"):
+        print("errors:", fig["errors"])
+    print("=" * 50)
+
+
+def offline_throughput(args, prompts, outs):
+    """`minivllm bench` on the same prompts and output lengths (temperature as here)."""
+    path = args.save_workload or "/tmp/minivllm_bench_serve_workload.json"
+    cmd = [args.binary, "bench", "--model", args.model, "--workload", path, "--decode-tokens", "0",
+           "--temperature", str(args.temperature), "--json"] + args.engine_args
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["throughput_tok_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base-url", help="a running server; without it --model starts one")
+    ap.add_argument("--model", help="model to serve (and to run offline with --offline)")
+    ap.add_argument("--served-model-name", help="the model's name in requests (default --model)")
+    ap.add_argument("--binary", default="build/cpu/minivllm")
+    ap.add_argument("--api-key")
+    ap.add_argument("--num-prompts", type=int, default=256)
+    ap.add_argument("--workload", choices=["seeds", "fixed"], default="seeds")
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--max-token-id", type=int, default=10000)
+    ap.add_argument("--request-rate", type=float, default=float("inf"))
+    ap.add_argument("--max-concurrency", type=int, default=256)
+    ap.add_argument("--temperature", type=float, default=0.6)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save-workload", help="write the prompts as a `minivllm bench --workload` file")
+    ap.add_argument("--offline", action="store_true", help="also run `minivllm bench` on the same prompts")
+    ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("engine_args", nargs="*", help="after --: engine flags for the server and the offline run")
+    args = ap.parse_args()
+    if not args.base_url and not args.model:
+        ap.error("give --base-url or --model")
+    args.served_model_name = args.served_model_name or args.model
+
+    prompts, outs = make_workload(args)
+    if args.save_workload or args.offline:
+        path = args.save_workload or "/tmp/minivllm_bench_serve_workload.json"
+        with open(path, "w") as f:
+            json.dump({"prompt_token_ids": prompts, "max_tokens": outs}, f)
+
+    proc = None
+    base = args.base_url
+    if not base:
+        proc, base = sc.start_server(args.binary, args.model, args.engine_args)
+    try:
+        host, port = sc.split_base(base)
+        # Warm-up: one short request, as vLLM's benchmark does.
+        asyncio.run(sc.post(host, port, "/v1/completions", {"model": args.served_model_name, "prompt": prompts[0][:16],
+                                                            "max_tokens": 4}, api_key=args.api_key))
+        results, duration = asyncio.run(run(args, host, port, prompts, outs))
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait()
+    fig = report(results, duration, args)
+    if args.offline:
+        fig["offline_output_throughput"] = offline_throughput(args, prompts, outs)
+        fig["server_over_offline"] = fig["output_throughput"] / fig["offline_output_throughput"]
+    print_report(fig)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(fig, f, indent=1)
+    return 0 if fig["failed_requests"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
