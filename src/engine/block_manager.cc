@@ -71,16 +71,28 @@ int32_t BlockManager::take_fresh_block() {
 void BlockManager::release_block(int32_t block_id) {
   Block& block = blocks_[block_id];
   MINIVLLM_CHECK_GT(block.ref_count, 0) << "block " << block_id << " released twice";
-  if (--block.ref_count == 0) block.free_pos = free_list_.insert(free_list_.end(), block_id);
+  if (--block.ref_count > 0) return;
+  block.free_pos = free_list_.insert(free_list_.end(), block_id);
+  // Freed before its step ended (preempted or finished): its KV may never be written.
+  std::erase_if(pending_, [block_id](const PendingHash& p) { return p.block_id == block_id; });
 }
 
-void BlockManager::register_full_block(int32_t block_id, std::optional<uint64_t> prefix,
+uint64_t BlockManager::hash_full_block(int32_t block_id, std::optional<uint64_t> prefix,
                                        std::vector<int32_t> token_ids) {
   const uint64_t h = hasher_(prefix, token_ids);
-  Block& block = blocks_[block_id];
-  block.hash = h;
-  block.token_ids = std::move(token_ids);
-  hash_to_block_id_[h] = block_id;  // the newest copy wins; an older equal block stays valid
+  pending_.push_back({block_id, h, std::move(token_ids)});
+  return h;
+}
+
+void BlockManager::commit_hashes() {
+  for (PendingHash& p : pending_) {
+    Block& block = blocks_[p.block_id];
+    if (block.ref_count == 0) continue;
+    block.hash = p.hash;
+    block.token_ids = std::move(p.token_ids);
+    hash_to_block_id_[p.hash] = p.block_id;  // the newest copy wins; an older equal block stays valid
+  }
+  pending_.clear();
 }
 
 void BlockManager::allocate(Sequence& seq) {
@@ -103,10 +115,7 @@ void BlockManager::allocate(Sequence& seq) {
     const int32_t id = take_fresh_block();
     seq.block_table.push_back(id);
     std::vector<int32_t> tokens = seq.block(i);
-    if (static_cast<int>(tokens.size()) == block_size_) {
-      register_full_block(id, prefix, std::move(tokens));
-      prefix = blocks_[id].hash;
-    }
+    if (static_cast<int>(tokens.size()) == block_size_) prefix = hash_full_block(id, prefix, std::move(tokens));
   }
   seq.num_cached_tokens = static_cast<int>(hits.size()) * block_size_;
 }
@@ -141,7 +150,7 @@ void BlockManager::may_append(Sequence& seq) {
       // Without the previous key the chain would claim this block starts a sequence.
       MINIVLLM_CHECK(prefix.has_value()) << "sequence " << seq.seq_id() << ": block " << n - 2 << " full but unhashed";
     }
-    register_full_block(seq.block_table[n - 1], prefix, seq.block(n - 1));
+    hash_full_block(seq.block_table[n - 1], prefix, seq.block(n - 1));
   }
 }
 

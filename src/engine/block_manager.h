@@ -1,6 +1,9 @@
 // BlockManager: the paged KV cache's bookkeeping (seeds: BlockManager). Blocks of block_size tokens
 // with reference counts, a free list in least-recently-freed order, and a prefix cache by content:
 // a full block is found again by its chained hash, and a hit is confirmed by comparing tokens.
+// A step is a transaction: a block filled by a step is findable only once that step succeeded
+// (commit_hashes); a failed step's blocks are never found (discard_hashes), nor is a block freed
+// before its step ended.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +34,15 @@ class BlockManager {
 
   // Decode: called once the sampled token is appended; the new token may need a fresh block.
   bool can_append(const Sequence& seq) const;
-  // Adds a block when the last token starts one, and registers a block's hash when it becomes full.
+  // Adds a block when the last token starts one; a block that becomes full is hashed, to be
+  // registered by commit_hashes.
   void may_append(Sequence& seq);
+
+  // The step that wrote the blocks filled since the last commit succeeded: they become findable.
+  void commit_hashes();
+  // That step failed: those blocks are never registered.
+  void discard_hashes() { pending_.clear(); }
+  int num_pending_hashes() const { return static_cast<int>(pending_.size()); }
 
   int num_free_blocks() const { return static_cast<int>(free_list_.size()); }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
@@ -55,7 +65,8 @@ class BlockManager {
   // Takes the least recently freed block for new contents, forgetting what it cached.
   int32_t take_fresh_block();
   void release_block(int32_t block_id);
-  void register_full_block(int32_t block_id, std::optional<uint64_t> prefix, std::vector<int32_t> token_ids);
+  // Hashes a full block for registration at the next commit; returns its hash (the next block's prefix).
+  uint64_t hash_full_block(int32_t block_id, std::optional<uint64_t> prefix, std::vector<int32_t> token_ids);
   bool needs_new_block(const Sequence& seq) const;
 
   int block_size_;
@@ -63,6 +74,12 @@ class BlockManager {
   std::vector<Block> blocks_;
   std::list<int32_t> free_list_;  // front: next to reuse
   std::unordered_map<uint64_t, int32_t> hash_to_block_id_;
+  struct PendingHash {
+    int32_t block_id;
+    uint64_t hash;
+    std::vector<int32_t> token_ids;
+  };
+  std::vector<PendingHash> pending_;  // full blocks whose KV the current step writes
 };
 
 }  // namespace minivllm

@@ -18,6 +18,19 @@ Scheduler::Scheduler(const SchedulerConfig& config)
       << "max_num_batched_tokens must be >= max_model_length: a whole sequence is prefilled in one step";
   const int64_t cache_tokens = static_cast<int64_t>(config.num_kvcache_blocks) * config.block_size;
   max_sequence_length_ = static_cast<int>(std::min<int64_t>(config.max_model_length, cache_tokens));
+  for (int slot = config.max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+}
+
+void Scheduler::take_slot(Sequence& seq) {
+  MINIVLLM_CHECK(!free_slots_.empty()) << "more than max_num_seqs " << config_.max_num_seqs << " running";
+  seq.slot = free_slots_.back();
+  free_slots_.pop_back();
+}
+
+void Scheduler::release_slot(Sequence& seq) {
+  if (seq.slot < 0) return;
+  free_slots_.push_back(seq.slot);
+  seq.slot = -1;
 }
 
 void Scheduler::add(std::shared_ptr<Sequence> seq) {
@@ -52,6 +65,7 @@ ScheduledBatch Scheduler::schedule_prefill() {
     block_manager_.allocate(seq);
     MINIVLLM_CHECK_EQ(seq.num_tokens() - seq.num_cached_tokens, uncached) << "sequence " << seq.seq_id();
     seq.status = SequenceStatus::kRunning;
+    take_slot(seq);
     batch.num_tokens += uncached;
     batch.seqs.push_back(&seq);
     batch.owners.push_back(waiting_.front());
@@ -95,31 +109,36 @@ ScheduledBatch Scheduler::schedule_decode() {
 void Scheduler::preempt(std::shared_ptr<Sequence> seq) {
   ++num_preemptions_;
   block_manager_.deallocate(*seq);
+  release_slot(*seq);
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(std::move(seq));
 }
 
-FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token_id) const {
+FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token_id, bool stop_string) const {
   const SamplingParams& params = seq.params();
   auto contains = [token_id](const std::vector<int64_t>& ids) {
     return std::find(ids.begin(), ids.end(), static_cast<int64_t>(token_id)) != ids.end();
   };
   if (!params.ignore_eos && contains(config_.eos_token_ids)) return FinishReason::kStop;
   if (contains(params.stop_token_ids)) return FinishReason::kStop;
+  if (stop_string) return FinishReason::kStop;
   if (seq.num_completion_tokens() >= params.max_tokens) return FinishReason::kLength;
   if (seq.num_tokens() >= max_sequence_length_) return FinishReason::kLength;
   return FinishReason::kNone;
 }
 
 std::vector<std::shared_ptr<Sequence>> Scheduler::postprocess(const std::vector<Sequence*>& seqs,
-                                                              const std::vector<int32_t>& token_ids) {
+                                                              const std::vector<int32_t>& token_ids,
+                                                              const StopStringCheck& found_stop_string) {
   MINIVLLM_CHECK_EQ(seqs.size(), token_ids.size()) << "one sampled token per scheduled sequence";
+  block_manager_.commit_hashes();
   std::vector<std::shared_ptr<Sequence>> finished;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence* seq = seqs[i];
     if (seq->status != SequenceStatus::kRunning) continue;  // aborted or finished since scheduling
     seq->append_token(token_ids[i]);
-    const FinishReason reason = stop_reason(*seq, token_ids[i]);
+    const bool stop_string = found_stop_string && found_stop_string(*seq);
+    const FinishReason reason = stop_reason(*seq, token_ids[i], stop_string);
     if (reason == FinishReason::kNone) continue;
     std::shared_ptr<Sequence> owned = remove(seq);
     MINIVLLM_CHECK(owned != nullptr) << "sequence " << seq->seq_id() << " is running but not queued";
@@ -141,8 +160,18 @@ std::shared_ptr<Sequence> Scheduler::remove(const Sequence* seq) {
   return nullptr;
 }
 
+std::vector<std::shared_ptr<Sequence>> Scheduler::fail(const std::vector<Sequence*>& seqs) {
+  block_manager_.discard_hashes();
+  std::vector<std::shared_ptr<Sequence>> failed;
+  for (Sequence* seq : seqs) {
+    if (std::shared_ptr<Sequence> owned = finish(seq, FinishReason::kError)) failed.push_back(std::move(owned));
+  }
+  return failed;
+}
+
 void Scheduler::mark_finished(Sequence& seq, FinishReason reason) {
   if (!seq.block_table.empty()) block_manager_.deallocate(seq);
+  release_slot(seq);
   seq.status = SequenceStatus::kFinished;
   seq.finish_reason = reason;
 }

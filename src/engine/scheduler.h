@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,10 +44,18 @@ class Scheduler {
 
   // The next batch: prefill when any waiting sequence fits, else decode. Empty when idle.
   ScheduledBatch schedule();
-  // Appends one sampled token per scheduled sequence, finishes those that stop, frees their
-  // blocks and returns them.
+  // The step succeeded: registers the blocks it filled in the prefix cache, appends one sampled
+  // token per scheduled sequence, finishes those that stop, frees their blocks and returns them.
+  // Every finish decision is made here (stop_reason): eos, stop token ids, a stop string (when
+  // `found_stop_string(seq)`, called after the append, says the text now holds one), max_tokens
+  // and the length limit.
+  using StopStringCheck = std::function<bool(Sequence&)>;
   std::vector<std::shared_ptr<Sequence>> postprocess(const std::vector<Sequence*>& seqs,
-                                                     const std::vector<int32_t>& token_ids);
+                                                     const std::vector<int32_t>& token_ids,
+                                                     const StopStringCheck& found_stop_string = {});
+  // The step failed: its sequences finish with FinishReason::kError (blocks freed, none of the
+  // blocks it filled ever found by the prefix cache) and are returned.
+  std::vector<std::shared_ptr<Sequence>> fail(const std::vector<Sequence*>& seqs);
   // Removes a waiting or running sequence (FinishReason::kAbort). nullptr when unknown or done.
   std::shared_ptr<Sequence> abort(int64_t seq_id);
   // Finishes a waiting or running sequence for a reason found outside (e.g. a stop string) and
@@ -67,7 +76,9 @@ class Scheduler {
   ScheduledBatch schedule_prefill();
   ScheduledBatch schedule_decode();
   void preempt(std::shared_ptr<Sequence> seq);
-  FinishReason stop_reason(const Sequence& seq, int32_t token_id) const;
+  FinishReason stop_reason(const Sequence& seq, int32_t token_id, bool stop_string) const;
+  void take_slot(Sequence& seq);
+  void release_slot(Sequence& seq);
   // Removes seq from waiting_ or running_; nullptr when it is in neither.
   std::shared_ptr<Sequence> remove(const Sequence* seq);
   void mark_finished(Sequence& seq, FinishReason reason);
@@ -77,6 +88,7 @@ class Scheduler {
   BlockManager block_manager_;
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::deque<std::shared_ptr<Sequence>> running_;
+  std::vector<int> free_slots_;  // rows of per-sequence runner state not held by a running sequence
   int64_t num_preemptions_ = 0;
 };
 

@@ -15,6 +15,8 @@ const char* finish_reason_name(FinishReason r) {
       return "length";
     case FinishReason::kAbort:
       return "abort";
+    case FinishReason::kError:
+      return "error";
     case FinishReason::kNone:
       break;
   }

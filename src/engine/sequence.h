@@ -13,8 +13,8 @@ namespace minivllm {
 enum class SequenceStatus { kWaiting, kRunning, kFinished };
 
 // Why a sequence stopped: an eos / stop token / stop string ("stop"), max_tokens or the context
-// limit ("length"), or an abort.
-enum class FinishReason { kNone, kStop, kLength, kAbort };
+// limit ("length"), an abort, or a failed step ("error").
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 const char* finish_reason_name(FinishReason r);
 
 class Sequence {
@@ -42,6 +42,10 @@ class Sequence {
   int last_block_num_tokens() const { return num_tokens() - (num_blocks() - 1) * block_size_; }
   // Token ids of logical block i.
   std::vector<int32_t> block(int i) const;
+
+  // While running: this sequence's row in the runner's per-sequence state (the penalties' token
+  // counts), in [0, max_num_seqs); -1 otherwise. Set by the Scheduler.
+  int slot = -1;
 
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -34,6 +34,7 @@ TEST(BlockManager, AllocateAndFreeReturnsBlocks) {
   Sequence a = make_seq(0, iota_tokens(10));
   ASSERT_TRUE(bm.can_allocate(a));
   bm.allocate(a);
+  bm.commit_hashes();
   EXPECT_EQ(a.block_table.size(), 3u);
   EXPECT_EQ(a.num_cached_tokens, 0);
   EXPECT_EQ(bm.num_free_blocks(), 7);
@@ -49,7 +50,9 @@ TEST(BlockManager, CommonPrefixSharesBlocksWithRefCounts) {
   Sequence a = make_seq(0, iota_tokens(10));                                // blocks [0..3] [4..7] [8 9]
   Sequence b = make_seq(1, concat(iota_tokens(8), {100, 101, 102}));        // same two full blocks
   bm.allocate(a);
+  bm.commit_hashes();
   bm.allocate(b);
+  bm.commit_hashes();
   EXPECT_EQ(b.num_cached_tokens, 8);
   EXPECT_EQ(b.num_cached_blocks(), 2);
   EXPECT_EQ(b.block_table[0], a.block_table[0]);
@@ -70,17 +73,20 @@ TEST(BlockManager, FreedBlocksStayCachedUntilReused) {
   BlockManager bm(2, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(5));
   bm.allocate(a);
+  bm.commit_hashes();
   const int32_t first = a.block_table[0];
   bm.deallocate(a);
   Sequence again = make_seq(1, iota_tokens(5));
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(again), 4);
   bm.allocate(again);
+  bm.commit_hashes();
   EXPECT_EQ(again.num_cached_tokens, 4);
   EXPECT_EQ(again.block_table[0], first);
   bm.deallocate(again);
   // An unrelated sequence takes both blocks: the cached one is evicted.
   Sequence other = make_seq(2, iota_tokens(8, 500));
   bm.allocate(other);
+  bm.commit_hashes();
   bm.deallocate(other);
   Sequence third = make_seq(3, iota_tokens(5));
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(third), 0);
@@ -90,22 +96,27 @@ TEST(BlockManager, LastTokenIsAlwaysComputed) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(8));  // exactly two full blocks
   bm.allocate(a);
+  bm.commit_hashes();
   EXPECT_EQ(a.num_cached_tokens, 0);
   Sequence same = make_seq(1, iota_tokens(8));
   bm.allocate(same);
+  bm.commit_hashes();
   EXPECT_EQ(same.num_cached_tokens, 4);  // not 8: the block with the last token is computed again
   EXPECT_LT(same.num_cached_tokens, same.num_tokens());
   EXPECT_EQ(same.block_table[0], a.block_table[0]);
   EXPECT_NE(same.block_table[1], a.block_table[1]);
   Sequence longer = make_seq(2, iota_tokens(9));
   bm.allocate(longer);
+  bm.commit_hashes();
   EXPECT_EQ(longer.num_cached_tokens, 8);
   // A one-block prompt that matches is never cached at all.
   BlockManager small(4, kBlockSize);
   Sequence one = make_seq(3, iota_tokens(4));
   small.allocate(one);
+  small.commit_hashes();
   Sequence one_again = make_seq(4, iota_tokens(4));
   small.allocate(one_again);
+  small.commit_hashes();
   EXPECT_EQ(one_again.num_cached_tokens, 0);
 }
 
@@ -113,15 +124,18 @@ TEST(BlockManager, HashMatchWithDifferentTokensIsAMiss) {
   BlockManager bm(10, kBlockSize, &constant_hash);  // every full block collides
   Sequence a = make_seq(0, {1, 2, 3, 4, 5});
   bm.allocate(a);
+  bm.commit_hashes();
   Sequence b = make_seq(1, {9, 9, 9, 9, 5});
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(b), 0);
   bm.allocate(b);
+  bm.commit_hashes();
   EXPECT_EQ(b.num_cached_tokens, 0);
   EXPECT_NE(b.block_table[0], a.block_table[0]);
   EXPECT_EQ(bm.ref_count(a.block_table[0]), 1);
   // The same tokens under the same (colliding) hash are still a hit.
   Sequence c = make_seq(2, {9, 9, 9, 9, 7});
   bm.allocate(c);
+  bm.commit_hashes();
   EXPECT_EQ(c.num_cached_tokens, 4);
   EXPECT_EQ(c.block_table[0], b.block_table[0]);
 }
@@ -130,9 +144,11 @@ TEST(BlockManager, CanAllocateCountsSharedBlocksAsFree) {
   BlockManager bm(4, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(9));  // 3 blocks, 1 free left
   bm.allocate(a);
+  bm.commit_hashes();
   Sequence b = make_seq(1, concat(iota_tokens(8), {77}));  // 3 blocks, 2 shared
   EXPECT_TRUE(bm.can_allocate(b));
   bm.allocate(b);
+  bm.commit_hashes();
   EXPECT_EQ(bm.num_free_blocks(), 0);
   Sequence c = make_seq(2, iota_tokens(5, 1000));
   EXPECT_FALSE(bm.can_allocate(c));
@@ -143,12 +159,14 @@ TEST(BlockManager, MayAppendAllocatesAndRegistersFullBlocks) {
   BlockManager bm(4, kBlockSize);
   Sequence s = make_seq(0, iota_tokens(4));
   bm.allocate(s);
+  bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 1u);
   for (int32_t t = 4; t < 8; ++t) {
     s.append_token(t);
     ASSERT_TRUE(bm.can_append(s));
     const int free_before = bm.num_free_blocks();
     bm.may_append(s);
+    bm.commit_hashes();
     EXPECT_EQ(bm.num_free_blocks(), free_before - (t == 4 ? 1 : 0)) << "token " << t;
     EXPECT_EQ(s.block_table.size(), 2u);
     if (t == 6) {  // block 1 not full yet: not in the cache
@@ -164,6 +182,7 @@ TEST(BlockManager, CanAppendFalseWithoutFreeBlock) {
   BlockManager bm(2, kBlockSize);
   Sequence s = make_seq(0, iota_tokens(8));
   bm.allocate(s);
+  bm.commit_hashes();
   s.append_token(8);
   EXPECT_FALSE(bm.can_append(s));
   Sequence t = make_seq(1, iota_tokens(3, 50));
@@ -176,12 +195,42 @@ TEST(BlockManager, BlockSizeOneWorks) {
   BlockManager bm(8, 1);
   Sequence s(0, {5, 6, 7}, SamplingParams{}, 1);
   bm.allocate(s);
+  bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 3u);
   s.append_token(8);
   bm.may_append(s);
+  bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 4u);
   Sequence probe(1, {5, 6, 7, 8, 9}, SamplingParams{}, 1);
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(probe), 4);
+}
+
+// A step is a transaction: the blocks it fills are found only after it succeeded.
+TEST(BlockManager, HashesRegisterOnlyWhenTheStepCommits) {
+  BlockManager bm(10, kBlockSize);
+  Sequence a = make_seq(0, iota_tokens(9));
+  bm.allocate(a);
+  EXPECT_EQ(bm.num_pending_hashes(), 2);
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(1, iota_tokens(9))), 0);  // the step is running
+  bm.discard_hashes();  // it failed
+  bm.deallocate(a);
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(1, iota_tokens(9))), 0);
+
+  Sequence b = make_seq(2, iota_tokens(9));
+  bm.allocate(b);
+  bm.commit_hashes();  // it succeeded
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(3, iota_tokens(9))), 8);
+
+  // A block freed before its step ended (a preemption) is not registered by the commit.
+  b.append_token(9);
+  b.append_token(10);
+  b.append_token(11);
+  bm.may_append(b);  // block 2 is full now: pending
+  EXPECT_EQ(bm.num_pending_hashes(), 1);
+  bm.deallocate(b);
+  EXPECT_EQ(bm.num_pending_hashes(), 0);
+  bm.commit_hashes();
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(4, iota_tokens(13))), 8);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -220,6 +221,62 @@ TEST(Scheduler, AbortAndFinishFreeBlocks) {
   EXPECT_EQ(one->finish_reason, FinishReason::kStop);
   EXPECT_TRUE(s.is_finished());
   EXPECT_EQ(s.block_manager().num_free_blocks(), 10);
+}
+
+TEST(Scheduler, StopStringCheckIsOneOfTheFinishReasons) {
+  Scheduler s(make_config(10));
+  s.add(make_seq(0, 4));
+  s.add(make_seq(1, 4));
+  ScheduledBatch b = s.schedule();
+  int calls = 0;
+  auto done = s.postprocess(b.seqs, {7, 7}, [&](Sequence& seq) {
+    ++calls;
+    EXPECT_EQ(seq.num_tokens(), 5);  // called after the append
+    return seq.seq_id() == 1;
+  });
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0]->seq_id(), 1);
+  EXPECT_EQ(done[0]->finish_reason, FinishReason::kStop);
+}
+
+// A failed step: its sequences end with kError, their blocks are freed and the blocks it filled
+// are never found by the prefix cache; the others go on.
+TEST(Scheduler, FailedStepFailsItsBatchAndRegistersNoHash) {
+  Scheduler s(make_config(20));
+  s.add(make_seq(0, 9));
+  ScheduledBatch b = s.schedule();
+  auto failed = s.fail(b.seqs);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0]->finish_reason, FinishReason::kError);
+  EXPECT_EQ(failed[0]->slot, -1);
+  EXPECT_EQ(s.block_manager().num_free_blocks(), 20);
+  s.add(make_seq(0, 9));  // the same tokens again: nothing cached
+  b = s.schedule();
+  EXPECT_EQ(b.seqs[0]->num_cached_tokens, 0);
+  step_tokens(s, b);
+  s.add(make_seq(0, 9));  // after a successful step: both full blocks are found
+  b = s.schedule();
+  EXPECT_EQ(b.seqs[0]->num_cached_tokens, 8);
+}
+
+// Running sequences hold distinct slots in [0, max_num_seqs); preemption and finishing free them.
+TEST(Scheduler, RunningSequencesHoldDistinctSlots) {
+  Scheduler s(make_config(3, 3, 12, 12));
+  for (int i = 0; i < 3; ++i) s.add(make_seq(i, 4));
+  ScheduledBatch b = s.schedule();
+  std::vector<int> slots;
+  for (Sequence* q : b.seqs) slots.push_back(q->slot);
+  std::sort(slots.begin(), slots.end());
+  EXPECT_EQ(slots, (std::vector<int>{0, 1, 2}));
+  Sequence* two = b.seqs[2];
+  step_tokens(s, b);
+  b = s.schedule();  // preempts 2 and 1
+  EXPECT_EQ(two->status, SequenceStatus::kWaiting);
+  EXPECT_EQ(two->slot, -1);
+  EXPECT_GE(b.seqs[0]->slot, 0);
+  s.finish(b.seqs[0], FinishReason::kStop);
+  EXPECT_EQ(b.seqs[0]->slot, -1);
 }
 
 TEST(Scheduler, RejectsPromptsThatCanNeverFit) {

@@ -146,11 +146,14 @@ TEST(StepInput, PrefillPrefixCachedFromBlockManager) {
   BlockManager bm(16, kBs);
   Sequence filler(9, span(900, 915), SamplingParams{}, kBs);
   bm.allocate(filler);  // takes block 0
+  bm.commit_hashes();  // the step that wrote it succeeded
   Sequence x(0, span(0, 39), SamplingParams{}, kBs);
   bm.allocate(x);  // blocks 1, 2, 3
+  bm.commit_hashes();  // the step that wrote it succeeded
   bm.deallocate(filler);  // block 0 goes to the back of the free list
   Sequence y(1, cat({span(0, 31), span(1000, 1007)}), SamplingParams{}, kBs);
   bm.allocate(y);
+  bm.commit_hashes();  // the step that wrote it succeeded
   ASSERT_EQ(y.num_cached_tokens, 32);
   ASSERT_EQ(x.block_table, (std::vector<int32_t>{1, 2, 3}));
   ASSERT_EQ(y.block_table, (std::vector<int32_t>{1, 2, 4}));  // two hits, then the free list's head
@@ -211,12 +214,15 @@ TEST(StepInput, DecodeAfterBlockManagerAppend) {
   BlockManager bm(8, kBs);
   Sequence filler(9, span(0, 15), SamplingParams{}, kBs);
   bm.allocate(filler);  // block 0
+  bm.commit_hashes();  // the step that wrote it succeeded
   Sequence a(0, span(100, 115), SamplingParams{}, kBs);
   bm.allocate(a);  // block 1
+  bm.commit_hashes();  // the step that wrote it succeeded
   bm.deallocate(filler);  // free list: 2..7, 0
   a.append_token(55);
   ASSERT_TRUE(bm.can_append(a));
   bm.may_append(a);
+  bm.commit_hashes();  // the step that wrote it succeeded
   ASSERT_EQ(a.block_table, (std::vector<int32_t>{1, 2}));
   std::vector<Sequence*> batch{&a};
   StepInput s = build_step_input(batch, false, 2, false);
@@ -228,6 +234,7 @@ TEST(StepInput, DecodeAfterBlockManagerAppend) {
   for (int32_t t = 56; t < 71; ++t) {
     a.append_token(t);
     bm.may_append(a);
+    bm.commit_hashes();  // the step that wrote it succeeded
   }
   ASSERT_EQ(a.block_table, (std::vector<int32_t>{1, 2}));
   s = build_step_input(batch, false, 2, false);
