@@ -3,18 +3,32 @@
 #include <algorithm>
 #include <set>
 
+#include "api/choice_output.h"
 #include "common/check.h"
 
 namespace minivllm {
 
-// One request in flight: its sequence and, in text mode, its streaming detokenizer.
+// One request in flight: its n choices, each a sequence and its output state.
 struct LLMEngine::Request {
-  std::shared_ptr<Sequence> seq;
-  std::unique_ptr<IncrementalDetokenizer> detok;
-  std::string text;      // completion text so far (stop strings cut off)
-  size_t streamed = 0;   // bytes of `text` already handed out as deltas
-  size_t tokens_seen = 0;
+  int64_t id = -1;
+  std::vector<ChoiceOutput> choices;
+  int num_admitted = 0;    // choices handed to the scheduler (0 first, the rest after its prefill)
+  int num_unfinished = 0;  // choices not yet handed out as finished
 };
+
+namespace {
+
+// Choice i's seed: the request's own for choice 0 (n = 1 samples as before), a splitmix64 mix of
+// (seed, i) for the others, so that one seed gives the same n outputs and the choices differ.
+uint64_t choice_seed(uint64_t seed, int index) {
+  if (index == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
 
 LLMEngine::LLMEngine(EngineConfig config) : config_(std::move(config)) {
   config_.validate();
@@ -67,16 +81,22 @@ void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
 int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
   params.validate();
-  MINIVLLM_CHECK(params.n == 1) << "n > 1 is not implemented yet";
-  MINIVLLM_CHECK(params.logprobs < 0) << "logprobs are not implemented yet";
-  MINIVLLM_CHECK(!params.has_penalties()) << "penalties are not implemented yet";
   check_prompt(prompt_token_ids);
   MINIVLLM_CHECK(params.stop.empty() || source_.tokenizer) << "stop strings need a tokenizer, and the model has none";
-  const int64_t id = next_id_++;
   auto r = std::make_unique<Request>();
-  r->seq = std::make_shared<Sequence>(id, std::move(prompt_token_ids), params, config_.block_size);
-  if (source_.tokenizer) r->detok = std::make_unique<IncrementalDetokenizer>(*source_.tokenizer, /*skip_special=*/true);
-  scheduler_->add(r->seq);  // throws when the sequence can never fit
+  std::vector<std::shared_ptr<Sequence>> seqs;
+  for (int i = 0; i < params.n; ++i) {
+    SamplingParams p = params;
+    if (params.seed) p.seed = choice_seed(*params.seed, i);
+    seqs.push_back(std::make_shared<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p), config_.block_size));
+    r->choices.emplace_back(seqs.back(), source_.tokenizer.get());
+  }
+  scheduler_->add(seqs[0]);  // throws when the sequence can never fit
+  r->id = next_id_++;
+  r->num_admitted = 1;
+  r->num_unfinished = params.n;
+  for (int i = 0; i < params.n; ++i) choice_of_seq_[seqs[i]->seq_id()] = {r.get(), i};
+  const int64_t id = r->id;
   requests_[id] = std::move(r);
   return id;
 }
@@ -107,60 +127,84 @@ bool LLMEngine::is_finished() const { return scheduler_->is_finished(); }
 bool LLMEngine::abort(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
-  scheduler_->abort(request_id);
+  Request& r = *it->second;
+  for (int i = 0; i < static_cast<int>(r.choices.size()); ++i) {
+    const int64_t seq_id = r.choices[i].seq().seq_id();
+    if (i < r.num_admitted) scheduler_->abort(seq_id);
+    choice_of_seq_.erase(seq_id);
+  }
   requests_.erase(it);
   return true;
 }
 
-// Appends the new tokens' text, cuts at the first stop string (which is not returned), and hands
-// out what can no longer be part of a stop string.
-void LLMEngine::update_text(Request& r, StepResult& out) {
-  const auto& toks = r.seq->token_ids();
+// Hands out choice `index`'s delta, and its output when it finished (forgetting it then; the
+// request goes with its last choice).
+void LLMEngine::emit(Request& r, int index, StepResult& out) {
+  ChoiceOutput& c = r.choices[index];
   RequestDelta d;
-  d.request_id = r.seq->seq_id();
-  const size_t begin = r.seq->num_prompt_tokens() + r.tokens_seen;
-  bool stopped = false;
-  const auto& stops = r.seq->params().stop;
-  for (size_t i = begin; i < toks.size() && !stopped; ++i) {
-    d.token_ids.push_back(toks[i]);
-    if (!r.detok) continue;
-    const size_t search_from = r.text.size();
-    r.text += r.detok->push(toks[i]);
-    for (const std::string& s : stops) {
-      if (s.empty()) continue;
-      const size_t from = search_from >= s.size() ? search_from - s.size() + 1 : 0;
-      const size_t pos = r.text.find(s, from);
-      if (pos != std::string::npos) {
-        r.text.resize(pos);
-        stopped = true;
-        break;
-      }
-    }
-  }
-  r.tokens_seen = toks.size() - r.seq->num_prompt_tokens();
-  if (stopped && !r.seq->is_finished()) scheduler_->finish(r.seq.get(), FinishReason::kStop);
-  if (r.detok && r.seq->is_finished() && !stopped) r.text += r.detok->flush();
-  size_t hold = 0;
-  if (!r.seq->is_finished()) {
-    for (const std::string& s : stops) hold = std::max(hold, s.empty() ? 0 : s.size() - 1);
-  }
-  const size_t ready = r.text.size() > hold ? r.text.size() - hold : 0;
-  if (ready > r.streamed) {
-    d.text = r.text.substr(r.streamed, ready - r.streamed);
-    r.streamed = ready;
-  }
-  if (!d.token_ids.empty() || !d.text.empty()) out.deltas.push_back(std::move(d));
+  d.request_id = r.id;
+  d.index = index;
+  if (c.take_delta(d)) out.deltas.push_back(std::move(d));
+  if (!c.seq().is_finished()) return;
+  RequestOutput o;
+  o.request_id = r.id;
+  o.index = index;
+  c.fill_output(o);
+  out.finished.push_back(std::move(o));
+  choice_of_seq_.erase(c.seq().seq_id());
+  if (--r.num_unfinished == 0) requests_.erase(r.id);  // r dies here
 }
 
-RequestOutput LLMEngine::make_output(const Request& r) const {
+void LLMEngine::finish_with_error(Request& r, int index, const std::string& error, StepResult& out) {
+  ChoiceOutput& c = r.choices[index];
   RequestOutput o;
-  o.request_id = r.seq->seq_id();
-  const auto& toks = r.seq->token_ids();
-  o.prompt_token_ids.assign(toks.begin(), toks.begin() + r.seq->num_prompt_tokens());
-  o.token_ids = r.seq->completion_token_ids();
-  o.text = r.text;
-  o.finish_reason = finish_reason_name(r.seq->finish_reason);
-  return o;
+  o.request_id = r.id;
+  o.index = index;
+  c.fill_output(o);
+  o.finish_reason = finish_reason_name(FinishReason::kError);
+  o.error = error;
+  out.finished.push_back(std::move(o));
+  choice_of_seq_.erase(c.seq().seq_id());
+  if (--r.num_unfinished == 0) requests_.erase(r.id);  // r dies here
+}
+
+void LLMEngine::admit_other_choices(Request& r) {
+  const int n = static_cast<int>(r.choices.size());
+  for (int i = r.num_admitted; i < n; ++i) scheduler_->add(r.choices[i].shared_seq());
+  r.num_admitted = n;
+}
+
+// The batch's sequences finish with the error; choices of theirs not yet admitted fail with them
+// (their prompt never made it into the cache).
+void LLMEngine::fail_batch(const ScheduledBatch& batch, const std::string& error, StepResult& out) {
+  for (const std::shared_ptr<Sequence>& seq : scheduler_->fail(batch.seqs)) {
+    auto it = choice_of_seq_.find(seq->seq_id());
+    if (it == choice_of_seq_.end()) continue;
+    auto [r, index] = it->second;
+    const int n = static_cast<int>(r->choices.size());
+    const int first_unadmitted = r->num_admitted;
+    r->num_admitted = n;
+    for (int i = first_unadmitted; i < n; ++i) {
+      r->choices[i].seq().status = SequenceStatus::kFinished;
+      r->choices[i].seq().finish_reason = FinishReason::kError;
+    }
+    const int remaining = r->num_unfinished;
+    finish_with_error(*r, index, error, out);
+    // r may be gone now: only when this was its last unfinished choice, so none is left to fail.
+    for (int i = first_unadmitted; i < n && remaining > 1; ++i) finish_with_error(*r, i, error, out);
+  }
+}
+
+void LLMEngine::note_prefill(const ScheduledBatch& batch) {
+  for (const Sequence* s : batch.seqs) {
+    totals_.prefix_cache_queried_tokens += s->num_tokens();
+    totals_.prefix_cache_hit_tokens += s->num_cached_tokens;
+    auto it = choice_of_seq_.find(s->seq_id());
+    if (it == choice_of_seq_.end()) continue;
+    auto [r, index] = it->second;
+    r->choices[index].note_prefill(s->num_cached_tokens);
+    if (index == 0 && s->num_completion_tokens() == 0) totals_.prompt_tokens_total += s->num_prompt_tokens();
+  }
 }
 
 StepResult LLMEngine::step() {
@@ -168,29 +212,41 @@ StepResult LLMEngine::step() {
   if (scheduler_->is_finished()) return out;
   ScheduledBatch batch = scheduler_->schedule();
   if (batch.seqs.empty()) return out;
-  const std::vector<int32_t> tokens =
-      runners_->run(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
+  SampledTokens sampled;
+  try {
+    sampled = runners_->run(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
+  } catch (const std::exception& e) {
+    fail_batch(batch, e.what(), out);
+    return out;
+  }
   if (batch.is_prefill) {
-    for (const Sequence* s : batch.seqs) {
-      out.num_tokens += s->num_tokens() - s->num_cached_tokens;
-      totals_.prefix_cache_queried_tokens += s->num_tokens();
-      totals_.prefix_cache_hit_tokens += s->num_cached_tokens;
-      if (s->num_completion_tokens() == 0) totals_.prompt_tokens_total += s->num_prompt_tokens();
-    }
+    note_prefill(batch);
+    for (const Sequence* s : batch.seqs) out.num_tokens += s->num_tokens() - s->num_cached_tokens;
   } else {
     out.num_tokens = -static_cast<int>(batch.seqs.size());
   }
-  scheduler_->postprocess(batch.seqs, tokens);
-  totals_.generation_tokens_total += static_cast<int64_t>(tokens.size());
+  std::map<const Sequence*, size_t> row;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) row[batch.seqs[i]] = i;
+  // The one finish decision is the scheduler's; the text side only reports stop strings.
+  scheduler_->postprocess(batch.seqs, sampled.token_ids, [&](Sequence& seq) {
+    ++totals_.generation_tokens_total;
+    auto it = choice_of_seq_.find(seq.seq_id());
+    if (it == choice_of_seq_.end()) return false;
+    auto [r, index] = it->second;
+    const size_t i = row.at(&seq);
+    const bool wants = seq.params().logprobs >= 0 && i < sampled.logprobs.size();
+    return r->choices[index].append(wants ? &sampled.logprobs[i] : nullptr);
+  });
+  for (Sequence* s : batch.seqs) {  // choice 0's prompt blocks are in the cache now
+    auto it = choice_of_seq_.find(s->seq_id());
+    if (it == choice_of_seq_.end() || it->second.second != 0) continue;
+    Request& r = *it->second.first;
+    if (r.num_admitted < static_cast<int>(r.choices.size())) admit_other_choices(r);
+  }
   for (Sequence* s : batch.seqs) {
-    auto it = requests_.find(s->seq_id());
-    if (it == requests_.end()) continue;
-    Request& r = *it->second;
-    update_text(r, out);
-    if (r.seq->is_finished()) {
-      out.finished.push_back(make_output(r));
-      requests_.erase(it);
-    }
+    auto it = choice_of_seq_.find(s->seq_id());
+    if (it == choice_of_seq_.end()) continue;  // aborted
+    emit(*it->second.first, it->second.second, out);
   }
   return out;
 }
@@ -206,53 +262,62 @@ EngineStats LLMEngine::stats() const {
 }
 
 std::vector<RequestOutput> LLMEngine::run_to_completion(std::vector<RequestOutput> outputs,
-                                                        const std::vector<int64_t>& ids) {
-  std::map<int64_t, size_t> slot;
+                                                        const std::vector<int64_t>& ids, int choices) {
+  const size_t n = static_cast<size_t>(choices);
+  std::map<int64_t, size_t> first_slot;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] >= 0) slot[ids[i]] = i;
+    if (ids[i] >= 0) first_slot[ids[i]] = i * n;
   }
-  size_t pending = slot.size();
+  size_t pending = first_slot.size() * n;
   while (pending > 0 && !scheduler_->is_finished()) {
     for (RequestOutput& o : step().finished) {
-      auto it = slot.find(o.request_id);
-      if (it == slot.end()) continue;  // someone else's request
-      outputs[it->second] = std::move(o);
+      auto it = first_slot.find(o.request_id);
+      if (it == first_slot.end() || o.index < 0 || o.index >= choices) continue;  // someone else's request
+      outputs[it->second + static_cast<size_t>(o.index)] = std::move(o);
       --pending;
     }
   }
   return outputs;
 }
 
-std::vector<RequestOutput> LLMEngine::submit_all(size_t n, const std::function<int64_t(size_t)>& add) {
-  std::vector<RequestOutput> outputs(n);
-  std::vector<int64_t> ids(n, -1);
-  for (size_t i = 0; i < n; ++i) {
+std::vector<RequestOutput> LLMEngine::submit_all(size_t count, int choices,
+                                                 const std::function<int64_t(size_t)>& add) {
+  const size_t n = static_cast<size_t>(choices);
+  std::vector<RequestOutput> outputs(count * n);
+  std::vector<int64_t> ids(count, -1);
+  for (size_t i = 0; i < count; ++i) {
     try {
       ids[i] = add(i);
     } catch (const Error& e) {
-      outputs[i].finish_reason = "error";
-      outputs[i].error = e.what();
+      for (size_t c = 0; c < n; ++c) {
+        RequestOutput& o = outputs[i * n + c];
+        o.index = static_cast<int>(c);
+        o.finish_reason = "error";
+        o.error = e.what();
+      }
     }
   }
-  return run_to_completion(std::move(outputs), ids);
+  return run_to_completion(std::move(outputs), ids, choices);
 }
 
 std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::vector<int32_t>>& prompts,
                                                const SamplingParams& params) {
-  std::vector<RequestOutput> outputs = submit_all(prompts.size(), [&](size_t i) { return add_request(prompts[i], params); });
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    if (outputs[i].prompt_token_ids.empty()) outputs[i].prompt_token_ids = prompts[i];
+  const int choices = std::max(params.n, 1);
+  std::vector<RequestOutput> outputs =
+      submit_all(prompts.size(), choices, [&](size_t i) { return add_request(prompts[i], params); });
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].prompt_token_ids.empty()) outputs[i].prompt_token_ids = prompts[i / static_cast<size_t>(choices)];
   }
   return outputs;
 }
 
 std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
-  return submit_all(prompts.size(), [&](size_t i) { return add_request(prompts[i], params); });
+  return submit_all(prompts.size(), std::max(params.n, 1), [&](size_t i) { return add_request(prompts[i], params); });
 }
 
 std::vector<RequestOutput> LLMEngine::chat(const std::vector<nlohmann::json>& conversations,
                                            const SamplingParams& params, const nlohmann::json& template_vars) {
-  return submit_all(conversations.size(),
+  return submit_all(conversations.size(), std::max(params.n, 1),
                     [&](size_t i) { return add_chat_request(conversations[i], params, template_vars); });
 }
 

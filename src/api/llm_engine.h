@@ -1,6 +1,10 @@
 // LLMEngine (seeds: LLMEngine): the public API. Owns the model runner and the scheduler; turns text
 // into token ids and back with the model's own tokenizer and chat template; applies stop strings.
 // Bad requests are rejected one by one with an Error that names the problem; the others go on.
+// A step that fails (the runner throws) fails only the requests of its batch, with the error.
+// A request with n > 1 is n sequences (choices) under one request id.
+// Logprobs are the log-softmax of the logits the sampler saw after the penalties, at temperature 1
+// (sampling/sampler.h says why); without penalties they are the model's own distribution.
 #pragma once
 
 #include <cstdint>
@@ -104,18 +108,27 @@ class LLMEngine {
  private:
   struct Request;
   void check_prompt(const std::vector<int32_t>& ids) const;
-  void update_text(Request& r, StepResult& out);
-  RequestOutput make_output(const Request& r) const;
-  // Adds n requests through `add(i)` (a rejected one becomes an "error" output) and runs them all.
-  std::vector<RequestOutput> submit_all(size_t n, const std::function<int64_t(size_t)>& add);
-  std::vector<RequestOutput> run_to_completion(std::vector<RequestOutput> outputs, const std::vector<int64_t>& ids);
+  // After choice 0's prefill step succeeded, the other choices join (they find its prompt blocks).
+  void admit_other_choices(Request& r);
+  // Hands out choice `index`'s delta, and its output when it finished (forgetting it then).
+  void emit(Request& r, int index, StepResult& out);
+  void finish_with_error(Request& r, int index, const std::string& error, StepResult& out);
+  void fail_batch(const ScheduledBatch& batch, const std::string& error, StepResult& out);
+  void note_prefill(const ScheduledBatch& batch);
+  // Adds `count` prompts through `add(i)` (a rejected one gets `choices` "error" outputs) and runs
+  // them all; `choices` outputs per prompt, in order.
+  std::vector<RequestOutput> submit_all(size_t count, int choices, const std::function<int64_t(size_t)>& add);
+  std::vector<RequestOutput> run_to_completion(std::vector<RequestOutput> outputs, const std::vector<int64_t>& ids,
+                                               int choices);
 
   EngineConfig config_;
   ModelSource source_;
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
+  std::map<int64_t, std::pair<Request*, int>> choice_of_seq_;  // sequence id -> (request, choice)
   int64_t next_id_ = 0;
+  int64_t next_seq_id_ = 0;
   bool exited_ = false;
   EngineStats totals_;  // the counters stats() does not read from the scheduler
 };

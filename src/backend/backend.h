@@ -18,6 +18,7 @@
 
 #include "backend/communicator.h"
 #include "common/tensor.h"
+#include "sampling/logits_processing.h"
 #include "sampling/sampler.h"
 
 namespace minivllm {
@@ -158,6 +159,20 @@ class Backend {
   // ---- sampling ----
   // logits: f32[S, V] on the device. Writes S token ids to out_tokens (host).
   virtual void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) = 0;
+
+  // ---- penalties and logprobs (rank 0; called only for batches that ask for them, after the
+  // forward and its graph; semantics in sampling/logits_processing.h) ----
+  // counts: i32[slots, V], kept on the device between steps. Zeroes the rows update.reset_slots,
+  // then counts each (slots[i], tokens[i]) as a prompt or a generated token.
+  virtual void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) = 0;
+  // In place on logits f32[S, V]: row r with slots[r] >= 0 gets batch row r's penalties over
+  // counts[slots[r]]; the other rows are left alone.
+  virtual void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
+                               const SamplingBatch& batch) = 0;
+  // For each row r of logits f32[S, V]: chosen[r] = the log-softmax at tokens[r]; the k most likely
+  // tokens (k <= V) into top_ids / top_logprobs [S, k]. All host arrays.
+  virtual void compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen, int32_t* top_ids,
+                                float* top_logprobs) = 0;
 
   // ---- tensor parallelism ----
   // This rank's communicator over this backend's tensors (and stream). `bootstrap` is what

@@ -96,6 +96,36 @@ StepInput StepInput::deserialize(const std::string& bytes) {
   return s;
 }
 
+namespace {
+
+// Only when some row asks: a batch without penalties or logprobs carries none of these arrays.
+void add_penalties_and_logprobs(const std::vector<Sequence*>& seqs, StepInput& s) {
+  auto any = [&](auto pred) { return std::any_of(seqs.begin(), seqs.end(), [&](Sequence* q) { return pred(q->params()); }); };
+  if (any([](const SamplingParams& p) { return p.logprobs >= 0; })) {
+    for (Sequence* seq : seqs) s.sampling.logprobs.push_back(seq->params().logprobs);
+  }
+  if (!any([](const SamplingParams& p) { return p.has_penalties(); })) return;
+  s.count_offsets.push_back(0);
+  for (Sequence* seq : seqs) {
+    const SamplingParams& p = seq->params();
+    s.sampling.presence_penalty.push_back(p.presence_penalty);
+    s.sampling.frequency_penalty.push_back(p.frequency_penalty);
+    s.sampling.repetition_penalty.push_back(p.repetition_penalty);
+    const bool penalised = p.has_penalties();
+    MINIVLLM_CHECK(!penalised || seq->slot >= 0) << "sequence " << seq->seq_id() << " has penalties but no slot";
+    s.penalty_slots.push_back(penalised ? seq->slot : -1);
+    if (penalised && s.is_prefill) {
+      s.count_tokens.insert(s.count_tokens.end(), seq->token_ids().begin(), seq->token_ids().end());
+      s.count_num_prompt.push_back(seq->num_prompt_tokens());
+    } else {
+      s.count_num_prompt.push_back(0);
+    }
+    s.count_offsets.push_back(static_cast<int32_t>(s.count_tokens.size()));
+  }
+}
+
+}  // namespace
+
 StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
                            bool draw_samples) {
   MINIVLLM_CHECK(!seqs.empty()) << "a step needs at least one sequence";
@@ -149,6 +179,7 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
     s.sampling.min_p.push_back(p.min_p);
     s.sampling.uniform.push_back(draw_samples ? seq->next_uniform() : 0.0f);
   }
+  add_penalties_and_logprobs(seqs, s);
   return s;
 }
 

@@ -27,11 +27,18 @@ struct StepInput {
   std::vector<int32_t> context_lens;                // decode: keys per sequence, new token included
   std::vector<int32_t> block_tables;                // [num_seqs, max_blocks_per_seq], -1 padded
   SamplingBatch sampling;                           // one row per sequence (rank 0 samples)
+  // The penalties' token counts, kept per running sequence on rank 0's device (empty when no row
+  // has penalties). Row r reads counts row penalty_slots[r] (-1: no penalties). A prefill row
+  // first recounts its whole sequence: count_tokens[count_offsets[r], count_offsets[r + 1]), the
+  // first count_num_prompt[r] of them its prompt. A decode row counts its input token as generated.
+  std::vector<int32_t> penalty_slots, count_offsets, count_num_prompt, count_tokens;
 
   int num_seqs() const { return is_prefill ? static_cast<int>(last_indices.size()) : static_cast<int>(input_ids.size()); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
 
-  // A flat little-endian byte image, and back (throws an Error on a malformed image).
+  // A flat little-endian byte image, and back (throws an Error on a malformed image). Only what
+  // every rank needs travels: the penalties, their counts and the logprobs requests are rank 0's
+  // alone (it samples) and are left out.
   std::string serialize() const;
   static StepInput deserialize(const std::string& bytes);
 };

@@ -213,17 +213,73 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int pa
   return b;
 }
 
-std::vector<int32_t> ModelRunner::sample(const StepInput& in, const Tensor& logits) {
+SampledTokens ModelRunner::sample(const StepInput& in, const Tensor& logits) {
   if (rank_ != 0) {  // only rank 0 samples; the others only had to send their logits
     backend_->synchronize();
     return {};
   }
-  std::vector<int32_t> out(static_cast<size_t>(in.num_seqs()));
-  backend_->sample(logits.rows(0, in.num_seqs()), in.sampling, out.data());
+  SampledTokens out;
+  out.token_ids.resize(static_cast<size_t>(in.num_seqs()));
+  const Tensor rows = logits.rows(0, in.num_seqs());
+  if (in.sampling.has_penalties()) apply_penalties(in, rows);
+  backend_->sample(rows, in.sampling, out.token_ids.data());
+  if (in.sampling.has_logprobs()) out.logprobs = compute_logprobs(in, rows, out.token_ids);
   return out;
 }
 
-std::vector<int32_t> ModelRunner::run(const StepInput& in) {
+void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
+  const int s = in.num_seqs();
+  const size_t rows = static_cast<size_t>(s);
+  MINIVLLM_CHECK(in.penalty_slots.size() == rows && in.count_offsets.size() == rows + 1 &&
+                 in.count_num_prompt.size() == rows &&
+                 static_cast<size_t>(in.count_offsets.back()) == in.count_tokens.size())
+      << "StepInput penalty arrays disagree in length";
+  if (token_counts_.numel() == 0) {
+    token_counts_ = backend_->empty(DType::kI32, {cfg_.max_num_seqs, model_cfg_.vocab_size});
+    backend_->fill_bytes(token_counts_, 0);
+  }
+  TokenCountUpdate u;
+  for (int r = 0; r < s; ++r) {
+    const int32_t slot = in.penalty_slots[r];
+    if (slot < 0) continue;
+    if (!in.is_prefill) {  // the token sampled last step, now this step's input
+      u.slots.push_back(slot);
+      u.tokens.push_back(in.input_ids[r]);
+      u.in_prompt.push_back(0);
+      continue;
+    }
+    u.reset_slots.push_back(slot);
+    for (int32_t i = in.count_offsets[r]; i < in.count_offsets[r + 1]; ++i) {
+      u.slots.push_back(slot);
+      u.tokens.push_back(in.count_tokens[i]);
+      u.in_prompt.push_back(i - in.count_offsets[r] < in.count_num_prompt[r] ? 1 : 0);
+    }
+  }
+  backend_->update_token_counts(token_counts_, u);
+  backend_->apply_penalties(logits, token_counts_, in.penalty_slots, in.sampling);
+}
+
+std::vector<TokenLogprob> ModelRunner::compute_logprobs(const StepInput& in, const Tensor& logits,
+                                                        const std::vector<int32_t>& tokens) {
+  const int s = in.num_seqs();
+  MINIVLLM_CHECK_EQ(in.sampling.logprobs.size(), static_cast<size_t>(s)) << "StepInput logprobs";
+  const int k = std::min<int>(*std::max_element(in.sampling.logprobs.begin(), in.sampling.logprobs.end()),
+                              static_cast<int>(model_cfg_.vocab_size));
+  std::vector<float> chosen(static_cast<size_t>(s)), top_lp(static_cast<size_t>(s) * std::max(k, 0));
+  std::vector<int32_t> top_ids(top_lp.size());
+  backend_->compute_logprobs(logits, tokens.data(), std::max(k, 0), chosen.data(), top_ids.data(), top_lp.data());
+  std::vector<TokenLogprob> out(static_cast<size_t>(s));
+  for (int r = 0; r < s; ++r) {
+    const int want = std::min(in.sampling.logprobs[r], k);
+    if (want < 0) continue;
+    out[r].token_id = tokens[r];
+    out[r].logprob = chosen[r];
+    for (int j = 0; j < want; ++j) out[r].top.emplace_back(top_ids[r * k + j], top_lp[r * k + j]);
+  }
+  return out;
+}
+
+SampledTokens ModelRunner::run(const StepInput& in) {
   check_input(in);
   const int n = in.num_seqs();
   if (in.is_prefill) {
@@ -254,7 +310,7 @@ std::vector<int32_t> ModelRunner::run(const StepInput& in) {
     backend_->synchronize();
     prof->mark(StepProfiler::kGraph);
   }
-  std::vector<int32_t> out = sample(in, logits);
+  SampledTokens out = sample(in, logits);
   if (prof != nullptr) {
     prof->mark(StepProfiler::kSample);
     prof->end();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/sampling_params.h"
 #include "engine/step_input.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
@@ -20,6 +21,13 @@
 #include "runtime/step_profiler.h"
 
 namespace minivllm {
+
+// What rank 0 sampled in one step.
+struct SampledTokens {
+  std::vector<int32_t> token_ids;  // one per sequence, in order
+  // One per sequence when some row asked for logprobs (rows that did not: empty entries), else empty.
+  std::vector<TokenLogprob> logprobs;
+};
 
 class ModelRunner {
  public:
@@ -32,9 +40,10 @@ class ModelRunner {
               const std::function<void(Communicator&)>& on_communicator = {});
   ~ModelRunner();
 
-  // Rank 0: the sampled token ids, one per sequence, in order. Other ranks: empty (they compute
-  // their shard and send their logits to rank 0).
-  std::vector<int32_t> run(const StepInput& in);
+  // Rank 0: the sampled tokens, one per sequence, in order (penalised first and with their
+  // logprobs when rows ask). Other ranks: empty (they compute their shard and send their logits
+  // to rank 0).
+  SampledTokens run(const StepInput& in);
 
   // Teacher forcing: f32 logits [num_tokens, V] of every computed position of a one-sequence
   // prefill, row-major on the host (rank 0; empty on the others).
@@ -60,7 +69,11 @@ class ModelRunner {
   };
   DecodeBatch prepare_decode(const StepInput& in, int padded_size);
   DecodeBatch decode_batch(int padded_size);
-  std::vector<int32_t> sample(const StepInput& in, const Tensor& logits);
+  SampledTokens sample(const StepInput& in, const Tensor& logits);
+  // Penalties in place on the logits (after the graph), from the counts kept per slot.
+  void apply_penalties(const StepInput& in, const Tensor& logits);
+  std::vector<TokenLogprob> compute_logprobs(const StepInput& in, const Tensor& logits,
+                                             const std::vector<int32_t>& tokens);
   void check_input(const StepInput& in) const;
 
   RunnerConfig cfg_;
@@ -82,6 +95,9 @@ class ModelRunner {
   // Host staging, reused between steps.
   std::vector<int32_t> h_decode_;
   std::unique_ptr<StepProfiler> profiler_;  // MINIVLLM_PROFILE_STEPS=1 only
+  // Rank 0: the penalties' token counts, i32[max_num_seqs, V] (a row per Scheduler slot),
+  // allocated by the first step that has penalties.
+  Tensor token_counts_;
 
   int decode_batch_size(int n) const;
 

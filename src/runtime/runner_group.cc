@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -55,6 +57,9 @@ std::string worker_executable() {
 RunnerGroup::RunnerGroup(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights,
                          const std::string& model_path)
     : cfg_(cfg) {
+  if (const char* f = std::getenv("MINIVLLM_STEP_FAULT"); f != nullptr && f[0] != '\0') {
+    step_fault_token_ = std::strtoll(f, nullptr, 10);
+  }
   MINIVLLM_CHECK(cfg_.world_size >= 1) << "world_size must be at least 1, got " << cfg_.world_size;
   if (cfg_.world_size == 1) {
     runner_ = std::make_unique<ModelRunner>(cfg_, model_cfg, weights);
@@ -191,7 +196,11 @@ auto RunnerGroup::call(const std::string& method, const std::string& args, F&& l
   }
 }
 
-std::vector<int32_t> RunnerGroup::run(const StepInput& in) {
+SampledTokens RunnerGroup::run(const StepInput& in) {
+  if (step_fault_token_ >= 0 &&
+      std::find(in.input_ids.begin(), in.input_ids.end(), step_fault_token_) != in.input_ids.end()) {
+    MINIVLLM_FAIL() << "injected step fault (MINIVLLM_STEP_FAULT=" << step_fault_token_ << ")";
+  }
   return call("run", cfg_.world_size > 1 ? in.serialize() : std::string(), [&] { return runner_->run(in); });
 }
 

@@ -30,7 +30,7 @@ class RunnerGroup {
               const std::string& model_path);
   ~RunnerGroup();
 
-  std::vector<int32_t> run(const StepInput& in);
+  SampledTokens run(const StepInput& in);
   std::vector<float> prefill_all_logits(const StepInput& in);
   // Tells the workers to leave and waits for them (SIGKILL after 10 s). Idempotent.
   void exit();
@@ -57,7 +57,10 @@ class RunnerGroup {
   std::atomic<Communicator*> comm_{nullptr};
   mutable std::mutex death_mu_;
   std::string death_;
-  std::string bootstrap_;  // the communicator's, from make_comm_bootstrap  // why a worker died, for every later error
+  std::string bootstrap_;  // the communicator's, from make_comm_bootstrap
+  // Tests: MINIVLLM_STEP_FAULT=<token id> makes every "run" whose input holds that token throw on
+  // rank 0 before it starts (as a device error would), -1 when unset.
+  int64_t step_fault_token_ = -1;
 };
 
 // The worker executable's path: $MINIVLLM_WORKER, else `minivllm-worker` beside this program, else

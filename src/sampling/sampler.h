@@ -8,6 +8,11 @@ namespace minivllm {
 
 // Sampling inputs for a batch of sequences (rank 0 only). All host values.
 // Semantics, identical on every backend (threshold form, so that a GPU needs no sort):
+//   The logits are first penalised (logits_processing.h: repetition over the prompt and generated
+//   tokens, then OpenAI's presence and frequency over the generated ones) when the row has
+//   penalties; logprobs are the log-softmax of these penalised logits at temperature 1, before
+//   any temperature, top-k, top-p or min-p (what the model, penalties included, thinks of each
+//   token, whatever the request samples with).
 //   temperature == 0: argmax of the logits (lowest id among ties).
 //   otherwise p = softmax(logits / temperature), and a token is kept when p_i >= t, where t is the
 //   largest of these thresholds (ties with a threshold are always kept):
@@ -24,7 +29,13 @@ struct SamplingBatch {
   std::vector<float> top_p;
   std::vector<float> min_p;
   std::vector<float> uniform;  // one draw per sequence from its own seeded generator
+  // Empty when no row of the batch has penalties (the fast path), else one value per row.
+  std::vector<float> presence_penalty, frequency_penalty, repetition_penalty;
+  // Empty when no row asks for logprobs, else per row: -1 none, else how many top tokens (0..20).
+  std::vector<int> logprobs;
   int size() const { return static_cast<int>(temperature.size()); }
+  bool has_penalties() const { return !presence_penalty.empty(); }
+  bool has_logprobs() const { return !logprobs.empty(); }
 };
 
 // logits: [num_seqs, vocab] row-major fp32. Writes num_seqs token ids.

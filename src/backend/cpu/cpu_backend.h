@@ -70,6 +70,12 @@ class CpuBackend : public Backend {
 
   // ---- sampling: the host reference sampler, logits are already on the host ----
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+  // Penalties and logprobs: the host reference, rows in parallel (cpu_logits_ops.cc).
+  void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;
+  void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
+                       const SamplingBatch& batch) override;
+  void compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen, int32_t* top_ids,
+                        float* top_logprobs) override;
 
   // ---- tensor parallelism (cpu_tp.cc): world 1 is the single-rank communicator, more ranks are
   // processes sharing the memfd segment of make_cpu_comm_bootstrap (shm_communicator.h) ----

@@ -85,6 +85,12 @@ class CudaBackend : public Backend {
   std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) override;
 
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+  // Penalties and logprobs (cuda_logits_ops.cc, kernels in logits_ops.cu).
+  void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;
+  void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
+                       const SamplingBatch& batch) override;
+  void compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen, int32_t* top_ids,
+                        float* top_logprobs) override;
 
   bool supports_graphs() const override { return true; }
   int capture_graph(const std::function<void()>& body) override;
@@ -130,6 +136,14 @@ class CudaBackend : public Backend {
   int sample_capacity_ = 0;
   void* sample_host_ = nullptr;    // pinned: 5 arrays of sample_capacity_ 4-byte values + tokens
   void* sample_device_ = nullptr;  // as sample_host_, then the greedy argmax scratch
+
+  // Penalties and logprobs: their small inputs and outputs, grown as needed (never in a graph).
+  struct ScratchDeleter {
+    void operator()(void* p) const;
+  };
+  uint8_t* logits_scratch(size_t bytes);
+  std::unique_ptr<void, ScratchDeleter> logits_scratch_;
+  size_t logits_scratch_bytes_ = 0;
 
   struct Graph {
     cudaGraph_t graph = nullptr;
