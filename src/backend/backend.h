@@ -154,6 +154,11 @@ class Backend {
   virtual void to_f32(const Tensor& x, const Tensor& out) = 0;
 
   // ---- KV cache ----
+  // Throws, naming the shape and what is supported, when attention cannot run these heads (this
+  // rank's q and kv heads). The model calls it before loading weights, so an unsupported model
+  // fails at start-up, never in a step. The CPU backend takes any shape.
+  virtual void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const {}
+  // Also fails at start-up for a block_size this backend cannot index.
   virtual KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) = 0;
 
   // ---- sampling ----

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
@@ -162,13 +163,21 @@ void CudaBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {
   CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+void CudaBackend::check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const {
+  MINIVLLM_CHECK(num_q_heads > 0 && attention_shape_supported(num_q_heads, num_kv_heads, head_dim))
+      << "cuda backend: the model's " << describe_unsupported_attention(num_q_heads, num_kv_heads, head_dim);
+}
+
 KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) {
   MINIVLLM_CHECK(num_blocks > 0 && num_kv_heads > 0) << "allocate_kv_cache: blocks " << num_blocks << " kv_heads "
                                                      << num_kv_heads;
+  // The attention kernels find a key's block and offset by shift and mask.
   MINIVLLM_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0)
-      << "allocate_kv_cache: block_size " << block_size << " must be a power of two";
-  MINIVLLM_CHECK(head_dim == 64 || head_dim == 128) << "allocate_kv_cache: head_dim " << head_dim
-                                                    << " not supported by the CUDA kernels (64, 128)";
+      << "cuda backend: block_size " << block_size
+      << " not supported; the CUDA kernels take a power of two (16, 32, 64, 128, 256, ...)";
+  MINIVLLM_CHECK(attention_head_dim_supported(head_dim))
+      << "allocate_kv_cache: head_dim " << head_dim << " not supported by the CUDA kernels; "
+      << supported_attention_shapes();
   return KVCache{empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}), empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}),
                  num_blocks, block_size, num_kv_heads, head_dim};
 }

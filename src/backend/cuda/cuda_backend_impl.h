@@ -78,6 +78,8 @@ class CudaBackend : public Backend {
 
   // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
   KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
+  // GQA group 1..16, head_dim 64, 96, 128, 256 (attention_shapes.h).
+  void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const override;
 
   // One cudaMemcpy2DAsync on the stream.
   void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;

@@ -113,6 +113,13 @@ void launch_decode_attention(const AttentionArgs& a, int num_splits, int partiti
                              cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
+// How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`
+// heads each (tiles = 1 for the exact kernels: groups 1, 2, 4, 8 at head_dim 64 and 128).
+struct DecodeHeadTiles {
+  int heads_per_cta;
+  int tiles;
+};
+DecodeHeadTiles decode_head_tiles(int head_dim, int group);
 
 // ---- sampler.cu ----
 struct SampleParamsDevice {

@@ -2,6 +2,7 @@
 // backend's stream. No op allocates or synchronises, so a decode step can be captured.
 #include <algorithm>
 
+#include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -242,9 +243,9 @@ RopeArgs rope_args(const Tensor& qkv, int num_q_heads, int num_kv_heads, int hea
   check_gpu(qkv, DType::kBF16, "qk_norm_rope", "qkv");
   check_gpu(positions, DType::kI32, "qk_norm_rope", "positions");
   check_gpu(cos_sin, DType::kF32, "qk_norm_rope", "cos_sin");
-  MINIVLLM_CHECK(num_q_heads > 0 && num_kv_heads > 0 && head_dim % 64 == 0 && head_dim <= 256)
+  MINIVLLM_CHECK(num_q_heads > 0 && num_kv_heads > 0 && head_dim % 8 == 0 && head_dim > 0 && head_dim <= 256)
       << "qk_norm_rope: heads " << num_q_heads << "/" << num_kv_heads << " head_dim " << head_dim
-      << " (head_dim must be 64, 128, 192 or 256)";
+      << " (head_dim must be a multiple of 8, at most 256)";
   RopeArgs a{};
   a.qkv = qkv.data();
   a.tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim, "qk_norm_rope", "qkv");
@@ -328,10 +329,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   check_aligned16(qkv, "attention", "qkv");
   check_aligned16(out, "attention", "out");
   const int nkv = cache.num_kv_heads, hd = cache.head_dim;
-  MINIVLLM_CHECK(nkv > 0 && (hd == 64 || hd == 128)) << "attention: cache kv_heads " << nkv << " head_dim " << hd
-                                                     << " (head_dim 64 or 128)";
-  MINIVLLM_CHECK(num_q_heads > 0 && num_q_heads % nkv == 0)
-      << "attention: " << num_q_heads << " q heads for " << nkv << " kv heads";
+  MINIVLLM_CHECK(num_q_heads > 0 && attention_shape_supported(num_q_heads, nkv, hd))
+      << "attention: " << describe_unsupported_attention(num_q_heads, nkv, hd);
   const int64_t tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * nkv) * hd, "attention", "qkv");
   MINIVLLM_CHECK_EQ(rows_with_cols(out, static_cast<int64_t>(num_q_heads) * hd, "attention", "out"), tokens)
       << "attention: out " << out.describe() << " vs qkv " << qkv.describe();
@@ -360,6 +359,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     MINIVLLM_CHECK(meta.block_tables.numel() >= static_cast<int64_t>(a.table_cols) * meta.num_seqs)
         << "attention: block_tables " << meta.block_tables.describe() << " for " << meta.num_seqs << " sequences";
     a.block_size_log2 = log2_exact(cache.block_size);
+    MINIVLLM_CHECK(cache.block_size > 0 && (1 << a.block_size_log2) == cache.block_size)
+        << "attention: cache block_size " << cache.block_size << " is not a power of two";
     a.num_blocks = cache.num_blocks;
   }
   if (meta.is_prefill) {
@@ -383,9 +384,12 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   a.context_lens = meta.context_lens.ptr<int32_t>();
   // Graph-constant capacity: the block table's columns (and max_num_blocks, when given).
   const int64_t max_blocks = std::max<int64_t>(a.table_cols, meta.max_num_blocks);
-  const DecodeSplit split =
-      plan_decode_split(meta.num_seqs, nkv, num_q_heads / nkv, max_blocks * cache.block_size,
-                        decode_partition_granule(hd), num_sms_, decode_partial_rows_, decode_min_partition_);
+  // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
+  // policy counts CTAs and the q heads each one writes.
+  const DecodeHeadTiles tiles = decode_head_tiles(hd, num_q_heads / nkv);
+  const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta,
+                                              max_blocks * cache.block_size, decode_partition_granule(hd), num_sms_,
+                                              decode_partial_rows_, decode_min_partition_);
   launch_decode_attention(a, split.num_splits, split.partition,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }

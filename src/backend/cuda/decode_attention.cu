@@ -14,6 +14,13 @@
 // num_splits / partition are computed on the host from graph-constant values (num_seqs,
 // max_num_blocks), never from context_lens, so the launch shape is fixed inside a CUDA graph;
 // CTAs whose partition starts past the sequence's length return at once.
+//
+// Shapes. The GQA groups 1, 2, 4 and 8 at head_dim 64 and 128 (the target models) have exact
+// kernels: one CTA per kv head, its kGroup q heads in registers. Every other group (up to
+// kMaxAttentionGroup) takes a "tiled" kernel: the group is covered by ceil(group / kGroup) CTAs of
+// kGroup heads each (the last one padded with heads whose q is zero and which are never stored),
+// so group 3 runs as one CTA of 4 heads and group 12 as two CTAs of 8 (each reading the kv head).
+// head_dim 96 uses 16 lanes per key (12 of them loading); 256 uses a whole warp per key.
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
@@ -28,11 +35,20 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
+constexpr int pow2_ceil(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
 // kUnroll: keys per lane group loaded before any use. 4 streams the cache at ~98% of copy
 // bandwidth when many CTAs run; with splits (few sequences), 8 makes a 64-key split one step.
 template <int kHeadDim, int kUnroll = 4>
 struct DecodeShape {
-  static constexpr int kLanes = kHeadDim / 8;           // lanes per key
+  static_assert(kHeadDim % 8 == 0 && kHeadDim <= 256, "head_dim: 16-byte chunks, at most one warp per key");
+  static constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks of one key
+  static constexpr int kLanes = pow2_ceil(kChunks);      // lanes per key (the last kLanes - kChunks idle)
+  static constexpr bool kAllLanesLoad = kLanes == kChunks;
   static constexpr int kKeysPerWarp = 32 / kLanes;
   static constexpr int kGroups = kWarps * kKeysPerWarp;  // keys in flight per CTA per unroll step
   static constexpr int kStep = kGroups * kUnroll;        // keys per loop iteration
@@ -41,19 +57,30 @@ struct DecodeShape {
 // Launched with programmatic dependent launch: the context length and the first block-table entry
 // (the step's inputs) are loaded, and this thread's first keys prefetched into L2, while the rope
 // kernel still runs; q and the cache are read after pdl_wait().
-template <int kHeadDim, int kGroup, int kUnroll>
+// kExact: the GQA group is kGroup (grid.y = kv heads). Otherwise grid.y = kv heads x tiles and this
+// CTA serves `heads` <= kGroup q heads of its kv head; everything shape-dependent below folds to
+// the exact kernel's constants when kExact.
+template <int kHeadDim, int kGroup, int kUnroll, bool kExact>
 __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                 DecodeScratch scratch) {
   pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
   using S = DecodeShape<kHeadDim, kUnroll>;
   const int split = blockIdx.x;
-  const int kvh = blockIdx.y;
   const int seq = blockIdx.z;
+  const int gqa = kExact ? kGroup : a.num_q_heads / a.num_kv_heads;
+  const int tiles = kExact ? 1 : (gqa + kGroup - 1) / kGroup;
+  const int kvh = kExact ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.y) / tiles;
+  const int tile = kExact ? 0 : static_cast<int>(blockIdx.y) - kvh * tiles;
+  const int head0 = kExact ? 0 : kvh * gqa + tile * kGroup;  // tiled: this CTA's first q head
+  // q head g of this CTA (written as the exact kernel always wrote it, so that kernel is unchanged).
+  auto q_head = [&](int g) { return kExact ? kvh * kGroup + g : head0 + g; };
+  const int heads = kExact ? kGroup : min(kGroup, gqa - tile * kGroup);  // real q heads (the rest pad)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int dl = lane % S::kLanes;                         // this lane's 8 dims: dl * 8 ..
+  const bool loads = S::kAllLanesLoad || dl < S::kChunks;  // head_dim 96: lanes 12..15 of a key idle
   const int group = warp * S::kKeysPerWarp + lane / S::kLanes;
-  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kChunks = S::kChunks;
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
   const int start = split * partition;
   const int ctx = a.context_lens[seq];
@@ -65,7 +92,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = start + u * S::kGroups + group;
-      if (j < ctx && (j >> a.block_size_log2) == first_col) {
+      if (loads && j < ctx && (j >> a.block_size_log2) == first_col) {
         const int64_t row = ((static_cast<int64_t>(first_block) * a.num_kv_heads + kvh) << a.block_size_log2) +
                             (j & bs_mask);
         asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint4*>(a.k_cache) + row * kChunks + dl));
@@ -76,9 +103,11 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   if (start >= ctx) {  // past this sequence: the merge counts only the splits that hold keys
     if (ctx <= 0 && split == 0) {  // no keys at all (a padded row): zeros, never garbage
       pdl_wait();  // an earlier kernel may still read out
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim +
-                           static_cast<int64_t>(kvh) * kGroup * kHeadDim;
-      for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kThreads) out[i] = __float2bfloat16(0.0f);
+      const int64_t first = kExact ? static_cast<int64_t>(kvh) * kGroup * kHeadDim
+                                   : static_cast<int64_t>(head0) * kHeadDim;  // this CTA's first q head
+      __nv_bfloat16* out =
+          static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + first;
+      for (int i = threadIdx.x; i < heads * kHeadDim; i += kThreads) out[i] = __float2bfloat16(0.0f);
     }
     return;
   }
@@ -92,8 +121,13 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(a.qkv) + seq * qkv_stride +
-                              static_cast<int64_t>(kvh * kGroup + g) * kHeadDim + dl * 8;
-    bf16x8_to_f32(*reinterpret_cast<const uint4*>(qp), q[g]);
+                              static_cast<int64_t>(q_head(g)) * kHeadDim + dl * 8;
+    if constexpr (kExact && S::kAllLanesLoad) {
+      bf16x8_to_f32(*reinterpret_cast<const uint4*>(qp), q[g]);
+    } else {  // a pad head or an idle lane: q = 0
+      const bool real = g < heads && loads;
+      bf16x8_to_f32(real ? *reinterpret_cast<const uint4*>(qp) : make_uint4(0, 0, 0, 0), q[g]);
+    }
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[g][i] *= qscale;
   }
@@ -117,7 +151,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * S::kGroups + group;
       valid[u] = j < end;
-      if (valid[u]) {
+      if (valid[u] && loads) {
         const int64_t block =
             (j >> a.block_size_log2) == first_col ? first_block : table[j >> a.block_size_log2];
         const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
@@ -175,15 +209,17 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   __shared__ float sm_acc[S::kGroups][kGroup][kHeadDim];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
+    if (loads) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) sm_acc[group][g][dl * 8 + i] = acc[g][i];
+      for (int i = 0; i < 8; ++i) sm_acc[group][g][dl * 8 + i] = acc[g][i];
+    }
     if (dl == 0) {
       sm_m[group][g] = m[g];
       sm_l[group][g] = l[g];
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < kGroup * kHeadDim; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
     float mx = -INFINITY;
@@ -196,7 +232,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       sum += sm_l[r][g] * w;
       o += sm_acc[r][g][d] * w;
     }
-    const int h = kvh * kGroup + g;
+    const int h = q_head(g);
     if (num_splits == 1) {
       __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
                            static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(h) * kHeadDim;
@@ -216,7 +252,8 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   __threadfence();  // this CTA's partials are visible before its arrival is counted
   __syncthreads();
   if (threadIdx.x == 0) {
-    int* counter = scratch.counters + static_cast<int64_t>(seq) * a.num_kv_heads + kvh;
+    int* counter = scratch.counters + (kExact ? static_cast<int64_t>(seq) * a.num_kv_heads + kvh
+                                              : static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
     is_last = atomicAdd(counter, 1) == used - 1;
     if (is_last) *counter = 0;  // every other split has arrived: ready for the next step
   }
@@ -230,13 +267,14 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   __shared__ float sm_inv[kGroup];
   const bool in_smem = used <= kMaxSmemSplits;
   if (in_smem) {
-    for (int idx = threadIdx.x; idx < kGroup * used; idx += kThreads) {
+    for (int idx = threadIdx.x; idx < heads * used; idx += kThreads) {
       const int g = idx / used, i = idx % used;
-      const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + kvh * kGroup + g) * num_splits;
+      const int64_t row0 =
+          (static_cast<int64_t>(seq) * a.num_q_heads + (kExact ? kvh * kGroup : head0) + g) * num_splits;
       sm_w[g][i] = __ldcg(scratch.partial_lse + row0 + i);
     }
     __syncthreads();
-    if (threadIdx.x < kGroup) {
+    if (threadIdx.x < heads) {
       const int g = threadIdx.x;
       float mx = -INFINITY, sum = 0.0f;
       for (int i = 0; i < used; ++i) mx = fmaxf(mx, sm_w[g][i]);
@@ -248,10 +286,10 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     }
     __syncthreads();
   }
-  for (int idx = threadIdx.x; idx < kGroup * kHeadDim; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
-    const int h = kvh * kGroup + g;
+    const int h = q_head(g);
     const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
     float o = 0.0f, sum = 0.0f;
     if (in_smem) {
@@ -278,44 +316,82 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, const D
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if constexpr (kGroup <= 2) {  // registers allow 8 keys in flight per lane group
     if (num_splits > 1) {        // few sequences: short splits, one step each
-      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8>, grid, dim3(kThreads), 0, st, a, partition,
+      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8, true>, grid, dim3(kThreads), 0, st, a, partition,
                       num_splits, sc);
       return;
     }
   }
   {
-    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4>, grid, dim3(kThreads), 0, st, a, partition, num_splits,
-                    sc);
+    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, true>, grid, dim3(kThreads), 0, st, a, partition,
+                    num_splits, sc);
   }
 }
 
+// Any group: ceil(group / kGroup) CTAs per kv head.
+template <int kHeadDim, int kGroup>
+void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
+  const int tiles = (a.num_q_heads / a.num_kv_heads + kGroup - 1) / kGroup;
+  const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
+  launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false>, grid, dim3(kThreads), 0, st, a, partition,
+                  num_splits, sc);
+}
+
+// q heads per CTA of the tiled kernels: the smallest instantiated tile holding the group, 8 beyond.
+int tile_heads(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
+
+// The target models' head dims: exact kernels for groups 1, 2, 4, 8; tiles of 4 or 8 otherwise.
 template <int kHeadDim>
-void dispatch_group(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
+void dispatch_fast(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   switch (a.num_q_heads / a.num_kv_heads) {
     case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, sc, st);
     case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, sc, st);
     case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, sc, st);
     case 8: return launch_split<kHeadDim, 8>(a, num_splits, partition, sc, st);
-    default: MINIVLLM_FAIL() << "decode attention: GQA group " << a.num_q_heads / a.num_kv_heads
-                             << " not supported (1, 2, 4, 8)";
+    case 3: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
+    default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
   }
+}
+
+// Other head dims: tiled kernels only.
+template <int kHeadDim>
+void dispatch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
+  switch (tile_heads(a.num_q_heads / a.num_kv_heads)) {
+    case 1: return launch_tiled<kHeadDim, 1>(a, num_splits, partition, sc, st);
+    case 2: return launch_tiled<kHeadDim, 2>(a, num_splits, partition, sc, st);
+    case 4: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
+    default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
+  }
+}
+
+bool has_exact_kernel(int head_dim, int group) {
+  return (head_dim == 64 || head_dim == 128) && (group == 1 || group == 2 || group == 4 || group == 8);
 }
 
 }  // namespace
 
+DecodeHeadTiles decode_head_tiles(int head_dim, int group) {
+  if (has_exact_kernel(head_dim, group)) return {group, 1};
+  const int per_cta = (head_dim == 64 || head_dim == 128) ? (group <= 4 ? 4 : 8) : tile_heads(group);
+  return {per_cta, (group + per_cta - 1) / per_cta};
+}
+
 int decode_partition_granule(int head_dim) {
-  return head_dim == 64 ? DecodeShape<64>::kStep : DecodeShape<128>::kStep;
+  switch (head_dim) {
+    case 64: return DecodeShape<64>::kStep;
+    case 96: return DecodeShape<96>::kStep;
+    case 128: return DecodeShape<128>::kStep;
+    default: return DecodeShape<256>::kStep;
+  }
 }
 
 void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
                              cudaStream_t stream) {
   if (a.num_seqs == 0) return;
-  if (a.head_dim == 64) {
-    dispatch_group<64>(a, num_splits, partition, scratch, stream);
-  } else if (a.head_dim == 128) {
-    dispatch_group<128>(a, num_splits, partition, scratch, stream);
-  } else {
-    MINIVLLM_FAIL() << "decode attention: head_dim " << a.head_dim << " not supported (64, 128)";
+  switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
+    case 64: return dispatch_fast<64>(a, num_splits, partition, scratch, stream);
+    case 128: return dispatch_fast<128>(a, num_splits, partition, scratch, stream);
+    case 96: return dispatch_tiled<96>(a, num_splits, partition, scratch, stream);
+    default: return dispatch_tiled<256>(a, num_splits, partition, scratch, stream);
   }
 }
 

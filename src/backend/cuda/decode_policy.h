@@ -8,8 +8,8 @@
 
 namespace minivllm::cuda {
 
-constexpr int kMaxDecodeHeadDim = 128;
-constexpr int kMaxDecodeGroup = 8;
+constexpr int kMaxDecodeHeadDim = 256;
+constexpr int kMaxDecodeGroup = 8;  // q heads per CTA (larger groups take several CTAs: decode_head_tiles)
 // Default least keys per split. Small splits cost little since the last CTA of a (sequence, kv
 // head) merges the splits itself (no combine kernel), and they cut the serial loop of a CTA: at
 // batch 1 and a short context, 256-key splits leave ~2 CTAs per kv head each walking 8 steps.

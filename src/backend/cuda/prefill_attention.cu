@@ -8,6 +8,10 @@
 // double-buffered, XOR-swizzled shared memory (ldmatrix reads are bank-conflict free). S = Q K^T
 // stays in registers, the online softmax runs in fp32 (exp2 with the scale folded in), and P is
 // re-packed as bf16 A fragments for O += P V.
+//
+// head_dim 64 and 128 are the target models'. 96 keeps its shared-memory rows 128 wide (the XOR
+// swizzle permutes 8 chunks of 16 bytes); 256 takes 32-key tiles, so that S, P and the 16 x 256
+// output of a warp fit the registers and K, V double-buffered fit the shared memory (96 KB).
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
@@ -18,7 +22,6 @@ namespace minivllm::cuda {
 namespace {
 
 constexpr int kBlockM = 64;
-constexpr int kBlockN = 64;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -55,27 +58,33 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Element offset of 16-byte chunk `chunk` of `row` in a [rows][kHeadDim] swizzled tile.
-template <int kHeadDim>
+// Element offset of 16-byte chunk `chunk` of `row` in a [rows][kRowElems] swizzled tile.
+template <int kRowElems>
 __device__ __forceinline__ int swz(int row, int chunk) {
-  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+  return row * kRowElems + ((chunk ^ (row & 7)) << 3);
 }
 
 template <int kHeadDim>
 struct PrefillTile {
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head_dim: whole mma k-steps");
   static constexpr int kChunks = kHeadDim / 8;
-  static constexpr int kTileElems = kBlockN * kHeadDim;
-  static constexpr int kSmemBytes = (kBlockM * kHeadDim + 4 * kTileElems) * 2;  // Q, K x2, V x2
+  static constexpr int kRowElems = (kHeadDim + 63) / 64 * 64;  // a multiple of 8 chunks (the swizzle)
+  static constexpr int kBlockN = kHeadDim > 128 ? 32 : 64;       // keys per tile
+  static constexpr bool kQInRegs = kHeadDim <= 128;  // else Q's fragments are re-read from smem per tile
+  static constexpr int kTileElems = kBlockN * kRowElems;
+  static constexpr int kSmemBytes = (kBlockM * kRowElems + 4 * kTileElems) * 2;  // Q, K x2, V x2
 };
 
 template <int kHeadDim>
 __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   using T = PrefillTile<kHeadDim>;
   constexpr int kChunks = T::kChunks;
+  constexpr int kBlockN = T::kBlockN;
+  constexpr int kRow = T::kRowElems;
   extern __shared__ __align__(128) __nv_bfloat16 smem[];
   __nv_bfloat16* sq = smem;
-  __nv_bfloat16* sk = sq + kBlockM * kHeadDim;      // [2][kBlockN][kHeadDim]
-  __nv_bfloat16* sv = sk + 2 * T::kTileElems;       // [2][kBlockN][kHeadDim]
+  __nv_bfloat16* sk = sq + kBlockM * kRow;         // [2][kBlockN][kRow]
+  __nv_bfloat16* sv = sk + 2 * T::kTileElems;       // [2][kBlockN][kRow]
 
   const int tile = blockIdx.x;
   const int seq = blockIdx.y;
@@ -101,7 +110,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
     const int r = idx / kChunks, c = idx % kChunks;
     const bool ok = q0 + r < len_q;
     const __nv_bfloat16* src = qkv + (ok ? (q_begin + q0 + r) * qkv_stride + h * kHeadDim + c * 8 : 0);
-    cp_async16(sq + swz<kHeadDim>(r, c), src, ok);
+    cp_async16(sq + swz<kRow>(r, c), src, ok);
   }
 
   const int32_t* table = a.k_cache != nullptr ? a.block_tables + static_cast<int64_t>(seq) * a.table_cols : nullptr;
@@ -126,8 +135,8 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
           vsrc = ksrc + a.num_kv_heads * kHeadDim;
         }
       }
-      cp_async16(dk + swz<kHeadDim>(r, c), ksrc, ok);
-      cp_async16(dv + swz<kHeadDim>(r, c), vsrc, ok);
+      cp_async16(dk + swz<kRow>(r, c), ksrc, ok);
+      cp_async16(dv + swz<kRow>(r, c), vsrc, ok);
     }
   };
   load_kv(0, 0);
@@ -137,7 +146,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   const int g = lane >> 2;  // fragment row (and row + 8)
   const int t4 = lane & 3;  // fragment column pair
   const int wr = warp * 16;
-  uint32_t qf[kHeadDim / 16][4];
+  uint32_t qf[T::kQInRegs ? kHeadDim / 16 : 1][4];
   float o[kHeadDim / 8][4];
 #pragma unroll
   for (int i = 0; i < kHeadDim / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -154,10 +163,10 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kt == 0) {
+    if (T::kQInRegs && kt == 0) {
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-        ldmatrix_x4(qf[kk], sq + swz<kHeadDim>(wr + (lane & 15), kk * 2 + (lane >> 4)));
+        ldmatrix_x4(qf[T::kQInRegs ? kk : 0], sq + swz<kRow>(wr + (lane & 15), kk * 2 + (lane >> 4)));
       }
     }
     const __nv_bfloat16* tk = sk + stage * T::kTileElems;
@@ -168,13 +177,15 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
     for (int i = 0; i < kBlockN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      if constexpr (!T::kQInRegs) ldmatrix_x4(qf[0], sq + swz<kRow>(wr + (lane & 15), kk * 2 + (lane >> 4)));
+      const uint32_t* qa = qf[T::kQInRegs ? kk : 0];
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
         const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, tk + swz<kHeadDim>(row, kk * 2 + ((lane >> 3) & 1)));
-        mma_bf16(s[2 * np], qf[kk], b[0], b[1]);
-        mma_bf16(s[2 * np + 1], qf[kk], b[2], b[3]);
+        ldmatrix_x4(b, tk + swz<kRow>(row, kk * 2 + ((lane >> 3) & 1)));
+        mma_bf16(s[2 * np], qa, b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qa, b[2], b[3]);
       }
     }
 
@@ -232,7 +243,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
 #pragma unroll
       for (int dp = 0; dp < kHeadDim / 16; ++dp) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, tv + swz<kHeadDim>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
+        ldmatrix_x4_trans(b, tv + swz<kRow>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
         mma_bf16(o[2 * dp], pa, b[0], b[1]);
         mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
       }
@@ -273,12 +284,11 @@ void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
 
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seqs == 0 || a.max_seqlen_q == 0) return;
-  if (a.head_dim == 64) {
-    launch_prefill<64>(a, stream);
-  } else if (a.head_dim == 128) {
-    launch_prefill<128>(a, stream);
-  } else {
-    MINIVLLM_FAIL() << "prefill attention: head_dim " << a.head_dim << " not supported (64, 128)";
+  switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
+    case 64: return launch_prefill<64>(a, stream);
+    case 96: return launch_prefill<96>(a, stream);
+    case 128: return launch_prefill<128>(a, stream);
+    default: return launch_prefill<256>(a, stream);
   }
 }
 

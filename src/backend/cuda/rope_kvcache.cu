@@ -15,7 +15,8 @@ namespace {
 
 constexpr int kMaxPairsPerLane = 4;  // head_dim <= 256
 
-// One warp per (token, head); lane l owns the rotary pairs (i, i + half) for i = l + 32 k.
+// One warp per (token, head); lane l owns the rotary pairs (i, i + half) for i = l + 32 k < half
+// (head_dim 96: lanes 0..15 own two pairs, the others one).
 // Launched with programmatic dependent launch: the position, cos/sin, norm weights and slot are
 // loaded while the qkv projection still runs; qkv only after pdl_wait().
 __global__ void qk_norm_rope_kernel(RopeArgs a) {
@@ -28,7 +29,6 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   if (t >= a.tokens) return;
   const int h = static_cast<int>(item - t * heads);
   const int half = a.head_dim / 2;
-  const int pairs = half / 32;
   const bool is_q = h < a.num_q_heads;
   const void* norm = is_q ? a.q_norm : a.k_norm;
   const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
@@ -41,7 +41,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   float cs[kMaxPairsPerLane], sn[kMaxPairsPerLane], w1[kMaxPairsPerLane], w2[kMaxPairsPerLane];
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
-    if (k < pairs) {
+    if (lane + 32 * k < half) {
       cs[k] = cos[lane + 32 * k];
       sn[k] = sin[lane + 32 * k];
       w1[k] = norm != nullptr ? load_weight(norm, norm_f32, lane + 32 * k) : 1.0f;
@@ -58,7 +58,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   float sum_sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
-    if (k < pairs) {
+    if (lane + 32 * k < half) {
       x1[k] = __bfloat162float(x[lane + 32 * k]);
       x2[k] = __bfloat162float(x[lane + 32 * k + half]);
       sum_sq += x1[k] * x1[k] + x2[k] * x2[k];
@@ -69,7 +69,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
     const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(a.head_dim) + a.eps);
 #pragma unroll
     for (int k = 0; k < kMaxPairsPerLane; ++k) {
-      if (k < pairs) {
+      if (lane + 32 * k < half) {
         x1[k] = (x1[k] * inv) * w1[k];
         x2[k] = (x2[k] * inv) * w2[k];
       }
@@ -88,7 +88,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   }
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
-    if (k < pairs) {
+    if (lane + 32 * k < half) {
       const int i = lane + 32 * k;
       const __nv_bfloat16 lo = __float2bfloat16(x1[k] * cs[k] - x2[k] * sn[k]);
       const __nv_bfloat16 hi = __float2bfloat16(x2[k] * cs[k] + x1[k] * sn[k]);
