@@ -1,7 +1,8 @@
 // One attention scenario run on both backends: a paged cache filled through store_kvcache with
 // the keys and values of every sequence's whole history (cached prefix and new tokens), block
 // tables over a shuffled set of blocks, then prefill (varlen, the last len_q positions of each
-// sequence) or decode (one query per sequence). Returns the two outputs as fp32.
+// sequence) or decode (one query per sequence). Returns the two outputs as fp32, and whether a
+// poisoned row just past the GPU output survived (a kernel storing beyond its heads would hit it).
 #pragma once
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct AttentionCase {
 
 struct AttentionOutputs {
   std::vector<float> gpu, cpu;
+  bool sentinel_intact = false;
 };
 
 struct SideMeta {
@@ -110,10 +112,13 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   }
   {
     SideMeta s = build_side(*b.gpu, c, history, slots, tables, table_cols, num_blocks);
-    Tensor o = b.gpu->empty(DType::kBF16, {tokens, static_cast<int64_t>(c.nq) * c.hd});
-    b.gpu->fill_bytes(o, 0xFF);
-    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, o);
-    out.gpu = download(*b.gpu, o);
+    const int64_t width_out = static_cast<int64_t>(c.nq) * c.hd;
+    Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
+    b.gpu->fill_bytes(o_and_sentinel, 0xFF);
+    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, o_and_sentinel.rows(0, tokens));
+    out.gpu = download(*b.gpu, o_and_sentinel);
+    out.sentinel_intact = std::all_of(out.gpu.end() - width_out, out.gpu.end(), [](float v) { return std::isnan(v); });
+    out.gpu.resize(static_cast<size_t>(tokens * width_out));
   }
   return out;
 }

@@ -13,6 +13,7 @@ void check(const AttentionCase& c, const std::string& name, uint32_t seed) {
   Backends b;
   const AttentionOutputs o = run_attention_case(b, c, seed);
   expect_close(o.gpu, o.cpu, kNmse, kAbs, name);
+  EXPECT_TRUE(o.sentinel_intact) << name << ": the row after the output was written";
 }
 
 TEST(CudaAttention, PrefillWithoutPrefix) {

@@ -89,6 +89,13 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   // Batch-1 decode as the engine runs it: a short context in a 4096-key block table.
   bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300", 4096);
   bench_decode(16, 8, 128, 1, 4000, 256, "decode_qwen3_batch1_ctx4000", 4096);
+  // Shapes on the tiled kernels: SmolLM2-135M (group 3), Qwen2.5-1.5B's heads (12 / 2, group 6),
+  // group 16 (two CTAs per kv head), head_dim 96 (Phi-3-mini's 32 / 32) and 256 (8 / 1).
+  bench_decode(9, 3, 64, 256, 1024, 256, "decode_smollm2_group3");
+  bench_decode(12, 2, 128, 256, 1024, 256, "decode_group6");
+  bench_decode(32, 2, 128, 256, 1024, 256, "decode_group16");
+  bench_decode(32, 32, 96, 64, 1024, 256, "decode_hd96");
+  bench_decode(8, 1, 256, 256, 1024, 256, "decode_hd256_group8");
 }
 
 TEST(CudaBench, PrefillAttentionThroughput) {

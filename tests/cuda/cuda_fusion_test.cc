@@ -106,7 +106,8 @@ TEST(CudaQkNormRopeStore, MatchesCpuUnfusedPair) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(83);
-  for (RopeStoreShape s : {RopeStoreShape{16, 8, 128, 256}, RopeStoreShape{32, 8, 64, 16}}) {
+  for (RopeStoreShape s : {RopeStoreShape{16, 8, 128, 256}, RopeStoreShape{32, 8, 64, 16},
+                           RopeStoreShape{14, 2, 96, 32}, RopeStoreShape{5, 1, 256, 64}}) {
     Tensor table = rope_table(4096, s.hd);
     Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
     Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);

@@ -30,7 +30,9 @@ TEST(CudaRope, QkNormRopeMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(11);
-  for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{32, 8, 64}, HeadShape{4, 4, 64}}) {
+  // Then SmolLM2's heads (group 3), and head_dim 96 (lanes own one or two rotary pairs) and 256.
+  for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{32, 8, 64}, HeadShape{4, 4, 64}, HeadShape{9, 3, 64},
+                      HeadShape{10, 2, 96}, HeadShape{8, 1, 256}}) {
     Tensor table = rope_table(4096, s.hd, 1e6);
     Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
     Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
@@ -62,7 +64,7 @@ TEST(CudaKvCache, StoreKvcacheWritesTheMappedSlots) {
   Backends b;
   std::mt19937 rng(12);
   for (int block_size : {16, 256}) {
-    for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{32, 8, 64}}) {
+    for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{32, 8, 64}, HeadShape{12, 2, 96}, HeadShape{8, 2, 256}}) {
       const int num_blocks = 40;
       const int64_t slots = static_cast<int64_t>(num_blocks) * block_size;
       const int64_t tokens = 129;

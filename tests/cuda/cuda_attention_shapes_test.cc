@@ -1,0 +1,147 @@
+// The attention kernels on shapes beyond the target models' (issue 10): GQA groups 3, 5, 6, 7, 12
+// and 16 (tiled decode CTAs, padded heads), head_dim 96 (idle lanes, padded smem rows) and 256
+// (a warp per key, 32-key prefill tiles), against the CPU backend; decode with and without
+// splits, prefill over prefix-cached spans, odd lengths, block sizes 16 to 256. Then the errors:
+// unsupported shapes and block sizes fail when the backend is asked at start-up.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+
+#include "attention_case.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+constexpr double kNmse = 2e-4;  // as cuda_attention_test.cc: bf16 inputs, outputs and P
+constexpr double kAbs = 2e-2;
+
+std::string shape_name(const AttentionCase& c) {
+  return std::to_string(c.nq) + "/" + std::to_string(c.nkv) + " heads (group " + std::to_string(c.nq / c.nkv) +
+         "), hd " + std::to_string(c.hd) + ", bs " + std::to_string(c.block_size);
+}
+
+// one_split: MINIVLLM_DECODE_MIN_PARTITION set so high that every decode runs unsplit (read when
+// the backend is made).
+void check(const AttentionCase& c, const std::string& what, uint32_t seed, bool one_split = false) {
+  if (one_split) setenv("MINIVLLM_DECODE_MIN_PARTITION", "1000000", 1);
+  Backends b;
+  if (one_split) unsetenv("MINIVLLM_DECODE_MIN_PARTITION");
+  const std::string name = what + ", " + shape_name(c);
+  const AttentionOutputs o = run_attention_case(b, c, seed);
+  expect_close(o.gpu, o.cpu, kNmse, kAbs, name);
+  EXPECT_TRUE(o.sentinel_intact) << name << ": the row after the output was written";
+}
+
+AttentionCase decode_case(int nq, int nkv, int hd, int block_size, std::vector<int> contexts, int extra_cols = 0) {
+  AttentionCase c{nq, nkv, hd, block_size, {}, std::move(contexts)};
+  c.decode = true;
+  c.extra_table_cols = extra_cols;
+  return c;
+}
+
+// {nq, nkv, hd}: groups 3, 5, 6, 7, 12, 16 at the target head dims; every tile size at 96 and 256.
+struct Heads {
+  int nq, nkv, hd;
+};
+const Heads kDecodeHeads[] = {
+    {9, 3, 64},    {10, 2, 128}, {12, 2, 64},  {14, 2, 128}, {24, 2, 64}, {32, 2, 128}, {16, 1, 64},
+    {4, 4, 96},    {8, 4, 96},   {6, 2, 96},   {14, 2, 96},  {16, 1, 96}, {2, 2, 256},  {4, 2, 256},
+    {12, 4, 256},  {10, 2, 256}, {8, 1, 256},  {16, 1, 256},
+};
+
+TEST(CudaAttentionShapes, DecodeSplitKv) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 100;
+  for (const Heads& h : kDecodeHeads) {
+    // Few sequences: many splits, contexts ending mid-block, table capacity past the contexts.
+    check(decode_case(h.nq, h.nkv, h.hd, 16, {1500, 5, 701}, 7), "decode, split", seed++);
+  }
+}
+
+TEST(CudaAttentionShapes, DecodeOneSplit) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  uint32_t seed = 200;
+  const int block_sizes[] = {32, 64, 128, 256};
+  int i = 0;
+  for (const Heads& h : kDecodeHeads) {
+    check(decode_case(h.nq, h.nkv, h.hd, block_sizes[i++ % 4], {1, 33, 1027, 300, 64, 257, 129}),
+          "decode, one split", seed++, /*one_split=*/true);
+  }
+}
+
+TEST(CudaAttentionShapes, DecodeManySplitsMergeFromL2) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  // One sequence of 5000 keys: ~79 splits of 64 keys, more than the merge keeps in shared memory.
+  check(decode_case(6, 2, 96, 64, {5000}), "decode, 79 splits", 300);
+  check(decode_case(16, 1, 256, 16, {4999}), "decode, 79 splits", 301);
+  check(decode_case(9, 3, 64, 256, {5001}), "decode, 79 splits", 302);
+}
+
+TEST(CudaAttentionShapes, PrefillReadsCachedPrefix) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  // Query spans of 7, 129, 1 and 65 rows after cached prefixes of 300, 17, 1000 and 0 keys.
+  const std::vector<int> len_q = {7, 129, 1, 65};
+  const std::vector<int> len_k = {7 + 300, 129 + 17, 1 + 1000, 65};
+  uint32_t seed = 400;
+  const std::pair<Heads, int> shapes[] = {{{9, 3, 64}, 16},  {{10, 2, 128}, 32}, {{12, 2, 96}, 64},
+                                          {{14, 2, 256}, 16}, {{16, 1, 96}, 256}, {{32, 2, 256}, 128},
+                                          {{3, 3, 96}, 32},  {{4, 2, 256}, 64}};
+  for (const auto& [h, block_size] : shapes) {
+    check({h.nq, h.nkv, h.hd, block_size, len_q, len_k}, "prefill with prefix", seed++);
+  }
+}
+
+TEST(CudaAttentionShapes, PrefillLongAndWithoutCache) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  check({6, 2, 96, 16, {1100}, {1100 + 77}}, "prefill 1100 rows after 77 cached", 500);
+  check({2, 1, 256, 64, {1031}, {1031}}, "prefill 1031 rows", 501);
+  for (const Heads& h : {Heads{6, 2, 96}, Heads{7, 1, 256}, Heads{9, 3, 64}}) {
+    AttentionCase c{h.nq, h.nkv, h.hd, 16, {7, 129, 1}, {7, 129, 1}};
+    c.no_cache = true;
+    check(c, "prefill without cache", 502);
+  }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CudaAttentionShapes, SupportedShapesPassTheStartUpCheck) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  for (int hd : {64, 96, 128, 256}) {
+    for (int group = 1; group <= 16; ++group) {
+      EXPECT_EQ(error_of([&] { gpu->check_attention_shape(2 * group, 2, hd); }), "") << group << " " << hd;
+    }
+  }
+}
+
+TEST(CudaAttentionShapes, OtherShapesAndBlockSizesFailAtStartUp) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  const std::string group17 = error_of([&] { gpu->check_attention_shape(17, 1, 64); });
+  EXPECT_NE(group17.find("GQA group 17"), std::string::npos) << group17;
+  EXPECT_NE(group17.find("supported: GQA group (q heads per kv head) 1 to 16, head_dim 64, 96, 128 or 256"),
+            std::string::npos)
+      << group17;
+  const std::string hd80 = error_of([&] { gpu->check_attention_shape(8, 8, 80); });
+  EXPECT_NE(hd80.find("head_dim 80 not supported"), std::string::npos) << hd80;
+  const std::string uneven = error_of([&] { gpu->check_attention_shape(9, 2, 64); });
+  EXPECT_NE(uneven.find("9 q heads / 2 kv heads (not a whole GQA group)"), std::string::npos) << uneven;
+  // The engine accepts any multiple of 16; the CUDA kernels need a power of two.
+  const std::string bs48 = error_of([&] { gpu->allocate_kv_cache(4, 48, 2, 64); });
+  EXPECT_NE(bs48.find("block_size 48 not supported"), std::string::npos) << bs48;
+  EXPECT_EQ(error_of([&] { gpu->allocate_kv_cache(4, 512, 2, 96); }), "");
+  const std::string kv_hd = error_of([&] { gpu->allocate_kv_cache(4, 16, 2, 80); });
+  EXPECT_NE(kv_hd.find("head_dim 80 not supported"), std::string::npos) << kv_hd;
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
