@@ -43,20 +43,32 @@ std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
   return prompts;
 }
 
-nlohmann::json to_json(const RequestOutput& o) {
-  nlohmann::json j = {{"token_ids", o.token_ids},
+nlohmann::json to_json(const RequestOutput& o, bool with_logprobs) {
+  nlohmann::json j = {{"index", o.index},
+                      {"token_ids", o.token_ids},
                       {"text", o.text},
                       {"finish_reason", o.finish_reason},
-                      {"prompt_token_ids", o.prompt_token_ids}};
+                      {"prompt_token_ids", o.prompt_token_ids},
+                      {"num_cached_tokens", o.num_cached_tokens}};
+  if (with_logprobs) {
+    nlohmann::json lps = nlohmann::json::array();
+    for (const TokenLogprob& lp : o.logprobs) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& [id, value] : lp.top) top.push_back({id, value});
+      lps.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    j["logprobs"] = lps;
+  }
   if (o.finish_reason == "error") j["error"] = user_message(Error(o.error));
   return j;
 }
 
-int print_outputs(const std::vector<RequestOutput>& outputs, bool as_json) {
+// `outputs` holds n consecutive outputs (choices) per prompt.
+int print_outputs(const std::vector<RequestOutput>& outputs, const SamplingParams& params, bool as_json) {
   int status = kExitOk;
   if (as_json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const RequestOutput& o : outputs) arr.push_back(to_json(o));
+    for (const RequestOutput& o : outputs) arr.push_back(to_json(o, params.logprobs >= 0));
     std::cout << dump_json(arr) << "\n";
   } else {
     for (const RequestOutput& o : outputs) {
@@ -64,9 +76,10 @@ int print_outputs(const std::vector<RequestOutput>& outputs, bool as_json) {
     }
   }
   std::cout.flush();
-  for (size_t i = 0; i < outputs.size(); ++i) {
+  const size_t n = static_cast<size_t>(params.n);
+  for (size_t i = 0; i < outputs.size(); i += n) {
     if (outputs[i].finish_reason != "error") continue;
-    print_error("prompt " + std::to_string(i) + " rejected: " + user_message(Error(outputs[i].error)));
+    print_error("prompt " + std::to_string(i / n) + " rejected: " + user_message(Error(outputs[i].error)));
     status = kExitRuntimeError;
   }
   return status;
@@ -77,12 +90,15 @@ int print_outputs(const std::vector<RequestOutput>& outputs, bool as_json) {
 int run_generate(const std::vector<std::string>& argv) {
   ArgParser p("generate",
               "generate --model M (--prompt-ids JSON | --prompt TEXT... | --chat TEXT...) [options]",
-              "Completes each prompt and prints its text (one per line), or with --json a JSON array of\n"
-              "{token_ids, text, finish_reason, prompt_token_ids[, error]} in prompt order. Exits 1 when a\n"
+              "Completes each prompt and prints its text (one per line; --n N: N lines per prompt), or with\n"
+              "--json a JSON array of {index, token_ids, text, finish_reason, prompt_token_ids,\n"
+              "num_cached_tokens[, logprobs][, error]}, N per prompt, in prompt order. Exits 1 when a\n"
               "prompt was rejected (after printing every output).");
   p.option("--prompt-ids", "JSON", "prompts as token ids, e.g. '[[1,2,3],[4,5]]'")
       .option("--prompt", "TEXT", "a text prompt (repeatable)")
       .option("--chat", "TEXT", "a user message, rendered with the chat template (repeatable)")
+      .option("--n", "N", "completions per prompt, 1..128 (default 1); with --seed S choice i draws from (S, i)")
+      .option("--logprobs", "K", "with --json: each token's logprob and the K (0..20) most likely tokens'")
       .flag("--json", "print JSON");
   add_template_var_option(p);
   add_sampling_options(p, kDefaultMaxTokens);
@@ -92,20 +108,23 @@ int run_generate(const std::vector<std::string>& argv) {
     if (sources != 1) throw UsageError("give exactly one of --prompt-ids, --prompt or --chat");
     if (a.all("--prompt-ids").size() > 1) throw UsageError("--prompt-ids takes all prompts in one JSON array");
     const EngineConfig config = engine_config_from(a);
-    const SamplingParams params = sampling_params_from(a, kDefaultMaxTokens);
+    SamplingParams params = sampling_params_from(a, kDefaultMaxTokens);
+    params.n = static_cast<int>(a.get_int("--n", 1, 1, SamplingParams::kMaxN));
+    params.logprobs = static_cast<int>(a.get_int("--logprobs", -1, 0, SamplingParams::kMaxLogprobs));
+    if (params.logprobs >= 0 && !a.has("--json")) throw UsageError("--logprobs needs --json");
     const nlohmann::json vars = template_vars_from(a);
     const bool as_json = a.has("--json");
     std::vector<std::vector<int32_t>> prompt_ids;
     if (a.has("--prompt-ids")) prompt_ids = parse_prompt_ids(*a.get("--prompt-ids"));
 
     LLMEngine engine(config);
-    if (a.has("--prompt-ids")) return print_outputs(engine.generate(prompt_ids, params), as_json);
-    if (a.has("--prompt")) return print_outputs(engine.generate(a.all("--prompt"), params), as_json);
+    if (a.has("--prompt-ids")) return print_outputs(engine.generate(prompt_ids, params), params, as_json);
+    if (a.has("--prompt")) return print_outputs(engine.generate(a.all("--prompt"), params), params, as_json);
     std::vector<nlohmann::json> chats;
     for (const std::string& text : a.all("--chat")) {
       chats.push_back(nlohmann::json::array({{{"role", "user"}, {"content", text}}}));
     }
-    return print_outputs(engine.chat(chats, params, vars), as_json);
+    return print_outputs(engine.chat(chats, params, vars), params, as_json);
   });
 }
 

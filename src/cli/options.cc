@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <cmath>
 #include <limits>
 
 #include "cli/cli_io.h"
@@ -77,7 +78,11 @@ void add_sampling_options(ArgParser& p, int default_max_tokens) {
       .option("--min-p", "P", "drop tokens below P x the top probability (default 0)")
       .option("--seed", "S", "seed for reproducible sampling")
       .flag("--ignore-eos", "keep generating past end-of-sequence tokens")
-      .option("--stop", "STR", "stop string, not included in the output (repeatable)");
+      .option("--stop", "STR", "stop string, not included in the output (repeatable)")
+      .option("--presence-penalty", "F", "subtract F from tokens already generated, in [-2, 2] (default 0)")
+      .option("--frequency-penalty", "F", "subtract F x times generated, in [-2, 2] (default 0)")
+      .option("--repetition-penalty", "F",
+              "divide positive (multiply negative) logits of prompt and generated tokens by F > 0 (default 1)");
 }
 
 SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens) {
@@ -94,6 +99,18 @@ SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens)
     s.seed = static_cast<uint64_t>(*seed);
   }
   s.ignore_eos = a.has("--ignore-eos");
+  s.presence_penalty = static_cast<float>(a.get_float("--presence-penalty", s.presence_penalty));
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f)) {
+    throw UsageError("--presence-penalty must be in [-2, 2], got " + *a.get("--presence-penalty"));
+  }
+  s.frequency_penalty = static_cast<float>(a.get_float("--frequency-penalty", s.frequency_penalty));
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f)) {
+    throw UsageError("--frequency-penalty must be in [-2, 2], got " + *a.get("--frequency-penalty"));
+  }
+  s.repetition_penalty = static_cast<float>(a.get_float("--repetition-penalty", s.repetition_penalty));
+  if (!(s.repetition_penalty > 0.0f && std::isfinite(s.repetition_penalty))) {
+    throw UsageError("--repetition-penalty must be > 0, got " + *a.get("--repetition-penalty"));
+  }
   s.stop = a.all("--stop");
   for (const std::string& stop : s.stop) {
     if (stop.empty()) throw UsageError("--stop must not be empty");

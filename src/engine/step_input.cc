@@ -100,7 +100,9 @@ namespace {
 
 // Only when some row asks: a batch without penalties or logprobs carries none of these arrays.
 void add_penalties_and_logprobs(const std::vector<Sequence*>& seqs, StepInput& s) {
-  auto any = [&](auto pred) { return std::any_of(seqs.begin(), seqs.end(), [&](Sequence* q) { return pred(q->params()); }); };
+  auto any = [&](auto pred) {
+    return std::any_of(seqs.begin(), seqs.end(), [&](Sequence* q) { return pred(q->params()); });
+  };
   if (any([](const SamplingParams& p) { return p.logprobs >= 0; })) {
     for (Sequence* seq : seqs) s.sampling.logprobs.push_back(seq->params().logprobs);
   }

@@ -57,6 +57,44 @@ TEST(CliGenerate, GreedyIdsMatchTransformers) {
   }
 }
 
+// --n, --logprobs and the penalties: N entries per prompt with their index, logprobs per token
+// with K alternatives, the same seed giving the same choices; bad values name the flag.
+TEST(CliGenerate, NLogprobsAndPenalties) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::vector<std::string> args =
+      concat({"generate", "--model", kTiny, "--prompt-ids", "[[5,6,7,8,9],[3,4]]", "--max-tokens", "4", "--n", "3",
+              "--seed", "7", "--logprobs", "2", "--presence-penalty", "0.5", "--frequency-penalty", "0.5",
+              "--repetition-penalty", "1.2", "--ignore-eos", "--json"},
+             kSmallEngine);
+  const CliResult r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.size(), 6u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i]["index"], static_cast<int>(i % 3));
+    EXPECT_EQ(out[i]["prompt_token_ids"].size(), i < 3 ? 5u : 2u);
+    ASSERT_EQ(out[i]["logprobs"].size(), 4u);
+    for (size_t t = 0; t < 4; ++t) {
+      const auto& lp = out[i]["logprobs"][t];
+      EXPECT_EQ(lp["token_id"], out[i]["token_ids"][t]);
+      EXPECT_LE(lp["logprob"].get<double>(), 0.0);
+      EXPECT_EQ(lp["top"].size(), 2u);
+    }
+  }
+  const CliResult again = run_cli(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out), out);
+
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--n", "0"}, {"--logprobs", "21"}, {"--presence-penalty", "3"}, {"--frequency-penalty", "-2.5"},
+           {"--repetition-penalty", "0"}}) {
+    const CliResult bad =
+        run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[5,6]]", "--json", flag, value}, kSmallEngine));
+    EXPECT_NE(bad.exit_code, 0) << flag;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+  }
+}
+
 TEST(CliGenerate, RejectedPromptIsReportedAndTheOthersRun) {
   SKIP_WITHOUT(kTiny + "/model.safetensors");
   const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[1,2,3],[600],[4]]",
