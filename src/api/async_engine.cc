@@ -175,11 +175,10 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_chat(const nlohmann::json& me
 
 std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> prompt_token_ids,
                                                           const SamplingParams& params) {
-  auto stream = std::make_shared<RequestStream>(std::max(1, compat::num_choices(params)));
+  auto stream = std::make_shared<RequestStream>(std::max(1, params.n));
   auto added = std::make_shared<std::promise<int64_t>>();
   std::future<int64_t> id_future = added->get_future();
   const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added]() mutable {
-    const size_t num_prompt_tokens = ids.size();
     int64_t id = -1;
     try {
       id = engine_->add_request(std::move(ids), params);
@@ -192,7 +191,6 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> p
     t.arrival = Clock::now();
     t.last_token_at.assign(stream->num_choices(), t.arrival);
     t.got_first_token.assign(stream->num_choices(), false);
-    prompt_tokens_seen_ += static_cast<int64_t>(num_prompt_tokens) * stream->num_choices();
     added->set_value(id);
   });
   MINIVLLM_CHECK(queued) << "the engine has shut down";
@@ -241,7 +239,7 @@ void AsyncEngine::dispatch(StepResult& result) {
     auto it = tracked_.find(d.request_id);
     if (it == tracked_.end()) continue;
     Tracked& t = it->second;
-    const int index = compat::choice_index(d);
+    const int index = d.index;
     if (index < 0 || index >= t.stream->num_choices()) continue;
     if (!d.token_ids.empty()) {
       const double since = std::chrono::duration<double>(now - t.last_token_at[index]).count();
@@ -252,11 +250,10 @@ void AsyncEngine::dispatch(StepResult& result) {
         stats_.inter_token_latency.observe(since);
       }
       t.last_token_at[index] = now;
-      generation_tokens_seen_ += static_cast<int64_t>(d.token_ids.size());
     }
     StreamEvent e;
     e.index = index;
-    e.logprobs = compat::logprobs_of(d);
+    e.logprobs = std::move(d.logprobs);
     e.token_ids = std::move(d.token_ids);
     e.text = std::move(d.text);
     t.stream->push(std::move(e));
@@ -266,7 +263,7 @@ void AsyncEngine::dispatch(StepResult& result) {
     if (it == tracked_.end()) continue;
     Tracked& t = it->second;
     StreamEvent e;
-    e.index = compat::choice_index(o);
+    e.index = o.index;
     ++stats_.finished_by_reason[o.finish_reason];
     e.final = std::move(o);
     t.stream->push(std::move(e));
@@ -294,12 +291,7 @@ void AsyncEngine::end_request(int64_t id, const std::string& finish_reason, cons
 }
 
 void AsyncEngine::publish_stats() {
-  EngineCounters c = compat::counters_of(*engine_);
-  if (!c.from_engine) {
-    c.num_running = static_cast<int>(tracked_.size());
-    c.prompt_tokens_total = prompt_tokens_seen_;
-    c.generation_tokens_total = generation_tokens_seen_;
-  }
+  const EngineStats c = engine_->stats();
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.engine = c;
   stats_.num_requests_in_flight = static_cast<int>(tracked_.size());

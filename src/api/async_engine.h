@@ -125,7 +125,6 @@ class AsyncEngine {
   ModelConfig model_config_;
   const Tokenizer* tokenizer_ = nullptr;  // owned by engine_, immutable
   std::map<int64_t, Tracked> tracked_;   // engine thread only
-  int64_t prompt_tokens_seen_ = 0, generation_tokens_seen_ = 0;  // when the engine has no stats()
 
   mutable std::mutex stats_mutex_;
   ServingStats stats_;

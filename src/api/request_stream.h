@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "api/engine_compat.h"
 #include "api/llm_engine.h"
 
 namespace minivllm {
@@ -22,7 +21,7 @@ struct StreamEvent {
   int index = 0;  // the choice (0..n-1)
   std::vector<int32_t> token_ids;
   std::string text;
-  std::vector<ChoiceLogprob> logprobs;  // one per token when the request asked for logprobs
+  std::vector<TokenLogprob> logprobs;  // one per token when the request asked for logprobs
   std::optional<RequestOutput> final;
 };
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "api/engine_compat.h"
+#include "api/llm_engine.h"
 
 namespace minivllm {
 
@@ -32,7 +32,7 @@ class Histogram {
 };
 
 struct ServingStats {
-  EngineCounters engine;
+  EngineStats engine;
   int num_requests_in_flight = 0;             // submitted and not ended, as the serving layer sees them
   std::map<std::string, int64_t> finished_by_reason;  // "stop", "length", "abort", "error" (per choice)
   // Seconds. Buckets as vLLM's metrics, so dashboards built for it read these too.

@@ -137,7 +137,7 @@ json usage_of(const Submitted& s, const std::vector<std::vector<RequestOutput>>&
   int64_t prompt = 0, completion = 0, cached = 0;
   for (size_t i = 0; i < s.handles.size(); ++i) {
     prompt += static_cast<int64_t>(s.handles[i]->prompt_token_ids().size());
-    if (!outputs[i].empty()) cached += compat::num_cached_tokens(outputs[i][0]);
+    if (!outputs[i].empty()) cached += outputs[i][0].num_cached_tokens;
     for (const RequestOutput& o : outputs[i]) completion += static_cast<int64_t>(o.token_ids.size());
   }
   return usage_json(prompt, completion, cached);
@@ -148,7 +148,7 @@ json usage_of(const Submitted& s, const std::vector<std::vector<RequestOutput>>&
 
 void respond_whole(const ServingContext& ctx, Submitted& s, httplib::Response& res) {
   std::vector<std::vector<RequestOutput>> outputs(s.handles.size());
-  std::vector<std::vector<std::vector<ChoiceLogprob>>> logprobs(s.handles.size());
+  std::vector<std::vector<std::vector<TokenLogprob>>> logprobs(s.handles.size());
   for (size_t i = 0; i < s.handles.size(); ++i) {
     outputs[i].resize(s.n);
     logprobs[i].resize(s.n);

@@ -54,17 +54,15 @@ class Writer {
 
 std::string prometheus_text(const ServingStats& stats, const std::string& model_name) {
   Writer w(model_name);
-  const EngineCounters& c = stats.engine;
+  const EngineStats& c = stats.engine;
   w.sample("minivllm:num_requests_running", "gauge", "Requests in the engine's running queue.", c.num_running);
   w.sample("minivllm:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", c.num_waiting);
   w.sample("minivllm:num_requests_in_flight", "gauge", "Requests submitted to the server and not yet ended.",
            stats.num_requests_in_flight);
-  if (c.kv_blocks_total >= 0) {
-    w.sample("minivllm:kv_cache_blocks_total", "gauge", "KV-cache blocks.", c.kv_blocks_total);
-    w.sample("minivllm:kv_cache_blocks_free", "gauge", "KV-cache blocks not held by any request.", c.kv_blocks_free);
-    const double usage = c.kv_blocks_total > 0 ? 1.0 - static_cast<double>(c.kv_blocks_free) / c.kv_blocks_total : 0.0;
-    w.sample("minivllm:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 is full.", usage);
-  }
+  w.sample("minivllm:kv_cache_blocks_total", "gauge", "KV-cache blocks.", c.kv_blocks_total);
+  w.sample("minivllm:kv_cache_blocks_free", "gauge", "KV-cache blocks not held by any request.", c.kv_blocks_free);
+  const double usage = c.kv_blocks_total > 0 ? 1.0 - static_cast<double>(c.kv_blocks_free) / c.kv_blocks_total : 0.0;
+  w.sample("minivllm:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 is full.", usage);
   w.sample("minivllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
            c.prefix_cache_queried_tokens);
   w.sample("minivllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",

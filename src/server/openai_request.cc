@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "api/engine_compat.h"
 #include "server/api_error.h"
 
 namespace minivllm::server {
@@ -154,14 +153,11 @@ void read_common(const json& body, GenerationRequest& r) {
     for (const json& x : *ids) p.stop_token_ids.push_back(as_integer(x, "stop_token_ids", 0, std::numeric_limits<int32_t>::max()));
   }
   p.ignore_eos = read_bool(body, "ignore_eos", false);
-  r.n = static_cast<int>(read_int(body, "n", 1, kMaxChoices).value_or(1));
-  if (!compat::set_n(p, r.n)) throw bad_param("n", "values above 1 need an engine with n > 1 support");
-  const float presence = read_float(body, "presence_penalty", 0.0f, -2.0, 2.0);
-  const float frequency = read_float(body, "frequency_penalty", 0.0f, -2.0, 2.0);
-  const float repetition = read_float(body, "repetition_penalty", 1.0f, 0.0, 2.0, /*lo_open=*/true);
-  if (!compat::set_penalties(p, presence, frequency, repetition)) {
-    throw bad_param("presence_penalty", "penalties need an engine with penalty support");
-  }
+  r.n = static_cast<int>(read_int(body, "n", 1, SamplingParams::kMaxN).value_or(1));
+  p.n = r.n;
+  p.presence_penalty = read_float(body, "presence_penalty", 0.0f, -2.0, 2.0);
+  p.frequency_penalty = read_float(body, "frequency_penalty", 0.0f, -2.0, 2.0);
+  p.repetition_penalty = read_float(body, "repetition_penalty", 1.0f, 0.0, 2.0, /*lo_open=*/true);
   r.tokens_as_ids = read_bool(body, "return_tokens_as_token_ids", false);
   r.stream = read_bool(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
@@ -174,9 +170,7 @@ void read_common(const json& body, GenerationRequest& r) {
 // Sets max_tokens (when given) and logprobs on the SamplingParams, then the engine's own checks.
 void finish_params(GenerationRequest& r) {
   if (r.max_tokens) r.params.max_tokens = *r.max_tokens;
-  if (!compat::set_logprobs(r.params, r.logprobs)) {
-    throw bad_param("logprobs", "needs an engine with logprobs support");
-  }
+  r.params.logprobs = r.logprobs;
   try {
     r.params.validate();
   } catch (const std::exception& e) {
@@ -228,7 +222,7 @@ GenerationRequest parse_completion_request(const json& body) {
   read_common(body, r);
   if (auto m = read_int(body, "max_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = static_cast<int>(*m);
   if (!r.max_tokens) r.max_tokens = kDefaultCompletionMaxTokens;
-  if (auto k = read_int(body, "logprobs", 0, kMaxLogprobs)) r.logprobs = static_cast<int>(*k);
+  if (auto k = read_int(body, "logprobs", 0, SamplingParams::kMaxLogprobs)) r.logprobs = static_cast<int>(*k);
   r.echo = read_bool(body, "echo", false);
   if (r.echo && r.logprobs >= 0) {
     throw bad_param("echo", "echo with logprobs is not supported (the prompt's logprobs are not computed)");
@@ -250,7 +244,7 @@ GenerationRequest parse_chat_request(const json& body) {
   if (auto m = read_int(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) max_tokens = m;
   if (max_tokens) r.max_tokens = static_cast<int>(*max_tokens);
   const bool logprobs = read_bool(body, "logprobs", false);
-  const auto top = read_int(body, "top_logprobs", 0, kMaxLogprobs);
+  const auto top = read_int(body, "top_logprobs", 0, SamplingParams::kMaxLogprobs);
   if (top && !logprobs) throw bad_param("top_logprobs", "needs logprobs set to true");
   if (logprobs) r.logprobs = static_cast<int>(top.value_or(0));
   if (const json* kw = field(body, "chat_template_kwargs")) {

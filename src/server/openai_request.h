@@ -39,10 +39,8 @@ struct GenerationRequest {
   bool include_usage = false;         // stream_options.include_usage
 };
 
-// Limits that keep one request from monopolising the server.
-inline constexpr int kMaxChoices = 128;               // n
-inline constexpr int kMaxPrompts = 256;               // prompts in one completions request
-inline constexpr int kMaxLogprobs = 20;               // as OpenAI
+// Limits that keep one request from monopolising the server (n and logprobs: SamplingParams').
+inline constexpr int kMaxPrompts = 256;  // prompts x n in one completions request
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
 

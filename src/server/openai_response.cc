@@ -59,9 +59,9 @@ std::string TokenNamer::operator()(int32_t id) const {
   return std::string(tok->token_bytes(id));
 }
 
-json completion_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps, size_t& text_offset) {
+json completion_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps, size_t& text_offset) {
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
-  for (const ChoiceLogprob& lp : lps) {
+  for (const TokenLogprob& lp : lps) {
     const std::string t = name(lp.token_id);
     tokens.push_back(t);
     token_logprobs.push_back(lp.logprob);
@@ -77,9 +77,9 @@ json completion_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob
           {"text_offset", std::move(offsets)}};
 }
 
-json chat_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps) {
+json chat_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps) {
   json content = json::array();
-  for (const ChoiceLogprob& lp : lps) {
+  for (const TokenLogprob& lp : lps) {
     const std::string t = name(lp.token_id);
     content.push_back(
         {{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top_entries_chat(name, lp.top)}});

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/engine_compat.h"
+#include "engine/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minivllm::server {
@@ -35,9 +35,9 @@ struct TokenNamer {
 
 // Completions' logprobs object {tokens, token_logprobs, top_logprobs, text_offset}; `text_offset`
 // is where the first token's text starts in the choice's text, and moves past the tokens' text.
-nlohmann::json completion_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps, size_t& text_offset);
+nlohmann::json completion_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps, size_t& text_offset);
 // Chat's logprobs object {content: [{token, logprob, bytes, top_logprobs: [...]}]}.
-nlohmann::json chat_logprobs(const TokenNamer& name, const std::vector<ChoiceLogprob>& lps);
+nlohmann::json chat_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps);
 
 // One finished choice of a whole (non-streamed) response.
 nlohmann::json completion_choice(int index, const std::string& text, const std::string& finish_reason,

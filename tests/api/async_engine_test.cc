@@ -135,9 +135,7 @@ TEST(AsyncEngine, DroppedHandleAbortsItsRequestAndFreesItsBlocks) {
   const ServingStats s = engine.stats();
   EXPECT_EQ(s.finished_by_reason.at("abort"), 1);
   EXPECT_EQ(s.engine.num_running, 0);
-  if (s.engine.from_engine) {
-    EXPECT_EQ(s.engine.kv_blocks_free, s.engine.kv_blocks_total);
-  }
+  EXPECT_EQ(s.engine.kv_blocks_free, s.engine.kv_blocks_total);
   // The engine still serves.
   EXPECT_EQ(engine.submit_text("Once", greedy(3))->wait().at(0).finish_reason, "length");
 }

@@ -2,7 +2,6 @@
 // type and range, and every bad value a 400 naming the parameter.
 #include <gtest/gtest.h>
 
-#include "api/engine_compat.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
@@ -130,14 +129,17 @@ TEST(OpenAiRequest, BadChatBodies) {
             std::make_pair(400, std::string("chat_template_kwargs")));
 }
 
-TEST(OpenAiRequest, ChoicesLogprobsAndPenaltiesFollowTheEngine) {
-  // n, logprobs and the penalties reach SamplingParams when the engine has them; until then a
-  // non-default value is refused rather than ignored.
+TEST(OpenAiRequest, ChoicesLogprobsAndPenalties) {
+  // n, logprobs and the penalties reach SamplingParams.
   const auto r = completion(R"({"prompt": "x", "n": 3, "logprobs": 5, "presence_penalty": 0.5,
                                "frequency_penalty": 0.25, "repetition_penalty": 1.2})");
   EXPECT_EQ(r.n, 3);
   EXPECT_EQ(r.logprobs, 5);
-  EXPECT_EQ(compat::num_choices(r.params), 3);
+  EXPECT_EQ(r.params.n, 3);
+  EXPECT_EQ(r.params.logprobs, 5);
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.2f);
   const auto c = chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 4})");
   EXPECT_EQ(c.logprobs, 4);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").logprobs, 0);

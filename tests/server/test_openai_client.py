@@ -59,6 +59,8 @@ def stop_server(proc, sig=signal.SIGTERM, timeout=60):
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
+    finally:
+        proc.stdout.close()
 
 
 def http(url, body=None, headers=None, method=None, raw=None):
@@ -105,7 +107,9 @@ class OpenAIClientTest(unittest.TestCase):
     def tearDownClass(cls):
         if cls.proc:
             code = stop_server(cls.proc)
-            assert code == 0, f"serve exited with {code}: {cls.proc.stderr.read()}"
+            err = cls.proc.stderr.read()
+            cls.proc.stderr.close()
+            assert code == 0, f"serve exited with {code}: {err}"
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -248,7 +252,9 @@ class OpenAIClientTest(unittest.TestCase):
             self.assertAlmostEqual(forced.token_logprobs[0], lp.token_logprobs[k], places=3)
 
     def test_penalties(self):
-        kw = dict(prompt="1, 2, 1, 2, 1, 2, 1, 2,", max_tokens=24, temperature=0, extra_body={"ignore_eos": True})
+        # Greedy SmolLM2 repeats "apple" and "The original sentence"; each penalty changes the text.
+        kw = dict(prompt="Write the word apple many times: apple apple apple", max_tokens=24, temperature=0,
+                  extra_body={"ignore_eos": True})
         plain = self.complete(**kw).choices[0].text
         for extra in ({"presence_penalty": 2.0}, {"frequency_penalty": 2.0},
                       {"extra_body": {"ignore_eos": True, "repetition_penalty": 1.8}}):
@@ -401,6 +407,7 @@ class ShutdownTest(unittest.TestCase):
                                            extra_body={"ignore_eos": True})
         next(iter(stream))
         self.assertEqual(stop_server(proc, signal.SIGINT), 0)
+        proc.stderr.close()
         time.sleep(0.5)
         for pid in workers:
             self.assertFalse(os.path.exists(f"/proc/{pid}"), f"worker {pid} outlived serve")
