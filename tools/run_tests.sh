@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is needed, builds everything (the CUDA sources too when
-# nvcc is present, so CI compiles them), and runs the whole test suite. GPU tests skip without a GPU.
+# nvcc is present, so CI compiles them), fetches the default model, and runs the whole test suite.
+# GPU tests skip without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
+tools/fetch_default_model.sh >/dev/null  # SmolLM2-135M-Instruct: its tests (and the server's) run, not skip
 cmake --preset release
 cmake --build --preset release
 ctest --preset release -j2
