@@ -18,14 +18,8 @@
 namespace minivllm {
 namespace {
 
-EngineConfig tiny(const std::string& model = "qwen3-tiny") {
-  EngineConfig c;
-  c.model = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/" + model;
-  c.device = "cpu";
-  c.block_size = 16;
-  c.max_num_seqs = 16;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 1024;
+EngineConfig tiny() {
+  EngineConfig c = tiny_config("qwen3-tiny");
   c.num_kvcache_blocks = 128;
   return c;
 }
@@ -292,7 +286,7 @@ TEST(EngineStatsTest, CountsTokensAndPrefixCacheHits) {
   EXPECT_EQ(s.generation_tokens_total, 8);
   EXPECT_EQ(s.prefix_cache_queried_tokens, 80);
   EXPECT_EQ(s.prefix_cache_hit_tokens, 32);
-  EXPECT_EQ(s.kv_blocks_total, 128);
+  EXPECT_EQ(s.kv_blocks_total, 128);  // tiny()
   expect_all_blocks_free(engine);
 }
 

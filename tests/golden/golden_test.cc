@@ -21,8 +21,6 @@ struct GoldenCase {
   std::vector<float> last_logits;
 };
 
-std::string golden_dir(const std::string& model) { return std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/" + model; }
-
 std::vector<GoldenCase> load_cases(const std::string& model) {
   std::ifstream f(golden_dir(model) + "/goldens.json");
   EXPECT_TRUE(f.good()) << "missing goldens for " << model;
@@ -34,19 +32,6 @@ std::vector<GoldenCase> load_cases(const std::string& model) {
                    c.at("last_logits").get<std::vector<float>>()});
   }
   return out;
-}
-
-EngineConfig tiny_config(const std::string& model, int world_size = 1) {
-  EngineConfig c;
-  c.world_size = world_size;
-  c.model = golden_dir(model);
-  c.device = "cpu";
-  c.block_size = 16;
-  c.max_num_seqs = 16;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 1024;
-  c.num_kvcache_blocks = 256;
-  return c;
 }
 
 // (model, world_size): tensor parallelism on the CPU backend (worker processes, the shared-memory
