@@ -46,14 +46,14 @@ def make_request(i, rng, args):
         if choice == 3:
             return "invalid", "/v1/completions", {"model": args.name, "prompt": [7] * (args.max_model_len + 5)}, 400, None
         return "invalid", "/v1/chat/completions", {"model": args.name, "messages": []}, 400, None
-    n_words = rng.choice([3, 10, 40, 150])
+    n_words = rng.choice(args.prompt_words)
     prompt = " ".join(rng.choice(WORDS) for _ in range(n_words))
-    max_tokens = rng.choice([1, 8, 32, 96])
+    max_tokens = rng.choice(args.max_tokens)
     chat = rng.random() < 0.3
     stream = rng.random() < 0.7
     cancel = None
     if rng.random() < args.cancel_fraction / (1 - args.invalid_fraction):
-        stream, max_tokens, cancel = True, 200, rng.randint(1, 5)
+        stream, max_tokens, cancel = True, 4 * max(args.max_tokens), rng.randint(1, 3)
     body = {"model": args.name, "max_tokens": max_tokens, "temperature": rng.choice([0, 0.8]), "stream": stream}
     if chat:
         body["messages"] = [{"role": "user", "content": prompt}]
@@ -111,6 +111,10 @@ def main():
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--rss-every", type=int, default=500, help="sample memory every N requests")
     ap.add_argument("--rss-tolerance", type=float, default=0.10, help="allowed growth after warm-up")
+    ap.add_argument("--max-tokens", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32, 96],
+                    help="max_tokens drawn from this list (comma-separated)")
+    ap.add_argument("--prompt-words", type=lambda s: [int(x) for x in s.split(",")], default=[3, 10, 40, 150],
+                    help="prompt lengths in words drawn from this list")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the summary to this file")
     ap.add_argument("engine_args", nargs="*", help="after --: engine flags for the server")

@@ -229,12 +229,14 @@ void AsyncEngine::step_once() {
     for (int64_t id : ids) end_request(id, "error", std::string("engine step failed: ") + e.what());
   }
   dispatch(result);
-  publish_stats();
 }
 
+// Under the stats lock from start to end: whoever is woken by an event and then reads stats()
+// sees the counters of the step that produced it.
 void AsyncEngine::dispatch(StepResult& result) {
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.engine = engine_->stats();
   for (RequestDelta& d : result.deltas) {
     auto it = tracked_.find(d.request_id);
     if (it == tracked_.end()) continue;
@@ -272,6 +274,7 @@ void AsyncEngine::dispatch(StepResult& result) {
       tracked_.erase(it);
     }
   }
+  stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
 }
 
 void AsyncEngine::end_request(int64_t id, const std::string& finish_reason, const std::string& error) {
@@ -282,12 +285,13 @@ void AsyncEngine::end_request(int64_t id, const std::string& finish_reason, cons
   } catch (const std::exception&) {
     // The request is gone from the engine either way; its stream still has to end.
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    ++stats_.finished_by_reason[finish_reason];
-  }
-  it->second.stream->end_all(finish_reason, error);
+  std::lock_guard<std::mutex> lock(stats_mutex_);  // as in dispatch: counters before the event
+  ++stats_.finished_by_reason[finish_reason];
+  std::shared_ptr<RequestStream> stream = std::move(it->second.stream);
   tracked_.erase(it);
+  stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
+  stats_.engine = engine_->stats();
+  stream->end_all(finish_reason, error);
 }
 
 void AsyncEngine::publish_stats() {

@@ -4,17 +4,11 @@
 #include <iterator>
 
 #include "cli/json_input.h"
+#include "common/error_text.h"
 
 namespace minivllm::cli {
 
-std::string user_message(const std::exception& e) {
-  const std::string what = e.what();
-  const std::string marker = "check failed: ";
-  const size_t at = what.find(marker);
-  if (at == std::string::npos) return what;
-  const size_t colon = what.find(": ", at + marker.size());
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
+std::string user_message(const std::exception& e) { return message_for_users(e.what()); }
 
 std::string read_all_stdin() {
   return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

@@ -1,5 +1,7 @@
 #include "server/api_error.h"
 
+#include "common/error_text.h"
+
 namespace minivllm::server {
 
 namespace {
@@ -28,14 +30,6 @@ nlohmann::json error_json(int status, const std::string& message, const std::str
 
 nlohmann::json error_json(const ApiError& e) { return error_json(e.status(), e.what(), e.param(), e.type()); }
 
-std::string public_message(const std::exception& e) {
-  const std::string what = e.what();
-  const std::string check = ": check failed: ";
-  const size_t at = what.find(check);
-  if (at == std::string::npos) return what;
-  // The condition's text follows the marker and ends at the next ": ".
-  const size_t message_at = what.find(": ", at + check.size());
-  return message_at == std::string::npos ? what : what.substr(message_at + 2);
-}
+std::string public_message(const std::exception& e) { return message_for_users(e.what()); }
 
 }  // namespace minivllm::server

@@ -7,30 +7,18 @@
 
 #include "api/async_engine.h"
 #include "common/check.h"
+#include "../golden/engine_test_util.h"
 
 namespace minivllm {
 namespace {
 
 using std::chrono::milliseconds;
 
+// The golden tests' small CPU settings, with the real trained stories260K.
 EngineConfig stories_config() {
-  EngineConfig c;
+  EngineConfig c = tiny_config("unused");
   c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-  c.device = "cpu";
-  c.block_size = 16;
-  c.max_num_seqs = 8;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 512;
-  c.num_kvcache_blocks = 128;
   return c;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 // Reads a whole stream: the concatenated text and the final outputs.
