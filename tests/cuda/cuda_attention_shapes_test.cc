@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "attention_case.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -102,6 +103,26 @@ TEST(CudaAttentionShapes, PrefillLongAndWithoutCache) {
     c.no_cache = true;
     check(c, "prefill without cache", 502);
   }
+}
+
+// Host only: which decode kernel each shape gets (exact, or tiles of how many heads).
+TEST(CudaAttentionShapes, DecodeKernelChoice) {
+  auto tiles = [](int hd, int group, int max_tile) {
+    const cuda::DecodeHeadTiles t = cuda::decode_head_tiles(hd, group, max_tile);
+    return std::to_string(t.heads_per_cta) + "x" + std::to_string(t.tiles) + (t.exact ? " exact" : " tiled");
+  };
+  EXPECT_EQ(tiles(128, 2, 8), "2x1 exact");  // Qwen3-0.6B
+  EXPECT_EQ(tiles(64, 4, 8), "4x1 exact");   // Llama-3.2-1B
+  EXPECT_EQ(tiles(128, 8, 4), "8x1 exact");  // the tile limit never replaces an exact kernel
+  EXPECT_EQ(tiles(64, 3, 8), "4x1 tiled");   // SmolLM2: one padded tile of 4, not the group-4 kernel
+  EXPECT_EQ(tiles(128, 6, 8), "8x1 tiled");
+  EXPECT_EQ(tiles(128, 6, 4), "4x2 tiled");
+  EXPECT_EQ(tiles(64, 16, 8), "8x2 tiled");
+  EXPECT_EQ(tiles(64, 12, 4), "4x3 tiled");
+  EXPECT_EQ(tiles(96, 1, 8), "1x1 tiled");
+  EXPECT_EQ(tiles(256, 2, 8), "2x1 tiled");
+  EXPECT_EQ(tiles(256, 8, 8), "8x1 tiled");
+  EXPECT_EQ(tiles(256, 16, 4), "4x4 tiled");
 }
 
 std::string error_of(const std::function<void()>& f) {

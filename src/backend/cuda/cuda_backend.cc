@@ -38,6 +38,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_min_partition_ = std::atoi(v);
     MINIVLLM_CHECK(decode_min_partition_ >= 1) << "MINIVLLM_DECODE_MIN_PARTITION=" << v << " must be >= 1";
   }
+  decode_max_tile_heads_ = kDefaultDecodeTileHeads;
+  if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
+    decode_max_tile_heads_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_max_tile_heads_ == 4 || decode_max_tile_heads_ == 8)
+        << "MINIVLLM_DECODE_TILE_HEADS=" << v << " must be 4 or 8";
+  }
 }
 
 CudaBackend::~CudaBackend() {

@@ -133,6 +133,7 @@ class CudaBackend : public Backend {
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
   int64_t decode_partial_rows_ = 0;  // capacity in (seq, q head, split) rows of head_dim floats
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
+  int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
 
   // Sampling: parameters staged through pinned memory.
   int sample_capacity_ = 0;

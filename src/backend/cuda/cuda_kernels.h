@@ -109,17 +109,20 @@ struct DecodeScratch {
 };
 // Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
 // splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
-void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
-                             cudaStream_t stream);
+struct DecodeHeadTiles;
+void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
+                             const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`
-// heads each (tiles = 1 for the exact kernels: groups 1, 2, 4, 8 at head_dim 64 and 128).
+// heads each (tiles = 1 for the exact kernels: groups 1, 2, 4, 8 at head_dim 64 and 128). Other
+// groups take tiles of at most max_tile_heads (4 or 8) heads.
 struct DecodeHeadTiles {
   int heads_per_cta;
   int tiles;
+  bool exact;  // the exact kernel of heads_per_cta == group; else the tiled kernel of heads_per_cta
 };
-DecodeHeadTiles decode_head_tiles(int head_dim, int group);
+DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads);
 
 // ---- sampler.cu ----
 struct SampleParamsDevice {

@@ -21,6 +21,7 @@
 // kGroup heads each (the last one padded with heads whose q is zero and which are never stored),
 // so group 3 runs as one CTA of 4 heads and group 12 as two CTAs of 8 (each reading the kv head).
 // head_dim 96 uses 16 lanes per key (12 of them loading); 256 uses a whole warp per key.
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
@@ -336,43 +337,48 @@ void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const D
                   num_splits, sc);
 }
 
-// q heads per CTA of the tiled kernels: the smallest instantiated tile holding the group, 8 beyond.
-int tile_heads(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
-
-// The target models' head dims: exact kernels for groups 1, 2, 4, 8; tiles of 4 or 8 otherwise.
-template <int kHeadDim>
-void dispatch_fast(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
-  switch (a.num_q_heads / a.num_kv_heads) {
-    case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, sc, st);
-    case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, sc, st);
-    case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, sc, st);
-    case 8: return launch_split<kHeadDim, 8>(a, num_splits, partition, sc, st);
-    case 3: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
-    default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
-  }
-}
-
-// Other head dims: tiled kernels only.
-template <int kHeadDim>
-void dispatch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
-  switch (tile_heads(a.num_q_heads / a.num_kv_heads)) {
-    case 1: return launch_tiled<kHeadDim, 1>(a, num_splits, partition, sc, st);
-    case 2: return launch_tiled<kHeadDim, 2>(a, num_splits, partition, sc, st);
-    case 4: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
-    default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
-  }
-}
-
 bool has_exact_kernel(int head_dim, int group) {
   return (head_dim == 64 || head_dim == 128) && (group == 1 || group == 2 || group == 4 || group == 8);
 }
 
+// t comes from decode_head_tiles: the exact kernel when the model's group has one, else the tiled
+// kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
+// group 3, so heads_per_cta alone does not choose between them).
+template <int kHeadDim>
+void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition,
+              const DecodeScratch& sc, cudaStream_t st) {
+  if (t.exact) {
+    if constexpr (kHeadDim == 64 || kHeadDim == 128) {
+      switch (t.heads_per_cta) {
+        case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, sc, st);
+        case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, sc, st);
+        case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, sc, st);
+        default: return launch_split<kHeadDim, 8>(a, num_splits, partition, sc, st);
+      }
+    }
+  }
+  if constexpr (kHeadDim == 64 || kHeadDim == 128) {  // tiles of 4 or 8 only (decode_head_tiles)
+    if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
+    return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
+  } else {
+    switch (t.heads_per_cta) {
+      case 1: return launch_tiled<kHeadDim, 1>(a, num_splits, partition, sc, st);
+      case 2: return launch_tiled<kHeadDim, 2>(a, num_splits, partition, sc, st);
+      case 4: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
+      default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
+    }
+  }
+}
+
 }  // namespace
 
-DecodeHeadTiles decode_head_tiles(int head_dim, int group) {
-  if (has_exact_kernel(head_dim, group)) return {group, 1};
-  const int per_cta = (head_dim == 64 || head_dim == 128) ? (group <= 4 ? 4 : 8) : tile_heads(group);
-  return {per_cta, (group + per_cta - 1) / per_cta};
+DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads) {
+  if (has_exact_kernel(head_dim, group)) return {group, 1, true};
+  // The smallest instantiated tile holding the group, at most max_tile_heads (4 or 8).
+  int per_cta = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
+  per_cta = std::min(per_cta, max_tile_heads <= 4 ? 4 : 8);
+  if (head_dim == 64 || head_dim == 128) per_cta = std::max(per_cta, 4);  // tiled<4>, tiled<8> only
+  return {per_cta, (group + per_cta - 1) / per_cta, false};
 }
 
 int decode_partition_granule(int head_dim) {
@@ -384,14 +390,14 @@ int decode_partition_granule(int head_dim) {
   }
 }
 
-void launch_decode_attention(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
-                             cudaStream_t stream) {
+void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
+                             const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch_fast<64>(a, num_splits, partition, scratch, stream);
-    case 128: return dispatch_fast<128>(a, num_splits, partition, scratch, stream);
-    case 96: return dispatch_tiled<96>(a, num_splits, partition, scratch, stream);
-    default: return dispatch_tiled<256>(a, num_splits, partition, scratch, stream);
+    case 64: return dispatch<64>(a, tiles, num_splits, partition, scratch, stream);
+    case 128: return dispatch<128>(a, tiles, num_splits, partition, scratch, stream);
+    case 96: return dispatch<96>(a, tiles, num_splits, partition, scratch, stream);
+    default: return dispatch<256>(a, tiles, num_splits, partition, scratch, stream);
   }
 }
 

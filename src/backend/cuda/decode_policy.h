@@ -15,6 +15,9 @@ constexpr int kMaxDecodeGroup = 8;  // q heads per CTA (larger groups take sever
 // batch 1 and a short context, 256-key splits leave ~2 CTAs per kv head each walking 8 steps.
 // MINIVLLM_DECODE_MIN_PARTITION overrides it (tuning only).
 constexpr int kDefaultMinDecodePartition = 64;
+// Most q heads per CTA of the tiled decode kernels (GQA groups without an exact kernel: 3, 5-7,
+// 9-16, and every group at head_dim 96 and 256). MINIVLLM_DECODE_TILE_HEADS (4 or 8) overrides it.
+constexpr int kDefaultDecodeTileHeads = 8;
 
 // Enough CTAs to give every SM a few (each streams its keys; more in flight hides latency).
 inline int64_t decode_target_ctas(int num_sms) { return 4 * static_cast<int64_t>(num_sms); }
