@@ -1,0 +1,128 @@
+// The engine's logprobs, penalties and n > 1 on the GPU, end to end with the default model
+// (SmolLM2-135M GGUF; skipped when it has not been fetched), through the decode CUDA graphs. The
+// references are the engine's own teacher-forced logits (score()) and the host formulas of
+// sampling/logits_processing.h; bf16 prefill and decode logits differ a little, hence tolerances.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "api/llm_engine.h"
+#include "cuda_test_util.h"
+#include "sampling/logits_processing.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+const std::string kSmolLM2 = MINIVLLM_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+EngineConfig smollm2_on_gpu() {
+  EngineConfig c;
+  c.model = kSmolLM2;
+  c.device = "cuda";
+  c.block_size = 16;
+  c.max_num_seqs = 8;
+  c.max_model_length = 256;
+  c.max_num_batched_tokens = 1024;
+  c.num_kvcache_blocks = 128;
+  return c;
+}
+
+#define SKIP_WITHOUT_SMOLLM2()       \
+  MINIVLLM_SKIP_WITHOUT_CUDA();      \
+  if (!std::filesystem::exists(kSmolLM2)) GTEST_SKIP() << kSmolLM2 << " has not been fetched"
+
+std::vector<int32_t> prompt_of(int n, int32_t start) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) p[i] = static_cast<int32_t>(1000 + (start + 97 * i) % 20000);
+  return p;
+}
+
+std::vector<float> next_logits(LLMEngine& engine, const std::vector<int32_t>& tokens) {
+  const std::vector<float> all = engine.score(tokens);
+  const int64_t v = engine.model_config().vocab_size;
+  return std::vector<float>(all.end() - v, all.end());
+}
+
+// Three sequences decode in one graph batch; each token's logprob and top 5 against a log-softmax
+// of score()'s logits, and with penalties each greedy token is (within bf16 noise) the argmax of
+// the penalised logits.
+TEST(CudaEngineFeatures, LogprobsAndPenaltiesThroughTheDecodeGraph) {
+  SKIP_WITHOUT_SMOLLM2();
+  LLMEngine engine(smollm2_on_gpu());
+  ASSERT_TRUE(engine.runner().uses_graphs());
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  p.logprobs = 5;
+  p.frequency_penalty = 1.0f;
+  p.presence_penalty = 0.5f;
+  p.repetition_penalty = 1.3f;
+  const std::vector<std::vector<int32_t>> prompts = {prompt_of(21, 1), prompt_of(40, 2), prompt_of(9, 3)};
+  const std::vector<RequestOutput> outs = engine.generate(prompts, p);
+  const int64_t vocab = engine.model_config().vocab_size;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ASSERT_EQ(outs[i].token_ids.size(), 8u);
+    ASSERT_EQ(outs[i].logprobs.size(), 8u);
+    std::vector<int32_t> counts(static_cast<size_t>(vocab), 0), seen = prompts[i];
+    for (int32_t t : prompts[i]) count_token(counts.data(), t, true);
+    for (size_t t = 0; t < 8; ++t) {
+      std::vector<float> logits = next_logits(engine, seen);
+      apply_penalties_row(logits.data(), vocab, counts.data(), p.presence_penalty, p.frequency_penalty,
+                          p.repetition_penalty);
+      const int32_t tok = outs[i].token_ids[t];
+      const float best = *std::max_element(logits.begin(), logits.end());
+      EXPECT_GE(logits[tok], best - 0.15f) << "prompt " << i << " token " << t << ": not the argmax";
+      float chosen = 0;
+      std::vector<int32_t> ids(5);
+      std::vector<float> lps(5);
+      logprobs_row(logits.data(), vocab, tok, 5, &chosen, ids.data(), lps.data());
+      const TokenLogprob& lp = outs[i].logprobs[t];
+      EXPECT_EQ(lp.token_id, tok);
+      EXPECT_NEAR(lp.logprob, chosen, 0.1) << "prompt " << i << " token " << t;
+      ASSERT_EQ(lp.top.size(), 5u);
+      EXPECT_EQ(lp.top[0].first, tok);
+      for (int j = 0; j < 5; ++j) {
+        EXPECT_LE(lp.top[j].second, 0.0f);
+        EXPECT_NEAR(lp.top[j].second, lps[j], 0.1) << "prompt " << i << " token " << t << " rank " << j;
+      }
+      count_token(counts.data(), tok, false);
+      seen.push_back(tok);
+    }
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+// n = 3 with a seed: the choices share the prompt's full blocks, differ, and a fresh engine with
+// the same seed gives the same three.
+TEST(CudaEngineFeatures, NChoicesShareBlocksAndReproduce) {
+  SKIP_WITHOUT_SMOLLM2();
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  p.n = 3;
+  p.seed = 99;
+  const std::vector<int32_t> prompt = prompt_of(50, 7);
+  std::vector<RequestOutput> first, second;
+  {
+    LLMEngine engine(smollm2_on_gpu());
+    first = engine.generate({prompt}, p);
+  }
+  {
+    LLMEngine engine(smollm2_on_gpu());
+    second = engine.generate({prompt}, p);
+  }
+  ASSERT_EQ(first.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(first[i].index, i);
+    EXPECT_EQ(first[i].num_cached_tokens, i == 0 ? 0 : 48) << "choice " << i;
+    EXPECT_EQ(first[i].token_ids, second[i].token_ids) << "choice " << i;
+  }
+  EXPECT_FALSE(first[0].token_ids == first[1].token_ids && first[1].token_ids == first[2].token_ids);
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
