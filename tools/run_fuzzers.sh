@@ -27,9 +27,10 @@ declare -A max_len=(
   [tokenizer_json]=16384
   [chat_template]=8192
   [tokenizer_encode]=4096
+  [openai_request]=4096
 )
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(gguf safetensors tokenizer_json chat_template tokenizer_encode)
+[ ${#names[@]} -gt 0 ] || names=(gguf safetensors tokenizer_json chat_template tokenizer_encode openai_request)
 
 t0=$(date +%s)
 cc="${MINIVLLM_FUZZ_CC:-clang-16}"

@@ -26,8 +26,13 @@ nlohmann::json parse_json_body(std::string_view body, int max_depth) {
   } catch (const TooDeep&) {
     throw ApiError(400, "the request body is nested more than " + std::to_string(max_depth) +
                             " arrays or objects deep");
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ").append(e.what()));
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
+    // (the fuzzer's find: 1e666 is out_of_range, not a parse_error). The parser's message quotes
+    // the offending token, which may be long: keep an excerpt.
+    constexpr size_t kMaxMessage = 200;
+    std::string what = e.what();
+    if (what.size() > kMaxMessage) what.resize(kMaxMessage - 3), what += "...";
+    throw ApiError(400, std::string("the request body is not valid JSON: ").append(what));
   }
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;

@@ -157,6 +157,16 @@ TEST(JsonBody, MalformedDeepAndNonObjectBodiesAre400) {
   ok += "}";
   EXPECT_NO_THROW(parse_json_body(ok));
   EXPECT_EQ(error_of([&] { parse_json_body(std::string(ok).insert(5, "[").insert(ok.size(), "]")); }).first, 400);
+  // Found by the openai_request fuzzer: a number too large for a double is nlohmann's out_of_range,
+  // not a parse_error; it is a 400 too, and the message quotes only an excerpt of it.
+  const std::string huge = "{\"temperature\": " + std::string(5000, '6') + "e666}";
+  try {
+    parse_json_body(huge);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+  }
 }
 
 TEST(ApiErrorJson, OpenAiShape) {

@@ -1,0 +1,56 @@
+// Fuzzes the HTTP request handlers' parsing, the part of the server a remote client reaches with
+// arbitrary bytes: the body through parse_json_body (size, nesting and syntax checks), then every
+// request kind's parser (completions, chat, tokenize, detokenize), which turn the JSON into prompts
+// and SamplingParams. The only allowed rejection is ApiError (or the engine's Error); whatever a
+// parser accepts must also pass SamplingParams::validate, so the engine never sees a bad value.
+// The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
+// the body.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "server/api_error.h"
+#include "server/json_body.h"
+#include "server/openai_request.h"
+
+namespace {
+
+namespace server = minivllm::server;
+
+void check_accepted(const server::GenerationRequest& r) {
+  r.params.validate();  // throws Error (a crash here: the parser let an invalid value through)
+  if (!r.chat && r.prompts.empty()) __builtin_trap();
+  if (r.prompts.size() > static_cast<size_t>(server::kMaxPrompts)) __builtin_trap();
+}
+
+void run(uint8_t kind, std::string_view body) {
+  nlohmann::json j;
+  try {
+    j = server::parse_json_body(body);
+  } catch (const server::ApiError& e) {
+    if (e.status() != 400 && e.status() != 413) __builtin_trap();
+    return;
+  }
+  try {
+    switch (kind % 4) {
+      case 0: check_accepted(server::parse_completion_request(j)); break;
+      case 1: check_accepted(server::parse_chat_request(j)); break;
+      case 2: (void)server::parse_tokenize_request(j); break;
+      default: (void)server::parse_detokenize_request(j); break;
+    }
+  } catch (const server::ApiError& e) {
+    if (e.status() < 400 || e.status() >= 500) __builtin_trap();
+    (void)server::error_json(e).dump();  // what the client gets must serialise
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  // SamplingParams::validate throws minivllm::Error for values a parser let through: not caught,
+  // so libFuzzer keeps such an input.
+  run(data[0], body);
+  return 0;
+}
