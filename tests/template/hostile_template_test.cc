@@ -392,6 +392,9 @@ TEST(HostileTemplate, ErrorMessagesQuoteShortExcerpts) {
 
 TEST(HostileTemplate, MiscellaneousCrashesAreErrors) {
   EXPECT_HAS(parse_error("{{ '\\U00110000' }}"), "illegal Unicode character");
+  // Found by the chat_template fuzzer: std::stod threw std::out_of_range past the Error handlers.
+  EXPECT_HAS(parse_error("{%1e309"), "chat template");
+  EXPECT_EQ(render("{{ 1e309 }}"), "inf");
   EXPECT_HAS(render_error("{{ 'abc'|indent(1.5) }}"), "expected an integer, got float");
   EXPECT_HAS(render_error("{{ 'abc'|replace('a', 'b', 'c') }}"), "expected an integer, got str");
   ordered_json extra = {{"users", ordered_json::parse(R"([{"n": [1]}])")}};
