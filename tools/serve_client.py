@@ -120,8 +120,14 @@ async def post(host, port, path, body, api_key=None, stream=False, cancel_after=
                     r.completion_tokens = j["usage"]["completion_tokens"]
                     r.prompt_tokens = j["usage"]["prompt_tokens"]
                 for c in j.get("choices", []):
-                    text = c.get("text") or (c.get("delta") or {}).get("content") or ""
-                    if text:
+                    delta = c.get("delta") or {}
+                    text = c.get("text") or delta.get("content") or ""
+                    # A token's chunk, with or without text (a model served without a tokenizer
+                    # streams empty texts); not the chat's opening role-only delta, nor the final
+                    # chunk that only carries finish_reason.
+                    carries_token = text or c.get("logprobs") or (
+                        c.get("finish_reason") is None and not (delta.get("role") and not delta.get("content")))
+                    if carries_token:
                         r.chunk_times.append(time.perf_counter())
                         r.text += text
                     if c.get("finish_reason"):
