@@ -49,7 +49,7 @@ def make_request(i, rng, args):
     n_words = rng.choice(args.prompt_words)
     prompt = " ".join(rng.choice(WORDS) for _ in range(n_words))
     max_tokens = rng.choice(args.max_tokens)
-    chat = rng.random() < 0.3
+    chat = rng.random() < args.chat_fraction
     stream = rng.random() < 0.7
     cancel = None
     if rng.random() < args.cancel_fraction / (1 - args.invalid_fraction):
@@ -108,6 +108,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--cancel-fraction", type=float, default=0.10)
     ap.add_argument("--invalid-fraction", type=float, default=0.05)
+    ap.add_argument("--chat-fraction", type=float, default=0.3,
+                    help="share of valid requests sent as chat (0 for a model without a chat template)")
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--rss-every", type=int, default=500, help="sample memory every N requests")
     ap.add_argument("--rss-tolerance", type=float, default=0.10, help="allowed growth after warm-up")
