@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/error_text.h"
 #include "loader/gguf.h"
 
 namespace fs = std::filesystem;
@@ -15,21 +16,6 @@ namespace {
 
 bool is_default_name(const std::string& m) {
   return m == kDefaultModelName || m == "smollm2" || m == "default" || m == "SmolLM2-135M-Instruct.Q4_1";
-}
-
-// An Error's message without the "file:line: check failed: cond: " parts of its nested checks.
-std::string plain_message(const std::exception& e) {
-  std::string what = e.what();
-  const std::string marker = "check failed: ";
-  for (size_t at; (at = what.find(marker)) != std::string::npos;) {
-    const size_t colon = what.find(": ", at + marker.size());
-    if (colon == std::string::npos) break;
-    // "file:line: " ends just before the marker; source paths hold no spaces.
-    const size_t space = at >= 2 ? what.rfind(' ', at - 2) : std::string::npos;
-    const size_t start = space == std::string::npos ? 0 : space + 1;
-    what.erase(start, colon + 2 - start);
-  }
-  return what;
 }
 
 // What tokenizer_config.json says about a chat template: none at all (a base model: fine), or one
@@ -51,7 +37,7 @@ void load_hf_chat_template(const fs::path& dir, ModelSource& s) {
   try {
     s.chat_template = ChatTemplate::from_tokenizer_config(config.string());
   } catch (const std::exception& e) {  // Error, or a nlohmann::json type error from a malformed entry
-    std::string message = plain_message(e);
+    std::string message = message_for_users(e.what());
     if (message.find(config.string()) == std::string::npos) message = config.string() + ": " + message;
     s.chat_template_error = "the model's chat template cannot be used: " + message;
   }
@@ -82,7 +68,7 @@ ModelSource open_gguf_file(const std::string& path, bool with_weights) {
       s.chat_template.emplace(g.chat_template);
     } catch (const std::exception& e) {
       s.chat_template_error = "the model's chat template cannot be used: " + path +
-                              ": tokenizer.chat_template: " + plain_message(e);
+                              ": tokenizer.chat_template: " + message_for_users(e.what());
     }
   }
   return s;

@@ -177,6 +177,10 @@ TEST(ApiErrorJson, OpenAiShape) {
   EXPECT_NE(e["error"]["message"].get<std::string>().find("temperature"), std::string::npos);
   EXPECT_TRUE(error_json(404, "no such model")["error"]["param"].is_null());
   EXPECT_EQ(public_message(std::runtime_error("src/x.cc:3: check failed: a > b: a must exceed b")), "a must exceed b");
+  // An Error wrapping another keeps no source path either.
+  EXPECT_EQ(public_message(std::runtime_error("src/a.cc:1: check failed: x: malformed file F: src/b.cc:2: "
+                                              "check failed: y: bad id")),
+            "malformed file F: bad id");
 }
 
 }  // namespace
