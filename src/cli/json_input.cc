@@ -8,24 +8,6 @@
 namespace minivllm::cli {
 namespace {
 
-// nlohmann's parse errors quote the token they stopped in ("last read: '...'", "number overflow
-// parsing '...'"), which can be the whole input: keep the message, shorten the quote, and drop
-// the "[json.exception.parse_error.101] " prefix that means nothing to a user.
-std::string short_parse_error(const nlohmann::json::exception& e) {
-  std::string msg = e.what();
-  if (msg.rfind("[json.exception.", 0) == 0) {
-    const size_t close = msg.find("] ");
-    if (close != std::string::npos) msg.erase(0, close + 2);
-  }
-  const size_t open = msg.find('\'');
-  const size_t close = msg.rfind('\'');
-  if (open != std::string::npos && close > open + 1) {
-    const std::string quoted = msg.substr(open + 1, close - open - 1);
-    msg = msg.substr(0, open + 1) + text_excerpt(quoted) + msg.substr(close);
-  }
-  return text_excerpt(msg, 4 * kMaxExcerptChars);
-}
-
 template <typename Json>
 std::string dump_short_string(const std::string& s, size_t budget) {
   return Json(s.substr(0, budget)).dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
@@ -125,15 +107,8 @@ nlohmann::ordered_json parse_json_input(std::string_view text, const std::string
   try {
     return nlohmann::ordered_json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
-    MINIVLLM_FAIL() << source << " is not valid JSON (expected " << what << "): " << short_parse_error(e);
+    MINIVLLM_FAIL() << source << " is not valid JSON (expected " << what << "): " << json_error_excerpt(e);
   }
-}
-
-std::string text_excerpt(std::string_view text, size_t max_chars) {
-  if (text.size() <= max_chars) return std::string(text);
-  size_t cut = max_chars > 3 ? max_chars - 3 : 0;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return std::string(text.substr(0, cut)) + "...";
 }
 
 std::string json_excerpt(const nlohmann::json& j, size_t max_chars) { return excerpt_impl(j, max_chars); }

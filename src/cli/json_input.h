@@ -12,10 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error_text.h"
+
 namespace minivllm::cli {
 
 inline constexpr int kMaxJsonDepth = 256;  // as the chat template's limit on variables (template/limits.h)
-inline constexpr size_t kMaxExcerptChars = 80;
+// The excerpts of error messages (common/error_text.h), under the names the CLI has used.
+using minivllm::kMaxExcerptChars;
+using minivllm::text_excerpt;
 
 // Parses `text`; throws minivllm::Error "<source> ..." naming the source, what was expected and,
 // for a syntax error, where (with a short excerpt), or the depth limit.
@@ -24,9 +28,6 @@ nlohmann::ordered_json parse_json_input(std::string_view text, const std::string
 // The byte offset at which `text` opens its (kMaxJsonDepth + 1)-th nested array or object, or
 // nullopt when it stays within the limit. Brackets inside strings do not count.
 std::optional<size_t> json_too_deep_at(std::string_view text, int max_depth = kMaxJsonDepth);
-
-// At most `max_chars` bytes of `text` (cut at a character boundary, "..." marking the cut).
-std::string text_excerpt(std::string_view text, size_t max_chars = kMaxExcerptChars);
 
 // Compact JSON of `j`, stopped once it reaches `max_chars` (so a huge or deep value costs nothing).
 std::string json_excerpt(const nlohmann::json& j, size_t max_chars = kMaxExcerptChars);

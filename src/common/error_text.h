@@ -1,9 +1,12 @@
-// The part of an Error's message meant for users: without the "file:line: check failed: cond: "
-// prefix that MINIVLLM_CHECK writes for developers. The CLI prints it; the server sends it to
-// clients (which should not see source paths).
+// Error text for users, shared by the CLI and the server: an Error's message without the
+// "file:line: check failed: cond: " prefixes that MINIVLLM_CHECK writes for developers (clients
+// should not see source paths), and short excerpts of whatever input a message quotes.
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace minivllm {
 
@@ -23,5 +26,15 @@ inline std::string message_for_users(std::string what) {
   }
   return what;
 }
+
+inline constexpr size_t kMaxExcerptChars = 80;
+
+// At most `max_chars` bytes of `text` (cut at a character boundary, "..." marking the cut).
+std::string text_excerpt(std::string_view text, size_t max_chars = kMaxExcerptChars);
+
+// A JSON parser error for users: nlohmann's messages quote the token they stopped in ("last read:
+// '...'", "number overflow parsing '...'"), which can be the whole input; this keeps the message,
+// shortens the quote, and drops the "[json.exception.parse_error.101] " prefix.
+std::string json_error_excerpt(const nlohmann::json::exception& e);
 
 }  // namespace minivllm

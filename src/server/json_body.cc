@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/error_text.h"
 #include "server/api_error.h"
 
 namespace minivllm::server {
@@ -27,12 +28,9 @@ nlohmann::json parse_json_body(std::string_view body, int max_depth) {
     throw ApiError(400, "the request body is nested more than " + std::to_string(max_depth) +
                             " arrays or objects deep");
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number overflow
-    // (the fuzzer's find: 1e666 is out_of_range, not a parse_error). The parser's message quotes
-    // the offending token, which may be long: keep an excerpt.
-    constexpr size_t kMaxMessage = 200;
-    std::string what = e.what();
-    if (what.size() > kMaxMessage) what.resize(kMaxMessage - 3), what += "...";
-    throw ApiError(400, std::string("the request body is not valid JSON: ").append(what));
+    // (the fuzzer's find: 1e666 is out_of_range, not a parse_error); the message quotes the token
+    // the parser stopped in, which may be long: an excerpt of it, as the CLI gives.
+    throw ApiError(400, std::string("the request body is not valid JSON: ").append(json_error_excerpt(e)));
   }
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
