@@ -146,15 +146,22 @@ json usage_of(const Submitted& s, const std::vector<std::vector<RequestOutput>>&
 // ---------------------------------------------------------------------------------------------
 // A whole response
 
-void respond_whole(const ServingContext& ctx, Submitted& s, httplib::Response& res) {
+void respond_whole(const ServingContext& ctx, Submitted& s, ClientWatch& client, httplib::Response& res) {
   std::vector<std::vector<RequestOutput>> outputs(s.handles.size());
   std::vector<std::vector<std::vector<TokenLogprob>>> logprobs(s.handles.size());
   for (size_t i = 0; i < s.handles.size(); ++i) {
     outputs[i].resize(s.n);
     logprobs[i].resize(s.n);
   }
+  const auto start = std::chrono::steady_clock::now();
   while (!all_finished(s)) {
     if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+    // A short request never looks; a long one checks every poll whether anyone still waits for it.
+    // Returning drops the handles, which aborts the requests and frees their blocks.
+    if (std::chrono::steady_clock::now() - start >= kKeepAliveInterval && client.gone()) {
+      res.status = 499;  // nginx's "client closed request": nobody reads it
+      return;
+    }
     for (auto& [i, e] : collect(s, kPollInterval)) {
       if (e.index < 0 || e.index >= s.n) continue;
       auto& lps = logprobs[i][e.index];
@@ -274,12 +281,13 @@ void respond_stream(const ServingContext& ctx, Submitted s, httplib::Response& r
 
 }  // namespace
 
-void serve_generation(const ServingContext& ctx, const GenerationRequest& req, httplib::Response& res) {
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, ClientWatch& client,
+                      httplib::Response& res) {
   Submitted s = submit(ctx, req);
   if (req.stream) {
     respond_stream(ctx, std::move(s), res);
   } else {
-    respond_whole(ctx, s, res);
+    respond_whole(ctx, s, client, res);
   }
 }
 

@@ -1,6 +1,7 @@
 // POST /v1/completions and /v1/chat/completions once the body is parsed: prompts -> token ids
 // (checked against the model), one AsyncEngine request per prompt, then either one JSON response
-// or a server-sent-event stream of chunks. A client that goes away mid-stream aborts its requests.
+// or a server-sent-event stream of chunks. A client that goes away aborts its requests: a stream
+// notices at a failed write, a whole response by watching the connection (ClientWatch).
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <httplib.h>
 
 #include "api/async_engine.h"
+#include "server/client_watch.h"
 #include "server/openai_request.h"
 
 namespace minivllm::server {
@@ -22,6 +24,7 @@ struct ServingContext {
 // Throws ApiError for what is wrong before generation starts (unknown model: 404; a prompt that
 // does not fit or is not in the vocabulary: 400). A failure during generation is a 500 (whole
 // response) or an error event (stream).
-void serve_generation(const ServingContext& ctx, const GenerationRequest& req, httplib::Response& res);
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, ClientWatch& client,
+                      httplib::Response& res);
 
 }  // namespace minivllm::server

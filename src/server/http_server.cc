@@ -160,7 +160,8 @@ void HttpServer::add_routes() {
       if (stopping_) throw ApiError(503, "the server is shutting down");
       const json body = parse_json_body(req.body);
       const GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
-      serve_generation(*context_, g, res);
+      ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      serve_generation(*context_, g, client, res);
     });
   };
   s.Post("/v1/completions", generation(false));

@@ -318,6 +318,25 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertEqual(m["minivllm:num_requests_running"], 0)
         self.assert_serves()
 
+    def test_disconnect_while_waiting_for_a_whole_response_aborts(self):
+        """A non-streamed request whose client hangs up stops generating soon after, not at max_tokens."""
+        before = metrics(self.base)["minivllm:generation_tokens_total"]
+        body = json.dumps({"model": NAME, "prompt": "Write a very long story.", "max_tokens": 1000,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        host, port = self.base.split("//", 1)[1].rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        deadline = time.time() + 30
+        while metrics(self.base).get("minivllm:num_requests_running", 0) == 0 and time.time() < deadline:
+            time.sleep(0.05)
+        sock.close()
+        self.wait_idle()
+        made = metrics(self.base)["minivllm:generation_tokens_total"] - before
+        self.assertLess(made, 1000, "the request ran to max_tokens after its client left")
+        self.assert_serves()
+
     # -- errors ----------------------------------------------------------------------------------
 
     def test_bad_parameters_are_400_naming_them(self):
