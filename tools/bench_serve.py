@@ -11,6 +11,12 @@ ignore_eos, so every request generates exactly its output length. Requests arriv
   tools/bench_serve.py ... --offline                                  # also offline `minivllm bench`
                                                                       # on the same prompts: the ratio
 
+The offline run gets --max-num-seqs equal to --max-concurrency (unless the engine flags after -- set
+it): the server never holds more sequences than the client keeps in flight, so that is the offline
+run to compare with. --client-processes P splits the requests over P client processes (each with
+its own event loop and 1/P of the concurrency), so that the Python client is not what limits the
+figure at hundreds of streams; timestamps are CLOCK_MONOTONIC, comparable across processes.
+
 --workload seeds draws nano-vllm's bench.py distribution (input and output lengths uniform in
 [100, 1024]); --input-len/--output-len fix them instead. --save-workload FILE writes the prompts in
 the JSON that `minivllm bench --workload FILE` reads.
@@ -18,6 +24,7 @@ the JSON that `minivllm bench --workload FILE` reads.
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import subprocess
@@ -40,25 +47,51 @@ def make_workload(args):
     return prompts, outs
 
 
-async def run(args, host, port, prompts, outs):
-    sem = asyncio.Semaphore(args.max_concurrency)
+async def run(args, host, port, prompts, outs, indexes, concurrency, t_start):
+    """Sends prompts[i] for i in indexes, at most `concurrency` at a time; request arrivals follow
+    --request-rate from t_start (shared by every client process)."""
+    sem = asyncio.Semaphore(concurrency)
     rng = random.Random(args.seed + 1)
+    arrivals, t = [], t_start
+    for _ in range(len(prompts)):
+        arrivals.append(t)
+        if args.request_rate != float("inf"):
+            t += rng.expovariate(args.request_rate)
 
     async def one(i):
+        delay = arrivals[i] - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
         async with sem:
             body = {"model": args.served_model_name, "prompt": prompts[i], "max_tokens": outs[i],
                     "temperature": args.temperature, "ignore_eos": True, "stream": True,
                     "stream_options": {"include_usage": True}}
             return await sc.post(host, port, "/v1/completions", body, api_key=args.api_key, stream=True)
 
-    tasks = []
-    t0 = time.perf_counter()
-    for i in range(len(prompts)):
-        tasks.append(asyncio.create_task(one(i)))
-        if args.request_rate != float("inf"):
-            await asyncio.sleep(rng.expovariate(args.request_rate))
-    results = await asyncio.gather(*tasks)
-    return results, time.perf_counter() - t0
+    return await asyncio.gather(*[one(i) for i in indexes])
+
+
+def client_process(args, host, port, prompts, outs, indexes, concurrency, t_start):
+    return asyncio.run(run(args, host, port, prompts, outs, indexes, concurrency, t_start))
+
+
+def run_clients(args, host, port, prompts, outs):
+    """(results in request order, duration): one event loop, or --client-processes of them."""
+    p = max(1, min(args.client_processes, args.max_concurrency))
+    t0 = time.perf_counter() + (0.5 if p > 1 else 0.0)  # processes start before the first arrival
+    if p == 1:
+        results = client_process(args, host, port, prompts, outs, list(range(len(prompts))), args.max_concurrency, t0)
+    else:
+        shares = [list(range(k, len(prompts), p)) for k in range(p)]
+        conc = [args.max_concurrency // p + (1 if k < args.max_concurrency % p else 0) for k in range(p)]
+        with multiprocessing.get_context("fork").Pool(p) as pool:
+            parts = pool.starmap(client_process, [(args, host, port, prompts, outs, shares[k], conc[k], t0)
+                                                  for k in range(p)])
+        results = [None] * len(prompts)
+        for k in range(p):
+            for i, r in zip(shares[k], parts[k]):
+                results[i] = r
+    return results, max(r.end for r in results) - t0
 
 
 def report(results, duration, args):
@@ -73,6 +106,7 @@ def report(results, duration, args):
         "successful_requests": len(ok),
         "failed_requests": len(results) - len(ok),
         "max_concurrency": args.max_concurrency,
+        "client_processes": args.client_processes,
         "request_rate": args.request_rate if args.request_rate != float("inf") else "inf",
         "duration_s": duration,
         "total_input_tokens": in_tokens,
@@ -93,7 +127,7 @@ def report(results, duration, args):
 
 def print_report(fig):
     print("============ Serving Benchmark Result ============")
-    for k in ("successful_requests", "failed_requests", "max_concurrency", "request_rate", "duration_s",
+    for k in ("successful_requests", "failed_requests", "max_concurrency", "client_processes", "request_rate", "duration_s",
               "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
               "total_token_throughput"):
         v = fig[k]
@@ -117,6 +151,8 @@ def offline_throughput(args, prompts, outs):
     path = args.save_workload or "/tmp/minivllm_bench_serve_workload.json"
     cmd = [args.binary, "bench", "--model", args.model, "--workload", path, "--decode-tokens", "0",
            "--temperature", str(args.temperature), "--json"] + args.engine_args
+    if "--max-num-seqs" not in args.engine_args:
+        cmd += ["--max-num-seqs", str(args.max_concurrency)]  # as many in flight as the server had
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["throughput_tok_s"]
 
@@ -137,6 +173,7 @@ def main():
     ap.add_argument("--max-concurrency", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=0.6)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--client-processes", type=int, default=1, help="client processes sharing the requests")
     ap.add_argument("--save-workload", help="write the prompts as a `minivllm bench --workload` file")
     ap.add_argument("--offline", action="store_true", help="also run `minivllm bench` on the same prompts")
     ap.add_argument("--json", help="write the figures to this file")
@@ -161,7 +198,7 @@ def main():
         # Warm-up: one short request, as vLLM's benchmark does.
         asyncio.run(sc.post(host, port, "/v1/completions", {"model": args.served_model_name, "prompt": prompts[0][:16],
                                                             "max_tokens": 4}, api_key=args.api_key))
-        results, duration = asyncio.run(run(args, host, port, prompts, outs))
+        results, duration = run_clients(args, host, port, prompts, outs)
     finally:
         if proc:
             proc.terminate()
