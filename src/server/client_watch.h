@@ -8,8 +8,8 @@ namespace minivllm::server {
 // httplib 0.11 gives a handler neither its socket nor a closed-connection flag (later versions have
 // Request::is_connection_closed). A streamed response notices a client that left when a write
 // fails; a whole response writes nothing until the end, so without this its request would run to
-// max_tokens for nobody. The socket is found once, by the connection's two addresses (unique among
-// live connections), among this process's descriptors; httplib closes it only after the handler
+// max_tokens for nobody. The socket is found once, by the connection's two addresses
+// (socket_lookup.h); httplib closes it only after the handler
 // returns, so the descriptor stays this connection's while the handler holds the watch. Then a
 // non-blocking peek reads 0 bytes once the client's FIN arrived.
 class ClientWatch {
@@ -26,9 +26,5 @@ class ClientWatch {
   int fd_ = -1;
   bool searched_ = false;
 };
-
-// The descriptor of the TCP socket whose local and peer addresses are these (numeric host strings,
-// as httplib writes them), or -1.
-int find_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
 
 }  // namespace minivllm::server

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <cstdio>
+
 #include "common/check.h"
 #include "server/api_error.h"
 #include "server/generation.h"
@@ -9,6 +11,7 @@
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/socket_lookup.h"
 
 namespace minivllm::server {
 
@@ -17,6 +20,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
+// Connections the kernel queues before the accept thread takes them: a whole benchmark's burst.
+constexpr int kListenBacklog = 4096;
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -75,6 +80,12 @@ int HttpServer::bind() {
   }
   MINIVLLM_CHECK(port_ > 0) << "cannot listen on " << options_.host << ":" << options_.port
                             << " (address in use, not an address of this machine, or not permitted)";
+  // httplib's backlog of 5 resets or delays (by SYN retransmits of 1 s and more) a burst of clients;
+  // the kernel caps this at net.core.somaxconn.
+  if (!raise_listen_backlog(port_, kListenBacklog)) {
+    std::fprintf(stderr, "minivllm serve: warning: could not raise the listen backlog of port %d; a burst of "
+                 "connections may wait or be reset\n", port_);
+  }
   return port_;
 }
 
