@@ -37,6 +37,7 @@ struct KeySpec {
   int64_t sentinel = 0;
   std::string_view sentinel_meaning = "";
   std::array<std::string_view, 4> choices = {};  // strings: the allowed values ("" ends the list)
+  std::string_view range = "";                   // the range in words, when the bounds say it badly
   bool required = false;                         // must be given (and, for strings, non-empty)
   CliUse cli = CliUse::kFlag;
 };
@@ -58,11 +59,13 @@ std::string describe_range(const KeySpec& spec, KeyType type);
 
 // A bad key or value: which key (its canonical name) and what is wrong with it, apart, so that
 // each boundary words it its own way (the CLI names the flag, the server the OpenAI parameter).
-// what(): "<kind> '<key>' <problem>", e.g. "config key 'block_size' must be ... got 20".
+// what(): "<kind> '<key>' <problem>", e.g. "config key 'block_size' must be ... got 20", or with
+// an empty kind "<key> <problem>" ("top_p must be in (0, 1], got 1.5", as sampling errors read).
 class ConfigKeyError : public Error {
  public:
   ConfigKeyError(std::string_view kind, std::string key, std::string problem)
-      : Error(std::string(kind).append(" '").append(key).append("' ").append(problem)),
+      : Error(kind.empty() ? std::string(key).append(" ").append(problem)
+                           : std::string(kind).append(" '").append(key).append("' ").append(problem)),
         key_(std::move(key)),
         problem_(std::move(problem)) {}
   const std::string& key() const { return key_; }

@@ -36,7 +36,10 @@ std::string bounds_text(const KeySpec& k, KeyType type) {
 }
 
 std::string scalar_range(const KeySpec& k, KeyType type) {
+  if (!k.range.empty()) return std::string(k.range);
   std::string text = bounds_text(k, type);
+  // A float with no upper bound: say that infinity is out too.
+  if (type == KeyType::kFloat && !text.empty() && !std::isfinite(k.max)) text.insert(0, "finite and ");
   if (!text.empty() && text[0] == '[') text.insert(0, "in ");
   if (text.size() > 1 && text[0] == '(') text.insert(0, "in ");
   if (k.multiple_of > 0) {
@@ -138,7 +141,7 @@ void check_value(const KeySpec& k, const std::vector<int64_t>& v) {
 
 void check_value(const KeySpec&, const std::vector<std::string>& v) {
   for (const std::string& s : v) {
-    if (s.empty()) throw problem("must not hold an empty string");
+    if (s.empty()) throw problem("strings must not be empty");
   }
 }
 

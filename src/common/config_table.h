@@ -128,7 +128,9 @@ void read_key(const KeyRow<S>& row, const nlohmann::json& v, S& s, std::string_v
 // key must be there. Checks each key alone; cross-key rules are the caller's.
 template <class S>
 S read_object(std::span<const KeyRow<S>> rows, const nlohmann::json& j, std::string_view kind, S s = S{}) {
-  if (!j.is_object()) throw Error(std::string(kind).append("s must be a JSON object, got ").append(j.type_name()));
+  if (!j.is_object()) {
+    throw Error(std::string(kind.empty() ? "parameter" : kind).append("s must be a JSON object, got ").append(j.type_name()));
+  }
   for (const auto& [name, v] : j.items()) {
     const KeyRow<S>* row = find_key(rows, name);
     if (row == nullptr) throw ConfigKeyError(kind, name, "is unknown");

@@ -15,7 +15,11 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
     key<&P::max_tokens>({.name = "max_tokens", .help = "tokens to generate at most", .min = 1}),
     key<&P::temperature>(
         {.name = "temperature", .help = "sampling temperature, 0 = greedy", .value_name = "T", .min = 0}),
-    key<&P::top_k>({.name = "top_k", .help = "keep the K most likely tokens; -1 or 0: off", .value_name = "K", .min = -1}),
+    key<&P::top_k>({.name = "top_k",
+                    .help = "keep the K most likely tokens",
+                    .value_name = "K",
+                    .min = -1,
+                    .range = "-1 or 0 (off) or >= 1"}),
     key<&P::top_p>({.name = "top_p",
                     .help = "nucleus sampling: keep the most likely tokens up to this probability mass",
                     .value_name = "P",

@@ -12,6 +12,7 @@ namespace minivllm {
 
 std::span<const KeyRow<SamplingParams>> sampling_rows();
 std::span<const ConfigKey> sampling_keys();
-inline constexpr std::string_view kSamplingKeyKind = "sampling parameter";
+// Sampling errors name the key alone ("top_p must be in (0, 1], got 1.5").
+inline constexpr std::string_view kSamplingKeyKind = "";
 
 }  // namespace minivllm
