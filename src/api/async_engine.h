@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/engine_config.h"
+#include "api/resolved_config.h"
 #include "api/llm_engine.h"
 #include "api/request_stream.h"
 #include "api/serving_stats.h"
@@ -105,7 +106,7 @@ class AsyncEngine {
   ServingStats stats() const;
   // The engine's configuration after it was built (max_model_length capped by the model, the
   // measured number of KV blocks).
-  const EngineConfig& config() const { return config_; }
+  const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_config_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
 
@@ -121,7 +122,7 @@ class AsyncEngine {
   std::shared_ptr<RequestHandle::Core> core_;
   std::unique_ptr<LLMEngine> engine_;  // stepped by the engine thread only; its const tokenizer and
                                        // template are shared
-  EngineConfig config_;
+  ResolvedConfig config_;
   ModelConfig model_config_;
   const Tokenizer* tokenizer_ = nullptr;  // owned by engine_, immutable
   std::map<int64_t, Tracked> tracked_;   // engine thread only

@@ -1,73 +1,99 @@
+// The engine's config table: every EngineConfig key, defined once.
 #include "api/engine_config.h"
 
-#include "common/check.h"
+#include <algorithm>
+#include <array>
 
 namespace minivllm {
+namespace {
+
+using C = EngineConfig;
+
+// To add a key: a member in EngineConfig (its initializer is the default) and one row here.
+constexpr auto kRows = std::to_array<KeyRow<C>>({
+    key<&C::model>({.name = "model",
+                    .help = "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct",
+                    .value_name = "M",
+                    .required = true}),
+    key<&C::device>({.name = "device",
+                     .help = "the backend; auto: cuda where a GPU is visible, else cpu",
+                     .value_name = "D",
+                     .choices = {"auto", "cpu", "cuda"}}),
+    key<&C::max_num_seqs>({.name = "max_num_seqs", .help = "sequences per batch", .min = 1}),
+    key<&C::max_num_batched_tokens>(
+        {.name = "max_num_batched_tokens",
+         .help = "tokens per prefill batch (when not given: raised to max_model_len and max_num_seqs)",
+         .min = 1}),
+    key<&C::max_model_length>({.name = "max_model_len",
+                               .help = "longest prompt + completion; capped by the model's max_position_embeddings",
+                               .alias = "max_model_length",
+                               .min = 1}),
+    key<&C::block_size>({.name = "block_size", .help = "KV cache block size in tokens", .min = 16, .multiple_of = 16}),
+    key<&C::num_kvcache_blocks>({.name = "num_kvcache_blocks",
+                                 .help = "KV cache blocks",
+                                 .min = 1,
+                                 .has_sentinel = true,
+                                 .sentinel = -1,
+                                 .sentinel_meaning = "sized from free memory"}),
+    key<&C::gpu_memory_utilization>({.name = "gpu_memory_utilization",
+                                     .help = "fraction of GPU memory to use",
+                                     .value_name = "F",
+                                     .min = 0,
+                                     .max = 1,
+                                     .min_open = true}),
+    key<&C::enforce_eager>({.name = "enforce_eager", .help = "no CUDA graphs"}),
+    key<&C::world_size>({.name = "tensor_parallel_size",
+                         .help = "ranks (GPUs, or CPU processes) the model is split over",
+                         .alias = "world_size",
+                         .min = 1,
+                         .max = 64}),
+    key<&C::num_threads>({.name = "num_threads", .help = "CPU threads, 0 = all cores", .min = 0, .max = 4096}),
+    key<&C::eos>({.name = "eos",
+                  .help = "end-of-sequence token id",
+                  .value_name = "ID",
+                  .min = 0,
+                  .has_sentinel = true,
+                  .sentinel = -1,
+                  .sentinel_meaning = "the model's own"}),
+});
+
+[[noreturn]] void fail(const char* key, std::string problem) {
+  throw ConfigKeyError(kEngineKeyKind, key, std::move(problem));
+}
+
+}  // namespace
+
+std::span<const KeyRow<EngineConfig>> engine_config_rows() { return kRows; }
+
+std::span<const ConfigKey> engine_config_keys() {
+  static const std::vector<ConfigKey> keys = list_keys(engine_config_rows());
+  return keys;
+}
 
 void EngineConfig::validate() const {
-  MINIVLLM_CHECK(!model.empty()) << "config key 'model' is empty";
-  MINIVLLM_CHECK(world_size >= 1) << "config key 'world_size' must be >= 1, got " << world_size;
-  MINIVLLM_CHECK(max_num_seqs >= 1) << "config key 'max_num_seqs' must be >= 1, got " << max_num_seqs;
-  MINIVLLM_CHECK(max_num_batched_tokens >= 1)
-      << "config key 'max_num_batched_tokens' must be >= 1, got " << max_num_batched_tokens;
-  MINIVLLM_CHECK(block_size >= 16 && block_size % 16 == 0)
-      << "config key 'block_size' must be a positive multiple of 16, got " << block_size;
-  MINIVLLM_CHECK(num_kvcache_blocks == -1 || num_kvcache_blocks >= 1)
-      << "config key 'num_kvcache_blocks' must be -1 (auto) or >= 1, got " << num_kvcache_blocks;
-  MINIVLLM_CHECK(gpu_memory_utilization > 0.0f && gpu_memory_utilization <= 1.0f)
-      << "config key 'gpu_memory_utilization' must be in (0, 1], got " << gpu_memory_utilization;
-  MINIVLLM_CHECK(max_model_length >= 1) << "config key 'max_model_length' must be >= 1, got " << max_model_length;
-  MINIVLLM_CHECK(max_num_batched_tokens >= max_model_length)
-      << "config key 'max_num_batched_tokens' (" << max_num_batched_tokens
-      << ") must be >= 'max_model_length' (" << max_model_length << ") so that any prompt fits one prefill";
-  MINIVLLM_CHECK(max_num_batched_tokens >= max_num_seqs)
-      << "config key 'max_num_batched_tokens' (" << max_num_batched_tokens << ") must be >= 'max_num_seqs' ("
-      << max_num_seqs << ")";
-  MINIVLLM_CHECK(eos >= -1) << "config key 'eos' must be -1 (model default) or a token id, got " << eos;
-  MINIVLLM_CHECK(device == "auto" || device == "cpu" || device == "cuda")
-      << "config key 'device' must be auto, cpu or cuda, got '" << device << "'";
-  MINIVLLM_CHECK(num_threads >= 0) << "config key 'num_threads' must be >= 0, got " << num_threads;
+  check_all(engine_config_rows(), *this, kEngineKeyKind);
+  if (max_num_batched_tokens < max_model_length) {
+    fail("max_num_batched_tokens", "must be >= max_model_len (" + std::to_string(max_model_length) +
+                                       ") so that any prompt fits one prefill, got " +
+                                       std::to_string(max_num_batched_tokens));
+  }
+  if (max_num_batched_tokens < max_num_seqs) {
+    fail("max_num_batched_tokens", "must be >= max_num_seqs (" + std::to_string(max_num_seqs) + "), got " +
+                                       std::to_string(max_num_batched_tokens));
+  }
 }
 
 EngineConfig EngineConfig::from_json(const nlohmann::json& j) {
-  MINIVLLM_CHECK(j.is_object()) << "engine config must be a JSON object";
-  EngineConfig c;
-  for (const auto& [key, v] : j.items()) {
-    try {
-      if (key == "model") c.model = v.get<std::string>();
-      else if (key == "world_size" || key == "tensor_parallel_size") c.world_size = v.get<int>();
-      else if (key == "max_num_seqs") c.max_num_seqs = v.get<int>();
-      else if (key == "max_num_batched_tokens") c.max_num_batched_tokens = v.get<int>();
-      else if (key == "num_kvcache_blocks") c.num_kvcache_blocks = v.get<int>();
-      else if (key == "block_size") c.block_size = v.get<int>();
-      else if (key == "eos") c.eos = v.get<int64_t>();
-      else if (key == "enforce_eager") c.enforce_eager = v.get<bool>();
-      else if (key == "gpu_memory_utilization") c.gpu_memory_utilization = v.get<float>();
-      else if (key == "max_model_length" || key == "max_model_len") c.max_model_length = v.get<int>();
-      else if (key == "device") c.device = v.get<std::string>();
-      else if (key == "num_threads") c.num_threads = v.get<int>();
-      else MINIVLLM_FAIL() << "unknown config key '" << key << "'";
-    } catch (const nlohmann::json::exception& e) {
-      MINIVLLM_FAIL() << "config key '" << key << "' has the wrong type: " << e.what();
-    }
+  EngineConfig c = read_object(engine_config_rows(), j, kEngineKeyKind);
+  // A small max_model_len should not trip the batched-tokens check when the user left that
+  // key alone; a larger one raises the default budget so that any prompt fits one prefill.
+  if (!j.contains("max_num_batched_tokens") || j["max_num_batched_tokens"].is_null()) {
+    c.max_num_batched_tokens = std::max({c.max_num_batched_tokens, c.max_model_length, c.max_num_seqs});
   }
   c.validate();
   return c;
 }
 
-RunnerConfig EngineConfig::runner_config() const {
-  RunnerConfig r;
-  r.backend = device == "cpu" ? BackendKind::kCpu : device == "cuda" ? BackendKind::kCuda : BackendKind::kAuto;
-  r.num_threads = num_threads;
-  r.max_num_seqs = max_num_seqs;
-  r.max_num_batched_tokens = max_num_batched_tokens;
-  r.max_model_length = max_model_length;
-  r.block_size = block_size;
-  r.num_kvcache_blocks = num_kvcache_blocks;
-  r.gpu_memory_utilization = gpu_memory_utilization;
-  r.enforce_eager = enforce_eager;
-  r.world_size = world_size;
-  return r;
-}
+nlohmann::ordered_json EngineConfig::to_json() const { return write_object(engine_config_rows(), *this); }
 
 }  // namespace minivllm

@@ -1,13 +1,18 @@
-// EngineConfig: the seeds' config keys with sensible defaults, validated with messages that name
-// the key. Architecture keys come from the checkpoint, not from here.
+// EngineConfig: the seeds' config keys. Each key is defined once, in the table in engine_config.cc
+// (name, alias, help, range; the default is the member's initializer below): the JSON parser, the
+// validation, the CLI flags and --help, and the Python keyword arguments all read that table.
+// Architecture keys come from the checkpoint, not from here. Values derived from the model and
+// the device (the clamped max_model_length, the KV block count) are resolved once, into the
+// engine's ResolvedConfig (resolved_config.h).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/runner_config.h"
+#include "common/config_table.h"
 
 namespace minivllm {
 
@@ -25,11 +30,19 @@ struct EngineConfig {
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // CPU threads, 0 = all cores
 
-  // Throws an Error naming the key when a value is invalid.
+  // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;
-  // From a JSON object with the keys above (unknown keys are an error naming them).
+  // From a JSON object of the table's keys (or their aliases). Errors (an unknown key, a wrong
+  // type, a value out of range) are ConfigKeyErrors naming the key. When max_num_batched_tokens
+  // is not given it is raised to fit max_model_length and max_num_seqs.
   static EngineConfig from_json(const nlohmann::json& j);
-  RunnerConfig runner_config() const;
+  nlohmann::ordered_json to_json() const;  // every key; from_json of it gives this config back
 };
+
+// The table's rows (for the CLI and the server) and the keys with their defaults (for the Python
+// bindings and docs), in the order --help lists them.
+std::span<const KeyRow<EngineConfig>> engine_config_rows();
+std::span<const ConfigKey> engine_config_keys();
+inline constexpr std::string_view kEngineKeyKind = "config key";
 
 }  // namespace minivllm

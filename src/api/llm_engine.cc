@@ -1,7 +1,6 @@
 #include "api/llm_engine.h"
 
 #include <algorithm>
-#include <set>
 
 #include "api/choice_output.h"
 #include "common/check.h"
@@ -30,29 +29,14 @@ uint64_t choice_seed(uint64_t seed, int index) {
 
 }  // namespace
 
-LLMEngine::LLMEngine(EngineConfig config) : config_(std::move(config)) {
-  config_.validate();
-  source_ = open_model(config_.model, /*with_weights=*/true);
-  const ModelConfig& mc = source_.config;
-  config_.max_model_length = static_cast<int>(std::min<int64_t>(config_.max_model_length, mc.max_position_embeddings));
-  config_.max_num_batched_tokens = std::max(config_.max_num_batched_tokens, config_.max_model_length);
-  runners_ = std::make_unique<RunnerGroup>(config_.runner_config(), mc, *source_.weights, source_.path);
-  config_.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();
-
-  SchedulerConfig sc;
-  sc.max_num_seqs = config_.max_num_seqs;
-  sc.max_num_batched_tokens = config_.max_num_batched_tokens;
-  sc.num_kvcache_blocks = config_.num_kvcache_blocks;
-  sc.block_size = config_.block_size;
-  sc.max_model_length = config_.max_model_length;
-  if (config_.eos >= 0) {
-    sc.eos_token_ids = {config_.eos};
-  } else {
-    std::set<int64_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
-    if (source_.tokenizer && source_.tokenizer->eos_token_id() >= 0) eos.insert(source_.tokenizer->eos_token_id());
-    sc.eos_token_ids.assign(eos.begin(), eos.end());
-  }
-  scheduler_ = std::make_unique<Scheduler>(sc);
+LLMEngine::LLMEngine(EngineConfig config) {
+  config.validate();
+  source_ = open_model(config.model, /*with_weights=*/true);
+  ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());
+  runners_ = std::make_unique<RunnerGroup>(resolved.runner_config(), source_.config, *source_.weights, source_.path);
+  resolved.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();
+  config_ = std::move(resolved);  // read-only from here on
+  scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());
 }
 
 LLMEngine::~LLMEngine() { exit(); }

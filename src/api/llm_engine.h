@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/engine_config.h"
+#include "api/resolved_config.h"
 #include "api/model_source.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
@@ -97,7 +98,8 @@ class LLMEngine {
   std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt = true,
                                   const nlohmann::json& template_vars = nlohmann::json::object()) const;
 
-  const EngineConfig& config() const { return config_; }
+  // The config with its derived values resolved (resolved_config.h).
+  const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return source_.config; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
   const ModelRunner& runner() const { return runners_->runner(); }
@@ -121,7 +123,7 @@ class LLMEngine {
   std::vector<RequestOutput> run_to_completion(std::vector<RequestOutput> outputs, const std::vector<int64_t>& ids,
                                                int choices);
 
-  EngineConfig config_;
+  ResolvedConfig config_;  // set once by the constructor
   ModelSource source_;
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;

@@ -11,13 +11,18 @@ ArgParser::ArgParser(std::string command, std::string usage, std::string descrip
     : command_(std::move(command)), usage_(std::move(usage)), description_(std::move(description)) {}
 
 ArgParser& ArgParser::option(const std::string& name, const std::string& value_name, const std::string& help) {
+  // A flag declared twice (by hand and by a config table) would parse as one and show twice.
+  if (find(name) != nullptr) throw std::logic_error("minivllm " + command_ + ": " + name + " is declared twice");
   specs_.push_back({name, value_name, help});
   return *this;
 }
 
-ArgParser& ArgParser::flag(const std::string& name, const std::string& help) {
-  specs_.push_back({name, "", help});
-  return *this;
+ArgParser& ArgParser::flag(const std::string& name, const std::string& help) { return option(name, "", help); }
+
+std::vector<std::string> ArgParser::names() const {
+  std::vector<std::string> out;
+  for (const Spec& s : specs_) out.push_back(s.name);
+  return out;
 }
 
 const ArgParser::Spec* ArgParser::find(const std::string& name) const {

@@ -25,10 +25,14 @@ class ArgParser {
   // `usage` is the one-line synopsis after "usage: minivllm ".
   ArgParser(std::string command, std::string usage, std::string description);
 
-  // An option taking a value (`--name V` or `--name=V`); may be given several times.
+  // An option taking a value (`--name V` or `--name=V`); may be given several times. Declaring a
+  // name twice is a std::logic_error (a programming mistake, e.g. a flag a config table also adds).
   ArgParser& option(const std::string& name, const std::string& value_name, const std::string& help);
   // A boolean flag (`--name`).
   ArgParser& flag(const std::string& name, const std::string& help);
+
+  // The declared option and flag names, in order.
+  std::vector<std::string> names() const;
 
   // Throws UsageError naming the unknown flag, the flag missing its value, or a stray argument.
   // `--help` / `-h` anywhere sets ParsedArgs::help_requested and skips the other checks.

@@ -97,11 +97,9 @@ int run_generate(const std::vector<std::string>& argv) {
   p.option("--prompt-ids", "JSON", "prompts as token ids, e.g. '[[1,2,3],[4,5]]'")
       .option("--prompt", "TEXT", "a text prompt (repeatable)")
       .option("--chat", "TEXT", "a user message, rendered with the chat template (repeatable)")
-      .option("--n", "N", "completions per prompt, 1..128 (default 1); with --seed S choice i draws from (S, i)")
-      .option("--logprobs", "K", "with --json: each token's logprob and the K (0..20) most likely tokens'")
-      .flag("--json", "print JSON");
+      .flag("--json", "print JSON (needed for --logprobs)");
   add_template_var_option(p);
-  add_sampling_options(p, kDefaultMaxTokens);
+  add_sampling_options(p, kDefaultMaxTokens, /*with_opt_in=*/true);  // --n, --logprobs
   add_engine_options(p);
   return run_command(p, argv, [](const ParsedArgs& a) {
     const int sources = a.has("--prompt-ids") + a.has("--prompt") + a.has("--chat");
@@ -109,8 +107,6 @@ int run_generate(const std::vector<std::string>& argv) {
     if (a.all("--prompt-ids").size() > 1) throw UsageError("--prompt-ids takes all prompts in one JSON array");
     const EngineConfig config = engine_config_from(a);
     SamplingParams params = sampling_params_from(a, kDefaultMaxTokens);
-    params.n = static_cast<int>(a.get_int("--n", 1, 1, SamplingParams::kMaxN));
-    params.logprobs = static_cast<int>(a.get_int("--logprobs", -1, 0, SamplingParams::kMaxLogprobs));
     if (params.logprobs >= 0 && !a.has("--json")) throw UsageError("--logprobs needs --json");
     const nlohmann::json vars = template_vars_from(a);
     const bool as_json = a.has("--json");

@@ -13,8 +13,8 @@ int run_template(const std::vector<std::string>& argv) {
   ArgParser p("template", "template --model M [--no-generation-prompt] [--var NAME=JSON]... < messages.json",
               "Reads a JSON array of {role, content} messages on stdin; prints the prompt the model's chat\n"
               "template renders from it.");
-  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
-      .flag("--no-generation-prompt", "do not open an assistant turn at the end");
+  add_model_option(p);
+  p.flag("--no-generation-prompt", "do not open an assistant turn at the end");
   add_template_var_option(p);
   return run_command(p, argv, [](const ParsedArgs& a) {
     const std::string model = a.required("--model");

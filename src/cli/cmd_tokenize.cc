@@ -6,6 +6,7 @@
 #include "cli/cli_io.h"
 #include "cli/commands.h"
 #include "cli/json_input.h"
+#include "cli/options.h"
 
 namespace minivllm::cli {
 namespace {
@@ -20,8 +21,8 @@ const Tokenizer& require_tokenizer(const ModelSource& source) {
 int run_tokenize(const std::vector<std::string>& argv) {
   ArgParser p("tokenize", "tokenize --model M [--add-special-tokens] < strings.json",
               "Reads a JSON array of strings on stdin; prints a JSON array of token id arrays.");
-  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
-      .flag("--add-special-tokens", "add the tokenizer's special tokens (e.g. bos) as Hugging Face does");
+  add_model_option(p);
+  p.flag("--add-special-tokens", "add the tokenizer's special tokens (e.g. bos) as Hugging Face does");
   return run_command(p, argv, [](const ParsedArgs& a) {
     const std::string model = a.required("--model");
     const bool add_special = a.has("--add-special-tokens");
@@ -42,8 +43,8 @@ int run_tokenize(const std::vector<std::string>& argv) {
 int run_detokenize(const std::vector<std::string>& argv) {
   ArgParser p("detokenize", "detokenize --model M [--skip-special-tokens] < ids.json",
               "Reads a JSON array of token id arrays on stdin; prints a JSON array of strings.");
-  p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
-      .flag("--skip-special-tokens", "leave special tokens out of the text");
+  add_model_option(p);
+  p.flag("--skip-special-tokens", "leave special tokens out of the text");
   return run_command(p, argv, [](const ParsedArgs& a) {
     const std::string model = a.required("--model");
     const bool skip_special = a.has("--skip-special-tokens");

@@ -10,14 +10,17 @@
 
 namespace minivllm::cli {
 
-// --model plus --device, --max-num-seqs, --max-num-batched-tokens, --max-model-len, --block-size,
-// --num-kvcache-blocks, --gpu-memory-utilization, --enforce-eager, --num-threads, --eos.
+// One flag per engine config key (engine_config_keys(): --model, --block-size, ...; aliases such
+// as --tensor-parallel-size too). Unset flags keep EngineConfig's defaults. Invalid values are a
+// UsageError naming the flag.
 void add_engine_options(ArgParser& p);
-// Unset flags keep EngineConfig's defaults. Invalid values are a UsageError naming the flag.
+// --model alone, for the commands that open only the tokenizer or the chat template.
+void add_model_option(ArgParser& p);
 EngineConfig engine_config_from(const ParsedArgs& a);
 
-// --max-tokens, --temperature, --top-k, --top-p, --min-p, --seed, --ignore-eos, --stop.
-void add_sampling_options(ArgParser& p, int default_max_tokens);
+// One flag per sampling key (sampling_keys(): --max-tokens, --temperature, ...); the opt-in ones
+// (--n, --logprobs) only `with_opt_in`. --max-tokens defaults to `default_max_tokens`.
+void add_sampling_options(ArgParser& p, int default_max_tokens, bool with_opt_in = false);
 SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens);
 
 // --var NAME=JSON (repeatable): extra chat-template variables, e.g. --var enable_thinking=false.

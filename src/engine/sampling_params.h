@@ -1,4 +1,7 @@
 // SamplingParams: per-request generation settings (seeds: SamplingParams), validated up front.
+// Each key is defined once, in the table in sampling_keys.cc (name, help, range; the default is
+// the member's initializer below), which the JSON parser, the CLI flags, the server's OpenAI
+// parameters and the Python keyword arguments read.
 #pragma once
 
 #include <cstdint>
@@ -6,6 +9,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace minivllm {
 
@@ -38,8 +43,12 @@ struct SamplingParams {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
 
-  // Throws an Error naming the field when a value is invalid.
+  // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;
+  // From a JSON object of the table's keys; an unknown key, a wrong type or a value out of range
+  // is a ConfigKeyError naming the key; null keeps the default. (sampling_keys.cc)
+  static SamplingParams from_json(const nlohmann::json& j);
+  nlohmann::ordered_json to_json() const;
 };
 
 // One generated token's log-probability and, when asked for, the most likely tokens at that

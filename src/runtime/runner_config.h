@@ -1,4 +1,6 @@
-// The runtime's share of the engine config (seeds: the ModelRunner's keys).
+// The runtime's share of the engine config (seeds: the ModelRunner's keys), always built from the
+// engine's resolved config (ResolvedConfig::runner_config()): the keys' defaults and ranges are
+// the config table's (api/engine_config.cc), not repeated here.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +12,16 @@ enum class BackendKind { kAuto, kCpu, kCuda };
 
 struct RunnerConfig {
   BackendKind backend = BackendKind::kAuto;
-  int device_index = 0;
-  int num_threads = 0;  // CPU threads, 0 = all cores
-  int max_num_seqs = 512;
-  int max_num_batched_tokens = 16384;
-  int max_model_length = 4096;
-  int block_size = 256;
+  int device_index = 0;  // not a key: rank r runs on device device_index + r
+  int num_threads = 0;
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+  int max_model_length = 0;  // resolved: capped by the model
+  int block_size = 0;
   int num_kvcache_blocks = -1;  // -1: sized from memory
-  float gpu_memory_utilization = 0.9f;
+  float gpu_memory_utilization = 0.0f;
   bool enforce_eager = false;
-  int world_size = 1;  // tensor-parallel ranks: rank r runs on device device_index + r
+  int world_size = 1;
 };
 
 }  // namespace minivllm

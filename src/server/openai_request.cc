@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/sampling_keys.h"
 #include "server/api_error.h"
 
 namespace minivllm::server {
@@ -24,21 +25,6 @@ bool read_bool(const json& body, const char* key, bool fallback) {
   return v->get<bool>();
 }
 
-// A number in [lo, hi] (both finite bounds inclusive unless `lo_open`).
-float read_float(const json& body, const char* key, float fallback, double lo, double hi, bool lo_open = false) {
-  const json* v = field(body, key);
-  if (!v) return fallback;
-  if (!v->is_number()) throw bad_param(key, "must be a number");
-  const double x = v->get<double>();
-  const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && x <= hi;
-  if (!ok) {
-    std::string range = lo_open ? "(" : "[";
-    range.append(std::to_string(lo)).append(", ").append(std::to_string(hi)).append("]");
-    throw bad_param(key, "must be in " + range + ", got " + v->dump());
-  }
-  return static_cast<float>(x);
-}
-
 int64_t as_integer(const json& v, const char* key, int64_t lo, int64_t hi) {
   if (!v.is_number_integer()) throw bad_param(key, "must be an integer, got " + v.dump().substr(0, 40));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
@@ -49,12 +35,6 @@ int64_t as_integer(const json& v, const char* key, int64_t lo, int64_t hi) {
     throw bad_param(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
   }
   return x;
-}
-
-std::optional<int64_t> read_int(const json& body, const char* key, int64_t lo, int64_t hi) {
-  const json* v = field(body, key);
-  if (!v) return std::nullopt;
-  return as_integer(*v, key, lo, hi);
 }
 
 // A token id list: a non-empty array of integers in [0, 2^31).
@@ -109,28 +89,30 @@ std::vector<PromptInput> read_prompts(const json& body) {
   return prompts;
 }
 
-// "stop": a string or a list of strings.
-std::vector<std::string> read_stop(const json& body) {
-  const json* v = field(body, "stop");
-  if (!v) return {};
-  std::vector<std::string> stops;
-  if (v->is_string()) {
-    stops.push_back(v->get<std::string>());
-  } else if (v->is_array()) {
-    if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
-      throw bad_param("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings");
-    }
-    for (const json& s : *v) {
-      if (!s.is_string()) throw bad_param("stop", "must be a string or a list of strings");
-      stops.push_back(s.get<std::string>());
-    }
-  } else {
-    throw bad_param("stop", "must be a string or a list of strings");
+// Sets the sampling key of `row` from body[param] (absent or null: not set). The table gives the
+// type and range; a sentinel (logprobs -1) is no value here: OpenAI's "not set" is null.
+void read_sampling_key(const json& body, const KeyRow<SamplingParams>& row, const char* param, SamplingParams& p) {
+  const json* v = field(body, param);
+  if (!v) return;
+  KeyRow<SamplingParams> strict = row;
+  strict.spec.has_sentinel = false;
+  try {
+    read_key(strict, *v, p, kSamplingKeyKind);
+  } catch (const ConfigKeyError& e) {
+    throw bad_param(param, e.problem());
   }
-  for (const std::string& s : stops) {
-    if (s.empty()) throw bad_param("stop", "stop strings must not be empty");
-  }
-  return stops;
+}
+
+const KeyRow<SamplingParams>& sampling_row(std::string_view name) {
+  return *find_key(sampling_rows(), name);
+}
+
+// max_tokens (and chat's max_completion_tokens) when given, with the table's range.
+std::optional<int> read_max_tokens(const json& body, const char* param) {
+  if (!field(body, param)) return std::nullopt;
+  SamplingParams p;
+  read_sampling_key(body, sampling_row("max_tokens"), param, p);
+  return p.max_tokens;
 }
 
 // The parameters both endpoints share.
@@ -139,25 +121,18 @@ void read_common(const json& body, GenerationRequest& r) {
     if (!m->is_string()) throw bad_param("model", "must be a string");
     r.model = m->get<std::string>();
   }
+  // Every sampling key is an OpenAI (or vLLM) parameter of the same name, but for the two whose
+  // OpenAI forms differ per endpoint: max_tokens and logprobs (below).
   SamplingParams& p = r.params;
-  p.temperature = read_float(body, "temperature", 1.0f, 0.0, 1e6);
-  p.top_p = read_float(body, "top_p", 1.0f, 0.0, 1.0, /*lo_open=*/true);
-  p.min_p = read_float(body, "min_p", 0.0f, 0.0, 1.0);
-  if (auto k = read_int(body, "top_k", -1, std::numeric_limits<int32_t>::max())) p.top_k = static_cast<int>(*k);
-  if (auto s = read_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
-    p.seed = static_cast<uint64_t>(*s);
+  for (const KeyRow<SamplingParams>& row : sampling_rows()) {
+    if (row.spec.name == "max_tokens" || row.spec.name == "logprobs") continue;
+    read_sampling_key(body, row, std::string(row.spec.name).c_str(), p);
   }
-  p.stop = read_stop(body);
-  if (const json* ids = field(body, "stop_token_ids")) {
-    if (!ids->is_array()) throw bad_param("stop_token_ids", "must be a list of token ids");
-    for (const json& x : *ids) p.stop_token_ids.push_back(as_integer(x, "stop_token_ids", 0, std::numeric_limits<int32_t>::max()));
+  // A server limit (one request must not make every step scan many stop strings), not a key's range.
+  if (p.stop.size() > static_cast<size_t>(kMaxStopStrings)) {
+    throw bad_param("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings");
   }
-  p.ignore_eos = read_bool(body, "ignore_eos", false);
-  r.n = static_cast<int>(read_int(body, "n", 1, SamplingParams::kMaxN).value_or(1));
-  p.n = r.n;
-  p.presence_penalty = read_float(body, "presence_penalty", 0.0f, -2.0, 2.0);
-  p.frequency_penalty = read_float(body, "frequency_penalty", 0.0f, -2.0, 2.0);
-  p.repetition_penalty = read_float(body, "repetition_penalty", 1.0f, 0.0, 2.0, /*lo_open=*/true);
+  r.n = p.n;
   r.tokens_as_ids = read_bool(body, "return_tokens_as_token_ids", false);
   r.stream = read_bool(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
@@ -220,9 +195,9 @@ GenerationRequest parse_completion_request(const json& body) {
   GenerationRequest r;
   r.prompts = read_prompts(body);
   read_common(body, r);
-  if (auto m = read_int(body, "max_tokens", 1, std::numeric_limits<int32_t>::max())) r.max_tokens = static_cast<int>(*m);
-  if (!r.max_tokens) r.max_tokens = kDefaultCompletionMaxTokens;
-  if (auto k = read_int(body, "logprobs", 0, SamplingParams::kMaxLogprobs)) r.logprobs = static_cast<int>(*k);
+  r.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
+  read_sampling_key(body, sampling_row("logprobs"), "logprobs", r.params);
+  r.logprobs = r.params.logprobs;
   r.echo = read_bool(body, "echo", false);
   if (r.echo && r.logprobs >= 0) {
     throw bad_param("echo", "echo with logprobs is not supported (the prompt's logprobs are not computed)");
@@ -240,13 +215,14 @@ GenerationRequest parse_chat_request(const json& body) {
   r.messages = read_messages(body);
   read_common(body, r);
   // max_completion_tokens is the newer name; it wins when both are given.
-  auto max_tokens = read_int(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
-  if (auto m = read_int(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) max_tokens = m;
-  if (max_tokens) r.max_tokens = static_cast<int>(*max_tokens);
+  r.max_tokens = read_max_tokens(body, "max_tokens");
+  if (auto m = read_max_tokens(body, "max_completion_tokens")) r.max_tokens = m;
+  // Chat's logprobs is a boolean; top_logprobs is the sampling key logprobs.
   const bool logprobs = read_bool(body, "logprobs", false);
-  const auto top = read_int(body, "top_logprobs", 0, SamplingParams::kMaxLogprobs);
-  if (top && !logprobs) throw bad_param("top_logprobs", "needs logprobs set to true");
-  if (logprobs) r.logprobs = static_cast<int>(top.value_or(0));
+  SamplingParams top;
+  read_sampling_key(body, sampling_row("logprobs"), "top_logprobs", top);
+  if (top.logprobs >= 0 && !logprobs) throw bad_param("top_logprobs", "needs logprobs set to true");
+  if (logprobs) r.logprobs = std::max(top.logprobs, 0);
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = *kw;

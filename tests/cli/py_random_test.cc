@@ -1,12 +1,7 @@
 // PyRandom against CPython 3.11's random module (values printed by python3 on this machine) and
 // the bench workload's totals, which tools/make_bench_workload.py also checks.
-//
-// src/cli/ builds only the minivllm executable, and test_cli links the minivllm library alone,
-// so the sources under test (and json_input.cc, which the workload reader uses) are compiled into
-// this test directly; hardening_cli_test.cc tests json_input.h through these definitions.
-#include "cli/bench_workload.cc"  // NOLINT(bugprone-suspicious-include)
-#include "cli/json_input.cc"      // NOLINT(bugprone-suspicious-include)
-#include "cli/py_random.cc"       // NOLINT(bugprone-suspicious-include)
+#include "cli/bench_workload.h"
+#include "cli/py_random.h"
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 // type and range, and every bad value a 400 naming the parameter.
 #include <gtest/gtest.h>
 
+#include "engine/sampling_keys.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
@@ -10,6 +11,9 @@ namespace minivllm::server {
 namespace {
 
 using nlohmann::json;
+
+// to_json() is an ordered_json (table order); compared as text-equal plain JSON.
+json plain(const nlohmann::ordered_json& o) { return json::parse(o.dump()); }
 
 // The status and parameter of the ApiError that `f` throws.
 template <class F>
@@ -100,6 +104,29 @@ TEST(OpenAiRequest, BadValuesNameTheirParameter) {
     const std::string body = std::string(R"({"prompt": "x", )").append(field).append("}");
     EXPECT_EQ(error_of([&] { completion(body); }), std::make_pair(400, param)) << body;
   }
+}
+
+// Every sampling key is an OpenAI parameter of the same name, read with the table's type and
+// range (max_tokens and logprobs differ per endpoint and are tested above and below).
+TEST(OpenAiRequest, EverySamplingKeyIsAParameter) {
+  const json sample = {{"temperature", 0.5},       {"top_k", 40},
+                       {"top_p", 0.75},            {"min_p", 0.125},
+                       {"seed", 42},               {"ignore_eos", true},
+                       {"stop", {"a", "bc"}},      {"stop_token_ids", {5, 6}},
+                       {"presence_penalty", 0.5},  {"frequency_penalty", -0.25},
+                       {"repetition_penalty", 1.5}, {"n", 3}};
+  for (const ConfigKey& k : sampling_keys()) {
+    const std::string name(k.spec.name);
+    if (name == "max_tokens" || name == "logprobs") continue;
+    ASSERT_TRUE(sample.contains(name)) << "give " << name << " a sample value here";
+    json body = {{"prompt", "x"}, {name, sample[name]}};
+    EXPECT_EQ(plain(parse_completion_request(body).params.to_json()[name]), sample[name]) << name;
+    body[name] = json::array({json::object()});  // the wrong type for every key
+    EXPECT_EQ(error_of([&] { parse_completion_request(body); }), std::make_pair(400, name)) << name;
+  }
+  // The table's ranges, not the server's own: a temperature above OpenAI's 2 is the engine's to take.
+  EXPECT_FLOAT_EQ(completion(R"({"prompt": "x", "temperature": 7.5})").params.temperature, 7.5f);
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "top_p": 1e300})"); }), std::make_pair(400, std::string("top_p")));
 }
 
 TEST(OpenAiRequest, ChatMessagesAndTemplateKwargs) {
