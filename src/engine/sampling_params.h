@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace minivllm {
 
 struct SamplingParams {
@@ -40,6 +42,13 @@ struct SamplingParams {
 
   // Throws an Error naming the field when a value is invalid.
   void validate() const;
+
+  // From a JSON object with the fields above (sampling_params_json.cc): unknown keys and values of
+  // the wrong type are an Error naming the key; the result is validated. `seed` may be null,
+  // `stop` a string or a list of strings. The Python package passes its keyword arguments here.
+  static SamplingParams from_json(const nlohmann::json& j);
+  // Every field, in declaration order (seed null when unset): what from_json reads back.
+  nlohmann::ordered_json to_json() const;
 };
 
 // One generated token's log-probability and, when asked for, the most likely tokens at that
