@@ -9,3 +9,6 @@ tools/fetch_default_model.sh >/dev/null  # SmolLM2-135M-Instruct: its tests (and
 cmake --preset release
 cmake --build --preset release
 ctest --preset release -j2
+# The Python package: `pip install .` into a fresh virtual environment, then pytest tests/python
+# (which compares it with the CLI just built).
+MINIVLLM_CLI="$PWD/build/release/minivllm" tools/test_python.sh

@@ -96,10 +96,15 @@ const ChatTemplate& ModelSource::require_chat_template() const {
   return *chat_template;
 }
 
-ModelSource open_model(const std::string& model, bool with_weights) {
+std::string find_model(const std::string& model) {
   const std::string path = resolve_model_path(model);
   MINIVLLM_CHECK(fs::exists(path)) << "model '" << path << "' does not exist (expected a Hugging Face directory, "
                                    << "a .gguf file, or '" << kDefaultModelName << "')";
+  return path;
+}
+
+ModelSource open_model(const std::string& model, bool with_weights) {
+  const std::string path = find_model(model);
   if (fs::is_directory(path)) return open_hf_dir(path, with_weights);
   MINIVLLM_CHECK(fs::path(path).extension() == ".gguf") << "model '" << path << "' is a file but not a .gguf";
   return open_gguf_file(path, with_weights);

@@ -44,6 +44,10 @@ void add_special_token_vars(const ModelSource& source, Json& vars) {
 // Where the default model is looked for: $MINIVLLM_MODELS_DIR, ./models, ~/.cache/minivllm.
 std::string resolve_model_path(const std::string& model);
 
+// resolve_model_path, then an Error unless the result exists (the Python package raises it as
+// FileNotFoundError, apart from the errors of loading what is there).
+std::string find_model(const std::string& model);
+
 // Loads config, weights and (when present) tokenizer and chat template. `with_weights` false skips
 // the weights (tokenize / template commands). Errors name the path.
 ModelSource open_model(const std::string& model, bool with_weights = true);

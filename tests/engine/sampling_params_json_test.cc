@@ -1,0 +1,68 @@
+// SamplingParams::from_json / to_json: what the Python package's keyword arguments go through.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/check.h"
+#include "engine/sampling_params.h"
+
+namespace minivllm {
+namespace {
+
+std::string error_of(const char* text) {
+  try {
+    SamplingParams::from_json(nlohmann::json::parse(text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SamplingParamsJson, ReadsEveryFieldAndWritesItBack) {
+  const SamplingParams s = SamplingParams::from_json(nlohmann::json::parse(
+      R"({"temperature": 0.5, "top_k": 5, "top_p": 0.9, "min_p": 0.1, "max_tokens": 7, "ignore_eos": true,
+          "seed": 42, "stop_token_ids": [3, 4], "stop": "end", "n": 2, "logprobs": 3,
+          "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2})"));
+  EXPECT_EQ(s.top_k, 5);
+  EXPECT_EQ(s.max_tokens, 7);
+  EXPECT_TRUE(s.ignore_eos);
+  ASSERT_TRUE(s.seed.has_value());
+  EXPECT_EQ(*s.seed, 42u);
+  EXPECT_EQ(s.stop, std::vector<std::string>{"end"});
+  EXPECT_EQ(s.stop_token_ids, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(s.n, 2);
+  EXPECT_EQ(s.logprobs, 3);
+  // to_json gives every field, and reads back to the same values.
+  const nlohmann::ordered_json j = s.to_json();
+  EXPECT_EQ(j.at("max_tokens"), 7);
+  EXPECT_EQ(j.at("seed"), 42);
+  EXPECT_EQ(SamplingParams::from_json(nlohmann::json::parse(j.dump())).to_json(), j);
+}
+
+TEST(SamplingParamsJson, DefaultsAndNulls) {
+  const SamplingParams s = SamplingParams::from_json(nlohmann::json::parse(R"({"seed": null, "logprobs": null})"));
+  EXPECT_FALSE(s.seed.has_value());
+  EXPECT_EQ(s.logprobs, -1);
+  EXPECT_EQ(s.to_json(), SamplingParams{}.to_json());
+  EXPECT_TRUE(s.to_json()["seed"].is_null());
+}
+
+// The message names the key (the Python package raises it as ValueError, tests/python checks that).
+TEST(SamplingParamsJson, ErrorsNameTheKey) {
+  for (const auto& [text, key] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"temprature": 1})", "temprature"},
+           {R"({"max_tokens": "many"})", "max_tokens"},
+           {R"({"ignore_eos": 1})", "ignore_eos"},
+           {R"({"n": true})", "n"},
+           {R"({"seed": -1})", "seed"},
+           {R"({"stop": [1]})", "stop"},
+           {R"({"top_p": 0})", "top_p"}}) {
+    const std::string e = error_of(text);
+    EXPECT_FALSE(e.empty()) << text;
+    EXPECT_NE(e.find(std::string(key)), std::string::npos) << text << " -> " << e;
+  }
+  EXPECT_FALSE(error_of("[1]").empty());
+}
+
+}  // namespace
+}  // namespace minivllm

@@ -1,0 +1,61 @@
+"""Greedy output through Python equals Hugging Face's (the goldens) and the CLI's."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import GOLDEN_MODELS, GOLDENS, TINY, golden_cases
+from minivllm import LLM, SamplingParams
+
+
+def greedy(n):
+    return SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
+
+
+def cli_flags(config):
+    flags = []
+    for key, value in config.items():
+        flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags
+
+
+@pytest.mark.parametrize("model", GOLDEN_MODELS)
+def test_greedy_equals_hf_goldens_and_cli(model, cli):
+    cases = golden_cases(model)
+    prompts = [c["prompt_ids"] for c in cases]
+    n = len(cases[0]["greedy_ids"])
+    llm = LLM(str(GOLDENS / model), **TINY)
+    outputs = llm.generate(prompts, greedy(n), use_tqdm=False)
+    llm.exit()
+    assert [o["token_ids"] for o in outputs] == [c["greedy_ids"] for c in cases]
+
+    r = subprocess.run([cli, "generate", "--model", str(GOLDENS / model), "--prompt-ids", json.dumps(prompts),
+                        "--temperature", "0", "--ignore-eos", "--max-tokens", str(n), "--json"] + cli_flags(TINY),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert [o["token_ids"] for o in outputs] == [o["token_ids"] for o in json.loads(r.stdout)]
+
+
+def test_tensor_parallel_worker_from_the_package():
+    # Rank 1 is the minivllm-worker installed beside the package: HF's tokens as with one rank.
+    cases = golden_cases("qwen3-tiny")
+    llm = LLM(str(GOLDENS / "qwen3-tiny"), **TINY, tensor_parallel_size=2)
+    assert llm.tensor_parallel_size == 2
+    outputs = llm.generate([c["prompt_ids"] for c in cases], greedy(len(cases[0]["greedy_ids"])), use_tqdm=False)
+    llm.exit()
+    assert [o["token_ids"] for o in outputs] == [c["greedy_ids"] for c in cases]
+
+
+def test_text_prompts_equal_cli(stories, cli):
+    prompts = ["Once upon a time", "The little dog"]
+    llm = LLM(stories, **TINY)
+    outputs = llm.generate(prompts, greedy(24), use_tqdm=False)
+    llm.exit()
+    args = [cli, "generate", "--model", stories, "--temperature", "0", "--ignore-eos", "--max-tokens", "24", "--json"]
+    for p in prompts:
+        args += ["--prompt", p]
+    r = subprocess.run(args + cli_flags(TINY), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    expected = json.loads(r.stdout)
+    assert [(o["text"], o["token_ids"]) for o in outputs] == [(o["text"], o["token_ids"]) for o in expected]
+    assert all(len(o["token_ids"]) == 24 and o["text"] for o in outputs)
