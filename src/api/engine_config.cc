@@ -17,12 +17,14 @@ void EngineConfig::validate() const {
   MINIVLLM_CHECK(gpu_memory_utilization > 0.0f && gpu_memory_utilization <= 1.0f)
       << "config key 'gpu_memory_utilization' must be in (0, 1], got " << gpu_memory_utilization;
   MINIVLLM_CHECK(max_model_length >= 1) << "config key 'max_model_length' must be >= 1, got " << max_model_length;
-  MINIVLLM_CHECK(max_num_batched_tokens >= max_model_length)
+  MINIVLLM_CHECK(enable_chunked_prefill || max_num_batched_tokens >= max_model_length)
       << "config key 'max_num_batched_tokens' (" << max_num_batched_tokens
-      << ") must be >= 'max_model_length' (" << max_model_length << ") so that any prompt fits one prefill";
+      << ") must be >= 'max_model_length' (" << max_model_length
+      << ") when 'enable_chunked_prefill' is false, so that any prompt fits one prefill";
+  // Every running sequence gets its decode token in each step.
   MINIVLLM_CHECK(max_num_batched_tokens >= max_num_seqs)
       << "config key 'max_num_batched_tokens' (" << max_num_batched_tokens << ") must be >= 'max_num_seqs' ("
-      << max_num_seqs << ")";
+      << max_num_seqs << "): a step holds one decode token for each running sequence";
   MINIVLLM_CHECK(eos >= -1) << "config key 'eos' must be -1 (model default) or a token id, got " << eos;
   MINIVLLM_CHECK(device == "auto" || device == "cpu" || device == "cuda")
       << "config key 'device' must be auto, cpu or cuda, got '" << device << "'";
@@ -38,6 +40,7 @@ EngineConfig EngineConfig::from_json(const nlohmann::json& j) {
       else if (key == "world_size" || key == "tensor_parallel_size") c.world_size = v.get<int>();
       else if (key == "max_num_seqs") c.max_num_seqs = v.get<int>();
       else if (key == "max_num_batched_tokens") c.max_num_batched_tokens = v.get<int>();
+      else if (key == "enable_chunked_prefill") c.enable_chunked_prefill = v.get<bool>();
       else if (key == "num_kvcache_blocks") c.num_kvcache_blocks = v.get<int>();
       else if (key == "block_size") c.block_size = v.get<int>();
       else if (key == "eos") c.eos = v.get<int64_t>();

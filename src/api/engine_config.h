@@ -15,7 +15,10 @@ struct EngineConfig {
   std::string model;  // HF directory, .gguf file, or the default model's name
   int world_size = 1;
   int max_num_seqs = 512;
-  int max_num_batched_tokens = 16384;
+  int max_num_batched_tokens = 16384;  // tokens one step computes (decodes and prefill chunks)
+  // Prompts longer than the budget prefilled in chunks, decodes batched with them. Off: whole
+  // prompts in prefill-only steps (then max_num_batched_tokens >= max_model_length).
+  bool enable_chunked_prefill = true;
   int num_kvcache_blocks = -1;  // -1: sized from free memory
   int block_size = 256;
   int64_t eos = -1;  // -1: the model's own eos ids (config.json, generation_config.json)

@@ -18,7 +18,9 @@ void add_engine_options(ArgParser& p) {
   p.option("--model", "M", "Hugging Face directory, .gguf file, or SmolLM2-135M-Instruct (required)")
       .option("--device", "D", "auto | cpu | cuda (default auto)")
       .option("--max-num-seqs", "N", "sequences per batch (default 512)")
-      .option("--max-num-batched-tokens", "N", "tokens per prefill batch (default 16384)")
+      .option("--max-num-batched-tokens", "N",
+              "tokens one step computes: decodes, then prefill chunks (default 16384, at least --max-num-seqs)")
+      .flag("--no-chunked-prefill", "whole prompts in prefill-only steps (budget raised to --max-model-len)")
       .option("--max-model-len", "N", "longest prompt + completion (default 4096)")
       .option("--block-size", "N", "KV cache block size in tokens, a multiple of 16 (default 256)")
       .option("--num-kvcache-blocks", "N", "KV cache blocks (default: sized from free memory)")
@@ -57,10 +59,13 @@ EngineConfig engine_config_from(const ParsedArgs& a) {
   c.world_size = static_cast<int>(a.get_int(tp_flag, c.world_size, 1, 64));
   c.num_threads = static_cast<int>(a.get_int("--num-threads", c.num_threads, 0, 4096));
   c.eos = a.get_int("--eos", c.eos, -1, std::numeric_limits<int64_t>::max());
-  // A small --max-model-len should not trip the batched-tokens check when the user left that
-  // flag alone; a larger one raises the default budget so that any prompt fits one prefill.
+  c.enable_chunked_prefill = !a.has("--no-chunked-prefill");
+  // A large --max-num-seqs should not trip the batched-tokens check when the user left that flag
+  // alone; without chunked prefill a larger --max-model-len raises it too, so that any prompt fits
+  // one prefill.
   if (!a.has("--max-num-batched-tokens")) {
-    c.max_num_batched_tokens = std::max({c.max_num_batched_tokens, c.max_model_length, c.max_num_seqs});
+    c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_num_seqs);
+    if (!c.enable_chunked_prefill) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_model_length);
   }
   try {
     c.validate();
