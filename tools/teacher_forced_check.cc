@@ -38,6 +38,7 @@ json read_json(const std::string& path) {
 }
 
 int g_world_size = 1;  // --tensor-parallel-size, for every engine made here
+int g_max_num_batched_tokens = 16384;  // --max-num-batched-tokens: below the prompts' lengths, chunked prefill
 
 EngineConfig base_config(const std::string& model) {
   EngineConfig c;
@@ -45,7 +46,7 @@ EngineConfig base_config(const std::string& model) {
   c.world_size = g_world_size;
   c.device = "auto";
   c.max_model_length = 2048;
-  c.max_num_batched_tokens = 16384;
+  c.max_num_batched_tokens = g_max_num_batched_tokens;
   c.max_num_seqs = 64;
   c.gpu_memory_utilization = 0.5f;
   return c;
@@ -196,9 +197,10 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     g_world_size = std::stoi(arg(argc, argv, "--tensor-parallel-size", "1"));
+    g_max_num_batched_tokens = std::stoi(arg(argc, argv, "--max-num-batched-tokens", "16384"));
     if (cmd == "score") return score(argc, argv);
     if (cmd == "generate") return generate(argc, argv);
-    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] ...\n";
+    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -22,8 +22,13 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
     key<&C::max_num_seqs>({.name = "max_num_seqs", .help = "sequences per batch", .min = 1}),
     key<&C::max_num_batched_tokens>(
         {.name = "max_num_batched_tokens",
-         .help = "tokens per prefill batch (when not given: raised to max_model_len and max_num_seqs)",
+         .help = "tokens one step computes: the running decodes, then prefill chunks (when not given: raised "
+                 "to max_num_seqs, and to max_model_len without chunked prefill)",
          .min = 1}),
+    key<&C::enable_chunked_prefill>(
+        {.name = "enable_chunked_prefill",
+         .help = "prefill long prompts in chunks that share steps with the running decodes; off: whole prompts in "
+                 "prefill-only steps"}),
     key<&C::max_model_length>({.name = "max_model_len",
                                .help = "longest prompt + completion; capped by the model's max_position_embeddings",
                                .alias = "max_model_length",
@@ -72,23 +77,27 @@ std::span<const ConfigKey> engine_config_keys() {
 
 void EngineConfig::validate() const {
   check_all(engine_config_rows(), *this, kEngineKeyKind);
-  if (max_num_batched_tokens < max_model_length) {
+  if (!enable_chunked_prefill && max_num_batched_tokens < max_model_length) {
     fail("max_num_batched_tokens", "must be >= max_model_len (" + std::to_string(max_model_length) +
-                                       ") so that any prompt fits one prefill, got " +
+                                       ") without chunked prefill, so that any prompt fits one prefill, got " +
                                        std::to_string(max_num_batched_tokens));
   }
+  // Every running sequence gets its decode token in each step.
   if (max_num_batched_tokens < max_num_seqs) {
-    fail("max_num_batched_tokens", "must be >= max_num_seqs (" + std::to_string(max_num_seqs) + "), got " +
+    fail("max_num_batched_tokens", "must be >= max_num_seqs (" + std::to_string(max_num_seqs) +
+                                       ": a step holds one decode token per running sequence), got " +
                                        std::to_string(max_num_batched_tokens));
   }
 }
 
 EngineConfig EngineConfig::from_json(const nlohmann::json& j) {
   EngineConfig c = read_object(engine_config_rows(), j, kEngineKeyKind);
-  // A small max_model_len should not trip the batched-tokens check when the user left that
-  // key alone; a larger one raises the default budget so that any prompt fits one prefill.
+  // A large max_num_seqs should not trip the batched-tokens check when the user left that key
+  // alone; without chunked prefill a larger max_model_len raises the default budget too, so that
+  // any prompt fits one prefill.
   if (!j.contains("max_num_batched_tokens") || j["max_num_batched_tokens"].is_null()) {
-    c.max_num_batched_tokens = std::max({c.max_num_batched_tokens, c.max_model_length, c.max_num_seqs});
+    c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_num_seqs);
+    if (!c.enable_chunked_prefill) c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_model_length);
   }
   c.validate();
   return c;

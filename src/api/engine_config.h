@@ -20,7 +20,10 @@ struct EngineConfig {
   std::string model;  // HF directory, .gguf file, or the default model's name
   int world_size = 1;
   int max_num_seqs = 512;
-  int max_num_batched_tokens = 16384;
+  int max_num_batched_tokens = 16384;  // tokens one step computes (decodes and prefill chunks)
+  // Prompts longer than the budget prefilled in chunks, decodes batched with them. Off: whole
+  // prompts in prefill-only steps (then max_num_batched_tokens >= max_model_length).
+  bool enable_chunked_prefill = true;
   int num_kvcache_blocks = -1;  // -1: sized from free memory
   int block_size = 256;
   int64_t eos = -1;  // -1: the model's own eos ids (config.json, generation_config.json)
@@ -34,7 +37,7 @@ struct EngineConfig {
   void validate() const;
   // From a JSON object of the table's keys (or their aliases). Errors (an unknown key, a wrong
   // type, a value out of range) are ConfigKeyErrors naming the key. When max_num_batched_tokens
-  // is not given it is raised to fit max_model_length and max_num_seqs.
+  // is not given it is raised to fit max_num_seqs (and max_model_length without chunked prefill).
   static EngineConfig from_json(const nlohmann::json& j);
   nlohmann::ordered_json to_json() const;  // every key; from_json of it gives this config back
 };

@@ -181,6 +181,7 @@ void LLMEngine::fail_batch(const ScheduledBatch& batch, const std::string& error
 
 void LLMEngine::note_prefill(const ScheduledBatch& batch) {
   for (const Sequence* s : batch.seqs) {
+    if (!s->samples() || s->prefilled) continue;  // only the step that completes a prefill
     totals_.prefix_cache_queried_tokens += s->num_tokens();
     totals_.prefix_cache_hit_tokens += s->num_cached_tokens;
     auto it = choice_of_seq_.find(s->seq_id());
@@ -203,14 +204,17 @@ StepResult LLMEngine::step() {
     fail_batch(batch, e.what(), out);
     return out;
   }
-  if (batch.is_prefill) {
-    note_prefill(batch);
-    for (const Sequence* s : batch.seqs) out.num_tokens += s->num_tokens() - s->num_cached_tokens;
-  } else {
-    out.num_tokens = -static_cast<int>(batch.seqs.size());
+  // Read before postprocess advances the sequences: which rows sampled, which completed a prefill.
+  out.num_tokens = batch.is_prefill ? batch.num_tokens : -static_cast<int>(batch.seqs.size());
+  note_prefill(batch);
+  std::map<const Sequence*, size_t> row;  // sampled row of each sequence that sampled
+  std::vector<Sequence*> completed_prefill;
+  for (Sequence* s : batch.seqs) {
+    if (!s->samples()) continue;
+    if (!s->prefilled) completed_prefill.push_back(s);
+    const size_t r = row.size();
+    row[s] = r;
   }
-  std::map<const Sequence*, size_t> row;
-  for (size_t i = 0; i < batch.seqs.size(); ++i) row[batch.seqs[i]] = i;
   // The one finish decision is the scheduler's; the text side only reports stop strings.
   scheduler_->postprocess(batch.seqs, sampled.token_ids, [&](Sequence& seq) {
     ++totals_.generation_tokens_total;
@@ -221,7 +225,7 @@ StepResult LLMEngine::step() {
     const bool wants = seq.params().logprobs >= 0 && i < sampled.logprobs.size();
     return r->choices[index].append(wants ? &sampled.logprobs[i] : nullptr);
   });
-  for (Sequence* s : batch.seqs) {  // choice 0's prompt blocks are in the cache now
+  for (Sequence* s : completed_prefill) {  // choice 0's prompt blocks are in the cache now
     auto it = choice_of_seq_.find(s->seq_id());
     if (it == choice_of_seq_.end() || it->second.second != 0) continue;
     Request& r = *it->second.first;
@@ -307,22 +311,26 @@ std::vector<RequestOutput> LLMEngine::chat(const std::vector<nlohmann::json>& co
 
 std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {
   check_prompt(token_ids);
-  MINIVLLM_CHECK(static_cast<int>(token_ids.size()) <= config_.max_num_batched_tokens)
-      << "score takes at most max_num_batched_tokens tokens";
   MINIVLLM_CHECK(scheduler_->is_finished()) << "score runs only while no request is in flight";
   SamplingParams p;
   p.temperature = 0;
   Sequence seq(-1, token_ids, p, config_.block_size);
   // Blocks come from the block manager like any request's, so the prefix cache stays consistent;
-  // every position is computed (a prefix hit would only rewrite identical K/V).
+  // every position is computed (a prefix hit would only rewrite identical K/V), in chunks of at
+  // most max_num_batched_tokens, each attending over the KV the chunks before it wrote.
   BlockManager& blocks = scheduler_->block_manager();
   MINIVLLM_CHECK(blocks.can_allocate(seq)) << "sequence of " << token_ids.size() << " tokens does not fit the KV cache";
   blocks.allocate(seq);
   seq.num_cached_tokens = 0;
   std::vector<float> logits;
   try {
-    logits = runners_->prefill_all_logits(
-        build_step_input({&seq}, /*is_prefill=*/true, runners_->runner().max_blocks_per_seq(), /*draw_samples=*/false));
+    for (int begin = 0; begin < seq.num_tokens(); begin += config_.max_num_batched_tokens) {
+      seq.num_computed_tokens = begin;
+      seq.num_new_tokens = std::min(config_.max_num_batched_tokens, seq.num_tokens() - begin);
+      std::vector<float> chunk = runners_->prefill_all_logits(
+          build_step_input({&seq}, /*is_prefill=*/true, runners_->runner().max_blocks_per_seq(), /*draw_samples=*/false));
+      logits.insert(logits.end(), chunk.begin(), chunk.end());
+    }
   } catch (...) {
     blocks.deallocate(seq);
     throw;

@@ -9,7 +9,10 @@ ResolvedConfig resolve_config(const EngineConfig& config, const ModelConfig& mod
   ResolvedConfig r;
   static_cast<EngineConfig&>(r) = config;
   r.max_model_length = static_cast<int>(std::min<int64_t>(config.max_model_length, model.max_position_embeddings));
-  r.max_num_batched_tokens = std::max(config.max_num_batched_tokens, r.max_model_length);
+  // Without chunked prefill a whole prompt is one step's tokens.
+  if (!config.enable_chunked_prefill) {
+    r.max_num_batched_tokens = std::max(config.max_num_batched_tokens, r.max_model_length);
+  }
   if (config.eos >= 0) {
     r.eos_token_ids = {config.eos};
   } else {
@@ -43,6 +46,7 @@ SchedulerConfig ResolvedConfig::scheduler_config() const {
   s.block_size = block_size;
   s.max_model_length = max_model_length;
   s.eos_token_ids = eos_token_ids;
+  s.enable_chunked_prefill = enable_chunked_prefill;
   return s;
 }
 

@@ -49,6 +49,12 @@ nlohmann::json number_of(const std::string& flag, const std::string& text) {
 
 }  // namespace
 
+std::string key_flag(const ConfigKey& k) {
+  const std::string flag = cli_flag(k.spec.name);
+  if (k.type == KeyType::kBool && k.default_json == "true") return "--no-" + flag.substr(2);
+  return flag;
+}
+
 std::string key_help(const ConfigKey& k, const nlohmann::json& defaults) {
   std::string help(k.spec.help);
   if (k.spec.required) return help.append(" (required)");
@@ -60,10 +66,8 @@ std::string key_help(const ConfigKey& k, const nlohmann::json& defaults) {
 void add_key_options(ArgParser& p, std::span<const ConfigKey> keys, bool with_opt_in, const nlohmann::json& defaults) {
   for (const ConfigKey& k : keys) {
     if (!on_cli(k, with_opt_in)) continue;
-    const std::string flag = cli_flag(k.spec.name);
+    const std::string flag = key_flag(k);
     if (k.type == KeyType::kBool) {
-      // A flag sets true, so a boolean key must default to false to be settable here.
-      if (k.default_json != "false") throw std::logic_error(flag + ": a boolean key on the CLI must default to false");
       p.flag(flag, key_help(k, defaults));
       continue;
     }
@@ -77,7 +81,7 @@ FlagValues key_values_from(const ParsedArgs& a, std::span<const ConfigKey> keys)
   FlagValues out;
   for (const ConfigKey& k : keys) {
     if (k.spec.cli == CliUse::kNone) continue;
-    const std::string name(k.spec.name), flag = cli_flag(name);
+    const std::string name(k.spec.name), flag = key_flag(k);
     const std::string alias = k.spec.alias.empty() ? "" : cli_flag(k.spec.alias);
     if (!alias.empty() && a.has(flag) && a.has(alias)) throw UsageError("give " + alias + " or " + flag + ", not both");
     const std::string given = !alias.empty() && a.has(alias) ? alias : flag;
@@ -85,7 +89,7 @@ FlagValues key_values_from(const ParsedArgs& a, std::span<const ConfigKey> keys)
     out.flag_of[name] = given;
     nlohmann::json& v = out.keys[name];
     switch (k.type) {
-      case KeyType::kBool: v = true; break;
+      case KeyType::kBool: v = k.default_json != "true"; break;  // the flag sets what is not the default
       case KeyType::kInt: v = integer_of(given, *a.get(given)); break;
       case KeyType::kFloat: v = number_of(given, *a.get(given)); break;
       case KeyType::kString: v = *a.get(given); break;

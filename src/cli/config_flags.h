@@ -15,6 +15,10 @@
 
 namespace minivllm::cli {
 
+// The flag of a key: --block-size for block_size; a boolean sets the value that is not its
+// default, so one that defaults to true is turned off, as vLLM's: --no-enable-chunked-prefill.
+std::string key_flag(const ConfigKey& k);
+
 // `defaults` overrides the default shown for some keys (e.g. generate's max_tokens). Opt-in keys
 // (CliUse::kOptIn) are added only `with_opt_in`.
 void add_key_options(ArgParser& p, std::span<const ConfigKey> keys, bool with_opt_in,

@@ -100,7 +100,6 @@ void BlockManager::allocate(Sequence& seq) {
   MINIVLLM_CHECK(can_allocate(seq)) << "sequence " << seq.seq_id() << " needs " << seq.num_blocks()
                                     << " blocks, " << num_free_blocks() << " free";
   const std::vector<int32_t> hits = match_prefix(seq);
-  std::optional<uint64_t> prefix;
   for (int32_t id : hits) {
     Block& block = blocks_[id];
     if (block.ref_count == 0) {
@@ -108,15 +107,9 @@ void BlockManager::allocate(Sequence& seq) {
     } else {
       ++block.ref_count;
     }
-    prefix = block.hash;
     seq.block_table.push_back(id);
   }
-  for (int i = static_cast<int>(hits.size()); i < seq.num_blocks(); ++i) {
-    const int32_t id = take_fresh_block();
-    seq.block_table.push_back(id);
-    std::vector<int32_t> tokens = seq.block(i);
-    if (static_cast<int>(tokens.size()) == block_size_) prefix = hash_full_block(id, prefix, std::move(tokens));
-  }
+  for (int i = static_cast<int>(hits.size()); i < seq.num_blocks(); ++i) seq.block_table.push_back(take_fresh_block());
   seq.num_cached_tokens = static_cast<int>(hits.size()) * block_size_;
 }
 
@@ -142,15 +135,30 @@ void BlockManager::may_append(Sequence& seq) {
         << "sequence " << seq.seq_id() << " grew by more than one block";
     seq.block_table.push_back(take_fresh_block());
   }
-  if (seq.last_block_num_tokens() == block_size_) {
-    const int n = static_cast<int>(seq.block_table.size());
+}
+
+std::optional<uint64_t> BlockManager::known_hash(int32_t block_id) const {
+  if (blocks_[block_id].hash) return blocks_[block_id].hash;
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    if (it->block_id == block_id) return it->hash;
+  }
+  return std::nullopt;
+}
+
+void BlockManager::hash_filled_blocks(const Sequence& seq) {
+  const int begin = seq.num_computed_tokens, end = begin + seq.num_new_tokens;
+  MINIVLLM_CHECK(begin >= 0 && end <= seq.num_tokens() && end <= static_cast<int>(seq.block_table.size()) * block_size_)
+      << "sequence " << seq.seq_id() << ": tokens [" << begin << ", " << end << ") of " << seq.num_tokens() << " with "
+      << seq.block_table.size() << " blocks";
+  // Block i is filled by this step when its last token, (i + 1) * block_size - 1, is in [begin, end).
+  for (int i = begin / block_size_; (i + 1) * block_size_ <= end; ++i) {
     std::optional<uint64_t> prefix;
-    if (n > 1) {
-      prefix = blocks_[seq.block_table[n - 2]].hash;
+    if (i > 0) {
+      prefix = known_hash(seq.block_table[i - 1]);
       // Without the previous key the chain would claim this block starts a sequence.
-      MINIVLLM_CHECK(prefix.has_value()) << "sequence " << seq.seq_id() << ": block " << n - 2 << " full but unhashed";
+      MINIVLLM_CHECK(prefix.has_value()) << "sequence " << seq.seq_id() << ": block " << i - 1 << " full but unhashed";
     }
-    hash_full_block(seq.block_table[n - 1], prefix, seq.block(n - 1));
+    hash_full_block(seq.block_table[i], prefix, seq.block(i));
   }
 }
 

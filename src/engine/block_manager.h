@@ -25,7 +25,9 @@ class BlockManager {
 
   // Prefill: whether seq's blocks fit now (cached blocks in use by others cost nothing).
   bool can_allocate(const Sequence& seq) const;
-  // Sets seq.block_table and seq.num_cached_tokens (a multiple of block_size, always < num_tokens).
+  // Sets seq.block_table (every block of its tokens, up front: a prompt prefilled in chunks never
+  // waits for blocks mid-prompt) and seq.num_cached_tokens (a multiple of block_size, always <
+  // num_tokens). Hashes nothing: see hash_filled_blocks.
   void allocate(Sequence& seq);
   // Releases seq's blocks; their contents stay findable in the prefix cache until reused.
   void deallocate(Sequence& seq);
@@ -34,9 +36,13 @@ class BlockManager {
 
   // Decode: called once the sampled token is appended; the new token may need a fresh block.
   bool can_append(const Sequence& seq) const;
-  // Adds a block when the last token starts one; a block that becomes full is hashed, to be
-  // registered by commit_hashes.
+  // Adds a block when the last token starts one.
   void may_append(Sequence& seq);
+
+  // The step being built computes seq's tokens [num_computed_tokens, + num_new_tokens): every block
+  // that step fills is hashed, to be registered by commit_hashes once it succeeded. Blocks only
+  // partly written by a prefill chunk wait for the chunk that completes them.
+  void hash_filled_blocks(const Sequence& seq);
 
   // The step that wrote the blocks filled since the last commit succeeded: they become findable.
   void commit_hashes();
@@ -68,6 +74,8 @@ class BlockManager {
   // Hashes a full block for registration at the next commit; returns its hash (the next block's prefix).
   uint64_t hash_full_block(int32_t block_id, std::optional<uint64_t> prefix, std::vector<int32_t> token_ids);
   bool needs_new_block(const Sequence& seq) const;
+  // The chain hash of a block that is committed or pending in this step.
+  std::optional<uint64_t> known_hash(int32_t block_id) const;
 
   int block_size_;
   BlockHasher hasher_;

@@ -1,4 +1,5 @@
-// Scheduler: prefill-first batching, decode with preemption from the back, stop conditions.
+// Scheduler: chunked prefill mixed with decodes (or prefill-first batching of whole prompts),
+// decode with preemption from the back, stop conditions.
 #include "engine/scheduler.h"
 
 #include <algorithm>
@@ -13,9 +14,11 @@ Scheduler::Scheduler(const SchedulerConfig& config)
       block_manager_(config.num_kvcache_blocks, config.block_size) {
   MINIVLLM_CHECK_GE(config.max_num_seqs, 1) << "max_num_seqs must be >= 1";
   MINIVLLM_CHECK_GE(config.max_model_length, 1) << "max_model_length must be >= 1";
+  MINIVLLM_CHECK_GE(config.max_num_batched_tokens, 1) << "max_num_batched_tokens must be >= 1";
   // Without chunked prefill a sequence (a preempted one too) is prefilled in a single step.
-  MINIVLLM_CHECK_GE(config.max_num_batched_tokens, config.max_model_length)
-      << "max_num_batched_tokens must be >= max_model_length: a whole sequence is prefilled in one step";
+  MINIVLLM_CHECK(config.enable_chunked_prefill || config.max_num_batched_tokens >= config.max_model_length)
+      << "max_num_batched_tokens (" << config.max_num_batched_tokens << ") must be >= max_model_length ("
+      << config.max_model_length << ") without chunked prefill: a whole sequence is prefilled in one step";
   const int64_t cache_tokens = static_cast<int64_t>(config.num_kvcache_blocks) * config.block_size;
   max_sequence_length_ = static_cast<int>(std::min<int64_t>(config.max_model_length, cache_tokens));
   for (int slot = config.max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
@@ -50,28 +53,92 @@ void Scheduler::add(std::shared_ptr<Sequence> seq) {
 }
 
 ScheduledBatch Scheduler::schedule() {
+  if (config_.enable_chunked_prefill) return schedule_chunked();
   ScheduledBatch batch = schedule_prefill();
   if (!batch.empty()) return batch;
   return schedule_decode();
 }
 
+bool Scheduler::admit_front() {
+  Sequence& seq = *waiting_.front();
+  if (!block_manager_.can_allocate(seq)) return false;
+  block_manager_.allocate(seq);
+  seq.num_computed_tokens = seq.num_cached_tokens;
+  seq.num_new_tokens = 0;
+  seq.prefilled = false;
+  seq.status = SequenceStatus::kRunning;
+  take_slot(seq);
+  running_.push_back(std::move(waiting_.front()));
+  waiting_.pop_front();
+  return true;
+}
+
+void Scheduler::schedule_tokens(const std::shared_ptr<Sequence>& seq, int num_new, ScheduledBatch& batch) {
+  MINIVLLM_CHECK(num_new >= 1 && seq->num_computed_tokens + num_new <= seq->num_tokens())
+      << "sequence " << seq->seq_id() << ": " << num_new << " new tokens after " << seq->num_computed_tokens << " of "
+      << seq->num_tokens();
+  seq->num_new_tokens = num_new;
+  block_manager_.hash_filled_blocks(*seq);
+  if (num_new != 1 || !seq->samples()) batch.is_prefill = true;  // a prefill chunk: the varlen path
+  batch.num_tokens += num_new;
+  batch.seqs.push_back(seq.get());
+  batch.owners.push_back(seq);
+}
+
+// vLLM / nano-vllm style: decodes first (one token each, so a long prompt never stalls running
+// streams for more than one chunk), then prefill chunks fill what is left of the token budget.
+ScheduledBatch Scheduler::schedule_chunked() {
+  ScheduledBatch batch;
+  const int budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && batch.num_tokens < budget;) {
+    if (!running_[i]->prefilled) {  // a partly prefilled sequence: its chunk comes below
+      ++i;
+      continue;
+    }
+    bool fits = true;
+    while (!block_manager_.can_append(*running_[i])) {
+      preempted = true;
+      // The back is never one already scheduled (those are before i); when seq is the back,
+      // nobody is left to make room and it yields its own blocks.
+      fits = i + 1 < running_.size();
+      preempt(std::move(running_.back()));
+      running_.pop_back();
+      if (!fits) break;
+    }
+    if (!fits) break;
+    block_manager_.may_append(*running_[i]);
+    schedule_tokens(running_[i], 1, batch);
+    ++i;
+  }
+  for (const std::shared_ptr<Sequence>& seq : running_) {
+    if (batch.num_tokens >= budget) break;
+    if (seq->prefilled) continue;
+    schedule_tokens(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget - batch.num_tokens), batch);
+  }
+  // A step that had to preempt admits nobody: the blocks it freed go to the running sequences.
+  while (!preempted && !waiting_.empty() && batch.num_tokens < budget && num_running() < config_.max_num_seqs) {
+    if (!admit_front()) break;
+    const std::shared_ptr<Sequence>& seq = running_.back();
+    schedule_tokens(seq, std::min(seq->num_tokens() - seq->num_computed_tokens, budget - batch.num_tokens), batch);
+  }
+  // A sequence never needs more than the whole cache, so a lone one always fits.
+  MINIVLLM_CHECK(!batch.empty() || is_finished())
+      << "nothing scheduled with " << num_waiting() << " waiting and " << num_running() << " running";
+  return batch;
+}
+
+// Without chunked prefill: whole prompts (their uncached tokens) while they fit the budget.
 ScheduledBatch Scheduler::schedule_prefill() {
   ScheduledBatch batch;
-  batch.is_prefill = true;
   while (!waiting_.empty() && num_running() < config_.max_num_seqs) {
     Sequence& seq = *waiting_.front();
     const int uncached = seq.num_tokens() - block_manager_.num_cached_tokens_if_allocated(seq);
-    if (batch.num_tokens + uncached > config_.max_num_batched_tokens || !block_manager_.can_allocate(seq)) break;
-    block_manager_.allocate(seq);
-    MINIVLLM_CHECK_EQ(seq.num_tokens() - seq.num_cached_tokens, uncached) << "sequence " << seq.seq_id();
-    seq.status = SequenceStatus::kRunning;
-    take_slot(seq);
-    batch.num_tokens += uncached;
-    batch.seqs.push_back(&seq);
-    batch.owners.push_back(waiting_.front());
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    if (batch.num_tokens + uncached > config_.max_num_batched_tokens || !admit_front()) break;
+    MINIVLLM_CHECK_EQ(seq.num_tokens() - seq.num_computed_tokens, uncached) << "sequence " << seq.seq_id();
+    schedule_tokens(running_.back(), uncached, batch);
   }
+  batch.is_prefill = true;
   return batch;
 }
 
@@ -94,12 +161,10 @@ ScheduledBatch Scheduler::schedule_decode() {
     }
     if (!fits) continue;  // seq was the last running one, the loop ends
     block_manager_.may_append(*seq);
-    batch.seqs.push_back(seq.get());
+    schedule_tokens(seq, 1, batch);
     scheduled.push_back(std::move(seq));
   }
   running_.insert(running_.begin(), scheduled.begin(), scheduled.end());
-  batch.owners = std::move(scheduled);
-  batch.num_tokens = static_cast<int>(batch.seqs.size());
   // A sequence never needs more than the whole cache, so a lone one always fits.
   MINIVLLM_CHECK(!batch.empty() || is_finished())
       << "nothing scheduled with " << num_waiting() << " waiting and " << num_running() << " running";
@@ -110,6 +175,8 @@ void Scheduler::preempt(std::shared_ptr<Sequence> seq) {
   ++num_preemptions_;
   block_manager_.deallocate(*seq);
   release_slot(*seq);
+  seq->num_computed_tokens = seq->num_new_tokens = 0;
+  seq->prefilled = false;
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(std::move(seq));
 }
@@ -130,15 +197,23 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token_id, bool 
 std::vector<std::shared_ptr<Sequence>> Scheduler::postprocess(const std::vector<Sequence*>& seqs,
                                                               const std::vector<int32_t>& token_ids,
                                                               const StopStringCheck& found_stop_string) {
-  MINIVLLM_CHECK_EQ(seqs.size(), token_ids.size()) << "one sampled token per scheduled sequence";
+  size_t num_sampling = 0;
+  for (const Sequence* seq : seqs) num_sampling += seq->samples() ? 1 : 0;
+  MINIVLLM_CHECK_EQ(num_sampling, token_ids.size()) << "one sampled token per sequence whose span ends the step";
   block_manager_.commit_hashes();
   std::vector<std::shared_ptr<Sequence>> finished;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Sequence* seq = seqs[i];
+  size_t row = 0;
+  for (Sequence* seq : seqs) {
+    const bool samples = seq->samples();
+    const int32_t token = samples ? token_ids[row++] : -1;
     if (seq->status != SequenceStatus::kRunning) continue;  // aborted or finished since scheduling
-    seq->append_token(token_ids[i]);
+    seq->num_computed_tokens += seq->num_new_tokens;
+    seq->num_new_tokens = 0;
+    if (!samples) continue;  // a prefill chunk short of the prompt's end
+    seq->prefilled = true;
+    seq->append_token(token);
     const bool stop_string = found_stop_string && found_stop_string(*seq);
-    const FinishReason reason = stop_reason(*seq, token_ids[i], stop_string);
+    const FinishReason reason = stop_reason(*seq, token, stop_string);
     if (reason == FinishReason::kNone) continue;
     std::shared_ptr<Sequence> owned = remove(seq);
     MINIVLLM_CHECK(owned != nullptr) << "sequence " << seq->seq_id() << " is running but not queued";

@@ -1,7 +1,10 @@
 // Scheduler: the waiting and running queues, the per-step budgets and preemption (seeds: Scheduler).
-// Each step is either one prefill batch (new or preempted sequences) or one decode batch (one
-// token for each running sequence). Preemption is by recomputation: blocks are freed and the
-// sequence is prefilled again later (its prefix may still be cached).
+// With chunked prefill (the default) a step first gives each running, prefilled sequence its one
+// decode token, then fills the rest of max_num_batched_tokens with prefill chunks: the partly
+// prefilled running sequences first, then waiting ones as they are admitted. Without it, each step
+// is either one prefill batch of whole prompts or one decode batch. Preemption is by
+// recomputation: blocks are freed and the sequence is prefilled again later (its prefix may still
+// be cached).
 #pragma once
 
 #include <cstdint>
@@ -21,13 +24,20 @@ struct SchedulerConfig {
   int num_kvcache_blocks = 0;
   int block_size = 256;
   int max_model_length = 4096;  // prompt + completion
+  // Prompts longer than the token budget prefilled over several steps, sharing them with decodes.
+  // Off: whole prompts in prefill-only steps (max_num_batched_tokens >= max_model_length).
+  bool enable_chunked_prefill = true;
   std::vector<int64_t> eos_token_ids;
 };
 
 struct ScheduledBatch {
+  // Each computes its tokens [num_computed_tokens, + num_new_tokens); those whose span ends at
+  // their last token sample (Sequence::samples()). Decodes come first in a mixed batch.
   std::vector<Sequence*> seqs;
+  // Runs through the varlen (prefill) path: some row is a prefill chunk. False: every row is one
+  // decode token, and the runner may replay a decode graph.
   bool is_prefill = false;
-  int num_tokens = 0;  // tokens computed this step (prefill: uncached prompt tokens)
+  int num_tokens = 0;  // tokens computed this step
   // Keeps seqs alive while the batch lives, even if one is aborted before postprocess().
   std::vector<std::shared_ptr<Sequence>> owners;
   bool empty() const { return seqs.empty(); }
@@ -42,10 +52,12 @@ class Scheduler {
   void add(std::shared_ptr<Sequence> seq);
   bool is_finished() const { return waiting_.empty() && running_.empty(); }
 
-  // The next batch: prefill when any waiting sequence fits, else decode. Empty when idle.
+  // The next batch (see the top of this file). Empty when idle.
   ScheduledBatch schedule();
-  // The step succeeded: registers the blocks it filled in the prefix cache, appends one sampled
-  // token per scheduled sequence, finishes those that stop, frees their blocks and returns them.
+  // The step succeeded: registers the blocks it filled in the prefix cache, advances each
+  // sequence's computed tokens, appends one sampled token per sequence that sampled (token_ids:
+  // one per such sequence, in batch order), finishes those that stop, frees their blocks and
+  // returns them.
   // Every finish decision is made here (stop_reason): eos, stop token ids, a stop string (when
   // `found_stop_string(seq)`, called after the append, says the text now holds one), max_tokens
   // and the length limit.
@@ -73,8 +85,14 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
+  ScheduledBatch schedule_chunked();
   ScheduledBatch schedule_prefill();
   ScheduledBatch schedule_decode();
+  // Allocates the front waiting sequence's blocks, takes a slot and moves it to running_; false
+  // when its blocks do not fit now.
+  bool admit_front();
+  // Adds seq to the batch computing `num_new` tokens from its computed ones.
+  void schedule_tokens(const std::shared_ptr<Sequence>& seq, int num_new, ScheduledBatch& batch);
   void preempt(std::shared_ptr<Sequence> seq);
   FinishReason stop_reason(const Sequence& seq, int32_t token_id, bool stop_string) const;
   void take_slot(Sequence& seq);

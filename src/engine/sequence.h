@@ -36,6 +36,16 @@ class Sequence {
 
   // KV blocks.
   int num_cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  // Chunked prefill. Tokens whose KV is in the cache (prefix-cache hits, then every successful
+  // step's tokens), and the tokens the step being built computes: positions
+  // [num_computed_tokens, num_computed_tokens + num_new_tokens). Set by the Scheduler.
+  int num_computed_tokens = 0;
+  int num_new_tokens = 0;
+  // The scheduled step computes the last token, so this row samples; a partial prefill chunk does not.
+  bool samples() const { return num_new_tokens > 0 && num_computed_tokens + num_new_tokens == num_tokens(); }
+  // False from (re)admission until a step that sampled it succeeded: the step that completes a
+  // prefill rebuilds the penalties' count row, each later (decode) step adds one token to it.
+  bool prefilled = false;
   std::vector<int32_t> block_table;
   int num_blocks() const { return (num_tokens() + block_size_ - 1) / block_size_; }
   int num_cached_blocks() const { return num_cached_tokens / block_size_; }

@@ -98,7 +98,7 @@ StepInput StepInput::deserialize(const std::string& bytes) {
 
 namespace {
 
-// Only when some row asks: a batch without penalties or logprobs carries none of these arrays.
+// Only when some sampling row asks: a batch without penalties or logprobs carries none of these arrays.
 void add_penalties_and_logprobs(const std::vector<Sequence*>& seqs, StepInput& s) {
   auto any = [&](auto pred) {
     return std::any_of(seqs.begin(), seqs.end(), [&](Sequence* q) { return pred(q->params()); });
@@ -116,7 +116,7 @@ void add_penalties_and_logprobs(const std::vector<Sequence*>& seqs, StepInput& s
     const bool penalised = p.has_penalties();
     MINIVLLM_CHECK(!penalised || seq->slot >= 0) << "sequence " << seq->seq_id() << " has penalties but no slot";
     s.penalty_slots.push_back(penalised ? seq->slot : -1);
-    if (penalised && s.is_prefill) {
+    if (penalised && !seq->prefilled) {  // completes a prefill: its counts row starts over
       s.count_tokens.insert(s.count_tokens.end(), seq->token_ids().begin(), seq->token_ids().end());
       s.count_num_prompt.push_back(seq->num_prompt_tokens());
     } else {
@@ -141,39 +141,43 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
     s.cu_seqlens_q.assign(1, 0);
     s.cu_seqlens_k.assign(1, 0);
   }
+  std::vector<Sequence*> sampling;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const Sequence& seq = *seqs[i];
-    const int len = seq.num_tokens(), bs = s.block_size;
+    const int bs = s.block_size, begin = seq.num_computed_tokens, end = begin + seq.num_new_tokens;
     MINIVLLM_CHECK_EQ(seq.block_size(), bs) << "sequence " << seq.seq_id();
+    MINIVLLM_CHECK(begin >= 0 && end > begin && end <= seq.num_tokens())
+        << "sequence " << seq.seq_id() << ": tokens [" << begin << ", " << end << ") of " << seq.num_tokens();
+    // Blocks are allocated up front for every token (BlockManager::allocate), a chunk's included.
     MINIVLLM_CHECK(static_cast<int>(seq.block_table.size()) == seq.num_blocks() && seq.block_table.size() <= mb)
-        << "sequence " << seq.seq_id() << " has " << seq.block_table.size() << " blocks for " << len
+        << "sequence " << seq.seq_id() << " has " << seq.block_table.size() << " blocks for " << seq.num_tokens()
         << " tokens (at most " << mb << ")";
     std::copy(seq.block_table.begin(), seq.block_table.end(), s.block_tables.begin() + i * mb);
+    if (seq.samples()) sampling.push_back(seqs[i]);
     if (is_prefill) {
-      const int cached = seq.num_cached_tokens;
-      MINIVLLM_CHECK(cached >= 0 && cached < len) << "sequence " << seq.seq_id() << ": " << cached
-                                                  << " cached of " << len << " tokens";
-      for (int p = cached; p < len; ++p) {
+      for (int p = begin; p < end; ++p) {
         s.input_ids.push_back(seq.token_ids()[p]);
         s.positions.push_back(p);
         s.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
       }
-      s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + len - cached);
-      s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + len);
-      s.last_indices.push_back(s.cu_seqlens_q.back() - 1);
-      s.max_seqlen_q = std::max(s.max_seqlen_q, len - cached);
-      s.max_seqlen_k = std::max(s.max_seqlen_k, len);
+      s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + end - begin);
+      s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + end);
+      if (seq.samples()) s.last_indices.push_back(s.cu_seqlens_q.back() - 1);
+      s.max_seqlen_q = std::max(s.max_seqlen_q, end - begin);
+      s.max_seqlen_k = std::max(s.max_seqlen_k, end);
     } else {
+      MINIVLLM_CHECK(end - begin == 1 && seq.samples())
+          << "sequence " << seq.seq_id() << ": a decode step computes the last token alone";
       s.input_ids.push_back(seq.last_token());
-      s.positions.push_back(len - 1);
-      s.context_lens.push_back(len);
-      s.slot_mapping.push_back(seq.block_table.back() * bs + seq.last_block_num_tokens() - 1);
+      s.positions.push_back(begin);
+      s.context_lens.push_back(end);
+      s.slot_mapping.push_back(seq.block_table[begin / bs] * bs + begin % bs);
       s.max_seqlen_q = 1;
-      s.max_seqlen_k = std::max(s.max_seqlen_k, len);
+      s.max_seqlen_k = std::max(s.max_seqlen_k, end);
     }
   }
-  // Sampling rows: rank 0 draws each sequence's uniform from its own generator, once per step.
-  for (Sequence* seq : seqs) {
+  // Sampling rows: rank 0 draws each one's uniform from its own generator, once per step.
+  for (Sequence* seq : sampling) {
     const SamplingParams& p = seq->params();
     s.sampling.temperature.push_back(p.temperature);
     s.sampling.top_k.push_back(p.top_k);
@@ -181,7 +185,7 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
     s.sampling.min_p.push_back(p.min_p);
     s.sampling.uniform.push_back(draw_samples ? seq->next_uniform() : 0.0f);
   }
-  add_penalties_and_logprobs(seqs, s);
+  if (!sampling.empty()) add_penalties_and_logprobs(sampling, s);
   return s;
 }
 

@@ -14,26 +14,34 @@ namespace minivllm {
 
 class Sequence;
 
+// Prefill (the varlen path) takes any mix of query spans: a prompt's chunk, a whole prompt, or a
+// decode token as a span of 1; each attends over its keys [0, span end) through its block table.
+// Only the sequences whose span ends at their last token sample: they alone have a row in
+// last_indices and in the sampling arrays ("sampling rows", in sequence order).
 struct StepInput {
   bool is_prefill = false;
   int block_size = 0;
   int max_blocks_per_seq = 0;  // columns of block_tables
   int max_seqlen_q = 0;        // prefill: longest query span
   int max_seqlen_k = 0;        // prefill: longest key span, cached prefix included
-  // One entry per computed token (prefill: the uncached ones; decode: one per sequence).
+  // One entry per computed token (prefill: each span's tokens; decode: one per sequence).
   std::vector<int32_t> input_ids, positions, slot_mapping;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // prefill: num_seqs + 1 prefix sums
-  std::vector<int32_t> last_indices;                // prefill: row of each sequence's last token
+  std::vector<int32_t> last_indices;                // prefill: token row of each sampling row
   std::vector<int32_t> context_lens;                // decode: keys per sequence, new token included
   std::vector<int32_t> block_tables;                // [num_seqs, max_blocks_per_seq], -1 padded
-  SamplingBatch sampling;                           // one row per sequence (rank 0 samples)
+  SamplingBatch sampling;                           // one row per sampling row (rank 0 samples)
   // The penalties' token counts, kept per running sequence on rank 0's device (empty when no row
-  // has penalties). Row r reads counts row penalty_slots[r] (-1: no penalties). A prefill row
-  // first recounts its whole sequence: count_tokens[count_offsets[r], count_offsets[r + 1]), the
-  // first count_num_prompt[r] of them its prompt. A decode row counts its input token as generated.
+  // has penalties). Sampling row r reads counts row penalty_slots[r] (-1: no penalties). A row that
+  // completes a prefill first recounts its whole sequence: count_tokens[count_offsets[r],
+  // count_offsets[r + 1]), the first count_num_prompt[r] of them its prompt. A decode row (an empty
+  // range) counts its input token as generated.
   std::vector<int32_t> penalty_slots, count_offsets, count_num_prompt, count_tokens;
 
-  int num_seqs() const { return is_prefill ? static_cast<int>(last_indices.size()) : static_cast<int>(input_ids.size()); }
+  // Sequences attending (prefill: spans; decode: rows).
+  int num_seqs() const { return is_prefill ? static_cast<int>(cu_seqlens_q.size()) - 1 : static_cast<int>(input_ids.size()); }
+  // Rows that sample: every decode row; the prefill spans that end a sequence.
+  int num_samples() const { return is_prefill ? static_cast<int>(last_indices.size()) : num_seqs(); }
   int num_tokens() const { return static_cast<int>(input_ids.size()); }
 
   // A flat little-endian byte image, and back (throws an Error on a malformed image). Only what
@@ -43,9 +51,10 @@ struct StepInput {
   static StepInput deserialize(const std::string& bytes);
 };
 
-// Seeds: prepare_prefill / prepare_decode. Prefill computes only each sequence's uncached tokens
-// (keys span the whole sequence); decode computes each sequence's last token. When `draw_samples`,
-// each sequence's generator gives the row's uniform (rank 0 calls this once per step).
+// Seeds: prepare_prefill / prepare_decode. Each sequence computes its tokens [num_computed_tokens,
+// + num_new_tokens) (keys: every token before its span's end); decode needs each span to be its
+// last token. When `draw_samples`, each sampling row's generator gives its uniform (rank 0 calls
+// this once per step).
 StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
                            bool draw_samples = true);
 

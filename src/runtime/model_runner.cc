@@ -123,7 +123,7 @@ void ModelRunner::warmup() {
 }
 
 void ModelRunner::check_input(const StepInput& in) const {
-  const int s = in.num_seqs(), n = in.num_tokens();
+  const int s = in.num_seqs(), n = in.num_tokens(), k = in.num_samples();
   MINIVLLM_CHECK(s >= 1 && s <= cfg_.max_num_seqs) << "a step of " << s << " sequences (max_num_seqs "
                                                    << cfg_.max_num_seqs << ")";
   MINIVLLM_CHECK(n >= 1 && n <= cfg_.max_num_batched_tokens) << "a step of " << n << " tokens";
@@ -133,7 +133,7 @@ void ModelRunner::check_input(const StepInput& in) const {
   const size_t ss = static_cast<size_t>(s), nn = static_cast<size_t>(n);
   MINIVLLM_CHECK(in.positions.size() == nn && in.slot_mapping.size() == nn &&
                  in.block_tables.size() == ss * static_cast<size_t>(max_blocks_per_seq_) &&
-                 in.sampling.size() == s)
+                 k >= 0 && k <= s && in.sampling.size() == k)
       << "StepInput arrays disagree in length";
   if (in.is_prefill) {
     MINIVLLM_CHECK(in.cu_seqlens_q.size() == ss + 1 && in.cu_seqlens_k.size() == ss + 1) << "StepInput cu_seqlens";
@@ -158,7 +158,8 @@ AttentionMetadata ModelRunner::prepare_prefill(const StepInput& in) {
   backend_->copy_from_host(slot_mapping_.rows(0, n), in.slot_mapping.data());
   backend_->copy_from_host(cu_seqlens_q_.rows(0, s + 1), in.cu_seqlens_q.data());
   backend_->copy_from_host(cu_seqlens_k_.rows(0, s + 1), in.cu_seqlens_k.data());
-  backend_->copy_from_host(last_indices_.rows(0, s), in.last_indices.data());
+  const int k = in.num_samples();  // partial prefill chunks have no sampling row
+  if (k > 0) backend_->copy_from_host(last_indices_.rows(0, k), in.last_indices.data());
   backend_->copy_from_host(block_tables_.rows(0, s), in.block_tables.data());
   m.cu_seqlens_q = cu_seqlens_q_.rows(0, s + 1);
   m.cu_seqlens_k = cu_seqlens_k_.rows(0, s + 1);
@@ -219,8 +220,8 @@ SampledTokens ModelRunner::sample(const StepInput& in, const Tensor& logits) {
     return {};
   }
   SampledTokens out;
-  out.token_ids.resize(static_cast<size_t>(in.num_seqs()));
-  const Tensor rows = logits.rows(0, in.num_seqs());
+  out.token_ids.resize(static_cast<size_t>(in.num_samples()));
+  const Tensor rows = logits.rows(0, in.num_samples());
   if (in.sampling.has_penalties()) apply_penalties(in, rows);
   backend_->sample(rows, in.sampling, out.token_ids.data());
   if (in.sampling.has_logprobs()) out.logprobs = compute_logprobs(in, rows, out.token_ids);
@@ -228,7 +229,7 @@ SampledTokens ModelRunner::sample(const StepInput& in, const Tensor& logits) {
 }
 
 void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
-  const int s = in.num_seqs();
+  const int s = in.num_samples();
   const size_t rows = static_cast<size_t>(s);
   MINIVLLM_CHECK(in.penalty_slots.size() == rows && in.count_offsets.size() == rows + 1 &&
                  in.count_num_prompt.size() == rows &&
@@ -242,9 +243,9 @@ void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
   for (int r = 0; r < s; ++r) {
     const int32_t slot = in.penalty_slots[r];
     if (slot < 0) continue;
-    if (!in.is_prefill) {  // the token sampled last step, now this step's input
+    if (in.count_offsets[r] == in.count_offsets[r + 1]) {  // a decode: last step's token, now its input
       u.slots.push_back(slot);
-      u.tokens.push_back(in.input_ids[r]);
+      u.tokens.push_back(in.is_prefill ? in.input_ids[in.last_indices[r]] : in.input_ids[r]);
       u.in_prompt.push_back(0);
       continue;
     }
@@ -261,7 +262,7 @@ void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
 
 std::vector<TokenLogprob> ModelRunner::compute_logprobs(const StepInput& in, const Tensor& logits,
                                                         const std::vector<int32_t>& tokens) {
-  const int s = in.num_seqs();
+  const int s = in.num_samples();
   MINIVLLM_CHECK_EQ(in.sampling.logprobs.size(), static_cast<size_t>(s)) << "StepInput logprobs";
   const int k = std::min<int>(*std::max_element(in.sampling.logprobs.begin(), in.sampling.logprobs.end()),
                               static_cast<int>(model_cfg_.vocab_size));
@@ -285,7 +286,11 @@ SampledTokens ModelRunner::run(const StepInput& in) {
   if (in.is_prefill) {
     AttentionMetadata meta = prepare_prefill(in);
     Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-    return sample(in, model_->compute_logits(hidden, &last_indices_, n));
+    if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample
+      backend_->synchronize();
+      return {};
+    }
+    return sample(in, model_->compute_logits(hidden, &last_indices_, in.num_samples()));
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
   // graph replay reproduces eager decode token for token.

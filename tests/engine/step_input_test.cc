@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "engine/block_manager.h"
 #include "engine/sequence.h"
+#include "engine_steps.h"
 
 namespace minivllm {
 namespace {
@@ -42,6 +43,17 @@ Sequence make_seq(int64_t id, std::vector<int32_t> tokens, std::vector<int32_t> 
   Sequence s(id, std::move(tokens), std::move(params), kBs);
   s.block_table = std::move(blocks);
   return s;
+}
+
+// The spans the Scheduler sets for a whole-prompt prefill (every uncached token; its counts row
+// rebuilt) or a decode (the last token). Chunked spans are tested with build_step_input itself.
+StepInput build(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq, bool draw_samples = true) {
+  for (Sequence* s : seqs) {
+    s->num_computed_tokens = is_prefill ? s->num_cached_tokens : s->num_tokens() - 1;
+    s->num_new_tokens = s->num_tokens() - s->num_computed_tokens;
+    s->prefilled = !is_prefill;
+  }
+  return build_step_input(seqs, is_prefill, max_blocks_per_seq, draw_samples);
 }
 
 void expect_same(const StepInput& a, const StepInput& b) {
@@ -77,7 +89,7 @@ struct MixedPrefill {
 
 TEST(StepInput, PrefillMixedLengths) {
   MixedPrefill m;
-  const StepInput s = build_step_input(m.batch(), /*is_prefill=*/true, /*max_blocks_per_seq=*/4);
+  const StepInput s = build(m.batch(), /*is_prefill=*/true, /*max_blocks_per_seq=*/4);
   EXPECT_TRUE(s.is_prefill);
   EXPECT_EQ(s.block_size, 16);
   EXPECT_EQ(s.max_blocks_per_seq, 4);
@@ -112,7 +124,7 @@ TEST(StepInput, PrefillBlockTableFillsEveryColumn) {
   Sequence a = make_seq(0, span(0, 31), {4, 2});
   Sequence b = make_seq(1, span(50, 50), {6});
   std::vector<Sequence*> batch{&a, &b};
-  const StepInput s = build_step_input(batch, true, 2);
+  const StepInput s = build(batch, true, 2);
   EXPECT_EQ(s.block_tables, (std::vector<int32_t>{4, 2, 6, -1}));
   EXPECT_EQ(s.slot_mapping, cat({span(64, 79), span(32, 47), {96}}));
   EXPECT_EQ(s.cu_seqlens_q, (std::vector<int32_t>{0, 32, 33}));
@@ -127,7 +139,7 @@ TEST(StepInput, PrefillPrefixCachedByHand) {
   y.num_cached_tokens = 32;
   Sequence z = make_seq(1, {9, 8, 7}, {4});
   std::vector<Sequence*> batch{&y, &z};
-  const StepInput s = build_step_input(batch, true, 3);
+  const StepInput s = build(batch, true, 3);
   EXPECT_EQ(s.num_tokens(), 11);
   EXPECT_EQ(s.num_seqs(), 2);
   EXPECT_EQ(s.input_ids, cat({span(532, 539), {9, 8, 7}}));
@@ -145,21 +157,21 @@ TEST(StepInput, PrefillPrefixCachedByHand) {
 TEST(StepInput, PrefillPrefixCachedFromBlockManager) {
   BlockManager bm(16, kBs);
   Sequence filler(9, span(900, 915), SamplingParams{}, kBs);
-  bm.allocate(filler);  // takes block 0
+  allocate_prefill(bm, filler);  // takes block 0
   bm.commit_hashes();  // the step that wrote it succeeded
   Sequence x(0, span(0, 39), SamplingParams{}, kBs);
-  bm.allocate(x);  // blocks 1, 2, 3
+  allocate_prefill(bm, x);  // blocks 1, 2, 3
   bm.commit_hashes();  // the step that wrote it succeeded
   bm.deallocate(filler);  // block 0 goes to the back of the free list
   Sequence y(1, cat({span(0, 31), span(1000, 1007)}), SamplingParams{}, kBs);
-  bm.allocate(y);
+  allocate_prefill(bm, y);
   bm.commit_hashes();  // the step that wrote it succeeded
   ASSERT_EQ(y.num_cached_tokens, 32);
   ASSERT_EQ(x.block_table, (std::vector<int32_t>{1, 2, 3}));
   ASSERT_EQ(y.block_table, (std::vector<int32_t>{1, 2, 4}));  // two hits, then the free list's head
 
   std::vector<Sequence*> batch{&y};
-  const StepInput s = build_step_input(batch, true, 4, /*draw_samples=*/false);
+  const StepInput s = build(batch, true, 4, /*draw_samples=*/false);
   EXPECT_EQ(s.input_ids, span(1000, 1007));
   EXPECT_EQ(s.positions, span(32, 39));
   EXPECT_EQ(s.slot_mapping, span(64, 71));  // block 4, offsets 0..7
@@ -187,7 +199,7 @@ struct MixedDecode {
 
 TEST(StepInput, DecodeOneRowPerSequence) {
   MixedDecode m;
-  const StepInput s = build_step_input(m.batch(), /*is_prefill=*/false, 3);
+  const StepInput s = build(m.batch(), /*is_prefill=*/false, 3);
   EXPECT_FALSE(s.is_prefill);
   EXPECT_EQ(s.block_size, 16);
   EXPECT_EQ(s.num_seqs(), 4);
@@ -213,19 +225,19 @@ TEST(StepInput, DecodeOneRowPerSequence) {
 TEST(StepInput, DecodeAfterBlockManagerAppend) {
   BlockManager bm(8, kBs);
   Sequence filler(9, span(0, 15), SamplingParams{}, kBs);
-  bm.allocate(filler);  // block 0
+  allocate_prefill(bm, filler);  // block 0
   bm.commit_hashes();  // the step that wrote it succeeded
   Sequence a(0, span(100, 115), SamplingParams{}, kBs);
-  bm.allocate(a);  // block 1
+  allocate_prefill(bm, a);  // block 1
   bm.commit_hashes();  // the step that wrote it succeeded
   bm.deallocate(filler);  // free list: 2..7, 0
   a.append_token(55);
   ASSERT_TRUE(bm.can_append(a));
-  bm.may_append(a);
+  append_decode(bm, a);
   bm.commit_hashes();  // the step that wrote it succeeded
   ASSERT_EQ(a.block_table, (std::vector<int32_t>{1, 2}));
   std::vector<Sequence*> batch{&a};
-  StepInput s = build_step_input(batch, false, 2, false);
+  StepInput s = build(batch, false, 2, false);
   EXPECT_EQ(s.input_ids, (std::vector<int32_t>{55}));
   EXPECT_EQ(s.positions, (std::vector<int32_t>{16}));
   EXPECT_EQ(s.context_lens, (std::vector<int32_t>{17}));
@@ -233,11 +245,11 @@ TEST(StepInput, DecodeAfterBlockManagerAppend) {
   // Fill block 2 up to its last slot: 15 more tokens, position 31 -> offset 15 -> 47.
   for (int32_t t = 56; t < 71; ++t) {
     a.append_token(t);
-    bm.may_append(a);
+    append_decode(bm, a);
     bm.commit_hashes();  // the step that wrote it succeeded
   }
   ASSERT_EQ(a.block_table, (std::vector<int32_t>{1, 2}));
-  s = build_step_input(batch, false, 2, false);
+  s = build(batch, false, 2, false);
   EXPECT_EQ(s.input_ids, (std::vector<int32_t>{70}));
   EXPECT_EQ(s.positions, (std::vector<int32_t>{31}));
   EXPECT_EQ(s.context_lens, (std::vector<int32_t>{32}));
@@ -268,7 +280,7 @@ TEST(StepInput, SamplingRowsFromParams) {
 
   for (bool prefill : {true, false}) {
     SCOPED_TRACE(prefill ? "prefill" : "decode");
-    const StepInput s = build_step_input(batch, prefill, 1);
+    const StepInput s = build(batch, prefill, 1);
     EXPECT_EQ(s.sampling.temperature, (std::vector<float>{0.7f, 0.0f, 1.3f}));
     EXPECT_EQ(s.sampling.top_k, (std::vector<int>{50, -1, 1}));
     EXPECT_EQ(s.sampling.top_p, (std::vector<float>{0.9f, 1.0f, 0.25f}));
@@ -290,7 +302,7 @@ TEST(StepInput, SamplingWithoutDrawsLeavesGeneratorsAlone) {
   Sequence b = make_seq(1, {4}, {1}, seeded(43));
   Sequence a_copy = a, b_copy = b;
   std::vector<Sequence*> batch{&a, &b};
-  const StepInput s = build_step_input(batch, true, 1, /*draw_samples=*/false);
+  const StepInput s = build(batch, true, 1, /*draw_samples=*/false);
   EXPECT_EQ(s.sampling.uniform, (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(s.sampling.temperature, (std::vector<float>{1.0f, 1.0f}));
   EXPECT_EQ(s.sampling.top_k, (std::vector<int>{-1, -1}));
@@ -300,7 +312,7 @@ TEST(StepInput, SamplingWithoutDrawsLeavesGeneratorsAlone) {
   EXPECT_EQ(a.next_uniform(), a_copy.next_uniform());
   EXPECT_EQ(b.next_uniform(), b_copy.next_uniform());
   // And a drawing build afterwards gives the copies' second draw.
-  const StepInput d = build_step_input(batch, true, 1, true);
+  const StepInput d = build(batch, true, 1, true);
   EXPECT_EQ(d.sampling.uniform[0], a_copy.next_uniform());
   EXPECT_EQ(d.sampling.uniform[1], b_copy.next_uniform());
 }
@@ -311,15 +323,15 @@ TEST(StepInput, SeededUniformDoesNotDependOnBatch) {
   Sequence other = make_seq(6, {7}, {4}, seeded(1));
   std::vector<Sequence*> b1{&alone};
   std::vector<Sequence*> b2{&other, &in_batch};
-  const StepInput s1 = build_step_input(b1, true, 1);
-  const StepInput s2 = build_step_input(b2, true, 1);
+  const StepInput s1 = build(b1, true, 1);
+  const StepInput s2 = build(b2, true, 1);
   EXPECT_EQ(s1.sampling.uniform[0], s2.sampling.uniform[1]);
 }
 
 TEST(StepInput, EmptyBatchThrows) {
   std::vector<Sequence*> none;
-  EXPECT_THROW(build_step_input(none, true, 4), Error);
-  EXPECT_THROW(build_step_input(none, false, 4), Error);
+  EXPECT_THROW(build(none, true, 4), Error);
+  EXPECT_THROW(build(none, false, 4), Error);
 }
 
 TEST(StepInput, BlockTableTooShortThrows) {
@@ -328,16 +340,16 @@ TEST(StepInput, BlockTableTooShortThrows) {
     Sequence ok = make_seq(0, span(0, 4), {1});
     Sequence bad = make_seq(1, span(0, 19), {2});  // 20 tokens need 2 blocks
     std::vector<Sequence*> batch{&ok, &bad};
-    EXPECT_THROW(build_step_input(batch, prefill, 4), Error);
+    EXPECT_THROW(build(batch, prefill, 4), Error);
     Sequence none = make_seq(2, span(0, 2), {});  // no blocks at all
     std::vector<Sequence*> batch2{&none};
-    EXPECT_THROW(build_step_input(batch2, prefill, 4), Error);
+    EXPECT_THROW(build(batch2, prefill, 4), Error);
   }
   // Decode right after appending a token that opens a block, before may_append gave it one.
   Sequence grown = make_seq(3, span(0, 15), {6});
   grown.append_token(16);
   std::vector<Sequence*> batch3{&grown};
-  EXPECT_THROW(build_step_input(batch3, false, 4), Error);
+  EXPECT_THROW(build(batch3, false, 4), Error);
 }
 
 TEST(StepInput, MoreBlocksThanMaxBlocksPerSeqThrows) {
@@ -345,8 +357,8 @@ TEST(StepInput, MoreBlocksThanMaxBlocksPerSeqThrows) {
     SCOPED_TRACE(prefill ? "prefill" : "decode");
     Sequence a = make_seq(0, span(0, 39), {3, 1, 2});  // 40 tokens: 3 blocks
     std::vector<Sequence*> batch{&a};
-    EXPECT_THROW(build_step_input(batch, prefill, 2), Error);
-    EXPECT_NO_THROW(build_step_input(batch, prefill, 3, false));
+    EXPECT_THROW(build(batch, prefill, 2), Error);
+    EXPECT_NO_THROW(build(batch, prefill, 3, false));
   }
 }
 
@@ -354,23 +366,23 @@ TEST(StepInput, OtherMalformedBatchesThrow) {
   // More blocks than the tokens need.
   Sequence extra = make_seq(0, span(0, 4), {1, 2});
   std::vector<Sequence*> b1{&extra};
-  EXPECT_THROW(build_step_input(b1, true, 4), Error);
+  EXPECT_THROW(build(b1, true, 4), Error);
   // Prefill with every token cached: nothing left to compute.
   Sequence all_cached = make_seq(1, span(0, 31), {1, 2});
   all_cached.num_cached_tokens = 32;
   std::vector<Sequence*> b2{&all_cached};
-  EXPECT_THROW(build_step_input(b2, true, 4), Error);
+  EXPECT_THROW(build(b2, true, 4), Error);
   // Mixed block sizes in one batch.
   Sequence a = make_seq(2, span(0, 4), {1});
   Sequence b(3, span(0, 4), SamplingParams{}, 8);
   b.block_table = {2};
   std::vector<Sequence*> b3{&a, &b};
-  EXPECT_THROW(build_step_input(b3, true, 4), Error);
+  EXPECT_THROW(build(b3, true, 4), Error);
 }
 
 TEST(StepInputImage, RoundTripPrefill) {
   MixedPrefill m;
-  const StepInput s = build_step_input(m.batch(), true, 4);
+  const StepInput s = build(m.batch(), true, 4);
   const StepInput back = StepInput::deserialize(s.serialize());
   expect_same(s, back);
   EXPECT_TRUE(back.is_prefill);
@@ -381,13 +393,13 @@ TEST(StepInputImage, RoundTripPrefixCached) {
   Sequence y = make_seq(0, span(500, 539), {6, 2, 11});
   y.num_cached_tokens = 32;
   std::vector<Sequence*> batch{&y};
-  const StepInput s = build_step_input(batch, true, 3);
+  const StepInput s = build(batch, true, 3);
   expect_same(s, StepInput::deserialize(s.serialize()));
 }
 
 TEST(StepInputImage, RoundTripDecode) {
   MixedDecode m;
-  const StepInput s = build_step_input(m.batch(), false, 3);
+  const StepInput s = build(m.batch(), false, 3);
   const StepInput back = StepInput::deserialize(s.serialize());
   expect_same(s, back);
   EXPECT_FALSE(back.is_prefill);
@@ -421,7 +433,7 @@ TEST(StepInputImage, LayoutSize) {
   Sequence a = make_seq(0, span(0, 16), {3, 4});
   Sequence b = make_seq(1, span(0, 2), {5});
   std::vector<Sequence*> batch{&a, &b};
-  const StepInput s = build_step_input(batch, false, 2);
+  const StepInput s = build(batch, false, 2);
   const std::string img = s.serialize();
   EXPECT_EQ(img.size(), 161u);
   EXPECT_EQ(static_cast<uint8_t>(img[4]), 0u);  // is_prefill
@@ -432,7 +444,7 @@ TEST(StepInputImage, LayoutSize) {
 
 TEST(StepInputImage, TruncatedImageThrows) {
   MixedDecode m;
-  const std::string img = build_step_input(m.batch(), false, 3).serialize();
+  const std::string img = build(m.batch(), false, 3).serialize();
   ASSERT_GT(img.size(), 21u);
   for (size_t n = 0; n < img.size(); ++n) {
     EXPECT_THROW(StepInput::deserialize(img.substr(0, n)), Error) << "prefix of " << n << " bytes";
@@ -442,7 +454,7 @@ TEST(StepInputImage, TruncatedImageThrows) {
 
 TEST(StepInputImage, WrongMagicThrows) {
   MixedPrefill m;
-  std::string img = build_step_input(m.batch(), true, 4).serialize();
+  std::string img = build(m.batch(), true, 4).serialize();
   for (size_t i = 0; i < 4; ++i) {
     std::string bad = img;
     bad[i] = static_cast<char>(bad[i] ^ 0x01);
@@ -453,7 +465,7 @@ TEST(StepInputImage, WrongMagicThrows) {
 
 TEST(StepInputImage, TrailingBytesThrow) {
   MixedPrefill m;
-  const std::string img = build_step_input(m.batch(), true, 4).serialize();
+  const std::string img = build(m.batch(), true, 4).serialize();
   EXPECT_THROW(StepInput::deserialize(img + std::string(1, '\0')), Error);
   EXPECT_THROW(StepInput::deserialize(img + std::string(4, '\x7f')), Error);
   EXPECT_THROW(StepInput::deserialize(img + img), Error);
@@ -461,7 +473,7 @@ TEST(StepInputImage, TrailingBytesThrow) {
 
 TEST(StepInputImage, HugeCountThrowsInsteadOfAllocating) {
   MixedDecode m;
-  std::string img = build_step_input(m.batch(), false, 3).serialize();
+  std::string img = build(m.batch(), false, 3).serialize();
   // The first vector's count (input_ids) follows the 21-byte header.
   const uint32_t huge = 0xFFFFFFFFu;
   std::memcpy(img.data() + 21, &huge, 4);

@@ -239,10 +239,13 @@ TEST(EngineN, DeltasCarryTheChoiceIndex) {
 
 // MINIVLLM_STEP_FAULT makes the batch holding that token throw on rank 0: its requests end with
 // "error", the blocks it filled are never found by the prefix cache, and the engine goes on.
+// Whole prompts (chunked prefill off), so that bad's prefill is a batch of its own.
 TEST(EngineFaults, AFailedStepFailsOnlyItsBatchAndLeavesNoHash) {
   constexpr int32_t kFault = 499;
   setenv("MINIVLLM_STEP_FAULT", std::to_string(kFault).c_str(), 1);
-  LLMEngine engine(tiny());
+  EngineConfig whole = tiny();
+  whole.enable_chunked_prefill = false;
+  LLMEngine engine(whole);
   unsetenv("MINIVLLM_STEP_FAULT");
   const std::vector<int32_t> good = prompt_of(20, 5);
   const int64_t good_id = engine.add_request(good, greedy(12));
@@ -273,6 +276,38 @@ TEST(EngineFaults, AFailedStepFailsOnlyItsBatchAndLeavesNoHash) {
   EXPECT_EQ(good_out.finish_reason, "length");
   LLMEngine clean(tiny());
   EXPECT_EQ(clean.generate({good}, greedy(12))[0].token_ids, good_out.token_ids);
+  expect_all_blocks_free(engine);
+}
+
+// Chunked prefill, 16-token chunks: the two chunks before the faulty one succeeded, so their blocks
+// are in the prefix cache; both choices fail with the third.
+TEST(EngineFaults, AFailedChunkLeavesTheEarlierChunksBlocksOnly) {
+  constexpr int32_t kFault = 499;
+  setenv("MINIVLLM_STEP_FAULT", std::to_string(kFault).c_str(), 1);
+  EngineConfig chunked = tiny();
+  chunked.max_num_batched_tokens = 16;
+  LLMEngine engine(chunked);
+  unsetenv("MINIVLLM_STEP_FAULT");
+  std::vector<int32_t> bad = prompt_of(56);
+  for (int32_t& t : bad) t = t == kFault ? 0 : t;
+  bad[36] = kFault;  // in the third chunk, [32, 48)
+  SamplingParams p = greedy(5);
+  p.n = 2;
+  const int64_t bad_id = engine.add_request(bad, p);
+  EXPECT_TRUE(engine.step().finished.empty());
+  EXPECT_TRUE(engine.step().finished.empty());
+  StepResult r = engine.step();
+  ASSERT_EQ(r.finished.size(), 2u) << "both choices fail";
+  for (const RequestOutput& o : r.finished) {
+    EXPECT_EQ(o.request_id, bad_id);
+    EXPECT_EQ(o.finish_reason, "error");
+  }
+  // Its first 33 tokens: blocks 0 and 1 found (ChunkedScheduler.FailureAndAbort... shows that the
+  // failed chunk's block is not).
+  std::vector<int32_t> same_prefix(bad.begin(), bad.begin() + 33);
+  const auto probe = engine.generate({same_prefix}, greedy(1));
+  EXPECT_EQ(probe[0].finish_reason, "length");
+  EXPECT_EQ(probe[0].num_cached_tokens, 32);
   expect_all_blocks_free(engine);
 }
 

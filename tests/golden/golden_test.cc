@@ -34,17 +34,29 @@ std::vector<GoldenCase> load_cases(const std::string& model) {
   return out;
 }
 
-// (model, world_size): tensor parallelism on the CPU backend (worker processes, the shared-memory
-// communicator) must give HF's greedy tokens exactly as one rank does.
+// (model, world_size, token budget): tensor parallelism on the CPU backend (worker processes, the
+// shared-memory communicator) must give HF's greedy tokens exactly as one rank does; so must
+// chunked prefill with a small max_num_batched_tokens (prompts of up to 100 tokens over several
+// steps, sharing them with decodes; score() in chunks), and the whole-prompt scheduler (0: chunked
+// prefill off).
 struct GoldenParam {
   std::string model;
   int world_size;
+  int max_num_batched_tokens = 1024;
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
  protected:
   const std::string& model() const { return GetParam().model; }
-  EngineConfig config() const { return tiny_config(GetParam().model, GetParam().world_size); }
+  EngineConfig config() const {
+    EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
+    if (GetParam().max_num_batched_tokens == 0) {
+      c.enable_chunked_prefill = false;
+    } else {
+      c.max_num_batched_tokens = GetParam().max_num_batched_tokens;
+    }
+    return c;
+  }
 };
 
 // All prompts in one batch of mixed lengths: HF's greedy tokens exactly.
@@ -96,6 +108,7 @@ TEST_P(GoldenTest, PrefixCacheHitMatches) {
   std::vector<RequestOutput> done = prefill.finished;
   while (done.empty()) done = engine.step().finished;
   EXPECT_EQ(done[0].token_ids, b.greedy);
+  EXPECT_GE(done[0].num_cached_tokens, 16) << "no prefix-cache hit";
 }
 
 // A KV cache too small for the whole batch forces preemption by recompute; tokens still match.
@@ -115,9 +128,15 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values(GoldenParam{"qwen3-tiny", 1}, GoldenParam{"llama3-tiny", 1},
                                            GoldenParam{"qwen3-tiny-kv4", 1}, GoldenParam{"qwen3-tiny", 2},
                                            GoldenParam{"llama3-tiny", 2}, GoldenParam{"qwen3-tiny-kv4", 2},
-                                           GoldenParam{"qwen3-tiny-kv4", 4}),
+                                           GoldenParam{"qwen3-tiny-kv4", 4}, GoldenParam{"qwen3-tiny", 1, 64},
+                                           GoldenParam{"llama3-tiny", 1, 64}, GoldenParam{"qwen3-tiny-kv4", 1, 64},
+                                           GoldenParam{"qwen3-tiny", 2, 64}, GoldenParam{"llama3-tiny", 1, 16},
+                                           GoldenParam{"qwen3-tiny", 1, 0}),
                          [](const ::testing::TestParamInfo<GoldenParam>& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
+                           const int budget = info.param.max_num_batched_tokens;
+                           if (budget == 0) name += "_whole_prompts";
+                           if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });
