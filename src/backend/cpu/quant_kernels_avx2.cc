@@ -31,48 +31,50 @@ inline __m256i madd32(__m256i w_lo, __m256i w_hi, const ActBlock& x) {
   return _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
 }
 
-// The 32 nibbles of a q4 block as int16: low nibbles are elements 0-15, high nibbles 16-31.
+// The 32 nibbles of a q4 block as int16: the 16 bytes widened once, then the low nibbles (elements
+// 0-15) masked and the high ones (16-31) shifted down, both in 16-bit lanes.
 inline void nibbles(const uint8_t* qs, __m256i* lo, __m256i* hi) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(15);
-  *lo = _mm256_cvtepu8_epi16(_mm_and_si128(bytes, mask));
-  *hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask));
+  const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  *lo = _mm256_and_si256(bytes, _mm256_set1_epi16(15));
+  *hi = _mm256_srli_epi16(bytes, 4);
 }
 
+// Two accumulators (even and odd blocks): the FMA latency chain would otherwise bound the loop.
 float dot_q8_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < blocks; ++b, w += 34) {
     const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
     const __m256i hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
     const __m256 p = _mm256_cvtepi32_ps(madd32(lo, hi, x[b]));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), p, acc);
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), p, acc[b & 1]);
   }
-  return hsum(acc);
+  return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 float dot_q4_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   float bias = 0;
   for (int64_t b = 0; b < blocks; ++b, w += 18) {
     __m256i lo, hi;
     nibbles(w + 2, &lo, &hi);
     const float d = load_f16(w);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])), acc);
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])), acc[b & 1]);
     bias -= 8.0f * d * x[b].sum;
   }
-  return hsum(acc) + bias;
+  return hsum(_mm256_add_ps(acc[0], acc[1])) + bias;
 }
 
 float dot_q4_1(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   float offset = 0;
   for (int64_t b = 0; b < blocks; ++b, w += 20) {
     __m256i lo, hi;
     nibbles(w + 4, &lo, &hi);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])), acc);
+    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])),
+                                 acc[b & 1]);
     offset += load_f16(w + 2) * x[b].sum;
   }
-  return hsum(acc) + offset;
+  return hsum(_mm256_add_ps(acc[0], acc[1])) + offset;
 }
 
 inline __m256 load_bf16x8(const uint8_t* p) {
