@@ -87,7 +87,7 @@ def measure(name, a, bin_dir, tmp):
     elif name == "pp512":
         llama = llama_bench(bin_dir, model, t, ["-p", "512", "-n", "0"])
         r = minivllm_bench(a.minivllm, model, t, ["--workload", os.path.join(tmp, "pp512.json"), "--decode-tokens",
-                                                  "0", "--max-num-batched-tokens", "512"])
+                                                  "0"])
         mini = r["prompt_tokens"] / r["time_s"]
     else:  # b16
         out = run([os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-t", str(t), "-tb", str(t), "-c",
