@@ -17,7 +17,8 @@ int64_t split(int64_t n, int world, const std::string& name, const char* what) {
 
 Tensor ShardContext::shard(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
                            int64_t length) const {
-  if (shape.size() == 2 && backend.keeps_weight_dtype(src.stored_dtype(name))) {
+  // A missing tensor falls through to get_f32_slice, whose error names the tensor, file and slice.
+  if (shape.size() == 2 && src.has(name) && backend.keeps_weight_dtype(src.stored_dtype(name))) {
     return src.get_stored_slice(name, shape, dim, start, length);
   }
   return src.get_f32_slice(name, shape, dim, start, length);
