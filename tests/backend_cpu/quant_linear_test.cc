@@ -141,6 +141,22 @@ TEST(QuantKernels, EveryIsaAgreesWithScalar) {
       default: a = ref.dot_f16(p, x.data(), k); v = vec.dot_f16(p, x.data(), k); break;
     }
     EXPECT_NEAR(a, v, 1e-4 * (1 + std::abs(a)));
+    if (dtype_is_quantized(dtype)) {  // the paired-row kernels: each row as the single-row one
+      const StoredWeight w2 = make_weight(dtype, 2, k, 6);
+      const auto* p0 = static_cast<const uint8_t*>(w2.host.data());
+      const uint8_t* p1 = p0 + dtype_nbytes(dtype, k);
+      for (const cpu::QuantKernels* kern : {&ref, &vec}) {
+        auto pick = [&](auto q41, auto q40, auto q80) {
+          return dtype == DType::kQ4_1 ? q41 : dtype == DType::kQ4_0 ? q40 : q80;
+        };
+        const auto one = pick(kern->dot_q4_1, kern->dot_q4_0, kern->dot_q8_0);
+        const auto two = pick(kern->dot2_q4_1, kern->dot2_q4_0, kern->dot2_q8_0);
+        float pair[2];
+        two(p0, p1, act.data(), k / 32, pair);
+        EXPECT_NEAR(pair[0], one(p0, act.data(), k / 32), 1e-5 * (1 + std::abs(pair[0])));
+        EXPECT_NEAR(pair[1], one(p1, act.data(), k / 32), 1e-5 * (1 + std::abs(pair[1])));
+      }
+    }
     std::vector<float> d_ref(static_cast<size_t>(k)), d_vec(static_cast<size_t>(k));
     ref.dequant(dtype, p, d_ref.data(), k);
     vec.dequant(dtype, p, d_vec.data(), k);

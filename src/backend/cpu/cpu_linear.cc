@@ -74,15 +74,26 @@ void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const cpu::QuantKernels& q = *a.kernels;
   float (*qdot)(const uint8_t*, const cpu::ActBlock*, int64_t) = nullptr;
+  void (*qdot2)(const uint8_t*, const uint8_t*, const cpu::ActBlock*, int64_t, float*) = nullptr;
   float (*fdot)(const uint8_t*, const float*, int64_t) = nullptr;
   switch (a.dtype) {
-    case DType::kQ8_0: qdot = q.dot_q8_0; break;
-    case DType::kQ4_0: qdot = q.dot_q4_0; break;
-    case DType::kQ4_1: qdot = q.dot_q4_1; break;
+    case DType::kQ8_0: qdot = q.dot_q8_0; qdot2 = q.dot2_q8_0; break;
+    case DType::kQ4_0: qdot = q.dot_q4_0; qdot2 = q.dot2_q4_0; break;
+    case DType::kQ4_1: qdot = q.dot_q4_1; qdot2 = q.dot2_q4_1; break;
     case DType::kBF16: fdot = q.dot_bf16; break;
     default: fdot = q.dot_f16; break;
   }
-  for (int64_t j = n0; j < n1; ++j) {
+  int64_t j = n0;
+  if (qdot2 != nullptr && a.t == 1) {  // batch-1 decode: rows in pairs
+    for (; j + 2 <= n1; j += 2) {
+      float pair[2];
+      const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
+      qdot2(row, row + a.row_bytes, a.act, blocks, pair);
+      a.out[j] = pair[0];
+      a.out[j + 1] = pair[1];
+    }
+  }
+  for (; j < n1; ++j) {
     const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
     for (int64_t r = 0; r < a.t; ++r) {
       a.out[r * a.n + j] = qdot != nullptr ? qdot(row, a.act + r * blocks, blocks) : fdot(row, a.x + r * a.k, a.k);

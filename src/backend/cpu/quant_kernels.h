@@ -38,6 +38,10 @@ struct QuantKernels {
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
+  // Two weight rows . one activation row into out[0], out[1] (batch-1 decode: shared loads).
+  void (*dot2_q8_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+  void (*dot2_q4_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+  void (*dot2_q4_1)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
 };
 
 // The implementation for `isa` (which the CPU must support: check isa_supported).

@@ -39,42 +39,77 @@ inline void nibbles(const uint8_t* qs, __m256i* lo, __m256i* hi) {
   *hi = _mm256_srli_epi16(bytes, 4);
 }
 
-// Two accumulators (even and odd blocks): the FMA latency chain would otherwise bound the loop.
-float dot_q8_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < blocks; ++b, w += 34) {
-    const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
-    const __m256i hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
-    const __m256 p = _mm256_cvtepi32_ps(madd32(lo, hi, x[b]));
-    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), p, acc[b & 1]);
+// The three block formats as one kernel: the weights of one block widened to int16 (lo: elements
+// 0-15, hi: 16-31), its scale d, and the per-block term that multiplies the activation sum
+// (Q4_1: +m, Q4_0: -8 d, Q8_0: none).
+template <DType T>
+struct Block;
+template <>
+struct Block<DType::kQ8_0> {
+  static constexpr size_t kBytes = 34;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
+    *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
+    *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
+    *d = load_f16(w);
+    *c = 0;
   }
-  return hsum(_mm256_add_ps(acc[0], acc[1]));
-}
+};
+template <>
+struct Block<DType::kQ4_0> {
+  static constexpr size_t kBytes = 18;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
+    nibbles(w + 2, lo, hi);
+    *d = load_f16(w);
+    *c = -8.0f * *d;
+  }
+};
+template <>
+struct Block<DType::kQ4_1> {
+  static constexpr size_t kBytes = 20;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
+    nibbles(w + 4, lo, hi);
+    *d = load_f16(w);
+    *c = load_f16(w + 2);
+  }
+};
 
-float dot_q4_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+// One row: two accumulators (even and odd blocks), or the FMA latency chain bounds the loop.
+template <DType T>
+float dot_block(const uint8_t* w, const ActBlock* x, int64_t blocks) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float bias = 0;
-  for (int64_t b = 0; b < blocks; ++b, w += 18) {
+  float extra = 0;
+  for (int64_t b = 0; b < blocks; ++b, w += Block<T>::kBytes) {
     __m256i lo, hi;
-    nibbles(w + 2, &lo, &hi);
-    const float d = load_f16(w);
+    float d, c;
+    Block<T>::load(w, &lo, &hi, &d, &c);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])), acc[b & 1]);
-    bias -= 8.0f * d * x[b].sum;
+    extra += c * x[b].sum;
   }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) + bias;
+  return hsum(_mm256_add_ps(acc[0], acc[1])) + extra;
 }
 
-float dot_q4_1(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float offset = 0;
-  for (int64_t b = 0; b < blocks; ++b, w += 20) {
+// Two rows against one activation row: the activation loads and scales are shared, and the two
+// rows' chains run side by side (batch-1 decode).
+template <DType T>
+void dot2_block(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  float e0 = 0, e1 = 0;
+  for (int64_t b = 0; b < blocks; ++b, w0 += Block<T>::kBytes, w1 += Block<T>::kBytes) {
+    const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
+    const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 16));
     __m256i lo, hi;
-    nibbles(w + 4, &lo, &hi);
-    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(load_f16(w) * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])),
-                                 acc[b & 1]);
-    offset += load_f16(w + 2) * x[b].sum;
+    float d, c;
+    Block<T>::load(w0, &lo, &hi, &d, &c);
+    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(p), a0);
+    e0 += c * x[b].sum;
+    Block<T>::load(w1, &lo, &hi, &d, &c);
+    p = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+    a1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(p), a1);
+    e1 += c * x[b].sum;
   }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) + offset;
+  out[0] = hsum(a0) + e0;
+  out[1] = hsum(a1) + e1;
 }
 
 inline __m256 load_bf16x8(const uint8_t* p) {
@@ -156,8 +191,15 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   }
 }
 
-const QuantKernels kAvx2{dot_q8_0, dot_q4_0, dot_q4_1, dot_16bit<load_bf16x8, bf16_scalar>,
-                         dot_16bit<load_f16x8, load_f16>, dequant};
+const QuantKernels kAvx2{dot_block<DType::kQ8_0>,
+                         dot_block<DType::kQ4_0>,
+                         dot_block<DType::kQ4_1>,
+                         dot_16bit<load_bf16x8, bf16_scalar>,
+                         dot_16bit<load_f16x8, load_f16>,
+                         dequant,
+                         dot2_block<DType::kQ8_0>,
+                         dot2_block<DType::kQ4_0>,
+                         dot2_block<DType::kQ4_1>};
 
 }  // namespace
 
