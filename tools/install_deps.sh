@@ -8,6 +8,8 @@ pkgs+=(libcpp-httplib-dev python3-venv)
 # The fuzzers (tools/run_fuzzers.sh): clang 16 with its libFuzzer / sanitizer runtimes and OpenMP;
 # llvm-16 for llvm-symbolizer (readable sanitizer stacks, in tools/run_asan_tests.sh too).
 pkgs+=(clang-16 libclang-rt-16-dev libomp-16-dev llvm-16)
+# tools/bench_vs_llamacpp.py: /usr/bin/time -v for peak resident memory.
+pkgs+=(time)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include "common/check.h"
+#include "common/quant_blocks.h"
 
 namespace minivllm {
 
@@ -17,6 +18,21 @@ Tensor Backend::upload_weight(const Tensor& host_f32, bool keep_f32) {
     copy_from_host(dst, staged.data());
   }
   synchronize();  // the staging buffer dies here
+  return dst;
+}
+
+Tensor Backend::upload_stored_weight(const Tensor& host) {
+  MINIVLLM_CHECK(host.device() == DeviceKind::kCpu) << "upload_stored_weight takes a host tensor, got "
+                                                    << host.describe();
+  if (host.dtype() == DType::kF32 || !keeps_weight_dtype(host.dtype())) {
+    if (host.dtype() == DType::kF32) return upload_weight(host);
+    Tensor f32 = host_tensor(DType::kF32, host.shape());
+    dequantize_to_f32(host.dtype(), host.data(), f32.ptr<float>(), host.numel());
+    return upload_weight(f32);
+  }
+  Tensor dst = empty(host.dtype(), host.shape());
+  copy_from_host(dst, host.data());
+  synchronize();
   return dst;
 }
 

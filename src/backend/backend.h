@@ -72,6 +72,13 @@ class Backend {
   virtual void synchronize() = 0;
   // Uploads an fp32 host tensor as weight_dtype() (or as fp32 when keep_f32).
   Tensor upload_weight(const Tensor& host_f32, bool keep_f32 = false);
+  // Whether linear and embedding compute on weights kept as `stored` (a checkpoint's own dtype:
+  // f16, bf16, or the block-quantised q8_0 / q4_0 / q4_1) without converting them. The CPU backend
+  // does; the CUDA backend converts every weight to weight_dtype().
+  virtual bool keeps_weight_dtype(DType stored) const { return false; }
+  // Uploads a host weight of any stored dtype: as it is where keeps_weight_dtype, else decoded to
+  // fp32 and uploaded as upload_weight does.
+  Tensor upload_stored_weight(const Tensor& host);
 
   // Free and total device memory in bytes (CPU: a budget from the host's memory).
   virtual void memory_info(size_t* free_bytes, size_t* total_bytes) = 0;

@@ -12,8 +12,25 @@ size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kQ8_0: return 2 + 32;
+    case DType::kQ4_0: return 2 + 16;
+    case DType::kQ4_1: return 2 + 2 + 16;
   }
   return 0;
+}
+
+int64_t dtype_block(DType t) {
+  switch (t) {
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: return 32;
+    default: return 1;
+  }
+}
+
+size_t dtype_nbytes(DType t, int64_t n) {
+  const int64_t block = dtype_block(t);
+  MINIVLLM_CHECK(n >= 0 && n % block == 0) << n << " elements of " << dtype_name(t) << ": not a whole number of "
+                                           << block << "-element blocks";
+  return static_cast<size_t>(n / block) * dtype_size(t);
 }
 
 const char* dtype_name(DType t) {
@@ -24,6 +41,9 @@ const char* dtype_name(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
   }
   return "?";
 }

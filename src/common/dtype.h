@@ -8,9 +8,18 @@
 
 namespace minivllm {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+// kQ8_0, kQ4_0, kQ4_1: ggml's block-quantised weight formats (loader/gguf_dequant.h has the
+// layouts), 32 elements a block along the last dimension. Only the CPU backend keeps weights in
+// them; no activation ever has these types.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1 };
 
+// Bytes of one storage unit: an element, or a whole block for the quantised types.
 size_t dtype_size(DType t);
+// Elements in one storage unit: 32 for the quantised types, 1 otherwise.
+int64_t dtype_block(DType t);
+inline bool dtype_is_quantized(DType t) { return dtype_block(t) > 1; }
+// Bytes of n elements (n a multiple of dtype_block(t); checked).
+size_t dtype_nbytes(DType t, int64_t n);
 const char* dtype_name(DType t);
 
 inline float bf16_to_f32(uint16_t h) {

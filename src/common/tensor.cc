@@ -63,7 +63,7 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   if (shape_[0] == 0) row = 0;
   std::vector<int64_t> s = shape();
   s[0] = end - begin;
-  auto* base = static_cast<char*>(data_) + begin * row * static_cast<int64_t>(dtype_size(dtype_));
+  auto* base = static_cast<char*>(data_) + begin * static_cast<int64_t>(dtype_nbytes(dtype_, row));
   return Tensor(base, dtype_, s, device_, owner_);
 }
 
@@ -78,7 +78,7 @@ std::string Tensor::describe() const {
 Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  size_t bytes = dtype_nbytes(dtype, n);
   std::shared_ptr<void> owner(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64), std::free);
   MINIVLLM_CHECK(owner != nullptr) << "out of host memory for " << bytes << " bytes";
   return Tensor(owner.get(), dtype, shape, DeviceKind::kCpu, owner);

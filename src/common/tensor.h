@@ -37,7 +37,7 @@ class Tensor {
   int64_t size(int dim) const;  // negative dims count from the end
   std::vector<int64_t> shape() const { return {shape_.begin(), shape_.begin() + ndim_}; }
   int64_t numel() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return dtype_nbytes(dtype_, numel()); }
   bool defined() const { return ndim_ > 0; }
   bool empty() const { return data_ == nullptr; }
 

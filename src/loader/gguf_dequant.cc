@@ -1,13 +1,12 @@
-// Block formats (ggml-common.h), 32 elements a block:
-//   Q8_0: f16 d, int8 q[32];             x[i] = q[i] * d
-//   Q4_0: f16 d, uint8 qs[16];           x[j] = ((qs[j] & 15) - 8) * d, x[j+16] = ((qs[j] >> 4) - 8) * d
-//   Q4_1: f16 d, f16 m, uint8 qs[16];    x[j] = (qs[j] & 15) * d + m,   x[j+16] = (qs[j] >> 4) * d + m
+// The block formats and their decoding: common/quant_blocks.h.
 #include "loader/gguf_dequant.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/check.h"
 #include "common/dtype.h"
+#include "common/quant_blocks.h"
 #include "loader/parallel_convert.h"
 
 namespace minivllm {
@@ -15,47 +14,12 @@ namespace {
 
 constexpr int64_t kBlock = 32;
 
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
 size_t block_bytes(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
     case GgmlType::kQ8_0: return 2 + 32;
     case GgmlType::kQ4_0: return 2 + 16;
     case GgmlType::kQ4_1: return 2 + 2 + 16;
     default: return 0;
-  }
-}
-
-void dequant_block(uint32_t type, const uint8_t* b, float* x) {
-  const float d = f16_to_f32(load_u16(b));
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kQ8_0: {
-      const auto* q = reinterpret_cast<const int8_t*>(b + 2);
-      for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(q[i]) * d;
-      return;
-    }
-    case GgmlType::kQ4_0: {
-      const uint8_t* qs = b + 2;
-      for (int j = 0; j < 16; ++j) {
-        x[j] = static_cast<float>((qs[j] & 15) - 8) * d;
-        x[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
-      }
-      return;
-    }
-    case GgmlType::kQ4_1: {
-      const float m = f16_to_f32(load_u16(b + 2));
-      const uint8_t* qs = b + 4;
-      for (int j = 0; j < 16; ++j) {
-        x[j] = static_cast<float>(qs[j] & 15) * d + m;
-        x[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-      }
-      return;
-    }
-    default: return;
   }
 }
 
@@ -78,6 +42,18 @@ bool ggml_type_supported(uint32_t type) {
       return true;
   }
   return false;
+}
+
+DType ggml_type_dtype(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBF16: return DType::kBF16;
+    case GgmlType::kQ8_0: return DType::kQ8_0;
+    case GgmlType::kQ4_0: return DType::kQ4_0;
+    case GgmlType::kQ4_1: return DType::kQ4_1;
+  }
+  MINIVLLM_FAIL() << "ggml type " << ggml_type_name(type) << " (" << type << ") has no minivllm dtype";
 }
 
 int64_t ggml_block_size(uint32_t type) { return block_bytes(type) ? kBlock : 1; }
@@ -107,8 +83,11 @@ void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   MINIVLLM_CHECK(bb > 0) << "cannot dequantize ggml type " << ggml_type_name(type) << " (" << type << ")";
   MINIVLLM_CHECK_EQ(n % kBlock, 0) << "element count not a multiple of the block size";
   const int64_t blocks = n / kBlock;
+  const DType dtype = ggml_type_dtype(type);
 #pragma omp parallel for schedule(static) if (blocks > 4096)
-  for (int64_t i = 0; i < blocks; ++i) dequant_block(type, src + i * bb, dst + i * kBlock);
+  for (int64_t i = 0; i < blocks; i += 256) {
+    dequantize_to_f32(dtype, src + i * bb, dst + i * kBlock, std::min<int64_t>(256, blocks - i) * kBlock);
+  }
 }
 
 }  // namespace minivllm

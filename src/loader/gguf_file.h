@@ -70,6 +70,9 @@ class GgufFile {
   const uint8_t* tensor_data(const GgufTensorInfo& t) const { return file_->data() + data_offset_ + t.offset; }
   // fp32 copy in HF shape (ne reversed), dequantized; throws naming the tensor for an unsupported type.
   Tensor get_f32(const GgufTensorInfo& t) const;
+  // Drops the mapped pages of [p, p + n) from the resident set once a loader has copied them out
+  // (MappedFile::release).
+  void release(const uint8_t* p, size_t n) const { file_->release(p, n); }
 
  private:
   void parse();

@@ -31,23 +31,25 @@ const std::map<std::string, std::string>& layer_names() {
   return kNames;
 }
 
-// rows of one head-row block, copied with the index map dst_row = f(src_row).
+// rows of one head-row block, copied with the index map dst_row = f(src_row). Rows are moved
+// whole, so any dtype works (a quantised row is a run of whole blocks).
 Tensor move_rope_rows(const Tensor& w, int64_t n_head, bool to_gguf) {
-  MINIVLLM_CHECK(w.dtype() == DType::kF32 && w.ndim() >= 1) << "rope row permutation of " << w.describe();
+  MINIVLLM_CHECK(w.ndim() >= 1) << "rope row permutation of " << w.describe();
   const int64_t rows = w.size(0);
   MINIVLLM_CHECK(n_head > 0 && rows % n_head == 0 && (rows / n_head) % 2 == 0)
       << "rope row permutation: " << rows << " rows do not split into " << n_head << " heads of even size";
   const int64_t d = rows / n_head, half = d / 2;
   const int64_t cols = rows == 0 ? 0 : w.numel() / rows;
-  Tensor out = host_tensor(DType::kF32, w.shape());
-  const float* src = w.ptr<float>();
-  float* dst = out.ptr<float>();
+  Tensor out = host_tensor(w.dtype(), w.shape());
+  const size_t row_bytes = dtype_nbytes(w.dtype(), cols);
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
   for (int64_t h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < 2; ++i) {
       for (int64_t j = 0; j < half; ++j) {
         const int64_t hf_row = h * d + i * half + j, gguf_row = h * d + 2 * j + i;
         const int64_t from = to_gguf ? hf_row : gguf_row, to = to_gguf ? gguf_row : hf_row;
-        std::memcpy(dst + to * cols, src + from * cols, static_cast<size_t>(cols) * sizeof(float));
+        std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
       }
     }
   }
@@ -84,6 +86,29 @@ class GgufWeightSource : public WeightSource {
   // ne[0]). q/k rows are unpermuted per head, so a row slice of them must hold whole heads.
   Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                        int64_t length) const override {
+    return slice(name, full_shape, dim, start, length, /*stored=*/false);
+  }
+  DType stored_dtype(const std::string& name) const override {
+    auto it = entries_.find(name);
+    MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path();
+    const uint32_t type = it->second.info->type;
+    return ggml_type_supported(type) ? ggml_type_dtype(type) : DType::kF32;  // unsupported: reported by the slice
+  }
+  // The same slice as stored (blocks copied, not decoded), with the same checks.
+  Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                          int64_t length) const override {
+    return slice(name, full_shape, dim, start, length, /*stored=*/true);
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (const auto& kv : entries_) out.push_back(kv.first);
+    return out;
+  }
+  std::string describe() const override { return file_->path(); }
+
+ private:
+  Tensor slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+               int64_t length, bool stored) const {
     const std::string slice = slice_string(dim, start, length);
     auto it = entries_.find(name);
     MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path() << " (slice "
@@ -115,22 +140,25 @@ class GgufWeightSource : public WeightSource {
           << " rows), so a row slice must cover whole heads (start and length multiples of " << head_dim << ")";
       slice_heads = length / head_dim;
     }
-    Tensor out = host_tensor(DType::kF32, g.out_shape);
     const uint8_t* base = file_->tensor_data(t);
     const uint32_t type = t.type;
-    convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
-      ggml_dequantize(type, base + ggml_type_nbytes(type, first), dst, count);
-    });
+    Tensor out;
+    if (stored) {
+      out = host_tensor(ggml_type_dtype(type), g.out_shape);
+      copy_slice_chunks(g, out.dtype(), base, out.data());
+    } else {
+      out = host_tensor(DType::kF32, g.out_shape);
+      convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
+        ggml_dequantize(type, base + ggml_type_nbytes(type, first), dst, count);
+      });
+    }
+    // The bytes read are copied: their pages need not stay resident (the weights once, not twice).
+    const size_t first = ggml_type_nbytes(type, g.chunk_begin(0));
+    const size_t last = ggml_type_nbytes(type, g.chunk_begin(g.outer - 1) + g.chunk_elems());
+    file_->release(base + first, last - first);
     return rope_heads > 0 ? move_rope_rows(out, slice_heads, false) : out;
   }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> out;
-    for (const auto& kv : entries_) out.push_back(kv.first);
-    return out;
-  }
-  std::string describe() const override { return file_->path(); }
 
- private:
   struct Entry {
     const GgufTensorInfo* info;
     int64_t rope_heads;  // > 0: unpermute rows of this many heads

@@ -32,6 +32,15 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
 }
 
+void MappedFile::release(const uint8_t* p, size_t n) const {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (data_ == nullptr || p < data_ || n > size_ || p - data_ > static_cast<ptrdiff_t>(size_ - n)) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // Advisory: a failure only leaves the pages resident.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

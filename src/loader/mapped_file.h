@@ -19,6 +19,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the pages wholly inside [p, p + n) from this process's resident set (madvise
+  // MADV_DONTNEED; a later read faults them back in from the page cache). A loader calls it once it
+  // has copied a tensor out, so the peak resident memory holds the weights once, not twice.
+  void release(const uint8_t* p, size_t n) const;
 
  private:
   std::string path_;

@@ -165,15 +165,30 @@ Tensor SafetensorsFile::get_f32(const std::string& name, const std::vector<int64
 
 Tensor SafetensorsFile::get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
                                       int64_t start, int64_t length) const {
+  return slice(name, full_shape, dim, start, length, /*stored=*/false);
+}
+
+Tensor SafetensorsFile::get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
+                                         int64_t start, int64_t length) const {
+  return slice(name, full_shape, dim, start, length, /*stored=*/true);
+}
+
+Tensor SafetensorsFile::slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
+                              int64_t start, int64_t length, bool stored) const {
   const SafetensorsTensorInfo& t = info(name);
   MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
                                     << "; only BF16, F16 and F32 are supported";
   const SliceGeometry g =
       check_slice("tensor '" + name + "' in " + path(), t.shape, full_shape, dim, start, length);
   MINIVLLM_CHECK_LE(g.out_shape.size(), size_t{Tensor::kMaxDims}) << "tensor '" << name << "' in " << path();
-  Tensor out = host_tensor(DType::kF32, g.out_shape);
   const uint8_t* base = file_->data() + t.begin;
   const DType dtype = t.dtype;
+  if (stored) {
+    Tensor out = host_tensor(dtype, g.out_shape);
+    copy_slice_chunks(g, dtype, base, out.data());
+    return out;
+  }
+  Tensor out = host_tensor(DType::kF32, g.out_shape);
   const size_t elem = dtype_size(dtype);
   convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
     convert_to_f32_parallel(base + static_cast<size_t>(first) * elem, dtype, dst, static_cast<size_t>(count));

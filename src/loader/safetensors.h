@@ -40,8 +40,13 @@ class SafetensorsFile {
   // only the slice is converted. Throws naming the tensor, the file, the slice and the shape.
   Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                        int64_t length) const;
+  // The same slice in the stored dtype (BF16, F16 or F32), copied as is.
+  Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                          int64_t length) const;
 
  private:
+  Tensor slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+               int64_t length, bool stored) const;
   void parse_header();
   std::shared_ptr<MappedFile> file_;
   std::map<std::string, SafetensorsTensorInfo> tensors_;

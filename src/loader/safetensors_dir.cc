@@ -41,6 +41,19 @@ class SafetensorsWeightSource : public WeightSource {
                                        << slice_string(dim, start, length) << ")";
     return files_[it->second]->get_f32_slice(name, full_shape, dim, start, length);
   }
+  DType stored_dtype(const std::string& name) const override {
+    auto it = where_.find(name);
+    MINIVLLM_CHECK(it != where_.end()) << "tensor '" << name << "' not found in " << dir_;
+    const SafetensorsTensorInfo& t = files_[it->second]->info(name);
+    return t.dtype_supported ? t.dtype : DType::kF32;  // unsupported: get_f32_slice names the problem
+  }
+  Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                          int64_t length) const override {
+    auto it = where_.find(name);
+    MINIVLLM_CHECK(it != where_.end()) << "tensor '" << name << "' not found in " << dir_ << " (slice "
+                                       << slice_string(dim, start, length) << ")";
+    return files_[it->second]->get_stored_slice(name, full_shape, dim, start, length);
+  }
   std::vector<std::string> names() const override {
     std::vector<std::string> out;
     out.reserve(where_.size());

@@ -1,6 +1,7 @@
 #include "loader/tensor_slice.h"
 
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 
 #include "common/check.h"
@@ -55,6 +56,14 @@ void convert_slice_chunks(const SliceGeometry& g, float* out,
   // called from inside run serially (nested OpenMP regions are inactive).
 #pragma omp parallel for schedule(static) if (g.outer * n > (int64_t{1} << 16))
   for (int64_t o = 0; o < g.outer; ++o) convert(g.chunk_begin(o), n, out + o * n);
+}
+
+void copy_slice_chunks(const SliceGeometry& g, DType dtype, const uint8_t* base, void* out) {
+  const size_t chunk = dtype_nbytes(dtype, g.chunk_elems());
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    std::memcpy(dst + static_cast<size_t>(o) * chunk, base + dtype_nbytes(dtype, g.chunk_begin(o)), chunk);
+  }
 }
 
 }  // namespace minivllm

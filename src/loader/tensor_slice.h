@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
+
 namespace minivllm {
 
 struct SliceGeometry {
@@ -38,5 +40,9 @@ SliceGeometry check_slice(const std::string& what, const std::vector<int64_t>& s
 // `out` (g.outer * g.chunk_elems() floats); chunks run in parallel when there are many.
 void convert_slice_chunks(const SliceGeometry& g, float* out,
                           const std::function<void(int64_t first, int64_t count, float* dst)>& convert);
+
+// Copies the slice's chunks of a tensor stored as `dtype` at `base` into `out` unchanged (the
+// stored-format path: whole quantisation blocks, which the caller has checked).
+void copy_slice_chunks(const SliceGeometry& g, DType dtype, const uint8_t* base, void* out);
 
 }  // namespace minivllm

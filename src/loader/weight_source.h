@@ -27,6 +27,16 @@ class WeightSource {
   // quantisation block; a row slice of a rope-permuted q/k tensor must cover whole heads.
   virtual Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                                int64_t length) const = 0;
+  // The dtype `name` is stored in (f32 for a source that converts everything); throws like get_f32.
+  virtual DType stored_dtype(const std::string& name) const { return DType::kF32; }
+  // The same slice in the checkpoint's own format (f32, f16, bf16, or the GGUF block types
+  // q8_0 / q4_0 / q4_1, whose blocks run along the last dim): for a backend that computes on the
+  // stored format (Backend::keeps_weight_dtype). Same checks and messages as get_f32_slice. The
+  // default converts to f32 (a source that stores nothing else).
+  virtual Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
+                                  int64_t start, int64_t length) const {
+    return get_f32_slice(name, full_shape, dim, start, length);
+  }
   virtual std::vector<std::string> names() const = 0;
   virtual std::string describe() const = 0;  // the path, for messages
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/quant_blocks.h"
 
 namespace minivllm {
 namespace {
@@ -14,15 +15,24 @@ int64_t split(int64_t n, int world, const std::string& name, const char* what) {
 
 }  // namespace
 
+Tensor ShardContext::shard(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
+                           int64_t length) const {
+  // A missing tensor falls through to get_f32_slice, whose error names the tensor, file and slice.
+  if (shape.size() == 2 && src.has(name) && backend.keeps_weight_dtype(src.stored_dtype(name))) {
+    return src.get_stored_slice(name, shape, dim, start, length);
+  }
+  return src.get_f32_slice(name, shape, dim, start, length);
+}
+
 Tensor ShardContext::row_shard(const std::string& name, int64_t rows, int64_t cols) const {
   const int64_t part = split(rows, world_size(), name, "rows");
   std::vector<int64_t> shape = cols > 0 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
-  return src.get_f32_slice(name, shape, 0, rank() * part, part);
+  return shard(name, shape, 0, rank() * part, part);
 }
 
 Tensor ShardContext::col_shard(const std::string& name, int64_t rows, int64_t cols) const {
   const int64_t part = split(cols, world_size(), name, "columns");
-  return src.get_f32_slice(name, {rows, cols}, 1, rank() * part, part);
+  return shard(name, {rows, cols}, 1, rank() * part, part);
 }
 
 Tensor ShardContext::replicated(const std::string& name, std::vector<int64_t> shape) const {
@@ -30,18 +40,26 @@ Tensor ShardContext::replicated(const std::string& name, std::vector<int64_t> sh
 }
 
 Tensor ShardContext::upload_rows(const std::vector<Tensor>& parts) const {
-  if (parts.size() == 1) return backend.upload_weight(parts.front());
+  if (parts.size() == 1) return backend.upload_stored_weight(parts.front());
   int64_t rows = 0;
   const bool one_d = parts.front().ndim() == 1;
   const int64_t cols = one_d ? 1 : parts.front().size(1);
-  for (const Tensor& p : parts) rows += p.size(0);
-  Tensor out = one_d ? host_tensor(DType::kF32, {rows}) : host_tensor(DType::kF32, {rows, cols});
+  DType dtype = parts.front().dtype();
+  for (const Tensor& p : parts) {
+    rows += p.size(0);
+    if (p.dtype() != dtype) dtype = DType::kF32;  // mixed types: every part decoded to fp32
+  }
+  Tensor out = one_d ? host_tensor(dtype, {rows}) : host_tensor(dtype, {rows, cols});
   char* dst = static_cast<char*>(out.data());
   for (const Tensor& p : parts) {
-    std::memcpy(dst, p.data(), p.nbytes());
-    dst += p.nbytes();
+    if (p.dtype() == dtype) {
+      std::memcpy(dst, p.data(), p.nbytes());
+    } else {
+      dequantize_to_f32(p.dtype(), p.data(), reinterpret_cast<float*>(dst), p.numel());
+    }
+    dst += dtype_nbytes(dtype, p.numel());
   }
-  return backend.upload_weight(out);
+  return backend.upload_stored_weight(out);
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,

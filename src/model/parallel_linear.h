@@ -1,5 +1,6 @@
 // The seeds' tensor-parallel linear layers. Each rank holds only its shard of the weight, loaded
-// straight from the checkpoint's memory map (WeightSource::get_f32_slice), and calls backend ops
+// straight from the checkpoint's memory map (WeightSource::get_f32_slice, or get_stored_slice when
+// the backend computes on the checkpoint's own format: Backend::keeps_weight_dtype), and calls backend ops
 // and the communicator; with world_size 1 every layer is the plain, unsharded linear.
 //
 //   ColumnParallelLinear        W [out, in]: rank r holds rows [r out/ws, (r+1) out/ws); output sharded
@@ -24,14 +25,21 @@ struct ShardContext {
   Communicator& comm;
   int rank() const { return comm.rank(); }
   int world_size() const { return comm.world_size(); }
-  // `name` [rows, cols] (cols 0: 1-D), rows split into world_size parts: this rank's part.
+  // `name` [rows, cols] (cols 0: 1-D, always fp32), rows split into world_size parts: this rank's
+  // part, in the stored dtype where the backend keeps it, else fp32.
   Tensor row_shard(const std::string& name, int64_t rows, int64_t cols) const;
-  // `name` [rows, cols], columns split into world_size parts: this rank's part.
+  // `name` [rows, cols], columns split into world_size parts: this rank's part (stored dtype as
+  // row_shard; a quantised tensor's column split must fall on its 32-element blocks).
   Tensor col_shard(const std::string& name, int64_t rows, int64_t cols) const;
-  // The whole tensor (replicated on every rank: norms).
+  // The whole tensor (replicated on every rank: norms), fp32.
   Tensor replicated(const std::string& name, std::vector<int64_t> shape) const;
-  // Host fp32 shards concatenated along rows and uploaded as one weight.
+  // Host shards concatenated along rows and uploaded as one weight: in their stored dtype when
+  // they share one the backend keeps, else all decoded to fp32 (a checkpoint mixing types).
   Tensor upload_rows(const std::vector<Tensor>& host_parts) const;
+
+ private:
+  Tensor shard(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
+               int64_t length) const;
 };
 
 class ColumnParallelLinear {

@@ -12,6 +12,8 @@
 #include <random>
 
 #include "common/dtype.h"
+#include "common/quant_blocks.h"
+#include "loader/gguf_dequant.h"
 #include "loader/gguf_file.h"
 #include "loader/gguf_weights.h"
 #include "loader/safetensors.h"
@@ -313,6 +315,40 @@ TEST_F(GgufSlice, EveryAllowedSliceMatchesFullTensor) {
     const int n = check_all_slices(*src_, c.hf_name, c.shape, allowed);
     EXPECT_EQ(n, want) << c.hf_name;
     EXPECT_GT(n, 0) << c.hf_name;
+  }
+}
+
+// The stored-format slice (what the CPU backend keeps) holds the checkpoint's dtype, and decodes,
+// bit for bit, to the fp32 slice: same rows, same columns, same rope unpermute, blocks untouched.
+TEST_F(GgufSlice, StoredSliceDecodesToTheF32Slice) {
+  for (const GgufCase& c : gguf_cases()) {
+    if (c.shape.size() != 2) continue;
+    SCOPED_TRACE(c.hf_name);
+    const DType want_dtype = ggml_type_dtype(c.type);
+    EXPECT_EQ(src_->stored_dtype(c.hf_name), want_dtype);
+    const int64_t block = dtype_block(want_dtype);
+    const int64_t head_dim = c.rope_heads ? c.shape[0] / c.rope_heads : 1;
+    int checked = 0;
+    for (int dim = 0; dim < 2; ++dim) {
+      const int64_t size = c.shape[static_cast<size_t>(dim)];
+      const int64_t step = dim == 1 ? block : head_dim;
+      for (int64_t start = 0; start < size; start += step) {
+        for (int64_t length = step; start + length <= size; length += step) {
+          const Tensor stored = src_->get_stored_slice(c.hf_name, c.shape, dim, start, length);
+          const Tensor f32 = src_->get_f32_slice(c.hf_name, c.shape, dim, start, length);
+          ASSERT_EQ(stored.dtype(), want_dtype);
+          ASSERT_EQ(stored.shape(), f32.shape());
+          std::vector<float> decoded(static_cast<size_t>(f32.numel()));
+          dequantize_to_f32(stored.dtype(), stored.data(), decoded.data(), stored.numel());
+          for (int64_t i = 0; i < f32.numel(); ++i) {
+            ASSERT_EQ(bits_of(decoded[static_cast<size_t>(i)]), bits_of(f32.ptr<float>()[i]))
+                << "dim " << dim << " start " << start << " length " << length << " element " << i;
+          }
+          ++checked;
+        }
+      }
+    }
+    EXPECT_GT(checked, 0);
   }
 }
 

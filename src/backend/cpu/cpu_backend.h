@@ -1,4 +1,5 @@
-// CpuBackend: the host implementation of Backend, fp32 activations and weights throughout.
+// CpuBackend: the host implementation of Backend, fp32 activations; weights fp32 or kept in the
+// checkpoint's own format (f16, bf16, q8_0, q4_0, q4_1: cpu_linear.cc, quant_kernels.h).
 // It is both a usable backend (OpenBLAS sgemm for linear layers, OpenMP everywhere else) and the
 // reference every CUDA kernel is checked against. The ops are split by concept over cpu_*.cc:
 // memory, norms, linear, rope, kv cache, attention, elementwise; this header declares them all.
@@ -10,8 +11,10 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/quant_kernels.h"
 
 namespace minivllm {
 
@@ -33,6 +36,8 @@ class CpuBackend : public Backend {
   std::string name() const override;
   DType activation_dtype() const override { return DType::kF32; }
   DType weight_dtype() const override { return DType::kF32; }
+  // f32, f16, bf16, q8_0, q4_0, q4_1: linear and embedding compute on them as stored (cpu_linear.cc).
+  bool keeps_weight_dtype(DType stored) const override;
   int num_threads() const { return num_threads_; }
 
   // ---- memory (cpu_memory.cc) ----
@@ -83,6 +88,7 @@ class CpuBackend : public Backend {
 
  private:
   int num_threads_;
+  std::vector<cpu::ActBlock> act_scratch_;  // linear's quantised activations (grown once, reused)
   std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
 };
 

@@ -5,12 +5,15 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
+#include "common/quant_blocks.h"
 
 namespace minivllm {
 
 void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
   cpu::check_tensor(ids, DType::kI32, "embedding", "ids");
-  cpu::check_tensor(weight, DType::kF32, "embedding", "weight");
+  MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
+                 keeps_weight_dtype(weight.dtype()))
+      << "embedding: weight " << weight.describe() << " must be a host f32, f16, bf16, q8_0, q4_0 or q4_1 tensor";
   cpu::check_tensor(out, DType::kF32, "embedding", "out");
   MINIVLLM_CHECK(weight.ndim() == 2) << "embedding: weight " << weight.describe() << " must be [vocab, hidden]";
   const int64_t rows = weight.size(0);
@@ -19,7 +22,9 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voca
   MINIVLLM_CHECK(cpu::rows_with_cols(out, hidden, "embedding", "out") == tokens)
       << "embedding: out " << out.describe() << " for " << tokens << " ids";
   const int32_t* id = ids.ptr<int32_t>();
-  const float* table = weight.ptr<float>();
+  const auto* table = static_cast<const uint8_t*>(weight.data());
+  const DType wtype = weight.dtype();
+  const size_t row_bytes = dtype_nbytes(wtype, hidden);
   float* dst = out.ptr<float>();
 #pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
@@ -27,7 +32,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voca
     const int64_t local = static_cast<int64_t>(id[t]) - vocab_start;
     float* row = dst + t * hidden;
     if (local >= 0 && local < rows) {
-      std::memcpy(row, table + local * hidden, hidden * sizeof(float));
+      dequantize_to_f32(wtype, table + static_cast<size_t>(local) * row_bytes, row, hidden);
     } else {
       std::memset(row, 0, hidden * sizeof(float));
     }

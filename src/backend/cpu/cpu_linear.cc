@@ -1,14 +1,24 @@
-// Linear layers: out[T, N] = x[T, K] * W[N, K]^T (+ bias) through OpenBLAS.
-// The OpenMP team splits the output features N into one contiguous slice per thread and each
-// thread calls single-threaded OpenBLAS on its slice: the weight, which dominates the traffic at
-// decode time, is read once, by one core per slice, and only one thread pool ever runs.
+// Linear layers: out[T, N] = x[T, K] * W[N, K]^T (+ bias), W in its stored format.
+// The OpenMP team splits the output features N into one contiguous slice per thread: the weight,
+// which dominates the traffic at decode time, is read once, by one core per slice, and only one
+// thread pool ever runs.
+//
+// - fp32 W: single-threaded OpenBLAS sgemv / sgemm on each thread's slice (the reference path).
+// - f16 / bf16 / q8_0 / q4_0 / q4_1 W, few rows (decode): dot products on the stored format
+//   (quant_kernels.h); quantised weights take int16-quantised activations.
+// - the same, many rows (prefill): each thread decodes a panel of its rows into an fp32 scratch
+//   that stays in its L2 cache and multiplies it with sgemm; the decoding is paid once per panel
+//   and spread over all T rows.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
+#include "backend/cpu/quant_kernels.h"
+#include "common/quant_blocks.h"
 
 namespace minivllm {
 namespace {
@@ -17,19 +27,13 @@ namespace {
 constexpr int64_t kParallelMacs = int64_t{1} << 16;
 // Slices start on whole cache lines of the output row.
 constexpr int64_t kSliceAlign = 16;
+// Up to this many rows the stored-format dot products beat decoding panels for sgemm (measured on
+// SmolLM2 Q4_1, docs/PERFORMANCE.md).
+constexpr int64_t kMaxDotRows = 4;
+// fp32 bytes of one decoded panel: well inside a core's L2.
+constexpr int64_t kPanelBytes = int64_t{192} << 10;
 
-void linear_slice(const float* x, const float* w, const float* bias, int64_t t, int64_t k, int64_t n,
-                  int64_t n0, int64_t n1, float* out) {
-  const int64_t width = n1 - n0;
-  if (width <= 0 || t == 0) return;
-  if (t == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(width), static_cast<int>(k), 1.0f, w + n0 * k,
-                static_cast<int>(k), x, 1, 0.0f, out + n0, 1);
-  } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(t), static_cast<int>(width),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w + n0 * k, static_cast<int>(k), 0.0f,
-                out + n0, static_cast<int>(n));
-  }
+void add_bias(const float* bias, int64_t t, int64_t n, int64_t n0, int64_t n1, float* out) {
   if (bias == nullptr) return;
   for (int64_t r = 0; r < t; ++r) {
     float* row = out + r * n;
@@ -38,11 +42,105 @@ void linear_slice(const float* x, const float* w, const float* bias, int64_t t, 
   }
 }
 
+void sgemm_slice(const float* x, const float* w, int64_t t, int64_t k, int64_t n, int64_t width, float* out) {
+  if (t == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(width), static_cast<int>(k), 1.0f, w,
+                static_cast<int>(k), x, 1, 0.0f, out, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(t), static_cast<int>(width),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, out,
+                static_cast<int>(n));
+  }
+}
+
+// Everything a thread needs to compute its slice [n0, n1) of the output.
+struct LinearArgs {
+  const float* x;
+  const uint8_t* w;  // row r at w + r * row_bytes
+  DType dtype;
+  size_t row_bytes;
+  const float* bias;
+  int64_t t, k, n;
+  const cpu::ActBlock* act;  // quantised x (quantised weights, dot path), t rows of k / 32 blocks
+  const cpu::QuantKernels* kernels;
+  float* out;
+};
+
+void f32_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
+  sgemm_slice(a.x, reinterpret_cast<const float*>(a.w) + n0 * a.k, a.t, a.k, a.n, n1 - n0, a.out + n0);
+}
+
+void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
+  const int64_t blocks = a.k / kQuantBlock;
+  const cpu::QuantKernels& q = *a.kernels;
+  float (*qdot)(const uint8_t*, const cpu::ActBlock*, int64_t) = nullptr;
+  void (*qdot2)(const uint8_t*, const uint8_t*, const cpu::ActBlock*, int64_t, float*) = nullptr;
+  float (*fdot)(const uint8_t*, const float*, int64_t) = nullptr;
+  switch (a.dtype) {
+    case DType::kQ8_0: qdot = q.dot_q8_0; qdot2 = q.dot2_q8_0; break;
+    case DType::kQ4_0: qdot = q.dot_q4_0; qdot2 = q.dot2_q4_0; break;
+    case DType::kQ4_1: qdot = q.dot_q4_1; qdot2 = q.dot2_q4_1; break;
+    case DType::kBF16: fdot = q.dot_bf16; break;
+    default: fdot = q.dot_f16; break;
+  }
+  int64_t j = n0;
+  if (qdot2 != nullptr && a.t == 1) {  // batch-1 decode: rows in pairs
+    for (; j + 2 <= n1; j += 2) {
+      float pair[2];
+      const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
+      qdot2(row, row + a.row_bytes, a.act, blocks, pair);
+      a.out[j] = pair[0];
+      a.out[j + 1] = pair[1];
+    }
+  }
+  for (; j < n1; ++j) {
+    const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
+    for (int64_t r = 0; r < a.t; ++r) {
+      a.out[r * a.n + j] = qdot != nullptr ? qdot(row, a.act + r * blocks, blocks) : fdot(row, a.x + r * a.k, a.k);
+    }
+  }
+}
+
+void panel_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
+  const int64_t panel = std::max<int64_t>(8, kPanelBytes / (4 * a.k));
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(panel * a.k)) scratch.resize(static_cast<size_t>(panel * a.k));
+  for (int64_t p0 = n0; p0 < n1; p0 += panel) {
+    const int64_t rows = std::min(panel, n1 - p0);
+    a.kernels->dequant(a.dtype, a.w + static_cast<size_t>(p0) * a.row_bytes, scratch.data(), rows * a.k);
+    sgemm_slice(a.x, scratch.data(), a.t, a.k, a.n, rows, a.out + p0);
+  }
+}
+
+void run_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
+  if (n1 <= n0 || a.t == 0) return;
+  if (a.dtype == DType::kF32) {
+    f32_slice(a, n0, n1);
+  } else if (a.t <= kMaxDotRows) {
+    dot_slice(a, n0, n1);
+  } else {
+    panel_slice(a, n0, n1);
+  }
+  add_bias(a.bias, a.t, a.n, n0, n1, a.out);
+}
+
 }  // namespace
+
+bool CpuBackend::keeps_weight_dtype(DType stored) const {
+  switch (stored) {
+    case DType::kF32: case DType::kF16: case DType::kBF16:
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   cpu::check_tensor(x, DType::kF32, "linear", "x");
-  cpu::check_tensor(weight, DType::kF32, "linear", "weight");
+  MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
+                 keeps_weight_dtype(weight.dtype()))
+      << "linear: weight " << weight.describe() << " must be a host f32, f16, bf16, q8_0, q4_0 or q4_1 tensor";
   cpu::check_tensor(out, DType::kF32, "linear", "out");
   MINIVLLM_CHECK(weight.ndim() == 2) << "linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0);
@@ -50,18 +148,23 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
   const int64_t t = cpu::rows_with_cols(x, k, "linear", "x");
   MINIVLLM_CHECK(cpu::rows_with_cols(out, n, "linear", "out") == t)
       << "linear: out " << out.describe() << " vs x " << x.describe() << " and weight " << weight.describe();
-  const float* bias_p = nullptr;
+  LinearArgs a{x.ptr<float>(), static_cast<const uint8_t*>(weight.data()), weight.dtype(),
+               dtype_nbytes(weight.dtype(), k), nullptr, t, k, n, nullptr,
+               &cpu::quant_kernels(cpu::active_isa()), out.ptr<float>()};
   if (bias != nullptr) {
     cpu::check_tensor(*bias, DType::kF32, "linear", "bias");
     MINIVLLM_CHECK_EQ(bias->numel(), n) << "linear: bias " << bias->describe();
-    bias_p = bias->ptr<float>();
+    a.bias = bias->ptr<float>();
   }
-  const float* xp = x.ptr<float>();
-  const float* wp = weight.ptr<float>();
-  float* op = out.ptr<float>();
+  if (dtype_is_quantized(a.dtype) && t <= kMaxDotRows) {
+    const int64_t blocks = k / kQuantBlock;  // k is whole blocks: dtype_nbytes checked it
+    if (act_scratch_.size() < static_cast<size_t>(t * blocks)) act_scratch_.resize(static_cast<size_t>(t * blocks));
+    for (int64_t r = 0; r < t; ++r) cpu::quantize_activations(a.x + r * k, k, act_scratch_.data() + r * blocks);
+    a.act = act_scratch_.data();
+  }
   const int threads = static_cast<int>(std::min<int64_t>(num_threads_, (n + kSliceAlign - 1) / kSliceAlign));
   if (threads <= 1 || t * n * k < kParallelMacs) {
-    linear_slice(xp, wp, bias_p, t, k, n, 0, n, op);
+    run_slice(a, 0, n);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -72,7 +175,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
     const int64_t slice = (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
     const int64_t n0 = std::min(n, id * slice);
     const int64_t n1 = std::min(n, n0 + slice);
-    linear_slice(xp, wp, bias_p, t, k, n, n0, n1, op);
+    run_slice(a, n0, n1);
   }
 }
 

@@ -25,7 +25,7 @@ Tensor CpuBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
     n *= d;
   }
   // Rounded up to whole cache lines (and at least one) so vector loads past the end stay inside.
-  size_t bytes = (static_cast<size_t>(n) * dtype_size(dtype) + 63) / 64 * 64 + 64;
+  size_t bytes = (dtype_nbytes(dtype, n) + 63) / 64 * 64 + 64;
   void* data = std::aligned_alloc(64, bytes);
   MINIVLLM_CHECK(data != nullptr) << "empty: out of host memory allocating " << bytes << " bytes";
   stats_->add(bytes);

@@ -1,0 +1,154 @@
+// The portable side of quant_kernels.h: run-time ISA choice, the activation quantiser and the scalar
+// dot products. This file is compiled without AVX (CMakeLists.txt), so its code runs on any x86-64
+// and is the reference the vector kernels are tested against.
+#include "backend/cpu/quant_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/check.h"
+#include "common/quant_blocks.h"
+
+namespace minivllm::cpu {
+
+const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
+
+namespace {
+
+float load_f16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return f16_to_f32(v);
+}
+
+int32_t dot_i16(const int16_t* w, const int16_t* x) {
+  int32_t s = 0;
+  for (int i = 0; i < 32; ++i) s += static_cast<int32_t>(w[i]) * x[i];
+  return s;
+}
+
+float dot_q8_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  float acc = 0;
+  for (int64_t b = 0; b < blocks; ++b, w += 34) {
+    int16_t q[32];
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(w[2 + i]);
+    acc += load_f16(w) * x[b].d * static_cast<float>(dot_i16(q, x[b].q));
+  }
+  return acc;
+}
+
+void unpack_nibbles(const uint8_t* qs, int16_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<int16_t>(qs[j] & 15);
+    q[j + 16] = static_cast<int16_t>(qs[j] >> 4);
+  }
+}
+
+float dot_q4_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  float acc = 0;
+  for (int64_t b = 0; b < blocks; ++b, w += 18) {
+    int16_t q[32];
+    unpack_nibbles(w + 2, q);
+    const float d = load_f16(w);
+    // sum ((q - 8) d) (dx qx) = d dx sum(q qx) - 8 d sum
+    acc += d * x[b].d * static_cast<float>(dot_i16(q, x[b].q)) - 8.0f * d * x[b].sum;
+  }
+  return acc;
+}
+
+float dot_q4_1(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  float acc = 0;
+  for (int64_t b = 0; b < blocks; ++b, w += 20) {
+    int16_t q[32];
+    unpack_nibbles(w + 4, q);
+    acc += load_f16(w) * x[b].d * static_cast<float>(dot_i16(q, x[b].q)) + load_f16(w + 2) * x[b].sum;
+  }
+  return acc;
+}
+
+float dot_bf16(const uint8_t* w, const float* x, int64_t k) {
+  float acc = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    uint16_t v;
+    std::memcpy(&v, w + 2 * i, 2);
+    acc += bf16_to_f32(v) * x[i];
+  }
+  return acc;
+}
+
+float dot_f16(const uint8_t* w, const float* x, int64_t k) {
+  float acc = 0;
+  for (int64_t i = 0; i < k; ++i) acc += load_f16(w + 2 * i) * x[i];
+  return acc;
+}
+
+void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) { dequantize_to_f32(dtype, w, out, n); }
+
+template <float (*Dot)(const uint8_t*, const ActBlock*, int64_t)>
+void dot2(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out) {
+  out[0] = Dot(w0, x, blocks);
+  out[1] = Dot(w1, x, blocks);
+}
+
+const QuantKernels kScalar{dot_q8_0, dot_q4_0, dot_q4_1, dot_bf16, dot_f16, dequant,
+                           dot2<dot_q8_0>, dot2<dot_q4_0>, dot2<dot_q4_1>};
+
+Isa detect() {
+  const char* env = std::getenv("MINIVLLM_CPU_ISA");
+  if (env != nullptr && *env != '\0') {
+    const std::string v(env);
+    MINIVLLM_CHECK(v == "scalar" || v == "avx2") << "MINIVLLM_CPU_ISA=" << v << ": expected scalar or avx2";
+    const Isa isa = v == "avx2" ? Isa::kAvx2 : Isa::kScalar;
+    MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
+    return isa;
+  }
+  return isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
+}
+
+std::atomic<int>& chosen() {
+  static std::atomic<int> isa{static_cast<int>(detect())};
+  return isa;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
+
+bool isa_supported(Isa isa) {
+  if (isa == Isa::kScalar) return true;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+const QuantKernels& quant_kernels(Isa isa) { return isa == Isa::kAvx2 ? quant_kernels_avx2() : kScalar; }
+
+Isa active_isa() { return static_cast<Isa>(chosen().load(std::memory_order_relaxed)); }
+
+Isa set_isa(Isa isa) {
+  MINIVLLM_CHECK(isa_supported(isa)) << "set_isa: this CPU lacks " << isa_name(isa);
+  return static_cast<Isa>(chosen().exchange(static_cast<int>(isa)));
+}
+
+void quantize_activations(const float* x, int64_t k, ActBlock* out) {
+  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    ActBlock& a = out[b];
+    a.d = amax / 32767.0f;
+    const float inv = amax > 0 ? 32767.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      // |x inv| <= 32767 (up to rounding of inv): clamp so a rounding up cannot wrap.
+      const float v = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(x[i] * inv)));
+      a.q[i] = static_cast<int16_t>(v);
+      sum += a.q[i];
+    }
+    a.sum = a.d * static_cast<float>(sum);
+  }
+}
+
+}  // namespace minivllm::cpu

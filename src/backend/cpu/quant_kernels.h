@@ -1,0 +1,58 @@
+// Dot products of one weight row, kept in the checkpoint's format, with one activation row: the
+// inner loop of CpuBackend::linear on f16 / bf16 / q8_0 / q4_0 / q4_1 weights (cpu_linear.cc).
+//
+// Activations stay fp32 for 16-bit weights. For the block-quantised weights each activation row is
+// first quantised to int16 per 32-element block (ActBlock), so the inner loop is integer
+// multiply-adds (vpmaddwd) with one float scale per block. int16, not llama.cpp's int8: the
+// relative error of an activation is below 2^-15 of its block's largest magnitude, so greedy
+// decoding follows the fp32 reference where 8-bit activations can flip near-ties (docs/DESIGN.md).
+//
+// Implementations: a portable scalar one (quant_kernels.cc, built without AVX) and AVX2+FMA+F16C
+// (quant_kernels_avx2.cc, built with those flags), chosen at run time from cpuid; tests force each
+// one with set_isa.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace minivllm::cpu {
+
+// x[i] ~= d * q[i] for the 32 elements of one block; sum = d * (q[0] + ... + q[31]), the term that
+// Q4_1's offset m and Q4_0's bias -8 multiply.
+struct ActBlock {
+  float d;
+  float sum;
+  int16_t q[32];
+};
+
+enum class Isa { kScalar, kAvx2 };
+const char* isa_name(Isa isa);
+
+struct QuantKernels {
+  // Weight row of k elements (blocks for the quantised types) . activation row.
+  float (*dot_q8_0)(const uint8_t* w, const ActBlock* x, int64_t blocks);
+  float (*dot_q4_0)(const uint8_t* w, const ActBlock* x, int64_t blocks);
+  float (*dot_q4_1)(const uint8_t* w, const ActBlock* x, int64_t blocks);
+  float (*dot_bf16)(const uint8_t* w, const float* x, int64_t k);
+  float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
+  // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
+  void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
+  // Two weight rows . one activation row into out[0], out[1] (batch-1 decode: shared loads).
+  void (*dot2_q8_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+  void (*dot2_q4_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+  void (*dot2_q4_1)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+};
+
+// The implementation for `isa` (which the CPU must support: check isa_supported).
+const QuantKernels& quant_kernels(Isa isa);
+bool isa_supported(Isa isa);
+// The best supported ISA, unless MINIVLLM_CPU_ISA=scalar|avx2 (benchmarks) or set_isa (tests) chose one.
+Isa active_isa();
+// Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
+Isa set_isa(Isa isa);
+
+// Quantises k fp32 values (k a multiple of 32) into k / 32 blocks.
+void quantize_activations(const float* x, int64_t k, ActBlock* out);
+
+}  // namespace minivllm::cpu
