@@ -99,11 +99,14 @@ TEST_P(StoredLinear, MatchesDequantizedReference) {
   const DType dtype = GetParam();
   const bool q = dtype_is_quantized(dtype);
   // k: whole blocks for the quantised types; odd for 16-bit ones (vector tails). t: the dot path
-  // (1, 3) and the panel path (5, 37). n: odd, below and above a thread slice.
+  // (1, 3) and the panel path (5, 37, 6). n: odd, below and above a thread slice; with k = 4096
+  // a thread's slice spans several 4 MiB panels.
   const std::vector<Shape> shapes = q ? std::vector<Shape>{{1, 1, 32}, {1, 33, 96}, {3, 17, 160}, {5, 19, 64},
-                                                           {37, 70, 224}, {1, 300, 544}, {2, 257, 1056}}
+                                                           {37, 70, 224}, {1, 300, 544}, {2, 257, 1056},
+                                                           {6, 601, 4096}}
                                       : std::vector<Shape>{{1, 1, 7}, {1, 33, 37}, {3, 17, 100}, {5, 19, 9},
-                                                           {37, 70, 129}, {1, 300, 575}, {2, 257, 1025}};
+                                                           {37, 70, 129}, {1, 300, 575}, {2, 257, 1025},
+                                                           {6, 601, 4095}};
   for (cpu::Isa isa : runnable_isas()) {
     for (int threads : {1, 2}) {
       for (const Shape& s : shapes) {
