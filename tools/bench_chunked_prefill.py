@@ -27,8 +27,10 @@ async def scenario(host, port, args):
     long_prompt = [rng.randrange(100, args.max_token_id) for _ in range(args.long_prompt)]
 
     def body(prompt, max_tokens):
+        # logprobs 0 (the chosen token's only): every token is a chunk even when it has no text, as
+        # with a model served without a tokenizer (random weights), so each gap is seen.
         return {"model": args.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                "ignore_eos": True, "stream": True}
+                "ignore_eos": True, "stream": True, "logprobs": 0}
 
     tasks = [asyncio.create_task(sc.post(host, port, "/v1/completions", body(p, args.stream_tokens), stream=True))
              for p in streams]
