@@ -30,19 +30,32 @@ int port_of(int fd, bool peer) {
   return ntohs(a.sin_port);
 }
 
+// 127.0.0.1:port (port 0: any free one).
+sockaddr_in loopback(int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+// A socket listening on 127.0.0.1 at a free port, with this backlog (httplib's is 5).
+int loopback_listener(int backlog) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const sockaddr_in a = loopback(0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(listen(fd, backlog), 0);
+  return fd;
+}
+
 // A listening socket on 127.0.0.1, a client connected to it, and the accepted server side.
 struct Connection {
   int listener = -1, client = -1, server = -1;
   Connection() {
-    listener = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(listen(listener, 4), 0);
-    a.sin_port = htons(static_cast<uint16_t>(port_of(listener, false)));
+    listener = loopback_listener(4);
+    const sockaddr_in a = loopback(port_of(listener, false));
     client = socket(AF_INET, SOCK_STREAM, 0);
-    EXPECT_EQ(connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
     server = accept(listener, nullptr, nullptr);
     EXPECT_GE(server, 0);
   }
@@ -59,15 +72,12 @@ struct Connection {
 // A listener with httplib's backlog of 5, never accepting: how many of `n` non-blocking connects
 // complete within `ms`. Beyond the accept queue the kernel drops SYNs, so those wait >= 1 s.
 int connects_completed(int port, int n, int ms) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
+  const sockaddr_in a = loopback(port);
   std::vector<pollfd> fds;
   for (int i = 0; i < n; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     fcntl(fd, F_SETFL, O_NONBLOCK);
-    connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
     fds.push_back({fd, POLLOUT, 0});
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -85,18 +95,8 @@ int connects_completed(int port, int n, int ms) {
   return done;
 }
 
-int listener_with_backlog_5() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(listen(fd, 5), 0);
-  return fd;
-}
-
 TEST(SocketLookup, FindsTheListenerByPort) {
-  const int fd = listener_with_backlog_5();
+  const int fd = loopback_listener(5);
   EXPECT_EQ(find_listening_socket(port_of(fd, false)), fd);
   Connection c;
   // The accepted socket shares its listener's port but does not listen; the client's port has none.
@@ -106,8 +106,8 @@ TEST(SocketLookup, FindsTheListenerByPort) {
 }
 
 TEST(SocketLookup, RaisedBacklogTakesABurstOfConnections) {
-  const int small = listener_with_backlog_5();
-  const int raised = listener_with_backlog_5();
+  const int small = loopback_listener(5);
+  const int raised = loopback_listener(5);
   ASSERT_TRUE(raise_listen_backlog(port_of(raised, false), 4096));
   EXPECT_FALSE(raise_listen_backlog(1, 4096));  // nothing listens there in this process
   // The control shows that the test can fail: httplib's backlog leaves most of the burst waiting.
