@@ -127,19 +127,22 @@ TEST(QuantKernels, EveryIsaAgreesWithScalar) {
   const cpu::QuantKernels& ref = cpu::quant_kernels(cpu::Isa::kScalar);
   const cpu::QuantKernels& vec = cpu::quant_kernels(cpu::Isa::kAvx2);
   ASSERT_NE(ref.dot_q4_1, vec.dot_q4_1) << "the test hook must reach two implementations";
-  const int64_t k = 352;  // 11 blocks
-  const std::vector<float> x = random_floats(static_cast<size_t>(k), 11, -3, 3);
-  std::vector<cpu::ActBlock> act(static_cast<size_t>(k / 32));
-  cpu::quantize_activations(x.data(), k, act.data());
+  // 11 blocks: one group of eight in the AVX2 kernels and three on their own; 27: three groups and
+  // three; 5: no whole group.
+  for (const int64_t k : {352, 864, 160})
   for (DType dtype : {DType::kQ4_1, DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kF16}) {
-    SCOPED_TRACE(dtype_name(dtype));
+    SCOPED_TRACE(std::string(dtype_name(dtype)).append(" k=").append(std::to_string(k)));
+    const std::vector<float> x = random_floats(static_cast<size_t>(k), 11, -3, 3);
+    cpu::ActScratch scratch;
+    scratch.quantize(x.data(), 1, k);
+    const cpu::ActRow act = scratch.row(0);
     const StoredWeight w = make_weight(dtype, 1, k, 5);
     const auto* p = static_cast<const uint8_t*>(w.host.data());
     float a = 0, v = 0;
     switch (dtype) {
-      case DType::kQ4_1: a = ref.dot_q4_1(p, act.data(), k / 32); v = vec.dot_q4_1(p, act.data(), k / 32); break;
-      case DType::kQ4_0: a = ref.dot_q4_0(p, act.data(), k / 32); v = vec.dot_q4_0(p, act.data(), k / 32); break;
-      case DType::kQ8_0: a = ref.dot_q8_0(p, act.data(), k / 32); v = vec.dot_q8_0(p, act.data(), k / 32); break;
+      case DType::kQ4_1: a = ref.dot_q4_1(p, act, k / 32); v = vec.dot_q4_1(p, act, k / 32); break;
+      case DType::kQ4_0: a = ref.dot_q4_0(p, act, k / 32); v = vec.dot_q4_0(p, act, k / 32); break;
+      case DType::kQ8_0: a = ref.dot_q8_0(p, act, k / 32); v = vec.dot_q8_0(p, act, k / 32); break;
       case DType::kBF16: a = ref.dot_bf16(p, x.data(), k); v = vec.dot_bf16(p, x.data(), k); break;
       default: a = ref.dot_f16(p, x.data(), k); v = vec.dot_f16(p, x.data(), k); break;
     }
@@ -155,9 +158,9 @@ TEST(QuantKernels, EveryIsaAgreesWithScalar) {
         const auto one = pick(kern->dot_q4_1, kern->dot_q4_0, kern->dot_q8_0);
         const auto two = pick(kern->dot2_q4_1, kern->dot2_q4_0, kern->dot2_q8_0);
         float pair[2];
-        two(p0, p1, act.data(), k / 32, pair);
-        EXPECT_NEAR(pair[0], one(p0, act.data(), k / 32), 1e-5 * (1 + std::abs(pair[0])));
-        EXPECT_NEAR(pair[1], one(p1, act.data(), k / 32), 1e-5 * (1 + std::abs(pair[1])));
+        two(p0, p1, act, k / 32, pair);
+        EXPECT_NEAR(pair[0], one(p0, act, k / 32), 1e-5 * (1 + std::abs(pair[0])));
+        EXPECT_NEAR(pair[1], one(p1, act, k / 32), 1e-5 * (1 + std::abs(pair[1])));
       }
     }
     std::vector<float> d_ref(static_cast<size_t>(k)), d_vec(static_cast<size_t>(k));
@@ -173,19 +176,19 @@ TEST(QuantKernels, ActivationQuantisationErrorIsHalfAStep) {
   std::vector<float> x = random_floats(96, 2, -5, 5);
   x[40] = 0;
   for (int i = 64; i < 96; ++i) x[static_cast<size_t>(i)] = 0;  // an all-zero block: d = 0, no NaN
-  std::vector<cpu::ActBlock> a(3);
-  cpu::quantize_activations(x.data(), 96, a.data());
+  std::vector<int16_t> q(96);
+  float d[3], s[3];
+  cpu::quantize_activations(x.data(), 96, q.data(), d, s);
   for (int b = 0; b < 3; ++b) {
     int64_t sum = 0;
     for (int i = 0; i < 32; ++i) {
-      const float xi = x[static_cast<size_t>(b * 32 + i)];
-      EXPECT_NEAR(a[static_cast<size_t>(b)].d * a[static_cast<size_t>(b)].q[i], xi,
-                  0.5001 * a[static_cast<size_t>(b)].d + 1e-7);
-      sum += a[static_cast<size_t>(b)].q[i];
+      const auto e = static_cast<size_t>(b * 32 + i);
+      EXPECT_NEAR(d[b] * q[e], x[e], 0.5001 * d[b] + 1e-7);
+      sum += q[e];
     }
-    EXPECT_FLOAT_EQ(a[static_cast<size_t>(b)].sum, a[static_cast<size_t>(b)].d * static_cast<float>(sum));
+    EXPECT_FLOAT_EQ(s[b], d[b] * static_cast<float>(sum));
   }
-  EXPECT_EQ(a[2].d, 0.0f);
+  EXPECT_EQ(d[2], 0.0f);
 }
 
 // Embedding rows of a stored table are its exact decoding; other ranks' ids give zero rows.

@@ -88,7 +88,7 @@ class CpuBackend : public Backend {
 
  private:
   int num_threads_;
-  std::vector<cpu::ActBlock> act_scratch_;  // linear's quantised activations (grown once, reused)
+  cpu::ActScratch act_scratch_;  // linear's quantised activations (grown once, reused)
   std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
 };
 

@@ -64,7 +64,7 @@ struct LinearArgs {
   size_t row_bytes;
   const float* bias;
   int64_t t, k, n;
-  const cpu::ActBlock* act;  // quantised x (quantised weights, dot path), t rows of k / 32 blocks
+  const cpu::ActScratch* act;  // quantised x (quantised weights, dot path), t rows
   const cpu::QuantKernels* kernels;
   float* out;
 };
@@ -76,8 +76,8 @@ void f32_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
 void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   const int64_t blocks = a.k / kQuantBlock;
   const cpu::QuantKernels& q = *a.kernels;
-  float (*qdot)(const uint8_t*, const cpu::ActBlock*, int64_t) = nullptr;
-  void (*qdot2)(const uint8_t*, const uint8_t*, const cpu::ActBlock*, int64_t, float*) = nullptr;
+  float (*qdot)(const uint8_t*, const cpu::ActRow&, int64_t) = nullptr;
+  void (*qdot2)(const uint8_t*, const uint8_t*, const cpu::ActRow&, int64_t, float*) = nullptr;
   float (*fdot)(const uint8_t*, const float*, int64_t) = nullptr;
   switch (a.dtype) {
     case DType::kQ8_0: qdot = q.dot_q8_0; qdot2 = q.dot2_q8_0; break;
@@ -91,7 +91,7 @@ void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
     for (; j + 2 <= n1; j += 2) {
       float pair[2];
       const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
-      qdot2(row, row + a.row_bytes, a.act, blocks, pair);
+      qdot2(row, row + a.row_bytes, a.act->row(0), blocks, pair);
       a.out[j] = pair[0];
       a.out[j + 1] = pair[1];
     }
@@ -99,7 +99,7 @@ void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   for (; j < n1; ++j) {
     const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
     for (int64_t r = 0; r < a.t; ++r) {
-      a.out[r * a.n + j] = qdot != nullptr ? qdot(row, a.act + r * blocks, blocks) : fdot(row, a.x + r * a.k, a.k);
+      a.out[r * a.n + j] = qdot != nullptr ? qdot(row, a.act->row(r), blocks) : fdot(row, a.x + r * a.k, a.k);
     }
   }
 }
@@ -160,10 +160,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
     a.bias = bias->ptr<float>();
   }
   if (dtype_is_quantized(a.dtype) && t <= kMaxDotRows) {
-    const int64_t blocks = k / kQuantBlock;  // k is whole blocks: dtype_nbytes checked it
-    if (act_scratch_.size() < static_cast<size_t>(t * blocks)) act_scratch_.resize(static_cast<size_t>(t * blocks));
-    for (int64_t r = 0; r < t; ++r) cpu::quantize_activations(a.x + r * k, k, act_scratch_.data() + r * blocks);
-    a.act = act_scratch_.data();
+    act_scratch_.quantize(a.x, t, k);  // k is whole blocks: dtype_nbytes checked it
+    a.act = &act_scratch_;
   }
   const int threads = static_cast<int>(std::min<int64_t>(num_threads_, (n + kSliceAlign - 1) / kSliceAlign));
   if (threads <= 1 || t * n * k < kParallelMacs) {

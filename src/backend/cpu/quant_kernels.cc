@@ -31,12 +31,12 @@ int32_t dot_i16(const int16_t* w, const int16_t* x) {
   return s;
 }
 
-float dot_q8_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+float dot_q8_0(const uint8_t* w, const ActRow& x, int64_t blocks) {
   float acc = 0;
   for (int64_t b = 0; b < blocks; ++b, w += 34) {
     int16_t q[32];
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(w[2 + i]);
-    acc += load_f16(w) * x[b].d * static_cast<float>(dot_i16(q, x[b].q));
+    acc += load_f16(w) * x.d[b] * static_cast<float>(dot_i16(q, x.q + 32 * b));
   }
   return acc;
 }
@@ -48,24 +48,24 @@ void unpack_nibbles(const uint8_t* qs, int16_t* q) {
   }
 }
 
-float dot_q4_0(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+float dot_q4_0(const uint8_t* w, const ActRow& x, int64_t blocks) {
   float acc = 0;
   for (int64_t b = 0; b < blocks; ++b, w += 18) {
     int16_t q[32];
     unpack_nibbles(w + 2, q);
     const float d = load_f16(w);
     // sum ((q - 8) d) (dx qx) = d dx sum(q qx) - 8 d sum
-    acc += d * x[b].d * static_cast<float>(dot_i16(q, x[b].q)) - 8.0f * d * x[b].sum;
+    acc += d * x.d[b] * static_cast<float>(dot_i16(q, x.q + 32 * b)) - 8.0f * d * x.sum[b];
   }
   return acc;
 }
 
-float dot_q4_1(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+float dot_q4_1(const uint8_t* w, const ActRow& x, int64_t blocks) {
   float acc = 0;
   for (int64_t b = 0; b < blocks; ++b, w += 20) {
     int16_t q[32];
     unpack_nibbles(w + 4, q);
-    acc += load_f16(w) * x[b].d * static_cast<float>(dot_i16(q, x[b].q)) + load_f16(w + 2) * x[b].sum;
+    acc += load_f16(w) * x.d[b] * static_cast<float>(dot_i16(q, x.q + 32 * b)) + load_f16(w + 2) * x.sum[b];
   }
   return acc;
 }
@@ -88,8 +88,8 @@ float dot_f16(const uint8_t* w, const float* x, int64_t k) {
 
 void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) { dequantize_to_f32(dtype, w, out, n); }
 
-template <float (*Dot)(const uint8_t*, const ActBlock*, int64_t)>
-void dot2(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out) {
+template <float (*Dot)(const uint8_t*, const ActRow&, int64_t)>
+void dot2(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out) {
   out[0] = Dot(w0, x, blocks);
   out[1] = Dot(w1, x, blocks);
 }
@@ -133,21 +133,34 @@ Isa set_isa(Isa isa) {
   return static_cast<Isa>(chosen().exchange(static_cast<int>(isa)));
 }
 
-void quantize_activations(const float* x, int64_t k, ActBlock* out) {
-  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+void quantize_activations(const float* x, int64_t k, int16_t* q, float* d, float* sum) {
+  for (int64_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
     float amax = 0;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    ActBlock& a = out[b];
-    a.d = amax / 32767.0f;
+    d[b] = amax / 32767.0f;
     const float inv = amax > 0 ? 32767.0f / amax : 0.0f;
-    int32_t sum = 0;
+    int32_t codes = 0;
     for (int i = 0; i < 32; ++i) {
       // |x inv| <= 32767 (up to rounding of inv): clamp so a rounding up cannot wrap.
       const float v = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(x[i] * inv)));
-      a.q[i] = static_cast<int16_t>(v);
-      sum += a.q[i];
+      q[i] = static_cast<int16_t>(v);
+      codes += q[i];
     }
-    a.sum = a.d * static_cast<float>(sum);
+    sum[b] = d[b] * static_cast<float>(codes);
+  }
+}
+
+void ActScratch::quantize(const float* x, int64_t rows, int64_t k) {
+  MINIVLLM_CHECK(k % 32 == 0 && rows >= 0) << "quantize: " << rows << " rows of " << k << " (k must be whole blocks)";
+  k_ = k;
+  const auto codes = static_cast<size_t>(rows * k), blocks = codes / 32;
+  if (q_.size() < codes) q_.resize(codes);
+  if (d_.size() < blocks) {
+    d_.resize(blocks);
+    sum_.resize(blocks);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_activations(x + r * k, k, q_.data() + r * k, d_.data() + r * (k / 32), sum_.data() + r * (k / 32));
   }
 }
 

@@ -2,7 +2,7 @@
 // inner loop of CpuBackend::linear on f16 / bf16 / q8_0 / q4_0 / q4_1 weights (cpu_linear.cc).
 //
 // Activations stay fp32 for 16-bit weights. For the block-quantised weights each activation row is
-// first quantised to int16 per 32-element block (ActBlock), so the inner loop is integer
+// first quantised to int16 per 32-element block (ActRow), so the inner loop is integer
 // multiply-adds (vpmaddwd) with one float scale per block. int16, not llama.cpp's int8: the
 // relative error of an activation is below 2^-15 of its block's largest magnitude, so greedy
 // decoding follows the fp32 reference where 8-bit activations can flip near-ties (docs/DESIGN.md).
@@ -13,17 +13,36 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/dtype.h"
 
 namespace minivllm::cpu {
 
-// x[i] ~= d * q[i] for the 32 elements of one block; sum = d * (q[0] + ... + q[31]), the term that
-// Q4_1's offset m and Q4_0's bias -8 multiply.
-struct ActBlock {
-  float d;
-  float sum;
-  int16_t q[32];
+// One activation row of k elements (k a multiple of 32), quantised per 32-element block b:
+// x[32 b + i] ~= d[b] * q[32 b + i], and sum[b] = d[b] * (the block's codes summed), the term that
+// Q4_1's offset m and Q4_0's bias -8 multiply. The per-block scales are arrays of their own, not
+// fields beside the codes, so that the AVX2 kernels load eight blocks' scales with one instruction.
+struct ActRow {
+  const int16_t* q;
+  const float* d;
+  const float* sum;
+};
+
+// Storage for quantised activation rows, grown on demand and reused (one per backend).
+class ActScratch {
+ public:
+  // Quantises `rows` rows of k fp32 values (row r at x + r * k).
+  void quantize(const float* x, int64_t rows, int64_t k);
+  ActRow row(int64_t r) const {
+    const int64_t blocks = k_ / 32;
+    return ActRow{q_.data() + r * k_, d_.data() + r * blocks, sum_.data() + r * blocks};
+  }
+
+ private:
+  int64_t k_ = 0;
+  std::vector<int16_t> q_;
+  std::vector<float> d_, sum_;
 };
 
 enum class Isa { kScalar, kAvx2 };
@@ -31,17 +50,17 @@ const char* isa_name(Isa isa);
 
 struct QuantKernels {
   // Weight row of k elements (blocks for the quantised types) . activation row.
-  float (*dot_q8_0)(const uint8_t* w, const ActBlock* x, int64_t blocks);
-  float (*dot_q4_0)(const uint8_t* w, const ActBlock* x, int64_t blocks);
-  float (*dot_q4_1)(const uint8_t* w, const ActBlock* x, int64_t blocks);
+  float (*dot_q8_0)(const uint8_t* w, const ActRow& x, int64_t blocks);
+  float (*dot_q4_0)(const uint8_t* w, const ActRow& x, int64_t blocks);
+  float (*dot_q4_1)(const uint8_t* w, const ActRow& x, int64_t blocks);
   float (*dot_bf16)(const uint8_t* w, const float* x, int64_t k);
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
   // Two weight rows . one activation row into out[0], out[1] (batch-1 decode: shared loads).
-  void (*dot2_q8_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
-  void (*dot2_q4_0)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
-  void (*dot2_q4_1)(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out);
+  void (*dot2_q8_0)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
+  void (*dot2_q4_0)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
+  void (*dot2_q4_1)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
 };
 
 // The implementation for `isa` (which the CPU must support: check isa_supported).
@@ -52,7 +71,7 @@ Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
 Isa set_isa(Isa isa);
 
-// Quantises k fp32 values (k a multiple of 32) into k / 32 blocks.
-void quantize_activations(const float* x, int64_t k, ActBlock* out);
+// Quantises k fp32 values (k a multiple of 32): k codes into q, k / 32 values into d and sum.
+void quantize_activations(const float* x, int64_t k, int16_t* q, float* d, float* sum);
 
 }  // namespace minivllm::cpu

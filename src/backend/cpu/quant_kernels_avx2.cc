@@ -24,13 +24,6 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// sum over 32 lanes of w (two int16 vectors: elements 0-15, 16-31) times x, as 8 int32 partial sums.
-inline __m256i madd32(__m256i w_lo, __m256i w_hi, const ActBlock& x) {
-  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q));
-  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(w_lo, x_lo), _mm256_madd_epi16(w_hi, x_hi));
-}
-
 // The 32 nibbles of a q4 block as int16: the 16 bytes widened once, then the low nibbles (elements
 // 0-15) masked and the high ones (16-31) shifted down, both in 16-bit lanes.
 inline void nibbles(const uint8_t* qs, __m256i* lo, __m256i* hi) {
@@ -39,77 +32,142 @@ inline void nibbles(const uint8_t* qs, __m256i* lo, __m256i* hi) {
   *hi = _mm256_srli_epi16(bytes, 4);
 }
 
-// The three block formats as one kernel: the weights of one block widened to int16 (lo: elements
-// 0-15, hi: 16-31), its scale d, and the per-block term that multiplies the activation sum
-// (Q4_1: +m, Q4_0: -8 d, Q8_0: none).
+// Eight f16 values, each the first two bytes of one of eight blocks `stride` bytes apart, as fp32.
+inline int u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+inline __m256 f16x8_strided(const uint8_t* p, size_t stride) {
+  __m128i h = _mm_cvtsi32_si128(u16(p));
+  h = _mm_insert_epi16(h, u16(p + 1 * stride), 1);
+  h = _mm_insert_epi16(h, u16(p + 2 * stride), 2);
+  h = _mm_insert_epi16(h, u16(p + 3 * stride), 3);
+  h = _mm_insert_epi16(h, u16(p + 4 * stride), 4);
+  h = _mm_insert_epi16(h, u16(p + 5 * stride), 5);
+  h = _mm_insert_epi16(h, u16(p + 6 * stride), 6);
+  h = _mm_insert_epi16(h, u16(p + 7 * stride), 7);
+  return _mm256_cvtph_ps(h);
+}
+
+// The three block formats as one kernel. For one block: the weights widened to int16 (lo: elements
+// 0-15, hi: 16-31). For eight consecutive blocks: their scales d and the factors c that multiply
+// the activation sums (Q4_1: m, Q4_0: -8 d, Q8_0: none).
 template <DType T>
 struct Block;
 template <>
 struct Block<DType::kQ8_0> {
   static constexpr size_t kBytes = 34;
-  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
+  static constexpr bool kOffset = false;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) {
     *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
     *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18)));
-    *d = load_f16(w);
-    *c = 0;
+  }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t*) { return 0; }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = _mm256_setzero_ps();
   }
 };
 template <>
 struct Block<DType::kQ4_0> {
   static constexpr size_t kBytes = 18;
-  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
-    nibbles(w + 2, lo, hi);
-    *d = load_f16(w);
-    *c = -8.0f * *d;
+  static constexpr bool kOffset = true;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) { nibbles(w + 2, lo, hi); }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t* w) { return -8.0f * load_f16(w); }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = _mm256_mul_ps(*d, _mm256_set1_ps(-8.0f));
   }
 };
 template <>
 struct Block<DType::kQ4_1> {
   static constexpr size_t kBytes = 20;
-  static void load(const uint8_t* w, __m256i* lo, __m256i* hi, float* d, float* c) {
-    nibbles(w + 4, lo, hi);
-    *d = load_f16(w);
-    *c = load_f16(w + 2);
+  static constexpr bool kOffset = true;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) { nibbles(w + 4, lo, hi); }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t* w) { return load_f16(w + 2); }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = f16x8_strided(w + 2, kBytes);
   }
 };
 
-// One row: two accumulators (even and odd blocks), or the FMA latency chain bounds the loop.
+// w . x over the 32 elements of block b, as 8 int32 partial sums.
 template <DType T>
-float dot_block(const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float extra = 0;
-  for (int64_t b = 0; b < blocks; ++b, w += Block<T>::kBytes) {
-    __m256i lo, hi;
-    float d, c;
-    Block<T>::load(w, &lo, &hi, &d, &c);
-    acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(madd32(lo, hi, x[b])), acc[b & 1]);
-    extra += c * x[b].sum;
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) + extra;
+inline __m256i block_products(const uint8_t* w, const int16_t* xq) {
+  __m256i lo, hi;
+  Block<T>::load(w, &lo, &hi);
+  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
 }
 
-// Two rows against one activation row: the activation loads and scales are shared, and the two
-// rows' chains run side by side (batch-1 decode).
-template <DType T>
-void dot2_block(const uint8_t* w0, const uint8_t* w1, const ActBlock* x, int64_t blocks, float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  float e0 = 0, e1 = 0;
-  for (int64_t b = 0; b < blocks; ++b, w0 += Block<T>::kBytes, w1 += Block<T>::kBytes) {
-    const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
-    const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 16));
-    __m256i lo, hi;
-    float d, c;
-    Block<T>::load(w0, &lo, &hi, &d, &c);
-    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(p), a0);
-    e0 += c * x[b].sum;
-    Block<T>::load(w1, &lo, &hi, &d, &c);
-    p = _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x[b].d), _mm256_cvtepi32_ps(p), a1);
-    e1 += c * x[b].sum;
+// The eight lane sums of p[0..7] as one vector, in order: three levels of horizontal adds, then
+// the two 128-bit halves added.
+inline __m256i lane_sums8(const __m256i* p) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// How far ahead of the current block the weight rows are prefetched. The hardware prefetcher alone
+// leaves these kernels well short of the memory's bandwidth (Q8_0 lm_head of SmolLM2: 15 -> 35 GB/s
+// on 2 cores with it, docs/PERFORMANCE.md).
+constexpr int kPrefetchBytes = 1024;
+
+// R weight rows (w[0..R), blocks apart by kBytes) against one activation row. Eight blocks at a time:
+// the integer products of each block are summed across lanes into one int32 per block, so that the
+// block scales are applied to eight blocks with one multiply (and loaded with one conversion),
+// instead of a broadcast, a conversion and a multiply-add per block. The remaining blocks one by one.
+template <DType T, int R>
+void dot_rows(const uint8_t* const* w, const ActRow& x, int64_t blocks, float* out) {
+  using B = Block<T>;
+  __m256 acc[R], off[R];
+  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    const __m256 xd = _mm256_loadu_ps(x.d + b);
+    const __m256 xs = _mm256_loadu_ps(x.sum + b);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wb = w[r] + b * B::kBytes;
+      for (size_t line = 0; line < 8 * B::kBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+      __m256i p[8];
+      for (int j = 0; j < 8; ++j) p[j] = block_products<T>(wb + j * B::kBytes, x.q + 32 * (b + j));
+      __m256 d, c;
+      B::scales8(wb, &d, &c);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(d, xd), acc[r]);
+      if (B::kOffset) off[r] = _mm256_fmadd_ps(c, xs, off[r]);
+    }
   }
-  out[0] = hsum(a0) + e0;
-  out[1] = hsum(a1) + e1;
+  for (int r = 0; r < R; ++r) {
+    float tail = 0;
+    for (int64_t t = b; t < blocks; ++t) {
+      const uint8_t* wb = w[r] + t * B::kBytes;
+      const __m256i p = block_products<T>(wb, x.q + 32 * t);
+      tail += B::d(wb) * x.d[t] * hsum(_mm256_cvtepi32_ps(p)) + B::c(wb) * x.sum[t];
+    }
+    out[r] = hsum(_mm256_add_ps(acc[r], off[r])) + tail;
+  }
+}
+
+template <DType T>
+float dot_block(const uint8_t* w, const ActRow& x, int64_t blocks) {
+  float out;
+  dot_rows<T, 1>(&w, x, blocks, &out);
+  return out;
+}
+
+// Two rows against one activation row (batch-1 decode): the activation loads are shared.
+template <DType T>
+void dot2_block(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out) {
+  const uint8_t* w[2] = {w0, w1};
+  dot_rows<T, 2>(w, x, blocks, out);
 }
 
 inline __m256 load_bf16x8(const uint8_t* p) {
