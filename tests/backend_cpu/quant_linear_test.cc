@@ -138,30 +138,32 @@ TEST(QuantKernels, EveryIsaAgreesWithScalar) {
     const cpu::ActRow act = scratch.row(0);
     const StoredWeight w = make_weight(dtype, 1, k, 5);
     const auto* p = static_cast<const uint8_t*>(w.host.data());
-    float a = 0, v = 0;
-    switch (dtype) {
-      case DType::kQ4_1: a = ref.dot_q4_1(p, act, k / 32); v = vec.dot_q4_1(p, act, k / 32); break;
-      case DType::kQ4_0: a = ref.dot_q4_0(p, act, k / 32); v = vec.dot_q4_0(p, act, k / 32); break;
-      case DType::kQ8_0: a = ref.dot_q8_0(p, act, k / 32); v = vec.dot_q8_0(p, act, k / 32); break;
-      case DType::kBF16: a = ref.dot_bf16(p, x.data(), k); v = vec.dot_bf16(p, x.data(), k); break;
-      default: a = ref.dot_f16(p, x.data(), k); v = vec.dot_f16(p, x.data(), k); break;
-    }
-    EXPECT_NEAR(a, v, 1e-4 * (1 + std::abs(a)));
-    if (dtype_is_quantized(dtype)) {  // the paired-row kernels: each row as the single-row one
-      const StoredWeight w2 = make_weight(dtype, 2, k, 6);
-      const auto* p0 = static_cast<const uint8_t*>(w2.host.data());
-      const uint8_t* p1 = p0 + dtype_nbytes(dtype, k);
-      for (const cpu::QuantKernels* kern : {&ref, &vec}) {
-        auto pick = [&](auto q41, auto q40, auto q80) {
-          return dtype == DType::kQ4_1 ? q41 : dtype == DType::kQ4_0 ? q40 : q80;
+    if (dtype_is_quantized(dtype)) {
+      // 1..kDotRows rows per call, each row as the scalar single-row dot product. The rows sit in a
+      // buffer whose bytes after the last block are all 0xff (f16 NaN): a kernel that read the
+      // scales of a padding block, or used them, would show it.
+      const size_t row_bytes = dtype_nbytes(dtype, k);
+      const StoredWeight w4 = make_weight(dtype, cpu::kDotRows, k, 6);
+      for (int rows = 1; rows <= cpu::kDotRows; ++rows) {
+        std::vector<uint8_t> buf(row_bytes * static_cast<size_t>(rows) + 1024, 0xff);
+        std::memcpy(buf.data(), w4.host.data(), row_bytes * static_cast<size_t>(rows));
+        const auto pick = [&](const cpu::QuantKernels& kern) {
+          return dtype == DType::kQ4_1 ? kern.dot_q4_1 : dtype == DType::kQ4_0 ? kern.dot_q4_0 : kern.dot_q8_0;
         };
-        const auto one = pick(kern->dot_q4_1, kern->dot_q4_0, kern->dot_q8_0);
-        const auto two = pick(kern->dot2_q4_1, kern->dot2_q4_0, kern->dot2_q8_0);
-        float pair[2];
-        two(p0, p1, act, k / 32, pair);
-        EXPECT_NEAR(pair[0], one(p0, act, k / 32), 1e-5 * (1 + std::abs(pair[0])));
-        EXPECT_NEAR(pair[1], one(p1, act, k / 32), 1e-5 * (1 + std::abs(pair[1])));
+        float got[cpu::kDotRows], want[cpu::kDotRows];
+        pick(vec)(buf.data(), row_bytes, rows, act, k / 32, got);
+        pick(ref)(buf.data(), row_bytes, rows, act, k / 32, want);
+        for (int r = 0; r < rows; ++r) {
+          float one;
+          pick(ref)(buf.data() + r * row_bytes, row_bytes, 1, act, k / 32, &one);
+          EXPECT_EQ(want[r], one) << "row " << r << " of " << rows;
+          EXPECT_NEAR(got[r], want[r], 1e-4 * (1 + std::abs(want[r]))) << "row " << r << " of " << rows;
+        }
       }
+    } else {
+      const float a = dtype == DType::kBF16 ? ref.dot_bf16(p, x.data(), k) : ref.dot_f16(p, x.data(), k);
+      const float v = dtype == DType::kBF16 ? vec.dot_bf16(p, x.data(), k) : vec.dot_f16(p, x.data(), k);
+      EXPECT_NEAR(a, v, 1e-4 * (1 + std::abs(a)));
     }
     std::vector<float> d_ref(static_cast<size_t>(k)), d_vec(static_cast<size_t>(k));
     ref.dequant(dtype, p, d_ref.data(), k);

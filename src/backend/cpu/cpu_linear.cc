@@ -74,33 +74,22 @@ void f32_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
 }
 
 void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
-  const int64_t blocks = a.k / kQuantBlock;
   const cpu::QuantKernels& q = *a.kernels;
-  float (*qdot)(const uint8_t*, const cpu::ActRow&, int64_t) = nullptr;
-  void (*qdot2)(const uint8_t*, const uint8_t*, const cpu::ActRow&, int64_t, float*) = nullptr;
-  float (*fdot)(const uint8_t*, const float*, int64_t) = nullptr;
-  switch (a.dtype) {
-    case DType::kQ8_0: qdot = q.dot_q8_0; qdot2 = q.dot2_q8_0; break;
-    case DType::kQ4_0: qdot = q.dot_q4_0; qdot2 = q.dot2_q4_0; break;
-    case DType::kQ4_1: qdot = q.dot_q4_1; qdot2 = q.dot2_q4_1; break;
-    case DType::kBF16: fdot = q.dot_bf16; break;
-    default: fdot = q.dot_f16; break;
-  }
-  int64_t j = n0;
-  if (qdot2 != nullptr && a.t == 1) {  // batch-1 decode: rows in pairs
-    for (; j + 2 <= n1; j += 2) {
-      float pair[2];
+  if (!dtype_is_quantized(a.dtype)) {
+    float (*fdot)(const uint8_t*, const float*, int64_t) = a.dtype == DType::kBF16 ? q.dot_bf16 : q.dot_f16;
+    for (int64_t j = n0; j < n1; ++j) {
       const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
-      qdot2(row, row + a.row_bytes, a.act->row(0), blocks, pair);
-      a.out[j] = pair[0];
-      a.out[j + 1] = pair[1];
+      for (int64_t r = 0; r < a.t; ++r) a.out[r * a.n + j] = fdot(row, a.x + r * a.k, a.k);
     }
+    return;
   }
-  for (; j < n1; ++j) {
-    const uint8_t* row = a.w + static_cast<size_t>(j) * a.row_bytes;
-    for (int64_t r = 0; r < a.t; ++r) {
-      a.out[r * a.n + j] = qdot != nullptr ? qdot(row, a.act->row(r), blocks) : fdot(row, a.x + r * a.k, a.k);
-    }
+  const auto qdot = a.dtype == DType::kQ8_0 ? q.dot_q8_0 : a.dtype == DType::kQ4_0 ? q.dot_q4_0 : q.dot_q4_1;
+  const int64_t blocks = a.k / kQuantBlock;
+  // kDotRows weight rows at a time, against every activation row while they are in L1.
+  for (int64_t j = n0; j < n1; j += cpu::kDotRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(cpu::kDotRows, n1 - j));
+    const uint8_t* w = a.w + static_cast<size_t>(j) * a.row_bytes;
+    for (int64_t r = 0; r < a.t; ++r) qdot(w, a.row_bytes, rows, a.act->row(r), blocks, a.out + r * a.n + j);
   }
 }
 

@@ -89,13 +89,11 @@ float dot_f16(const uint8_t* w, const float* x, int64_t k) {
 void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) { dequantize_to_f32(dtype, w, out, n); }
 
 template <float (*Dot)(const uint8_t*, const ActRow&, int64_t)>
-void dot2(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out) {
-  out[0] = Dot(w0, x, blocks);
-  out[1] = Dot(w1, x, blocks);
+void dot_rows(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out) {
+  for (int r = 0; r < rows; ++r) out[r] = Dot(w + r * row_bytes, x, blocks);
 }
 
-const QuantKernels kScalar{dot_q8_0, dot_q4_0, dot_q4_1, dot_bf16, dot_f16, dequant,
-                           dot2<dot_q8_0>, dot2<dot_q4_0>, dot2<dot_q4_1>};
+const QuantKernels kScalar{dot_rows<dot_q8_0>, dot_rows<dot_q4_0>, dot_rows<dot_q4_1>, dot_bf16, dot_f16, dequant};
 
 Isa detect() {
   const char* env = std::getenv("MINIVLLM_CPU_ISA");

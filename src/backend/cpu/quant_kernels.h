@@ -12,6 +12,7 @@
 // one with set_isa.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,19 +49,20 @@ class ActScratch {
 enum class Isa { kScalar, kAvx2 };
 const char* isa_name(Isa isa);
 
+// Weight rows per call of the quantised dot products.
+constexpr int kDotRows = 4;
+
 struct QuantKernels {
-  // Weight row of k elements (blocks for the quantised types) . activation row.
-  float (*dot_q8_0)(const uint8_t* w, const ActRow& x, int64_t blocks);
-  float (*dot_q4_0)(const uint8_t* w, const ActRow& x, int64_t blocks);
-  float (*dot_q4_1)(const uint8_t* w, const ActRow& x, int64_t blocks);
+  // `rows` (1..kDotRows) consecutive weight rows of `blocks` blocks, row_bytes apart, each . one
+  // activation row, into out[0..rows).
+  void (*dot_q8_0)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
+  void (*dot_q4_0)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
+  void (*dot_q4_1)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
+  // One 16-bit weight row of k elements . an fp32 activation row.
   float (*dot_bf16)(const uint8_t* w, const float* x, int64_t k);
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
-  // Two weight rows . one activation row into out[0], out[1] (batch-1 decode: shared loads).
-  void (*dot2_q8_0)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
-  void (*dot2_q4_0)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
-  void (*dot2_q4_1)(const uint8_t* w0, const uint8_t* w1, const ActRow& x, int64_t blocks, float* out);
 };
 
 // The implementation for `isa` (which the CPU must support: check isa_supported).
