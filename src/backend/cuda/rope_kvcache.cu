@@ -87,15 +87,15 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
     const int kvh = h - a.num_q_heads;
     const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
-    cache_row = (block * a.num_kv_heads + kvh) * a.block_size + offset;
-    const int64_t dst = cache_row * a.head_dim;
-    const __nv_bfloat16* v_head = x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
     if constexpr (kFp8) {  // the whole warp: the row's amax is a warp reduction
-      quantize_row_e4m3_warp(v_head, a.head_dim, static_cast<uint8_t*>(a.v_cache) + dst,
+      cache_row = (block * a.num_kv_heads + kvh) * a.block_size + offset;
+      quantize_row_e4m3_warp(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim, a.head_dim,
+                             static_cast<uint8_t*>(a.v_cache) + cache_row * a.head_dim,
                              static_cast<float*>(a.v_scale) + cache_row, lane);
     } else {
+      const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
       k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
-      const uint4* v_src = reinterpret_cast<const uint4*>(v_head);
+      const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
       uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
       for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
     }
