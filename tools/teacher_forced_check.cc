@@ -5,6 +5,8 @@
 //     greedy continuations (a) eager, (b) CUDA graphs, (c) graphs with a KV cache small enough to force
 //     preemption, (d) a shared prefix that hits the prefix cache; checks (a) == (b) token for token and
 //     writes all of them for tools/hf_check_generated.py to score against HF.
+// --kv-cache-dtype bf16|fp8 (both commands): the engine's KV cache elements; the score's JSON names
+// the resolved one, so tools/gpu_run.sh --only fp8-check compares bf16 and fp8 agreement.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +41,7 @@ json read_json(const std::string& path) {
 
 int g_world_size = 1;  // --tensor-parallel-size, for every engine made here
 int g_max_num_batched_tokens = 16384;  // --max-num-batched-tokens: below the prompts' lengths, chunked prefill
+std::string g_kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8 (the engine key's values)
 
 EngineConfig base_config(const std::string& model) {
   EngineConfig c;
@@ -49,6 +52,7 @@ EngineConfig base_config(const std::string& model) {
   c.max_num_batched_tokens = g_max_num_batched_tokens;
   c.max_num_seqs = 64;
   c.gpu_memory_utilization = 0.5f;
+  c.kv_cache_dtype = g_kv_cache_dtype;
   return c;
 }
 
@@ -105,7 +109,8 @@ int score(int argc, char** argv) {
     sum_rel += std::sqrt(num / std::max(den, 1e-30));
     ++logit_rows;
   }
-  json out = {{"positions", total},
+  json out = {{"kv_cache_dtype", dtype_name(engine.config().kv_cache_element)},
+              {"positions", total},
               {"agreement", static_cast<double>(agree) / std::max<int64_t>(total, 1)},
               {"agreement_margin_over_0.1", static_cast<double>(agree_clear) / std::max<int64_t>(total_clear, 1)},
               {"positions_margin_over_0.1", total_clear},
@@ -198,9 +203,10 @@ int main(int argc, char** argv) {
     const std::string cmd = argc > 1 ? argv[1] : "";
     g_world_size = std::stoi(arg(argc, argv, "--tensor-parallel-size", "1"));
     g_max_num_batched_tokens = std::stoi(arg(argc, argv, "--max-num-batched-tokens", "16384"));
+    g_kv_cache_dtype = arg(argc, argv, "--kv-cache-dtype", "auto");
     if (cmd == "score") return score(argc, argv);
     if (cmd == "generate") return generate(argc, argv);
-    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] ...\n";
+    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|bf16|fp8] ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

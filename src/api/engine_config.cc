@@ -40,6 +40,11 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                                  .has_sentinel = true,
                                  .sentinel = -1,
                                  .sentinel_meaning = "sized from free memory"}),
+    key<&C::kv_cache_dtype>({.name = "kv_cache_dtype",
+                             .help = "KV cache elements; auto: the backend's activations (bf16 on cuda, f32 on cpu); "
+                                     "fp8: e4m3 with an fp32 scale per token and kv head, about twice the tokens",
+                             .value_name = "T",
+                             .choices = {"auto", "bf16", "fp8", "fp8_e4m3"}}),
     key<&C::gpu_memory_utilization>({.name = "gpu_memory_utilization",
                                      .help = "fraction of GPU memory to use",
                                      .value_name = "F",

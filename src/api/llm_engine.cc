@@ -35,6 +35,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());
   runners_ = std::make_unique<RunnerGroup>(resolved.runner_config(), source_.config, *source_.weights, source_.path);
   resolved.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();
+  resolved.kv_cache_element = runners_->runner().kv_cache_dtype();
   config_ = std::move(resolved);  // read-only from here on
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());
 }

@@ -5,6 +5,7 @@
 //   max_model_length        the key, capped by the model's max_position_embeddings
 //   max_num_batched_tokens  the key, raised to max_model_length (any prompt fits one prefill)
 //   num_kvcache_blocks      the key, or for -1 what the runner sized from free memory
+//   kv_cache_element        the element type kv_cache_dtype names on the runner's backend
 //   eos_token_ids           the eos key, or the model's own ids (config, generation config, tokenizer)
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "api/engine_config.h"
+#include "common/dtype.h"
 #include "engine/scheduler.h"
 #include "loader/model_config.h"
 #include "runtime/runner_config.h"
@@ -21,6 +23,7 @@ namespace minivllm {
 
 struct ResolvedConfig : EngineConfig {
   std::vector<int64_t> eos_token_ids;
+  DType kv_cache_element = DType::kF32;  // set with num_kvcache_blocks, from the runner
 
   RunnerConfig runner_config() const;
   SchedulerConfig scheduler_config() const;

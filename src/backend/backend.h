@@ -47,6 +47,11 @@ struct KVCache {
   int block_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
+  // fp8 (kv_cache_spec.h): f32, one scale per (slot, kv head) row of k and of v, in the order of
+  // the backend's cache rows; undefined for bf16 / f32 caches.
+  Tensor k_scale;
+  Tensor v_scale;
+  DType dtype() const { return k.defined() ? k.dtype() : DType::kF32; }
 };
 
 class Backend {
@@ -165,8 +170,18 @@ class Backend {
   // rank's q and kv heads). The model calls it before loading weights, so an unsupported model
   // fails at start-up, never in a step. The CPU backend takes any shape.
   virtual void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const {}
-  // Also fails at start-up for a block_size this backend cannot index.
-  virtual KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) = 0;
+  // Also fails at start-up for a block_size this backend cannot index, or a dtype it cannot store
+  // (supports_kv_cache_dtype). store_kvcache and attention read the dtype from the cache.
+  virtual KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) = 0;
+  // The cache in the activation dtype (the kv_cache_dtype key's auto).
+  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) {
+    return allocate_kv_cache(num_blocks, block_size, num_kv_heads, head_dim, activation_dtype());
+  }
+  // The KV cache element types this backend stores and attends over (kv_cache_spec.h). The
+  // runner asks before sizing the cache, so an unsupported kv_cache_dtype fails at start-up.
+  virtual bool supports_kv_cache_dtype(DType dtype) const = 0;
+  // "f32 (auto), fp8_e4m3": for the error that names what is supported.
+  virtual std::string supported_kv_cache_dtypes() const = 0;
 
   // ---- sampling ----
   // logits: f32[S, V] on the device. Writes S token ids to out_tokens (host).

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "api/llm_engine.h"
+#include "backend/kv_cache_spec.h"
 #include "cli/bench_workload.h"
 #include "cli/cli_io.h"
 #include "cli/commands.h"
@@ -145,9 +146,16 @@ int run_bench(const std::vector<std::string>& argv) {
     LLMEngine engine(config);
     warm_up(engine, w);
 
+    const ResolvedConfig& rc = engine.config();
+    const int64_t kv_tokens = static_cast<int64_t>(rc.num_kvcache_blocks) * rc.block_size;
+    // The KV cache's size in tokens: what kv_cache_dtype fp8 doubles (stderr: stdout may be JSON).
+    std::cerr << "KV cache: " << rc.num_kvcache_blocks << " blocks of " << rc.block_size << " tokens = " << kv_tokens
+              << " tokens, " << describe_kv_cache_dtype(rc.kv_cache_element) << std::endl;
     nlohmann::json report = {{"model", config.model},
-                              {"world_size", config.world_size},
-                              {"num_kvcache_blocks", engine.config().num_kvcache_blocks}};
+                             {"world_size", config.world_size},
+                             {"num_kvcache_blocks", rc.num_kvcache_blocks},
+                             {"kv_cache_dtype", dtype_name(rc.kv_cache_element)},
+                             {"kv_cache_tokens", kv_tokens}};
     if (num_seqs.value_or(1) > 0) {
       const ThroughputResult t = run_throughput(engine, w, static_cast<float>(temperature));
       const double tok_s = t.output_tokens / t.seconds;

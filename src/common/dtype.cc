@@ -1,6 +1,7 @@
 #include "common/dtype.h"
 
 #include "common/check.h"
+#include "common/fp8.h"
 
 namespace minivllm {
 
@@ -15,6 +16,7 @@ size_t dtype_size(DType t) {
     case DType::kQ8_0: return 2 + 32;
     case DType::kQ4_0: return 2 + 16;
     case DType::kQ4_1: return 2 + 2 + 16;
+    case DType::kF8E4M3: return 1;
   }
   return 0;
 }
@@ -44,6 +46,7 @@ const char* dtype_name(DType t) {
     case DType::kQ8_0: return "q8_0";
     case DType::kQ4_0: return "q4_0";
     case DType::kQ4_1: return "q4_1";
+    case DType::kF8E4M3: return "fp8_e4m3";
   }
   return "?";
 }
@@ -122,6 +125,11 @@ void convert_to_f32(const void* src, DType from, float* dst, size_t n) {
     case DType::kF16: {
       auto* s = static_cast<const unsigned char*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(s + 2 * i));
+      return;
+    }
+    case DType::kF8E4M3: {  // the raw values: the cache's scales are applied by its reader
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
       return;
     }
     default:

@@ -10,8 +10,9 @@ namespace minivllm {
 
 // kQ8_0, kQ4_0, kQ4_1: ggml's block-quantised weight formats (loader/gguf_dequant.h has the
 // layouts), 32 elements a block along the last dimension. Only the CPU backend keeps weights in
-// them; no activation ever has these types.
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1 };
+// them; no activation ever has these types. kF8E4M3: the FP8 KV cache's element (common/fp8.h),
+// always stored with per-row scales beside it; converted to f32 it is the raw value, unscaled.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1, kF8E4M3 };
 
 // Bytes of one storage unit: an element, or a whole block for the quantised types.
 size_t dtype_size(DType t);

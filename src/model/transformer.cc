@@ -79,10 +79,6 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
   return l;
 }
 
-int64_t Transformer::kv_bytes_per_token_per_layer() const {
-  return 2 * num_local_kv_heads() * cfg_.head_dim * static_cast<int64_t>(dtype_size(backend_.activation_dtype()));
-}
-
 Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, const std::vector<KVCache>& caches,
                             const AttentionMetadata& meta) {
   const int64_t n = meta.num_tokens;

@@ -40,8 +40,6 @@ class Transformer {
   // This rank's heads.
   int num_local_heads() const { return static_cast<int>(cfg_.num_heads / world_); }
   int num_local_kv_heads() const { return static_cast<int>(cfg_.num_kv_heads / world_); }
-  // Bytes of this rank's KV cache per token per layer (K and V), in the backend's activation dtype.
-  int64_t kv_bytes_per_token_per_layer() const;
 
  private:
   struct Layer {

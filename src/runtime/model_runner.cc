@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "backend/kv_cache_spec.h"
 #include "common/check.h"
+#include "common/config_key.h"
 #include "runtime/backend_select.h"
 
 namespace minivllm {
@@ -20,6 +22,13 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / cfg_.world_size);
   }
   backend_ = make_backend(cfg_.backend, cfg_.device_index + rank, threads);
+  kv_cache_dtype_ = resolve_kv_cache_dtype(cfg_.kv_cache_dtype, backend_->activation_dtype());
+  if (!backend_->supports_kv_cache_dtype(kv_cache_dtype_)) {  // before any weight is loaded
+    throw ConfigKeyError("config key", std::string(kKvCacheDtypeKey),
+                         std::string(cfg_.kv_cache_dtype).append(" is not supported by the ")
+                             .append(backend_->device() == DeviceKind::kCuda ? "cuda" : "cpu").append(" backend (supported: ")
+                             .append(backend_->supported_kv_cache_dtypes()).append(")"));
+  }
   comm_ = backend_->create_communicator(rank, cfg_.world_size, comm_bootstrap);
   if (on_communicator) on_communicator(*comm_);
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
@@ -51,9 +60,11 @@ void ModelRunner::allocate_buffers() {
 
 // KV memory is measured, not guessed: what the utilisation target leaves after the weights and
 // every activation buffer (all allocated by now; a forward pass allocates nothing more).
+// The element type (kv_cache_dtype) sets the bytes a block takes: fp8 blocks are about half as large,
+// so the same budget holds about twice the tokens (kv_cache_spec.h).
 void ModelRunner::allocate_kv_cache() {
   const int64_t layers = model_cfg_.num_layers;
-  const int64_t block_bytes = cfg_.block_size * layers * model_->kv_bytes_per_token_per_layer();
+  const int nkv = model_->num_local_kv_heads(), hd = static_cast<int>(model_cfg_.head_dim);
   int64_t blocks = cfg_.num_kvcache_blocks;
   if (blocks <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -66,7 +77,7 @@ void ModelRunner::allocate_kv_cache() {
       budget = std::min<int64_t>(static_cast<int64_t>(free_b / 4), int64_t{4} << 30);
     }
     const int64_t wanted = static_cast<int64_t>(cfg_.max_num_seqs) * max_blocks_per_seq_;
-    blocks = budget / block_bytes;
+    blocks = kv_cache_blocks_for_budget(budget, cfg_.block_size, layers, nkv, hd, kv_cache_dtype_);
     if (backend_->device() == DeviceKind::kCpu) blocks = std::min(blocks, wanted);
   }
   if (cfg_.world_size > 1) {  // seeds: every rank holds the same blocks, so the fewest any rank can hold
@@ -83,12 +94,14 @@ void ModelRunner::allocate_kv_cache() {
       << " needs; lower max_model_length or raise gpu_memory_utilization";
   num_kvcache_blocks_ = static_cast<int>(blocks);
   for (int64_t l = 0; l < layers; ++l) {
-    KVCache c = backend_->allocate_kv_cache(num_kvcache_blocks_, cfg_.block_size,
-                                            model_->num_local_kv_heads(),
-                                            static_cast<int>(model_cfg_.head_dim));
+    KVCache c = backend_->allocate_kv_cache(num_kvcache_blocks_, cfg_.block_size, nkv, hd, kv_cache_dtype_);
     if (backend_->device() == DeviceKind::kCuda) {  // padded decode rows read real, finite memory
       backend_->fill_bytes(c.k, 0);
       backend_->fill_bytes(c.v, 0);
+      if (c.k_scale.defined()) {
+        backend_->fill_bytes(c.k_scale, 0);
+        backend_->fill_bytes(c.v_scale, 0);
+      }
     }
     kv_caches_.push_back(c);
   }

@@ -51,6 +51,7 @@ class ModelRunner {
 
   int rank() const { return rank_; }
   int num_kvcache_blocks() const { return num_kvcache_blocks_; }
+  DType kv_cache_dtype() const { return kv_cache_dtype_; }  // kv_cache_dtype resolved on this backend
   int max_blocks_per_seq() const { return max_blocks_per_seq_; }
   const Backend& backend() const { return *backend_; }
   Communicator& communicator() { return *comm_; }
@@ -84,6 +85,7 @@ class ModelRunner {
   std::unique_ptr<Transformer> model_;
   std::vector<KVCache> kv_caches_;
   int num_kvcache_blocks_ = 0;
+  DType kv_cache_dtype_ = DType::kF32;
   int max_blocks_per_seq_ = 0;
 
   // Device inputs, sized once.

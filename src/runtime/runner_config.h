@@ -19,6 +19,7 @@ struct RunnerConfig {
   int max_model_length = 0;  // resolved: capped by the model
   int block_size = 0;
   int num_kvcache_blocks = -1;  // -1: sized from memory
+  std::string kv_cache_dtype = "auto";  // the key's value; the runner resolves it on its backend
   float gpu_memory_utilization = 0.0f;
   bool enforce_eager = false;
   int world_size = 1;

@@ -34,7 +34,7 @@ std::string key_of_error(F&& f) {
 json engine_sample() {
   return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
-          {"num_kvcache_blocks", 100}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
+          {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5}};
 }
 
@@ -66,6 +66,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.max_model_length, 512);
   EXPECT_EQ(c.block_size, 32);
   EXPECT_EQ(c.num_kvcache_blocks, 100);
+  EXPECT_EQ(c.kv_cache_dtype, "fp8");
   EXPECT_EQ(c.gpu_memory_utilization, 0.5f);
   EXPECT_TRUE(c.enforce_eager);
   EXPECT_FALSE(c.enable_chunked_prefill);
@@ -129,6 +130,16 @@ TEST(ConfigTable, DefaultsAreTheStructsAndNullKeepsThem) {
   EXPECT_EQ(SamplingParams::from_json({{"stop", "x"}}).stop, std::vector<std::string>{"x"});
   EXPECT_EQ(SamplingParams::from_json({{"logprobs", -1}}).logprobs, -1);
   EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"num_kvcache_blocks", -1}}).num_kvcache_blocks, -1);
+}
+
+TEST(ConfigTable, KvCacheDtypeTakesItsValuesOnly) {
+  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}}).kv_cache_dtype, "auto");
+  for (const char* v : {"auto", "bf16", "fp8", "fp8_e4m3"}) {
+    EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"kv_cache_dtype", v}}).kv_cache_dtype, v);
+  }
+  EXPECT_EQ(key_of_error([] { EngineConfig::from_json({{"model", "m"}, {"kv_cache_dtype", "fp16"}}); }),
+            "kv_cache_dtype");
+  EXPECT_EQ(key_of_error([] { EngineConfig::from_json({{"model", "m"}, {"kv_cache_dtype", 8}}); }), "kv_cache_dtype");
 }
 
 TEST(ConfigTable, AliasesAndBothNames) {

@@ -1,12 +1,14 @@
 // store_kvcache + attention of the CPU backend against a double-precision reference that works on
 // each sequence's logical keys and values, never on the paged cache: prefill with and without a
 // cached prefix, decode batches of mixed context lengths, GQA groups 1/2/4, head_dim 64/128,
-// block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks.
+// block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks. Every case runs
+// on an f32 cache and on an fp8 one (against the reference over the values the fp8 cache holds).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "common/fp8.h"
 #include "cpu_test_util.h"
 
 namespace minivllm::cpu_test {
@@ -90,13 +92,59 @@ class AttentionTest : public ::testing::TestWithParam<AttnCase> {
     }
     return upload(*b, rows, {static_cast<int64_t>(slots->size()), stride});
   }
+
+  // store_kvcache of the cached prefix, then of the step's tokens, then attention over a cache of
+  // `kv_dtype` (f32 or fp8). Returns the output; *seqs_out the sequences' q, k, v.
+  std::vector<float> run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out);
 };
+
+// k and v as an fp8 cache holds them: each (position, kv head) row quantised on its own and read
+// back (common/fp8.h), the reference of the fp8 path.
+std::vector<float> fp8_round_trip_rows(const std::vector<float>& x, int hd) {
+  std::vector<float> out(x.size());
+  std::vector<uint8_t> q(static_cast<size_t>(hd));
+  for (size_t r = 0; r < x.size() / hd; ++r) {
+    float scale = 0;
+    quantize_e4m3_row(x.data() + r * hd, hd, q.data(), &scale);
+    dequantize_e4m3_row(q.data(), hd, scale, out.data() + r * hd);
+  }
+  return out;
+}
 
 TEST_P(AttentionTest, MatchesReference) {
   const AttnCase c = GetParam();
+  std::vector<SeqData> seqs;
+  const std::vector<float> out = run(c, DType::kF32, &seqs);
+  expect_close(out, attention_ref(c, seqs, 1.0f / std::sqrt(static_cast<float>(c.hd))), "attention");
+}
+
+// The fp8 cache: exactly the fp32 computation over the values the cache holds (quantised the same
+// way here), and measurably not the unquantised values (the cache really is fp8).
+TEST_P(AttentionTest, Fp8CacheMatchesReferenceOnItsValues) {
+  const AttnCase c = GetParam();
+  std::vector<SeqData> seqs;
+  const std::vector<float> out = run(c, DType::kF8E4M3, &seqs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const std::vector<double> exact = attention_ref(c, seqs, scale);
+  for (SeqData& s : seqs) {
+    s.k = fp8_round_trip_rows(s.k, c.hd);
+    s.v = fp8_round_trip_rows(s.v, c.hd);
+  }
+  expect_close(out, attention_ref(c, seqs, scale), "fp8 attention");
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    err += (out[i] - exact[i]) * (out[i] - exact[i]);
+    norm += exact[i] * exact[i];
+  }
+  EXPECT_GT(err / norm, 1e-8) << "the fp8 cache gave the unquantised result";
+  EXPECT_LT(err / norm, 5e-3) << "fp8 error far beyond e4m3's";
+}
+
+std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out) {
   const int num_seqs = static_cast<int>(c.len_k.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  std::vector<SeqData> seqs(num_seqs);
+  std::vector<SeqData>& seqs = *seqs_out;
+  seqs.assign(num_seqs, SeqData{});
   for (int s = 0; s < num_seqs; ++s) {
     seqs[s].q = random_floats(static_cast<size_t>(c.len_q[s]) * c.nq * c.hd, 100 + s, -2, 2);
     seqs[s].k = random_floats(static_cast<size_t>(c.len_k[s]) * c.nkv * c.hd, 200 + s, -2, 2);
@@ -122,9 +170,13 @@ TEST_P(AttentionTest, MatchesReference) {
       table_flat[s * (max_blocks + 1) + blk] = tables[s].back();
     }
   }
-  KVCache cache = b->allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd);
-  b->fill_bytes(cache.k, 0xFF);  // unwritten cache slots are NaN: reading one fails the test
+  KVCache cache = b->allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd, kv_dtype);
+  b->fill_bytes(cache.k, 0xFF);  // unwritten cache slots are NaN (f32 and e4m3): reading one fails the test
   b->fill_bytes(cache.v, 0xFF);
+  if (cache.k_scale.defined()) {
+    b->fill_bytes(cache.k_scale, 0xFF);
+    b->fill_bytes(cache.v_scale, 0xFF);
+  }
 
   AttentionMetadata meta;
   meta.num_seqs = num_seqs;
@@ -160,7 +212,7 @@ TEST_P(AttentionTest, MatchesReference) {
   b->store_kvcache(qkv, c.nq, cache, meta);
   Tensor out = poisoned(*b, {tokens, static_cast<int64_t>(c.nq) * c.hd});
   b->attention(qkv, c.nq, cache, meta, scale, out);
-  expect_close(download(*b, out), attention_ref(c, seqs, scale), "attention");
+  return download(*b, out);
 }
 
 std::vector<AttnCase> cases() {

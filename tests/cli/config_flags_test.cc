@@ -52,6 +52,7 @@ const json kEngineSample = {{"model", "m"},
                             {"max_model_len", 512},
                             {"block_size", 32},
                             {"num_kvcache_blocks", 100},
+                            {"kv_cache_dtype", "fp8_e4m3"},
                             {"gpu_memory_utilization", 0.5},
                             {"enforce_eager", true},
                             {"enable_chunked_prefill", false},
@@ -121,6 +122,7 @@ TEST(ConfigFlags, BadValuesNameTheFlagGiven) {
   EXPECT_EQ(engine({"--block-size", "x"}), "--block-size");
   EXPECT_EQ(engine({"--max-model-len", "0"}), "--max-model-len");
   EXPECT_EQ(engine({"--tensor-parallel-size", "65"}), "--tensor-parallel-size");
+  EXPECT_EQ(engine({"--kv-cache-dtype", "fp4"}), "--kv-cache-dtype");
   EXPECT_EQ(engine({"--gpu-memory-utilization", "nan"}), "--gpu-memory-utilization");
   EXPECT_EQ(engine({"--device", "tpu"}), "--device");
   EXPECT_EQ(engine({"--num-kvcache-blocks", "0"}), "--num-kvcache-blocks");

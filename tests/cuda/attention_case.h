@@ -19,6 +19,7 @@ struct AttentionCase {
   bool decode = false;
   bool no_cache = false;   // prefill without a cache (warm-up): keys come from qkv, len_q == len_k
   int extra_table_cols = 0;  // block-table capacity beyond the longest sequence
+  bool fp8 = false;          // an fp8 KV cache on both backends (the CPU's is the reference)
 };
 
 struct AttentionOutputs {
@@ -39,7 +40,8 @@ inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& hi
   s.cache.head_dim = c.hd;
   s.cache.block_size = c.block_size;
   if (!c.no_cache) {
-    s.cache = be.allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd);
+    s.cache = be.allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd,
+                                   c.fp8 ? DType::kF8E4M3 : be.activation_dtype());
     AttentionMetadata store;
     store.slot_mapping = upload_i32(be, slots);
     be.store_kvcache(upload(be, history), c.nq, s.cache, store);

@@ -7,16 +7,21 @@
 // cross a cache page, so a tile is a pointer plus a fixed stride. Scratch lives on the stack.
 // The two inner loops (q.k for four keys, p.v into register-held accumulators) use AVX2
 // intrinsics: they are most of the decode time and GCC's `omp simd` reductions were 2x slower.
+// An fp8 cache (cpu_kvcache.cc) is read a tile at a time: the tile's keys and values are
+// dequantised (e4m3 x its row's scale) into a per-thread fp32 scratch, and the fp32 code runs on
+// that. It is the reference of the CUDA kernels' fp8 path, not a fast path.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_row_ops.h"
+#include "common/fp8.h"
 
 namespace minivllm {
 namespace {
@@ -30,13 +35,22 @@ constexpr int64_t kQueryChunk = 16;
 struct KeySource {
   const float* k;               // paged: cache base + kv head offset; direct: key 0 of the sequence
   const float* v;
-  int64_t key_stride;           // floats between consecutive keys (of one page, or of the qkv rows)
+  int64_t key_stride;           // elements between consecutive keys (of one page, or of the qkv rows)
   const int32_t* block_table;   // nullptr: keys are consecutive qkv rows (no cache, warm-up)
   int64_t block_size;
+  // An fp8 cache (k and v unused): elements at k8 / v8 (cache base + kv head offset), the scale
+  // of cache row r at k_scale[r * scale_stride] (base + kv head).
+  const uint8_t* k8 = nullptr;
+  const uint8_t* v8 = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int64_t scale_stride = 0;
 };
 
-// Keys [j0, j0 + len) within one page: sets their first key and value, returns len.
-inline int64_t key_tile(const KeySource& src, int64_t j0, int64_t limit, const float** k, const float** v) {
+// Keys [j0, j0 + len) within one page: sets their first key and value and the stride between
+// keys, returns len. An fp8 tile is dequantised into this thread's scratch first.
+inline int64_t key_tile(const KeySource& src, int64_t j0, int64_t limit, int64_t hd, const float** k,
+                        const float** v, int64_t* stride) {
   int64_t len = std::min(kKeyTile, limit - j0);
   int64_t row = j0;
   if (src.block_table != nullptr) {
@@ -44,8 +58,24 @@ inline int64_t key_tile(const KeySource& src, int64_t j0, int64_t limit, const f
     len = std::min(len, src.block_size - in_block);
     row = static_cast<int64_t>(src.block_table[j0 / src.block_size]) * src.block_size + in_block;
   }
-  *k = src.k + row * src.key_stride;
-  *v = src.v + row * src.key_stride;
+  if (src.k8 == nullptr) {
+    *k = src.k + row * src.key_stride;
+    *v = src.v + row * src.key_stride;
+    *stride = src.key_stride;
+    return len;
+  }
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(2 * kKeyTile * kMaxHeadDim));
+  float* kd = scratch.data();
+  float* vd = kd + kKeyTile * kMaxHeadDim;
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t r = row + j;
+    dequantize_e4m3_row(src.k8 + r * src.key_stride, hd, src.k_scale[r * src.scale_stride], kd + j * hd);
+    dequantize_e4m3_row(src.v8 + r * src.key_stride, hd, src.v_scale[r * src.scale_stride], vd + j * hd);
+  }
+  *k = kd;
+  *v = vd;
+  *stride = hd;
   return len;
 }
 
@@ -160,9 +190,10 @@ void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySour
   for (int64_t j0 = 0; j0 < n_keys; j0 += len) {
     const float* kt;
     const float* vt;
-    len = key_tile(src, j0, n_keys, &kt, &vt);
+    int64_t stride;
+    len = key_tile(src, j0, n_keys, hd, &kt, &vt, &stride);
     for (int h = 0; h < heads; ++h) {
-      const float tile_max = tile_scores(qs[h], kt, src.key_stride, len, hd, score);
+      const float tile_max = tile_scores(qs[h], kt, stride, len, hd, score);
       const float m_new = std::max(m[h], tile_max);
       const float correction = std::exp(m[h] - m_new);  // 0 on the first tile (m = -inf)
       cpu::exp_shifted(score, len, m_new);
@@ -174,7 +205,7 @@ void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySour
 #pragma omp simd
         for (int64_t i = 0; i < hd; ++i) ah[i] *= correction;
       }
-      tile_values(score, vt, src.key_stride, len, hd, ah);
+      tile_values(score, vt, stride, len, hd, ah);
       l[h] = l[h] * correction + sum;
       m[h] = m_new;
     }
@@ -199,6 +230,10 @@ struct AttentionPlan {
   float* out;
   const float* k_cache;
   const float* v_cache;
+  const uint8_t* k_cache8;  // fp8 cache: elements and per-(slot, kv head) scales (k_cache unused)
+  const uint8_t* v_cache8;
+  const float* k_scale;
+  const float* v_scale;
   int64_t block_size;
   const int32_t* block_tables;
   int64_t table_cols;
@@ -237,7 +272,14 @@ void AttentionPlan::run_item(int64_t item) const {
   if (r0 >= r1) return;
 
   KeySource src;
-  if (paged) {
+  if (paged && k_cache8 != nullptr) {
+    src = {nullptr, nullptr, nkv * hd, block_tables + s * table_cols, block_size};
+    src.k8 = k_cache8 + kvh * hd;
+    src.v8 = v_cache8 + kvh * hd;
+    src.k_scale = k_scale + kvh;
+    src.v_scale = v_scale + kvh;
+    src.scale_stride = nkv;
+  } else if (paged) {
     src = {k_cache + kvh * hd, v_cache + kvh * hd, nkv * hd, block_tables + s * table_cols, block_size};
   } else {
     const float* key0 = qkv + q_row0 * qkv_stride + (static_cast<int64_t>(nq) + kvh) * hd;
@@ -313,13 +355,27 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   p.out = out.ptr<float>();
   p.paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
   if (p.paged) {
-    cpu::check_tensor(cache.k, DType::kF32, "attention", "cache.k");
-    cpu::check_tensor(cache.v, DType::kF32, "attention", "cache.v");
+    const bool fp8 = cache.dtype() == DType::kF8E4M3;
+    cpu::check_tensor(cache.k, fp8 ? DType::kF8E4M3 : DType::kF32, "attention", "cache.k");
+    cpu::check_tensor(cache.v, fp8 ? DType::kF8E4M3 : DType::kF32, "attention", "cache.v");
     cpu::check_tensor(meta.block_tables, DType::kI32, "attention", "block_tables");
     MINIVLLM_CHECK(meta.block_size == 0 || meta.block_size == cache.block_size)
         << "attention: meta.block_size " << meta.block_size << " vs cache " << cache.block_size;
-    p.k_cache = cache.k.ptr<float>();
-    p.v_cache = cache.v.ptr<float>();
+    if (fp8) {
+      cpu::check_tensor(cache.k_scale, DType::kF32, "attention", "cache.k_scale");
+      cpu::check_tensor(cache.v_scale, DType::kF32, "attention", "cache.v_scale");
+      const int64_t rows = static_cast<int64_t>(cache.num_blocks) * cache.block_size * cache.num_kv_heads;
+      MINIVLLM_CHECK(cache.k.numel() == rows * cache.head_dim && cache.k_scale.numel() == rows &&
+                     cache.v_scale.numel() == rows)
+          << "attention: fp8 cache " << cache.k.describe() << " with scales " << cache.k_scale.describe();
+      p.k_cache8 = cache.k.ptr<uint8_t>();
+      p.v_cache8 = cache.v.ptr<uint8_t>();
+      p.k_scale = cache.k_scale.ptr<float>();
+      p.v_scale = cache.v_scale.ptr<float>();
+    } else {
+      p.k_cache = cache.k.ptr<float>();
+      p.v_cache = cache.v.ptr<float>();
+    }
     p.block_size = cache.block_size;
     p.block_tables = meta.block_tables.ptr<int32_t>();
     p.table_cols = meta.block_tables.ndim() == 2 ? meta.block_tables.size(1) : meta.block_tables.numel();

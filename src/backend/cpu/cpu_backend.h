@@ -70,8 +70,12 @@ class CpuBackend : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
-  // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart ----
-  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
+  // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart; or fp8
+  // e4m3 with f32 scales [num_blocks, block_size, num_kv_heads] (cpu_kvcache.cc) ----
+  using Backend::allocate_kv_cache;
+  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) override;
+  bool supports_kv_cache_dtype(DType dtype) const override;
+  std::string supported_kv_cache_dtypes() const override;
 
   // ---- sampling: the host reference sampler, logits are already on the host ----
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;

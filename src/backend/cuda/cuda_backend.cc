@@ -174,9 +174,18 @@ void CudaBackend::check_attention_shape(int num_q_heads, int num_kv_heads, int h
       << "cuda backend: the model's " << describe_unsupported_attention(num_q_heads, num_kv_heads, head_dim);
 }
 
-KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) {
+bool CudaBackend::supports_kv_cache_dtype(DType dtype) const {
+  return dtype == DType::kBF16 || dtype == DType::kF8E4M3;
+}
+
+std::string CudaBackend::supported_kv_cache_dtypes() const { return "auto (bf16), bf16, fp8 (e4m3)"; }
+
+KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) {
   MINIVLLM_CHECK(num_blocks > 0 && num_kv_heads > 0) << "allocate_kv_cache: blocks " << num_blocks << " kv_heads "
                                                      << num_kv_heads;
+  MINIVLLM_CHECK(supports_kv_cache_dtype(dtype))
+      << "cuda backend: a KV cache of " << dtype_name(dtype) << " is not supported; supported: "
+      << supported_kv_cache_dtypes();
   // The attention kernels find a key's block and offset by shift and mask.
   MINIVLLM_CHECK(block_size > 0 && (block_size & (block_size - 1)) == 0)
       << "cuda backend: block_size " << block_size
@@ -184,8 +193,18 @@ KVCache CudaBackend::allocate_kv_cache(int num_blocks, int block_size, int num_k
   MINIVLLM_CHECK(attention_head_dim_supported(head_dim))
       << "allocate_kv_cache: head_dim " << head_dim << " not supported by the CUDA kernels; "
       << supported_attention_shapes();
-  return KVCache{empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}), empty(DType::kBF16, {num_blocks, num_kv_heads, block_size, head_dim}),
-                 num_blocks, block_size, num_kv_heads, head_dim};
+  KVCache c;
+  c.k = empty(dtype, {num_blocks, num_kv_heads, block_size, head_dim});
+  c.v = empty(dtype, {num_blocks, num_kv_heads, block_size, head_dim});
+  c.num_blocks = num_blocks;
+  c.block_size = block_size;
+  c.num_kv_heads = num_kv_heads;
+  c.head_dim = head_dim;
+  if (dtype == DType::kF8E4M3) {  // one f32 scale per cache row (block, kv head, offset)
+    c.k_scale = empty(DType::kF32, {num_blocks, num_kv_heads, block_size});
+    c.v_scale = empty(DType::kF32, {num_blocks, num_kv_heads, block_size});
+  }
+  return c;
 }
 
 // ---- graphs ----

@@ -76,8 +76,12 @@ class CudaBackend : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
-  // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
-  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim) override;
+  // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart; or fp8 e4m3 in the same
+  // layout with f32 scales [num_blocks, num_kv_heads, block_size] (rope_kvcache.cu).
+  using Backend::allocate_kv_cache;
+  KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) override;
+  bool supports_kv_cache_dtype(DType dtype) const override;
+  std::string supported_kv_cache_dtypes() const override;
   // GQA group 1..16, head_dim 64, 96, 128, 256 (attention_shapes.h).
   void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const override;
 

@@ -75,6 +75,10 @@ struct RopeArgs {
   const int32_t* slot_mapping;
   int64_t num_slots;
   int block_size;
+  // An fp8 cache: k_cache / v_cache are e4m3, with the per-row scales here (launch_store_kvcache_fp8).
+  bool kv_fp8;
+  void* k_scale;
+  void* v_scale;
 };
 void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream);
 // Cache layout [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
@@ -82,12 +86,23 @@ void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int 
                           const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
                           void* v_cache, cudaStream_t stream);
 
+// The fp8 cache: the same layout in e4m3 bytes, plus f32 scales [num_blocks, num_kv_heads,
+// block_size] for k and for v, one per cache row (common/fp8.h: x ~ e4m3 * scale).
+void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+                              const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
+                              void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream);
+
 // ---- attention (prefill_attention.cu, decode_attention.cu) ----
 struct AttentionArgs {
   const void* qkv;  // bf16 [tokens, (nq + 2 nkv) * head_dim]
   void* out;        // bf16 [tokens, nq * head_dim]
   const void* k_cache;  // nullptr (prefill only): keys and values come from qkv, no cached prefix
   const void* v_cache;
+  // kv_fp8: the cache is e4m3 with per-row scales (launch_store_kvcache_fp8's layout); the kernels
+  // dequantise on load.
+  bool kv_fp8;
+  const float* k_scale;
+  const float* v_scale;
   const int32_t* block_tables;  // [num_seqs, table_cols]
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;

@@ -268,11 +268,23 @@ RopeArgs rope_args(const Tensor& qkv, int num_q_heads, int num_kv_heads, int hea
   return a;
 }
 
+// An fp8 cache's scales: one f32 per cache row of k and of v.
+void check_cache_scales(const KVCache& cache, const char* op) {
+  check_gpu(cache.k_scale, DType::kF32, op, "cache.k_scale");
+  check_gpu(cache.v_scale, DType::kF32, op, "cache.v_scale");
+  const int64_t rows = static_cast<int64_t>(cache.num_blocks) * cache.num_kv_heads * cache.block_size;
+  MINIVLLM_CHECK(cache.k_scale.numel() == rows && cache.v_scale.numel() == rows)
+      << op << ": cache scales " << cache.k_scale.describe() << " / " << cache.v_scale.describe() << " for " << rows
+      << " rows";
+}
+
 // Checks a cache write of `tokens` rows of qkv; returns the number of slots.
 int64_t check_cache_store(const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta, int64_t tokens,
                           const char* op) {
-  check_gpu(cache.k, DType::kBF16, op, "cache.k");
-  check_gpu(cache.v, DType::kBF16, op, "cache.v");
+  const bool fp8 = cache.dtype() == DType::kF8E4M3;
+  check_gpu(cache.k, fp8 ? DType::kF8E4M3 : DType::kBF16, op, "cache.k");
+  check_gpu(cache.v, fp8 ? DType::kF8E4M3 : DType::kBF16, op, "cache.v");
+  if (fp8) check_cache_scales(cache, op);
   check_gpu(meta.slot_mapping, DType::kI32, op, "slot_mapping");
   check_aligned16(qkv, op, "qkv");
   MINIVLLM_CHECK(meta.slot_mapping.numel() >= tokens)
@@ -306,6 +318,11 @@ void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num
     a.v_cache = cache.v.data();
     a.slot_mapping = meta.slot_mapping.ptr<int32_t>();
     a.block_size = cache.block_size;
+    if (cache.dtype() == DType::kF8E4M3) {
+      a.kv_fp8 = true;
+      a.k_scale = cache.k_scale.data();
+      a.v_scale = cache.v_scale.data();
+    }
   }
   launch_qk_norm_rope(a, stream_);
 }
@@ -317,6 +334,14 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
   const int64_t stride = static_cast<int64_t>(num_q_heads + 2 * cache.num_kv_heads) * cache.head_dim;
   const int64_t tokens = rows_with_cols(qkv, stride, "store_kvcache", "qkv");
   const int64_t num_slots = check_cache_store(qkv, cache, meta, tokens, "store_kvcache");
+  if (cache.dtype() == DType::kF8E4M3) {
+    MINIVLLM_CHECK(attention_head_dim_supported(cache.head_dim))  // a warp quantises a row of at most 256
+        << "store_kvcache: head_dim " << cache.head_dim << "; " << supported_attention_shapes();
+    launch_store_kvcache_fp8(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
+                             meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(),
+                             cache.v.data(), cache.k_scale.ptr<float>(), cache.v_scale.ptr<float>(), stream_);
+    return;
+  }
   launch_store_kvcache(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
                        meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(), cache.v.data(),
                        stream_);
@@ -346,8 +371,15 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   a.scale = scale;
   const bool paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
   if (paged) {
-    check_gpu(cache.k, DType::kBF16, "attention", "cache.k");
-    check_gpu(cache.v, DType::kBF16, "attention", "cache.v");
+    const bool fp8 = cache.dtype() == DType::kF8E4M3;
+    check_gpu(cache.k, fp8 ? DType::kF8E4M3 : DType::kBF16, "attention", "cache.k");
+    check_gpu(cache.v, fp8 ? DType::kF8E4M3 : DType::kBF16, "attention", "cache.v");
+    if (fp8) {
+      check_cache_scales(cache, "attention");
+      a.kv_fp8 = true;
+      a.k_scale = cache.k_scale.ptr<float>();
+      a.v_scale = cache.v_scale.ptr<float>();
+    }
     check_gpu(meta.block_tables, DType::kI32, "attention", "block_tables");
     MINIVLLM_CHECK(meta.block_size == 0 || meta.block_size == cache.block_size)
         << "attention: meta.block_size " << meta.block_size << " vs cache " << cache.block_size;

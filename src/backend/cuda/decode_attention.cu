@@ -21,12 +21,20 @@
 // kGroup heads each (the last one padded with heads whose q is zero and which are never stored),
 // so group 3 runs as one CTA of 4 heads and group 12 as two CTAs of 8 (each reading the kv head).
 // head_dim 96 uses 16 lanes per key (12 of them loading); 256 uses a whole warp per key.
+//
+// FP8 cache (kFp8): the same lanes own the same 8 dims of a key, loaded as 8 bytes instead of 16,
+// plus the key's k and v scales (one f32 each, the same address for a lane group). The k scale
+// multiplies the finished q.k; the v scale multiplies p before it weights v (l sums p unscaled),
+// so dequantising costs two multiplies per key, not one per element. The bf16 instantiations are
+// the code they were (every fp8 difference is `if constexpr`).
 #include <algorithm>
+#include <type_traits>
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -61,11 +69,12 @@ struct DecodeShape {
 // kExact: the GQA group is kGroup (grid.y = kv heads). Otherwise grid.y = kv heads x tiles and this
 // CTA serves `heads` <= kGroup q heads of its kv head; everything shape-dependent below folds to
 // the exact kernel's constants when kExact.
-template <int kHeadDim, int kGroup, int kUnroll, bool kExact>
+template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8>
 __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                 DecodeScratch scratch) {
   pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
   using S = DecodeShape<kHeadDim, kUnroll>;
+  using Vec = std::conditional_t<kFp8, uint2, uint4>;  // 8 elements of one key
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
   const int gqa = kExact ? kGroup : a.num_q_heads / a.num_kv_heads;
@@ -96,8 +105,8 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       if (loads && j < ctx && (j >> a.block_size_log2) == first_col) {
         const int64_t row = ((static_cast<int64_t>(first_block) * a.num_kv_heads + kvh) << a.block_size_log2) +
                             (j & bs_mask);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint4*>(a.k_cache) + row * kChunks + dl));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const uint4*>(a.v_cache) + row * kChunks + dl));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Vec*>(a.k_cache) + row * kChunks + dl));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Vec*>(a.v_cache) + row * kChunks + dl));
       }
     }
   }
@@ -142,11 +151,12 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   }
 
   const int bs_mask = (1 << a.block_size_log2) - 1;
-  const uint4* k_base = static_cast<const uint4*>(a.k_cache);
-  const uint4* v_base = static_cast<const uint4*>(a.v_cache);
+  const Vec* k_base = static_cast<const Vec*>(a.k_cache);
+  const Vec* v_base = static_cast<const Vec*>(a.v_cache);
 
   for (int base = start; base < end; base += S::kStep) {
-    uint4 kr[kUnroll], vr[kUnroll];
+    Vec kr[kUnroll], vr[kUnroll];
+    float ks[kFp8 ? kUnroll : 1], vs[kFp8 ? kUnroll : 1];  // fp8: the keys' scales
     bool valid[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -158,16 +168,30 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
         const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
         kr[u] = __ldg(k_base + row * kChunks + dl);
         vr[u] = __ldg(v_base + row * kChunks + dl);
+        if constexpr (kFp8) {
+          ks[u] = __ldg(a.k_scale + row);
+          vs[u] = __ldg(a.v_scale + row);
+        }
       } else {
-        kr[u] = make_uint4(0, 0, 0, 0);
-        vr[u] = make_uint4(0, 0, 0, 0);
+        if constexpr (kFp8) {
+          kr[u] = make_uint2(0, 0);
+          vr[u] = make_uint2(0, 0);
+          ks[u] = vs[u] = 0.0f;
+        } else {
+          kr[u] = make_uint4(0, 0, 0, 0);
+          vr[u] = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     float s[kUnroll][kGroup];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float k[8];
-      bf16x8_to_f32(kr[u], k);
+      if constexpr (kFp8) {
+        fp8x8_to_f32(kr[u], k);
+      } else {
+        bf16x8_to_f32(kr[u], k);
+      }
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         float d = 0.0f;
@@ -175,6 +199,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
         for (int i = 0; i < 8; ++i) d = fmaf(q[g][i], k[i], d);
 #pragma unroll
         for (int o = S::kLanes / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if constexpr (kFp8) d *= ks[u];  // after the sum: idle lanes (scale 0) keep no state that is read
         s[u][g] = valid[u] ? d : -INFINITY;
       }
     }
@@ -193,13 +218,19 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float v[8];
-      bf16x8_to_f32(vr[u], v);
+      if constexpr (kFp8) {
+        fp8x8_to_f32(vr[u], v);
+      } else {
+        bf16x8_to_f32(vr[u], v);
+      }
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         const float p = valid[u] ? exp2f(s[u][g] - m[g]) : 0.0f;
         l[g] += p;
+        float pv = p;
+        if constexpr (kFp8) pv *= vs[u];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
+        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(pv, v[i], acc[g][i]);
       }
     }
   }
@@ -312,28 +343,28 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   }
 }
 
-template <int kHeadDim, int kGroup>
+template <int kHeadDim, int kGroup, bool kFp8>
 void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if constexpr (kGroup <= 2) {  // registers allow 8 keys in flight per lane group
     if (num_splits > 1) {        // few sequences: short splits, one step each
-      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8, true>, grid, dim3(kThreads), 0, st, a, partition,
-                      num_splits, sc);
+      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8, true, kFp8>, grid, dim3(kThreads), 0, st, a,
+                      partition, num_splits, sc);
       return;
     }
   }
   {
-    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, true>, grid, dim3(kThreads), 0, st, a, partition,
+    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, true, kFp8>, grid, dim3(kThreads), 0, st, a, partition,
                     num_splits, sc);
   }
 }
 
 // Any group: ceil(group / kGroup) CTAs per kv head.
-template <int kHeadDim, int kGroup>
+template <int kHeadDim, int kGroup, bool kFp8>
 void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const int tiles = (a.num_q_heads / a.num_kv_heads + kGroup - 1) / kGroup;
   const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
-  launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false>, grid, dim3(kThreads), 0, st, a, partition,
+  launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false, kFp8>, grid, dim3(kThreads), 0, st, a, partition,
                   num_splits, sc);
 }
 
@@ -344,29 +375,40 @@ bool has_exact_kernel(int head_dim, int group) {
 // t comes from decode_head_tiles: the exact kernel when the model's group has one, else the tiled
 // kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
 // group 3, so heads_per_cta alone does not choose between them).
-template <int kHeadDim>
+template <int kHeadDim, bool kFp8>
 void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition,
               const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1>(a, num_splits, partition, sc, st);
-        case 2: return launch_split<kHeadDim, 2>(a, num_splits, partition, sc, st);
-        case 4: return launch_split<kHeadDim, 4>(a, num_splits, partition, sc, st);
-        default: return launch_split<kHeadDim, 8>(a, num_splits, partition, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
       }
     }
   }
   if constexpr (kHeadDim == 64 || kHeadDim == 128) {  // tiles of 4 or 8 only (decode_head_tiles)
-    if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
-    return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
+    if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+    return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
   } else {
     switch (t.heads_per_cta) {
-      case 1: return launch_tiled<kHeadDim, 1>(a, num_splits, partition, sc, st);
-      case 2: return launch_tiled<kHeadDim, 2>(a, num_splits, partition, sc, st);
-      case 4: return launch_tiled<kHeadDim, 4>(a, num_splits, partition, sc, st);
-      default: return launch_tiled<kHeadDim, 8>(a, num_splits, partition, sc, st);
+      case 1: return launch_tiled<kHeadDim, 1, kFp8>(a, num_splits, partition, sc, st);
+      case 2: return launch_tiled<kHeadDim, 2, kFp8>(a, num_splits, partition, sc, st);
+      case 4: return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+      default: return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
     }
+  }
+}
+
+template <bool kFp8>
+void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
+                       const DecodeScratch& scratch, cudaStream_t stream) {
+  switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, scratch, stream);
   }
 }
 
@@ -393,12 +435,8 @@ int decode_partition_granule(int head_dim) {
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
                              const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
-  switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64>(a, tiles, num_splits, partition, scratch, stream);
-    case 128: return dispatch<128>(a, tiles, num_splits, partition, scratch, stream);
-    case 96: return dispatch<96>(a, tiles, num_splits, partition, scratch, stream);
-    default: return dispatch<256>(a, tiles, num_splits, partition, scratch, stream);
-  }
+  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, scratch, stream);
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

@@ -12,11 +12,17 @@
 // head_dim 64 and 128 are the target models'. 96 keeps its shared-memory rows 128 wide (the XOR
 // swizzle permutes 8 chunks of 16 bytes); 256 takes 32-key tiles, so that S, P and the 16 x 256
 // output of a warp fit the registers and K, V double-buffered fit the shared memory (96 KB).
+//
+// FP8 cache (kFp8): K and V tiles are loaded as 8-byte e4m3 words with their rows' scales,
+// dequantised in registers and stored to the same swizzled bf16 tiles, so the mma code is the
+// bf16 kernel's. These loads are synchronous (cp.async cannot convert); the next tile is still
+// loaded before the current one is used, into the other stage. No bf16 copy of the cache exists.
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -75,7 +81,20 @@ struct PrefillTile {
   static constexpr int kSmemBytes = (kBlockM * kRowElems + 4 * kTileElems) * 2;  // Q, K x2, V x2
 };
 
-template <int kHeadDim>
+// One 16-byte chunk (8 values) of an fp8 cache row, dequantised and rounded to bf16 (zeros when !ok).
+__device__ __forceinline__ uint4 load_fp8_chunk(const void* cache, const float* scales, int64_t row, int head_dim,
+                                                int chunk, bool ok) {
+  if (!ok) return make_uint4(0, 0, 0, 0);
+  const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + row * head_dim + chunk * 8);
+  const float scale = scales[row];
+  float f[8];
+  fp8x8_to_f32(raw, f);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] *= scale;
+  return f32_to_bf16x8(f);
+}
+
+template <int kHeadDim, bool kFp8>
 __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   using T = PrefillTile<kHeadDim>;
   constexpr int kChunks = T::kChunks;
@@ -122,6 +141,16 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       const int r = idx / kChunks, c = idx % kChunks;
       const int j = kt * kBlockN + r;
       const bool ok = j < n_keys;
+      if constexpr (kFp8) {
+        if (table != nullptr) {
+          const int64_t row = ok ? ((static_cast<int64_t>(table[j >> a.block_size_log2]) * a.num_kv_heads + kvh)
+                                    << a.block_size_log2) + (j & bs_mask)
+                                 : 0;
+          *reinterpret_cast<uint4*>(dk + swz<kRow>(r, c)) = load_fp8_chunk(a.k_cache, a.k_scale, row, kHeadDim, c, ok);
+          *reinterpret_cast<uint4*>(dv + swz<kRow>(r, c)) = load_fp8_chunk(a.v_cache, a.v_scale, row, kHeadDim, c, ok);
+          continue;
+        }
+      }
       const __nv_bfloat16* ksrc = qkv;
       const __nv_bfloat16* vsrc = qkv;
       if (ok) {
@@ -270,14 +299,21 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   }
 }
 
-template <int kHeadDim>
-void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
+template <int kHeadDim, bool kFp8>
+void launch_prefill_of(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int bytes = PrefillTile<kHeadDim>::kSmemBytes;
   // Per device and function; cheap, and prefill is never captured in a graph.
-  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<kHeadDim, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const dim3 grid((a.max_seqlen_q + kBlockM - 1) / kBlockM, a.num_seqs, a.num_q_heads);
-  prefill_kernel<kHeadDim><<<grid, kThreads, bytes, stream>>>(a);
+  prefill_kernel<kHeadDim, kFp8><<<grid, kThreads, bytes, stream>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+
+// The fp8 kernel only where there is an fp8 cache to read (without a cache keys come from qkv).
+template <int kHeadDim>
+void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.kv_fp8 && a.k_cache != nullptr) return launch_prefill_of<kHeadDim, true>(a, stream);
+  launch_prefill_of<kHeadDim, false>(a, stream);
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 //
 // KV cache layout: [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart. One kv
 // head of one block is a contiguous run of block_size * head_dim values, so a decode CTA (one
-// sequence, one kv head) streams contiguous memory with 16-byte loads.
+// sequence, one kv head) streams contiguous memory with 16-byte loads. The fp8 cache has the same
+// layout in e4m3 bytes, plus f32 scales [num_blocks, num_kv_heads, block_size] (one per cache row:
+// the scale of element offset e is at e / head_dim); a warp quantises one (token, kv head) row of
+// k and of v (fp8_kv.cuh), the fused kernel after rope, from the bf16-rounded rotated k.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -19,6 +23,8 @@ constexpr int kMaxPairsPerLane = 4;  // head_dim <= 256
 // (head_dim 96: lanes 0..15 own two pairs, the others one).
 // Launched with programmatic dependent launch: the position, cos/sin, norm weights and slot are
 // loaded while the qkv projection still runs; qkv only after pdl_wait().
+// kFp8: the fused store writes an fp8 cache (k_cache and v_cache are e4m3, with scales).
+template <bool kFp8>
 __global__ void qk_norm_rope_kernel(RopeArgs a) {
   pdl_launch_dependents();  // decode attention may start loading its step inputs
   const int warps = blockDim.x >> 5;
@@ -77,14 +83,22 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   }
   // Fused store (qk_norm_rope_store): a k head's warp also writes its rotated k and its v.
   __nv_bfloat16* k_dst = nullptr;
+  int64_t cache_row = -1;  // fp8: the (slot, kv head) row, for the scales
   if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
     const int kvh = h - a.num_q_heads;
     const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
-    const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
-    k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
-    const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
-    uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
-    for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
+    if constexpr (kFp8) {  // the whole warp: the row's amax is a warp reduction
+      cache_row = (block * a.num_kv_heads + kvh) * a.block_size + offset;
+      quantize_row_e4m3_warp(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim, a.head_dim,
+                             static_cast<uint8_t*>(a.v_cache) + cache_row * a.head_dim,
+                             static_cast<float*>(a.v_scale) + cache_row, lane);
+    } else {
+      const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+      k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
+      const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
+      uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
+      for (int c = lane; c < a.head_dim / 8; c += 32) v_dst[c] = v_src[c];
+    }
   }
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
@@ -94,11 +108,33 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
       const __nv_bfloat16 hi = __float2bfloat16(x2[k] * cs[k] + x1[k] * sn[k]);
       x[i] = lo;
       x[i + half] = hi;
-      if (k_dst != nullptr) {
+      if constexpr (kFp8) {  // quantised below, from the values qkv now holds
+        x1[k] = __bfloat162float(lo);
+        x2[k] = __bfloat162float(hi);
+      } else if (k_dst != nullptr) {
         k_dst[i] = lo;
         k_dst[i + half] = hi;
       }
     }
+  }
+  if constexpr (kFp8) {
+    if (cache_row < 0) return;  // the same for the whole warp (one token, one head)
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxPairsPerLane; ++k) {
+      if (lane + 32 * k < half) amax = fmaxf(amax, fmaxf(fabsf(x1[k]), fabsf(x2[k])));
+    }
+    amax = warp_max(amax);
+    const float mul = e4m3_multiplier_device(amax);
+    uint8_t* k8 = static_cast<uint8_t*>(a.k_cache) + cache_row * a.head_dim;
+#pragma unroll
+    for (int k = 0; k < kMaxPairsPerLane; ++k) {
+      if (lane + 32 * k < half) {
+        k8[lane + 32 * k] = f32_to_e4m3_device(__fmul_rn(x1[k], mul));
+        k8[lane + 32 * k + half] = f32_to_e4m3_device(__fmul_rn(x2[k], mul));
+      }
+    }
+    if (lane == 0) static_cast<float*>(a.k_scale)[cache_row] = e4m3_scale_device(amax);
   }
 }
 
@@ -124,14 +160,50 @@ __global__ void store_kvcache_kernel(const uint4* qkv, int64_t tokens, int nq, i
   v_cache[dst] = k[per_token];
 }
 
+// fp8 cache: one warp per (token, kv head) quantises its k row and its v row.
+__global__ void store_kvcache_fp8_kernel(const __nv_bfloat16* qkv, int64_t tokens, int nq, int nkv, int head_dim,
+                                         const int32_t* slot_mapping, int64_t num_slots, int block_size,
+                                         uint8_t* k_cache, uint8_t* v_cache, float* k_scale, float* v_scale) {
+  const int warps = blockDim.x >> 5;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  const int64_t t = item / nkv;
+  if (t >= tokens) return;
+  const int h = static_cast<int>(item - t * nkv);
+  const int64_t slot = slot_mapping[t];
+  if (slot < 0 || slot >= num_slots) return;  // -1: padding token, nothing to store
+  const int64_t block = slot / block_size, offset = slot - block * block_size;
+  const int64_t row = (block * nkv + h) * block_size + offset;
+  const __nv_bfloat16* k = qkv + t * static_cast<int64_t>(nq + 2 * nkv) * head_dim + static_cast<int64_t>(nq + h) * head_dim;
+  quantize_row_e4m3_warp(k, head_dim, k_cache + row * head_dim, k_scale + row, lane);
+  quantize_row_e4m3_warp(k + static_cast<int64_t>(nkv) * head_dim, head_dim, v_cache + row * head_dim, v_scale + row,
+                         lane);
+}
+
 }  // namespace
 
 void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
   if (items == 0) return;
   constexpr int kWarps = 8;
-  launch_with_pdl(qk_norm_rope_kernel, dim3(static_cast<unsigned>(ceil_div(items, kWarps))), dim3(kWarps * 32), 0,
-                  stream, a);
+  const dim3 grid(static_cast<unsigned>(ceil_div(items, kWarps)));
+  if (a.kv_fp8 && a.k_cache != nullptr) {
+    launch_with_pdl(qk_norm_rope_kernel<true>, grid, dim3(kWarps * 32), 0, stream, a);
+  } else {
+    launch_with_pdl(qk_norm_rope_kernel<false>, grid, dim3(kWarps * 32), 0, stream, a);
+  }
+}
+
+void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+                              const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
+                              void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream) {
+  const int64_t items = tokens * num_kv_heads;
+  if (items == 0) return;
+  constexpr int kWarps = 8;
+  store_kvcache_fp8_kernel<<<static_cast<unsigned>(ceil_div(items, kWarps)), kWarps * 32, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(qkv), tokens, num_q_heads, num_kv_heads, head_dim, slot_mapping, num_slots,
+      block_size, static_cast<uint8_t*>(k_cache), static_cast<uint8_t*>(v_cache), k_scale, v_scale);
+  CUDA_CHECK_LAUNCH();
 }
 
 void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,

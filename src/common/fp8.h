@@ -1,0 +1,29 @@
+// FP8 E4M3 ("e4m3fn": 4 exponent bits, bias 7, 3 mantissa bits, no infinity, 0x7f / 0xff NaN,
+// largest finite 448) on the host, and the per-row scaling the FP8 KV cache uses: a row (one
+// token's k or v of one kv head) is stored as e4m3(x * 448 / amax) with the fp32 scale amax / 448
+// beside it, so that x ~ e4m3 * scale. The CUDA kernels (backend/cuda/fp8_kv.cuh) compute the
+// same bytes with the same formula; the CPU backend uses these functions and is their reference.
+#pragma once
+
+#include <cstdint>
+
+namespace minivllm {
+
+inline constexpr float kE4M3Max = 448.0f;
+
+float e4m3_to_f32(uint8_t code);
+// Round to nearest even; |f| > 448 and infinities saturate to +-448 (CUDA's __NV_SATFINITE);
+// NaN stays NaN (0x7f with f's sign).
+uint8_t f32_to_e4m3(float f);
+
+// The multiplier a row of largest magnitude `amax` is quantised with (0 for an all-zero row), and
+// the scale it is dequantised with: amax / 448.
+inline float e4m3_quant_multiplier(float amax) { return amax > 0.0f ? kE4M3Max / amax : 0.0f; }
+inline float e4m3_row_scale(float amax) { return amax / kE4M3Max; }
+
+// out[i] = e4m3(x[i] * 448 / amax), *scale = amax / 448 over the n values of one row.
+void quantize_e4m3_row(const float* x, int64_t n, uint8_t* out, float* scale);
+// out[i] = e4m3_to_f32(q[i]) * scale.
+void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out);
+
+}  // namespace minivllm

@@ -1,0 +1,194 @@
+// The FP8 KV cache's host pieces: e4m3 conversion (every code, rounding against a brute-force
+// nearest value, saturation), the per-row quantisation, the kv_cache_dtype values, the sizing of
+// the cache from a memory budget (fp8 holds about twice bf16's tokens), and the CPU backend's fp8
+// store (the bytes and scales quantize_e4m3_row gives, slot -1 untouched).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backend/kv_cache_spec.h"
+#include "common/config_key.h"
+#include "common/fp8.h"
+#include "cpu_test_util.h"
+
+namespace minivllm::cpu_test {
+namespace {
+
+bool is_nan_code(int c) { return (c & 0x7f) == 0x7f; }
+
+TEST(E4M3, KnownValues) {
+  EXPECT_EQ(e4m3_to_f32(0x00), 0.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(e4m3_to_f32(0x07), 7 * std::ldexp(1.0f, -9));
+  EXPECT_EQ(e4m3_to_f32(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);
+  EXPECT_EQ(e4m3_to_f32(0x39), 1.125f);
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0xb8), -1.0f);
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(0xff)));
+}
+
+TEST(E4M3, EveryCodeRoundTrips) {
+  for (int c = 0; c < 256; ++c) {
+    if (is_nan_code(c)) {
+      EXPECT_TRUE(std::isnan(e4m3_to_f32(f32_to_e4m3(e4m3_to_f32(static_cast<uint8_t>(c))))));
+      continue;
+    }
+    EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(static_cast<uint8_t>(c))), c) << "code " << c;
+  }
+}
+
+// The nearest finite e4m3 value to x, ties to the even code; beyond 448: 448 (saturation).
+uint8_t nearest_e4m3(float x) {
+  const float a = std::fabs(x);
+  int best = 0;
+  double best_d = 1e30;
+  for (int c = 0; c <= 0x7e; ++c) {
+    const double d = std::fabs(static_cast<double>(e4m3_to_f32(static_cast<uint8_t>(c))) - a);
+    if (d < best_d || (d == best_d && (c & 1) == 0)) {
+      best = c;
+      best_d = d;
+    }
+  }
+  return static_cast<uint8_t>(best | (std::signbit(x) ? 0x80 : 0));
+}
+
+TEST(E4M3, RoundsToNearestEvenAndSaturates) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(-14, 10);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = std::ldexp(mant(rng), exp(rng));
+    ASSERT_EQ(f32_to_e4m3(x), nearest_e4m3(x)) << "x = " << x;
+  }
+  // Exact midpoints: ties go to the even mantissa.
+  EXPECT_EQ(f32_to_e4m3(1.0625f), 0x38);                    // 1 | 1.125 -> 1
+  EXPECT_EQ(f32_to_e4m3(1.1875f), 0x3a);                    // 1.125 | 1.25 -> 1.25
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(1.5f, -9)), 0x02);       // subnormals 1 | 2 -> 2
+  EXPECT_EQ(f32_to_e4m3(std::ldexp(0.5f, -9)), 0x00);       // 0 | 1 -> 0
+  EXPECT_EQ(f32_to_e4m3(464.0f), 0x7e);                     // 448 | (480) -> 448
+  EXPECT_EQ(f32_to_e4m3(1e6f), 0x7e);
+  EXPECT_EQ(f32_to_e4m3(-INFINITY), 0xfe);
+  EXPECT_TRUE(is_nan_code(f32_to_e4m3(NAN)));
+}
+
+TEST(E4M3, RowQuantisationErrorIsBounded) {
+  for (int hd : {64, 96, 128, 256}) {
+    std::vector<float> x = random_floats(static_cast<size_t>(hd), 11 + hd, -3, 3);
+    x[5] = 0.0f;
+    x[7] = 1e-6f;  // far below the row's range: subnormal or zero
+    std::vector<uint8_t> q(static_cast<size_t>(hd));
+    std::vector<float> back(static_cast<size_t>(hd));
+    float scale = 0;
+    quantize_e4m3_row(x.data(), hd, q.data(), &scale);
+    dequantize_e4m3_row(q.data(), hd, scale, back.data());
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(scale, amax / 448.0f);
+    int at_max = 0;
+    for (int i = 0; i < hd; ++i) {
+      at_max += (q[i] & 0x7f) == 0x7e;
+      // Half a step of 3 mantissa bits (2^-4 relative), or half a subnormal step (2^-10 * scale).
+      EXPECT_LE(std::fabs(back[i] - x[i]), std::max(std::fabs(x[i]) * 0.0625f, scale * std::ldexp(1.0f, -10)) * 1.0001f)
+          << "hd " << hd << " i " << i << " x " << x[i] << " back " << back[i];
+    }
+    EXPECT_GE(at_max, 1) << "the largest value maps to +-448";
+  }
+  std::vector<float> zeros(64, 0.0f), back(64, 1.0f);
+  std::vector<uint8_t> q(64, 0xAA);
+  float scale = -1;
+  quantize_e4m3_row(zeros.data(), 64, q.data(), &scale);
+  dequantize_e4m3_row(q.data(), 64, scale, back.data());
+  EXPECT_EQ(scale, 0.0f);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(back[i], 0.0f);
+}
+
+TEST(KvCacheSpec, ResolvesTheKeysValues) {
+  EXPECT_EQ(resolve_kv_cache_dtype("auto", DType::kF32), DType::kF32);
+  EXPECT_EQ(resolve_kv_cache_dtype("auto", DType::kBF16), DType::kBF16);
+  EXPECT_EQ(resolve_kv_cache_dtype("bf16", DType::kF32), DType::kBF16);
+  EXPECT_EQ(resolve_kv_cache_dtype("fp8", DType::kBF16), DType::kF8E4M3);
+  EXPECT_EQ(resolve_kv_cache_dtype("fp8_e4m3", DType::kBF16), DType::kF8E4M3);
+  try {
+    resolve_kv_cache_dtype("fp4", DType::kBF16);
+    FAIL() << "fp4 accepted";
+  } catch (const ConfigKeyError& e) {
+    EXPECT_EQ(e.key(), "kv_cache_dtype");
+    EXPECT_NE(std::string(e.what()).find("'fp4'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KvCacheSpec, Fp8HoldsAboutTwiceTheTokensOfBf16) {
+  // Per token and layer: k and v of every kv head, plus fp8's two f32 scales per kv head.
+  EXPECT_EQ(kv_cache_bytes_per_token_per_layer(8, 128, DType::kBF16), 2 * 8 * 128 * 2);
+  EXPECT_EQ(kv_cache_bytes_per_token_per_layer(8, 128, DType::kF8E4M3), 2 * 8 * (128 + 4));
+  EXPECT_EQ(kv_cache_bytes_per_token_per_layer(3, 64, DType::kF32), 2 * 3 * 64 * 4);
+  struct Model {
+    const char* name;
+    int layers, nkv, hd;
+  };
+  const int64_t budget = int64_t{60} << 30;  // what an H100 leaves after Qwen3-0.6B's weights, roughly
+  for (const Model& m : {Model{"qwen3-0.6b", 28, 8, 128}, Model{"llama-3.2-1b", 16, 8, 64}}) {
+    const int64_t bf16 = kv_cache_blocks_for_budget(budget, 256, m.layers, m.nkv, m.hd, DType::kBF16);
+    const int64_t fp8 = kv_cache_blocks_for_budget(budget, 256, m.layers, m.nkv, m.hd, DType::kF8E4M3);
+    ASSERT_GT(bf16, 0) << m.name;
+    const double ratio = static_cast<double>(fp8) / static_cast<double>(bf16);
+    const double expected = 2.0 * m.hd / (m.hd + 4);  // 1.94 at head_dim 128, 1.88 at 64
+    EXPECT_NEAR(ratio, expected, 2.0 / static_cast<double>(bf16)) << m.name;
+    EXPECT_GT(ratio, 1.85) << m.name;
+    // Exactly what fits: one more block would pass the budget.
+    const int64_t block_bytes = 256 * m.layers * kv_cache_bytes_per_token_per_layer(m.nkv, m.hd, DType::kF8E4M3);
+    EXPECT_LE(fp8 * block_bytes, budget);
+    EXPECT_GT((fp8 + 1) * block_bytes, budget);
+  }
+  EXPECT_EQ(kv_cache_blocks_for_budget(-5, 16, 2, 1, 64, DType::kF8E4M3), 0);
+}
+
+TEST(CpuFp8Cache, StoreWritesEachRowsQuantisationAndSkipsMinusOne) {
+  auto b = make_cpu_backend();
+  const int nq = 9, nkv = 3, hd = 64, bs = 16, blocks = 4;
+  const int64_t stride = (nq + 2 * nkv) * hd;
+  const std::vector<int32_t> slots = {5, -1, 40, 63};
+  std::vector<float> rows = random_floats(slots.size() * stride, 3, -4, 4);
+  KVCache cache = b->allocate_kv_cache(blocks, bs, nkv, hd, DType::kF8E4M3);
+  ASSERT_EQ(cache.dtype(), DType::kF8E4M3);
+  ASSERT_TRUE(cache.k_scale.defined());
+  for (const Tensor* t : {&cache.k, &cache.v, &cache.k_scale, &cache.v_scale}) b->fill_bytes(*t, 0x5A);
+  AttentionMetadata meta;
+  meta.slot_mapping = upload_i32(*b, slots, {4});
+  b->store_kvcache(upload(*b, rows, {4, stride}), nq, cache, meta);
+  const uint8_t* k8 = cache.k.ptr<uint8_t>();
+  const uint8_t* v8 = cache.v.ptr<uint8_t>();
+  const float* ks = cache.k_scale.ptr<float>();
+  const float* vs = cache.v_scale.ptr<float>();
+  std::vector<uint8_t> q(hd);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    for (int h = 0; h < nkv; ++h) {
+      const int64_t r = static_cast<int64_t>(t == 1 ? 1 : slots[t]) * nkv + h;
+      if (t == 1) {  // slot -1: nothing written; slot 1 is nobody's, so still the poison
+        EXPECT_EQ(k8[r * hd], 0x5A);
+        continue;
+      }
+      for (int part = 0; part < 2; ++part) {
+        float scale = 0;
+        quantize_e4m3_row(rows.data() + t * stride + (nq + part * nkv + h) * hd, hd, q.data(), &scale);
+        EXPECT_EQ(std::memcmp(q.data(), (part == 0 ? k8 : v8) + r * hd, hd), 0) << "token " << t << " head " << h;
+        EXPECT_EQ((part == 0 ? ks : vs)[r], scale);
+      }
+    }
+  }
+}
+
+TEST(CpuFp8Cache, CpuBackendRefusesBf16) {
+  auto b = make_cpu_backend();
+  EXPECT_TRUE(b->supports_kv_cache_dtype(DType::kF32));
+  EXPECT_TRUE(b->supports_kv_cache_dtype(DType::kF8E4M3));
+  EXPECT_FALSE(b->supports_kv_cache_dtype(DType::kBF16));
+  EXPECT_THROW(b->allocate_kv_cache(2, 16, 1, 64, DType::kBF16), Error);
+}
+
+}  // namespace
+}  // namespace minivllm::cpu_test

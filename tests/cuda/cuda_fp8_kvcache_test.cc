@@ -1,0 +1,199 @@
+// The FP8 KV cache on the GPU against the CPU backend's (the reference, common/fp8.h):
+// - store_kvcache writes the same e4m3 bytes and scales as the CPU from the same bf16 inputs;
+// - the fused qk_norm_rope_store writes what rope followed by the host's quantisation gives;
+// - decode and prefill attention over an fp8 cache (dequantised on load) match the CPU backend's
+//   attention over its fp8 cache: GQA groups 1 to 8 (3, 5, 6, 7 included), head_dim 64, 96, 128,
+//   256, block sizes 16, 64 and 256, cached prefixes (chunked prefill) and split-KV decode.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "attention_case.h"
+#include "common/fp8.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+struct HeadShape {
+  int nq, nkv, hd;
+};
+
+std::vector<uint8_t> bytes_of(Backend& b, const Tensor& t) {
+  std::vector<uint8_t> v(t.nbytes());
+  b.copy_to_host(v.data(), t);
+  return v;
+}
+
+std::vector<float> floats_of(Backend& b, const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  b.copy_to_host(v.data(), t);
+  return v;
+}
+
+// GPU cache rows are (block, kv head, offset), the CPU's (block, offset, kv head).
+int64_t gpu_row(int64_t slot, int h, int nkv, int block_size) {
+  return (slot / block_size * nkv + h) * block_size + slot % block_size;
+}
+
+TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(81);
+  for (int block_size : {16, 256}) {
+    for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{9, 3, 64}, HeadShape{12, 2, 96}, HeadShape{8, 2, 256}}) {
+      const int num_blocks = 12;
+      const int64_t slots = static_cast<int64_t>(num_blocks) * block_size, tokens = 129;
+      std::vector<int32_t> perm(slots);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<int32_t> slot(perm.begin(), perm.begin() + tokens);
+      for (int64_t t = 0; t < tokens; t += 10) slot[t] = -1;  // padding tokens store nothing
+      const int64_t width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
+      Tensor qkv = random_values({tokens, width}, rng, 2.0f);
+      qkv.ptr<float>()[s.nq * s.hd] = 0.0f;  // a row with a zero keeps working
+      KVCache cc = b.cpu->allocate_kv_cache(num_blocks, block_size, s.nkv, s.hd, DType::kF8E4M3);
+      KVCache cg = b.gpu->allocate_kv_cache(num_blocks, block_size, s.nkv, s.hd, DType::kF8E4M3);
+      for (const Tensor* t : {&cg.k, &cg.v, &cg.k_scale, &cg.v_scale}) b.gpu->fill_bytes(*t, 0xFF);
+      AttentionMetadata mc, mg;
+      mc.slot_mapping = upload_i32(*b.cpu, slot);
+      mg.slot_mapping = upload_i32(*b.gpu, slot);
+      b.cpu->store_kvcache(upload(*b.cpu, qkv), s.nq, cc, mc);
+      b.gpu->store_kvcache(upload(*b.gpu, qkv), s.nq, cg, mg);
+      std::vector<bool> written(slots, false);
+      for (int32_t sl : slot) {
+        if (sl >= 0) written[sl] = true;
+      }
+      for (int which = 0; which < 2; ++which) {
+        const uint8_t* ref = (which == 0 ? cc.k : cc.v).ptr<uint8_t>();
+        const float* ref_scale = (which == 0 ? cc.k_scale : cc.v_scale).ptr<float>();
+        const std::vector<uint8_t> got = bytes_of(*b.gpu, which == 0 ? cg.k : cg.v);
+        const std::vector<float> got_scale = floats_of(*b.gpu, which == 0 ? cg.k_scale : cg.v_scale);
+        int64_t bad = 0, bad_scale = 0, unpoisoned = 0;
+        for (int64_t sl = 0; sl < slots; ++sl) {
+          for (int h = 0; h < s.nkv; ++h) {
+            const int64_t gr = gpu_row(sl, h, s.nkv, block_size), cr = sl * s.nkv + h;
+            if (!written[sl]) {
+              unpoisoned += got[gr * s.hd] != 0xFF || !std::isnan(got_scale[gr]);
+              continue;
+            }
+            bad += std::memcmp(got.data() + gr * s.hd, ref + cr * s.hd, s.hd) != 0;
+            bad_scale += got_scale[gr] != ref_scale[cr];
+          }
+        }
+        const std::string what = std::string(which == 0 ? "k" : "v") + " hd " + std::to_string(s.hd) + " group " +
+                                 std::to_string(s.nq / s.nkv) + " block_size " + std::to_string(block_size);
+        EXPECT_EQ(bad, 0) << what << ": rows whose bytes differ from the CPU's";
+        EXPECT_EQ(bad_scale, 0) << what << ": scales differ from the CPU's";
+        EXPECT_EQ(unpoisoned, 0) << what << ": written outside slot_mapping";
+      }
+    }
+  }
+}
+
+Tensor rope_table(int64_t max_pos, int64_t head_dim) {
+  Tensor t = host_tensor(DType::kF32, {max_pos, head_dim});
+  const int64_t half = head_dim / 2;
+  for (int64_t p = 0; p < max_pos; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p * std::pow(1e6, -2.0 * i / head_dim);
+      t.ptr<float>()[p * head_dim + i] = static_cast<float>(std::cos(angle));
+      t.ptr<float>()[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  return t;
+}
+
+// The fused kernel quantises the rotated k it also writes back to qkv: so its cache must be the
+// host quantisation of that qkv (and of the untouched v).
+TEST(CudaFp8KvCache, FusedRopeStoreQuantisesTheRotatedKeys) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(82);
+  const int block_size = 16, num_blocks = 16;
+  for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{9, 3, 64}, HeadShape{10, 2, 96}, HeadShape{8, 1, 256}}) {
+    const int64_t tokens = 37, width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
+    Tensor table = upload_f32(*b.gpu, rope_table(1024, s.hd));
+    Tensor kn = upload(*b.gpu, random_values({s.hd}, rng, 0.2f, 1.0f));
+    Tensor qkv = random_values({tokens, width}, rng, 1.5f);
+    std::vector<int32_t> pos(tokens), slot(tokens);
+    for (int64_t t = 0; t < tokens; ++t) {
+      pos[t] = static_cast<int32_t>((t * 37) % 1024);
+      slot[t] = t == 3 ? -1 : static_cast<int32_t>(t * 5 % (num_blocks * block_size));
+    }
+    KVCache cg = b.gpu->allocate_kv_cache(num_blocks, block_size, s.nkv, s.hd, DType::kF8E4M3);
+    for (const Tensor* t : {&cg.k, &cg.v, &cg.k_scale, &cg.v_scale}) b.gpu->fill_bytes(*t, 0xFF);
+    AttentionMetadata m;
+    m.slot_mapping = upload_i32(*b.gpu, slot);
+    Tensor qg = upload(*b.gpu, qkv);
+    b.gpu->qk_norm_rope_store(qg, s.nq, s.nkv, s.hd, nullptr, &kn, 1e-6f, upload_i32(*b.gpu, pos), table, cg, m);
+    const std::vector<float> rotated = download(*b.gpu, qg);  // bf16 values, exact in fp32
+    const std::vector<uint8_t> k8 = bytes_of(*b.gpu, cg.k), v8 = bytes_of(*b.gpu, cg.v);
+    const std::vector<float> ks = floats_of(*b.gpu, cg.k_scale), vs = floats_of(*b.gpu, cg.v_scale);
+    std::vector<uint8_t> q(s.hd);
+    int64_t bad = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (slot[t] < 0) continue;
+      for (int h = 0; h < s.nkv; ++h) {
+        const int64_t gr = gpu_row(slot[t], h, s.nkv, block_size);
+        for (int part = 0; part < 2; ++part) {
+          float scale = 0;
+          quantize_e4m3_row(rotated.data() + t * width + (s.nq + part * s.nkv + h) * s.hd, s.hd, q.data(), &scale);
+          bad += std::memcmp(q.data(), (part == 0 ? k8 : v8).data() + gr * s.hd, s.hd) != 0;
+          bad += (part == 0 ? ks : vs)[gr] != scale;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << "hd " << s.hd << " group " << s.nq / s.nkv;
+    EXPECT_EQ(k8[gpu_row(3 * 5, 0, s.nkv, block_size) * s.hd], 0xFF) << "slot -1 was stored";
+  }
+}
+
+constexpr double kNmse = 2e-4;  // as the bf16 attention tests: bf16 q and output; fp8 is in both sides
+constexpr double kAbs = 2e-2;
+
+void check(AttentionCase c, const std::string& name, uint32_t seed) {
+  c.fp8 = true;
+  Backends b;
+  const AttentionOutputs o = run_attention_case(b, c, seed);
+  expect_close(o.gpu, o.cpu, kNmse, kAbs, "fp8 " + name);
+  EXPECT_TRUE(o.sentinel_intact) << name << ": the row after the output was written";
+}
+
+std::vector<int> contexts(int n, int max_len, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(1, max_len);
+  std::vector<int> v = {1, 255, 256, 257, max_len};
+  while (static_cast<int>(v.size()) < n) v.push_back(d(rng));
+  return v;
+}
+
+TEST(CudaFp8Attention, PrefillOverCachedPrefixes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  check({16, 8, 128, 256, {1, 7, 129}, {1, 7, 129}}, "prefill qwen3 shapes, no prefix", 91);
+  check({32, 8, 64, 16, {7, 129, 1, 65}, {7 + 300, 129 + 17, 1 + 1000, 65}}, "prefix, llama shapes, bs 16", 92);
+  check({9, 3, 64, 64, {33, 100, 1}, {33 + 250, 100 + 513, 1 + 64}}, "prefix, group 3, bs 64", 93);
+  check({8, 8, 128, 16, {64}, {64 + 4033}}, "a 64-token chunk after 4033 cached, group 1", 94);
+  check({10, 2, 96, 16, {7, 40}, {7 + 129, 40}}, "prefix, group 5, hd 96", 95);
+  check({12, 2, 256, 16, {17, 1}, {17 + 31, 1 + 300}}, "prefix, group 6, hd 256", 96);
+  check({14, 2, 128, 256, {129}, {129 + 700}}, "prefix, group 7", 97);
+}
+
+TEST(CudaFp8Attention, DecodeMixedContexts) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  struct D {
+    int nq, nkv, hd, bs, seqs, max_len;
+    const char* name;
+  };
+  for (const D& d : {D{16, 8, 128, 256, 37, 3000, "qwen3 shapes, split-KV"}, D{32, 8, 64, 16, 19, 3000, "llama shapes"},
+                     D{9, 3, 64, 64, 23, 2000, "group 3 (SmolLM2)"}, D{8, 8, 128, 16, 2, 2999, "group 1"},
+                     D{16, 8, 64, 256, 80, 1500, "group 2, one split"}, D{10, 2, 96, 16, 9, 1200, "group 5, hd 96"},
+                     D{12, 2, 256, 16, 5, 900, "group 6, hd 256"}, D{14, 2, 128, 64, 7, 1800, "group 7"},
+                     D{16, 1, 128, 16, 3, 700, "group 16"}}) {
+    AttentionCase c{d.nq, d.nkv, d.hd, d.bs, {}, contexts(d.seqs, d.max_len, d.seqs)};
+    c.decode = true;
+    check(c, std::string("decode ") + d.name, 98 + d.seqs);
+  }
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
