@@ -122,9 +122,9 @@ inline __m256i lane_sums8(const __m256i* p) {
 }
 
 // How far ahead of the current block the weight rows are prefetched. The hardware prefetcher alone
-// leaves these kernels well short of the memory's bandwidth (Q8_0 lm_head of SmolLM2: 15 -> 35 GB/s
-// on 2 cores with it, docs/PERFORMANCE.md).
-constexpr int kPrefetchBytes = 1024;
+// leaves these kernels well short of the memory's bandwidth: SmolLM2 Q4_1 batch-1 decode on 2 cores
+// ran at 144 tok/s with 1 KiB and 162 with 2-16 KiB (the same within noise; docs/PERFORMANCE.md).
+constexpr int kPrefetchBytes = 4096;
 
 // R weight rows (row_bytes apart) against one activation row. Eight blocks at a time: the integer
 // products of each block are summed across lanes into one int32 per block, so that the block scales
