@@ -1,7 +1,8 @@
 // store_kvcache + attention of the CPU backend against a double-precision reference that works on
 // each sequence's logical keys and values, never on the paged cache: prefill with and without a
 // cached prefix, decode batches of mixed context lengths, GQA groups 1/2/4, head_dim 64/128,
-// block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks. Every case runs
+// block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks, decode keys cut
+// into spans when there are few sequences and kv heads. Every case runs
 // on an f32 cache and on an fp8 one (against the reference over the values the fp8 cache holds).
 #include <gtest/gtest.h>
 
@@ -232,6 +233,12 @@ std::vector<AttnCase> cases() {
       {8, 2, 128, 256, {257, 5, 1000}, {1, 1, 1}, true},
       {32, 8, 64, 16, {129, 31}, {1, 1}, true},
       {4, 4, 128, 256, {256, 255}, {1, 1}, true},
+      // decode of one or two sequences with few kv heads: too few items for the threads, so the
+      // keys are cut into spans whose softmax states are merged (2 or more spans, one crossing
+      // blocks, unequal lengths)
+      {9, 3, 64, 16, {300}, {1}, true},
+      {8, 1, 128, 256, {1000}, {1}, true},
+      {4, 1, 64, 16, {700, 130}, {1, 1}, true},
       // head dims off the vectorised paths (not a multiple of 32, of 8)
       {4, 2, 80, 16, {37, 20}, {37, 3}, false},
       {2, 1, 36, 16, {20, 5}, {1, 1}, true},

@@ -169,29 +169,28 @@ inline void tile_values(const float* p, const float* v, int64_t stride, int64_t 
   }
 }
 
-// softmax(q k^T * scale) v over keys [0, n_keys) for `heads` q heads sharing one kv head.
-void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t n_keys,
-                float scale) {
+// The online-softmax state of `heads` q heads sharing one kv head over keys [j_begin, j_end): per
+// head the running max m, the sum l of exp(score - m), and acc = sum of exp(score - m) v (hd values
+// per head, unnormalised). An empty span leaves m = -inf, l = 0, acc = 0.
+void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, int64_t j_begin, int64_t j_end,
+                 float scale, float* m, float* l, float* acc) {
   alignas(64) float qs[kMaxHeadsPerItem][kMaxHeadDim];
-  alignas(64) float acc[kMaxHeadsPerItem][kMaxHeadDim];
   alignas(64) float score[kKeyTile];
-  float m[kMaxHeadsPerItem];
-  float l[kMaxHeadsPerItem];
   for (int h = 0; h < heads; ++h) {
 #pragma omp simd
     for (int64_t i = 0; i < hd; ++i) {
       qs[h][i] = q[h * hd + i] * scale;
-      acc[h][i] = 0.0f;
+      acc[h * hd + i] = 0.0f;
     }
     m[h] = -std::numeric_limits<float>::infinity();
     l[h] = 0.0f;
   }
   int64_t len = 0;
-  for (int64_t j0 = 0; j0 < n_keys; j0 += len) {
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += len) {
     const float* kt;
     const float* vt;
     int64_t stride;
-    len = key_tile(src, j0, n_keys, hd, &kt, &vt, &stride);
+    len = key_tile(src, j0, j_end, hd, &kt, &vt, &stride);
     for (int h = 0; h < heads; ++h) {
       const float tile_max = tile_scores(qs[h], kt, stride, len, hd, score);
       const float m_new = std::max(m[h], tile_max);
@@ -200,7 +199,7 @@ void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySour
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < len; ++j) sum += score[j];
-      float* ah = acc[h];
+      float* ah = acc + h * hd;
       if (correction != 1.0f) {
 #pragma omp simd
         for (int64_t i = 0; i < hd; ++i) ah[i] *= correction;
@@ -210,10 +209,19 @@ void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySour
       m[h] = m_new;
     }
   }
+}
+
+// softmax(q k^T * scale) v over keys [0, n_keys) for `heads` q heads sharing one kv head.
+void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t n_keys,
+                float scale) {
+  alignas(64) float acc[kMaxHeadsPerItem * kMaxHeadDim];
+  float m[kMaxHeadsPerItem];
+  float l[kMaxHeadsPerItem];
+  attend_span(q, heads, hd, src, 0, n_keys, scale, m, l, acc);
   for (int h = 0; h < heads; ++h) {
     const float inv = 1.0f / l[h];
 #pragma omp simd
-    for (int64_t i = 0; i < hd; ++i) out[h * hd + i] = acc[h][i] * inv;
+    for (int64_t i = 0; i < hd; ++i) out[h * hd + i] = acc[h * hd + i] * inv;
   }
 }
 
@@ -226,6 +234,11 @@ struct AttentionPlan {
   int64_t hd, qkv_stride, out_stride;
   int heads_per_item, subgroups;
   int64_t chunks;  // query chunks per sequence (1 in decode)
+  // Decode only: the keys of each item cut into `splits` spans, whose softmax states go to
+  // `partials` (per item and span: m and l for every head of the item, then its acc) and are merged
+  // after the parallel loop.
+  int64_t splits = 1;
+  float* partials = nullptr;
   const float* qkv;
   float* out;
   const float* k_cache;
@@ -242,11 +255,16 @@ struct AttentionPlan {
   const int32_t* context_lens;
   float scale;
 
-  int64_t num_items() const { return static_cast<int64_t>(num_seqs) * nkv * subgroups * chunks; }
+  int64_t num_items() const { return static_cast<int64_t>(num_seqs) * nkv * subgroups * chunks * splits; }
+  int64_t partial_floats() const { return heads_per_item * (hd + 2); }
   void run_item(int64_t item) const;
+  void merge_splits() const;
 };
 
 void AttentionPlan::run_item(int64_t item) const {
+  float* partial = partials == nullptr ? nullptr : partials + item * partial_floats();
+  const int64_t split = item % splits;
+  item /= splits;
   const int64_t chunk = item % chunks;
   item /= chunks;
   const int sub = static_cast<int>(item % subgroups);
@@ -285,11 +303,49 @@ void AttentionPlan::run_item(int64_t item) const {
     const float* key0 = qkv + q_row0 * qkv_stride + (static_cast<int64_t>(nq) + kvh) * hd;
     src = {key0, key0 + nkv * hd, qkv_stride, nullptr, 0};
   }
+  if (splits > 1) {  // decode: one span of this sequence's keys
+    const int64_t j0 = len_k * split / splits, j1 = len_k * (split + 1) / splits;
+    attend_span(qkv + q_row0 * qkv_stride + h0 * hd, heads, hd, src, j0, j1, scale, partial,
+                partial + heads_per_item, partial + 2 * heads_per_item);
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t row = q_row0 + r;
     const int64_t n_keys = len_k - len_q + r + 1;  // the query rows are the last of the key span
     attend_row(qkv + row * qkv_stride + h0 * hd, out + row * out_stride + h0 * hd, heads, hd, src, n_keys,
                scale);
+  }
+}
+
+// out = the spans' states combined: each span's acc and l rescaled to the largest m of the spans.
+void AttentionPlan::merge_splits() const {
+  const int64_t groups = static_cast<int64_t>(num_seqs) * nkv * subgroups;  // items without the split
+  for (int64_t g = 0; g < groups; ++g) {
+    const int sub = static_cast<int>(g % subgroups);
+    const int kvh = static_cast<int>((g / subgroups) % nkv);
+    const int64_t s = g / subgroups / nkv;
+    const int h0 = kvh * group + sub * heads_per_item;
+    const int heads = std::min(heads_per_item, (kvh + 1) * group - h0);
+    const float* first = partials + g * splits * partial_floats();
+    for (int h = 0; h < heads; ++h) {
+      float m_max = -std::numeric_limits<float>::infinity();
+      for (int64_t sp = 0; sp < splits; ++sp) m_max = std::max(m_max, first[sp * partial_floats() + h]);
+      float* o = out + s * out_stride + (h0 + h) * hd;
+      std::fill(o, o + hd, 0.0f);
+      float l = 0.0f;
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const float* part = first + sp * partial_floats();
+        if (part[heads_per_item + h] == 0.0f) continue;  // an empty span (m = -inf)
+        const float w = std::exp(part[h] - m_max);
+        l += w * part[heads_per_item + h];
+        const float* acc = part + 2 * heads_per_item + h * hd;
+#pragma omp simd
+        for (int64_t i = 0; i < hd; ++i) o[i] += w * acc[i];
+      }
+      const float inv = 1.0f / l;
+#pragma omp simd
+      for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+    }
   }
 }
 
@@ -402,19 +458,36 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   const int64_t max_q = check_sequences(p, tokens, cache.num_blocks);
   p.chunks = std::max<int64_t>(1, (max_q + kQueryChunk - 1) / kQueryChunk);
 
-  // Fewer heads per item when there are too few items to keep every thread busy (decode of a
-  // few sequences); each split costs one more pass over the keys of that kv head.
+  // Too few items to keep every thread busy (decode of a few sequences): decode cuts each item's
+  // keys into spans, whose states are merged afterwards (every key is still read once); prefill
+  // gives each item fewer heads instead (each such split costs one more pass over the keys).
   p.heads_per_item = std::min(p.group, kMaxHeadsPerItem);
-  const int64_t base_items = static_cast<int64_t>(p.num_seqs) * p.nkv * p.chunks;
   auto subgroups = [&](int per) { return (p.group + per - 1) / per; };
-  while (p.heads_per_item > 1 && base_items * subgroups(p.heads_per_item) < 2 * num_threads_) {
-    p.heads_per_item = (p.heads_per_item + 1) / 2;
+  const int64_t base_items = static_cast<int64_t>(p.num_seqs) * p.nkv * p.chunks * subgroups(p.heads_per_item);
+  if (!p.prefill && base_items < 2 * num_threads_) {
+    int64_t shortest = std::numeric_limits<int64_t>::max();
+    for (int s = 0; s < p.num_seqs; ++s) shortest = std::min<int64_t>(shortest, p.context_lens[s]);
+    // Spans of at least one key tile: shorter ones would cost more in merging than they save.
+    p.splits = std::max<int64_t>(1, std::min<int64_t>((2 * num_threads_ + base_items - 1) / base_items,
+                                                      shortest / kKeyTile));
+  }
+  if (p.splits == 1) {
+    while (p.heads_per_item > 1 &&
+           static_cast<int64_t>(p.num_seqs) * p.nkv * p.chunks * subgroups(p.heads_per_item) < 2 * num_threads_) {
+      p.heads_per_item = (p.heads_per_item + 1) / 2;
+    }
   }
   p.subgroups = subgroups(p.heads_per_item);
 
   const int64_t items = p.num_items();
+  if (p.splits > 1) {
+    const auto need = static_cast<size_t>(items * p.partial_floats());
+    if (attention_partials_.size() < need) attention_partials_.resize(need);
+    p.partials = attention_partials_.data();
+  }
 #pragma omp parallel for num_threads(num_threads_) if (items > 1) schedule(dynamic, 1)
   for (int64_t item = 0; item < items; ++item) p.run_item(item);
+  if (p.splits > 1) p.merge_splits();
 }
 
 }  // namespace minivllm

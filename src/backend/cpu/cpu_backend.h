@@ -93,6 +93,7 @@ class CpuBackend : public Backend {
  private:
   int num_threads_;
   cpu::ActScratch act_scratch_;  // linear's quantised activations (grown once, reused)
+  std::vector<float> attention_partials_;  // decode attention's per-span softmax states (grown once)
   std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
 };
 
