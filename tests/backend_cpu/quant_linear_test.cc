@@ -29,7 +29,9 @@ struct IsaGuard {
 
 std::vector<cpu::Isa> runnable_isas() {
   std::vector<cpu::Isa> out{cpu::Isa::kScalar};
-  if (cpu::isa_supported(cpu::Isa::kAvx2)) out.push_back(cpu::Isa::kAvx2);
+  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (cpu::isa_supported(isa)) out.push_back(isa);
+  }
   return out;
 }
 
@@ -123,53 +125,58 @@ INSTANTIATE_TEST_SUITE_P(Formats, StoredLinear,
 // The kernels of each ISA directly: the same dot products as the scalar reference to rounding, and
 // the panel decoding bit for bit (it is exact in fp32 on both paths).
 TEST(QuantKernels, EveryIsaAgreesWithScalar) {
-  if (!cpu::isa_supported(cpu::Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
+  const std::vector<cpu::Isa> isas = runnable_isas();
+  if (isas.size() == 1) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
+  if (!cpu::isa_supported(cpu::Isa::kAvx512)) std::cout << "[ note ] no AVX-512 on this CPU: its kernels are not run\n";
   const cpu::QuantKernels& ref = cpu::quant_kernels(cpu::Isa::kScalar);
-  const cpu::QuantKernels& vec = cpu::quant_kernels(cpu::Isa::kAvx2);
-  ASSERT_NE(ref.dot_q4_1, vec.dot_q4_1) << "the test hook must reach two implementations";
-  // 11 blocks: one group of eight in the AVX2 kernels and three on their own; 27: three groups and
-  // three; 5: no whole group.
-  for (const int64_t k : {352, 864, 160})
-  for (DType dtype : {DType::kQ4_1, DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kF16}) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)).append(" k=").append(std::to_string(k)));
-    const std::vector<float> x = random_floats(static_cast<size_t>(k), 11, -3, 3);
-    cpu::ActScratch scratch;
-    scratch.quantize(x.data(), 1, k);
-    const cpu::ActRow act = scratch.row(0);
-    const StoredWeight w = make_weight(dtype, 1, k, 5);
-    const auto* p = static_cast<const uint8_t*>(w.host.data());
-    if (dtype_is_quantized(dtype)) {
-      // 1..kDotRows rows per call, each row as the scalar single-row dot product. The rows sit in a
-      // buffer whose bytes after the last block are all 0xff (f16 NaN): a kernel that read the
-      // scales of a padding block, or used them, would show it.
-      const size_t row_bytes = dtype_nbytes(dtype, k);
-      const StoredWeight w4 = make_weight(dtype, cpu::kDotRows, k, 6);
-      for (int rows = 1; rows <= cpu::kDotRows; ++rows) {
-        std::vector<uint8_t> buf(row_bytes * static_cast<size_t>(rows) + 1024, 0xff);
-        std::memcpy(buf.data(), w4.host.data(), row_bytes * static_cast<size_t>(rows));
-        const auto pick = [&](const cpu::QuantKernels& kern) {
-          return dtype == DType::kQ4_1 ? kern.dot_q4_1 : dtype == DType::kQ4_0 ? kern.dot_q4_0 : kern.dot_q8_0;
-        };
-        float got[cpu::kDotRows], want[cpu::kDotRows];
-        pick(vec)(buf.data(), row_bytes, rows, act, k / 32, got);
-        pick(ref)(buf.data(), row_bytes, rows, act, k / 32, want);
-        for (int r = 0; r < rows; ++r) {
-          float one;
-          pick(ref)(buf.data() + r * row_bytes, row_bytes, 1, act, k / 32, &one);
-          EXPECT_EQ(want[r], one) << "row " << r << " of " << rows;
-          EXPECT_NEAR(got[r], want[r], 1e-4 * (1 + std::abs(want[r]))) << "row " << r << " of " << rows;
+  for (size_t i = 1; i < isas.size(); ++i) {
+    SCOPED_TRACE(cpu::isa_name(isas[i]));
+    const cpu::QuantKernels& vec = cpu::quant_kernels(isas[i]);
+    ASSERT_NE(ref.dot_q4_1, vec.dot_q4_1) << "the test hook must reach two implementations";
+    // 11 blocks: one group of eight in the AVX2 kernels and three on their own; 27: three groups and
+    // three; 5: no whole group.
+    for (const int64_t k : {352, 864, 160})
+    for (DType dtype : {DType::kQ4_1, DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)).append(" k=").append(std::to_string(k)));
+      const std::vector<float> x = random_floats(static_cast<size_t>(k), 11, -3, 3);
+      cpu::ActScratch scratch;
+      scratch.quantize(x.data(), 1, k);
+      const cpu::ActRow act = scratch.row(0);
+      const StoredWeight w = make_weight(dtype, 1, k, 5);
+      const auto* p = static_cast<const uint8_t*>(w.host.data());
+      if (dtype_is_quantized(dtype)) {
+        // 1..kDotRows rows per call, each row as the scalar single-row dot product. The rows sit in a
+        // buffer whose bytes after the last block are all 0xff (f16 NaN): a kernel that read the
+        // scales of a padding block, or used them, would show it.
+        const size_t row_bytes = dtype_nbytes(dtype, k);
+        const StoredWeight w4 = make_weight(dtype, cpu::kDotRows, k, 6);
+        for (int rows = 1; rows <= cpu::kDotRows; ++rows) {
+          std::vector<uint8_t> buf(row_bytes * static_cast<size_t>(rows) + 1024, 0xff);
+          std::memcpy(buf.data(), w4.host.data(), row_bytes * static_cast<size_t>(rows));
+          const auto pick = [&](const cpu::QuantKernels& kern) {
+            return dtype == DType::kQ4_1 ? kern.dot_q4_1 : dtype == DType::kQ4_0 ? kern.dot_q4_0 : kern.dot_q8_0;
+          };
+          float got[cpu::kDotRows], want[cpu::kDotRows];
+          pick(vec)(buf.data(), row_bytes, rows, act, k / 32, got);
+          pick(ref)(buf.data(), row_bytes, rows, act, k / 32, want);
+          for (int r = 0; r < rows; ++r) {
+            float one;
+            pick(ref)(buf.data() + r * row_bytes, row_bytes, 1, act, k / 32, &one);
+            EXPECT_EQ(want[r], one) << "row " << r << " of " << rows;
+            EXPECT_NEAR(got[r], want[r], 1e-4 * (1 + std::abs(want[r]))) << "row " << r << " of " << rows;
+          }
         }
+      } else {
+        const float a = dtype == DType::kBF16 ? ref.dot_bf16(p, x.data(), k) : ref.dot_f16(p, x.data(), k);
+        const float v = dtype == DType::kBF16 ? vec.dot_bf16(p, x.data(), k) : vec.dot_f16(p, x.data(), k);
+        EXPECT_NEAR(a, v, 1e-4 * (1 + std::abs(a)));
       }
-    } else {
-      const float a = dtype == DType::kBF16 ? ref.dot_bf16(p, x.data(), k) : ref.dot_f16(p, x.data(), k);
-      const float v = dtype == DType::kBF16 ? vec.dot_bf16(p, x.data(), k) : vec.dot_f16(p, x.data(), k);
-      EXPECT_NEAR(a, v, 1e-4 * (1 + std::abs(a)));
+      std::vector<float> d_ref(static_cast<size_t>(k)), d_vec(static_cast<size_t>(k));
+      ref.dequant(dtype, p, d_ref.data(), k);
+      vec.dequant(dtype, p, d_vec.data(), k);
+      EXPECT_EQ(0, std::memcmp(d_ref.data(), d_vec.data(), d_ref.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(d_ref.data(), w.decoded.data(), d_ref.size() * sizeof(float)));
     }
-    std::vector<float> d_ref(static_cast<size_t>(k)), d_vec(static_cast<size_t>(k));
-    ref.dequant(dtype, p, d_ref.data(), k);
-    vec.dequant(dtype, p, d_vec.data(), k);
-    EXPECT_EQ(0, std::memcmp(d_ref.data(), d_vec.data(), d_ref.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(d_ref.data(), w.decoded.data(), d_ref.size() * sizeof(float)));
   }
 }
 

@@ -3,7 +3,9 @@
 //
 // Work is split into items (sequence, kv head, group of the q heads sharing it, chunk of query
 // rows) scheduled dynamically over the OpenMP team; the q heads of an item walk the keys together
-// so each key tile is fetched from memory once per group. Keys are visited in tiles that never
+// so each key tile is fetched from memory once per group. Decode with fewer items than twice the
+// threads (batch 1 of a model with few kv heads) also cuts each item's keys into spans and merges
+// the spans' softmax states afterwards. Keys are visited in tiles that never
 // cross a cache page, so a tile is a pointer plus a fixed stride. Scratch lives on the stack.
 // The two inner loops (q.k for four keys, p.v into register-held accumulators) use AVX2
 // intrinsics: they are most of the decode time and GCC's `omp simd` reductions were 2x slower.

@@ -15,7 +15,8 @@
 
 namespace minivllm::cpu {
 
-const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
+const QuantKernels& quant_kernels_avx2();    // quant_kernels_avx2.cc
+const QuantKernels& quant_kernels_avx512();  // quant_kernels_avx512.cc
 
 namespace {
 
@@ -95,16 +96,26 @@ void dot_rows(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int
 
 const QuantKernels kScalar{dot_rows<dot_q8_0>, dot_rows<dot_q4_0>, dot_rows<dot_q4_1>, dot_bf16, dot_f16, dequant};
 
+Isa parse_isa(const std::string& v) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (v == isa_name(isa)) return isa;
+  }
+  MINIVLLM_FAIL() << "MINIVLLM_CPU_ISA=" << v << ": expected scalar, avx2 or avx512";
+  return Isa::kScalar;  // not reached: MINIVLLM_FAIL throws
+}
+
 Isa detect() {
   const char* env = std::getenv("MINIVLLM_CPU_ISA");
   if (env != nullptr && *env != '\0') {
     const std::string v(env);
-    MINIVLLM_CHECK(v == "scalar" || v == "avx2") << "MINIVLLM_CPU_ISA=" << v << ": expected scalar or avx2";
-    const Isa isa = v == "avx2" ? Isa::kAvx2 : Isa::kScalar;
+    const Isa isa = parse_isa(v);
     MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
     return isa;
   }
-  return isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    if (isa_supported(isa)) return isa;
+  }
+  return Isa::kScalar;
 }
 
 std::atomic<int>& chosen() {
@@ -114,15 +125,30 @@ std::atomic<int>& chosen() {
 
 }  // namespace
 
-const char* isa_name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    default: return "scalar";
+  }
+}
 
 bool isa_supported(Isa isa) {
   if (isa == Isa::kScalar) return true;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (isa == Isa::kAvx2) return avx2;
+  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
 }
 
-const QuantKernels& quant_kernels(Isa isa) { return isa == Isa::kAvx2 ? quant_kernels_avx2() : kScalar; }
+const QuantKernels& quant_kernels(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return quant_kernels_avx512();
+    case Isa::kAvx2: return quant_kernels_avx2();
+    default: return kScalar;
+  }
+}
 
 Isa active_isa() { return static_cast<Isa>(chosen().load(std::memory_order_relaxed)); }
 

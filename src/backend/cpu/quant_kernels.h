@@ -7,9 +7,10 @@
 // relative error of an activation is below 2^-15 of its block's largest magnitude, so greedy
 // decoding follows the fp32 reference where 8-bit activations can flip near-ties (docs/DESIGN.md).
 //
-// Implementations: a portable scalar one (quant_kernels.cc, built without AVX) and AVX2+FMA+F16C
-// (quant_kernels_avx2.cc, built with those flags), chosen at run time from cpuid; tests force each
-// one with set_isa.
+// Implementations: a portable scalar one (quant_kernels.cc, built without AVX), AVX2+FMA+F16C
+// (quant_kernels_avx2.cc) and AVX-512 F/BW/VL for the block formats (quant_kernels_avx512.cc), each
+// file built with its own flags, the best one chosen at run time from cpuid; tests force each one
+// the CPU has with set_isa.
 #pragma once
 
 #include <cstddef>
@@ -46,7 +47,7 @@ class ActScratch {
   std::vector<float> d_, sum_;
 };
 
-enum class Isa { kScalar, kAvx2 };
+enum class Isa { kScalar, kAvx2, kAvx512 };
 const char* isa_name(Isa isa);
 
 // Weight rows per call of the quantised dot products.
@@ -68,7 +69,7 @@ struct QuantKernels {
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);
 bool isa_supported(Isa isa);
-// The best supported ISA, unless MINIVLLM_CPU_ISA=scalar|avx2 (benchmarks) or set_isa (tests) chose one.
+// The best supported ISA, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
 Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
 Isa set_isa(Isa isa);

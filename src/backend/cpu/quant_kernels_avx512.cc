@@ -1,0 +1,50 @@
+// AVX-512 (F, BW, VL) block dot products of quant_kernels.h: the AVX2 kernels' row loop, scales and
+// lane sums (quant_kernels_x86.h), with each 32-element block multiplied by one 512-bit vpmaddwd
+// instead of two 256-bit ones (and Q8_0's 32 bytes widened by one instruction). This file alone is
+// built with those flags; quant_kernels.cc calls it only after cpuid says the CPU has them.
+// The 16-bit dot products and the panel decoding stay the AVX2 ones (memory-bound either way).
+#include <immintrin.h>
+
+#include "backend/cpu/quant_kernels_x86.h"
+
+namespace minivllm::cpu {
+
+const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
+
+namespace {
+
+// The 32 weights of a block as int16 in element order.
+template <DType T>
+inline __m512i block_weights(const uint8_t* w) {
+  if constexpr (T == DType::kQ8_0) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2)));
+  } else {
+    __m256i lo, hi;
+    Block<T>::load(w, &lo, &hi);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+}
+
+// w . x over the 32 elements of a block as 8 int32 partial sums: one vpmaddwd, then its two halves added.
+template <DType T>
+__m256i block_products(const uint8_t* w, const int16_t* xq) {
+  const __m512i p = _mm512_madd_epi16(block_weights<T>(w), _mm512_loadu_si512(xq));
+  return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+}
+
+QuantKernels make_avx512() {
+  QuantKernels k = quant_kernels_avx2();
+  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
+  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
+  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
+  return k;
+}
+
+}  // namespace
+
+const QuantKernels& quant_kernels_avx512() {
+  static const QuantKernels kernels = make_avx512();
+  return kernels;
+}
+
+}  // namespace minivllm::cpu
