@@ -32,12 +32,14 @@ double median_seconds_per_call(Backend& gpu, const std::function<void()>& call, 
 }
 
 // capacity: keys the block table can hold per sequence (0: just ctx), which sets the split plan.
-void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name, int capacity = 0) {
+// kv: the cache's element type (bf16, or fp8 e4m3 with an fp32 scale per token and kv head).
+void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name, int capacity = 0,
+                  DType kv = DType::kBF16) {
   auto gpu = make_cuda_backend(0);
   std::mt19937 rng(61);
   const int blocks_per_seq = (std::max(ctx, capacity) + block_size - 1) / block_size;
   const int num_blocks = seqs * blocks_per_seq;
-  KVCache cache = gpu->allocate_kv_cache(num_blocks, block_size, nkv, hd);
+  KVCache cache = gpu->allocate_kv_cache(num_blocks, block_size, nkv, hd, kv);
   const int64_t width = static_cast<int64_t>(nq + 2 * nkv) * hd;
   {
     // Random keys and values in every slot, stored in chunks from one random qkv.
@@ -73,7 +75,8 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   const double sec = median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, out); });
   const std::vector<float> o = download(*gpu, out);
   EXPECT_EQ(diff(o, std::vector<float>(o.size(), 0.0f)).nonfinite, 0) << name << ": unwritten outputs";
-  const double bytes = 2.0 * seqs * ctx * nkv * hd * 2;  // k and v, bf16, read once
+  // k and v read once: bf16 elements, or e4m3 ones plus their rows' fp32 scales
+  const double bytes = kv == DType::kBF16 ? 2.0 * seqs * ctx * nkv * hd * 2 : 2.0 * seqs * ctx * nkv * (hd + 4.0);
   std::printf("[bench] %s: %d seqs x %d ctx, block %d: %.1f us, %.0f GB/s (KV %.2f GB)\n", name, seqs, ctx,
               block_size, sec * 1e6, bytes / sec / 1e9, bytes / 1e9);
   ::testing::Test::RecordProperty(std::string(name) + "_us", std::to_string(sec * 1e6));
@@ -96,6 +99,10 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   bench_decode(32, 2, 128, 256, 1024, 256, "decode_group16");
   bench_decode(32, 32, 96, 64, 1024, 256, "decode_hd96");
   bench_decode(8, 1, 256, 256, 1024, 256, "decode_hd256_group8");
+  // The fp8 cache (--kv-cache-dtype fp8) on the engine's shapes.
+  bench_decode(16, 8, 128, 256, 1024, 256, "decode_qwen3_fp8", 0, DType::kF8E4M3);
+  bench_decode(32, 8, 64, 256, 1024, 256, "decode_llama_fp8", 0, DType::kF8E4M3);
+  bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300_fp8", 4096, DType::kF8E4M3);
 }
 
 TEST(CudaBench, PrefillAttentionThroughput) {
