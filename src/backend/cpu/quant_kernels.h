@@ -9,8 +9,9 @@
 //
 // Implementations: a portable scalar one (quant_kernels.cc, built without AVX), AVX2+FMA+F16C
 // (quant_kernels_avx2.cc) and AVX-512 F/BW/VL for the block formats (quant_kernels_avx512.cc), each
-// file built with its own flags, the best one chosen at run time from cpuid; tests force each one
-// the CPU has with set_isa.
+// file built with its own flags, chosen at run time from cpuid: AVX2 where the CPU has it (the
+// AVX-512 kernels lost to it on the one AVX-512 host measured; MINIVLLM_CPU_ISA=avx512 forces
+// them), else scalar. Tests run every one the CPU has, through set_isa.
 #pragma once
 
 #include <cstddef>
@@ -69,7 +70,7 @@ struct QuantKernels {
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);
 bool isa_supported(Isa isa);
-// The best supported ISA, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
+// AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
 Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
 Isa set_isa(Isa isa);
