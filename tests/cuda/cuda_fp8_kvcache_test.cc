@@ -90,19 +90,6 @@ TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
   }
 }
 
-Tensor rope_table(int64_t max_pos, int64_t head_dim) {
-  Tensor t = host_tensor(DType::kF32, {max_pos, head_dim});
-  const int64_t half = head_dim / 2;
-  for (int64_t p = 0; p < max_pos; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(1e6, -2.0 * i / head_dim);
-      t.ptr<float>()[p * head_dim + i] = static_cast<float>(std::cos(angle));
-      t.ptr<float>()[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-  return t;
-}
-
 // The fused kernel quantises the rotated k it also writes back to qkv: so its cache must be the
 // host quantisation of that qkv (and of the untouched v).
 TEST(CudaFp8KvCache, FusedRopeStoreQuantisesTheRotatedKeys) {

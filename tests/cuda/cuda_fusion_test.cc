@@ -57,19 +57,6 @@ TEST(CudaLinearF32, OddShapesAndBiasMatchCpu) {
   for (int variant = 0; variant < 3; ++variant) check_linear_f32(b, 129, 1032, 1024, variant, rng);
 }
 
-Tensor rope_table(int64_t max_pos, int64_t head_dim) {
-  Tensor t = host_tensor(DType::kF32, {max_pos, head_dim});
-  const int64_t half = head_dim / 2;
-  for (int64_t p = 0; p < max_pos; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(1e6, -2.0 * i / head_dim);
-      t.ptr<float>()[p * head_dim + i] = static_cast<float>(std::cos(angle));
-      t.ptr<float>()[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-  return t;
-}
-
 struct RopeStoreShape {
   int nq, nkv, hd, block_size;
 };

@@ -9,19 +9,6 @@
 namespace minivllm::cuda_test {
 namespace {
 
-Tensor rope_table(int64_t max_pos, int64_t head_dim, double theta) {
-  Tensor t = host_tensor(DType::kF32, {max_pos, head_dim});
-  const int64_t half = head_dim / 2;
-  for (int64_t p = 0; p < max_pos; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(theta, -2.0 * i / head_dim);
-      t.ptr<float>()[p * head_dim + i] = static_cast<float>(std::cos(angle));
-      t.ptr<float>()[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
-  return t;
-}
-
 struct HeadShape {
   int nq, nkv, hd;
 };

@@ -36,6 +36,21 @@ inline Tensor random_values(const std::vector<int64_t>& shape, std::mt19937& rng
 }
 
 // An fp32 host tensor as the backend's activation / weight dtype (fp32 on the CPU, bf16 on CUDA).
+// The rotary table the engine builds ([max_pos, head_dim]: cos of each frequency, then sin) in fp32
+// on the host, for kernels that take cos_sin.
+inline Tensor rope_table(int64_t max_pos, int64_t head_dim, double theta = 1e6) {
+  Tensor t = host_tensor(DType::kF32, {max_pos, head_dim});
+  const int64_t half = head_dim / 2;
+  for (int64_t p = 0; p < max_pos; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p * std::pow(theta, -2.0 * i / head_dim);
+      t.ptr<float>()[p * head_dim + i] = static_cast<float>(std::cos(angle));
+      t.ptr<float>()[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  return t;
+}
+
 inline Tensor upload(Backend& b, const Tensor& host_f32) { return b.upload_weight(host_f32); }
 // ... kept in fp32 on every backend (cos_sin, logits).
 inline Tensor upload_f32(Backend& b, const Tensor& host_f32) { return b.upload_weight(host_f32, true); }
