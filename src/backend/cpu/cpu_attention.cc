@@ -259,6 +259,17 @@ struct AttentionPlan {
 
   int64_t num_items() const { return static_cast<int64_t>(num_seqs) * nkv * subgroups * chunks * splits; }
   int64_t partial_floats() const { return heads_per_item * (hd + 2); }
+  // The sequence, kv head and q heads [h0, h0 + heads) of group g, numbered (sequence, kv head,
+  // subgroup) seq-major: an item without its chunk and split. heads <= 0 for a subgroup past the group.
+  struct Heads {
+    int s, kvh, h0, heads;
+  };
+  Heads heads_of(int64_t g) const {
+    const int sub = static_cast<int>(g % subgroups);
+    const int kvh = static_cast<int>((g / subgroups) % nkv);
+    const int h0 = kvh * group + sub * heads_per_item;
+    return {static_cast<int>(g / subgroups / nkv), kvh, h0, std::min(heads_per_item, (kvh + 1) * group - h0)};
+  }
   void run_item(int64_t item) const;
   void merge_splits() const;
 };
@@ -268,13 +279,7 @@ void AttentionPlan::run_item(int64_t item) const {
   const int64_t split = item % splits;
   item /= splits;
   const int64_t chunk = item % chunks;
-  item /= chunks;
-  const int sub = static_cast<int>(item % subgroups);
-  item /= subgroups;
-  const int kvh = static_cast<int>(item % nkv);
-  const int s = static_cast<int>(item / nkv);
-  const int h0 = kvh * group + sub * heads_per_item;
-  const int heads = std::min(heads_per_item, (kvh + 1) * group - h0);
+  const auto [s, kvh, h0, heads] = heads_of(item / chunks);
   if (heads <= 0) return;
 
   int64_t q_row0, len_q, len_k;
@@ -323,11 +328,7 @@ void AttentionPlan::run_item(int64_t item) const {
 void AttentionPlan::merge_splits() const {
   const int64_t groups = static_cast<int64_t>(num_seqs) * nkv * subgroups;  // items without the split
   for (int64_t g = 0; g < groups; ++g) {
-    const int sub = static_cast<int>(g % subgroups);
-    const int kvh = static_cast<int>((g / subgroups) % nkv);
-    const int64_t s = g / subgroups / nkv;
-    const int h0 = kvh * group + sub * heads_per_item;
-    const int heads = std::min(heads_per_item, (kvh + 1) * group - h0);
+    const auto [s, kvh, h0, heads] = heads_of(g);
     const float* first = partials + g * splits * partial_floats();
     for (int h = 0; h < heads; ++h) {
       float m_max = -std::numeric_limits<float>::infinity();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/quant_kernels_x86.h"
+#include "common/quant_blocks.h"
 
 namespace minivllm::cpu {
 namespace {

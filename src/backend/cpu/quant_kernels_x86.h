@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "backend/cpu/quant_kernels.h"
-#include "common/quant_blocks.h"
 
 namespace minivllm::cpu {
 namespace {
@@ -36,13 +35,13 @@ inline void nibbles(const uint8_t* qs, __m256i* lo, __m256i* hi) {
   *hi = _mm256_srli_epi16(bytes, 4);
 }
 
-// Eight f16 values, each the first two bytes of one of eight blocks `stride` bytes apart, as fp32.
 inline int u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
 }
 
+// Eight f16 values, each the first two bytes of one of eight blocks `stride` bytes apart, as fp32.
 inline __m256 f16x8_strided(const uint8_t* p, size_t stride) {
   __m128i h = _mm_cvtsi32_si128(u16(p));
   h = _mm_insert_epi16(h, u16(p + 1 * stride), 1);
@@ -120,6 +119,14 @@ inline __m256i lane_sums8(const __m256i* p) {
 // ran at 144 tok/s with 1 KiB and 162 with 2-16 KiB (the same within noise; docs/PERFORMANCE.md).
 constexpr int kPrefetchBytes = 4096;
 
+// One group of eight blocks of one row into its accumulators: acc += (lane sums of p) * d * xd,
+// and, for the formats with an offset, off += c * xs.
+template <DType T>
+inline void add_group(const __m256i* p, __m256 d, __m256 c, __m256 xd, __m256 xs, __m256* acc, __m256* off) {
+  *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(d, xd), *acc);
+  if (Block<T>::kOffset) *off = _mm256_fmadd_ps(c, xs, *off);
+}
+
 // R weight rows (row_bytes apart) against one activation row. Eight blocks at a time: the integer
 // products of each block are summed across lanes into one int32 per block, so that the block scales
 // are applied to eight blocks with one multiply (and loaded with one conversion), instead of a
@@ -143,8 +150,7 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
       for (int j = 0; j < 8; ++j) p[j] = Products(wb + j * B::kBytes, x.q + 32 * (b + j));
       __m256 d, c;
       B::scales8(wb, &d, &c);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(d, xd), acc[r]);
-      if (B::kOffset) off[r] = _mm256_fmadd_ps(c, xs, off[r]);
+      add_group<T>(p, d, c, xd, xs, &acc[r], &off[r]);
     }
   }
   if (const int n = static_cast<int>(blocks - b); n > 0) {
@@ -164,8 +170,7 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
           c[j] = B::c(wb + j * B::kBytes);
         }
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(_mm256_load_ps(d), xd), acc[r]);
-      if (B::kOffset) off[r] = _mm256_fmadd_ps(_mm256_load_ps(c), xs, off[r]);
+      add_group<T>(p, _mm256_load_ps(d), _mm256_load_ps(c), xd, xs, &acc[r], &off[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r]));
