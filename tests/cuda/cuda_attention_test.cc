@@ -1,6 +1,8 @@
 // Prefill and decode attention of the CUDA backend against the CPU backend's paged attention.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "attention_case.h"
 
 namespace minivllm::cuda_test {
@@ -65,7 +67,16 @@ TEST(CudaAttention, DecodeMixedContexts) {
   check(g1, "decode group 1, 2 seqs", 35);
   AttentionCase many{32, 8, 64, 256, {}, mixed_contexts(80, 1500, 36)};
   many.decode = true;
+  check(many, "decode llama shapes, 80 seqs (partitions of at most kDefaultMaxDecodePartition)", 37);
+  setenv("MINIVLLM_DECODE_MAX_PARTITION", "0", 1);  // read when the backend is made
   check(many, "decode llama shapes, 80 seqs (one split)", 37);
+  unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
+  // A large batch (768 CTAs, past the occupancy target) over long contexts: splits only because
+  // of the partition bound, several per sequence, merged by the last CTA.
+  AttentionCase large{16, 8, 128, 256, {}, mixed_contexts(96, 3000, 39)};
+  large.decode = true;
+  large.extra_table_cols = 4;
+  check(large, "decode qwen3 shapes, 96 seqs up to 3000 keys (bounded partitions)", 40);
   AttentionCase single{16, 8, 128, 16, {}, {1}};
   single.decode = true;
   check(single, "decode one key", 38);

@@ -28,8 +28,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   device_name_ = prop.name;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<LtGemm>();
-  decode_partial_rows_ = max_decode_partial_rows(num_sms_);
-  CUDA_CHECK(cudaMalloc(&decode_partial_o_, decode_partial_rows_ * kMaxDecodeHeadDim * sizeof(float)));
+  // Rows at the smallest head_dim: the lse and counter arrays serve every head_dim.
+  decode_partial_rows_ = decode_partial_rows(kMinDecodeHeadDim);
+  CUDA_CHECK(cudaMalloc(&decode_partial_o_, kDecodePartialFloats * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&decode_partial_lse_, decode_partial_rows_ * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&decode_counters_, decode_partial_rows_ * sizeof(int)));
   CUDA_CHECK(cudaMemset(decode_counters_, 0, decode_partial_rows_ * sizeof(int)));
@@ -37,6 +38,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const char* v = std::getenv("MINIVLLM_DECODE_MIN_PARTITION"); v != nullptr && v[0] != '\0') {
     decode_min_partition_ = std::atoi(v);
     MINIVLLM_CHECK(decode_min_partition_ >= 1) << "MINIVLLM_DECODE_MIN_PARTITION=" << v << " must be >= 1";
+  }
+  decode_max_partition_ = kDefaultMaxDecodePartition;
+  if (const char* v = std::getenv("MINIVLLM_DECODE_MAX_PARTITION"); v != nullptr && v[0] != '\0') {
+    decode_max_partition_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
   }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {

@@ -135,8 +135,9 @@ class CudaBackend : public Backend {
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
-  int64_t decode_partial_rows_ = 0;  // capacity in (seq, q head, split) rows of head_dim floats
+  int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
+  int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
 
   // Sampling: parameters staged through pinned memory.

@@ -421,7 +421,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const DecodeHeadTiles tiles = decode_head_tiles(hd, num_q_heads / nkv, decode_max_tile_heads_);
   const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta,
                                               max_blocks * cache.block_size, decode_partition_granule(hd), num_sms_,
-                                              decode_partial_rows_, decode_min_partition_);
+                                              decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
   launch_decode_attention(a, tiles, split.num_splits, split.partition,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }

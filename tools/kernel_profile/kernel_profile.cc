@@ -1,0 +1,146 @@
+// Kernel-time profiler for any CUDA process, without nsys: a CUPTI injection library.
+//
+//   CUDA_INJECTION64_PATH=/path/libkernel_profile.so MINIVLLM_KPROF_OUT=/tmp/prof minivllm bench ...
+//
+// The CUDA driver loads it at cuInit and calls InitializeInjection(). It records every kernel
+// (those replayed inside CUDA graphs included), memcpy and memset through CUPTI's activity API and,
+// when the process exits, writes one table per process to $MINIVLLM_KPROF_OUT.<pid>.txt (stderr
+// when unset): per kernel name and per place (in a graph or launched eagerly), the count, the total
+// and mean time, and the share of all GPU time. Why: the GPU machine has no nsys, and the engine's
+// step profiler (MINIVLLM_PROFILE_STEPS) sees a graph replay only as one number.
+//
+// Build: tools/kernel_profile/build.sh (CUPTI's headers and library come from NVIDIA's
+// nvidia-cuda-cupti wheel). Tracing adds a little time to each kernel; use it for shares, and
+// `minivllm bench` without it for speed.
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct Totals {
+  uint64_t count = 0;
+  uint64_t ns = 0;
+};
+
+std::mutex g_mu;
+std::map<std::string, Totals> g_kernels;  // key: "graph|name" or "eager|name"
+std::map<std::string, Totals> g_copies;
+uint64_t g_first_start = UINT64_MAX, g_last_end = 0;
+bool g_reported = false;
+
+constexpr size_t kBufferBytes = 8u << 20;
+
+void warn(const char* what, CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  std::fprintf(stderr, "[kernel_profile] %s: %s\n", what, s != nullptr ? s : "?");
+}
+
+// Demangled, with template arguments and parameter lists elided: one row per kernel family
+// instance is enough to say where time goes, and full names run to hundreds of characters.
+std::string short_name(const char* mangled) {
+  if (mangled == nullptr) return "?";
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string s = (status == 0 && d != nullptr) ? d : mangled;
+  std::free(d);
+  if (s.size() > 110) s = s.substr(0, 107) + "...";
+  return s;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void add(std::map<std::string, Totals>& m, const std::string& key, uint64_t start, uint64_t end) {
+  Totals& t = m[key];
+  t.count += 1;
+  t.ns += end - start;
+  g_first_start = std::min(g_first_start, start);
+  g_last_end = std::max(g_last_end, end);
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+      add(g_kernels, std::string(k->graphId != 0 ? "graph|" : "eager|") + short_name(k->name), k->start, k->end);
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+      static const char* kinds[] = {"?", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+      const char* kind = c->copyKind < 11 ? kinds[c->copyKind] : "?";
+      add(g_copies, std::string(c->graphId != 0 ? "graph|memcpy " : "eager|memcpy ") + kind, c->start, c->end);
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+      add(g_copies, std::string(m->graphId != 0 ? "graph|memset" : "eager|memset"), m->start, m->end);
+    }
+  }
+  size_t dropped = 0;
+  cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  if (dropped != 0) std::fprintf(stderr, "[kernel_profile] %zu records dropped\n", dropped);
+  std::free(buffer);
+}
+
+void report() {
+  if (g_reported) return;
+  g_reported = true;
+  const CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (r != CUPTI_SUCCESS) warn("cuptiActivityFlushAll", r);
+  std::lock_guard<std::mutex> lock(g_mu);
+  FILE* f = stderr;
+  const char* prefix = std::getenv("MINIVLLM_KPROF_OUT");
+  std::string path;
+  if (prefix != nullptr && *prefix != '\0') {
+    path = std::string(prefix) + "." + std::to_string(getpid()) + ".txt";
+    f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) f = stderr;
+  }
+  std::vector<std::pair<std::string, Totals>> rows(g_kernels.begin(), g_kernels.end());
+  rows.insert(rows.end(), g_copies.begin(), g_copies.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  uint64_t all = 0, graph = 0;
+  for (const auto& [k, t] : rows) {
+    all += t.ns;
+    if (k.rfind("graph|", 0) == 0) graph += t.ns;
+  }
+  const double span = g_last_end > g_first_start ? static_cast<double>(g_last_end - g_first_start) : 0.0;
+  std::fprintf(f, "# pid %d: GPU busy %.3f s (in graphs %.3f s, eager %.3f s) over a %.3f s span\n",
+               static_cast<int>(getpid()), all * 1e-9, graph * 1e-9, (all - graph) * 1e-9, span * 1e-9);
+  std::fprintf(f, "%8s %6s %10s %10s  %s\n", "total_ms", "share", "count", "mean_us", "where|kernel");
+  for (const auto& [k, t] : rows) {
+    std::fprintf(f, "%8.1f %5.1f%% %10llu %10.2f  %s\n", t.ns * 1e-6, all != 0 ? 100.0 * t.ns / all : 0.0,
+                 static_cast<unsigned long long>(t.count), t.count != 0 ? t.ns * 1e-3 / t.count : 0.0, k.c_str());
+  }
+  if (f != stderr) std::fclose(f);
+}
+
+}  // namespace
+
+extern "C" int InitializeInjection() {
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    warn("cuptiActivityRegisterCallbacks", r);
+    return 0;
+  }
+  for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                               CUPTI_ACTIVITY_KIND_MEMSET}) {
+    r = cuptiActivityEnable(k);
+    if (r != CUPTI_SUCCESS) warn("cuptiActivityEnable", r);
+  }
+  std::atexit(report);
+  return 1;
+}
