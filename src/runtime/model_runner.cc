@@ -297,6 +297,7 @@ SampledTokens ModelRunner::run(const StepInput& in) {
   check_input(in);
   const int n = in.num_seqs();
   if (in.is_prefill) {
+    if (profiler_ != nullptr) profiler_->interrupt();
     AttentionMetadata meta = prepare_prefill(in);
     Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
     if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample

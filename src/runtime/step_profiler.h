@@ -1,7 +1,7 @@
 // StepProfiler: with MINIVLLM_PROFILE_STEPS=1, ModelRunner::run splits each decode step into parts
 // timed by host clocks around extra backend synchronize() points (only while profiling, so the
-// parts are GPU-complete times): engine gap (host time between two run() calls: scheduler,
-// postprocess, caller), input upload (prepare_decode + its copies), graph (replay to completion),
+// parts are GPU-complete times): engine gap (host time between two consecutive decode run() calls:
+// scheduler, postprocess, caller; a prefill step between them voids that gap), input upload (prepare_decode + its copies), graph (replay to completion),
 // sample (params upload, kernel, D2H, sync). The summary goes to stderr when the runner is destroyed.
 #pragma once
 
@@ -40,6 +40,9 @@ class StepProfiler {
     last_ = now;
   }
   void end() { have_end_ = true; }  // last_ is the step's end: the next begin() measures the gap
+  // A prefill (or mixed) step ran: the next decode step's gap would hold all of it, so it is not
+  // counted; gaps are decode-to-decode host time only.
+  void interrupt() { have_end_ = false; }
 
   ~StepProfiler() {
     if (steps_ == 0) return;
