@@ -35,20 +35,22 @@ namespace {
 
 constexpr int kRows = 128;  // query rows per CTA and keys per tile
 constexpr int kThreads = 384;
-constexpr int kStages = 2;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int kHeadDim>
 struct WgLayout {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head_dim 64 or 128");
+  // K / V ring depth: as deep as 227 KB allows (Q 32 KB + 3 x 64 KB at head_dim 128).
+  static constexpr int kStages = kHeadDim == 128 ? 3 : 4;
   static constexpr int kDBlocks = kHeadDim / 64;             // 128-byte column blocks
   static constexpr int kDBlockBytes = kRows * 128;           // one column block of 128 rows
   static constexpr int kTileBytes = kDBlocks * kDBlockBytes;  // 128 rows x head_dim
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kTileBytes;
   static constexpr int kV = kK + kStages * kTileBytes;
+  static_assert(8 * (1 + 3 * kStages) <= 128, "barrier area");
   static constexpr int kBar = kV + kStages * kTileBytes;
-  static constexpr int kSmemBytes = kBar + 64 + 1024;  // barriers; slack to align the base to 1024
+  static constexpr int kSmemBytes = kBar + 128 + 1024;  // barriers; slack to align the base to 1024
 };
 
 struct WgParams {
@@ -89,6 +91,18 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
           "r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(bar)
       : "memory");
+}
+
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ float ex2(float x) {  // 2^x on the MUFU (ex2(-inf) = 0)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // ---- wgmma ----
@@ -152,7 +166,8 @@ __device__ __forceinline__ void producer(const WgParams& p, uint32_t base, int l
   using L = WgLayout<kHeadDim>;
   const AttentionArgs& a = p.a;
   const uint32_t q_full = base + L::kBar;
-  const uint32_t k_full = q_full + 8, v_full = q_full + 24, kv_empty = q_full + 40;  // 2 stages each
+  constexpr int kStages = L::kStages;
+  const uint32_t k_full = q_full + 8, v_full = k_full + 8 * kStages, kv_empty = v_full + 8 * kStages;
   if (lane == 0) {
     mbar_expect_tx(q_full, L::kTileBytes);
 #pragma unroll
@@ -168,8 +183,8 @@ __device__ __forceinline__ void producer(const WgParams& p, uint32_t base, int l
   const int k_begin = paged ? 0 : a.cu_seqlens_k[seq];
   const int bs_mask = (1 << a.block_size_log2) - 1;
   for (int kt = 0; kt < n_tiles; ++kt) {
-    const int stage = kt & 1;
-    if (kt >= kStages) mbar_wait(kv_empty + 8 * stage, ((kt >> 1) - 1) & 1);
+    const int stage = kt % kStages;
+    if (kt >= kStages) mbar_wait(kv_empty + 8 * stage, (kt / kStages - 1) & 1);
     const int key0 = kt * kRows;
     // Boxes of rows that some query row of this CTA can see.
     const int row_boxes = min(kRows / box_rows, (n_keys - key0 + box_rows - 1) / box_rows);
@@ -211,7 +226,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
   const uint32_t base = (raw + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
   uint8_t* smem = smem_raw + (base - raw);
   const uint32_t q_full = base + L::kBar;
-  const uint32_t k_full = q_full + 8, v_full = q_full + 24, kv_empty = q_full + 40;
+  constexpr int kStages = L::kStages;
+  const uint32_t k_full = q_full + 8, v_full = k_full + 8 * kStages, kv_empty = v_full + 8 * kStages;
 
   const int tile = gridDim.x - 1 - blockIdx.x;  // the longest causal spans first
   const int seq = blockIdx.y;
@@ -255,106 +271,116 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
     float o[kHeadDim / 2];
 #pragma unroll
     for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.0f;
-    float m_row[2] = {-INFINITY, -INFINITY};
+    float m_row[2] = {-INFINITY, -INFINITY};  // running max of the raw (unscaled) scores
     float l_row[2] = {0.0f, 0.0f};
+    uint32_t pa[8][4];  // P of the previous tile, bf16 A fragments of O += P V
+    bool active_prev = false;
     const uint32_t q_rows = base + L::kQ + cwg * 64 * 128;
 
+    // Ping-pong (flash-attention-3): the two consumer warpgroups take turns issuing their wgmma
+    // (P V of the last tile, then Q K^T of this one), so one's softmax runs while the other's
+    // matrix products keep the tensor cores busy. Named barrier 2 + w: "warpgroup w may issue".
+    if (cwg == 1) named_bar_arrive(2, 256);  // warpgroup 0 goes first
     mbar_wait(q_full, 0);
-    for (int kt = 0; kt < n_tiles; ++kt) {
-      const int stage = kt & 1;
-      const int parity = (kt >> 1) & 1;
+    for (int kt = 0; kt <= n_tiles; ++kt) {
+      const bool has_s = kt < n_tiles;
       const int key0 = kt * kRows;
-      const bool active = key0 <= wg_last_key;  // else every score of this warpgroup is masked
-      const uint32_t tk = base + L::kK + stage * L::kTileBytes;
-      const uint32_t tv = base + L::kV + stage * L::kTileBytes;
-      mbar_wait(k_full + 8 * stage, parity);
+      const bool active = has_s && key0 <= wg_last_key;  // else every score of this warpgroup is masked
+      const int stage = kt % kStages;
+      const int prev = (kt + kStages - 1) % kStages;
+      if (has_s) mbar_wait(k_full + 8 * stage, (kt / kStages) & 1);
+      if (kt > 0) {
+        mbar_wait(v_full + 8 * prev, ((kt - 1) / kStages) & 1);
+        const int first = n_keys - (key0 - kRows);  // rows of the previous tile with visible keys
+        if (kt == n_tiles && first < kRows && active_prev) {
+          // Rows of V past the last visible key: not loaded, or past len_k (stale cache rows).
+          // Each warpgroup zeroes them before its own P V (the other may write the same zeros).
+          const int per_block = (kRows - first) * 8;  // 16-byte words per column block
+          for (int i = wt; i < per_block * L::kDBlocks; i += 128) {
+            const int d = i / per_block, w = i % per_block;
+            *reinterpret_cast<uint4*>(smem + L::kV + prev * L::kTileBytes + d * L::kDBlockBytes + first * 128 +
+                                      w * 16) = make_uint4(0, 0, 0, 0);
+          }
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma reads
+          named_bar_sync(4 + cwg, 128);
+        }
+      }
       float s[64];
+      named_bar_sync(2 + cwg, 256);
+      pin(o);
+      pin(s);
+      wgmma_fence();
+      if (active_prev) {
+        const uint32_t tv = base + L::kV + prev * L::kTileBytes;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          wgmma_pv<kHeadDim>(o, pa[j], smem_desc(tv + j * 16 * 128, L::kDBlockBytes, 1024));
+        }
+      }
       if (active) {
-        wgmma_fence();
-        pin(s);
+        const uint32_t tk = base + L::kK + stage * L::kTileBytes;
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
           const uint32_t col = (kk >> 2) * L::kDBlockBytes + (kk & 3) * 32;
           wgmma_ss_n128(s, smem_desc(q_rows + col, 16, 1024), smem_desc(tk + col, 16, 1024), kk > 0);
         }
-        wgmma_commit();
-        wgmma_wait_all();
-        pin(s);
+      }
+      wgmma_commit();
+      if (!(cwg == 1 && kt == n_tiles)) named_bar_arrive(2 + (cwg ^ 1), 256);  // every arrive meets a sync
+      wgmma_wait_all();
+      pin(o);
+      pin(s);
+      if (kt > 0) mbar_arrive(kv_empty + 8 * prev);  // K and V of the previous tile are read
+      active_prev = active;
+      if (!active) continue;
 
-        // Causal and length mask, only on tiles that reach past the warpgroup's first row's limit.
-        const bool need_mask = key0 + kRows - 1 > offset + q0 + cwg * 64 || key0 + kRows > len_k;
+      // Causal and length mask, only on tiles that reach past the warpgroup's first row's limit.
+      const bool need_mask = key0 + kRows - 1 > offset + q0 + cwg * 64 || key0 + kRows > len_k;
+      if (need_mask) {
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
-            float v = s[4 * i + c] * scale_log2;
-            if (need_mask) {
-              const int key = key0 + i * 8 + t4 * 2 + (c & 1);
-              const int limit = offset + row_base + (c >> 1) * 8;
-              if (key > limit || key >= len_k) v = -INFINITY;
-            }
-            s[4 * i + c] = v;
-          }
-        }
-        // Online softmax, two rows per thread; a quad (4 lanes) shares a row.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mx = m_row[r];
-#pragma unroll
-          for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          // Every row sees key 0 in tile 0, so mx is finite from then on.
-          const float corr = exp2f(m_row[r] - mx);
-          m_row[r] = mx;
-          float sum = 0.0f;
-#pragma unroll
-          for (int i = 0; i < 16; ++i) {
-            s[4 * i + 2 * r] = exp2f(s[4 * i + 2 * r] - mx);
-            s[4 * i + 2 * r + 1] = exp2f(s[4 * i + 2 * r + 1] - mx);
-            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
-          }
-          l_row[r] = l_row[r] * corr + sum;
-#pragma unroll
-          for (int i = 0; i < kHeadDim / 8; ++i) {
-            o[4 * i + 2 * r] *= corr;
-            o[4 * i + 2 * r + 1] *= corr;
+            const int key = key0 + i * 8 + t4 * 2 + (c & 1);
+            const int limit = offset + row_base + (c >> 1) * 8;
+            if (key > limit || key >= len_k) s[4 * i + c] = -INFINITY;
           }
         }
       }
-      mbar_wait(v_full + 8 * stage, parity);
-      if (kt == n_tiles - 1 && n_keys - key0 < kRows) {
-        // Rows of V past the last visible key: not loaded, or past len_k (stale cache rows).
-        const int first = n_keys - key0;
-        const int per_block = (kRows - first) * 8;  // 16-byte words per column block
-        for (int i = tid - 128; i < per_block * L::kDBlocks; i += 256) {
-          const int d = i / per_block, w = i % per_block;
-          *reinterpret_cast<uint4*>(smem + L::kV + stage * L::kTileBytes + d * L::kDBlockBytes + first * 128 + w * 16) =
-              make_uint4(0, 0, 0, 0);
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma reads
-        asm volatile("bar.sync 1, 256;\n" ::: "memory");                 // both consumer warpgroups
-      }
-      if (active) {
-        uint32_t pa[8][4];
+      // Online softmax, two rows per thread; a quad (4 lanes) shares a row. exp2 of
+      // (s - max) * scale * log2(e) in one FFMA and one MUFU.EX2 per score.
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          pa[j][0] = pack_bf16x2(s[8 * j + 0], s[8 * j + 1]);
-          pa[j][1] = pack_bf16x2(s[8 * j + 2], s[8 * j + 3]);
-          pa[j][2] = pack_bf16x2(s[8 * j + 4], s[8 * j + 5]);
-          pa[j][3] = pack_bf16x2(s[8 * j + 6], s[8 * j + 7]);
-        }
-        pin(o);
-        wgmma_fence();
+      for (int r = 0; r < 2; ++r) {
+        float mx = m_row[r];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          wgmma_pv<kHeadDim>(o, pa[j], smem_desc(tv + j * 16 * 128, L::kDBlockBytes, 1024));
+        for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // Every row sees key 0 in tile 0, so mx is finite from then on.
+        const float corr = ex2((m_row[r] - mx) * scale_log2);
+        m_row[r] = mx;
+        const float neg = -mx * scale_log2;
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          s[4 * i + 2 * r] = ex2(fmaf(s[4 * i + 2 * r], scale_log2, neg));
+          s[4 * i + 2 * r + 1] = ex2(fmaf(s[4 * i + 2 * r + 1], scale_log2, neg));
+          sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
-        wgmma_commit();
-        wgmma_wait_all();
-        pin(o);
+        l_row[r] = l_row[r] * corr + sum;
+#pragma unroll
+        for (int i = 0; i < kHeadDim / 8; ++i) {
+          o[4 * i + 2 * r] *= corr;
+          o[4 * i + 2 * r + 1] *= corr;
+        }
       }
-      mbar_arrive(kv_empty + 8 * stage);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        pa[j][0] = pack_bf16x2(s[8 * j + 0], s[8 * j + 1]);
+        pa[j][1] = pack_bf16x2(s[8 * j + 2], s[8 * j + 3]);
+        pa[j][2] = pack_bf16x2(s[8 * j + 4], s[8 * j + 5]);
+        pa[j][3] = pack_bf16x2(s[8 * j + 6], s[8 * j + 7]);
+      }
     }
 
     // Normalise and write this thread's two rows.
