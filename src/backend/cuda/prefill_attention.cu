@@ -1,5 +1,6 @@
 // Prefill attention: varlen, causal, paged, on the tensor cores (mma.sync m16n8k16 bf16 -> fp32),
-// flash-attention-2 style.
+// flash-attention-2 style. launch_prefill_attention (the end of this file) sends bf16 keys at
+// head_dim 64 / 128 on Hopper to the wgmma kernel instead (prefill_policy.h); this one takes the rest.
 //
 // Grid (query tiles of 64 rows, sequences, q heads), 4 warps; each warp owns 16 query rows. The
 // query rows of a sequence are the LAST len_q positions of its len_k keys (cached prefix first),

@@ -22,7 +22,6 @@
 
 #include <atomic>
 #include <cfloat>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -254,12 +253,15 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
   }
   __syncthreads();
 
-  if (tid < 128) {
+  // The warpgroup index through a shuffle: ptxas then knows it is warp-uniform. Branching on
+  // threadIdx directly leaves the wgmma on a "divergent path" and ptxas serialises them (C7520).
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid < 32) producer<kHeadDim>(p, base, tid, seq, h, kvh, q_begin, q0, n_keys, n_tiles);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int cwg = (tid - 128) >> 7;  // consumer warpgroup: query rows [64 cwg, 64 cwg + 64)
+    const int cwg = wg - 1;  // consumer warpgroup: query rows [64 cwg, 64 cwg + 64)
     const int wt = tid & 127;
     const int lane = wt & 31;
     const int g = lane >> 2;  // accumulator row (and row + 8) within the warp's 16
@@ -351,23 +353,26 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
       // (s - max) * scale * log2(e) in one FFMA and one MUFU.EX2 per score.
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = m_row[r];
+        // Four partial maxima and sums: one warp per SMSP runs this, so short dependency chains
+        // matter more than instruction count.
+        float pm[4] = {m_row[r], m_row[r], m_row[r], m_row[r]};
 #pragma unroll
-        for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        for (int i = 0; i < 16; ++i) pm[i & 3] = fmaxf(pm[i & 3], fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        float mx = fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Every row sees key 0 in tile 0, so mx is finite from then on.
         const float corr = ex2((m_row[r] - mx) * scale_log2);
         m_row[r] = mx;
         const float neg = -mx * scale_log2;
-        float sum = 0.0f;
+        float ps[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
           s[4 * i + 2 * r] = ex2(fmaf(s[4 * i + 2 * r], scale_log2, neg));
           s[4 * i + 2 * r + 1] = ex2(fmaf(s[4 * i + 2 * r + 1], scale_log2, neg));
-          sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+          ps[i & 3] += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
-        l_row[r] = l_row[r] * corr + sum;
+        l_row[r] = l_row[r] * corr + ((ps[0] + ps[1]) + (ps[2] + ps[3]));
 #pragma unroll
         for (int i = 0; i < kHeadDim / 8; ++i) {
           o[4 * i + 2 * r] *= corr;
