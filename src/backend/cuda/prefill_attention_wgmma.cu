@@ -5,11 +5,12 @@
 //
 // A CTA is 3 warpgroups and owns 128 query rows of one (sequence, q head):
 //   - warpgroup 0, the producer: one warp issues the TMA loads (Q once, then K and V tiles of 128
-//     keys into a 2-stage ring) and drops to 40 registers (setmaxnreg);
+//     keys into a 3-stage ring, 4 at head_dim 64) and drops to 40 registers (setmaxnreg);
 //   - warpgroups 1 and 2, the consumers (232 registers): 64 query rows each. S = Q K^T is one
 //     wgmma chain (A = Q and B = K from shared memory), the online softmax runs on the fp32
 //     accumulators, P is re-packed in registers as the A operand of O += P V (B = V, read
-//     transposed from shared memory), then the stage is released to the producer.
+//     transposed from shared memory), then the stage is released to the producer. The two
+//     take turns issuing their products (ping-pong), so one's softmax hides behind the other's.
 // Shared-memory tiles are [head_dim / 64][128 rows][64] bf16 in the 128-byte swizzle, which both
 // TMA writes and wgmma reads: one 16-byte chunk c of row r lands at chunk c ^ (r & 7). K is a
 // K-major B operand (row = key); V is the same bytes read as an MN-major B operand.
