@@ -20,6 +20,9 @@ struct AttentionCase {
   bool no_cache = false;   // prefill without a cache (warm-up): keys come from qkv, len_q == len_k
   int extra_table_cols = 0;  // block-table capacity beyond the longest sequence
   bool fp8 = false;          // an fp8 KV cache on both backends (the CPU's is the reference)
+  // The GPU cache is filled with NaN bytes before the history is stored: cache rows past a
+  // sequence's keys stay NaN, so a kernel that lets them reach its output (0 * NaN) fails.
+  bool poison_cache = false;
 };
 
 struct AttentionOutputs {
@@ -33,7 +36,7 @@ struct SideMeta {
 };
 
 inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& history, const std::vector<int32_t>& slots,
-                           const std::vector<int32_t>& tables, int table_cols, int num_blocks) {
+                           const std::vector<int32_t>& tables, int table_cols, int num_blocks, bool poison = false) {
   SideMeta s;
   const int seqs = static_cast<int>(c.len_k.size());
   s.cache.num_kv_heads = c.nkv;
@@ -42,6 +45,10 @@ inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& hi
   if (!c.no_cache) {
     s.cache = be.allocate_kv_cache(num_blocks, c.block_size, c.nkv, c.hd,
                                    c.fp8 ? DType::kF8E4M3 : be.activation_dtype());
+    if (poison) {
+      be.fill_bytes(s.cache.k, 0xFF);
+      be.fill_bytes(s.cache.v, 0xFF);
+    }
     AttentionMetadata store;
     store.slot_mapping = upload_i32(be, slots);
     be.store_kvcache(upload(be, history), c.nq, s.cache, store);
@@ -113,7 +120,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     out.cpu = download(*b.cpu, o);
   }
   {
-    SideMeta s = build_side(*b.gpu, c, history, slots, tables, table_cols, num_blocks);
+    SideMeta s = build_side(*b.gpu, c, history, slots, tables, table_cols, num_blocks, c.poison_cache);
     const int64_t width_out = static_cast<int64_t>(c.nq) * c.hd;
     Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
     b.gpu->fill_bytes(o_and_sentinel, 0xFF);

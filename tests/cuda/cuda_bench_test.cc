@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "cuda_test_util.h"
 
@@ -105,11 +107,12 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300_fp8", 4096, DType::kF8E4M3);
 }
 
-TEST(CudaBench, PrefillAttentionThroughput) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
+// 4 sequences x 4096 causal tokens from a paged bf16 cache (block 256). `kernel`: empty for the
+// default choice (the wgmma kernel on an H100), "mma" for the mma.sync fallback.
+void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel = "") {
   auto gpu = make_cuda_backend(0);
   std::mt19937 rng(62);
-  const int nq = 16, nkv = 8, hd = 128, len = 4096, seqs = 4, bs = 256;
+  const int len = 4096, seqs = 4, bs = 256;
   const int blocks_per_seq = len / bs;
   KVCache cache = gpu->allocate_kv_cache(seqs * blocks_per_seq, bs, nkv, hd);
   const int64_t width = static_cast<int64_t>(nq + 2 * nkv) * hd;
@@ -131,13 +134,23 @@ TEST(CudaBench, PrefillAttentionThroughput) {
   meta.cu_seqlens_q = meta.cu_seqlens_k = upload_i32(*gpu, cu);
   gpu->store_kvcache(qkv, nq, cache, meta);
   Tensor out = gpu->empty(DType::kBF16, {tokens, nq * hd});
+  if (kernel[0] != '\0') setenv("MINIVLLM_PREFILL_KERNEL", kernel, 1);
   const double sec = median_seconds_per_call(*gpu, [&] {
     gpu->attention(qkv, nq, cache, meta, 0.088f, out);
   }, 3);
+  unsetenv("MINIVLLM_PREFILL_KERNEL");
   const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);
-  std::printf("[bench] prefill_qwen3: %d seqs x %d tokens: %.1f us, %.1f TFLOP/s (causal)\n", seqs, len, sec * 1e6,
-              flops / sec / 1e12);
-  ::testing::Test::RecordProperty("prefill_qwen3_TFLOPs", std::to_string(flops / sec / 1e12));
+  std::printf("[bench] %s: %d seqs x %d tokens, %d/%d heads, hd %d: %.1f us, %.1f TFLOP/s (causal)\n", name, seqs, len,
+              nq, nkv, hd, sec * 1e6, flops / sec / 1e12);
+  ::testing::Test::RecordProperty(std::string(name).append("_TFLOPs"), std::to_string(flops / sec / 1e12));
+}
+
+TEST(CudaBench, PrefillAttentionThroughput) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  bench_prefill(16, 8, 128, "prefill_qwen3");
+  bench_prefill(32, 8, 64, "prefill_llama_hd64");
+  bench_prefill(16, 8, 128, "prefill_qwen3_mma_sync", "mma");
+  bench_prefill(32, 8, 64, "prefill_llama_hd64_mma_sync", "mma");
 }
 
 }  // namespace

@@ -110,9 +110,14 @@ struct AttentionArgs {
   int num_seqs, num_q_heads, num_kv_heads, head_dim;
   int block_size_log2, table_cols, num_blocks;
   int max_seqlen_q;  // prefill: grid size along the query tiles
+  int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };
+// Picks the kernel by prefill_kernel_choice (prefill_policy.h): the Hopper one
+// (launch_prefill_attention_wgmma, prefill_attention_wgmma.cu) or the mma.sync one.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
+void launch_prefill_attention_wgmma(const AttentionArgs& a, cudaStream_t stream);
+int device_sm_major();  // compute capability (major) of the current device, read once per device
 
 // Split-KV scratch, allocated once: partial_o f32[num_seqs * nq * num_splits * head_dim],
 // partial_lse f32[num_seqs * nq * num_splits], counters i32[num_seqs * nkv], zero between launches

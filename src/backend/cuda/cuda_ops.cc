@@ -405,6 +405,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     a.cu_seqlens_q = meta.cu_seqlens_q.ptr<int32_t>();
     a.cu_seqlens_k = meta.cu_seqlens_k.ptr<int32_t>();
     a.max_seqlen_q = meta.max_seqlen_q;
+    a.num_tokens = tokens;
     launch_prefill_attention(a, stream_);
     return;
   }

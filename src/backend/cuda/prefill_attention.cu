@@ -1,5 +1,6 @@
 // Prefill attention: varlen, causal, paged, on the tensor cores (mma.sync m16n8k16 bf16 -> fp32),
-// flash-attention-2 style.
+// flash-attention-2 style. launch_prefill_attention (the end of this file) sends bf16 keys at
+// head_dim 64 / 128 on Hopper to the wgmma kernel instead (prefill_policy.h); this one takes the rest.
 //
 // Grid (query tiles of 64 rows, sequences, q heads), 4 warps; each warp owns 16 query rows. The
 // query rows of a sequence are the LAST len_q positions of its len_k keys (cached prefix first),
@@ -18,11 +19,14 @@
 // bf16 kernel's. These loads are synchronous (cp.async cannot convert); the next tile is still
 // loaded before the current one is used, into the other stage. No bf16 copy of the cache exists.
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
+#include "backend/cuda/prefill_policy.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -320,6 +324,15 @@ void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
 
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seqs == 0 || a.max_seqlen_q == 0) return;
+  const char* force = std::getenv("MINIVLLM_PREFILL_KERNEL");
+  PrefillShape shape{};
+  shape.head_dim = a.head_dim;
+  shape.has_cache = a.k_cache != nullptr;
+  shape.kv_fp8 = a.kv_fp8;
+  shape.block_size = 1 << a.block_size_log2;
+  shape.sm_major = device_sm_major();
+  shape.force_mma = force != nullptr && std::strcmp(force, "mma") == 0;
+  if (prefill_kernel_choice(shape) == PrefillKernel::kWgmma) return launch_prefill_attention_wgmma(a, stream);
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
     case 64: return launch_prefill<64>(a, stream);
     case 96: return launch_prefill<96>(a, stream);
