@@ -44,11 +44,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_max_partition_ = std::atoi(v);
     MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
   }
-  if (const char* v = std::getenv("MINIVLLM_DECODE_UNROLL"); v != nullptr && v[0] != '\0') {
-    decode_unroll_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_unroll_ == 0 || decode_unroll_ == 4 || decode_unroll_ == 8)
-        << "MINIVLLM_DECODE_UNROLL=" << v << " must be 0, 4 or 8";
-  }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);

@@ -129,11 +129,9 @@ struct DecodeScratch {
 };
 // Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
 // splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
-// deep: 8 keys in flight per lane group instead of 4 (groups 1 and 2 at head_dim 64/128), for a
-// grid of few CTAs (decode_policy.h's occupancy splits), where each CTA must hide more latency.
 struct DecodeHeadTiles;
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool deep, const DecodeScratch& scratch, cudaStream_t stream);
+                             const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`

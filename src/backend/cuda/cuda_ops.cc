@@ -423,11 +423,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta,
                                               max_blocks * cache.block_size, decode_partition_granule(hd), num_sms_,
                                               decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
-  // 8 keys in flight where the grid is small (occupancy splits, batch 1); 4 where CTAs are many.
-  // MINIVLLM_DECODE_UNROLL (4 or 8) forces one (tuning).
-  const bool few_ctas = static_cast<int64_t>(meta.num_seqs) * nkv * tiles.tiles < decode_target_ctas(num_sms_);
-  const bool deep = decode_unroll_ == 8 || (decode_unroll_ == 0 && split.num_splits > 1 && few_ctas);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition, deep,
+  launch_decode_attention(a, tiles, split.num_splits, split.partition,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }
 

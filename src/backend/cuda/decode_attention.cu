@@ -344,11 +344,10 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 }
 
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, bool deep, const DecodeScratch& sc,
-                  cudaStream_t st) {
+void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if constexpr (kGroup <= 2) {  // registers allow 8 keys in flight per lane group
-    if (deep) {                  // few sequences: short splits, one step each
+    if (num_splits > 1) {        // few sequences: short splits, one step each
       launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8, true, kFp8>, grid, dim3(kThreads), 0, st, a,
                       partition, num_splits, sc);
       return;
@@ -362,8 +361,7 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, bool de
 
 // Any group: ceil(group / kGroup) CTAs per kv head.
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_tiled(const AttentionArgs& a, int num_splits, int partition, bool, const DecodeScratch& sc,
-                  cudaStream_t st) {
+void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const int tiles = (a.num_q_heads / a.num_kv_heads + kGroup - 1) / kGroup;
   const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
   launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false, kFp8>, grid, dim3(kThreads), 0, st, a, partition,
@@ -378,39 +376,39 @@ bool has_exact_kernel(int head_dim, int group) {
 // kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
 // group 3, so heads_per_cta alone does not choose between them).
 template <int kHeadDim, bool kFp8>
-void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool deep,
+void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition,
               const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, deep, sc, st);
-        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, deep, sc, st);
-        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, deep, sc, st);
-        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, deep, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
       }
     }
   }
   if constexpr (kHeadDim == 64 || kHeadDim == 128) {  // tiles of 4 or 8 only (decode_head_tiles)
-    if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, deep, sc, st);
-    return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, deep, sc, st);
+    if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+    return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
   } else {
     switch (t.heads_per_cta) {
-      case 1: return launch_tiled<kHeadDim, 1, kFp8>(a, num_splits, partition, deep, sc, st);
-      case 2: return launch_tiled<kHeadDim, 2, kFp8>(a, num_splits, partition, deep, sc, st);
-      case 4: return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, deep, sc, st);
-      default: return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, deep, sc, st);
+      case 1: return launch_tiled<kHeadDim, 1, kFp8>(a, num_splits, partition, sc, st);
+      case 2: return launch_tiled<kHeadDim, 2, kFp8>(a, num_splits, partition, sc, st);
+      case 4: return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
+      default: return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
     }
   }
 }
 
 template <bool kFp8>
-void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition, bool deep,
+void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
                        const DecodeScratch& scratch, cudaStream_t stream) {
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, deep, scratch, stream);
-    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, deep, scratch, stream);
-    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, deep, scratch, stream);
-    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, deep, scratch, stream);
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, scratch, stream);
   }
 }
 
@@ -435,10 +433,10 @@ int decode_partition_granule(int head_dim) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool deep, const DecodeScratch& scratch, cudaStream_t stream) {
+                             const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
-  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, deep, scratch, stream);
-  dispatch_head_dim<false>(a, tiles, num_splits, partition, deep, scratch, stream);
+  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, scratch, stream);
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, scratch, stream);
 }
 
 }  // namespace minivllm::cuda
