@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/prefill_policy.h"
+#include "backend/cuda/prefill_span.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -232,14 +233,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
   const int tile = gridDim.x - 1 - blockIdx.x;  // the longest causal spans first
   const int seq = blockIdx.y;
   const int h = blockIdx.z;
-  const int q_begin = a.cu_seqlens_q[seq];
-  const int len_q = a.cu_seqlens_q[seq + 1] - q_begin;
-  const int len_k = a.cu_seqlens_k[seq + 1] - a.cu_seqlens_k[seq];
-  const int q0 = tile * kRows;
-  if (q0 >= len_q) return;
-  const int kvh = h / (a.num_q_heads / a.num_kv_heads);
-  const int offset = len_k - len_q;  // key position of query row 0
-  const int n_keys = min(len_k, offset + q0 + kRows);
+  const PrefillSpan span = prefill_span(a, seq, h, tile, kRows);
+  if (span.q0 >= span.len_q) return;
+  const int q_begin = span.q_begin, len_q = span.len_q, len_k = span.len_k, q0 = span.q0, kvh = span.kvh;
+  const int offset = span.offset, n_keys = span.n_keys;
   const int n_tiles = (n_keys + kRows - 1) / kRows;
   const int tid = threadIdx.x;
 
