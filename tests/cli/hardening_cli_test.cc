@@ -3,6 +3,7 @@
 // (a short message, never a crash or a dump of the input) or, where nothing is wrong, works.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -270,6 +271,23 @@ TEST(CliHardening, BrokenGgufChatTemplateFailsOnlyWhereATemplateIsUsed) {
   EXPECT_NE(chat_gen.err.find(broken), std::string::npos) << chat_gen.err;
   EXPECT_NE(chat_gen.err.find("tokenizer.chat_template"), std::string::npos) << chat_gen.err;
 }
+
+// A bad MINIVLLM_CPU_ISA stops the CPU backend at start-up with the variable named, not inside the
+// first request (bench called that a rejected warm-up request).
+TEST(CliHardening, BadCpuIsaIsAStartUpErrorNamingTheVariable) {
+  setenv("MINIVLLM_CPU_ISA", "avx9", 1);
+  const CliResult gen = run_cli({"generate", "--model", kStories, "--device", "cpu", "--prompt-ids", "[[1,2,3]]",
+                                 "--max-tokens", "2"});
+  const CliResult bench = run_cli({"bench", "--model", kStories, "--device", "cpu", "--num-seqs", "0",
+                                   "--decode-tokens", "2"});
+  unsetenv("MINIVLLM_CPU_ISA");
+  for (const CliResult* r : {&gen, &bench}) {
+    EXPECT_NE(r->exit_code, 0);
+    EXPECT_NE(r->err.find("MINIVLLM_CPU_ISA=avx9: expected scalar, avx2 or avx512"), std::string::npos) << r->err;
+    EXPECT_EQ(r->err.find("warm-up"), std::string::npos) << r->err;
+  }
+}
+
 
 }  // namespace
 }  // namespace minivllm::test

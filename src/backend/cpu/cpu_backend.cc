@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include "backend/cpu/cpu_checks.h"
+#include "backend/cpu/quant_kernels.h"
 #include "common/check.h"
 
 namespace minivllm {
@@ -13,6 +14,8 @@ CpuBackend::CpuBackend(int num_threads) : num_threads_(num_threads > 0 ? num_thr
   // The OpenMP team owns the cores; OpenBLAS is called from inside it on per-thread slices
   // (see cpu_linear.cc), so its own pool stays at one thread.
   openblas_set_num_threads(1);
+  // A bad MINIVLLM_CPU_ISA fails here, naming the variable, rather than inside the first request.
+  (void)cpu::active_isa();
 }
 
 std::string CpuBackend::name() const { return "cpu(" + std::to_string(num_threads_) + " threads)"; }
