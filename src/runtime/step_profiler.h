@@ -1,8 +1,9 @@
 // StepProfiler: with MINIVLLM_PROFILE_STEPS=1, ModelRunner::run splits each decode step into parts
 // timed by host clocks around extra backend synchronize() points (only while profiling, so the
 // parts are GPU-complete times): engine gap (host time between two consecutive decode run() calls:
-// scheduler, postprocess, caller; a prefill step between them voids that gap), input upload (prepare_decode + its copies), graph (replay to completion),
-// sample (params upload, kernel, D2H, sync). The summary goes to stderr when the runner is destroyed.
+// scheduler, postprocess, caller; a prefill step between them voids that gap), input upload
+// (prepare_decode + its copies), graph (replay to completion), sample (params upload, kernel, D2H,
+// sync). The summary goes to stderr when the runner is destroyed.
 #pragma once
 
 #include <array>

@@ -101,6 +101,7 @@ __device__ __forceinline__ float warp_inclusive_sum(float v) {
 struct CdfSmem {
   float mass[kWarps];
   float before;  // kept mass of the ids before the range being searched
+  float total;   // the row's kept mass, summed in piece order
   int64_t lo, hi;
   int first, last;
 };
@@ -149,8 +150,7 @@ __device__ void narrow_to_crossing(CdfSmem& sm, float target) {
 // reads the row once, in 128-byte warp loads (a thread per contiguous slice of ids read 32 rows'
 // worth of cache lines per load, and the sampler at batch 256 took 168 us on an H100).
 template <typename Q>
-__device__ int inverse_cdf(int64_t vocab, Q qof, float t, float mass_total_or_neg, float u, CdfSmem& sm,
-                           const float* first_masses) {
+__device__ int inverse_cdf(int64_t vocab, Q qof, float t, float u, CdfSmem& sm, const float* first_masses) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     sm.lo = 0;
@@ -160,8 +160,7 @@ __device__ int inverse_cdf(int64_t vocab, Q qof, float t, float mass_total_or_ne
     sm.last = -1;
   }
   __syncthreads();
-  float total = mass_total_or_neg;
-  // Level 1 masses: given (plain rows, from the online pass) or summed here.
+  // The first level's masses: given (plain rows, from the online pass) or summed here.
   for (int level = 0; level < 2; ++level) {
     const int64_t lo = sm.lo, hi = sm.hi;
     if (hi <= lo) break;
@@ -180,21 +179,18 @@ __device__ int inverse_cdf(int64_t vocab, Q qof, float t, float mass_total_or_ne
       if (lane == 0) sm.mass[warp] = m;
     }
     __syncthreads();
-    if (level == 0 && total < 0.0f) {  // the row's kept mass, summed in piece order
-      float m = threadIdx.x < 32 ? sm.mass[threadIdx.x] : 0.0f;
-      if (threadIdx.x < 32) m = warp_sum(m);
-      if (threadIdx.x == 0) sm.before = m;  // borrowed to broadcast the total
-      __syncthreads();
-      total = sm.before;
-      __syncthreads();
-      if (threadIdx.x == 0) sm.before = 0.0f;
+    if (level == 0) {
+      if (threadIdx.x < 32) {
+        const float total = warp_sum(sm.mass[threadIdx.x]);
+        if (threadIdx.x == 0) sm.total = total;
+      }
       __syncthreads();
     }
-    narrow_to_crossing(sm, u * total);
+    narrow_to_crossing(sm, u * sm.total);
   }
   // One warp walks the last piece.
   if (warp == 0 && sm.hi > sm.lo) {
-    const float target = u * total;
+    const float target = u * sm.total;
     float run = sm.before;
     int last = -1;
     for (int64_t i0 = sm.lo; i0 < sm.hi; i0 += 32) {
@@ -276,7 +272,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
     }
     __syncthreads();
     auto qof = [=](int64_t i) { return exp2f(x[i] * k - zmax); };
-    const int tok = inverse_cdf(vocab, qof, 0.0f, -1.0f, p.uniform[row], cdf, s_mass);
+    const int tok = inverse_cdf(vocab, qof, 0.0f, p.uniform[row], cdf, s_mass);
     if (threadIdx.x == 0) out[row] = tok;
     return;
   }
@@ -319,7 +315,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
     const float t_p = radix_select<float>(vocab, target, qof, [=](float q) { return q >= t_k ? q : 0.0f; }, tmp.mass);
     t = fmaxf(t, t_p);
   }
-  const int tok = inverse_cdf(vocab, qof, t, -1.0f, p.uniform[row], cdf, nullptr);
+  const int tok = inverse_cdf(vocab, qof, t, p.uniform[row], cdf, nullptr);
   if (threadIdx.x == 0) out[row] = tok;
 }
 
