@@ -325,8 +325,8 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     }
     return;
   }
-  // Split weights 2^(lse_i - max) per q head, through shared memory when they fit (the usual
-  // case: a few dozen splits); otherwise read from L2 by every thread.
+  // More splits: weights 2^(lse_i - max) per q head, through shared memory when they fit (9 to 64
+  // splits); otherwise read from L2 by every thread.
   constexpr int kMaxSmemSplits = 64;
   __shared__ float sm_w[kGroup][kMaxSmemSplits];
   __shared__ float sm_inv[kGroup];
