@@ -292,46 +292,18 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // Few splits (a small batch at a short context: the latency-bound case): every thread loads the
-  // lse and partial of each split for its outputs at once, so the merge is one L2 round trip with
-  // no barrier, not an lse pass, two barriers and then the partials.
+  // The weights 2^(lse_i - max) of the splits, per q head, from one of three places:
+  // - registers, for up to 8 splits (a small batch at a short context, the latency-bound case):
+  //   every thread loads each split's lse and partial at once, one L2 round trip with no barrier;
+  // - shared memory, for 9 to 64 splits: the lse values once per q head, then the partials;
+  // - L2 again, per thread, for more.
   constexpr int kRegSplits = 8;
-  if (used <= kRegSplits) {
-#pragma unroll 2
-    for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
-      const int g = idx / kHeadDim;
-      const int d = idx % kHeadDim;
-      const int h = q_head(g);
-      const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
-      float lse[kRegSplits], po[kRegSplits];
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) {
-        lse[i] = i < used ? __ldcg(scratch.partial_lse + row0 + i) : -INFINITY;
-        po[i] = i < used ? __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d) : 0.0f;
-      }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) mx = fmaxf(mx, lse[i]);
-      float sum = 0.0f, o = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) {
-        const float w = i < used ? exp2f(lse[i] - mx) : 0.0f;
-        sum += w;
-        o = fmaf(w, po[i], o);
-      }
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
-                           static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(h) * kHeadDim;
-      out[d] = __float2bfloat16(o / sum);
-    }
-    return;
-  }
-  // More splits: weights 2^(lse_i - max) per q head, through shared memory when they fit (9 to 64
-  // splits); otherwise read from L2 by every thread.
   constexpr int kMaxSmemSplits = 64;
   __shared__ float sm_w[kGroup][kMaxSmemSplits];
   __shared__ float sm_inv[kGroup];
-  const bool in_smem = used <= kMaxSmemSplits;
-  if (in_smem) {
+  const bool in_regs = used <= kRegSplits;
+  const bool in_smem = !in_regs && used <= kMaxSmemSplits;
+  if (in_smem) {  // uniform over the CTA
     for (int idx = threadIdx.x; idx < heads * used; idx += kThreads) {
       const int g = idx / used, i = idx % used;
       const int64_t row0 =
@@ -351,13 +323,30 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     }
     __syncthreads();
   }
+#pragma unroll 2
   for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
     const int h = q_head(g);
     const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
     float o = 0.0f, sum = 0.0f;
-    if (in_smem) {
+    if (in_regs) {
+      float lse[kRegSplits], po[kRegSplits];
+#pragma unroll
+      for (int i = 0; i < kRegSplits; ++i) {
+        lse[i] = i < used ? __ldcg(scratch.partial_lse + row0 + i) : -INFINITY;
+        po[i] = i < used ? __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d) : 0.0f;
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kRegSplits; ++i) mx = fmaxf(mx, lse[i]);
+#pragma unroll
+      for (int i = 0; i < kRegSplits; ++i) {
+        const float w = i < used ? exp2f(lse[i] - mx) : 0.0f;
+        sum += w;
+        o = fmaf(w, po[i], o);
+      }
+    } else if (in_smem) {
       for (int i = 0; i < used; ++i) o += sm_w[g][i] * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
       o *= sm_inv[g];
       sum = 1.0f;
