@@ -9,7 +9,8 @@
 // so several 16-byte loads per thread are in flight. The groups merge through shared memory at
 // the end (log-sum-exp). With several splits, each CTA writes its partial (o, lse) and bumps a
 // per-(sequence, kv head) counter; the CTA that finishes last merges the splits and resets the
-// counter, so there is no second kernel (and no second graph node per layer).
+// counter, so there is no second kernel (and no second graph node per layer). A sequence whose
+// keys all fall in its first split skips that: the one CTA with keys writes the output.
 //
 // num_splits / partition are computed on the host from graph-constant values (num_seqs,
 // max_num_blocks), never from context_lens, so the launch shape is fixed inside a CUDA graph;
@@ -251,6 +252,10 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     }
   }
   __syncthreads();
+  // Splits that hold keys. With one (a context within the first partition) this CTA has every key:
+  // it writes the output itself, with no partials, fence, counter or merge.
+  const int used = min(num_splits, (ctx + partition - 1) / partition);
+  const bool direct = used == 1;
   for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
@@ -265,7 +270,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       o += sm_acc[r][g][d] * w;
     }
     const int h = q_head(g);
-    if (num_splits == 1) {
+    if (direct) {
       __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
                            static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(h) * kHeadDim;
       out[d] = __float2bfloat16(o / sum);
@@ -275,11 +280,10 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
       if (d == 0) scratch.partial_lse[row] = mx + log2f(sum);
     }
   }
-  if (num_splits == 1) return;
+  if (direct) return;
 
   // Last CTA of this (sequence, kv head) merges the splits that hold keys (threadFenceReduction
   // pattern).
-  const int used = min(num_splits, (ctx + partition - 1) / partition);
   __shared__ bool is_last;
   __threadfence();  // this CTA's partials are visible before its arrival is counted
   __syncthreads();
