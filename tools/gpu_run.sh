@@ -73,13 +73,13 @@ tp_check=0; tp_bench=0
 { want tp || want tp-check; } && tp_check=1
 { want tp || want tp-bench; } && tp_bench=1
 if want e2e || want bench || want sanitize || want fp8-check || [ $tp_check = 1 ] || [ $tp_bench = 1 ]; then
+  # Reuse a reference only if this script made it with these arguments (the stamp): an ad hoc one
+  # (fewer positions) in the same work directory would otherwise be scored silently.
+  ref_args=(--num-seqs 8 --seq-len 300 --seed 0)
   for m in "${models[@]}"; do
-    # Reuse a reference only if this script made it: an ad hoc one (fewer positions) in the same
-    # work directory would otherwise be scored silently.
-    ref_stamp="8x300 seed 0"
-    [ -f "$work/$m/model/config.json" ] && [ "$(cat "$work/$m/.gpu_run_reference" 2>/dev/null)" = "$ref_stamp" ] && continue
+    [ -f "$work/$m/model/config.json" ] && [ "$(cat "$work/$m/.gpu_run_reference" 2>/dev/null)" = "${ref_args[*]}" ] && continue
     step "hf_reference_$m" python3 tools/hf_teacher_forced.py --config "$shared/models/$m/config.json" \
-      --out "$work/$m" --num-seqs 8 --seq-len 300 --seed 0 && echo "$ref_stamp" > "$work/$m/.gpu_run_reference"
+      --out "$work/$m" "${ref_args[@]}" && echo "${ref_args[*]}" > "$work/$m/.gpu_run_reference"
   done
 fi
 if want e2e; then

@@ -297,7 +297,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   if (!is_last) return;
   __threadfence();
   // The weights 2^(lse_i - max) of the splits, per q head, from one of three places:
-  // - registers, for up to 8 splits (a small batch at a short context, the latency-bound case):
+  // - registers, for 2 to 8 splits (a small batch at a short context, the latency-bound case):
   //   every thread loads each split's lse and partial at once, one L2 round trip with no barrier;
   // - shared memory, for 9 to 64 splits: the lse values once per q head, then the partials;
   // - L2 again, per thread, for more.
