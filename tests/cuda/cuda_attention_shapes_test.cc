@@ -5,6 +5,7 @@
 // unsupported shapes and block sizes fail when the backend is asked at start-up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -69,6 +70,33 @@ TEST(CudaAttentionShapes, DecodeOneSplit) {
   for (const Heads& h : kDecodeHeads) {
     check(decode_case(h.nq, h.nkv, h.hd, block_sizes[i++ % 4], {1, 33, 1027, 300, 64, 257, 129}),
           "decode, one split", seed++, /*one_split=*/true);
+  }
+}
+
+// Small batches take 16-warp CTAs (decode_wide_fits: the exact kernels with group x head_dim <=
+// 256) whose warps merge their lane groups by shuffles: one sequence (a context inside one wide
+// step, one a key past it, one split short of a 4096-key table, and 4000 keys: 16 splits merged
+// in registers and shared memory), four sequences, and two short ones; bf16 and fp8 caches,
+// block sizes 16 and 256, NaN-poisoned cache rows past the contexts.
+TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads wide[] = {{16, 8, 128}, {32, 8, 64}, {8, 8, 128}, {8, 8, 64}, {16, 8, 64}};
+  const std::vector<std::vector<int>> contexts = {{5}, {256}, {257}, {3999}, {4000}, {300, 1, 2500, 129}, {64, 77}};
+  uint32_t seed = 400;
+  for (const Heads& h : wide) {
+    for (const std::vector<int>& ctx : contexts) {
+      for (int bs : {16, 256}) {
+        for (bool fp8 : {false, true}) {
+          AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx);
+          const int longest = *std::max_element(ctx.begin(), ctx.end());
+          c.extra_table_cols = (4096 - longest) / bs;  // the engine's 4096-key tables
+          c.fp8 = fp8;
+          c.poison_cache = true;
+          check(c, std::string("decode, wide CTAs, ") + std::to_string(ctx.size()) + " seqs from " +
+                       std::to_string(ctx[0]) + (fp8 ? ", fp8" : ""), seed++);
+        }
+      }
+    }
   }
 }
 

@@ -44,6 +44,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_max_partition_ = std::atoi(v);
     MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
   }
+  if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] == '0') decode_wide_ = false;
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);

@@ -129,11 +129,16 @@ struct DecodeScratch {
 };
 // Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
 // splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
+// wide: 16-warp CTAs (small batches, where a split's keys would otherwise take several CTAs and
+// a merge across them); only where decode_wide_fits.
 struct DecodeHeadTiles;
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             const DecodeScratch& scratch, cudaStream_t stream);
+                             bool wide, const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
+// The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256; its step.
+bool decode_wide_fits(int head_dim, const DecodeHeadTiles& tiles);
+int decode_wide_granule(int head_dim, int group);
 // How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`
 // heads each (tiles = 1 for the exact kernels: groups 1, 2, 4, 8 at head_dim 64 and 128). Other
 // groups take tiles of at most max_tile_heads (4 or 8) heads.

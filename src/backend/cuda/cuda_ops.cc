@@ -420,10 +420,16 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
   // policy counts CTAs and the q heads each one writes.
   const DecodeHeadTiles tiles = decode_head_tiles(hd, num_q_heads / nkv, decode_max_tile_heads_);
-  const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta,
-                                              max_blocks * cache.block_size, decode_partition_granule(hd), num_sms_,
-                                              decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition,
+  // Small batches take wide CTAs (16 warps): a split of one wide step holds the keys that four
+  // 4-warp CTAs would, so fewer splits need the cross-CTA merge. One wide CTA per SM is the target.
+  const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
+                    static_cast<int64_t>(meta.num_seqs) * nkv * tiles.tiles * 4 <= num_sms_;
+  const int granule = wide ? decode_wide_granule(hd, tiles.heads_per_cta) : decode_partition_granule(hd);
+  const DecodeSplit split = plan_decode_split(
+      meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_blocks * cache.block_size, granule,
+      wide ? std::max(1, num_sms_ / 4) : num_sms_, decode_partial_rows(hd),
+      wide ? std::max(decode_min_partition_, granule) : decode_min_partition_, decode_max_partition_);
+  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }
 

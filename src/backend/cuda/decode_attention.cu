@@ -41,8 +41,15 @@
 namespace minivllm::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+constexpr int kWarps = 4;              // a CTA at batch sizes that give every SM CTAs of its own
+constexpr int kWideWarps = 16;         // a "wide" CTA at small batch (decode_wide_fits)
+constexpr int kThreads = kWarps * 32;  // the tiled kernels' CTA
+// Wide kernels for group x head_dim <= 256 (the target models: 2 x 128, 4 x 64): past that the
+// registers of 16 warps spill (group 8 at head_dim 64 did).
+constexpr int kMaxWideGroupDims = 256;
+// Keys per lane group in flight: 8 where the registers allow (groups up to 2), as the 4-warp
+// kernel does at small batch.
+constexpr int wide_unroll(int group) { return group <= 2 ? 8 : 4; }
 constexpr float kLog2e = 1.4426950408889634f;
 
 constexpr int pow2_ceil(int v) {
@@ -53,14 +60,14 @@ constexpr int pow2_ceil(int v) {
 
 // kUnroll: keys per lane group loaded before any use. 4 streams the cache at ~98% of copy
 // bandwidth when many CTAs run; with splits (few sequences), 8 makes a 64-key split one step.
-template <int kHeadDim, int kUnroll = 4>
+template <int kHeadDim, int kUnroll = 4, int kCtaWarps = kWarps>
 struct DecodeShape {
   static_assert(kHeadDim % 8 == 0 && kHeadDim <= 256, "head_dim: 16-byte chunks, at most one warp per key");
   static constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks of one key
   static constexpr int kLanes = pow2_ceil(kChunks);      // lanes per key (the last kLanes - kChunks idle)
   static constexpr bool kAllLanesLoad = kLanes == kChunks;
   static constexpr int kKeysPerWarp = 32 / kLanes;
-  static constexpr int kGroups = kWarps * kKeysPerWarp;  // keys in flight per CTA per unroll step
+  static constexpr int kGroups = kCtaWarps * kKeysPerWarp;  // keys in flight per CTA per unroll step
   static constexpr int kStep = kGroups * kUnroll;        // keys per loop iteration
 };
 
@@ -70,11 +77,17 @@ struct DecodeShape {
 // kExact: the GQA group is kGroup (grid.y = kv heads). Otherwise grid.y = kv heads x tiles and this
 // CTA serves `heads` <= kGroup q heads of its kv head; everything shape-dependent below folds to
 // the exact kernel's constants when kExact.
-template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8>
-__global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
-                                                                DecodeScratch scratch) {
+// kCtaWarps: 4, or kWideWarps at small batch. A wide CTA walks 4x the keys per step with the same
+// keys in flight per lane, and its warps first merge their lane groups by shuffles (the shared
+// memory of a lane-group merge at 16 warps would exceed the static limit); the 4-warp kernel's
+// code is unchanged (`if constexpr`).
+template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps>
+__global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
+                                                                      DecodeScratch scratch) {
+  constexpr int kCtaThreads = kCtaWarps * 32;
+  constexpr bool kWide = kCtaWarps != kWarps;
   pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
-  using S = DecodeShape<kHeadDim, kUnroll>;
+  using S = DecodeShape<kHeadDim, kUnroll, kCtaWarps>;
   using Vec = std::conditional_t<kFp8, uint2, uint4>;  // 8 elements of one key
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
@@ -118,7 +131,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
                                    : static_cast<int64_t>(head0) * kHeadDim;  // this CTA's first q head
       __nv_bfloat16* out =
           static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + first;
-      for (int i = threadIdx.x; i < heads * kHeadDim; i += kThreads) out[i] = __float2bfloat16(0.0f);
+      for (int i = threadIdx.x; i < heads * kHeadDim; i += kCtaThreads) out[i] = __float2bfloat16(0.0f);
     }
     return;
   }
@@ -236,19 +249,50 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     }
   }
 
-  // Merge the lane groups of the CTA.
-  __shared__ float sm_m[S::kGroups][kGroup];
-  __shared__ float sm_l[S::kGroups][kGroup];
-  __shared__ float sm_acc[S::kGroups][kGroup][kHeadDim];
+  // Merge the lane groups of the CTA: each writes its state to shared memory (a wide CTA: each
+  // warp's, once its lane groups have merged by shuffles), and every output sums the rows.
+  constexpr int kRows = kWide ? kCtaWarps : S::kGroups;
+  __shared__ float sm_m[kRows][kGroup];
+  __shared__ float sm_l[kRows][kGroup];
+  __shared__ float sm_acc[kRows][kGroup][kHeadDim];
+  if constexpr (kWide) {
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) {
-    if (loads) {
+    for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sm_acc[group][g][dl * 8 + i] = acc[g][i];
+      for (int o = S::kLanes; o < 32; o <<= 1) {
+        const float mo = __shfl_xor_sync(0xffffffffu, m[g], o);
+        const float lo = __shfl_xor_sync(0xffffffffu, l[g], o);
+        const float mx = fmaxf(m[g], mo);
+        // A lane group that saw no key has m = -inf and l = acc = 0: weight 0, never NaN.
+        const float ws = m[g] == -INFINITY ? 0.0f : exp2f(m[g] - mx);
+        const float wo = mo == -INFINITY ? 0.0f : exp2f(mo - mx);
+        l[g] = l[g] * ws + lo * wo;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ws + __shfl_xor_sync(0xffffffffu, acc[g][i], o) * wo;
+        m[g] = mx;
+      }
+      if (lane < S::kLanes) {
+        if (loads) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) sm_acc[warp][g][dl * 8 + i] = acc[g][i];
+        }
+        if (dl == 0) {
+          sm_m[warp][g] = m[g];
+          sm_l[warp][g] = l[g];
+        }
+      }
     }
-    if (dl == 0) {
-      sm_m[group][g] = m[g];
-      sm_l[group][g] = l[g];
+  } else {
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      if (loads) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sm_acc[group][g][dl * 8 + i] = acc[g][i];
+      }
+      if (dl == 0) {
+        sm_m[group][g] = m[g];
+        sm_l[group][g] = l[g];
+      }
     }
   }
   __syncthreads();
@@ -256,15 +300,15 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   // it writes the output itself, with no partials, fence, counter or merge.
   const int used = min(num_splits, (ctx + partition - 1) / partition);
   const bool direct = used == 1;
-  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kCtaThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
     float mx = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < S::kGroups; ++r) mx = fmaxf(mx, sm_m[r][g]);
+    for (int r = 0; r < kRows; ++r) mx = fmaxf(mx, sm_m[r][g]);
     float sum = 0.0f, o = 0.0f;
 #pragma unroll
-    for (int r = 0; r < S::kGroups; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       const float w = exp2f(sm_m[r][g] - mx);  // 0 for a group that saw no key
       sum += sm_l[r][g] * w;
       o += sm_acc[r][g][d] * w;
@@ -308,7 +352,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
   const bool in_regs = used <= kRegSplits;
   const bool in_smem = !in_regs && used <= kMaxSmemSplits;
   if (in_smem) {  // uniform over the CTA
-    for (int idx = threadIdx.x; idx < heads * used; idx += kThreads) {
+    for (int idx = threadIdx.x; idx < heads * used; idx += kCtaThreads) {
       const int g = idx / used, i = idx % used;
       const int64_t row0 =
           (static_cast<int64_t>(seq) * a.num_q_heads + (kExact ? kvh * kGroup : head0) + g) * num_splits;
@@ -328,7 +372,7 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
     __syncthreads();
   }
 #pragma unroll 2
-  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kCtaThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
     const int h = q_head(g);
@@ -370,8 +414,17 @@ __global__ __launch_bounds__(kThreads) void decode_split_kernel(AttentionArgs a,
 }
 
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
+void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, const DecodeScratch& sc,
+                  cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+  if constexpr (kGroup * kHeadDim <= kMaxWideGroupDims) {
+    if (wide) {
+      constexpr int kUnroll = wide_unroll(kGroup);
+      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, kUnroll, true, kFp8, kWideWarps>, grid,
+                      dim3(kWideWarps * 32), 0, st, a, partition, num_splits, sc);
+      return;
+    }
+  }
   if constexpr (kGroup <= 2) {  // registers allow 8 keys in flight per lane group
     if (num_splits > 1) {        // few sequences: short splits, one step each
       launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 8, true, kFp8>, grid, dim3(kThreads), 0, st, a,
@@ -402,15 +455,15 @@ bool has_exact_kernel(int head_dim, int group) {
 // kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
 // group 3, so heads_per_cta alone does not choose between them).
 template <int kHeadDim, bool kFp8>
-void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition,
+void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool wide,
               const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, sc, st);
-        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, sc, st);
-        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
-        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, sc, st);
       }
     }
   }
@@ -428,13 +481,13 @@ void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, 
 }
 
 template <bool kFp8>
-void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
+void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition, bool wide,
                        const DecodeScratch& scratch, cudaStream_t stream) {
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, scratch, stream);
-    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, scratch, stream);
-    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, scratch, stream);
-    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, scratch, stream);
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, scratch, stream);
   }
 }
 
@@ -458,11 +511,22 @@ int decode_partition_granule(int head_dim) {
   }
 }
 
+bool decode_wide_fits(int head_dim, const DecodeHeadTiles& tiles) {
+  return tiles.exact && (head_dim == 64 || head_dim == 128) && tiles.heads_per_cta * head_dim <= kMaxWideGroupDims;
+}
+
+int decode_wide_granule(int head_dim, int group) {
+  const bool u8 = wide_unroll(group) == 8;
+  return head_dim == 64 ? (u8 ? DecodeShape<64, 8, kWideWarps>::kStep : DecodeShape<64, 4, kWideWarps>::kStep)
+                        : (u8 ? DecodeShape<128, 8, kWideWarps>::kStep : DecodeShape<128, 4, kWideWarps>::kStep);
+}
+
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             const DecodeScratch& scratch, cudaStream_t stream) {
+                             bool wide, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
-  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, scratch, stream);
-  dispatch_head_dim<false>(a, tiles, num_splits, partition, scratch, stream);
+  MINIVLLM_CHECK(!wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
+  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, scratch, stream);
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, scratch, stream);
 }
 
 }  // namespace minivllm::cuda
