@@ -35,8 +35,9 @@ double median_seconds_per_call(Backend& gpu, const std::function<void()>& call, 
 
 // capacity: keys the block table can hold per sequence (0: just ctx), which sets the split plan.
 // kv: the cache's element type (bf16, or fp8 e4m3 with an fp32 scale per token and kv head).
+// contexts: per-sequence lengths (empty: every sequence has ctx).
 void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, const char* name, int capacity = 0,
-                  DType kv = DType::kBF16) {
+                  DType kv = DType::kBF16, const std::vector<int32_t>& contexts = {}) {
   auto gpu = make_cuda_backend(0);
   std::mt19937 rng(61);
   const int blocks_per_seq = (std::max(ctx, capacity) + block_size - 1) / block_size;
@@ -69,7 +70,10 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   meta.block_size = block_size;
   meta.max_num_blocks = blocks_per_seq;
   meta.block_tables = upload_i32(*gpu, tables, {seqs, blocks_per_seq});
-  meta.context_lens = upload_i32(*gpu, std::vector<int32_t>(seqs, ctx));
+  const std::vector<int32_t> lens = contexts.empty() ? std::vector<int32_t>(seqs, ctx) : contexts;
+  meta.context_lens = upload_i32(*gpu, lens);
+  double keys = 0.0;
+  for (int32_t c : lens) keys += c;
   Tensor qkv = upload(*gpu, random_values({seqs, width}, rng));
   Tensor out = gpu->empty(DType::kBF16, {seqs, static_cast<int64_t>(nq) * hd});
   gpu->fill_bytes(out, 0xFF);
@@ -78,7 +82,7 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   const std::vector<float> o = download(*gpu, out);
   EXPECT_EQ(diff(o, std::vector<float>(o.size(), 0.0f)).nonfinite, 0) << name << ": unwritten outputs";
   // k and v read once: bf16 elements, or e4m3 ones plus their rows' fp32 scales
-  const double bytes = kv == DType::kBF16 ? 2.0 * seqs * ctx * nkv * hd * 2 : 2.0 * seqs * ctx * nkv * (hd + 4.0);
+  const double bytes = kv == DType::kBF16 ? 2.0 * keys * nkv * hd * 2 : 2.0 * keys * nkv * (hd + 4.0);
   std::printf("[bench] %s: %d seqs x %d ctx, block %d: %.1f us, %.0f GB/s (KV %.2f GB)\n", name, seqs, ctx,
               block_size, sec * 1e6, bytes / sec / 1e9, bytes / 1e9);
   ::testing::Test::RecordProperty(std::string(name) + "_us", std::to_string(sec * 1e6));
@@ -105,6 +109,37 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   bench_decode(16, 8, 128, 256, 1024, 256, "decode_qwen3_fp8", 0, DType::kF8E4M3);
   bench_decode(32, 8, 64, 256, 1024, 256, "decode_llama_fp8", 0, DType::kF8E4M3);
   bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300_fp8", 4096, DType::kF8E4M3);
+}
+
+// The seeds' workload as decode sees it: 256 sequences of mixed lengths (a draw of 100..2048, the
+// prompts of 100..1024 plus up to 1024 generated) in block tables of max_model_len 4096 keys, the
+// split plan the engine gets. MINIVLLM_BENCH_DECODE_PARTITIONS (comma list) adds the same runs
+// under other MINIVLLM_DECODE_MAX_PARTITION values (tuning).
+TEST(CudaBench, DecodeAttentionMixedContexts) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(65);
+  std::uniform_int_distribution<int32_t> len(100, 2048);
+  std::vector<int32_t> contexts(256);
+  for (int32_t& c : contexts) c = len(rng);
+  std::vector<std::string> partitions = {""};
+  if (const char* v = std::getenv("MINIVLLM_BENCH_DECODE_PARTITIONS"); v != nullptr) {
+    std::string list = v;
+    for (size_t pos = 0; pos <= list.size();) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      if (comma > pos) partitions.push_back(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  }
+  for (const std::string& p : partitions) {
+    if (!p.empty()) setenv("MINIVLLM_DECODE_MAX_PARTITION", p.c_str(), 1);
+    const std::string tag = p.empty() ? std::string("default") : "max_partition_" + p;
+    bench_decode(16, 8, 128, 256, 0, 256, ("decode_qwen3_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
+    bench_decode(32, 8, 64, 256, 0, 256, ("decode_llama_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
+    if (!p.empty()) unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
+  }
+  // The same contexts in tables of 2048 keys: half the splits, so half the CTAs that find no keys.
+  bench_decode(16, 8, 128, 256, 0, 256, "decode_qwen3_mixed_capacity2048", 2048, DType::kBF16, contexts);
+  bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_capacity2048", 2048, DType::kBF16, contexts);
 }
 
 // 4 sequences x 4096 causal tokens from a paged bf16 cache (block 256). `kernel`: empty for the
