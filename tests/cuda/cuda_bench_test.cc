@@ -95,6 +95,11 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
   bench_decode(16, 8, 128, 256, 1024, 16, "decode_qwen3_bs16");
   bench_decode(32, 8, 64, 256, 1024, 256, "decode_llama");
   bench_decode(16, 8, 128, 4, 2048, 256, "decode_qwen3_4seqs");
+  // Small batches past the wide-CTA threshold (4 sequences of 8 kv heads), engine-sized tables.
+  for (int seqs : {8, 16, 32}) {
+    bench_decode(16, 8, 128, seqs, 700, 256, ("decode_qwen3_" + std::to_string(seqs) + "seqs_ctx700").c_str(), 4096);
+    bench_decode(32, 8, 64, seqs, 700, 256, ("decode_llama_" + std::to_string(seqs) + "seqs_ctx700").c_str(), 4096);
+  }
   // Batch-1 decode as the engine runs it: a short context in a 4096-key block table.
   bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300", 4096);
   bench_decode(16, 8, 128, 1, 4000, 256, "decode_qwen3_batch1_ctx4000", 4096);

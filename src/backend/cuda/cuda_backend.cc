@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string>
 
 #include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_backend.h"
@@ -44,7 +45,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_max_partition_ = std::atoi(v);
     MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
   }
-  if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] == '0') decode_wide_ = false;
+  if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] != '\0') {
+    const std::string w = v;
+    MINIVLLM_CHECK(w == "0" || w == "1" || w == "force") << "MINIVLLM_DECODE_WIDE=" << w << " must be 0, 1 or force";
+    decode_wide_ = w != "0";
+    decode_wide_always_ = w == "force";
+  }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);
