@@ -271,28 +271,19 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
         for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ws + __shfl_xor_sync(0xffffffffu, acc[g][i], o) * wo;
         m[g] = mx;
       }
-      if (lane < S::kLanes) {
-        if (loads) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) sm_acc[warp][g][dl * 8 + i] = acc[g][i];
-        }
-        if (dl == 0) {
-          sm_m[warp][g] = m[g];
-          sm_l[warp][g] = l[g];
-        }
-      }
     }
-  } else {
+  }
+  const int row = kWide ? warp : group;             // this lane group's shared-memory row
+  const bool writes = !kWide || lane < S::kLanes;  // wide: the warp's first lane group holds its state
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      if (loads) {
+  for (int g = 0; g < kGroup; ++g) {
+    if (writes && loads) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sm_acc[group][g][dl * 8 + i] = acc[g][i];
-      }
-      if (dl == 0) {
-        sm_m[group][g] = m[g];
-        sm_l[group][g] = l[g];
-      }
+      for (int i = 0; i < 8; ++i) sm_acc[row][g][dl * 8 + i] = acc[g][i];
+    }
+    if (writes && dl == 0) {
+      sm_m[row][g] = m[g];
+      sm_l[row][g] = l[g];
     }
   }
   __syncthreads();
