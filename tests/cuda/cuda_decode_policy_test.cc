@@ -22,6 +22,34 @@ TEST(DecodePolicy, LargeBatchSplitsLongContextsIntoBoundedPartitions) {
   EXPECT_EQ(old.partition, 4096);
 }
 
+TEST(DecodePolicy, WideCtasUpToHalfACtaPerSm) {
+  for (int seqs = 1; seqs <= 8; ++seqs) EXPECT_TRUE(decode_use_wide(seqs, 8, kSms)) << seqs;
+  EXPECT_FALSE(decode_use_wide(9, 8, kSms));
+  EXPECT_FALSE(decode_use_wide(256, 8, kSms));
+  EXPECT_TRUE(decode_use_wide(16, 4, kSms));  // fewer kv heads, more sequences
+}
+
+TEST(DecodePolicy, WideSplitsAreWholeWideSteps) {
+  constexpr int kWideStep = 256;  // Qwen3's and Llama's wide kernels
+  // Batch 1 in a 4096-key table: 16 splits of one step (a context up to 256 keys has one split).
+  const DecodeSplit one = plan_wide_decode_split(1, 8, 2, 4096, kWideStep, kSms, decode_partial_rows(128));
+  EXPECT_EQ(one.partition, kWideStep);
+  EXPECT_EQ(one.num_splits, 16);
+  // 8 sequences: 64 CTAs already half the SMs; the 512-key bound sets the splits.
+  const DecodeSplit eight = plan_wide_decode_split(8, 8, 2, 4096, kWideStep, kSms, decode_partial_rows(128));
+  EXPECT_EQ(eight.partition, kDefaultMaxDecodePartition);
+  EXPECT_EQ(eight.num_splits, 4096 / kDefaultMaxDecodePartition);
+  // A min partition below one wide step is raised to it; above it, it wins as before.
+  EXPECT_EQ(plan_wide_decode_split(1, 8, 2, 4096, kWideStep, kSms, decode_partial_rows(128), 32).partition, kWideStep);
+  EXPECT_EQ(plan_wide_decode_split(1, 8, 2, 4096, kWideStep, kSms, decode_partial_rows(128), 1000000).num_splits, 1);
+  for (int seqs : {1, 2, 5, 8}) {
+    const DecodeSplit d = plan_wide_decode_split(seqs, 8, 4, 4096, kWideStep, kSms, decode_partial_rows(64));
+    EXPECT_EQ(d.partition % kWideStep, 0) << seqs;
+    EXPECT_GE(static_cast<int64_t>(d.num_splits) * d.partition, 4096) << seqs;
+    EXPECT_LT(static_cast<int64_t>(d.num_splits - 1) * d.partition, 4096) << seqs;
+  }
+}
+
 TEST(DecodePolicy, SmallBatchStillSplitsForOccupancy) {
   const DecodeSplit d = plan_decode_split(1, 8, 2, 4096, kGranule, kSms, decode_partial_rows(128));
   EXPECT_EQ(d.partition, kDefaultMinDecodePartition);

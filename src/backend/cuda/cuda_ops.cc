@@ -420,18 +420,17 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
   // policy counts CTAs and the q heads each one writes.
   const DecodeHeadTiles tiles = decode_head_tiles(hd, num_q_heads / nkv, decode_max_tile_heads_);
-  // Small batches take wide CTAs (16 warps): a split of one wide step holds the keys that four
-  // 4-warp CTAs would, so fewer splits need the cross-CTA merge. One wide CTA per SM is the target.
-  // Up to half a CTA per SM before splitting (8 sequences of 8 kv heads on an H100): CudaBench at
-  // 700 keys, 8 sequences 14.3 vs 24.9 us (Qwen3), 13.1 vs 21.1 (Llama); 16: 27.5 vs 31.3 and
-  // 24.1 vs 24.0; 32: 50.9 vs 45.4 and 45.6 vs 30.0 (slower).
+  // Small batches take wide CTAs (decode_policy.h: decode_use_wide).
   const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
-                    (decode_wide_always_ || static_cast<int64_t>(meta.num_seqs) * nkv * tiles.tiles * 2 <= num_sms_);
-  const int granule = wide ? decode_wide_granule(hd, tiles.heads_per_cta) : decode_partition_granule(hd);
-  const DecodeSplit split = plan_decode_split(
-      meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_blocks * cache.block_size, granule,
-      wide ? std::max(1, num_sms_ / 4) : num_sms_, decode_partial_rows(hd),
-      wide ? std::max(decode_min_partition_, granule) : decode_min_partition_, decode_max_partition_);
+                    (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * tiles.tiles, num_sms_));
+  const int64_t max_context = max_blocks * cache.block_size;
+  const DecodeSplit split =
+      wide ? plan_wide_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
+                                    decode_wide_granule(hd, tiles.heads_per_cta), num_sms_, decode_partial_rows(hd),
+                                    decode_min_partition_, decode_max_partition_)
+           : plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
+                               decode_partition_granule(hd), num_sms_, decode_partial_rows(hd), decode_min_partition_,
+                               decode_max_partition_);
   launch_decode_attention(a, tiles, split.num_splits, split.partition, wide,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }

@@ -68,4 +68,23 @@ inline DecodeSplit plan_decode_split(int num_seqs, int num_kv_heads, int group, 
   return d;
 }
 
+// Wide decode CTAs (16 warps instead of 4; decode_attention.cu): at small batches a split of one
+// wide step holds the keys that four 4-warp CTAs would, so fewer contexts need the merge across
+// CTAs. Up to half a (sequence, kv head) CTA per SM before splitting: 8 sequences of 8 kv heads on
+// an H100. CudaBench (2026-11-23, 700-key contexts): 8 sequences 14.3 vs 24.9 us (Qwen3 heads),
+// 13.1 vs 21.1 (Llama); 16: 27.5 vs 31.3 and 24.1 vs 24.0; 32: 50.9 vs 45.4 and 45.6 vs 30.0.
+inline bool decode_use_wide(int num_seqs, int kv_ctas, int num_sms) {
+  return static_cast<int64_t>(num_seqs) * kv_ctas * 2 <= num_sms;
+}
+
+// The split plan of wide CTAs: plan_decode_split with one wide CTA per SM as the occupancy target
+// (a quarter of the 4-warp target) and at least one wide step per split.
+inline DecodeSplit plan_wide_decode_split(int num_seqs, int kv_ctas, int group, int64_t max_context, int wide_granule,
+                                          int num_sms, int64_t capacity_rows,
+                                          int min_partition = kDefaultMinDecodePartition,
+                                          int max_partition = kDefaultMaxDecodePartition) {
+  return plan_decode_split(num_seqs, kv_ctas, group, max_context, wide_granule, std::max(1, num_sms / 4),
+                           capacity_rows, std::max(min_partition, wide_granule), max_partition);
+}
+
 }  // namespace minivllm::cuda
