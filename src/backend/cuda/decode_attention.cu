@@ -1,6 +1,7 @@
 // Decode attention, split-KV (flash-decoding), GQA-aware.
 //
-// Grid (num_splits, num_kv_heads, num_seqs), 128 threads. One CTA reads the keys of ONE kv head in
+// Grid (num_splits, num_kv_heads, num_seqs), 128 threads (512 for the "wide" CTAs of small batches,
+// decode_policy.h's decode_use_wide). One CTA reads the keys of ONE kv head in
 // one partition of one sequence and serves all the q heads of that kv head, so every KV byte is
 // read once per step. Inside the CTA, a "lane group" of head_dim / 8 lanes owns one key at a
 // time (16-byte loads of k and v, each lane 8 dims); the groups of a warp read consecutive keys,
@@ -79,8 +80,8 @@ struct DecodeShape {
 // the exact kernel's constants when kExact.
 // kCtaWarps: 4, or kWideWarps at small batch. A wide CTA walks 4x the keys per step with the same
 // keys in flight per lane, and its warps first merge their lane groups by shuffles (the shared
-// memory of a lane-group merge at 16 warps would exceed the static limit); the 4-warp kernel's
-// code is unchanged (`if constexpr`).
+// memory of a lane-group merge at 16 warps would exceed the static limit); the 4-warp kernel
+// computes what it did before wide CTAs existed.
 template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps>
 __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                       DecodeScratch scratch) {
