@@ -289,6 +289,10 @@ def gguf_seeds():
     kvs = arch_kvs("qwen2", 64, 2, 1, 32, 128) + [("qwen2.vocab_size", U32, 8)]
     write("gguf", "qwen2_header.gguf", gguf(kvs, [("token_embd.weight", [64, 8], GGML_Q8_0),
                                                   ("blk.0.attn_q.bias", [64], GGML_F32)]))
+    # A tensor with a zero dim and huge others: no data, but slicing it must not visit its
+    # 2.3e12 empty chunks (a fuzzer finding: a 10 s timeout in the tensor-parallel slices).
+    write("gguf", "qwen2_zero_dim.gguf", gguf(kvs, [("token_embd.weight", [64, 8], GGML_Q8_0),
+                                                    ("blk.0.attn_q.bias", [0, 1179648, 2336462209024], GGML_F32)]))
 
 
 # ---------------------------------------------------------------------------------------------

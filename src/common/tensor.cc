@@ -16,10 +16,8 @@ Tensor::Tensor(void* data, DType dtype, const std::vector<int64_t>& shape, Devic
     : data_(data), dtype_(dtype), device_(device), owner_(std::move(owner)) {
   MINIVLLM_CHECK(shape.size() >= 1 && shape.size() <= kMaxDims) << "tensor rank " << shape.size();
   ndim_ = static_cast<int>(shape.size());
-  for (int i = 0; i < ndim_; ++i) {
-    MINIVLLM_CHECK_GE(shape[i], 0) << "negative dimension";
-    shape_[i] = shape[i];
-  }
+  (void)checked_numel(shape);  // every later product of the dims (numel, nbytes, views) then fits
+  for (int i = 0; i < ndim_; ++i) shape_[i] = shape[i];
 }
 
 int64_t Tensor::size(int dim) const {
@@ -30,6 +28,9 @@ int64_t Tensor::size(int dim) const {
 
 int64_t Tensor::numel() const {
   if (ndim_ == 0) return 0;
+  for (int i = 0; i < ndim_; ++i) {
+    if (shape_[i] == 0) return 0;  // before any product: the other dims may be huge
+  }
   int64_t n = 1;
   for (int i = 0; i < ndim_; ++i) n *= shape_[i];
   return n;
@@ -75,9 +76,29 @@ std::string Tensor::describe() const {
   return os.str();
 }
 
-Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape) {
+int64_t checked_numel(const std::vector<int64_t>& shape) {
+  auto shape_text = [&] {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+    os << "]";
+    return os.str();
+  };
+  bool empty = false;
+  for (int64_t d : shape) {
+    MINIVLLM_CHECK_GE(d, 0) << "negative dimension in shape " << shape_text();
+    empty = empty || d == 0;
+  }
+  if (empty) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    MINIVLLM_CHECK(!__builtin_mul_overflow(n, d, &n)) << "shape " << shape_text() << " has more elements than an int64 counts";
+  }
+  return n;
+}
+
+Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape) {
+  const int64_t n = checked_numel(shape);
   size_t bytes = dtype_nbytes(dtype, n);
   std::shared_ptr<void> owner(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64), std::free);
   MINIVLLM_CHECK(owner != nullptr) << "out of host memory for " << bytes << " bytes";

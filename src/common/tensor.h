@@ -60,4 +60,8 @@ class Tensor {
 // A tensor on the host that owns its memory (for loaders, tests and references).
 Tensor host_tensor(DType dtype, const std::vector<int64_t>& shape);
 
+// Elements of a shape: 0 when any dim is 0 (whatever the others, which a file may make huge), else
+// their product. Throws, naming the shape, for a negative dim or a product past int64.
+int64_t checked_numel(const std::vector<int64_t>& shape);
+
 }  // namespace minivllm

@@ -38,8 +38,19 @@ SliceGeometry check_slice(const std::string& what, const std::vector<int64_t>& s
   g.start = start;
   g.length = length;
   g.dim_size = size;
-  for (int i = 0; i < dim; ++i) g.outer *= stored_shape[static_cast<size_t>(i)];
-  for (int i = dim + 1; i < ndim; ++i) g.inner *= stored_shape[static_cast<size_t>(i)];
+  // A tensor with a zero dim (elsewhere: `length` >= 1 rules out `dim`) has an empty slice: no
+  // chunks at all. Its other dims were never bounded by the file's size (their product with 0 is
+  // 0), so their products could overflow, and looping over `outer` empty chunks could run for
+  // hours (a fuzzed GGUF: 0 x 1,179,648 x 2,336,462,209,024).
+  bool empty = false;
+  for (int64_t d : stored_shape) empty = empty || d == 0;
+  if (empty) {
+    g.outer = 0;
+    g.inner = 0;
+  } else {
+    for (int i = 0; i < dim; ++i) g.outer *= stored_shape[static_cast<size_t>(i)];
+    for (int i = dim + 1; i < ndim; ++i) g.inner *= stored_shape[static_cast<size_t>(i)];
+  }
   g.out_shape = stored_shape;
   g.out_shape[static_cast<size_t>(dim)] = length;
   return g;

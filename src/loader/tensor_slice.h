@@ -16,7 +16,7 @@ struct SliceGeometry {
   int dim = 0;
   int64_t start = 0;
   int64_t length = 0;
-  int64_t outer = 1;     // product of the dims before `dim`
+  int64_t outer = 1;     // product of the dims before `dim` (0, as inner, for a tensor with a zero dim)
   int64_t dim_size = 0;  // the full size of `dim`
   int64_t inner = 1;     // product of the dims after `dim`
   std::vector<int64_t> out_shape;  // the full shape with `dim` cut to `length`

@@ -17,6 +17,7 @@
 #include "loader/gguf_file.h"
 #include "loader/gguf_weights.h"
 #include "loader/safetensors.h"
+#include "loader/tensor_slice.h"
 #include "loader/weight_source.h"
 #include "gguf_test_writer.h"
 #include "loader_test_util.h"
@@ -433,6 +434,36 @@ TEST_F(GgufSlice, BadSlicesNameTensorAndFile) {
                       {"model.norm.weight", "along dim 1"});
   expect_error_naming([&] { s.get_f32_slice("model.layers.9.mlp.up_proj.weight", {9, 5}, 0, 0, 1); },
                       {"model.layers.9.mlp.up_proj.weight", path_});
+}
+
+// A tensor with a zero dim: its slices are empty, with no chunks to visit, however large the
+// other dims (which nothing bounds then: a fuzzed GGUF of 0 x 1,179,648 x 2,336,462,209,024
+// elements kept the loader looping over 2.3e12 empty chunks).
+TEST(SliceGeometry, ZeroDimTensorHasNoChunks) {
+  const std::vector<int64_t> shape = {2336462209024, 1179648, 0};
+  for (int dim : {0, 1}) {
+    const int64_t length = shape[static_cast<size_t>(dim)] / 2;
+    const SliceGeometry g = check_slice("tensor 't'", shape, shape, dim, 0, length);
+    EXPECT_EQ(g.outer, 0) << dim;
+    EXPECT_EQ(g.chunk_elems(), 0) << dim;
+    std::vector<int64_t> out = shape;
+    out[static_cast<size_t>(dim)] = length;
+    EXPECT_EQ(g.out_shape, out) << dim;
+    int calls = 0;
+    convert_slice_chunks(g, nullptr, [&](int64_t, int64_t, float*) { ++calls; });
+    EXPECT_EQ(calls, 0) << dim;
+    copy_slice_chunks(g, DType::kF32, nullptr, nullptr);  // nothing to copy, nothing read
+  }
+  // A zero dim itself cannot be sliced: length >= 1 is out of its range.
+  const std::vector<int64_t> zero_rows = {0, 5};
+  expect_error_naming([&] { (void)check_slice("tensor 'z'", zero_rows, zero_rows, 0, 0, 1); },
+                      {"tensor 'z'", "out of range"});
+  // A non-empty tensor keeps its geometry.
+  const std::vector<int64_t> small = {3, 4, 5};
+  const SliceGeometry g = check_slice("tensor 's'", small, small, 1, 1, 2);
+  EXPECT_EQ(g.outer, 3);
+  EXPECT_EQ(g.inner, 5);
+  EXPECT_EQ(g.chunk_elems(), 10);
 }
 
 }  // namespace

@@ -19,11 +19,7 @@ void CpuMemoryStats::add(size_t bytes) {
 }
 
 Tensor CpuBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    MINIVLLM_CHECK_GE(d, 0) << "empty: negative dimension";
-    n *= d;
-  }
+  const int64_t n = checked_numel(shape);
   // Rounded up to whole cache lines (and at least one) so vector loads past the end stay inside.
   size_t bytes = (dtype_nbytes(dtype, n) + 63) / 64 * 64 + 64;
   void* data = std::aligned_alloc(64, bytes);

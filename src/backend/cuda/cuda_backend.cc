@@ -87,11 +87,7 @@ std::string CudaBackend::name() const {
 }
 
 Tensor CudaBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
-  int64_t numel = 1;
-  for (int64_t d : shape) {
-    MINIVLLM_CHECK(d >= 0) << "empty: negative dimension " << d;
-    numel *= d;
-  }
+  const int64_t numel = checked_numel(shape);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   MINIVLLM_CHECK(capture == cudaStreamCaptureStatusNone)
