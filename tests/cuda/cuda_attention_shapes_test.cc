@@ -102,6 +102,33 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
   }
 }
 
+// The exact 4-warp kernels of groups 1, 2 and 4 over a bf16 cache may give each lane 16 elements
+// of a key instead of 8 (the kernel's "Lane width"; decode_use_lane16). Both, forced by
+// MINIVLLM_DECODE_LANE_ELEMS, against the CPU backend: past the wide-CTA bound (20 sequences),
+// split and unsplit, block sizes 16 and 256, NaN-poisoned rows past the contexts. (fp8 caches keep
+// 8 elements a lane whatever the setting: their tests run at it.)
+TEST(CudaAttentionShapes, DecodeLaneWidths) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads heads[] = {{8, 8, 128}, {8, 8, 64}, {16, 8, 64}, {16, 8, 128}, {32, 8, 128}, {32, 8, 64}};
+  std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 96};
+  uint32_t seed = 600;
+  int i = 0;
+  // 16 elements: every shape split and unsplit; 8 (the older kernels): one of the two each.
+  for (const char* elems : {"16", "16", "8"}) {
+    for (const Heads& h : heads) {
+      const bool one_split = (i + i / 6) % 2 == 1;
+      const int bs = i % 3 == 0 ? 256 : 16;
+      ++i;
+      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
+      c.poison_cache = true;
+      setenv("MINIVLLM_DECODE_LANE_ELEMS", elems, 1);  // read when the backend is made
+      check(c, std::string("decode, ") + elems + " elements a lane" + (one_split ? ", one split" : ", split"), seed++,
+            one_split);
+      unsetenv("MINIVLLM_DECODE_LANE_ELEMS");
+    }
+  }
+}
+
 TEST(CudaAttentionShapes, DecodeManySplitsMergeFromL2) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   // One sequence of 5000 keys: ~79 splits of 64 keys, more than the merge keeps in shared memory.

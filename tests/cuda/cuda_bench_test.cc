@@ -100,6 +100,9 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
     bench_decode(16, 8, 128, seqs, 700, 256, ("decode_qwen3_" + std::to_string(seqs) + "seqs_ctx700").c_str(), 4096);
     bench_decode(32, 8, 64, seqs, 700, 256, ("decode_llama_" + std::to_string(seqs) + "seqs_ctx700").c_str(), 4096);
   }
+  // Group 1 (8 q heads of 8 kv heads): 16 key elements a lane at small batches only (decode_policy.h).
+  bench_decode(8, 8, 128, 256, 1024, 256, "decode_group1_hd128");
+  bench_decode(8, 8, 128, 16, 700, 256, "decode_group1_hd128_16seqs_ctx700", 4096);
   // Batch-1 decode as the engine runs it: a short context in a 4096-key block table.
   bench_decode(16, 8, 128, 1, 300, 256, "decode_qwen3_batch1_ctx300", 4096);
   bench_decode(16, 8, 128, 1, 4000, 256, "decode_qwen3_batch1_ctx4000", 4096);
@@ -142,6 +145,9 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
     bench_decode(32, 8, 64, 256, 0, 256, ("decode_llama_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
     if (!p.empty()) unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
   }
+  // The fp8 cache on the same contexts.
+  bench_decode(16, 8, 128, 256, 0, 256, "decode_qwen3_mixed_fp8", 4096, DType::kF8E4M3, contexts);
+  bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_fp8", 4096, DType::kF8E4M3, contexts);
   // The same contexts in tables of 2048 keys: half the splits, so half the CTAs that find no keys.
   bench_decode(16, 8, 128, 256, 0, 256, "decode_qwen3_mixed_capacity2048", 2048, DType::kBF16, contexts);
   bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_capacity2048", 2048, DType::kBF16, contexts);

@@ -29,6 +29,18 @@ TEST(DecodePolicy, WideCtasUpToHalfACtaPerSm) {
   EXPECT_TRUE(decode_use_wide(16, 4, kSms));  // fewer kv heads, more sequences
 }
 
+// 16 key elements a lane: group 2 at any batch; groups 1 and 4 while the (sequence, kv head) CTAs
+// fit one per SM; never past group 4 (the registers of q and the accumulators).
+TEST(DecodePolicy, SixteenElementLanes) {
+  for (int seqs : {1, 16, 17, 256}) EXPECT_TRUE(decode_use_lane16(2, seqs, 8, kSms)) << seqs;
+  for (int group : {1, 4}) {
+    EXPECT_TRUE(decode_use_lane16(group, 16, 8, kSms)) << group;  // 128 CTAs on 132 SMs
+    EXPECT_FALSE(decode_use_lane16(group, 17, 8, kSms)) << group;
+    EXPECT_FALSE(decode_use_lane16(group, 256, 8, kSms)) << group;
+  }
+  EXPECT_FALSE(decode_use_lane16(8, 1, 8, kSms));
+}
+
 TEST(DecodePolicy, WideSplitsAreWholeWideSteps) {
   constexpr int kWideStep = 256;  // Qwen3's and Llama's wide kernels
   // Batch 1 in a 4096-key table: 16 splits of one step (a context up to 256 keys has one split).

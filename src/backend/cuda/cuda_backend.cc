@@ -51,6 +51,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_wide_ = w != "0";
     decode_wide_always_ = w == "force";
   }
+  if (const char* v = std::getenv("MINIVLLM_DECODE_LANE_ELEMS"); v != nullptr && v[0] != '\0') {
+    decode_lane_elems_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_lane_elems_ == 8 || decode_lane_elems_ == 16)
+        << "MINIVLLM_DECODE_LANE_ELEMS=" << v << " must be 8 or 16";
+  }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);

@@ -130,10 +130,12 @@ struct DecodeScratch {
 // Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
 // splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
 // wide: 16-warp CTAs (small batches, where a split's keys would otherwise take several CTAs and
-// a merge across them); only where decode_wide_fits.
+// a merge across them); only where decode_wide_fits. lane16: the exact 4-warp kernels of groups up
+// to 4 at head_dim 64 / 128 over a bf16 cache give each lane 16 elements of a key instead of 8
+// (decode_policy.h: decode_use_lane16); elsewhere it is ignored.
 struct DecodeHeadTiles;
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool wide, const DecodeScratch& scratch, cudaStream_t stream);
+                             bool wide, bool lane16, const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256; its step.

@@ -431,7 +431,11 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
            : plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
                                decode_partition_granule(hd), num_sms_, decode_partial_rows(hd), decode_min_partition_,
                                decode_max_partition_);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide,
+  // bf16 caches of the exact kernels may take 16 key elements a lane (decode_policy.h).
+  const bool lane16 = !wide && !a.kv_fp8 && tiles.exact &&
+                      (decode_lane_elems_ == 0 ? decode_use_lane16(tiles.heads_per_cta, meta.num_seqs, nkv, num_sms_)
+                                               : decode_lane_elems_ == 16);
+  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16,
                           DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
 }
 

@@ -51,6 +51,9 @@ constexpr int kMaxWideGroupDims = 256;
 // Keys per lane group in flight: 8 where the registers allow (groups up to 2), as the 4-warp
 // kernel does at small batch.
 constexpr int wide_unroll(int group) { return group <= 2 ? 8 : 4; }
+// 16 elements a lane (the kernel's "Lane width") for the exact 4-warp kernels up to this group:
+// past it q and the accumulators (2 x group x 16 floats) crowd out the loads in flight.
+constexpr int kMaxLane16Group = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 constexpr int pow2_ceil(int v) {
@@ -61,15 +64,49 @@ constexpr int pow2_ceil(int v) {
 
 // kUnroll: keys per lane group loaded before any use. 4 streams the cache at ~98% of copy
 // bandwidth when many CTAs run; with splits (few sequences), 8 makes a 64-key split one step.
-template <int kHeadDim, int kUnroll = 4, int kCtaWarps = kWarps>
+// kElems: elements of a key per lane, 8 or 16 (kernel comment: "Lane width").
+template <int kHeadDim, int kUnroll = 4, int kCtaWarps = kWarps, int kElems = 8>
 struct DecodeShape {
-  static_assert(kHeadDim % 8 == 0 && kHeadDim <= 256, "head_dim: 16-byte chunks, at most one warp per key");
-  static constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks of one key
+  static_assert(kHeadDim % kElems == 0 && kHeadDim / kElems <= 32, "head_dim: whole lane chunks, one warp per key");
+  static constexpr int kChunks = kHeadDim / kElems;      // lane chunks of one key
   static constexpr int kLanes = pow2_ceil(kChunks);      // lanes per key (the last kLanes - kChunks idle)
   static constexpr bool kAllLanesLoad = kLanes == kChunks;
   static constexpr int kKeysPerWarp = 32 / kLanes;
   static constexpr int kGroups = kCtaWarps * kKeysPerWarp;  // keys in flight per CTA per unroll step
   static constexpr int kStep = kGroups * kUnroll;        // keys per loop iteration
+};
+
+// One lane's kElems elements of a key row in the cache: the words it loads (16 bytes each, or one
+// 8-byte word for 8 fp8 elements) and their conversion to f32 (fp8: unscaled).
+template <bool kFp8, int kElems>
+struct LaneWords {
+  static_assert(!kFp8 || kElems == 8, "fp8 keys: 8 elements a lane (launch_split: no 16-element fp8 kernel)");
+  static constexpr int kBytes = kElems * (kFp8 ? 1 : 2);
+  using Word = std::conditional_t<(kBytes >= 16), uint4, uint2>;
+  static constexpr int kWords = kBytes / static_cast<int>(sizeof(Word));
+  // The first word of lane chunk dl of cache row `row` (a row is `chunks` lane chunks).
+  __device__ static const Word* at(const void* cache, int64_t row, int chunks, int dl) {
+    return static_cast<const Word*>(cache) + (row * chunks + dl) * kWords;
+  }
+  __device__ static void load(const void* cache, int64_t row, int chunks, int dl, Word (&w)[kWords]) {
+    const Word* p = at(cache, row, chunks, dl);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = __ldg(p + i);
+  }
+  __device__ static void zero(Word (&w)[kWords]) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = Word{};
+  }
+  __device__ static void to_f32(const Word (&w)[kWords], float* f) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (kFp8) {
+        fp8x8_to_f32(w[i], f + 8 * i);
+      } else {
+        bf16x8_to_f32(w[i], f + 8 * i);
+      }
+    }
+  }
 };
 
 // Launched with programmatic dependent launch: the context length and the first block-table entry
@@ -82,14 +119,22 @@ struct DecodeShape {
 // keys in flight per lane, and its warps first merge their lane groups by shuffles (the shared
 // memory of a lane-group merge at 16 warps would exceed the static limit); the 4-warp kernel
 // computes what it did before wide CTAs existed.
-template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps>
+// Lane width (kElems): 8 elements of a key a lane (one 16-byte bf16 load), or 16 (two loads), for
+// bf16 caches at groups up to 4 (decode_policy.h: decode_use_lane16). With 16, half as many lanes
+// share a key, so a key's dot product takes one shuffle level fewer and its softmax runs on half
+// the lanes, but q and acc double in registers (group 4: 212 instead of 128, half the CTAs per
+// SM). Such a CTA merges its lane groups by shuffles first, as a wide one does (twice the groups
+// would double the shared-memory rows).
+template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8>
 __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                       DecodeScratch scratch) {
   constexpr int kCtaThreads = kCtaWarps * 32;
   constexpr bool kWide = kCtaWarps != kWarps;
+  constexpr bool kWarpMerge = kWide || kElems != 8;  // lane groups merge by shuffles before shared memory
   pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
-  using S = DecodeShape<kHeadDim, kUnroll, kCtaWarps>;
-  using Vec = std::conditional_t<kFp8, uint2, uint4>;  // 8 elements of one key
+  using S = DecodeShape<kHeadDim, kUnroll, kCtaWarps, kElems>;
+  using W = LaneWords<kFp8, kElems>;  // one lane's kElems elements of a key
+  using Word = typename W::Word;
   const int split = blockIdx.x;
   const int seq = blockIdx.z;
   const int gqa = kExact ? kGroup : a.num_q_heads / a.num_kv_heads;
@@ -102,7 +147,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int heads = kExact ? kGroup : min(kGroup, gqa - tile * kGroup);  // real q heads (the rest pad)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int dl = lane % S::kLanes;                         // this lane's 8 dims: dl * 8 ..
+  const int dl = lane % S::kLanes;                         // this lane's kElems dims: dl * kElems ..
   const bool loads = S::kAllLanesLoad || dl < S::kChunks;  // head_dim 96: lanes 12..15 of a key idle
   const int group = warp * S::kKeysPerWarp + lane / S::kLanes;
   constexpr int kChunks = S::kChunks;
@@ -120,8 +165,8 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       if (loads && j < ctx && (j >> a.block_size_log2) == first_col) {
         const int64_t row = ((static_cast<int64_t>(first_block) * a.num_kv_heads + kvh) << a.block_size_log2) +
                             (j & bs_mask);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Vec*>(a.k_cache) + row * kChunks + dl));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Vec*>(a.v_cache) + row * kChunks + dl));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(W::at(a.k_cache, row, kChunks, dl)));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(W::at(a.v_cache, row, kChunks, dl)));
       }
     }
   }
@@ -142,35 +187,36 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
   const float qscale = a.scale * kLog2e;
 
-  float q[kGroup][8];
+  float q[kGroup][kElems];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(a.qkv) + seq * qkv_stride +
-                              static_cast<int64_t>(q_head(g)) * kHeadDim + dl * 8;
-    if constexpr (kExact && S::kAllLanesLoad) {
-      bf16x8_to_f32(*reinterpret_cast<const uint4*>(qp), q[g]);
-    } else {  // a pad head or an idle lane: q = 0
-      const bool real = g < heads && loads;
-      bf16x8_to_f32(real ? *reinterpret_cast<const uint4*>(qp) : make_uint4(0, 0, 0, 0), q[g]);
+                              static_cast<int64_t>(q_head(g)) * kHeadDim + dl * kElems;
+#pragma unroll
+    for (int c = 0; c < kElems / 8; ++c) {
+      if constexpr (kExact && S::kAllLanesLoad) {
+        bf16x8_to_f32(reinterpret_cast<const uint4*>(qp)[c], q[g] + 8 * c);
+      } else {  // a pad head or an idle lane: q = 0
+        const bool real = g < heads && loads;
+        bf16x8_to_f32(real ? reinterpret_cast<const uint4*>(qp)[c] : make_uint4(0, 0, 0, 0), q[g] + 8 * c);
+      }
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q[g][i] *= qscale;
+    for (int i = 0; i < kElems; ++i) q[g][i] *= qscale;
   }
-  float m[kGroup], l[kGroup], acc[kGroup][8];
+  float m[kGroup], l[kGroup], acc[kGroup][kElems];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
+    for (int i = 0; i < kElems; ++i) acc[g][i] = 0.0f;
   }
 
   const int bs_mask = (1 << a.block_size_log2) - 1;
-  const Vec* k_base = static_cast<const Vec*>(a.k_cache);
-  const Vec* v_base = static_cast<const Vec*>(a.v_cache);
 
   for (int base = start; base < end; base += S::kStep) {
-    Vec kr[kUnroll], vr[kUnroll];
+    Word kr[kUnroll][W::kWords], vr[kUnroll][W::kWords];
     float ks[kFp8 ? kUnroll : 1], vs[kFp8 ? kUnroll : 1];  // fp8: the keys' scales
     bool valid[kUnroll];
 #pragma unroll
@@ -181,37 +227,28 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
         const int64_t block =
             (j >> a.block_size_log2) == first_col ? first_block : table[j >> a.block_size_log2];
         const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
-        kr[u] = __ldg(k_base + row * kChunks + dl);
-        vr[u] = __ldg(v_base + row * kChunks + dl);
+        W::load(a.k_cache, row, kChunks, dl, kr[u]);
+        W::load(a.v_cache, row, kChunks, dl, vr[u]);
         if constexpr (kFp8) {
           ks[u] = __ldg(a.k_scale + row);
           vs[u] = __ldg(a.v_scale + row);
         }
       } else {
-        if constexpr (kFp8) {
-          kr[u] = make_uint2(0, 0);
-          vr[u] = make_uint2(0, 0);
-          ks[u] = vs[u] = 0.0f;
-        } else {
-          kr[u] = make_uint4(0, 0, 0, 0);
-          vr[u] = make_uint4(0, 0, 0, 0);
-        }
+        W::zero(kr[u]);
+        W::zero(vr[u]);
+        if constexpr (kFp8) ks[u] = vs[u] = 0.0f;
       }
     }
     float s[kUnroll][kGroup];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float k[8];
-      if constexpr (kFp8) {
-        fp8x8_to_f32(kr[u], k);
-      } else {
-        bf16x8_to_f32(kr[u], k);
-      }
+      float k[kElems];
+      W::to_f32(kr[u], k);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         float d = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) d = fmaf(q[g][i], k[i], d);
+        for (int i = 0; i < kElems; ++i) d = fmaf(q[g][i], k[i], d);
 #pragma unroll
         for (int o = S::kLanes / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
         if constexpr (kFp8) d *= ks[u];  // after the sum: idle lanes (scale 0) keep no state that is read
@@ -227,17 +264,13 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       const float corr = exp2f(m[g] - mx);
       l[g] *= corr;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+      for (int i = 0; i < kElems; ++i) acc[g][i] *= corr;
       m[g] = mx;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float v[8];
-      if constexpr (kFp8) {
-        fp8x8_to_f32(vr[u], v);
-      } else {
-        bf16x8_to_f32(vr[u], v);
-      }
+      float v[kElems];
+      W::to_f32(vr[u], v);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         const float p = valid[u] ? exp2f(s[u][g] - m[g]) : 0.0f;
@@ -245,18 +278,19 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
         float pv = p;
         if constexpr (kFp8) pv *= vs[u];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(pv, v[i], acc[g][i]);
+        for (int i = 0; i < kElems; ++i) acc[g][i] = fmaf(pv, v[i], acc[g][i]);
       }
     }
   }
 
-  // Merge the lane groups of the CTA: each writes its state to shared memory (a wide CTA: each
-  // warp's, once its lane groups have merged by shuffles), and every output sums the rows.
-  constexpr int kRows = kWide ? kCtaWarps : S::kGroups;
+  // Merge the lane groups of the CTA: each writes its state to shared memory (a wide or 16-lane-
+  // element CTA: each warp's, once its lane groups have merged by shuffles), and every output
+  // sums the rows.
+  constexpr int kRows = kWarpMerge ? kCtaWarps : S::kGroups;
   __shared__ float sm_m[kRows][kGroup];
   __shared__ float sm_l[kRows][kGroup];
   __shared__ float sm_acc[kRows][kGroup][kHeadDim];
-  if constexpr (kWide) {
+  if constexpr (kWarpMerge) {
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
@@ -269,18 +303,18 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
         const float wo = mo == -INFINITY ? 0.0f : exp2f(mo - mx);
         l[g] = l[g] * ws + lo * wo;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ws + __shfl_xor_sync(0xffffffffu, acc[g][i], o) * wo;
+        for (int i = 0; i < kElems; ++i) acc[g][i] = acc[g][i] * ws + __shfl_xor_sync(0xffffffffu, acc[g][i], o) * wo;
         m[g] = mx;
       }
     }
   }
-  const int row = kWide ? warp : group;             // this lane group's shared-memory row
-  const bool writes = !kWide || lane < S::kLanes;  // wide: the warp's first lane group holds its state
+  const int row = kWarpMerge ? warp : group;             // this lane group's shared-memory row
+  const bool writes = !kWarpMerge || lane < S::kLanes;  // the warp's first lane group holds its state
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     if (writes && loads) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sm_acc[row][g][dl * 8 + i] = acc[g][i];
+      for (int i = 0; i < kElems; ++i) sm_acc[row][g][dl * kElems + i] = acc[g][i];
     }
     if (writes && dl == 0) {
       sm_m[row][g] = m[g];
@@ -406,14 +440,31 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 }
 
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, const DecodeScratch& sc,
-                  cudaStream_t st) {
+void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, bool lane16,
+                  const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if constexpr (kGroup * kHeadDim <= kMaxWideGroupDims) {
     if (wide) {
       constexpr int kUnroll = wide_unroll(kGroup);
       launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, kUnroll, true, kFp8, kWideWarps>, grid,
                       dim3(kWideWarps * 32), 0, st, a, partition, num_splits, sc);
+      return;
+    }
+  }
+  if constexpr (!kFp8 && kGroup <= kMaxLane16Group) {
+    if (lane16) {
+      // The bytes in flight per lane of the 8-element kernels: a key is 32 bytes a lane, so half
+      // their unroll.
+      constexpr int kUnroll = 2;
+      if constexpr (kGroup <= 2) {  // as the 8-element kernels: twice the keys in flight with splits
+        if (num_splits > 1) {
+          launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 2 * kUnroll, true, kFp8, kWarps, 16>, grid,
+                          dim3(kThreads), 0, st, a, partition, num_splits, sc);
+          return;
+        }
+      }
+      launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, kUnroll, true, kFp8, kWarps, 16>, grid, dim3(kThreads), 0,
+                      st, a, partition, num_splits, sc);
       return;
     }
   }
@@ -447,15 +498,15 @@ bool has_exact_kernel(int head_dim, int group) {
 // kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
 // group 3, so heads_per_cta alone does not choose between them).
 template <int kHeadDim, bool kFp8>
-void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool wide,
+void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool wide, bool lane16,
               const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, sc, st);
-        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, sc, st);
-        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, sc, st);
-        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
       }
     }
   }
@@ -474,12 +525,12 @@ void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, 
 
 template <bool kFp8>
 void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition, bool wide,
-                       const DecodeScratch& scratch, cudaStream_t stream) {
+                       bool lane16, const DecodeScratch& scratch, cudaStream_t stream) {
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, scratch, stream);
-    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, scratch, stream);
-    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, scratch, stream);
-    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, scratch, stream);
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, false, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, false, scratch, stream);
   }
 }
 
@@ -514,11 +565,11 @@ int decode_wide_granule(int head_dim, int group) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool wide, const DecodeScratch& scratch, cudaStream_t stream) {
+                             bool wide, bool lane16, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   MINIVLLM_CHECK(!wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
-  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, scratch, stream);
-  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, scratch, stream);
+  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

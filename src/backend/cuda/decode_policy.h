@@ -87,4 +87,17 @@ inline DecodeSplit plan_wide_decode_split(int num_seqs, int kv_ctas, int group, 
                            capacity_rows, std::max(min_partition, wide_granule), max_partition);
 }
 
+// 16 key elements a lane instead of 8 (decode_attention.cu's "Lane width"; bf16 caches, the exact
+// 4-warp kernels of groups up to 4). Fewer shuffles and softmax lanes per key, twice the registers
+// for q and the accumulators. On an H100 (2026-11-23, CudaBench, 16 / 8 elements, us): group 2
+// (Qwen3 heads) 256 x 1024 keys 369.0 / 369.8, mixed contexts 370.3 / 373.2, 16 sequences x 700
+// 25.7 / 31.5, 32 x 700 44.5 / 45.3; group 4 (Llama heads) 16 x 700 17.3 / 24.7 but 32 x 700
+// 36.5 / 30.3 and 256 x 1024 271.7 / 218.7: once its CTAs outnumber the SMs, the lost occupancy
+// costs more than the instructions saved. So group 2 always, groups 1 and 4 while the
+// (sequence, kv head) CTAs fit one per SM.
+inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms) {
+  if (group > 4) return false;
+  return group == 2 || static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
+}
+
 }  // namespace minivllm::cuda
