@@ -1,5 +1,5 @@
 // Decode linear timings (prints, never asserts speed): cuBLASLt (LtGemm) against launch_gemv on
-// the Qwen3-0.6B projections at 1 and 8 tokens. Each timed graph replays many calls that rotate
+// the Qwen3-0.6B projections at 1 and 8 tokens, and Llama-3.2-1B's at 1. Each timed graph replays many calls that rotate
 // through enough weight copies (>= 256 MB) that L2 (50 MB) cannot serve them; median of 9 replays.
 #include <gtest/gtest.h>
 
@@ -55,12 +55,19 @@ double median_us_per_call(cudaStream_t s, int calls, const std::function<void()>
   return ms[ms.size() / 2] * 1e3 / calls;
 }
 
-void bench_tokens(int64_t tokens) {
-  const Shape shapes[] = {{"qkv", 4096, 1024, 28},
-                          {"o", 1024, 2048, 28},
-                          {"gate_up", 6144, 1024, 28},
-                          {"down", 1024, 3072, 28},
-                          {"lm_head", 151936, 1024, 1}};
+const std::vector<Shape> kQwen3 = {{"qkv", 4096, 1024, 28},
+                                   {"o", 1024, 2048, 28},
+                                   {"gate_up", 6144, 1024, 28},
+                                   {"down", 1024, 3072, 28},
+                                   {"lm_head", 151936, 1024, 1}};
+// Llama-3.2-1B: 32 q / 8 kv heads of 64, hidden 2048, intermediate 8192, 16 layers, vocab 128256.
+const std::vector<Shape> kLlama = {{"qkv", 3072, 2048, 16},
+                                   {"o", 2048, 2048, 16},
+                                   {"gate_up", 16384, 2048, 16},
+                                   {"down", 2048, 8192, 16},
+                                   {"lm_head", 128256, 2048, 1}};
+
+void bench_tokens(int64_t tokens, const std::vector<Shape>& shapes = kQwen3, const char* model = "Qwen3-0.6B") {
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cuda::LtGemm lt;
@@ -97,7 +104,7 @@ void bench_tokens(int64_t tokens) {
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(out));
   }
-  std::printf("[bench] linears of one Qwen3-0.6B decode step, M=%lld: cuBLASLt %.0f us, gemv %.0f us\n",
+  std::printf("[bench] linears of one %s decode step, M=%lld: cuBLASLt %.0f us, gemv %.0f us\n", model,
               static_cast<long long>(tokens), step_us[0], step_us[1]);
   CUDA_CHECK(cudaStreamDestroy(s));
 }
@@ -106,6 +113,11 @@ TEST(CudaGemvBench, QwenShapesVsCublasLt) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   bench_tokens(1);
   bench_tokens(8);
+}
+
+TEST(CudaGemvBench, LlamaShapesVsCublasLt) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  bench_tokens(1, kLlama, "Llama-3.2-1B");
 }
 
 }  // namespace
