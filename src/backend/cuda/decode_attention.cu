@@ -4,8 +4,9 @@
 // decode_policy.h's decode_use_wide). One CTA reads the keys of ONE kv head in
 // one partition of one sequence and serves all the q heads of that kv head, so every KV byte is
 // read once per step. Inside the CTA, a "lane group" of head_dim / 8 lanes owns one key at a
-// time (16-byte loads of k and v, each lane 8 dims); the groups of a warp read consecutive keys,
-// and each group keeps its own online softmax (max, sum, 8 accumulators per q head) with no
+// time (16-byte loads of k and v, each lane 8 dims; or head_dim / 16 lanes of 16 dims each, see
+// "Lane width" at the kernel); the groups of a warp read consecutive keys,
+// and each group keeps its own online softmax (max, sum, 8 or 16 accumulators per q head) with no
 // shared memory or barrier in the main loop. kUnroll keys per group are loaded before any use,
 // so several 16-byte loads per thread are in flight. The groups merge through shared memory at
 // the end (log-sum-exp). With several splits, each CTA writes its partial (o, lse) and bumps a
@@ -283,9 +284,9 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
     }
   }
 
-  // Merge the lane groups of the CTA: each writes its state to shared memory (a wide or 16-lane-
-  // element CTA: each warp's, once its lane groups have merged by shuffles), and every output
-  // sums the rows.
+  // Merge the lane groups of the CTA: each writes its state to shared memory (a wide CTA, or one
+  // of 16-element lanes: each warp's, once its lane groups have merged by shuffles), and every
+  // output sums the rows.
   constexpr int kRows = kWarpMerge ? kCtaWarps : S::kGroups;
   __shared__ float sm_m[kRows][kGroup];
   __shared__ float sm_l[kRows][kGroup];
