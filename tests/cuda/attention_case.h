@@ -23,6 +23,10 @@ struct AttentionCase {
   // The GPU cache is filled with NaN bytes before the history is stored: cache rows past a
   // sequence's keys stay NaN, so a kernel that lets them reach its output (0 * NaN) fails.
   bool poison_cache = false;
+  // Multiply the q heads of the query rows and the k heads of every row: with q_gain * k_gain = 1
+  // the scores are the random ones while q's and k's magnitudes move far from theirs.
+  float q_gain = 1.0f;
+  float k_gain = 1.0f;
 };
 
 struct AttentionOutputs {
@@ -100,6 +104,12 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   }
   const int64_t history_rows = static_cast<int64_t>(slots.size());
   Tensor history = random_values({history_rows, width}, rng);
+  if (c.k_gain != 1.0f) {
+    for (int64_t r = 0; r < history_rows; ++r) {
+      float* k = history.ptr<float>() + r * width + static_cast<int64_t>(c.nq) * c.hd;
+      for (int64_t i = 0; i < static_cast<int64_t>(c.nkv) * c.hd; ++i) k[i] *= c.k_gain;
+    }
+  }
   // Query rows: the last len_q (decode: 1) history rows of each sequence.
   std::vector<int64_t> rows;
   for (int s = 0; s < seqs; ++s) {
@@ -110,6 +120,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   Tensor qkv = host_tensor(DType::kF32, {tokens, width});
   for (int64_t t = 0; t < tokens; ++t) {
     std::copy_n(history.ptr<float>() + rows[t] * width, width, qkv.ptr<float>() + t * width);
+    for (int64_t i = 0; i < static_cast<int64_t>(c.nq) * c.hd; ++i) qkv.ptr<float>()[t * width + i] *= c.q_gain;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   AttentionOutputs out;

@@ -6,6 +6,8 @@
 //   256, block sizes 16, 64 and 256, cached prefixes (chunked prefill) and split-KV decode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "attention_case.h"
@@ -179,6 +181,36 @@ TEST(CudaFp8Attention, DecodeMixedContexts) {
     AttentionCase c{d.nq, d.nkv, d.hd, d.bs, {}, contexts(d.seqs, d.max_len, d.seqs)};
     c.decode = true;
     check(c, std::string("decode ") + d.name, 98 + d.seqs);
+  }
+}
+
+// q at 1000x the usual with keys at 1/1000, and the reverse: the scores are the random ones, but
+// the cache's row scales absorb the keys' size, so q meets e4m3 keys (|k| <= 448) at magnitudes
+// far from the other tests' (a kernel that took q.k in f16 without rescaling q would overflow or
+// lose q to subnormals). The target models' exact kernels and a tiled one. The absolute
+// tolerance scales with the largest output (bf16 output rounding is relative): the q x 1000
+// Llama case reaches 3.6, and its worst error, 0.0207, is that rounding plus the caches' bytes
+// (the GPU quantises bf16 keys, the CPU f32 ones).
+TEST(CudaFp8Attention, DecodeWithLargeAndSmallQueries) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  for (float gain : {1000.0f, 1e-3f}) {
+    for (const AttentionCase& shape : {AttentionCase{16, 8, 128, 16, {}, {}}, AttentionCase{32, 8, 64, 256, {}, {}},
+                                       AttentionCase{9, 3, 64, 16, {}, {}}}) {
+      AttentionCase c = shape;
+      c.len_k = contexts(12, 1500, 7);
+      c.decode = true;
+      c.fp8 = true;
+      c.q_gain = gain;
+      c.k_gain = 1.0f / gain;
+      const std::string name = "fp8 decode, q x " + std::to_string(gain) + ", k / it, " + std::to_string(c.nq) +
+                               "/" + std::to_string(c.nkv) + " heads, hd " + std::to_string(c.hd);
+      Backends b;
+      const AttentionOutputs o = run_attention_case(b, c, 200 + c.nq);
+      float ref_max = 1.0f;
+      for (float v : o.cpu) ref_max = std::max(ref_max, std::fabs(v));
+      expect_close(o.gpu, o.cpu, kNmse, kAbs * ref_max, name);
+      EXPECT_TRUE(o.sentinel_intact) << name << ": the row after the output was written";
+    }
   }
 }
 
