@@ -36,6 +36,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/decode_policy.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
@@ -52,9 +53,6 @@ constexpr int kMaxWideGroupDims = 256;
 // Keys per lane group in flight: 8 where the registers allow (groups up to 2), as the 4-warp
 // kernel does at small batch.
 constexpr int wide_unroll(int group) { return group <= 2 ? 8 : 4; }
-// 16 elements a lane (the kernel's "Lane width") for the exact 4-warp kernels up to this group:
-// past it q and the accumulators (2 x group x 16 floats) crowd out the loads in flight.
-constexpr int kMaxLane16Group = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 constexpr int pow2_ceil(int v) {
@@ -452,7 +450,7 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wi
       return;
     }
   }
-  if constexpr (!kFp8 && kGroup <= kMaxLane16Group) {
+  if constexpr (!kFp8 && kGroup <= kMaxLane16Group) {  // decode_policy.h
     if (lane16) {
       // The bytes in flight per lane of the 8-element kernels: a key is 32 bytes a lane, so half
       // their unroll.

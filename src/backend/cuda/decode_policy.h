@@ -95,8 +95,11 @@ inline DecodeSplit plan_wide_decode_split(int num_seqs, int kv_ctas, int group, 
 // 36.5 / 30.3 and 256 x 1024 271.7 / 218.7: once its CTAs outnumber the SMs, the lost occupancy
 // costs more than the instructions saved. So group 2 always, groups 1 and 4 while the
 // (sequence, kv head) CTAs fit one per SM.
+// Past this group q and the accumulators (2 x group x 16 floats a lane) crowd out the loads in
+// flight; decode_attention.cu instantiates no 16-element kernel for larger groups.
+constexpr int kMaxLane16Group = 4;
 inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms) {
-  if (group > 4) return false;
+  if (group > kMaxLane16Group) return false;
   return group == 2 || static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
 }
 
