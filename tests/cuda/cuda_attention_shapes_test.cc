@@ -129,6 +129,34 @@ TEST(CudaAttentionShapes, DecodeLaneWidths) {
   }
 }
 
+// The tensor-core decode kernel (decode_attention_mma.cu), forced by MINIVLLM_DECODE_MMA=1 on
+// every shape it takes (groups 1, 2, 4, 8 at head_dim 64 and 128), bf16 and fp8 caches, against the
+// CPU backend: past the wide-CTA bound (20 sequences), split and unsplit, block sizes 16 and 256,
+// NaN-poisoned rows past the contexts, contexts ending inside a 16-key tile and at its edges.
+TEST(CudaAttentionShapes, DecodeTensorCores) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads heads[] = {{8, 8, 128}, {8, 8, 64}, {16, 8, 128}, {16, 8, 64},
+                         {32, 8, 128}, {32, 8, 64}, {64, 8, 128}, {64, 8, 64}};
+  std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  uint32_t seed = 700;
+  int i = 0;
+  for (const bool fp8 : {false, true}) {
+    for (const Heads& h : heads) {
+      for (const bool one_split : {false, true}) {
+        const int bs = i % 3 == 0 ? 256 : 16;
+        ++i;
+        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
+        c.poison_cache = true;
+        c.fp8 = fp8;
+        setenv("MINIVLLM_DECODE_MMA", "1", 1);  // read when the backend is made
+        check(c, std::string("decode, tensor cores") + (fp8 ? ", fp8" : "") + (one_split ? ", one split" : ", split"),
+              seed++, one_split);
+        unsetenv("MINIVLLM_DECODE_MMA");
+      }
+    }
+  }
+}
+
 TEST(CudaAttentionShapes, DecodeManySplitsMergeFromL2) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   // One sequence of 5000 keys: ~79 splits of 64 keys, more than the merge keeps in shared memory.

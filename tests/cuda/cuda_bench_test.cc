@@ -153,6 +153,33 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_capacity2048", 2048, DType::kBF16, contexts);
 }
 
+// The tensor-core decode kernel against the CUDA-core ones (MINIVLLM_DECODE_MMA=1 / 0), in one run:
+// the engine's shapes at 256 x 1,024 keys and on the workload's mixed contexts, bf16 and fp8, and
+// 16 / 32 sequences of 700 keys.
+TEST(CudaBench, DecodeAttentionTensorCores) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(65);  // DecodeAttentionMixedContexts' draw
+  std::uniform_int_distribution<int32_t> len(100, 2048);
+  std::vector<int32_t> contexts(256);
+  for (int32_t& c : contexts) c = len(rng);
+  for (const char* mma : {"0", "1", "0", "1"}) {
+    setenv("MINIVLLM_DECODE_MMA", mma, 1);
+    const std::string tag = std::string("_mma") + mma;
+    for (const DType kv : {DType::kBF16, DType::kF8E4M3}) {
+      const std::string t = tag + (kv == DType::kBF16 ? "" : "_fp8");
+      bench_decode(16, 8, 128, 256, 1024, 256, ("decode_qwen3" + t).c_str(), 0, kv);
+      bench_decode(32, 8, 64, 256, 1024, 256, ("decode_llama" + t).c_str(), 0, kv);
+      bench_decode(16, 8, 128, 256, 0, 256, ("decode_qwen3_mixed" + t).c_str(), 4096, kv, contexts);
+      bench_decode(32, 8, 64, 256, 0, 256, ("decode_llama_mixed" + t).c_str(), 4096, kv, contexts);
+      for (int seqs : {16, 32}) {
+        bench_decode(16, 8, 128, seqs, 700, 256, ("decode_qwen3_" + std::to_string(seqs) + "seqs" + t).c_str(), 4096, kv);
+        bench_decode(32, 8, 64, seqs, 700, 256, ("decode_llama_" + std::to_string(seqs) + "seqs" + t).c_str(), 4096, kv);
+      }
+    }
+  }
+  unsetenv("MINIVLLM_DECODE_MMA");
+}
+
 // 4 sequences x 4096 causal tokens from a paged bf16 cache (block 256). `kernel`: empty for the
 // default choice (the wgmma kernel on an H100), "mma" for the mma.sync fallback.
 void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel = "") {

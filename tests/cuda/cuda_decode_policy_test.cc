@@ -41,6 +41,20 @@ TEST(DecodePolicy, SixteenElementLanes) {
   EXPECT_FALSE(decode_use_lane16(8, 1, 8, kSms));
 }
 
+// The tensor-core kernel: fp8 caches and bf16 groups of 4 and more at every batch size; bf16
+// group 2 only while its CTAs fit one per SM (past that the CUDA-core kernel is at copy bandwidth).
+TEST(DecodePolicy, TensorCoresWhereTheyPay) {
+  for (int seqs : {9, 16, 17, 256}) {
+    for (int group : {1, 2, 4, 8}) EXPECT_TRUE(decode_use_mma(true, group, seqs, 8, kSms)) << group << " fp8 " << seqs;
+    EXPECT_TRUE(decode_use_mma(false, 4, seqs, 8, kSms)) << seqs;
+    EXPECT_TRUE(decode_use_mma(false, 8, seqs, 8, kSms)) << seqs;
+    EXPECT_FALSE(decode_use_mma(false, 1, seqs, 8, kSms)) << seqs;
+  }
+  EXPECT_TRUE(decode_use_mma(false, 2, 16, 8, kSms));  // 128 CTAs on 132 SMs
+  EXPECT_FALSE(decode_use_mma(false, 2, 17, 8, kSms));
+  EXPECT_FALSE(decode_use_mma(false, 2, 256, 8, kSms));
+}
+
 TEST(DecodePolicy, WideSplitsAreWholeWideSteps) {
   constexpr int kWideStep = 256;  // Qwen3's and Llama's wide kernels
   // Batch 1 in a 4096-key table: 16 splits of one step (a context up to 256 keys has one split).

@@ -56,6 +56,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     MINIVLLM_CHECK(decode_lane_elems_ == 8 || decode_lane_elems_ == 16)
         << "MINIVLLM_DECODE_LANE_ELEMS=" << v << " must be 8 or 16";
   }
+  if (const char* v = std::getenv("MINIVLLM_DECODE_MMA"); v != nullptr && v[0] != '\0') {
+    const std::string w = v;
+    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_MMA=" << w << " must be 0 or 1";
+    decode_mma_ = w == "1" ? 1 : 0;
+  }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);

@@ -424,6 +424,18 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
                     (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * tiles.tiles, num_sms_));
   const int64_t max_context = max_blocks * cache.block_size;
+  // The tensor-core kernel where it fits and pays (decode_policy.h: decode_use_mma), never for the
+  // wide CTAs of small batches.
+  const int group = num_q_heads / nkv;
+  const bool mma = !wide && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
+                   (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group, meta.num_seqs, nkv, num_sms_));
+  const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
+  if (mma) {
+    const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,
+                                                decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
+    launch_decode_attention_mma(a, split.num_splits, split.partition, scratch, stream_);
+    return;
+  }
   const DecodeSplit split =
       wide ? plan_wide_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
                                     decode_wide_granule(hd, tiles.heads_per_cta), num_sms_, decode_partial_rows(hd),
@@ -435,8 +447,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const bool lane16 = !wide && !a.kv_fp8 && tiles.exact &&
                       (decode_lane_elems_ == 0 ? decode_use_lane16(tiles.heads_per_cta, meta.num_seqs, nkv, num_sms_)
                                                : decode_lane_elems_ == 16);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16,
-                          DecodeScratch{decode_partial_o_, decode_partial_lse_, decode_counters_}, stream_);
+  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16, scratch, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {

@@ -9,7 +9,8 @@
 // and each group keeps its own online softmax (max, sum, 8 or 16 accumulators per q head) with no
 // shared memory or barrier in the main loop. kUnroll keys per group are loaded before any use,
 // so several 16-byte loads per thread are in flight. The groups merge through shared memory at
-// the end (log-sum-exp). With several splits, each CTA writes its partial (o, lse) and bumps a
+// the end (log-sum-exp; decode_finish.cuh, shared with the tensor-core kernels of
+// decode_attention_mma.cu). With several splits, each CTA writes its partial (o, lse) and bumps a
 // per-(sequence, kv head) counter; the CTA that finishes last merges the splits and resets the
 // counter, so there is no second kernel (and no second graph node per layer). A sequence whose
 // keys all fall in its first split skips that: the one CTA with keys writes the output.
@@ -36,6 +37,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/decode_finish.cuh"
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
@@ -320,122 +322,10 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       sm_l[row][g] = l[g];
     }
   }
-  __syncthreads();
-  // Splits that hold keys. With one (a context within the first partition) this CTA has every key:
-  // it writes the output itself, with no partials, fence, counter or merge.
-  const int used = min(num_splits, (ctx + partition - 1) / partition);
-  const bool direct = used == 1;
-  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kCtaThreads) {
-    const int g = idx / kHeadDim;
-    const int d = idx % kHeadDim;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) mx = fmaxf(mx, sm_m[r][g]);
-    float sum = 0.0f, o = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float w = exp2f(sm_m[r][g] - mx);  // 0 for a group that saw no key
-      sum += sm_l[r][g] * w;
-      o += sm_acc[r][g][d] * w;
-    }
-    const int h = q_head(g);
-    if (direct) {
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
-                           static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(h) * kHeadDim;
-      out[d] = __float2bfloat16(o / sum);
-    } else {
-      const int64_t row = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits + split;
-      scratch.partial_o[row * kHeadDim + d] = o / sum;
-      if (d == 0) scratch.partial_lse[row] = mx + log2f(sum);
-    }
-  }
-  if (direct) return;
-
-  // Last CTA of this (sequence, kv head) merges the splits that hold keys (threadFenceReduction
-  // pattern).
-  __shared__ bool is_last;
-  __threadfence();  // this CTA's partials are visible before its arrival is counted
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = scratch.counters + (kExact ? static_cast<int64_t>(seq) * a.num_kv_heads + kvh
-                                              : static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
-    is_last = atomicAdd(counter, 1) == used - 1;
-    if (is_last) *counter = 0;  // every other split has arrived: ready for the next step
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // The weights 2^(lse_i - max) of the splits, per q head, from one of three places:
-  // - registers, for 2 to 8 splits (a small batch at a short context, the latency-bound case):
-  //   every thread loads each split's lse and partial at once, one L2 round trip with no barrier;
-  // - shared memory, for 9 to 64 splits: the lse values once per q head, then the partials;
-  // - L2 again, per thread, for more.
-  constexpr int kRegSplits = 8;
-  constexpr int kMaxSmemSplits = 64;
-  __shared__ float sm_w[kGroup][kMaxSmemSplits];
-  __shared__ float sm_inv[kGroup];
-  const bool in_regs = used <= kRegSplits;
-  const bool in_smem = !in_regs && used <= kMaxSmemSplits;
-  if (in_smem) {  // uniform over the CTA
-    for (int idx = threadIdx.x; idx < heads * used; idx += kCtaThreads) {
-      const int g = idx / used, i = idx % used;
-      const int64_t row0 =
-          (static_cast<int64_t>(seq) * a.num_q_heads + (kExact ? kvh * kGroup : head0) + g) * num_splits;
-      sm_w[g][i] = __ldcg(scratch.partial_lse + row0 + i);
-    }
-    __syncthreads();
-    if (threadIdx.x < heads) {
-      const int g = threadIdx.x;
-      float mx = -INFINITY, sum = 0.0f;
-      for (int i = 0; i < used; ++i) mx = fmaxf(mx, sm_w[g][i]);
-      for (int i = 0; i < used; ++i) {
-        sm_w[g][i] = exp2f(sm_w[g][i] - mx);
-        sum += sm_w[g][i];
-      }
-      sm_inv[g] = 1.0f / sum;
-    }
-    __syncthreads();
-  }
-#pragma unroll 2
-  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kCtaThreads) {
-    const int g = idx / kHeadDim;
-    const int d = idx % kHeadDim;
-    const int h = q_head(g);
-    const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
-    float o = 0.0f, sum = 0.0f;
-    if (in_regs) {
-      float lse[kRegSplits], po[kRegSplits];
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) {
-        lse[i] = i < used ? __ldcg(scratch.partial_lse + row0 + i) : -INFINITY;
-        po[i] = i < used ? __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d) : 0.0f;
-      }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) mx = fmaxf(mx, lse[i]);
-#pragma unroll
-      for (int i = 0; i < kRegSplits; ++i) {
-        const float w = i < used ? exp2f(lse[i] - mx) : 0.0f;
-        sum += w;
-        o = fmaf(w, po[i], o);
-      }
-    } else if (in_smem) {
-      for (int i = 0; i < used; ++i) o += sm_w[g][i] * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
-      o *= sm_inv[g];
-      sum = 1.0f;
-    } else {
-      float mx = -INFINITY;
-      for (int i = 0; i < used; ++i) mx = fmaxf(mx, __ldcg(scratch.partial_lse + row0 + i));
-      for (int i = 0; i < used; ++i) {
-        const float w = exp2f(__ldcg(scratch.partial_lse + row0 + i) - mx);
-        sum += w;
-        o += w * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
-      }
-    }
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim +
-                         static_cast<int64_t>(h) * kHeadDim;
-    out[d] = __float2bfloat16(o / sum);
-  }
+  // Merge the rows, write the output or this split's partial; the last split merges the splits.
+  decode_finish_cta<kHeadDim, kGroup, kRows, kCtaThreads>(
+      a, scratch, sm_m, sm_l, sm_acc, seq, kExact ? kvh * kGroup : head0, heads, split, num_splits, partition, ctx,
+      kExact ? static_cast<int64_t>(seq) * a.num_kv_heads + kvh : static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
 }
 
 template <int kHeadDim, int kGroup, bool kFp8>

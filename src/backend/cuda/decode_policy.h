@@ -103,4 +103,19 @@ inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms)
   return group == 2 || static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
 }
 
+// The tensor-core decode kernel (decode_attention_mma.cu) instead of the 4-warp CUDA-core ones,
+// where decode_mma_fits. On an H100 (2026-11-24, CudaBench.DecodeAttentionTensorCores, tensor /
+// CUDA cores, us): fp8 caches at every batch size (Qwen3 heads 256 x 1,024 keys 246 / 257, mixed
+// contexts 266 / 271, 16 x 700 keys 16.2 / 30.8; Llama heads 163 / 205, 190 / 223, 11.9 / 24.8);
+// bf16 at group 4 (Llama: 193 / 224, 195 / 234, 16 x 700 12.7 / 17.7, 32 x 700 22.6 / 30.7); bf16
+// at group 2 only while the (sequence, kv head) CTAs fit one per SM (Qwen3: 16 x 700 22.1 / 26.0,
+// but 32 x 700 44.5 / 44.1 and 256 x 1,024 375 / 368, where the CUDA-core kernel is at copy
+// bandwidth already). Group 1 and 8 over bf16 follow their neighbours (not measured).
+// MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
+constexpr int kDecodeMmaGranule = 64;
+inline bool decode_use_mma(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
+  if (kv_fp8 || group >= 4) return true;
+  return group == 2 && static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
+}
+
 }  // namespace minivllm::cuda
