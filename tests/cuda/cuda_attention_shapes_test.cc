@@ -129,9 +129,10 @@ TEST(CudaAttentionShapes, DecodeLaneWidths) {
   }
 }
 
-// The tensor-core decode kernel (decode_attention_mma.cu), forced by MINIVLLM_DECODE_MMA=1 on
-// every shape it takes (groups 1, 2, 4, 8 at head_dim 64 and 128), bf16 and fp8 caches, against the
-// CPU backend: past the wide-CTA bound (20 sequences), split and unsplit, block sizes 16 and 256,
+// The tensor-core decode kernels (decode_attention_mma.cu), forced by MINIVLLM_DECODE_MMA=1 on
+// every shape they take (groups 1, 2, 4, 8 at head_dim 64 and 128), bf16 and fp8 caches, against
+// the CPU backend: past the wide-CTA bound, 20 sequences (fp8: the shared-memory ring) and 12 (fp8:
+// fragments in registers; decode_mma_ring) in turn, split and unsplit, block sizes 16 and 256,
 // NaN-poisoned rows past the contexts, contexts ending inside a 16-key tile and at its edges.
 TEST(CudaAttentionShapes, DecodeTensorCores) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
@@ -144,12 +145,16 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
     for (const Heads& h : heads) {
       for (const bool one_split : {false, true}) {
         const int bs = i % 3 == 0 ? 256 : 16;
+        const size_t seqs = i % 2 == 0 ? 20 : 12;  // x 8 kv heads: past 132 SMs, and not
         ++i;
-        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
+        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, std::vector<int>(ctx.begin(), ctx.begin() + seqs),
+                                      (4096 - 2047) / bs);
         c.poison_cache = true;
         c.fp8 = fp8;
         setenv("MINIVLLM_DECODE_MMA", "1", 1);  // read when the backend is made
-        check(c, std::string("decode, tensor cores") + (fp8 ? ", fp8" : "") + (one_split ? ", one split" : ", split"),
+        check(c,
+              std::string("decode, tensor cores, ") + std::to_string(seqs) + " seqs" + (fp8 ? ", fp8" : "") +
+                  (one_split ? ", one split" : ", split"),
               seed++, one_split);
         unsetenv("MINIVLLM_DECODE_MMA");
       }

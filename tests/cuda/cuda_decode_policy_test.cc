@@ -53,6 +53,10 @@ TEST(DecodePolicy, TensorCoresWhereTheyPay) {
   EXPECT_TRUE(decode_use_mma(false, 2, 16, 8, kSms));  // 128 CTAs on 132 SMs
   EXPECT_FALSE(decode_use_mma(false, 2, 17, 8, kSms));
   EXPECT_FALSE(decode_use_mma(false, 2, 256, 8, kSms));
+  // fp8 streams through the shared-memory ring once the CTAs outnumber the SMs; bf16 never.
+  EXPECT_FALSE(decode_mma_ring(true, 16, 8, kSms));
+  EXPECT_TRUE(decode_mma_ring(true, 17, 8, kSms));
+  EXPECT_FALSE(decode_mma_ring(false, 256, 8, kSms));
 }
 
 TEST(DecodePolicy, WideSplitsAreWholeWideSteps) {

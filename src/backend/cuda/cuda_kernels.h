@@ -138,10 +138,11 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tile
                              bool wide, bool lane16, const DecodeScratch& scratch, cudaStream_t stream);
 // The same on the tensor cores (decode_attention_mma.cu), where decode_mma_fits: the exact shapes
 // (groups 1, 2, 4, 8 at head_dim 64 and 128) over caches of blocks of at least 16 keys; partition a
-// multiple of 16. Its CTAs are the 4-warp kernels' (same split plan, scratch and merge).
+// multiple of 16. Its CTAs are the 4-warp kernels' (same split plan, scratch and merge). ring: the
+// kernel that streams tiles through shared memory (decode_policy.h: decode_mma_ring).
 bool decode_mma_fits(int head_dim, int group, int block_size);
-void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
-                                 cudaStream_t stream);
+void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, bool ring,
+                                 const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256; its step.

@@ -433,7 +433,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   if (mma) {
     const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,
                                                 decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
-    launch_decode_attention_mma(a, split.num_splits, split.partition, scratch, stream_);
+    launch_decode_attention_mma(a, split.num_splits, split.partition,
+                                decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_), scratch, stream_);
     return;
   }
   const DecodeSplit split =

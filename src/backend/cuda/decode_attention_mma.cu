@@ -10,9 +10,11 @@
 // per 8 output dims. The shuffles are per 16 keys, not per key.
 //
 // Grid (splits, kv heads, seqs), the split plan, the PDL prologue and the end of a CTA
-// (decode_finish.cuh) are the CUDA-core kernels'. Fragments come straight from global memory in
-// layouts chosen so that each thread loads contiguous runs of a key row and a warp whole rows
-// (mma_sync.cuh has the fragment layouts; g = lane / 4, t = lane % 4):
+// (decode_finish.cuh) are the CUDA-core kernels'. Two kernels share the math (mma_consume) and
+// differ in how fragments arrive (decode_policy.h: decode_mma_ring): bf16 caches load them straight
+// from global memory into registers; fp8 ones stream each warp's tiles through a cp.async ring in
+// shared memory. The layouts are chosen so that each thread reads contiguous runs of a key row and
+// a warp whole rows (mma_sync.cuh has the fragment layouts; g = lane / 4, t = lane % 4):
 // - q.k: the mma's k index is a permutation of the head dims. Thread (g, t) owns dims
 //   [t * D/4, (t + 1) * D/4) of q head g and of keys g and g + 8, four dims per k-step: its
 //   a[0] / b0 are the first two, a[2] / b1 the other two. The same permutation on both sides
@@ -33,6 +35,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_finish.cuh"
@@ -99,139 +102,304 @@ __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// The sizes of one (head_dim, cache type) instantiation, per thread and per key.
+template <int kHeadDim, bool kFp8>
+struct MmaShape {
+  static constexpr int D = kHeadDim;
+  static constexpr int kKSteps = D / 16;  // q.k k-steps
+  static constexpr int kNBlocks = D / 8;  // p.v n-blocks
+  static constexpr int kKElems = D / 4;   // a thread's dims of a key for q.k
+  static constexpr int kVElems = D / 8;   // and for p.v
+  static constexpr int kEsz = kFp8 ? 1 : 2;
+  static constexpr int kKWords = kKElems * kEsz / 4;
+  static constexpr int kVWords = kVElems * kEsz / 4;
+  static constexpr int kRowBytes = D * kEsz;
+  using T = std::conditional_t<kFp8, uint8_t, __nv_bfloat16>;
+};
+
+// A warp's running softmax for q head g (the rows of its quad): the p.v accumulators (o[j][0] and
+// o[j][1] are dims t * D/4 + j and t * D/4 + D/8 + j; o[j][2..3] the padding rows), the max score m,
+// the thread's partial sum l, and (fp8) the largest v scale seen, the accumulators' unit.
+template <int kNBlocks>
+struct MmaState {
+  float o[kNBlocks][4];
+  float m = -INFINITY, l = 0.0f, vref = 0.0f;
+};
+
+// The context of one CTA: its sequence, kv head and split, and the keys [start, end) it reads.
+struct MmaCta {
+  int split, kvh, seq, lane, warp, g, t, start, ctx, end;
+  const int32_t* table;
+  // Cache row of the first key of the tile at key0 (a tile is 16-aligned and blocks hold >= 16
+  // keys, so all of a tile's keys share one block).
+  __device__ int64_t tile_row(const AttentionArgs& a, int key0) const {
+    const int64_t block = table[key0 >> a.block_size_log2];
+    return ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (key0 & ((1 << a.block_size_log2) - 1));
+  }
+};
+
+// Before the wait: prefetch the warp's first tiles into L2 (the block table is a step input, older
+// keys are not rewritten, and the newest key's write lands in L2). A CTA past its sequence returns
+// false (a padded row's first split writes zeros). Then griddepcontrol.wait.
+template <int kHeadDim, int kGroup, bool kFp8, int kFirstTiles>
+__device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int partition, MmaCta& c) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  c.split = blockIdx.x;
+  c.kvh = blockIdx.y;
+  c.seq = blockIdx.z;
+  c.lane = threadIdx.x & 31;
+  c.warp = threadIdx.x >> 5;
+  c.g = c.lane >> 2;
+  c.t = c.lane & 3;
+  c.table = a.block_tables + static_cast<int64_t>(c.seq) * a.table_cols;
+  c.start = c.split * partition;
+  c.ctx = a.context_lens[c.seq];
+  const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
+  const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
+#pragma unroll
+  for (int u = 0; u < kFirstTiles; ++u) {
+    const int key0 = c.start + (u * kMmaWarps + c.warp) * kTileKeys;
+    if (key0 < c.ctx && key0 < c.start + partition) {
+      const int64_t row0 = c.tile_row(a, key0);
+      const int64_t e = (row0 + (c.lane & 15)) * kHeadDim + (c.lane >> 4) * (kHeadDim / 2);
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + e));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + e));
+    }
+  }
+  if (c.start >= c.ctx) {  // past this sequence: the merge counts only the splits that hold keys
+    if (c.ctx <= 0 && c.split == 0) {  // no keys at all (a padded row): zeros, never garbage
+      pdl_wait();  // an earlier kernel may still read out
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
+                           static_cast<int64_t>(c.seq) * a.num_q_heads * kHeadDim +
+                           static_cast<int64_t>(c.kvh) * kGroup * kHeadDim;
+      for (int i = threadIdx.x; i < kGroup * kHeadDim; i += kMmaThreads) out[i] = __float2bfloat16(0.0f);
+    }
+    return false;
+  }
+  c.end = min(c.ctx, c.start + partition);
+  pdl_wait();
+  return true;
+}
+
+// q head g's A fragments (rows g + 8 are zero: a[1] = a[3] = 0); returns the factor that takes its
+// raw scores to the log2 domain.
+template <int kHeadDim, int kGroup, bool kFp8>
+__device__ __forceinline__ float load_q_fragments(const AttentionArgs& a, const MmaCta& c,
+                                                  uint32_t (&qa)[kHeadDim / 16][4]) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  const bool real_head = c.g < kGroup;
+  float qmul = a.scale * kLog2e;
+  const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
+  const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(a.qkv) + c.seq * qkv_stride +
+                            static_cast<int64_t>(c.kvh * kGroup + (real_head ? c.g : 0)) * kHeadDim + c.t * S::kKElems;
+  uint32_t qw[S::kKElems / 2];  // bf16 pairs
+  load_words(qp, qw);
+  if (!real_head) zero_words(qw);
+  if constexpr (!kFp8) {
+#pragma unroll
+    for (int s = 0; s < S::kKSteps; ++s) {
+      qa[s][0] = qw[2 * s];
+      qa[s][2] = qw[2 * s + 1];
+    }
+  } else {
+    float qf[S::kKElems];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < S::kKElems / 2; ++i) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qw[i]));
+      qf[2 * i] = f.x, qf[2 * i + 1] = f.y;
+      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    int e = 0;
+    if (amax > 0.0f) frexpf(amax, &e);  // amax < 2^e
+    const float up = exp2f(static_cast<float>(15 - e));
+    qmul *= exp2f(static_cast<float>(e - 15));
+#pragma unroll
+    for (int s = 0; s < S::kKSteps; ++s) {
+      qa[s][0] = pack_f16x2(qf[4 * s] * up, qf[4 * s + 1] * up);
+      qa[s][2] = pack_f16x2(qf[4 * s + 2] * up, qf[4 * s + 3] * up);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < S::kKSteps; ++s) qa[s][1] = qa[s][3] = 0u;
+  return qmul;
+}
+
+// One step of a warp over kTiles tiles of 16 keys, whose first keys are key0[u]: kw holds keys g and
+// g + 8 of each (its q.k B fragments), vw keys 2t, 2t + 1, 2t + 8, 2t + 9 (the p.v ones), ks / vs
+// (fp8) the scales of those four keys, the ones whose scores this thread holds. Keys at or past
+// `end` must come as zeros (a row past the context may hold anything, NaN included).
+template <int kHeadDim, bool kFp8, int kTiles>
+__device__ __forceinline__ void mma_consume(MmaState<kHeadDim / 8>& st, const uint32_t (&qa)[kHeadDim / 16][4],
+                                            float qmul,
+                                            const uint32_t (&kw)[kTiles][2][MmaShape<kHeadDim, kFp8>::kKWords],
+                                            const uint32_t (&vw)[kTiles][4][MmaShape<kHeadDim, kFp8>::kVWords],
+                                            const float (&ks)[kTiles][4], const float (&vs)[kTiles][4],
+                                            const int (&key0)[kTiles], int end, int t) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  const int col[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+  // Scores of q head g against keys col[0..3] of each tile, log2 domain; -inf past the context.
+  float sc[kTiles][4];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int u = 0; u < kTiles; ++u) {
+    float c[2][4] = {};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int s = 0; s < S::kKSteps; ++s) {
+        if constexpr (kFp8) {
+          mma_f16(c[n], qa[s], e4m3x2_to_f16x2(kw[u][n][s]), e4m3x2_to_f16x2(kw[u][n][s] >> 16));
+        } else {
+          mma_bf16(c[n], qa[s], kw[u][n][2 * s], kw[u][n][2 * s + 1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s = c[i >> 1][i & 1] * qmul;
+      if constexpr (kFp8) s *= ks[u][i];
+      sc[u][i] = key0[u] + col[i] < end ? s : -INFINITY;
+      mx = fmaxf(mx, sc[u][i]);
+    }
+  }
+  // The lanes of a quad hold one row (q head) between them.
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(st.m, mx);
+  if (m_new == -INFINITY) return;  // no key of this warp yet (uniform: every row sees the same keys)
+  const float corr = exp2f(st.m - m_new);
+  st.m = m_new;
+  float ocorr = corr;  // the accumulators' correction (fp8: also the change of v units)
+  float vmul = 1.0f;   // fp8: a key's p.v weight is p * vs * vmul
+  if constexpr (kFp8) {
+    float vm = st.vref;
+#pragma unroll
+    for (int u = 0; u < kTiles; ++u) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) vm = fmaxf(vm, vs[u][i]);
+    }
+    vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, 1));  // the quad covers the tile's 16 keys
+    vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, 2));
+    ocorr *= vm > 0.0f ? st.vref / vm : 1.0f;
+    vmul = vm > 0.0f ? 1.0f / vm : 0.0f;  // all-zero v rows so far: their p.v terms are 0
+    st.vref = vm;
+  }
+  st.l *= corr;
+#pragma unroll
+  for (int j = 0; j < S::kNBlocks; ++j) {
+    st.o[j][0] *= ocorr;
+    st.o[j][1] *= ocorr;
+  }
+#pragma unroll
+  for (int u = 0; u < kTiles; ++u) {
+    float p[4], pv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p[i] = exp2f(sc[u][i] - st.m);  // 0 past the context
+      st.l += p[i];
+      pv[i] = kFp8 ? p[i] * (vs[u][i] * vmul) : p[i];
+    }
+    uint32_t pa[4];
+    pa[0] = kFp8 ? pack_f16x2(pv[0], pv[1]) : pack_bf16x2(pv[0], pv[1]);
+    pa[2] = kFp8 ? pack_f16x2(pv[2], pv[3]) : pack_bf16x2(pv[2], pv[3]);
+    pa[1] = pa[3] = 0u;
+#pragma unroll
+    for (int j = 0; j < S::kNBlocks; ++j) {
+      if constexpr (kFp8) {
+        if (j % 2 == 1) continue;  // pairs of n-blocks share a permute
+        // bytes j % 4 and j % 4 + 1 of the keys' words: (key a, key b) pairs for blocks j, j + 1
+        const uint32_t sel = (j % 4 == 0) ? 0x5140u : 0x7362u;
+        const uint32_t lo = prmt(vw[u][0][j / 4], vw[u][1][j / 4], sel);
+        const uint32_t hi = prmt(vw[u][2][j / 4], vw[u][3][j / 4], sel);
+        mma_f16(st.o[j], pa, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi));
+        mma_f16(st.o[j + 1], pa, e4m3x2_to_f16x2(lo >> 16), e4m3x2_to_f16x2(hi >> 16));
+      } else {
+        const uint32_t sel = (j % 2 == 0) ? 0x5410u : 0x7632u;  // the keys' low or high halves
+        mma_bf16(st.o[j], pa, prmt(vw[u][0][j / 2], vw[u][1][j / 2], sel),
+                 prmt(vw[u][2][j / 2], vw[u][3][j / 2], sel));
+      }
+    }
+  }
+}
+
+// The warps' states into shared memory, then the CTA's end (decode_finish.cuh).
+template <int kHeadDim, int kGroup, bool kFp8>
+__device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const AttentionArgs& a, const MmaCta& c,
+                                           int partition, int num_splits, const DecodeScratch& scratch) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  // The quad's partial sums of l.
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
+  __shared__ float sm_m[kMmaWarps][kGroup];
+  __shared__ float sm_l[kMmaWarps][kGroup];
+  __shared__ float sm_acc[kMmaWarps][kGroup][kHeadDim];
+  if (c.g < kGroup) {
+    const float back = kFp8 ? st.vref : 1.0f;  // fp8: the accumulators were in units of vref
+#pragma unroll
+    for (int j = 0; j < S::kNBlocks; ++j) {
+      sm_acc[c.warp][c.g][c.t * S::kKElems + j] = st.o[j][0] * back;
+      sm_acc[c.warp][c.g][c.t * S::kKElems + S::kVElems + j] = st.o[j][1] * back;
+    }
+    if (c.t == 0) {
+      sm_m[c.warp][c.g] = st.m;
+      sm_l[c.warp][c.g] = st.l;
+    }
+  }
+  decode_finish_cta<kHeadDim, kGroup, kMmaWarps, kMmaThreads>(a, scratch, sm_m, sm_l, sm_acc, c.seq, c.kvh * kGroup,
+                                                              kGroup, c.split, num_splits, partition, c.ctx,
+                                                              static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
+}
+
+template <int kHeadDim, int kGroup, bool kFp8>
+__device__ __forceinline__ void init_state(MmaState<kHeadDim / 8>& st) {
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) st.o[j][0] = st.o[j][1] = st.o[j][2] = st.o[j][3] = 0.0f;
+}
+
+// Fragments loaded straight into registers: kTiles tiles per warp and step, all loaded before use.
 template <int kHeadDim, int kGroup, bool kFp8>
 __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArgs a, int partition, int num_splits,
                                                                    DecodeScratch scratch) {
-  constexpr int D = kHeadDim;
-  constexpr int kKSteps = D / 16;          // q.k k-steps
-  constexpr int kNBlocks = D / 8;          // p.v n-blocks
-  constexpr int kKElems = D / 4;           // a thread's dims of a key for q.k
-  constexpr int kVElems = D / 8;           // and for p.v
-  constexpr int kEsz = kFp8 ? 1 : 2;
-  constexpr int kKWords = kKElems * kEsz / 4;
-  constexpr int kVWords = kVElems * kEsz / 4;
-  constexpr int kTiles = mma_tiles(D, kFp8);
+  using S = MmaShape<kHeadDim, kFp8>;
+  constexpr int kTiles = mma_tiles(kHeadDim, kFp8);
   constexpr int kStep = kMmaWarps * kTileKeys * kTiles;  // keys per CTA iteration
   static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
-  using T = std::conditional_t<kFp8, uint8_t, __nv_bfloat16>;
   pdl_launch_dependents();  // the o projection may start streaming its weights now
-
-  const int split = blockIdx.x;
-  const int kvh = blockIdx.y;
-  const int seq = blockIdx.z;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
-  const int start = split * partition;
-  const int ctx = a.context_lens[seq];
-  const int bs_log2 = a.block_size_log2;
-  const int bs_mask = (1 << bs_log2) - 1;
-  const T* kc = static_cast<const T*>(a.k_cache);
-  const T* vc = static_cast<const T*>(a.v_cache);
-  // Cache row of the first key of the tile at key0 (a tile is 16-aligned and blocks hold >= 16
-  // keys, so all of a tile's keys share one block).
-  auto tile_row = [&](int key0) {
-    const int64_t block = table[key0 >> bs_log2];
-    return ((block * a.num_kv_heads + kvh) << bs_log2) + (key0 & bs_mask);
-  };
-  // Prefetch this warp's first tiles into L2 while the rope kernel runs: the block table is a step
-  // input, older keys are not rewritten, and the newest key's write lands in L2.
-#pragma unroll
-  for (int u = 0; u < kTiles; ++u) {
-    const int key0 = start + (u * kMmaWarps + warp) * kTileKeys;
-    if (key0 < ctx && key0 < start + partition) {
-      const int64_t row0 = tile_row(key0);
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + (row0 + (lane & 15)) * D + (lane >> 4) * (D / 2)));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + (row0 + (lane & 15)) * D + (lane >> 4) * (D / 2)));
-    }
-  }
-  if (start >= ctx) {  // past this sequence: the merge counts only the splits that hold keys
-    if (ctx <= 0 && split == 0) {  // no keys at all (a padded row): zeros, never garbage
-      pdl_wait();  // an earlier kernel may still read out
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * D +
-                           static_cast<int64_t>(kvh) * kGroup * D;
-      for (int i = threadIdx.x; i < kGroup * D; i += kMmaThreads) out[i] = __float2bfloat16(0.0f);
-    }
-    return;
-  }
-  const int end = min(ctx, start + partition);
-  pdl_wait();
-
-  // q head g's A fragments (rows g + 8 are zero: a[1] = a[3] = 0), and the factor that takes its
-  // raw scores to the log2 domain.
-  const bool real_head = g < kGroup;
-  uint32_t qa[kKSteps][4];
-  float qmul = a.scale * kLog2e;
-  {
-    const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * D;
-    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(a.qkv) + seq * qkv_stride +
-                              static_cast<int64_t>(kvh * kGroup + (real_head ? g : 0)) * D + t * kKElems;
-    uint32_t qw[kKElems / 2];  // bf16 pairs
-    load_words(qp, qw);
-    if (!real_head) zero_words(qw);
-    if constexpr (!kFp8) {
-#pragma unroll
-      for (int s = 0; s < kKSteps; ++s) {
-        qa[s][0] = qw[2 * s];
-        qa[s][2] = qw[2 * s + 1];
-      }
-    } else {
-      float qf[kKElems];
-      float amax = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kKElems / 2; ++i) {
-        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qw[i]));
-        qf[2 * i] = f.x, qf[2 * i + 1] = f.y;
-        amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      int e = 0;
-      if (amax > 0.0f) frexpf(amax, &e);  // amax < 2^e
-      const float up = exp2f(static_cast<float>(15 - e));
-      qmul *= exp2f(static_cast<float>(e - 15));
-#pragma unroll
-      for (int s = 0; s < kKSteps; ++s) {
-        qa[s][0] = pack_f16x2(qf[4 * s] * up, qf[4 * s + 1] * up);
-        qa[s][2] = pack_f16x2(qf[4 * s + 2] * up, qf[4 * s + 3] * up);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < kKSteps; ++s) qa[s][1] = qa[s][3] = 0u;
-  }
-
-  float o[kNBlocks][4];
-#pragma unroll
-  for (int j = 0; j < kNBlocks; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
-  float vref = 0.0f;  // fp8: the largest v scale this warp has seen
-  // The tile's keys this thread scores (and whose p it holds): 2t, 2t + 1, 2t + 8, 2t + 9; they
-  // are also the keys of its p.v B fragments.
-  const int col[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
-
-  for (int base = start; base < end; base += kStep) {
-    uint32_t kw[kTiles][2][kKWords];  // keys g and g + 8
-    uint32_t vw[kTiles][4][kVWords];  // keys col[0..3]
+  MmaCta c;
+  if (!mma_prologue<kHeadDim, kGroup, kFp8, kTiles>(a, partition, c)) return;
+  uint32_t qa[S::kKSteps][4];
+  const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
+  MmaState<S::kNBlocks> st;
+  init_state<kHeadDim, kGroup, kFp8>(st);
+  const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
+  const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
+  const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
+  for (int base = c.start; base < c.end; base += kStep) {
+    uint32_t kw[kTiles][2][S::kKWords];  // keys g and g + 8
+    uint32_t vw[kTiles][4][S::kVWords];  // keys col[0..3]
     float ks[kTiles][4], vs[kTiles][4];
+    int key0[kTiles];
 #pragma unroll
     for (int u = 0; u < kTiles; ++u) {
-      const int key0 = base + (u * kMmaWarps + warp) * kTileKeys;
-      if (key0 < end) {
-        const int64_t row0 = tile_row(key0);
+      key0[u] = base + (u * kMmaWarps + c.warp) * kTileKeys;
+      if (key0[u] < c.end) {
+        const int64_t row0 = c.tile_row(a, key0[u]);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-          if (key0 + g + 8 * n < end) {
-            load_words(kc + (row0 + g + 8 * n) * D + t * kKElems, kw[u][n]);
+          if (key0[u] + c.g + 8 * n < c.end) {
+            load_words(kc + (row0 + c.g + 8 * n) * kHeadDim + c.t * S::kKElems, kw[u][n]);
           } else {
             zero_words(kw[u][n]);
           }
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const bool valid = key0 + col[i] < end;
+          const bool valid = key0[u] + col[i] < c.end;
           if (valid) {
-            load_words(vc + (row0 + col[i]) * D + g * kVElems, vw[u][i]);
+            load_words(vc + (row0 + col[i]) * kHeadDim + c.g * S::kVElems, vw[u][i]);
           } else {
             zero_words(vw[u][i]);  // a row past the context may hold anything, NaN included
           }
@@ -250,131 +418,149 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
         }
       }
     }
-    // Scores of q head g against keys col[0..3] of each tile, log2 domain; -inf past the context.
-    float sc[kTiles][4];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < kTiles; ++u) {
-      float c[2][4] = {};
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-#pragma unroll
-        for (int s = 0; s < kKSteps; ++s) {
-          if constexpr (kFp8) {
-            mma_f16(c[n], qa[s], e4m3x2_to_f16x2(kw[u][n][s]), e4m3x2_to_f16x2(kw[u][n][s] >> 16));
-          } else {
-            mma_bf16(c[n], qa[s], kw[u][n][2 * s], kw[u][n][2 * s + 1]);
-          }
-        }
-      }
-      const int key0 = base + (u * kMmaWarps + warp) * kTileKeys;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float s = c[i >> 1][i & 1] * qmul;
-        if constexpr (kFp8) s *= ks[u][i];
-        sc[u][i] = key0 + col[i] < end ? s : -INFINITY;
-        mx = fmaxf(mx, sc[u][i]);
-      }
-    }
-    // The lanes of a quad hold one row (q head) between them.
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m, mx);
-    if (m_new == -INFINITY) continue;  // no key of this warp yet (uniform: every row sees the same keys)
-    const float corr = exp2f(m - m_new);
-    m = m_new;
-    float ocorr = corr;  // the accumulators' correction (fp8: also the change of v units)
-    float vmul = 1.0f;   // fp8: a key's p.v weight is p * vs * vmul
-    if constexpr (kFp8) {
-      float vm = vref;
-#pragma unroll
-      for (int u = 0; u < kTiles; ++u) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) vm = fmaxf(vm, vs[u][i]);
-      }
-      vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, 1));  // the quad covers the tile's 16 keys
-      vm = fmaxf(vm, __shfl_xor_sync(0xffffffffu, vm, 2));
-      ocorr *= vm > 0.0f ? vref / vm : 1.0f;
-      vmul = vm > 0.0f ? 1.0f / vm : 0.0f;  // all-zero v rows so far: their p.v terms are 0
-      vref = vm;
-    }
-    l *= corr;
-#pragma unroll
-    for (int j = 0; j < kNBlocks; ++j) {
-      o[j][0] *= ocorr;
-      o[j][1] *= ocorr;
-    }
-#pragma unroll
-    for (int u = 0; u < kTiles; ++u) {
-      float p[4], pv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        p[i] = exp2f(sc[u][i] - m);  // 0 past the context
-        l += p[i];
-        pv[i] = kFp8 ? p[i] * (vs[u][i] * vmul) : p[i];
-      }
-      uint32_t pa[4];
-      pa[0] = kFp8 ? pack_f16x2(pv[0], pv[1]) : pack_bf16x2(pv[0], pv[1]);
-      pa[2] = kFp8 ? pack_f16x2(pv[2], pv[3]) : pack_bf16x2(pv[2], pv[3]);
-      pa[1] = pa[3] = 0u;
-#pragma unroll
-      for (int j = 0; j < kNBlocks; ++j) {
-        if constexpr (kFp8) {
-          if (j % 2 == 1) continue;  // pairs of n-blocks share a permute
-          // bytes j % 4 and j % 4 + 1 of the keys' words: (key a, key b) pairs for blocks j, j + 1
-          const uint32_t sel = (j % 4 == 0) ? 0x5140u : 0x7362u;
-          const uint32_t lo = prmt(vw[u][0][j / 4], vw[u][1][j / 4], sel);
-          const uint32_t hi = prmt(vw[u][2][j / 4], vw[u][3][j / 4], sel);
-          mma_f16(o[j], pa, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi));
-          mma_f16(o[j + 1], pa, e4m3x2_to_f16x2(lo >> 16), e4m3x2_to_f16x2(hi >> 16));
-        } else {
-          const uint32_t sel = (j % 2 == 0) ? 0x5410u : 0x7632u;  // the keys' low or high halves
-          mma_bf16(o[j], pa, prmt(vw[u][0][j / 2], vw[u][1][j / 2], sel), prmt(vw[u][2][j / 2], vw[u][3][j / 2], sel));
-        }
-      }
-    }
+    mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, kw, vw, ks, vs, key0, c.end, c.t);
   }
+  mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);
+}
 
-  // The quad's partial sums of l; then each warp's state into one shared-memory row.
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
-  __shared__ float sm_m[kMmaWarps][kGroup];
-  __shared__ float sm_l[kMmaWarps][kGroup];
-  __shared__ float sm_acc[kMmaWarps][kGroup][D];
-  if (real_head) {
-    const float back = kFp8 ? vref : 1.0f;  // fp8: the accumulators were in units of vref
-#pragma unroll
-    for (int j = 0; j < kNBlocks; ++j) {
-      sm_acc[warp][g][t * kKElems + j] = o[j][0] * back;
-      sm_acc[warp][g][t * kKElems + kVElems + j] = o[j][1] * back;
-    }
-    if (t == 0) {
-      sm_m[warp][g] = m;
-      sm_l[warp][g] = l;
-    }
+// Fragments through shared memory: each warp streams its tiles with cp.async into a ring of
+// kStages tiles of its own (no CTA barrier), kStages - 1 tiles in flight while it computes one, and
+// reads its fragments from the ring. Rows are 16-byte chunks XOR-swizzled by the row so that a
+// quarter warp's fragment reads fall in distinct banks.
+template <int kHeadDim, bool kFp8>
+struct MmaRing {
+  static constexpr int kRowBytes = MmaShape<kHeadDim, kFp8>::kRowBytes;
+  static constexpr int kChunks = kRowBytes / 16;
+  static constexpr int kScaleBytes = kFp8 ? 2 * kTileKeys * 4 : 0;
+  static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes + kScaleBytes;  // k rows, v rows, scales
+  static constexpr int kStages = 16384 / kStageBytes < 2 ? 2 : 16384 / kStageBytes > 8 ? 8 : 16384 / kStageBytes;
+  static constexpr int kCtaBytes = kMmaWarps * kStages * kStageBytes;
+  // Byte offset of chunk ch of tile row r (0..31: k rows, then v rows).
+  __device__ static int offset(int r, int ch) {
+    constexpr int kMask = (kChunks < 8 ? kChunks : 8) - 1;
+    return r * kRowBytes + ((ch ^ (r & kMask)) << 4);
   }
-  decode_finish_cta<D, kGroup, kMmaWarps, kMmaThreads>(a, scratch, sm_m, sm_l, sm_acc, seq, kvh * kGroup, kGroup,
-                                                        split, num_splits, partition, ctx,
-                                                        static_cast<int64_t>(seq) * a.num_kv_heads + kvh);
+};
+
+// n words at byte `off` of ring row r (16-byte pieces, or one 8-byte piece).
+template <int kHeadDim, bool kFp8, int kWords>
+__device__ __forceinline__ void ring_words(const uint8_t* stage, int r, int off, uint32_t (&w)[kWords]) {
+  using R = MmaRing<kHeadDim, kFp8>;
+  if constexpr (kWords % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kWords / 4; ++i) {
+      const uint4 u = *reinterpret_cast<const uint4*>(stage + R::offset(r, off / 16 + i));
+      w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
+    }
+  } else {
+    static_assert(kWords == 2, "8 or 16-byte multiples");
+    const uint2 u = *reinterpret_cast<const uint2*>(stage + R::offset(r, off / 16) + off % 16);
+    w[0] = u.x, w[1] = u.y;
+  }
+}
+
+template <int kHeadDim, int kGroup, bool kFp8>
+__global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(AttentionArgs a, int partition,
+                                                                        int num_splits, DecodeScratch scratch) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  using R = MmaRing<kHeadDim, kFp8>;
+  static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
+  extern __shared__ __align__(16) uint8_t ring_smem[];
+  pdl_launch_dependents();  // the o projection may start streaming its weights now
+  MmaCta c;
+  if (!mma_prologue<kHeadDim, kGroup, kFp8, 1>(a, partition, c)) return;
+  uint8_t* ring = ring_smem + c.warp * R::kStages * R::kStageBytes;
+  const uint8_t* kb = static_cast<const uint8_t*>(a.k_cache);
+  const uint8_t* vb = static_cast<const uint8_t*>(a.v_cache);
+  const int tiles = (c.end - c.start + kTileKeys - 1) / kTileKeys;
+  const int mine = tiles > c.warp ? (tiles - c.warp + kMmaWarps - 1) / kMmaWarps : 0;  // this warp's tiles
+  // Tile i of this warp into ring stage i % kStages; rows past the context are zero-filled.
+  auto issue = [&](int i) {
+    const int key0 = c.start + (i * kMmaWarps + c.warp) * kTileKeys;
+    const int64_t row0 = c.tile_row(a, key0);
+    const int rows = min(kTileKeys, c.end - key0);
+    uint8_t* stage = ring + (i % R::kStages) * R::kStageBytes;
+#pragma unroll
+    for (int idx = c.lane; idx < 2 * kTileKeys * R::kChunks; idx += 32) {
+      const int r = idx / R::kChunks, ch = idx % R::kChunks;  // r: k rows 0..15, v rows 16..31
+      const int key = r % kTileKeys;
+      const uint8_t* src = (r < kTileKeys ? kb : vb) + (row0 + key) * R::kRowBytes + ch * 16;
+      cp_async16(stage + R::offset(r, ch), src, key < rows ? 16 : 0);
+    }
+    if constexpr (kFp8) {
+      if (c.lane < 8) {  // 4 chunks of 4 scales for k, then for v
+        const int j = c.lane & 3;
+        const float* src = (c.lane < 4 ? a.k_scale : a.v_scale) + row0 + 4 * j;
+        const int n = min(4, max(0, rows - 4 * j));
+        cp_async16(stage + 2 * kTileKeys * R::kRowBytes + c.lane * 16, src, 4 * n);
+      }
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < R::kStages - 1; ++i) {
+    if (i < mine) issue(i);
+    cp_async_commit();
+  }
+  uint32_t qa[S::kKSteps][4];
+  const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
+  MmaState<S::kNBlocks> st;
+  init_state<kHeadDim, kGroup, kFp8>(st);
+  const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
+  for (int i = 0; i < mine; ++i) {
+    if (i + R::kStages - 1 < mine) issue(i + R::kStages - 1);  // into the stage freed last iteration
+    cp_async_commit();
+    cp_async_wait<R::kStages - 1>();  // tile i has landed (this lane's copies)
+    __syncwarp();                      // and every lane's
+    const uint8_t* stage = ring + (i % R::kStages) * R::kStageBytes;
+    uint32_t kw[1][2][S::kKWords];
+    uint32_t vw[1][4][S::kVWords];
+    float ks[1][4], vs[1][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) ring_words<kHeadDim, kFp8>(stage, c.g + 8 * n, c.t * S::kKWords * 4, kw[0][n]);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      ring_words<kHeadDim, kFp8>(stage, kTileKeys + col[k], c.g * S::kVWords * 4, vw[0][k]);
+      if constexpr (kFp8) {
+        const float* sc = reinterpret_cast<const float*>(stage + 2 * kTileKeys * R::kRowBytes);
+        ks[0][k] = sc[col[k]];
+        vs[0][k] = sc[kTileKeys + col[k]];
+      }
+    }
+    const int key0[1] = {c.start + (i * kMmaWarps + c.warp) * kTileKeys};
+    mma_consume<kHeadDim, kFp8, 1>(st, qa, qmul, kw, vw, ks, vs, key0, c.end, c.t);
+    __syncwarp();  // every lane is done with the stage before it is refilled
+  }
+  mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);
+}
+
+template <int kHeadDim, int kGroup, bool kFp8>
+void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ring, const DecodeScratch& sc,
+                  cudaStream_t st) {
+  const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+  if (ring) {
+    constexpr int kBytes = MmaRing<kHeadDim, kFp8>::kCtaBytes;
+    static const bool attr_set = [] {  // past 48 KB of dynamic shared memory needs opting in, once
+      CUDA_CHECK(cudaFuncSetAttribute(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+      return true;
+    }();
+    (void)attr_set;
+    launch_with_pdl(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>, grid, dim3(kMmaThreads), kBytes, st, a, partition,
+                    num_splits, sc);
+    return;
+  }
+  launch_with_pdl(decode_mma_kernel<kHeadDim, kGroup, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition, num_splits,
+                  sc);
 }
 
 template <int kHeadDim, bool kFp8>
-void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition, const DecodeScratch& sc,
+void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition, bool ring, const DecodeScratch& sc,
                 cudaStream_t st) {
-  const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   switch (group) {
-    case 1:
-      return launch_with_pdl(decode_mma_kernel<kHeadDim, 1, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition,
-                             num_splits, sc);
-    case 2:
-      return launch_with_pdl(decode_mma_kernel<kHeadDim, 2, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition,
-                             num_splits, sc);
-    case 4:
-      return launch_with_pdl(decode_mma_kernel<kHeadDim, 4, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition,
-                             num_splits, sc);
-    default:
-      return launch_with_pdl(decode_mma_kernel<kHeadDim, 8, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition,
-                             num_splits, sc);
+    case 1: return launch_group<kHeadDim, 1, kFp8>(a, num_splits, partition, ring, sc, st);
+    case 2: return launch_group<kHeadDim, 2, kFp8>(a, num_splits, partition, ring, sc, st);
+    case 4: return launch_group<kHeadDim, 4, kFp8>(a, num_splits, partition, ring, sc, st);
+    default: return launch_group<kHeadDim, 8, kFp8>(a, num_splits, partition, ring, sc, st);
   }
 }
 
@@ -385,19 +571,19 @@ bool decode_mma_fits(int head_dim, int group, int block_size) {
          block_size >= kTileKeys;
 }
 
-void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& scratch,
-                                 cudaStream_t stream) {
+void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, bool ring,
+                                 const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   const int group = a.num_q_heads / a.num_kv_heads;
   MINIVLLM_CHECK(decode_mma_fits(a.head_dim, group, 1 << a.block_size_log2) && partition % kTileKeys == 0)
       << "decode attention (tensor cores): no kernel for head_dim " << a.head_dim << ", group " << group
       << ", block size " << (1 << a.block_size_log2) << ", partition " << partition;
   if (a.kv_fp8) {
-    if (a.head_dim == 64) return launch_mma<64, true>(a, group, num_splits, partition, scratch, stream);
-    return launch_mma<128, true>(a, group, num_splits, partition, scratch, stream);
+    if (a.head_dim == 64) return launch_mma<64, true>(a, group, num_splits, partition, ring, scratch, stream);
+    return launch_mma<128, true>(a, group, num_splits, partition, ring, scratch, stream);
   }
-  if (a.head_dim == 64) return launch_mma<64, false>(a, group, num_splits, partition, scratch, stream);
-  launch_mma<128, false>(a, group, num_splits, partition, scratch, stream);
+  if (a.head_dim == 64) return launch_mma<64, false>(a, group, num_splits, partition, ring, scratch, stream);
+  launch_mma<128, false>(a, group, num_splits, partition, ring, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

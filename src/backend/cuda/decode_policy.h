@@ -113,6 +113,15 @@ inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms)
 // bandwidth already). Group 1 and 8 over bf16 follow their neighbours (not measured).
 // MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
 constexpr int kDecodeMmaGranule = 64;
+// Which tensor-core kernel: a cp.async ring in shared memory for fp8 caches once the (sequence, kv
+// head) CTAs outnumber the SMs; else fragments loaded straight into registers. H100, 2026-11-24,
+// in one run (us, ring / registers): fp8 Qwen3 heads 256 x 1,024 keys 232 / 250, mixed contexts
+// 234 / 267, 32 x 700 keys 33.2 / 33.4, 16 x 700 21.7 / 16.2; fp8 Llama heads 149 / 165,
+// 161 / 193, 22.3 / 22.4, 15.0 / 11.9; bf16 Llama heads 191 / 193, 16 x 700 13.3 / 12.8; bf16
+// Qwen3 heads 16 x 700 28.4 / 21.5 (a bf16 head_dim-128 tile is 8 KB: two ring stages only).
+inline bool decode_mma_ring(bool kv_fp8, int num_seqs, int kv_ctas, int num_sms) {
+  return kv_fp8 && static_cast<int64_t>(num_seqs) * kv_ctas > num_sms;
+}
 inline bool decode_use_mma(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
   if (kv_fp8 || group >= 4) return true;
   return group == 2 && static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;

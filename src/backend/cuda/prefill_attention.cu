@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -36,20 +37,6 @@ namespace {
 constexpr int kBlockM = 64;
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool fill) {
-  const int bytes = fill ? 16 : 0;  // 0: zero-fill the 16 bytes, read nothing
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -123,7 +110,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
     const int r = idx / kChunks, c = idx % kChunks;
     const bool ok = q0 + r < len_q;
     const __nv_bfloat16* src = qkv + (ok ? (q_begin + q0 + r) * qkv_stride + h * kHeadDim + c * 8 : 0);
-    cp_async16(sq + swz<kRow>(r, c), src, ok);
+    cp_async16(sq + swz<kRow>(r, c), src, ok ? 16 : 0);
   }
 
   const int32_t* table = a.k_cache != nullptr ? a.block_tables + static_cast<int64_t>(seq) * a.table_cols : nullptr;
@@ -158,8 +145,8 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
           vsrc = ksrc + a.num_kv_heads * kHeadDim;
         }
       }
-      cp_async16(dk + swz<kRow>(r, c), ksrc, ok);
-      cp_async16(dv + swz<kRow>(r, c), vsrc, ok);
+      cp_async16(dk + swz<kRow>(r, c), ksrc, ok ? 16 : 0);
+      cp_async16(dv + swz<kRow>(r, c), vsrc, ok ? 16 : 0);
     }
   };
   load_kv(0, 0);
