@@ -41,8 +41,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     MINIVLLM_CHECK(decode_min_partition_ >= 1) << "MINIVLLM_DECODE_MIN_PARTITION=" << v << " must be >= 1";
   }
   decode_max_partition_ = kDefaultMaxDecodePartition;
+  decode_mma_max_partition_ = kDefaultMaxDecodeMmaPartition;
   if (const char* v = std::getenv("MINIVLLM_DECODE_MAX_PARTITION"); v != nullptr && v[0] != '\0') {
-    decode_max_partition_ = std::atoi(v);
+    decode_max_partition_ = decode_mma_max_partition_ = std::atoi(v);  // every decode kernel's
     MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
   }
   if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] != '\0') {

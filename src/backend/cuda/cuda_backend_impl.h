@@ -138,6 +138,7 @@ class CudaBackend : public Backend {
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
   int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)
+  int decode_mma_max_partition_ = 0;  // the same for the tensor-core kernels
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)

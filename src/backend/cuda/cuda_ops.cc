@@ -432,7 +432,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
   if (mma) {
     const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,
-                                                decode_partial_rows(hd), decode_min_partition_, decode_max_partition_);
+                                                decode_partial_rows(hd), decode_min_partition_,
+                                                decode_mma_max_partition_);
     launch_decode_attention_mma(a, split.num_splits, split.partition,
                                 decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_), scratch, stream_);
     return;

@@ -32,6 +32,15 @@ constexpr int kDefaultDecodeTileHeads = 4;
 // (head_dim 64) unchanged within noise (31.6-31.8k at 0 and 512).
 // MINIVLLM_DECODE_MAX_PARTITION overrides it (tuning; 0 = no limit, the policy before).
 constexpr int kDefaultMaxDecodePartition = 512;
+// The same bound for the tensor-core kernels (decode_attention_mma.cu), whose CTAs cost more to
+// start and end (q to fragments, the warps' merge): fewer, longer splits pay. H100, 2026-11-24,
+// seeds' workload, tok/s at 512 / 1024 / 2048 for every decode kernel, two rounds: Llama-3.2-1B
+// 35,506 / 35,850 / 35,947 and 36,031 / 35,671 / 36,420; fp8 cache, Qwen3-0.6B 24,374 / 25,072 /
+// 24,982 and 24,589 / 24,963 / 25,093, Llama 36,762 / 38,346 / 40,094 and 36,948 / 39,222 /
+// 39,856. Kernel on the mixed contexts (CudaBench, 512 / 2048, us): fp8 Llama heads 159.8 / 120.6,
+// fp8 Qwen3 heads 233.5 / 219.8, bf16 Llama heads 195.6 / 184.3.
+// MINIVLLM_DECODE_MAX_PARTITION sets both.
+constexpr int kDefaultMaxDecodeMmaPartition = 2048;
 
 // Enough CTAs to give every SM a few (each streams its keys; more in flight hides latency).
 inline int64_t decode_target_ctas(int num_sms) { return 4 * static_cast<int64_t>(num_sms); }
