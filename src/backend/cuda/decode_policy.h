@@ -122,6 +122,11 @@ inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms)
 // bandwidth already). Group 1 and 8 over bf16 follow their neighbours (not measured).
 // MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
 constexpr int kDecodeMmaGranule = 64;
+inline bool decode_use_mma(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
+  if (kv_fp8 || group >= 4) return true;
+  return group == 2 && static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
+}
+
 // Which tensor-core kernel: a cp.async ring in shared memory for fp8 caches once the (sequence, kv
 // head) CTAs outnumber the SMs; else fragments loaded straight into registers. H100, 2026-11-24,
 // in one run (us, ring / registers): fp8 Qwen3 heads 256 x 1,024 keys 232 / 250, mixed contexts
@@ -130,10 +135,6 @@ constexpr int kDecodeMmaGranule = 64;
 // Qwen3 heads 16 x 700 28.4 / 21.5 (a bf16 head_dim-128 tile is 8 KB: two ring stages only).
 inline bool decode_mma_ring(bool kv_fp8, int num_seqs, int kv_ctas, int num_sms) {
   return kv_fp8 && static_cast<int64_t>(num_seqs) * kv_ctas > num_sms;
-}
-inline bool decode_use_mma(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
-  if (kv_fp8 || group >= 4) return true;
-  return group == 2 && static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
 }
 
 }  // namespace minivllm::cuda
