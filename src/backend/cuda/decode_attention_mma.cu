@@ -53,11 +53,15 @@ constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kTileKeys = 16;  // a warp's keys per tile: two n8 blocks of q.k, one k16 step of p.v
 constexpr float kLog2e = 1.4426950408889634f;
 
+// How many tiles of tile_bytes fit a byte budget, within [lo, hi].
+constexpr int tiles_in(int budget, int tile_bytes, int lo, int hi) {
+  const int n = budget / tile_bytes;
+  return n < lo ? lo : n > hi ? hi : n;
+}
+
 // Warp tiles loaded before any is used: about 8 KB of k and v in flight per warp.
 constexpr int mma_tiles(int head_dim, bool fp8) {
-  const int tile_bytes = kTileKeys * 2 * head_dim * (fp8 ? 1 : 2);
-  const int tiles = 8192 / tile_bytes;
-  return tiles < 1 ? 1 : tiles > 4 ? 4 : tiles;
+  return tiles_in(8192, kTileKeys * 2 * head_dim * (fp8 ? 1 : 2), 1, 4);
 }
 
 // n 32-bit words from p (16-byte aligned when n is a multiple of 4, else 8-byte aligned).
@@ -122,7 +126,7 @@ struct MmaShape {
 // the thread's partial sum l, and (fp8) the largest v scale seen, the accumulators' unit.
 template <int kNBlocks>
 struct MmaState {
-  float o[kNBlocks][4];
+  float o[kNBlocks][4] = {};
   float m = -INFINITY, l = 0.0f, vref = 0.0f;
 };
 
@@ -353,12 +357,6 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
                                                               static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
 }
 
-template <int kHeadDim, int kGroup, bool kFp8>
-__device__ __forceinline__ void init_state(MmaState<kHeadDim / 8>& st) {
-#pragma unroll
-  for (int j = 0; j < kHeadDim / 8; ++j) st.o[j][0] = st.o[j][1] = st.o[j][2] = st.o[j][3] = 0.0f;
-}
-
 // Fragments loaded straight into registers: kTiles tiles per warp and step, all loaded before use.
 template <int kHeadDim, int kGroup, bool kFp8>
 __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArgs a, int partition, int num_splits,
@@ -373,7 +371,6 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
   uint32_t qa[S::kKSteps][4];
   const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
   MmaState<S::kNBlocks> st;
-  init_state<kHeadDim, kGroup, kFp8>(st);
   const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
   const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
   const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
@@ -433,7 +430,7 @@ struct MmaRing {
   static constexpr int kChunks = kRowBytes / 16;
   static constexpr int kScaleBytes = kFp8 ? 2 * kTileKeys * 4 : 0;
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes + kScaleBytes;  // k rows, v rows, scales
-  static constexpr int kStages = 16384 / kStageBytes < 2 ? 2 : 16384 / kStageBytes > 8 ? 8 : 16384 / kStageBytes;
+  static constexpr int kStages = tiles_in(16384, kStageBytes, 2, 8);
   static constexpr int kCtaBytes = kMmaWarps * kStages * kStageBytes;
   // Byte offset of chunk ch of tile row r (0..31: k rows, then v rows).
   __device__ static int offset(int r, int ch) {
@@ -504,7 +501,6 @@ __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(Attenti
   uint32_t qa[S::kKSteps][4];
   const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
   MmaState<S::kNBlocks> st;
-  init_state<kHeadDim, kGroup, kFp8>(st);
   const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
   for (int i = 0; i < mine; ++i) {
     if (i + R::kStages - 1 < mine) issue(i + R::kStages - 1);  // into the stage freed last iteration
