@@ -153,6 +153,38 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_capacity2048", 2048, DType::kBF16, contexts);
 }
 
+// The workload's decode batches shrink as sequences finish: the decode kernels on the mixed
+// contexts at 16..256 sequences, under each kernel choice and split bound (tuning the policy of
+// decode_policy.h for the batch sizes the workload spends its time in).
+TEST(CudaBench, DecodeAttentionBatchSweep) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(65);
+  std::uniform_int_distribution<int32_t> len(100, 2048);
+  std::vector<int32_t> contexts(256);
+  for (int32_t& c : contexts) c = len(rng);
+  struct Variant {
+    const char* tag;
+    const char* mma;        // MINIVLLM_DECODE_MMA, nullptr: the policy's
+    const char* partition;  // MINIVLLM_DECODE_MAX_PARTITION, nullptr: the defaults
+  };
+  const Variant variants[] = {{"default", nullptr, nullptr}, {"simt", "0", nullptr},   {"mma", "1", nullptr},
+                              {"simt_p1024", "0", "1024"},    {"simt_p2048", "0", "2048"}, {"mma_p1024", "1", "1024"},
+                              {"mma_p4096", "1", "4096"}};
+  for (int seqs : {16, 32, 64, 128, 192, 256}) {
+    const std::vector<int32_t> ctx(contexts.begin(), contexts.begin() + seqs);
+    for (const Variant& v : variants) {
+      if (v.mma != nullptr) setenv("MINIVLLM_DECODE_MMA", v.mma, 1);
+      if (v.partition != nullptr) setenv("MINIVLLM_DECODE_MAX_PARTITION", v.partition, 1);
+      const std::string n = std::to_string(seqs) + "seqs_" + v.tag;
+      bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_" + n).c_str(), 4096, DType::kBF16, ctx);
+      bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_fp8_" + n).c_str(), 4096, DType::kF8E4M3, ctx);
+      bench_decode(32, 8, 64, seqs, 0, 256, ("sweep_llama_" + n).c_str(), 4096, DType::kBF16, ctx);
+      unsetenv("MINIVLLM_DECODE_MMA");
+      unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
+    }
+  }
+}
+
 // The tensor-core decode kernel against the CUDA-core ones (MINIVLLM_DECODE_MMA=1 / 0), in one run:
 // the engine's shapes at 256 x 1,024 keys and on the workload's mixed contexts, bf16 and fp8, and
 // 16 / 32 sequences of 700 keys.
