@@ -89,6 +89,16 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   ::testing::Test::RecordProperty(std::string(name) + "_GBps", std::to_string(bytes / sec / 1e9));
 }
 
+// The workload's decode contexts as the benches draw them: 256 lengths of 100..2,048 keys (prompts
+// of 100..1,024 plus up to 1,024 generated).
+std::vector<int32_t> workload_contexts() {
+  std::mt19937 rng(65);
+  std::uniform_int_distribution<int32_t> len(100, 2048);
+  std::vector<int32_t> contexts(256);
+  for (int32_t& c : contexts) c = len(rng);
+  return contexts;
+}
+
 TEST(CudaBench, DecodeAttentionBandwidth) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   bench_decode(16, 8, 128, 256, 1024, 256, "decode_qwen3");
@@ -125,10 +135,7 @@ TEST(CudaBench, DecodeAttentionBandwidth) {
 // under other MINIVLLM_DECODE_MAX_PARTITION values (tuning).
 TEST(CudaBench, DecodeAttentionMixedContexts) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(65);
-  std::uniform_int_distribution<int32_t> len(100, 2048);
-  std::vector<int32_t> contexts(256);
-  for (int32_t& c : contexts) c = len(rng);
+  const std::vector<int32_t> contexts = workload_contexts();
   std::vector<std::string> partitions = {""};
   if (const char* v = std::getenv("MINIVLLM_BENCH_DECODE_PARTITIONS"); v != nullptr) {
     std::string list = v;
@@ -158,10 +165,7 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
 // decode_policy.h for the batch sizes the workload spends its time in).
 TEST(CudaBench, DecodeAttentionBatchSweep) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(65);
-  std::uniform_int_distribution<int32_t> len(100, 2048);
-  std::vector<int32_t> contexts(256);
-  for (int32_t& c : contexts) c = len(rng);
+  const std::vector<int32_t> contexts = workload_contexts();
   struct Variant {
     const char* tag;
     const char* mma;        // MINIVLLM_DECODE_MMA, nullptr: the policy's
@@ -190,10 +194,7 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
 // 16 / 32 sequences of 700 keys.
 TEST(CudaBench, DecodeAttentionTensorCores) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  std::mt19937 rng(65);  // DecodeAttentionMixedContexts' draw
-  std::uniform_int_distribution<int32_t> len(100, 2048);
-  std::vector<int32_t> contexts(256);
-  for (int32_t& c : contexts) c = len(rng);
+  const std::vector<int32_t> contexts = workload_contexts();
   for (const char* mma : {"0", "1", "0", "1"}) {
     setenv("MINIVLLM_DECODE_MMA", mma, 1);
     const std::string tag = std::string("_mma") + mma;

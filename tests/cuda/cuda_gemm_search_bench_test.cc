@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "cuda_test_util.h"
+#include "graph_timing.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -32,37 +33,6 @@ const std::vector<Shape> kLlama = {{"qkv", 3072, 2048, 16, false},
                                    {"o", 2048, 2048, 16, true},
                                    {"gate_up", 16384, 2048, 16, false},
                                    {"down", 2048, 8192, 16, true}};
-
-double median_us(cudaStream_t s, int calls, const std::function<void()>& body, int reps) {
-  body();
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  body();
-  CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t t0, t1;
-  CUDA_CHECK(cudaEventCreate(&t0));
-  CUDA_CHECK(cudaEventCreate(&t1));
-  CUDA_CHECK(cudaGraphLaunch(exec, s));
-  std::vector<float> ms;
-  for (int rep = 0; rep < reps; ++rep) {
-    CUDA_CHECK(cudaEventRecord(t0, s));
-    CUDA_CHECK(cudaGraphLaunch(exec, s));
-    CUDA_CHECK(cudaEventRecord(t1, s));
-    CUDA_CHECK(cudaEventSynchronize(t1));
-    float m = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&m, t0, t1));
-    ms.push_back(m);
-  }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3 / calls;
-}
 
 template <typename T>
 std::vector<T> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
@@ -109,7 +79,7 @@ void search(const std::vector<Shape>& shapes, const char* model, int64_t tokens)
     const float alpha = 1.0f, beta = sh.f32_accumulate ? 1.0f : 0.0f;
 
     auto time_algo = [&](const cublasLtMatmulAlgo_t& algo, int reps) {
-      return median_us(
+      return graph_median_us_per_call(
           s, calls,
           [&] {
             for (int c = 0; c < calls; ++c) {

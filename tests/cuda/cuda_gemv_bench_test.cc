@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
+#include "graph_timing.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -23,37 +24,6 @@ struct Shape {
   int64_t n, k;
   int per_token;  // how often one decode step runs it (28 layers, or once for the lm_head)
 };
-
-double median_us_per_call(cudaStream_t s, int calls, const std::function<void()>& body) {
-  body();  // warm-up: cuBLASLt plans its algorithm outside the capture
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  body();
-  CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t t0, t1;
-  CUDA_CHECK(cudaEventCreate(&t0));
-  CUDA_CHECK(cudaEventCreate(&t1));
-  CUDA_CHECK(cudaGraphLaunch(exec, s));
-  std::vector<float> ms;
-  for (int rep = 0; rep < 9; ++rep) {
-    CUDA_CHECK(cudaEventRecord(t0, s));
-    CUDA_CHECK(cudaGraphLaunch(exec, s));
-    CUDA_CHECK(cudaEventRecord(t1, s));
-    CUDA_CHECK(cudaEventSynchronize(t1));
-    float m = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&m, t0, t1));
-    ms.push_back(m);
-  }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3 / calls;
-}
 
 const std::vector<Shape> kQwen3 = {{"qkv", 4096, 1024, 28},
                                    {"o", 1024, 2048, 28},
@@ -89,7 +59,7 @@ void bench_tokens(int64_t tokens, const std::vector<Shape>& shapes = kQwen3, con
         [&](const void* w, cudaStream_t st) { cuda::launch_gemv(x, w, nullptr, false, out, false, tokens, sh.n, sh.k, st); }};
     double us[2];
     for (int i = 0; i < 2; ++i) {
-      us[i] = median_us_per_call(s, calls, [&] {
+      us[i] = graph_median_us_per_call(s, calls, [&] {
         for (int c = 0; c < calls; ++c) impls[i](weights + stride * (c % copies), s);
       });
       step_us[i] += us[i] * sh.per_token;
