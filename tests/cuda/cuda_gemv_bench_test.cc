@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
+#include "decode_linear_shapes.h"
 #include "graph_timing.h"
 
 namespace minivllm::cuda_test {
@@ -19,40 +20,20 @@ namespace {
 
 using LinearCall = std::function<void(const void* w, cudaStream_t)>;
 
-struct Shape {
-  const char* name;
-  int64_t n, k;
-  int per_token;  // how often one decode step runs it (28 layers, or once for the lm_head)
-};
-
-const std::vector<Shape> kQwen3 = {{"qkv", 4096, 1024, 28},
-                                   {"o", 1024, 2048, 28},
-                                   {"gate_up", 6144, 1024, 28},
-                                   {"down", 1024, 3072, 28},
-                                   {"lm_head", 151936, 1024, 1}};
-// Llama-3.2-1B: 32 q / 8 kv heads of 64, hidden 2048, intermediate 8192, 16 layers, vocab 128256.
-const std::vector<Shape> kLlama = {{"qkv", 3072, 2048, 16},
-                                   {"o", 2048, 2048, 16},
-                                   {"gate_up", 16384, 2048, 16},
-                                   {"down", 2048, 8192, 16},
-                                   {"lm_head", 128256, 2048, 1}};
-
-void bench_tokens(int64_t tokens, const std::vector<Shape>& shapes = kQwen3, const char* model = "Qwen3-0.6B") {
+void bench_tokens(int64_t tokens, const std::vector<LinearShape>& shapes = kQwen3Linears,
+                  const char* model = "Qwen3-0.6B") {
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cuda::LtGemm lt;
   double step_us[2] = {0.0, 0.0};
-  for (const Shape& sh : shapes) {
-    const size_t bytes = static_cast<size_t>(sh.n * sh.k) * 2;
-    const size_t stride = (bytes + 255) / 256 * 256;
-    const int copies = static_cast<int>(std::max<size_t>(2, ((256u << 20) + bytes - 1) / bytes));
+  for (const LinearShape& sh : shapes) {
+    const RotatedWeights weights(sh.n, sh.k);
+    const size_t bytes = weights.bytes();
+    const int copies = weights.copies();
     const int calls = copies * std::max(1, (40 + copies - 1) / copies);
-    char* weights = nullptr;
     void *x = nullptr, *out = nullptr;
-    CUDA_CHECK(cudaMalloc(&weights, stride * copies));
     CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(tokens * sh.k) * 2));
     CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 2));
-    CUDA_CHECK(cudaMemset(weights, 0x3C, stride * copies));  // bf16 ~0.0115: finite sums
     CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
     const LinearCall impls[2] = {
         [&](const void* w, cudaStream_t st) { lt.run(x, w, nullptr, out, false, tokens, sh.n, sh.k, st); },
@@ -60,9 +41,9 @@ void bench_tokens(int64_t tokens, const std::vector<Shape>& shapes = kQwen3, con
     double us[2];
     for (int i = 0; i < 2; ++i) {
       us[i] = graph_median_us_per_call(s, calls, [&] {
-        for (int c = 0; c < calls; ++c) impls[i](weights + stride * (c % copies), s);
+        for (int c = 0; c < calls; ++c) impls[i](weights.at(c), s);
       });
-      step_us[i] += us[i] * sh.per_token;
+      step_us[i] += us[i] * sh.per_step;
     }
     std::printf("[bench] linear %-7s M=%lld [%lld x %lld] %.1f MB: cuBLASLt %.2f us (%.0f GB/s), gemv %.2f us "
                 "(%.0f GB/s), %d weight copies\n",
@@ -70,7 +51,6 @@ void bench_tokens(int64_t tokens, const std::vector<Shape>& shapes = kQwen3, con
                 bytes / 1e6, us[0], bytes / us[0] / 1e3, us[1], bytes / us[1] / 1e3, copies);
     ::testing::Test::RecordProperty(std::string("gemv_") + sh.name + "_M" + std::to_string(tokens) + "_GBps",
                                     std::to_string(bytes / us[1] / 1e3));
-    CUDA_CHECK(cudaFree(weights));
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(out));
   }
@@ -87,7 +67,7 @@ TEST(CudaGemvBench, QwenShapesVsCublasLt) {
 
 TEST(CudaGemvBench, LlamaShapesVsCublasLt) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  bench_tokens(1, kLlama, "Llama-3.2-1B");
+  bench_tokens(1, kLlamaLinears, "Llama-3.2-1B");
 }
 
 }  // namespace
