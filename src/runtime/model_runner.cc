@@ -1,8 +1,10 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "backend/kv_cache_spec.h"
@@ -358,6 +360,35 @@ void ModelRunner::capture_graphs() {
     graphs_[bs] = backend_->capture_graph(body);
   }
   backend_->synchronize();
+  if (const char* e = std::getenv("MINIVLLM_PROBE_GRAPH_LAUNCH"); e != nullptr && e[0] == '1') probe_graph_launch();
+}
+
+// Diagnostic (MINIVLLM_PROBE_GRAPH_LAUNCH=1): how much of a replay is launch latency. Per graph size,
+// the wall time of one replay waited for alone, against one of 20 replays queued back to back
+// (whose launches hide behind the previous replay), and the host time inside the launch call.
+void ModelRunner::probe_graph_launch() {
+  using clock = std::chrono::steady_clock;
+  auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  for (const auto& [bs, handle] : graphs_) {
+    constexpr int kReps = 20;
+    double alone = 0.0, call = 0.0;
+    for (int i = 0; i < kReps; ++i) {
+      backend_->synchronize();
+      const auto t0 = clock::now();
+      backend_->replay_graph(handle);
+      const auto t1 = clock::now();
+      backend_->synchronize();
+      alone += us(clock::now() - t0);
+      call += us(t1 - t0);
+    }
+    backend_->synchronize();
+    const auto t0 = clock::now();
+    for (int i = 0; i < kReps; ++i) backend_->replay_graph(handle);
+    backend_->synchronize();
+    const double queued = us(clock::now() - t0);
+    std::fprintf(stderr, "[graph-launch] batch %3d: alone %8.1f us, queued %8.1f us, launch call %6.1f us\n", bs,
+                 alone / kReps, queued / kReps, call / kReps);
+  }
 }
 
 std::vector<float> ModelRunner::prefill_all_logits(const StepInput& in) {

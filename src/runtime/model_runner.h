@@ -62,6 +62,7 @@ class ModelRunner {
   void allocate_kv_cache();
   void warmup();
   void capture_graphs();
+  void probe_graph_launch();
   AttentionMetadata prepare_prefill(const StepInput& in);
   // A decode batch's inputs: views of decode_inputs_ laid out for its padded size.
   struct DecodeBatch {

@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kGuard = 64;  // poisoned fp32 values after the logits that must stay poisoned
 
-// M = 1, 3 take the gemv; 129 takes cuBLASLt. Bias variant: 0 none, 1 bf16, 2 fp32.
+// M = 1 takes the gemv; 3 and 129 take cuBLASLt (CudaBackend::use_gemv). Bias variant: 0 none, 1 bf16, 2 fp32.
 void check_linear_f32(Backends& b, int64_t tokens, int64_t n, int64_t k, int variant, std::mt19937& rng) {
   const std::string tag = "f32 out M=" + std::to_string(tokens) + " N=" + std::to_string(n) + " K=" +
                           std::to_string(k) + " bias " + std::to_string(variant);

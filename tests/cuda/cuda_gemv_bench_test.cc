@@ -1,5 +1,5 @@
 // Decode linear timings (prints, never asserts speed): cuBLASLt (LtGemm) against launch_gemv on
-// the Qwen3-0.6B projections at 1 and 8 tokens, and Llama-3.2-1B's at 1. Each timed graph replays many calls that rotate
+// the Qwen3-0.6B and Llama-3.2-1B projections at 1 token and at the small graphs' 2, 4 and 8. Each timed graph replays many calls that rotate
 // through enough weight copies (>= 256 MB) that L2 (50 MB) cannot serve them; median of 9 replays.
 #include <gtest/gtest.h>
 
@@ -68,6 +68,15 @@ TEST(CudaGemvBench, QwenShapesVsCublasLt) {
 TEST(CudaGemvBench, LlamaShapesVsCublasLt) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   bench_tokens(1, kLlamaLinears, "Llama-3.2-1B");
+}
+
+// The batch sizes of the small decode graphs (2, 4, 8): the routing in use_gemv reads these rows.
+TEST(CudaGemvBench, SmallBatches) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  for (int64_t m : {2, 4, 8}) {
+    bench_tokens(m);
+    bench_tokens(m, kLlamaLinears, "Llama-3.2-1B");
+  }
 }
 
 }  // namespace

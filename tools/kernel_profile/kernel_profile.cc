@@ -9,6 +9,11 @@
 // and mean time, and the share of all GPU time. Why: the GPU machine has no nsys, and the engine's
 // step profiler (MINIVLLM_PROFILE_STEPS) sees a graph replay only as one number.
 //
+// It also finds where the GPU idles: every kernel, copy and memset interval is kept, and the time
+// no interval covers is charged to the pair (what ran last, what ran next). A gap between a graph's
+// last kernel and the next step's first is the host's; a gap between two kernels of one graph is
+// a dependency bubble (launch latency the graph did not hide). Table in the same file.
+//
 // Build: tools/kernel_profile/build.sh (CUPTI's headers and library come from NVIDIA's
 // nvidia-cuda-cupti wheel). Tracing adds a little time to each kernel; use it for shares, and
 // `minivllm bench` without it for speed.
@@ -35,6 +40,13 @@ struct Totals {
 std::mutex g_mu;
 std::map<std::string, Totals> g_kernels;  // key: "graph|name" or "eager|name"
 std::map<std::string, Totals> g_copies;
+struct Interval {
+  uint64_t start, end;
+  int name;  // index into g_names
+};
+std::vector<Interval> g_intervals;
+std::map<std::string, int> g_name_ids;
+std::vector<std::string> g_names;
 uint64_t g_first_start = UINT64_MAX, g_last_end = 0;
 bool g_reported = false;
 
@@ -65,6 +77,9 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 }
 
 void add(std::map<std::string, Totals>& m, const std::string& key, uint64_t start, uint64_t end) {
+  auto [it, fresh] = g_name_ids.try_emplace(key, static_cast<int>(g_names.size()));
+  if (fresh) g_names.push_back(key);
+  g_intervals.push_back({start, end, it->second});
   Totals& t = m[key];
   t.count += 1;
   t.ns += end - start;
@@ -93,6 +108,36 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
   if (dropped != 0) std::fprintf(stderr, "[kernel_profile] %zu records dropped\n", dropped);
   std::free(buffer);
+}
+
+// Idle time between intervals, charged to (last to end before the gap, first to start after it).
+void report_idle(FILE* f) {
+  std::sort(g_intervals.begin(), g_intervals.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::map<std::pair<int, int>, Totals> gaps;
+  uint64_t covered_to = 0, idle = 0;
+  int last = -1;
+  for (const Interval& iv : g_intervals) {
+    if (last >= 0 && iv.start > covered_to) {
+      Totals& t = gaps[{last, iv.name}];
+      t.count += 1;
+      t.ns += iv.start - covered_to;
+      idle += iv.start - covered_to;
+    }
+    if (iv.end >= covered_to) {
+      covered_to = iv.end;
+      last = iv.name;
+    }
+  }
+  std::vector<std::pair<std::pair<int, int>, Totals>> rows(gaps.begin(), gaps.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::fprintf(f, "\n# idle: %.3f s of the span with no kernel, copy or memset running; by (before, after):\n",
+               idle * 1e-9);
+  std::fprintf(f, "%8s %10s %10s  %s\n", "total_ms", "count", "mean_us", "before -> after");
+  for (size_t i = 0; i < rows.size() && i < 40; ++i) {
+    const auto& [k, t] = rows[i];
+    std::fprintf(f, "%8.1f %10llu %10.2f  %s -> %s\n", t.ns * 1e-6, static_cast<unsigned long long>(t.count),
+                 t.ns * 1e-3 / t.count, g_names[k.first].c_str(), g_names[k.second].c_str());
+  }
 }
 
 void report() {
@@ -125,6 +170,7 @@ void report() {
     std::fprintf(f, "%8.1f %5.1f%% %10llu %10.2f  %s\n", t.ns * 1e-6, all != 0 ? 100.0 * t.ns / all : 0.0,
                  static_cast<unsigned long long>(t.count), t.count != 0 ? t.ns * 1e-3 / t.count : 0.0, k.c_str());
   }
+  report_idle(f);
   if (f != stderr) std::fclose(f);
 }
 

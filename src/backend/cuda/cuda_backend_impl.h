@@ -119,7 +119,8 @@ class CudaBackend : public Backend {
  private:
   void ensure_sample_buffers(int rows);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
-  bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k) const;
+  bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
+                bool norm_prologue = false) const;
   // Whether rms_norm_linear(_silu_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
 

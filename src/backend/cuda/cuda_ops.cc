@@ -97,13 +97,19 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
   launch_rms_norm(x.data(), residual.data(), residual.dtype() == DType::kF32, weight.data(), f32, eps, rows, n, x.data(), stream_);
 }
 
-// Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused. Measured on H100
-// (KERNEL_NOTES.md): gemv wins at 1 token on every shape and at 8 tokens for K > 1024, but loses
-// at 8 tokens for K = 1024, so 2..8 tokens with K <= 1024 stay on cuBLASLt unless N % 8 != 0
-// (which cuBLASLt's path does not take).
-bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k) const {
+// Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused, but the gemv's cost
+// grows with the tokens: every CTA rereads x (M x K) and, with the norm prologue, normalises all M
+// rows of the fp32 residual itself, so at 4 and 8 tokens that L2 traffic is 2-4x the weights'.
+// Measured on H100 (CudaGemvBench.SmallBatches and whole decode graphs, PERFORMANCE.md 2026-11-24):
+// gemv wins everywhere at 1 and 2 tokens; at 4 and 8 only without the norm prologue, for K in
+// (1024, 4096] and tokens x N <= 8192 (Qwen3's o / down at 8 tokens, Llama's o at 4; Llama's
+// K = 8192 down projection, the qkv / gate_up projections and the LM heads go to cuBLASLt).
+// N % 8 != 0 is never cuBLASLt's.
+bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
+                           bool norm_prologue) const {
   auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
-  const bool gemv_wins = tokens == 1 || k > 1024 || n % 8 != 0;
+  const bool gemv_wins =
+      tokens <= 2 || n % 8 != 0 || (!norm_prologue && k > 1024 && k <= 4096 && tokens * n <= 8192);
   return tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight);
 }
 
@@ -137,7 +143,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
   if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
   const int64_t tokens = residual.numel() / k;
-  return use_gemv(residual, weight, tokens, n, k) && gemv_norm_fits(tokens, k);
+  return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) && gemv_norm_fits(tokens, k);
 }
 
 void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
