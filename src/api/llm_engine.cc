@@ -1,6 +1,7 @@
 #include "api/llm_engine.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "api/choice_output.h"
 #include "common/check.h"
@@ -124,13 +125,15 @@ bool LLMEngine::abort(int64_t request_id) {
 
 // Hands out choice `index`'s delta, and its output when it finished (forgetting it then; the
 // request goes with its last choice).
-void LLMEngine::emit(Request& r, int index, StepResult& out) {
+void LLMEngine::emit(Request& r, int index, StepResult& out, bool want_deltas) {
   ChoiceOutput& c = r.choices[index];
+  const bool finished = c.seq().is_finished();
+  if (!want_deltas && !finished) return;  // the text and tokens wait in the ChoiceOutput
   RequestDelta d;
   d.request_id = r.id;
   d.index = index;
-  if (c.take_delta(d)) out.deltas.push_back(std::move(d));
-  if (!c.seq().is_finished()) return;
+  if (c.take_delta(d) && want_deltas) out.deltas.push_back(std::move(d));  // take_delta flushes the text
+  if (!finished) return;
   RequestOutput o;
   o.request_id = r.id;
   o.index = index;
@@ -193,7 +196,9 @@ void LLMEngine::note_prefill(const ScheduledBatch& batch) {
   }
 }
 
-StepResult LLMEngine::step() {
+StepResult LLMEngine::step() { return run_step(/*want_deltas=*/true); }
+
+StepResult LLMEngine::run_step(bool want_deltas) {
   StepResult out;
   if (scheduler_->is_finished()) return out;
   ScheduledBatch batch = scheduler_->schedule();
@@ -208,13 +213,14 @@ StepResult LLMEngine::step() {
   // Read before postprocess advances the sequences: which rows sampled, which completed a prefill.
   out.num_tokens = batch.is_prefill ? batch.num_tokens : -static_cast<int>(batch.seqs.size());
   note_prefill(batch);
-  std::map<const Sequence*, size_t> row;  // sampled row of each sequence that sampled
+  std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
   std::vector<Sequence*> completed_prefill;
+  size_t num_rows = 0;
   for (Sequence* s : batch.seqs) {
     if (!s->samples()) continue;
     if (!s->prefilled) completed_prefill.push_back(s);
-    const size_t r = row.size();
-    row[s] = r;
+    if (!sampled.logprobs.empty()) row[s] = num_rows;
+    ++num_rows;
   }
   // The one finish decision is the scheduler's; the text side only reports stop strings.
   scheduler_->postprocess(batch.seqs, sampled.token_ids, [&](Sequence& seq) {
@@ -222,9 +228,12 @@ StepResult LLMEngine::step() {
     auto it = choice_of_seq_.find(seq.seq_id());
     if (it == choice_of_seq_.end()) return false;
     auto [r, index] = it->second;
-    const size_t i = row.at(&seq);
-    const bool wants = seq.params().logprobs >= 0 && i < sampled.logprobs.size();
-    return r->choices[index].append(wants ? &sampled.logprobs[i] : nullptr);
+    const TokenLogprob* lp = nullptr;
+    if (seq.params().logprobs >= 0 && !sampled.logprobs.empty()) {
+      const size_t i = row.at(&seq);
+      if (i < sampled.logprobs.size()) lp = &sampled.logprobs[i];
+    }
+    return r->choices[index].append(lp);
   });
   for (Sequence* s : completed_prefill) {  // choice 0's prompt blocks are in the cache now
     auto it = choice_of_seq_.find(s->seq_id());
@@ -235,7 +244,7 @@ StepResult LLMEngine::step() {
   for (Sequence* s : batch.seqs) {
     auto it = choice_of_seq_.find(s->seq_id());
     if (it == choice_of_seq_.end()) continue;  // aborted
-    emit(*it->second.first, it->second.second, out);
+    emit(*it->second.first, it->second.second, out, want_deltas);
   }
   return out;
 }
@@ -259,7 +268,7 @@ std::vector<RequestOutput> LLMEngine::run_to_completion(std::vector<RequestOutpu
   }
   size_t pending = first_slot.size() * n;
   while (pending > 0 && !scheduler_->is_finished()) {
-    for (RequestOutput& o : step().finished) {
+    for (RequestOutput& o : run_step(/*want_deltas=*/false).finished) {  // nobody reads the deltas here
       auto it = first_slot.find(o.request_id);
       if (it == first_slot.end() || o.index < 0 || o.index >= choices) continue;  // someone else's request
       outputs[it->second + static_cast<size_t>(o.index)] = std::move(o);

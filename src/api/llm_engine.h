@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -113,7 +114,9 @@ class LLMEngine {
   // After choice 0's prefill step succeeded, the other choices join (they find its prompt blocks).
   void admit_other_choices(Request& r);
   // Hands out choice `index`'s delta, and its output when it finished (forgetting it then).
-  void emit(Request& r, int index, StepResult& out);
+  // Without want_deltas an unfinished choice hands out nothing (generate() reads only outputs).
+  void emit(Request& r, int index, StepResult& out, bool want_deltas);
+  StepResult run_step(bool want_deltas);
   void finish_with_error(Request& r, int index, const std::string& error, StepResult& out);
   void fail_batch(const ScheduledBatch& batch, const std::string& error, StepResult& out);
   void note_prefill(const ScheduledBatch& batch);
@@ -128,7 +131,7 @@ class LLMEngine {
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
-  std::map<int64_t, std::pair<Request*, int>> choice_of_seq_;  // sequence id -> (request, choice)
+  std::unordered_map<int64_t, std::pair<Request*, int>> choice_of_seq_;  // sequence id -> (request, choice)
   int64_t next_id_ = 0;
   int64_t next_seq_id_ = 0;
   bool exited_ = false;
