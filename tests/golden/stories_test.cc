@@ -70,6 +70,33 @@ TEST(Stories260K, StreamingDeltasConcatenateToTheText) {
   EXPECT_EQ(streamed, final_text);
 }
 
+// generate() steps without deltas; its outputs equal those of the same request streamed through
+// step() (text, tokens, logprobs, finish reason), with and without a stop string.
+TEST(Stories260K, GenerateMatchesTheStepStream) {
+  LLMEngine engine(stories_config());
+  const int32_t bos = engine.tokenizer()->bos_token_id();
+  for (const std::vector<std::string>& stop : {std::vector<std::string>{}, std::vector<std::string>{"named Lily"}}) {
+    SamplingParams p = greedy(30);
+    p.stop = stop;
+    p.logprobs = 2;
+    const RequestOutput gen = engine.generate(std::vector<std::vector<int32_t>>{{bos}}, p).at(0);
+    const int64_t id = engine.add_request(std::vector<int32_t>{bos}, p);
+    RequestOutput streamed;
+    while (!engine.is_finished()) {
+      for (RequestOutput& o : engine.step().finished) {
+        if (o.request_id == id) streamed = std::move(o);
+      }
+    }
+    EXPECT_EQ(gen.text, streamed.text);
+    EXPECT_EQ(gen.token_ids, streamed.token_ids);
+    EXPECT_EQ(gen.finish_reason, streamed.finish_reason);
+    ASSERT_EQ(gen.logprobs.size(), streamed.logprobs.size());
+    ASSERT_EQ(gen.logprobs.size(), gen.token_ids.size());
+    for (size_t i = 0; i < gen.logprobs.size(); ++i) EXPECT_EQ(gen.logprobs[i].token_id, streamed.logprobs[i].token_id);
+    EXPECT_FALSE(gen.text.empty());
+  }
+}
+
 // Bad requests are rejected alone, each with a message naming the problem; the rest finish normally.
 TEST(Stories260K, BadRequestsFailAloneAndOthersFinish) {
   LLMEngine engine(stories_config());
