@@ -1,7 +1,8 @@
 // The residual-stream fusions of the CUDA backend against the CPU backend's unfused ops:
 // rms_norm_linear and rms_norm_linear_silu_mul (the RMSNorm of the fp32 residual computed inside
 // the gemv's CTAs), linear_add_residual (the gemv adding into the fp32 residual), the fp32-input
-// rms_norm and add_to_residual (their unfused halves, taken beyond 8 tokens), and decode
+// rms_norm and add_to_residual (their unfused halves, taken where CudaBackend::use_gemv says
+// cuBLASLt: beyond 8 tokens, and from 3 tokens for the norm-fused shapes with N % 8 == 0), and decode
 // attention's in-kernel merge of splits, called repeatedly on one backend. Outputs are poisoned
 // before every call, so unwritten values show as NaN.
 #include <gtest/gtest.h>
