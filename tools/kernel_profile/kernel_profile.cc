@@ -42,11 +42,9 @@ std::map<std::string, Totals> g_kernels;  // key: "graph|name" or "eager|name"
 std::map<std::string, Totals> g_copies;
 struct Interval {
   uint64_t start, end;
-  int name;  // index into g_names
+  const std::string* name;  // the key in g_kernels or g_copies (a std::map key never moves)
 };
 std::vector<Interval> g_intervals;
-std::map<std::string, int> g_name_ids;
-std::vector<std::string> g_names;
 uint64_t g_first_start = UINT64_MAX, g_last_end = 0;
 bool g_reported = false;
 
@@ -77,10 +75,8 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 }
 
 void add(std::map<std::string, Totals>& m, const std::string& key, uint64_t start, uint64_t end) {
-  auto [it, fresh] = g_name_ids.try_emplace(key, static_cast<int>(g_names.size()));
-  if (fresh) g_names.push_back(key);
-  g_intervals.push_back({start, end, it->second});
-  Totals& t = m[key];
+  auto& [name, t] = *m.try_emplace(key).first;
+  g_intervals.push_back({start, end, &name});
   t.count += 1;
   t.ns += end - start;
   g_first_start = std::min(g_first_start, start);
@@ -113,11 +109,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 // Idle time between intervals, charged to (last to end before the gap, first to start after it).
 void report_idle(FILE* f) {
   std::sort(g_intervals.begin(), g_intervals.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::map<std::pair<int, int>, Totals> gaps;
+  std::map<std::pair<const std::string*, const std::string*>, Totals> gaps;
   uint64_t covered_to = 0, idle = 0;
-  int last = -1;
+  const std::string* last = nullptr;
   for (const Interval& iv : g_intervals) {
-    if (last >= 0 && iv.start > covered_to) {
+    if (last != nullptr && iv.start > covered_to) {
       Totals& t = gaps[{last, iv.name}];
       t.count += 1;
       t.ns += iv.start - covered_to;
@@ -128,7 +124,7 @@ void report_idle(FILE* f) {
       last = iv.name;
     }
   }
-  std::vector<std::pair<std::pair<int, int>, Totals>> rows(gaps.begin(), gaps.end());
+  std::vector<std::pair<std::pair<const std::string*, const std::string*>, Totals>> rows(gaps.begin(), gaps.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   std::fprintf(f, "\n# idle: %.3f s of the span with no kernel, copy or memset running; by (before, after):\n",
                idle * 1e-9);
@@ -136,7 +132,7 @@ void report_idle(FILE* f) {
   for (size_t i = 0; i < rows.size() && i < 40; ++i) {
     const auto& [k, t] = rows[i];
     std::fprintf(f, "%8.1f %10llu %10.2f  %s -> %s\n", t.ns * 1e-6, static_cast<unsigned long long>(t.count),
-                 t.ns * 1e-3 / t.count, g_names[k.first].c_str(), g_names[k.second].c_str());
+                 t.ns * 1e-3 / t.count, k.first->c_str(), k.second->c_str());
   }
 }
 
