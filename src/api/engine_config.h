@@ -29,6 +29,8 @@ struct EngineConfig {
   int block_size = 256;
   int64_t eos = -1;  // -1: the model's own eos ids (config.json, generation_config.json)
   bool enforce_eager = false;
+  // Schedule and launch step n+1 before step n's tokens are back (auto: on CUDA at world_size 1).
+  std::string async_scheduling = "auto";  // auto | on | off
   float gpu_memory_utilization = 0.9f;
   int max_model_length = 4096;  // capped by the model's max_position_embeddings
   std::string device = "auto";  // auto | cpu | cuda

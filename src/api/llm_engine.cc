@@ -5,8 +5,20 @@
 
 #include "api/choice_output.h"
 #include "common/check.h"
+#include "runtime/step_profiler.h"
 
 namespace minivllm {
+
+// A step handed to the runners: what resolving it needs that the scheduler's advance() changes.
+struct LLMEngine::InFlight {
+  ScheduledBatch batch;
+  int num_tokens = 0;                     // StepResult::num_tokens
+  std::vector<Sequence*> completed_prefill;  // rows that complete a prefill (choice 0 admits the others)
+  // No row has penalties or asks for logprobs: the next step may be launched before this one is
+  // collected (penalties count each input token on the host; logprobs read this step's logits).
+  bool overlappable = false;
+  std::string error;  // the launch failed: the batch fails when the step is resolved
+};
 
 // One request in flight: its n choices, each a sequence and its output state.
 struct LLMEngine::Request {
@@ -39,6 +51,11 @@ LLMEngine::LLMEngine(EngineConfig config) {
   resolved.kv_cache_element = runners_->runner().kv_cache_dtype();
   config_ = std::move(resolved);  // read-only from here on
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());
+  // auto: where the device works while the host does not, i.e. CUDA; not while the step profiler
+  // times synchronous steps.
+  async_scheduling_ = config.async_scheduling == "on" ||
+                      (config.async_scheduling == "auto" && config.world_size == 1 && !StepProfiler::enabled() &&
+                       runners_->runner().backend().device() == DeviceKind::kCuda);
 }
 
 LLMEngine::~LLMEngine() { exit(); }
@@ -49,7 +66,18 @@ void LLMEngine::exit() {
   std::vector<int64_t> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (int64_t id : ids) abort(id);
+  drain();
   if (runners_) runners_->exit();
+}
+
+void LLMEngine::drain() {
+  if (!inflight_) return;
+  std::unique_ptr<InFlight> step = std::move(inflight_);
+  if (!step->error.empty()) return;  // never reached the runners
+  try {
+    runners_->collect();
+  } catch (const std::exception&) {  // its sequences are finished: nobody is owed the error
+  }
 }
 
 void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
@@ -198,32 +226,80 @@ void LLMEngine::note_prefill(const ScheduledBatch& batch) {
 
 StepResult LLMEngine::step() { return run_step(/*want_deltas=*/true); }
 
-StepResult LLMEngine::run_step(bool want_deltas) {
-  StepResult out;
-  if (scheduler_->is_finished()) return out;
-  ScheduledBatch batch = scheduler_->schedule();
-  if (batch.seqs.empty()) return out;
-  SampledTokens sampled;
-  try {
-    sampled = runners_->run(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
-  } catch (const std::exception& e) {
-    fail_batch(batch, e.what(), out);
-    return out;
-  }
-  // Read before postprocess advances the sequences: which rows sampled, which completed a prefill.
-  out.num_tokens = batch.is_prefill ? batch.num_tokens : -static_cast<int>(batch.seqs.size());
-  note_prefill(batch);
-  std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
-  std::vector<Sequence*> completed_prefill;
-  size_t num_rows = 0;
+std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch) {
+  auto step = std::make_unique<InFlight>();
+  step->num_tokens = batch.is_prefill ? batch.num_tokens : -static_cast<int>(batch.seqs.size());
+  step->overlappable = true;
   for (Sequence* s : batch.seqs) {
     if (!s->samples()) continue;
-    if (!s->prefilled) completed_prefill.push_back(s);
-    if (!sampled.logprobs.empty()) row[s] = num_rows;
-    ++num_rows;
+    if (!s->prefilled) step->completed_prefill.push_back(s);
+    if (s->params().has_penalties() || s->params().logprobs >= 0) step->overlappable = false;
+  }
+  try {
+    runners_->launch(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
+    note_prefill(batch);  // reads which rows complete a prefill: before the scheduler advances them
+  } catch (const std::exception& e) {
+    step->error = e.what();
+  }
+  step->batch = std::move(batch);
+  return step;
+}
+
+// One call resolves one step. Synchronously: schedule, launch, collect, resolve. With async
+// scheduling, once the step is launched and advanced the next one is scheduled and launched too
+// (the device runs it while the host collects and resolves this one, and the caller works), and
+// stays in flight until the next call; a sequence that finishes here wastes its row there.
+StepResult LLMEngine::run_step(bool want_deltas) {
+  StepResult out;
+  if (!inflight_) {
+    if (scheduler_->is_finished()) return out;
+    ScheduledBatch batch = scheduler_->schedule();
+    if (batch.seqs.empty()) return out;
+    inflight_ = launch(std::move(batch));
+  }
+  std::unique_ptr<InFlight> step = std::move(inflight_);
+  if (step->error.empty()) scheduler_->advance(step->batch);
+  if (async_scheduling_ && step->error.empty() && step->overlappable && !scheduler_->is_finished()) {
+    ScheduledBatch next = scheduler_->schedule();
+    if (!next.seqs.empty()) inflight_ = launch(std::move(next));
+  }
+  finish_step(*step, out, want_deltas);
+  return out;
+}
+
+void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
+  const ScheduledBatch& batch = step.batch;
+  if (!step.error.empty()) {
+    fail_batch(batch, step.error, out);
+    return;
+  }
+  SampledTokens sampled;
+  try {
+    sampled = runners_->collect();
+  } catch (const std::exception& e) {
+    fail_batch(batch, e.what(), out);
+    if (inflight_) {  // launched on this step's tokens: it fails with it
+      std::unique_ptr<InFlight> next = std::move(inflight_);
+      if (next->error.empty()) {
+        try {
+          runners_->collect();
+        } catch (const std::exception&) {
+        }
+      }
+      fail_batch(next->batch, e.what(), out);
+    }
+    return;
+  }
+  out.num_tokens = step.num_tokens;
+  std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
+  if (!sampled.logprobs.empty()) {
+    size_t num_rows = 0;
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      if (batch.sampled[i]) row[batch.seqs[i]] = num_rows++;
+    }
   }
   // The one finish decision is the scheduler's; the text side only reports stop strings.
-  scheduler_->postprocess(batch.seqs, sampled.token_ids, [&](Sequence& seq) {
+  scheduler_->resolve(batch, sampled.token_ids, [&](Sequence& seq) {
     ++totals_.generation_tokens_total;
     auto it = choice_of_seq_.find(seq.seq_id());
     if (it == choice_of_seq_.end()) return false;
@@ -235,7 +311,7 @@ StepResult LLMEngine::run_step(bool want_deltas) {
     }
     return r->choices[index].append(lp);
   });
-  for (Sequence* s : completed_prefill) {  // choice 0's prompt blocks are in the cache now
+  for (Sequence* s : step.completed_prefill) {  // choice 0's prompt blocks are in the cache now
     auto it = choice_of_seq_.find(s->seq_id());
     if (it == choice_of_seq_.end() || it->second.second != 0) continue;
     Request& r = *it->second.first;
@@ -246,7 +322,6 @@ StepResult LLMEngine::run_step(bool want_deltas) {
     if (it == choice_of_seq_.end()) continue;  // aborted
     emit(*it->second.first, it->second.second, out, want_deltas);
   }
-  return out;
 }
 
 EngineStats LLMEngine::stats() const {
@@ -322,6 +397,7 @@ std::vector<RequestOutput> LLMEngine::chat(const std::vector<nlohmann::json>& co
 std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {
   check_prompt(token_ids);
   MINIVLLM_CHECK(scheduler_->is_finished()) << "score runs only while no request is in flight";
+  drain();
   SamplingParams p;
   p.temperature = 0;
   Sequence seq(-1, token_ids, p, config_.block_size);

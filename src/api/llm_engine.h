@@ -117,6 +117,13 @@ class LLMEngine {
   // Without want_deltas an unfinished choice hands out nothing (generate() reads only outputs).
   void emit(Request& r, int index, StepResult& out, bool want_deltas);
   StepResult run_step(bool want_deltas);
+  // A step handed to the runners and not yet resolved (async scheduling keeps one between calls).
+  struct InFlight;
+  std::unique_ptr<InFlight> launch(ScheduledBatch batch);
+  // Collects `step`'s tokens and resolves it into `out`.
+  void finish_step(InFlight& step, StepResult& out, bool want_deltas);
+  // Waits for a step still in flight and drops it (its sequences have all finished).
+  void drain();
   void finish_with_error(Request& r, int index, const std::string& error, StepResult& out);
   void fail_batch(const ScheduledBatch& batch, const std::string& error, StepResult& out);
   void note_prefill(const ScheduledBatch& batch);
@@ -135,6 +142,8 @@ class LLMEngine {
   int64_t next_id_ = 0;
   int64_t next_seq_id_ = 0;
   bool exited_ = false;
+  bool async_scheduling_ = false;  // the key resolved: on, or auto on CUDA at world_size 1
+  std::unique_ptr<InFlight> inflight_;
   EngineStats totals_;  // the counters stats() does not read from the scheduler
 };
 

@@ -1,9 +1,32 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
+
+// Without a stream to overlap with, sampling happens at once; the device copy of the tokens is
+// what the next step's pending ids are resolved from.
+void Backend::sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens) {
+  const int rows = batch.size();
+  MINIVLLM_CHECK(tokens.dtype() == DType::kI32 && tokens.numel() >= rows)
+      << "sample_async: tokens " << tokens.describe() << " for " << rows << " rows";
+  MINIVLLM_CHECK_LT(sampled_on_host_.size(), 2u) << "sample_async: two samplings already outstanding";
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  sample(logits, batch, out.data());
+  if (rows > 0) copy_from_host(tokens.rows(0, rows), out.data());
+  sampled_on_host_.push_back(std::move(out));
+}
+
+void Backend::take_sampled(int32_t* out_tokens, int rows) {
+  MINIVLLM_CHECK(!sampled_on_host_.empty()) << "take_sampled: nothing was sampled";
+  std::vector<int32_t> oldest = std::move(sampled_on_host_.front());
+  sampled_on_host_.erase(sampled_on_host_.begin());
+  MINIVLLM_CHECK_EQ(static_cast<int>(oldest.size()), rows) << "take_sampled: rows";
+  std::copy(oldest.begin(), oldest.end(), out_tokens);
+}
 
 Tensor Backend::upload_weight(const Tensor& host_f32, bool keep_f32) {
   MINIVLLM_CHECK(host_f32.dtype() == DType::kF32 && host_f32.device() == DeviceKind::kCpu)

@@ -186,6 +186,14 @@ class Backend {
   // ---- sampling ----
   // logits: f32[S, V] on the device. Writes S token ids to out_tokens (host).
   virtual void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) = 0;
+  // Async scheduling: samples as sample() does, into `tokens` (i32[>= S] on the device), and queues
+  // their copy to the host without waiting; take_sampled() waits for the oldest such copy and
+  // writes its `rows` tokens to out_tokens. At most two are outstanding. This default samples at once.
+  virtual void sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens);
+  virtual void take_sampled(int32_t* out_tokens, int rows);
+  // In place on ids (i32[n], on the device): each id < 0 becomes sampled[-id - 1], a token the
+  // previous step sampled and the host has not seen yet (engine/scheduler.h: pending_token).
+  virtual void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) = 0;
 
   // ---- penalties and logprobs (rank 0; called only for batches that ask for them, after the
   // forward and its graph; semantics in sampling/logits_processing.h) ----
@@ -212,6 +220,9 @@ class Backend {
   // Records `body` as a graph, returns its handle (>= 0). All graphs share one memory pool.
   virtual int capture_graph(const std::function<void()>& body) { return -1; }
   virtual void replay_graph(int handle) {}
+
+ private:
+  std::vector<std::vector<int32_t>> sampled_on_host_;  // the default sample_async's results, oldest first
 };
 
 }  // namespace minivllm

@@ -145,8 +145,7 @@ std::optional<uint64_t> BlockManager::known_hash(int32_t block_id) const {
   return std::nullopt;
 }
 
-void BlockManager::hash_filled_blocks(const Sequence& seq) {
-  const int begin = seq.num_computed_tokens, end = begin + seq.num_new_tokens;
+void BlockManager::hash_filled_blocks(const Sequence& seq, int begin, int end) {
   MINIVLLM_CHECK(begin >= 0 && end <= seq.num_tokens() && end <= static_cast<int>(seq.block_table.size()) * block_size_)
       << "sequence " << seq.seq_id() << ": tokens [" << begin << ", " << end << ") of " << seq.num_tokens() << " with "
       << seq.block_table.size() << " blocks";

@@ -78,7 +78,6 @@ void Scheduler::schedule_tokens(const std::shared_ptr<Sequence>& seq, int num_ne
       << "sequence " << seq->seq_id() << ": " << num_new << " new tokens after " << seq->num_computed_tokens << " of "
       << seq->num_tokens();
   seq->num_new_tokens = num_new;
-  block_manager_.hash_filled_blocks(*seq);
   if (num_new != 1 || !seq->samples()) batch.is_prefill = true;  // a prefill chunk: the varlen path
   batch.num_tokens += num_new;
   batch.seqs.push_back(seq.get());
@@ -194,33 +193,80 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token_id, bool 
   return FinishReason::kNone;
 }
 
-std::vector<std::shared_ptr<Sequence>> Scheduler::postprocess(const std::vector<Sequence*>& seqs,
-                                                              const std::vector<int32_t>& token_ids,
-                                                              const StopStringCheck& found_stop_string) {
+void Scheduler::advance(ScheduledBatch& batch) {
+  MINIVLLM_CHECK(!batch.advanced) << "a step is advanced once";
+  batch.advanced = true;
+  const size_t n = batch.seqs.size();
+  batch.span_begin.resize(n);
+  batch.span_len.resize(n);
+  batch.sampled.resize(n);
+  int row = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Sequence& seq = *batch.seqs[i];
+    const bool samples = seq.samples();
+    batch.span_begin[i] = seq.num_computed_tokens;
+    batch.span_len[i] = seq.num_new_tokens;
+    batch.sampled[i] = samples ? 1 : 0;
+    const int r = samples ? row++ : -1;
+    if (seq.status != SequenceStatus::kRunning) continue;  // aborted since scheduling
+    seq.num_computed_tokens += seq.num_new_tokens;
+    seq.num_new_tokens = 0;
+    if (!samples) continue;  // a prefill chunk short of the prompt's end
+    seq.prefilled = true;
+    seq.append_token(pending_token(r));
+  }
+}
+
+std::vector<std::shared_ptr<Sequence>> Scheduler::resolve(const ScheduledBatch& batch,
+                                                          const std::vector<int32_t>& token_ids,
+                                                          const StopStringCheck& found_stop_string) {
+  MINIVLLM_CHECK(batch.advanced) << "resolve() takes an advanced step";
+  const size_t n = batch.seqs.size();
   size_t num_sampling = 0;
-  for (const Sequence* seq : seqs) num_sampling += seq->samples() ? 1 : 0;
+  for (uint8_t s : batch.sampled) num_sampling += s;
   MINIVLLM_CHECK_EQ(num_sampling, token_ids.size()) << "one sampled token per sequence whose span ends the step";
+  // The blocks this step filled, of the sequences that still hold them (a preempted or finished one
+  // gave them up: their KV may have been overwritten since).
+  for (size_t i = 0; i < n; ++i) {
+    const Sequence& seq = *batch.seqs[i];
+    if (seq.status != SequenceStatus::kRunning) continue;
+    block_manager_.hash_filled_blocks(seq, batch.span_begin[i], batch.span_begin[i] + batch.span_len[i]);
+  }
   block_manager_.commit_hashes();
   std::vector<std::shared_ptr<Sequence>> finished;
   size_t row = 0;
-  for (Sequence* seq : seqs) {
-    const bool samples = seq->samples();
-    const int32_t token = samples ? token_ids[row++] : -1;
-    if (seq->status != SequenceStatus::kRunning) continue;  // aborted or finished since scheduling
-    seq->num_computed_tokens += seq->num_new_tokens;
-    seq->num_new_tokens = 0;
-    if (!samples) continue;  // a prefill chunk short of the prompt's end
-    seq->prefilled = true;
-    seq->append_token(token);
+  for (size_t i = 0; i < n; ++i) {
+    Sequence* seq = batch.seqs[i];
+    if (!batch.sampled[i]) continue;
+    const int32_t token = token_ids[row];
+    const int32_t placeholder = pending_token(static_cast<int>(row));
+    ++row;
+    if (seq->is_finished()) continue;  // aborted since scheduling
+    const int pos = batch.span_begin[i] + batch.span_len[i];
+    MINIVLLM_CHECK(pos < seq->num_tokens() && seq->token_ids()[pos] == placeholder)
+        << "sequence " << seq->seq_id() << ": no placeholder at position " << pos;
+    seq->set_token(pos, token);
     const bool stop_string = found_stop_string && found_stop_string(*seq);
     const FinishReason reason = stop_reason(*seq, token, stop_string);
     if (reason == FinishReason::kNone) continue;
     std::shared_ptr<Sequence> owned = remove(seq);
-    MINIVLLM_CHECK(owned != nullptr) << "sequence " << seq->seq_id() << " is running but not queued";
+    MINIVLLM_CHECK(owned != nullptr) << "sequence " << seq->seq_id() << " is unfinished but not queued";
     mark_finished(*owned, reason);
     finished.push_back(std::move(owned));
   }
   return finished;
+}
+
+std::vector<std::shared_ptr<Sequence>> Scheduler::postprocess(const std::vector<Sequence*>& seqs,
+                                                              const std::vector<int32_t>& token_ids,
+                                                              const StopStringCheck& found_stop_string) {
+  ScheduledBatch batch;
+  batch.seqs = seqs;
+  size_t num_sampling = 0;
+  for (const Sequence* seq : seqs) num_sampling += seq->samples() ? 1 : 0;
+  MINIVLLM_CHECK_EQ(num_sampling, token_ids.size()) << "one sampled token per sequence whose span ends the step";
+  advance(batch);
+  return resolve(batch, token_ids, found_stop_string);
 }
 
 std::shared_ptr<Sequence> Scheduler::remove(const Sequence* seq) {

@@ -41,7 +41,20 @@ struct ScheduledBatch {
   // Keeps seqs alive while the batch lives, even if one is aborted before postprocess().
   std::vector<std::shared_ptr<Sequence>> owners;
   bool empty() const { return seqs.empty(); }
+
+  // Set by Scheduler::advance (the step was launched): sequence i's span [span_begin[i],
+  // span_begin[i] + span_len[i]) and whether it samples, in which case its token at the span's end
+  // is a placeholder until resolve().
+  std::vector<int32_t> span_begin, span_len;
+  std::vector<uint8_t> sampled;
+  bool advanced = false;
 };
+
+// A token sampled by a step whose result is not known yet (async scheduling): sampling row r of
+// the step in flight. build_step_input passes it on as it is; the runner takes the token from that
+// row of the previous step's sampled ids on its device.
+constexpr int32_t pending_token(int row) { return -1 - row; }
+constexpr bool is_pending_token(int32_t id) { return id < 0; }
 
 class Scheduler {
  public:
@@ -54,14 +67,22 @@ class Scheduler {
 
   // The next batch (see the top of this file). Empty when idle.
   ScheduledBatch schedule();
-  // The step succeeded: registers the blocks it filled in the prefix cache, advances each
-  // sequence's computed tokens, appends one sampled token per sequence that sampled (token_ids:
-  // one per such sequence, in batch order), finishes those that stop, frees their blocks and
-  // returns them.
+  // A step is launched, then advanced, then resolved; postprocess() is the two at once.
+  // advance: the batch was handed to the runner. Each sequence's computed tokens move past its span
+  // and each one that samples gets a placeholder (pending_token(row)) as its next token, so the
+  // next step can be scheduled, and run, before this one's tokens are known (async scheduling).
+  void advance(ScheduledBatch& batch);
+  // resolve: the step succeeded. The placeholders become the sampled tokens (token_ids: one per
+  // sequence that sampled, in batch order), the blocks the step filled are hashed and registered in
+  // the prefix cache, and the sequences that stop finish (blocks freed) and are returned. A
+  // sequence preempted since the launch gets its token too (and may finish while waiting); an
+  // aborted one is skipped.
   // Every finish decision is made here (stop_reason): eos, stop token ids, a stop string (when
-  // `found_stop_string(seq)`, called after the append, says the text now holds one), max_tokens
-  // and the length limit.
+  // `found_stop_string(seq)`, called after the token is in place, says the text now holds one),
+  // max_tokens and the length limit.
   using StopStringCheck = std::function<bool(Sequence&)>;
+  std::vector<std::shared_ptr<Sequence>> resolve(const ScheduledBatch& batch, const std::vector<int32_t>& token_ids,
+                                                 const StopStringCheck& found_stop_string = {});
   std::vector<std::shared_ptr<Sequence>> postprocess(const std::vector<Sequence*>& seqs,
                                                      const std::vector<int32_t>& token_ids,
                                                      const StopStringCheck& found_stop_string = {});

@@ -33,6 +33,8 @@ class Sequence {
   int num_completion_tokens() const { return num_tokens() - num_prompt_tokens_; }
   std::vector<int32_t> completion_token_ids() const;
   void append_token(int32_t token_id) { token_ids_.push_back(token_id); }
+  // Async scheduling: the placeholder at `pos` becomes the token sampled for it.
+  void set_token(int pos, int32_t token_id) { token_ids_.at(static_cast<size_t>(pos)) = token_id; }
 
   // KV blocks.
   int num_cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache

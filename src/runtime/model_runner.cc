@@ -58,6 +58,8 @@ void ModelRunner::allocate_buffers() {
   block_tables_ = backend_->empty(DType::kI32, {s, max_blocks_per_seq_});
   last_indices_ = backend_->empty(DType::kI32, {s});
   decode_inputs_ = backend_->empty(DType::kI32, {s * (4 + max_blocks_per_seq_)});
+  sampled_ids_ = backend_->empty(DType::kI32, {s});
+  backend_->fill_bytes(sampled_ids_, 0);
 }
 
 // KV memory is measured, not guessed: what the utilisation target leaves after the weights and
@@ -229,18 +231,21 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int pa
   return b;
 }
 
-SampledTokens ModelRunner::sample(const StepInput& in, const Tensor& logits) {
-  if (rank_ != 0) {  // only rank 0 samples; the others only had to send their logits
-    backend_->synchronize();
-    return {};
+void ModelRunner::sample(const StepInput& in, const Tensor& logits) {
+  Launched l;
+  if (rank_ == 0) {  // only rank 0 samples; the others only had to send their logits
+    l.num_samples = in.num_samples();
+    const Tensor rows = logits.rows(0, in.num_samples());
+    if (in.sampling.has_penalties()) apply_penalties(in, rows);
+    backend_->sample_async(rows, in.sampling, sampled_ids_);
+    if (in.sampling.has_logprobs()) {
+      l.logprobs = in.sampling.logprobs;
+      l.logits = rows;
+    }
+  } else {
+    l.num_samples = -1;
   }
-  SampledTokens out;
-  out.token_ids.resize(static_cast<size_t>(in.num_samples()));
-  const Tensor rows = logits.rows(0, in.num_samples());
-  if (in.sampling.has_penalties()) apply_penalties(in, rows);
-  backend_->sample(rows, in.sampling, out.token_ids.data());
-  if (in.sampling.has_logprobs()) out.logprobs = compute_logprobs(in, rows, out.token_ids);
-  return out;
+  launched_.push_back(std::move(l));
 }
 
 void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
@@ -259,8 +264,11 @@ void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
     const int32_t slot = in.penalty_slots[r];
     if (slot < 0) continue;
     if (in.count_offsets[r] == in.count_offsets[r + 1]) {  // a decode: last step's token, now its input
+      const int32_t token = in.is_prefill ? in.input_ids[in.last_indices[r]] : in.input_ids[r];
+      // The engine launches a penalised row only once its input token is known on the host.
+      MINIVLLM_CHECK_GE(token, 0) << "penalties need row " << r << "'s input token on the host";
       u.slots.push_back(slot);
-      u.tokens.push_back(in.is_prefill ? in.input_ids[in.last_indices[r]] : in.input_ids[r]);
+      u.tokens.push_back(token);
       u.in_prompt.push_back(0);
       continue;
     }
@@ -275,38 +283,51 @@ void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
   backend_->apply_penalties(logits, token_counts_, in.penalty_slots, in.sampling);
 }
 
-std::vector<TokenLogprob> ModelRunner::compute_logprobs(const StepInput& in, const Tensor& logits,
+std::vector<TokenLogprob> ModelRunner::compute_logprobs(const std::vector<int32_t>& want, const Tensor& logits,
                                                         const std::vector<int32_t>& tokens) {
-  const int s = in.num_samples();
-  MINIVLLM_CHECK_EQ(in.sampling.logprobs.size(), static_cast<size_t>(s)) << "StepInput logprobs";
-  const int k = std::min<int>(*std::max_element(in.sampling.logprobs.begin(), in.sampling.logprobs.end()),
-                              static_cast<int>(model_cfg_.vocab_size));
+  const int s = static_cast<int>(tokens.size());
+  MINIVLLM_CHECK_EQ(want.size(), static_cast<size_t>(s)) << "StepInput logprobs";
+  const int k = std::min<int>(*std::max_element(want.begin(), want.end()), static_cast<int>(model_cfg_.vocab_size));
   std::vector<float> chosen(static_cast<size_t>(s)), top_lp(static_cast<size_t>(s) * std::max(k, 0));
   std::vector<int32_t> top_ids(top_lp.size());
   backend_->compute_logprobs(logits, tokens.data(), std::max(k, 0), chosen.data(), top_ids.data(), top_lp.data());
   std::vector<TokenLogprob> out(static_cast<size_t>(s));
   for (int r = 0; r < s; ++r) {
-    const int want = std::min(in.sampling.logprobs[r], k);
-    if (want < 0) continue;
+    const int top = std::min(want[r], k);
+    if (top < 0) continue;
     out[r].token_id = tokens[r];
     out[r].logprob = chosen[r];
-    for (int j = 0; j < want; ++j) out[r].top.emplace_back(top_ids[r * k + j], top_lp[r * k + j]);
+    for (int j = 0; j < top; ++j) out[r].top.emplace_back(top_ids[r * k + j], top_lp[r * k + j]);
   }
   return out;
 }
 
 SampledTokens ModelRunner::run(const StepInput& in) {
+  launch(in);
+  return collect();
+}
+
+void ModelRunner::launch(const StepInput& in) {
   check_input(in);
+  MINIVLLM_CHECK(launched_.size() < 2 && (launched_.empty() || launched_.back().logprobs.empty()))
+      << "a step launched while two are in flight, or after one whose logprobs were not collected";
   const int n = in.num_seqs();
+  const bool pending = std::any_of(in.input_ids.begin(), in.input_ids.end(), [](int32_t id) { return id < 0; });
+  // Pending ids are rank 0's: only its device holds the sampled tokens they name.
+  MINIVLLM_CHECK(!pending || cfg_.world_size == 1) << "pending token ids need world_size 1";
   if (in.is_prefill) {
     if (profiler_ != nullptr) profiler_->interrupt();
     AttentionMetadata meta = prepare_prefill(in);
+    if (pending) backend_->resolve_pending_ids(input_ids_.rows(0, in.num_tokens()), sampled_ids_);
     Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
     if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample
-      backend_->synchronize();
-      return {};
+      Launched none;
+      none.num_samples = -1;
+      launched_.push_back(std::move(none));
+      return;
     }
-    return sample(in, model_->compute_logits(hidden, &last_indices_, in.num_samples()));
+    sample(in, model_->compute_logits(hidden, &last_indices_, in.num_samples()));
+    return;
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
   // graph replay reproduces eager decode token for token.
@@ -315,6 +336,7 @@ SampledTokens ModelRunner::run(const StepInput& in) {
   const int padded = decode_batch_size(n);
   auto graph = graphs_.find(padded);
   DecodeBatch batch = prepare_decode(in, padded);
+  if (pending) backend_->resolve_pending_ids(batch.input_ids, sampled_ids_);
   if (prof != nullptr) {
     backend_->synchronize();
     prof->mark(StepProfiler::kUpload);
@@ -331,10 +353,25 @@ SampledTokens ModelRunner::run(const StepInput& in) {
     backend_->synchronize();
     prof->mark(StepProfiler::kGraph);
   }
-  SampledTokens out = sample(in, logits);
-  if (prof != nullptr) {
-    prof->mark(StepProfiler::kSample);
-    prof->end();
+  sample(in, logits);
+  launched_.back().profiled = prof != nullptr;
+}
+
+SampledTokens ModelRunner::collect() {
+  MINIVLLM_CHECK(!launched_.empty()) << "collect() without a launched step";
+  const Launched l = std::move(launched_.front());
+  launched_.erase(launched_.begin());
+  if (l.num_samples < 0) {  // nothing sampled here: wait for the step itself
+    backend_->synchronize();
+    return {};
+  }
+  SampledTokens out;
+  out.token_ids.resize(static_cast<size_t>(l.num_samples));
+  backend_->take_sampled(out.token_ids.data(), l.num_samples);
+  if (!l.logprobs.empty()) out.logprobs = compute_logprobs(l.logprobs, l.logits, out.token_ids);
+  if (l.profiled) {
+    profiler_->mark(StepProfiler::kSample);
+    profiler_->end();
   }
   return out;
 }

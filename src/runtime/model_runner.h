@@ -42,8 +42,15 @@ class ModelRunner {
 
   // Rank 0: the sampled tokens, one per sequence, in order (penalised first and with their
   // logprobs when rows ask). Other ranks: empty (they compute their shard and send their logits
-  // to rank 0).
+  // to rank 0). run() is launch() then collect().
   SampledTokens run(const StepInput& in);
+  // Async scheduling: launch() queues the step on the device and returns; collect() waits for its
+  // tokens. The next step may be launched before this one is collected: input ids < 0 (pending
+  // tokens, engine/scheduler.h) are taken on the device from the last launched step's sampled ids.
+  // Steps are collected in launch order; a step whose rows ask for logprobs is collected before the
+  // next launch (its logits are read then).
+  void launch(const StepInput& in);
+  SampledTokens collect();
 
   // Teacher forcing: f32 logits [num_tokens, V] of every computed position of a one-sequence
   // prefill, row-major on the host (rank 0; empty on the others).
@@ -71,10 +78,10 @@ class ModelRunner {
   };
   DecodeBatch prepare_decode(const StepInput& in, int padded_size);
   DecodeBatch decode_batch(int padded_size);
-  SampledTokens sample(const StepInput& in, const Tensor& logits);
+  void sample(const StepInput& in, const Tensor& logits);
   // Penalties in place on the logits (after the graph), from the counts kept per slot.
   void apply_penalties(const StepInput& in, const Tensor& logits);
-  std::vector<TokenLogprob> compute_logprobs(const StepInput& in, const Tensor& logits,
+  std::vector<TokenLogprob> compute_logprobs(const std::vector<int32_t>& want, const Tensor& logits,
                                              const std::vector<int32_t>& tokens);
   void check_input(const StepInput& in) const;
 
@@ -101,6 +108,16 @@ class ModelRunner {
   // Rank 0: the penalties' token counts, i32[max_num_seqs, V] (a row per Scheduler slot),
   // allocated by the first step that has penalties.
   Tensor token_counts_;
+  // Rank 0: the last launched step's sampled ids, one per sampling row (pending ids read them).
+  Tensor sampled_ids_;
+  // Launched steps not yet collected, oldest first (at most two).
+  struct Launched {
+    int num_samples = 0;            // -1: nothing sampled (a step of partial prefill chunks; other ranks)
+    std::vector<int32_t> logprobs;  // the rows' logprobs requests, empty when none asks
+    Tensor logits;                  // read by collect() for the logprobs
+    bool profiled = false;          // a decode step the StepProfiler times
+  };
+  std::vector<Launched> launched_;
 
   int decode_batch_size(int n) const;
 

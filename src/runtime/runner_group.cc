@@ -197,11 +197,28 @@ auto RunnerGroup::call(const std::string& method, const std::string& args, F&& l
 }
 
 SampledTokens RunnerGroup::run(const StepInput& in) {
+  launch(in);
+  return collect();
+}
+
+void RunnerGroup::launch(const StepInput& in) {
   if (step_fault_token_ >= 0 &&
       std::find(in.input_ids.begin(), in.input_ids.end(), step_fault_token_) != in.input_ids.end()) {
     MINIVLLM_FAIL() << "injected step fault (MINIVLLM_STEP_FAULT=" << step_fault_token_ << ")";
   }
-  return call("run", cfg_.world_size > 1 ? in.serialize() : std::string(), [&] { return runner_->run(in); });
+  if (cfg_.world_size == 1) {
+    runner_->launch(in);
+    return;
+  }
+  ran_.push_back(call("run", in.serialize(), [&] { return runner_->run(in); }));
+}
+
+SampledTokens RunnerGroup::collect() {
+  if (cfg_.world_size == 1) return runner_->collect();
+  MINIVLLM_CHECK(!ran_.empty()) << "collect() without a launched step";
+  SampledTokens out = std::move(ran_.front());
+  ran_.erase(ran_.begin());
+  return out;
 }
 
 std::vector<float> RunnerGroup::prefill_all_logits(const StepInput& in) {

@@ -31,6 +31,10 @@ class RunnerGroup {
   ~RunnerGroup();
 
   SampledTokens run(const StepInput& in);
+  // Async scheduling (ModelRunner::launch / collect): world_size 1 only overlaps; with workers,
+  // launch() runs the step and collect() hands its tokens out.
+  void launch(const StepInput& in);
+  SampledTokens collect();
   std::vector<float> prefill_all_logits(const StepInput& in);
   // Tells the workers to leave and waits for them (SIGKILL after 10 s). Idempotent.
   void exit();
@@ -61,6 +65,7 @@ class RunnerGroup {
   // Tests: MINIVLLM_STEP_FAULT=<token id> makes every "run" whose input holds that token throw on
   // rank 0 before it starts (as a device error would), -1 when unset.
   int64_t step_fault_token_ = -1;
+  std::vector<SampledTokens> ran_;  // world_size > 1: launched steps' results, oldest first
 };
 
 // The worker executable's path: $MINIVLLM_WORKER, else `minivllm-worker` beside this program, else

@@ -68,6 +68,7 @@ class CpuBackend : public Backend {
   // Row-wise memcpy of src[R, c] into columns [col_start, col_start + c) of dst[R, C], any dtype (cpu_tp.cc).
   void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
+  void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
   // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart; or fp8

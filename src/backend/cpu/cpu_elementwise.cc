@@ -86,6 +86,19 @@ void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tenso
   }
 }
 
+void CpuBackend::resolve_pending_ids(const Tensor& ids, const Tensor& sampled) {
+  cpu::check_tensor(ids, DType::kI32, "resolve_pending_ids", "ids");
+  cpu::check_tensor(sampled, DType::kI32, "resolve_pending_ids", "sampled");
+  int32_t* p = ids.ptr<int32_t>();
+  const int32_t* from = sampled.ptr<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (p[i] >= 0) continue;
+    const int64_t row = -static_cast<int64_t>(p[i]) - 1;
+    MINIVLLM_CHECK_LT(row, sampled.numel()) << "resolve_pending_ids: sampled row " << row << " of " << sampled.describe();
+    p[i] = from[row];
+  }
+}
+
 void CpuBackend::to_f32(const Tensor& x, const Tensor& out) {
   cpu::check_tensor(out, DType::kF32, "to_f32", "out");
   MINIVLLM_CHECK(x.device() == DeviceKind::kCpu && x.numel() == out.numel())

@@ -88,6 +88,9 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
   if (sample_device_ != nullptr) cudaFree(sample_device_);
+  for (cudaEvent_t e : sample_done_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   cudaStreamDestroy(stream_);
 }
 
@@ -293,23 +296,29 @@ void CudaBackend::drop_graphs_of(const std::atomic<bool>* comm_aborted) {
 // ---- sampling ----
 
 void CudaBackend::ensure_sample_buffers(int rows) {
+  if (sample_done_[0] == nullptr) {
+    for (cudaEvent_t& e : sample_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   if (rows <= sample_capacity_) return;
+  MINIVLLM_CHECK_EQ(samples_issued_, samples_taken_) << "sample buffers grown while a sampling is outstanding";
   if (sample_host_ != nullptr) CUDA_CHECK(cudaFreeHost(sample_host_));
   if (sample_device_ != nullptr) CUDA_CHECK(cudaFree(sample_device_));
   sample_host_ = nullptr;
   sample_device_ = nullptr;
   const size_t bytes = static_cast<size_t>(rows) * 6 * 4;
-  CUDA_CHECK(cudaMallocHost(&sample_host_, bytes));
+  CUDA_CHECK(cudaMallocHost(&sample_host_, 2 * bytes));
   CUDA_CHECK(cudaMalloc(&sample_device_, bytes + static_cast<size_t>(rows) * kGreedyScratchBytesPerRow));
   sample_capacity_ = rows;
 }
 
-void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) {
+void CudaBackend::sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens) {
   MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda && logits.dtype() == DType::kF32 && logits.ndim() == 2)
       << "sample: logits " << logits.describe() << " must be f32[S, V] on the GPU";
   const int rows = batch.size();
   const int64_t vocab = logits.size(1);
   MINIVLLM_CHECK_EQ(logits.size(0), rows) << "sample: logits " << logits.describe();
+  MINIVLLM_CHECK(tokens.device() == DeviceKind::kCuda && tokens.dtype() == DType::kI32 && tokens.numel() >= rows)
+      << "sample: tokens " << tokens.describe() << " for " << rows << " rows";
   MINIVLLM_CHECK(batch.top_k.size() == static_cast<size_t>(rows) && batch.top_p.size() == static_cast<size_t>(rows) &&
                  batch.min_p.size() == static_cast<size_t>(rows) && batch.uniform.size() == static_cast<size_t>(rows))
       << "sample: SamplingBatch fields differ in length (temperature has " << rows << ")";
@@ -320,14 +329,17 @@ void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32
         << "sample: row " << i << " has temperature " << batch.temperature[i] << " top_p " << batch.top_p[i]
         << " min_p " << batch.min_p[i];
   }
-  if (rows == 0) return;
-  ensure_sample_buffers(rows);
-  auto* host = static_cast<uint8_t*>(sample_host_);
+  MINIVLLM_CHECK_LT(samples_issued_ - samples_taken_, 2) << "sample: two samplings already outstanding";
+  ensure_sample_buffers(std::max<int>(rows, static_cast<int>(std::min<int64_t>(tokens.numel(), 1 << 20))));
+  const int half = static_cast<int>(samples_issued_ % 2);
+  // This half's last user was taken (waited for) before: its host arrays are free to rewrite.
+  auto* host = static_cast<uint8_t*>(sample_host_) + static_cast<size_t>(half) * sample_capacity_ * 6 * 4;
   const size_t n = static_cast<size_t>(rows) * 4;
   auto* dev = static_cast<uint8_t*>(sample_device_);
-  int32_t* dev_tokens = reinterpret_cast<int32_t*>(dev + 5 * n);
+  int32_t* dev_tokens = tokens.ptr<int32_t>();
   const bool greedy = std::all_of(batch.temperature.begin(), batch.temperature.end(), [](float t) { return t == 0.0f; });
-  if (greedy) {  // no params to upload; the argmax spread over many CTAs (sampler.cu)
+  if (rows == 0) {
+  } else if (greedy) {  // no params to upload; the argmax spread over many CTAs (sampler.cu)
     void* scratch = dev + static_cast<size_t>(sample_capacity_) * 6 * 4;
     launch_greedy_sample(logits.ptr<float>(), rows, vocab, scratch, dev_tokens, stream_);
   } else {
@@ -342,9 +354,38 @@ void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32
                          reinterpret_cast<const float*>(dev + 4 * n)};
     launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
   }
-  CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::memcpy(out_tokens, host + 5 * n, n);
+  if (rows > 0) CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaEventRecord(sample_done_[half], stream_));
+  sample_rows_[half] = rows;
+  ++samples_issued_;
+}
+
+void CudaBackend::take_sampled(int32_t* out_tokens, int rows) {
+  MINIVLLM_CHECK_LT(samples_taken_, samples_issued_) << "take_sampled: nothing was sampled";
+  const int half = static_cast<int>(samples_taken_ % 2);
+  MINIVLLM_CHECK_EQ(sample_rows_[half], rows) << "take_sampled: rows";
+  ++samples_taken_;  // even when the wait fails: the half is given up
+  CUDA_CHECK(cudaEventSynchronize(sample_done_[half]));
+  const auto* host = static_cast<const uint8_t*>(sample_host_) + static_cast<size_t>(half) * sample_capacity_ * 6 * 4;
+  std::memcpy(out_tokens, host + 5 * static_cast<size_t>(rows) * 4, static_cast<size_t>(rows) * 4);
+}
+
+void CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) {
+  const int rows = batch.size();
+  ensure_sample_buffers(std::max(rows, 1));
+  // The tokens' device home: the sixth array of the parameter area.
+  auto* dev = static_cast<uint8_t*>(sample_device_);
+  Tensor tokens(dev + 5 * static_cast<size_t>(sample_capacity_) * 4, DType::kI32, {std::max(rows, 1)},
+                DeviceKind::kCuda);
+  sample_async(logits, batch, tokens);
+  take_sampled(out_tokens, rows);
+}
+
+void CudaBackend::resolve_pending_ids(const Tensor& ids, const Tensor& sampled) {
+  MINIVLLM_CHECK(ids.device() == DeviceKind::kCuda && ids.dtype() == DType::kI32 && sampled.device() == DeviceKind::kCuda &&
+                 sampled.dtype() == DType::kI32)
+      << "resolve_pending_ids: ids " << ids.describe() << " sampled " << sampled.describe();
+  launch_resolve_pending_ids(ids.ptr<int32_t>(), ids.numel(), sampled.ptr<int32_t>(), sampled.numel(), stream_);
 }
 
 }  // namespace minivllm::cuda

@@ -91,6 +91,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) override;
 
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
+  // Tokens to pinned memory (one of two halves, alternating) and an event; take_sampled waits on it.
+  void sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens) override;
+  void take_sampled(int32_t* out_tokens, int rows) override;
+  void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   // Penalties and logprobs (cuda_logits_ops.cc, kernels in logits_ops.cu).
   void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;
   void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
@@ -148,8 +152,13 @@ class CudaBackend : public Backend {
 
   // Sampling: parameters staged through pinned memory.
   int sample_capacity_ = 0;
-  void* sample_host_ = nullptr;    // pinned: 5 arrays of sample_capacity_ 4-byte values + tokens
-  void* sample_device_ = nullptr;  // as sample_host_, then the greedy argmax scratch
+  // Pinned, two halves (async scheduling keeps two samplings outstanding): each 5 arrays of
+  // sample_capacity_ 4-byte values + tokens.
+  void* sample_host_ = nullptr;
+  void* sample_device_ = nullptr;  // one half's layout, then the greedy argmax scratch
+  cudaEvent_t sample_done_[2] = {nullptr, nullptr};  // the tokens of half i reached the host
+  int sample_rows_[2] = {0, 0};
+  int64_t samples_issued_ = 0, samples_taken_ = 0;  // half = count % 2
 
   // Penalties and logprobs: their small inputs and outputs, grown as needed (never in a graph).
   struct ScratchDeleter {

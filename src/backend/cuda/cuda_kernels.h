@@ -174,5 +174,8 @@ constexpr int kGreedyParts = 128;
 constexpr size_t kGreedyScratchBytesPerRow = kGreedyParts * 8;
 void launch_greedy_sample(const float* logits, int64_t rows, int64_t vocab, void* scratch, int32_t* out_tokens,
                           cudaStream_t stream);
+// Async scheduling: ids[i] < 0 becomes sampled[-ids[i] - 1] (a token the previous step sampled).
+void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, int64_t num_sampled,
+                                cudaStream_t stream);
 
 }  // namespace minivllm::cuda

@@ -375,4 +375,24 @@ void launch_sample(const float* logits, int64_t rows, int64_t vocab, const Sampl
   CUDA_CHECK_LAUNCH();
 }
 
+// A row past what was sampled cannot come from the engine; it reads token 0 rather than out of
+// bounds (the host checks the rows before launching).
+__global__ void resolve_pending_ids_kernel(int32_t* ids, int64_t n, const int32_t* sampled, int64_t num_sampled) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int32_t id = ids[i];
+  if (id >= 0) return;
+  const int64_t row = -static_cast<int64_t>(id) - 1;
+  ids[i] = row < num_sampled ? sampled[row] : 0;
+}
+
+void launch_resolve_pending_ids(int32_t* ids, int64_t n, const int32_t* sampled, int64_t num_sampled,
+                                cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  resolve_pending_ids_kernel<<<static_cast<unsigned>(ceil_div(n, kThreads)), kThreads, 0, stream>>>(ids, n, sampled,
+                                                                                                   num_sampled);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace minivllm::cuda
