@@ -122,14 +122,7 @@ TEST(AsyncScheduling, PreemptionOfInFlightSequencesMatches) {
 TEST(AsyncScheduling, StopStringsAndStreamedDeltasMatch) {
   std::map<std::string, std::vector<std::string>> texts;
   for (const std::string& async : {std::string("on"), std::string("off")}) {
-    EngineConfig c;
-    c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-    c.device = "cpu";
-    c.block_size = 16;
-    c.max_model_length = 256;
-    c.max_num_seqs = 8;
-    c.max_num_batched_tokens = 512;
-    c.num_kvcache_blocks = 128;
+    EngineConfig c = stories_config();
     c.async_scheduling = async;
     LLMEngine engine(c);
     const int32_t bos = engine.tokenizer()->bos_token_id();

@@ -26,6 +26,19 @@ inline EngineConfig tiny_config(const std::string& model, int world_size = 1) {
   return c;
 }
 
+// The real trained stories260K model of ../shared (it has a tokenizer: stop strings, text).
+inline EngineConfig stories_config() {
+  EngineConfig c;
+  c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  c.device = "cpu";
+  c.block_size = 16;
+  c.max_num_seqs = 8;
+  c.max_model_length = 256;
+  c.max_num_batched_tokens = 512;
+  c.num_kvcache_blocks = 128;
+  return c;
+}
+
 // Greedy decoding of exactly max_tokens tokens (eos ignored), as the references were made.
 inline SamplingParams greedy(int max_tokens) {
   SamplingParams p;

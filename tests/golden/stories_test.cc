@@ -12,18 +12,6 @@ namespace {
 
 const char* kStory = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
 
-EngineConfig stories_config() {
-  EngineConfig c;
-  c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
-  c.device = "cpu";
-  c.block_size = 16;
-  c.max_num_seqs = 8;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 512;
-  c.num_kvcache_blocks = 128;
-  return c;
-}
-
 TEST(Stories260K, GreedyFromBosWritesTheKnownStory) {
   LLMEngine engine(stories_config());
   const int32_t bos = engine.tokenizer()->bos_token_id();
