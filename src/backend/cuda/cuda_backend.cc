@@ -62,6 +62,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_MMA=" << w << " must be 0 or 1";
     decode_mma_ = w == "1" ? 1 : 0;
   }
+  if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
     decode_max_tile_heads_ = std::atoi(v);
@@ -72,6 +73,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
 
 CudaBackend::~CudaBackend() {
   // Teardown ignores errors: a destructor must not throw.
+  if (idle_probe_) idle_probe_->report(stream_);
   cudaStreamSynchronize(stream_);
   for (Graph& g : graphs_) {
     if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
@@ -131,6 +133,7 @@ Tensor CudaBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
 void CudaBackend::copy_from_host(const Tensor& dst, const void* src) {
   MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda) << "copy_from_host: dst " << dst.describe() << " is not on the GPU";
   if (dst.nbytes() == 0) return;
+  if (idle_probe_) idle_probe_->step_begins(stream_);  // a step's inputs come first
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
 }
 
@@ -338,23 +341,25 @@ void CudaBackend::sample_async(const Tensor& logits, const SamplingBatch& batch,
   auto* dev = static_cast<uint8_t*>(sample_device_);
   int32_t* dev_tokens = tokens.ptr<int32_t>();
   const bool greedy = std::all_of(batch.temperature.begin(), batch.temperature.end(), [](float t) { return t == 0.0f; });
-  if (rows == 0) {
-  } else if (greedy) {  // no params to upload; the argmax spread over many CTAs (sampler.cu)
-    void* scratch = dev + static_cast<size_t>(sample_capacity_) * 6 * 4;
-    launch_greedy_sample(logits.ptr<float>(), rows, vocab, scratch, dev_tokens, stream_);
-  } else {
-    std::memcpy(host, batch.temperature.data(), n);
-    std::memcpy(host + n, batch.top_k.data(), n);
-    std::memcpy(host + 2 * n, batch.top_p.data(), n);
-    std::memcpy(host + 3 * n, batch.min_p.data(), n);
-    std::memcpy(host + 4 * n, batch.uniform.data(), n);
-    CUDA_CHECK(cudaMemcpyAsync(dev, host, 5 * n, cudaMemcpyHostToDevice, stream_));
-    SampleParamsDevice p{reinterpret_cast<const float*>(dev), reinterpret_cast<const int32_t*>(dev + n),
-                         reinterpret_cast<const float*>(dev + 2 * n), reinterpret_cast<const float*>(dev + 3 * n),
-                         reinterpret_cast<const float*>(dev + 4 * n)};
-    launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
+  if (rows > 0) {
+    if (greedy) {  // no params to upload; the argmax spread over many CTAs (sampler.cu)
+      void* scratch = dev + static_cast<size_t>(sample_capacity_) * 6 * 4;
+      launch_greedy_sample(logits.ptr<float>(), rows, vocab, scratch, dev_tokens, stream_);
+    } else {
+      std::memcpy(host, batch.temperature.data(), n);
+      std::memcpy(host + n, batch.top_k.data(), n);
+      std::memcpy(host + 2 * n, batch.top_p.data(), n);
+      std::memcpy(host + 3 * n, batch.min_p.data(), n);
+      std::memcpy(host + 4 * n, batch.uniform.data(), n);
+      CUDA_CHECK(cudaMemcpyAsync(dev, host, 5 * n, cudaMemcpyHostToDevice, stream_));
+      SampleParamsDevice p{reinterpret_cast<const float*>(dev), reinterpret_cast<const int32_t*>(dev + n),
+                           reinterpret_cast<const float*>(dev + 2 * n), reinterpret_cast<const float*>(dev + 3 * n),
+                           reinterpret_cast<const float*>(dev + 4 * n)};
+      launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
   }
-  if (rows > 0) CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
+  if (idle_probe_) idle_probe_->step_ends(stream_);
   CUDA_CHECK(cudaEventRecord(sample_done_[half], stream_));
   sample_rows_[half] = rows;
   ++samples_issued_;

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/stream_idle_probe.h"
 
 namespace minivllm::cuda {
 
@@ -149,6 +150,8 @@ class CudaBackend : public Backend {
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma
+
+  std::unique_ptr<StreamIdleProbe> idle_probe_;  // MINIVLLM_PROFILE_GPU_IDLE=1 only
 
   // Sampling: parameters staged through pinned memory.
   int sample_capacity_ = 0;
