@@ -192,7 +192,7 @@ class Backend {
   virtual void sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens);
   virtual void take_sampled(int32_t* out_tokens, int rows);
   // In place on ids (i32[n], on the device): each id < 0 becomes sampled[-id - 1], a token the
-  // previous step sampled and the host has not seen yet (engine/scheduler.h: pending_token).
+  // previous step sampled and the host has not seen yet (engine/step_input.h: pending_token).
   virtual void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) = 0;
 
   // ---- penalties and logprobs (rank 0; called only for batches that ask for them, after the

@@ -15,6 +15,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/sequence.h"
+#include "engine/step_input.h"
 
 namespace minivllm {
 
@@ -50,12 +51,6 @@ struct ScheduledBatch {
   bool advanced = false;
 };
 
-// A token sampled by a step whose result is not known yet (async scheduling): sampling row r of
-// the step in flight. build_step_input passes it on as it is; the runner takes the token from that
-// row of the previous step's sampled ids on its device.
-constexpr int32_t pending_token(int row) { return -1 - row; }
-constexpr bool is_pending_token(int32_t id) { return id < 0; }
-
 class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
@@ -69,8 +64,9 @@ class Scheduler {
   ScheduledBatch schedule();
   // A step is launched, then advanced, then resolved; postprocess() is the two at once.
   // advance: the batch was handed to the runner. Each sequence's computed tokens move past its span
-  // and each one that samples gets a placeholder (pending_token(row)) as its next token, so the
-  // next step can be scheduled, and run, before this one's tokens are known (async scheduling).
+  // and each one that samples gets a placeholder (pending_token(row), engine/step_input.h) as its
+  // next token, so the next step can be scheduled, and run, before this one's tokens are known
+  // (async scheduling).
   void advance(ScheduledBatch& batch);
   // resolve: the step succeeded. The placeholders become the sampled tokens (token_ids: one per
   // sequence that sampled, in batch order), the blocks the step filled are hashed and registered in

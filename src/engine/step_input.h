@@ -14,6 +14,13 @@ namespace minivllm {
 
 class Sequence;
 
+// A token sampled by a step whose result is not known yet (async scheduling): sampling row r of
+// the step in flight. The scheduler appends it as a placeholder, build_step_input passes it on as
+// it is, and the runner takes the token from that row of the previous step's sampled ids on its
+// device (Backend::resolve_pending_ids).
+constexpr int32_t pending_token(int row) { return -1 - row; }
+constexpr bool is_pending_token(int32_t id) { return id < 0; }
+
 // Prefill (the varlen path) takes any mix of query spans: a prompt's chunk, a whole prompt, or a
 // decode token as a span of 1; each attends over its keys [0, span end) through its block table.
 // Only the sequences whose span ends at their last token sample: they alone have a row in

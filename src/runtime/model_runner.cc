@@ -312,7 +312,7 @@ void ModelRunner::launch(const StepInput& in) {
   MINIVLLM_CHECK(launched_.size() < 2 && (launched_.empty() || launched_.back().logprobs.empty()))
       << "a step launched while two are in flight, or after one whose logprobs were not collected";
   const int n = in.num_seqs();
-  const bool pending = std::any_of(in.input_ids.begin(), in.input_ids.end(), [](int32_t id) { return id < 0; });
+  const bool pending = std::any_of(in.input_ids.begin(), in.input_ids.end(), is_pending_token);
   // Pending ids are rank 0's: only its device holds the sampled tokens they name.
   MINIVLLM_CHECK(!pending || cfg_.world_size == 1) << "pending token ids need world_size 1";
   if (in.is_prefill) {

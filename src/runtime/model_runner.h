@@ -46,7 +46,7 @@ class ModelRunner {
   SampledTokens run(const StepInput& in);
   // Async scheduling: launch() queues the step on the device and returns; collect() waits for its
   // tokens. The next step may be launched before this one is collected: input ids < 0 (pending
-  // tokens, engine/scheduler.h) are taken on the device from the last launched step's sampled ids.
+  // tokens, engine/step_input.h) are taken on the device from the last launched step's sampled ids.
   // Steps are collected in launch order; a step whose rows ask for logprobs is collected before the
   // next launch (its logits are read then).
   void launch(const StepInput& in);
