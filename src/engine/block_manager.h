@@ -39,13 +39,10 @@ class BlockManager {
   // Adds a block when the last token starts one.
   void may_append(Sequence& seq);
 
-  // A step computed seq's tokens [begin, end) (the one-argument form: [num_computed_tokens, +
-  // num_new_tokens)): every block that step fills is hashed, to be registered by commit_hashes once
-  // it succeeded. Blocks only partly written by a prefill chunk wait for the chunk that completes them.
+  // A step computed seq's tokens [begin, end): every block that step fills is hashed, to be
+  // registered by commit_hashes once it succeeded. Blocks only partly written by a prefill chunk
+  // wait for the chunk that completes them.
   void hash_filled_blocks(const Sequence& seq, int begin, int end);
-  void hash_filled_blocks(const Sequence& seq) {
-    hash_filled_blocks(seq, seq.num_computed_tokens, seq.num_computed_tokens + seq.num_new_tokens);
-  }
 
   // The step that wrote the blocks filled since the last commit succeeded: they become findable.
   void commit_hashes();

@@ -12,14 +12,14 @@ inline void allocate_prefill(BlockManager& bm, Sequence& seq) {
   bm.allocate(seq);
   seq.num_computed_tokens = seq.num_cached_tokens;
   seq.num_new_tokens = seq.num_tokens() - seq.num_cached_tokens;
-  bm.hash_filled_blocks(seq);
+  bm.hash_filled_blocks(seq, seq.num_computed_tokens, seq.num_computed_tokens + seq.num_new_tokens);
 }
 
 inline void append_decode(BlockManager& bm, Sequence& seq) {
   bm.may_append(seq);
   seq.num_computed_tokens = seq.num_tokens() - 1;
   seq.num_new_tokens = 1;
-  bm.hash_filled_blocks(seq);
+  bm.hash_filled_blocks(seq, seq.num_computed_tokens, seq.num_computed_tokens + seq.num_new_tokens);
 }
 
 }  // namespace minivllm
