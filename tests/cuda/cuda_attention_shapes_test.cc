@@ -77,11 +77,13 @@ TEST(CudaAttentionShapes, DecodeOneSplit) {
 // 256) whose warps merge their lane groups by shuffles: one sequence (a context inside one wide
 // step, one a key past it, one split short of a 4096-key table, and 4000 keys: 16 splits merged
 // in registers and shared memory), four sequences, and two short ones; bf16 and fp8 caches,
-// block sizes 16 and 256, NaN-poisoned cache rows past the contexts.
+// block sizes 16 and 256, NaN-poisoned cache rows past the contexts. bf16 cases run with the keys
+// staged in shared memory (the default where the split fits) and, every third, without
+// (MINIVLLM_DECODE_STAGED=0); a one-key context and a split holding only the newest key stage nothing.
 TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const Heads wide[] = {{16, 8, 128}, {32, 8, 64}, {8, 8, 128}, {8, 8, 64}, {16, 8, 64}};
-  const std::vector<std::vector<int>> contexts = {{5}, {256}, {257}, {3999}, {4000}, {300, 1, 2500, 129}, {64, 77}};
+  const std::vector<std::vector<int>> contexts = {{5}, {256}, {257}, {3999}, {4000}, {300, 1, 2500, 129}, {64, 77}, {1}};
   // Each case builds both backends, so the (block size, cache type) pairs rotate over the cases
   // rather than multiplying them: each pair meets every head shape and most contexts.
   uint32_t seed = 400;
@@ -96,8 +98,11 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
       c.extra_table_cols = (4096 - longest) / bs;  // the engine's 4096-key tables
       c.fp8 = fp8;
       c.poison_cache = true;
+      const bool unstaged = i % 3 == 0;
+      if (unstaged) setenv("MINIVLLM_DECODE_STAGED", "0", 1);  // read when the backend is made
       check(c, std::string("decode, wide CTAs, ") + std::to_string(ctx.size()) + " seqs from " + std::to_string(ctx[0]) +
-                   ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : ""), seed++);
+                   ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") + (unstaged ? ", unstaged" : ""), seed++);
+      unsetenv("MINIVLLM_DECODE_STAGED");
     }
   }
 }

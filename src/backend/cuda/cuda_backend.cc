@@ -52,6 +52,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_wide_ = w != "0";
     decode_wide_always_ = w == "force";
   }
+  if (const char* v = std::getenv("MINIVLLM_DECODE_STAGED"); v != nullptr && v[0] != '\0') {
+    const std::string w = v;
+    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_STAGED=" << w << " must be 0 or 1";
+    decode_staged_ = w == "1";
+  }
   if (const char* v = std::getenv("MINIVLLM_DECODE_LANE_ELEMS"); v != nullptr && v[0] != '\0') {
     decode_lane_elems_ = std::atoi(v);
     MINIVLLM_CHECK(decode_lane_elems_ == 8 || decode_lane_elems_ == 16)

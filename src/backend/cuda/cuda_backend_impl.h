@@ -147,6 +147,7 @@ class CudaBackend : public Backend {
   int decode_mma_max_partition_ = 0;  // the same for the tensor-core kernels
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
+  bool decode_staged_ = true;        // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma

@@ -455,7 +455,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const bool lane16 = !wide && !a.kv_fp8 && tiles.exact &&
                       (decode_lane_elems_ == 0 ? decode_use_lane16(tiles.heads_per_cta, meta.num_seqs, nkv, num_sms_)
                                                : decode_lane_elems_ == 16);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16, scratch, stream_);
+  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16, decode_staged_, scratch, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {

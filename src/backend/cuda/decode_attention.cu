@@ -126,9 +126,15 @@ struct LaneWords {
 // the lanes, but q and acc double in registers (group 4: 212 instead of 128, half the CTAs per
 // SM). Such a CTA merges its lane groups by shuffles first, as a wide one does (twice the groups
 // would double the shared-memory rows).
-template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8>
+// kStaged (wide bf16 CTAs, decode_policy.h: decode_use_staged): before pdl_wait the CTA copies its
+// partition's keys and values into shared memory with bulk copies, all but the newest key (the one
+// this step's rope kernel writes), so that after the wait its key loop reads shared memory instead
+// of waiting on L2 round trips; the newest key is read from the cache after the wait.
+template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8,
+          bool kStaged = false>
 __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                       DecodeScratch scratch) {
+  static_assert(!kStaged || (!kFp8 && kElems == 8), "staged keys: bf16, 8 elements a lane");
   constexpr int kCtaThreads = kCtaWarps * 32;
   constexpr bool kWide = kCtaWarps != kWarps;
   constexpr bool kWarpMerge = kWide || kElems != 8;  // lane groups merge by shuffles before shared memory
@@ -183,6 +189,42 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
     return;
   }
   const int end = min(ctx, start + partition);
+  // kStaged: keys [start, staged_end) go to shared memory (K rows, then V rows, row j - start).
+  extern __shared__ __align__(128) uint8_t staged_smem[];
+  __shared__ __align__(8) uint64_t staged_bar;
+  const int staged_end = kStaged ? min(end, ctx - 1) : start;
+  if constexpr (kStaged) {
+    const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&staged_bar));
+    constexpr int kRowBytes = kHeadDim * 2;
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      if (staged_end > start) {
+        const uint32_t bytes = 2u * static_cast<uint32_t>(staged_end - start) * kRowBytes;
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+        const uint32_t k_dst = static_cast<uint32_t>(__cvta_generic_to_shared(staged_smem));
+        const uint32_t v_dst = k_dst + static_cast<uint32_t>(partition) * kRowBytes;
+        const int bs = 1 << a.block_size_log2;
+        for (int j = start; j < staged_end;) {  // one bulk copy per block of the range, for k and for v
+          const int col = j >> a.block_size_log2, in_block = j & (bs - 1);
+          const int rows = min(staged_end - j, bs - in_block);
+          const int64_t row = ((static_cast<int64_t>(col == first_col ? first_block : table[col]) * a.num_kv_heads + kvh)
+                               << a.block_size_log2) + in_block;
+          const uint32_t off = static_cast<uint32_t>(j - start) * kRowBytes, n = static_cast<uint32_t>(rows) * kRowBytes;
+          const char* ks = static_cast<const char*>(a.k_cache) + row * kRowBytes;
+          const char* vs = static_cast<const char*>(a.v_cache) + row * kRowBytes;
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                           k_dst + off), "l"(ks), "r"(n), "r"(bar)
+                       : "memory");
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                           v_dst + off), "l"(vs), "r"(n), "r"(bar)
+                       : "memory");
+          j += rows;
+        }
+      }
+    }
+    __syncthreads();  // the barrier is initialised before anyone waits on it
+  }
   pdl_wait();
 
   const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
@@ -215,6 +257,19 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   }
 
   const int bs_mask = (1 << a.block_size_log2) - 1;
+  if constexpr (kStaged) {
+    if (staged_end > start) {  // the bulk copies have landed (phase 0 of the barrier)
+      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&staged_bar));
+      uint32_t done = 0;
+      do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar)
+            : "memory");
+      } while (!done);
+    }
+  }
 
   for (int base = start; base < end; base += S::kStep) {
     Word kr[kUnroll][W::kWords], vr[kUnroll][W::kWords];
@@ -224,7 +279,15 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * S::kGroups + group;
       valid[u] = j < end;
-      if (valid[u] && loads) {
+      if (kStaged && valid[u] && j < staged_end) {
+        const Word* kp = W::at(staged_smem, j - start, kChunks, dl);
+        const Word* vp = W::at(staged_smem + static_cast<int64_t>(partition) * kHeadDim * 2, j - start, kChunks, dl);
+#pragma unroll
+        for (int i = 0; i < W::kWords; ++i) {
+          kr[u][i] = kp[i];
+          vr[u][i] = vp[i];
+        }
+      } else if (valid[u] && loads) {
         const int64_t block =
             (j >> a.block_size_log2) == first_col ? first_block : table[j >> a.block_size_log2];
         const int64_t row = ((block * a.num_kv_heads + kvh) << a.block_size_log2) + (j & bs_mask);
@@ -329,12 +392,26 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 }
 
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, bool lane16,
+void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, bool lane16, bool staged,
                   const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if constexpr (kGroup * kHeadDim <= kMaxWideGroupDims) {
     if (wide) {
       constexpr int kUnroll = wide_unroll(kGroup);
+      if constexpr (!kFp8) {
+        if (staged && decode_use_staged(kHeadDim, partition)) {
+          auto* k = decode_split_kernel<kHeadDim, kGroup, kUnroll, true, false, kWideWarps, 8, true>;
+          static const bool attr_set = [k] {  // once per kernel, before its first launch (or capture)
+            CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kMaxDecodeStagedSmemBytes)));
+            return true;
+          }();
+          (void)attr_set;
+          launch_with_pdl(k, grid, dim3(kWideWarps * 32), decode_staged_smem_bytes(kHeadDim, partition), st, a,
+                          partition, num_splits, sc);
+          return;
+        }
+      }
       launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, kUnroll, true, kFp8, kWideWarps>, grid,
                       dim3(kWideWarps * 32), 0, st, a, partition, num_splits, sc);
       return;
@@ -388,14 +465,14 @@ bool has_exact_kernel(int head_dim, int group) {
 // group 3, so heads_per_cta alone does not choose between them).
 template <int kHeadDim, bool kFp8>
 void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool wide, bool lane16,
-              const DecodeScratch& sc, cudaStream_t st) {
+              bool staged, const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
-        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
-        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
-        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, lane16, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
       }
     }
   }
@@ -414,12 +491,12 @@ void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, 
 
 template <bool kFp8>
 void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition, bool wide,
-                       bool lane16, const DecodeScratch& scratch, cudaStream_t stream) {
+                       bool lane16, bool staged, const DecodeScratch& scratch, cudaStream_t stream) {
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
-    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
-    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, false, scratch, stream);
-    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, false, scratch, stream);
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, false, false, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, false, false, scratch, stream);
   }
 }
 
@@ -454,11 +531,11 @@ int decode_wide_granule(int head_dim, int group) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool wide, bool lane16, const DecodeScratch& scratch, cudaStream_t stream) {
+                             bool wide, bool lane16, bool staged, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   MINIVLLM_CHECK(!wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
-  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
-  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, lane16, scratch, stream);
+  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, lane16, false, scratch, stream);
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
 }
 
 }  // namespace minivllm::cuda
