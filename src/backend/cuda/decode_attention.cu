@@ -400,13 +400,8 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wi
       constexpr int kUnroll = wide_unroll(kGroup);
       if constexpr (!kFp8) {
         if (staged && decode_use_staged(kHeadDim, partition)) {
-          auto* k = decode_split_kernel<kHeadDim, kGroup, kUnroll, true, false, kWideWarps, 8, true>;
-          static const bool attr_set = [k] {  // once per kernel, before its first launch (or capture)
-            CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kMaxDecodeStagedSmemBytes)));
-            return true;
-          }();
-          (void)attr_set;
+          constexpr auto k = decode_split_kernel<kHeadDim, kGroup, kUnroll, true, false, kWideWarps, 8, true>;
+          allow_dynamic_smem<k>(static_cast<int>(kMaxDecodeStagedSmemBytes));
           launch_with_pdl(k, grid, dim3(kWideWarps * 32), decode_staged_smem_bytes(kHeadDim, partition), st, a,
                           partition, num_splits, sc);
           return;

@@ -535,12 +535,7 @@ void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ri
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if (ring) {
     constexpr int kBytes = MmaRing<kHeadDim, kFp8>::kCtaBytes;
-    static const bool attr_set = [] {  // past 48 KB of dynamic shared memory needs opting in, once
-      CUDA_CHECK(cudaFuncSetAttribute(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-      return true;
-    }();
-    (void)attr_set;
+    allow_dynamic_smem<decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>>(kBytes);  // past 48 KB
     launch_with_pdl(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>, grid, dim3(kMmaThreads), kBytes, st, a, partition,
                     num_splits, sc);
     return;

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 
@@ -21,6 +23,22 @@ inline bool pdl_enabled() {
     return v == nullptr || v[0] == '\0' || v[0] == '0';
   }();
   return enabled;
+}
+
+// A kernel taking more than 48 KB of dynamic shared memory must opt in, per device: once for each
+// (kernel, device) pair, before its first launch or graph capture (a process may drive several
+// GPUs, so a once-per-process flag would leave the second device's launches failing).
+// The kernel is a template argument so that each kernel has its own flags (kernels of one
+// signature would otherwise share them).
+template <auto kKernel>
+void allow_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> done_on{0};  // bit d: set on device d
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if ((done_on.load() & bit) != 0) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  done_on.fetch_or(bit);
 }
 
 template <typename... KernelArgs, typename... Args>
