@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <cfloat>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_finish.cuh"
@@ -194,15 +195,14 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   __shared__ __align__(8) uint64_t staged_bar;
   const int staged_end = kStaged ? min(end, ctx - 1) : start;
   if constexpr (kStaged) {
-    const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&staged_bar));
+    const uint32_t bar = smem_addr(&staged_bar);
     constexpr int kRowBytes = kHeadDim * 2;
     if (threadIdx.x == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      mbar_init(bar, 1);
+      mbar_init_fence();
       if (staged_end > start) {
-        const uint32_t bytes = 2u * static_cast<uint32_t>(staged_end - start) * kRowBytes;
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-        const uint32_t k_dst = static_cast<uint32_t>(__cvta_generic_to_shared(staged_smem));
+        mbar_expect_tx(bar, 2u * static_cast<uint32_t>(staged_end - start) * kRowBytes);
+        const uint32_t k_dst = smem_addr(staged_smem);
         const uint32_t v_dst = k_dst + static_cast<uint32_t>(partition) * kRowBytes;
         const int bs = 1 << a.block_size_log2;
         for (int j = start; j < staged_end;) {  // one bulk copy per block of the range, for k and for v
@@ -211,14 +211,8 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
           const int64_t row = ((static_cast<int64_t>(col == first_col ? first_block : table[col]) * a.num_kv_heads + kvh)
                                << a.block_size_log2) + in_block;
           const uint32_t off = static_cast<uint32_t>(j - start) * kRowBytes, n = static_cast<uint32_t>(rows) * kRowBytes;
-          const char* ks = static_cast<const char*>(a.k_cache) + row * kRowBytes;
-          const char* vs = static_cast<const char*>(a.v_cache) + row * kRowBytes;
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                           k_dst + off), "l"(ks), "r"(n), "r"(bar)
-                       : "memory");
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                           v_dst + off), "l"(vs), "r"(n), "r"(bar)
-                       : "memory");
+          bulk_copy_to_smem(k_dst + off, static_cast<const char*>(a.k_cache) + row * kRowBytes, n, bar);
+          bulk_copy_to_smem(v_dst + off, static_cast<const char*>(a.v_cache) + row * kRowBytes, n, bar);
           j += rows;
         }
       }
@@ -258,17 +252,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 
   const int bs_mask = (1 << a.block_size_log2) - 1;
   if constexpr (kStaged) {
-    if (staged_end > start) {  // the bulk copies have landed (phase 0 of the barrier)
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&staged_bar));
-      uint32_t done = 0;
-      do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar)
-            : "memory");
-      } while (!done);
-    }
+    if (staged_end > start) mbar_wait(smem_addr(&staged_bar), 0);  // the bulk copies have landed
   }
 
   for (int base = start; base < end; base += S::kStep) {

@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/prefill_policy.h"
@@ -283,8 +284,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
 template <int kHeadDim, bool kFp8>
 void launch_prefill_of(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int bytes = PrefillTile<kHeadDim>::kSmemBytes;
-  // Per device and function; cheap, and prefill is never captured in a graph.
-  CUDA_CHECK(cudaFuncSetAttribute(prefill_kernel<kHeadDim, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  allow_dynamic_smem<prefill_kernel<kHeadDim, kFp8>>(bytes);
   const dim3 grid((a.max_seqlen_q + kBlockM - 1) / kBlockM, a.num_seqs, a.num_q_heads);
   prefill_kernel<kHeadDim, kFp8><<<grid, kThreads, bytes, stream>>>(a);
   CUDA_CHECK_LAUNCH();

@@ -25,9 +25,11 @@
 #include <cfloat>
 #include <cstring>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/prefill_policy.h"
 #include "backend/cuda/prefill_span.cuh"
 
@@ -62,30 +64,7 @@ struct WgParams {
   int kv_box_rows;  // rows per K / V box: min(block_size, 128), or 128 from qkv
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// ---- mbarriers and TMA ----
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+// ---- TMA ----
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int col, int row) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
@@ -223,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
   using L = WgLayout<kHeadDim>;
   const AttentionArgs& a = p.a;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
   uint8_t* smem = smem_raw + (base - raw);
   const uint32_t q_full = base + L::kBar;
@@ -247,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
       mbar_init(v_full + 8 * s, 1);
       mbar_init(kv_empty + 8 * s, 2 * 128);  // every consumer thread arrives
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -459,9 +438,7 @@ void launch_wgmma_of(const AttentionArgs& a, cudaStream_t stream) {
     p.k_map = p.q_map;
     p.v_map = p.q_map;
   }
-  // Per device and function; cheap, and prefill is never captured in a graph.
-  CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  L::kSmemBytes));
+  allow_dynamic_smem<prefill_wgmma_kernel<kHeadDim>>(L::kSmemBytes);
   const dim3 grid((a.max_seqlen_q + kRows - 1) / kRows, a.num_seqs, a.num_q_heads);
   prefill_wgmma_kernel<kHeadDim><<<grid, kThreads, L::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
