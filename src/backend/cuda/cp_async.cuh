@@ -1,6 +1,7 @@
 // Asynchronous global -> shared copies, shared by the kernels that stream tiles through shared
 // memory: cp.async (sm_80+; prefill_attention.cu, decode_attention_mma.cu), and the sm_90 bulk copies
-// that complete on an mbarrier (prefill_attention_wgmma.cu's TMA, the staged decode CTAs).
+// that complete on an mbarrier (the TMA of prefill_attention_wgmma.cu and decode_gemm.cu, the staged
+// decode CTAs).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,16 @@ __device__ __forceinline__ void bulk_copy_to_smem(uint32_t dst, const void* src,
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+}
+
+// TMA: one box of a 2-D tensor map (tma_map.h) at (col, row) into shared dst, counted on bar's
+// transaction bytes. Elements of the box outside the tensor arrive as zeros and count too.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint32_t bar, int col, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+          "r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(bar)
+      : "memory");
 }
 
 }  // namespace minivllm::cuda

@@ -52,6 +52,17 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_wide_ = w != "0";
     decode_wide_always_ = w == "force";
   }
+  decode_gemm_ = prop.major == 9 && prop.minor == 0;
+  if (const char* v = std::getenv("MINIVLLM_DECODE_GEMM"); v != nullptr && v[0] != '\0') {
+    const std::string w = v;
+    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_GEMM=" << w << " must be 0 or 1";
+    decode_gemm_ = decode_gemm_ && w == "1";
+  }
+  if (const char* v = std::getenv("MINIVLLM_DECODE_GEMM_TOKENS"); v != nullptr && v[0] != '\0') {
+    decode_gemm_tokens_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_gemm_tokens_ >= 0 && decode_gemm_tokens_ <= kDecodeGemmMaxTokens)
+        << "MINIVLLM_DECODE_GEMM_TOKENS=" << v << " must be in 0.." << kDecodeGemmMaxTokens;
+  }
   if (const char* v = std::getenv("MINIVLLM_DECODE_STAGED"); v != nullptr && v[0] != '\0') {
     const std::string w = v;
     MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_STAGED=" << w << " must be 0 or 1";

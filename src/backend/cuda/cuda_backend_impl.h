@@ -128,6 +128,9 @@ class CudaBackend : public Backend {
                 bool norm_prologue = false) const;
   // Whether rms_norm_linear(_silu_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
+  // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
+  bool use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
+                       int64_t k, bool silu = false) const;
 
   int device_ = 0;
   int num_sms_ = 0;
@@ -147,6 +150,8 @@ class CudaBackend : public Backend {
   int decode_mma_max_partition_ = 0;  // the same for the tensor-core kernels
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
+  bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
+  int64_t decode_gemm_tokens_ = 64;  // decode_gemm for every linear up to this many tokens
   bool decode_staged_ = true;        // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16

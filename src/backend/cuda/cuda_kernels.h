@@ -56,6 +56,31 @@ void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, boo
 void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
                                int64_t k, cudaStream_t stream);
 
+// ---- decode_gemm.cu ----
+// The decode-batch GEMM on wgmma and TMA (sm_90a): out[tokens, n] = x[tokens, k] w[rows, k]^T with
+// fp32 accumulation, for 1..kDecodeGemmMaxTokens tokens; k and n multiples of 8, x and w
+// 16-byte aligned and contiguous, out 16-byte aligned. The epilogue:
+//   kStore:   out (bf16, or fp32 when out_f32) = x w^T (+ bias, bf16 or fp32; may be nullptr);
+//   kAddF32:  out (fp32, the residual) += x w^T;
+//   kSiluMul: w = [W_gate; W_up] ([2n, k]), out (bf16) = silu(x W_gate^T) * (x W_up^T).
+enum class DecodeGemmEpilogue { kStore, kAddF32, kSiluMul };
+constexpr int64_t kDecodeGemmMaxTokens = 256;
+struct DecodeGemmArgs {
+  const void* x;
+  const void* w;
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t tokens, n, k;
+  DecodeGemmEpilogue epilogue;
+  int splits;  // CTAs sharing a tile's K (a cluster, at most 8); 0: chosen from the shape
+};
+void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream);
+// The split count launch_decode_gemm picks for `tiles` weight tiles of k_chunks 64-wide K chunks,
+// given how many clusters of s CTAs the GPU holds at once (cluster_capacity[s], s = 1..8).
+int decode_gemm_splits(int64_t tiles, int64_t k_chunks, const int* cluster_capacity);
+
 // ---- rope_kvcache.cu ----
 struct RopeArgs {
   void* qkv;

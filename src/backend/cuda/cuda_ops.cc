@@ -113,6 +113,21 @@ bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens
   return tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight);
 }
 
+// Decode batches past the gemv's, on Hopper: decode_gemm.cu up to 64 tokens, where its weight tiles
+// stream at up to twice the bandwidth of cuBLASLt's kernels (CudaDecodeGemmBench, PERFORMANCE.md).
+// Past that every CTA rereads x once per 128 weight rows and cuBLASLt's larger tiles win, except
+// on the gate/up product whose tiles fill the GPU without a K split (its silu epilogue also saves a
+// launch and the [T, 2I] round trip). MINIVLLM_DECODE_GEMM_TOKENS moves the 64.
+bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
+                                  int64_t k, bool silu) const {
+  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
+  if (!decode_gemm_ || tokens < 1 || tokens > kDecodeGemmMaxTokens || n % 8 != 0 || k % 8 != 0 || !aligned16(x) ||
+      !aligned16(weight) || !aligned16(out)) {
+    return false;
+  }
+  return tokens <= decode_gemm_tokens_ || (silu && n / 64 >= num_sms_ / 2);
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   check_gpu(x, DType::kBF16, "linear", "x");
   check_gpu(weight, DType::kBF16, "linear", "weight");
@@ -130,6 +145,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   if (use_gemv(x, weight, tokens, n, k)) {
     launch_gemv(x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32,
                 tokens, n, k, stream_);
+    return;
+  }
+  if (use_decode_gemm(x, weight, out, tokens, n, k)) {
+    launch_decode_gemm(DecodeGemmArgs{x.data(), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32,
+                                      out.data(), out_f32, tokens, n, k, DecodeGemmEpilogue::kStore, 0},
+                       stream_);
     return;
   }
   MINIVLLM_CHECK(k % 8 == 0 && n % 8 == 0) << "linear: weight " << weight.describe()
@@ -203,6 +224,12 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
     return;
   }
+  if (use_decode_gemm(x, weight, residual, tokens, n, k)) {
+    launch_decode_gemm(DecodeGemmArgs{x.data(), weight.data(), nullptr, false, residual.data(), true, tokens, n, k,
+                                      DecodeGemmEpilogue::kAddF32, 0},
+                       stream_);
+    return;
+  }
   if (k % 8 == 0 && n % 8 == 0) {  // cuBLASLt with beta = 1 into the fp32 residual: no add kernel
     gemm_->run(x.data(), weight.data(), nullptr, residual.data(), /*out_f32=*/true, tokens, n, k, stream_,
                /*accumulate=*/true);
@@ -237,6 +264,12 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight,
   // Where linear would take the gemv, the fused gemv: no [T, 2I] round trip, one launch fewer.
   if (use_gemv(x, gate_up_weight, tokens, 2 * inter, k)) {
     launch_gemv_silu_mul(x.data(), gate_up_weight.data(), out.data(), tokens, inter, k, stream_);
+    return;
+  }
+  if (use_decode_gemm(x, gate_up_weight, out, tokens, inter, k, /*silu=*/true)) {  // the same fusion for larger batches
+    launch_decode_gemm(DecodeGemmArgs{x.data(), gate_up_weight.data(), nullptr, false, out.data(), false, tokens, inter,
+                                      k, DecodeGemmEpilogue::kSiluMul, 0},
+                       stream_);
     return;
   }
   Backend::linear_silu_mul(x, gate_up_weight, scratch, out);

@@ -19,8 +19,6 @@
 // with no cache, straight from qkv. Boxes wholly past the CTA's last key are not loaded; rows of V
 // past it are zeroed in the last tile, since P is 0 there but stale (or NaN) V would still poison
 // O (0 * NaN). K past it needs nothing: those scores are masked by a select.
-#include <cudaTypedefs.h>
-
 #include <atomic>
 #include <cfloat>
 #include <cstring>
@@ -32,6 +30,8 @@
 #include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/prefill_policy.h"
 #include "backend/cuda/prefill_span.cuh"
+#include "backend/cuda/tma_map.h"
+#include "backend/cuda/wgmma.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -64,15 +64,6 @@ struct WgParams {
   int kv_box_rows;  // rows per K / V box: min(block_size, 128), or 128 from qkv
 };
 
-// ---- TMA ----
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int col, int row) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
-          "r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(bar)
-      : "memory");
-}
-
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -83,36 +74,6 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x on the MUFU (ex2(-inf) =
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-// ---- wgmma ----
-// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
-// offsets (PTX ISA, "Matrix Descriptor Format"). K-major: the stride is 1024 bytes between groups
-// of 8 rows (the leading offset is unused). MN-major: leading = the next 64 columns (a column
-// block), stride = the next 8 rows of K.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lead_bytes >> 4) << 16) |
-         (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// The wgmma asm statements name the accumulators as outputs, but the values land only at
-// wgmma.wait_group: pinning each register with an empty volatile asm keeps the compiler from
-// moving its reads (or writes) across the fence or the wait.
-template <int N>
-__device__ __forceinline__ void pin(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// D[64 x 128] (+)= A (smem, K-major) * B (smem, K-major); accumulate when `accumulate`.
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 // D[64 x 128] += A (registers, bf16 pairs) * B (smem, MN-major: imm-trans-b 1).
@@ -301,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
           const uint32_t col = (kk >> 2) * L::kDBlockBytes + (kk & 3) * 32;
-          wgmma_ss_n128(s, smem_desc(q_rows + col, 16, 1024), smem_desc(tk + col, 16, 1024), kk > 0);
+          WgmmaSS<128>::run(s, smem_desc(q_rows + col, 16, 1024), smem_desc(tk + col, 16, 1024), kk > 0);
         }
       }
       wgmma_commit();
@@ -389,36 +350,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const __grid
 }
 
 // ---- host ----
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    MINIVLLM_CHECK(q == cudaDriverEntryPointSuccess && f != nullptr)
-        << "prefill attention: the driver has no cuTensorMapEncodeTiled (status " << static_cast<int>(q) << ")";
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// A 2-D bf16 tensor [rows, cols] (row stride `row_elems`), boxes of 64 columns x box_rows rows,
-// 128-byte swizzle; rows past the end read as zeros.
-CUtensorMap make_map(const void* ptr, int64_t rows, int64_t cols, int64_t row_elems, int box_rows) {
-  CUtensorMap m;
-  std::memset(&m, 0, sizeof(m));
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims,
-                                          strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  MINIVLLM_CHECK(r == CUDA_SUCCESS) << "prefill attention: cuTensorMapEncodeTiled failed (" << static_cast<int>(r)
-                                    << ") for a " << rows << " x " << cols << " tensor, box " << box_rows << " rows";
-  return m;
-}
-
 template <int kHeadDim>
 void launch_wgmma_of(const AttentionArgs& a, cudaStream_t stream) {
   using L = WgLayout<kHeadDim>;
@@ -426,13 +357,13 @@ void launch_wgmma_of(const AttentionArgs& a, cudaStream_t stream) {
   std::memset(&p, 0, sizeof(p));
   p.a = a;
   const int64_t width = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
-  p.q_map = make_map(a.qkv, a.num_tokens, width, width, kRows);
+  p.q_map = make_bf16_tma_map(a.qkv, a.num_tokens, width, width, kRows, "prefill attention");
   if (a.k_cache != nullptr) {
     const int block_size = 1 << a.block_size_log2;
     const int64_t cache_rows = static_cast<int64_t>(a.num_blocks) * a.num_kv_heads * block_size;
     p.kv_box_rows = block_size < kRows ? block_size : kRows;
-    p.k_map = make_map(a.k_cache, cache_rows, kHeadDim, kHeadDim, p.kv_box_rows);
-    p.v_map = make_map(a.v_cache, cache_rows, kHeadDim, kHeadDim, p.kv_box_rows);
+    p.k_map = make_bf16_tma_map(a.k_cache, cache_rows, kHeadDim, kHeadDim, p.kv_box_rows, "prefill attention");
+    p.v_map = make_bf16_tma_map(a.v_cache, cache_rows, kHeadDim, kHeadDim, p.kv_box_rows, "prefill attention");
   } else {
     p.kv_box_rows = kRows;
     p.k_map = p.q_map;

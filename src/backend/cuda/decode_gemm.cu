@@ -1,0 +1,385 @@
+// The decode-batch GEMM on Hopper's own instructions (wgmma, TMA): out[T, N] = x[T, K] w[N, K]^T
+// for the 3..256 tokens of a decode step, where cuBLASLt's kernels run at a third to a half of
+// copy bandwidth (PERFORMANCE.md: each small projection pays a few microseconds of ramp and tail).
+//
+// Swapped operands: the weights are wgmma's M side (64 rows per warpgroup) and the tokens its N
+// side (kN = the token count rounded up, at most 256), so a CTA streams 128 weight rows once and
+// every token rides along. A CTA is two consumer warpgroups (64 weight rows each, fp32
+// accumulators of [64 x kN]) and one producer warp that TMA-loads [128 rows x 64 k] of w and
+// [kN tokens x 64 k] of x per stage into a ring of stages (128-byte swizzle, as the wgmma reads).
+// Programmatic dependent launch: the first stages' weight loads go out before griddepcontrol.wait,
+// so they overlap the previous kernel's tail; x only after it.
+//
+// Split K: when the weight tiles alone would leave SMs idle (o and down have 8-16 tiles), a
+// cluster of `splits` CTAs shares a tile, each taking a contiguous run of K. Every CTA writes its
+// partial [kN x 128] tile to its own shared memory; after a cluster barrier, CTA r sums the token
+// rows [r T / S, (r + 1) T / S) over the cluster's tiles in rank order (distributed shared memory,
+// so the sum is deterministic) and applies the epilogue:
+//   kStore:   out (bf16 or fp32) = acc (+ bias);
+//   kAddF32:  out (fp32, the residual stream) += acc: o and down add themselves in;
+//   kSiluMul: w = [W_gate; W_up]; warpgroup 0 takes 64 gate rows, warpgroup 1 the matching up
+//             rows, and out (bf16) = silu(g) * u, so the [T, 2I] product never goes to memory.
+#include <algorithm>
+#include <cstdint>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/tma_map.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kWgRows = 64;                  // weight rows per consumer warpgroup: the wgmma M
+constexpr int kCtaRows = 2 * kWgRows;        // weight rows per CTA
+constexpr int kThreads = 2 * 128 + 32;       // two consumer warpgroups, then the producer warp
+constexpr int kWBytes = kCtaRows * 128;      // one stage of w: 128 rows x 64 k of bf16
+constexpr int kTileLd = kCtaRows + 4;        // result tile [token][row], padded: conflict-free stores
+constexpr int kMaxSmem = 227 * 1024;
+constexpr int kMaxSplits = 8;                // the portable cluster size
+
+template <int kN>
+struct GemmLayout {
+  static constexpr int kXBytes = kN * 128;
+  static constexpr int kStageBytes = kWBytes + kXBytes;
+  static constexpr int kTileBytes = kN * kTileLd * 4;
+  static constexpr int kStages = std::min(8, (kMaxSmem - 2048) / kStageBytes);
+  static constexpr int kBar = kStages * kStageBytes;
+  static constexpr int kSmemBytes = kBar + 16 * kStages + 1024;  // barriers; slack to align the base to 1024
+  static_assert(kStages >= 2, "two stages at least");
+  static_assert(kTileBytes <= kBar, "the result tile reuses the stages");
+  static_assert(kSmemBytes <= kMaxSmem, "shared memory");
+};
+
+struct GemmParams {
+  CUtensorMap w_map;  // w as [rows, K], boxes of 64 k x 64 rows
+  CUtensorMap x_map;  // x as [T, K], boxes of 64 k x kN tokens
+  void* out;
+  const void* bias;  // kStore only; nullptr: none
+  bool bias_f32, out_f32;
+  int tokens;
+  int n;  // output features: N, or I for kSiluMul (then w has 2I rows)
+  int k_chunks;
+  int splits;
+};
+
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The sum over the cluster's partial tiles of the four floats at `p` (this CTA's tile), in rank
+// order. Generic loads through __cluster_map_shared_rank: the compiler may keep all of them in
+// flight at once (distributed shared memory is a round trip across the GPC).
+__device__ __forceinline__ float4 cluster_sum_f4(const float* p, int splits) {
+  if (splits == 1) return *reinterpret_cast<const float4*>(p);
+  float4 v[kMaxSplits];
+#pragma unroll
+  for (int q = 0; q < kMaxSplits; ++q) {
+    if (q < splits) v[q] = *reinterpret_cast<const float4*>(__cluster_map_shared_rank(const_cast<float*>(p), q));
+  }
+  float4 s = v[0];
+#pragma unroll
+  for (int q = 1; q < kMaxSplits; ++q) {
+    if (q < splits) {
+      s.x += v[q].x;
+      s.y += v[q].y;
+      s.z += v[q].z;
+      s.w += v[q].w;
+    }
+  }
+  return s;
+}
+
+template <int kN, DecodeGemmEpilogue E>
+__global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_constant__ GemmParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = GemmLayout<kN>;
+  constexpr bool kSilu = E == DecodeGemmEpilogue::kSiluMul;
+  constexpr int kStages = L::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024 bytes
+  const uint32_t full = base + L::kBar, empty = full + 8 * kStages;
+  float* tile_f = reinterpret_cast<float*>(smem_raw + (base - raw));  // the partial tile, over the stages
+
+  const int split = blockIdx.x;  // the CTA's rank in its cluster (cluster dims (splits, 1, 1))
+  const int tile = blockIdx.y;
+  const int c_begin = split * p.k_chunks / p.splits;
+  const int n_chunks = (split + 1) * p.k_chunks / p.splits - c_begin;
+  // Tiles start at different chunks of their K run: CTAs in lockstep at the same column of rows
+  // 2-4 KB apart would all address the same few DRAM channels.
+  const int rot = n_chunks > 0 ? tile % n_chunks : 0;
+  const int tid = threadIdx.x;
+  // Weight rows of each warpgroup: 128 consecutive rows, or 64 gate rows and their up rows.
+  const int w_row0 = kSilu ? tile * kWgRows : tile * kCtaRows;
+  const int w_row1 = kSilu ? p.n + tile * kWgRows : tile * kCtaRows + kWgRows;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 256);  // every consumer thread arrives
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  pdl_launch_dependents();
+
+  // The warp index through a shuffle: ptxas then knows it is warp-uniform (wgmma off a
+  // "divergent path", see prefill_attention_wgmma.cu).
+  const int warp = __shfl_sync(0xffffffffu, tid / 32, 0);
+  if (warp == 8) {
+    if ((tid & 31) == 0) {
+      auto load_w = [&](int i) {
+        const uint32_t st = base + (i % kStages) * L::kStageBytes;
+        const int col = (c_begin + (i + rot) % n_chunks) * 64;
+        mbar_expect_tx(full + 8 * (i % kStages), L::kStageBytes);
+        tma_load_2d(st, &p.w_map, full + 8 * (i % kStages), col, w_row0);
+        tma_load_2d(st + kWgRows * 128, &p.w_map, full + 8 * (i % kStages), col, w_row1);
+      };
+      auto load_x = [&](int i) {
+        const uint32_t st = base + (i % kStages) * L::kStageBytes;
+        tma_load_2d(st + kWBytes, &p.x_map, full + 8 * (i % kStages), (c_begin + (i + rot) % n_chunks) * 64, 0);
+      };
+      const int pre = n_chunks < kStages ? n_chunks : kStages;
+      for (int i = 0; i < pre; ++i) load_w(i);  // weights do not depend on the previous kernel
+      pdl_wait();
+      for (int i = 0; i < pre; ++i) load_x(i);
+      for (int i = pre; i < n_chunks; ++i) {
+        mbar_wait(empty + 8 * (i % kStages), (i / kStages - 1) & 1);
+        load_w(i);
+        load_x(i);
+      }
+    }
+    __syncwarp();
+  } else {
+    const int wg = warp >> 2;
+    const int wt = tid & 127;
+    float acc[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < n_chunks; ++i) {
+      const int s = i % kStages;
+      mbar_wait(full + 8 * s, (i / kStages) & 1);
+      const uint32_t w_tile = base + s * L::kStageBytes + wg * kWgRows * 128;
+      const uint32_t x_tile = base + s * L::kStageBytes + kWBytes;
+      pin(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaSS<kN>::run(acc, smem_desc(w_tile + kk * 32, 16, 1024), smem_desc(x_tile + kk * 32, 16, 1024), 1);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+      pin(acc);
+      mbar_arrive(empty + 8 * s);
+    }
+    // Both warpgroups are past their last wgmma (and every TMA write has landed): the partial
+    // tile may overwrite the stages. Accumulator i of a thread is weight row 16 w + g (+ 8) of its
+    // warpgroup and token 8 (i / 4) + 2 t4 (+ 1).
+    named_bar_sync(1, 256);
+    const int lane = wt & 31, g = lane >> 2, t4 = lane & 3;
+    const int row = wg * kWgRows + (wt >> 5) * 16 + g;
+#pragma unroll
+    for (int i = 0; i < kN / 8; ++i) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int t = 8 * i + 2 * t4 + (c & 1);
+        tile_f[t * kTileLd + row + 8 * (c >> 1)] = acc[4 * i + c];
+      }
+    }
+  }
+
+  if (p.splits > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+  pdl_wait();  // before touching out (the previous kernels may still read or write it)
+
+  // This CTA's token rows of the summed tile, four features per item.
+  const int t_begin = split * p.tokens / p.splits;
+  const int t_end = (split + 1) * p.tokens / p.splits;
+  constexpr int kGroups = (kSilu ? kWgRows : kCtaRows) / 4;
+  const int items = (t_end - t_begin) * kGroups;
+  for (int it = tid; it < items; it += kThreads) {
+    const int t = t_begin + it / kGroups;
+    const int j = (it % kGroups) * 4;
+    const float* at = tile_f + t * kTileLd + j;
+    const float4 a = cluster_sum_f4(at, p.splits);
+    if constexpr (kSilu) {
+      const int col = tile * kWgRows + j;
+      if (col >= p.n) continue;
+      const float4 u = cluster_sum_f4(at + kWgRows, p.splits);
+      const float o[4] = {a.x / (1.0f + __expf(-a.x)) * u.x, a.y / (1.0f + __expf(-a.y)) * u.y,
+                          a.z / (1.0f + __expf(-a.z)) * u.z, a.w / (1.0f + __expf(-a.w)) * u.w};
+      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t) * p.n + col) =
+          make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
+    } else {
+      const int col = tile * kCtaRows + j;
+      if (col >= p.n) continue;
+      const int64_t at_out = static_cast<int64_t>(t) * p.n + col;
+      float o[4] = {a.x, a.y, a.z, a.w};
+      if constexpr (E == DecodeGemmEpilogue::kAddF32) {
+        float4* dst = reinterpret_cast<float4*>(static_cast<float*>(p.out) + at_out);
+        const float4 r = *dst;
+        *dst = make_float4(r.x + o[0], r.y + o[1], r.z + o[2], r.w + o[3]);
+      } else {
+        if (p.bias != nullptr) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[e] += load_weight(p.bias, p.bias_f32, col + e);
+        }
+        if (p.out_f32) {
+          *reinterpret_cast<float4*>(static_cast<float*>(p.out) + at_out) = make_float4(o[0], o[1], o[2], o[3]);
+        } else {
+          *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + at_out) =
+              make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
+        }
+      }
+    }
+  }
+  // No CTA leaves (and frees its tile) while the others of its cluster may still read it.
+  if (p.splits > 1) cluster_sync();
+#else
+  __trap();  // built without sm_90a: decode_gemm_supported never picks this kernel off Hopper
+#endif
+}
+
+template <int kN, DecodeGemmEpilogue E>
+cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cudaLaunchAttribute (&attr)[2]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(splits, tiles);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = GemmLayout<kN>::kSmemBytes;
+  cfg.stream = stream;
+  int n_attr = 0;
+  attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+  attr[n_attr].val.clusterDim.x = splits;
+  attr[n_attr].val.clusterDim.y = 1;
+  attr[n_attr].val.clusterDim.z = 1;
+  ++n_attr;
+  if (pdl_enabled()) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n_attr;
+  return cfg;
+}
+
+// How many clusters of s CTAs of this kernel the GPU holds at once, for s = 0..kMaxSplits (entry 0
+// unused), once per device: a cluster's CTAs share a GPC, and GPCs differ in their SM counts.
+template <int kN, DecodeGemmEpilogue E>
+const std::array<int, kMaxSplits + 1>& cluster_capacity() {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static std::array<int, kMaxSplits + 1> cap[kMaxDevices];
+  static bool done[kMaxDevices] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  MINIVLLM_CHECK(dev >= 0 && dev < kMaxDevices) << "decode_gemm: device " << dev;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done[dev]) {
+    allow_dynamic_smem<decode_gemm_kernel<kN, E>>(GemmLayout<kN>::kSmemBytes);
+    cap[dev][0] = 0;
+    for (int s = 1; s <= kMaxSplits; ++s) {
+      cudaLaunchAttribute attr[2];
+      const cudaLaunchConfig_t cfg = launch_config<kN, E>(s, 1, nullptr, attr);
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E>, &cfg));
+    }
+    done[dev] = true;
+  }
+  return cap[dev];
+}
+
+template <int kN, DecodeGemmEpilogue E>
+void launch_of(GemmParams p, int tiles, cudaStream_t stream) {
+  allow_dynamic_smem<decode_gemm_kernel<kN, E>>(GemmLayout<kN>::kSmemBytes);
+  if (p.splits == 0) p.splits = decode_gemm_splits(tiles, p.k_chunks, cluster_capacity<kN, E>().data());
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = launch_config<kN, E>(p.splits, tiles, stream, attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E>, p));
+}
+
+template <DecodeGemmEpilogue E>
+void launch_for_tokens(const GemmParams& p, int tiles, cudaStream_t stream) {
+  const int t = p.tokens;
+  if (t <= 16) return launch_of<16, E>(p, tiles, stream);
+  if (t <= 32) return launch_of<32, E>(p, tiles, stream);
+  if (t <= 64) return launch_of<64, E>(p, tiles, stream);
+  if (t <= 96) return launch_of<96, E>(p, tiles, stream);
+  if (t <= 128) return launch_of<128, E>(p, tiles, stream);
+  if (t <= 160) return launch_of<160, E>(p, tiles, stream);
+  if (t <= 192) return launch_of<192, E>(p, tiles, stream);
+  if (t <= 224) return launch_of<224, E>(p, tiles, stream);
+  launch_of<256, E>(p, tiles, stream);
+}
+
+int token_box(int tokens) {
+  for (int b : {16, 32, 64, 96, 128, 160, 192, 224}) {
+    if (tokens <= b) return b;
+  }
+  return 256;
+}
+
+}  // namespace
+
+int decode_gemm_splits(int64_t tiles, int64_t k_chunks, const int* cluster_capacity) {
+  // The fewest K chunks per CTA with every cluster resident at once (a second wave of clusters
+  // doubled the time, PERFORMANCE.md); among equals, the fewest splits (each adds a partial tile
+  // to sum). One split is always allowed: that grid needs no cluster.
+  int best = 1;
+  int64_t best_cost = INT64_MAX;
+  for (int s = 1; s <= kMaxSplits && s <= k_chunks; ++s) {
+    if (s > 1 && tiles > cluster_capacity[s]) break;
+    const int64_t cost = (k_chunks + s - 1) / s;
+    if (cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
+  MINIVLLM_CHECK(a.tokens >= 1 && a.tokens <= kDecodeGemmMaxTokens && a.k % 8 == 0 && a.n % 8 == 0)
+      << "decode_gemm: x [" << a.tokens << ", " << a.k << "], " << a.n << " outputs (needs 1.." << kDecodeGemmMaxTokens
+      << " tokens and multiples of 8)";
+  const bool silu = a.epilogue == DecodeGemmEpilogue::kSiluMul;
+  GemmParams p;
+  std::memset(&p, 0, sizeof(p));
+  const int64_t w_rows = silu ? 2 * a.n : a.n;
+  p.w_map = make_bf16_tma_map(a.w, w_rows, a.k, a.k, kWgRows, "decode_gemm");
+  p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, token_box(static_cast<int>(a.tokens)), "decode_gemm");
+  p.out = a.out;
+  p.bias = a.bias;
+  p.bias_f32 = a.bias_f32;
+  p.out_f32 = a.out_f32;
+  p.tokens = static_cast<int>(a.tokens);
+  p.n = static_cast<int>(a.n);
+  p.k_chunks = static_cast<int>((a.k + 63) / 64);
+  const int64_t tiles = (a.n + (silu ? kWgRows : kCtaRows) - 1) / (silu ? kWgRows : kCtaRows);
+  p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
+  switch (a.epilogue) {
+    case DecodeGemmEpilogue::kStore:
+      launch_for_tokens<DecodeGemmEpilogue::kStore>(p, static_cast<int>(tiles), stream);
+      break;
+    case DecodeGemmEpilogue::kAddF32:
+      launch_for_tokens<DecodeGemmEpilogue::kAddF32>(p, static_cast<int>(tiles), stream);
+      break;
+    case DecodeGemmEpilogue::kSiluMul:
+      launch_for_tokens<DecodeGemmEpilogue::kSiluMul>(p, static_cast<int>(tiles), stream);
+      break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda
