@@ -1,6 +1,6 @@
 // Decode-batch linear timings (prints, never asserts speed): cuBLASLt (LtGemm, plus the separate
 // silu_mul kernel after gate/up) against decode_gemm.cu with the matching epilogue, on the
-// Qwen3-0.6B and Llama-3.2-1B projections at the decode graphs' 16, 64, 128 and 256 tokens. Each
+// Qwen3-0.6B and Llama-3.2-1B projections at the decode graphs' 16, 32, 48, 64, 128 and 256 tokens. Each
 // timed graph replays calls that rotate through >= 256 MB of weight copies (L2 cannot serve them);
 // median of 9 replays.
 #include <gtest/gtest.h>
@@ -78,7 +78,7 @@ TEST(CudaDecodeGemmBench, ModelShapesVsCublasLt) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   if (prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "decode_gemm needs an sm_90 GPU";
-  for (int64_t m : {16, 64, 128, 256}) {
+  for (int64_t m : {16, 32, 48, 64, 128, 256}) {
     bench_model(m, kQwen3Linears, "Qwen3-0.6B");
     bench_model(m, kLlamaLinears, "Llama-3.2-1B");
   }
