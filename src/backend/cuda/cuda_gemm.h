@@ -1,7 +1,8 @@
 // LtGemm: bf16 linear layers through cuBLASLt (fp32 compute), y[T, N] = x[T, K] w[N, K]^T (+ b),
 // y bf16 or fp32 (the logits).
-// One preallocated workspace; the matmul descriptor, layouts and the heuristic's algorithm are
-// cached per shape, so a decode step costs no heuristic query and can be captured in a graph.
+// No workspace by default (MINIVLLM_LT_WORKSPACE=1: one preallocated 32 MB); the matmul
+// descriptor, layouts and the heuristic's algorithm are cached per shape, so a decode step costs no
+// heuristic query and can be captured in a graph.
 #pragma once
 
 #include <cublasLt.h>
