@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/nccl_communicator.h"
 
@@ -52,32 +54,19 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_wide_ = w != "0";
     decode_wide_always_ = w == "force";
   }
-  decode_gemm_ = prop.major == 9 && prop.minor == 0;
-  if (const char* v = std::getenv("MINIVLLM_DECODE_GEMM"); v != nullptr && v[0] != '\0') {
-    const std::string w = v;
-    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_GEMM=" << w << " must be 0 or 1";
-    decode_gemm_ = decode_gemm_ && w == "1";
-  }
+  decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
   if (const char* v = std::getenv("MINIVLLM_DECODE_GEMM_TOKENS"); v != nullptr && v[0] != '\0') {
     decode_gemm_tokens_ = std::atoi(v);
     MINIVLLM_CHECK(decode_gemm_tokens_ >= 0 && decode_gemm_tokens_ <= kDecodeGemmMaxTokens)
         << "MINIVLLM_DECODE_GEMM_TOKENS=" << v << " must be in 0.." << kDecodeGemmMaxTokens;
   }
-  if (const char* v = std::getenv("MINIVLLM_DECODE_STAGED"); v != nullptr && v[0] != '\0') {
-    const std::string w = v;
-    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_STAGED=" << w << " must be 0 or 1";
-    decode_staged_ = w == "1";
-  }
+  decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
   if (const char* v = std::getenv("MINIVLLM_DECODE_LANE_ELEMS"); v != nullptr && v[0] != '\0') {
     decode_lane_elems_ = std::atoi(v);
     MINIVLLM_CHECK(decode_lane_elems_ == 8 || decode_lane_elems_ == 16)
         << "MINIVLLM_DECODE_LANE_ELEMS=" << v << " must be 8 or 16";
   }
-  if (const char* v = std::getenv("MINIVLLM_DECODE_MMA"); v != nullptr && v[0] != '\0') {
-    const std::string w = v;
-    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_DECODE_MMA=" << w << " must be 0 or 1";
-    decode_mma_ = w == "1" ? 1 : 0;
-  }
+  if (const std::optional<bool> mma = env_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {

@@ -1,9 +1,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
-#include <cstdlib>
-#include <string>
-
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/env_switch.h"
 
 namespace minivllm::cuda {
 
@@ -18,12 +16,7 @@ LtGemm::LtGemm() {
   // programmatic overlap with the kernel before). Measured on both workloads (H100, interleaved):
   // Llama-3.2-1B 38,607 / 38,617 against 38,388 / 38,366 tok/s, Qwen3-0.6B unchanged
   // (PERFORMANCE.md). MINIVLLM_LT_WORKSPACE=1 offers the 32 MB again.
-  workspace_bytes_ = 0;
-  if (const char* v = std::getenv("MINIVLLM_LT_WORKSPACE"); v != nullptr && v[0] != '\0') {
-    const std::string w = v;
-    MINIVLLM_CHECK(w == "0" || w == "1") << "MINIVLLM_LT_WORKSPACE=" << w << " must be 0 or 1";
-    workspace_bytes_ = w == "1" ? kWorkspaceBytes : 0;
-  }
+  workspace_bytes_ = env_switch("MINIVLLM_LT_WORKSPACE").value_or(false) ? kWorkspaceBytes : 0;
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 

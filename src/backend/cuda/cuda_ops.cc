@@ -18,9 +18,9 @@ void check_gpu(const Tensor& t, DType dtype, const char* op, const char* what) {
 }
 
 // Vector kernels move 16 bytes at a time.
+bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 void check_aligned16(const Tensor& t, const char* op, const char* what) {
-  MINIVLLM_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0)
-      << op << ": " << what << " " << t.describe() << " is not 16-byte aligned";
+  MINIVLLM_CHECK(aligned16(t)) << op << ": " << what << " " << t.describe() << " is not 16-byte aligned";
 }
 
 int64_t rows_with_cols(const Tensor& t, int64_t cols, const char* op, const char* what) {
@@ -107,7 +107,6 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
 // N % 8 != 0 is never cuBLASLt's.
 bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                            bool norm_prologue) const {
-  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
   const bool gemv_wins =
       tokens <= 2 || n % 8 != 0 || (!norm_prologue && k > 1024 && k <= 4096 && tokens * n <= 8192);
   return tokens >= 1 && tokens <= kGemvMaxTokens && gemv_wins && k % 8 == 0 && aligned16(x) && aligned16(weight);
@@ -120,7 +119,6 @@ bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens
 // launch and the [T, 2I] round trip). MINIVLLM_DECODE_GEMM_TOKENS moves the 64.
 bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
                                   int64_t k, bool silu) const {
-  auto aligned16 = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
   if (!decode_gemm_ || tokens < 1 || tokens > kDecodeGemmMaxTokens || n % 8 != 0 || k % 8 != 0 || !aligned16(x) ||
       !aligned16(weight) || !aligned16(out)) {
     return false;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <array>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "backend/cuda/cp_async.cuh"
@@ -69,9 +70,6 @@ struct GemmParams {
   int splits;
 };
 
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
@@ -218,8 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
       const int col = tile * kWgRows + j;
       if (col >= p.n) continue;
       const float4 u = cluster_sum_f4(at + kWgRows, p.splits);
-      const float o[4] = {a.x / (1.0f + __expf(-a.x)) * u.x, a.y / (1.0f + __expf(-a.y)) * u.y,
-                          a.z / (1.0f + __expf(-a.z)) * u.z, a.w / (1.0f + __expf(-a.w)) * u.w};
+      const float o[4] = {silu(a.x) * u.x, silu(a.y) * u.y, silu(a.z) * u.z, silu(a.w) * u.w};
       *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t) * p.n + col) =
           make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
     } else {
@@ -248,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   // No CTA leaves (and frees its tile) while the others of its cluster may still read it.
   if (p.splits > 1) cluster_sync();
 #else
-  __trap();  // built without sm_90a: decode_gemm_supported never picks this kernel off Hopper
+  __trap();  // built without sm_90a: CudaBackend::use_decode_gemm never picks this kernel off sm_90
 #endif
 }
 
@@ -309,25 +306,25 @@ void launch_of(GemmParams p, int tiles, cudaStream_t stream) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E>, p));
 }
 
-template <DecodeGemmEpilogue E>
-void launch_for_tokens(const GemmParams& p, int tiles, cudaStream_t stream) {
-  const int t = p.tokens;
-  if (t <= 16) return launch_of<16, E>(p, tiles, stream);
-  if (t <= 32) return launch_of<32, E>(p, tiles, stream);
-  if (t <= 64) return launch_of<64, E>(p, tiles, stream);
-  if (t <= 96) return launch_of<96, E>(p, tiles, stream);
-  if (t <= 128) return launch_of<128, E>(p, tiles, stream);
-  if (t <= 160) return launch_of<160, E>(p, tiles, stream);
-  if (t <= 192) return launch_of<192, E>(p, tiles, stream);
-  if (t <= 224) return launch_of<224, E>(p, tiles, stream);
-  launch_of<256, E>(p, tiles, stream);
-}
+// The token counts a kernel is built for (wgmma's N, the x box's rows): a batch takes the first
+// that holds it.
+constexpr int kTokenBoxes[] = {16, 32, 64, 96, 128, 160, 192, 224, 256};
 
 int token_box(int tokens) {
-  for (int b : {16, 32, 64, 96, 128, 160, 192, 224}) {
+  for (int b : kTokenBoxes) {
     if (tokens <= b) return b;
   }
-  return 256;
+  return kTokenBoxes[std::size(kTokenBoxes) - 1];
+}
+
+// The kernel built for box kTokenBoxes[I] if `box` is it, else the next one's.
+template <DecodeGemmEpilogue E, size_t I = 0>
+void launch_for_box(int box, const GemmParams& p, int tiles, cudaStream_t stream) {
+  constexpr int kBox = kTokenBoxes[I];
+  if constexpr (I + 1 < std::size(kTokenBoxes)) {
+    if (box != kBox) return launch_for_box<E, I + 1>(box, p, tiles, stream);
+  }
+  launch_of<kBox, E>(p, tiles, stream);
 }
 
 }  // namespace
@@ -358,7 +355,8 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   std::memset(&p, 0, sizeof(p));
   const int64_t w_rows = silu ? 2 * a.n : a.n;
   p.w_map = make_bf16_tma_map(a.w, w_rows, a.k, a.k, kWgRows, "decode_gemm");
-  p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, token_box(static_cast<int>(a.tokens)), "decode_gemm");
+  const int box = token_box(static_cast<int>(a.tokens));
+  p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
   p.out = a.out;
   p.bias = a.bias;
   p.bias_f32 = a.bias_f32;
@@ -370,13 +368,13 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
   switch (a.epilogue) {
     case DecodeGemmEpilogue::kStore:
-      launch_for_tokens<DecodeGemmEpilogue::kStore>(p, static_cast<int>(tiles), stream);
+      launch_for_box<DecodeGemmEpilogue::kStore>(box, p, static_cast<int>(tiles), stream);
       break;
     case DecodeGemmEpilogue::kAddF32:
-      launch_for_tokens<DecodeGemmEpilogue::kAddF32>(p, static_cast<int>(tiles), stream);
+      launch_for_box<DecodeGemmEpilogue::kAddF32>(box, p, static_cast<int>(tiles), stream);
       break;
     case DecodeGemmEpilogue::kSiluMul:
-      launch_for_tokens<DecodeGemmEpilogue::kSiluMul>(p, static_cast<int>(tiles), stream);
+      launch_for_box<DecodeGemmEpilogue::kSiluMul>(box, p, static_cast<int>(tiles), stream);
       break;
   }
   CUDA_CHECK_LAUNCH();

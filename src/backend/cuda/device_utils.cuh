@@ -88,6 +88,19 @@ __device__ __forceinline__ float load_weight(const void* w, bool f32, int64_t i)
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+// silu(g) = g * sigmoid(g), as g / (1 + e^-g): the SwiGLU gate of every silu-mul path (the
+// elementwise kernel, the gate/up gemv and the decode GEMM), so all of them round alike.
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+// Named barriers (bar.sync / bar.arrive on barrier `id` for `threads` threads, a multiple of 32):
+// warp-specialised kernels synchronise a subset of their warps with these.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace minivllm::cuda

@@ -105,7 +105,7 @@ __global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t ch
   bf16x8_to_f32(gate_up[t * 2 * chunks + c], g);
   bf16x8_to_f32(gate_up[t * 2 * chunks + chunks + c], u);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) g[i] = g[i] / (1.0f + __expf(-g[i])) * u[i];
+  for (int i = 0; i < 8; ++i) g[i] = silu(g[i]) * u[i];
   out[idx] = f32_to_bf16x8(g);
 }
 

@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         float u = 0.0f;
 #pragma unroll
         for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
-        s = s / (1.0f + __expf(-s)) * u;
+        s = silu(s) * u;
       } else if (g.bias != nullptr) {
         s += load_weight(g.bias, g.bias_f32, row);
       }

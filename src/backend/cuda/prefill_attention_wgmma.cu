@@ -64,12 +64,6 @@ struct WgParams {
   int kv_box_rows;  // rows per K / V box: min(block_size, 128), or 128 from qkv
 };
 
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ float ex2(float x) {  // 2^x on the MUFU (ex2(-inf) = 0)
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
