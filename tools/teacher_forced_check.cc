@@ -42,6 +42,7 @@ json read_json(const std::string& path) {
 int g_world_size = 1;  // --tensor-parallel-size, for every engine made here
 int g_max_num_batched_tokens = 16384;  // --max-num-batched-tokens: below the prompts' lengths, chunked prefill
 std::string g_kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8 (the engine key's values)
+int g_max_num_seqs = 64;  // --max-num-seqs: 1 makes every decode step batch 1 (the gemv paths)
 
 EngineConfig base_config(const std::string& model) {
   EngineConfig c;
@@ -50,7 +51,7 @@ EngineConfig base_config(const std::string& model) {
   c.device = "auto";
   c.max_model_length = 2048;
   c.max_num_batched_tokens = g_max_num_batched_tokens;
-  c.max_num_seqs = 64;
+  c.max_num_seqs = g_max_num_seqs;
   c.gpu_memory_utilization = 0.5f;
   c.kv_cache_dtype = g_kv_cache_dtype;
   return c;
@@ -204,9 +205,10 @@ int main(int argc, char** argv) {
     g_world_size = std::stoi(arg(argc, argv, "--tensor-parallel-size", "1"));
     g_max_num_batched_tokens = std::stoi(arg(argc, argv, "--max-num-batched-tokens", "16384"));
     g_kv_cache_dtype = arg(argc, argv, "--kv-cache-dtype", "auto");
+    g_max_num_seqs = std::stoi(arg(argc, argv, "--max-num-seqs", "64"));
     if (cmd == "score") return score(argc, argv);
     if (cmd == "generate") return generate(argc, argv);
-    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|bf16|fp8] ...\n";
+    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|bf16|fp8] [--max-num-seqs N] ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

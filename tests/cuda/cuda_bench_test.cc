@@ -173,10 +173,17 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
   };
   const Variant variants[] = {{"default", nullptr, nullptr}, {"simt", "0", nullptr},   {"mma", "1", nullptr},
                               {"simt_p1024", "0", "1024"},    {"simt_p2048", "0", "2048"}, {"mma_p1024", "1", "1024"},
-                              {"mma_p4096", "1", "4096"}};
+                              {"mma_p4096", "1", "4096"},     {"simt_p256", "0", "256"}};
+  // MINIVLLM_BENCH_SWEEP_VARIANTS (comma list of tags) runs only those variants.
+  const char* only = std::getenv("MINIVLLM_BENCH_SWEEP_VARIANTS");
+  std::string wanted;
+  if (only != nullptr) wanted.append(",").append(only).append(",");
   for (int seqs : {16, 32, 64, 128, 192, 256}) {
     const std::vector<int32_t> ctx(contexts.begin(), contexts.begin() + seqs);
     for (const Variant& v : variants) {
+      std::string tag(",");
+      tag.append(v.tag).append(",");
+      if (!wanted.empty() && wanted.find(tag) == std::string::npos) continue;
       if (v.mma != nullptr) setenv("MINIVLLM_DECODE_MMA", v.mma, 1);
       if (v.partition != nullptr) setenv("MINIVLLM_DECODE_MAX_PARTITION", v.partition, 1);
       const std::string n = std::to_string(seqs) + "seqs_" + v.tag;

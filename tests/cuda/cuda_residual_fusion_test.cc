@@ -82,8 +82,9 @@ TEST(CudaResidualFusion, RmsNormLinearMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(91);
-  // 1 token takes the fused gemv for every K; 3 and 8 tokens only for K > 1024 (else the
-  // unfused norm + cuBLASLt); 129 tokens always the unfused pair (cuBLASLt: N a multiple of 8).
+  // 1 token: the fused gemv for K <= 1024, past it the norm kernel + the plain gemv (use_gemv_norm).
+  // 3 and 8 tokens: the norm kernel + the plain gemv where N % 8 != 0, else + decode_gemm (Hopper)
+  // or cuBLASLt. 129 tokens: the norm kernel + cuBLASLt (N a multiple of 8).
   for (int64_t tokens : {1, 3, 8, 129}) {
     for (int64_t k : {1024, 2048, 1032}) {
       for (int64_t n : {7, 129, 4096}) {

@@ -159,8 +159,17 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, bias->data(), bias_f32, tokens, n, stream_);
 }
 
+// The RMSNorm prologue inside the gemv pays only for short rows: every CTA reads the whole fp32
+// residual row and the norm weight and reduces the row before its first product, so its cost
+// grows with K while a CTA's weight rows do not shorten. Past kGemvNormMaxK the norm kernel writes
+// the bf16 row once and the plain gemv reads it. H100, batch-1 decode (2026-11-26, one binary,
+// interleaved, two rounds): Llama-3.2-1B (K = 2,048) 851 tok/s fused, 890 / 891 split (qkv and
+// gate/up; 867 / 871 each alone); Qwen3-0.6B (K = 1,024) 1,214 / 1,216 fused, 1,114 / 1,116 split.
+constexpr int64_t kGemvNormMaxK = 1024;
+
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
   if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
+  if (k > kGemvNormMaxK) return false;
   const int64_t tokens = residual.numel() / k;
   return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) && gemv_norm_fits(tokens, k);
 }
