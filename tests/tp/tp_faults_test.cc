@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "../golden/engine_test_util.h"
 #include "api/llm_engine.h"
 #include "common/check.h"
 
@@ -27,26 +28,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The golden tests' tiny CPU engine at world_size ranks, one compute thread a rank so that the rank
+// processes do not oversubscribe the cores.
 EngineConfig tp_config(int world_size, const std::string& model = "qwen3-tiny-kv4") {
-  EngineConfig c;
-  c.model = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/" + model;
-  c.device = "cpu";
-  c.world_size = world_size;
-  c.block_size = 16;
-  c.max_num_seqs = 16;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 1024;
-  c.num_kvcache_blocks = 256;
+  EngineConfig c = tiny_config(model, world_size);
   c.num_threads = 1;
   return c;
-}
-
-SamplingParams long_greedy(int n) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return p;
 }
 
 std::set<std::string> shm_entries() {
@@ -92,7 +79,7 @@ TEST(TensorParallel, WorkersAreProcessesAndLeaveOnExit) {
     pids = engine.runners().worker_pids();
     ASSERT_EQ(pids.size(), 3u);
     for (int p : pids) EXPECT_FALSE(process_gone(p)) << "worker " << p;
-    auto outs = engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, long_greedy(4));
+    auto outs = engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, greedy(4));
     EXPECT_EQ(outs[0].token_ids.size(), 4u);
   }
   EXPECT_TRUE(wait_gone(pids, std::chrono::seconds(5)));
@@ -111,7 +98,7 @@ TEST(TensorParallel, KilledWorkerIsAnErrorNamingTheRank) {
   const auto t0 = Clock::now();
   // The failed step fails its batch: every request of it ends with the error (LLMEngine::step).
   std::string error;
-  for (int i = 0; i < 1000 && error.empty(); ++i) error = first_error(engine.generate(prompts, long_greedy(200)));
+  for (int i = 0; i < 1000 && error.empty(); ++i) error = first_error(engine.generate(prompts, greedy(200)));
   killer.join();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_FALSE(error.empty()) << "the engine went on without rank 1";
@@ -119,7 +106,7 @@ TEST(TensorParallel, KilledWorkerIsAnErrorNamingTheRank) {
   EXPECT_NE(error.find("signal 9"), std::string::npos) << error;
   EXPECT_LT(secs, 10.0);
   // Every later call fails the same way, at once.
-  for (const RequestOutput& o : engine.generate(prompts, long_greedy(2))) {
+  for (const RequestOutput& o : engine.generate(prompts, greedy(2))) {
     EXPECT_EQ(o.finish_reason, "error");
     EXPECT_NE(o.error.find("rank 1"), std::string::npos) << o.error;
   }
@@ -146,7 +133,7 @@ TEST(TensorParallel, WorkerCrashingMidStepFailsTheStep) {
   LLMEngine engine(tp_config(4));
   unsetenv("MINIVLLM_WORKER_FAULT");
   const std::string error =
-      first_error(engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, long_greedy(4)));
+      first_error(engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, greedy(4)));
   EXPECT_NE(error.find("rank 2"), std::string::npos) << error;
 }
 
@@ -172,7 +159,7 @@ TEST(TensorParallelChild, HoldEngine) {
     for (int p : engine.runners().worker_pids()) f << p << "\n";
   }
   std::filesystem::rename(std::string(out) + ".tmp", out);
-  for (;;) engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, long_greedy(50));
+  for (;;) engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, greedy(50));
 }
 
 class RankZeroDeath : public ::testing::TestWithParam<int> {};

@@ -20,8 +20,9 @@
 //   kSiluMul: w = [W_gate; W_up]; warpgroup 0 takes 64 gate rows, warpgroup 1 the matching up
 //             rows, and out (bf16) = silu(g) * u, so the [T, 2I] product never goes to memory.
 #include <algorithm>
-#include <cstdint>
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <mutex>
@@ -274,17 +275,19 @@ cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cud
 
 // How many clusters of s CTAs of this kernel the GPU holds at once, for s = 0..kMaxSplits (entry 0
 // unused), once per device: a cluster's CTAs share a GPC, and GPCs differ in their SM counts.
+// Eager launches ask on every call, so only the first on a device takes the lock.
 template <int kN, DecodeGemmEpilogue E>
 const std::array<int, kMaxSplits + 1>& cluster_capacity() {
   constexpr int kMaxDevices = 64;
   static std::mutex mu;
   static std::array<int, kMaxSplits + 1> cap[kMaxDevices];
-  static bool done[kMaxDevices] = {};
+  static std::atomic<bool> ready[kMaxDevices] = {};
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   MINIVLLM_CHECK(dev >= 0 && dev < kMaxDevices) << "decode_gemm: device " << dev;
+  if (ready[dev].load(std::memory_order_acquire)) return cap[dev];
   std::lock_guard<std::mutex> lock(mu);
-  if (!done[dev]) {
+  if (!ready[dev].load(std::memory_order_relaxed)) {
     allow_dynamic_smem<decode_gemm_kernel<kN, E>>(GemmLayout<kN>::kSmemBytes);
     cap[dev][0] = 0;
     for (int s = 1; s <= kMaxSplits; ++s) {
@@ -292,7 +295,7 @@ const std::array<int, kMaxSplits + 1>& cluster_capacity() {
       const cudaLaunchConfig_t cfg = launch_config<kN, E>(s, 1, nullptr, attr);
       CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E>, &cfg));
     }
-    done[dev] = true;
+    ready[dev].store(true, std::memory_order_release);  // cap[dev] is complete before anyone reads it unlocked
   }
   return cap[dev];
 }
