@@ -91,6 +91,11 @@ if want e2e; then
       --out "$work/$m/generated.json"
     step "hf_check_$m" python3 tools/hf_check_generated.py --model "$work/$m/model" --generated "$work/$m/generated.json" \
       --out "$out/hf_check_$m.json"
+    # One sequence at a time: every decode step is batch 1, the gemv paths (use_gemv, use_gemv_norm).
+    step "generate_batch1_$m" "$bin/teacher_forced_check" generate --max-num-seqs 1 --model "$work/$m/model" \
+      --prompts "$work/$m/reference.json" --out "$work/$m/generated_batch1.json"
+    step "hf_check_batch1_$m" python3 tools/hf_check_generated.py --model "$work/$m/model" \
+      --generated "$work/$m/generated_batch1.json" --out "$out/hf_check_batch1_$m.json"
   done
 fi
 if want fp8-check; then
