@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -31,6 +32,9 @@ template <bool kResidual, bool kResidualF32, bool kXF32 = false>
 __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* w, bool w_f32, float eps,
                                 int64_t chunks, uint4* out) {
   pdl_launch_dependents();  // the next gemv may start streaming its weights now
+  // Launched with programmatic dependent launch: resident while the kernel before it (the
+  // residual-adding projection) drains, and waiting here for its writes.
+  pdl_wait();
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
   uint4* residual = static_cast<uint4*>(residual_ptr);
@@ -97,6 +101,8 @@ __global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, flo
 }
 
 __global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, uint4* out) {
+  pdl_launch_dependents();  // the down projection may start streaming its weights now
+  pdl_wait();               // gate_up is the previous kernel's output (programmatic dependent launch)
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * chunks) return;
   const int64_t t = idx / chunks;
@@ -155,8 +161,8 @@ void launch_rms_norm_f32_in(const float* x, const void* w, bool w_f32, float eps
   if (rows == 0) return;
   const int64_t chunks = n / 8;
   const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
-  rms_norm_kernel<false, false, true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
+  launch_with_pdl(rms_norm_kernel<false, false, true>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream,
+                  reinterpret_cast<const uint4*>(x), nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -174,14 +180,14 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
   const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
   const auto* xin = static_cast<const uint4*>(x);
   if (residual != nullptr && residual_f32) {
-    rms_norm_kernel<true, true><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        xin, residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
+    launch_with_pdl(rms_norm_kernel<true, true>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xin,
+                    residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
   } else if (residual != nullptr) {
-    rms_norm_kernel<true, false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        xin, residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
+    launch_with_pdl(rms_norm_kernel<true, false>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xin,
+                    residual, w, w_f32, eps, chunks, static_cast<uint4*>(x));
   } else {
-    rms_norm_kernel<false, false><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-        xin, nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
+    launch_with_pdl(rms_norm_kernel<false, false>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xin,
+                    nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -189,8 +195,8 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
 void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream) {
   const int64_t total = tokens * (inter / 8);
   if (total == 0) return;
-  silu_mul_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const uint4*>(gate_up), tokens, inter / 8,
-                                                            static_cast<uint4*>(out));
+  launch_with_pdl(silu_mul_kernel, dim3(grid_for(total, 256)), dim3(256), 0, stream,
+                  static_cast<const uint4*>(gate_up), tokens, inter / 8, static_cast<uint4*>(out));
   CUDA_CHECK_LAUNCH();
 }
 
