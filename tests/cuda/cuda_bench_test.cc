@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cuda_test_util.h"
 
@@ -89,6 +90,20 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   ::testing::Test::RecordProperty(std::string(name) + "_GBps", std::to_string(bytes / sec / 1e9));
 }
 
+// The non-empty items of a comma list in the environment (tuning selections of the benches below).
+std::vector<std::string> env_list(const char* name) {
+  std::vector<std::string> items;
+  const char* v = std::getenv(name);
+  if (v == nullptr) return items;
+  const std::string list = v;
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    if (comma > pos) items.push_back(list.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return items;
+}
+
 // The workload's decode contexts as the benches draw them: 256 lengths of 100..2,048 keys (prompts
 // of 100..1,024 plus up to 1,024 generated).
 std::vector<int32_t> workload_contexts() {
@@ -137,14 +152,7 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const std::vector<int32_t> contexts = workload_contexts();
   std::vector<std::string> partitions = {""};
-  if (const char* v = std::getenv("MINIVLLM_BENCH_DECODE_PARTITIONS"); v != nullptr) {
-    std::string list = v;
-    for (size_t pos = 0; pos <= list.size();) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      if (comma > pos) partitions.push_back(list.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-  }
+  for (const std::string& p : env_list("MINIVLLM_BENCH_DECODE_PARTITIONS")) partitions.push_back(p);
   for (const std::string& p : partitions) {
     if (!p.empty()) setenv("MINIVLLM_DECODE_MAX_PARTITION", p.c_str(), 1);
     const std::string tag = p.empty() ? std::string("default") : "max_partition_" + p;
@@ -175,15 +183,11 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
                               {"simt_p1024", "0", "1024"},    {"simt_p2048", "0", "2048"}, {"mma_p1024", "1", "1024"},
                               {"mma_p4096", "1", "4096"},     {"simt_p256", "0", "256"}};
   // MINIVLLM_BENCH_SWEEP_VARIANTS (comma list of tags) runs only those variants.
-  const char* only = std::getenv("MINIVLLM_BENCH_SWEEP_VARIANTS");
-  std::string wanted;
-  if (only != nullptr) wanted.append(",").append(only).append(",");
+  const std::vector<std::string> wanted = env_list("MINIVLLM_BENCH_SWEEP_VARIANTS");
   for (int seqs : {16, 32, 64, 128, 192, 256}) {
     const std::vector<int32_t> ctx(contexts.begin(), contexts.begin() + seqs);
     for (const Variant& v : variants) {
-      std::string tag(",");
-      tag.append(v.tag).append(",");
-      if (!wanted.empty() && wanted.find(tag) == std::string::npos) continue;
+      if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
       if (v.mma != nullptr) setenv("MINIVLLM_DECODE_MMA", v.mma, 1);
       if (v.partition != nullptr) setenv("MINIVLLM_DECODE_MAX_PARTITION", v.partition, 1);
       const std::string n = std::to_string(seqs) + "seqs_" + v.tag;
