@@ -42,7 +42,9 @@ void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
                          cudaStream_t stream);
 // x = rms_norm(residual) * weight (bf16-rounded), computed by every CTA into shared memory, then
-// the gemv (or the gate/up silu gemv) of x: the RMSNorm needs no launch of its own.
+// the gemv (or the gate/up silu gemv) of x: the RMSNorm needs no launch of its own. Every CTA
+// reduces the whole row, so the backend takes it only for rows of at most 1,024
+// (CudaBackend::use_gemv_norm); the kernel itself takes any k that gemv_norm_fits.
 struct GemvNorm {
   const float* residual;  // [tokens, k] fp32, 16-byte aligned
   const void* weight;     // [k] bf16 or fp32
