@@ -31,15 +31,23 @@ def main():
         if run not in gen:
             continue
         agree = total = 0
+        margins = []
         for prompt, tokens in zip(gen[run]["prompts"], gen[run]["tokens"]):
             ids = torch.tensor([prompt + tokens], device=device)
             with torch.no_grad():
                 logits = model(ids).logits[0]
-            pred = logits[len(prompt) - 1 : len(prompt) - 1 + len(tokens)].argmax(-1).tolist()
+            rows = logits[len(prompt) - 1 : len(prompt) - 1 + len(tokens)]
+            pred = rows.argmax(-1).tolist()
             agree += sum(int(a == b) for a, b in zip(pred, tokens))
             total += len(tokens)
-        result[run] = {"agreement": agree / max(total, 1), "tokens": total}
-        print(f"{run}: {agree}/{total} generated tokens equal HF's argmax ({100.0 * agree / max(total, 1):.2f}%)")
+            # How far each disagreeing token is below HF's argmax, in fp32 logits: near-ties (small
+            # margins) are what bf16 arithmetic is expected to flip.
+            for i, (a, b) in enumerate(zip(pred, tokens)):
+                if a != b:
+                    margins.append(round(float(rows[i, a] - rows[i, b]), 4))
+        result[run] = {"agreement": agree / max(total, 1), "tokens": total, "mismatch_margins": sorted(margins)}
+        print(f"{run}: {agree}/{total} generated tokens equal HF's argmax ({100.0 * agree / max(total, 1):.2f}%); "
+              f"HF margins of the misses: {sorted(margins)}")
     json.dump(result, open(args.out, "w"), indent=2)
 
 

@@ -32,7 +32,9 @@ TEST(CudaOps, RmsNormAndFusedAdd) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(2);
-  for (int64_t n : {576, 1024, 2048}) {
+  // 4104 = 513 chunks of 8 over 256 threads: thread 0 takes three chunks, the others two (the
+  // first in registers across the reduction, the rest reloaded).
+  for (int64_t n : {576, 1024, 2048, 4104}) {
     Tensor w = random_values({n}, rng, 0.2f, 1.0f);
     Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w), wg32 = upload_f32(*b.gpu, w);
     for (int64_t tokens : kTokenCounts) {

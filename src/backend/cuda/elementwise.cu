@@ -27,11 +27,16 @@ __global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_
 // (out == x). A bf16 residual is rounded after the add; an fp32 residual (kResidualF32) keeps the
 // stream in fp32 across layers, which is what keeps a bf16 engine close to an fp32 reference.
 // Each thread rereads only the chunks it wrote itself. kXF32 (no residual): x is fp32 (the
-// residual stream itself), out bf16.
+// residual stream itself), out bf16. A thread's first chunk (its only one up to blockDim.x * 8
+// values, i.e. every row of the target models) stays in registers between the two passes, and its
+// weights are loaded before the wait: after the reduction only the arithmetic and the store remain.
 template <bool kResidual, bool kResidualF32, bool kXF32 = false>
 __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* w, bool w_f32, float eps,
                                 int64_t chunks, uint4* out) {
   pdl_launch_dependents();  // the next gemv may start streaming its weights now
+  const int64_t c0 = threadIdx.x;
+  float v0[8], w0[8];
+  if (c0 < chunks) load_weight8(w, w_f32, c0 * 8, w0);  // weights: no earlier kernel writes them
   // Launched with programmatic dependent launch: resident while the kernel before it (the
   // residual-adding projection) drains, and waiting here for its writes.
   pdl_wait();
@@ -65,10 +70,19 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i) sum_sq += v[i] * v[i];
+    if (c == c0) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v0[i] = v[i];
+    }
   }
   sum_sq = block_sum(sum_sq, scratch);
   const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+  if (c0 < chunks) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v0[i] = (v0[i] * inv) * w0[i];
+    out[base + c0] = f32_to_bf16x8(v0);
+  }
+  for (int64_t c = threadIdx.x + blockDim.x; c < chunks; c += blockDim.x) {
     float v[8], wt[8];
     if (kResidual && kResidualF32) {
       load_f32x8(residual_f32 + (base + c) * 8, v);

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
 
@@ -138,6 +139,89 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   }
 }
 
+// The same function over a bf16 cache (or none) with 16-byte accesses, for head_dim a multiple
+// of 16: a group of G lanes (G = half / 8 rounded up to a power of two) owns one (token, head),
+// lane c of it the 8 rotary pairs (8c + j, 8c + j + half). The warp-per-head kernel above moves 2
+// bytes per lane per load and runs its whole latency chain (position, cos/sin, x, reduction) for
+// 256 bytes of q or k, which left prefill's rope at a fraction of copy bandwidth; here each lane
+// keeps two 16-byte x loads, four of cos/sin and its norm weights in flight at once.
+template <int G>
+__global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
+  pdl_launch_dependents();
+  const int64_t gid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t item = gid / G;
+  const int c = static_cast<int>(gid % G);
+  const int heads = a.num_q_heads + a.num_kv_heads;
+  const int64_t t = item / heads;
+  if (t >= a.tokens) return;  // whole groups: G divides the block
+  const int h = static_cast<int>(item - t * heads);
+  const int half = a.head_dim / 2;
+  const bool active = 8 * c < half;  // head_dim 96: 6 of a group's 8 lanes
+  const int i0 = active ? 8 * c : 0;
+  const bool is_q = h < a.num_q_heads;
+  const void* norm = is_q ? a.q_norm : a.k_norm;
+  const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned group_mask = G == 32 ? 0xffffffffu : (((1u << G) - 1) << (lane & ~(G - 1)));
+
+  // Inputs of the step and weights: no earlier kernel writes them.
+  int64_t pos = a.positions[t];
+  pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);
+  float cs[8], sn[8], w1[8], w2[8];
+  load_f32x8(a.cos_sin + pos * a.head_dim + i0, cs);
+  load_f32x8(a.cos_sin + pos * a.head_dim + half + i0, sn);
+  if (norm != nullptr) {
+    load_weight8(norm, norm_f32, i0, w1);
+    load_weight8(norm, norm_f32, i0 + half, w2);
+  }
+  int64_t slot = -1;
+  if (a.k_cache != nullptr && !is_q) slot = a.slot_mapping[t];
+  pdl_wait();
+
+  const int64_t stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim;
+  __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
+  float x1[8], x2[8];
+  bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0), x1);
+  bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + half + i0), x2);
+  if (norm != nullptr) {
+    float sum_sq = 0.0f;
+    if (active) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum_sq += x1[j] * x1[j] + x2[j] * x2[j];
+    }
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) sum_sq += __shfl_xor_sync(group_mask, sum_sq, o);
+    const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(a.head_dim) + a.eps);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      x1[j] = (x1[j] * inv) * w1[j];
+      x2[j] = (x2[j] * inv) * w2[j];
+    }
+  }
+  if (!active) return;
+  float lo[8], hi[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    lo[j] = x1[j] * cs[j] - x2[j] * sn[j];
+    hi[j] = x2[j] * cs[j] + x1[j] * sn[j];
+  }
+  const uint4 lo8 = f32_to_bf16x8(lo), hi8 = f32_to_bf16x8(hi);
+  *reinterpret_cast<uint4*>(x + i0) = lo8;
+  *reinterpret_cast<uint4*>(x + half + i0) = hi8;
+  if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
+    const int kvh = h - a.num_q_heads;
+    const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
+    const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+    __nv_bfloat16* k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
+    __nv_bfloat16* v_dst = static_cast<__nv_bfloat16*>(a.v_cache) + dst;
+    const __nv_bfloat16* v_src = x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
+    *reinterpret_cast<uint4*>(k_dst + i0) = lo8;
+    *reinterpret_cast<uint4*>(k_dst + half + i0) = hi8;
+    *reinterpret_cast<uint4*>(v_dst + i0) = *reinterpret_cast<const uint4*>(v_src + i0);
+    *reinterpret_cast<uint4*>(v_dst + half + i0) = *reinterpret_cast<const uint4*>(v_src + half + i0);
+  }
+}
+
 // One thread per 16-byte chunk of one token's k (and the matching chunk of its v).
 __global__ void store_kvcache_kernel(const uint4* qkv, int64_t tokens, int nq, int nkv, int chunks_per_head,
                                      const int32_t* slot_mapping, int64_t num_slots, int block_size,
@@ -186,8 +270,20 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
   if (items == 0) return;
   constexpr int kWarps = 8;
+  const bool fp8 = a.kv_fp8 && a.k_cache != nullptr;
+  // MINIVLLM_ROPE_VEC=0: the warp-per-head kernel everywhere (A/B measurements).
+  static const bool vec = env_switch("MINIVLLM_ROPE_VEC").value_or(true);
+  if (vec && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
+    const int half_chunks = a.head_dim / 16;  // 16-byte chunks in each half of a head
+    const int g = half_chunks <= 4 ? 4 : (half_chunks <= 8 ? 8 : 16);
+    const dim3 grid(static_cast<unsigned>(ceil_div(items * g, 256)));
+    if (g == 4) launch_with_pdl(qk_norm_rope_vec_kernel<4>, grid, dim3(256), 0, stream, a);
+    if (g == 8) launch_with_pdl(qk_norm_rope_vec_kernel<8>, grid, dim3(256), 0, stream, a);
+    if (g == 16) launch_with_pdl(qk_norm_rope_vec_kernel<16>, grid, dim3(256), 0, stream, a);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(items, kWarps)));
-  if (a.kv_fp8 && a.k_cache != nullptr) {
+  if (fp8) {
     launch_with_pdl(qk_norm_rope_kernel<true>, grid, dim3(kWarps * 32), 0, stream, a);
   } else {
     launch_with_pdl(qk_norm_rope_kernel<false>, grid, dim3(kWarps * 32), 0, stream, a);
