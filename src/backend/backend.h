@@ -92,6 +92,7 @@ class Backend {
 
   // ---- ops ----
   // out[t] = weight[ids[t] - vocab_start] when vocab_start <= ids[t] < vocab_start + rows, else 0.
+  // out may be fp32 on every backend (the CPU's activations are fp32; CUDA also takes bf16).
   virtual void embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) = 0;
   // out = rms_norm(x) * weight, per row. out may alias x. x may also be the fp32 residual stream.
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) = 0;

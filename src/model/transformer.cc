@@ -90,8 +90,12 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
 
   // The residual stream is fp32; every sublayer reads it through a norm fused into its first
   // linear and adds its (all-reduced) output into it from its last linear.
-  embed_tokens_.forward(backend_, comm_, ids, hidden);
-  backend_.to_f32(hidden, residual);
+  if (world_ == 1) {
+    embed_tokens_.forward(backend_, comm_, ids, residual);  // straight into the fp32 stream: one kernel fewer
+  } else {  // the shards' rows are summed in the activation dtype, then widened
+    embed_tokens_.forward(backend_, comm_, ids, hidden);
+    backend_.to_f32(hidden, residual);
+  }
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     attention_block(l, n, pos, caches[l], meta);
     mlp_block(l, n);

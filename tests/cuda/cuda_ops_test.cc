@@ -25,6 +25,11 @@ TEST(CudaOps, EmbeddingIsVocabParallel) {
     b.cpu->embedding(upload_i32(*b.cpu, ids), wc, vocab_start, oc);
     b.gpu->embedding(upload_i32(*b.gpu, ids), wg, vocab_start, og);
     expect_close(download(*b.gpu, og), download(*b.cpu, oc), 0.0, 0.0, "embedding " + std::to_string(tokens));
+    // Straight into an fp32 tensor (the residual stream), as the model does on one rank.
+    Tensor og32 = b.gpu->empty(DType::kF32, {tokens, hidden});
+    b.gpu->fill_bytes(og32, 0xFF);
+    b.gpu->embedding(upload_i32(*b.gpu, ids), wg, vocab_start, og32);
+    expect_close(download(*b.gpu, og32), download(*b.cpu, oc), 0.0, 0.0, "embedding f32 " + std::to_string(tokens));
   }
 }
 

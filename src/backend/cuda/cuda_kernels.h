@@ -10,8 +10,9 @@
 namespace minivllm::cuda {
 
 // ---- elementwise.cu ----
+// out: bf16, or fp32 when out_f32 (the engine's residual stream).
 void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, int64_t rows, int64_t hidden,
-                      int64_t vocab_start, void* out, cudaStream_t stream);
+                      int64_t vocab_start, void* out, bool out_f32, cudaStream_t stream);
 // residual == nullptr: out = rms_norm(x) * w. Otherwise residual += x; x = rms_norm(residual) * w.
 void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, bool w_f32, float eps, int64_t rows, int64_t n,
                      void* out, cudaStream_t stream);

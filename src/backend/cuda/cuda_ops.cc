@@ -51,7 +51,9 @@ int log2_exact(int v) {
 void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
   check_gpu(ids, DType::kI32, "embedding", "ids");
   check_gpu(weight, DType::kBF16, "embedding", "weight");
-  check_gpu(out, DType::kBF16, "embedding", "out");
+  MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
+                 (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
+      << "embedding: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
   MINIVLLM_CHECK(weight.ndim() == 2 && weight.size(1) % 8 == 0)
       << "embedding: weight " << weight.describe() << " must be [vocab, hidden], hidden a multiple of 8";
   const int64_t hidden = weight.size(1);
@@ -60,7 +62,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voc
   check_aligned16(weight, "embedding", "weight");
   check_aligned16(out, "embedding", "out");
   launch_embedding(ids.ptr<int32_t>(), ids.numel(), weight.data(), weight.size(0), hidden, vocab_start, out.data(),
-                   stream_);
+                   out.dtype() == DType::kF32, stream_);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {

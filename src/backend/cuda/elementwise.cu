@@ -13,13 +13,22 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
+// kF32Out: the row goes out as fp32 (straight into the residual stream: no conversion kernel).
+template <bool kF32Out>
 __global__ void embedding_kernel(const int32_t* ids, const uint4* weight, int64_t rows, int64_t chunks,
-                                 int64_t vocab_start, uint4* out) {
+                                 int64_t vocab_start, void* out) {
   const int64_t t = blockIdx.x;
   const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;
   const bool inside = local >= 0 && local < rows;  // another shard's id gives a zero row
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    out[t * chunks + c] = inside ? weight[local * chunks + c] : make_uint4(0, 0, 0, 0);
+    const uint4 v = inside ? weight[local * chunks + c] : make_uint4(0, 0, 0, 0);
+    if constexpr (kF32Out) {
+      float f[8];
+      bf16x8_to_f32(v, f);
+      store_f32x8(static_cast<float*>(out) + (t * chunks + c) * 8, f);
+    } else {
+      static_cast<uint4*>(out)[t * chunks + c] = v;
+    }
   }
 }
 
@@ -163,10 +172,14 @@ unsigned grid_for(int64_t n, int threads) { return static_cast<unsigned>(ceil_di
 }  // namespace
 
 void launch_embedding(const int32_t* ids, int64_t tokens, const void* weight, int64_t rows, int64_t hidden,
-                      int64_t vocab_start, void* out, cudaStream_t stream) {
+                      int64_t vocab_start, void* out, bool out_f32, cudaStream_t stream) {
   if (tokens == 0) return;
-  embedding_kernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(
-      ids, static_cast<const uint4*>(weight), rows, hidden / 8, vocab_start, static_cast<uint4*>(out));
+  const auto* w = static_cast<const uint4*>(weight);
+  if (out_f32) {
+    embedding_kernel<true><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(ids, w, rows, hidden / 8, vocab_start, out);
+  } else {
+    embedding_kernel<false><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(ids, w, rows, hidden / 8, vocab_start, out);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
