@@ -89,8 +89,10 @@ struct GemvArgs {
 
 // kNorm: every CTA normalises the M rows of the fp32 residual stream itself (they are a few KB,
 // read from L2) into shared memory, so the RMSNorm costs no launch of its own. Ends in a barrier.
+// w0: the norm weights of this thread's first chunk, loaded by the caller before the PDL wait, so
+// that after the reduction no load stands between the sum and the normalised row.
 template <int M>
-__device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs) {
+__device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, const float (&w0)[8]) {
   __shared__ float red[kGemvWarps][M];
   float ss[M];
 #pragma unroll
@@ -121,7 +123,12 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs) {
   }
   for (int64_t c = threadIdx.x; c < g.chunks; c += kGemvThreads) {
     float wt[8];
-    load_weight8(g.norm_w, g.norm_w_f32, c * 8, wt);
+    if (c == threadIdx.x) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) wt[i] = w0[i];
+    } else {
+      load_weight8(g.norm_w, g.norm_w_f32, c * 8, wt);
+    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float v[8];
@@ -169,6 +176,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       if (c < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
     }
   }
+  float norm_w0[8];  // kNorm: the norm weights never change either
+  if (kNorm && threadIdx.x < chunks) load_weight8(g.norm_w, g.norm_w_f32, threadIdx.x * 8, norm_w0);
   pdl_wait();
 
   float acc[P];
@@ -185,7 +194,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
     }
   };
   load_w(threadIdx.x);  // the first loads are in flight while kNorm normalises x
-  if constexpr (kNorm) normalize_rows<M>(g, xs);
+  if constexpr (kNorm) normalize_rows<M>(g, xs, norm_w0);
 
   for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += kGemvThreads * U) {
     if (c0 != threadIdx.x) load_w(c0);
