@@ -273,7 +273,11 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   const bool fp8 = a.kv_fp8 && a.k_cache != nullptr;
   // MINIVLLM_ROPE_VEC=0: the warp-per-head kernel everywhere (A/B measurements).
   static const bool vec = env_switch("MINIVLLM_ROPE_VEC").value_or(true);
-  if (vec && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
+  // 16-byte accesses need 16-byte aligned rows: views at odd offsets take the warp kernel.
+  auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool aligned = a16(a.qkv) && a16(a.cos_sin) && a16(a.q_norm) && a16(a.k_norm) && a16(a.k_cache) &&
+                       a16(a.v_cache);
+  if (vec && aligned && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
     const int half_chunks = a.head_dim / 16;  // 16-byte chunks in each half of a head
     const int g = half_chunks <= 4 ? 4 : (half_chunks <= 8 ? 8 : 16);
     const dim3 grid(static_cast<unsigned>(ceil_div(items * g, 256)));
