@@ -147,6 +147,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
 // keeps two 16-byte x loads, four of cos/sin and its norm weights in flight at once.
 template <int G>
 __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
+  static_assert(G == 4 || G == 8 || G == 16, "a group is a power-of-two part of a warp (head_dim 64..256)");
   pdl_launch_dependents();
   const int64_t gid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t item = gid / G;
@@ -162,7 +163,7 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   const void* norm = is_q ? a.q_norm : a.k_norm;
   const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
   const unsigned lane = threadIdx.x & 31;
-  const unsigned group_mask = G == 32 ? 0xffffffffu : (((1u << G) - 1) << (lane & ~(G - 1)));
+  const unsigned group_mask = ((1u << G) - 1) << (lane & ~(G - 1));
 
   // Inputs of the step and weights: no earlier kernel writes them.
   int64_t pos = a.positions[t];
