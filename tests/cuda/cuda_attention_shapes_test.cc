@@ -134,6 +134,43 @@ TEST(CudaAttentionShapes, DecodeLaneWidths) {
   }
 }
 
+// The ring kernels (the exact 4-warp CTAs of groups 1, 2 and 4 over a bf16 cache streaming their
+// keys through shared-memory stages filled by bulk copies; decode_use_ring), forced by
+// MINIVLLM_DECODE_RING=1 with the tensor-core kernels off, against the CPU backend, next to the
+// register-loading kernels (MINIVLLM_DECODE_RING=0) on the same cases: 8 and 16 elements a lane,
+// split and unsplit (an unsplit 2,047-key context turns the ring's stages over ~16 times, so every
+// barrier phase is reused), block sizes 16, 32 and 256 (a stage's keys from up to four blocks),
+// contexts ending inside a stage, at its edges and at one key (nothing staged), NaN-poisoned
+// rows past the contexts.
+TEST(CudaAttentionShapes, DecodeRingStages) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads heads[] = {{8, 8, 128}, {16, 8, 128}, {32, 8, 128}, {8, 8, 64}, {16, 8, 64}, {32, 8, 64}};
+  std::vector<int> ctx = {1, 2047, 33, 32, 31, 64, 65, 63, 2, 1500, 511, 512, 513, 96, 97, 129, 700, 17, 1024, 300};
+  uint32_t seed = 900;
+  int i = 0;
+  for (const char* ring : {"1", "0"}) {
+    for (const char* elems : {"16", "8"}) {
+      for (const Heads& h : heads) {
+        const bool one_split = (i + i / 6) % 2 == 1;
+        const int bs = i % 3 == 0 ? 256 : i % 3 == 1 ? 16 : 32;
+        ++i;
+        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
+        c.poison_cache = true;
+        setenv("MINIVLLM_DECODE_RING", ring, 1);  // read when the backend is made
+        setenv("MINIVLLM_DECODE_MMA", "0", 1);
+        setenv("MINIVLLM_DECODE_LANE_ELEMS", elems, 1);
+        check(c,
+              std::string("decode, ring ") + ring + ", " + elems + " elements a lane" +
+                  (one_split ? ", one split" : ", split"),
+              seed++, one_split);
+        unsetenv("MINIVLLM_DECODE_RING");
+        unsetenv("MINIVLLM_DECODE_MMA");
+        unsetenv("MINIVLLM_DECODE_LANE_ELEMS");
+      }
+    }
+  }
+}
+
 // The tensor-core decode kernels (decode_attention_mma.cu), forced by MINIVLLM_DECODE_MMA=1 on
 // every shape they take (groups 1, 2, 4, 8 at head_dim 64 and 128), bf16 and fp8 caches, against
 // the CPU backend: past the wide-CTA bound, 20 sequences (fp8: the shared-memory ring) and 12 (fp8:

@@ -178,10 +178,13 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
     const char* tag;
     const char* mma;        // MINIVLLM_DECODE_MMA, nullptr: the policy's
     const char* partition;  // MINIVLLM_DECODE_MAX_PARTITION, nullptr: the defaults
+    const char* ring = nullptr;  // MINIVLLM_DECODE_RING, nullptr: the policy's
   };
   const Variant variants[] = {{"default", nullptr, nullptr}, {"simt", "0", nullptr},   {"mma", "1", nullptr},
                               {"simt_p1024", "0", "1024"},    {"simt_p2048", "0", "2048"}, {"mma_p1024", "1", "1024"},
-                              {"mma_p4096", "1", "4096"},     {"simt_p256", "0", "256"}};
+                              {"mma_p4096", "1", "4096"},     {"simt_p256", "0", "256"},
+                              {"simt_ring0", "0", nullptr, "0"}, {"simt_ring1", "0", nullptr, "1"},
+                              {"simt_ring1_p1024", "0", "1024", "1"}, {"simt_ring1_p2048", "0", "2048", "1"}};
   // MINIVLLM_BENCH_SWEEP_VARIANTS (comma list of tags) runs only those variants.
   const std::vector<std::string> wanted = env_list("MINIVLLM_BENCH_SWEEP_VARIANTS");
   for (int seqs : {16, 32, 64, 128, 192, 256}) {
@@ -190,12 +193,14 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
       if (v.mma != nullptr) setenv("MINIVLLM_DECODE_MMA", v.mma, 1);
       if (v.partition != nullptr) setenv("MINIVLLM_DECODE_MAX_PARTITION", v.partition, 1);
+      if (v.ring != nullptr) setenv("MINIVLLM_DECODE_RING", v.ring, 1);
       const std::string n = std::to_string(seqs) + "seqs_" + v.tag;
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_" + n).c_str(), 4096, DType::kBF16, ctx);
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_fp8_" + n).c_str(), 4096, DType::kF8E4M3, ctx);
       bench_decode(32, 8, 64, seqs, 0, 256, ("sweep_llama_" + n).c_str(), 4096, DType::kBF16, ctx);
       unsetenv("MINIVLLM_DECODE_MMA");
       unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
+      unsetenv("MINIVLLM_DECODE_RING");
     }
   }
 }

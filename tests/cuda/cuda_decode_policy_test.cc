@@ -41,6 +41,20 @@ TEST(DecodePolicy, SixteenElementLanes) {
   EXPECT_FALSE(decode_use_lane16(8, 1, 8, kSms));
 }
 
+// The ring kernels: bf16 caches, the exact kernels of groups up to 4 at head_dim 64 and 128; never
+// fp8 (the bulk copies move bf16 rows), the tiled kernels, group 8 or head_dim 96 / 256.
+TEST(DecodePolicy, RingOnlyWhereAKernelExists) {
+  for (int hd : {64, 128}) {
+    for (int group : {1, 2, 4}) {
+      EXPECT_TRUE(decode_use_ring(false, hd, group, true)) << hd << " " << group;
+      EXPECT_FALSE(decode_use_ring(true, hd, group, true)) << hd << " " << group << " fp8";
+      EXPECT_FALSE(decode_use_ring(false, hd, group, false)) << hd << " " << group << " tiled";
+    }
+    EXPECT_FALSE(decode_use_ring(false, hd, 8, true)) << hd;
+  }
+  for (int hd : {96, 256}) EXPECT_FALSE(decode_use_ring(false, hd, 2, true)) << hd;
+}
+
 // The tensor-core kernel: fp8 caches and bf16 groups of 4 and more at every batch size; bf16
 // group 2 only while its CTAs fit one per SM (past that the CUDA-core kernel is at copy bandwidth).
 TEST(DecodePolicy, TensorCoresWhereTheyPay) {

@@ -155,16 +155,25 @@ struct DecodeScratch {
   float* partial_lse;
   int* counters;
 };
-// Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
-// splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
+// Which CUDA-core decode kernel (decode_attention.cu; decode_policy.h chooses):
 // wide: 16-warp CTAs (small batches, where a split's keys would otherwise take several CTAs and
 // a merge across them); only where decode_wide_fits. lane16: the exact 4-warp kernels of groups up
 // to 4 at head_dim 64 / 128 over a bf16 cache give each lane 16 elements of a key instead of 8
-// (decode_policy.h: decode_use_lane16); elsewhere it is ignored. staged: wide CTAs over a bf16
-// cache copy their keys into shared memory before the PDL wait (decode_use_staged); elsewhere ignored.
+// (decode_use_lane16); elsewhere it is ignored. staged: wide CTAs over a bf16 cache copy their
+// keys into shared memory before the PDL wait (decode_use_staged); elsewhere ignored. ring: the
+// exact 4-warp kernels of groups up to 4 at head_dim 64 / 128 over a bf16 cache stream their keys
+// through a ring of shared-memory stages filled by bulk copies (decode_use_ring); elsewhere ignored.
+struct DecodeVariant {
+  bool wide = false;
+  bool lane16 = false;
+  bool staged = false;
+  bool ring = false;
+};
+// Split-KV decode. num_splits and partition come from graph-constant values (see cuda_ops.cc);
+// splits past a sequence's length exit at once; the last split of a (sequence, kv head) merges.
 struct DecodeHeadTiles;
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool wide, bool lane16, bool staged, const DecodeScratch& scratch, cudaStream_t stream);
+                             const DecodeVariant& v, const DecodeScratch& scratch, cudaStream_t stream);
 // The same on the tensor cores (decode_attention_mma.cu), where decode_mma_fits: the exact shapes
 // (groups 1, 2, 4, 8 at head_dim 64 and 128) over caches of blocks of at least 16 keys; partition a
 // multiple of 16. Its CTAs are the 4-warp kernels' (same split plan, scratch and merge). ring: the

@@ -493,11 +493,16 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
            : plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
                                decode_partition_granule(hd), num_sms_, decode_partial_rows(hd), decode_min_partition_,
                                decode_max_partition_);
+  DecodeVariant v;
+  v.wide = wide;
   // bf16 caches of the exact kernels may take 16 key elements a lane (decode_policy.h).
-  const bool lane16 = !wide && !a.kv_fp8 && tiles.exact &&
-                      (decode_lane_elems_ == 0 ? decode_use_lane16(tiles.heads_per_cta, meta.num_seqs, nkv, num_sms_)
-                                               : decode_lane_elems_ == 16);
-  launch_decode_attention(a, tiles, split.num_splits, split.partition, wide, lane16, decode_staged_, scratch, stream_);
+  v.lane16 = !wide && !a.kv_fp8 && tiles.exact &&
+             (decode_lane_elems_ == 0 ? decode_use_lane16(tiles.heads_per_cta, meta.num_seqs, nkv, num_sms_)
+                                      : decode_lane_elems_ == 16);
+  v.staged = decode_staged_;
+  // The 4-warp CTAs may stream their keys through a ring of bulk copies (decode_policy.h).
+  v.ring = !wide && decode_ring_ != 0 && decode_use_ring(a.kv_fp8, hd, tiles.heads_per_cta, tiles.exact);
+  launch_decode_attention(a, tiles, split.num_splits, split.partition, v, scratch, stream_);
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {

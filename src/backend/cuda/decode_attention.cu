@@ -131,11 +131,19 @@ struct LaneWords {
 // partition's keys and values into shared memory with bulk copies, all but the newest key (the one
 // this step's rope kernel writes), so that after the wait its key loop reads shared memory instead
 // of waiting on L2 round trips; the newest key is read from the cache after the wait.
+// kRing (4-warp bf16 CTAs, decode_policy.h: decode_use_ring): the partition streams through kRing
+// shared-memory stages of one loop step each (kStep keys of k, then their v), filled by bulk copies
+// that thread 0 issues kRing steps ahead; each stage completes on its own mbarrier. The first
+// stages go out before pdl_wait, as the staged CTAs' copies do (all but the newest key, which is
+// read from the cache after the wait); a stage is refilled once every thread has its keys in
+// registers, so the copies stay kRing - 1 steps ahead of the arithmetic. Unlike register loads,
+// the bytes in flight do not wait on the warps' arithmetic or their registers.
 template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8,
-          bool kStaged = false>
+          bool kStaged = false, int kRing = 0>
 __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
                                                                       DecodeScratch scratch) {
   static_assert(!kStaged || (!kFp8 && kElems == 8), "staged keys: bf16, 8 elements a lane");
+  static_assert(kRing == 0 || (!kFp8 && !kStaged && kExact && kCtaWarps == kWarps), "ring: exact 4-warp bf16 CTAs");
   constexpr int kCtaThreads = kCtaWarps * 32;
   constexpr bool kWide = kCtaWarps != kWarps;
   constexpr bool kWarpMerge = kWide || kElems != 8;  // lane groups merge by shuffles before shared memory
@@ -191,33 +199,52 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   }
   const int end = min(ctx, start + partition);
   // kStaged: keys [start, staged_end) go to shared memory (K rows, then V rows, row j - start).
+  // kRing: the same keys, a loop step at a time, into ring stages (K rows, then V rows, row j - base).
   extern __shared__ __align__(128) uint8_t staged_smem[];
-  __shared__ __align__(8) uint64_t staged_bar;
-  const int staged_end = kStaged ? min(end, ctx - 1) : start;
-  if constexpr (kStaged) {
-    const uint32_t bar = smem_addr(&staged_bar);
-    constexpr int kRowBytes = kHeadDim * 2;
+  constexpr int kBars = kRing > 0 ? kRing : 1;
+  __shared__ __align__(8) uint64_t staged_bar[kBars];
+  const int staged_end = kStaged || kRing > 0 ? min(end, ctx - 1) : start;
+  constexpr uint32_t kRowBytes = kHeadDim * 2;
+  constexpr uint32_t kStageBytes = 2u * S::kStep * kRowBytes;  // kRing: one loop step's k and v
+  // Keys [j0, j1) to shared memory at k_dst (k rows) and v_dst (v rows): one bulk copy per block
+  // of the range, for k and for v, counted on bar. Thread 0 only.
+  auto copy_rows = [&](uint32_t k_dst, uint32_t v_dst, int j0, int j1, uint32_t bar) {
+    mbar_expect_tx(bar, 2u * static_cast<uint32_t>(j1 - j0) * kRowBytes);
+    const int bs = 1 << a.block_size_log2;
+    for (int j = j0; j < j1;) {
+      const int col = j >> a.block_size_log2, in_block = j & (bs - 1);
+      const int rows = min(j1 - j, bs - in_block);
+      const int64_t row = ((static_cast<int64_t>(col == first_col ? first_block : table[col]) * a.num_kv_heads + kvh)
+                           << a.block_size_log2) + in_block;
+      const uint32_t off = static_cast<uint32_t>(j - j0) * kRowBytes, n = static_cast<uint32_t>(rows) * kRowBytes;
+      bulk_copy_to_smem(k_dst + off, static_cast<const char*>(a.k_cache) + row * kRowBytes, n, bar);
+      bulk_copy_to_smem(v_dst + off, static_cast<const char*>(a.v_cache) + row * kRowBytes, n, bar);
+      j += rows;
+    }
+  };
+  // kRing: loop step c's keys (those before staged_end) into stage c % kRing; none past the range.
+  auto ring_fill = [&](int c) {
+    const int j0 = start + c * S::kStep;
+    const int j1 = min(staged_end, j0 + S::kStep);
+    if (j1 <= j0) return;
+    const uint32_t dst = smem_addr(staged_smem) + static_cast<uint32_t>(c % kBars) * kStageBytes;
+    copy_rows(dst, dst + S::kStep * kRowBytes, j0, j1, smem_addr(&staged_bar[c % kBars]));
+  };
+  if constexpr (kStaged || kRing > 0) {
     if (threadIdx.x == 0) {
-      mbar_init(bar, 1);
+      for (int i = 0; i < kBars; ++i) mbar_init(smem_addr(&staged_bar[i]), 1);
       mbar_init_fence();
-      if (staged_end > start) {
-        mbar_expect_tx(bar, 2u * static_cast<uint32_t>(staged_end - start) * kRowBytes);
-        const uint32_t k_dst = smem_addr(staged_smem);
-        const uint32_t v_dst = k_dst + static_cast<uint32_t>(partition) * kRowBytes;
-        const int bs = 1 << a.block_size_log2;
-        for (int j = start; j < staged_end;) {  // one bulk copy per block of the range, for k and for v
-          const int col = j >> a.block_size_log2, in_block = j & (bs - 1);
-          const int rows = min(staged_end - j, bs - in_block);
-          const int64_t row = ((static_cast<int64_t>(col == first_col ? first_block : table[col]) * a.num_kv_heads + kvh)
-                               << a.block_size_log2) + in_block;
-          const uint32_t off = static_cast<uint32_t>(j - start) * kRowBytes, n = static_cast<uint32_t>(rows) * kRowBytes;
-          bulk_copy_to_smem(k_dst + off, static_cast<const char*>(a.k_cache) + row * kRowBytes, n, bar);
-          bulk_copy_to_smem(v_dst + off, static_cast<const char*>(a.v_cache) + row * kRowBytes, n, bar);
-          j += rows;
+      if constexpr (kStaged) {
+        if (staged_end > start) {
+          const uint32_t k_dst = smem_addr(staged_smem);
+          copy_rows(k_dst, k_dst + static_cast<uint32_t>(partition) * kRowBytes, start, staged_end,
+                    smem_addr(&staged_bar[0]));
         }
+      } else {
+        for (int c = 0; c < kRing; ++c) ring_fill(c);
       }
     }
-    __syncthreads();  // the barrier is initialised before anyone waits on it
+    __syncthreads();  // the barriers are initialised before anyone waits on them
   }
   pdl_wait();
 
@@ -252,10 +279,15 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 
   const int bs_mask = (1 << a.block_size_log2) - 1;
   if constexpr (kStaged) {
-    if (staged_end > start) mbar_wait(smem_addr(&staged_bar), 0);  // the bulk copies have landed
+    if (staged_end > start) mbar_wait(smem_addr(&staged_bar[0]), 0);  // the bulk copies have landed
   }
 
-  for (int base = start; base < end; base += S::kStep) {
+  for (int base = start, step = 0; base < end; base += S::kStep, ++step) {
+    // kRing: this step's stage, once its copies have landed (a step with no staged key has none).
+    const uint8_t* stage = staged_smem + static_cast<uint32_t>(step % kBars) * kStageBytes;
+    if constexpr (kRing > 0) {
+      if (base < staged_end) mbar_wait(smem_addr(&staged_bar[step % kBars]), (step / kBars) & 1);
+    }
     Word kr[kUnroll][W::kWords], vr[kUnroll][W::kWords];
     float ks[kFp8 ? kUnroll : 1], vs[kFp8 ? kUnroll : 1];  // fp8: the keys' scales
     bool valid[kUnroll];
@@ -266,6 +298,14 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       if (kStaged && valid[u] && j < staged_end) {
         const Word* kp = W::at(staged_smem, j - start, kChunks, dl);
         const Word* vp = W::at(staged_smem + static_cast<int64_t>(partition) * kHeadDim * 2, j - start, kChunks, dl);
+#pragma unroll
+        for (int i = 0; i < W::kWords; ++i) {
+          kr[u][i] = kp[i];
+          vr[u][i] = vp[i];
+        }
+      } else if (kRing > 0 && valid[u] && j < staged_end) {
+        const Word* kp = W::at(stage, j - base, kChunks, dl);
+        const Word* vp = W::at(stage + S::kStep * kRowBytes, j - base, kChunks, dl);
 #pragma unroll
         for (int i = 0; i < W::kWords; ++i) {
           kr[u][i] = kp[i];
@@ -286,6 +326,10 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
         W::zero(vr[u]);
         if constexpr (kFp8) ks[u] = vs[u] = 0.0f;
       }
+    }
+    if constexpr (kRing > 0) {
+      __syncthreads();  // every thread holds this stage's keys in registers: refill it kRing steps ahead
+      if (threadIdx.x == 0) ring_fill(step + kRing);
     }
     float s[kUnroll][kGroup];
 #pragma unroll
@@ -375,15 +419,35 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       kExact ? static_cast<int64_t>(seq) * a.num_kv_heads + kvh : static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
 }
 
+// Ring kernels (kRing): a stage is one loop step's keys and values, 32 keys of 512 bytes at
+// head_dim 128 and 64 of 256 at 64 (16 KB whatever the lane width). As many stages (up to 4) as
+// keep a CTA, with its static merge rows, within kRingCtaSmemBytes, so that three CTAs fit an SM
+// as the registers allow (168 a thread, 4 warps).
+constexpr int kRingCtaSmemBytes = 72 * 1024;
+template <int kHeadDim, int kUnroll, int kElems>
+constexpr int ring_stage_bytes() {
+  return DecodeShape<kHeadDim, kUnroll, kWarps, kElems>::kStep * kHeadDim * 2 * 2;
+}
+template <int kHeadDim, int kGroup, int kUnroll, int kElems>
+constexpr int ring_stages() {
+  using Sh = DecodeShape<kHeadDim, kUnroll, kWarps, kElems>;
+  constexpr int rows = kElems == 8 ? Sh::kGroups : kWarps;  // the kernel's merge rows (kWarpMerge)
+  constexpr int merge_bytes = rows * kGroup * (kHeadDim + 2) * 4;
+  constexpr int stages = (kRingCtaSmemBytes - merge_bytes) / ring_stage_bytes<kHeadDim, kUnroll, kElems>();
+  static_assert(stages >= 2, "ring: at least two stages");
+  return stages < 4 ? stages : 4;
+}
+
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wide, bool lane16, bool staged,
+void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeVariant& v,
                   const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+  const bool lane16 = v.lane16;
   if constexpr (kGroup * kHeadDim <= kMaxWideGroupDims) {
-    if (wide) {
+    if (v.wide) {
       constexpr int kUnroll = wide_unroll(kGroup);
       if constexpr (!kFp8) {
-        if (staged && decode_use_staged(kHeadDim, partition)) {
+        if (v.staged && decode_use_staged(kHeadDim, partition)) {
           constexpr auto k = decode_split_kernel<kHeadDim, kGroup, kUnroll, true, false, kWideWarps, 8, true>;
           allow_dynamic_smem<k>(static_cast<int>(kMaxDecodeStagedSmemBytes));
           launch_with_pdl(k, grid, dim3(kWideWarps * 32), decode_staged_smem_bytes(kHeadDim, partition), st, a,
@@ -393,6 +457,24 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, bool wi
       }
       launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, kUnroll, true, kFp8, kWideWarps>, grid,
                       dim3(kWideWarps * 32), 0, st, a, partition, num_splits, sc);
+      return;
+    }
+  }
+  if constexpr (!kFp8 && kGroup <= kMaxRingGroup && (kHeadDim == 64 || kHeadDim == 128)) {
+    if (v.ring) {  // decode_policy.h: decode_use_ring
+      if (lane16) {
+        constexpr int kStages = ring_stages<kHeadDim, kGroup, 2, 16>();
+        constexpr auto k = decode_split_kernel<kHeadDim, kGroup, 2, true, false, kWarps, 16, false, kStages>;
+        constexpr int kBytes = kStages * ring_stage_bytes<kHeadDim, 2, 16>();
+        allow_dynamic_smem<k>(kBytes);
+        launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
+        return;
+      }
+      constexpr int kStages = ring_stages<kHeadDim, kGroup, 4, 8>();
+      constexpr auto k = decode_split_kernel<kHeadDim, kGroup, 4, true, false, kWarps, 8, false, kStages>;
+      constexpr int kBytes = kStages * ring_stage_bytes<kHeadDim, 4, 8>();
+      allow_dynamic_smem<k>(kBytes);
+      launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
       return;
     }
   }
@@ -443,15 +525,15 @@ bool has_exact_kernel(int head_dim, int group) {
 // kernel of t.heads_per_cta heads (4 or 8 at the target models' head dims; a tile of 4 may serve
 // group 3, so heads_per_cta alone does not choose between them).
 template <int kHeadDim, bool kFp8>
-void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, bool wide, bool lane16,
-              bool staged, const DecodeScratch& sc, cudaStream_t st) {
+void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, int partition, const DecodeVariant& v,
+              const DecodeScratch& sc, cudaStream_t st) {
   if (t.exact) {
     if constexpr (kHeadDim == 64 || kHeadDim == 128) {
       switch (t.heads_per_cta) {
-        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
-        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
-        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
-        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, wide, lane16, staged, sc, st);
+        case 1: return launch_split<kHeadDim, 1, kFp8>(a, num_splits, partition, v, sc, st);
+        case 2: return launch_split<kHeadDim, 2, kFp8>(a, num_splits, partition, v, sc, st);
+        case 4: return launch_split<kHeadDim, 4, kFp8>(a, num_splits, partition, v, sc, st);
+        default: return launch_split<kHeadDim, 8, kFp8>(a, num_splits, partition, v, sc, st);
       }
     }
   }
@@ -469,13 +551,13 @@ void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, 
 }
 
 template <bool kFp8>
-void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition, bool wide,
-                       bool lane16, bool staged, const DecodeScratch& scratch, cudaStream_t stream) {
+void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
+                       const DecodeVariant& v, const DecodeScratch& scratch, cudaStream_t stream) {
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
-    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
-    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
-    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, false, false, false, scratch, stream);
-    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, false, false, false, scratch, stream);
+    case 64: return dispatch<64, kFp8>(a, tiles, num_splits, partition, v, scratch, stream);
+    case 128: return dispatch<128, kFp8>(a, tiles, num_splits, partition, v, scratch, stream);
+    case 96: return dispatch<96, kFp8>(a, tiles, num_splits, partition, DecodeVariant{}, scratch, stream);
+    default: return dispatch<256, kFp8>(a, tiles, num_splits, partition, DecodeVariant{}, scratch, stream);
   }
 }
 
@@ -510,11 +592,15 @@ int decode_wide_granule(int head_dim, int group) {
 }
 
 void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tiles, int num_splits, int partition,
-                             bool wide, bool lane16, bool staged, const DecodeScratch& scratch, cudaStream_t stream) {
+                             const DecodeVariant& v, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
-  MINIVLLM_CHECK(!wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
-  if (a.kv_fp8) return dispatch_head_dim<true>(a, tiles, num_splits, partition, wide, lane16, false, scratch, stream);
-  dispatch_head_dim<false>(a, tiles, num_splits, partition, wide, lane16, staged, scratch, stream);
+  MINIVLLM_CHECK(!v.wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
+  if (a.kv_fp8) {  // the staged and ring kernels copy bf16 rows
+    DecodeVariant fp8 = v;
+    fp8.staged = fp8.ring = false;
+    return dispatch_head_dim<true>(a, tiles, num_splits, partition, fp8, scratch, stream);
+  }
+  dispatch_head_dim<false>(a, tiles, num_splits, partition, v, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

@@ -128,6 +128,16 @@ inline bool decode_use_lane16(int group, int num_seqs, int kv_ctas, int num_sms)
   return group == 2 || static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
 }
 
+// The ring kernels (decode_attention.cu, kRing): the exact 4-warp CTAs over a bf16 cache stream
+// their keys through shared-memory stages filled by bulk copies, issued a few loop steps ahead by
+// one thread, instead of each warp loading its keys into registers and waiting on them. Groups up
+// to 4 (q and the accumulators of larger groups leave no registers for three CTAs an SM).
+// MINIVLLM_DECODE_RING=0|1 overrides the policy.
+constexpr int kMaxRingGroup = 4;
+inline bool decode_use_ring(bool kv_fp8, int head_dim, int group, bool exact) {
+  return !kv_fp8 && exact && group <= kMaxRingGroup && (head_dim == 64 || head_dim == 128);
+}
+
 // The tensor-core decode kernel (decode_attention_mma.cu) instead of the 4-warp CUDA-core ones,
 // where decode_mma_fits. On an H100 (2026-11-24, CudaBench.DecodeAttentionTensorCores, tensor /
 // CUDA cores, us): fp8 caches at every batch size (Qwen3 heads 256 x 1,024 keys 246 / 257, mixed
