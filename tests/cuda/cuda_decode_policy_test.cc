@@ -55,18 +55,12 @@ TEST(DecodePolicy, RingOnlyWhereAKernelExists) {
   for (int hd : {96, 256}) EXPECT_FALSE(decode_use_ring(false, hd, 2, true)) << hd;
 }
 
-// The tensor-core kernel: fp8 caches and bf16 groups of 4 and more at every batch size; bf16
-// group 2 only while its CTAs fit one per SM (past that the CUDA-core kernel is at copy bandwidth).
+// The tensor-core kernel: fp8 caches, and bf16 groups of 2 and more, at every batch size; bf16
+// group 1 keeps the CUDA cores (the ring kernels).
 TEST(DecodePolicy, TensorCoresWhereTheyPay) {
-  for (int seqs : {9, 16, 17, 256}) {
-    for (int group : {1, 2, 4, 8}) EXPECT_TRUE(decode_use_mma(true, group, seqs, 8, kSms)) << group << " fp8 " << seqs;
-    EXPECT_TRUE(decode_use_mma(false, 4, seqs, 8, kSms)) << seqs;
-    EXPECT_TRUE(decode_use_mma(false, 8, seqs, 8, kSms)) << seqs;
-    EXPECT_FALSE(decode_use_mma(false, 1, seqs, 8, kSms)) << seqs;
-  }
-  EXPECT_TRUE(decode_use_mma(false, 2, 16, 8, kSms));  // 128 CTAs on 132 SMs
-  EXPECT_FALSE(decode_use_mma(false, 2, 17, 8, kSms));
-  EXPECT_FALSE(decode_use_mma(false, 2, 256, 8, kSms));
+  for (int group : {1, 2, 4, 8}) EXPECT_TRUE(decode_use_mma(true, group)) << group << " fp8";
+  for (int group : {2, 4, 8}) EXPECT_TRUE(decode_use_mma(false, group)) << group;
+  EXPECT_FALSE(decode_use_mma(false, 1));
   // fp8 streams through the shared-memory ring once the CTAs outnumber the SMs; bf16 never.
   EXPECT_FALSE(decode_mma_ring(true, 16, 8, kSms));
   EXPECT_TRUE(decode_mma_ring(true, 17, 8, kSms));

@@ -476,7 +476,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // wide CTAs of small batches.
   const int group = num_q_heads / nkv;
   const bool mma = !wide && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
-                   (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group, meta.num_seqs, nkv, num_sms_));
+                   (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group));
   const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
   if (mma) {
     const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,

@@ -420,9 +420,12 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 }
 
 // Ring kernels (kRing): a stage is one loop step's keys and values, 32 keys of 512 bytes at
-// head_dim 128 and 64 of 256 at 64 (16 KB whatever the lane width). As many stages (up to 4) as
-// keep a CTA, with its static merge rows, within kRingCtaSmemBytes, so that three CTAs fit an SM
-// as the registers allow (168 a thread, 4 warps).
+// head_dim 128 and 64 of 256 at 64 (16 KB whatever the lane width). Groups up to 2 take 3 stages
+// (up to 128 registers a thread: four CTAs an SM fit by registers and shared memory); larger groups
+// as many stages (up to 4) as keep a CTA, with its static merge rows, within 72 KB (three CTAs an
+// SM). H100, 2026-11-26, the Qwen3-0.6B workload (group 2), 3 against 4 stages, interleaved, four
+// rounds over two device calls: 20,350 / 20,324 / 20,321 / 20,335 against 20,315 / 20,295 / 20,289 /
+// 20,294 tok/s (+0.15%); the kernel alone (CudaBench's batch sweep) within 0.5% either way.
 constexpr int kRingCtaSmemBytes = 72 * 1024;
 template <int kHeadDim, int kUnroll, int kElems>
 constexpr int ring_stage_bytes() {
@@ -430,6 +433,7 @@ constexpr int ring_stage_bytes() {
 }
 template <int kHeadDim, int kGroup, int kUnroll, int kElems>
 constexpr int ring_stages() {
+  if (kGroup <= 2) return 3;
   using Sh = DecodeShape<kHeadDim, kUnroll, kWarps, kElems>;
   constexpr int rows = kElems == 8 ? Sh::kGroups : kWarps;  // the kernel's merge rows (kWarpMerge)
   constexpr int merge_bytes = rows * kGroup * (kHeadDim + 2) * 4;

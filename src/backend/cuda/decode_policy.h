@@ -146,12 +146,16 @@ inline bool decode_use_ring(bool kv_fp8, int head_dim, int group, bool exact) {
 // at group 2 only while the (sequence, kv head) CTAs fit one per SM (Qwen3: 16 x 700 22.1 / 26.0,
 // but 32 x 700 44.5 / 44.1 and 256 x 1,024 375 / 368, where the CUDA-core kernel is at copy
 // bandwidth already). Group 1 and 8 over bf16 follow their neighbours (not measured).
+// Since then the tensor-core kernel took 2,048-key splits and the CUDA-core one a ring of bulk
+// copies, and group 2 now takes the tensor cores at every batch size: H100, 2026-11-26, the
+// Qwen3-0.6B workload, one binary, interleaved, two rounds: 20,612 / 20,609 tok/s with
+// MINIVLLM_DECODE_MMA=1 against 20,328 / 20,314 (ring past 16 sequences) and 20,265 / 20,261 (the
+// register-loading kernel before it); CudaBench.DecodeAttentionTensorCores, Qwen3 heads, tensor
+// cores / ring: 256 x 1,024 keys 356.7 / 362.2 us, 32 x 700 34.1 / 40.9, 16 x 700 21.6 / 23.4 (the
+// first 16 mixed contexts of the batch sweep: 31.2 / 28.2, the one shape the ring wins).
 // MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
 constexpr int kDecodeMmaGranule = 64;
-inline bool decode_use_mma(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
-  if (kv_fp8 || group >= 4) return true;
-  return group == 2 && static_cast<int64_t>(num_seqs) * kv_ctas <= num_sms;
-}
+inline bool decode_use_mma(bool kv_fp8, int group) { return kv_fp8 || group >= 2; }
 
 // Which tensor-core kernel: a cp.async ring in shared memory for fp8 caches once the (sequence, kv
 // head) CTAs outnumber the SMs; else fragments loaded straight into registers. H100, 2026-11-24,
