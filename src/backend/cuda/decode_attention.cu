@@ -442,6 +442,17 @@ constexpr int ring_stages() {
   return stages < 4 ? stages : 4;
 }
 
+// The ring kernel of kElems elements a lane (kUnroll keys a lane group a step: one 16 KB stage).
+template <int kHeadDim, int kGroup, int kUnroll, int kElems>
+void launch_ring(dim3 grid, const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc,
+                 cudaStream_t st) {
+  constexpr int kStages = ring_stages<kHeadDim, kGroup, kUnroll, kElems>();
+  constexpr auto k = decode_split_kernel<kHeadDim, kGroup, kUnroll, true, false, kWarps, kElems, false, kStages>;
+  constexpr int kBytes = kStages * ring_stage_bytes<kHeadDim, kUnroll, kElems>();
+  allow_dynamic_smem<k>(kBytes);
+  launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
+}
+
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_split(const AttentionArgs& a, int num_splits, int partition, const DecodeVariant& v,
                   const DecodeScratch& sc, cudaStream_t st) {
@@ -466,20 +477,8 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, const D
   }
   if constexpr (!kFp8 && kGroup <= kMaxRingGroup && (kHeadDim == 64 || kHeadDim == 128)) {
     if (v.ring) {  // decode_policy.h: decode_use_ring
-      if (lane16) {
-        constexpr int kStages = ring_stages<kHeadDim, kGroup, 2, 16>();
-        constexpr auto k = decode_split_kernel<kHeadDim, kGroup, 2, true, false, kWarps, 16, false, kStages>;
-        constexpr int kBytes = kStages * ring_stage_bytes<kHeadDim, 2, 16>();
-        allow_dynamic_smem<k>(kBytes);
-        launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
-        return;
-      }
-      constexpr int kStages = ring_stages<kHeadDim, kGroup, 4, 8>();
-      constexpr auto k = decode_split_kernel<kHeadDim, kGroup, 4, true, false, kWarps, 8, false, kStages>;
-      constexpr int kBytes = kStages * ring_stage_bytes<kHeadDim, 4, 8>();
-      allow_dynamic_smem<k>(kBytes);
-      launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
-      return;
+      if (lane16) return launch_ring<kHeadDim, kGroup, 2, 16>(grid, a, num_splits, partition, sc, st);
+      return launch_ring<kHeadDim, kGroup, 4, 8>(grid, a, num_splits, partition, sc, st);
     }
   }
   if constexpr (!kFp8 && kGroup <= kMaxLane16Group) {  // decode_policy.h
