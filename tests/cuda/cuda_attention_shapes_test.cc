@@ -127,9 +127,11 @@ TEST(CudaAttentionShapes, DecodeLaneWidths) {
       AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
       c.poison_cache = true;
       setenv("MINIVLLM_DECODE_LANE_ELEMS", elems, 1);  // read when the backend is made
+      setenv("MINIVLLM_DECODE_MMA", "0", 1);  // groups 2 and 4 take the tensor cores by default
       check(c, std::string("decode, ") + elems + " elements a lane" + (one_split ? ", one split" : ", split"), seed++,
             one_split);
       unsetenv("MINIVLLM_DECODE_LANE_ELEMS");
+      unsetenv("MINIVLLM_DECODE_MMA");
     }
   }
 }
