@@ -35,6 +35,11 @@ struct AttentionMetadata {
   Tensor cu_seqlens_q;     // prefill: i32[num_seqs + 1], query rows of each sequence
   Tensor cu_seqlens_k;     // prefill: i32[num_seqs + 1], key lengths (cached prefix + new tokens)
   Tensor context_lens;     // decode: i32[num_seqs], keys per sequence, the new token included
+  // decode, optional: i32[num_seqs], a permutation of 0..num_seqs-1, the order in which a backend
+  // whose kernels take the sequences in waves should start them (ModelRunner: longest context
+  // first, so that no long sequence starts last and runs alone). Undefined: in batch order. It
+  // changes no result, only which sequence's work is issued first.
+  Tensor seq_order;
   Tensor slot_mapping;     // i32[num_tokens], cache slot (block * block_size + offset) of each new token; -1 skips
   Tensor block_tables;     // i32[num_seqs, max_num_blocks], -1 padded
 };

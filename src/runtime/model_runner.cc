@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/config_key.h"
 #include "runtime/backend_select.h"
+#include "runtime/decode_seq_order.h"
 
 namespace minivllm {
 
@@ -57,7 +58,7 @@ void ModelRunner::allocate_buffers() {
   cu_seqlens_k_ = backend_->empty(DType::kI32, {s + 1});
   block_tables_ = backend_->empty(DType::kI32, {s, max_blocks_per_seq_});
   last_indices_ = backend_->empty(DType::kI32, {s});
-  decode_inputs_ = backend_->empty(DType::kI32, {s * (4 + max_blocks_per_seq_)});
+  decode_inputs_ = backend_->empty(DType::kI32, {s * (kDecodeRows + max_blocks_per_seq_)});
   sampled_ids_ = backend_->empty(DType::kI32, {s});
   backend_->fill_bytes(sampled_ids_, 0);
 }
@@ -189,7 +190,7 @@ AttentionMetadata ModelRunner::prepare_prefill(const StepInput& in) {
 // of that size, so that a graph captured with them reads whatever the next step uploads there.
 ModelRunner::DecodeBatch ModelRunner::decode_batch(int padded_size) {
   const int64_t p = padded_size;
-  const Tensor all = decode_inputs_.rows(0, p * (4 + max_blocks_per_seq_));
+  const Tensor all = decode_inputs_.rows(0, p * (kDecodeRows + max_blocks_per_seq_));
   DecodeBatch b;
   b.input_ids = all.rows(0, p);
   b.positions = all.rows(p, 2 * p);
@@ -203,7 +204,8 @@ ModelRunner::DecodeBatch ModelRunner::decode_batch(int padded_size) {
   m.max_seqlen_k = cfg_.max_model_length;
   m.slot_mapping = all.rows(2 * p, 3 * p);
   m.context_lens = all.rows(3 * p, 4 * p);
-  m.block_tables = all.rows(4 * p, p * (4 + max_blocks_per_seq_)).view({p, max_blocks_per_seq_});
+  m.seq_order = all.rows(4 * p, 5 * p);
+  m.block_tables = all.rows(5 * p, p * (kDecodeRows + max_blocks_per_seq_)).view({p, max_blocks_per_seq_});
   return b;
 }
 
@@ -212,9 +214,9 @@ ModelRunner::DecodeBatch ModelRunner::decode_batch(int padded_size) {
 ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int padded_size) {
   const size_t p = static_cast<size_t>(padded_size), mb = static_cast<size_t>(max_blocks_per_seq_);
   const size_t s = static_cast<size_t>(in.num_seqs());
-  h_decode_.assign(p * (4 + mb), -1);
+  h_decode_.assign(p * (kDecodeRows + mb), -1);
   int32_t* ids = h_decode_.data();
-  int32_t *pos = ids + p, *slots = ids + 2 * p, *ctx = ids + 3 * p, *tables = ids + 4 * p;
+  int32_t *pos = ids + p, *slots = ids + 2 * p, *ctx = ids + 3 * p, *order = ids + 4 * p, *tables = ids + 5 * p;
   for (size_t i = 0; i < p; ++i) {
     ids[i] = 0;
     pos[i] = 0;
@@ -226,6 +228,7 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int pa
   std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), slots);
   std::copy(in.context_lens.begin(), in.context_lens.end(), ctx);
   std::copy(in.block_tables.begin(), in.block_tables.begin() + static_cast<std::ptrdiff_t>(s * mb), tables);
+  longest_context_first(ctx, padded_size, order);
   DecodeBatch b = decode_batch(padded_size);
   backend_->copy_from_host(decode_inputs_.rows(0, static_cast<int64_t>(h_decode_.size())), h_decode_.data());
   return b;

@@ -100,7 +100,9 @@ class ModelRunner {
   Tensor input_ids_, positions_, slot_mapping_, cu_seqlens_q_, cu_seqlens_k_, block_tables_, last_indices_;
   // Decode inputs of P padded rows, packed so that one copy uploads them all (each host->device
   // copy costs host and stream time at batch 1): ids [P], positions [P], slots [P], context
-  // lengths [P], block tables [P, max_blocks_per_seq_]. Each graph captures the views of its P.
+  // lengths [P], the attention's sequence order [P] (decode_seq_order.h), block tables
+  // [P, max_blocks_per_seq_]. Each graph captures the views of its P.
+  static constexpr int kDecodeRows = 5;  // the [P] arrays before the block tables
   Tensor decode_inputs_;
   // Host staging, reused between steps.
   std::vector<int32_t> h_decode_;
