@@ -27,6 +27,8 @@ struct AttentionCase {
   // the scores are the random ones while q's and k's magnitudes move far from theirs.
   float q_gain = 1.0f;
   float k_gain = 1.0f;
+  // Decode: AttentionMetadata::seq_order of both sides (empty: none, batch order).
+  std::vector<int32_t> seq_order = {};
 };
 
 struct AttentionOutputs {
@@ -73,6 +75,7 @@ inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& hi
   s.meta.cu_seqlens_q = upload_i32(be, cu_q);
   s.meta.cu_seqlens_k = upload_i32(be, cu_k);
   s.meta.context_lens = upload_i32(be, std::vector<int32_t>(c.len_k.begin(), c.len_k.end()));
+  if (!c.seq_order.empty()) s.meta.seq_order = upload_i32(be, c.seq_order);
   return s;
 }
 

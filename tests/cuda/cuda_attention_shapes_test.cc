@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <utility>
 
 #include "attention_case.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -47,6 +49,46 @@ AttentionCase decode_case(int nq, int nkv, int hd, int block_size, std::vector<i
 struct Heads {
   int nq, nkv, hd;
 };
+
+// MINIVLLM_* knobs set for one scope: the backends read them when they are made.
+using EnvVars = std::vector<std::pair<const char*, const char*>>;
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(EnvVars vars) : vars_(std::move(vars)) {
+    for (const auto& [name, value] : vars_) setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : vars_) unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  EnvVars vars_;
+};
+
+// Each (knob setting, head shape) pair on the same contexts in 4,096-key tables, NaN-poisoned rows
+// past them: split and unsplit in turn (two of every three settings meet a shape both ways), the
+// block size from block_size(case index).
+struct KnobSetting {
+  std::string label;
+  EnvVars vars;
+};
+void check_knob_settings(const std::vector<KnobSetting>& settings, const std::vector<Heads>& heads,
+                         const std::vector<int>& ctx, int (*block_size)(int), uint32_t seed) {
+  int i = 0;
+  const int n = static_cast<int>(heads.size());
+  for (const KnobSetting& k : settings) {
+    for (const Heads& h : heads) {
+      const bool one_split = (i + i / n) % 2 == 1;
+      const int bs = block_size(i++);
+      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
+      c.poison_cache = true;
+      const ScopedEnv env(k.vars);
+      check(c, "decode, " + k.label + (one_split ? ", one split" : ", split"), seed++, one_split);
+    }
+  }
+}
 const Heads kDecodeHeads[] = {
     {9, 3, 64},    {10, 2, 128}, {12, 2, 64},  {14, 2, 128}, {24, 2, 64}, {32, 2, 128}, {16, 1, 64},
     {4, 4, 96},    {8, 4, 96},   {6, 2, 96},   {14, 2, 96},  {16, 1, 96}, {2, 2, 256},  {4, 2, 256},
@@ -114,26 +156,16 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
 // 8 elements a lane whatever the setting: their tests run at it.)
 TEST(CudaAttentionShapes, DecodeLaneWidths) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const Heads heads[] = {{8, 8, 128}, {8, 8, 64}, {16, 8, 64}, {16, 8, 128}, {32, 8, 128}, {32, 8, 64}};
-  std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 96};
-  uint32_t seed = 600;
-  int i = 0;
-  // 16 elements: every shape split and unsplit; 8 (the older kernels): one of the two each.
+  // 16 elements: every shape split and unsplit; 8 (the older kernels): one of the two each. Groups
+  // 2 and 4 take the tensor cores by default, hence MINIVLLM_DECODE_MMA=0.
+  std::vector<KnobSetting> settings;
   for (const char* elems : {"16", "16", "8"}) {
-    for (const Heads& h : heads) {
-      const bool one_split = (i + i / 6) % 2 == 1;
-      const int bs = i % 3 == 0 ? 256 : 16;
-      ++i;
-      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
-      c.poison_cache = true;
-      setenv("MINIVLLM_DECODE_LANE_ELEMS", elems, 1);  // read when the backend is made
-      setenv("MINIVLLM_DECODE_MMA", "0", 1);  // groups 2 and 4 take the tensor cores by default
-      check(c, std::string("decode, ") + elems + " elements a lane" + (one_split ? ", one split" : ", split"), seed++,
-            one_split);
-      unsetenv("MINIVLLM_DECODE_LANE_ELEMS");
-      unsetenv("MINIVLLM_DECODE_MMA");
-    }
+    settings.push_back({std::string(elems) + " elements a lane",
+                        {{"MINIVLLM_DECODE_LANE_ELEMS", elems}, {"MINIVLLM_DECODE_MMA", "0"}}});
   }
+  check_knob_settings(settings, {{8, 8, 128}, {8, 8, 64}, {16, 8, 64}, {16, 8, 128}, {32, 8, 128}, {32, 8, 64}},
+                      {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 96},
+                      [](int i) { return i % 3 == 0 ? 256 : 16; }, 600);
 }
 
 // The ring kernels (the exact 4-warp CTAs of groups 1, 2 and 4 over a bf16 cache streaming their
@@ -146,31 +178,17 @@ TEST(CudaAttentionShapes, DecodeLaneWidths) {
 // rows past the contexts.
 TEST(CudaAttentionShapes, DecodeRingStages) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const Heads heads[] = {{8, 8, 128}, {16, 8, 128}, {32, 8, 128}, {8, 8, 64}, {16, 8, 64}, {32, 8, 64}};
-  std::vector<int> ctx = {1, 2047, 33, 32, 31, 64, 65, 63, 2, 1500, 511, 512, 513, 96, 97, 129, 700, 17, 1024, 300};
-  uint32_t seed = 900;
-  int i = 0;
+  std::vector<KnobSetting> settings;
   for (const char* ring : {"1", "0"}) {
     for (const char* elems : {"16", "8"}) {
-      for (const Heads& h : heads) {
-        const bool one_split = (i + i / 6) % 2 == 1;
-        const int bs = i % 3 == 0 ? 256 : i % 3 == 1 ? 16 : 32;
-        ++i;
-        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
-        c.poison_cache = true;
-        setenv("MINIVLLM_DECODE_RING", ring, 1);  // read when the backend is made
-        setenv("MINIVLLM_DECODE_MMA", "0", 1);
-        setenv("MINIVLLM_DECODE_LANE_ELEMS", elems, 1);
-        check(c,
-              std::string("decode, ring ") + ring + ", " + elems + " elements a lane" +
-                  (one_split ? ", one split" : ", split"),
-              seed++, one_split);
-        unsetenv("MINIVLLM_DECODE_RING");
-        unsetenv("MINIVLLM_DECODE_MMA");
-        unsetenv("MINIVLLM_DECODE_LANE_ELEMS");
-      }
+      settings.push_back({std::string("ring ") + ring + ", " + elems + " elements a lane",
+                          {{"MINIVLLM_DECODE_RING", ring}, {"MINIVLLM_DECODE_MMA", "0"},
+                           {"MINIVLLM_DECODE_LANE_ELEMS", elems}}});
     }
   }
+  check_knob_settings(settings, {{8, 8, 128}, {16, 8, 128}, {32, 8, 128}, {8, 8, 64}, {16, 8, 64}, {32, 8, 64}},
+                      {1, 2047, 33, 32, 31, 64, 65, 63, 2, 1500, 511, 512, 513, 96, 97, 129, 700, 17, 1024, 300},
+                      [](int i) { return i % 3 == 0 ? 256 : i % 3 == 1 ? 16 : 32; }, 900);
 }
 
 // The tensor-core decode kernels (decode_attention_mma.cu), forced by MINIVLLM_DECODE_MMA=1 on
@@ -202,6 +220,75 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
               seed++, one_split);
         unsetenv("MINIVLLM_DECODE_MMA");
       }
+    }
+  }
+}
+
+// The CTAs taking the sequences in the order of AttentionMetadata::seq_order (the runner's longest
+// context first) change which sequence's work starts first, nothing else: each kernel family, with
+// the longest-first order and with a scrambled one, against the CPU backend and bit for bit against
+// the same case in batch order (every split's partial is merged in split order, whichever CTA
+// finishes last). Kernels: the tensor cores (bf16; fp8 through the ring, 20 x 8 CTAs past the SMs),
+// the CUDA-core ring and register kernels, the tiled kernel of group 3, and the wide CTAs; split
+// and unsplit; NaN-poisoned rows past the contexts.
+TEST(CudaAttentionShapes, DecodeSequenceOrder) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  std::vector<int32_t> longest(ctx.size());
+  std::iota(longest.begin(), longest.end(), 0);
+  std::stable_sort(longest.begin(), longest.end(), [&](int32_t a, int32_t b) { return ctx[a] > ctx[b]; });
+  std::vector<int32_t> scrambled(ctx.size());
+  for (size_t i = 0; i < ctx.size(); ++i) scrambled[i] = static_cast<int32_t>((i * 7 + 3) % ctx.size());
+  struct Kernel {
+    const char* name;
+    Heads h;
+    bool fp8;
+    EnvVars env;
+    size_t seqs;
+  };
+  const Kernel kernels[] = {
+      {"tensor cores", {16, 8, 128}, false, {}, 20},
+      {"tensor cores, fp8 ring", {16, 8, 128}, true, {}, 20},
+      {"tensor cores, group 4", {32, 8, 64}, false, {}, 20},
+      {"CUDA-core ring", {16, 8, 128}, false, {{"MINIVLLM_DECODE_MMA", "0"}}, 20},
+      {"CUDA-core registers", {16, 8, 64}, false, {{"MINIVLLM_DECODE_MMA", "0"}, {"MINIVLLM_DECODE_RING", "0"}}, 20},
+      {"tiled, group 3", {9, 3, 64}, false, {}, 20},
+      {"wide CTAs", {16, 8, 128}, false, {}, 4},
+  };
+  uint32_t seed = 1000;
+  for (const Kernel& k : kernels) {
+    for (const bool one_split : {false, true}) {
+      const int bs = one_split ? 256 : 16;
+      const std::vector<int> lens(ctx.begin(), ctx.begin() + static_cast<std::ptrdiff_t>(k.seqs));
+      AttentionCase c = decode_case(k.h.nq, k.h.nkv, k.h.hd, bs, lens, (4096 - 2047) / bs);
+      c.poison_cache = true;
+      c.fp8 = k.fp8;
+      EnvVars vars = k.env;
+      vars.emplace_back("MINIVLLM_DECODE_SEQ_ORDER", "1");  // the policy takes it for fp8 caches only
+      if (one_split) vars.emplace_back("MINIVLLM_DECODE_MIN_PARTITION", "1000000");
+      std::unique_ptr<ScopedEnv> env = std::make_unique<ScopedEnv>(vars);
+      Backends b;
+      env.reset();
+      const std::string what = std::string("decode, ") + k.name + (one_split ? ", one split" : ", split") + ", " +
+                               std::to_string(k.seqs) + " seqs";
+      const AttentionOutputs plain = run_attention_case(b, c, seed);
+      expect_close(plain.gpu, plain.cpu, kNmse, kAbs, what + ", batch order");
+      for (const std::vector<int32_t>* order : {&longest, &scrambled}) {
+        std::vector<int32_t> o;
+        for (int32_t r : *order) {
+          if (static_cast<size_t>(r) < k.seqs) o.push_back(r);  // the order of the case's first seqs
+        }
+        c.seq_order = o;
+        const std::string name = what + (order == &longest ? ", longest first" : ", scrambled");
+        const AttentionOutputs ordered = run_attention_case(b, c, seed);
+        expect_close(ordered.gpu, ordered.cpu, kNmse, kAbs, name);
+        EXPECT_TRUE(ordered.sentinel_intact) << name << ": the row after the output was written";
+        ASSERT_EQ(ordered.gpu.size(), plain.gpu.size());
+        EXPECT_TRUE(std::equal(ordered.gpu.begin(), ordered.gpu.end(), plain.gpu.begin(),
+                               [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); }))
+            << name << ": differs from batch order";
+      }
+      ++seed;
     }
   }
 }

@@ -157,6 +157,8 @@ class CudaBackend : public Backend {
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma
+  int decode_seq_order_ = -1;        // MINIVLLM_DECODE_SEQ_ORDER: 0 batch order, 1 seq_order, -1 decode_use_seq_order
+  int decode_mma_ring_ = -1;         // MINIVLLM_DECODE_MMA_RING: 0 registers, 1 ring, -1 decode_mma_ring
 
   std::unique_ptr<StreamIdleProbe> idle_probe_;  // MINIVLLM_PROFILE_GPU_IDLE=1 only
 

@@ -135,6 +135,7 @@ struct AttentionArgs {
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   const int32_t* context_lens;
+  const int32_t* seq_order;  // decode, may be null: CTA z takes sequence seq_order[z] (AttentionMetadata)
   int num_seqs, num_q_heads, num_kv_heads, head_dim;
   int block_size_log2, table_cols, num_blocks;
   int max_seqlen_q;  // prefill: grid size along the query tiles

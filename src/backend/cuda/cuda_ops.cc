@@ -463,6 +463,13 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
       << "attention: context_lens " << meta.context_lens.describe() << " and qkv " << qkv.describe() << " for "
       << meta.num_seqs << " sequences";
   a.context_lens = meta.context_lens.ptr<int32_t>();
+  // CTA order only: results are the same either way (decode_policy.h: decode_use_seq_order).
+  if (meta.seq_order.defined() && (decode_seq_order_ == 1 || (decode_seq_order_ < 0 && decode_use_seq_order(a.kv_fp8)))) {
+    check_gpu(meta.seq_order, DType::kI32, "attention", "seq_order");
+    MINIVLLM_CHECK(meta.seq_order.numel() >= meta.num_seqs)
+        << "attention: seq_order " << meta.seq_order.describe() << " for " << meta.num_seqs << " sequences";
+    a.seq_order = meta.seq_order.ptr<int32_t>();
+  }
   // Graph-constant capacity: the block table's columns (and max_num_blocks, when given).
   const int64_t max_blocks = std::max<int64_t>(a.table_cols, meta.max_num_blocks);
   // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
@@ -482,8 +489,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,
                                                 decode_partial_rows(hd), decode_min_partition_,
                                                 decode_mma_max_partition_);
-    launch_decode_attention_mma(a, split.num_splits, split.partition,
-                                decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_), scratch, stream_);
+    const bool ring = decode_mma_ring_ >= 0 ? decode_mma_ring_ == 1 : decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_);
+    launch_decode_attention_mma(a, split.num_splits, split.partition, ring, scratch, stream_);
     return;
   }
   const DecodeSplit split =

@@ -152,7 +152,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   using W = LaneWords<kFp8, kElems>;  // one lane's kElems elements of a key
   using Word = typename W::Word;
   const int split = blockIdx.x;
-  const int seq = blockIdx.z;
+  const int seq = decode_cta_seq(a);
   const int gqa = kExact ? kGroup : a.num_q_heads / a.num_kv_heads;
   const int tiles = kExact ? 1 : (gqa + kGroup - 1) / kGroup;
   const int kvh = kExact ? static_cast<int>(blockIdx.y) : static_cast<int>(blockIdx.y) / tiles;

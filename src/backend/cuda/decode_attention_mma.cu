@@ -150,7 +150,7 @@ __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int partiti
   using S = MmaShape<kHeadDim, kFp8>;
   c.split = blockIdx.x;
   c.kvh = blockIdx.y;
-  c.seq = blockIdx.z;
+  c.seq = decode_cta_seq(a);
   c.lane = threadIdx.x & 31;
   c.warp = threadIdx.x >> 5;
   c.g = c.lane >> 2;

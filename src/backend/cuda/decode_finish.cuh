@@ -13,6 +13,15 @@
 
 namespace minivllm::cuda {
 
+// The sequence a decode CTA serves: blockIdx.z in batch order, or the z-th of a.seq_order (the
+// runner's longest-context-first order). The block scheduler starts CTAs in blockIdx order, so the
+// long sequences' CTAs start in the first waves and the short ones fill in behind them, instead of
+// a long one starting last and running on while the other SMs have nothing left. A step input,
+// uploaded before the graph: safe to read before griddepcontrol.wait.
+__device__ __forceinline__ int decode_cta_seq(const AttentionArgs& a) {
+  return a.seq_order != nullptr ? __ldg(a.seq_order + blockIdx.z) : static_cast<int>(blockIdx.z);
+}
+
 // head0: the CTA's first q head (it writes heads head0 .. head0 + heads - 1). counter_index: this
 // CTA's (sequence, kv head or head tile) counter. ctx: the sequence's keys; partition: keys per split.
 template <int kHeadDim, int kGroup, int kRows, int kCtaThreads>

@@ -162,9 +162,25 @@ inline bool decode_use_mma(bool kv_fp8, int group) { return kv_fp8 || group >= 2
 // in one run (us, ring / registers): fp8 Qwen3 heads 256 x 1,024 keys 232 / 250, mixed contexts
 // 234 / 267, 32 x 700 keys 33.2 / 33.4, 16 x 700 21.7 / 16.2; fp8 Llama heads 149 / 165,
 // 161 / 193, 22.3 / 22.4, 15.0 / 11.9; bf16 Llama heads 191 / 193, 16 x 700 13.3 / 12.8; bf16
-// Qwen3 heads 16 x 700 28.4 / 21.5 (a bf16 head_dim-128 tile is 8 KB: two ring stages only).
+// Qwen3 heads 16 x 700 28.4 / 21.5 (a bf16 head_dim-128 tile is 8 KB: two ring stages only). The
+// bf16 ring at every batch size loses on the workload too (H100, 2026-11-27, Qwen3-0.6B, one binary,
+// interleaved: MINIVLLM_DECODE_MMA_RING=1 18,646 / 18,633 tok/s against 20,589 / 20,590).
+// MINIVLLM_DECODE_MMA_RING=0|1 overrides it.
 inline bool decode_mma_ring(bool kv_fp8, int num_seqs, int kv_ctas, int num_sms) {
   return kv_fp8 && static_cast<int64_t>(num_seqs) * kv_ctas > num_sms;
 }
+
+// Whether decode CTAs take the sequences longest context first (AttentionMetadata::seq_order, the
+// runner's order) rather than in batch order. It moves no result, only which CTAs start in the
+// first waves: a long context no longer starts last and runs on alone. H100, 2026-11-27, seeds'
+// workload, one binary, MINIVLLM_DECODE_SEQ_ORDER=1 / 0 interleaved: Qwen3-0.6B with an fp8 cache
+// 26,629 / 26,622 against 25,784 / 25,749 tok/s (+3.3%, two device calls); bf16 20,502 / 20,503
+// against 20,649 / 20,634 (-0.7%); Llama-3.2-1B bf16 38,957 against 38,958. The order pays for the
+// kernels that hold three CTAs an SM (the fp8 ring; forced onto bf16 the ring gains 2.6% from it,
+// 19,120 against 18,640, and the register kernel built for three CTAs 2.9%, 19,826 against 19,261,
+// both still slower than the default), not for the bf16 register kernel at two CTAs an SM, whose
+// CTAs pay the order's extra dependent load before their first keys. So fp8 caches only.
+// MINIVLLM_DECODE_SEQ_ORDER=0|1 overrides it.
+inline bool decode_use_seq_order(bool kv_fp8) { return kv_fp8; }
 
 }  // namespace minivllm::cuda
