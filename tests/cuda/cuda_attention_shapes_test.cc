@@ -233,7 +233,8 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
 // and unsplit; NaN-poisoned rows past the contexts.
 TEST(CudaAttentionShapes, DecodeSequenceOrder) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  const std::vector<int> ctx = {1,  2047, 300, 64,  65,   1500, 17, 900, 256, 257,
+                                3,  1024, 129, 700, 33,   2000, 5,  511, 513, 15};
   std::vector<int32_t> longest(ctx.size());
   std::iota(longest.begin(), longest.end(), 0);
   std::stable_sort(longest.begin(), longest.end(), [&](int32_t a, int32_t b) { return ctx[a] > ctx[b]; });

@@ -174,8 +174,9 @@ inline bool decode_mma_ring(bool kv_fp8, int num_seqs, int kv_ctas, int num_sms)
 // runner's order) rather than in batch order. It moves no result, only which CTAs start in the
 // first waves: a long context no longer starts last and runs on alone. H100, 2026-11-27, seeds'
 // workload, one binary, MINIVLLM_DECODE_SEQ_ORDER=1 / 0 interleaved: Qwen3-0.6B with an fp8 cache
-// 26,629 / 26,622 against 25,784 / 25,749 tok/s (+3.3%, two device calls); bf16 20,502 / 20,503
-// against 20,649 / 20,634 (-0.7%); Llama-3.2-1B bf16 38,957 against 38,958. The order pays for the
+// 26,629 / 26,622 / 26,738 against 25,784 / 25,749 / 25,790 tok/s (+3.5%, three device calls),
+// Llama-3.2-1B fp8 43,335 against 42,495 (+2.0%); bf16 Qwen3 20,502 / 20,503 against 20,649 / 20,634
+// (-0.7%), Llama 38,957 against 38,958. The order pays for the
 // kernels that hold three CTAs an SM (the fp8 ring; forced onto bf16 the ring gains 2.6% from it,
 // 19,120 against 18,640, and the register kernel built for three CTAs 2.9%, 19,826 against 19,261,
 // both still slower than the default), not for the bf16 register kernel at two CTAs an SM, whose
