@@ -26,12 +26,33 @@ std::string shape_name(const AttentionCase& c) {
          "), hd " + std::to_string(c.hd) + ", bs " + std::to_string(c.block_size);
 }
 
+// MINIVLLM_* knobs set for one scope: the backends read them when they are made.
+using EnvVars = std::vector<std::pair<const char*, const char*>>;
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(EnvVars vars) : vars_(std::move(vars)) {
+    for (const auto& [name, value] : vars_) setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : vars_) unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  EnvVars vars_;
+};
+
+// Both backends, made while `vars` are set.
+Backends make_backends(const EnvVars& vars) {
+  const ScopedEnv env(vars);
+  return Backends{};
+}
+
 // one_split: MINIVLLM_DECODE_MIN_PARTITION set so high that every decode runs unsplit (read when
 // the backend is made).
 void check(const AttentionCase& c, const std::string& what, uint32_t seed, bool one_split = false) {
-  if (one_split) setenv("MINIVLLM_DECODE_MIN_PARTITION", "1000000", 1);
-  Backends b;
-  if (one_split) unsetenv("MINIVLLM_DECODE_MIN_PARTITION");
+  Backends b = make_backends(one_split ? EnvVars{{"MINIVLLM_DECODE_MIN_PARTITION", "1000000"}} : EnvVars{});
   const std::string name = what + ", " + shape_name(c);
   const AttentionOutputs o = run_attention_case(b, c, seed);
   expect_close(o.gpu, o.cpu, kNmse, kAbs, name);
@@ -48,23 +69,6 @@ AttentionCase decode_case(int nq, int nkv, int hd, int block_size, std::vector<i
 // {nq, nkv, hd}: groups 3, 5, 6, 7, 12, 16 at the target head dims; every tile size at 96 and 256.
 struct Heads {
   int nq, nkv, hd;
-};
-
-// MINIVLLM_* knobs set for one scope: the backends read them when they are made.
-using EnvVars = std::vector<std::pair<const char*, const char*>>;
-class ScopedEnv {
- public:
-  explicit ScopedEnv(EnvVars vars) : vars_(std::move(vars)) {
-    for (const auto& [name, value] : vars_) setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : vars_) unsetenv(name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  EnvVars vars_;
 };
 
 // Each (knob setting, head shape) pair on the same contexts in 4,096-key tables, NaN-poisoned rows
@@ -141,10 +145,9 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
       c.fp8 = fp8;
       c.poison_cache = true;
       const bool unstaged = i % 3 == 0;
-      if (unstaged) setenv("MINIVLLM_DECODE_STAGED", "0", 1);  // read when the backend is made
+      const ScopedEnv env(unstaged ? EnvVars{{"MINIVLLM_DECODE_STAGED", "0"}} : EnvVars{});
       check(c, std::string("decode, wide CTAs, ") + std::to_string(ctx.size()) + " seqs from " + std::to_string(ctx[0]) +
                    ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") + (unstaged ? ", unstaged" : ""), seed++);
-      unsetenv("MINIVLLM_DECODE_STAGED");
     }
   }
 }
@@ -213,12 +216,11 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
                                       (4096 - 2047) / bs);
         c.poison_cache = true;
         c.fp8 = fp8;
-        setenv("MINIVLLM_DECODE_MMA", "1", 1);  // read when the backend is made
+        const ScopedEnv env(EnvVars{{"MINIVLLM_DECODE_MMA", "1"}});
         check(c,
               std::string("decode, tensor cores, ") + std::to_string(seqs) + " seqs" + (fp8 ? ", fp8" : "") +
                   (one_split ? ", one split" : ", split"),
               seed++, one_split);
-        unsetenv("MINIVLLM_DECODE_MMA");
       }
     }
   }
@@ -267,9 +269,7 @@ TEST(CudaAttentionShapes, DecodeSequenceOrder) {
       EnvVars vars = k.env;
       vars.emplace_back("MINIVLLM_DECODE_SEQ_ORDER", "1");  // the policy takes it for fp8 caches only
       if (one_split) vars.emplace_back("MINIVLLM_DECODE_MIN_PARTITION", "1000000");
-      std::unique_ptr<ScopedEnv> env = std::make_unique<ScopedEnv>(vars);
-      Backends b;
-      env.reset();
+      Backends b = make_backends(vars);
       const std::string what = std::string("decode, ") + k.name + (one_split ? ", one split" : ", split") + ", " +
                                std::to_string(k.seqs) + " seqs";
       const AttentionOutputs plain = run_attention_case(b, c, seed);
