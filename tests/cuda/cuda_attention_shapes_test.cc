@@ -79,7 +79,7 @@ struct KnobSetting {
   EnvVars vars;
 };
 void check_knob_settings(const std::vector<KnobSetting>& settings, const std::vector<Heads>& heads,
-                         const std::vector<int>& ctx, int (*block_size)(int), uint32_t seed) {
+                         const std::vector<int>& ctx, int (*block_size)(int), uint32_t seed, bool fp8 = false) {
   int i = 0;
   const int n = static_cast<int>(heads.size());
   for (const KnobSetting& k : settings) {
@@ -88,8 +88,9 @@ void check_knob_settings(const std::vector<KnobSetting>& settings, const std::ve
       const int bs = block_size(i++);
       AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - 2047) / bs);
       c.poison_cache = true;
+      c.fp8 = fp8;
       const ScopedEnv env(k.vars);
-      check(c, "decode, " + k.label + (one_split ? ", one split" : ", split"), seed++, one_split);
+      check(c, "decode, " + k.label + (fp8 ? ", fp8" : "") + (one_split ? ", one split" : ", split"), seed++, one_split);
     }
   }
 }
@@ -226,6 +227,38 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
   }
 }
 
+// How the tensor-core register kernel loads its tiles (groups 2 and 4): MINIVLLM_DECODE_MMA_TILES
+// tiles a warp per step, MINIVLLM_DECODE_MMA_PIPE the next step's loads issued before this step's
+// math, every setting the registers allow at each head_dim and cache type (fp8 with the ring off),
+// against the CPU backend: 20 and 12 sequences, split and unsplit, block sizes 16 and 256, contexts
+// ending inside a tile, at its edges and at one key (a pipelined CTA whose second register set is
+// all past the end), NaN-poisoned rows past the contexts.
+TEST(CudaAttentionShapes, DecodeTensorCoreLoads) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  const auto settings = [](std::vector<std::pair<const char*, const char*>> loads) {
+    std::vector<KnobSetting> s;
+    for (const auto& [tiles, pipe] : loads) {
+      s.push_back({std::string(tiles) + " tiles a step" + (pipe[0] == '1' ? ", pipelined" : ""),
+                   {{"MINIVLLM_DECODE_MMA", "1"}, {"MINIVLLM_DECODE_MMA_RING", "0"},
+                    {"MINIVLLM_DECODE_MMA_TILES", tiles}, {"MINIVLLM_DECODE_MMA_PIPE", pipe}}});
+    }
+    return s;
+  };
+  const auto block_size = [](int i) { return i % 3 == 0 ? 256 : 16; };
+  check_knob_settings(settings({{"1", "1"}, {"2", "0"}, {"1", "0"}}), {{16, 8, 128}, {32, 8, 128}}, ctx, block_size,
+                      1200);
+  check_knob_settings(settings({{"1", "1"}, {"2", "1"}, {"4", "0"}, {"1", "0"}, {"2", "0"}}), {{16, 8, 64}, {32, 8, 64}},
+                      ctx, block_size, 1300);
+  const std::vector<int> few(ctx.begin(), ctx.begin() + 12);
+  check_knob_settings(settings({{"1", "1"}, {"2", "0"}}), {{16, 8, 128}}, few, block_size, 1400);
+  check_knob_settings(settings({{"1", "1"}, {"2", "1"}}), {{32, 8, 64}}, few, block_size, 1500);
+  check_knob_settings(settings({{"1", "1"}, {"1", "0"}, {"2", "0"}}), {{16, 8, 128}, {32, 8, 128}}, ctx, block_size,
+                      1600, /*fp8=*/true);
+  check_knob_settings(settings({{"1", "1"}, {"2", "1"}, {"1", "0"}, {"2", "0"}, {"4", "0"}}),
+                      {{16, 8, 64}, {32, 8, 64}}, ctx, block_size, 1700, /*fp8=*/true);
+}
+
 // The CTAs taking the sequences in the order of AttentionMetadata::seq_order (the runner's longest
 // context first) change which sequence's work starts first, nothing else: each kernel family, with
 // the longest-first order and with a scrambled one, against the CPU backend and bit for bit against
@@ -267,7 +300,7 @@ TEST(CudaAttentionShapes, DecodeSequenceOrder) {
       c.poison_cache = true;
       c.fp8 = k.fp8;
       EnvVars vars = k.env;
-      vars.emplace_back("MINIVLLM_DECODE_SEQ_ORDER", "1");  // the policy takes it for fp8 caches only
+      vars.emplace_back("MINIVLLM_DECODE_SEQ_ORDER", "1");  // whatever the policy says
       if (one_split) vars.emplace_back("MINIVLLM_DECODE_MIN_PARTITION", "1000000");
       Backends b = make_backends(vars);
       const std::string what = std::string("decode, ") + k.name + (one_split ? ", one split" : ", split") + ", " +

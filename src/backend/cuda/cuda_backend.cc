@@ -70,6 +70,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_RING")) decode_ring_ = *ring ? 1 : 0;
   if (const std::optional<bool> order = env_switch("MINIVLLM_DECODE_SEQ_ORDER")) decode_seq_order_ = *order ? 1 : 0;
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
+  decode_mma_pipe_ = env_switch("MINIVLLM_DECODE_MMA_PIPE").value_or(false);
+  if (const char* v = std::getenv("MINIVLLM_DECODE_MMA_TILES"); v != nullptr && v[0] != '\0') {
+    decode_mma_tiles_ = std::atoi(v);
+    MINIVLLM_CHECK(decode_mma_tiles_ == 1 || decode_mma_tiles_ == 2 || decode_mma_tiles_ == 4)
+        << "MINIVLLM_DECODE_MMA_TILES=" << v << " must be 1, 2 or 4";
+  }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {

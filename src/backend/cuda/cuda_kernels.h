@@ -178,10 +178,16 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tile
 // The same on the tensor cores (decode_attention_mma.cu), where decode_mma_fits: the exact shapes
 // (groups 1, 2, 4, 8 at head_dim 64 and 128) over caches of blocks of at least 16 keys; partition a
 // multiple of 16. Its CTAs are the 4-warp kernels' (same split plan, scratch and merge). ring: the
-// kernel that streams tiles through shared memory (decode_policy.h: decode_mma_ring).
+// kernel that streams tiles through shared memory (decode_policy.h: decode_mma_ring). loads: how
+// the other one loads its tiles at groups 2 and 4 (tuning knobs, MINIVLLM_DECODE_MMA_TILES and
+// _PIPE; the defaults are decode_attention_mma.cu's mma_tiles, unpipelined).
+struct DecodeMmaLoads {
+  int tiles = 0;      // 16-key tiles a warp loads per step; 0: the kernel's default for the shape
+  bool pipe = false;  // issue the next step's loads before this step's math (two register sets)
+};
 bool decode_mma_fits(int head_dim, int group, int block_size);
 void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, bool ring,
-                                 const DecodeScratch& scratch, cudaStream_t stream);
+                                 const DecodeMmaLoads& loads, const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256; its step.

@@ -464,7 +464,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
       << meta.num_seqs << " sequences";
   a.context_lens = meta.context_lens.ptr<int32_t>();
   // CTA order only: results are the same either way (decode_policy.h: decode_use_seq_order).
-  const bool ordered = decode_seq_order_ >= 0 ? decode_seq_order_ == 1 : decode_use_seq_order(a.kv_fp8);
+  const bool ordered = decode_seq_order_ >= 0 ? decode_seq_order_ == 1 : decode_use_seq_order();
   if (meta.seq_order.defined() && ordered) {
     check_gpu(meta.seq_order, DType::kI32, "attention", "seq_order");
     MINIVLLM_CHECK(meta.seq_order.numel() >= meta.num_seqs)
@@ -492,7 +492,10 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
                                                 decode_mma_max_partition_);
     const bool ring =
         decode_mma_ring_ >= 0 ? decode_mma_ring_ == 1 : decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_);
-    launch_decode_attention_mma(a, split.num_splits, split.partition, ring, scratch, stream_);
+    DecodeMmaLoads loads;
+    loads.tiles = decode_mma_tiles_;
+    loads.pipe = decode_mma_pipe_;  // tuning only: no shape gained from it (decode_attention_mma.cu)
+    launch_decode_attention_mma(a, split.num_splits, split.partition, ring, loads, scratch, stream_);
     return;
   }
   const DecodeSplit split =

@@ -59,9 +59,16 @@ constexpr int tiles_in(int budget, int tile_bytes, int lo, int hi) {
   return n < lo ? lo : n > hi ? hi : n;
 }
 
-// Warp tiles loaded before any is used: about 8 KB of k and v in flight per warp.
-constexpr int mma_tiles(int head_dim, bool fp8) {
-  return tiles_in(8192, kTileKeys * 2 * head_dim * (fp8 ? 1 : 2), 1, 4);
+// Warp tiles loaded before any is used: about 8 KB of k and v in flight per warp; 16 KB (two tiles)
+// for bf16 at head_dim 128, groups 2 to 8. A warp holding one 8 KB tile had nothing in flight while
+// it computed; two take 254 registers with no spill, still two CTAs an SM (group 1 would spill).
+// H100, 2026-11-27, Qwen3-0.6B workload, interleaved: 20,862 / 20,845 tok/s against 20,653 /
+// 20,622 with one tile (MINIVLLM_DECODE_MMA_TILES=1); one tile pipelined (two register sets,
+// MINIVLLM_DECODE_MMA_PIPE=1) 20,820 / 20,818. Head_dim 64 (Llama) is unchanged by any setting
+// (38,803-38,922 against 38,883; one tile unpipelined 38,395).
+constexpr int mma_tiles(int head_dim, bool fp8, int group) {
+  const int budget = !fp8 && head_dim == 128 && group >= 2 ? 16384 : 8192;
+  return tiles_in(budget, kTileKeys * 2 * head_dim * (fp8 ? 1 : 2), 1, 4);
 }
 
 // n 32-bit words from p (16-byte aligned when n is a multiple of 4, else 8-byte aligned).
@@ -357,28 +364,20 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
                                                               static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
 }
 
-// Fragments loaded straight into registers: kTiles tiles per warp and step, all loaded before use.
-template <int kHeadDim, int kGroup, bool kFp8>
-__global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArgs a, int partition, int num_splits,
-                                                                   DecodeScratch scratch) {
+// A warp's kTiles tiles of the step at `base` (tile u's first key: base + (u * kMmaWarps + warp) * 16),
+// loaded straight into registers in mma_consume's layout; keys at or past c.end as zeros.
+template <int kHeadDim, bool kFp8, int kTiles>
+struct MmaTiles {
   using S = MmaShape<kHeadDim, kFp8>;
-  constexpr int kTiles = mma_tiles(kHeadDim, kFp8);
-  constexpr int kStep = kMmaWarps * kTileKeys * kTiles;  // keys per CTA iteration
-  static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
-  pdl_launch_dependents();  // the o projection may start streaming its weights now
-  MmaCta c;
-  if (!mma_prologue<kHeadDim, kGroup, kFp8, kTiles>(a, partition, c)) return;
-  uint32_t qa[S::kKSteps][4];
-  const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
-  MmaState<S::kNBlocks> st;
-  const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
-  const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
-  const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
-  for (int base = c.start; base < c.end; base += kStep) {
-    uint32_t kw[kTiles][2][S::kKWords];  // keys g and g + 8
-    uint32_t vw[kTiles][4][S::kVWords];  // keys col[0..3]
-    float ks[kTiles][4], vs[kTiles][4];
-    int key0[kTiles];
+  uint32_t kw[kTiles][2][S::kKWords];  // keys g and g + 8
+  uint32_t vw[kTiles][4][S::kVWords];  // keys 2t, 2t + 1, 2t + 8, 2t + 9
+  float ks[kTiles][4], vs[kTiles][4];  // fp8: their scales
+  int key0[kTiles];
+
+  __device__ __forceinline__ void load(const AttentionArgs& a, const MmaCta& c, int base) {
+    const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
+    const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
+    const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
 #pragma unroll
     for (int u = 0; u < kTiles; ++u) {
       key0[u] = base + (u * kMmaWarps + c.warp) * kTileKeys;
@@ -415,7 +414,42 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
         }
       }
     }
-    mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, kw, vw, ks, vs, key0, c.end, c.t);
+  }
+};
+
+// Fragments loaded straight into registers, kTiles tiles per warp and step. Without kPipe a step's
+// tiles are all loaded, then used, so nothing is in flight while a warp computes. With kPipe two
+// register sets alternate: the next step's loads are issued before this step's math, so a warp
+// always has a step in flight (the same registers as 2 x kTiles tiles loaded at once).
+template <int kHeadDim, int kGroup, bool kFp8, int kTiles, bool kPipe>
+__global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArgs a, int partition, int num_splits,
+                                                                   DecodeScratch scratch) {
+  using S = MmaShape<kHeadDim, kFp8>;
+  constexpr int kStep = kMmaWarps * kTileKeys * kTiles;  // keys per CTA iteration
+  static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
+  pdl_launch_dependents();  // the o projection may start streaming its weights now
+  MmaCta c;
+  if (!mma_prologue<kHeadDim, kGroup, kFp8, kPipe ? 2 * kTiles : kTiles>(a, partition, c)) return;
+  uint32_t qa[S::kKSteps][4];
+  const float qmul = load_q_fragments<kHeadDim, kGroup, kFp8>(a, c, qa);
+  MmaState<S::kNBlocks> st;
+  using Tiles = MmaTiles<kHeadDim, kFp8, kTiles>;
+  if constexpr (!kPipe) {
+    for (int base = c.start; base < c.end; base += kStep) {
+      Tiles f;
+      f.load(a, c, base);
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f.kw, f.vw, f.ks, f.vs, f.key0, c.end, c.t);
+    }
+  } else {
+    Tiles f0, f1;
+    f0.load(a, c, c.start);
+    for (int base = c.start; base < c.end; base += 2 * kStep) {
+      f1.load(a, c, base + kStep);  // zeros (no loads) past the end
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f0.kw, f0.vw, f0.ks, f0.vs, f0.key0, c.end, c.t);
+      if (base + kStep >= c.end) break;
+      f0.load(a, c, base + 2 * kStep);
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f1.kw, f1.vw, f1.ks, f1.vs, f1.key0, c.end, c.t);
+    }
   }
   mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);
 }
@@ -529,9 +563,27 @@ __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(Attenti
   mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);
 }
 
+// The register kernel with kTiles tiles a step, pipelined or not, where it does not spill: within
+// 16 KB of bf16 tiles a warp (two register sets of a head_dim-128 tile take 250 registers), 8 KB of
+// fp8 ones (whose conversions take registers too: 16 KB at head_dim 128 spills 150-340 bytes).
+template <int kHeadDim, int kGroup, bool kFp8, int kTiles, bool kPipe>
+bool launch_loads(const AttentionArgs& a, int num_splits, int partition, const DecodeMmaLoads& loads,
+                  const DecodeScratch& sc, cudaStream_t st) {
+  constexpr int kTileBytes = kTileKeys * 2 * kHeadDim * (kFp8 ? 1 : 2);
+  if constexpr (kTiles * (kPipe ? 2 : 1) * kTileBytes > (kFp8 ? 8192 : 16384)) {
+    return false;
+  } else {
+    if (loads.tiles != kTiles || loads.pipe != kPipe) return false;
+    const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+    launch_with_pdl(decode_mma_kernel<kHeadDim, kGroup, kFp8, kTiles, kPipe>, grid, dim3(kMmaThreads), 0, st, a,
+                    partition, num_splits, sc);
+    return true;
+  }
+}
+
 template <int kHeadDim, int kGroup, bool kFp8>
-void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ring, const DecodeScratch& sc,
-                  cudaStream_t st) {
+void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ring, const DecodeMmaLoads& loads,
+                  const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
   if (ring) {
     constexpr int kBytes = MmaRing<kHeadDim, kFp8>::kCtaBytes;
@@ -540,18 +592,33 @@ void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ri
                     num_splits, sc);
     return;
   }
-  launch_with_pdl(decode_mma_kernel<kHeadDim, kGroup, kFp8>, grid, dim3(kMmaThreads), 0, st, a, partition, num_splits,
-                  sc);
+  constexpr int kDefault = mma_tiles(kHeadDim, kFp8, kGroup);
+  if constexpr (kGroup == 2 || kGroup == 4) {
+    DecodeMmaLoads l = loads;
+    if (l.tiles == 0) l.tiles = kDefault;
+    if (l.tiles != kDefault || l.pipe) {
+      const bool launched = launch_loads<kHeadDim, kGroup, kFp8, 1, false>(a, num_splits, partition, l, sc, st) ||
+                            launch_loads<kHeadDim, kGroup, kFp8, 1, true>(a, num_splits, partition, l, sc, st) ||
+                            launch_loads<kHeadDim, kGroup, kFp8, 2, false>(a, num_splits, partition, l, sc, st) ||
+                            launch_loads<kHeadDim, kGroup, kFp8, 2, true>(a, num_splits, partition, l, sc, st) ||
+                            launch_loads<kHeadDim, kGroup, kFp8, 4, false>(a, num_splits, partition, l, sc, st);
+      MINIVLLM_CHECK(launched) << "decode attention (tensor cores): no register kernel of " << l.tiles
+                               << " tiles a step" << (l.pipe ? ", pipelined," : "") << " at head_dim " << kHeadDim;
+      return;
+    }
+  }
+  launch_with_pdl(decode_mma_kernel<kHeadDim, kGroup, kFp8, kDefault, false>, grid, dim3(kMmaThreads), 0, st, a,
+                  partition, num_splits, sc);
 }
 
 template <int kHeadDim, bool kFp8>
-void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition, bool ring, const DecodeScratch& sc,
-                cudaStream_t st) {
+void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition, bool ring,
+                const DecodeMmaLoads& loads, const DecodeScratch& sc, cudaStream_t st) {
   switch (group) {
-    case 1: return launch_group<kHeadDim, 1, kFp8>(a, num_splits, partition, ring, sc, st);
-    case 2: return launch_group<kHeadDim, 2, kFp8>(a, num_splits, partition, ring, sc, st);
-    case 4: return launch_group<kHeadDim, 4, kFp8>(a, num_splits, partition, ring, sc, st);
-    default: return launch_group<kHeadDim, 8, kFp8>(a, num_splits, partition, ring, sc, st);
+    case 1: return launch_group<kHeadDim, 1, kFp8>(a, num_splits, partition, ring, loads, sc, st);
+    case 2: return launch_group<kHeadDim, 2, kFp8>(a, num_splits, partition, ring, loads, sc, st);
+    case 4: return launch_group<kHeadDim, 4, kFp8>(a, num_splits, partition, ring, loads, sc, st);
+    default: return launch_group<kHeadDim, 8, kFp8>(a, num_splits, partition, ring, loads, sc, st);
   }
 }
 
@@ -563,18 +630,18 @@ bool decode_mma_fits(int head_dim, int group, int block_size) {
 }
 
 void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, bool ring,
-                                 const DecodeScratch& scratch, cudaStream_t stream) {
+                                 const DecodeMmaLoads& loads, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   const int group = a.num_q_heads / a.num_kv_heads;
   MINIVLLM_CHECK(decode_mma_fits(a.head_dim, group, 1 << a.block_size_log2) && partition % kTileKeys == 0)
       << "decode attention (tensor cores): no kernel for head_dim " << a.head_dim << ", group " << group
       << ", block size " << (1 << a.block_size_log2) << ", partition " << partition;
   if (a.kv_fp8) {
-    if (a.head_dim == 64) return launch_mma<64, true>(a, group, num_splits, partition, ring, scratch, stream);
-    return launch_mma<128, true>(a, group, num_splits, partition, ring, scratch, stream);
+    if (a.head_dim == 64) return launch_mma<64, true>(a, group, num_splits, partition, ring, loads, scratch, stream);
+    return launch_mma<128, true>(a, group, num_splits, partition, ring, loads, scratch, stream);
   }
-  if (a.head_dim == 64) return launch_mma<64, false>(a, group, num_splits, partition, ring, scratch, stream);
-  launch_mma<128, false>(a, group, num_splits, partition, ring, scratch, stream);
+  if (a.head_dim == 64) return launch_mma<64, false>(a, group, num_splits, partition, ring, loads, scratch, stream);
+  launch_mma<128, false>(a, group, num_splits, partition, ring, loads, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

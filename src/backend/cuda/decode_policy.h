@@ -172,16 +172,17 @@ inline bool decode_mma_ring(bool kv_fp8, int num_seqs, int kv_ctas, int num_sms)
 
 // Whether decode CTAs take the sequences longest context first (AttentionMetadata::seq_order, the
 // runner's order) rather than in batch order. It moves no result, only which CTAs start in the
-// first waves: a long context no longer starts last and runs on alone. H100, 2026-11-27, seeds'
-// workload, one binary, MINIVLLM_DECODE_SEQ_ORDER=1 / 0 interleaved: Qwen3-0.6B with an fp8 cache
-// 26,629 / 26,622 / 26,738 against 25,784 / 25,749 / 25,790 tok/s (+3.5%, three device calls),
-// Llama-3.2-1B fp8 43,335 against 42,495 (+2.0%); bf16 Qwen3 20,502 / 20,503 against 20,649 / 20,634
-// (-0.7%), Llama 38,957 against 38,958. The order pays for the
-// kernels that hold three CTAs an SM (the fp8 ring; forced onto bf16 the ring gains 2.6% from it,
-// 19,120 against 18,640, and the register kernel built for three CTAs 2.9%, 19,826 against 19,261,
-// both still slower than the default), not for the bf16 register kernel at two CTAs an SM, whose
-// CTAs pay the order's extra dependent load before their first keys. So fp8 caches only.
-// MINIVLLM_DECODE_SEQ_ORDER=0|1 overrides it.
-inline bool decode_use_seq_order(bool kv_fp8) { return kv_fp8; }
+// first waves: a long context no longer starts last and runs on alone. H100, seeds' workload, one
+// binary, MINIVLLM_DECODE_SEQ_ORDER=1 / 0 interleaved, tok/s:
+// - 2026-11-27 (first session): Qwen3-0.6B with an fp8 cache 26,629 / 26,622 / 26,738 against
+//   25,784 / 25,749 / 25,790 (+3.5%, three device calls), Llama-3.2-1B fp8 43,335 against 42,495
+//   (+2.0%); bf16 Qwen3 20,502 / 20,503 against 20,649 / 20,634 (-0.7%), Llama 38,957 against
+//   38,958. The bf16 register kernel then loaded one tile a warp at head_dim 128: its CTAs paid
+//   the order's extra dependent load before their first keys more than the tail saved.
+// - 2026-11-27 (later session), with two tiles a warp at head_dim 128 (decode_attention_mma.cu:
+//   mma_tiles): bf16 Qwen3 21,083 / 21,067 against 20,893 / 20,877 (+0.9%), bf16 Llama 39,193
+//   against 39,001 (+0.5%).
+// So every cache type. MINIVLLM_DECODE_SEQ_ORDER=0|1 overrides it.
+inline bool decode_use_seq_order() { return true; }
 
 }  // namespace minivllm::cuda
