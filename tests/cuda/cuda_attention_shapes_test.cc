@@ -100,6 +100,11 @@ const Heads kDecodeHeads[] = {
     {12, 4, 256},  {10, 2, 256}, {8, 1, 256},  {16, 1, 256},
 };
 
+// The tensor-core tests' 20 decode contexts: one key, a split short of the 4,096-key tables,
+// contexts ending inside a 16-key tile, at its edges and around the 64-key partition granule.
+const std::vector<int> kTensorCoreContexts = {1,  2047, 300,  64,  65, 1500, 17,  900, 256, 257,
+                                              3,  1024, 129, 700, 33, 2000, 5,   511, 513, 15};
+
 TEST(CudaAttentionShapes, DecodeSplitKv) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   uint32_t seed = 100;
@@ -204,7 +209,7 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const Heads heads[] = {{8, 8, 128}, {8, 8, 64}, {16, 8, 128}, {16, 8, 64},
                          {32, 8, 128}, {32, 8, 64}, {64, 8, 128}, {64, 8, 64}};
-  std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  const std::vector<int>& ctx = kTensorCoreContexts;
   uint32_t seed = 700;
   int i = 0;
   for (const bool fp8 : {false, true}) {
@@ -235,7 +240,7 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
 // all past the end), NaN-poisoned rows past the contexts.
 TEST(CudaAttentionShapes, DecodeTensorCoreLoads) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const std::vector<int> ctx = {1, 2047, 300, 64, 65, 1500, 17, 900, 256, 257, 3, 1024, 129, 700, 33, 2000, 5, 511, 513, 15};
+  const std::vector<int>& ctx = kTensorCoreContexts;
   const auto settings = [](std::vector<std::pair<const char*, const char*>> loads) {
     std::vector<KnobSetting> s;
     for (const auto& [tiles, pipe] : loads) {
@@ -268,8 +273,7 @@ TEST(CudaAttentionShapes, DecodeTensorCoreLoads) {
 // and unsplit; NaN-poisoned rows past the contexts.
 TEST(CudaAttentionShapes, DecodeSequenceOrder) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const std::vector<int> ctx = {1,  2047, 300, 64,  65,   1500, 17, 900, 256, 257,
-                                3,  1024, 129, 700, 33,   2000, 5,  511, 513, 15};
+  const std::vector<int>& ctx = kTensorCoreContexts;
   std::vector<int32_t> longest(ctx.size());
   std::iota(longest.begin(), longest.end(), 0);
   std::stable_sort(longest.begin(), longest.end(), [&](int32_t a, int32_t b) { return ctx[a] > ctx[b]; });

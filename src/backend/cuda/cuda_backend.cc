@@ -68,7 +68,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (const std::optional<bool> mma = env_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_RING")) decode_ring_ = *ring ? 1 : 0;
-  if (const std::optional<bool> order = env_switch("MINIVLLM_DECODE_SEQ_ORDER")) decode_seq_order_ = *order ? 1 : 0;
+  decode_seq_order_ = env_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
   decode_mma_pipe_ = env_switch("MINIVLLM_DECODE_MMA_PIPE").value_or(false);
   if (const char* v = std::getenv("MINIVLLM_DECODE_MMA_TILES"); v != nullptr && v[0] != '\0') {

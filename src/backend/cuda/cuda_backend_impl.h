@@ -157,7 +157,7 @@ class CudaBackend : public Backend {
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma
-  int decode_seq_order_ = -1;        // MINIVLLM_DECODE_SEQ_ORDER: 0 batch order, 1 seq_order, -1 decode_use_seq_order
+  bool decode_seq_order_ = true;     // MINIVLLM_DECODE_SEQ_ORDER, else decode_use_seq_order: CTAs take seq_order
   int decode_mma_ring_ = -1;         // MINIVLLM_DECODE_MMA_RING: 0 registers, 1 ring, -1 decode_mma_ring
   int decode_mma_tiles_ = 0;         // MINIVLLM_DECODE_MMA_TILES: tiles a step of the register kernel, 0 = its default
   bool decode_mma_pipe_ = false;     // MINIVLLM_DECODE_MMA_PIPE=1 pipelines the register kernel's loads (tuning)

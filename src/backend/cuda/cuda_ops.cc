@@ -464,8 +464,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
       << meta.num_seqs << " sequences";
   a.context_lens = meta.context_lens.ptr<int32_t>();
   // CTA order only: results are the same either way (decode_policy.h: decode_use_seq_order).
-  const bool ordered = decode_seq_order_ >= 0 ? decode_seq_order_ == 1 : decode_use_seq_order();
-  if (meta.seq_order.defined() && ordered) {
+  if (meta.seq_order.defined() && decode_seq_order_) {
     check_gpu(meta.seq_order, DType::kI32, "attention", "seq_order");
     MINIVLLM_CHECK(meta.seq_order.numel() >= meta.num_seqs)
         << "attention: seq_order " << meta.seq_order.describe() << " for " << meta.num_seqs << " sequences";
