@@ -55,7 +55,7 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
     key<&C::async_scheduling>(
         {.name = "async_scheduling",
          .help = "schedule and launch each step before the previous one's tokens are back, so the host's work "
-                 "overlaps the device's (auto: on with CUDA at tensor_parallel_size 1; on the CPU a step's work "
+                 "overlaps the device's (auto: on with CUDA; on the CPU a step's work "
                  "is the host's, so overlapping only delays each step's output by one step)",
          .value_name = "A",
          .choices = {"auto", "on", "off"}}),
@@ -93,10 +93,6 @@ void EngineConfig::validate() const {
     fail("max_num_batched_tokens", "must be >= max_model_len (" + std::to_string(max_model_length) +
                                        ") without chunked prefill, so that any prompt fits one prefill, got " +
                                        std::to_string(max_num_batched_tokens));
-  }
-  // Pending tokens live on rank 0's device; the workers would need them broadcast.
-  if (async_scheduling == "on" && world_size > 1) {
-    fail("async_scheduling", "on needs tensor_parallel_size 1, got " + std::to_string(world_size));
   }
   // Every running sequence gets its decode token in each step.
   if (max_num_batched_tokens < max_num_seqs) {

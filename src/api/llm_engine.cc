@@ -54,7 +54,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   // auto: where the device works while the host does not, i.e. CUDA; not while the step profiler
   // times synchronous steps.
   async_scheduling_ = config.async_scheduling == "on" ||
-                      (config.async_scheduling == "auto" && config.world_size == 1 && !StepProfiler::enabled() &&
+                      (config.async_scheduling == "auto" && !StepProfiler::enabled() &&
                        runners_->runner().backend().device() == DeviceKind::kCuda);
 }
 

@@ -84,9 +84,9 @@ int worker_main(int argc, char** argv) {
         source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true);
         runner = std::make_unique<ModelRunner>(runner_config_from_json(init.at("config")), source.config,
                                                *source.weights, rank, init.at("bootstrap").get<std::string>());
-      } else if (method == "run") {
-        MINIVLLM_CHECK(runner != nullptr) << "'run' before 'init'";
-        runner->run(StepInput::deserialize(payload));
+      } else if (method == "launch") {
+        MINIVLLM_CHECK(runner != nullptr) << "'launch' before 'init'";
+        runner->launch_detached(StepInput::deserialize(payload));
       } else if (method == "prefill_all_logits") {
         MINIVLLM_CHECK(runner != nullptr) << "'prefill_all_logits' before 'init'";
         runner->prefill_all_logits(StepInput::deserialize(payload));

@@ -20,6 +20,15 @@ void Backend::sample_async(const Tensor& logits, const SamplingBatch& batch, con
   sampled_on_host_.push_back(std::move(out));
 }
 
+void Backend::queue_sampled(const Tensor& tokens, int rows) {
+  MINIVLLM_CHECK(tokens.dtype() == DType::kI32 && tokens.numel() >= rows)
+      << "queue_sampled: tokens " << tokens.describe() << " for " << rows << " rows";
+  MINIVLLM_CHECK_LT(sampled_on_host_.size(), 2u) << "queue_sampled: two samplings already outstanding";
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  if (rows > 0) copy_to_host(out.data(), tokens.rows(0, rows));
+  sampled_on_host_.push_back(std::move(out));
+}
+
 void Backend::take_sampled(int32_t* out_tokens, int rows) {
   MINIVLLM_CHECK(!sampled_on_host_.empty()) << "take_sampled: nothing was sampled";
   std::vector<int32_t> oldest = std::move(sampled_on_host_.front());

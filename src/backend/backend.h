@@ -197,6 +197,30 @@ class Backend {
   // writes its `rows` tokens to out_tokens. At most two are outstanding. This default samples at once.
   virtual void sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens);
   virtual void take_sampled(int32_t* out_tokens, int rows);
+  // Tokens that other ops left in `tokens` (i32[>= rows] on the device; the vocabulary-parallel
+  // sampler's): their copy to the host is queued as sample_async queues its own, and
+  // take_sampled() returns them in turn.
+  virtual void queue_sampled(const Tensor& tokens, int rows);
+
+  // ---- vocabulary-parallel sampling (world_size > 1, rows without filters; the semantics of
+  // sampling/sampler.h over the whole vocabulary, which no rank holds) ----
+  // logits f32[S, Vr] are ids [vocab_start, vocab_start + Vr) of each row; params f32[S, 2] holds
+  // each row's (temperature, uniform) on the device. Stage 1: each row's summary of this slice,
+  // stats f32[S, 4] = (max logit m, lowest id holding m, mass sum_i exp((l_i - m) / T) (0 when
+  // T == 0), 0). NaN and -inf logits weigh nothing (the CPU backend rejects NaN and +inf as
+  // sample() does).
+  virtual void shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
+                                  const Tensor& stats) = 0;
+  // Stage 2, once every rank's stats are gathered into all_stats f32[W * S * 4] (rank-major):
+  // every rank finds where each row's draw falls (greedy: the largest m, lowest id on ties; else
+  // the inverse CDF over the ranks' masses in id order, then within the slice that holds the
+  // crossing). picks i32[>= S]: the token where this rank holds it, else -1.
+  virtual void shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
+                                 const Tensor& all_stats, const Tensor& picks) = 0;
+  // Stage 3, once the picks are gathered into all_picks i32[W * P] (rank-major, P >= rows):
+  // tokens[s] = the one pick of row s that is not -1 (the largest).
+  virtual void shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) = 0;
+
   // In place on ids (i32[n], on the device): each id < 0 becomes sampled[-id - 1], a token the
   // previous step sampled and the host has not seen yet (engine/step_input.h: pending_token).
   virtual void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) = 0;

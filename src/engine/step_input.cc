@@ -64,6 +64,7 @@ std::string StepInput::serialize() const {
   Writer w;
   w.pod(kMagic);
   w.pod<uint8_t>(is_prefill ? 1 : 0);
+  w.pod<uint8_t>(needs_full_logits() ? 1 : 0);
   w.pod<int32_t>(block_size);
   w.pod<int32_t>(max_blocks_per_seq);
   w.pod<int32_t>(max_seqlen_q);
@@ -81,6 +82,7 @@ StepInput StepInput::deserialize(const std::string& bytes) {
   MINIVLLM_CHECK(r.pod<uint32_t>() == kMagic) << "not a StepInput image";
   StepInput s;
   s.is_prefill = r.pod<uint8_t>() != 0;
+  s.full_logits = r.pod<uint8_t>() != 0;
   s.block_size = r.pod<int32_t>();
   s.max_blocks_per_seq = r.pod<int32_t>();
   s.max_seqlen_q = r.pod<int32_t>();
@@ -94,6 +96,14 @@ StepInput StepInput::deserialize(const std::string& bytes) {
   }
   MINIVLLM_CHECK(r.done()) << "StepInput image has trailing bytes";
   return s;
+}
+
+bool StepInput::needs_full_logits() const {
+  if (full_logits || sampling.has_penalties() || sampling.has_logprobs()) return true;
+  for (int r = 0; r < sampling.size(); ++r) {
+    if (sampling.top_k[r] >= 1 || sampling.top_p[r] < 1.0f || sampling.min_p[r] > 0.0f) return true;
+  }
+  return false;
 }
 
 namespace {

@@ -44,6 +44,13 @@ struct StepInput {
   // count_offsets[r + 1]), the first count_num_prompt[r] of them its prompt. A decode row (an empty
   // range) counts its input token as generated.
   std::vector<int32_t> penalty_slots, count_offsets, count_num_prompt, count_tokens;
+  // The workers' copy lacks the penalties and logprobs: it carries rank 0's needs_full_logits().
+  bool full_logits = false;
+
+  // Whether rank 0 needs every logit of the vocabulary to sample this step (with world_size > 1
+  // the ranks then gather their slices instead of sampling them where they are,
+  // model/vocab_parallel_sampler.h): penalties, logprobs, or a row with top-k, top-p or min-p.
+  bool needs_full_logits() const;
 
   // Sequences attending (prefill: spans; decode: rows).
   int num_seqs() const { return is_prefill ? static_cast<int>(cu_seqlens_q.size()) - 1 : static_cast<int>(input_ids.size()); }

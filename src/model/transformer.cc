@@ -59,7 +59,8 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   gate_up_ = backend_.empty(act, {t, 2 * inter});
   mlp_act_ = backend_.empty(act, {t, inter});
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
-  logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v});
+  logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v / world_});
+  if (world_ > 1 && comm_.rank() == 0) full_logits_ = backend_.empty(DType::kF32, {max_num_seqs, v});
 }
 
 Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) const {
@@ -139,8 +140,15 @@ Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indic
     backend_.gather_rows(hidden, row_indices->rows(0, num_rows), rows);
   }
   const Tensor logits = logits_f32_.rows(0, num_rows);
-  lm_head_.forward(backend_, comm_, rows, logits);
+  lm_head_.forward(backend_, rows, logits);
   return logits;
+}
+
+Tensor Transformer::gather_logits(const Tensor& local) {
+  if (world_ == 1) return local;
+  const Tensor full = comm_.rank() == 0 ? full_logits_.rows(0, local.size(0)) : Tensor();
+  lm_head_.gather(backend_, comm_, local, full);
+  return full;
 }
 
 }  // namespace minivllm

@@ -28,11 +28,16 @@ class Transformer {
   Tensor forward(const Tensor& input_ids, const Tensor& positions, const std::vector<KVCache>& caches,
                  const AttentionMetadata& meta);
 
-  // f32 logits[num_rows, V] of hidden rows `row_indices` (device i32[num_rows]); nullptr takes the
-  // first num_rows rows in order (decode). With world_size > 1 only rank 0's logits are written.
+  // f32 logits[num_rows, V / ws] of hidden rows `row_indices` (device i32[num_rows]); nullptr takes
+  // the first num_rows rows in order (decode). This rank's slice of the vocabulary, ids
+  // vocab_start() + column: the whole row at world_size 1. No communication.
   Tensor compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows);
+  // Every rank's slice of `local` (compute_logits' rows) joined into f32 [rows, V] on rank 0
+  // (collective at world_size > 1; `local` itself at 1). Other ranks get an undefined tensor.
+  Tensor gather_logits(const Tensor& local);
+  int64_t vocab_start() const { return lm_head_.vocab_start(); }
 
-  // The f32 logits buffer [max_num_seqs, V] that compute_logits writes (read after a graph replay).
+  // The f32 logits buffer [max_num_seqs, V / ws] that compute_logits writes (read after a graph replay).
   const Tensor& logits_buffer() const { return logits_f32_; }
 
   int64_t max_num_tokens() const { return max_num_tokens_; }
@@ -68,6 +73,7 @@ class Transformer {
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
   Tensor last_hidden_, logits_f32_;
+  Tensor full_logits_;  // f32 [max_num_seqs, V], rank 0 at world_size > 1 (gather_logits)
 };
 
 // A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,

@@ -18,33 +18,31 @@ void VocabParallelEmbedding::forward(Backend& b, Communicator& comm, const Tenso
 }
 
 ParallelLMHead::ParallelLMHead(const ShardContext& ctx, const std::string& name, int64_t vocab, int64_t hidden,
-                               int64_t max_rows) {
+                               int64_t max_rows)
+    : vocab_start_(ctx.rank() * (vocab / ctx.world_size())) {
   weight_ = ctx.upload_rows({ctx.row_shard(name, vocab, hidden)});
   allocate(ctx.backend, ctx.world_size(), vocab, max_rows);
 }
 
 ParallelLMHead::ParallelLMHead(const ShardContext& ctx, const VocabParallelEmbedding& tied, int64_t vocab,
                                int64_t max_rows)
-    : weight_(tied.weight()) {
+    : weight_(tied.weight()), vocab_start_(tied.vocab_start()) {
   allocate(ctx.backend, ctx.world_size(), vocab, max_rows);
 }
 
 void ParallelLMHead::allocate(Backend& b, int world, int64_t vocab, int64_t max_rows) {
   if (world == 1) return;
-  local_ = b.empty(DType::kF32, {max_rows, vocab / world});
   gathered_ = b.empty(DType::kF32, {world * max_rows * (vocab / world)});
 }
 
-void ParallelLMHead::forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& logits) const {
+void ParallelLMHead::forward(Backend& b, const Tensor& x, const Tensor& local) const {
+  b.linear(x, weight_, nullptr, local);  // f32 logits: no rounding before sampling
+}
+
+void ParallelLMHead::gather(Backend& b, Communicator& comm, const Tensor& local, const Tensor& logits) const {
   const int world = comm.world_size();
-  if (world == 1) {
-    b.linear(x, weight_, nullptr, logits);  // f32 logits: no rounding before sampling
-    return;
-  }
-  const int64_t rows = x.size(0), part = weight_.size(0);
-  const Tensor local = local_.rows(0, rows);
-  b.linear(x, weight_, nullptr, local);
-  const int64_t n = rows * part;
+  MINIVLLM_CHECK(world > 1) << "ParallelLMHead::gather at world_size 1";
+  const int64_t rows = local.size(0), part = weight_.size(0), n = rows * part;
   comm.gather(local.view({n}), gathered_.rows(0, world * n));
   if (comm.rank() != 0) return;
   for (int r = 0; r < world; ++r) {

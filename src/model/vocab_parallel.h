@@ -28,14 +28,19 @@ class ParallelLMHead {
   // Its own `name` [V, H], or the embedding's shard when tied.
   ParallelLMHead(const ShardContext& ctx, const std::string& name, int64_t vocab, int64_t hidden, int64_t max_rows);
   ParallelLMHead(const ShardContext& ctx, const VocabParallelEmbedding& tied, int64_t vocab, int64_t max_rows);
-  // logits (f32 [S, V]) of x [S, H]: each rank's vocabulary slice, gathered to rank 0. Only rank 0's
-  // `logits` are written; the other ranks only send.
-  void forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& logits) const;
+  // This rank's slice of the logits: f32 [S, V / ws] of x [S, H] (ids vocab_start() + column). No
+  // communication: the vocabulary-parallel sampler draws from the slices where it can, and only
+  // the steps that need every logit on rank 0 gather them.
+  void forward(Backend& b, const Tensor& x, const Tensor& local) const;
+  // logits f32 [S, V] on rank 0 = every rank's `local` (world_size > 1; collective). The other
+  // ranks only send; their `logits` are ignored.
+  void gather(Backend& b, Communicator& comm, const Tensor& local, const Tensor& logits) const;
+  int64_t vocab_start() const { return vocab_start_; }
 
  private:
   void allocate(Backend& b, int world, int64_t vocab, int64_t max_rows);
   Tensor weight_;
-  Tensor local_;     // f32 [max_rows, V / ws] (world_size > 1)
+  int64_t vocab_start_ = 0;
   Tensor gathered_;  // f32 [ws * max_rows * V / ws], rank-major (rank 0)
 };
 

@@ -61,6 +61,7 @@ void ModelRunner::allocate_buffers() {
   decode_inputs_ = backend_->empty(DType::kI32, {s * (kDecodeRows + max_blocks_per_seq_)});
   sampled_ids_ = backend_->empty(DType::kI32, {s});
   backend_->fill_bytes(sampled_ids_, 0);
+  if (cfg_.world_size > 1) vp_sampler_ = VocabParallelSampler(*backend_, cfg_.world_size, s);
 }
 
 // KV memory is measured, not guessed: what the utilisation target leaves after the weights and
@@ -234,20 +235,33 @@ ModelRunner::DecodeBatch ModelRunner::prepare_decode(const StepInput& in, int pa
   return b;
 }
 
+// `logits`: this rank's slice of the vocabulary for the step's rows (the whole row at world_size
+// 1). The sampled ids end in sampled_ids_ on every rank, so that the next step's pending ids
+// resolve on each device; rank 0 also queues their copy to the host.
 void ModelRunner::sample(const StepInput& in, const Tensor& logits) {
   Launched l;
-  if (rank_ == 0) {  // only rank 0 samples; the others only had to send their logits
-    l.num_samples = in.num_samples();
-    const Tensor rows = logits.rows(0, in.num_samples());
-    if (in.sampling.has_penalties()) apply_penalties(in, rows);
-    backend_->sample_async(rows, in.sampling, sampled_ids_);
+  const int k = in.num_samples();
+  const Tensor rows = logits.rows(0, k);
+  if (cfg_.world_size > 1 && !in.needs_full_logits()) {
+    vp_sampler_.sample(*backend_, *comm_, rows, model_->vocab_start(), in.sampling, sampled_ids_);
+    if (rank_ == 0) backend_->queue_sampled(sampled_ids_, k);
+    l.num_samples = rank_ == 0 ? k : -1;
+    launched_.push_back(std::move(l));
+    return;
+  }
+  const Tensor full = model_->gather_logits(rows);  // collective at world_size > 1
+  if (rank_ == 0) {
+    l.num_samples = k;
+    if (in.sampling.has_penalties()) apply_penalties(in, full);
+    backend_->sample_async(full, in.sampling, sampled_ids_);
     if (in.sampling.has_logprobs()) {
       l.logprobs = in.sampling.logprobs;
-      l.logits = rows;
+      l.logits = full;
     }
   } else {
     l.num_samples = -1;
   }
+  if (cfg_.world_size > 1) comm_->broadcast(sampled_ids_.rows(0, k), 0);
   launched_.push_back(std::move(l));
 }
 
@@ -316,8 +330,6 @@ void ModelRunner::launch(const StepInput& in) {
       << "a step launched while two are in flight, or after one whose logprobs were not collected";
   const int n = in.num_seqs();
   const bool pending = std::any_of(in.input_ids.begin(), in.input_ids.end(), is_pending_token);
-  // Pending ids are rank 0's: only its device holds the sampled tokens they name.
-  MINIVLLM_CHECK(!pending || cfg_.world_size == 1) << "pending token ids need world_size 1";
   if (in.is_prefill) {
     if (profiler_ != nullptr) profiler_->interrupt();
     AttentionMetadata meta = prepare_prefill(in);
@@ -358,6 +370,12 @@ void ModelRunner::launch(const StepInput& in) {
   }
   sample(in, logits);
   launched_.back().profiled = prof != nullptr;
+}
+
+void ModelRunner::launch_detached(const StepInput& in) {
+  MINIVLLM_CHECK(rank_ != 0) << "launch_detached is for the workers: rank 0 collects its steps";
+  launch(in);
+  launched_.clear();
 }
 
 SampledTokens ModelRunner::collect() {
@@ -444,7 +462,7 @@ std::vector<float> ModelRunner::prefill_all_logits(const StepInput& in) {
     idx.resize(rows);
     for (int64_t i = 0; i < rows; ++i) idx[i] = static_cast<int32_t>(start + i);
     backend_->copy_from_host(last_indices_.rows(0, rows), idx.data());
-    Tensor logits = model_->compute_logits(hidden, &last_indices_, rows);
+    Tensor logits = model_->gather_logits(model_->compute_logits(hidden, &last_indices_, rows));
     if (rank_ == 0) backend_->copy_to_host(out.data() + start * v, logits);
   }
   return out;

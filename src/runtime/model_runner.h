@@ -17,6 +17,7 @@
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
 #include "model/transformer.h"
+#include "model/vocab_parallel_sampler.h"
 #include "runtime/runner_config.h"
 #include "runtime/step_profiler.h"
 
@@ -51,6 +52,10 @@ class ModelRunner {
   // next launch (its logits are read then).
   void launch(const StepInput& in);
   SampledTokens collect();
+  // Workers (rank > 0): launch() with nothing to collect: no result of a step comes back to a
+  // worker's host, its stream orders the steps, and rank 0 has at most two in flight, so the
+  // worker reads the next step's message while its device computes this one.
+  void launch_detached(const StepInput& in);
 
   // Teacher forcing: f32 logits [num_tokens, V] of every computed position of a one-sequence
   // prefill, row-major on the host (rank 0; empty on the others).
@@ -110,8 +115,9 @@ class ModelRunner {
   // Rank 0: the penalties' token counts, i32[max_num_seqs, V] (a row per Scheduler slot),
   // allocated by the first step that has penalties.
   Tensor token_counts_;
-  // Rank 0: the last launched step's sampled ids, one per sampling row (pending ids read them).
+  // Every rank: the last launched step's sampled ids, one per sampling row (pending ids read them).
   Tensor sampled_ids_;
+  VocabParallelSampler vp_sampler_;  // world_size > 1
   // Launched steps not yet collected, oldest first (at most two).
   struct Launched {
     int num_samples = 0;            // -1: nothing sampled (a step of partial prefill chunks; other ranks)

@@ -210,14 +210,23 @@ void RunnerGroup::launch(const StepInput& in) {
     runner_->launch(in);
     return;
   }
-  ran_.push_back(call("run", in.serialize(), [&] { return runner_->run(in); }));
+  // The workers launch it too and go on to read the next message while their devices compute.
+  call("launch", in.serialize(), [&] { runner_->launch(in); });
 }
 
 SampledTokens RunnerGroup::collect() {
   if (cfg_.world_size == 1) return runner_->collect();
-  MINIVLLM_CHECK(!ran_.empty()) << "collect() without a launched step";
-  SampledTokens out = std::move(ran_.front());
-  ran_.erase(ran_.begin());
+  SampledTokens out;
+  try {
+    out = runner_->collect();
+  } catch (const std::exception& e) {
+    rethrow_with_cause(e);
+  }
+  // A peer that died mid-step leaves its collectives aborted and this step's tokens garbage.
+  if (dead_.load()) {
+    std::lock_guard<std::mutex> lock(death_mu_);
+    MINIVLLM_FAIL() << death_;
+  }
   return out;
 }
 

@@ -65,7 +65,6 @@ class RunnerGroup {
   // Tests: MINIVLLM_STEP_FAULT=<token id> makes every "run" whose input holds that token throw on
   // rank 0 before it starts (as a device error would), -1 when unset.
   int64_t step_fault_token_ = -1;
-  std::vector<SampledTokens> ran_;  // world_size > 1: launched steps' results, oldest first
 };
 
 // The worker executable's path: $MINIVLLM_WORKER, else `minivllm-worker` beside this program, else

@@ -167,9 +167,11 @@ void comm_script(Backend& b, Communicator& c) {
     const int tri = world * (world - 1) / 2;
     EXPECT_EQ(got, (std::vector<int32_t>{tri, world, 1000 * tri})) << "all_reduce_sum i32 rank " << rank;
   }
-  // all_gather and gather (f32, bf16).
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    const int64_t n = 777;
+  // all_gather and gather (f32, bf16, i32): odd sizes (NCCL), whole 16-byte vectors (the one-shot
+  // kernel's gather when enabled: the vocabulary-parallel sampler's stats and picks).
+  for (auto [dt, n] : {std::pair{DType::kF32, int64_t{777}}, std::pair{DType::kBF16, int64_t{777}},
+                       std::pair{DType::kF32, int64_t{1024}}, std::pair{DType::kI32, int64_t{260}},
+                       std::pair{DType::kBF16, int64_t{40000}}}) {
     Tensor in = b.empty(dt, {n});
     upload_values(b, in, rank_values(rank, n, salt));
     Tensor out = b.empty(dt, {world * n});
@@ -177,15 +179,24 @@ void comm_script(Backend& b, Communicator& c) {
     c.all_gather(in, out);
     std::vector<float> expect;
     for (int q = 0; q < world; ++q) {
-      const std::vector<float> v = rank_values(q, n, salt);
+      std::vector<float> v = rank_values(q, n, salt);
+      if (dt == DType::kI32) {
+        for (float& x : v) x = static_cast<float>(static_cast<int32_t>(x));  // as upload_values stores them
+      }
       expect.insert(expect.end(), v.begin(), v.end());
     }
-    EXPECT_EQ(download(b, out), expect) << "all_gather " << dtype_name(dt) << " rank " << rank;
+    auto as_floats = [&](const Tensor& t) {
+      if (t.dtype() != DType::kI32) return download(b, t);
+      std::vector<int32_t> iv(static_cast<size_t>(t.numel()));
+      b.copy_to_host(iv.data(), t);
+      return std::vector<float>(iv.begin(), iv.end());
+    };
+    EXPECT_EQ(as_floats(out), expect) << "all_gather " << dtype_name(dt) << " rank " << rank;
     Tensor gout = b.empty(dt, {world * n});
     b.fill_bytes(gout, 0xFF);
     c.gather(in, gout);
     if (rank == 0) {
-      EXPECT_EQ(download(b, gout), expect) << "gather " << dtype_name(dt);
+      EXPECT_EQ(as_floats(gout), expect) << "gather " << dtype_name(dt);
     }
     ++salt;
   }

@@ -427,7 +427,7 @@ TEST(StepInputImage, RoundTripHandMadeValues) {
 }
 
 TEST(StepInputImage, LayoutSize) {
-  // Decode of 2 sequences, 2 columns: header 4 (magic) + 1 (flag) + 4 * 4 = 21 bytes; 13 vectors of
+  // Decode of 2 sequences, 2 columns: header 4 (magic) + 2 (flags) + 4 * 4 = 22 bytes; 13 vectors of
   // a 4-byte count each = 52; elements: ids 2, positions 2, slots 2, cu_q 0, cu_k 0, last 0,
   // context 2, tables 4, top_k 2, temperature 2, top_p 2, min_p 2, uniform 2 = 22 * 4 = 88.
   Sequence a = make_seq(0, span(0, 16), {3, 4});
@@ -435,11 +435,33 @@ TEST(StepInputImage, LayoutSize) {
   std::vector<Sequence*> batch{&a, &b};
   const StepInput s = build(batch, false, 2);
   const std::string img = s.serialize();
-  EXPECT_EQ(img.size(), 161u);
+  EXPECT_EQ(img.size(), 162u);
   EXPECT_EQ(static_cast<uint8_t>(img[4]), 0u);  // is_prefill
+  EXPECT_EQ(static_cast<uint8_t>(img[5]), 0u);  // full_logits: no penalties, logprobs or filters
   int32_t block_size = 0;
-  std::memcpy(&block_size, img.data() + 5, 4);
+  std::memcpy(&block_size, img.data() + 6, 4);
   EXPECT_EQ(block_size, 16);
+}
+
+// The workers' image lacks the penalties and logprobs but keeps rank 0's answer to whether the
+// step needs every logit on rank 0 (the gathered path instead of the vocabulary-parallel sampler).
+TEST(StepInputImage, CarriesWhetherRankZeroNeedsFullLogits) {
+  MixedDecode m;
+  StepInput plain = build(m.batch(), false, 3);
+  EXPECT_FALSE(plain.needs_full_logits());
+  EXPECT_FALSE(StepInput::deserialize(plain.serialize()).needs_full_logits());
+  StepInput nucleus = plain;
+  nucleus.sampling.top_p[0] = 0.9f;
+  EXPECT_TRUE(StepInput::deserialize(nucleus.serialize()).needs_full_logits());
+  StepInput top_k = plain;
+  top_k.sampling.top_k[1] = 5;
+  EXPECT_TRUE(StepInput::deserialize(top_k.serialize()).needs_full_logits());
+  StepInput logprobs = plain;
+  logprobs.sampling.logprobs.assign(static_cast<size_t>(plain.num_samples()), 2);
+  EXPECT_TRUE(logprobs.needs_full_logits());
+  const StepInput back = StepInput::deserialize(logprobs.serialize());
+  EXPECT_TRUE(back.sampling.logprobs.empty());  // rank 0's alone
+  EXPECT_TRUE(back.needs_full_logits());
 }
 
 TEST(StepInputImage, TruncatedImageThrows) {

@@ -232,10 +232,34 @@ TEST(AsyncScheduling, AFailedStepFailsItsBatchAndTheEngineGoesOn) {
   expect_all_blocks_free(engine);
 }
 
-TEST(AsyncScheduling, OnNeedsOneRank) {
-  EngineConfig c = tiny("on");
-  c.world_size = 2;
-  EXPECT_THROW(c.validate(), ConfigKeyError);
+// Tensor parallelism (worker processes, the shared-memory communicator): temperature rows take
+// the vocabulary-parallel sampler (each rank samples its slice of the vocabulary), top-p rows the
+// logits gathered to rank 0; both draw what one rank draws from the same seeds. With async
+// scheduling the workers launch each step without waiting for the last one and take the pending
+// ids from their own copy of the sampled tokens: the synchronous engine's outputs again.
+TEST(AsyncScheduling, TensorParallelMatchesOneRankAndTheSynchronousEngine) {
+  auto run_tp = [](int world, const std::string& async, const SamplingParams& p) {
+    EngineConfig c = tiny(async);
+    c.world_size = world;
+    LLMEngine engine(c);
+    std::vector<RequestOutput> out = engine.generate(prompts(5), p);
+    expect_all_blocks_free(engine);
+    return out;
+  };
+  SamplingParams plain;
+  plain.temperature = 0.8f;
+  plain.seed = 7;
+  plain.max_tokens = 10;
+  plain.ignore_eos = true;
+  plain.n = 2;
+  SamplingParams nucleus = plain;
+  nucleus.top_p = 0.9f;
+  for (const SamplingParams& p : {plain, nucleus, greedy(8)}) {
+    SCOPED_TRACE("temperature " + std::to_string(p.temperature) + " top_p " + std::to_string(p.top_p));
+    const std::vector<RequestOutput> one = run_tp(1, "off", p);
+    expect_same(run_tp(2, "off", p), one);
+    expect_same(run_tp(2, "on", p), one);
+  }
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST(TensorParallel, WorkerCrashingAtLoadFailsTheEngine) {
 }
 
 TEST(TensorParallel, WorkerCrashingMidStepFailsTheStep) {
-  setenv("MINIVLLM_WORKER_FAULT", "2:run", 1);
+  setenv("MINIVLLM_WORKER_FAULT", "2:launch", 1);
   LLMEngine engine(tp_config(4));
   unsetenv("MINIVLLM_WORKER_FAULT");
   const std::string error =

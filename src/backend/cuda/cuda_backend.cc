@@ -371,12 +371,77 @@ void CudaBackend::sample_async(const Tensor& logits, const SamplingBatch& batch,
                            reinterpret_cast<const float*>(dev + 4 * n)};
       launch_sample(logits.ptr<float>(), rows, vocab, p, dev_tokens, stream_);
     }
-    CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, dev_tokens, n, cudaMemcpyDeviceToHost, stream_));
   }
+  queue_sampled(tokens, rows);
+}
+
+void CudaBackend::queue_sampled(const Tensor& tokens, int rows) {
+  MINIVLLM_CHECK(tokens.device() == DeviceKind::kCuda && tokens.dtype() == DType::kI32 && tokens.numel() >= rows)
+      << "queue_sampled: tokens " << tokens.describe() << " for " << rows << " rows";
+  MINIVLLM_CHECK_LT(samples_issued_ - samples_taken_, 2) << "queue_sampled: two samplings already outstanding";
+  // Sized for the tokens buffer at once (as sample_async does): growing them later would have to
+  // wait for a sampling still in flight.
+  ensure_sample_buffers(std::max<int>(rows, static_cast<int>(std::min<int64_t>(tokens.numel(), 1 << 20))));
+  const int half = static_cast<int>(samples_issued_ % 2);
+  // This half's last user was taken (waited for) before: its host arrays are free to rewrite.
+  auto* host = static_cast<uint8_t*>(sample_host_) + static_cast<size_t>(half) * sample_capacity_ * 6 * 4;
+  const size_t n = static_cast<size_t>(rows) * 4;
+  if (rows > 0) CUDA_CHECK(cudaMemcpyAsync(host + 5 * n, tokens.ptr<int32_t>(), n, cudaMemcpyDeviceToHost, stream_));
   if (idle_probe_) idle_probe_->step_ends(stream_);
   CUDA_CHECK(cudaEventRecord(sample_done_[half], stream_));
   sample_rows_[half] = rows;
   ++samples_issued_;
+}
+
+namespace {
+
+void check_shard_inputs(const Tensor& logits, const Tensor& params, const char* op) {
+  MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda && logits.dtype() == DType::kF32 && logits.ndim() == 2 &&
+                 params.device() == DeviceKind::kCuda && params.dtype() == DType::kF32 &&
+                 params.numel() >= 2 * logits.size(0))
+      << op << ": logits " << logits.describe() << " (f32 [S, V] on the GPU), params " << params.describe();
+  MINIVLLM_CHECK(logits.size(1) < (int64_t{1} << 24)) << op << ": a slice of " << logits.size(1)
+                                                       << " ids (ids travel as floats, exact below 2^24)";
+}
+
+}  // namespace
+
+void CudaBackend::shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
+                                     const Tensor& stats) {
+  check_shard_inputs(logits, params, "shard_sample_stats");
+  const int64_t rows = logits.size(0);
+  MINIVLLM_CHECK(stats.device() == DeviceKind::kCuda && stats.dtype() == DType::kF32 && stats.numel() >= 4 * rows)
+      << "shard_sample_stats: stats " << stats.describe() << " for " << rows << " rows";
+  MINIVLLM_CHECK(vocab_start >= 0 && vocab_start + logits.size(1) < (int64_t{1} << 24))
+      << "shard_sample_stats: ids up to " << vocab_start + logits.size(1) << " (exact as floats below 2^24)";
+  launch_shard_sample_stats(logits.ptr<float>(), rows, logits.size(1), params.ptr<float>(), vocab_start,
+                            stats.ptr<float>(), stream_);
+}
+
+void CudaBackend::shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
+                                    const Tensor& all_stats, const Tensor& picks) {
+  check_shard_inputs(logits, params, "shard_sample_pick");
+  const int64_t rows = logits.size(0);
+  MINIVLLM_CHECK(all_stats.device() == DeviceKind::kCuda && all_stats.dtype() == DType::kF32 &&
+                 picks.device() == DeviceKind::kCuda && picks.dtype() == DType::kI32 && picks.numel() >= rows &&
+                 (rows == 0 || all_stats.numel() % (4 * rows) == 0))
+      << "shard_sample_pick: all_stats " << all_stats.describe() << " picks " << picks.describe() << " for " << rows
+      << " rows";
+  if (rows == 0) return;
+  const int world = static_cast<int>(all_stats.numel() / (4 * rows));
+  MINIVLLM_CHECK(rank >= 0 && rank < world) << "shard_sample_pick: rank " << rank << " of " << world;
+  launch_shard_sample_pick(logits.ptr<float>(), rows, logits.size(1), params.ptr<float>(), vocab_start, rank, world,
+                           all_stats.ptr<float>(), picks.ptr<int32_t>(), stream_);
+}
+
+void CudaBackend::shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) {
+  MINIVLLM_CHECK(all_picks.device() == DeviceKind::kCuda && all_picks.dtype() == DType::kI32 &&
+                 tokens.device() == DeviceKind::kCuda && tokens.dtype() == DType::kI32 && world >= 1 &&
+                 all_picks.numel() % world == 0 && all_picks.numel() / world >= tokens.numel())
+      << "shard_sample_merge: all_picks " << all_picks.describe() << " of " << world << " ranks, tokens "
+      << tokens.describe();
+  launch_shard_sample_merge(all_picks.ptr<int32_t>(), world, all_picks.numel() / world, tokens.numel(),
+                            tokens.ptr<int32_t>(), stream_);
 }
 
 void CudaBackend::take_sampled(int32_t* out_tokens, int rows) {

@@ -95,6 +95,13 @@ class CudaBackend : public Backend {
   // Tokens to pinned memory (one of two halves, alternating) and an event; take_sampled waits on it.
   void sample_async(const Tensor& logits, const SamplingBatch& batch, const Tensor& tokens) override;
   void take_sampled(int32_t* out_tokens, int rows) override;
+  void queue_sampled(const Tensor& tokens, int rows) override;
+  // The vocabulary-parallel sampler's stages (sampler.cu).
+  void shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
+                          const Tensor& stats) override;
+  void shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
+                         const Tensor& all_stats, const Tensor& picks) override;
+  void shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) override;
   void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   // Penalties and logprobs (cuda_logits_ops.cc, kernels in logits_ops.cu).
   void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;

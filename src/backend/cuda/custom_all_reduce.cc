@@ -172,6 +172,25 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   launch_custom_all_reduce(a, stream_);
 }
 
+bool CustomAllReduce::handles_gather(const Tensor& in, const Tensor& out) const {
+  return in.nbytes() <= max_bytes_ && in.nbytes() % 16 == 0 && reinterpret_cast<uintptr_t>(in.data()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(out.data()) % 16 == 0 && out.nbytes() == world_ * in.nbytes();
+}
+
+void CustomAllReduce::all_gather(const Tensor& in, const Tensor& out) {
+  CustomAllReduceArgs a{};
+  for (int q = 0; q < kMaxRanks; ++q) a.buffers[q] = peers_[q];
+  a.epochs = epochs_;
+  a.abort_flag = abort_dev_;
+  a.data = in.data();
+  a.gather_out = out.data();
+  a.bytes = static_cast<int64_t>(in.nbytes());
+  a.half_bytes = static_cast<int64_t>(max_bytes_);
+  a.rank = rank_;
+  a.world = world_;
+  launch_custom_all_reduce(a, stream_);
+}
+
 void CustomAllReduce::abort() {
   if (abort_host_ != nullptr) __atomic_store_n(const_cast<int*>(abort_host_), 1, __ATOMIC_RELEASE);
 }

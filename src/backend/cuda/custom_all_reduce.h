@@ -63,6 +63,10 @@ class CustomAllReduce {
   // t = sum over ranks of t, in place, one kernel on the stream. With `accumulate` (t f32): instead
   // accumulate[i] += that sum, t unchanged (the row-parallel linear's residual add, fused).
   void all_reduce_sum(const Tensor& t, float* accumulate = nullptr);
+  // out = every rank's `in`, concatenated in rank order (any dtype; in at most max_bytes(), both
+  // whole 16-byte vectors), one kernel: the same arrival and wait, then copies instead of sums.
+  bool handles_gather(const Tensor& in, const Tensor& out) const;
+  void all_gather(const Tensor& in, const Tensor& out);
   // Thread-safe: spinning kernels quit; later calls must not be made.
   void abort();
   // Teardown when the stream may still hold a kernel that peers' memory is read by (a peer that
@@ -93,6 +97,7 @@ struct CustomAllReduceArgs {
   const int* abort_flag;
   void* data;         // in place
   float* accumulate;  // or, when set (f32): accumulate += the sum
+  void* gather_out;   // or, when set: an all-gather, gather_out[world * bytes] = every rank's data
   int64_t bytes;
   int64_t half_bytes;  // max_bytes: half 1 starts there, the flags at twice that
   int rank;

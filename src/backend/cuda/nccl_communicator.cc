@@ -377,6 +377,15 @@ void NcclCommunicator::all_gather(const Tensor& in, const Tensor& out) {
   MINIVLLM_CHECK_EQ(out.numel(), world_ * in.numel()) << "all_gather: in " << in.describe() << " out " << out.describe();
   const ncclDataType_t type = nccl_type(in, "all_gather");
   if (in.numel() == 0) return;
+  if (custom_ar_ != nullptr && custom_ar_->handles_gather(in, out)) {  // the small ones (the sampler's)
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      comm_locked("all_gather");
+    }
+    note_capture();
+    custom_ar_->all_gather(in, out);
+    return;
+  }
   run("ncclAllGather", [&](ncclComm_t c) {
     return ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), type, c, stream_);
   });

@@ -319,6 +319,141 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
   if (threadIdx.x == 0) out[row] = tok;
 }
 
+// ---- The vocabulary-parallel sampler's stages (sampling/shard_sampler.h states the semantics;
+// the host reference computes in fp64, these in fp32 as sample_kernel does). Logits of a slice are
+// in log2 units, z = l * log2(e) / T, so mass_r = sum 2^(z_i - z_max) is sample_kernel's plain-row
+// mass and stats keep the raw max logit (z_max = max l * k exactly: k > 0 keeps the order).
+
+// The plain-row pass over one slice: per-warp masses (in s_mass, scaled to the slice's z max) and
+// that max. The same code in both stages, so that the picking rank's mass equals its stats'.
+__device__ float slice_masses(const float* x, int64_t n, float k, float* s_wmax, float* s_wsum, float* s_mass) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  int64_t b, e;
+  warp_piece(0, n, warp, &b, &e);
+  float m = -INFINITY, sum = 0.0f;
+#pragma unroll 4
+  for (int64_t i = b + lane; i < e; i += 32) {
+    const float z = x[i] * k;
+    if (!(z > -INFINITY) || z == INFINITY) continue;  // -inf, NaN and +inf weigh nothing
+    if (z > m) {
+      sum = sum * exp2f(m - z) + 1.0f;
+      m = z;
+    } else {
+      sum += exp2f(z - m);
+    }
+  }
+  const float wm = warp_max(m);
+  sum = wm == -INFINITY ? 0.0f : sum * exp2f(m - wm);
+  sum = warp_sum(sum);
+  if (lane == 0) {
+    s_wmax[warp] = wm;
+    s_wsum[warp] = sum;
+  }
+  __syncthreads();
+  float zmax = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) zmax = fmaxf(zmax, s_wmax[w]);
+  if (threadIdx.x < kWarps) {
+    const float wmx = s_wmax[threadIdx.x];
+    s_mass[threadIdx.x] = wmx == -INFINITY ? 0.0f : s_wsum[threadIdx.x] * exp2f(wmx - zmax);
+  }
+  __syncthreads();
+  return zmax;
+}
+
+// One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0).
+__global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logits, int64_t n, const float* params,
+                                                               int64_t vocab_start, float4* stats) {
+  using ArgReduce = cub::BlockReduce<ArgMax, kThreads>;
+  __shared__ typename ArgReduce::TempStorage tmp;
+  __shared__ float s_wmax[kWarps], s_wsum[kWarps], s_mass[kWarps];
+  const int row = blockIdx.x;
+  const float* x = logits + static_cast<int64_t>(row) * n;
+  const float temperature = params[2 * row];
+  ArgMax best{-INFINITY, INT_MAX};
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = x[i];
+    if (v > best.v) best = {v, static_cast<int>(i)};  // ids rise per thread: first max kept
+  }
+  best = ArgReduce(tmp).Reduce(best, ArgMaxOp());
+  float mass = 0.0f;
+  if (temperature > 0.0f) {
+    slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass);
+    if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
+  }
+  if (threadIdx.x == 0) {
+    const int id = best.i == INT_MAX ? 0 : best.i;
+    stats[row] = make_float4(best.v, static_cast<float>(vocab_start + id), mass, 0.0f);
+  }
+}
+
+// One CTA per row: where the draw falls (every thread computes it from the ranks' stats), and the
+// token when it falls in this rank's slice.
+__global__ __launch_bounds__(kThreads) void shard_pick_kernel(const float* logits, int64_t n, const float* params,
+                                                              int64_t vocab_start, int rank, int world,
+                                                              const float4* all_stats, int rows, int32_t* picks) {
+  __shared__ CdfSmem cdf;
+  __shared__ float s_wmax[kWarps], s_wsum[kWarps], s_mass[kWarps];
+  const int row = blockIdx.x;
+  const float temperature = params[2 * row], uniform = params[2 * row + 1];
+  int top = 0;
+  for (int r = 1; r < world; ++r) {
+    if (all_stats[r * rows + row].x > all_stats[top * rows + row].x) top = r;  // lower ranks: lower ids
+  }
+  const float big_m = all_stats[top * rows + row].x;
+  if (temperature == 0.0f || !(big_m > -INFINITY)) {
+    if (threadIdx.x == 0) picks[row] = top == rank ? static_cast<int>(all_stats[top * rows + row].y) : -1;
+    return;
+  }
+  const float k = kLog2e / temperature, big_z = big_m * k;
+  float total = 0.0f;
+  for (int r = 0; r < world; ++r) {
+    const float4 st = all_stats[r * rows + row];
+    if (st.z > 0.0f) total += st.z * exp2f(st.x * k - big_z);
+  }
+  const float target = uniform * total;
+  float run = 0.0f, local = INFINITY;
+  int chosen = -1, last = top;
+  for (int r = 0; r < world && chosen < 0; ++r) {
+    const float4 st = all_stats[r * rows + row];
+    if (!(st.z > 0.0f)) continue;
+    const float scale = exp2f(st.x * k - big_z), w = st.z * scale;
+    if (run + w > target) {
+      chosen = r;
+      local = (target - run) / scale;
+    }
+    run += w;
+    last = r;
+  }
+  if (chosen < 0) chosen = last;  // rounding: the last id with weight (local stays +inf)
+  if (chosen != rank) {
+    if (threadIdx.x == 0) picks[row] = -1;
+    return;
+  }
+  const float* x = logits + static_cast<int64_t>(row) * n;
+  const float zmax = slice_masses(x, n, k, s_wmax, s_wsum, s_mass);
+  float mass = 0.0f;
+  if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
+  if (threadIdx.x == 0) s_wsum[0] = mass;
+  __syncthreads();
+  // inverse_cdf draws at u * (its own sum of s_mass): the fraction of this slice's mass.
+  const float u = s_wsum[0] > 0.0f ? fminf(local / s_wsum[0], 1.0f) : 1.0f;
+  auto qof = [=](int64_t i) {
+    const float z = x[i] * k;
+    return z == INFINITY ? 0.0f : exp2f(z - zmax);
+  };
+  const int tok = inverse_cdf(n, qof, 0.0f, u, cdf, s_mass);
+  if (threadIdx.x == 0) picks[row] = static_cast<int>(vocab_start) + tok;
+}
+
+// tokens[r] = the largest of the ranks' picks of row r (the one that is not -1).
+__global__ void shard_merge_kernel(const int32_t* all_picks, int world, int64_t per, int64_t rows, int32_t* tokens) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  int32_t best = -1;
+  for (int q = 0; q < world; ++q) best = max(best, all_picks[q * per + r]);
+  tokens[r] = best < 0 ? 0 : best;
+}
+
 // Greedy batches: argmax alone, but over many CTAs. One 1024-thread CTA per row (sample_kernel)
 // streams a 151,936-id row from one SM, ~60 us at batch 1; here kGreedyParts CTAs per row each
 // reduce a contiguous slice to (max, lowest id) and a second kernel merges a row's slices with the
@@ -372,6 +507,32 @@ void launch_sample(const float* logits, int64_t rows, int64_t vocab, const Sampl
                    cudaStream_t stream) {
   if (rows == 0) return;
   sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, p, out_tokens);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_shard_sample_stats(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
+                               float* stats, cudaStream_t stream) {
+  if (rows == 0) return;
+  shard_stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, n, params, vocab_start,
+                                                                           reinterpret_cast<float4*>(stats));
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_shard_sample_pick(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
+                              int rank, int world, const float* all_stats, int32_t* picks, cudaStream_t stream) {
+  if (rows == 0) return;
+  shard_pick_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      logits, n, params, vocab_start, rank, world, reinterpret_cast<const float4*>(all_stats), static_cast<int>(rows),
+      picks);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_shard_sample_merge(const int32_t* all_picks, int world, int64_t per, int64_t rows, int32_t* tokens,
+                               cudaStream_t stream) {
+  if (rows == 0) return;
+  constexpr int kMergeThreads = 256;
+  shard_merge_kernel<<<static_cast<unsigned>(ceil_div(rows, kMergeThreads)), kMergeThreads, 0, stream>>>(
+      all_picks, world, per, rows, tokens);
   CUDA_CHECK_LAUNCH();
 }
 
