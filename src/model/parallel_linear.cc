@@ -1,6 +1,8 @@
 #include "model/parallel_linear.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "common/check.h"
 #include "common/quant_blocks.h"
@@ -101,11 +103,26 @@ void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, con
     b.linear_add_residual(x, weight_, scratch, residual);
     return;
   }
-  // fp32 partial sums: the reduction adds world_size terms without a bf16 rounding of each.
-  b.linear(x, weight_, nullptr, partial);
-  if (comm.all_reduce_sum_into(partial, residual)) return;  // the reduction adds into the residual itself
-  comm.all_reduce_sum(partial);
-  b.add_to_residual(partial, residual);
+  // The partial products travel in the activation dtype (`scratch`: bf16 on CUDA, half the bytes
+  // of fp32 for the all-reduce, which at world_size 2 costs a decode step more than any GEMM), as
+  // the one-rank path's unfused epilogue rounds the product before its add. The sum itself is
+  // fp32 and rounded once. MINIVLLM_TP_PARTIALS=f32 sends fp32 partial sums (`partial`) instead.
+  const Tensor& p = tp_partials_f32() ? partial : scratch;
+  b.linear(x, weight_, nullptr, p);
+  if (comm.all_reduce_sum_into(p, residual)) return;  // the reduction adds into the residual itself
+  comm.all_reduce_sum(p);
+  b.add_to_residual(p, residual);
+}
+
+bool RowParallelLinear::tp_partials_f32() {
+  static const bool f32 = [] {
+    const char* v = std::getenv("MINIVLLM_TP_PARTIALS");
+    if (v == nullptr || v[0] == '\0') return false;
+    const std::string s(v);
+    MINIVLLM_CHECK(s == "f32" || s == "act") << "MINIVLLM_TP_PARTIALS=" << s << ": f32 or act";
+    return s == "f32";
+  }();
+  return f32;
 }
 
 }  // namespace minivllm

@@ -76,12 +76,14 @@ class RowParallelLinear {
   RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out);
   const Tensor& weight() const { return weight_; }
   // residual (fp32 [T, out]) += x_r W_r^T summed over ranks. One rank: the backend's fused
-  // epilogue add. Several: the partial product into `partial` (fp32 [T, out]), all-reduced, then
-  // added: the all-reduce comes before the residual add. `scratch` is the one-rank path's.
+  // epilogue add (`scratch`, activation dtype [T, out], may hold the product). Several: the
+  // partial product into `scratch` (or `partial`, fp32 [T, out], with MINIVLLM_TP_PARTIALS=f32),
+  // all-reduced, then added: the all-reduce comes before the residual add.
   void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                             const Tensor& partial, const Tensor& residual) const;
 
  private:
+  static bool tp_partials_f32();
   Tensor weight_;
 };
 

@@ -69,7 +69,9 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
 
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, device, stream));
   ar->max_bytes_ = max_bytes;
-  const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes);
+  const char* pull = std::getenv("MINIVLLM_CUSTOM_AR_PULL");
+  ar->push_ = !(pull != nullptr && std::string(pull) == "1");
+  const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
   bool good = ok(cudaMalloc(&ar->own_, buffer_bytes)) && ok(cudaMemsetAsync(ar->own_, 0, buffer_bytes, stream)) &&
@@ -165,7 +167,9 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   a.data = t.data();
   a.accumulate = accumulate;
   a.bytes = static_cast<int64_t>(t.nbytes());
-  a.half_bytes = static_cast<int64_t>(max_bytes_);
+  a.half_bytes = static_cast<int64_t>(max_bytes_) * world_;
+  a.slot_bytes = static_cast<int64_t>(max_bytes_);
+  a.push = push_;
   a.rank = rank_;
   a.world = world_;
   a.bf16 = t.dtype() == DType::kBF16;
@@ -185,7 +189,9 @@ void CustomAllReduce::all_gather(const Tensor& in, const Tensor& out) {
   a.data = in.data();
   a.gather_out = out.data();
   a.bytes = static_cast<int64_t>(in.nbytes());
-  a.half_bytes = static_cast<int64_t>(max_bytes_);
+  a.half_bytes = static_cast<int64_t>(max_bytes_) * world_;
+  a.slot_bytes = static_cast<int64_t>(max_bytes_);
+  a.push = push_;
   a.rank = rank_;
   a.world = world_;
   launch_custom_all_reduce(a, stream_);

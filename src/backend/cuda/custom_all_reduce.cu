@@ -83,10 +83,16 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
   const int64_t half = (epoch & 1u) ? a.half_bytes : 0;
   char* data = static_cast<char*>(a.data);
   char* own = static_cast<char*>(a.buffers[a.rank]) + half;
+  // Where rank q's tiles are read in step 4: pushed into this rank's slot q (local memory), or
+  // pulled from slot 0 of rank q's buffer (over NVLink).
+  auto source = [&](int q) -> const char* {
+    return a.push ? own + q * a.slot_bytes : static_cast<const char*>(a.buffers[q]) + half;
+  };
   // Thread tid's vectors of a tile: tid * 16 and (tid + kThreads) * 16 (coalesced per warp).
   auto vec_offset = [&](int64_t t, int k) { return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
 
-  // 1. This block's tiles of the input into this rank's half.
+  // 1. This block's tiles of the input: pushed into slot `rank` of every peer's half (NVLink
+  //    stores, posted: no round trip per load as a pull has), or copied into this rank's own half.
   for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
     uint4 v[kVecs];
 #pragma unroll
@@ -94,10 +100,23 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
       const int64_t off = vec_offset(t, k);
       if (off < a.bytes) v[k] = *reinterpret_cast<const uint4*>(data + off);
     }
+    if (a.push) {
 #pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t off = vec_offset(t, k);
-      if (off < a.bytes) *reinterpret_cast<uint4*>(own + off) = v[k];
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q >= a.world || q == a.rank) continue;
+        char* dst = static_cast<char*>(a.buffers[q]) + half + a.rank * a.slot_bytes;
+#pragma unroll
+        for (int k = 0; k < kVecs; ++k) {
+          const int64_t off = vec_offset(t, k);
+          if (off < a.bytes) *reinterpret_cast<uint4*>(dst + off) = v[k];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVecs; ++k) {
+        const int64_t off = vec_offset(t, k);
+        if (off < a.bytes) *reinterpret_cast<uint4*>(own + off) = v[k];
+      }
     }
   }
   __syncthreads();
@@ -140,8 +159,7 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 #pragma unroll
         for (int q = 0; q < kMaxRanks; ++q) {
           if (q < a.world) {
-            v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off)
-                                  : ld_volatile16(static_cast<const char*>(a.buffers[q]) + half + off);
+            v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off) : ld_volatile16(source(q) + off);
           }
         }
       }
@@ -170,8 +188,7 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q) {
         if (q < a.world) {
-          v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off)
-                                : ld_volatile16(static_cast<const char*>(a.buffers[q]) + half + off);
+          v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off) : ld_volatile16(source(q) + off);
         }
       }
     }
@@ -180,7 +197,23 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
       const int64_t off = vec_offset(t, k);
       if (off >= a.bytes) continue;
       const uint4 s = sum_vectors(v[k], a.world, a.bf16);
-      if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
+      if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
+        float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&s);
+        float4 lo = r[0], hi = r[1];
+        const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
+        const float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
+        lo.x += f0.x;
+        lo.y += f0.y;
+        lo.z += f1.x;
+        lo.w += f1.y;
+        hi.x += f2.x;
+        hi.y += f2.y;
+        hi.z += f3.x;
+        hi.w += f3.y;
+        r[0] = lo;
+        r[1] = hi;
+      } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
         float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
         const float4 f = *reinterpret_cast<const float4*>(&s);
         float4 acc = *r;

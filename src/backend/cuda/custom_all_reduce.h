@@ -6,7 +6,7 @@
 // messages); MINIVLLM_CUSTOM_AR_MAX_BYTES overrides it (the smallest value over the ranks wins).
 //
 // Set-up (collective, inside the NcclCommunicator constructor, through NCCL): every rank allocates
-// one buffer (two data halves of max_bytes, then per-block flags), exports it with
+// one buffer (two halves of world slots of max_bytes, then per-block flags), exports it with
 // cudaIpcGetMemHandle, all-gathers (handle, pid, device) and maps every peer's buffer
 // (cudaIpcOpenMemHandle; ranks that are threads of one process use the pointer itself with peer
 // access enabled). Every step is agreed on by an all_reduce_min, so either every rank uses it or
@@ -16,13 +16,16 @@
 // thread two 16-byte vectors, so two loads per rank in flight);
 // tile i belongs to block i % kMaxBlocks, so a block owns the same bytes of the buffers whatever
 // the message size, and blocks never wait for each other, only for the same block of the peers.
-// Block b: copies its tiles of the input into half (epoch & 1) of its own buffer; fences; writes
-// its epoch (a per-block counter kept in device memory, so graph replays advance it too) into
-// every peer's flag [b][rank]; waits until its own flags [b][q] reach that epoch; reads its tiles
-// from every rank's half in rank order 0..world-1 and sums in fp32 (bf16 rounded once), in place.
-// Every rank sums in the same order: results are bit-identical across ranks. No barrier at the
-// end: the next call writes the other half, and a rank can only get there once every peer has
-// started this call, i.e. finished reading the half before it.
+// Block b: stores its tiles of the input into slot `rank` of half (epoch & 1) of every peer's
+// buffer (push: NVLink stores are posted, where a pull's remote loads each wait a round trip);
+// fences; writes its epoch (a per-block counter kept in device memory, so graph replays advance it
+// too) into every peer's flag [b][rank]; waits until its own flags [b][q] reach that epoch; reads
+// its tiles of every rank from its own half, now local memory, in rank order 0..world-1 and sums
+// in fp32 (bf16 rounded once), in place. Every rank sums in the same order: results are
+// bit-identical across ranks. No barrier at the end: the next call writes the other half, and a
+// rank can only get there once every peer has finished this call's predecessor (it waited for
+// their flags of this call, set after it). MINIVLLM_CUSTOM_AR_PULL=1 (on every rank) keeps the
+// earlier kernel: each rank copies its tiles into its own half, and the others read them there.
 //
 // Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
 // peer quit (the output is then garbage; the communicator is unusable anyway).
@@ -60,8 +63,9 @@ class CustomAllReduce {
   // f32 or bf16, at most max_bytes(), a multiple of 16 bytes, 16-byte aligned.
   bool handles(const Tensor& t) const;
   size_t max_bytes() const { return max_bytes_; }
-  // t = sum over ranks of t, in place, one kernel on the stream. With `accumulate` (t f32): instead
-  // accumulate[i] += that sum, t unchanged (the row-parallel linear's residual add, fused).
+  // t = sum over ranks of t, in place, one kernel on the stream. With `accumulate` (f32, t's
+  // element count): instead accumulate[i] += that sum (t bf16: the sum rounded to bf16 first, as
+  // the unfused all-reduce then add would), t unchanged (the row-parallel linear's residual add).
   void all_reduce_sum(const Tensor& t, float* accumulate = nullptr);
   // out = every rank's `in`, concatenated in rank order (any dtype; in at most max_bytes(), both
   // whole 16-byte vectors), one kernel: the same arrival and wait, then copies instead of sums.
@@ -81,7 +85,8 @@ class CustomAllReduce {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   bool leak_ = false;
-  size_t max_bytes_ = 0;                   // one data half
+  size_t max_bytes_ = 0;                   // one rank's slot of a half
+  bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
   void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
   void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
@@ -99,7 +104,9 @@ struct CustomAllReduceArgs {
   float* accumulate;  // or, when set (f32): accumulate += the sum
   void* gather_out;   // or, when set: an all-gather, gather_out[world * bytes] = every rank's data
   int64_t bytes;
-  int64_t half_bytes;  // max_bytes: half 1 starts there, the flags at twice that
+  int64_t half_bytes;  // world * slot_bytes: half 1 starts there, the flags at twice that
+  int64_t slot_bytes;  // max_bytes: rank q's tiles at q * slot_bytes of a half (push)
+  bool push;           // push into the peers' slots (else each rank's own slot 0 is pulled)
   int rank;
   int world;
   bool bf16;

@@ -1,5 +1,6 @@
 // The layout of one rank's CustomAllReduce buffer, shared by the host side and the kernel:
-// [half 0: max_bytes][half 1: max_bytes][flags: uint32 [kMaxBlocks][kMaxRanks]].
+// [half 0: world slots of max_bytes][half 1: the same][flags: uint32 [kMaxBlocks][kMaxRanks]].
+// Slot q of a half holds what rank q pushed (the pull kernel uses slot 0 of each rank's own).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,8 @@
 namespace minivllm::cuda {
 
 constexpr size_t kCustomArFlagBytes = sizeof(uint32_t) * CustomAllReduce::kMaxBlocks * CustomAllReduce::kMaxRanks;
-constexpr size_t custom_ar_buffer_bytes(size_t max_bytes) { return 2 * max_bytes + kCustomArFlagBytes; }
+constexpr size_t custom_ar_buffer_bytes(size_t max_bytes, int world) {
+  return 2 * static_cast<size_t>(world) * max_bytes + kCustomArFlagBytes;
+}
 
 }  // namespace minivllm::cuda

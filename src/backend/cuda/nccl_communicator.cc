@@ -347,9 +347,9 @@ void NcclCommunicator::all_reduce_sum(const Tensor& t) {
 bool NcclCommunicator::all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) {
   check_comm_tensor(partial, "all_reduce_sum_into", "partial");
   check_comm_tensor(accumulator, "all_reduce_sum_into", "accumulator");
-  if (custom_ar_ == nullptr || partial.dtype() != DType::kF32 || accumulator.dtype() != DType::kF32 ||
-      partial.numel() != accumulator.numel() || partial.numel() == 0 || !custom_ar_->handles(partial) ||
-      !custom_ar_->handles(accumulator)) {
+  if (custom_ar_ == nullptr || (partial.dtype() != DType::kF32 && partial.dtype() != DType::kBF16) ||
+      accumulator.dtype() != DType::kF32 || partial.numel() != accumulator.numel() || partial.numel() == 0 ||
+      !custom_ar_->handles(partial) || reinterpret_cast<uintptr_t>(accumulator.data()) % 16 != 0) {
     return false;
   }
   {
