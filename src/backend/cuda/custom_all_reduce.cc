@@ -159,19 +159,24 @@ bool CustomAllReduce::handles(const Tensor& t) const {
          reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
 }
 
-void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
+CustomAllReduceArgs CustomAllReduce::args_for(const Tensor& t) const {
   CustomAllReduceArgs a{};
   for (int q = 0; q < kMaxRanks; ++q) a.buffers[q] = peers_[q];
   a.epochs = epochs_;
   a.abort_flag = abort_dev_;
   a.data = t.data();
-  a.accumulate = accumulate;
   a.bytes = static_cast<int64_t>(t.nbytes());
   a.half_bytes = static_cast<int64_t>(max_bytes_) * world_;
   a.slot_bytes = static_cast<int64_t>(max_bytes_);
   a.push = push_;
   a.rank = rank_;
   a.world = world_;
+  return a;
+}
+
+void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
+  CustomAllReduceArgs a = args_for(t);
+  a.accumulate = accumulate;
   a.bf16 = t.dtype() == DType::kBF16;
   launch_custom_all_reduce(a, stream_);
 }
@@ -182,18 +187,8 @@ bool CustomAllReduce::handles_gather(const Tensor& in, const Tensor& out) const 
 }
 
 void CustomAllReduce::all_gather(const Tensor& in, const Tensor& out) {
-  CustomAllReduceArgs a{};
-  for (int q = 0; q < kMaxRanks; ++q) a.buffers[q] = peers_[q];
-  a.epochs = epochs_;
-  a.abort_flag = abort_dev_;
-  a.data = in.data();
+  CustomAllReduceArgs a = args_for(in);
   a.gather_out = out.data();
-  a.bytes = static_cast<int64_t>(in.nbytes());
-  a.half_bytes = static_cast<int64_t>(max_bytes_) * world_;
-  a.slot_bytes = static_cast<int64_t>(max_bytes_);
-  a.push = push_;
-  a.rank = rank_;
-  a.world = world_;
   launch_custom_all_reduce(a, stream_);
 }
 

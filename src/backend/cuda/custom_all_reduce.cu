@@ -147,38 +147,9 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
   __syncthreads();
   if (aborted) return;
 
-  // 4g. All-gather: copy every rank's tiles (bytes as they are) to its place in the output.
-  if (a.gather_out != nullptr) {
-    char* out = static_cast<char*>(a.gather_out);
-    for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
-      uint4 v[kVecs][kMaxRanks];
-#pragma unroll
-      for (int k = 0; k < kVecs; ++k) {
-        const int64_t off = vec_offset(t, k);
-        if (off >= a.bytes) continue;
-#pragma unroll
-        for (int q = 0; q < kMaxRanks; ++q) {
-          if (q < a.world) {
-            v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off) : ld_volatile16(source(q) + off);
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kVecs; ++k) {
-        const int64_t off = vec_offset(t, k);
-        if (off >= a.bytes) continue;
-#pragma unroll
-        for (int q = 0; q < kMaxRanks; ++q) {
-          if (q < a.world) *reinterpret_cast<uint4*>(out + q * a.bytes + off) = v[k][q];
-        }
-      }
-    }
-    if (tid == 0) a.epochs[b] = epoch;
-    return;
-  }
-
-  // 4. Sum the tiles over ranks in rank order (the same order on every rank), in place. All loads
-  //    of a tile are issued before the sums.
+  // 4. Sum the tiles over ranks in rank order (the same order on every rank), in place; or, for an
+  //    all-gather, copy every rank's tiles (bytes as they are) to its place in the output. All
+  //    loads of a tile are issued before the sums.
   for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
     uint4 v[kVecs][kMaxRanks];
 #pragma unroll
@@ -191,6 +162,19 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
           v[k][q] = q == a.rank ? *reinterpret_cast<const uint4*>(data + off) : ld_volatile16(source(q) + off);
         }
       }
+    }
+    if (a.gather_out != nullptr) {
+      char* out = static_cast<char*>(a.gather_out);
+#pragma unroll
+      for (int k = 0; k < kVecs; ++k) {
+        const int64_t off = vec_offset(t, k);
+        if (off >= a.bytes) continue;
+#pragma unroll
+        for (int q = 0; q < kMaxRanks; ++q) {
+          if (q < a.world) *reinterpret_cast<uint4*>(out + q * a.bytes + off) = v[k][q];
+        }
+      }
+      continue;
     }
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {

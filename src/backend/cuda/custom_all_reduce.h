@@ -43,6 +43,7 @@
 namespace minivllm::cuda {
 
 class NcclCommunicator;
+struct CustomAllReduceArgs;
 
 class CustomAllReduce {
  public:
@@ -79,6 +80,8 @@ class CustomAllReduce {
 
  private:
   CustomAllReduce(int rank, int world, int device, cudaStream_t stream);
+  // The kernel's arguments for message t, every mode's fields at their defaults.
+  CustomAllReduceArgs args_for(const Tensor& t) const;
 
   int rank_ = 0;
   int world_ = 0;

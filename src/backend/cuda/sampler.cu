@@ -214,6 +214,45 @@ __device__ int inverse_cdf(int64_t vocab, Q qof, float t, float u, CdfSmem& sm, 
   return sm.first != INT_MAX ? sm.first : max(sm.last, 0);
 }
 
+// The plain-row pass (temperature, no filter) over a row or a vocabulary slice of n ids, z = l * k
+// (k = log2(e) / T): per warp piece an online (max, sum), no max pass first; returns the z max and
+// leaves each piece's mass, scaled to it, in s_mass. -inf, NaN and +inf logits weigh nothing.
+// sample_kernel's plain rows and both stages of the vocabulary-parallel sampler run this code, so
+// the rank that picks a token finds the mass its stats reported.
+__device__ float slice_masses(const float* x, int64_t n, float k, float* s_wmax, float* s_wsum, float* s_mass) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  int64_t b, e;
+  warp_piece(0, n, warp, &b, &e);
+  float m = -INFINITY, sum = 0.0f;
+#pragma unroll 4
+  for (int64_t i = b + lane; i < e; i += 32) {
+    const float z = x[i] * k;
+    if (!(z > -INFINITY) || z == INFINITY) continue;  // -inf, NaN and +inf weigh nothing
+    if (z > m) {
+      sum = sum * exp2f(m - z) + 1.0f;
+      m = z;
+    } else {
+      sum += exp2f(z - m);
+    }
+  }
+  const float wm = warp_max(m);
+  sum = wm == -INFINITY ? 0.0f : sum * exp2f(m - wm);
+  sum = warp_sum(sum);
+  if (lane == 0) {
+    s_wmax[warp] = wm;
+    s_wsum[warp] = sum;
+  }
+  __syncthreads();
+  float zmax = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) zmax = fmaxf(zmax, s_wmax[w]);
+  if (threadIdx.x < kWarps) {
+    const float wmx = s_wmax[threadIdx.x];
+    s_mass[threadIdx.x] = wmx == -INFINITY ? 0.0f : s_wsum[threadIdx.x] * exp2f(wmx - zmax);
+  }
+  __syncthreads();
+  return zmax;
+}
+
 __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, int64_t vocab, SampleParamsDevice p,
                                                           int32_t* out) {
   using ArgReduce = cub::BlockReduce<ArgMax, kThreads>;
@@ -235,43 +274,17 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
   const float top_p = p.top_p[row];
   const float min_p = p.min_p[row];
   const bool filtered = (top_k >= 1 && top_k < vocab) || top_p < 1.0f || min_p > 0.0f;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
 
   if (temperature > 0.0f && !filtered) {
-    // Plain temperature sampling: q_i = 2^(z_i - max z), z = logit * log2(e) / T. One pass keeps,
-    // per warp piece, an online (max, sum) (no max pass first); the crossing search then re-reads
-    // only the piece that holds it. Every id is kept (t = 0), as in sampler.h.
+    // Plain temperature sampling: q_i = 2^(z_i - max z), z = logit * log2(e) / T, from one online
+    // pass (slice_masses); the crossing search then re-reads only the piece that holds it. Every
+    // id is kept (t = 0), as in sampler.h.
     const float k = kLog2e / temperature;
-    int64_t b, e;
-    warp_piece(0, vocab, warp, &b, &e);
-    float m = -INFINITY, sum = 0.0f;
-#pragma unroll 4
-    for (int64_t i = b + lane; i < e; i += 32) {
+    const float zmax = slice_masses(x, vocab, k, s_wmax, s_wsum, s_mass);
+    auto qof = [=](int64_t i) {
       const float z = x[i] * k;
-      if (!(z > -INFINITY)) continue;  // -inf and NaN weigh nothing
-      if (z > m) {
-        sum = sum * exp2f(m - z) + 1.0f;
-        m = z;
-      } else {
-        sum += exp2f(z - m);
-      }
-    }
-    const float wm = warp_max(m);
-    sum = wm == -INFINITY ? 0.0f : sum * exp2f(m - wm);
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      s_wmax[warp] = wm;
-      s_wsum[warp] = sum;
-    }
-    __syncthreads();
-    float zmax = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) zmax = fmaxf(zmax, s_wmax[w]);
-    if (threadIdx.x < kWarps) {
-      const float wmx = s_wmax[threadIdx.x];
-      s_mass[threadIdx.x] = wmx == -INFINITY ? 0.0f : s_wsum[threadIdx.x] * exp2f(wmx - zmax);
-    }
-    __syncthreads();
-    auto qof = [=](int64_t i) { return exp2f(x[i] * k - zmax); };
+      return z == INFINITY ? 0.0f : exp2f(z - zmax);
+    };
     const int tok = inverse_cdf(vocab, qof, 0.0f, p.uniform[row], cdf, s_mass);
     if (threadIdx.x == 0) out[row] = tok;
     return;
@@ -323,42 +336,6 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 // the host reference computes in fp64, these in fp32 as sample_kernel does). Logits of a slice are
 // in log2 units, z = l * log2(e) / T, so mass_r = sum 2^(z_i - z_max) is sample_kernel's plain-row
 // mass and stats keep the raw max logit (z_max = max l * k exactly: k > 0 keeps the order).
-
-// The plain-row pass over one slice: per-warp masses (in s_mass, scaled to the slice's z max) and
-// that max. The same code in both stages, so that the picking rank's mass equals its stats'.
-__device__ float slice_masses(const float* x, int64_t n, float k, float* s_wmax, float* s_wsum, float* s_mass) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  int64_t b, e;
-  warp_piece(0, n, warp, &b, &e);
-  float m = -INFINITY, sum = 0.0f;
-#pragma unroll 4
-  for (int64_t i = b + lane; i < e; i += 32) {
-    const float z = x[i] * k;
-    if (!(z > -INFINITY) || z == INFINITY) continue;  // -inf, NaN and +inf weigh nothing
-    if (z > m) {
-      sum = sum * exp2f(m - z) + 1.0f;
-      m = z;
-    } else {
-      sum += exp2f(z - m);
-    }
-  }
-  const float wm = warp_max(m);
-  sum = wm == -INFINITY ? 0.0f : sum * exp2f(m - wm);
-  sum = warp_sum(sum);
-  if (lane == 0) {
-    s_wmax[warp] = wm;
-    s_wsum[warp] = sum;
-  }
-  __syncthreads();
-  float zmax = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) zmax = fmaxf(zmax, s_wmax[w]);
-  if (threadIdx.x < kWarps) {
-    const float wmx = s_wmax[threadIdx.x];
-    s_mass[threadIdx.x] = wmx == -INFINITY ? 0.0f : s_wsum[threadIdx.x] * exp2f(wmx - zmax);
-  }
-  __syncthreads();
-  return zmax;
-}
 
 // One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0).
 __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logits, int64_t n, const float* params,
