@@ -62,7 +62,7 @@ class RunnerGroup {
   mutable std::mutex death_mu_;
   std::string death_;
   std::string bootstrap_;  // the communicator's, from make_comm_bootstrap
-  // Tests: MINIVLLM_STEP_FAULT=<token id> makes every "run" whose input holds that token throw on
+  // Tests: MINIVLLM_STEP_FAULT=<token id> makes every step launch whose input holds that token throw on
   // rank 0 before it starts (as a device error would), -1 when unset.
   int64_t step_fault_token_ = -1;
 };
