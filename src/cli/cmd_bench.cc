@@ -57,10 +57,20 @@ ThroughputResult run_throughput(LLMEngine& engine, const BenchWorkload& w, float
       MINIVLLM_FAIL() << "workload sequence " << i << " rejected: " << user_message(e);
     }
   }
+  // A request that ends in an error (a failed step) would make the run look short and the figure
+  // meaningless: the bench fails instead, naming the first error.
+  int64_t failed = 0;
+  std::string first_error;
   while (!engine.is_finished()) {
-    for (const RequestOutput& o : engine.step().finished) r.output_tokens += static_cast<int64_t>(o.token_ids.size());
+    for (const RequestOutput& o : engine.step().finished) {
+      r.output_tokens += static_cast<int64_t>(o.token_ids.size());
+      if (o.finish_reason == "error" && failed++ == 0) first_error = o.error;
+    }
   }
   r.seconds = seconds_since(t0);
+  MINIVLLM_CHECK(failed == 0) << failed << " of the workload's " << w.prompt_token_ids.size()
+                              << " sequences failed, so there is no throughput to report; the first: "
+                              << user_message(Error(first_error));
   return r;
 }
 
@@ -79,6 +89,9 @@ DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_to
     const Clock::time_point t0 = Clock::now();
     const StepResult s = engine.step();
     const double dt = seconds_since(t0);
+    for (const RequestOutput& o : s.finished) {
+      MINIVLLM_CHECK(o.finish_reason != "error") << "the decode run's sequence failed: " << user_message(Error(o.error));
+    }
     if (s.num_tokens < 0) {  // a decode step (the prefill step also samples a token; it is excluded)
       r.seconds += dt;
       r.tokens += -s.num_tokens;

@@ -4,6 +4,7 @@
 // Each test skips when its model is not there.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -160,6 +161,23 @@ TEST(CliBench, WorkloadFileRunsAndCountsTokens) {
       << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\nDecode: 3tok, Time: \d+\.\d\ds, Throughput: \d+\.\d\dtok/s)")))
       << text.out;
+}
+
+// A workload step that fails (MINIVLLM_STEP_FAULT: the batch holding token 9 throws, as a device
+// error would) fails the bench, naming the error, instead of reporting the throughput of what was
+// left.
+TEST(CliBench, FailedSequencesFailTheRun) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_fault_workload.json";
+  std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3,4,5],[7,8,9],[10,11]], "max_tokens": [5, 9, 3]})";
+  setenv("MINIVLLM_STEP_FAULT", "9", 1);
+  const CliResult r = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--json"},
+                                     kSmallEngine));
+  unsetenv("MINIVLLM_STEP_FAULT");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("sequences failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("injected step fault"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("throughput_tok_s"), std::string::npos) << r.out;
 }
 
 TEST(CliBench, DryRunReportsTheSeedsWorkloadTotals) {
