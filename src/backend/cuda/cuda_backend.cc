@@ -312,6 +312,12 @@ void CudaBackend::drop_graphs_of(const std::atomic<bool>* comm_aborted) {
 
 // ---- sampling ----
 
+// Sized for the whole tokens buffer (its rows, up to 2^20) at the first call: growing the buffers
+// later would have to wait for a sampling still in flight (async scheduling keeps one).
+void CudaBackend::ensure_sample_buffers(int rows, const Tensor& tokens) {
+  ensure_sample_buffers(std::max<int>(rows, static_cast<int>(std::min<int64_t>(tokens.numel(), 1 << 20))));
+}
+
 void CudaBackend::ensure_sample_buffers(int rows) {
   if (sample_done_[0] == nullptr) {
     for (cudaEvent_t& e : sample_done_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -347,7 +353,7 @@ void CudaBackend::sample_async(const Tensor& logits, const SamplingBatch& batch,
         << " min_p " << batch.min_p[i];
   }
   MINIVLLM_CHECK_LT(samples_issued_ - samples_taken_, 2) << "sample: two samplings already outstanding";
-  ensure_sample_buffers(std::max<int>(rows, static_cast<int>(std::min<int64_t>(tokens.numel(), 1 << 20))));
+  ensure_sample_buffers(rows, tokens);
   const int half = static_cast<int>(samples_issued_ % 2);
   // This half's last user was taken (waited for) before: its host arrays are free to rewrite.
   auto* host = static_cast<uint8_t*>(sample_host_) + static_cast<size_t>(half) * sample_capacity_ * 6 * 4;
@@ -379,9 +385,7 @@ void CudaBackend::queue_sampled(const Tensor& tokens, int rows) {
   MINIVLLM_CHECK(tokens.device() == DeviceKind::kCuda && tokens.dtype() == DType::kI32 && tokens.numel() >= rows)
       << "queue_sampled: tokens " << tokens.describe() << " for " << rows << " rows";
   MINIVLLM_CHECK_LT(samples_issued_ - samples_taken_, 2) << "queue_sampled: two samplings already outstanding";
-  // Sized for the tokens buffer at once (as sample_async does): growing them later would have to
-  // wait for a sampling still in flight.
-  ensure_sample_buffers(std::max<int>(rows, static_cast<int>(std::min<int64_t>(tokens.numel(), 1 << 20))));
+  ensure_sample_buffers(rows, tokens);
   const int half = static_cast<int>(samples_issued_ % 2);
   // This half's last user was taken (waited for) before: its host arrays are free to rewrite.
   auto* host = static_cast<uint8_t*>(sample_host_) + static_cast<size_t>(half) * sample_capacity_ * 6 * 4;
@@ -395,32 +399,30 @@ void CudaBackend::queue_sampled(const Tensor& tokens, int rows) {
 
 namespace {
 
-void check_shard_inputs(const Tensor& logits, const Tensor& params, const char* op) {
+void check_shard_inputs(const Tensor& logits, const Tensor& params, int64_t vocab_start, const char* op) {
   MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda && logits.dtype() == DType::kF32 && logits.ndim() == 2 &&
                  params.device() == DeviceKind::kCuda && params.dtype() == DType::kF32 &&
                  params.numel() >= 2 * logits.size(0))
       << op << ": logits " << logits.describe() << " (f32 [S, V] on the GPU), params " << params.describe();
-  MINIVLLM_CHECK(logits.size(1) < (int64_t{1} << 24)) << op << ": a slice of " << logits.size(1)
-                                                       << " ids (ids travel as floats, exact below 2^24)";
+  MINIVLLM_CHECK(vocab_start >= 0 && vocab_start + logits.size(1) < (int64_t{1} << 24))
+      << op << ": ids up to " << vocab_start + logits.size(1) << " (ids travel as floats, exact below 2^24)";
 }
 
 }  // namespace
 
 void CudaBackend::shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
                                      const Tensor& stats) {
-  check_shard_inputs(logits, params, "shard_sample_stats");
+  check_shard_inputs(logits, params, vocab_start, "shard_sample_stats");
   const int64_t rows = logits.size(0);
   MINIVLLM_CHECK(stats.device() == DeviceKind::kCuda && stats.dtype() == DType::kF32 && stats.numel() >= 4 * rows)
       << "shard_sample_stats: stats " << stats.describe() << " for " << rows << " rows";
-  MINIVLLM_CHECK(vocab_start >= 0 && vocab_start + logits.size(1) < (int64_t{1} << 24))
-      << "shard_sample_stats: ids up to " << vocab_start + logits.size(1) << " (exact as floats below 2^24)";
   launch_shard_sample_stats(logits.ptr<float>(), rows, logits.size(1), params.ptr<float>(), vocab_start,
                             stats.ptr<float>(), stream_);
 }
 
 void CudaBackend::shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
                                     const Tensor& all_stats, const Tensor& picks) {
-  check_shard_inputs(logits, params, "shard_sample_pick");
+  check_shard_inputs(logits, params, vocab_start, "shard_sample_pick");
   const int64_t rows = logits.size(0);
   MINIVLLM_CHECK(all_stats.device() == DeviceKind::kCuda && all_stats.dtype() == DType::kF32 &&
                  picks.device() == DeviceKind::kCuda && picks.dtype() == DType::kI32 && picks.numel() >= rows &&

@@ -130,6 +130,7 @@ class CudaBackend : public Backend {
 
  private:
   void ensure_sample_buffers(int rows);
+  void ensure_sample_buffers(int rows, const Tensor& tokens);  // at least tokens' rows (up to 2^20)
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                 bool norm_prologue = false) const;
