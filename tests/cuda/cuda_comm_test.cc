@@ -391,15 +391,18 @@ TEST(CudaComm, CollectivesThreads) {
 
 // all_reduce_sum_into (the row-parallel linear's all-reduce fused with the residual add) against
 // the unfused path on the same inputs: all_reduce_sum, then add_to_residual. Bit for bit, with fp32
-// and with bf16 partial sums (an fp32 residual either way), on the push and the pull kernel.
+// and with bf16 partial sums (an fp32 residual either way), on the push, pull and Lamport kernels.
 TEST(CudaComm, AllReduceSumIntoEqualsUnfused) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  for (const char* pull : {"0", "1"}) {
-    ScopedEnv kernel("MINIVLLM_CUSTOM_AR_PULL", pull);
+  for (const char* kernel_name : {"push", "pull", "lamport"}) {
+    const std::string k = kernel_name;
+    ScopedEnv pull_env("MINIVLLM_CUSTOM_AR_PULL", k == "pull" ? "1" : "0");
+    ScopedEnv lamport_env("MINIVLLM_CUSTOM_AR_LAMPORT", k == "lamport" ? "1" : "0");
+    const char* pull = kernel_name;
     expect_no_errors(run_ranks(2, [pull](int rank, Backend& b, Communicator& c) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
         for (int64_t n : {int64_t{1024}, int64_t{5 * 4096 + 8}, int64_t{262144}, int64_t{1 << 21}}) {
-          SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " pull=" + pull);
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " kernel " + pull);
           Tensor partial = b.empty(dt, {n}), fused = b.empty(DType::kF32, {n});
           Tensor partial2 = b.empty(dt, {n}), unfused = b.empty(DType::kF32, {n});
           const std::vector<float> residual = rank_values(7, n, 42);  // the same on both ranks
@@ -491,8 +494,7 @@ TEST(CudaComm, AbortWakesPendingCall) {
 // limit, every tenth one through NCCL), in place on distinct slices, no host sync between them.
 // The values are small integers, so every sum is exact: a block reading a stale half or a wrong
 // epoch's data shows.
-TEST(CudaComm, AllReduceStressThreads) {
-  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+void all_reduce_stress() {
   ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", "524288");
   const int world = std::min(cuda_device_count(), 8);
   expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {
@@ -530,6 +532,26 @@ TEST(CudaComm, AllReduceStressThreads) {
     }
     EXPECT_EQ(bad, 0);
   }));
+}
+
+TEST(CudaComm, AllReduceStressThreads) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  all_reduce_stress();
+}
+
+// The Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=1): 600 all-reduces of random sizes back to back
+// rotate its three buffers with messages larger and smaller than the last (each call empties what
+// the one before filled).
+TEST(CudaComm, AllReduceStressThreadsLamport) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv lamport("MINIVLLM_CUSTOM_AR_LAMPORT", "1");
+  all_reduce_stress();
+}
+
+TEST(CudaComm, CollectivesThreadsLamport) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv lamport("MINIVLLM_CUSTOM_AR_LAMPORT", "1");
+  expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
 // Time per bf16 all-reduce, one-shot kernel vs NCCL: graphs of 50 calls (median of 7 replays) and

@@ -63,7 +63,10 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   };
   // Whether every rank succeeded.
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
-  const std::vector<int32_t> first = min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16)});
+  const char* lamport_env = std::getenv("MINIVLLM_CUSTOM_AR_LAMPORT");
+  const bool lamport = lamport_env != nullptr && std::string(lamport_env) == "1";
+  const std::vector<int32_t> first =
+      min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0});
   if (first[0] != 1) return nullptr;
   max_bytes = static_cast<size_t>(first[1]) * 16;
 
@@ -71,12 +74,23 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->max_bytes_ = max_bytes;
   const char* pull = std::getenv("MINIVLLM_CUSTOM_AR_PULL");
   ar->push_ = !(pull != nullptr && std::string(pull) == "1");
-  const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world);
+  ar->lamport_ = first[2] == 1;
+  const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
   bool good = ok(cudaMalloc(&ar->own_, buffer_bytes)) && ok(cudaMemsetAsync(ar->own_, 0, buffer_bytes, stream)) &&
               ok(cudaMalloc(&ar->epochs_, sizeof(uint32_t) * kMaxBlocks)) &&
               ok(cudaMemsetAsync(ar->epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream));
+  if (good && ar->lamport_) {
+    const size_t base = custom_ar_lamport_base(max_bytes, world);
+    good = ok(cudaMalloc(&ar->lamport_epochs_, sizeof(uint32_t) * kMaxBlocks)) &&
+           ok(cudaMemsetAsync(ar->lamport_epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream)) &&
+           ok(cudaMalloc(&ar->lamport_prev_, sizeof(int64_t) * kMaxBlocks)) &&
+           ok(cudaMemsetAsync(ar->lamport_prev_, 0, sizeof(int64_t) * kMaxBlocks, stream));
+    if (good) {
+      launch_lamport_fill(static_cast<char*>(ar->own_) + base, static_cast<int64_t>(buffer_bytes - base), stream);
+    }
+  }
   void* host_flag = nullptr;
   good = good && ok(cudaHostAlloc(&host_flag, sizeof(int), cudaHostAllocMapped));
   if (host_flag != nullptr) {
@@ -149,6 +163,8 @@ CustomAllReduce::~CustomAllReduce() {
   }
   if (own_ != nullptr) cudaFree(own_);
   if (epochs_ != nullptr) cudaFree(epochs_);
+  if (lamport_epochs_ != nullptr) cudaFree(lamport_epochs_);
+  if (lamport_prev_ != nullptr) cudaFree(lamport_prev_);
   if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
   cudaGetLastError();
   if (saved >= 0) cudaSetDevice(saved);
@@ -171,6 +187,9 @@ CustomAllReduceArgs CustomAllReduce::args_for(const Tensor& t) const {
   a.push = push_;
   a.rank = rank_;
   a.world = world_;
+  a.lamport_epochs = lamport_epochs_;
+  a.lamport_prev = lamport_prev_;
+  a.lamport_base = static_cast<int64_t>(custom_ar_lamport_base(max_bytes_, world_));
   return a;
 }
 
@@ -178,6 +197,7 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   CustomAllReduceArgs a = args_for(t);
   a.accumulate = accumulate;
   a.bf16 = t.dtype() == DType::kBF16;
+  a.lamport = lamport_;
   launch_custom_all_reduce(a, stream_);
 }
 

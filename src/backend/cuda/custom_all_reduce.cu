@@ -72,6 +72,48 @@ __device__ __forceinline__ uint4 sum_vectors(const uint4 (&v)[kMaxRanks], int wo
   return out;
 }
 
+// The tile's sums (v[k][q]: rank q's vectors k), in rank order, written in place or added into
+// `accumulate`.
+__device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks]) {
+  char* data = static_cast<char*>(a.data);
+  const int tid = threadIdx.x;
+  auto vec_offset = [&](int64_t tt, int k) { return tt * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t off = vec_offset(t, k);
+    if (off >= a.bytes) continue;
+    const uint4 s = sum_vectors(v[k], a.world, a.bf16);
+    if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
+      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&s);
+      float4 lo = r[0], hi = r[1];
+      const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
+      const float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
+      lo.x += f0.x;
+      lo.y += f0.y;
+      lo.z += f1.x;
+      lo.w += f1.y;
+      hi.x += f2.x;
+      hi.y += f2.y;
+      hi.z += f3.x;
+      hi.w += f3.y;
+      r[0] = lo;
+      r[1] = hi;
+    } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
+      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
+      const float4 f = *reinterpret_cast<const float4*>(&s);
+      float4 acc = *r;
+      acc.x += f.x;
+      acc.y += f.y;
+      acc.z += f.z;
+      acc.w += f.w;
+      *r = acc;
+    } else {
+      *reinterpret_cast<uint4*>(data + off) = s;
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
   const int b = blockIdx.x;
   const int tid = threadIdx.x;
@@ -176,50 +218,143 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
       }
       continue;
     }
-#pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t off = vec_offset(t, k);
-      if (off >= a.bytes) continue;
-      const uint4 s = sum_vectors(v[k], a.world, a.bf16);
-      if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
-        float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&s);
-        float4 lo = r[0], hi = r[1];
-        const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
-        const float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
-        lo.x += f0.x;
-        lo.y += f0.y;
-        lo.z += f1.x;
-        lo.w += f1.y;
-        hi.x += f2.x;
-        hi.y += f2.y;
-        hi.z += f3.x;
-        hi.w += f3.y;
-        r[0] = lo;
-        r[1] = hi;
-      } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
-        float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
-        const float4 f = *reinterpret_cast<const float4*>(&s);
-        float4 acc = *r;
-        acc.x += f.x;
-        acc.y += f.y;
-        acc.z += f.z;
-        acc.w += f.w;
-        *r = acc;
-      } else {
-        *reinterpret_cast<uint4*>(data + off) = s;
-      }
-    }
+    sum_tile(a, t, v);
   }
   if (tid == 0) a.epochs[b] = epoch;
 }
 
+// ---- The Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=1; sums only). No flags and no fences: an
+// empty slot holds kEmpty in every 32-bit word, data never does (cleaned below), so a word that is
+// not kEmpty has arrived (32-bit stores are single-copy atomic). Three buffers in turn per block
+// (its own counter): call e pushes into buffer e % 3, reads its peers' words there as they land,
+// and empties this block's words of buffer (e + 2) % 3, the last call's, whose every word it saw
+// arrive then. A peer writes into a buffer again only two calls later, after it saw this rank's
+// data of the call in between, which this rank sent after the emptying (kernel order).
+constexpr uint32_t kEmpty = 0x80008000u;
+
+// bf16: -0.0 halves become +0.0 (a word of two -0.0 halves is kEmpty); f32: the one word equal
+// to kEmpty (a negative denormal) loses its sign. Every rank sums the cleaned values.
+__device__ __forceinline__ uint4 lamport_clean(uint4 v, bool bf16) {
+  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (bf16) {
+      if ((w[i] & 0xFFFFu) == 0x8000u) w[i] &= 0xFFFF0000u;
+      if ((w[i] >> 16) == 0x8000u) w[i] &= 0x0000FFFFu;
+    } else if (w[i] == kEmpty) {
+      w[i] = 0x00008000u;
+    }
+  }
+  return v;
+}
+
+__device__ __forceinline__ bool lamport_arrived(const uint4& v) {
+  return v.x != kEmpty && v.y != kEmpty && v.z != kEmpty && v.w != kEmpty;
+}
+
+__global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+  const int b = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int64_t ntiles = (a.bytes + kTileBytes - 1) / kTileBytes;
+  const uint32_t epoch = a.lamport_epochs[b] + 1;
+  const int64_t region = a.world * a.slot_bytes;  // one buffer: a slot per rank
+  const int64_t now = a.lamport_base + (epoch % 3) * region;
+  const int64_t last = a.lamport_base + ((epoch + 2) % 3) * region;
+  const char* data = static_cast<const char*>(a.data);
+  char* mine = static_cast<char*>(a.buffers[a.rank]);
+  auto vec_offset = [&](int64_t t, int k) { return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
+
+  // 1. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
+  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off >= a.bytes) continue;
+      const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q < a.world && q != a.rank) {
+          *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
+        }
+      }
+    }
+  }
+  // 2. Empty the last call's buffer: this block's words of its message.
+  const int64_t last_bytes = a.lamport_prev[b];
+  const uint4 empty = make_uint4(kEmpty, kEmpty, kEmpty, kEmpty);
+  for (int64_t t = b; t * kTileBytes < last_bytes; t += kMaxBlocks) {
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off >= last_bytes) continue;
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q < a.world && q != a.rank) *reinterpret_cast<uint4*>(mine + last + q * a.slot_bytes + off) = empty;
+      }
+    }
+  }
+  // 3. Wait for each peer's words, then sum in rank order as the flag kernel does.
+  bool aborted = false;
+  for (int64_t t = b; t < ntiles && !aborted; t += kMaxBlocks) {
+    uint4 v[kVecs][kMaxRanks];
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t off = vec_offset(t, k);
+      if (off >= a.bytes) continue;
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q >= a.world) continue;
+        if (q == a.rank) {
+          v[k][q] = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+          continue;
+        }
+        const char* src = mine + now + q * a.slot_bytes + off;
+        int spins = 0;
+        for (v[k][q] = ld_volatile16(src); !lamport_arrived(v[k][q]); v[k][q] = ld_volatile16(src)) {
+          if (++spins == 256) {
+            spins = 0;
+            if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
+              aborted = true;
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (!aborted) sum_tile(a, t, v);
+  }
+  // Every thread of the block read the counters before; the next call of this block comes after
+  // the kernel ends.
+  __syncthreads();
+  if (tid == 0) {
+    a.lamport_epochs[b] = epoch;
+    a.lamport_prev[b] = a.bytes;
+  }
+}
+
+__global__ void fill_words_kernel(uint32_t* p, int64_t n, uint32_t value) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p[i] = value;
+  }
+}
+
 }  // namespace
+
+void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
+  fill_words_kernel<<<256, 256, 0, stream>>>(static_cast<uint32_t*>(p), bytes / 4, kEmpty);
+  CUDA_CHECK_LAUNCH();
+}
 
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
   const int64_t ntiles = (args.bytes + kTileBytes - 1) / kTileBytes;
   const int blocks = static_cast<int>(ntiles < kMaxBlocks ? ntiles : kMaxBlocks);
   if (blocks == 0) return;
+  if (args.lamport) {
+    lamport_all_reduce_kernel<<<blocks, kThreads, 0, stream>>>(args);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   custom_all_reduce_kernel<<<blocks, kThreads, 0, stream>>>(args);
   CUDA_CHECK_LAUNCH();
 }

@@ -26,6 +26,9 @@
 // rank can only get there once every peer has finished this call's predecessor (it waited for
 // their flags of this call, set after it). MINIVLLM_CUSTOM_AR_PULL=1 (on every rank) keeps the
 // earlier kernel: each rank copies its tiles into its own half, and the others read them there.
+// MINIVLLM_CUSTOM_AR_LAMPORT=1 (agreed over the ranks) sums through a kernel without flags or
+// fences (custom_all_reduce.cu: three buffers filled with a sentinel that data never equals, read
+// as the words land); all-gathers keep the flag kernel.
 //
 // Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
 // peer quit (the output is then garbage; the communicator is unusable anyway).
@@ -90,6 +93,9 @@ class CustomAllReduce {
   bool leak_ = false;
   size_t max_bytes_ = 0;                   // one rank's slot of a half
   bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
+  bool lamport_ = false;                   // MINIVLLM_CUSTOM_AR_LAMPORT=1 on every rank: sums by the Lamport kernel
+  uint32_t* lamport_epochs_ = nullptr;     // kMaxBlocks, this device only
+  int64_t* lamport_prev_ = nullptr;        // kMaxBlocks, this device only
   void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
   void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
@@ -110,10 +116,16 @@ struct CustomAllReduceArgs {
   int64_t half_bytes;  // world * slot_bytes: half 1 starts there, the flags at twice that
   int64_t slot_bytes;  // max_bytes: rank q's tiles at q * slot_bytes of a half (push)
   bool push;           // push into the peers' slots (else each rank's own slot 0 is pulled)
+  bool lamport;        // sums through the Lamport kernel (three sentinel-filled buffers, no flags)
+  uint32_t* lamport_epochs;  // kMaxBlocks counters of the Lamport kernel's calls
+  int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
+  int64_t lamport_base;      // where the Lamport buffers start in each rank's buffer
   int rank;
   int world;
   bool bf16;
 };
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream);
+// Fills `bytes` (a multiple of 4) with the Lamport kernel's empty pattern.
+void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream);
 
 }  // namespace minivllm::cuda

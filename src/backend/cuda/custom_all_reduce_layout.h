@@ -11,8 +11,12 @@
 namespace minivllm::cuda {
 
 constexpr size_t kCustomArFlagBytes = sizeof(uint32_t) * CustomAllReduce::kMaxBlocks * CustomAllReduce::kMaxRanks;
-constexpr size_t custom_ar_buffer_bytes(size_t max_bytes, int world) {
+// Then, with the Lamport kernel, three buffers of world slots (custom_ar_lamport_base on).
+constexpr size_t custom_ar_lamport_base(size_t max_bytes, int world) {
   return 2 * static_cast<size_t>(world) * max_bytes + kCustomArFlagBytes;
+}
+constexpr size_t custom_ar_buffer_bytes(size_t max_bytes, int world, bool lamport) {
+  return custom_ar_lamport_base(max_bytes, world) + (lamport ? 3 * static_cast<size_t>(world) * max_bytes : 0);
 }
 
 }  // namespace minivllm::cuda
