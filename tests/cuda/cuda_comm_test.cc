@@ -428,10 +428,11 @@ TEST(CudaComm, AllReduceSumIntoEqualsUnfused) {
   }
 }
 
-// The earlier pull kernel (MINIVLLM_CUSTOM_AR_PULL=1), kept for comparison: the same script.
+// The earlier pull kernel (MINIVLLM_CUSTOM_AR_PULL=1, a flag kernel), kept for comparison: the same script.
 TEST(CudaComm, CollectivesThreadsPull) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   ScopedEnv pull("MINIVLLM_CUSTOM_AR_PULL", "1");
+  ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", "0");
   expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
@@ -534,32 +535,35 @@ void all_reduce_stress() {
   }));
 }
 
+// The Lamport kernel (the default for sums): 600 all-reduces of random sizes back to back rotate
+// its three buffers with messages larger and smaller than the last (each call empties what the one
+// before filled).
 TEST(CudaComm, AllReduceStressThreads) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   all_reduce_stress();
 }
 
-// The Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=1): 600 all-reduces of random sizes back to back
-// rotate its three buffers with messages larger and smaller than the last (each call empties what
-// the one before filled).
-TEST(CudaComm, AllReduceStressThreadsLamport) {
+// The same on the flag kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0), which all-gathers always take.
+TEST(CudaComm, AllReduceStressThreadsFlag) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  ScopedEnv lamport("MINIVLLM_CUSTOM_AR_LAMPORT", "1");
+  ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", "0");
   all_reduce_stress();
 }
 
-TEST(CudaComm, CollectivesThreadsLamport) {
+TEST(CudaComm, CollectivesThreadsFlag) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  ScopedEnv lamport("MINIVLLM_CUSTOM_AR_LAMPORT", "1");
+  ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", "0");
   expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
-// Time per bf16 all-reduce, one-shot kernel vs NCCL: graphs of 50 calls (median of 7 replays) and
-// 50 eager calls (the host's enqueue cost included). Not pass/fail.
+// Time per bf16 all-reduce, the one-shot Lamport (default) and flag kernels vs NCCL: graphs of 50
+// calls (median of 7 replays) and 50 eager calls (the host's enqueue cost included). Not pass/fail.
 TEST(CudaCommBench, AllReduce) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  for (bool custom : {true, false}) {
-    ScopedEnv env("MINIVLLM_NO_CUSTOM_AR", custom ? nullptr : "1");
+  const char* names[] = {"one-shot Lamport", "one-shot flag", "NCCL only"};
+  for (int mode : {0, 1, 2}) {
+    ScopedEnv env("MINIVLLM_NO_CUSTOM_AR", mode == 2 ? "1" : nullptr);
+    ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", mode == 1 ? "0" : nullptr);
     expect_no_errors(run_ranks(2, [&](int rank, Backend& b, Communicator& c) {
       for (int64_t bytes : {int64_t{2} << 10, int64_t{16} << 10, int64_t{128} << 10, int64_t{512} << 10,
                             int64_t{2} << 20, int64_t{8} << 20, int64_t{32} << 20}) {
@@ -589,7 +593,7 @@ TEST(CudaCommBench, AllReduce) {
         const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
         if (rank == 0) {
           std::printf("all_reduce bf16 %9lld B, %-24s: graph %8.2f us/call, eager %8.2f us/call\n",
-                      static_cast<long long>(bytes), custom ? "one-shot (default limit)" : "NCCL only",
+                      static_cast<long long>(bytes), names[mode],
                       times[times.size() / 2] * 1e6, eager * 1e6);
         }
       }

@@ -64,7 +64,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   // Whether every rank succeeded.
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
   const char* lamport_env = std::getenv("MINIVLLM_CUSTOM_AR_LAMPORT");
-  const bool lamport = lamport_env != nullptr && std::string(lamport_env) == "1";
+  const bool lamport = !(lamport_env != nullptr && std::string(lamport_env) == "0");
   const std::vector<int32_t> first =
       min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0});
   if (first[0] != 1) return nullptr;

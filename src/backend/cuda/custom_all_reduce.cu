@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
   if (tid == 0) a.epochs[b] = epoch;
 }
 
-// ---- The Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=1; sums only). No flags and no fences: an
-// empty slot holds kEmpty in every 32-bit word, data never does (cleaned below), so a word that is
+// ---- The Lamport kernel (the default for sums; MINIVLLM_CUSTOM_AR_LAMPORT=0 turns it off). No
+// flags and no fences: an empty slot holds kEmpty in every 32-bit word, data never does (cleaned below), so a word that is
 // not kEmpty has arrived (32-bit stores are single-copy atomic). Three buffers in turn per block
 // (its own counter): call e pushes into buffer e % 3, reads its peers' words there as they land,
 // and empties this block's words of buffer (e + 2) % 3, the last call's, whose every word it saw
@@ -293,9 +293,14 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
       }
     }
   }
-  // 3. Wait for each peer's words, then sum in rank order as the flag kernel does.
+  // 3. Wait for each peer's words, then sum in rank order as the flag kernel does. An abort is
+  //    made block-wide before the sums (as in the build that ran on the H100s, where a fused norm
+  //    synchronised the block).
+  __shared__ int s_aborted;
+  if (tid == 0) s_aborted = 0;
+  __syncthreads();
   bool aborted = false;
-  for (int64_t t = b; t < ntiles && !aborted; t += kMaxBlocks) {
+  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
     uint4 v[kVecs][kMaxRanks];
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
@@ -321,7 +326,10 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
         }
       }
     }
-    if (!aborted) sum_tile(a, t, v);
+    if (aborted) s_aborted = 1;
+    __syncthreads();
+    if (s_aborted) break;
+    sum_tile(a, t, v);
   }
   // Every thread of the block read the counters before; the next call of this block comes after
   // the kernel ends.

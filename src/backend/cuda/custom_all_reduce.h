@@ -26,9 +26,11 @@
 // rank can only get there once every peer has finished this call's predecessor (it waited for
 // their flags of this call, set after it). MINIVLLM_CUSTOM_AR_PULL=1 (on every rank) keeps the
 // earlier kernel: each rank copies its tiles into its own half, and the others read them there.
-// MINIVLLM_CUSTOM_AR_LAMPORT=1 (agreed over the ranks) sums through a kernel without flags or
-// fences (custom_all_reduce.cu: three buffers filled with a sentinel that data never equals, read
-// as the words land); all-gathers keep the flag kernel.
+// Sums go through a kernel without flags or fences by default (the Lamport kernel,
+// custom_all_reduce.cu: three buffers filled with a sentinel that data never equals, read as the
+// words land; measured faster on both models at world_size 2, docs/PERFORMANCE.md); all-gathers
+// keep the flag kernel. MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank (agreed over the ranks) sums
+// through the flag kernel too.
 //
 // Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
 // peer quit (the output is then garbage; the communicator is unusable anyway).
