@@ -6,6 +6,7 @@
 #include "api/choice_output.h"
 #include "common/check.h"
 #include "runtime/step_profiler.h"
+#include "runtime/host_profile.h"
 
 namespace minivllm {
 
@@ -236,7 +237,12 @@ std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch) {
     if (s->params().has_penalties() || s->params().logprobs >= 0) step->overlappable = false;
   }
   try {
-    runners_->launch(build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq()));
+    StepInput in = [&] {
+      HostScope t("engine.build_input");
+      return build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq());
+    }();
+    HostScope t("engine.launch");
+    runners_->launch(in);
     note_prefill(batch);  // reads which rows complete a prefill: before the scheduler advances them
   } catch (const std::exception& e) {
     step->error = e.what();
@@ -258,9 +264,15 @@ StepResult LLMEngine::run_step(bool want_deltas) {
     inflight_ = launch(std::move(batch));
   }
   std::unique_ptr<InFlight> step = std::move(inflight_);
-  if (step->error.empty()) scheduler_->advance(step->batch);
+  if (step->error.empty()) {
+    HostScope t("engine.advance");
+    scheduler_->advance(step->batch);
+  }
   if (async_scheduling_ && step->error.empty() && step->overlappable && !scheduler_->is_finished()) {
-    ScheduledBatch next = scheduler_->schedule();
+    ScheduledBatch next = [&] {
+      HostScope t("engine.schedule");
+      return scheduler_->schedule();
+    }();
     if (!next.seqs.empty()) inflight_ = launch(std::move(next));
   }
   finish_step(*step, out, want_deltas);
@@ -275,6 +287,7 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
   }
   SampledTokens sampled;
   try {
+    HostScope t("engine.collect");
     sampled = runners_->collect();
   } catch (const std::exception& e) {
     fail_batch(batch, e.what(), out);
@@ -291,6 +304,7 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
     return;
   }
   out.num_tokens = step.num_tokens;
+  HostScope resolve_scope("engine.resolve");
   std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
   if (!sampled.logprobs.empty()) {
     size_t num_rows = 0;

@@ -16,6 +16,7 @@
 #include "runtime/model_runner.h"
 #include "runtime/runner_config_json.h"
 #include "runtime/shm_channel.h"
+#include "runtime/host_profile.h"
 
 namespace minivllm {
 namespace {
@@ -76,7 +77,10 @@ int worker_main(int argc, char** argv) {
   std::string method, payload;
   try {
     for (;;) {
-      channel.read(rank, &method, &payload, alive);
+      {
+        HostScope t("worker.read");
+        channel.read(rank, &method, &payload, alive);
+      }
       if (method == "exit") break;
       maybe_inject_fault(rank, method);
       if (method == "init") {
@@ -86,7 +90,12 @@ int worker_main(int argc, char** argv) {
                                                *source.weights, rank, init.at("bootstrap").get<std::string>());
       } else if (method == "launch") {
         MINIVLLM_CHECK(runner != nullptr) << "'launch' before 'init'";
-        runner->launch_detached(StepInput::deserialize(payload));
+        const StepInput in = [&] {
+          HostScope t("worker.deserialize");
+          return StepInput::deserialize(payload);
+        }();
+        HostScope t("worker.launch");
+        runner->launch_detached(in);
       } else if (method == "prefill_all_logits") {
         MINIVLLM_CHECK(runner != nullptr) << "'prefill_all_logits' before 'init'";
         runner->prefill_all_logits(StepInput::deserialize(payload));

@@ -12,6 +12,7 @@
 #include "common/config_key.h"
 #include "runtime/backend_select.h"
 #include "runtime/decode_seq_order.h"
+#include "runtime/host_profile.h"
 
 namespace minivllm {
 
@@ -350,7 +351,10 @@ void ModelRunner::launch(const StepInput& in) {
   if (prof != nullptr) prof->begin();
   const int padded = decode_batch_size(n);
   auto graph = graphs_.find(padded);
-  DecodeBatch batch = prepare_decode(in, padded);
+  DecodeBatch batch = [&] {
+    HostScope t("runner.prepare_decode");
+    return prepare_decode(in, padded);
+  }();
   if (pending) backend_->resolve_pending_ids(batch.input_ids, sampled_ids_);
   if (prof != nullptr) {
     backend_->synchronize();
@@ -358,6 +362,7 @@ void ModelRunner::launch(const StepInput& in) {
   }
   Tensor logits;
   if (graph != graphs_.end()) {
+    HostScope t("runner.replay");
     backend_->replay_graph(graph->second);
     logits = model_->logits_buffer();
   } else {
@@ -368,7 +373,10 @@ void ModelRunner::launch(const StepInput& in) {
     backend_->synchronize();
     prof->mark(StepProfiler::kGraph);
   }
-  sample(in, logits);
+  {
+    HostScope t("runner.sample");
+    sample(in, logits);
+  }
   launched_.back().profiled = prof != nullptr;
 }
 
@@ -388,6 +396,7 @@ SampledTokens ModelRunner::collect() {
   }
   SampledTokens out;
   out.token_ids.resize(static_cast<size_t>(l.num_samples));
+  HostScope t("runner.take_sampled");
   backend_->take_sampled(out.token_ids.data(), l.num_samples);
   if (!l.logprobs.empty()) out.logprobs = compute_logprobs(l.logprobs, l.logits, out.token_ids);
   if (l.profiled) {

@@ -14,6 +14,7 @@
 #include "common/check.h"
 #include "runtime/backend_select.h"
 #include "runtime/runner_config_json.h"
+#include "runtime/host_profile.h"
 
 extern char** environ;
 
@@ -186,7 +187,11 @@ auto RunnerGroup::call(const std::string& method, const std::string& args, F&& l
     MINIVLLM_FAIL() << death_;
   }
   try {
-    channel_.write(method, args, [this] { return alive(); });
+    {
+      HostScope t("group.write");
+      channel_.write(method, args, [this] { return alive(); });
+    }
+    HostScope t("group.local");
     return local();
   } catch (const std::exception& e) {
     // A peer that dies mid-step shows up here as an aborted wait; give some time for the watchdog
@@ -211,7 +216,11 @@ void RunnerGroup::launch(const StepInput& in) {
     return;
   }
   // The workers launch it too and go on to read the next message while their devices compute.
-  call("launch", in.serialize(), [&] { runner_->launch(in); });
+  std::string image = [&] {
+    HostScope t("group.serialize");
+    return in.serialize();
+  }();
+  call("launch", image, [&] { runner_->launch(in); });
 }
 
 SampledTokens RunnerGroup::collect() {

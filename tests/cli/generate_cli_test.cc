@@ -180,6 +180,35 @@ TEST(CliBench, FailedSequencesFailTheRun) {
   EXPECT_EQ(r.out.find("throughput_tok_s"), std::string::npos) << r.out;
 }
 
+// MINIVLLM_PROFILE_HOST=1: each process of a world_size 2 run prints its host-time table at exit,
+// rank 0 its engine's step parts and the worker its reads and launches, one launch per step on
+// each; without it, nothing.
+TEST(CliBench, HostProfileTablesAtExit) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_host_profile.json";
+  std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3,4,5],[7,8,9]], "max_tokens": [4, 6]})";
+  const std::vector<std::string> args = concat(
+      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--tensor-parallel-size", "2"},
+      kSmallEngine);
+  const CliResult plain = run_cli(args);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("[host-profile]"), std::string::npos) << plain.err;
+  setenv("MINIVLLM_PROFILE_HOST", "1", 1);
+  const CliResult r = run_cli(args);
+  unsetenv("MINIVLLM_PROFILE_HOST");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto calls = [&](const std::string& scope) {
+    std::smatch m;
+    if (!std::regex_search(r.err, m, std::regex("\\[host-profile\\] +" + scope + " +(\\d+) "))) return -1;
+    return std::stoi(m[1]);
+  };
+  const int steps = calls("engine\\.launch");
+  EXPECT_GE(steps, 6) << r.err;  // at least one step per output token of the longer sequence
+  EXPECT_EQ(calls("group\\.write"), steps) << r.err;
+  EXPECT_EQ(calls("worker\\.launch"), steps) << r.err;
+  EXPECT_EQ(calls("engine\\.collect"), steps) << r.err;
+}
+
 TEST(CliBench, DryRunReportsTheSeedsWorkloadTotals) {
   // Totals from python3's random.seed(0) draw (tools/make_bench_workload.py checks the same);
   // the first 4 of the 256 sequences: sum(map(len, p[:4])) = 2680, sum(m[:4]) = 2607.
