@@ -65,15 +65,17 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
   const char* lamport_env = std::getenv("MINIVLLM_CUSTOM_AR_LAMPORT");
   const bool lamport = !(lamport_env != nullptr && std::string(lamport_env) == "0");
+  const char* pull = std::getenv("MINIVLLM_CUSTOM_AR_PULL");
+  const bool push = !(pull != nullptr && std::string(pull) == "1");
+  // Every choice is agreed: ranks on different kernels would wait for each other forever.
   const std::vector<int32_t> first =
-      min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0});
+      min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0});
   if (first[0] != 1) return nullptr;
   max_bytes = static_cast<size_t>(first[1]) * 16;
 
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, device, stream));
   ar->max_bytes_ = max_bytes;
-  const char* pull = std::getenv("MINIVLLM_CUSTOM_AR_PULL");
-  ar->push_ = !(pull != nullptr && std::string(pull) == "1");
+  ar->push_ = first[3] == 1;  // pull (=1) on any rank pulls on all
   ar->lamport_ = first[2] == 1;
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part

@@ -24,7 +24,7 @@
 // in fp32 (bf16 rounded once), in place. Every rank sums in the same order: results are
 // bit-identical across ranks. No barrier at the end: the next call writes the other half, and a
 // rank can only get there once every peer has finished this call's predecessor (it waited for
-// their flags of this call, set after it). MINIVLLM_CUSTOM_AR_PULL=1 (on every rank) keeps the
+// their flags of this call, set after it). MINIVLLM_CUSTOM_AR_PULL=1 (on any rank: agreed) keeps the
 // earlier kernel: each rank copies its tiles into its own half, and the others read them there.
 // Sums go through a kernel without flags or fences by default (the Lamport kernel,
 // custom_all_reduce.cu: three buffers filled with a sentinel that data never equals, read as the
