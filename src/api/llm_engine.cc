@@ -6,7 +6,7 @@
 #include "api/choice_output.h"
 #include "common/check.h"
 #include "runtime/step_profiler.h"
-#include "runtime/host_profile.h"
+#include "common/host_profile.h"
 
 namespace minivllm {
 

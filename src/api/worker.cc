@@ -16,7 +16,7 @@
 #include "runtime/model_runner.h"
 #include "runtime/runner_config_json.h"
 #include "runtime/shm_channel.h"
-#include "runtime/host_profile.h"
+#include "common/host_profile.h"
 
 namespace minivllm {
 namespace {

@@ -12,7 +12,7 @@
 #include "common/config_key.h"
 #include "runtime/backend_select.h"
 #include "runtime/decode_seq_order.h"
-#include "runtime/host_profile.h"
+#include "common/host_profile.h"
 
 namespace minivllm {
 
@@ -335,7 +335,10 @@ void ModelRunner::launch(const StepInput& in) {
     if (profiler_ != nullptr) profiler_->interrupt();
     AttentionMetadata meta = prepare_prefill(in);
     if (pending) backend_->resolve_pending_ids(input_ids_.rows(0, in.num_tokens()), sampled_ids_);
-    Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
+    Tensor hidden = [&] {
+      HostScope t("runner.prefill_forward");
+      return model_->forward(input_ids_, positions_, kv_caches_, meta);
+    }();
     if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample
       Launched none;
       none.num_samples = -1;

@@ -14,7 +14,7 @@
 #include "common/check.h"
 #include "runtime/backend_select.h"
 #include "runtime/runner_config_json.h"
-#include "runtime/host_profile.h"
+#include "common/host_profile.h"
 
 extern char** environ;
 

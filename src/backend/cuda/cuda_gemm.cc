@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/env_switch.h"
+#include "common/host_profile.h"
 
 namespace minivllm::cuda {
 
@@ -66,6 +67,8 @@ LtGemm::Plan& LtGemm::plan_for(const Key& key) {
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
+  // A plan per token count: every new prefill length searches again (host time, profiled).
+  HostScope search("gemm.heuristic");
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   MINIVLLM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0)

@@ -1,5 +1,5 @@
 // HostProfile: with MINIVLLM_PROFILE_HOST=1, named host-side scopes (the engine's step parts, the
-// tensor-parallel control channel, a worker's read and launch) add up their wall time, and each
+// tensor-parallel control channel, a worker's read and launch, cuBLASLt's algorithm searches) add up their wall time, and each
 // process prints its table to stderr at exit. Why: the kernel profiler sees the GPU idle between
 // steps (at world_size 2, rank 0 waits for its own host), but not which host part it waits for.
 // Unlike MINIVLLM_PROFILE_STEPS it adds no synchronisation; a disabled scope costs one branch.

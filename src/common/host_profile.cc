@@ -1,5 +1,5 @@
 // HostProfile: see host_profile.h.
-#include "runtime/host_profile.h"
+#include "common/host_profile.h"
 
 #include <unistd.h>
 
