@@ -5,8 +5,8 @@
 
 #include "api/choice_output.h"
 #include "common/check.h"
-#include "runtime/step_profiler.h"
 #include "common/host_profile.h"
+#include "runtime/step_profiler.h"
 
 namespace minivllm {
 

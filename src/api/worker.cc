@@ -13,10 +13,10 @@
 
 #include "api/model_source.h"
 #include "common/check.h"
+#include "common/host_profile.h"
 #include "runtime/model_runner.h"
 #include "runtime/runner_config_json.h"
 #include "runtime/shm_channel.h"
-#include "common/host_profile.h"
 
 namespace minivllm {
 namespace {

@@ -1,8 +1,9 @@
 // HostProfile: with MINIVLLM_PROFILE_HOST=1, named host-side scopes (the engine's step parts, the
-// tensor-parallel control channel, a worker's read and launch, cuBLASLt's algorithm searches) add up their wall time, and each
-// process prints its table to stderr at exit. Why: the kernel profiler sees the GPU idle between
-// steps (at world_size 2, rank 0 waits for its own host), but not which host part it waits for.
-// Unlike MINIVLLM_PROFILE_STEPS it adds no synchronisation; a disabled scope costs one branch.
+// tensor-parallel control channel, a worker's read and launch, cuBLASLt's algorithm searches) add
+// up their wall time, and each process prints its table to stderr at exit. Why: a step's host time
+// decides whether the GPU waits for it, and the CUPTI kernel profiler slows the host enough to show
+// gaps that are not there without it. Unlike MINIVLLM_PROFILE_STEPS it adds no synchronisation; a
+// disabled scope costs one branch.
 #pragma once
 
 #include <chrono>
@@ -23,7 +24,8 @@ class HostScope {
   }
   ~HostScope() {
     if (name_ == nullptr) return;
-    HostProfile::add(name_, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    const auto elapsed = std::chrono::steady_clock::now() - start_;
+    HostProfile::add(name_, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   }
   HostScope(const HostScope&) = delete;
   HostScope& operator=(const HostScope&) = delete;

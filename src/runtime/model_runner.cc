@@ -10,9 +10,9 @@
 #include "backend/kv_cache_spec.h"
 #include "common/check.h"
 #include "common/config_key.h"
+#include "common/host_profile.h"
 #include "runtime/backend_select.h"
 #include "runtime/decode_seq_order.h"
-#include "common/host_profile.h"
 
 namespace minivllm {
 

@@ -12,9 +12,9 @@
 #include <filesystem>
 
 #include "common/check.h"
+#include "common/host_profile.h"
 #include "runtime/backend_select.h"
 #include "runtime/runner_config_json.h"
-#include "common/host_profile.h"
 
 extern char** environ;
 

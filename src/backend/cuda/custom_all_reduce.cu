@@ -224,12 +224,13 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 }
 
 // ---- The Lamport kernel (the default for sums; MINIVLLM_CUSTOM_AR_LAMPORT=0 turns it off). No
-// flags and no fences: an empty slot holds kEmpty in every 32-bit word, data never does (cleaned below), so a word that is
-// not kEmpty has arrived (32-bit stores are single-copy atomic). Three buffers in turn per block
-// (its own counter): call e pushes into buffer e % 3, reads its peers' words there as they land,
-// and empties this block's words of buffer (e + 2) % 3, the last call's, whose every word it saw
-// arrive then. A peer writes into a buffer again only two calls later, after it saw this rank's
-// data of the call in between, which this rank sent after the emptying (kernel order).
+// flags and no fences: an empty slot holds kEmpty in every 32-bit word, data never does (cleaned
+// below), so a word that is not kEmpty has arrived (32-bit stores are single-copy atomic). Three
+// buffers in turn per block (its own counter): call e pushes into buffer e % 3, reads its peers'
+// words there as they land, and empties this block's words of buffer (e + 2) % 3, the last call's,
+// whose every word it saw arrive then. A peer writes into a buffer again only two calls later,
+// after it saw this rank's data of the call in between, which this rank sent after the emptying
+// (kernel order).
 constexpr uint32_t kEmpty = 0x80008000u;
 
 // bf16: -0.0 halves become +0.0 (a word of two -0.0 halves is kEmpty); f32: the one word equal
