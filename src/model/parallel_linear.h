@@ -81,9 +81,10 @@ class RowParallelLinear {
   // all-reduced, then added: the all-reduce comes before the residual add.
   void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                             const Tensor& partial, const Tensor& residual) const;
+  // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual needs `partial` at world_size > 1.
+  static bool tp_partials_f32();
 
  private:
-  static bool tp_partials_f32();
   Tensor weight_;
 };
 

@@ -53,7 +53,8 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   hidden_ = backend_.empty(act, {t, h});
   // The residual stream stays fp32 on every backend: a bf16 stream would round 2 x num_layers times.
   residual_ = backend_.empty(DType::kF32, {t, h});
-  if (world_ > 1) partial_ = backend_.empty(DType::kF32, {t, h});  // row-parallel partial sums
+  // Row-parallel partial sums travel in `hidden_` (the activation dtype) unless fp32 ones are asked for.
+  if (world_ > 1 && RowParallelLinear::tp_partials_f32()) partial_ = backend_.empty(DType::kF32, {t, h});
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
   gate_up_ = backend_.empty(act, {t, 2 * inter});
@@ -113,7 +114,7 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
-  const Tensor partial = world_ > 1 ? partial_.rows(0, n) : Tensor();
+  const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   backend_.rms_norm_linear(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
   backend_.qk_norm_rope_store(qkv, nq, nkv, hd, l.q_norm.empty() ? nullptr : &l.q_norm,
                               l.k_norm.empty() ? nullptr : &l.k_norm, eps, positions, cos_sin_, cache, meta);
@@ -126,7 +127,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
-  const Tensor partial = world_ > 1 ? partial_.rows(0, n) : Tensor();
+  const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   backend_.rms_norm_linear_silu_mul(residual, l.post_attention_layernorm, eps, hidden, l.gate_up_proj.weight(),
                                     gate_up, act);
   l.down_proj.forward_add_residual(backend_, comm_, act, hidden, partial, residual);

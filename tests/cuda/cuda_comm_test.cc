@@ -398,11 +398,10 @@ TEST(CudaComm, AllReduceSumIntoEqualsUnfused) {
     const std::string k = kernel_name;
     ScopedEnv pull_env("MINIVLLM_CUSTOM_AR_PULL", k == "pull" ? "1" : "0");
     ScopedEnv lamport_env("MINIVLLM_CUSTOM_AR_LAMPORT", k == "lamport" ? "1" : "0");
-    const char* pull = kernel_name;
-    expect_no_errors(run_ranks(2, [pull](int rank, Backend& b, Communicator& c) {
+    expect_no_errors(run_ranks(2, [kernel_name](int rank, Backend& b, Communicator& c) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
         for (int64_t n : {int64_t{1024}, int64_t{5 * 4096 + 8}, int64_t{262144}, int64_t{1 << 21}}) {
-          SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " kernel " + pull);
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " kernel " + kernel_name);
           Tensor partial = b.empty(dt, {n}), fused = b.empty(DType::kF32, {n});
           Tensor partial2 = b.empty(dt, {n}), unfused = b.empty(DType::kF32, {n});
           const std::vector<float> residual = rank_values(7, n, 42);  // the same on both ranks

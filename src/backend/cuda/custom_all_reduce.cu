@@ -72,12 +72,16 @@ __device__ __forceinline__ uint4 sum_vectors(const uint4 (&v)[kMaxRanks], int wo
   return out;
 }
 
+// This thread's vector k of tile t: tid * 16 and (tid + kThreads) * 16 bytes into the tile
+// (coalesced per warp). Every kernel here walks its tiles this way.
+__device__ __forceinline__ int64_t vec_offset(int64_t t, int k) {
+  return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 16;
+}
+
 // The tile's sums (v[k][q]: rank q's vectors k), in rank order, written in place or added into
 // `accumulate`.
 __device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks]) {
   char* data = static_cast<char*>(a.data);
-  const int tid = threadIdx.x;
-  auto vec_offset = [&](int64_t tt, int k) { return tt * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
 #pragma unroll
   for (int k = 0; k < kVecs; ++k) {
     const int64_t off = vec_offset(t, k);
@@ -130,8 +134,6 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
   auto source = [&](int q) -> const char* {
     return a.push ? own + q * a.slot_bytes : static_cast<const char*>(a.buffers[q]) + half;
   };
-  // Thread tid's vectors of a tile: tid * 16 and (tid + kThreads) * 16 (coalesced per warp).
-  auto vec_offset = [&](int64_t t, int k) { return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
 
   // 1. This block's tiles of the input: pushed into slot `rank` of every peer's half (NVLink
   //    stores, posted: no round trip per load as a pull has), or copied into this rank's own half.
@@ -263,7 +265,6 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
   const int64_t last = a.lamport_base + ((epoch + 2) % 3) * region;
   const char* data = static_cast<const char*>(a.data);
   char* mine = static_cast<char*>(a.buffers[a.rank]);
-  auto vec_offset = [&](int64_t t, int k) { return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + tid) * 16; };
 
   // 1. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
   for (int64_t t = b; t < ntiles; t += kMaxBlocks) {

@@ -95,7 +95,7 @@ class CustomAllReduce {
   bool leak_ = false;
   size_t max_bytes_ = 0;                   // one rank's slot of a half
   bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
-  bool lamport_ = false;                   // MINIVLLM_CUSTOM_AR_LAMPORT=1 on every rank: sums by the Lamport kernel
+  bool lamport_ = true;                    // sums by the Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank: not)
   uint32_t* lamport_epochs_ = nullptr;     // kMaxBlocks, this device only
   int64_t* lamport_prev_ = nullptr;        // kMaxBlocks, this device only
   void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
