@@ -81,7 +81,13 @@ int worker_main(int argc, char** argv) {
         HostScope t("worker.read");
         channel.read(rank, &method, &payload, alive);
       }
-      if (method == "exit") break;
+      if (method == "exit") {
+        try {
+          if (runner != nullptr) runner->communicator().close();  // together with rank 0's
+        } catch (const std::exception&) {  // leaving anyway: the destructors release the rest
+        }
+        break;
+      }
       maybe_inject_fault(rank, method);
       if (method == "init") {
         const nlohmann::json init = nlohmann::json::parse(payload);

@@ -40,6 +40,11 @@ class Communicator {
   virtual void barrier() = 0;
   // Wakes every pending call, which then throws; later calls throw at once. Thread-safe.
   virtual void abort() = 0;
+  // Collective, at shutdown: every rank calls it after its last collective, at about the same time.
+  // Releases what the ranks share, together (NCCL's teardown waits for every rank: a rank that
+  // tore down alone would wait for the others' exit). Later calls throw. A no-op where nothing
+  // needs the peers (the CPU communicator's segment lives until its last mapping goes).
+  virtual void close() {}
 };
 
 // world_size 1: every collective is the identity (gather copies in to out).

@@ -249,6 +249,8 @@ void RunnerGroup::exit() {
   if (!dead_.load()) {
     try {
       channel_.write("exit", "", [this] { return alive(); });
+      // Collective with the workers' close on "exit" (the watchdog still aborts it if one dies).
+      if (runner_) runner_->communicator().close();
     } catch (...) {  // a worker is gone already: the kill below covers the rest
     }
   }

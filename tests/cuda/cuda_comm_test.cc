@@ -555,6 +555,23 @@ TEST(CudaComm, CollectivesThreadsFlag) {
   expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
+// close() is collective: ranks that close together return at once (NCCL's finalize waits for
+// every rank; a worker that tore down alone used to wait out rank 0's 10 s exit timeout), and a
+// collective after it throws.
+TEST(CudaComm, CloseTogetherReturnsAtOnce) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) {
+    Tensor t = b.empty(DType::kF32, {64});
+    b.fill_bytes(t, 0);
+    c.all_reduce_sum(t);
+    b.synchronize();
+    const Clock::time_point start = Clock::now();
+    c.close();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+    EXPECT_THROW(c.all_reduce_sum(t), std::exception);
+  }));
+}
+
 // Time per bf16 all-reduce, the one-shot Lamport (default) and flag kernels vs NCCL: graphs of 50
 // calls (median of 7 replays) and 50 eager calls (the host's enqueue cost included). Not pass/fail.
 TEST(CudaCommBench, AllReduce) {

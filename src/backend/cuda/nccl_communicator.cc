@@ -209,11 +209,20 @@ void NcclCommunicator::release_resources_locked(std::unique_lock<std::mutex>& lo
     int saved = -1;
     cudaGetDevice(&saved);
     cudaSetDevice(device_);
+    // Finalising waits for every rank (recent NCCL): on this non-blocking communicator it is
+    // polled, so that abort() or a peer that never comes ends in ncclCommAbort, not a hang.
+    bool finalized = false;
     if (drained) {
-      if (ncclCommDestroy(c) != ncclSuccess) ncclCommAbort(c);
-    } else {
-      ncclCommAbort(c);
+      const ncclResult_t f = ncclCommFinalize(c);
+      ncclResult_t state = f;
+      const Clock::time_point start = Clock::now();
+      while (state == ncclInProgress && !aborted_->load() && seconds_since(start) < kDrainTimeoutS) {
+        pause_after(seconds_since(start));
+        if (ncclCommGetAsyncError(c, &state) != ncclSuccess) state = ncclInternalError;
+      }
+      finalized = (f == ncclSuccess || f == ncclInProgress) && state == ncclSuccess;
     }
+    if (!finalized || ncclCommDestroy(c) != ncclSuccess) ncclCommAbort(c);
     if (saved >= 0) cudaSetDevice(saved);
     lock.lock();
   }
@@ -432,6 +441,11 @@ void NcclCommunicator::broadcast(const Tensor& t, int root) {
   run("ncclBroadcast", [&](ncclComm_t c) {
     return ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()), type, root, c, stream_);
   });
+}
+
+void NcclCommunicator::close() {
+  std::unique_lock<std::mutex> lock(mu_);
+  release_resources_locked(lock, /*drain=*/true);
 }
 
 void NcclCommunicator::barrier() {

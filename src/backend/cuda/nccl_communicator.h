@@ -66,6 +66,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(const Tensor& t, int root) override;
   void barrier() override;
   void abort() override;
+  void close() override;  // NCCL's finalize, polled (abort() or a peer that never comes ends it)
 
   // ~CudaBackend, after it destroyed its graphs and synchronised its stream.
   void on_backend_destroyed();
