@@ -29,6 +29,13 @@ class Communicator {
   // accumulator += partial. Returns false, doing nothing, where the implementation cannot fuse
   // (the caller then does the two steps itself); partial's contents are unspecified after true.
   virtual bool all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) { return false; }
+  // all_reduce_sum_into, then normed (activation dtype, accumulator's shape) = rms_norm of the
+  // accumulator's rows (norm_weight's length) * norm_weight: the next layer's input norm, fused
+  // into the reduction. Returns false, doing nothing, where the implementation cannot.
+  virtual bool all_reduce_sum_into_norm(const Tensor& partial, const Tensor& accumulator, const Tensor& norm_weight,
+                                        float eps, const Tensor& normed) {
+    return false;
+  }
   // t = min over ranks of t, in place (i32 only; used once, for the number of KV blocks).
   virtual void all_reduce_min(const Tensor& t) = 0;
   // out[world_size * in.numel()] = the ranks' `in`, concatenated in rank order.

@@ -114,6 +114,33 @@ void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, con
   b.add_to_residual(p, residual);
 }
 
+bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x,
+                                                  const Tensor& scratch, const Tensor& partial,
+                                                  const Tensor& residual, const Tensor& norm_weight, float eps,
+                                                  const Tensor& normed) const {
+  if (comm.world_size() == 1 || fused_norm_off()) {
+    forward_add_residual(b, comm, x, scratch, partial, residual);
+    return false;
+  }
+  const Tensor& p = tp_partials_f32() ? partial : scratch;
+  b.linear(x, weight_, nullptr, p);
+  // The kernel reads each tile of p before it writes that tile of normed: p may be normed.
+  if (comm.all_reduce_sum_into_norm(p, residual, norm_weight, eps, normed)) return true;
+  if (!comm.all_reduce_sum_into(p, residual)) {
+    comm.all_reduce_sum(p);
+    b.add_to_residual(p, residual);
+  }
+  return false;
+}
+
+bool RowParallelLinear::fused_norm_off() {
+  static const bool off = [] {
+    const char* v = std::getenv("MINIVLLM_TP_FUSED_NORM");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return off;
+}
+
 bool RowParallelLinear::tp_partials_f32() {
   static const bool f32 = [] {
     const char* v = std::getenv("MINIVLLM_TP_PARTIALS");

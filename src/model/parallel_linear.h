@@ -81,10 +81,17 @@ class RowParallelLinear {
   // all-reduced, then added: the all-reduce comes before the residual add.
   void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                             const Tensor& partial, const Tensor& residual) const;
+  // The same, and with several ranks where the communicator can fuse it (true), also
+  // normed = rms_norm(residual) * norm_weight (the next block's input norm) in the all-reduce's
+  // kernel. False: only the residual was updated; the caller norms it. normed may be `scratch`.
+  bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
+                                 const Tensor& partial, const Tensor& residual, const Tensor& norm_weight, float eps,
+                                 const Tensor& normed) const;
   // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual needs `partial` at world_size > 1.
   static bool tp_partials_f32();
 
  private:
+  static bool fused_norm_off();  // MINIVLLM_TP_FUSED_NORM=0
   Tensor weight_;
 };
 

@@ -98,11 +98,12 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
     embed_tokens_.forward(backend_, comm_, ids, hidden);
     backend_.to_f32(hidden, residual);
   }
+  normed_ = false;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     attention_block(l, n, pos, caches[l], meta);
     mlp_block(l, n);
   }
-  backend_.rms_norm(residual, norm_, eps, hidden);
+  if (!normed_) backend_.rms_norm(residual, norm_, eps, hidden);
   return hidden;
 }
 
@@ -115,11 +116,16 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
-  backend_.rms_norm_linear(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
+  if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
+    backend_.linear(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
+  } else {
+    backend_.rms_norm_linear(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
+  }
   backend_.qk_norm_rope_store(qkv, nq, nkv, hd, l.q_norm.empty() ? nullptr : &l.q_norm,
                               l.k_norm.empty() ? nullptr : &l.k_norm, eps, positions, cos_sin_, cache, meta);
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
-  l.o_proj.forward_add_residual(backend_, comm_, attn_out, hidden, partial, residual);
+  normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,
+                                               l.post_attention_layernorm, eps, hidden);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
@@ -128,9 +134,15 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
-  backend_.rms_norm_linear_silu_mul(residual, l.post_attention_layernorm, eps, hidden, l.gate_up_proj.weight(),
-                                    gate_up, act);
-  l.down_proj.forward_add_residual(backend_, comm_, act, hidden, partial, residual);
+  if (normed_) {  // the o projection's all-reduce normed the residual into hidden
+    backend_.linear_silu_mul(hidden, l.gate_up_proj.weight(), gate_up, act);
+  } else {
+    backend_.rms_norm_linear_silu_mul(residual, l.post_attention_layernorm, eps, hidden, l.gate_up_proj.weight(),
+                                      gate_up, act);
+  }
+  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].input_layernorm : norm_;
+  normed_ = l.down_proj.forward_add_residual_norm(backend_, comm_, act, hidden, partial, residual, next_norm, eps,
+                                                  hidden);
 }
 
 Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows) {

@@ -74,6 +74,9 @@ class Transformer {
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
   Tensor last_hidden_, logits_f32_;
   Tensor full_logits_;  // f32 [max_num_seqs, V], rank 0 at world_size > 1 (gather_logits)
+  // The last row-parallel all-reduce also normed the residual into hidden_ for the next block
+  // (world_size > 1, Communicator::all_reduce_sum_into_norm), which then skips its own norm.
+  bool normed_ = false;
 };
 
 // A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,

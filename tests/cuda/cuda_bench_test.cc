@@ -275,5 +275,30 @@ TEST(CudaBench, PrefillAttentionThroughput) {
   bench_prefill(32, 8, 64, "prefill_llama_hd64_mma_sync", "mma");
 }
 
+// The vocabulary-parallel sampler's stats stage at world_size 2 on Llama-3.2-1B's half vocabulary,
+// 256 rows: greedy rows read the slice once (the argmax); temperature rows read it once too since
+// the argmax rides the mass pass (it was a second pass). Both should run at about copy bandwidth.
+TEST(CudaBench, ShardSampleStats) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t rows = 256, n = 128256 / 2;
+  std::vector<float> host(rows * n);
+  for (int64_t i = 0; i < rows * n; ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) * 0.01f;
+  Tensor logits = gpu->empty(DType::kF32, {rows, n});
+  gpu->copy_from_host(logits, host.data());
+  Tensor stats = gpu->empty(DType::kF32, {rows * 4});
+  for (float temperature : {0.0f, 0.7f}) {
+    std::vector<float> params;
+    for (int64_t r = 0; r < rows; ++r) params.insert(params.end(), {temperature, 0.5f});
+    Tensor p = gpu->empty(DType::kF32, {rows * 2});
+    gpu->copy_from_host(p, params.data());
+    const double sec = median_seconds_per_call(*gpu, [&] { gpu->shard_sample_stats(logits, p, n, stats); });
+    const double gbs = rows * n * 4.0 / sec / 1e9;
+    std::printf("[bench] shard_sample_stats %lld x %lld, temperature %.1f: %.1f us, %.0f GB/s of logits\n",
+                static_cast<long long>(rows), static_cast<long long>(n), temperature, sec * 1e6, gbs);
+    EXPECT_GT(gbs, 100.0);
+  }
+}
+
 }  // namespace
 }  // namespace minivllm::cuda_test

@@ -435,6 +435,64 @@ TEST(CudaComm, CollectivesThreadsPull) {
   expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
+// all_reduce_sum_into_norm (the row-parallel all-reduce with the next block's RMSNorm in the
+// Lamport kernel) against the unfused pair, bit for bit: the residual (the same add) and the
+// normed rows (rms_norm's order of sums). Row widths 256 to 2,048, 1 to 2,048 rows (8 MiB: four
+// tiles a block), the output apart from and in place of the partial sums (as the Transformer
+// calls it); fp32 partials, 4,096-wide rows, rows of 1,000 and the flag kernel refused.
+TEST(CudaComm, AllReduceSumIntoNormMatchesUnfused) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  expect_no_errors(run_ranks(2, [](int rank, Backend& b, Communicator& c) {
+    for (int64_t h : {int64_t{256}, int64_t{1024}, int64_t{2048}}) {
+      for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{256}, int64_t{300}, int64_t{2048}}) {
+        if (rows * h * 2 > (int64_t{8} << 20)) continue;
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE("h=" + std::to_string(h) + " rows=" + std::to_string(rows) + (in_place ? " in place" : ""));
+          const int64_t n = rows * h;
+          Tensor partial = b.empty(DType::kBF16, {rows, h}), partial2 = b.empty(DType::kBF16, {rows, h});
+          Tensor fused = b.empty(DType::kF32, {rows, h}), unfused = b.empty(DType::kF32, {rows, h});
+          Tensor normed = in_place ? partial : b.empty(DType::kBF16, {rows, h});
+          Tensor normed2 = b.empty(DType::kBF16, {rows, h});
+          Tensor weight = b.empty(DType::kBF16, {h});
+          upload_values(b, weight.view({h}), rank_values(9, h, 44));
+          const std::vector<float> residual = rank_values(7, n, 42);
+          upload_values(b, partial.view({n}), rank_values(rank, n, 43));
+          upload_values(b, partial2.view({n}), rank_values(rank, n, 43));
+          upload_values(b, fused.view({n}), residual);
+          upload_values(b, unfused.view({n}), residual);
+          ASSERT_TRUE(c.all_reduce_sum_into_norm(partial, fused, weight, 1e-6f, normed));
+          ASSERT_TRUE(c.all_reduce_sum_into(partial2, unfused));
+          b.rms_norm(unfused, weight, 1e-6f, normed2);
+          const std::vector<uint8_t> f = download_raw(b, fused), u = download_raw(b, unfused);
+          EXPECT_EQ(std::memcmp(f.data(), u.data(), f.size()), 0) << "rank " << rank << ": the residuals differ";
+          const std::vector<uint8_t> got = download_raw(b, normed), want = download_raw(b, normed2);
+          int64_t bad = 0;
+          for (size_t i = 0; i < got.size(); i += 2) {
+            if (std::memcmp(&got[i], &want[i], 2) != 0 && bad++ < 5) {
+              ADD_FAILURE() << "rank " << rank << ": normed value " << i / 2 << " differs";
+            }
+          }
+          EXPECT_EQ(bad, 0);
+        }
+      }
+    }
+    auto refused = [&](DType dt, int64_t h) {
+      Tensor p = b.empty(dt, {4, h}), r = b.empty(DType::kF32, {4, h});
+      Tensor o = b.empty(DType::kBF16, {4, h}), w = b.empty(DType::kBF16, {h});
+      return !c.all_reduce_sum_into_norm(p, r, w, 1e-6f, o);
+    };
+    EXPECT_TRUE(refused(DType::kF32, 1024));
+    EXPECT_TRUE(refused(DType::kBF16, 4096));
+    EXPECT_TRUE(refused(DType::kBF16, 1000));
+  }));
+  ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", "0");
+  expect_no_errors(run_ranks(2, [](int, Backend& b, Communicator& c) {
+    Tensor p = b.empty(DType::kBF16, {4, 1024}), r = b.empty(DType::kF32, {4, 1024});
+    Tensor o = b.empty(DType::kBF16, {4, 1024}), w = b.empty(DType::kBF16, {1024});
+    EXPECT_FALSE(c.all_reduce_sum_into_norm(p, r, w, 1e-6f, o));
+  }));
+}
+
 TEST(CudaComm, CollectivesThreadsNcclOnly) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   ScopedEnv off("MINIVLLM_NO_CUSTOM_AR", "1");

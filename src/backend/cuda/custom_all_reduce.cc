@@ -203,6 +203,32 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   launch_custom_all_reduce(a, stream_);
 }
 
+bool CustomAllReduce::all_reduce_sum_norm(const Tensor& t, const Tensor& accumulator, const Tensor& norm_weight,
+                                          float eps, const Tensor& normed) {
+  // The Lamport kernel's epilogue (sum_tile_norm): bf16 partials, rows of 256-2048 values (a
+  // power of two: whole warps of a tile, and the width whose unfused rms_norm sums in the same
+  // order), an fp32 residual and a bf16 output of t's shape. Otherwise the caller norms.
+  const int64_t h = norm_weight.numel();
+  if (!lamport_ || !handles(t) || t.dtype() != DType::kBF16 || accumulator.dtype() != DType::kF32 ||
+      accumulator.numel() != t.numel() || normed.dtype() != DType::kBF16 || normed.numel() != t.numel() ||
+      h < 256 || h > 2048 || (h & (h - 1)) != 0 || t.numel() % h != 0 ||
+      reinterpret_cast<uintptr_t>(normed.data()) % 16 != 0 ||
+      (norm_weight.dtype() != DType::kBF16 && norm_weight.dtype() != DType::kF32)) {
+    return false;
+  }
+  CustomAllReduceArgs a = args_for(t);
+  a.accumulate = accumulator.ptr<float>();
+  a.bf16 = true;
+  a.lamport = true;
+  a.normed_out = normed.data();
+  a.norm_weight = norm_weight.data();
+  a.norm_w_f32 = norm_weight.dtype() == DType::kF32;
+  a.eps = eps;
+  a.row_elems = h;
+  launch_custom_all_reduce(a, stream_);
+  return true;
+}
+
 bool CustomAllReduce::handles_gather(const Tensor& in, const Tensor& out) const {
   return in.nbytes() <= max_bytes_ && in.nbytes() % 16 == 0 && reinterpret_cast<uintptr_t>(in.data()) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(out.data()) % 16 == 0 && out.nbytes() == world_ * in.nbytes();

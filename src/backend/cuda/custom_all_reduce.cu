@@ -3,6 +3,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce.h"
+#include "backend/cuda/device_utils.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -255,6 +256,57 @@ __device__ __forceinline__ bool lamport_arrived(const uint4& v) {
   return v.x != kEmpty && v.y != kEmpty && v.z != kEmpty && v.w != kEmpty;
 }
 
+// sum_tile for bf16 partials with the next RMSNorm fused (a.normed_out): the residual rows of the
+// tile are updated as sum_tile does, then normed into normed_out at the same offsets. Rows lie whole
+// in a tile and cover whole warps (row_elems a power of two in [256, 2048], the host checks): a warp
+// holds 256 values of one row, the row's warps are the block's warps [g * wpr, (g + 1) * wpr), and a
+// thread's column is the same for both its vectors (512 vectors = 4096 values, whole rows apart).
+// The sum of squares is taken in rms_norm_kernel's order (a thread's 8, warp_sum, then the row's
+// warps by warp_sum), so normed_out equals the unfused rms_norm bit for bit. Every thread calls it.
+__device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks],
+                                              const float (&w)[8]) {
+  __shared__ float s_warp[kVecs][kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float x[kVecs][8];
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t off = vec_offset(t, k);
+    float ss = 0.0f;
+    if (off < a.bytes) {
+      const uint4 s = sum_vectors(v[k], a.world, true);
+      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
+      float f[8];
+      bf16x8_to_f32(s, f);
+      float4 lo = r[0], hi = r[1];
+      lo.x += f[0], lo.y += f[1], lo.z += f[2], lo.w += f[3];
+      hi.x += f[4], hi.y += f[5], hi.z += f[6], hi.w += f[7];
+      r[0] = lo;
+      r[1] = hi;
+      x[k][0] = lo.x, x[k][1] = lo.y, x[k][2] = lo.z, x[k][3] = lo.w;
+      x[k][4] = hi.x, x[k][5] = hi.y, x[k][6] = hi.z, x[k][7] = hi.w;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss += x[k][i] * x[k][i];
+    }
+    ss = warp_sum(ss);  // a warp is wholly in or out of the message (whole rows)
+    if (lane == 0) s_warp[k][warp] = ss;
+  }
+  __syncthreads();
+  const int wpr = static_cast<int>(a.row_elems >> 8);
+  const int first = warp / wpr * wpr;
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t off = vec_offset(t, k);
+    float tot = lane < wpr ? s_warp[k][first + lane] : 0.0f;
+    tot = warp_sum(tot);
+    if (off >= a.bytes) continue;
+    const float inv = 1.0f / sqrtf(tot / static_cast<float>(a.row_elems) + a.eps);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[k][i] = (x[k][i] * inv) * w[i];
+    *reinterpret_cast<uint4*>(static_cast<char*>(a.normed_out) + off) = f32_to_bf16x8(x[k]);
+  }
+  __syncthreads();  // s_warp is the next tile's
+}
+
 __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
   const int b = blockIdx.x;
   const int tid = threadIdx.x;
@@ -295,6 +347,9 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
       }
     }
   }
+  // The norm's weights of this thread's column (constant over its tiles: see sum_tile_norm).
+  float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (a.normed_out != nullptr) load_weight8(a.norm_weight, a.norm_w_f32, (tid * 8) & (a.row_elems - 1), w);
   // 3. Wait for each peer's words, then sum in rank order as the flag kernel does. An abort is
   //    made block-wide before the sums (as in the build that ran on the H100s, where a fused norm
   //    synchronised the block).
@@ -331,7 +386,11 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
     if (aborted) s_aborted = 1;
     __syncthreads();
     if (s_aborted) break;
-    sum_tile(a, t, v);
+    if (a.normed_out != nullptr) {
+      sum_tile_norm(a, t, v, w);
+    } else {
+      sum_tile(a, t, v);
+    }
   }
   // Every thread of the block read the counters before; the next call of this block comes after
   // the kernel ends.

@@ -73,6 +73,11 @@ class CustomAllReduce {
   // element count): instead accumulate[i] += that sum (t bf16: the sum rounded to bf16 first, as
   // the unfused all-reduce then add would), t unchanged (the row-parallel linear's residual add).
   void all_reduce_sum(const Tensor& t, float* accumulate = nullptr);
+  // all_reduce_sum(t, accumulator) and then normed = rms_norm(accumulator) * norm_weight, in the
+  // same kernel, when every row of t lies within one of the kernel's tiles (its bytes divide
+  // kTileBytes); false, doing nothing, otherwise.
+  bool all_reduce_sum_norm(const Tensor& t, const Tensor& accumulator, const Tensor& norm_weight, float eps,
+                           const Tensor& normed);
   // out = every rank's `in`, concatenated in rank order (any dtype; in at most max_bytes(), both
   // whole 16-byte vectors), one kernel: the same arrival and wait, then copies instead of sums.
   bool handles_gather(const Tensor& in, const Tensor& out) const;
@@ -122,6 +127,13 @@ struct CustomAllReduceArgs {
   uint32_t* lamport_epochs;  // kMaxBlocks counters of the Lamport kernel's calls
   int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
   int64_t lamport_base;      // where the Lamport buffers start in each rank's buffer
+  // With accumulate: normed_out (bf16 [T, row_elems]) = RMSNorm of the updated residual rows,
+  // weighted by norm_weight (bf16, or f32 with norm_w_f32); the next layer's norm, fused.
+  void* normed_out;
+  const void* norm_weight;
+  bool norm_w_f32;
+  float eps;
+  int64_t row_elems;
   int rank;
   int world;
   bool bf16;

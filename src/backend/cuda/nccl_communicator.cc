@@ -370,6 +370,22 @@ bool NcclCommunicator::all_reduce_sum_into(const Tensor& partial, const Tensor& 
   return true;
 }
 
+bool NcclCommunicator::all_reduce_sum_into_norm(const Tensor& partial, const Tensor& accumulator,
+                                                const Tensor& norm_weight, float eps, const Tensor& normed) {
+  check_comm_tensor(partial, "all_reduce_sum_into_norm", "partial");
+  check_comm_tensor(accumulator, "all_reduce_sum_into_norm", "accumulator");
+  if (custom_ar_ == nullptr || reinterpret_cast<uintptr_t>(accumulator.data()) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(normed.data()) % 16 != 0) {
+    return false;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    comm_locked("all_reduce_sum_into_norm");
+  }
+  note_capture();
+  return custom_ar_->all_reduce_sum_norm(partial, accumulator, norm_weight, eps, normed);
+}
+
 void NcclCommunicator::all_reduce_min(const Tensor& t) {
   check_comm_tensor(t, "all_reduce_min", "t");
   MINIVLLM_CHECK(t.dtype() == DType::kI32) << "all_reduce_min: " << t.describe() << " must be i32";

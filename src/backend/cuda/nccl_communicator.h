@@ -60,6 +60,8 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return world_; }
   void all_reduce_sum(const Tensor& t) override;
   bool all_reduce_sum_into(const Tensor& partial, const Tensor& accumulator) override;
+  bool all_reduce_sum_into_norm(const Tensor& partial, const Tensor& accumulator, const Tensor& norm_weight, float eps,
+                                const Tensor& normed) override;
   void all_reduce_min(const Tensor& t) override;
   void all_gather(const Tensor& in, const Tensor& out) override;
   void gather(const Tensor& in, const Tensor& out) override;

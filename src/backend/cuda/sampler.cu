@@ -219,14 +219,19 @@ __device__ int inverse_cdf(int64_t vocab, Q qof, float t, float u, CdfSmem& sm, 
 // leaves each piece's mass, scaled to it, in s_mass. -inf, NaN and +inf logits weigh nothing.
 // sample_kernel's plain rows and both stages of the vocabulary-parallel sampler run this code, so
 // the rank that picks a token finds the mass its stats reported.
-__device__ float slice_masses(const float* x, int64_t n, float k, float* s_wmax, float* s_wsum, float* s_mass) {
+// With best (the vocabulary-parallel stats): the thread's first largest raw logit as well, from the
+// same loads (ids rise per thread; NaN never wins, +inf does), for a block-wide ArgMaxOp reduce.
+__device__ float slice_masses(const float* x, int64_t n, float k, float* s_wmax, float* s_wsum, float* s_mass,
+                              ArgMax* best = nullptr) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   int64_t b, e;
   warp_piece(0, n, warp, &b, &e);
   float m = -INFINITY, sum = 0.0f;
 #pragma unroll 4
   for (int64_t i = b + lane; i < e; i += 32) {
-    const float z = x[i] * k;
+    const float v = x[i];
+    if (best != nullptr && v > best->v) *best = {v, static_cast<int>(i)};
+    const float z = v * k;
     if (!(z > -INFINITY) || z == INFINITY) continue;  // -inf, NaN and +inf weigh nothing
     if (z > m) {
       sum = sum * exp2f(m - z) + 1.0f;
@@ -347,16 +352,17 @@ __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logi
   const float* x = logits + static_cast<int64_t>(row) * n;
   const float temperature = params[2 * row];
   ArgMax best{-INFINITY, INT_MAX};
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = x[i];
-    if (v > best.v) best = {v, static_cast<int>(i)};  // ids rise per thread: first max kept
+  float mass = 0.0f;
+  if (temperature > 0.0f) {  // one pass over the slice for the mass and the argmax (half the loads)
+    slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass, &best);
+    if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float v = x[i];
+      if (v > best.v) best = {v, static_cast<int>(i)};  // ids rise per thread: first max kept
+    }
   }
   best = ArgReduce(tmp).Reduce(best, ArgMaxOp());
-  float mass = 0.0f;
-  if (temperature > 0.0f) {
-    slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass);
-    if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
-  }
   if (threadIdx.x == 0) {
     const int id = best.i == INT_MAX ? 0 : best.i;
     stats[row] = make_float4(best.v, static_cast<float>(vocab_start + id), mass, 0.0f);
