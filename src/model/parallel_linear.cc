@@ -126,10 +126,16 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
   b.linear(x, weight_, nullptr, p);
   // The kernel reads each tile of p before it writes that tile of normed: p may be normed.
   if (comm.all_reduce_sum_into_norm(p, residual, norm_weight, eps, normed)) return true;
-  if (!comm.all_reduce_sum_into(p, residual)) {
-    comm.all_reduce_sum(p);
-    b.add_to_residual(p, residual);
+  if (comm.all_reduce_sum_into(p, residual)) return false;
+  comm.all_reduce_sum(p);
+  // NCCL's messages (past the one-shot kernel's limit: the long prefill steps) and the CPU: the
+  // add and the norm in one pass over the residual, when the sum already sits where the norm goes
+  // (bf16 partials in the activation scratch). Bit-identical to add_to_residual, then rms_norm.
+  if (p.data() == normed.data() && p.dtype() == normed.dtype() && p.numel() == normed.numel()) {
+    b.add_rms_norm(p, residual, norm_weight, eps);
+    return true;
   }
+  b.add_to_residual(p, residual);
   return false;
 }
 

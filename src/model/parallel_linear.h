@@ -81,9 +81,10 @@ class RowParallelLinear {
   // all-reduced, then added: the all-reduce comes before the residual add.
   void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                             const Tensor& partial, const Tensor& residual) const;
-  // The same, and with several ranks where the communicator can fuse it (true), also
-  // normed = rms_norm(residual) * norm_weight (the next block's input norm) in the all-reduce's
-  // kernel. False: only the residual was updated; the caller norms it. normed may be `scratch`.
+  // The same, and with several ranks also normed = rms_norm(residual) * norm_weight (the next
+  // block's input norm) where it can (true): in the all-reduce's kernel, or in the add after it
+  // (Backend::add_rms_norm) when normed is `scratch`. False: only the residual was updated; the
+  // caller norms it.
   bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                                  const Tensor& partial, const Tensor& residual, const Tensor& norm_weight, float eps,
                                  const Tensor& normed) const;
