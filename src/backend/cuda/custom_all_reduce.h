@@ -74,8 +74,9 @@ class CustomAllReduce {
   // the unfused all-reduce then add would), t unchanged (the row-parallel linear's residual add).
   void all_reduce_sum(const Tensor& t, float* accumulate = nullptr);
   // all_reduce_sum(t, accumulator) and then normed = rms_norm(accumulator) * norm_weight, in the
-  // same kernel, when every row of t lies within one of the kernel's tiles (its bytes divide
-  // kTileBytes); false, doing nothing, otherwise.
+  // same kernel, bit-identical to the two steps: the Lamport kernel, t bf16 and rows of 256 to
+  // 2,048 values, a power of two (whole warps of a tile, summed in rms_norm's order); false,
+  // doing nothing, otherwise.
   bool all_reduce_sum_norm(const Tensor& t, const Tensor& accumulator, const Tensor& norm_weight, float eps,
                            const Tensor& normed);
   // out = every rank's `in`, concatenated in rank order (any dtype; in at most max_bytes(), both
@@ -127,8 +128,9 @@ struct CustomAllReduceArgs {
   uint32_t* lamport_epochs;  // kMaxBlocks counters of the Lamport kernel's calls
   int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
   int64_t lamport_base;      // where the Lamport buffers start in each rank's buffer
-  // With accumulate: normed_out (bf16 [T, row_elems]) = RMSNorm of the updated residual rows,
-  // weighted by norm_weight (bf16, or f32 with norm_w_f32); the next layer's norm, fused.
+  // With accumulate (Lamport kernel, bf16 t): normed_out (bf16 [T, row_elems]) = RMSNorm of the
+  // updated residual rows, weighted by norm_weight (bf16, or f32 with norm_w_f32); the next
+  // layer's norm, fused. nullptr: no norm.
   void* normed_out;
   const void* norm_weight;
   bool norm_w_f32;
