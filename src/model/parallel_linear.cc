@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/env_switch.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -140,10 +141,7 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
 }
 
 bool RowParallelLinear::fused_norm_off() {
-  static const bool off = [] {
-    const char* v = std::getenv("MINIVLLM_TP_FUSED_NORM");
-    return v != nullptr && std::string(v) == "0";
-  }();
+  static const bool off = !env_switch("MINIVLLM_TP_FUSED_NORM").value_or(true);
   return off;
 }
 

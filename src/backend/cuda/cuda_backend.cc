@@ -13,9 +13,9 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/nccl_communicator.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 

@@ -1,7 +1,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/env_switch.h"
+#include "common/env_switch.h"
 #include "common/host_profile.h"
 
 namespace minivllm::cuda {

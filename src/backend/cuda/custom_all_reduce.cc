@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce_layout.h"
 #include "backend/cuda/nccl_communicator.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -37,8 +38,9 @@ CustomAllReduce::CustomAllReduce(int rank, int world, int device, cudaStream_t s
 std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunicator& comm, int device,
                                                                     cudaStream_t stream) {
   const int world = comm.world_size(), rank = comm.rank();
-  const char* env = std::getenv("MINIVLLM_NO_CUSTOM_AR");
-  const bool wanted = !(env != nullptr && std::string(env) == "1") && world <= kMaxRanks;
+  // Every rank inherits rank 0's environment: a bad value stops all of them here, before the
+  // agreements below.
+  const bool wanted = !env_switch("MINIVLLM_NO_CUSTOM_AR").value_or(false) && world <= kMaxRanks;
   size_t max_bytes = world == 2 ? size_t{8} << 20 : size_t{512} << 10;
   if (const char* v = std::getenv("MINIVLLM_CUSTOM_AR_MAX_BYTES"); v != nullptr && v[0] != '\0') {
     char* end = nullptr;
@@ -63,10 +65,8 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   };
   // Whether every rank succeeded.
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
-  const char* lamport_env = std::getenv("MINIVLLM_CUSTOM_AR_LAMPORT");
-  const bool lamport = !(lamport_env != nullptr && std::string(lamport_env) == "0");
-  const char* pull = std::getenv("MINIVLLM_CUSTOM_AR_PULL");
-  const bool push = !(pull != nullptr && std::string(pull) == "1");
+  const bool lamport = env_switch("MINIVLLM_CUSTOM_AR_LAMPORT").value_or(true);
+  const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
   // Every choice is agreed: ranks on different kernels would wait for each other forever.
   const std::vector<int32_t> first =
       min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0});

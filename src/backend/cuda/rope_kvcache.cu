@@ -11,9 +11,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
-#include "backend/cuda/env_switch.h"
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 namespace {

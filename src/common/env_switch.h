@@ -1,4 +1,4 @@
-// A 0 / 1 switch read from the environment (the MINIVLLM_* tuning knobs of the CUDA backend).
+// A 0 / 1 switch read from the environment (the MINIVLLM_* tuning knobs).
 #pragma once
 
 #include <cstdlib>
@@ -7,7 +7,7 @@
 
 #include "common/check.h"
 
-namespace minivllm::cuda {
+namespace minivllm {
 
 // nullopt when the variable is unset or empty; any value other than 0 or 1 is an error naming it.
 inline std::optional<bool> env_switch(const char* name) {
@@ -18,4 +18,4 @@ inline std::optional<bool> env_switch(const char* name) {
   return w == "1";
 }
 
-}  // namespace minivllm::cuda
+}  // namespace minivllm
