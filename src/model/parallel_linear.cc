@@ -98,11 +98,13 @@ RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string&
   weight_ = ctx.upload_rows({ctx.col_shard(name + ".weight", out, in)});
 }
 
-void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
-                                             const Tensor& partial, const Tensor& residual) const {
+bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x,
+                                                  const Tensor& scratch, const Tensor& partial,
+                                                  const Tensor& residual, const Tensor& norm_weight, float eps,
+                                                  const Tensor& normed) const {
   if (comm.world_size() == 1) {
     b.linear_add_residual(x, weight_, scratch, residual);
-    return;
+    return false;
   }
   // The partial products travel in the activation dtype (`scratch`: bf16 on CUDA, half the bytes
   // of fp32 for the all-reduce, which at world_size 2 costs a decode step more than any GEMM), as
@@ -110,29 +112,15 @@ void RowParallelLinear::forward_add_residual(Backend& b, Communicator& comm, con
   // fp32 and rounded once. MINIVLLM_TP_PARTIALS=f32 sends fp32 partial sums (`partial`) instead.
   const Tensor& p = tp_partials_f32() ? partial : scratch;
   b.linear(x, weight_, nullptr, p);
-  if (comm.all_reduce_sum_into(p, residual)) return;  // the reduction adds into the residual itself
-  comm.all_reduce_sum(p);
-  b.add_to_residual(p, residual);
-}
-
-bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x,
-                                                  const Tensor& scratch, const Tensor& partial,
-                                                  const Tensor& residual, const Tensor& norm_weight, float eps,
-                                                  const Tensor& normed) const {
-  if (comm.world_size() == 1 || fused_norm_off()) {
-    forward_add_residual(b, comm, x, scratch, partial, residual);
-    return false;
-  }
-  const Tensor& p = tp_partials_f32() ? partial : scratch;
-  b.linear(x, weight_, nullptr, p);
+  const bool norm = !fused_norm_off();
   // The kernel reads each tile of p before it writes that tile of normed: p may be normed.
-  if (comm.all_reduce_sum_into_norm(p, residual, norm_weight, eps, normed)) return true;
-  if (comm.all_reduce_sum_into(p, residual)) return false;
+  if (norm && comm.all_reduce_sum_into_norm(p, residual, norm_weight, eps, normed)) return true;
+  if (comm.all_reduce_sum_into(p, residual)) return false;  // the reduction adds into the residual itself
   comm.all_reduce_sum(p);
   // NCCL's messages (past the one-shot kernel's limit: the long prefill steps) and the CPU: the
   // add and the norm in one pass over the residual, when the sum already sits where the norm goes
   // (bf16 partials in the activation scratch). Bit-identical to add_to_residual, then rms_norm.
-  if (p.data() == normed.data() && p.dtype() == normed.dtype() && p.numel() == normed.numel()) {
+  if (norm && p.data() == normed.data() && p.dtype() == normed.dtype() && p.numel() == normed.numel()) {
     b.add_rms_norm(p, residual, norm_weight, eps);
     return true;
   }

@@ -78,17 +78,15 @@ class RowParallelLinear {
   // residual (fp32 [T, out]) += x_r W_r^T summed over ranks. One rank: the backend's fused
   // epilogue add (`scratch`, activation dtype [T, out], may hold the product). Several: the
   // partial product into `scratch` (or `partial`, fp32 [T, out], with MINIVLLM_TP_PARTIALS=f32),
-  // all-reduced, then added: the all-reduce comes before the residual add.
-  void forward_add_residual(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
-                            const Tensor& partial, const Tensor& residual) const;
-  // The same, and with several ranks also normed = rms_norm(residual) * norm_weight (the next
-  // block's input norm) where it can (true): in the all-reduce's kernel, or in the add after it
-  // (Backend::add_rms_norm) when normed is `scratch`. False: only the residual was updated; the
-  // caller norms it.
+  // all-reduced, then added: the all-reduce comes before the residual add. With several ranks
+  // also normed = rms_norm(residual) * norm_weight (the next block's input norm) where it can
+  // (true): in the all-reduce's kernel, or in the add after it (Backend::add_rms_norm) when
+  // normed is `scratch`; MINIVLLM_TP_FUSED_NORM=0 never. False: only the residual was updated;
+  // the caller norms it.
   bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                                  const Tensor& partial, const Tensor& residual, const Tensor& norm_weight, float eps,
                                  const Tensor& normed) const;
-  // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual needs `partial` at world_size > 1.
+  // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual_norm needs `partial` at world_size > 1.
   static bool tp_partials_f32();
 
  private:

@@ -79,6 +79,21 @@ __device__ __forceinline__ int64_t vec_offset(int64_t t, int k) {
   return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 16;
 }
 
+// The fp32 residual's 8 values behind bf16 byte offset `off` += the 8 bf16 values of s (exact
+// widening, one add each); their new values in x.
+__device__ __forceinline__ void add_bf16x8_to_f32(float* accumulate, int64_t off, const uint4& s, float (&x)[8]) {
+  float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(accumulate) + 2 * off);
+  float f[8];
+  bf16x8_to_f32(s, f);
+  float4 lo = r[0], hi = r[1];
+  lo.x += f[0], lo.y += f[1], lo.z += f[2], lo.w += f[3];
+  hi.x += f[4], hi.y += f[5], hi.z += f[6], hi.w += f[7];
+  r[0] = lo;
+  r[1] = hi;
+  x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+  x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+}
+
 // The tile's sums (v[k][q]: rank q's vectors k), in rank order, written in place or added into
 // `accumulate`.
 __device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks]) {
@@ -89,21 +104,8 @@ __device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t
     if (off >= a.bytes) continue;
     const uint4 s = sum_vectors(v[k], a.world, a.bf16);
     if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
-      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&s);
-      float4 lo = r[0], hi = r[1];
-      const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
-      const float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
-      lo.x += f0.x;
-      lo.y += f0.y;
-      lo.z += f1.x;
-      lo.w += f1.y;
-      hi.x += f2.x;
-      hi.y += f2.y;
-      hi.z += f3.x;
-      hi.w += f3.y;
-      r[0] = lo;
-      r[1] = hi;
+      float updated[8];
+      add_bf16x8_to_f32(a.accumulate, off, s, updated);
     } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
       float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
       const float4 f = *reinterpret_cast<const float4*>(&s);
@@ -273,17 +275,7 @@ __device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int6
     const int64_t off = vec_offset(t, k);
     float ss = 0.0f;
     if (off < a.bytes) {
-      const uint4 s = sum_vectors(v[k], a.world, true);
-      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + 2 * off);
-      float f[8];
-      bf16x8_to_f32(s, f);
-      float4 lo = r[0], hi = r[1];
-      lo.x += f[0], lo.y += f[1], lo.z += f[2], lo.w += f[3];
-      hi.x += f[4], hi.y += f[5], hi.z += f[6], hi.w += f[7];
-      r[0] = lo;
-      r[1] = hi;
-      x[k][0] = lo.x, x[k][1] = lo.y, x[k][2] = lo.z, x[k][3] = lo.w;
-      x[k][4] = hi.x, x[k][5] = hi.y, x[k][6] = hi.z, x[k][7] = hi.w;
+      add_bf16x8_to_f32(a.accumulate, off, sum_vectors(v[k], a.world, true), x[k]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) ss += x[k][i] * x[k][i];
     }
