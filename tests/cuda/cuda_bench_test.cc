@@ -166,6 +166,11 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   // The same contexts in tables of 2048 keys: half the splits, so half the CTAs that find no keys.
   bench_decode(16, 8, 128, 256, 0, 256, "decode_qwen3_mixed_capacity2048", 2048, DType::kBF16, contexts);
   bench_decode(32, 8, 64, 256, 0, 256, "decode_llama_mixed_capacity2048", 2048, DType::kBF16, contexts);
+  // One rank's heads at world_size 2 (half the q and kv heads, the same group): ideally half the
+  // time of the whole-model rows above. The traced workload at world_size 2 had Llama's decode
+  // attention at 53.3 us a call against 92.7 at world_size 1 (1.74x, not 2x).
+  bench_decode(8, 4, 128, 256, 0, 256, "decode_qwen3_mixed_ws2_rank", 4096, DType::kBF16, contexts);
+  bench_decode(16, 4, 64, 256, 0, 256, "decode_llama_mixed_ws2_rank", 4096, DType::kBF16, contexts);
 }
 
 // The workload's decode batches shrink as sequences finish: the decode kernels on the mixed
