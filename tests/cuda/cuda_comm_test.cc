@@ -437,7 +437,7 @@ TEST(CudaComm, CollectivesThreadsPull) {
 
 // all_reduce_sum_into_norm (the row-parallel all-reduce with the next block's RMSNorm in the
 // Lamport kernel) against the unfused pair, bit for bit: the residual (the same add) and the
-// normed rows (rms_norm's order of sums). Row widths 256 to 2,048, 1 to 2,048 rows (8 MiB: four
+// normed rows (rms_norm's order of sums). Row widths 256 to 2,048, 1 to 2,048 rows (8 MiB: several
 // tiles a block), the output apart from and in place of the partial sums (as the Transformer
 // calls it); fp32 partials, 4,096-wide rows, rows of 1,000 and the flag kernel refused.
 TEST(CudaComm, AllReduceSumIntoNormMatchesUnfused) {

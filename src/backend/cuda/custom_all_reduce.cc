@@ -85,10 +85,10 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
               ok(cudaMemsetAsync(ar->epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream));
   if (good && ar->lamport_) {
     const size_t base = custom_ar_lamport_base(max_bytes, world);
-    good = ok(cudaMalloc(&ar->lamport_epochs_, sizeof(uint32_t) * kMaxBlocks)) &&
-           ok(cudaMemsetAsync(ar->lamport_epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream)) &&
-           ok(cudaMalloc(&ar->lamport_prev_, sizeof(int64_t) * kMaxBlocks)) &&
-           ok(cudaMemsetAsync(ar->lamport_prev_, 0, sizeof(int64_t) * kMaxBlocks, stream));
+    good = ok(cudaMalloc(&ar->lamport_epochs_, sizeof(uint32_t) * kLamportMaxBlocks)) &&
+           ok(cudaMemsetAsync(ar->lamport_epochs_, 0, sizeof(uint32_t) * kLamportMaxBlocks, stream)) &&
+           ok(cudaMalloc(&ar->lamport_prev_, sizeof(int64_t) * kLamportMaxBlocks)) &&
+           ok(cudaMemsetAsync(ar->lamport_prev_, 0, sizeof(int64_t) * kLamportMaxBlocks, stream));
     if (good) {
       launch_lamport_fill(static_cast<char*>(ar->own_) + base, static_cast<int64_t>(buffer_bytes - base), stream);
     }

@@ -1,6 +1,9 @@
 // The one-shot all-reduce kernel of CustomAllReduce (design in custom_all_reduce.h).
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce.h"
 #include "backend/cuda/device_utils.cuh"
@@ -75,8 +78,9 @@ __device__ __forceinline__ uint4 sum_vectors(const uint4 (&v)[kMaxRanks], int wo
 
 // This thread's vector k of tile t: tid * 16 and (tid + kThreads) * 16 bytes into the tile
 // (coalesced per warp). Every kernel here walks its tiles this way.
+template <int V = kVecs, int T = kThreads>
 __device__ __forceinline__ int64_t vec_offset(int64_t t, int k) {
-  return t * kTileBytes + (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 16;
+  return t * (int64_t{T} * 16 * V) + (static_cast<int64_t>(k) * T + threadIdx.x) * 16;
 }
 
 // The fp32 residual's 8 values behind bf16 byte offset `off` += the 8 bf16 values of s (exact
@@ -96,11 +100,12 @@ __device__ __forceinline__ void add_bf16x8_to_f32(float* accumulate, int64_t off
 
 // The tile's sums (v[k][q]: rank q's vectors k), in rank order, written in place or added into
 // `accumulate`.
-__device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks]) {
+template <int V = kVecs, int T = kThreads>
+__device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[V][kMaxRanks]) {
   char* data = static_cast<char*>(a.data);
 #pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    const int64_t off = vec_offset(t, k);
+  for (int k = 0; k < V; ++k) {
+    const int64_t off = vec_offset<V, T>(t, k);
     if (off >= a.bytes) continue;
     const uint4 s = sum_vectors(v[k], a.world, a.bf16);
     if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
@@ -238,6 +243,9 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 // (kernel order).
 constexpr uint32_t kEmpty = 0x80008000u;
 
+// Blocks of the Lamport kernel at T threads a block: one per SM for 512 (its registers), two for 256.
+constexpr int lamport_max_blocks(int threads) { return threads >= 512 ? kMaxBlocks : CustomAllReduce::kLamportMaxBlocks; }
+
 // bf16: -0.0 halves become +0.0 (a word of two -0.0 halves is kEmpty); f32: the one word equal
 // to kEmpty (a negative denormal) loses its sign. Every rank sums the cleaned values.
 __device__ __forceinline__ uint4 lamport_clean(uint4 v, bool bf16) {
@@ -262,17 +270,19 @@ __device__ __forceinline__ bool lamport_arrived(const uint4& v) {
 // tile are updated as sum_tile does, then normed into normed_out at the same offsets. Rows lie whole
 // in a tile and cover whole warps (row_elems a power of two in [256, 2048], the host checks): a warp
 // holds 256 values of one row, the row's warps are the block's warps [g * wpr, (g + 1) * wpr), and a
-// thread's column is the same for both its vectors (512 vectors = 4096 values, whole rows apart).
+// thread's column is the same for all its V vectors (a tile's T vectors are T * 8 >= 2,048 values,
+// whole rows apart).
 // The sum of squares is taken in rms_norm_kernel's order (a thread's 8, warp_sum, then the row's
 // warps by warp_sum), so normed_out equals the unfused rms_norm bit for bit. Every thread calls it.
-__device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[kVecs][kMaxRanks],
+template <int V, int T>
+__device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int64_t t, const uint4 (&v)[V][kMaxRanks],
                                               const float (&w)[8]) {
-  __shared__ float s_warp[kVecs][kThreads / 32];
+  __shared__ float s_warp[V][T / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float x[kVecs][8];
+  float x[V][8];
 #pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    const int64_t off = vec_offset(t, k);
+  for (int k = 0; k < V; ++k) {
+    const int64_t off = vec_offset<V, T>(t, k);
     float ss = 0.0f;
     if (off < a.bytes) {
       add_bf16x8_to_f32(a.accumulate, off, sum_vectors(v[k], a.world, true), x[k]);
@@ -286,8 +296,8 @@ __device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int6
   const int wpr = static_cast<int>(a.row_elems >> 8);
   const int first = warp / wpr * wpr;
 #pragma unroll
-  for (int k = 0; k < kVecs; ++k) {
-    const int64_t off = vec_offset(t, k);
+  for (int k = 0; k < V; ++k) {
+    const int64_t off = vec_offset<V, T>(t, k);
     float tot = lane < wpr ? s_warp[k][first + lane] : 0.0f;
     tot = warp_sum(tot);
     if (off >= a.bytes) continue;
@@ -299,10 +309,13 @@ __device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int6
   __syncthreads();  // s_warp is the next tile's
 }
 
-__global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+template <int T, int V>
+__global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+  constexpr int64_t kTile = int64_t{T} * 16 * V;
+  constexpr int kBlocks = lamport_max_blocks(T);
   const int b = blockIdx.x;
   const int tid = threadIdx.x;
-  const int64_t ntiles = (a.bytes + kTileBytes - 1) / kTileBytes;
+  const int64_t ntiles = (a.bytes + kTile - 1) / kTile;
   const uint32_t epoch = a.lamport_epochs[b] + 1;
   const int64_t region = a.world * a.slot_bytes;  // one buffer: a slot per rank
   const int64_t now = a.lamport_base + (epoch % 3) * region;
@@ -311,10 +324,10 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
   char* mine = static_cast<char*>(a.buffers[a.rank]);
 
   // 1. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
-  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
+  for (int64_t t = b; t < ntiles; t += kBlocks) {
 #pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t off = vec_offset(t, k);
+    for (int k = 0; k < V; ++k) {
+      const int64_t off = vec_offset<V, T>(t, k);
       if (off >= a.bytes) continue;
       const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
 #pragma unroll
@@ -328,10 +341,10 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
   // 2. Empty the last call's buffer: this block's words of its message.
   const int64_t last_bytes = a.lamport_prev[b];
   const uint4 empty = make_uint4(kEmpty, kEmpty, kEmpty, kEmpty);
-  for (int64_t t = b; t * kTileBytes < last_bytes; t += kMaxBlocks) {
+  for (int64_t t = b; t * kTile < last_bytes; t += kBlocks) {
 #pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t off = vec_offset(t, k);
+    for (int k = 0; k < V; ++k) {
+      const int64_t off = vec_offset<V, T>(t, k);
       if (off >= last_bytes) continue;
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q) {
@@ -349,11 +362,11 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
   if (tid == 0) s_aborted = 0;
   __syncthreads();
   bool aborted = false;
-  for (int64_t t = b; t < ntiles; t += kMaxBlocks) {
-    uint4 v[kVecs][kMaxRanks];
+  for (int64_t t = b; t < ntiles; t += kBlocks) {
+    uint4 v[V][kMaxRanks];
 #pragma unroll
-    for (int k = 0; k < kVecs; ++k) {
-      const int64_t off = vec_offset(t, k);
+    for (int k = 0; k < V; ++k) {
+      const int64_t off = vec_offset<V, T>(t, k);
       if (off >= a.bytes) continue;
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q) {
@@ -379,9 +392,9 @@ __global__ void __launch_bounds__(kThreads) lamport_all_reduce_kernel(const __gr
     __syncthreads();
     if (s_aborted) break;
     if (a.normed_out != nullptr) {
-      sum_tile_norm(a, t, v, w);
+      sum_tile_norm<V, T>(a, t, v, w);
     } else {
-      sum_tile(a, t, v);
+      sum_tile<V, T>(a, t, v);
     }
   }
   // Every thread of the block read the counters before; the next call of this block comes after
@@ -408,14 +421,39 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 }
 
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
-  const int64_t ntiles = (args.bytes + kTileBytes - 1) / kTileBytes;
-  const int blocks = static_cast<int>(ntiles < kMaxBlocks ? ntiles : kMaxBlocks);
-  if (blocks == 0) return;
   if (args.lamport) {
-    lamport_all_reduce_kernel<<<blocks, kThreads, 0, stream>>>(args);
+    // Tile size (MINIVLLM_AR_TILE_KB=16|8|4, default 4; fixed for the process: a block owns the
+    // same bytes of the buffers in every call): 16 KB = 512 threads x 2 vectors, 8 KB = 512 x 1,
+    // 4 KB = 256 x 1 (up to 256 blocks). Smaller tiles spread a decode-sized message over more SMs.
+    // Two H100s, 2026-11-27, in a graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.66 / 3.70 / 3.11 us,
+    // 512 KB 5.97 / 5.50 / 5.08, 2 MiB 10.39 / 10.61 / 9.95, 8 MiB 34.5 / 36.5 / 35.7; seeds'
+    // workload at world_size 2 (one call): Llama-3.2-1B 56,709 / 58,427 tok/s (16 / 8 KB), Qwen3-0.6B
+    // 32,447 / 33,474; 8 and 4 KB equal within the runs' spread (docs/PERFORMANCE.md).
+    static const int kb = [] {
+      const char* v = std::getenv("MINIVLLM_AR_TILE_KB");
+      if (v == nullptr || v[0] == '\0') return 4;
+      const std::string s(v);
+      MINIVLLM_CHECK(s == "16" || s == "8" || s == "4") << "MINIVLLM_AR_TILE_KB=" << s << " must be 16, 8 or 4";
+      return std::stoi(s);
+    }();
+    const int64_t tile = int64_t{kb} * 1024;
+    const int64_t ntiles = (args.bytes + tile - 1) / tile;
+    const int cap = kb == 4 ? lamport_max_blocks(256) : lamport_max_blocks(512);
+    const int blocks = static_cast<int>(ntiles < cap ? ntiles : cap);
+    if (blocks == 0) return;
+    if (kb == 4) {
+      lamport_all_reduce_kernel<256, 1><<<blocks, 256, 0, stream>>>(args);
+    } else if (kb == 8) {
+      lamport_all_reduce_kernel<512, 1><<<blocks, 512, 0, stream>>>(args);
+    } else {
+      lamport_all_reduce_kernel<512, 2><<<blocks, 512, 0, stream>>>(args);
+    }
     CUDA_CHECK_LAUNCH();
     return;
   }
+  const int64_t ntiles = (args.bytes + kTileBytes - 1) / kTileBytes;
+  const int blocks = static_cast<int>(ntiles < kMaxBlocks ? ntiles : kMaxBlocks);
+  if (blocks == 0) return;
   custom_all_reduce_kernel<<<blocks, kThreads, 0, stream>>>(args);
   CUDA_CHECK_LAUNCH();
 }

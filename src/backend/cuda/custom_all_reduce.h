@@ -13,7 +13,8 @@
 // none does (e.g. no peer access between some pair of GPUs).
 //
 // One call, one kernel (custom_all_reduce.cu): the message is cut in tiles of kTileBytes (each
-// thread two 16-byte vectors, so two loads per rank in flight);
+// thread two 16-byte vectors, so two loads per rank in flight; the Lamport kernel's tiles are 4 KB
+// by default, MINIVLLM_AR_TILE_KB);
 // tile i belongs to block i % kMaxBlocks, so a block owns the same bytes of the buffers whatever
 // the message size, and blocks never wait for each other, only for the same block of the peers.
 // Block b: stores its tiles of the input into slot `rank` of half (epoch & 1) of every peer's
@@ -57,6 +58,8 @@ class CustomAllReduce {
   static constexpr int kThreads = 512;
   static constexpr int kVecsPerThread = 2;
   static constexpr size_t kTileBytes = kThreads * 16 * kVecsPerThread;
+  // The Lamport kernel's tiles may be smaller (custom_all_reduce.cu), so more blocks: its counters.
+  static constexpr int kLamportMaxBlocks = 256;
 
   // Collective (every rank calls it, in the NcclCommunicator constructor after NCCL's init).
   // nullptr on every rank when MINIVLLM_NO_CUSTOM_AR=1 on any rank, world_size > kMaxRanks, or
@@ -102,8 +105,8 @@ class CustomAllReduce {
   size_t max_bytes_ = 0;                   // one rank's slot of a half
   bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
   bool lamport_ = true;                    // sums by the Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank: not)
-  uint32_t* lamport_epochs_ = nullptr;     // kMaxBlocks, this device only
-  int64_t* lamport_prev_ = nullptr;        // kMaxBlocks, this device only
+  uint32_t* lamport_epochs_ = nullptr;     // kLamportMaxBlocks, this device only
+  int64_t* lamport_prev_ = nullptr;        // kLamportMaxBlocks, this device only
   void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
   void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
@@ -125,7 +128,7 @@ struct CustomAllReduceArgs {
   int64_t slot_bytes;  // max_bytes: rank q's tiles at q * slot_bytes of a half (push)
   bool push;           // push into the peers' slots (else each rank's own slot 0 is pulled)
   bool lamport;        // sums through the Lamport kernel (three sentinel-filled buffers, no flags)
-  uint32_t* lamport_epochs;  // kMaxBlocks counters of the Lamport kernel's calls
+  uint32_t* lamport_epochs;  // kLamportMaxBlocks counters of the Lamport kernel's calls
   int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
   int64_t lamport_base;      // where the Lamport buffers start in each rank's buffer
   // With accumulate (Lamport kernel, bf16 t): normed_out (bf16 [T, row_elems]) = RMSNorm of the
