@@ -425,7 +425,7 @@ void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stre
     // Tile size (MINIVLLM_AR_TILE_KB=16|8|4, default 4; fixed for the process: a block owns the
     // same bytes of the buffers in every call): 16 KB = 512 threads x 2 vectors, 8 KB = 512 x 1,
     // 4 KB = 256 x 1 (up to 256 blocks). Smaller tiles spread a decode-sized message over more SMs.
-    // Two H100s, 2026-11-27, in a graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.66 / 3.70 / 3.11 us,
+    // Two H100s, 2026-11-27/28, in a graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.67 / 3.70 / 3.11 us,
     // 512 KB 5.97 / 5.50 / 5.08, 2 MiB 10.39 / 10.61 / 9.95, 8 MiB 34.5 / 36.5 / 35.7; seeds'
     // workload at world_size 2 (one call): Llama-3.2-1B 56,709 / 58,427 tok/s (16 / 8 KB), Qwen3-0.6B
     // 32,447 / 33,474; 8 and 4 KB equal within the runs' spread (docs/PERFORMANCE.md).
