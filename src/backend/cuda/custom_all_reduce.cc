@@ -67,9 +67,16 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
   const bool lamport = env_switch("MINIVLLM_CUSTOM_AR_LAMPORT").value_or(true);
   const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
-  // Every choice is agreed: ranks on different kernels would wait for each other forever.
-  const std::vector<int32_t> first =
-      min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0});
+  int tile_kb = kDefaultLamportTileKb;
+  if (const char* v = std::getenv("MINIVLLM_AR_TILE_KB"); v != nullptr && v[0] != '\0') {
+    const std::string s(v);
+    MINIVLLM_CHECK(s == "16" || s == "8" || s == "4") << "MINIVLLM_AR_TILE_KB=" << s << " must be 16, 8 or 4";
+    tile_kb = std::stoi(s);
+  }
+  // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
+  // follow its calls) would wait for each other forever.
+  const std::vector<int32_t> first = min_over_ranks(
+      {wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0, tile_kb});
   if (first[0] != 1) return nullptr;
   max_bytes = static_cast<size_t>(first[1]) * 16;
 
@@ -77,6 +84,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->max_bytes_ = max_bytes;
   ar->push_ = first[3] == 1;  // pull (=1) on any rank pulls on all
   ar->lamport_ = first[2] == 1;
+  ar->lamport_tile_kb_ = first[4];
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
@@ -200,6 +208,7 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   a.accumulate = accumulate;
   a.bf16 = t.dtype() == DType::kBF16;
   a.lamport = lamport_;
+  a.lamport_tile_kb = lamport_tile_kb_;
   launch_custom_all_reduce(a, stream_);
 }
 

@@ -1,9 +1,6 @@
 // The one-shot all-reduce kernel of CustomAllReduce (design in custom_all_reduce.h).
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-#include <string>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce.h"
 #include "backend/cuda/device_utils.cuh"
@@ -422,20 +419,9 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
   if (args.lamport) {
-    // Tile size (MINIVLLM_AR_TILE_KB=16|8|4, default 4; fixed for the process: a block owns the
-    // same bytes of the buffers in every call): 16 KB = 512 threads x 2 vectors, 8 KB = 512 x 1,
-    // 4 KB = 256 x 1 (up to 256 blocks). Smaller tiles spread a decode-sized message over more SMs.
-    // Two H100s, 2026-11-27/28, in a graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.67 / 3.70 / 3.11 us,
-    // 512 KB 5.97 / 5.50 / 5.08, 2 MiB 10.39 / 10.61 / 9.95, 8 MiB 34.5 / 36.5 / 35.7; seeds'
-    // workload at world_size 2 (one call): Llama-3.2-1B 56,709 / 58,427 tok/s (16 / 8 KB), Qwen3-0.6B
-    // 32,447 / 33,474; 8 and 4 KB equal within the runs' spread (docs/PERFORMANCE.md).
-    static const int kb = [] {
-      const char* v = std::getenv("MINIVLLM_AR_TILE_KB");
-      if (v == nullptr || v[0] == '\0') return 4;
-      const std::string s(v);
-      MINIVLLM_CHECK(s == "16" || s == "8" || s == "4") << "MINIVLLM_AR_TILE_KB=" << s << " must be 16, 8 or 4";
-      return std::stoi(s);
-    }();
+    // The tile (CustomAllReduce::kDefaultLamportTileKb): a block owns the same bytes of the
+    // buffers in every call.
+    const int kb = args.lamport_tile_kb;
     const int64_t tile = int64_t{kb} * 1024;
     const int64_t ntiles = (args.bytes + tile - 1) / tile;
     const int cap = kb == 4 ? lamport_max_blocks(256) : lamport_max_blocks(512);
@@ -446,6 +432,7 @@ void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stre
     } else if (kb == 8) {
       lamport_all_reduce_kernel<512, 1><<<blocks, 512, 0, stream>>>(args);
     } else {
+      MINIVLLM_CHECK(kb == 16) << "Lamport all-reduce: tile of " << kb << " KB (16, 8 or 4)";
       lamport_all_reduce_kernel<512, 2><<<blocks, 512, 0, stream>>>(args);
     }
     CUDA_CHECK_LAUNCH();

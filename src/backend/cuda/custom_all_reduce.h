@@ -58,8 +58,15 @@ class CustomAllReduce {
   static constexpr int kThreads = 512;
   static constexpr int kVecsPerThread = 2;
   static constexpr size_t kTileBytes = kThreads * 16 * kVecsPerThread;
-  // The Lamport kernel's tiles may be smaller (custom_all_reduce.cu), so more blocks: its counters.
-  static constexpr int kLamportMaxBlocks = 256;
+  // The Lamport kernel's tiles: 16 KB (512 threads x two 16-byte vectors, up to 128 blocks), 8 KB
+  // (512 x one) or 4 KB (256 x one, up to 256 blocks); MINIVLLM_AR_TILE_KB=16|8|4, agreed over the
+  // ranks. Smaller tiles spread a decode-sized message over more SMs. Two H100s, 2026-11-27/28, in a
+  // graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.67 / 3.70 / 3.11 us, 512 KB 5.97 / 5.50 / 5.08,
+  // 2 MiB 10.39 / 10.61 / 9.95, 8 MiB 34.5 / 36.5 / 35.7; seeds' workload at world_size 2 (one
+  // call): Llama-3.2-1B 56,709 / 58,427 tok/s (16 / 8 KB), Qwen3-0.6B 32,447 / 33,474; 8 and 4 KB
+  // equal within the runs' spread (docs/PERFORMANCE.md).
+  static constexpr int kDefaultLamportTileKb = 4;
+  static constexpr int kLamportMaxBlocks = 256;  // the Lamport kernel's block counters
 
   // Collective (every rank calls it, in the NcclCommunicator constructor after NCCL's init).
   // nullptr on every rank when MINIVLLM_NO_CUSTOM_AR=1 on any rank, world_size > kMaxRanks, or
@@ -105,6 +112,7 @@ class CustomAllReduce {
   size_t max_bytes_ = 0;                   // one rank's slot of a half
   bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
   bool lamport_ = true;                    // sums by the Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank: not)
+  int lamport_tile_kb_ = kDefaultLamportTileKb;
   uint32_t* lamport_epochs_ = nullptr;     // kLamportMaxBlocks, this device only
   int64_t* lamport_prev_ = nullptr;        // kLamportMaxBlocks, this device only
   void* own_ = nullptr;                    // this rank's buffer (cudaMalloc, exported)
@@ -128,6 +136,7 @@ struct CustomAllReduceArgs {
   int64_t slot_bytes;  // max_bytes: rank q's tiles at q * slot_bytes of a half (push)
   bool push;           // push into the peers' slots (else each rank's own slot 0 is pulled)
   bool lamport;        // sums through the Lamport kernel (three sentinel-filled buffers, no flags)
+  int lamport_tile_kb;  // its tile: 16, 8 or 4 KB (the same for every call of a communicator)
   uint32_t* lamport_epochs;  // kLamportMaxBlocks counters of the Lamport kernel's calls
   int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
   int64_t lamport_base;      // where the Lamport buffers start in each rank's buffer
