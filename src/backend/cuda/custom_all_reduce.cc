@@ -200,6 +200,7 @@ CustomAllReduceArgs CustomAllReduce::args_for(const Tensor& t) const {
   a.lamport_epochs = lamport_epochs_;
   a.lamport_prev = lamport_prev_;
   a.lamport_base = static_cast<int64_t>(custom_ar_lamport_base(max_bytes_, world_));
+  a.lamport_tile_kb = lamport_tile_kb_;
   return a;
 }
 
@@ -208,7 +209,6 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   a.accumulate = accumulate;
   a.bf16 = t.dtype() == DType::kBF16;
   a.lamport = lamport_;
-  a.lamport_tile_kb = lamport_tile_kb_;
   launch_custom_all_reduce(a, stream_);
 }
 
