@@ -422,6 +422,7 @@ void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stre
     // The tile (CustomAllReduce::kDefaultLamportTileKb): a block owns the same bytes of the
     // buffers in every call.
     const int kb = args.lamport_tile_kb;
+    MINIVLLM_CHECK(kb == 16 || kb == 8 || kb == 4) << "Lamport all-reduce: a tile of " << kb << " KB (16, 8 or 4)";
     const int64_t tile = int64_t{kb} * 1024;
     const int64_t ntiles = (args.bytes + tile - 1) / tile;
     const int cap = kb == 4 ? lamport_max_blocks(256) : lamport_max_blocks(512);
@@ -432,7 +433,6 @@ void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stre
     } else if (kb == 8) {
       lamport_all_reduce_kernel<512, 1><<<blocks, 512, 0, stream>>>(args);
     } else {
-      MINIVLLM_CHECK(kb == 16) << "Lamport all-reduce: tile of " << kb << " KB (16, 8 or 4)";
       lamport_all_reduce_kernel<512, 2><<<blocks, 512, 0, stream>>>(args);
     }
     CUDA_CHECK_LAUNCH();
