@@ -410,6 +410,18 @@ __global__ void fill_words_kernel(uint32_t* p, int64_t n, uint32_t value) {
   }
 }
 
+// One Lamport call at T threads x V vectors a tile (T * 16 * V bytes), one block per tile up to
+// lamport_max_blocks(T): the geometry the kernel itself walks.
+template <int T, int V>
+void launch_lamport(const CustomAllReduceArgs& args, cudaStream_t stream) {
+  constexpr int64_t kTile = int64_t{T} * 16 * V;
+  const int64_t ntiles = (args.bytes + kTile - 1) / kTile;
+  const int blocks = static_cast<int>(ntiles < lamport_max_blocks(T) ? ntiles : lamport_max_blocks(T));
+  if (blocks == 0) return;
+  lamport_all_reduce_kernel<T, V><<<blocks, T, 0, stream>>>(args);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
@@ -419,24 +431,17 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
   if (args.lamport) {
-    // The tile (CustomAllReduce::kDefaultLamportTileKb): a block owns the same bytes of the
+    // The tile, in KB (CustomAllReduce::kDefaultLamportTileKb): a block owns the same bytes of the
     // buffers in every call.
-    const int kb = args.lamport_tile_kb;
-    MINIVLLM_CHECK(kb == 16 || kb == 8 || kb == 4) << "Lamport all-reduce: a tile of " << kb << " KB (16, 8 or 4)";
-    const int64_t tile = int64_t{kb} * 1024;
-    const int64_t ntiles = (args.bytes + tile - 1) / tile;
-    const int cap = kb == 4 ? lamport_max_blocks(256) : lamport_max_blocks(512);
-    const int blocks = static_cast<int>(ntiles < cap ? ntiles : cap);
-    if (blocks == 0) return;
-    if (kb == 4) {
-      lamport_all_reduce_kernel<256, 1><<<blocks, 256, 0, stream>>>(args);
-    } else if (kb == 8) {
-      lamport_all_reduce_kernel<512, 1><<<blocks, 512, 0, stream>>>(args);
-    } else {
-      lamport_all_reduce_kernel<512, 2><<<blocks, 512, 0, stream>>>(args);
+    switch (args.lamport_tile_kb) {
+      case 4:
+        return launch_lamport<256, 1>(args, stream);
+      case 8:
+        return launch_lamport<512, 1>(args, stream);
+      case 16:
+        return launch_lamport<512, 2>(args, stream);
     }
-    CUDA_CHECK_LAUNCH();
-    return;
+    MINIVLLM_FAIL() << "Lamport all-reduce: a tile of " << args.lamport_tile_kb << " KB (16, 8 or 4)";
   }
   const int64_t ntiles = (args.bytes + kTileBytes - 1) / kTileBytes;
   const int blocks = static_cast<int>(ntiles < kMaxBlocks ? ntiles : kMaxBlocks);
