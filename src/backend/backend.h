@@ -208,15 +208,18 @@ class Backend {
   // each row's (temperature, uniform) on the device. Stage 1: each row's summary of this slice,
   // stats f32[S, 4] = (max logit m, lowest id holding m, mass sum_i exp((l_i - m) / T) (0 when
   // T == 0), 0). NaN and -inf logits weigh nothing (the CPU backend rejects NaN and +inf as
-  // sample() does).
+  // sample() does). pieces f32[S * kShardPieceFloats]: this rank's own working state for stage 2
+  // (the CUDA kernels keep each row's piece masses there, so that the pick need not read the slice
+  // again to find the piece that holds the draw); pass the same tensor to shard_sample_pick.
+  static constexpr int64_t kShardPieceFloats = 33;
   virtual void shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
-                                  const Tensor& stats) = 0;
+                                  const Tensor& stats, const Tensor& pieces) = 0;
   // Stage 2, once every rank's stats are gathered into all_stats f32[W * S * 4] (rank-major):
   // every rank finds where each row's draw falls (greedy: the largest m, lowest id on ties; else
   // the inverse CDF over the ranks' masses in id order, then within the slice that holds the
   // crossing). picks i32[>= S]: the token where this rank holds it, else -1.
   virtual void shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
-                                 const Tensor& all_stats, const Tensor& picks) = 0;
+                                 const Tensor& all_stats, const Tensor& pieces, const Tensor& picks) = 0;
   // Stage 3, once the picks are gathered into all_picks i32[W * P] (rank-major, P >= rows):
   // tokens[s] = the one pick of row s that is not -1 (the largest).
   virtual void shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) = 0;

@@ -11,6 +11,7 @@ int64_t round_up4(int64_t n) { return (n + 3) / 4 * 4; }
 VocabParallelSampler::VocabParallelSampler(Backend& b, int world, int64_t max_rows) : max_rows_(max_rows) {
   params_ = b.empty(DType::kF32, {max_rows * 2});
   stats_ = b.empty(DType::kF32, {max_rows * 4});
+  pieces_ = b.empty(DType::kF32, {max_rows * Backend::kShardPieceFloats});
   all_stats_ = b.empty(DType::kF32, {world * max_rows * 4});
   picks_ = b.empty(DType::kI32, {round_up4(max_rows)});
   all_picks_ = b.empty(DType::kI32, {world * round_up4(max_rows)});
@@ -32,11 +33,11 @@ void VocabParallelSampler::sample(Backend& b, Communicator& comm, const Tensor& 
   const Tensor params = params_.rows(0, 2 * rows), stats = stats_.rows(0, 4 * rows);
   const Tensor all_stats = all_stats_.rows(0, world * 4 * rows);
   b.copy_from_host(params, host_params_.data());
-  b.shard_sample_stats(logits, params, vocab_start, stats);
+  b.shard_sample_stats(logits, params, vocab_start, stats, pieces_);
   comm.all_gather(stats, all_stats);
   const int64_t p4 = round_up4(rows);
   const Tensor picks = picks_.rows(0, p4), all_picks = all_picks_.rows(0, world * p4);
-  b.shard_sample_pick(logits, params, vocab_start, comm.rank(), all_stats, picks);
+  b.shard_sample_pick(logits, params, vocab_start, comm.rank(), all_stats, pieces_, picks);
   comm.all_gather(picks, all_picks);
   b.shard_sample_merge(all_picks, world, tokens.rows(0, rows));
 }

@@ -30,6 +30,7 @@ class VocabParallelSampler {
   int64_t max_rows_ = 0;
   Tensor params_;     // f32 [max_rows, 2]: (temperature, uniform)
   Tensor stats_;      // f32 [max_rows, 4]
+  Tensor pieces_;     // f32 [max_rows, Backend::kShardPieceFloats]: this rank's, from stats to pick
   Tensor all_stats_;  // f32 [ws, max_rows, 4]
   Tensor picks_;      // i32 [max_rows rounded up to 4]: whole 16-byte vectors for the gather
   Tensor all_picks_;  // i32 [ws, max_rows rounded up to 4]

@@ -25,6 +25,7 @@ std::vector<int32_t> shard_sample(CpuBackend& b, const std::vector<float>& logit
   const Tensor p = upload(b, params, {rows * 2});
   std::vector<Tensor> slices;
   std::vector<float> all_stats;
+  const Tensor pieces = b.empty(DType::kF32, {rows * Backend::kShardPieceFloats});  // unused on the CPU
   for (int q = 0; q < world; ++q) {
     std::vector<float> s(static_cast<size_t>(rows * part));
     for (int64_t r = 0; r < rows; ++r) {
@@ -32,14 +33,14 @@ std::vector<int32_t> shard_sample(CpuBackend& b, const std::vector<float>& logit
     }
     slices.push_back(upload(b, s, {rows, part}));
     Tensor stats = b.empty(DType::kF32, {rows * 4});
-    b.shard_sample_stats(slices.back(), p, q * part, stats);
+    b.shard_sample_stats(slices.back(), p, q * part, stats, pieces);
     all_stats.insert(all_stats.end(), stats.ptr<float>(), stats.ptr<float>() + rows * 4);
   }
   const Tensor gathered = upload(b, all_stats, {world * rows * 4});
   std::vector<int32_t> all_picks;
   for (int q = 0; q < world; ++q) {
     Tensor picks = b.empty(DType::kI32, {rows});
-    b.shard_sample_pick(slices[q], p, q * part, q, gathered, picks);
+    b.shard_sample_pick(slices[q], p, q * part, q, gathered, pieces, picks);
     all_picks.insert(all_picks.end(), picks.ptr<int32_t>(), picks.ptr<int32_t>() + rows);
   }
   Tensor tokens = b.empty(DType::kI32, {rows});

@@ -283,6 +283,8 @@ TEST(CudaBench, PrefillAttentionThroughput) {
 // The vocabulary-parallel sampler's stats stage at world_size 2 on Llama-3.2-1B's half vocabulary,
 // 256 rows: greedy rows read the slice once (the argmax); temperature rows read it once too since
 // the argmax rides the mass pass (it was a second pass). Both should run at about copy bandwidth.
+// The pick stage is timed as one rank that holds every row's draw (its worst case): it reads the
+// stats kernel's piece masses and then only the 1/32 of each row that holds the draw.
 TEST(CudaBench, ShardSampleStats) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   auto gpu = make_cuda_backend(0);
@@ -292,16 +294,22 @@ TEST(CudaBench, ShardSampleStats) {
   Tensor logits = gpu->empty(DType::kF32, {rows, n});
   gpu->copy_from_host(logits, host.data());
   Tensor stats = gpu->empty(DType::kF32, {rows * 4});
+  Tensor pieces = gpu->empty(DType::kF32, {rows * Backend::kShardPieceFloats});
   for (float temperature : {0.0f, 0.7f}) {
     std::vector<float> params;
     for (int64_t r = 0; r < rows; ++r) params.insert(params.end(), {temperature, 0.5f});
     Tensor p = gpu->empty(DType::kF32, {rows * 2});
     gpu->copy_from_host(p, params.data());
-    const double sec = median_seconds_per_call(*gpu, [&] { gpu->shard_sample_stats(logits, p, n, stats); });
+    const double sec = median_seconds_per_call(*gpu, [&] { gpu->shard_sample_stats(logits, p, n, stats, pieces); });
     const double gbs = rows * n * 4.0 / sec / 1e9;
     std::printf("[bench] shard_sample_stats %lld x %lld, temperature %.1f: %.1f us, %.0f GB/s of logits\n",
                 static_cast<long long>(rows), static_cast<long long>(n), temperature, sec * 1e6, gbs);
     EXPECT_GT(gbs, 100.0);
+    if (temperature == 0.0f) continue;
+    Tensor picks = gpu->empty(DType::kI32, {rows});
+    const double pick = median_seconds_per_call(*gpu, [&] { gpu->shard_sample_pick(logits, p, n, 0, stats, pieces, picks); });
+    std::printf("[bench] shard_sample_pick %lld x %lld, every row's draw on this rank: %.1f us\n",
+                static_cast<long long>(rows), static_cast<long long>(n), pick * 1e6);
   }
 }
 

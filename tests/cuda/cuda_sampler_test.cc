@@ -190,19 +190,22 @@ TEST(CudaSampler, ShardStagesMatchTheHostReference) {
   gpu->copy_from_host(p, params.data());
   for (int world : {2, 4}) {
     const int64_t part = kVocab / world;
-    std::vector<Tensor> slices;
+    std::vector<Tensor> slices, pieces;  // pieces: each rank's own, from its stats to its pick
     Tensor all_stats = gpu->empty(DType::kF32, {world * rows * 4});
     for (int q = 0; q < world; ++q) {
       Tensor s = host_tensor(DType::kF32, {rows, part});
       for (int r = 0; r < rows; ++r) std::copy(l + r * kVocab + q * part, l + r * kVocab + (q + 1) * part, s.ptr<float>() + r * part);
       slices.push_back(upload_f32(*gpu, s));
-      gpu->shard_sample_stats(slices.back(), p, q * part, all_stats.rows(q * rows * 4, (q + 1) * rows * 4));
+      pieces.push_back(gpu->empty(DType::kF32, {rows * Backend::kShardPieceFloats}));
+      gpu->fill_bytes(pieces.back(), 0xFF);  // NaN: a piece the stats kernel left unwritten would show
+      gpu->shard_sample_stats(slices.back(), p, q * part, all_stats.rows(q * rows * 4, (q + 1) * rows * 4),
+                              pieces.back());
     }
     const int64_t per = rows + 5;  // the gathered picks' stride need not be the row count
     Tensor all_picks = gpu->empty(DType::kI32, {world * per});
     gpu->fill_bytes(all_picks, 0xEE);
     for (int q = 0; q < world; ++q) {
-      gpu->shard_sample_pick(slices[q], p, q * part, q, all_stats, all_picks.rows(q * per, q * per + rows));
+      gpu->shard_sample_pick(slices[q], p, q * part, q, all_stats, pieces[q], all_picks.rows(q * per, q * per + rows));
     }
     Tensor tokens = gpu->empty(DType::kI32, {rows});
     gpu->shard_sample_merge(all_picks, world, tokens);

@@ -82,9 +82,9 @@ class CpuBackend : public Backend {
   void sample(const Tensor& logits, const SamplingBatch& batch, int32_t* out_tokens) override;
   // The vocabulary-parallel sampler's stages: sampling/shard_sampler.h row by row (cpu_tp.cc).
   void shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
-                          const Tensor& stats) override;
+                          const Tensor& stats, const Tensor& pieces) override;
   void shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
-                         const Tensor& all_stats, const Tensor& picks) override;
+                         const Tensor& all_stats, const Tensor& pieces, const Tensor& picks) override;
   void shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) override;
   // Penalties and logprobs: the host reference, rows in parallel (cpu_logits_ops.cc).
   void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;

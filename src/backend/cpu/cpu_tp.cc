@@ -57,7 +57,7 @@ void check_shard_logits(const Tensor& logits, const Tensor& params, const char* 
 }  // namespace
 
 void CpuBackend::shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
-                                    const Tensor& stats) {
+                                    const Tensor& stats, const Tensor& /*pieces*/) {  // the pick rereads its slice
   check_shard_logits(logits, params, "shard_sample_stats");
   cpu::check_tensor(stats, DType::kF32, "shard_sample_stats", "stats");
   const int64_t rows = logits.size(0), n = logits.size(1);
@@ -69,7 +69,7 @@ void CpuBackend::shard_sample_stats(const Tensor& logits, const Tensor& params, 
 }
 
 void CpuBackend::shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
-                                   const Tensor& all_stats, const Tensor& picks) {
+                                   const Tensor& all_stats, const Tensor& /*pieces*/, const Tensor& picks) {
   check_shard_logits(logits, params, "shard_sample_pick");
   cpu::check_tensor(all_stats, DType::kF32, "shard_sample_pick", "all_stats");
   cpu::check_tensor(picks, DType::kI32, "shard_sample_pick", "picks");

@@ -408,20 +408,30 @@ void check_shard_inputs(const Tensor& logits, const Tensor& params, int64_t voca
       << op << ": ids up to " << vocab_start + logits.size(1) << " (ids travel as floats, exact below 2^24)";
 }
 
+static_assert(Backend::kShardPieceFloats == kShardPieceFloats, "backend.h sizes what the kernels keep");
+
+void check_shard_pieces(const Tensor& pieces, int64_t rows, const char* op) {
+  MINIVLLM_CHECK(pieces.device() == DeviceKind::kCuda && pieces.dtype() == DType::kF32 &&
+                 pieces.numel() >= Backend::kShardPieceFloats * rows)
+      << op << ": pieces " << pieces.describe() << " for " << rows << " rows (f32 [rows * "
+      << Backend::kShardPieceFloats << "] on the GPU)";
+}
+
 }  // namespace
 
 void CudaBackend::shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
-                                     const Tensor& stats) {
+                                     const Tensor& stats, const Tensor& pieces) {
   check_shard_inputs(logits, params, vocab_start, "shard_sample_stats");
   const int64_t rows = logits.size(0);
   MINIVLLM_CHECK(stats.device() == DeviceKind::kCuda && stats.dtype() == DType::kF32 && stats.numel() >= 4 * rows)
       << "shard_sample_stats: stats " << stats.describe() << " for " << rows << " rows";
+  check_shard_pieces(pieces, rows, "shard_sample_stats");
   launch_shard_sample_stats(logits.ptr<float>(), rows, logits.size(1), params.ptr<float>(), vocab_start,
-                            stats.ptr<float>(), stream_);
+                            stats.ptr<float>(), pieces.ptr<float>(), stream_);
 }
 
 void CudaBackend::shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
-                                    const Tensor& all_stats, const Tensor& picks) {
+                                    const Tensor& all_stats, const Tensor& pieces, const Tensor& picks) {
   check_shard_inputs(logits, params, vocab_start, "shard_sample_pick");
   const int64_t rows = logits.size(0);
   MINIVLLM_CHECK(all_stats.device() == DeviceKind::kCuda && all_stats.dtype() == DType::kF32 &&
@@ -432,8 +442,9 @@ void CudaBackend::shard_sample_pick(const Tensor& logits, const Tensor& params, 
   if (rows == 0) return;
   const int world = static_cast<int>(all_stats.numel() / (4 * rows));
   MINIVLLM_CHECK(rank >= 0 && rank < world) << "shard_sample_pick: rank " << rank << " of " << world;
+  check_shard_pieces(pieces, rows, "shard_sample_pick");
   launch_shard_sample_pick(logits.ptr<float>(), rows, logits.size(1), params.ptr<float>(), vocab_start, rank, world,
-                           all_stats.ptr<float>(), picks.ptr<int32_t>(), stream_);
+                           all_stats.ptr<float>(), pieces.ptr<float>(), picks.ptr<int32_t>(), stream_);
 }
 
 void CudaBackend::shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) {

@@ -98,9 +98,9 @@ class CudaBackend : public Backend {
   void queue_sampled(const Tensor& tokens, int rows) override;
   // The vocabulary-parallel sampler's stages (sampler.cu).
   void shard_sample_stats(const Tensor& logits, const Tensor& params, int64_t vocab_start,
-                          const Tensor& stats) override;
+                          const Tensor& stats, const Tensor& pieces) override;
   void shard_sample_pick(const Tensor& logits, const Tensor& params, int64_t vocab_start, int rank,
-                         const Tensor& all_stats, const Tensor& picks) override;
+                         const Tensor& all_stats, const Tensor& pieces, const Tensor& picks) override;
   void shard_sample_merge(const Tensor& all_picks, int world, const Tensor& tokens) override;
   void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   // Penalties and logprobs (cuda_logits_ops.cc, kernels in logits_ops.cu).

@@ -221,11 +221,14 @@ void launch_greedy_sample(const float* logits, int64_t rows, int64_t vocab, void
                           cudaStream_t stream);
 // The vocabulary-parallel sampler's stages (Backend::shard_sample_*): params f32 [rows, 2]
 // (temperature, uniform), stats f32 [rows, 4], all_stats f32 [world, rows, 4], picks i32 [rows],
-// all_picks i32 [world, per].
+// all_picks i32 [world, per], pieces f32 [rows, kShardPieceFloats] (the stats kernel's zmax and
+// warp-piece masses of its temperature rows, which the pick kernel reads back).
+constexpr int kShardPieceFloats = 33;  // 1 + the sampler CTA's 32 warps
 void launch_shard_sample_stats(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
-                               float* stats, cudaStream_t stream);
+                               float* stats, float* pieces, cudaStream_t stream);
 void launch_shard_sample_pick(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
-                              int rank, int world, const float* all_stats, int32_t* picks, cudaStream_t stream);
+                              int rank, int world, const float* all_stats, const float* pieces, int32_t* picks,
+                              cudaStream_t stream);
 void launch_shard_sample_merge(const int32_t* all_picks, int world, int64_t per, int64_t rows, int32_t* tokens,
                                cudaStream_t stream);
 // Async scheduling: ids[i] < 0 becomes sampled[-ids[i] - 1] (a token the previous step sampled).

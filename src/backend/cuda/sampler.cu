@@ -342,9 +342,13 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 // in log2 units, z = l * log2(e) / T, so mass_r = sum 2^(z_i - z_max) is sample_kernel's plain-row
 // mass and stats keep the raw max logit (z_max = max l * k exactly: k > 0 keeps the order).
 
-// One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0).
+// pieces[row] = (zmax, the kWarps warp-piece masses) of a temperature row, as slice_masses left
+// them: the pick kernel's first level, so that it reads only the piece that holds the draw.
+constexpr int kPieceFloats = 1 + kWarps;
+
+// One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0), and pieces[row].
 __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logits, int64_t n, const float* params,
-                                                               int64_t vocab_start, float4* stats) {
+                                                               int64_t vocab_start, float4* stats, float* pieces) {
   using ArgReduce = cub::BlockReduce<ArgMax, kThreads>;
   __shared__ typename ArgReduce::TempStorage tmp;
   __shared__ float s_wmax[kWarps], s_wsum[kWarps], s_mass[kWarps];
@@ -354,8 +358,11 @@ __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logi
   ArgMax best{-INFINITY, INT_MAX};
   float mass = 0.0f;
   if (temperature > 0.0f) {  // one pass over the slice for the mass and the argmax (half the loads)
-    slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass, &best);
+    const float zmax = slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass, &best);
     if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
+    float* own = pieces + static_cast<int64_t>(row) * kPieceFloats;
+    if (threadIdx.x == 0) own[0] = zmax;
+    if (threadIdx.x < kWarps) own[1 + threadIdx.x] = s_mass[threadIdx.x];
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const float v = x[i];
@@ -373,9 +380,10 @@ __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logi
 // token when it falls in this rank's slice.
 __global__ __launch_bounds__(kThreads) void shard_pick_kernel(const float* logits, int64_t n, const float* params,
                                                               int64_t vocab_start, int rank, int world,
-                                                              const float4* all_stats, int rows, int32_t* picks) {
+                                                              const float4* all_stats, const float* pieces, int rows,
+                                                              int32_t* picks) {
   __shared__ CdfSmem cdf;
-  __shared__ float s_wmax[kWarps], s_wsum[kWarps], s_mass[kWarps];
+  __shared__ float s_mass[kWarps], s_total;
   const int row = blockIdx.x;
   const float temperature = params[2 * row], uniform = params[2 * row + 1];
   int top = 0;
@@ -413,13 +421,17 @@ __global__ __launch_bounds__(kThreads) void shard_pick_kernel(const float* logit
     return;
   }
   const float* x = logits + static_cast<int64_t>(row) * n;
-  const float zmax = slice_masses(x, n, k, s_wmax, s_wsum, s_mass);
+  // The stats kernel's own zmax and piece masses of this row (the same slice_masses, bit for bit):
+  // no second pass over the slice.
+  const float* own = pieces + static_cast<int64_t>(row) * kPieceFloats;
+  const float zmax = own[0];
   float mass = 0.0f;
-  if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
-  if (threadIdx.x == 0) s_wsum[0] = mass;
+  if (threadIdx.x < 32) mass = warp_sum(own[1 + threadIdx.x]);  // kWarps == 32
+  if (threadIdx.x < kWarps) s_mass[threadIdx.x] = own[1 + threadIdx.x];
+  if (threadIdx.x == 0) s_total = mass;
   __syncthreads();
   // inverse_cdf draws at u * (its own sum of s_mass): the fraction of this slice's mass.
-  const float u = s_wsum[0] > 0.0f ? fminf(local / s_wsum[0], 1.0f) : 1.0f;
+  const float u = s_total > 0.0f ? fminf(local / s_total, 1.0f) : 1.0f;
   auto qof = [=](int64_t i) {
     const float z = x[i] * k;
     return z == INFINITY ? 0.0f : exp2f(z - zmax);
@@ -494,19 +506,21 @@ void launch_sample(const float* logits, int64_t rows, int64_t vocab, const Sampl
 }
 
 void launch_shard_sample_stats(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
-                               float* stats, cudaStream_t stream) {
+                               float* stats, float* pieces, cudaStream_t stream) {
+  static_assert(kPieceFloats == kShardPieceFloats, "cuda_kernels.h states the pieces' size");
   if (rows == 0) return;
   shard_stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, n, params, vocab_start,
-                                                                           reinterpret_cast<float4*>(stats));
+                                                                           reinterpret_cast<float4*>(stats), pieces);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_shard_sample_pick(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
-                              int rank, int world, const float* all_stats, int32_t* picks, cudaStream_t stream) {
+                              int rank, int world, const float* all_stats, const float* pieces, int32_t* picks,
+                              cudaStream_t stream) {
   if (rows == 0) return;
   shard_pick_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      logits, n, params, vocab_start, rank, world, reinterpret_cast<const float4*>(all_stats), static_cast<int>(rows),
-      picks);
+      logits, n, params, vocab_start, rank, world, reinterpret_cast<const float4*>(all_stats), pieces,
+      static_cast<int>(rows), picks);
   CUDA_CHECK_LAUNCH();
 }
 
