@@ -345,6 +345,7 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 // pieces[row] = (zmax, the kWarps warp-piece masses) of a temperature row, as slice_masses left
 // them: the pick kernel's first level, so that it reads only the piece that holds the draw.
 constexpr int kPieceFloats = 1 + kWarps;
+static_assert(kWarps == 32, "the pick sums the piece masses with one warp, a lane each");
 
 // One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0), and pieces[row].
 __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logits, int64_t n, const float* params,
@@ -426,7 +427,7 @@ __global__ __launch_bounds__(kThreads) void shard_pick_kernel(const float* logit
   const float* own = pieces + static_cast<int64_t>(row) * kPieceFloats;
   const float zmax = own[0];
   float mass = 0.0f;
-  if (threadIdx.x < 32) mass = warp_sum(own[1 + threadIdx.x]);  // kWarps == 32
+  if (threadIdx.x < 32) mass = warp_sum(own[1 + threadIdx.x]);
   if (threadIdx.x < kWarps) s_mass[threadIdx.x] = own[1 + threadIdx.x];
   if (threadIdx.x == 0) s_total = mass;
   __syncthreads();
