@@ -98,6 +98,11 @@ class LLMEngine:
         """Drops a request and frees its KV blocks; False when it is not in flight."""
         return self._engine.abort(request_id)
 
+    def reset_prefix_cache(self):
+        """Empties the prefix cache (vLLM's reset_prefix_cache), so that prompts seen before are
+        computed again; False, changing nothing, while a request is unfinished."""
+        return self._engine.reset_prefix_cache()
+
     def exit(self):
         """Stops the engine and frees its memory and worker processes now."""
         self._finalizer()

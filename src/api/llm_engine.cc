@@ -139,6 +139,12 @@ int64_t LLMEngine::add_chat_request(const nlohmann::json& messages, const Sampli
 
 bool LLMEngine::is_finished() const { return scheduler_->is_finished(); }
 
+bool LLMEngine::reset_prefix_cache() {
+  if (!scheduler_->is_finished()) return false;
+  drain();  // a step still in flight holds hashes of blocks it wrote
+  return scheduler_->block_manager().reset_prefix_cache();
+}
+
 bool LLMEngine::abort(int64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;

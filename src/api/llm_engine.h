@@ -82,6 +82,9 @@ class LLMEngine {
   StepResult step();
   bool is_finished() const;
   bool abort(int64_t request_id);
+  // Empties the prefix cache, so that prompts seen before are computed again (benchmark runs that
+  // repeat a workload). Only between requests: false, changing nothing, while any is unfinished.
+  bool reset_prefix_cache();
   // Stops accepting work and aborts what is in flight; the destructor calls it too.
   void exit();
 

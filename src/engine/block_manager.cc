@@ -95,6 +95,19 @@ void BlockManager::commit_hashes() {
   pending_.clear();
 }
 
+bool BlockManager::reset_prefix_cache() {
+  for (const Block& block : blocks_) {
+    if (block.ref_count > 0) return false;
+  }
+  for (Block& block : blocks_) {
+    block.hash.reset();
+    block.token_ids.clear();
+  }
+  hash_to_block_id_.clear();
+  pending_.clear();  // a dropped step's blocks, all free now
+  return true;
+}
+
 void BlockManager::allocate(Sequence& seq) {
   MINIVLLM_CHECK(seq.block_table.empty()) << "sequence " << seq.seq_id() << " already has blocks";
   MINIVLLM_CHECK(can_allocate(seq)) << "sequence " << seq.seq_id() << " needs " << seq.num_blocks()

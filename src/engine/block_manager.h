@@ -50,6 +50,11 @@ class BlockManager {
   void discard_hashes() { pending_.clear(); }
   int num_pending_hashes() const { return static_cast<int>(pending_.size()); }
 
+  // Forgets every cached block, so that the same prompts are prefilled again (benchmark
+  // repetitions; vLLM's reset_prefix_cache). Only while no block is in use: a running sequence's
+  // next full block chains from its last one's hash. Returns false, changing nothing, otherwise.
+  bool reset_prefix_cache();
+
   int num_free_blocks() const { return static_cast<int>(free_list_.size()); }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   int block_size() const { return block_size_; }

@@ -179,6 +179,10 @@ void bind_engine(nb::module_& m) {
           "abort",
           [](Engine& self, int64_t id) { return self.call(PyExc_RuntimeError, [&](LLMEngine& e) { return e.abort(id); }); },
           nb::arg("request_id"))
+      .def("reset_prefix_cache",
+           [](Engine& self) {
+             return self.call(PyExc_RuntimeError, [](LLMEngine& e) { return e.reset_prefix_cache(); });
+           })
       .def("exit", &Engine::exit)
       .def_prop_ro("exited", &Engine::exited)
       .def(

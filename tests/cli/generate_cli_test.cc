@@ -4,6 +4,7 @@
 // Each test skips when its model is not there.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -161,6 +162,40 @@ TEST(CliBench, WorkloadFileRunsAndCountsTokens) {
       << text.out;
   EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(\nDecode: 3tok, Time: \d+\.\d\ds, Throughput: \d+\.\d\dtok/s)")))
       << text.out;
+}
+
+// --repeat 3: three runs, their figures and the median; each run starts from an empty prefix
+// cache, so the 300-token prompt (one full 256-token block) is never found cached, though every run
+// sends it again.
+TEST(CliBench, RepeatRunsFromAnEmptyPrefixCache) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_repeat_workload.json";
+  std::string prompt;
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0) prompt += ',';
+    prompt += std::to_string(1 + i % 97);
+  }
+  std::ofstream(path) << R"({"prompt_token_ids": [[)" << prompt << R"(], [5, 6, 7]], "max_tokens": [2, 4]})";
+  const CliResult js = run_cli(concat(
+      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--repeat", "3", "--json"}, kSmallEngine));
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const nlohmann::json report = nlohmann::json::parse(js.out);
+  ASSERT_EQ(report["throughput_runs_tok_s"].size(), 3u) << js.out;
+  std::vector<double> runs;
+  for (const auto& v : report["throughput_runs_tok_s"]) runs.push_back(v.get<double>());
+  std::sort(runs.begin(), runs.end());
+  EXPECT_DOUBLE_EQ(report["throughput_tok_s"].get<double>(), runs[1]) << "the median run";
+  EXPECT_EQ(report["output_tokens"], 6);
+  EXPECT_EQ(report["prefix_cache_hit_tokens"], 0) << "a later run found the earlier run's prompt cached";
+
+  const CliResult text = run_cli(concat(
+      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--repeat", "2"}, kSmallEngine));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.out, std::regex(R"(^(Total: 6tok, [^\n]*\n){2}Median of 2 runs: \d+\.\d\dtok/s)")))
+      << text.out;
+  const CliResult bad = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--repeat", "0"}, kSmallEngine));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--repeat"), std::string::npos) << bad.err;
 }
 
 // A workload step that fails (MINIVLLM_STEP_FAULT: the batch holding token 9 throws, as a device

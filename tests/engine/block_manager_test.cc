@@ -93,6 +93,27 @@ TEST(BlockManager, FreedBlocksStayCachedUntilReused) {
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(third), 0);
 }
 
+// reset_prefix_cache refuses while a block is in use and otherwise forgets every cached block;
+// the cache then fills again as before.
+TEST(BlockManager, ResetPrefixCacheForgetsOnlyWhenIdle) {
+  BlockManager bm(10, kBlockSize);
+  Sequence a = make_seq(0, iota_tokens(10));
+  allocate_prefill(bm, a);
+  bm.commit_hashes();
+  EXPECT_FALSE(bm.reset_prefix_cache()) << "a's blocks are in use";
+  bm.deallocate(a);
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(1, iota_tokens(10))), 8) << "refused: still cached";
+  EXPECT_TRUE(bm.reset_prefix_cache());
+  EXPECT_EQ(bm.num_free_blocks(), 10);
+  Sequence b = make_seq(2, iota_tokens(10));
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(b), 0);
+  allocate_prefill(bm, b);
+  bm.commit_hashes();
+  EXPECT_EQ(b.num_cached_tokens, 0);
+  bm.deallocate(b);
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(make_seq(3, iota_tokens(10))), 8) << "cached again";
+}
+
 TEST(BlockManager, LastTokenIsAlwaysComputed) {
   BlockManager bm(10, kBlockSize);
   Sequence a = make_seq(0, iota_tokens(8));  // exactly two full blocks

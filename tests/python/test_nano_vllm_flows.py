@@ -78,3 +78,15 @@ def test_python_bench_module_runs(smollm2, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["num_seqs"] == 2 and report["output_tokens"] == 8 and report["decode_tokens"] == 3  # the prefill step samples the first
     assert report["num_kvcache_blocks"] == 64 and report["throughput_tok_s"] > 0
+
+
+def test_reset_prefix_cache_only_between_requests(stories):
+    llm = LLM(stories, device="cpu", block_size=16, max_model_len=256, num_kvcache_blocks=64)
+    prompt = list(range(1, 41))  # two full 16-token blocks
+    rid = llm.add_request(prompt, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))
+    assert llm.reset_prefix_cache() is False  # a request is unfinished
+    while not llm.is_finished():
+        llm.step()
+    assert rid >= 0
+    assert llm.reset_prefix_cache() is True
+    llm.exit()
