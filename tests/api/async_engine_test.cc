@@ -3,6 +3,7 @@
 // handle, by shutdown) and the counters behind /metrics.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "api/async_engine.h"
@@ -21,19 +22,21 @@ EngineConfig stories_config() {
   return c;
 }
 
-// Reads a whole stream: the concatenated text and the final outputs.
+// Reads a whole stream: the concatenated text and the final outputs. first_token, when given, is
+// raised once the stream has delivered a token.
 struct Collected {
   std::string text;
   std::vector<int32_t> token_ids;
   int finals = 0;
   RequestOutput output;
 };
-Collected collect(RequestHandle& h) {
+Collected collect(RequestHandle& h, std::atomic<bool>* first_token = nullptr) {
   Collected c;
   while (!h.finished()) {
     for (StreamEvent& e : h.next(milliseconds(1000))) {
       c.text += e.text;
       c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
+      if (first_token != nullptr && !c.token_ids.empty()) first_token->store(true);
       if (e.final) {
         ++c.finals;
         c.output = *e.final;
@@ -97,18 +100,22 @@ TEST(AsyncEngine, RejectionsReachTheSubmitterAndTheEngineGoesOn) {
   EXPECT_EQ(engine.submit_text("Once upon a time", greedy(4))->wait().at(0).token_ids.size(), 4u);
 }
 
+// The other thread aborts once the stream is under way, not after a fixed delay: stories260K can
+// generate all its tokens in under 20 ms (a fixed 20 ms sleep let the request finish first).
 TEST(AsyncEngine, AbortFromAnotherThreadEndsTheStream) {
   AsyncEngine engine(stories_config());
-  auto h = engine.submit_text("Once upon a time", greedy(200));
+  auto h = engine.submit_text("Once upon a time", greedy(240));
+  std::atomic<bool> started{false};
   std::thread aborter([&] {
-    std::this_thread::sleep_for(milliseconds(20));
+    while (!started.load()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     engine.abort(h->id());
   });
-  const Collected c = collect(*h);
+  const Collected c = collect(*h, &started);
+  started = true;  // a stream that ended without a token must not leave the aborter waiting
   aborter.join();
   EXPECT_EQ(c.finals, 1);
   EXPECT_EQ(c.output.finish_reason, "abort");
-  EXPECT_LT(c.token_ids.size(), 200u);
+  EXPECT_LT(c.token_ids.size(), 240u);
   EXPECT_TRUE(wait_idle(engine));
 }
 
