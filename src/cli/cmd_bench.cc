@@ -24,6 +24,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 struct ThroughputResult {
   int64_t output_tokens = 0;
   double seconds = 0;
+  double tok_s() const { return output_tokens / seconds; }
 };
 
 struct DecodeResult {
@@ -184,7 +185,7 @@ int run_bench(const std::vector<std::string>& argv) {
         const ThroughputResult& t = runs.back();
         if (!as_json) {
           std::cout << format("Total: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s",
-                              static_cast<double>(t.output_tokens), t.seconds, t.output_tokens / t.seconds)
+                              static_cast<double>(t.output_tokens), t.seconds, t.tok_s())
                     << std::endl;
         }
       }
@@ -193,7 +194,7 @@ int run_bench(const std::vector<std::string>& argv) {
       std::sort(sorted.begin(), sorted.end(),
                 [](const ThroughputResult& x, const ThroughputResult& y) { return x.seconds > y.seconds; });
       const ThroughputResult& t = sorted[(sorted.size() - 1) / 2];
-      const double tok_s = t.output_tokens / t.seconds;
+      const double tok_s = t.tok_s();
       report.update({{"num_seqs", w.prompt_token_ids.size()},
                      {"prompt_tokens", w.num_prompt_tokens()},
                      {"output_tokens", t.output_tokens},
@@ -203,11 +204,10 @@ int run_bench(const std::vector<std::string>& argv) {
       report["prefix_cache_hit_tokens"] = engine.stats().prefix_cache_hit_tokens;
       if (repeat > 1) {
         nlohmann::json each = nlohmann::json::array();
-        for (const ThroughputResult& r : runs) each.push_back(r.output_tokens / r.seconds);
+        for (const ThroughputResult& r : runs) each.push_back(r.tok_s());
         report["throughput_runs_tok_s"] = each;
         if (!as_json) {
-          std::cout << format("Median of %.0f runs: %.2ftok/s (slowest %.2f)", repeat, tok_s,
-                              sorted.front().output_tokens / sorted.front().seconds)
+          std::cout << format("Median of %.0f runs: %.2ftok/s (slowest %.2f)", repeat, tok_s, sorted.front().tok_s())
                     << std::endl;
         }
       }

@@ -176,8 +176,9 @@ TEST(CliBench, RepeatRunsFromAnEmptyPrefixCache) {
     prompt += std::to_string(1 + i % 97);
   }
   std::ofstream(path) << R"({"prompt_token_ids": [[)" << prompt << R"(], [5, 6, 7]], "max_tokens": [2, 4]})";
-  const CliResult js = run_cli(concat(
-      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--repeat", "3", "--json"}, kSmallEngine));
+  const CliResult js = run_cli(
+      concat({"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--repeat", "3", "--json"},
+             kSmallEngine));
   ASSERT_EQ(js.exit_code, 0) << js.err;
   const nlohmann::json report = nlohmann::json::parse(js.out);
   ASSERT_EQ(report["throughput_runs_tok_s"].size(), 3u) << js.out;

@@ -307,7 +307,8 @@ TEST(CudaBench, ShardSampleStats) {
     EXPECT_GT(gbs, 100.0);
     if (temperature == 0.0f) continue;
     Tensor picks = gpu->empty(DType::kI32, {rows});
-    const double pick = median_seconds_per_call(*gpu, [&] { gpu->shard_sample_pick(logits, p, n, 0, stats, pieces, picks); });
+    const double pick =
+        median_seconds_per_call(*gpu, [&] { gpu->shard_sample_pick(logits, p, n, 0, stats, pieces, picks); });
     std::printf("[bench] shard_sample_pick %lld x %lld, every row's draw on this rank: %.1f us\n",
                 static_cast<long long>(rows), static_cast<long long>(n), pick * 1e6);
   }

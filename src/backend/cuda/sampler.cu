@@ -343,8 +343,9 @@ __global__ __launch_bounds__(kThreads) void sample_kernel(const float* logits, i
 // mass and stats keep the raw max logit (z_max = max l * k exactly: k > 0 keeps the order).
 
 // pieces[row] = (zmax, the kWarps warp-piece masses) of a temperature row, as slice_masses left
-// them: the pick kernel's first level, so that it reads only the piece that holds the draw.
-constexpr int kPieceFloats = 1 + kWarps;
+// them (kShardPieceFloats a row): the pick kernel's first level, so that it reads only the piece
+// that holds the draw.
+static_assert(kShardPieceFloats == 1 + kWarps, "cuda_kernels.h sizes a row's pieces for this CTA");
 static_assert(kWarps == 32, "the pick sums the piece masses with one warp, a lane each");
 
 // One CTA per row: stats[row] = (max logit, lowest id of it, mass, 0), and pieces[row].
@@ -361,7 +362,7 @@ __global__ __launch_bounds__(kThreads) void shard_stats_kernel(const float* logi
   if (temperature > 0.0f) {  // one pass over the slice for the mass and the argmax (half the loads)
     const float zmax = slice_masses(x, n, kLog2e / temperature, s_wmax, s_wsum, s_mass, &best);
     if (threadIdx.x < 32) mass = warp_sum(s_mass[threadIdx.x]);
-    float* own = pieces + static_cast<int64_t>(row) * kPieceFloats;
+    float* own = pieces + static_cast<int64_t>(row) * kShardPieceFloats;
     if (threadIdx.x == 0) own[0] = zmax;
     if (threadIdx.x < kWarps) own[1 + threadIdx.x] = s_mass[threadIdx.x];
   } else {
@@ -424,7 +425,7 @@ __global__ __launch_bounds__(kThreads) void shard_pick_kernel(const float* logit
   const float* x = logits + static_cast<int64_t>(row) * n;
   // The stats kernel's own zmax and piece masses of this row (the same slice_masses, bit for bit):
   // no second pass over the slice.
-  const float* own = pieces + static_cast<int64_t>(row) * kPieceFloats;
+  const float* own = pieces + static_cast<int64_t>(row) * kShardPieceFloats;
   const float zmax = own[0];
   float mass = 0.0f;
   if (threadIdx.x < 32) mass = warp_sum(own[1 + threadIdx.x]);
@@ -508,7 +509,6 @@ void launch_sample(const float* logits, int64_t rows, int64_t vocab, const Sampl
 
 void launch_shard_sample_stats(const float* logits, int64_t rows, int64_t n, const float* params, int64_t vocab_start,
                                float* stats, float* pieces, cudaStream_t stream) {
-  static_assert(kPieceFloats == kShardPieceFloats, "cuda_kernels.h states the pieces' size");
   if (rows == 0) return;
   shard_stats_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, n, params, vocab_start,
                                                                            reinterpret_cast<float4*>(stats), pieces);
