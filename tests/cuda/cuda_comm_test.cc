@@ -607,6 +607,108 @@ TEST(CudaComm, AllReduceStressThreadsFlag) {
   all_reduce_stress();
 }
 
+// All-gathers (the stamped kernel up to 16 KB a rank, the flag kernel above): 600 gathers of random
+// sizes back to back, no host sync between them, of words that take every 32-bit value (0, ~0,
+// the Lamport sentinel, stamps of earlier calls), then the same calls replayed from a graph with
+// eager gathers between replays, so the stamped kernel's halves and epochs turn in both. Every
+// gathered word is checked.
+TEST(CudaComm, AllGatherStressThreads) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  const int world = std::min(cuda_device_count(), 8);
+  expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {
+    std::mt19937 rng(123);  // the same sizes on every rank
+    const int iters = 600;
+    std::vector<int64_t> sizes, in_off, out_off;
+    int64_t in_total = 0, out_total = 0;
+    for (int it = 0; it < iters; ++it) {
+      const int64_t n = it % 25 == 24 ? 4 * (4097 + static_cast<int64_t>(rng() % 64))  // past 16 KB: the flag kernel
+                                      : 1 + static_cast<int64_t>(rng() % 4096);
+      sizes.push_back(n);
+      in_off.push_back(in_total);
+      out_off.push_back(out_total);
+      in_total += (n + 3) / 4 * 4;  // 16-byte aligned starts
+      out_total += (world * n + 3) / 4 * 4;
+    }
+    auto word = [](int q, int it, int64_t i, int round) -> int32_t {
+      const uint32_t k = static_cast<uint32_t>(q * 1000003 + it * 7919 + i * 31 + round * 65537);
+      switch (k % 5) {
+        case 0: return 0;
+        case 1: return -1;
+        case 2: return static_cast<int32_t>(0x80008000u);
+        case 3: return static_cast<int32_t>(k * 2654435761u);
+        default: return static_cast<int32_t>(i);
+      }
+    };
+    Tensor in = b.empty(DType::kI32, {in_total}), out = b.empty(DType::kI32, {out_total});
+    int g = -1;  // the graph of the 600 calls, captured in the first graph round
+    auto run_round = [&](int round, bool graph) {
+      std::vector<int32_t> host(static_cast<size_t>(in_total));
+      for (int it = 0; it < iters; ++it) {
+        for (int64_t i = 0; i < sizes[it]; ++i) host[in_off[it] + i] = word(rank, it, i, round);
+      }
+      b.copy_from_host(in, host.data());
+      b.fill_bytes(out, 0xAB);
+      auto body = [&] {
+        for (int it = 0; it < iters; ++it) {
+          c.all_gather(in.rows(in_off[it], in_off[it] + sizes[it]),
+                       out.rows(out_off[it], out_off[it] + world * sizes[it]));
+        }
+      };
+      if (!graph) {
+        body();
+      } else {
+        if (g < 0) g = b.capture_graph(body);
+        ASSERT_GE(g, 0);
+        b.replay_graph(g);
+      }
+      std::vector<int32_t> got(static_cast<size_t>(out_total));
+      b.copy_to_host(got.data(), out);
+      int64_t bad = 0;
+      for (int it = 0; it < iters; ++it) {
+        for (int q = 0; q < world; ++q) {
+          for (int64_t i = 0; i < sizes[it]; ++i) {
+            const int32_t expect = word(q, it, i, round), v = got[out_off[it] + q * sizes[it] + i];
+            if (v != expect && bad++ < 5) {
+              ADD_FAILURE() << "rank " << rank << " round " << round << " call " << it << " (" << sizes[it]
+                            << " words) rank " << q << "'s [" << i << "]: " << v << " vs " << expect;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0) << "round " << round << (graph ? " (graph)" : " (eager)");
+    };
+    run_round(0, false);
+    run_round(1, false);
+    for (int round = 2; round < 6; ++round) {
+      run_round(round, true);
+      // An odd number of eager gathers between replays: the replay then starts on the other half.
+      Tensor x = b.empty(DType::kI32, {8}), xs = b.empty(DType::kI32, {world * 8});
+      b.fill_bytes(x, 0);
+      for (int i = 0; i < round; ++i) c.all_gather(x, xs);
+    }
+  }));
+}
+
+// The same with MINIVLLM_STAMPED_GATHER=0: every gather on the flag kernel.
+TEST(CudaComm, AllGatherStressThreadsFlag) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv off("MINIVLLM_STAMPED_GATHER", "0");
+  const int world = std::min(cuda_device_count(), 8);
+  expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {
+    const int64_t n = 1024;  // 4 KB: the stamped kernel's size, here on the flag kernel
+    Tensor in = b.empty(DType::kI32, {n}), out = b.empty(DType::kI32, {world * n});
+    std::vector<int32_t> host(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) host[i] = static_cast<int32_t>(rank * 100000 + i);
+    b.copy_from_host(in, host.data());
+    for (int it = 0; it < 50; ++it) c.all_gather(in, out);
+    std::vector<int32_t> got(static_cast<size_t>(world * n));
+    b.copy_to_host(got.data(), out);
+    for (int q = 0; q < world; ++q) {
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[q * n + i], q * 100000 + i) << "rank " << rank;
+    }
+  }));
+}
+
 TEST(CudaComm, CollectivesThreadsFlag) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", "0");
@@ -669,6 +771,49 @@ TEST(CudaCommBench, AllReduce) {
           std::printf("all_reduce bf16 %9lld B, %-24s: graph %8.2f us/call, eager %8.2f us/call\n",
                       static_cast<long long>(bytes), names[mode],
                       times[times.size() / 2] * 1e6, eager * 1e6);
+        }
+      }
+    }));
+  }
+}
+
+// Time per all-gather of the sampler's sizes (1 KB: a step's picks; 4 and 16 KB: its stats at 256
+// and 1,024 rows), the stamped kernel (default) against the flag kernel (MINIVLLM_STAMPED_GATHER=0):
+// graphs of 50 calls (median of 7 replays) and 50 eager calls. Not pass/fail.
+TEST(CudaCommBench, AllGather) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  for (int mode : {0, 1}) {
+    ScopedEnv env("MINIVLLM_STAMPED_GATHER", mode == 1 ? "0" : nullptr);
+    expect_no_errors(run_ranks(2, [&](int rank, Backend& b, Communicator& c) {
+      for (int64_t bytes : {int64_t{1} << 10, int64_t{4} << 10, int64_t{16} << 10}) {
+        Tensor in = b.empty(DType::kF32, {bytes / 4}), out = b.empty(DType::kF32, {2 * bytes / 4});
+        b.fill_bytes(in, 0);
+        const int calls = 50;
+        c.all_gather(in, out);
+        b.synchronize();
+        const int graph = b.capture_graph([&] {
+          for (int i = 0; i < calls; ++i) c.all_gather(in, out);
+        });
+        b.replay_graph(graph);
+        b.synchronize();
+        std::vector<double> times;
+        for (int rep = 0; rep < 7; ++rep) {
+          c.barrier();
+          const Clock::time_point t0 = Clock::now();
+          b.replay_graph(graph);
+          b.synchronize();
+          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+        }
+        std::sort(times.begin(), times.end());
+        c.barrier();
+        const Clock::time_point t0 = Clock::now();
+        for (int i = 0; i < calls; ++i) c.all_gather(in, out);
+        b.synchronize();
+        const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+        if (rank == 0) {
+          std::printf("all_gather %6lld B a rank, %-8s: graph %8.2f us/call, eager %8.2f us/call\n",
+                      static_cast<long long>(bytes), mode == 0 ? "stamped" : "flag", times[times.size() / 2] * 1e6,
+                      eager * 1e6);
         }
       }
     }));

@@ -67,6 +67,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
   const bool lamport = env_switch("MINIVLLM_CUSTOM_AR_LAMPORT").value_or(true);
   const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
+  const bool stamped = env_switch("MINIVLLM_STAMPED_GATHER").value_or(true);
   int tile_kb = kDefaultLamportTileKb;
   if (const char* v = std::getenv("MINIVLLM_AR_TILE_KB"); v != nullptr && v[0] != '\0') {
     const std::string s(v);
@@ -76,7 +77,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
   const std::vector<int32_t> first = min_over_ranks(
-      {wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0, tile_kb});
+      {wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0, tile_kb, stamped ? 1 : 0});
   if (first[0] != 1) return nullptr;
   max_bytes = static_cast<size_t>(first[1]) * 16;
 
@@ -85,12 +86,15 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->push_ = first[3] == 1;  // pull (=1) on any rank pulls on all
   ar->lamport_ = first[2] == 1;
   ar->lamport_tile_kb_ = first[4];
+  ar->stamped_ = first[5] == 1;
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
   bool good = ok(cudaMalloc(&ar->own_, buffer_bytes)) && ok(cudaMemsetAsync(ar->own_, 0, buffer_bytes, stream)) &&
               ok(cudaMalloc(&ar->epochs_, sizeof(uint32_t) * kMaxBlocks)) &&
-              ok(cudaMemsetAsync(ar->epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream));
+              ok(cudaMemsetAsync(ar->epochs_, 0, sizeof(uint32_t) * kMaxBlocks, stream)) &&
+              ok(cudaMalloc(&ar->stamped_epoch_, sizeof(uint32_t))) &&
+              ok(cudaMemsetAsync(ar->stamped_epoch_, 0, sizeof(uint32_t), stream));
   if (good && ar->lamport_) {
     const size_t base = custom_ar_lamport_base(max_bytes, world);
     good = ok(cudaMalloc(&ar->lamport_epochs_, sizeof(uint32_t) * kLamportMaxBlocks)) &&
@@ -98,7 +102,8 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
            ok(cudaMalloc(&ar->lamport_prev_, sizeof(int64_t) * kLamportMaxBlocks)) &&
            ok(cudaMemsetAsync(ar->lamport_prev_, 0, sizeof(int64_t) * kLamportMaxBlocks, stream));
     if (good) {
-      launch_lamport_fill(static_cast<char*>(ar->own_) + base, static_cast<int64_t>(buffer_bytes - base), stream);
+      launch_lamport_fill(static_cast<char*>(ar->own_) + base,
+                          static_cast<int64_t>(custom_ar_lamport_bytes(max_bytes, world, true)), stream);
     }
   }
   void* host_flag = nullptr;
@@ -173,6 +178,7 @@ CustomAllReduce::~CustomAllReduce() {
   }
   if (own_ != nullptr) cudaFree(own_);
   if (epochs_ != nullptr) cudaFree(epochs_);
+  if (stamped_epoch_ != nullptr) cudaFree(stamped_epoch_);
   if (lamport_epochs_ != nullptr) cudaFree(lamport_epochs_);
   if (lamport_prev_ != nullptr) cudaFree(lamport_prev_);
   if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
@@ -238,14 +244,24 @@ bool CustomAllReduce::all_reduce_sum_norm(const Tensor& t, const Tensor& accumul
   return true;
 }
 
+bool CustomAllReduce::stamped_gather(const Tensor& in) const {
+  return stamped_ && in.nbytes() <= kStampedMaxBytes && in.nbytes() % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(in.data()) % 4 == 0;
+}
+
 bool CustomAllReduce::handles_gather(const Tensor& in, const Tensor& out) const {
+  if (out.nbytes() != world_ * in.nbytes()) return false;
+  if (stamped_gather(in)) return reinterpret_cast<uintptr_t>(out.data()) % 4 == 0;
   return in.nbytes() <= max_bytes_ && in.nbytes() % 16 == 0 && reinterpret_cast<uintptr_t>(in.data()) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(out.data()) % 16 == 0 && out.nbytes() == world_ * in.nbytes();
+         reinterpret_cast<uintptr_t>(out.data()) % 16 == 0;
 }
 
 void CustomAllReduce::all_gather(const Tensor& in, const Tensor& out) {
   CustomAllReduceArgs a = args_for(in);
   a.gather_out = out.data();
+  a.stamped = stamped_gather(in);
+  a.stamped_epoch = stamped_epoch_;
+  a.stamped_base = static_cast<int64_t>(custom_ar_stamped_base(max_bytes_, world_, lamport_));
   launch_custom_all_reduce(a, stream_);
 }
 

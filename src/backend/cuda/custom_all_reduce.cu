@@ -403,6 +403,71 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   }
 }
 
+// ---- The stamped gather (all-gathers up to kStampedMaxBytes; design in custom_all_reduce.h). One
+// block. Word i of rank q's message lands in slot q of half (epoch & 1) of every rank's buffer as
+// the 64-bit pair (word, epoch); a reader takes it once the high half equals this call's epoch.
+// The half is safe to overwrite two calls later: a peer starts call e + 2 only after it saw this
+// rank's words of call e + 1, which this rank sent after it had read every word of call e.
+constexpr int kStampedThreads = 512;
+
+__device__ __forceinline__ uint64_t ld_volatile8(const void* p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_volatile8(void* p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__global__ void __launch_bounds__(kStampedThreads) stamped_gather_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+  const int tid = threadIdx.x;
+  uint32_t epoch = *a.stamped_epoch + 1;  // every thread reads it before the barrier below
+  if (epoch == 0) epoch = 1;              // 0 is the buffers' initial stamp
+  const int64_t words = a.bytes / 4;
+  const int64_t slot = 2 * static_cast<int64_t>(CustomAllReduce::kStampedMaxBytes);
+  const int64_t now = a.stamped_base + static_cast<int64_t>(epoch & 1u) * a.world * slot;
+  const uint32_t* in = static_cast<const uint32_t*>(a.data);
+  uint32_t* out = static_cast<uint32_t*>(a.gather_out);
+  // 1. Push: every word, stamped, into slot `rank` of every peer's half; this rank's own part of
+  //    the output directly.
+  for (int64_t i = tid; i < words; i += kStampedThreads) {
+    const uint32_t w = in[i];
+    out[a.rank * words + i] = w;
+    const uint64_t stamped = (static_cast<uint64_t>(epoch) << 32) | w;
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (q < a.world && q != a.rank) {
+        st_volatile8(static_cast<char*>(a.buffers[q]) + now + a.rank * slot + 8 * i, stamped);
+      }
+    }
+  }
+  // 2. Each peer's words as they land (local memory), or abort().
+  const char* mine = static_cast<const char*>(a.buffers[a.rank]) + now;
+  bool aborted = false;
+  for (int64_t i = tid; i < words && !aborted; i += kStampedThreads) {
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (q >= a.world || q == a.rank) continue;
+      const char* src = mine + q * slot + 8 * i;
+      uint64_t v = ld_volatile8(src);
+      for (int spins = 0; static_cast<uint32_t>(v >> 32) != epoch; v = ld_volatile8(src)) {
+        if (++spins == 256) {
+          spins = 0;
+          if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
+            aborted = true;
+            break;
+          }
+        }
+      }
+      if (aborted) break;
+      out[q * words + i] = static_cast<uint32_t>(v);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) *a.stamped_epoch = epoch;
+}
+
 __global__ void fill_words_kernel(uint32_t* p, int64_t n, uint32_t value) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -430,6 +495,12 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 }
 
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
+  if (args.gather_out != nullptr && args.stamped) {
+    if (args.bytes == 0) return;
+    stamped_gather_kernel<<<1, kStampedThreads, 0, stream>>>(args);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (args.lamport) {
     // The tile, in KB (CustomAllReduce::kDefaultLamportTileKb): a block owns the same bytes of the
     // buffers in every call.

@@ -29,9 +29,16 @@
 // earlier kernel: each rank copies its tiles into its own half, and the others read them there.
 // Sums go through a kernel without flags or fences by default (the Lamport kernel,
 // custom_all_reduce.cu: three buffers filled with a sentinel that data never equals, read as the
-// words land; measured faster on both models at world_size 2, docs/PERFORMANCE.md); all-gathers
-// keep the flag kernel. MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank (agreed over the ranks) sums
-// through the flag kernel too.
+// words land; measured faster on both models at world_size 2, docs/PERFORMANCE.md).
+// MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank (agreed over the ranks) sums through the flag kernel too.
+// All-gathers of at most kStampedMaxBytes (the vocabulary-parallel sampler's stats and picks, two a
+// decode step) take the stamped kernel: any bytes can be gathered, so no value is free to be a
+// sentinel; instead each 32-bit word travels with the call's epoch in one 64-bit store, which lands
+// whole, and the reader waits until a word's stamp is this call's. No flags, no fences, no
+// emptying (old stamps never match a newer epoch), two halves in turn. Larger gathers, and all of
+// them with MINIVLLM_STAMPED_GATHER=0 on any rank (agreed), take the flag kernel. Two H100s, in a
+// graph (CudaCommBench.AllGather, 2026-11-28): 1 KB 3.05 us (flag kernel 6.30), 4 KB 3.33 (6.41),
+// 16 KB 7.01 (7.00).
 //
 // Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
 // peer quit (the output is then garbage; the communicator is unusable anyway).
@@ -67,6 +74,8 @@ class CustomAllReduce {
   // equal within the runs' spread (docs/PERFORMANCE.md).
   static constexpr int kDefaultLamportTileKb = 4;
   static constexpr int kLamportMaxBlocks = 256;  // the Lamport kernel's block counters
+  // The stamped gather's largest message a rank (one block; the sampler's stats at 1,024 rows).
+  static constexpr size_t kStampedMaxBytes = size_t{16} << 10;
 
   // Collective (every rank calls it, in the NcclCommunicator constructor after NCCL's init).
   // nullptr on every rank when MINIVLLM_NO_CUSTOM_AR=1 on any rank, world_size > kMaxRanks, or
@@ -89,8 +98,9 @@ class CustomAllReduce {
   // doing nothing, otherwise.
   bool all_reduce_sum_norm(const Tensor& t, const Tensor& accumulator, const Tensor& norm_weight, float eps,
                            const Tensor& normed);
-  // out = every rank's `in`, concatenated in rank order (any dtype; in at most max_bytes(), both
-  // whole 16-byte vectors), one kernel: the same arrival and wait, then copies instead of sums.
+  // out = every rank's `in`, concatenated in rank order (any dtype), one kernel: up to
+  // kStampedMaxBytes of whole 32-bit words, the stamped kernel; else (in at most max_bytes(), both
+  // whole 16-byte vectors) the flag kernel's arrival and wait, then copies instead of sums.
   bool handles_gather(const Tensor& in, const Tensor& out) const;
   void all_gather(const Tensor& in, const Tensor& out);
   // Thread-safe: spinning kernels quit; later calls must not be made.
@@ -101,6 +111,8 @@ class CustomAllReduce {
 
  private:
   CustomAllReduce(int rank, int world, int device, cudaStream_t stream);
+  // Whether all_gather(in, ...) takes the stamped kernel.
+  bool stamped_gather(const Tensor& in) const;
   // The kernel's arguments for message t, every mode's fields at their defaults.
   CustomAllReduceArgs args_for(const Tensor& t) const;
 
@@ -119,6 +131,8 @@ class CustomAllReduce {
   void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
   uint32_t* epochs_ = nullptr;             // kMaxBlocks counters, this device only
+  bool stamped_ = true;                    // small gathers by the stamped kernel (MINIVLLM_STAMPED_GATHER=0: not)
+  uint32_t* stamped_epoch_ = nullptr;      // the stamped kernel's call counter, this device only
   volatile int* abort_host_ = nullptr;     // pinned, mapped
   int* abort_dev_ = nullptr;               // its device address
 };
@@ -148,6 +162,10 @@ struct CustomAllReduceArgs {
   bool norm_w_f32;
   float eps;
   int64_t row_elems;
+  // With gather_out and stamped: the stamped kernel, its counter and where its halves start.
+  bool stamped;
+  uint32_t* stamped_epoch;
+  int64_t stamped_base;
   int rank;
   int world;
   bool bf16;

@@ -15,8 +15,17 @@ constexpr size_t kCustomArFlagBytes = sizeof(uint32_t) * CustomAllReduce::kMaxBl
 constexpr size_t custom_ar_lamport_base(size_t max_bytes, int world) {
   return 2 * static_cast<size_t>(world) * max_bytes + kCustomArFlagBytes;
 }
+constexpr size_t custom_ar_lamport_bytes(size_t max_bytes, int world, bool lamport) {
+  return lamport ? 3 * static_cast<size_t>(world) * max_bytes : 0;
+}
+// Then the stamped gather's two halves of world slots, each slot a 64-bit (word, epoch) pair per
+// 32-bit word of kStampedMaxBytes; zero-filled (epoch 0 is never a call's).
+constexpr size_t kCustomArStampedSlotBytes = 2 * CustomAllReduce::kStampedMaxBytes;
+constexpr size_t custom_ar_stamped_base(size_t max_bytes, int world, bool lamport) {
+  return custom_ar_lamport_base(max_bytes, world) + custom_ar_lamport_bytes(max_bytes, world, lamport);
+}
 constexpr size_t custom_ar_buffer_bytes(size_t max_bytes, int world, bool lamport) {
-  return custom_ar_lamport_base(max_bytes, world) + (lamport ? 3 * static_cast<size_t>(world) * max_bytes : 0);
+  return custom_ar_stamped_base(max_bytes, world, lamport) + 2 * static_cast<size_t>(world) * kCustomArStampedSlotBytes;
 }
 
 }  // namespace minivllm::cuda
