@@ -732,6 +732,37 @@ TEST(CudaComm, CloseTogetherReturnsAtOnce) {
   }));
 }
 
+// Microseconds per call of one collective (every rank calls it): in a graph of 50 calls (median of
+// 7 replays, each after a barrier) and 50 eager calls (the host's enqueue cost included).
+struct CallTimes {
+  double graph = 0, eager = 0;
+};
+CallTimes time_calls(Backend& b, Communicator& c, const std::function<void()>& call) {
+  const int calls = 50;
+  call();
+  b.synchronize();
+  const int graph = b.capture_graph([&] {
+    for (int i = 0; i < calls; ++i) call();
+  });
+  b.replay_graph(graph);
+  b.synchronize();
+  std::vector<double> times;
+  for (int rep = 0; rep < 7; ++rep) {
+    c.barrier();
+    const Clock::time_point t0 = Clock::now();
+    b.replay_graph(graph);
+    b.synchronize();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+  }
+  std::sort(times.begin(), times.end());
+  c.barrier();
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < calls; ++i) call();
+  b.synchronize();
+  const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+  return {times[times.size() / 2] * 1e6, eager * 1e6};
+}
+
 // Time per bf16 all-reduce, the one-shot Lamport (default) and flag kernels vs NCCL: graphs of 50
 // calls (median of 7 replays) and 50 eager calls (the host's enqueue cost included). Not pass/fail.
 TEST(CudaCommBench, AllReduce) {
@@ -745,32 +776,10 @@ TEST(CudaCommBench, AllReduce) {
                             int64_t{2} << 20, int64_t{8} << 20, int64_t{32} << 20}) {
         Tensor t = b.empty(DType::kBF16, {bytes / 2});
         b.fill_bytes(t, 0);
-        const int calls = 50;
-        c.all_reduce_sum(t);
-        b.synchronize();
-        const int graph = b.capture_graph([&] {
-          for (int i = 0; i < calls; ++i) c.all_reduce_sum(t);
-        });
-        b.replay_graph(graph);
-        b.synchronize();
-        std::vector<double> times;
-        for (int rep = 0; rep < 7; ++rep) {
-          c.barrier();
-          const Clock::time_point t0 = Clock::now();
-          b.replay_graph(graph);
-          b.synchronize();
-          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
-        }
-        std::sort(times.begin(), times.end());
-        c.barrier();
-        const Clock::time_point t0 = Clock::now();
-        for (int i = 0; i < calls; ++i) c.all_reduce_sum(t);
-        b.synchronize();
-        const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+        const CallTimes us = time_calls(b, c, [&] { c.all_reduce_sum(t); });
         if (rank == 0) {
           std::printf("all_reduce bf16 %9lld B, %-24s: graph %8.2f us/call, eager %8.2f us/call\n",
-                      static_cast<long long>(bytes), names[mode],
-                      times[times.size() / 2] * 1e6, eager * 1e6);
+                      static_cast<long long>(bytes), names[mode], us.graph, us.eager);
         }
       }
     }));
@@ -788,32 +797,10 @@ TEST(CudaCommBench, AllGather) {
       for (int64_t bytes : {int64_t{1} << 10, int64_t{4} << 10, int64_t{16} << 10}) {
         Tensor in = b.empty(DType::kF32, {bytes / 4}), out = b.empty(DType::kF32, {2 * bytes / 4});
         b.fill_bytes(in, 0);
-        const int calls = 50;
-        c.all_gather(in, out);
-        b.synchronize();
-        const int graph = b.capture_graph([&] {
-          for (int i = 0; i < calls; ++i) c.all_gather(in, out);
-        });
-        b.replay_graph(graph);
-        b.synchronize();
-        std::vector<double> times;
-        for (int rep = 0; rep < 7; ++rep) {
-          c.barrier();
-          const Clock::time_point t0 = Clock::now();
-          b.replay_graph(graph);
-          b.synchronize();
-          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / calls);
-        }
-        std::sort(times.begin(), times.end());
-        c.barrier();
-        const Clock::time_point t0 = Clock::now();
-        for (int i = 0; i < calls; ++i) c.all_gather(in, out);
-        b.synchronize();
-        const double eager = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+        const CallTimes us = time_calls(b, c, [&] { c.all_gather(in, out); });
         if (rank == 0) {
           std::printf("all_gather %6lld B a rank, %-8s: graph %8.2f us/call, eager %8.2f us/call\n",
-                      static_cast<long long>(bytes), mode == 0 ? "stamped" : "flag", times[times.size() / 2] * 1e6,
-                      eager * 1e6);
+                      static_cast<long long>(bytes), mode == 0 ? "stamped" : "flag", us.graph, us.eager);
         }
       }
     }));
