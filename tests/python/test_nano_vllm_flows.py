@@ -1,6 +1,8 @@
 """nano-vllm's example.py and bench.py, call for call, with `from minivllm import LLM,
 SamplingParams` and example.py's tokenizer taken from llm.tokenizer; small sizes."""
 import json
+
+import pytest
 from random import randint, seed
 
 from minivllm import LLM, SamplingParams, _minivllm
@@ -78,6 +80,20 @@ def test_python_bench_module_runs(smollm2, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["num_seqs"] == 2 and report["output_tokens"] == 8 and report["decode_tokens"] == 3  # the prefill step samples the first
     assert report["num_kvcache_blocks"] == 64 and report["throughput_tok_s"] > 0
+
+
+def test_python_bench_repeat_reports_the_median_run(smollm2, tmp_path, capsys):
+    from minivllm import bench
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps({"prompt_token_ids": [[1, 2, 3, 4], [5, 6, 7]], "max_tokens": [5, 3]}))
+    assert bench.main(["--model", smollm2, "--workload", str(workload), "--decode-tokens", "0", "--repeat", "3",
+                       "--max-model-len", "512", "--num-kvcache-blocks", "64", "--device", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    runs = report["throughput_runs_tok_s"]
+    assert len(runs) == 3 and report["output_tokens"] == 8
+    assert report["throughput_tok_s"] == sorted(runs)[1]  # the median of three
+    with pytest.raises(SystemExit):
+        bench.main(["--model", smollm2, "--workload", str(workload), "--repeat", "0", "--device", "cpu"])
 
 
 def test_reset_prefix_cache_only_between_requests(stories):
