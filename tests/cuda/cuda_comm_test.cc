@@ -608,8 +608,8 @@ TEST(CudaComm, AllReduceStressThreadsFlag) {
 }
 
 // All-gathers (the stamped kernel up to 16 KB a rank, the flag kernel above): 600 gathers of random
-// sizes back to back, no host sync between them, of words that take every 32-bit value (0, ~0,
-// the Lamport sentinel, stamps of earlier calls), then the same calls replayed from a graph with
+// sizes back to back, no host sync between them, of words that take any 32-bit value (0, ~0, the
+// Lamport sentinel, hashes), then the same calls replayed from a graph with
 // eager gathers between replays, so the stamped kernel's halves and epochs turn in both. Every
 // gathered word is checked.
 TEST(CudaComm, AllGatherStressThreads) {
@@ -681,7 +681,7 @@ TEST(CudaComm, AllGatherStressThreads) {
     run_round(1, false);
     for (int round = 2; round < 6; ++round) {
       run_round(round, true);
-      // An odd number of eager gathers between replays: the replay then starts on the other half.
+      // 2 to 5 eager gathers between replays: the replays start on either half.
       Tensor x = b.empty(DType::kI32, {8}), xs = b.empty(DType::kI32, {world * 8});
       b.fill_bytes(x, 0);
       for (int i = 0; i < round; ++i) c.all_gather(x, xs);
