@@ -3,6 +3,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce.h"
+#include "backend/cuda/custom_all_reduce_layout.h"
 #include "backend/cuda/device_utils.cuh"
 
 namespace minivllm::cuda {
@@ -425,7 +426,7 @@ __global__ void __launch_bounds__(kStampedThreads) stamped_gather_kernel(const _
   uint32_t epoch = *a.stamped_epoch + 1;  // every thread reads it before the barrier below
   if (epoch == 0) epoch = 1;              // 0 is the buffers' initial stamp
   const int64_t words = a.bytes / 4;
-  const int64_t slot = 2 * static_cast<int64_t>(CustomAllReduce::kStampedMaxBytes);
+  constexpr int64_t slot = static_cast<int64_t>(kCustomArStampedSlotBytes);
   const int64_t now = a.stamped_base + static_cast<int64_t>(epoch & 1u) * a.world * slot;
   const uint32_t* in = static_cast<const uint32_t*>(a.data);
   uint32_t* out = static_cast<uint32_t*>(a.gather_out);
