@@ -87,6 +87,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->lamport_ = first[2] == 1;
   ar->lamport_tile_kb_ = first[4];
   ar->stamped_ = first[5] == 1;
+  ar->pdl_ = env_switch("MINIVLLM_AR_PDL").value_or(true);
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
@@ -207,6 +208,7 @@ CustomAllReduceArgs CustomAllReduce::args_for(const Tensor& t) const {
   a.lamport_prev = lamport_prev_;
   a.lamport_base = static_cast<int64_t>(custom_ar_lamport_base(max_bytes_, world_));
   a.lamport_tile_kb = lamport_tile_kb_;
+  a.pdl = pdl_;
   return a;
 }
 

@@ -5,6 +5,7 @@
 #include "backend/cuda/custom_all_reduce.h"
 #include "backend/cuda/custom_all_reduce_layout.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -321,22 +322,11 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   const char* data = static_cast<const char*>(a.data);
   char* mine = static_cast<char*>(a.buffers[a.rank]);
 
-  // 1. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
-  for (int64_t t = b; t < ntiles; t += kBlocks) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t off = vec_offset<V, T>(t, k);
-      if (off >= a.bytes) continue;
-      const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q) {
-        if (q < a.world && q != a.rank) {
-          *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
-        }
-      }
-    }
-  }
-  // 2. Empty the last call's buffer: this block's words of its message.
+  // 1. Empty the last call's buffer: this block's words of its message. Before the PDL wait (with
+  //    MINIVLLM_AR_PDL the kernel may start while the GEMM before it still runs): the last call of
+  //    this kernel has ended, since nothing between the two lets a successor start early (this
+  //    kernel never calls pdl_launch_dependents), and no peer writes this buffer before the next
+  //    call (see above).
   const int64_t last_bytes = a.lamport_prev[b];
   const uint4 empty = make_uint4(kEmpty, kEmpty, kEmpty, kEmpty);
   for (int64_t t = b; t * kTile < last_bytes; t += kBlocks) {
@@ -353,6 +343,22 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   // The norm's weights of this thread's column (constant over its tiles: see sum_tile_norm).
   float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (a.normed_out != nullptr) load_weight8(a.norm_weight, a.norm_w_f32, (tid * 8) & (a.row_elems - 1), w);
+  pdl_wait();  // `data` is the GEMM's output, and the kernels before may still read normed_out
+  // 2. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
+  for (int64_t t = b; t < ntiles; t += kBlocks) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t off = vec_offset<V, T>(t, k);
+      if (off >= a.bytes) continue;
+      const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q < a.world && q != a.rank) {
+          *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
+        }
+      }
+    }
+  }
   // 3. Wait for each peer's words, then sum in rank order as the flag kernel does. An abort is
   //    made block-wide before the sums (as in the build that ran on the H100s, where a fused norm
   //    synchronised the block).
@@ -422,6 +428,9 @@ __device__ __forceinline__ void st_volatile8(void* p, uint64_t v) {
 }
 
 __global__ void __launch_bounds__(kStampedThreads) stamped_gather_kernel(const __grid_constant__ CustomAllReduceArgs a) {
+  // Everything waits: `in` is the sampler's, and the counter may belong to a gather whose
+  // successors started early (the sampler's kernels let theirs start before they end).
+  pdl_wait();
   const int tid = threadIdx.x;
   uint32_t epoch = *a.stamped_epoch + 1;  // every thread reads it before the barrier below
   if (epoch == 0) epoch = 1;              // 0 is the buffers' initial stamp
@@ -484,7 +493,11 @@ void launch_lamport(const CustomAllReduceArgs& args, cudaStream_t stream) {
   const int64_t ntiles = (args.bytes + kTile - 1) / kTile;
   const int blocks = static_cast<int>(ntiles < lamport_max_blocks(T) ? ntiles : lamport_max_blocks(T));
   if (blocks == 0) return;
-  lamport_all_reduce_kernel<T, V><<<blocks, T, 0, stream>>>(args);
+  if (args.pdl) {
+    launch_with_pdl(lamport_all_reduce_kernel<T, V>, dim3(blocks), dim3(T), 0, stream, args);
+  } else {
+    lamport_all_reduce_kernel<T, V><<<blocks, T, 0, stream>>>(args);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -498,7 +511,11 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
   if (args.gather_out != nullptr && args.stamped) {
     if (args.bytes == 0) return;
-    stamped_gather_kernel<<<1, kStampedThreads, 0, stream>>>(args);
+    if (args.pdl) {
+      launch_with_pdl(stamped_gather_kernel, dim3(1), dim3(kStampedThreads), 0, stream, args);
+    } else {
+      stamped_gather_kernel<<<1, kStampedThreads, 0, stream>>>(args);
+    }
     CUDA_CHECK_LAUNCH();
     return;
   }

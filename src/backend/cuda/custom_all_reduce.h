@@ -131,6 +131,7 @@ class CustomAllReduce {
   void* peers_[kMaxRanks] = {};            // every rank's buffer as this device sees it (own_ included)
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
   uint32_t* epochs_ = nullptr;             // kMaxBlocks counters, this device only
+  bool pdl_ = true;                        // MINIVLLM_AR_PDL=0: plain launches
   bool stamped_ = true;                    // small gathers by the stamped kernel (MINIVLLM_STAMPED_GATHER=0: not)
   uint32_t* stamped_epoch_ = nullptr;      // the stamped kernel's call counter, this device only
   volatile int* abort_host_ = nullptr;     // pinned, mapped
@@ -169,6 +170,10 @@ struct CustomAllReduceArgs {
   int rank;
   int world;
   bool bf16;
+  // The Lamport and stamped kernels by programmatic dependent launch (pdl_launch.h): launched while
+  // the kernel before them drains, waiting for its writes inside. MINIVLLM_AR_PDL=0 (or
+  // MINIVLLM_NO_PDL=1): plain launches. Per rank: stream order only.
+  bool pdl;
 };
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream);
 // Fills `bytes` (a multiple of 4) with the Lamport kernel's empty pattern.
