@@ -36,6 +36,19 @@ __device__ __forceinline__ uint4 ld_volatile16(const void* p) {
   return v;
 }
 
+// Calls arrived() until it returns true: a peer's flag or data has landed. A peer that died never
+// writes, so every 256 polls the host's abort flag (CustomAllReduce::abort) is read too; false then.
+template <typename Arrived>
+__device__ __forceinline__ bool spin_until(Arrived arrived, const int* abort_flag) {
+  for (int spins = 0; !arrived();) {
+    if (++spins == 256) {
+      spins = 0;
+      if (*reinterpret_cast<const volatile int*>(abort_flag) != 0) return false;
+    }
+  }
+  return true;
+}
+
 __device__ __forceinline__ void add_bf16x8(float (&acc)[8], const uint4& v) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -184,15 +197,8 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
   if (tid < a.world && tid != a.rank) {
     const uint32_t* flag =
         reinterpret_cast<const uint32_t*>(static_cast<const char*>(a.buffers[a.rank]) + flags) + b * kMaxRanks + tid;
-    int spins = 0;
-    while (static_cast<int32_t>(ld_acquire_sys(flag) - epoch) < 0) {
-      if (++spins == 256) {
-        spins = 0;
-        if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
-          aborted = 1;
-          break;
-        }
-      }
+    if (!spin_until([&] { return static_cast<int32_t>(ld_acquire_sys(flag) - epoch) >= 0; }, a.abort_flag)) {
+      aborted = 1;
     }
   }
   __syncthreads();
@@ -380,16 +386,8 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
           continue;
         }
         const char* src = mine + now + q * a.slot_bytes + off;
-        int spins = 0;
-        for (v[k][q] = ld_volatile16(src); !lamport_arrived(v[k][q]); v[k][q] = ld_volatile16(src)) {
-          if (++spins == 256) {
-            spins = 0;
-            if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
-              aborted = true;
-              break;
-            }
-          }
-        }
+        uint4& got = v[k][q];
+        if (!spin_until([&] { return lamport_arrived(got = ld_volatile16(src)); }, a.abort_flag)) aborted = true;
       }
     }
     if (aborted) s_aborted = 1;
@@ -460,17 +458,11 @@ __global__ void __launch_bounds__(kStampedThreads) stamped_gather_kernel(const _
     for (int q = 0; q < kMaxRanks; ++q) {
       if (q >= a.world || q == a.rank) continue;
       const char* src = mine + q * slot + 8 * i;
-      uint64_t v = ld_volatile8(src);
-      for (int spins = 0; static_cast<uint32_t>(v >> 32) != epoch; v = ld_volatile8(src)) {
-        if (++spins == 256) {
-          spins = 0;
-          if (*reinterpret_cast<const volatile int*>(a.abort_flag) != 0) {
-            aborted = true;
-            break;
-          }
-        }
+      uint64_t v = 0;
+      if (!spin_until([&] { return static_cast<uint32_t>((v = ld_volatile8(src)) >> 32) == epoch; }, a.abort_flag)) {
+        aborted = true;
+        break;
       }
-      if (aborted) break;
       out[q * words + i] = static_cast<uint32_t>(v);
     }
   }
