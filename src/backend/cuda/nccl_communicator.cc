@@ -317,6 +317,14 @@ void NcclCommunicator::note_capture() {
   if (status == cudaStreamCaptureStatusActive && backend_ != nullptr) backend_->note_captured_collective(aborted_);
 }
 
+void NcclCommunicator::before_custom_call(const char* what) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    comm_locked(what);  // throws once aborted
+  }
+  note_capture();
+}
+
 template <typename F>
 void NcclCommunicator::run(const char* what, F&& enqueue) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -340,11 +348,7 @@ void NcclCommunicator::all_reduce_sum(const Tensor& t) {
   const ncclDataType_t type = nccl_type(t, "all_reduce_sum");
   if (t.numel() == 0) return;
   if (custom_ar_ != nullptr && custom_ar_->handles(t)) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      comm_locked("all_reduce_sum");
-    }
-    note_capture();
+    before_custom_call("all_reduce_sum");
     custom_ar_->all_reduce_sum(t);
     return;
   }
@@ -361,11 +365,7 @@ bool NcclCommunicator::all_reduce_sum_into(const Tensor& partial, const Tensor& 
       !custom_ar_->handles(partial) || reinterpret_cast<uintptr_t>(accumulator.data()) % 16 != 0) {
     return false;
   }
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    comm_locked("all_reduce_sum_into");
-  }
-  note_capture();
+  before_custom_call("all_reduce_sum_into");
   custom_ar_->all_reduce_sum(partial, accumulator.ptr<float>());
   return true;
 }
@@ -376,11 +376,7 @@ bool NcclCommunicator::all_reduce_sum_into_norm(const Tensor& partial, const Ten
   check_comm_tensor(accumulator, "all_reduce_sum_into_norm", "accumulator");
   // The kernel's own conditions (normed's alignment among them) are CustomAllReduce's to check.
   if (custom_ar_ == nullptr || reinterpret_cast<uintptr_t>(accumulator.data()) % 16 != 0) return false;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    comm_locked("all_reduce_sum_into_norm");
-  }
-  note_capture();
+  before_custom_call("all_reduce_sum_into_norm");
   return custom_ar_->all_reduce_sum_norm(partial, accumulator, norm_weight, eps, normed);
 }
 
@@ -401,11 +397,7 @@ void NcclCommunicator::all_gather(const Tensor& in, const Tensor& out) {
   const ncclDataType_t type = nccl_type(in, "all_gather");
   if (in.numel() == 0) return;
   if (custom_ar_ != nullptr && custom_ar_->handles_gather(in, out)) {  // the small ones (the sampler's)
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      comm_locked("all_gather");
-    }
-    note_capture();
+    before_custom_call("all_gather");
     custom_ar_->all_gather(in, out);
     return;
   }

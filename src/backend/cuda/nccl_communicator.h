@@ -95,6 +95,8 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void fail_locked(const std::string& why);
   // Tells the backend that the capture in progress (if any) holds a collective of this communicator.
   void note_capture();
+  // Before a CustomAllReduce kernel (which NCCL never sees): throws once aborted, then note_capture.
+  void before_custom_call(const char* what);
   // Teardown (destructor, failed constructor, on_backend_destroyed). drain: first wait (bounded)
   // for the stream; clean: the stream is known to be idle.
   void release_resources_locked(std::unique_lock<std::mutex>& lock, bool drain, bool clean = false);
