@@ -1,6 +1,8 @@
-// A 0 / 1 switch read from the environment (the MINIVLLM_* tuning knobs).
+// The MINIVLLM_* tuning knobs read from the environment: 0 / 1 switches and whole numbers.
 #pragma once
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -16,6 +18,20 @@ inline std::optional<bool> env_switch(const char* name) {
   const std::string w = v;
   MINIVLLM_CHECK(w == "0" || w == "1") << name << "=" << w << " must be 0 or 1";
   return w == "1";
+}
+
+// nullopt when the variable is unset or empty; otherwise a whole number in [lo, hi] (decimal, no
+// sign other than '-', nothing after it: atoi's silent 0 for "abc" or 12 for "12k" would tune the
+// engine to a value nobody asked for), else an error naming the variable and the range.
+inline std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  MINIVLLM_CHECK(v[0] != ' ' && v[0] != '+' && end != v && *end == '\0' && errno == 0 && n >= lo && n <= hi)
+      << name << "=" << v << " must be a whole number from " << lo << " to " << hi;
+  return static_cast<int64_t>(n);
 }
 
 }  // namespace minivllm

@@ -1,5 +1,5 @@
-// env_switch (common/env_switch.h): the 0 / 1 tuning knobs, unset or empty meaning "default", any
-// other value an error that names the variable.
+// env_switch and env_int (common/env_switch.h): the tuning knobs, unset or empty meaning "default",
+// any other value than a 0 / 1 or a whole number in range an error that names the variable.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -34,6 +34,36 @@ TEST(EnvSwitch, OtherValuesAreAnErrorNamingTheVariable) {
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find(std::string(kName) + "=" + bad), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("must be 0 or 1"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv(kName);
+}
+
+TEST(EnvInt, UnsetEmptyAndValuesInRange) {
+  unsetenv(kName);
+  EXPECT_FALSE(env_int(kName, 0, 10).has_value());
+  setenv(kName, "", 1);
+  EXPECT_FALSE(env_int(kName, 0, 10).has_value());
+  setenv(kName, "0", 1);
+  EXPECT_EQ(env_int(kName, 0, 10), std::optional<int64_t>(0));
+  setenv(kName, "10", 1);
+  EXPECT_EQ(env_int(kName, 0, 10), std::optional<int64_t>(10));
+  setenv(kName, "-3", 1);
+  EXPECT_EQ(env_int(kName, -5, 5), std::optional<int64_t>(-3));
+  setenv(kName, "1073741824", 1);
+  EXPECT_EQ(env_int(kName, 16, int64_t{1} << 30), std::optional<int64_t>(int64_t{1} << 30));
+  unsetenv(kName);
+}
+
+TEST(EnvInt, GarbageAndOutOfRangeAreAnErrorNamingTheVariable) {
+  for (const char* bad : {"abc", "12k", "1.5", " 4", "+4", "4 ", "11", "-1", "99999999999999999999999"}) {
+    setenv(kName, bad, 1);
+    try {
+      env_int(kName, 0, 10);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(kName) + "=" + bad), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("from 0 to 10"), std::string::npos) << e.what();
     }
   }
   unsetenv(kName);

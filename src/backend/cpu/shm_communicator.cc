@@ -25,6 +25,7 @@
 
 #include "common/check.h"
 #include "common/dtype.h"
+#include "common/env_switch.h"
 
 namespace minivllm {
 
@@ -363,7 +364,8 @@ ShmCommunicator::ShmCommunicator(int rank, int world_size, const std::string& bo
         << world_size << ", " << map_bytes_ << " bytes mapped";
     slot_bytes_ = h->slot_bytes;
     chunk_bytes_ = slot_bytes_ / 2 / 64 * 64;
-    if (const char* env = std::getenv("MINIVLLM_SHM_SPIN_US")) spin_ns_ = std::max(0L, std::atol(env)) * 1000;
+    // Up to 10 s of spinning before a wait sleeps on the futex.
+    spin_ns_ = env_int("MINIVLLM_SHM_SPIN_US", 0, 10'000'000).value_or(spin_ns_ / 1000) * 1000;
     int32_t expected = 0;
     MINIVLLM_CHECK(atomic(h->ranks[rank].pid).compare_exchange_strong(expected, static_cast<int32_t>(getpid())))
         << "ShmCommunicator: rank " << rank << " already joined this segment (pid " << expected << ")";

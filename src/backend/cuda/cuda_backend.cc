@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -37,16 +38,13 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   CUDA_CHECK(cudaMalloc(&decode_partial_lse_, decode_partial_rows_ * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&decode_counters_, decode_partial_rows_ * sizeof(int)));
   CUDA_CHECK(cudaMemset(decode_counters_, 0, decode_partial_rows_ * sizeof(int)));
-  decode_min_partition_ = kDefaultMinDecodePartition;
-  if (const char* v = std::getenv("MINIVLLM_DECODE_MIN_PARTITION"); v != nullptr && v[0] != '\0') {
-    decode_min_partition_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_min_partition_ >= 1) << "MINIVLLM_DECODE_MIN_PARTITION=" << v << " must be >= 1";
-  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  decode_min_partition_ =
+      static_cast<int>(env_int("MINIVLLM_DECODE_MIN_PARTITION", 1, kIntMax).value_or(kDefaultMinDecodePartition));
   decode_max_partition_ = kDefaultMaxDecodePartition;
   decode_mma_max_partition_ = kDefaultMaxDecodeMmaPartition;
-  if (const char* v = std::getenv("MINIVLLM_DECODE_MAX_PARTITION"); v != nullptr && v[0] != '\0') {
-    decode_max_partition_ = decode_mma_max_partition_ = std::atoi(v);  // every decode kernel's
-    MINIVLLM_CHECK(decode_max_partition_ >= 0) << "MINIVLLM_DECODE_MAX_PARTITION=" << v << " must be >= 0";
+  if (const std::optional<int64_t> p = env_int("MINIVLLM_DECODE_MAX_PARTITION", 0, kIntMax)) {
+    decode_max_partition_ = decode_mma_max_partition_ = static_cast<int>(*p);  // every decode kernel's
   }
   if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] != '\0') {
     const std::string w = v;
@@ -55,33 +53,26 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_wide_always_ = w == "force";
   }
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
-  if (const char* v = std::getenv("MINIVLLM_DECODE_GEMM_TOKENS"); v != nullptr && v[0] != '\0') {
-    decode_gemm_tokens_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_gemm_tokens_ >= 0 && decode_gemm_tokens_ <= kDecodeGemmMaxTokens)
-        << "MINIVLLM_DECODE_GEMM_TOKENS=" << v << " must be in 0.." << kDecodeGemmMaxTokens;
-  }
+  decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
   decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
-  if (const char* v = std::getenv("MINIVLLM_DECODE_LANE_ELEMS"); v != nullptr && v[0] != '\0') {
-    decode_lane_elems_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_lane_elems_ == 8 || decode_lane_elems_ == 16)
-        << "MINIVLLM_DECODE_LANE_ELEMS=" << v << " must be 8 or 16";
+  if (const std::optional<int64_t> e = env_int("MINIVLLM_DECODE_LANE_ELEMS", 8, 16)) {
+    MINIVLLM_CHECK(*e == 8 || *e == 16) << "MINIVLLM_DECODE_LANE_ELEMS=" << *e << " must be 8 or 16";
+    decode_lane_elems_ = static_cast<int>(*e);
   }
   if (const std::optional<bool> mma = env_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_RING")) decode_ring_ = *ring ? 1 : 0;
   decode_seq_order_ = env_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
   decode_mma_pipe_ = env_switch("MINIVLLM_DECODE_MMA_PIPE").value_or(false);
-  if (const char* v = std::getenv("MINIVLLM_DECODE_MMA_TILES"); v != nullptr && v[0] != '\0') {
-    decode_mma_tiles_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_mma_tiles_ == 1 || decode_mma_tiles_ == 2 || decode_mma_tiles_ == 4)
-        << "MINIVLLM_DECODE_MMA_TILES=" << v << " must be 1, 2 or 4";
+  if (const std::optional<int64_t> t = env_int("MINIVLLM_DECODE_MMA_TILES", 1, 4)) {
+    MINIVLLM_CHECK(*t == 1 || *t == 2 || *t == 4) << "MINIVLLM_DECODE_MMA_TILES=" << *t << " must be 1, 2 or 4";
+    decode_mma_tiles_ = static_cast<int>(*t);
   }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
-  if (const char* v = std::getenv("MINIVLLM_DECODE_TILE_HEADS"); v != nullptr && v[0] != '\0') {
-    decode_max_tile_heads_ = std::atoi(v);
-    MINIVLLM_CHECK(decode_max_tile_heads_ == 4 || decode_max_tile_heads_ == 8)
-        << "MINIVLLM_DECODE_TILE_HEADS=" << v << " must be 4 or 8";
+  if (const std::optional<int64_t> h = env_int("MINIVLLM_DECODE_TILE_HEADS", 4, 8)) {
+    MINIVLLM_CHECK(*h == 4 || *h == 8) << "MINIVLLM_DECODE_TILE_HEADS=" << *h << " must be 4 or 8";
+    decode_max_tile_heads_ = static_cast<int>(*h);
   }
 }
 

@@ -42,12 +42,9 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   // agreements below.
   const bool wanted = !env_switch("MINIVLLM_NO_CUSTOM_AR").value_or(false) && world <= kMaxRanks;
   size_t max_bytes = world == 2 ? size_t{8} << 20 : size_t{512} << 10;
-  if (const char* v = std::getenv("MINIVLLM_CUSTOM_AR_MAX_BYTES"); v != nullptr && v[0] != '\0') {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    MINIVLLM_CHECK(end != v && *end == '\0' && n >= 16 && n % 16 == 0 && n <= (1ll << 30))
-        << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << v << " must be a multiple of 16 in [16, 2^30]";
-    max_bytes = static_cast<size_t>(n);
+  if (const std::optional<int64_t> n = env_int("MINIVLLM_CUSTOM_AR_MAX_BYTES", 16, int64_t{1} << 30)) {
+    MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << *n << " must be a multiple of 16";
+    max_bytes = static_cast<size_t>(*n);
   }
 
   // Scratch for the agreements and the all-gather.
@@ -69,11 +66,11 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
   const bool stamped = env_switch("MINIVLLM_STAMPED_GATHER").value_or(true);
   int tile_kb = kDefaultLamportTileKb;
-  if (const char* v = std::getenv("MINIVLLM_AR_TILE_KB"); v != nullptr && v[0] != '\0') {
-    const std::string s(v);
-    MINIVLLM_CHECK(s == "16" || s == "8" || s == "4") << "MINIVLLM_AR_TILE_KB=" << s << " must be 16, 8 or 4";
-    tile_kb = std::stoi(s);
+  if (const std::optional<int64_t> kb = env_int("MINIVLLM_AR_TILE_KB", 4, 16)) {
+    MINIVLLM_CHECK(*kb == 16 || *kb == 8 || *kb == 4) << "MINIVLLM_AR_TILE_KB=" << *kb << " must be 16, 8 or 4";
+    tile_kb = static_cast<int>(*kb);
   }
+
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
   const std::vector<int32_t> first = min_over_ranks(
