@@ -70,7 +70,6 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
     MINIVLLM_CHECK(*kb == 16 || *kb == 8 || *kb == 4) << "MINIVLLM_AR_TILE_KB=" << *kb << " must be 16, 8 or 4";
     tile_kb = static_cast<int>(*kb);
   }
-
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
   const std::vector<int32_t> first = min_over_ranks(

@@ -426,8 +426,9 @@ __device__ __forceinline__ void st_volatile8(void* p, uint64_t v) {
 }
 
 __global__ void __launch_bounds__(kStampedThreads) stamped_gather_kernel(const __grid_constant__ CustomAllReduceArgs a) {
-  // Everything waits: `in` is the sampler's, and the counter may belong to a gather whose
-  // successors started early (the sampler's kernels let theirs start before they end).
+  // Everything comes after the wait: `in` is the kernel before's output, and the counter is read
+  // only once every earlier kernel has ended, whichever of them let its successor start early.
+  // What PDL saves here is the launch itself.
   pdl_wait();
   const int tid = threadIdx.x;
   uint32_t epoch = *a.stamped_epoch + 1;  // every thread reads it before the barrier below
