@@ -29,7 +29,8 @@ inline std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) 
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(v, &end, 10);
-  MINIVLLM_CHECK(v[0] != ' ' && v[0] != '+' && end != v && *end == '\0' && errno == 0 && n >= lo && n <= hi)
+  const bool starts_well = v[0] == '-' || (v[0] >= '0' && v[0] <= '9');  // strtoll skips spaces, takes '+'
+  MINIVLLM_CHECK(starts_well && end != v && *end == '\0' && errno == 0 && n >= lo && n <= hi)
       << name << "=" << v << " must be a whole number from " << lo << " to " << hi;
   return static_cast<int64_t>(n);
 }

@@ -56,7 +56,7 @@ TEST(EnvInt, UnsetEmptyAndValuesInRange) {
 }
 
 TEST(EnvInt, GarbageAndOutOfRangeAreAnErrorNamingTheVariable) {
-  for (const char* bad : {"abc", "12k", "1.5", " 4", "+4", "4 ", "11", "-1", "99999999999999999999999"}) {
+  for (const char* bad : {"abc", "12k", "1.5", " 4", "\t4", "+4", "4 ", "11", "-1", "-", "99999999999999999999999"}) {
     setenv(kName, bad, 1);
     try {
       env_int(kName, 0, 10);
