@@ -45,6 +45,10 @@ uint64_t choice_seed(uint64_t seed, int index) {
 
 LLMEngine::LLMEngine(EngineConfig config) {
   config.validate();
+  // The profiling switches, read here first: a bad value stops the engine before any worker starts
+  // or any step runs (HostProfile is next read inside the steps' timed scopes).
+  (void)HostProfile::enabled();
+  (void)StepProfiler::enabled();
   source_ = open_model(config.model, /*with_weights=*/true);
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());
   runners_ = std::make_unique<RunnerGroup>(resolved.runner_config(), source_.config, *source_.weights, source_.path);

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/env_switch.h"
+
 namespace minivllm {
 namespace {
 
@@ -33,10 +35,7 @@ Table& table() {
 }  // namespace
 
 bool HostProfile::enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINIVLLM_PROFILE_HOST");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
-  }();
+  static const bool on = env_switch("MINIVLLM_PROFILE_HOST").value_or(false);
   return on;
 }
 

@@ -10,6 +10,7 @@
 #include "backend/kv_cache_spec.h"
 #include "common/check.h"
 #include "common/config_key.h"
+#include "common/env_switch.h"
 #include "common/host_profile.h"
 #include "runtime/backend_select.h"
 #include "runtime/decode_seq_order.h"
@@ -430,7 +431,7 @@ void ModelRunner::capture_graphs() {
     graphs_[bs] = backend_->capture_graph(body);
   }
   backend_->synchronize();
-  if (const char* e = std::getenv("MINIVLLM_PROBE_GRAPH_LAUNCH"); e != nullptr && e[0] == '1') probe_graph_launch();
+  if (env_switch("MINIVLLM_PROBE_GRAPH_LAUNCH").value_or(false)) probe_graph_launch();
 }
 
 // Diagnostic (MINIVLLM_PROBE_GRAPH_LAUNCH=1): how much of a replay is launch latency. Per graph size,

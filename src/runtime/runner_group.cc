@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "common/check.h"
+#include "common/env_switch.h"
 #include "common/host_profile.h"
 #include "runtime/backend_select.h"
 #include "runtime/runner_config_json.h"
@@ -58,9 +60,7 @@ std::string worker_executable() {
 RunnerGroup::RunnerGroup(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights,
                          const std::string& model_path)
     : cfg_(cfg) {
-  if (const char* f = std::getenv("MINIVLLM_STEP_FAULT"); f != nullptr && f[0] != '\0') {
-    step_fault_token_ = std::strtoll(f, nullptr, 10);
-  }
+  step_fault_token_ = env_int("MINIVLLM_STEP_FAULT", 0, std::numeric_limits<int32_t>::max()).value_or(step_fault_token_);
   MINIVLLM_CHECK(cfg_.world_size >= 1) << "world_size must be at least 1, got " << cfg_.world_size;
   if (cfg_.world_size == 1) {
     runner_ = std::make_unique<ModelRunner>(cfg_, model_cfg, weights);

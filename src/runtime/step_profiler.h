@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/env_switch.h"
+
 namespace minivllm {
 
 class StepProfiler {
@@ -19,10 +21,7 @@ class StepProfiler {
   enum Part { kGap, kUpload, kGraph, kSample, kNumParts };
   using Clock = std::chrono::steady_clock;
 
-  static bool enabled() {
-    const char* v = std::getenv("MINIVLLM_PROFILE_STEPS");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
-  }
+  static bool enabled() { return env_switch("MINIVLLM_PROFILE_STEPS").value_or(false); }
 
   // Starts a decode step: the gap since the previous step's end counts as kGap.
   void begin() {

@@ -245,6 +245,26 @@ TEST(CliBench, HostProfileTablesAtExit) {
   EXPECT_EQ(calls("engine\\.collect"), steps) << r.err;
 }
 
+// A profiling switch with a value other than 0 or 1 stops the run before any step, naming it (it
+// was once read as "anything but 0 is on"), with world_size 2 as with 1.
+TEST(CliBench, BadProfileSwitchIsAnError) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_bad_switch.json";
+  std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3]], "max_tokens": [2]})";
+  for (const char* name : {"MINIVLLM_PROFILE_HOST", "MINIVLLM_PROFILE_STEPS"}) {
+    for (const char* tp : {"1", "2"}) {
+      SCOPED_TRACE(std::string(name) + " tp " + tp);
+      setenv(name, "yes", 1);
+      const CliResult r = run_cli(concat(
+          {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--tensor-parallel-size", tp},
+          kSmallEngine));
+      unsetenv(name);
+      EXPECT_NE(r.exit_code, 0) << r.out;
+      EXPECT_NE(r.err.find(std::string(name) + "=yes must be 0 or 1"), std::string::npos) << r.err;
+    }
+  }
+}
+
 TEST(CliBench, DryRunReportsTheSeedsWorkloadTotals) {
   // Totals from python3's random.seed(0) draw (tools/make_bench_workload.py checks the same);
   // the first 4 of the 256 sequences: sum(map(len, p[:4])) = 2680, sum(m[:4]) = 2607.

@@ -14,14 +14,12 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 
 inline bool pdl_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MINIVLLM_NO_PDL");
-    return v == nullptr || v[0] == '\0' || v[0] == '0';
-  }();
+  static const bool enabled = !env_switch("MINIVLLM_NO_PDL").value_or(false);
   return enabled;
 }
 

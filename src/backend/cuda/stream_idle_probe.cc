@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 
@@ -13,10 +14,7 @@ namespace {
 constexpr size_t kMaxSteps = 200000;  // a bound on the events a long run keeps
 }
 
-bool StreamIdleProbe::enabled_by_env() {
-  const char* v = std::getenv("MINIVLLM_PROFILE_GPU_IDLE");
-  return v != nullptr && v[0] != '\0' && v[0] != '0';
-}
+bool StreamIdleProbe::enabled_by_env() { return env_switch("MINIVLLM_PROFILE_GPU_IDLE").value_or(false); }
 
 cudaEvent_t StreamIdleProbe::record(cudaStream_t stream) {
   cudaEvent_t e = nullptr;
