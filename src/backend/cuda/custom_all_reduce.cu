@@ -478,6 +478,18 @@ __global__ void fill_words_kernel(uint32_t* p, int64_t n, uint32_t value) {
   }
 }
 
+// The Lamport and stamped kernels' launch: by programmatic dependent launch unless args.pdl is off
+// (MINIVLLM_AR_PDL=0).
+void launch_collective(void (*kernel)(CustomAllReduceArgs), int blocks, int threads, const CustomAllReduceArgs& args,
+                       cudaStream_t stream) {
+  if (args.pdl) {
+    launch_with_pdl(kernel, dim3(blocks), dim3(threads), 0, stream, args);
+  } else {
+    kernel<<<blocks, threads, 0, stream>>>(args);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
 // One Lamport call at T threads x V vectors a tile (T * 16 * V bytes), one block per tile up to
 // lamport_max_blocks(T): the geometry the kernel itself walks.
 template <int T, int V>
@@ -486,12 +498,7 @@ void launch_lamport(const CustomAllReduceArgs& args, cudaStream_t stream) {
   const int64_t ntiles = (args.bytes + kTile - 1) / kTile;
   const int blocks = static_cast<int>(ntiles < lamport_max_blocks(T) ? ntiles : lamport_max_blocks(T));
   if (blocks == 0) return;
-  if (args.pdl) {
-    launch_with_pdl(lamport_all_reduce_kernel<T, V>, dim3(blocks), dim3(T), 0, stream, args);
-  } else {
-    lamport_all_reduce_kernel<T, V><<<blocks, T, 0, stream>>>(args);
-  }
-  CUDA_CHECK_LAUNCH();
+  launch_collective(lamport_all_reduce_kernel<T, V>, blocks, T, args, stream);
 }
 
 }  // namespace
@@ -504,12 +511,7 @@ void launch_lamport_fill(void* p, int64_t bytes, cudaStream_t stream) {
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream) {
   if (args.gather_out != nullptr && args.stamped) {
     if (args.bytes == 0) return;
-    if (args.pdl) {
-      launch_with_pdl(stamped_gather_kernel, dim3(1), dim3(kStampedThreads), 0, stream, args);
-    } else {
-      stamped_gather_kernel<<<1, kStampedThreads, 0, stream>>>(args);
-    }
-    CUDA_CHECK_LAUNCH();
+    launch_collective(stamped_gather_kernel, 1, kStampedThreads, args, stream);
     return;
   }
   if (args.lamport) {
