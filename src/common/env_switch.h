@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "common/check.h"
@@ -33,6 +35,20 @@ inline std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) 
   MINIVLLM_CHECK(starts_well && end != v && *end == '\0' && errno == 0 && n >= lo && n <= hi)
       << name << "=" << v << " must be a whole number from " << lo << " to " << hi;
   return static_cast<int64_t>(n);
+}
+
+// env_int for knobs that take a few values only (a tile of 4, 8 or 16 KB, ...): nullopt when unset
+// or empty; otherwise one of `allowed` (ascending), else an error naming the variable and them.
+inline std::optional<int64_t> env_choice(const char* name, std::initializer_list<int64_t> allowed) {
+  const std::optional<int64_t> n = env_int(name, *allowed.begin(), *(allowed.end() - 1));
+  bool found = !n.has_value();
+  std::ostringstream list;
+  for (int64_t a : allowed) {
+    found = found || a == *n;
+    list << (a == *allowed.begin() ? "" : ", ") << a;
+  }
+  MINIVLLM_CHECK(found) << name << "=" << *n << " must be one of " << list.str();
+  return n;
 }
 
 }  // namespace minivllm

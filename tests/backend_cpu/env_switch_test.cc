@@ -69,5 +69,30 @@ TEST(EnvInt, GarbageAndOutOfRangeAreAnErrorNamingTheVariable) {
   unsetenv(kName);
 }
 
+TEST(EnvChoice, OneOfTheValuesOrAnErrorListingThem) {
+  unsetenv(kName);
+  EXPECT_FALSE(env_choice(kName, {4, 8, 16}).has_value());
+  for (int64_t v : {4, 8, 16}) {
+    setenv(kName, std::to_string(v).c_str(), 1);
+    EXPECT_EQ(env_choice(kName, {4, 8, 16}), std::optional<int64_t>(v));
+  }
+  for (const char* bad : {"5", "12", "2", "32", "8k"}) {
+    setenv(kName, bad, 1);
+    try {
+      env_choice(kName, {4, 8, 16});
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(kName) + "="), std::string::npos) << e.what();
+    }
+  }
+  setenv(kName, "12", 1);
+  try {
+    env_choice(kName, {4, 8, 16});
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("must be one of 4, 8, 16"), std::string::npos) << e.what();
+  }
+  unsetenv(kName);
+}
+
 }  // namespace
 }  // namespace minivllm

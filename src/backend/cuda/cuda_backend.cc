@@ -55,8 +55,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
   decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
   decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
-  if (const std::optional<int64_t> e = env_int("MINIVLLM_DECODE_LANE_ELEMS", 8, 16)) {
-    MINIVLLM_CHECK(*e == 8 || *e == 16) << "MINIVLLM_DECODE_LANE_ELEMS=" << *e << " must be 8 or 16";
+  if (const std::optional<int64_t> e = env_choice("MINIVLLM_DECODE_LANE_ELEMS", {8, 16})) {
     decode_lane_elems_ = static_cast<int>(*e);
   }
   if (const std::optional<bool> mma = env_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
@@ -64,14 +63,12 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_seq_order_ = env_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
   if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
   decode_mma_pipe_ = env_switch("MINIVLLM_DECODE_MMA_PIPE").value_or(false);
-  if (const std::optional<int64_t> t = env_int("MINIVLLM_DECODE_MMA_TILES", 1, 4)) {
-    MINIVLLM_CHECK(*t == 1 || *t == 2 || *t == 4) << "MINIVLLM_DECODE_MMA_TILES=" << *t << " must be 1, 2 or 4";
+  if (const std::optional<int64_t> t = env_choice("MINIVLLM_DECODE_MMA_TILES", {1, 2, 4})) {
     decode_mma_tiles_ = static_cast<int>(*t);
   }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
-  if (const std::optional<int64_t> h = env_int("MINIVLLM_DECODE_TILE_HEADS", 4, 8)) {
-    MINIVLLM_CHECK(*h == 4 || *h == 8) << "MINIVLLM_DECODE_TILE_HEADS=" << *h << " must be 4 or 8";
+  if (const std::optional<int64_t> h = env_choice("MINIVLLM_DECODE_TILE_HEADS", {4, 8})) {
     decode_max_tile_heads_ = static_cast<int>(*h);
   }
 }

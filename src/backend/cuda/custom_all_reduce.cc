@@ -66,10 +66,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
   const bool stamped = env_switch("MINIVLLM_STAMPED_GATHER").value_or(true);
   int tile_kb = kDefaultLamportTileKb;
-  if (const std::optional<int64_t> kb = env_int("MINIVLLM_AR_TILE_KB", 4, 16)) {
-    MINIVLLM_CHECK(*kb == 16 || *kb == 8 || *kb == 4) << "MINIVLLM_AR_TILE_KB=" << *kb << " must be 16, 8 or 4";
-    tile_kb = static_cast<int>(*kb);
-  }
+  if (const std::optional<int64_t> kb = env_choice("MINIVLLM_AR_TILE_KB", {4, 8, 16})) tile_kb = static_cast<int>(*kb);
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
   const std::vector<int32_t> first = min_over_ranks(
