@@ -1,9 +1,9 @@
 """nano-vllm's example.py and bench.py, call for call, with `from minivllm import LLM,
 SamplingParams` and example.py's tokenizer taken from llm.tokenizer; small sizes."""
 import json
+from random import randint, seed
 
 import pytest
-from random import randint, seed
 
 from minivllm import LLM, SamplingParams, _minivllm
 
