@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -25,18 +26,23 @@ TEST(EnvSwitch, UnsetEmptyZeroOne) {
   unsetenv(kName);
 }
 
-TEST(EnvSwitch, OtherValuesAreAnErrorNamingTheVariable) {
-  for (const char* bad : {"2", "true", "off", " 1", "1 "}) {
-    setenv(kName, bad, 1);
-    try {
-      env_switch(kName);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string(kName) + "=" + bad), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("must be 0 or 1"), std::string::npos) << e.what();
-    }
+// Sets kName to `bad`, then expects read() to throw an error that names "kName=bad" and says `says`.
+void expect_rejected(const char* bad, const std::function<void()>& read, const std::string& says) {
+  setenv(kName, bad, 1);
+  try {
+    read();
+    ADD_FAILURE() << "accepted " << bad;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(std::string(kName) + "=" + bad), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
   }
   unsetenv(kName);
+}
+
+TEST(EnvSwitch, OtherValuesAreAnErrorNamingTheVariable) {
+  for (const char* bad : {"2", "true", "off", " 1", "1 "}) {
+    expect_rejected(bad, [] { env_switch(kName); }, "must be 0 or 1");
+  }
 }
 
 TEST(EnvInt, UnsetEmptyAndValuesInRange) {
@@ -57,16 +63,8 @@ TEST(EnvInt, UnsetEmptyAndValuesInRange) {
 
 TEST(EnvInt, GarbageAndOutOfRangeAreAnErrorNamingTheVariable) {
   for (const char* bad : {"abc", "12k", "1.5", " 4", "\t4", "+4", "4 ", "11", "-1", "-", "99999999999999999999999"}) {
-    setenv(kName, bad, 1);
-    try {
-      env_int(kName, 0, 10);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string(kName) + "=" + bad), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("from 0 to 10"), std::string::npos) << e.what();
-    }
+    expect_rejected(bad, [] { env_int(kName, 0, 10); }, "from 0 to 10");
   }
-  unsetenv(kName);
 }
 
 TEST(EnvChoice, OneOfTheValuesOrAnErrorListingThem) {
@@ -76,22 +74,9 @@ TEST(EnvChoice, OneOfTheValuesOrAnErrorListingThem) {
     setenv(kName, std::to_string(v).c_str(), 1);
     EXPECT_EQ(env_choice(kName, {4, 8, 16}), std::optional<int64_t>(v));
   }
-  for (const char* bad : {"5", "12", "2", "32", "8k"}) {
-    setenv(kName, bad, 1);
-    try {
-      env_choice(kName, {4, 8, 16});
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string(kName) + "="), std::string::npos) << e.what();
-    }
-  }
-  setenv(kName, "12", 1);
-  try {
-    env_choice(kName, {4, 8, 16});
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("must be one of 4, 8, 16"), std::string::npos) << e.what();
-  }
-  unsetenv(kName);
+  // Inside the range but not a value: the list; outside it or not a number: env_int's error.
+  for (const char* bad : {"5", "12"}) expect_rejected(bad, [] { env_choice(kName, {4, 8, 16}); }, "must be one of 4, 8, 16");
+  for (const char* bad : {"2", "32", "8k"}) expect_rejected(bad, [] { env_choice(kName, {4, 8, 16}); }, "from 4 to 16");
 }
 
 }  // namespace
