@@ -1,4 +1,4 @@
-// The MINIVLLM_* tuning knobs read from the environment: 0 / 1 switches and whole numbers.
+// The MINIVLLM_* tuning knobs read from the environment: 0 / 1 switches, whole numbers and words.
 #pragma once
 
 #include <cerrno>
@@ -49,6 +49,23 @@ inline std::optional<int64_t> env_choice(const char* name, std::initializer_list
   }
   MINIVLLM_CHECK(found) << name << "=" << *n << " must be one of " << list.str();
   return n;
+}
+
+// Knobs that name one of a few modes (MINIVLLM_DECODE_WIDE=force, MINIVLLM_PREFILL_KERNEL=mma):
+// nullopt when unset or empty; otherwise one of `allowed`, exactly, else an error naming the
+// variable and listing them. A mistyped mode must not fall back silently to the default.
+inline std::optional<std::string> env_word(const char* name, std::initializer_list<const char*> allowed) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return std::nullopt;
+  const std::string w = v;
+  std::ostringstream list;
+  bool found = false;
+  for (const char* a : allowed) {
+    found = found || w == a;
+    list << (a == *allowed.begin() ? "" : ", ") << a;
+  }
+  MINIVLLM_CHECK(found) << name << "=" << w << " must be one of " << list.str();
+  return w;
 }
 
 }  // namespace minivllm

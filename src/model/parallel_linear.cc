@@ -1,6 +1,5 @@
 #include "model/parallel_linear.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -134,13 +133,7 @@ bool RowParallelLinear::fused_norm_off() {
 }
 
 bool RowParallelLinear::tp_partials_f32() {
-  static const bool f32 = [] {
-    const char* v = std::getenv("MINIVLLM_TP_PARTIALS");
-    if (v == nullptr || v[0] == '\0') return false;
-    const std::string s(v);
-    MINIVLLM_CHECK(s == "f32" || s == "act") << "MINIVLLM_TP_PARTIALS=" << s << ": f32 or act";
-    return s == "f32";
-  }();
+  static const bool f32 = env_word("MINIVLLM_TP_PARTIALS", {"act", "f32"}).value_or("act") == "f32";
   return f32;
 }
 

@@ -1,5 +1,6 @@
-// env_switch and env_int (common/env_switch.h): the tuning knobs, unset or empty meaning "default",
-// any other value than a 0 / 1 or a whole number in range an error that names the variable.
+// env_switch, env_int, env_choice and env_word (common/env_switch.h): the tuning knobs, unset or
+// empty meaning "default", any value but a 0 / 1, a whole number in range or one of the allowed
+// words an error that names the variable.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -77,6 +78,22 @@ TEST(EnvChoice, OneOfTheValuesOrAnErrorListingThem) {
   // Inside the range but not a value: the list; outside it or not a number: env_int's error.
   for (const char* bad : {"5", "12"}) expect_rejected(bad, [] { env_choice(kName, {4, 8, 16}); }, "must be one of 4, 8, 16");
   for (const char* bad : {"2", "32", "8k"}) expect_rejected(bad, [] { env_choice(kName, {4, 8, 16}); }, "from 4 to 16");
+}
+
+TEST(EnvWord, OneOfTheWordsOrAnErrorListingThem) {
+  unsetenv(kName);
+  EXPECT_FALSE(env_word(kName, {"0", "1", "force"}).has_value());
+  setenv(kName, "", 1);
+  EXPECT_FALSE(env_word(kName, {"0", "1", "force"}).has_value());
+  for (const char* w : {"0", "1", "force"}) {
+    setenv(kName, w, 1);
+    EXPECT_EQ(env_word(kName, {"0", "1", "force"}), std::optional<std::string>(w));
+  }
+  unsetenv(kName);
+  // Exact words only: no case folding, no spaces, no prefixes.
+  for (const char* bad : {"Force", "forced", " 1", "mma", "2"}) {
+    expect_rejected(bad, [] { env_word(kName, {"0", "1", "force"}); }, "must be one of 0, 1, force");
+  }
 }
 
 }  // namespace

@@ -46,12 +46,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const std::optional<int64_t> p = env_int("MINIVLLM_DECODE_MAX_PARTITION", 0, kIntMax)) {
     decode_max_partition_ = decode_mma_max_partition_ = static_cast<int>(*p);  // every decode kernel's
   }
-  if (const char* v = std::getenv("MINIVLLM_DECODE_WIDE"); v != nullptr && v[0] != '\0') {
-    const std::string w = v;
-    MINIVLLM_CHECK(w == "0" || w == "1" || w == "force") << "MINIVLLM_DECODE_WIDE=" << w << " must be 0, 1 or force";
-    decode_wide_ = w != "0";
-    decode_wide_always_ = w == "force";
+  if (const std::optional<std::string> w = env_word("MINIVLLM_DECODE_WIDE", {"0", "1", "force"})) {
+    decode_wide_ = *w != "0";
+    decode_wide_always_ = *w == "force";
   }
+  prefill_kernel_checked();  // a mistyped MINIVLLM_PREFILL_KERNEL stops here, not at the first prefill
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
   decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
   decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace minivllm::cuda {
 
@@ -145,6 +146,9 @@ struct AttentionArgs {
 // Picks the kernel by prefill_kernel_choice (prefill_policy.h): the Hopper one
 // (launch_prefill_attention_wgmma, prefill_attention_wgmma.cu) or the mma.sync one.
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream);
+// MINIVLLM_PREFILL_KERNEL: "auto" (unset: prefill_kernel_choice) or "mma" (the mma.sync kernel
+// everywhere); any other value is an error naming it.
+std::string prefill_kernel_checked();
 void launch_prefill_attention_wgmma(const AttentionArgs& a, cudaStream_t stream);
 int device_sm_major();  // compute capability (major) of the current device, read once per device
 

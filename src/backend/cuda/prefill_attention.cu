@@ -19,8 +19,6 @@
 // bf16 kernel's. These loads are synchronous (cp.async cannot convert); the next tile is still
 // loaded before the current one is used, into the other stage. No bf16 copy of the cache exists.
 #include <cfloat>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -31,6 +29,7 @@
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/prefill_policy.h"
 #include "backend/cuda/prefill_span.cuh"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -299,16 +298,19 @@ void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+// Read at every prefill launch (the tests switch it between calls); the backend also reads it once
+// when it is made, so that a bad value stops the engine before it serves anything.
+std::string prefill_kernel_checked() { return env_word("MINIVLLM_PREFILL_KERNEL", {"auto", "mma"}).value_or("auto"); }
+
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seqs == 0 || a.max_seqlen_q == 0) return;
-  const char* force = std::getenv("MINIVLLM_PREFILL_KERNEL");
   PrefillShape shape{};
   shape.head_dim = a.head_dim;
   shape.has_cache = a.k_cache != nullptr;
   shape.kv_fp8 = a.kv_fp8;
   shape.block_size = 1 << a.block_size_log2;
   shape.sm_major = device_sm_major();
-  shape.force_mma = force != nullptr && std::strcmp(force, "mma") == 0;
+  shape.force_mma = prefill_kernel_checked() == "mma";
   if (prefill_kernel_choice(shape) == PrefillKernel::kWgmma) return launch_prefill_attention_wgmma(a, stream);
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
     case 64: return launch_prefill<64>(a, stream);
