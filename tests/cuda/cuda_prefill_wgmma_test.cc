@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "attention_case.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -87,6 +89,20 @@ TEST(CudaPrefillWgmma, LongSequencesAndNoCache) {
     c.no_cache = true;
     check(c, "without cache", 742 + hd);
   }
+}
+
+// A mistyped kernel name stops the backend when it is made, naming the knob; it used to mean "auto".
+TEST(CudaPrefillWgmma, UnknownKernelNameIsAnError) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  setenv("MINIVLLM_PREFILL_KERNEL", "wgmma2", 1);
+  try {
+    make_cuda_backend(0);
+    ADD_FAILURE() << "MINIVLLM_PREFILL_KERNEL=wgmma2 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("MINIVLLM_PREFILL_KERNEL=wgmma2 must be one of auto, mma"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("MINIVLLM_PREFILL_KERNEL");
 }
 
 // The fallback chosen by the environment still agrees (the same cases as the kernel-choice test).
