@@ -157,6 +157,17 @@ class Backend {
     rms_norm(residual, norm_weight, eps, normed);
     linear_silu_mul(normed, gate_up_weight, scratch, out);
   }
+  // rms_norm_linear into the qkv projection, then qk_norm_rope_store without q/k norms (attention
+  // that has none, as Llama's): a backend may put the rope and the cache store into the projection.
+  virtual void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                          const Tensor& normed, const Tensor& weight, const Tensor* bias,
+                                          const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                          const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                                          const AttentionMetadata& meta) {
+    rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, qkv);
+    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, eps, positions, cos_sin, cache,
+                       meta);
+  }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
   virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                    const Tensor& residual) {

@@ -1,8 +1,11 @@
-// qk_norm_rope and store_kvcache of the CUDA backend against the CPU backend.
+// qk_norm_rope and store_kvcache of the CUDA backend against the CPU backend, and the qkv gemv with
+// the rope and the cache store in its epilogue against those unfused ops.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda_test_util.h"
 
@@ -40,6 +43,86 @@ TEST(CudaRope, QkNormRopeMatchesCpu) {
                      "qk_norm_rope hd=" + std::to_string(s.hd) + " T=" + std::to_string(tokens) +
                          (norms ? " norms" : ""));
       }
+    }
+  }
+}
+
+// Element by element: the same values (within tol), NaN (poison: never written) in the same places.
+void expect_same_or_poisoned(const std::vector<float>& got, const std::vector<float>& ref, double tol,
+                             const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isnan(got[i]) ? std::isnan(ref[i]) : (!std::isnan(ref[i]) && std::fabs(got[i] - ref[i]) <= tol);
+    if (!ok && bad++ == 0) first = static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " differ, first at " << first << " (" << got[first] << " vs "
+                    << ref[first] << ")";
+}
+
+struct RopeGemvShape {
+  int nq, nkv, hd;
+  int64_t k;
+  bool bias;
+};
+
+// rms_norm_linear_rope_store where the qkv gemv applies the rope and stores k and v itself (1-2
+// tokens; rows up to 1,024 through the gemv's norm prologue, longer ones after the norm kernel)
+// against the unfused ops (MINIVLLM_GEMV_ROPE=0: the projection, then qk_norm_rope_store) on the
+// same inputs: qkv and both caches, slot by slot. 3 tokens take the unfused ops on both.
+TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  setenv("MINIVLLM_GEMV_ROPE", "0", 1);
+  Backends unfused;
+  unsetenv("MINIVLLM_GEMV_ROPE");
+  Backends fused;
+  std::mt19937 rng(13);
+  // Llama-3.2-1B's heads (K = 2,048: norm kernel), Qwen2.5-0.5B's (bias, K = 896), SmolLM2's group
+  // 3, head_dim 128 at n = 2,048 (two rows a CTA) and 4,096 (four), head_dim 96.
+  for (RopeGemvShape s : {RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{14, 2, 64, 896, true},
+                          RopeGemvShape{9, 3, 64, 576, false}, RopeGemvShape{8, 4, 128, 1024, false},
+                          RopeGemvShape{16, 8, 128, 1024, true}, RopeGemvShape{10, 2, 96, 1024, false}}) {
+    const int64_t n = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
+    Tensor table = rope_table(4096, s.hd, 5e5);
+    Tensor w = random_values({n, s.k}, rng, 1.0f / std::sqrt(static_cast<float>(s.k)));
+    Tensor nw = random_values({s.k}, rng, 0.3f, 1.0f);
+    Tensor bias = random_values({n}, rng, 0.5f);
+    for (int64_t tokens : {1, 2, 3}) {
+      const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
+                              std::to_string(s.hd) + " K " + std::to_string(s.k) + " T " + std::to_string(tokens);
+      Tensor res = random_values({tokens, s.k}, rng, 3.0f);
+      std::vector<int32_t> pos(tokens), slot(tokens);
+      std::uniform_int_distribution<int32_t> dp(0, 4095), ds(0, 40 * 16 - 1);
+      for (int64_t t = 0; t < tokens; ++t) {
+        pos[t] = dp(rng);
+        slot[t] = static_cast<int32_t>(ds(rng) / tokens * tokens + t);  // distinct slots
+      }
+      if (tokens == 2) slot[1] = -1;  // a padding row: rotated, not stored
+      std::vector<float> qkv_out[2], k_out[2], v_out[2];
+      int which = 0;
+      for (Backends* b : {&unfused, &fused}) {
+        Backend& g = *b->gpu;
+        KVCache cache = g.allocate_kv_cache(40, 16, s.nkv, s.hd);
+        g.fill_bytes(cache.k, 0xFF);
+        g.fill_bytes(cache.v, 0xFF);
+        AttentionMetadata meta;
+        meta.slot_mapping = upload_i32(g, slot);
+        Tensor qkv = g.empty(DType::kBF16, {tokens, n});
+        g.fill_bytes(qkv, 0xFF);
+        Tensor normed = g.empty(DType::kBF16, {tokens, s.k});
+        const Tensor bg = upload(g, bias);
+        g.rms_norm_linear_rope_store(upload_f32(g, res), upload(g, nw), 1e-6f, normed, upload(g, w),
+                                     s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, upload_i32(g, pos),
+                                     upload_f32(g, table), cache, meta);
+        qkv_out[which] = download(g, qkv);
+        k_out[which] = download(g, cache.k);
+        v_out[which] = download(g, cache.v);
+        ++which;
+      }
+      // The products sum in another order in the two gemvs: a bf16 rounding step at most.
+      expect_close(qkv_out[1], qkv_out[0], 1e-5, 0.05, tag + ": qkv");
+      expect_same_or_poisoned(k_out[1], k_out[0], 0.05, tag + ": k cache");
+      expect_same_or_poisoned(v_out[1], v_out[0], 0.05, tag + ": v cache");
     }
   }
 }

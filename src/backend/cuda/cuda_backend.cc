@@ -54,6 +54,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
   decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
   decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
+  gemv_rope_ = env_switch("MINIVLLM_GEMV_ROPE").value_or(gemv_rope_);
   if (const std::optional<int64_t> e = env_choice("MINIVLLM_DECODE_LANE_ELEMS", {8, 16})) {
     decode_lane_elems_ = static_cast<int>(*e);
   }

@@ -19,6 +19,7 @@
 namespace minivllm::cuda {
 
 class NcclCommunicator;
+struct RopeArgs;  // cuda_kernels.h
 
 // Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
 struct MemoryStats {
@@ -72,6 +73,10 @@ class CudaBackend : public Backend {
                        const Tensor& weight, const Tensor* bias, const Tensor& out) override;
   void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                                 const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out) override;
+  void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                                  const Tensor& weight, const Tensor* bias, const Tensor& qkv, int num_q_heads,
+                                  int num_kv_heads, int head_dim, const Tensor& positions, const Tensor& cos_sin,
+                                  const KVCache& cache, const AttentionMetadata& meta) override;
   void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                            const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
@@ -131,6 +136,8 @@ class CudaBackend : public Backend {
  private:
   void ensure_sample_buffers(int rows);
   void ensure_sample_buffers(int rows, const Tensor& tokens);  // at least tokens' rows (up to 2^20)
+  // rope_args' cache fields from the cache and the step's slots (none before the cache exists).
+  void rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta) const;
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                 bool norm_prologue = false) const;
@@ -152,6 +159,7 @@ class CudaBackend : public Backend {
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
+  bool gemv_rope_ = true;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
   int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)

@@ -110,6 +110,13 @@ struct RopeArgs {
   void* v_scale;
 };
 void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream);
+// The qkv projection by the gemv with the rotary embedding and the cache store in its epilogue:
+// rope.qkv [tokens, n] = rope(x w^T (+ bias)), k and v also into rope's bf16 cache (k_cache ==
+// nullptr: rotate only). For rope without q/k norms; n = (nq + 2 nkv) * head_dim. x is
+// rms_norm(norm->residual) * norm->weight when norm != nullptr (the gemv's prologue), else x.
+bool gemv_rope_fits(int64_t n, int head_dim);
+void launch_gemv_rope(const GemvNorm* norm, const void* x, const void* w, const void* bias, bool bias_f32,
+                      const RopeArgs& rope, int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
 // Cache layout [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart.
 void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
                           const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,

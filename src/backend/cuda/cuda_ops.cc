@@ -353,26 +353,75 @@ void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_he
                       stream_);
 }
 
+// The cache half of RopeArgs: where rope's k and v go (nothing before the cache exists: warm-up).
+void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache,
+                                  const AttentionMetadata& meta) const {
+  if (!cache.k.defined() || cache.k.empty()) return;
+  MINIVLLM_CHECK(cache.num_kv_heads == a.num_kv_heads && cache.head_dim == a.head_dim)
+      << "qk_norm_rope_store: cache has " << cache.num_kv_heads << " kv heads of " << cache.head_dim << ", qkv "
+      << a.num_kv_heads << " of " << a.head_dim;
+  a.num_slots = check_cache_store(qkv, cache, meta, a.tokens, "qk_norm_rope_store");
+  a.k_cache = cache.k.data();
+  a.v_cache = cache.v.data();
+  a.slot_mapping = meta.slot_mapping.ptr<int32_t>();
+  a.block_size = cache.block_size;
+  if (cache.dtype() == DType::kF8E4M3) {
+    a.kv_fp8 = true;
+    a.k_scale = cache.k_scale.data();
+    a.v_scale = cache.v_scale.data();
+  }
+}
+
 void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                                      const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
                                      const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
   RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
-  if (cache.k.defined() && !cache.k.empty()) {  // no cache yet (warm-up): rotate only
-    MINIVLLM_CHECK(cache.num_kv_heads == num_kv_heads && cache.head_dim == head_dim)
-        << "qk_norm_rope_store: cache has " << cache.num_kv_heads << " kv heads of " << cache.head_dim << ", qkv "
-        << num_kv_heads << " of " << head_dim;
-    a.num_slots = check_cache_store(qkv, cache, meta, a.tokens, "qk_norm_rope_store");
-    a.k_cache = cache.k.data();
-    a.v_cache = cache.v.data();
-    a.slot_mapping = meta.slot_mapping.ptr<int32_t>();
-    a.block_size = cache.block_size;
-    if (cache.dtype() == DType::kF8E4M3) {
-      a.kv_fp8 = true;
-      a.k_scale = cache.k_scale.data();
-      a.v_scale = cache.v_scale.data();
-    }
-  }
+  rope_cache_args(a, qkv, cache, meta);
   launch_qk_norm_rope(a, stream_);
+}
+
+// Where the qkv projection takes the gemv (decode at 1-2 tokens), its CTAs own rotary pairs of rows
+// and rotate and store them in the epilogue: the rope kernel's launch, wait and round trip through
+// qkv are gone. Only without q/k norms (a per-head norm needs the whole head) and over a bf16
+// cache (an fp8 row's scale needs the whole row).
+void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                             const Tensor& normed, const Tensor& weight, const Tensor* bias,
+                                             const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                             const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                                             const AttentionMetadata& meta) {
+  check_gpu(weight, DType::kBF16, "rms_norm_linear_rope_store", "weight");
+  MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear_rope_store: weight " << weight.describe()
+                                     << " must be [out, in]";
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const bool cache_bf16 = !cache.k.defined() || cache.k.empty() || cache.dtype() == DType::kBF16;
+  const bool rope_shape = gemv_rope_fits(n, head_dim) &&
+                          n == static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
+  const bool residual_ok = residual.defined() && residual.device() == DeviceKind::kCuda &&
+                           residual.dtype() == DType::kF32 && residual.size(-1) == k;
+  const int64_t tokens = residual_ok ? residual.numel() / k : 0;
+  const bool prologue = residual_ok && use_gemv_norm(residual, weight, n, k);
+  const bool plain = residual_ok && !prologue && normed.defined() && normed.dtype() == DType::kBF16 &&
+                     normed.numel() == tokens * k && use_gemv(normed, weight, tokens, n, k);
+  if (!gemv_rope_ || !cache_bf16 || !rope_shape || !(prologue || plain)) {
+    Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
+                                        num_kv_heads, head_dim, positions, cos_sin, cache, meta);
+    return;
+  }
+  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, eps, positions, cos_sin);
+  MINIVLLM_CHECK_EQ(a.tokens, tokens) << "rms_norm_linear_rope_store: qkv " << qkv.describe() << " for residual "
+                                      << residual.describe();
+  rope_cache_args(a, qkv, cache, meta);
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear_rope_store", "bias");
+  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_rope_store", "norm_weight");
+  const void* b = bias == nullptr ? nullptr : bias->data();
+  if (prologue) {
+    const GemvNorm norm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps};
+    launch_gemv_rope(&norm, nullptr, weight.data(), b, bias_f32, a, tokens, n, k, stream_);
+  } else {
+    rms_norm(residual, norm_weight, eps, normed);
+    launch_gemv_rope(nullptr, normed.data(), weight.data(), b, bias_f32, a, tokens, n, k, stream_);
+  }
 }
 
 void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,

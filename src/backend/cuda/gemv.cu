@@ -1,7 +1,9 @@
 // Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in, bf16
 // or fp32 out (the logits), fp32 accumulation; its gate/up variant that writes silu(g) * u; its
 // residual variant that adds into the fp32 residual stream; and, for either of the first two, a
-// prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own).
+// prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own); and
+// a qkv variant whose CTAs own rotary pairs of rows and apply the rotary embedding and the cache
+// store in their epilogue (no rope launch; models without q/k norms, bf16 caches).
 // At these sizes a linear is a stream over W, so the kernel is built to
 // keep many 16-byte loads of W in flight: a 128-thread CTA owns R rows of W, its threads split K
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
@@ -69,6 +71,7 @@ enum class Epilogue {
   kStore,    // out = x W^T (+ bias), bf16 or fp32
   kSiluMul,  // W = [W_gate; W_up]: out = silu(x W_gate^T) * (x W_up^T), bf16
   kAddF32,   // out (fp32, the residual stream) += x W^T
+  kRope,     // W = the qkv projection, a CTA owning rotary pairs of rows: out = rope(x W^T (+ bias)), k, v stored
 };
 
 struct GemvArgs {
@@ -85,6 +88,9 @@ struct GemvArgs {
   const void* norm_w;
   bool norm_w_f32;
   float eps;
+  // kRope: positions, cos_sin, max_pos, head counts, head_dim and the cache (k_cache == nullptr:
+  // rotate only); no q/k norms, a bf16 cache.
+  RopeArgs rope;
 };
 
 // kNorm: every CTA normalises the M rows of the fp32 residual stream itself (they are a few KB,
@@ -141,6 +147,70 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
   __syncthreads();
 }
 
+// kRope. Pair P of the projection's n / 2 rotary pairs: head P / half, index i = P % half; its rows
+// are head * head_dim + i and + half (v heads pair the same way, unrotated). Pairs past the end
+// reread the last one.
+__device__ __forceinline__ int64_t rope_pair_row(const RopeArgs& a, int64_t pair, int upper, int64_t n) {
+  const int half = a.head_dim / 2;
+  const int64_t last = n / 2 - 1;
+  if (pair > last) pair = last;
+  const int64_t head = pair / half;
+  return head * a.head_dim + (pair - head * half) + (upper ? half : 0);
+}
+
+struct RopeLane {
+  float cos, sin;
+  int64_t slot;  // -1: no cache write (padding token, or no cache)
+};
+
+// What the epilogue thread of token m and the pair whose lower row is `row` needs of the step's
+// inputs: no kernel of the step writes them, so they are read before the PDL wait.
+__device__ __forceinline__ RopeLane rope_lane(const RopeArgs& a, int m, int64_t row) {
+  RopeLane l;
+  int64_t pos = a.positions[m];
+  pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);
+  const int i = static_cast<int>(row % a.head_dim);
+  l.cos = a.cos_sin[pos * a.head_dim + i];
+  l.sin = a.cos_sin[pos * a.head_dim + a.head_dim / 2 + i];
+  l.slot = -1;
+  if (a.k_cache != nullptr) {
+    const int64_t s = a.slot_mapping[m];
+    l.slot = s >= 0 && s < a.num_slots ? s : -1;
+  }
+  return l;
+}
+
+// Writes token m's pair (row, row + half) of qkv: q and k rotated from their bf16-rounded values
+// (as the rope kernel reads them back from qkv), v as is; k and v also into the cache at the slot.
+template <typename G>
+__device__ __forceinline__ void rope_epilogue(const G& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
+  const RopeArgs& a = g.rope;
+  const int half = a.head_dim / 2;
+  if (g.bias != nullptr) {
+    lo += load_weight(g.bias, g.bias_f32, row);
+    hi += load_weight(g.bias, g.bias_f32, row + half);
+  }
+  const int head = static_cast<int>(row / a.head_dim), i = static_cast<int>(row % a.head_dim);
+  __nv_bfloat16 blo = __float2bfloat16(lo), bhi = __float2bfloat16(hi);
+  if (head < a.num_q_heads + a.num_kv_heads) {
+    const float x1 = __bfloat162float(blo), x2 = __bfloat162float(bhi);
+    blo = __float2bfloat16(x1 * l.cos - x2 * l.sin);
+    bhi = __float2bfloat16(x2 * l.cos + x1 * l.sin);
+  }
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(g.out) + m * g.n;
+  out[row] = blo;
+  out[row + half] = bhi;
+  if (head >= a.num_q_heads && l.slot >= 0) {
+    const bool is_k = head < a.num_q_heads + a.num_kv_heads;
+    const int kvh = head - a.num_q_heads - (is_k ? 0 : a.num_kv_heads);
+    const int64_t block = l.slot / a.block_size, offset = l.slot - block * a.block_size;
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(is_k ? a.k_cache : a.v_cache) +
+                         ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim + i;
+    dst[0] = blo;
+    dst[half] = bhi;
+  }
+}
+
 // One CTA: R rows of W (rows past n reread the last one and are not written).
 // kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kSiluMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
@@ -158,11 +228,17 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
+  int64_t rope_row[R];  // kRope: slot r holds row (r even) or its rotary partner half a head on (r odd)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int rr = r % kRowsOut;
-    const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
-    rows[r] = g.w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
+    if constexpr (E == Epilogue::kRope) {
+      rope_row[r] = rope_pair_row(g.rope, static_cast<int64_t>(blockIdx.x) * (R / 2) + r / 2, r % 2, n);
+      rows[r] = g.w + rope_row[r] * chunks;
+    } else {
+      const int rr = r % kRowsOut;
+      const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
+      rows[r] = g.w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
+    }
   }
 
   // W does not depend on the previous kernel: pull this thread's first chunks of it into L2 while
@@ -178,6 +254,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   }
   float norm_w0[8];  // kNorm: the norm weights never change either
   if (kNorm && threadIdx.x < chunks) load_weight8(g.norm_w, g.norm_w_f32, threadIdx.x * 8, norm_w0);
+  RopeLane rl{};  // kRope: the step's position, cos / sin and slot, uploaded before the graph ran
+  if constexpr (E == Epilogue::kRope) {
+    if (threadIdx.x < M * (R / 2)) rl = rope_lane(g.rope, threadIdx.x / (R / 2), rope_row[2 * (threadIdx.x % (R / 2))]);
+  }
   pdl_wait();
 
   float acc[P];
@@ -224,6 +304,20 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   const int idx = reduce_scatter_index<P>(lane);
   if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
   __syncthreads();
+  if constexpr (E == Epilogue::kRope) {
+    if (threadIdx.x < M * (R / 2)) {
+      const int m = threadIdx.x / (R / 2), j = threadIdx.x % (R / 2);
+      float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kGemvWarps; ++i) {
+        lo += partial[i][m * R + 2 * j];
+        hi += partial[i][m * R + 2 * j + 1];
+      }
+      // Pairs past the end reread the last pair: only the CTA that owns it writes it.
+      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_epilogue(g, m, rope_row[2 * j], lo, hi, rl);
+    }
+    return;
+  }
   if (threadIdx.x < M * kRowsOut) {
     const int m = threadIdx.x / kRowsOut, r = threadIdx.x % kRowsOut;
     const int64_t row = row0 + r;
@@ -340,6 +434,29 @@ void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t 
   if (tokens == 0 || n == 0) return;
   check_shape("gemv_add_f32", tokens, k);
   dispatch_tokens<Epilogue::kAddF32, false>(plain_args(x, w, residual, n, k), tokens, stream);
+}
+
+bool gemv_rope_fits(int64_t n, int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && n % head_dim == 0; }
+
+void launch_gemv_rope(const GemvNorm* norm, const void* x, const void* w, const void* bias, bool bias_f32,
+                      const RopeArgs& rope, int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  check_shape("gemv_rope", tokens, k);
+  MINIVLLM_CHECK(gemv_rope_fits(n, rope.head_dim) && !rope.kv_fp8 && rope.q_norm == nullptr && rope.k_norm == nullptr &&
+                 n == static_cast<int64_t>(rope.num_q_heads + 2 * rope.num_kv_heads) * rope.head_dim &&
+                 rope.tokens == tokens)
+      << "gemv_rope: qkv of " << n << " rows for " << rope.num_q_heads << "/" << rope.num_kv_heads << " heads of "
+      << rope.head_dim << " (no q/k norms, a bf16 cache)";
+  GemvArgs g = norm != nullptr ? norm_args(*norm, w, rope.qkv, n, k) : plain_args(x, w, rope.qkv, n, k);
+  g.bias = bias;
+  g.bias_f32 = bias_f32;
+  g.rope = rope;
+  if (norm != nullptr) {
+    MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << "gemv_rope: x [" << tokens << ", " << k << "] exceeds shared memory";
+    dispatch_tokens<Epilogue::kRope, true>(g, tokens, stream);
+  } else {
+    dispatch_tokens<Epilogue::kRope, false>(g, tokens, stream);
+  }
 }
 
 void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
