@@ -182,6 +182,7 @@ __device__ __forceinline__ RopeLane rope_lane(const RopeArgs& a, int m, int64_t 
 
 // Writes token m's pair (row, row + half) of qkv: q and k rotated from their bf16-rounded values
 // (as the rope kernel reads them back from qkv), v as is; k and v also into the cache at the slot.
+// (A template only so that it can sit beside its helpers; G is GemvArgs.)
 template <typename G>
 __device__ __forceinline__ void rope_epilogue(const G& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
   const RopeArgs& a = g.rope;
@@ -212,7 +213,8 @@ __device__ __forceinline__ void rope_epilogue(const G& g, int m, int64_t row, fl
 }
 
 // One CTA: R rows of W (rows past n reread the last one and are not written).
-// kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kSiluMul: W is [W_gate; W_up] ([2n, K]); the
+// kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kRope: R / 2 rotary pairs, pairs
+// [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kSiluMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
 // silu(g) * u (bf16), so the [T, 2n] product never goes through memory.
 template <int M, int R, int U, Epilogue E, bool kNorm>
