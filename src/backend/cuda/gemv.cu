@@ -182,9 +182,7 @@ __device__ __forceinline__ RopeLane rope_lane(const RopeArgs& a, int m, int64_t 
 
 // Writes token m's pair (row, row + half) of qkv: q and k rotated from their bf16-rounded values
 // (as the rope kernel reads them back from qkv), v as is; k and v also into the cache at the slot.
-// (A template only so that it can sit beside its helpers; G is GemvArgs.)
-template <typename G>
-__device__ __forceinline__ void rope_epilogue(const G& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
+__device__ __forceinline__ void rope_epilogue(const GemvArgs& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
   const RopeArgs& a = g.rope;
   const int half = a.head_dim / 2;
   if (g.bias != nullptr) {
