@@ -37,17 +37,26 @@ inline std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) 
   return static_cast<int64_t>(n);
 }
 
+namespace env_detail {
+// The check env_choice and env_word share: `value` is one of `allowed`, else an error naming the
+// variable and listing them.
+template <typename T, typename A>
+void check_one_of(const char* name, const T& value, std::initializer_list<A> allowed) {
+  std::ostringstream list;
+  bool found = false;
+  for (const A& a : allowed) {
+    found = found || value == a;
+    list << (list.tellp() == 0 ? "" : ", ") << a;
+  }
+  MINIVLLM_CHECK(found) << name << "=" << value << " must be one of " << list.str();
+}
+}  // namespace env_detail
+
 // env_int for knobs that take a few values only (a tile of 4, 8 or 16 KB, ...): nullopt when unset
 // or empty; otherwise one of `allowed` (ascending), else an error naming the variable and them.
 inline std::optional<int64_t> env_choice(const char* name, std::initializer_list<int64_t> allowed) {
   const std::optional<int64_t> n = env_int(name, *allowed.begin(), *(allowed.end() - 1));
-  bool found = !n.has_value();
-  std::ostringstream list;
-  for (int64_t a : allowed) {
-    found = found || a == *n;
-    list << (a == *allowed.begin() ? "" : ", ") << a;
-  }
-  MINIVLLM_CHECK(found) << name << "=" << *n << " must be one of " << list.str();
+  if (n) env_detail::check_one_of(name, *n, allowed);
   return n;
 }
 
@@ -58,13 +67,7 @@ inline std::optional<std::string> env_word(const char* name, std::initializer_li
   const char* v = std::getenv(name);
   if (v == nullptr || v[0] == '\0') return std::nullopt;
   const std::string w = v;
-  std::ostringstream list;
-  bool found = false;
-  for (const char* a : allowed) {
-    found = found || w == a;
-    list << (a == *allowed.begin() ? "" : ", ") << a;
-  }
-  MINIVLLM_CHECK(found) << name << "=" << w << " must be one of " << list.str();
+  env_detail::check_one_of(name, w, allowed);
   return w;
 }
 
