@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/rope_math.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -190,21 +191,20 @@ __device__ __forceinline__ void rope_epilogue(const GemvArgs& g, int m, int64_t 
     hi += load_weight(g.bias, g.bias_f32, row + half);
   }
   const int head = static_cast<int>(row / a.head_dim), i = static_cast<int>(row % a.head_dim);
+  const bool is_v = head >= a.num_q_heads + a.num_kv_heads;
   __nv_bfloat16 blo = __float2bfloat16(lo), bhi = __float2bfloat16(hi);
-  if (head < a.num_q_heads + a.num_kv_heads) {
-    const float x1 = __bfloat162float(blo), x2 = __bfloat162float(bhi);
-    blo = __float2bfloat16(x1 * l.cos - x2 * l.sin);
-    bhi = __float2bfloat16(x2 * l.cos + x1 * l.sin);
+  if (!is_v) {
+    rotate_pair(__bfloat162float(blo), __bfloat162float(bhi), l.cos, l.sin, lo, hi);
+    blo = __float2bfloat16(lo);
+    bhi = __float2bfloat16(hi);
   }
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(g.out) + m * g.n;
   out[row] = blo;
   out[row + half] = bhi;
   if (head >= a.num_q_heads && l.slot >= 0) {
-    const bool is_k = head < a.num_q_heads + a.num_kv_heads;
-    const int kvh = head - a.num_q_heads - (is_k ? 0 : a.num_kv_heads);
-    const int64_t block = l.slot / a.block_size, offset = l.slot - block * a.block_size;
-    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(is_k ? a.k_cache : a.v_cache) +
-                         ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim + i;
+    const int kvh = head - a.num_q_heads - (is_v ? a.num_kv_heads : 0);
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(is_v ? a.v_cache : a.k_cache) +
+                         kv_cache_row(l.slot, a.block_size, a.num_kv_heads, kvh) * a.head_dim + i;
     dst[0] = blo;
     dst[half] = bhi;
   }
@@ -228,12 +228,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
-  int64_t rope_row[R];  // kRope: slot r holds row (r even) or its rotary partner half a head on (r odd)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    if constexpr (E == Epilogue::kRope) {
-      rope_row[r] = rope_pair_row(g.rope, static_cast<int64_t>(blockIdx.x) * (R / 2) + r / 2, r % 2, n);
-      rows[r] = g.w + rope_row[r] * chunks;
+    if constexpr (E == Epilogue::kRope) {  // slot r holds a pair's row (r even) or its partner half a head on (r odd)
+      rows[r] = g.w + rope_pair_row(g.rope, static_cast<int64_t>(blockIdx.x) * (R / 2) + r / 2, r % 2, n) * chunks;
     } else {
       const int rr = r % kRowsOut;
       const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
@@ -254,9 +252,14 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   }
   float norm_w0[8];  // kNorm: the norm weights never change either
   if (kNorm && threadIdx.x < chunks) load_weight8(g.norm_w, g.norm_w_f32, threadIdx.x * 8, norm_w0);
+  // kRope: the epilogue thread of token m, pair j (the first M * R/2 threads) and the pair's lower
+  // row (rows[] is indexed at compile time only, so that it stays in registers).
+  const int rope_m = threadIdx.x / (R / 2), rope_j = threadIdx.x % (R / 2);
+  const int64_t pair_row =
+      E == Epilogue::kRope ? rope_pair_row(g.rope, static_cast<int64_t>(blockIdx.x) * (R / 2) + rope_j, 0, n) : 0;
   RopeLane rl{};  // kRope: the step's position, cos / sin and slot, uploaded before the graph ran
   if constexpr (E == Epilogue::kRope) {
-    if (threadIdx.x < M * (R / 2)) rl = rope_lane(g.rope, threadIdx.x / (R / 2), rope_row[2 * (threadIdx.x % (R / 2))]);
+    if (threadIdx.x < M * (R / 2)) rl = rope_lane(g.rope, rope_m, pair_row);
   }
   pdl_wait();
 
@@ -306,7 +309,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   __syncthreads();
   if constexpr (E == Epilogue::kRope) {
     if (threadIdx.x < M * (R / 2)) {
-      const int m = threadIdx.x / (R / 2), j = threadIdx.x % (R / 2);
+      const int m = rope_m, j = rope_j;
       float lo = 0.0f, hi = 0.0f;
 #pragma unroll
       for (int i = 0; i < kGemvWarps; ++i) {
@@ -314,7 +317,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         hi += partial[i][m * R + 2 * j + 1];
       }
       // Pairs past the end reread the last pair: only the CTA that owns it writes it.
-      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_epilogue(g, m, rope_row[2 * j], lo, hi, rl);
+      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_epilogue(g, m, pair_row, lo, hi, rl);
     }
     return;
   }

@@ -13,6 +13,7 @@
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/rope_math.cuh"
 #include "common/env_switch.h"
 
 namespace minivllm::cuda {
@@ -86,15 +87,14 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   __nv_bfloat16* k_dst = nullptr;
   int64_t cache_row = -1;  // fp8: the (slot, kv head) row, for the scales
   if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
-    const int kvh = h - a.num_q_heads;
-    const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
+    const int64_t row = kv_cache_row(slot, a.block_size, a.num_kv_heads, h - a.num_q_heads);
     if constexpr (kFp8) {  // the whole warp: the row's amax is a warp reduction
-      cache_row = (block * a.num_kv_heads + kvh) * a.block_size + offset;
+      cache_row = row;
       quantize_row_e4m3_warp(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim, a.head_dim,
                              static_cast<uint8_t*>(a.v_cache) + cache_row * a.head_dim,
                              static_cast<float*>(a.v_scale) + cache_row, lane);
     } else {
-      const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+      const int64_t dst = row * a.head_dim;
       k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
       const uint4* v_src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim);
       uint4* v_dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.v_cache) + dst);
@@ -105,8 +105,10 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (lane + 32 * k < half) {
       const int i = lane + 32 * k;
-      const __nv_bfloat16 lo = __float2bfloat16(x1[k] * cs[k] - x2[k] * sn[k]);
-      const __nv_bfloat16 hi = __float2bfloat16(x2[k] * cs[k] + x1[k] * sn[k]);
+      float rlo, rhi;
+      rotate_pair(x1[k], x2[k], cs[k], sn[k], rlo, rhi);
+      const __nv_bfloat16 lo = __float2bfloat16(rlo);
+      const __nv_bfloat16 hi = __float2bfloat16(rhi);
       x[i] = lo;
       x[i + half] = hi;
       if constexpr (kFp8) {  // quantised below, from the values qkv now holds
@@ -202,17 +204,12 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   if (!active) return;
   float lo[8], hi[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    lo[j] = x1[j] * cs[j] - x2[j] * sn[j];
-    hi[j] = x2[j] * cs[j] + x1[j] * sn[j];
-  }
+  for (int j = 0; j < 8; ++j) rotate_pair(x1[j], x2[j], cs[j], sn[j], lo[j], hi[j]);
   const uint4 lo8 = f32_to_bf16x8(lo), hi8 = f32_to_bf16x8(hi);
   *reinterpret_cast<uint4*>(x + i0) = lo8;
   *reinterpret_cast<uint4*>(x + half + i0) = hi8;
   if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
-    const int kvh = h - a.num_q_heads;
-    const int64_t block = slot / a.block_size, offset = slot - block * a.block_size;
-    const int64_t dst = ((block * a.num_kv_heads + kvh) * a.block_size + offset) * a.head_dim;
+    const int64_t dst = kv_cache_row(slot, a.block_size, a.num_kv_heads, h - a.num_q_heads) * a.head_dim;
     __nv_bfloat16* k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
     __nv_bfloat16* v_dst = static_cast<__nv_bfloat16*>(a.v_cache) + dst;
     const __nv_bfloat16* v_src = x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
@@ -236,11 +233,9 @@ __global__ void store_kvcache_kernel(const uint4* qkv, int64_t tokens, int nq, i
   const int64_t rem = idx - t * per_token;
   const int64_t h = rem / chunks_per_head;
   const int64_t c = rem - h * chunks_per_head;
-  const int64_t block = slot / block_size;
-  const int64_t offset = slot - block * block_size;
   const int64_t stride = static_cast<int64_t>(nq + 2 * nkv) * chunks_per_head;
   const uint4* k = qkv + t * stride + (nq + h) * chunks_per_head + c;
-  const int64_t dst = ((block * nkv + h) * block_size + offset) * chunks_per_head + c;
+  const int64_t dst = kv_cache_row(slot, block_size, nkv, static_cast<int>(h)) * chunks_per_head + c;
   k_cache[dst] = k[0];
   v_cache[dst] = k[per_token];
 }
@@ -257,8 +252,7 @@ __global__ void store_kvcache_fp8_kernel(const __nv_bfloat16* qkv, int64_t token
   const int h = static_cast<int>(item - t * nkv);
   const int64_t slot = slot_mapping[t];
   if (slot < 0 || slot >= num_slots) return;  // -1: padding token, nothing to store
-  const int64_t block = slot / block_size, offset = slot - block * block_size;
-  const int64_t row = (block * nkv + h) * block_size + offset;
+  const int64_t row = kv_cache_row(slot, block_size, nkv, h);
   const __nv_bfloat16* k = qkv + t * static_cast<int64_t>(nq + 2 * nkv) * head_dim + static_cast<int64_t>(nq + h) * head_dim;
   quantize_row_e4m3_warp(k, head_dim, k_cache + row * head_dim, k_scale + row, lane);
   quantize_row_e4m3_warp(k + static_cast<int64_t>(nkv) * head_dim, head_dim, v_cache + row * head_dim, v_scale + row,
