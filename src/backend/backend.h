@@ -157,15 +157,26 @@ class Backend {
     rms_norm(residual, norm_weight, eps, normed);
     linear_silu_mul(normed, gate_up_weight, scratch, out);
   }
-  // rms_norm_linear into the qkv projection, then qk_norm_rope_store without q/k norms (attention
-  // that has none, as Llama's): a backend may put the rope and the cache store into the projection.
+  // rms_norm_linear into the qkv projection, then qk_norm_rope_store (q_norm / k_norm may be null,
+  // eps serves both norms): a backend may put the q/k norms, the rope and the cache store into the
+  // projection.
   virtual void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
                                           const Tensor& normed, const Tensor& weight, const Tensor* bias,
                                           const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                          const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
-                                          const AttentionMetadata& meta) {
+                                          const Tensor* q_norm, const Tensor* k_norm, const Tensor& positions,
+                                          const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
     rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, qkv);
-    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, eps, positions, cos_sin, cache,
+    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin, cache,
+                       meta);
+  }
+  // The same from x already normed (tensor parallelism: the all-reduce normed it): linear, then
+  // qk_norm_rope_store.
+  virtual void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
+                                 int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                                 const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
+                                 const KVCache& cache, const AttentionMetadata& meta) {
+    linear(x, weight, bias, qkv);
+    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin, cache,
                        meta);
   }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.

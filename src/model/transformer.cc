@@ -116,18 +116,16 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
-  const bool qk_norms = !l.q_norm.empty() || !l.k_norm.empty();
-  if (!normed_ && !qk_norms) {  // the backend may fuse the rope and the cache store into the projection
-    backend_.rms_norm_linear_rope_store(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(),
-                                        l.qkv_proj.bias(), qkv, nq, nkv, hd, positions, cos_sin_, cache, meta);
+  const Tensor* q_norm = l.q_norm.empty() ? nullptr : &l.q_norm;
+  const Tensor* k_norm = l.k_norm.empty() ? nullptr : &l.k_norm;
+  // The backend may fuse the q/k norms, the rope and the cache store into the projection.
+  if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
+    backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, eps,
+                               positions, cos_sin_, cache, meta);
   } else {
-    if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
-      backend_.linear(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
-    } else {
-      backend_.rms_norm_linear(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
-    }
-    backend_.qk_norm_rope_store(qkv, nq, nkv, hd, l.q_norm.empty() ? nullptr : &l.q_norm,
-                                l.k_norm.empty() ? nullptr : &l.k_norm, eps, positions, cos_sin_, cache, meta);
+    backend_.rms_norm_linear_rope_store(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(),
+                                        l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions, cos_sin_,
+                                        cache, meta);
   }
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
   normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,

@@ -66,10 +66,11 @@ struct RopeGemvShape {
   bool bias;
 };
 
-// rms_norm_linear_rope_store where the qkv gemv applies the rope and stores k and v itself (1-2
-// tokens; rows up to 1,024 through the gemv's norm prologue, longer ones after the norm kernel)
-// against the unfused ops (MINIVLLM_GEMV_ROPE=0: the projection, then qk_norm_rope_store) on the
-// same inputs: qkv and both caches, slot by slot. 3 tokens take the unfused ops on both.
+// rms_norm_linear_rope_store and linear_rope_store (x already normed, as tensor parallelism gives
+// it) where the qkv gemv applies the rope and stores k and v itself (1-2 tokens; rows up to 1,024
+// through the gemv's norm prologue, longer ones after the norm kernel) against the unfused ops
+// (MINIVLLM_GEMV_ROPE=0: the projection, then qk_norm_rope_store) on the same inputs: qkv and both
+// caches, slot by slot. 3 tokens take the unfused ops on both.
 TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   setenv("MINIVLLM_GEMV_ROPE", "0", 1);
@@ -77,52 +78,63 @@ TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
   unsetenv("MINIVLLM_GEMV_ROPE");
   Backends fused;
   std::mt19937 rng(13);
-  // Llama-3.2-1B's heads (K = 2,048: norm kernel), Qwen2.5-0.5B's (bias, K = 896), SmolLM2's group
-  // 3, head_dim 128 at n = 2,048 (two rows a CTA) and 4,096 (four), head_dim 96.
-  for (RopeGemvShape s : {RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{14, 2, 64, 896, true},
-                          RopeGemvShape{9, 3, 64, 576, false}, RopeGemvShape{8, 4, 128, 1024, false},
-                          RopeGemvShape{16, 8, 128, 1024, true}, RopeGemvShape{10, 2, 96, 1024, false}}) {
+  // Llama-3.2-1B's heads (K = 2,048: norm kernel) and a tensor-parallel rank's half of them,
+  // Qwen2.5-0.5B's (bias, K = 896), SmolLM2's group 3, head_dim 128 at n = 2,048 (two rows a CTA) and
+  // 4,096 (four), head_dim 96.
+  for (RopeGemvShape s : {RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{16, 4, 64, 2048, false},
+                          RopeGemvShape{14, 2, 64, 896, true}, RopeGemvShape{9, 3, 64, 576, false},
+                          RopeGemvShape{8, 4, 128, 1024, false}, RopeGemvShape{16, 8, 128, 1024, true},
+                          RopeGemvShape{10, 2, 96, 1024, false}}) {
     const int64_t n = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
     Tensor table = rope_table(4096, s.hd, 5e5);
     Tensor w = random_values({n, s.k}, rng, 1.0f / std::sqrt(static_cast<float>(s.k)));
     Tensor nw = random_values({s.k}, rng, 0.3f, 1.0f);
     Tensor bias = random_values({n}, rng, 0.5f);
     for (int64_t tokens : {1, 2, 3}) {
-      const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
-                              std::to_string(s.hd) + " K " + std::to_string(s.k) + " T " + std::to_string(tokens);
-      Tensor res = random_values({tokens, s.k}, rng, 3.0f);
-      std::vector<int32_t> pos(tokens), slot(tokens);
-      std::uniform_int_distribution<int32_t> dp(0, 4095), ds(0, 40 * 16 - 1);
-      for (int64_t t = 0; t < tokens; ++t) {
-        pos[t] = dp(rng);
-        slot[t] = static_cast<int32_t>(ds(rng) / tokens * tokens + t);  // distinct slots
+      for (bool from_normed : {false, true}) {
+        const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
+                                std::to_string(s.hd) + " K " + std::to_string(s.k) + " T " + std::to_string(tokens) +
+                                (from_normed ? " linear_rope_store" : "");
+        Tensor res = random_values({tokens, s.k}, rng, 3.0f);
+        Tensor x = random_values({tokens, s.k}, rng, 1.0f);
+        std::vector<int32_t> pos(tokens), slot(tokens);
+        std::uniform_int_distribution<int32_t> dp(0, 4095), ds(0, 40 * 16 - 1);
+        for (int64_t t = 0; t < tokens; ++t) {
+          pos[t] = dp(rng);
+          slot[t] = static_cast<int32_t>(ds(rng) / tokens * tokens + t);  // distinct slots
+        }
+        if (tokens == 2) slot[1] = -1;  // a padding row: rotated, not stored
+        std::vector<float> qkv_out[2], k_out[2], v_out[2];
+        int which = 0;
+        for (Backends* b : {&unfused, &fused}) {
+          Backend& g = *b->gpu;
+          KVCache cache = g.allocate_kv_cache(40, 16, s.nkv, s.hd);
+          g.fill_bytes(cache.k, 0xFF);
+          g.fill_bytes(cache.v, 0xFF);
+          AttentionMetadata meta;
+          meta.slot_mapping = upload_i32(g, slot);
+          Tensor qkv = g.empty(DType::kBF16, {tokens, n});
+          g.fill_bytes(qkv, 0xFF);
+          Tensor normed = g.empty(DType::kBF16, {tokens, s.k});
+          const Tensor bg = upload(g, bias);
+          if (from_normed) {
+            g.linear_rope_store(upload(g, x), upload(g, w), s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, nullptr,
+                                nullptr, 1e-6f, upload_i32(g, pos), upload_f32(g, table), cache, meta);
+          } else {
+            g.rms_norm_linear_rope_store(upload_f32(g, res), upload(g, nw), 1e-6f, normed, upload(g, w),
+                                         s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, nullptr, nullptr,
+                                         upload_i32(g, pos), upload_f32(g, table), cache, meta);
+          }
+          qkv_out[which] = download(g, qkv);
+          k_out[which] = download(g, cache.k);
+          v_out[which] = download(g, cache.v);
+          ++which;
+        }
+        // The products sum in another order in the two gemvs: a bf16 rounding step at most.
+        expect_close(qkv_out[1], qkv_out[0], 1e-5, 0.05, tag + ": qkv");
+        expect_same_or_poisoned(k_out[1], k_out[0], 0.05, tag + ": k cache");
+        expect_same_or_poisoned(v_out[1], v_out[0], 0.05, tag + ": v cache");
       }
-      if (tokens == 2) slot[1] = -1;  // a padding row: rotated, not stored
-      std::vector<float> qkv_out[2], k_out[2], v_out[2];
-      int which = 0;
-      for (Backends* b : {&unfused, &fused}) {
-        Backend& g = *b->gpu;
-        KVCache cache = g.allocate_kv_cache(40, 16, s.nkv, s.hd);
-        g.fill_bytes(cache.k, 0xFF);
-        g.fill_bytes(cache.v, 0xFF);
-        AttentionMetadata meta;
-        meta.slot_mapping = upload_i32(g, slot);
-        Tensor qkv = g.empty(DType::kBF16, {tokens, n});
-        g.fill_bytes(qkv, 0xFF);
-        Tensor normed = g.empty(DType::kBF16, {tokens, s.k});
-        const Tensor bg = upload(g, bias);
-        g.rms_norm_linear_rope_store(upload_f32(g, res), upload(g, nw), 1e-6f, normed, upload(g, w),
-                                     s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, upload_i32(g, pos),
-                                     upload_f32(g, table), cache, meta);
-        qkv_out[which] = download(g, qkv);
-        k_out[which] = download(g, cache.k);
-        v_out[which] = download(g, cache.v);
-        ++which;
-      }
-      // The products sum in another order in the two gemvs: a bf16 rounding step at most.
-      expect_close(qkv_out[1], qkv_out[0], 1e-5, 0.05, tag + ": qkv");
-      expect_same_or_poisoned(k_out[1], k_out[0], 0.05, tag + ": k cache");
-      expect_same_or_poisoned(v_out[1], v_out[0], 0.05, tag + ": v cache");
     }
   }
 }

@@ -20,6 +20,7 @@ namespace minivllm::cuda {
 
 class NcclCommunicator;
 struct RopeArgs;  // cuda_kernels.h
+struct GemvNorm;  // cuda_kernels.h
 
 // Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
 struct MemoryStats {
@@ -73,10 +74,17 @@ class CudaBackend : public Backend {
                        const Tensor& weight, const Tensor* bias, const Tensor& out) override;
   void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                                 const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out) override;
+  // Where the qkv projection takes the gemv (1-2 tokens) and there are no q/k norms, the gemv's
+  // epilogue applies the rope and the cache store (gemv_rope_takes).
   void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                                   const Tensor& weight, const Tensor* bias, const Tensor& qkv, int num_q_heads,
-                                  int num_kv_heads, int head_dim, const Tensor& positions, const Tensor& cos_sin,
-                                  const KVCache& cache, const AttentionMetadata& meta) override;
+                                  int num_kv_heads, int head_dim, const Tensor* q_norm, const Tensor* k_norm,
+                                  const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                                  const AttentionMetadata& meta) override;
+  void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv, int num_q_heads,
+                         int num_kv_heads, int head_dim, const Tensor* q_norm, const Tensor* k_norm, float eps,
+                         const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                         const AttentionMetadata& meta) override;
   void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                            const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
@@ -137,7 +145,16 @@ class CudaBackend : public Backend {
   void ensure_sample_buffers(int rows);
   void ensure_sample_buffers(int rows, const Tensor& tokens);  // at least tokens' rows (up to 2^20)
   // rope_args' cache fields from the cache and the step's slots (none before the cache exists).
-  void rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta) const;
+  void rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta,
+                       const char* op = "qk_norm_rope_store") const;
+  // Whether the qkv gemv applies the rope itself (its caller has checked that the gemv takes it).
+  bool gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, bool qk_norms,
+                       const KVCache& cache) const;
+  // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
+  // norm != nullptr, else x.
+  void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,
+                       const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor& positions,
+                       const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta, int64_t tokens);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                 bool norm_prologue = false) const;

@@ -287,32 +287,33 @@ void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight,
 namespace {
 
 RopeArgs rope_args(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                   const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) {
-  check_gpu(qkv, DType::kBF16, "qk_norm_rope", "qkv");
-  check_gpu(positions, DType::kI32, "qk_norm_rope", "positions");
-  check_gpu(cos_sin, DType::kF32, "qk_norm_rope", "cos_sin");
+                   const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
+                   const char* op = "qk_norm_rope") {
+  check_gpu(qkv, DType::kBF16, op, "qkv");
+  check_gpu(positions, DType::kI32, op, "positions");
+  check_gpu(cos_sin, DType::kF32, op, "cos_sin");
   MINIVLLM_CHECK(num_q_heads > 0 && num_kv_heads > 0 && head_dim % 8 == 0 && head_dim > 0 && head_dim <= 256)
-      << "qk_norm_rope: heads " << num_q_heads << "/" << num_kv_heads << " head_dim " << head_dim
+      << op << ": heads " << num_q_heads << "/" << num_kv_heads << " head_dim " << head_dim
       << " (head_dim must be a multiple of 8, at most 256)";
   RopeArgs a{};
   a.qkv = qkv.data();
-  a.tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim, "qk_norm_rope", "qkv");
-  MINIVLLM_CHECK_EQ(positions.numel(), a.tokens) << "qk_norm_rope: positions " << positions.describe();
+  a.tokens = rows_with_cols(qkv, static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim, op, "qkv");
+  MINIVLLM_CHECK_EQ(positions.numel(), a.tokens) << op << ": positions " << positions.describe();
   a.num_q_heads = num_q_heads;
   a.num_kv_heads = num_kv_heads;
   a.head_dim = head_dim;
   if (q_norm != nullptr) {
-    a.q_norm_f32 = check_weight(*q_norm, head_dim, "qk_norm_rope", "q_norm");
+    a.q_norm_f32 = check_weight(*q_norm, head_dim, op, "q_norm");
     a.q_norm = q_norm->data();
   }
   if (k_norm != nullptr) {
-    a.k_norm_f32 = check_weight(*k_norm, head_dim, "qk_norm_rope", "k_norm");
+    a.k_norm_f32 = check_weight(*k_norm, head_dim, op, "k_norm");
     a.k_norm = k_norm->data();
   }
   a.eps = eps;
   a.positions = positions.ptr<int32_t>();
   a.cos_sin = cos_sin.ptr<float>();
-  a.max_pos = rows_with_cols(cos_sin, head_dim, "qk_norm_rope", "cos_sin");
+  a.max_pos = rows_with_cols(cos_sin, head_dim, op, "cos_sin");
   return a;
 }
 
@@ -354,13 +355,13 @@ void CudaBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_he
 }
 
 // The cache half of RopeArgs: where rope's k and v go (nothing before the cache exists: warm-up).
-void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache,
-                                  const AttentionMetadata& meta) const {
+void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta,
+                                  const char* op) const {
   if (!cache.k.defined() || cache.k.empty()) return;
   MINIVLLM_CHECK(cache.num_kv_heads == a.num_kv_heads && cache.head_dim == a.head_dim)
-      << "qk_norm_rope_store: cache has " << cache.num_kv_heads << " kv heads of " << cache.head_dim << ", qkv "
+      << op << ": cache has " << cache.num_kv_heads << " kv heads of " << cache.head_dim << ", qkv "
       << a.num_kv_heads << " of " << a.head_dim;
-  a.num_slots = check_cache_store(qkv, cache, meta, a.tokens, "qk_norm_rope_store");
+  a.num_slots = check_cache_store(qkv, cache, meta, a.tokens, op);
   a.k_cache = cache.k.data();
   a.v_cache = cache.v.data();
   a.slot_mapping = meta.slot_mapping.ptr<int32_t>();
@@ -382,46 +383,83 @@ void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num
 
 // Where the qkv projection takes the gemv (decode at 1-2 tokens), its CTAs own rotary pairs of rows
 // and rotate and store them in the epilogue: the rope kernel's launch, wait and round trip through
-// qkv are gone. Only without q/k norms (a per-head norm needs the whole head) and over a bf16
-// cache (an fp8 row's scale needs the whole row).
+// qkv are gone. Only without q/k norms (a per-head norm needs the whole head: a cluster of CTAs a
+// head was measured slower, docs/PERFORMANCE.md) and over a bf16 cache (an fp8 row's scale needs
+// the whole row).
+bool CudaBackend::gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, bool qk_norms,
+                                  const KVCache& cache) const {
+  const bool cache_bf16 = !cache.k.defined() || cache.k.empty() || cache.dtype() == DType::kBF16;
+  const bool shape = gemv_rope_fits(n, head_dim) && n == static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
+  return gemv_rope_ && !qk_norms && cache_bf16 && shape;
+}
+
+void CudaBackend::gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight,
+                                  const Tensor* bias, const Tensor& qkv, int num_q_heads, int num_kv_heads,
+                                  int head_dim, const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                                  const AttentionMetadata& meta, int64_t tokens) {
+  const int64_t n = weight.size(0), k = weight.size(1);
+  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, 0.0f, positions, cos_sin, op);
+  MINIVLLM_CHECK_EQ(a.tokens, tokens) << op << ": qkv " << qkv.describe() << " for " << tokens << " tokens";
+  rope_cache_args(a, qkv, cache, meta, op);
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  const void* b = bias == nullptr ? nullptr : bias->data();
+  launch_gemv_rope(norm, x == nullptr ? nullptr : x->data(), weight.data(), b, bias_f32, a, tokens, n, k, stream_);
+}
+
 void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
                                              const Tensor& normed, const Tensor& weight, const Tensor* bias,
                                              const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                             const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
+                                             const Tensor* q_norm, const Tensor* k_norm, const Tensor& positions,
+                                             const Tensor& cos_sin, const KVCache& cache,
                                              const AttentionMetadata& meta) {
-  check_gpu(weight, DType::kBF16, "rms_norm_linear_rope_store", "weight");
-  MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear_rope_store: weight " << weight.describe()
-                                     << " must be [out, in]";
+  constexpr const char* kOp = "rms_norm_linear_rope_store";
+  check_gpu(weight, DType::kBF16, kOp, "weight");
+  MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
-  const bool cache_bf16 = !cache.k.defined() || cache.k.empty() || cache.dtype() == DType::kBF16;
-  const bool rope_shape = gemv_rope_fits(n, head_dim) &&
-                          n == static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
   const bool residual_ok = residual.defined() && residual.device() == DeviceKind::kCuda &&
                            residual.dtype() == DType::kF32 && residual.size(-1) == k;
   const int64_t tokens = residual_ok ? residual.numel() / k : 0;
   const bool prologue = residual_ok && use_gemv_norm(residual, weight, n, k);
   const bool plain = residual_ok && !prologue && normed.defined() && normed.dtype() == DType::kBF16 &&
                      normed.numel() == tokens * k && use_gemv(normed, weight, tokens, n, k);
-  if (!gemv_rope_ || !cache_bf16 || !rope_shape || !(prologue || plain)) {
+  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
+  if (!(prologue || plain) || !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, qk_norms, cache)) {
     Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
-                                        num_kv_heads, head_dim, positions, cos_sin, cache, meta);
+                                        num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
     return;
   }
-  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, eps, positions, cos_sin);
-  MINIVLLM_CHECK_EQ(a.tokens, tokens) << "rms_norm_linear_rope_store: qkv " << qkv.describe() << " for residual "
-                                      << residual.describe();
-  rope_cache_args(a, qkv, cache, meta);
-  bool bias_f32 = false;
-  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear_rope_store", "bias");
-  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_rope_store", "norm_weight");
-  const void* b = bias == nullptr ? nullptr : bias->data();
   if (prologue) {
+    const bool norm_f32 = check_weight(norm_weight, k, kOp, "norm_weight");
     const GemvNorm norm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps};
-    launch_gemv_rope(&norm, nullptr, weight.data(), b, bias_f32, a, tokens, n, k, stream_);
+    gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions, cos_sin,
+                    cache, meta, tokens);
   } else {
     rms_norm(residual, norm_weight, eps, normed);
-    launch_gemv_rope(nullptr, normed.data(), weight.data(), b, bias_f32, a, tokens, n, k, stream_);
+    gemv_rope_store(kOp, nullptr, &normed, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions,
+                    cos_sin, cache, meta, tokens);
   }
+}
+
+void CudaBackend::linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
+                                    int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                                    const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
+                                    const KVCache& cache, const AttentionMetadata& meta) {
+  constexpr const char* kOp = "linear_rope_store";
+  check_gpu(x, DType::kBF16, kOp, "x");
+  check_gpu(weight, DType::kBF16, kOp, "weight");
+  MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const int64_t tokens = rows_with_cols(x, k, kOp, "x");
+  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
+  if (!use_gemv(x, weight, tokens, n, k) ||
+      !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, qk_norms, cache)) {
+    Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
+                               positions, cos_sin, cache, meta);
+    return;
+  }
+  gemv_rope_store(kOp, nullptr, &x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions, cos_sin,
+                  cache, meta, tokens);
 }
 
 void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
