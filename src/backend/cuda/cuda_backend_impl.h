@@ -148,8 +148,8 @@ class CudaBackend : public Backend {
   void rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta,
                        const char* op = "qk_norm_rope_store") const;
   // Whether the qkv gemv applies the rope itself (its caller has checked that the gemv takes it).
-  bool gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, bool qk_norms,
-                       const KVCache& cache) const;
+  bool gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                       const Tensor* k_norm, const KVCache& cache) const;
   // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
   // norm != nullptr, else x.
   void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,

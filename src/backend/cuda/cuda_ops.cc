@@ -386,8 +386,9 @@ void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num
 // qkv are gone. Only without q/k norms (a per-head norm needs the whole head: a cluster of CTAs a
 // head was measured slower, docs/PERFORMANCE.md) and over a bf16 cache (an fp8 row's scale needs
 // the whole row).
-bool CudaBackend::gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, bool qk_norms,
-                                  const KVCache& cache) const {
+bool CudaBackend::gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
+                                  const Tensor* k_norm, const KVCache& cache) const {
+  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
   const bool cache_bf16 = !cache.k.defined() || cache.k.empty() || cache.dtype() == DType::kBF16;
   const bool shape = gemv_rope_fits(n, head_dim) && n == static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
   return gemv_rope_ && !qk_norms && cache_bf16 && shape;
@@ -423,8 +424,7 @@ void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tenso
   const bool prologue = residual_ok && use_gemv_norm(residual, weight, n, k);
   const bool plain = residual_ok && !prologue && normed.defined() && normed.dtype() == DType::kBF16 &&
                      normed.numel() == tokens * k && use_gemv(normed, weight, tokens, n, k);
-  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
-  if (!(prologue || plain) || !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, qk_norms, cache)) {
+  if (!(prologue || plain) || !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, cache)) {
     Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
                                         num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
     return;
@@ -451,9 +451,8 @@ void CudaBackend::linear_rope_store(const Tensor& x, const Tensor& weight, const
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t tokens = rows_with_cols(x, k, kOp, "x");
-  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
   if (!use_gemv(x, weight, tokens, n, k) ||
-      !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, qk_norms, cache)) {
+      !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, cache)) {
     Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
                                positions, cos_sin, cache, meta);
     return;
