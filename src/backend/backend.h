@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/communicator.h"
+#include "common/activation.h"
 #include "common/tensor.h"
 #include "sampling/logits_processing.h"
 #include "sampling/sampler.h"
@@ -122,8 +123,9 @@ class Backend {
   // each key span. Decode: one query row per sequence over context_lens keys.
   virtual void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                          const AttentionMetadata& meta, float scale, const Tensor& out) = 0;
-  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:].
-  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:], act the model's gate activation (SiLU for
+  // SwiGLU, GELU-tanh for GeGLU).
+  virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;
   // residual (f32) += x (activation dtype or f32), same shape.
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
 
@@ -135,12 +137,12 @@ class Backend {
     qk_norm_rope(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
     store_kvcache(qkv, num_q_heads, cache, meta);
   }
-  // out[T, I] = silu(x W_gate^T) * (x W_up^T), gate_up_weight = [W_gate; W_up] ([2I, K]);
+  // out[T, I] = act(x W_gate^T) * (x W_up^T), gate_up_weight = [W_gate; W_up] ([2I, K]);
   // scratch [T, 2I] may hold the unfused product.
-  virtual void linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
-                               const Tensor& out) {
+  virtual void linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                              const Tensor& out, Activation act) {
     linear(x, gate_up_weight, nullptr, scratch);
-    silu_mul(scratch, out);
+    act_mul(scratch, out, act);
   }
   // The residual stream (fp32 [T, K]) feeding a linear, the pre-norm transformer's pattern:
   // normed = rms_norm(residual) * norm_weight (activation dtype; scratch a backend may skip),
@@ -150,12 +152,12 @@ class Backend {
     rms_norm(residual, norm_weight, eps, normed);
     linear(normed, weight, bias, out);
   }
-  // Same, into linear_silu_mul.
-  virtual void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                        const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
-                                        const Tensor& out) {
+  // Same, into linear_act_mul.
+  virtual void rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                       const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+                                       const Tensor& out, Activation act) {
     rms_norm(residual, norm_weight, eps, normed);
-    linear_silu_mul(normed, gate_up_weight, scratch, out);
+    linear_act_mul(normed, gate_up_weight, scratch, out, act);
   }
   // rms_norm_linear into the qkv projection, then qk_norm_rope_store (q_norm / k_norm may be null,
   // eps serves both norms): a backend may put the q/k norms, the rope and the cache store into the

@@ -10,13 +10,6 @@
 namespace minivllm {
 namespace {
 
-Architecture gguf_architecture(const GgufFile& f, const std::string& name) {
-  if (name == "llama") return Architecture::kLlama;
-  if (name == "qwen2") return Architecture::kQwen2;
-  if (name == "qwen3") return Architecture::kQwen3;
-  MINIVLLM_FAIL() << f.path() << ": unsupported general.architecture " << name << " (llama, qwen2, qwen3)";
-}
-
 int64_t gguf_vocab_size(const GgufFile& f, const std::string& a) {
   if (const GgufValue* tokens = f.find("tokenizer.ggml.tokens")) return static_cast<int64_t>(tokens->array_size());
   if (f.find(a + ".vocab_size")) return f.get_int(a + ".vocab_size");
@@ -90,7 +83,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   c.source = f.path();
   const std::string a = f.get_string("general.architecture", "");
   MINIVLLM_CHECK(!a.empty()) << f.path() << ": missing GGUF metadata key general.architecture";
-  c.arch = gguf_architecture(f, a);
+  c.arch = &find_gguf_architecture(a, f.path());
   c.arch_name = a;
   c.hidden_size = f.get_int(a + ".embedding_length");
   c.num_layers = f.get_int(a + ".block_count");
@@ -106,8 +99,13 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   c.max_position_embeddings = f.get_int(a + ".context_length", 2048);
   c.vocab_size = gguf_vocab_size(f, a);
   c.tie_word_embeddings = output_tied_to_embedding(f);
-  c.attention_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  // The file's tensors decide, as llama.cpp's loader does (a qwen2 file has q/k/v biases).
+  auto has_layer0 = [&](WeightRole role, const char* kind) {
+    return f.find_tensor(weight_name(*c.arch, WeightFormat::kGguf, role, 0, kind)) != nullptr;
+  };
+  c.attention_bias = has_layer0(WeightRole::kQProj, "bias");
+  c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
+  c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), 0);
   const bool all_f32 = std::all_of(f.tensors().begin(), f.tensors().end(),
                                    [](const GgufTensorInfo& t) { return t.type == uint32_t(GgmlType::kF32); });
   c.torch_dtype = all_f32 ? "float32" : "bfloat16";  // the dtype to compute in, after dequantization

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "common/check.h"
 #include "loader/gguf.h"
@@ -13,22 +14,28 @@
 namespace minivllm {
 namespace {
 
-const std::map<std::string, std::string>& global_names() {
-  static const std::map<std::string, std::string> kNames = {{"token_embd.weight", "model.embed_tokens.weight"},
-                                                            {"output_norm.weight", "model.norm.weight"},
-                                                            {"output.weight", "lm_head.weight"}};
-  return kNames;
-}
-
-const std::map<std::string, std::string>& layer_names() {
-  static const std::map<std::string, std::string> kNames = {
-      {"attn_q", "self_attn.q_proj"},     {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"},     {"attn_output", "self_attn.o_proj"},
-      {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
-      {"ffn_gate", "mlp.gate_proj"},      {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"},      {"attn_norm", "input_layernorm"},
-      {"ffn_norm", "post_attention_layernorm"}};
-  return kNames;
+// The HF name of a GGUF tensor through the registry row's two name tables, and its role; names
+// the row does not map (e.g. rope_freqs.weight) stay as they are, with no role.
+std::pair<std::string, WeightRole> to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
+  int64_t layer = -1;
+  if (gguf_name.starts_with("blk.")) {
+    const size_t end = gguf_name.find('.', 4);
+    const std::string digits = gguf_name.substr(4, end == std::string::npos ? 0 : end - 4);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+      return {gguf_name, WeightRole::kCount};
+    }
+    layer = std::stoll(digits);
+  }
+  for (int i = 0; i < kNumWeightRoles; ++i) {
+    const auto role = static_cast<WeightRole>(i);
+    if (is_layer_role(role) != (layer >= 0)) continue;
+    for (const char* kind : {"weight", "bias"}) {
+      if (weight_name(arch, WeightFormat::kGguf, role, layer, kind) == gguf_name) {
+        return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, kind), role};
+      }
+    }
+  }
+  return {gguf_name, WeightRole::kCount};
 }
 
 // rows of one head-row block, copied with the index map dst_row = f(src_row). Rows are moved
@@ -59,12 +66,13 @@ Tensor move_rope_rows(const Tensor& w, int64_t n_head, bool to_gguf) {
 class GgufWeightSource : public WeightSource {
  public:
   GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config) : file_(std::move(file)) {
-    const bool llama = config.arch == Architecture::kLlama;
+    const bool permuted = config.traits().gguf_rope_permuted;
     for (const GgufTensorInfo& t : file_->tensors()) {
       Entry e{&t, 0};
-      const std::string hf = gguf_to_hf_name(t.name);
-      if (llama && hf.ends_with("self_attn.q_proj.weight")) e.rope_heads = config.num_heads;
-      if (llama && hf.ends_with("self_attn.k_proj.weight")) e.rope_heads = config.num_kv_heads;
+      const auto [hf, role] = to_hf_name(*config.arch, t.name);
+      const bool weight = hf.ends_with(".weight");
+      if (permuted && weight && role == WeightRole::kQProj) e.rope_heads = config.num_heads;
+      if (permuted && weight && role == WeightRole::kKProj) e.rope_heads = config.num_kv_heads;
       entries_[hf] = e;
     }
   }
@@ -168,25 +176,6 @@ class GgufWeightSource : public WeightSource {
 };
 
 }  // namespace
-
-std::string gguf_to_hf_name(const std::string& gguf_name) {
-  auto g = global_names().find(gguf_name);
-  if (g != global_names().end()) return g->second;
-  // "blk.<N>.<part>.<weight|bias>"
-  if (!gguf_name.starts_with("blk.")) return gguf_name;
-  const size_t layer_end = gguf_name.find('.', 4);
-  const size_t suffix = gguf_name.rfind('.');
-  if (layer_end == std::string::npos || layer_end == 4 || suffix <= layer_end) return gguf_name;
-  const std::string layer = gguf_name.substr(4, layer_end - 4);
-  const std::string part = gguf_name.substr(layer_end + 1, suffix - layer_end - 1);
-  const std::string kind = gguf_name.substr(suffix + 1);
-  if (layer.find_first_not_of("0123456789") != std::string::npos || (kind != "weight" && kind != "bias")) {
-    return gguf_name;
-  }
-  auto l = layer_names().find(part);
-  if (l != layer_names().end()) return "model.layers." + layer + "." + l->second + "." + kind;
-  return gguf_name;
-}
 
 Tensor permute_rope_rows(const Tensor& hf, int64_t n_head) { return move_rope_rows(hf, n_head, true); }
 Tensor unpermute_rope_rows(const Tensor& gguf, int64_t n_head) { return move_rope_rows(gguf, n_head, false); }

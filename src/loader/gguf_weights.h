@@ -10,12 +10,10 @@
 
 namespace minivllm {
 
-// "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"; names without an HF
-// counterpart (e.g. rope_freqs.weight) are returned unchanged.
-std::string gguf_to_hf_name(const std::string& gguf_name);
-
-// q_proj/k_proj rows are unpermuted when `config.arch` is kLlama (llama.cpp's converter permutes
-// only the Llama family).
+// Tensors under the HF names of `config.arch`'s row ("blk.3.attn_q.weight" ->
+// "model.layers.3.self_attn.q_proj.weight"; names the row does not map, e.g. rope_freqs.weight,
+// stay as they are). q_proj/k_proj rows are unpermuted when the row's gguf_rope_permuted is set
+// (llama.cpp's converter permutes only the Llama family).
 std::unique_ptr<WeightSource> make_gguf_weight_source(std::shared_ptr<const GgufFile> file, const ModelConfig& config);
 
 }  // namespace minivllm

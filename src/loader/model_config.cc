@@ -90,17 +90,13 @@ class ConfigReader {
   std::string path_;
 };
 
-Architecture parse_architecture(const ConfigReader& r, std::string* name) {
+const ArchitectureSpec& parse_architecture(const ConfigReader& r, std::string* name) {
   const json& j = r.root();
   MINIVLLM_CHECK(j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
                  j["architectures"][0].is_string())
       << r.path() << ": missing key architectures (a list naming e.g. Qwen3ForCausalLM)";
   *name = j["architectures"][0].get<std::string>();
-  if (*name == "Qwen3ForCausalLM") return Architecture::kQwen3;
-  if (*name == "LlamaForCausalLM") return Architecture::kLlama;
-  if (*name == "Qwen2ForCausalLM") return Architecture::kQwen2;
-  MINIVLLM_FAIL() << r.path() << ": unsupported architecture " << *name
-                  << " (supported: Qwen3ForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM)";
+  return find_hf_architecture(*name, r.path());
 }
 
 // transformers 5 folds rope_theta and the scaling into rope_parameters; 4.x has rope_theta at the
@@ -148,16 +144,20 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
 void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   const json& j = r.root();
   const std::string& p = r.path();
-  if (r.has("hidden_act")) {
-    const std::string act = r.get_string(j, "hidden_act");
-    MINIVLLM_CHECK(act == "silu" || act == "swish")
-        << p << ": unsupported hidden_act \"" << act << "\" (minivllm implements only SiLU: \"silu\" or \"swish\")";
+  // The row fixes the activation; a config that names another one is a different model.
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (!r.has(key)) continue;
+    std::string act = r.get_string(j, key);
+    if (act == "swish") act = "silu";
+    const char* expected = activation_name(c.traits().activation);
+    MINIVLLM_CHECK(act == expected) << p << ": unsupported " << key << " \"" << act << "\" for " << c.arch_name
+                                    << " (minivllm implements \"" << expected << "\" for it)";
   }
   MINIVLLM_CHECK(!r.get_bool("mlp_bias", false))
       << p << ": unsupported mlp_bias: true (minivllm's MLP has no gate/up/down biases)";
   // Llama and Qwen3 put attention_bias on o_proj too (Qwen2 has q/k/v biases only), and the
   // engine has no o_proj bias.
-  MINIVLLM_CHECK(c.arch == Architecture::kQwen2 || !r.get_bool("attention_bias", false))
+  MINIVLLM_CHECK(c.traits().qkv_bias || !r.get_bool("attention_bias", false))
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
   // Sliding-window attention. transformers 5 lists each layer's kind in layer_types, which then
@@ -177,7 +177,7 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   if (!r.has("sliding_window")) return;
   const int64_t window = r.get_int("sliding_window");
   if (window >= c.max_position_embeddings) return;
-  if (c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) {
+  if (c.traits().use_sliding_window_key) {
     if (!r.get_bool("use_sliding_window", false)) return;
     const int64_t first_sliding_layer = r.get_int("max_window_layers", 28);  // transformers' default
     MINIVLLM_CHECK(first_sliding_layer >= c.num_layers)
@@ -216,14 +216,14 @@ ModelConfig load_hf_model_config(const std::string& dir) {
 
   ModelConfig c;
   c.source = path;
-  c.arch = parse_architecture(r, &c.arch_name);
+  c.arch = &parse_architecture(r, &c.arch_name);
   parse_shapes(r, &c);
   parse_rope(r, &c);
   refuse_unsupported_features(r, c);
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
-  // Qwen2 always has q/k/v biases (its config has no attention_bias key).
-  c.attention_bias = c.arch == Architecture::kQwen2 || r.get_bool("attention_bias", false);
-  c.qk_norm = c.arch == Architecture::kQwen3;
+  c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
+  c.qk_norm = c.traits().qk_norm;
+  c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), 0);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {
       c.torch_dtype = r.get_string(j, key);
@@ -245,8 +245,15 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   return c;
 }
 
+const ArchitectureTraits& ModelConfig::traits() const {
+  MINIVLLM_CHECK(arch != nullptr) << (source.empty() ? std::string("model config") : source)
+                                  << ": no architecture row (loader/architecture.h) for " << arch_name;
+  return arch->traits;
+}
+
 void ModelConfig::validate() const {
   const std::string& src = source.empty() ? std::string("model config") : source;
+  traits();
   auto positive = [&](int64_t v, const char* key) { MINIVLLM_CHECK_GT(v, 0) << src << ": " << key << " must be > 0"; };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace minivllm {
+#include "loader/architecture.h"
 
-enum class Architecture { kQwen3, kLlama, kQwen2 };
+namespace minivllm {
 
 struct RopeScaling {
   std::string type;  // "" (none) or "llama3"
@@ -18,8 +18,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Architecture arch = Architecture::kLlama;
-  std::string arch_name;  // as in the file, e.g. "Qwen3ForCausalLM"
+  const ArchitectureSpec* arch = nullptr;  // the registry's row (loader/architecture.h)
+  std::string arch_name;                   // as in the file, e.g. "Qwen3ForCausalLM" or GGUF's "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -32,8 +32,12 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 2048;
   bool tie_word_embeddings = false;
+  // Resolved from the row's traits and the file's keys.
   bool attention_bias = false;  // q/k/v bias (Qwen2)
   bool qk_norm = false;         // Qwen3's q_norm / k_norm
+  // Per layer: 0 for full attention, else its sliding window (a variant the engine refuses today,
+  // so every entry is 0; sized num_layers by the loaders).
+  std::vector<int64_t> layer_sliding_window;
   std::string torch_dtype = "bfloat16";
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // config.json and generation_config.json, deduplicated
@@ -41,6 +45,7 @@ struct ModelConfig {
 
   // Throws an Error naming the key when a value is missing or out of range.
   void validate() const;
+  const ArchitectureTraits& traits() const;  // the row's; throws when no row is set
 };
 
 // Reads <dir>/config.json (and generation_config.json when present for eos ids).

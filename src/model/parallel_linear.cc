@@ -77,20 +77,20 @@ MergedColumnParallelLinear::MergedColumnParallelLinear(const ShardContext& ctx, 
   weight_ = ctx.upload_rows(parts);
 }
 
-QKVParallelLinear::QKVParallelLinear(const ShardContext& ctx, const std::string& prefix, int64_t hidden,
-                                     int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, bool bias) {
+QKVParallelLinear::QKVParallelLinear(const ShardContext& ctx, const std::array<std::string, 3>& modules,
+                                     int64_t hidden, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim,
+                                     bool bias) {
   const int ws = ctx.world_size();
   MINIVLLM_CHECK(num_heads % ws == 0 && num_kv_heads % ws == 0)
-      << prefix << ": " << num_heads << " attention heads and " << num_kv_heads
+      << modules[0] << ": " << num_heads << " attention heads and " << num_kv_heads
       << " KV heads must both divide by world_size " << ws;
   const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
-  weight_ = ctx.upload_rows({ctx.row_shard(prefix + "q_proj.weight", nq, hidden),
-                             ctx.row_shard(prefix + "k_proj.weight", nkv, hidden),
-                             ctx.row_shard(prefix + "v_proj.weight", nkv, hidden)});
-  if (bias) {
-    bias_ = ctx.upload_rows({ctx.row_shard(prefix + "q_proj.bias", nq, 0), ctx.row_shard(prefix + "k_proj.bias", nkv, 0),
-                             ctx.row_shard(prefix + "v_proj.bias", nkv, 0)});
-  }
+  auto parts = [&](const char* kind, int64_t cols) {
+    return std::vector<Tensor>{ctx.row_shard(modules[0] + kind, nq, cols), ctx.row_shard(modules[1] + kind, nkv, cols),
+                               ctx.row_shard(modules[2] + kind, nkv, cols)};
+  };
+  weight_ = ctx.upload_rows(parts(".weight", hidden));
+  if (bias) bias_ = ctx.upload_rows(parts(".bias", 0));
 }
 
 RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out) {

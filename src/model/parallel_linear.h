@@ -9,6 +9,7 @@
 //   RowParallelLinear           W [out, in]: rank r holds columns [r in/ws, ...); partial sums all-reduced
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,9 @@ class MergedColumnParallelLinear : public ColumnParallelLinear {
 class QKVParallelLinear : public ColumnParallelLinear {
  public:
   QKVParallelLinear() = default;
-  // `prefix` + "q_proj" / "k_proj" / "v_proj" (+ ".weight", ".bias").
-  QKVParallelLinear(const ShardContext& ctx, const std::string& prefix, int64_t hidden, int64_t num_heads,
-                    int64_t num_kv_heads, int64_t head_dim, bool bias);
+  // The q, k and v modules (+ ".weight", ".bias").
+  QKVParallelLinear(const ShardContext& ctx, const std::array<std::string, 3>& modules, int64_t hidden,
+                    int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, bool bias);
 };
 
 class RowParallelLinear {

@@ -34,16 +34,17 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
   const ShardContext ctx{src, backend_, comm_};
   const int64_t h = cfg_.hidden_size, v = cfg_.vocab_size;
-  embed_tokens_ = VocabParallelEmbedding(ctx, "model.embed_tokens.weight", v, h);
+  embed_tokens_ = VocabParallelEmbedding(ctx, weight(WeightRole::kEmbedTokens), v, h);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) layers_.push_back(load_layer(ctx, i));
-  norm_ = backend_.upload_weight(ctx.replicated("model.norm.weight", {h}));
+  norm_ = load_norm(ctx, WeightRole::kFinalNorm, -1, h);
   // Tied embeddings share one matrix even when the checkpoint also stores lm_head.weight (Qwen3-0.6B).
-  if (cfg_.tie_word_embeddings || !src.has("lm_head.weight")) {
+  const std::string lm_head = weight(WeightRole::kLmHead);
+  if (cfg_.tie_word_embeddings || !src.has(lm_head)) {
     MINIVLLM_CHECK(cfg_.tie_word_embeddings)
-        << src.describe() << ": lm_head.weight is missing and the config does not tie the embeddings";
+        << src.describe() << ": " << lm_head << " is missing and the config does not tie the embeddings";
     lm_head_ = ParallelLMHead(ctx, embed_tokens_, v, max_num_seqs);
   } else {
-    lm_head_ = ParallelLMHead(ctx, "lm_head.weight", v, h, max_num_seqs);
+    lm_head_ = ParallelLMHead(ctx, lm_head, v, h, max_num_seqs);
   }
   cos_sin_ = backend_.upload_weight(rope_cos_sin_table(cfg_, max_positions), /*keep_f32=*/true);
 
@@ -64,20 +65,38 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   if (world_ > 1 && comm_.rank() == 0) full_logits_ = backend_.empty(DType::kF32, {max_num_seqs, v});
 }
 
+std::string Transformer::module(WeightRole role, int64_t layer) const {
+  std::string name = module_name(*cfg_.arch, WeightFormat::kHuggingFace, role, layer);
+  MINIVLLM_CHECK(!name.empty()) << cfg_.source << ": the " << cfg_.arch_name << " row names no "
+                                << weight_role_name(role) << " weight";
+  return name;
+}
+
+Tensor Transformer::load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n) const {
+  Tensor w = ctx.replicated(weight(role, layer), {n});
+  if (cfg_.traits().norm == NormForm::kRms) return backend_.upload_weight(w);
+  // x_hat * (1 + w): the 1 is added here, in fp32, and the weight stays fp32 on the device, so
+  // the kernels keep one norm form and round nothing that the reference does not.
+  float* v = w.ptr<float>();
+  for (int64_t j = 0; j < n; ++j) v[j] += 1.0f;
+  return backend_.upload_weight(w, /*keep_f32=*/true);
+}
+
 Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) const {
-  const std::string p = "model.layers." + std::to_string(i) + ".";
+  using R = WeightRole;
   const int64_t h = cfg_.hidden_size, hd = cfg_.head_dim, inter = cfg_.intermediate_size;
   Layer l;
-  l.input_layernorm = backend_.upload_weight(ctx.replicated(p + "input_layernorm.weight", {h}));
-  l.qkv_proj = QKVParallelLinear(ctx, p + "self_attn.", h, cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.attention_bias);
+  l.attn_input_norm = load_norm(ctx, R::kAttnInputNorm, i, h);
+  l.qkv_proj = QKVParallelLinear(ctx, {module(R::kQProj, i), module(R::kKProj, i), module(R::kVProj, i)}, h,
+                                 cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.attention_bias);
   if (cfg_.qk_norm) {
-    l.q_norm = backend_.upload_weight(ctx.replicated(p + "self_attn.q_norm.weight", {hd}));
-    l.k_norm = backend_.upload_weight(ctx.replicated(p + "self_attn.k_norm.weight", {hd}));
+    l.q_norm = load_norm(ctx, R::kQNorm, i, hd);
+    l.k_norm = load_norm(ctx, R::kKNorm, i, hd);
   }
-  l.o_proj = RowParallelLinear(ctx, p + "self_attn.o_proj", cfg_.num_heads * hd, h);
-  l.post_attention_layernorm = backend_.upload_weight(ctx.replicated(p + "post_attention_layernorm.weight", {h}));
-  l.gate_up_proj = MergedColumnParallelLinear(ctx, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, h, inter);
-  l.down_proj = RowParallelLinear(ctx, p + "mlp.down_proj", inter, h);
+  l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h);
+  l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
+  l.gate_up_proj = MergedColumnParallelLinear(ctx, {weight(R::kGateProj, i), weight(R::kUpProj, i)}, h, inter);
+  l.down_proj = RowParallelLinear(ctx, module(R::kDownProj, i), inter, h);
   return l;
 }
 
@@ -123,28 +142,29 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
     backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, eps,
                                positions, cos_sin_, cache, meta);
   } else {
-    backend_.rms_norm_linear_rope_store(residual, l.input_layernorm, eps, hidden, l.qkv_proj.weight(),
+    backend_.rms_norm_linear_rope_store(residual, l.attn_input_norm, eps, hidden, l.qkv_proj.weight(),
                                         l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions, cos_sin_,
                                         cache, meta);
   }
   backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
   normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,
-                                               l.post_attention_layernorm, eps, hidden);
+                                               l.ffn_input_norm, eps, hidden);
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
+  const Activation activation = cfg_.traits().activation;
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   if (normed_) {  // the o projection's all-reduce normed the residual into hidden
-    backend_.linear_silu_mul(hidden, l.gate_up_proj.weight(), gate_up, act);
+    backend_.linear_act_mul(hidden, l.gate_up_proj.weight(), gate_up, act, activation);
   } else {
-    backend_.rms_norm_linear_silu_mul(residual, l.post_attention_layernorm, eps, hidden, l.gate_up_proj.weight(),
-                                      gate_up, act);
+    backend_.rms_norm_linear_act_mul(residual, l.ffn_input_norm, eps, hidden, l.gate_up_proj.weight(), gate_up, act,
+                                     activation);
   }
-  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].input_layernorm : norm_;
+  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
   normed_ = l.down_proj.forward_add_residual_norm(backend_, comm_, act, hidden, partial, residual, next_norm, eps,
                                                   hidden);
 }

@@ -1,5 +1,7 @@
-// The decoder-only transformer (Qwen3, Qwen2, Llama 3), written once against the layers tier
-// (parallel_linear.h, vocab_parallel.h) and the Backend's ops. With world_size > 1 this rank holds
+// The decoder-only transformer, written once against the layers tier (parallel_linear.h,
+// vocab_parallel.h) and the Backend's ops, from the traits of the model's architecture row
+// (loader/architecture.h): its weights are asked for by role, its activation and norm form come
+// from the row. With world_size > 1 this rank holds
 // 1/ws of the heads, of the MLP and of the vocabulary; the communicator joins the shards.
 // Every activation buffer is allocated here, at start-up, for at most `max_num_tokens` rows (and
 // `max_num_seqs` logit rows): a forward pass allocates nothing, so decode can be a CUDA graph.
@@ -48,7 +50,7 @@ class Transformer {
 
  private:
   struct Layer {
-    Tensor input_layernorm, post_attention_layernorm;  // [H], replicated
+    Tensor attn_input_norm, ffn_input_norm;  // [H], replicated
     QKVParallelLinear qkv_proj;
     Tensor q_norm, k_norm;  // [hd] (Qwen3) or empty
     RowParallelLinear o_proj;
@@ -56,6 +58,12 @@ class Transformer {
     RowParallelLinear down_proj;
   };
   Layer load_layer(const ShardContext& ctx, int64_t i) const;
+  // The checkpoint's (HF) name of `role` in layer `layer` through the registry row: the module, or
+  // its tensor.
+  std::string module(WeightRole role, int64_t layer = -1) const;
+  std::string weight(WeightRole role, int64_t layer = -1) const { return module(role, layer) + ".weight"; }
+  // A norm's [n] weight, in the form the kernels take (x_hat * w): the row's NormForm applied.
+  Tensor load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n) const;
   void attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);

@@ -1,4 +1,4 @@
-// qk_norm_rope, embedding, silu_mul, gather_rows and to_f32 against double-precision loops.
+// qk_norm_rope, embedding, act_mul, gather_rows and to_f32 against double-precision loops.
 #include <gtest/gtest.h>
 
 #include "cpu_test_util.h"
@@ -89,21 +89,27 @@ TEST(ElementwiseTest, EmbeddingVocabParallel) {
   expect_close(download(*b, out), ref, "embedding", 1e-12, 0);
 }
 
-TEST(ElementwiseTest, SiluMul) {
+TEST(ElementwiseTest, ActMul) {
   auto b = make_cpu_backend();
-  for (int64_t t : {1, 7, 129}) {
-    const int64_t inter = 1536;
-    auto gu = random_floats(t * 2 * inter, 40 + t, -8, 8);
-    Tensor out = poisoned(*b, {t, inter});
-    b->silu_mul(upload(*b, gu, {t, 2 * inter}), out);
-    std::vector<double> ref(t * inter);
-    for (int64_t r = 0; r < t; ++r) {
-      for (int64_t i = 0; i < inter; ++i) {
-        const double g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-        ref[r * inter + i] = g / (1.0 + std::exp(-g)) * u;
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (int64_t t : {1, 7, 129}) {
+      const int64_t inter = 1536;
+      auto gu = random_floats(t * 2 * inter, 40 + t, -8, 8);
+      Tensor out = poisoned(*b, {t, inter});
+      b->act_mul(upload(*b, gu, {t, 2 * inter}), out, act);
+      std::vector<double> ref(t * inter);
+      for (int64_t r = 0; r < t; ++r) {
+        for (int64_t i = 0; i < inter; ++i) {
+          const double g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+          // SiLU, or PyTorch's gelu(approximate="tanh"), in double.
+          const double a = act == Activation::kSilu
+                               ? g / (1.0 + std::exp(-g))
+                               : 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+          ref[r * inter + i] = a * u;
+        }
       }
+      expect_close(download(*b, out), ref, std::string("act_mul ") + activation_name(act));
     }
-    expect_close(download(*b, out), ref, "silu_mul");
   }
 }
 

@@ -1,5 +1,5 @@
 // Decode-batch linear timings (prints, never asserts speed): cuBLASLt (LtGemm, plus the separate
-// silu_mul kernel after gate/up) against decode_gemm.cu with the matching epilogue, on the
+// act_mul kernel after gate/up) against decode_gemm.cu with the matching epilogue, on the
 // Qwen3-0.6B and Llama-3.2-1B projections at the decode graphs' 16, 32, 48, 64, 128 and 256 tokens. Each
 // timed graph replays calls that rotate through >= 256 MB of weight copies (L2 cannot serve them);
 // median of 9 replays.
@@ -38,14 +38,14 @@ void bench_model(int64_t tokens, const std::vector<LinearShape>& shapes, const c
     CUDA_CHECK(cudaMalloc(&act, static_cast<size_t>(tokens * sh.n) * 2));
     CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
     CUDA_CHECK(cudaMemset(out, 0, static_cast<size_t>(tokens * sh.n) * 4));
-    const cuda::DecodeGemmEpilogue e = gate_up                ? cuda::DecodeGemmEpilogue::kSiluMul
+    const cuda::DecodeGemmEpilogue e = gate_up                ? cuda::DecodeGemmEpilogue::kActMul
                                        : sh.adds_to_residual ? cuda::DecodeGemmEpilogue::kAddF32
                                                              : cuda::DecodeGemmEpilogue::kStore;
     const int64_t n_out = gate_up ? sh.n / 2 : sh.n;
     const LinearCall impls[2] = {
         [&](const void* w, cudaStream_t st) {
           lt.run(x, w, nullptr, out, sh.adds_to_residual, tokens, sh.n, sh.k, st, sh.adds_to_residual);
-          if (gate_up) cuda::launch_silu_mul(out, tokens, sh.n / 2, act, st);
+          if (gate_up) cuda::launch_act_mul(out, tokens, sh.n / 2, Activation::kSilu, act, st);
         },
         [&](const void* w, cudaStream_t st) {
           cuda::launch_decode_gemm(cuda::DecodeGemmArgs{x, w, nullptr, false, gate_up ? act : out,

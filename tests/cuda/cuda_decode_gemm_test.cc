@@ -37,14 +37,15 @@ struct Case {
 };
 
 // variant: kStore 0 bf16 out, 1 fp32 out + bf16 bias, 2 bf16 out + fp32 bias.
-void run_case(Backends& b, DecodeGemmEpilogue e, const Case& c, int variant, std::mt19937& rng) {
-  const bool silu = e == DecodeGemmEpilogue::kSiluMul;
+void run_case(Backends& b, DecodeGemmEpilogue e, const Case& c, int variant, std::mt19937& rng,
+              Activation act = Activation::kSilu) {
+  const bool gated = e == DecodeGemmEpilogue::kActMul;
   const bool add = e == DecodeGemmEpilogue::kAddF32;
-  const bool out_f32 = add || (!silu && variant == 1);
-  const bool has_bias = !silu && !add && variant > 0;
+  const bool out_f32 = add || (!gated && variant == 1);
+  const bool has_bias = !gated && !add && variant > 0;
   const bool bias_f32 = variant == 2;
-  const int64_t rows = silu ? 2 * c.n : c.n;
-  const std::string tag = std::string(silu ? "silu" : add ? "add" : "store") + " v" + std::to_string(variant) +
+  const int64_t rows = gated ? 2 * c.n : c.n;
+  const std::string tag = std::string(gated ? activation_name(act) : add ? "add" : "store") + " v" + std::to_string(variant) +
                           " T=" + std::to_string(c.tokens) + " N=" + std::to_string(c.n) + " K=" +
                           std::to_string(c.k) + " splits=" + std::to_string(c.splits);
   Tensor w = random_values({rows, c.k}, rng, 1.0f / std::sqrt(static_cast<float>(c.k)));
@@ -56,14 +57,21 @@ void run_case(Backends& b, DecodeGemmEpilogue e, const Case& c, int variant, std
   Tensor full = b.cpu->empty(DType::kF32, {c.tokens, rows});
   b.cpu->linear(upload(*b.cpu, x), upload(*b.cpu, w), nullptr, full);
   const std::vector<float> xw = download(*b.cpu, full);
+  // The gated epilogue's reference is the CPU backend's act_mul on the same product.
+  std::vector<float> gated_ref;
+  if (gated) {
+    Tensor ref = b.cpu->empty(DType::kF32, {c.tokens, c.n});
+    b.cpu->act_mul(full, ref, act);
+    gated_ref = download(*b.cpu, ref);
+  }
   std::vector<float> want(static_cast<size_t>(c.tokens * c.n));
   const std::vector<float> bias_v(bias.ptr<float>(), bias.ptr<float>() + c.n);
   const std::vector<float> r0_v(r0.ptr<float>(), r0.ptr<float>() + c.tokens * c.n);
   for (int64_t t = 0; t < c.tokens; ++t) {
     for (int64_t j = 0; j < c.n; ++j) {
       float v = xw[t * rows + j];
-      if (silu) {
-        v = v / (1.0f + std::exp(-v)) * xw[t * rows + c.n + j];
+      if (gated) {
+        v = gated_ref[t * c.n + j];
       } else if (add) {
         v += r0_v[t * c.n + j];
       } else if (has_bias) {
@@ -84,7 +92,7 @@ void run_case(Backends& b, DecodeGemmEpilogue e, const Case& c, int variant, std
   }
   b.gpu->synchronize();
   cuda::launch_decode_gemm(cuda::DecodeGemmArgs{xg.data(), wg.data(), has_bias ? bg.data() : nullptr, bias_f32,
-                                                out.data(), out_f32, c.tokens, c.n, c.k, e, c.splits},
+                                                out.data(), out_f32, c.tokens, c.n, c.k, e, c.splits, act},
                            nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> all = download(*b.gpu, guarded);
@@ -123,13 +131,17 @@ TEST(CudaDecodeGemm, AddIntoResidualMatchesCpu) {
   }
 }
 
-TEST(CudaDecodeGemm, SiluMulMatchesCpu) {
+TEST(CudaDecodeGemm, ActMulMatchesCpu) {
   SKIP_OFF_HOPPER();
   Backends b;
   std::mt19937 rng(93);
   for (const Case& c : {Case{8, 3072, 1024, 0}, Case{48, 1032, 2056, 0}, Case{160, 136, 200, 3},
                         Case{225, 8192, 2048, 0}, Case{64, 72, 1024, 8}}) {
-    run_case(b, DecodeGemmEpilogue::kSiluMul, c, 0, rng);
+    run_case(b, DecodeGemmEpilogue::kActMul, c, 0, rng);
+  }
+  // GeGLU (Gemma) through the same epilogue, odd shapes.
+  for (const Case& c : {Case{3, 1032, 2056, 0}, Case{160, 136, 200, 3}}) {
+    run_case(b, DecodeGemmEpilogue::kActMul, c, 0, rng, Activation::kGeluTanh);
   }
 }
 
@@ -166,7 +178,7 @@ TEST(CudaDecodeGemm, MlpChainReplaysInAGraph) {
   Tensor dc = b.cpu->empty(DType::kF32, {tokens, hidden}), dg = b.gpu->empty(DType::kBF16, {tokens, hidden});
   auto step = [](Backend& be, const Tensor& x, const Tensor& r, const Tensor& n, const Tensor& gu, const Tensor& d,
                  const Tensor& s, const Tensor& a, const Tensor& scratch) {
-    be.linear_silu_mul(x, gu, s, a);
+    be.linear_act_mul(x, gu, s, a, Activation::kSilu);
     be.linear_add_residual(a, d, scratch, r);
     be.add_rms_norm(x, r, n, 1e-6f);  // r += x; x = rms_norm(r)
   };

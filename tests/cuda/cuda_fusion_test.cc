@@ -1,6 +1,6 @@
 // The CUDA backend's fused and widened ops against the CPU backend's unfused ones:
 // linear into fp32 logits (gemv and cuBLASLt paths), qk_norm_rope_store (one kernel: norm, rope
-// and the cache write) and linear_silu_mul (the gate/up gemv writing silu(g) * u). Outputs are
+// and the cache write) and linear_act_mul (the gate/up gemv writing act(g) * u). Outputs are
 // poisoned before every call, so unwritten values show as NaN.
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@ constexpr int64_t kGuard = 64;  // poisoned fp32 values after the logits that mu
 
 // M = 1 takes the gemv; 3 and 129 take cuBLASLt (CudaBackend::use_gemv). Bias variant: 0 none, 1 bf16, 2 fp32.
 void check_linear_f32(Backends& b, int64_t tokens, int64_t n, int64_t k, int variant, std::mt19937& rng) {
-  const std::string tag = "f32 out M=" + std::to_string(tokens) + " N=" + std::to_string(n) + " K=" +
-                          std::to_string(k) + " bias " + std::to_string(variant);
+  const std::string tag = "f32 out M=" + std::to_string(tokens) + " N=" + std::to_string(n) +
+                          " K=" + std::to_string(k) + " bias " + std::to_string(variant);
   Tensor w = random_values({n, k}, rng, 1.0f / std::sqrt(static_cast<float>(k)));
   Tensor bias = random_values({n}, rng);
   Tensor x = random_values({tokens, k}, rng);
@@ -153,7 +153,7 @@ TEST(CudaQkNormRopeStore, RotatesWithoutACache) {
 }
 
 // tokens 1..8 take the fused gemv (where linear would take the gemv); 16 the default path.
-TEST(CudaLinearSiluMul, MatchesCpu) {
+TEST(CudaLinearActMul, MatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(85);
@@ -161,22 +161,24 @@ TEST(CudaLinearSiluMul, MatchesCpu) {
     int64_t inter, k;
   };
   for (Shape sh : {Shape{3072, 1024}, Shape{129, 2056}, Shape{7, 8}, Shape{1032, 3072}}) {
-    Tensor w = random_values({2 * sh.inter, sh.k}, rng, 1.0f / std::sqrt(static_cast<float>(sh.k)));
-    Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w);
-    for (int64_t tokens : {1, 2, 3, 8, 16}) {
-      if (tokens == 16 && sh.inter % 8 != 0) continue;  // cuBLASLt + silu_mul need multiples of 8
-      const std::string tag = "linear_silu_mul M=" + std::to_string(tokens) + " I=" + std::to_string(sh.inter) +
-                              " K=" + std::to_string(sh.k);
-      Tensor x = random_values({tokens, sh.k}, rng);
-      Tensor oc = b.cpu->empty(DType::kF32, {tokens, sh.inter});
-      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * sh.inter});
-      Tensor og = b.gpu->empty(DType::kBF16, {tokens, sh.inter});
-      Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * sh.inter});
-      b.gpu->fill_bytes(og, 0xFF);
-      b.cpu->linear(upload(*b.cpu, x), wc, nullptr, sc);  // the reference, unfused
-      b.cpu->silu_mul(sc, oc);
-      b.gpu->linear_silu_mul(upload(*b.gpu, x), wg, sg, og);
-      expect_close(download(*b.gpu, og), download(*b.cpu, oc), 5e-5, 0.05, tag);
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+      Tensor w = random_values({2 * sh.inter, sh.k}, rng, 1.0f / std::sqrt(static_cast<float>(sh.k)));
+      Tensor wc = upload(*b.cpu, w), wg = upload(*b.gpu, w);
+      for (int64_t tokens : {1, 2, 3, 8, 16}) {
+        if (tokens == 16 && sh.inter % 8 != 0) continue;  // cuBLASLt + act_mul need multiples of 8
+        const std::string tag = "linear_act_mul " + std::string(activation_name(act)) + " M=" + std::to_string(tokens) +
+                                " I=" + std::to_string(sh.inter) + " K=" + std::to_string(sh.k);
+        Tensor x = random_values({tokens, sh.k}, rng);
+        Tensor oc = b.cpu->empty(DType::kF32, {tokens, sh.inter});
+        Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * sh.inter});
+        Tensor og = b.gpu->empty(DType::kBF16, {tokens, sh.inter});
+        Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * sh.inter});
+        b.gpu->fill_bytes(og, 0xFF);
+        b.cpu->linear(upload(*b.cpu, x), wc, nullptr, sc);  // the reference, unfused
+        b.cpu->act_mul(sc, oc, act);
+        b.gpu->linear_act_mul(upload(*b.gpu, x), wg, sg, og, act);
+        expect_close(download(*b.gpu, og), download(*b.cpu, oc), 5e-5, 0.05, tag);
+      }
     }
   }
 }
@@ -184,7 +186,7 @@ TEST(CudaLinearSiluMul, MatchesCpu) {
 // A decode MLP block as one graph: add_rms_norm -> fused gate/up gemv -> down gemv (in place on
 // x), replayed several times. The gemvs start early (programmatic dependent launch) and must
 // still see their predecessor's output and not overwrite x while it is read.
-TEST(CudaLinearSiluMul, ChainReplaysInAGraph) {
+TEST(CudaLinearActMul, ChainReplaysInAGraph) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(86);
@@ -201,7 +203,7 @@ TEST(CudaLinearSiluMul, ChainReplaysInAGraph) {
   auto step = [](Backend& be, const Tensor& x, const Tensor& r, const Tensor& n, const Tensor& gu, const Tensor& d,
                  const Tensor& s, const Tensor& a) {
     be.add_rms_norm(x, r, n, 1e-6f);
-    be.linear_silu_mul(x, gu, s, a);
+    be.linear_act_mul(x, gu, s, a, Activation::kSilu);
     be.linear(a, d, nullptr, x);
   };
   ASSERT_TRUE(b.gpu->supports_graphs());

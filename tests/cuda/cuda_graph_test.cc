@@ -23,7 +23,7 @@ TEST(CudaGraph, ReplayEqualsEagerOnNewInputs) {
   auto body = [&] {
     gpu->rms_norm(x, norm_w, 1e-6f, h);
     gpu->linear(h, w, nullptr, gu);
-    gpu->silu_mul(gu, y);
+    gpu->act_mul(gu, y, Activation::kSilu);
     gpu->to_f32(y, y32);
   };
   auto set_input = [&](const Tensor& host) {

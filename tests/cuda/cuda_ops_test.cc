@@ -74,19 +74,22 @@ TEST(CudaOps, RmsNormAndFusedAdd) {
   }
 }
 
-TEST(CudaOps, SiluMul) {
+TEST(CudaOps, ActMul) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(3);
   const int64_t inter = 1536;
-  for (int64_t tokens : kTokenCounts) {
-    Tensor gu = random_values({tokens, 2 * inter}, rng, 2.0f);
-    Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
-    b.gpu->fill_bytes(og, 0xFF);
-    b.cpu->silu_mul(upload(*b.cpu, gu), oc);
-    b.gpu->silu_mul(upload(*b.gpu, gu), og);
-    // Outputs reach ~50, where half a bf16 step is 0.125.
-    expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-4, 0.3, "silu_mul " + std::to_string(tokens));
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (int64_t tokens : kTokenCounts) {
+      Tensor gu = random_values({tokens, 2 * inter}, rng, 2.0f);
+      Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+      b.gpu->fill_bytes(og, 0xFF);
+      b.cpu->act_mul(upload(*b.cpu, gu), oc, act);
+      b.gpu->act_mul(upload(*b.gpu, gu), og, act);
+      // Outputs reach ~50, where half a bf16 step is 0.125.
+      expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-4, 0.3,
+                   std::string("act_mul ") + activation_name(act) + " " + std::to_string(tokens));
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // The residual-stream fusions of the CUDA backend against the CPU backend's unfused ops:
-// rms_norm_linear and rms_norm_linear_silu_mul (the RMSNorm of the fp32 residual computed inside
+// rms_norm_linear and rms_norm_linear_act_mul (the RMSNorm of the fp32 residual computed inside
 // the gemv's CTAs), linear_add_residual (the gemv adding into the fp32 residual), the fp32-input
 // rms_norm and add_to_residual (their unfused halves, taken where CudaBackend::use_gemv says
 // cuBLASLt: beyond 8 tokens, and from 3 tokens for the norm-fused shapes with N % 8 == 0), and decode
@@ -40,9 +40,10 @@ int64_t guard_writes(const std::vector<float>& all, int64_t used) {
 Tensor residual_values(int64_t tokens, int64_t k, std::mt19937& rng) { return random_values({tokens, k}, rng, 3.0f); }
 
 void check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool bias_on, bool norm_f32, bool silu,
-                       std::mt19937& rng) {
-  const std::string tag = shape_tag(silu ? "rms_norm_linear_silu_mul" : "rms_norm_linear", tokens, n, k) +
-                          (bias_on ? " bias" : "") + (norm_f32 ? " f32 norm" : "");
+                       std::mt19937& rng, Activation act = Activation::kSilu) {
+  const std::string tag = shape_tag(silu ? "rms_norm_linear_act_mul" : "rms_norm_linear", tokens, n, k) +
+                          (bias_on ? " bias" : "") + (norm_f32 ? " f32 norm" : "") +
+                          (silu ? std::string(" ") + activation_name(act) : "");
   const int64_t rows_w = silu ? 2 * n : n;
   Tensor res = residual_values(tokens, k, rng);
   Tensor nw = random_values({k}, rng, 0.3f, 1.0f);
@@ -61,9 +62,9 @@ void check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool b
   const Tensor nwg = norm_f32 ? upload_f32(*b.gpu, nw) : upload(*b.gpu, nw);
   const float eps = 1e-6f;
   if (silu) {
-    b.cpu->rms_norm_linear_silu_mul(upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c, upload(*b.cpu, w),
-                                    scratch_c, oc);
-    b.gpu->rms_norm_linear_silu_mul(res_g, nwg, eps, normed_g, upload(*b.gpu, w), scratch_g, og);
+    b.cpu->rms_norm_linear_act_mul(upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c, upload(*b.cpu, w),
+                                    scratch_c, oc, act);
+    b.gpu->rms_norm_linear_act_mul(res_g, nwg, eps, normed_g, upload(*b.gpu, w), scratch_g, og, act);
   } else {
     b.cpu->rms_norm_linear(upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c, upload(*b.cpu, w),
                            bias_on ? &bc : nullptr, oc);
@@ -98,7 +99,7 @@ TEST(CudaResidualFusion, RmsNormLinearMatchesCpu) {
   }
 }
 
-TEST(CudaResidualFusion, RmsNormLinearSiluMulMatchesCpu) {
+TEST(CudaResidualFusion, RmsNormLinearActMulMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(92);
@@ -107,6 +108,7 @@ TEST(CudaResidualFusion, RmsNormLinearSiluMulMatchesCpu) {
       for (int64_t inter : {129, 3072}) {
         if (tokens > 8 || (tokens > 1 && k <= 1024)) inter = (inter + 7) / 8 * 8;
         check_norm_linear(b, tokens, inter, k, false, tokens == 1, true, rng);
+        check_norm_linear(b, tokens, inter, k, false, tokens == 1, true, rng, Activation::kGeluTanh);
       }
     }
   }

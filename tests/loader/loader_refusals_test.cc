@@ -103,7 +103,7 @@ TEST(LoaderRefusals, HiddenActOtherThanSilu) {
   for (const char* act : {"gelu", "gelu_pytorch_tanh", "relu"}) {
     json j = qwen3_config();
     j["hidden_act"] = act;
-    expect_config_refused(j, {"hidden_act", std::string("\"") + act + "\"", "SiLU"});
+    expect_config_refused(j, {"hidden_act", std::string("\"") + act + "\"", "Qwen3ForCausalLM", "\"silu\""});
   }
   json j = llama_config();
   j["hidden_act"] = "swish";

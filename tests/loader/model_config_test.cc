@@ -26,7 +26,7 @@ json read_json(const std::string& path) {
 
 TEST(ModelConfig, Qwen3RealConfig) {
   const ModelConfig c = load_hf_model_config(kModels + "/qwen3-0.6b");
-  EXPECT_EQ(c.arch, Architecture::kQwen3);
+  EXPECT_STREQ(c.arch->hf_name, "Qwen3ForCausalLM");
   EXPECT_EQ(c.arch_name, "Qwen3ForCausalLM");
   EXPECT_EQ(c.num_layers, 28);
   EXPECT_EQ(c.hidden_size, 1024);
@@ -50,7 +50,7 @@ TEST(ModelConfig, Qwen3RealConfig) {
 
 TEST(ModelConfig, Llama32RealConfig) {
   const ModelConfig c = load_hf_model_config(kModels + "/llama-3.2-1b-instruct");
-  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_STREQ(c.arch->hf_name, "LlamaForCausalLM");
   EXPECT_EQ(c.num_layers, 16);
   EXPECT_EQ(c.hidden_size, 2048);
   EXPECT_EQ(c.intermediate_size, 8192);
@@ -126,7 +126,7 @@ TEST(ModelConfig, Qwen2DefaultsAndEosMerge) {
   j["eos_token_id"] = {151645, 151643};
   json gen = {{"eos_token_id", {151643, 151644}}};
   const ModelConfig c = ConfigDir(j, &gen).load();
-  EXPECT_EQ(c.arch, Architecture::kQwen2);
+  EXPECT_STREQ(c.arch->hf_name, "Qwen2ForCausalLM");
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.qk_norm);
   EXPECT_EQ(c.num_kv_heads, 16);  // defaults to the number of heads

@@ -284,7 +284,7 @@ class GgufSlice : public ::testing::Test {
     write_bytes(path_, build_gguf());
     file_ = std::make_shared<const GgufFile>(path_);
     ModelConfig llama;
-    llama.arch = Architecture::kLlama;
+    llama.arch = &find_hf_architecture("LlamaForCausalLM", "test");
     llama.num_heads = kQHeads;
     llama.num_kv_heads = kKvHeads;
     src_ = make_gguf_weight_source(file_, llama);
@@ -392,7 +392,7 @@ TEST_F(GgufSlice, TensorParallelShardsOfQuantizedWeights) {
 
 TEST_F(GgufSlice, NonLlamaRowsAreNotPermutedAndSliceFreely) {
   ModelConfig qwen;
-  qwen.arch = Architecture::kQwen3;
+  qwen.arch = &find_hf_architecture("Qwen3ForCausalLM", "test");
   qwen.num_heads = kQHeads;
   qwen.num_kv_heads = kKvHeads;
   const auto src = make_gguf_weight_source(file_, qwen);

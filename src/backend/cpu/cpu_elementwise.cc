@@ -39,13 +39,13 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voca
   }
 }
 
-void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
-  cpu::check_tensor(gate_up, DType::kF32, "silu_mul", "gate_up");
-  cpu::check_tensor(out, DType::kF32, "silu_mul", "out");
+void CpuBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation act) {
+  cpu::check_tensor(gate_up, DType::kF32, "act_mul", "gate_up");
+  cpu::check_tensor(out, DType::kF32, "act_mul", "out");
   const int64_t inter = out.size(-1);
-  const int64_t tokens = cpu::rows_with_cols(gate_up, 2 * inter, "silu_mul", "gate_up");
-  MINIVLLM_CHECK(cpu::rows_with_cols(out, inter, "silu_mul", "out") == tokens)
-      << "silu_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
+  const int64_t tokens = cpu::rows_with_cols(gate_up, 2 * inter, "act_mul", "gate_up");
+  MINIVLLM_CHECK(cpu::rows_with_cols(out, inter, "act_mul", "out") == tokens)
+      << "act_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
   const float* src = gate_up.ptr<float>();
   float* dst = out.ptr<float>();
 #pragma omp parallel for num_threads(num_threads_) if (tokens * inter >= (1 << 15)) schedule(static)
@@ -53,7 +53,14 @@ void CpuBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
     const float* gate = src + t * 2 * inter;
     const float* up = gate + inter;
     float* row = dst + t * inter;
-    for (int64_t i = 0; i < inter; ++i) row[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    if (act == Activation::kGeluTanh) {  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), as PyTorch's "tanh"
+      for (int64_t i = 0; i < inter; ++i) {
+        const float g = gate[i];
+        row[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * (g + 0.044715f * g * g * g))) * up[i];
+      }
+    } else {
+      for (int64_t i = 0; i < inter; ++i) row[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
   }
 }
 

@@ -58,22 +58,23 @@ class CudaBackend : public Backend {
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                  float scale, const Tensor& out) override;
-  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   // One kernel: norm + rope of q and k, and k (rotated) and v into the cache.
   void qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
                           const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
                           const KVCache& cache, const AttentionMetadata& meta) override;
-  // 1..8 tokens where linear takes the gemv: one gemv writing silu(g) * u; otherwise the default.
-  void linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
-                       const Tensor& out) override;
+  // 1..8 tokens where linear takes the gemv: one gemv writing act(g) * u; otherwise the default.
+  void linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
+                      Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
   // Where linear would take the gemv: the RMSNorm computed inside the gemv's CTAs (one launch);
   // the o / down projections add into the fp32 residual in the gemv's epilogue (one launch).
   // Otherwise the norm, then cuBLASLt; and cuBLASLt accumulating into the residual (beta = 1).
   void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                        const Tensor& weight, const Tensor* bias, const Tensor& out) override;
-  void rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                                const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out) override;
+  void rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
+                               const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
+                               Activation act) override;
   // Where the qkv projection takes the gemv (1-2 tokens) and there are no q/k norms, the gemv's
   // epilogue applies the rope and the cache store (gemv_rope_takes).
   void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
@@ -158,11 +159,11 @@ class CudaBackend : public Backend {
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                 bool norm_prologue = false) const;
-  // Whether rms_norm_linear(_silu_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
+  // Whether rms_norm_linear(_act_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
   // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
   bool use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
-                       int64_t k, bool silu = false) const;
+                       int64_t k, bool gated = false) const;
 
   int device_ = 0;
   int num_sms_ = 0;

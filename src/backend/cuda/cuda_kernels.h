@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/activation.h"
+
 namespace minivllm::cuda {
 
 // ---- elementwise.cu ----
@@ -22,7 +24,9 @@ void launch_rms_norm_f32_in(const float* x, const void* w, bool w_f32, float eps
                             cudaStream_t stream);
 // residual (f32, n values, n % 8 == 0) += x (bf16, or fp32 when x_f32).
 void launch_add_to_f32(const void* x, bool x_f32, int64_t n, float* residual, cudaStream_t stream);
-void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream);
+// out[tokens, inter] = act(gate_up[:, :inter]) * gate_up[:, inter:], bf16.
+void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activation act, void* out,
+                    cudaStream_t stream);
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
@@ -37,9 +41,9 @@ void launch_bias_add(void* out, bool out_f32, const void* bias, bool bias_f32, i
 constexpr int64_t kGemvMaxTokens = 8;
 void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
                  int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
-// out[tokens, inter] = silu(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
-void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
-                          cudaStream_t stream);
+// out[tokens, inter] = act(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
+void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
+                         Activation act, cudaStream_t stream);
 // residual[tokens, n] (f32) += x w^T: the o / down projection adds itself into the residual stream.
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
                          cudaStream_t stream);
@@ -57,8 +61,8 @@ constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;
 bool gemv_norm_fits(int64_t tokens, int64_t k);  // the bf16 x fits the shared memory of one CTA
 void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
                       int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
-void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
-                               int64_t k, cudaStream_t stream);
+void launch_gemv_norm_act_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
+                              int64_t k, Activation act, cudaStream_t stream);
 
 // ---- decode_gemm.cu ----
 // The decode-batch GEMM on wgmma and TMA (sm_90a): out[tokens, n] = x[tokens, k] w[rows, k]^T with
@@ -66,8 +70,8 @@ void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void
 // 16-byte aligned and contiguous, out 16-byte aligned. The epilogue:
 //   kStore:   out (bf16, or fp32 when out_f32) = x w^T (+ bias, bf16 or fp32; may be nullptr);
 //   kAddF32:  out (fp32, the residual) += x w^T;
-//   kSiluMul: w = [W_gate; W_up] ([2n, k]), out (bf16) = silu(x W_gate^T) * (x W_up^T).
-enum class DecodeGemmEpilogue { kStore, kAddF32, kSiluMul };
+//   kActMul:  w = [W_gate; W_up] ([2n, k]), out (bf16) = act(x W_gate^T) * (x W_up^T), act = args.act.
+enum class DecodeGemmEpilogue { kStore, kAddF32, kActMul };
 constexpr int64_t kDecodeGemmMaxTokens = 256;
 struct DecodeGemmArgs {
   const void* x;
@@ -79,6 +83,7 @@ struct DecodeGemmArgs {
   int64_t tokens, n, k;
   DecodeGemmEpilogue epilogue;
   int splits;  // CTAs sharing a tile's K (a cluster, at most 8); 0: chosen from the shape
+  Activation act = Activation::kSilu;  // kActMul's gate activation
 };
 void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream);
 // The split count launch_decode_gemm picks for `tiles` weight tiles of k_chunks 64-wide K chunks,

@@ -117,15 +117,15 @@ bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens
 // Decode batches past the gemv's, on Hopper: decode_gemm.cu up to 64 tokens, where its weight tiles
 // stream at up to twice the bandwidth of cuBLASLt's kernels (CudaDecodeGemmBench, PERFORMANCE.md).
 // Past that every CTA rereads x once per 128 weight rows and cuBLASLt's larger tiles win, except
-// on the gate/up product whose tiles fill the GPU without a K split (its silu epilogue also saves a
+// on the gate/up product whose tiles fill the GPU without a K split (its gated epilogue also saves a
 // launch and the [T, 2I] round trip). MINIVLLM_DECODE_GEMM_TOKENS moves the 64.
 bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
-                                  int64_t k, bool silu) const {
+                                  int64_t k, bool gated) const {
   if (!decode_gemm_ || tokens < 1 || tokens > kDecodeGemmMaxTokens || n % 8 != 0 || k % 8 != 0 || !aligned16(x) ||
       !aligned16(weight) || !aligned16(out)) {
     return false;
   }
-  return tokens <= decode_gemm_tokens_ || (silu && n / 64 >= num_sms_ / 2);
+  return tokens <= decode_gemm_tokens_ || (gated && n / 64 >= num_sms_ / 2);
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
@@ -199,24 +199,24 @@ void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_wei
                    k, stream_);
 }
 
-void CudaBackend::rms_norm_linear_silu_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                           const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
-                                           const Tensor& out) {
-  check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_silu_mul", "gate_up_weight");
+void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
+                                          const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+                                          const Tensor& out, Activation act) {
+  check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
-      << "rms_norm_linear_silu_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
+      << "rms_norm_linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
   const int64_t inter = gate_up_weight.size(0) / 2, k = gate_up_weight.size(1);
   if (!use_gemv_norm(residual, gate_up_weight, 2 * inter, k)) {
-    Backend::rms_norm_linear_silu_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out);
+    Backend::rms_norm_linear_act_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out, act);
     return;
   }
   const int64_t tokens = residual.numel() / k;
-  check_gpu(out, DType::kBF16, "rms_norm_linear_silu_mul", "out");
-  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_silu_mul", "out"), tokens)
-      << "rms_norm_linear_silu_mul: out " << out.describe() << " for residual " << residual.describe();
-  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_silu_mul", "norm_weight");
-  launch_gemv_norm_silu_mul(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps},
-                            gate_up_weight.data(), out.data(), tokens, inter, k, stream_);
+  check_gpu(out, DType::kBF16, "rms_norm_linear_act_mul", "out");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_act_mul", "out"), tokens)
+      << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << residual.describe();
+  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_act_mul", "norm_weight");
+  launch_gemv_norm_act_mul(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps},
+                           gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
 }
 
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
@@ -259,29 +259,29 @@ void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
   launch_add_to_f32(x.data(), x.dtype() == DType::kF32, x.numel(), residual.ptr<float>(), stream_);
 }
 
-void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
-                                  const Tensor& out) {
-  check_gpu(x, DType::kBF16, "linear_silu_mul", "x");
-  check_gpu(gate_up_weight, DType::kBF16, "linear_silu_mul", "gate_up_weight");
-  check_gpu(out, DType::kBF16, "linear_silu_mul", "out");
+void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                                 const Tensor& out, Activation act) {
+  check_gpu(x, DType::kBF16, "linear_act_mul", "x");
+  check_gpu(gate_up_weight, DType::kBF16, "linear_act_mul", "gate_up_weight");
+  check_gpu(out, DType::kBF16, "linear_act_mul", "out");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
-      << "linear_silu_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
+      << "linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
   const int64_t inter = gate_up_weight.size(0) / 2, k = gate_up_weight.size(1);
-  const int64_t tokens = rows_with_cols(x, k, "linear_silu_mul", "x");
-  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "linear_silu_mul", "out"), tokens)
-      << "linear_silu_mul: out " << out.describe() << " for x " << x.describe();
+  const int64_t tokens = rows_with_cols(x, k, "linear_act_mul", "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "linear_act_mul", "out"), tokens)
+      << "linear_act_mul: out " << out.describe() << " for x " << x.describe();
   // Where linear would take the gemv, the fused gemv: no [T, 2I] round trip, one launch fewer.
   if (use_gemv(x, gate_up_weight, tokens, 2 * inter, k)) {
-    launch_gemv_silu_mul(x.data(), gate_up_weight.data(), out.data(), tokens, inter, k, stream_);
+    launch_gemv_act_mul(x.data(), gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
     return;
   }
-  if (use_decode_gemm(x, gate_up_weight, out, tokens, inter, k, /*silu=*/true)) {  // the same fusion for larger batches
+  if (use_decode_gemm(x, gate_up_weight, out, tokens, inter, k, /*gated=*/true)) {  // the same fusion for larger batches
     launch_decode_gemm(DecodeGemmArgs{x.data(), gate_up_weight.data(), nullptr, false, out.data(), false, tokens, inter,
-                                      k, DecodeGemmEpilogue::kSiluMul, 0},
+                                      k, DecodeGemmEpilogue::kActMul, 0, act},
                        stream_);
     return;
   }
-  Backend::linear_silu_mul(x, gate_up_weight, scratch, out);
+  Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
 }
 
 namespace {
@@ -602,17 +602,17 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   launch_decode_attention(a, tiles, split.num_splits, split.partition, v, scratch, stream_);
 }
 
-void CudaBackend::silu_mul(const Tensor& gate_up, const Tensor& out) {
-  check_gpu(gate_up, DType::kBF16, "silu_mul", "gate_up");
-  check_gpu(out, DType::kBF16, "silu_mul", "out");
+void CudaBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation act) {
+  check_gpu(gate_up, DType::kBF16, "act_mul", "gate_up");
+  check_gpu(out, DType::kBF16, "act_mul", "out");
   const int64_t inter = out.size(-1);
-  MINIVLLM_CHECK(inter % 8 == 0) << "silu_mul: out " << out.describe() << " width must be a multiple of 8";
-  const int64_t tokens = rows_with_cols(gate_up, 2 * inter, "silu_mul", "gate_up");
-  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "silu_mul", "out"), tokens)
-      << "silu_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
-  check_aligned16(gate_up, "silu_mul", "gate_up");
-  check_aligned16(out, "silu_mul", "out");
-  launch_silu_mul(gate_up.data(), tokens, inter, out.data(), stream_);
+  MINIVLLM_CHECK(inter % 8 == 0) << "act_mul: out " << out.describe() << " width must be a multiple of 8";
+  const int64_t tokens = rows_with_cols(gate_up, 2 * inter, "act_mul", "gate_up");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "act_mul", "out"), tokens)
+      << "act_mul: out " << out.describe() << " vs gate_up " << gate_up.describe();
+  check_aligned16(gate_up, "act_mul", "gate_up");
+  check_aligned16(out, "act_mul", "out");
+  launch_act_mul(gate_up.data(), tokens, inter, act, out.data(), stream_);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {

@@ -17,8 +17,8 @@
 // so the sum is deterministic) and applies the epilogue:
 //   kStore:   out (bf16 or fp32) = acc (+ bias);
 //   kAddF32:  out (fp32, the residual stream) += acc: o and down add themselves in;
-//   kSiluMul: w = [W_gate; W_up]; warpgroup 0 takes 64 gate rows, warpgroup 1 the matching up
-//             rows, and out (bf16) = silu(g) * u, so the [T, 2I] product never goes to memory.
+//   kActMul: w = [W_gate; W_up]; warpgroup 0 takes 64 gate rows, warpgroup 1 the matching up
+//             rows, and out (bf16) = act(g) * u, so the [T, 2I] product never goes to memory.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -66,9 +66,10 @@ struct GemmParams {
   const void* bias;  // kStore only; nullptr: none
   bool bias_f32, out_f32;
   int tokens;
-  int n;  // output features: N, or I for kSiluMul (then w has 2I rows)
+  int n;  // output features: N, or I for kActMul (then w has 2I rows)
   int k_chunks;
   int splits;
+  Activation act;  // kActMul
 };
 
 __device__ __forceinline__ void cluster_sync() {
@@ -101,7 +102,7 @@ template <int kN, DecodeGemmEpilogue E>
 __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_constant__ GemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = GemmLayout<kN>;
-  constexpr bool kSilu = E == DecodeGemmEpilogue::kSiluMul;
+  constexpr bool kGated = E == DecodeGemmEpilogue::kActMul;
   constexpr int kStages = L::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   const int rot = n_chunks > 0 ? tile % n_chunks : 0;
   const int tid = threadIdx.x;
   // Weight rows of each warpgroup: 128 consecutive rows, or 64 gate rows and their up rows.
-  const int w_row0 = kSilu ? tile * kWgRows : tile * kCtaRows;
-  const int w_row1 = kSilu ? p.n + tile * kWgRows : tile * kCtaRows + kWgRows;
+  const int w_row0 = kGated ? tile * kWgRows : tile * kCtaRows;
+  const int w_row1 = kGated ? p.n + tile * kWgRows : tile * kCtaRows + kWgRows;
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -206,18 +207,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   // This CTA's token rows of the summed tile, four features per item.
   const int t_begin = split * p.tokens / p.splits;
   const int t_end = (split + 1) * p.tokens / p.splits;
-  constexpr int kGroups = (kSilu ? kWgRows : kCtaRows) / 4;
+  constexpr int kGroups = (kGated ? kWgRows : kCtaRows) / 4;
   const int items = (t_end - t_begin) * kGroups;
   for (int it = tid; it < items; it += kThreads) {
     const int t = t_begin + it / kGroups;
     const int j = (it % kGroups) * 4;
     const float* at = tile_f + t * kTileLd + j;
     const float4 a = cluster_sum_f4(at, p.splits);
-    if constexpr (kSilu) {
+    if constexpr (kGated) {
       const int col = tile * kWgRows + j;
       if (col >= p.n) continue;
       const float4 u = cluster_sum_f4(at + kWgRows, p.splits);
-      const float o[4] = {silu(a.x) * u.x, silu(a.y) * u.y, silu(a.z) * u.z, silu(a.w) * u.w};
+      const float o[4] = {gate_act(a.x, p.act) * u.x, gate_act(a.y, p.act) * u.y, gate_act(a.z, p.act) * u.z,
+                          gate_act(a.w, p.act) * u.w};
       *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t) * p.n + col) =
           make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
     } else {
@@ -353,10 +355,10 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   MINIVLLM_CHECK(a.tokens >= 1 && a.tokens <= kDecodeGemmMaxTokens && a.k % 8 == 0 && a.n % 8 == 0)
       << "decode_gemm: x [" << a.tokens << ", " << a.k << "], " << a.n << " outputs (needs 1.." << kDecodeGemmMaxTokens
       << " tokens and multiples of 8)";
-  const bool silu = a.epilogue == DecodeGemmEpilogue::kSiluMul;
+  const bool gated = a.epilogue == DecodeGemmEpilogue::kActMul;
   GemmParams p;
   std::memset(&p, 0, sizeof(p));
-  const int64_t w_rows = silu ? 2 * a.n : a.n;
+  const int64_t w_rows = gated ? 2 * a.n : a.n;
   p.w_map = make_bf16_tma_map(a.w, w_rows, a.k, a.k, kWgRows, "decode_gemm");
   const int box = token_box(static_cast<int>(a.tokens));
   p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
@@ -367,7 +369,8 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   p.tokens = static_cast<int>(a.tokens);
   p.n = static_cast<int>(a.n);
   p.k_chunks = static_cast<int>((a.k + 63) / 64);
-  const int64_t tiles = (a.n + (silu ? kWgRows : kCtaRows) - 1) / (silu ? kWgRows : kCtaRows);
+  p.act = a.act;
+  const int64_t tiles = (a.n + (gated ? kWgRows : kCtaRows) - 1) / (gated ? kWgRows : kCtaRows);
   p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
   switch (a.epilogue) {
     case DecodeGemmEpilogue::kStore:
@@ -376,8 +379,8 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
     case DecodeGemmEpilogue::kAddF32:
       launch_for_box<DecodeGemmEpilogue::kAddF32>(box, p, static_cast<int>(tiles), stream);
       break;
-    case DecodeGemmEpilogue::kSiluMul:
-      launch_for_box<DecodeGemmEpilogue::kSiluMul>(box, p, static_cast<int>(tiles), stream);
+    case DecodeGemmEpilogue::kActMul:
+      launch_for_box<DecodeGemmEpilogue::kActMul>(box, p, static_cast<int>(tiles), stream);
       break;
   }
   CUDA_CHECK_LAUNCH();

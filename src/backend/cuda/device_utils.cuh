@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "common/activation.h"
+
 namespace minivllm::cuda {
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float* f) {
@@ -91,6 +93,15 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 // silu(g) = g * sigmoid(g), as g / (1 + e^-g): the SwiGLU gate of every silu-mul path (the
 // elementwise kernel, the gate/up gemv and the decode GEMM), so all of them round alike.
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+// GELU, tanh approximation (Gemma's gelu_pytorch_tanh): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+__device__ __forceinline__ float gelu_tanh(float g) {
+  return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+}
+// The gated MLP's act(gate), for the model's Activation (common/activation.h); every gated path
+// (the elementwise kernel, the gate/up gemv and the decode GEMM) goes through it.
+__device__ __forceinline__ float gate_act(float g, Activation a) {
+  return a == Activation::kGeluTanh ? gelu_tanh(g) : silu(g);
+}
 
 // Named barriers (bar.sync / bar.arrive on barrier `id` for `threads` threads, a multiple of 32):
 // warp-specialised kernels synchronise a subset of their warps with these.

@@ -123,7 +123,7 @@ __global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, flo
   store_f32x8(residual + c * 8, r);
 }
 
-__global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, uint4* out) {
+__global__ void act_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, Activation act, uint4* out) {
   pdl_launch_dependents();  // the down projection may start streaming its weights now
   pdl_wait();               // gate_up is the previous kernel's output (programmatic dependent launch)
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -134,7 +134,7 @@ __global__ void silu_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t ch
   bf16x8_to_f32(gate_up[t * 2 * chunks + c], g);
   bf16x8_to_f32(gate_up[t * 2 * chunks + chunks + c], u);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) g[i] = silu(g[i]) * u[i];
+  for (int i = 0; i < 8; ++i) g[i] = gate_act(g[i], act) * u[i];
   out[idx] = f32_to_bf16x8(g);
 }
 
@@ -219,11 +219,12 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_silu_mul(const void* gate_up, int64_t tokens, int64_t inter, void* out, cudaStream_t stream) {
+void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activation act, void* out,
+                    cudaStream_t stream) {
   const int64_t total = tokens * (inter / 8);
   if (total == 0) return;
-  launch_with_pdl(silu_mul_kernel, dim3(grid_for(total, 256)), dim3(256), 0, stream,
-                  static_cast<const uint4*>(gate_up), tokens, inter / 8, static_cast<uint4*>(out));
+  launch_with_pdl(act_mul_kernel, dim3(grid_for(total, 256)), dim3(256), 0, stream,
+                  static_cast<const uint4*>(gate_up), tokens, inter / 8, act, static_cast<uint4*>(out));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,5 @@
 // Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in, bf16
-// or fp32 out (the logits), fp32 accumulation; its gate/up variant that writes silu(g) * u; its
+// or fp32 out (the logits), fp32 accumulation; its gate/up variant that writes act(g) * u; its
 // residual variant that adds into the fp32 residual stream; and, for either of the first two, a
 // prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own); and
 // a qkv variant whose CTAs own rotary pairs of rows and apply the rotary embedding and the cache
@@ -70,7 +70,7 @@ __device__ __forceinline__ int reduce_scatter_index(int lane) {
 
 enum class Epilogue {
   kStore,    // out = x W^T (+ bias), bf16 or fp32
-  kSiluMul,  // W = [W_gate; W_up]: out = silu(x W_gate^T) * (x W_up^T), bf16
+  kActMul,  // W = [W_gate; W_up]: out = act(x W_gate^T) * (x W_up^T), bf16, act = GemvArgs::act
   kAddF32,   // out (fp32, the residual stream) += x W^T
   kRope,     // W = the qkv projection, a CTA owning rotary pairs of rows: out = rope(x W^T (+ bias)), k, v stored
 };
@@ -89,6 +89,7 @@ struct GemvArgs {
   const void* norm_w;
   bool norm_w_f32;
   float eps;
+  Activation act;  // kActMul's gate activation
   // kRope: positions, cos_sin, max_pos, head counts, head_dim and the cache (k_cache == nullptr:
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
@@ -212,15 +213,15 @@ __device__ __forceinline__ void rope_epilogue(const GemvArgs& g, int m, int64_t 
 
 // One CTA: R rows of W (rows past n reread the last one and are not written).
 // kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kRope: R / 2 rotary pairs, pairs
-// [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kSiluMul: W is [W_gate; W_up] ([2n, K]); the
+// [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kActMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
-// silu(g) * u (bf16), so the [T, 2n] product never goes through memory.
+// act(g) * u (bf16), so the [T, 2n] product never goes through memory.
 template <int M, int R, int U, Epilogue E, bool kNorm>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
-  constexpr bool kSilu = E == Epilogue::kSiluMul;
+  constexpr bool kGated = E == Epilogue::kActMul;
   constexpr int V = M * R;
   constexpr int P = next_pow2(V);
-  constexpr int kRowsOut = kSilu ? R / 2 : R;
+  constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
   __shared__ float partial[kGemvWarps][V];
   extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]
@@ -235,7 +236,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
     } else {
       const int rr = r % kRowsOut;
       const int64_t row = row0 + rr < n ? row0 + rr : n - 1;
-      rows[r] = g.w + (kSilu && r >= kRowsOut ? row + n : row) * chunks;
+      rows[r] = g.w + (kGated && r >= kRowsOut ? row + n : row) * chunks;
     }
   }
 
@@ -328,11 +329,11 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < kGemvWarps; ++i) s += partial[i][m * R + r];
-      if constexpr (kSilu) {
+      if constexpr (kGated) {
         float u = 0.0f;
 #pragma unroll
         for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
-        s = silu(s) * u;
+        s = gate_act(s, g.act) * u;
       } else if (g.bias != nullptr) {
         s += load_weight(g.bias, g.bias_f32, row);
       }
@@ -349,7 +350,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
 
 template <int M, int R, Epilogue E, bool kNorm>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kSiluMul ? R / 2 : R));
+  const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
   const size_t smem = kNorm ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
   if (g.chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
     launch_with_pdl(gemv_kernel<M, R, 1, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
@@ -364,7 +365,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
 // gives several CTAs per SM; two for the 1-2K-row projections.
 template <int M, Epilogue E, bool kNorm>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
-  const int64_t rows_of_w = E == Epilogue::kSiluMul ? 2 * g.n : g.n;
+  const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
   if (rows_of_w >= 4096) {
     launch_for_mr<M, 4, E, kNorm>(g, stream);
   } else {
@@ -425,11 +426,13 @@ void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, 
   dispatch_tokens<Epilogue::kStore, false>(g, tokens, stream);
 }
 
-void launch_gemv_silu_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
-                          cudaStream_t stream) {
+void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
+                         Activation act, cudaStream_t stream) {
   if (tokens == 0 || inter == 0) return;
-  check_shape("gemv_silu_mul", tokens, k);
-  dispatch_tokens<Epilogue::kSiluMul, false>(plain_args(x, gate_up_w, out, inter, k), tokens, stream);
+  check_shape("gemv_act_mul", tokens, k);
+  GemvArgs g = plain_args(x, gate_up_w, out, inter, k);
+  g.act = act;
+  dispatch_tokens<Epilogue::kActMul, false>(g, tokens, stream);
 }
 
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
@@ -474,13 +477,15 @@ void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, boo
   dispatch_tokens<Epilogue::kStore, true>(g, tokens, stream);
 }
 
-void launch_gemv_norm_silu_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
-                               int64_t k, cudaStream_t stream) {
+void launch_gemv_norm_act_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
+                              int64_t k, Activation act, cudaStream_t stream) {
   if (tokens == 0 || inter == 0) return;
-  check_shape("gemv_norm_silu_mul", tokens, k);
+  check_shape("gemv_norm_act_mul", tokens, k);
   MINIVLLM_CHECK(gemv_norm_fits(tokens, k))
-      << "gemv_norm_silu_mul: x [" << tokens << ", " << k << "] exceeds shared memory";
-  dispatch_tokens<Epilogue::kSiluMul, true>(norm_args(norm, gate_up_w, out, inter, k), tokens, stream);
+      << "gemv_norm_act_mul: x [" << tokens << ", " << k << "] exceeds shared memory";
+  GemvArgs g = norm_args(norm, gate_up_w, out, inter, k);
+  g.act = act;
+  dispatch_tokens<Epilogue::kActMul, true>(g, tokens, stream);
 }
 
 }  // namespace minivllm::cuda

@@ -1,0 +1,126 @@
+// The registry's rows. Weight names follow transformers' modeling files (HF) and llama.cpp's
+// tensor names (GGUF, llama-arch.cpp); the traits follow each family's modeling file.
+#include "loader/architecture.h"
+
+#include "common/check.h"
+
+namespace minivllm {
+namespace {
+
+using R = WeightRole;
+
+constexpr WeightNameTable make_table(std::initializer_list<std::pair<R, const char*>> rows) {
+  WeightNameTable t{};
+  for (const auto& [role, name] : rows) t[static_cast<size_t>(role)] = name;
+  return t;
+}
+
+// transformers' LlamaModel layout, shared by Llama, Mistral, Qwen2 and Qwen3.
+constexpr WeightNameTable kLlamaHfNames = make_table({
+    {R::kEmbedTokens, "model.embed_tokens"},
+    {R::kFinalNorm, "model.norm"},
+    {R::kLmHead, "lm_head"},
+    {R::kAttnInputNorm, "model.layers.{L}.input_layernorm"},
+    {R::kQProj, "model.layers.{L}.self_attn.q_proj"},
+    {R::kKProj, "model.layers.{L}.self_attn.k_proj"},
+    {R::kVProj, "model.layers.{L}.self_attn.v_proj"},
+    {R::kQNorm, "model.layers.{L}.self_attn.q_norm"},
+    {R::kKNorm, "model.layers.{L}.self_attn.k_norm"},
+    {R::kOProj, "model.layers.{L}.self_attn.o_proj"},
+    {R::kFfnInputNorm, "model.layers.{L}.post_attention_layernorm"},
+    {R::kGateProj, "model.layers.{L}.mlp.gate_proj"},
+    {R::kUpProj, "model.layers.{L}.mlp.up_proj"},
+    {R::kDownProj, "model.layers.{L}.mlp.down_proj"},
+});
+
+// llama.cpp's names for the same modules.
+constexpr WeightNameTable kLlamaGgufNames = make_table({
+    {R::kEmbedTokens, "token_embd"},
+    {R::kFinalNorm, "output_norm"},
+    {R::kLmHead, "output"},
+    {R::kAttnInputNorm, "blk.{L}.attn_norm"},
+    {R::kQProj, "blk.{L}.attn_q"},
+    {R::kKProj, "blk.{L}.attn_k"},
+    {R::kVProj, "blk.{L}.attn_v"},
+    {R::kQNorm, "blk.{L}.attn_q_norm"},
+    {R::kKNorm, "blk.{L}.attn_k_norm"},
+    {R::kOProj, "blk.{L}.attn_output"},
+    {R::kFfnInputNorm, "blk.{L}.ffn_norm"},
+    {R::kGateProj, "blk.{L}.ffn_gate"},
+    {R::kUpProj, "blk.{L}.ffn_up"},
+    {R::kDownProj, "blk.{L}.ffn_down"},
+});
+
+constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
+
+// One row per architecture. A Llama-like family is a row with its own names and traits.
+const ArchitectureSpec kArchitectures[] = {
+    {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
+    {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
+    {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
+    // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
+    {"MistralForCausalLM", nullptr, kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
+};
+
+template <typename Name>
+std::string list_names(Name name) {
+  std::string out;
+  for (const ArchitectureSpec& a : kArchitectures) {
+    if (name(a) == nullptr) continue;
+    if (!out.empty()) out += ", ";
+    out += name(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* weight_role_name(WeightRole r) {
+  static constexpr const char* kNames[] = {"embed_tokens", "final_norm",    "lm_head",   "attn_input_norm",
+                                           "q_proj",       "k_proj",        "v_proj",    "q_norm",
+                                           "k_norm",       "o_proj",        "ffn_input_norm", "gate_proj",
+                                           "up_proj",      "down_proj"};
+  static_assert(std::size(kNames) == kNumWeightRoles);
+  const int i = static_cast<int>(r);
+  MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;
+  return kNames[i];
+}
+
+const ArchitectureSpec& find_hf_architecture(std::string_view name, const std::string& where) {
+  for (const ArchitectureSpec& a : kArchitectures) {
+    if (name == a.hf_name) return a;
+  }
+  MINIVLLM_FAIL() << where << ": unsupported architecture " << name
+                  << " (supported: " << list_names([](const ArchitectureSpec& a) { return a.hf_name; }) << ")";
+}
+
+const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where) {
+  for (const ArchitectureSpec& a : kArchitectures) {
+    if (a.gguf_name != nullptr && name == a.gguf_name) return a;
+  }
+  MINIVLLM_FAIL() << where << ": unsupported general.architecture " << name << " ("
+                  << list_names([](const ArchitectureSpec& a) { return a.gguf_name; }) << ")";
+}
+
+std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer) {
+  const WeightNameTable& table = format == WeightFormat::kGguf ? *arch.gguf_names : *arch.hf_names;
+  const char* pattern = table[static_cast<size_t>(role)];
+  if (pattern == nullptr) return "";
+  std::string name(pattern);
+  if (const size_t at = name.find("{L}"); at != std::string::npos) {
+    MINIVLLM_CHECK(layer >= 0) << "weight " << weight_role_name(role) << " of " << arch.hf_name << " needs a layer";
+    name.replace(at, 3, std::to_string(layer));
+  }
+  return name;
+}
+
+std::string weight_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,
+                        std::string_view kind) {
+  std::string name = module_name(arch, format, role, layer);
+  if (name.empty()) return name;
+  name += '.';
+  name += kind;
+  return name;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,84 @@
+// The architecture registry: one row per model architecture the engine runs. A row holds the names
+// the architecture goes by (the HF `architectures[0]` string, GGUF's `general.architecture`), the
+// names of its weights in both formats, by role, and the traits the transformer is written from
+// (activation, norm form, rope layout, q/k norms, biases). The loaders pick the row; the model asks
+// for weights by role and reads the traits. Adding a Llama-like architecture is one new row here
+// plus its tests (docs/DESIGN.md, "Adding a model").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/activation.h"
+
+namespace minivllm {
+
+// What a weight is for, whatever the checkpoint calls it. Per-layer roles name a module: the
+// tensor is the module's name + ".weight" (or ".bias").
+enum class WeightRole : int {
+  kEmbedTokens,      // [V, H]
+  kFinalNorm,        // [H]
+  kLmHead,           // [V, H]; absent when the embeddings are tied
+  kAttnInputNorm,    // [H], before attention
+  kQProj,            // [nq hd, H]
+  kKProj,            // [nkv hd, H]
+  kVProj,            // [nkv hd, H]
+  kQNorm,            // [hd], per head (Qwen3)
+  kKNorm,            // [hd]
+  kOProj,            // [H, nq hd]
+  kFfnInputNorm,     // [H], before the MLP (HF Llama's "post_attention_layernorm")
+  kGateProj,         // [I, H]
+  kUpProj,           // [I, H]
+  kDownProj,         // [H, I]
+  kCount
+};
+inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
+// Roles below kAttnInputNorm are model-wide; the rest exist once per layer.
+inline bool is_layer_role(WeightRole r) { return r >= WeightRole::kAttnInputNorm; }
+const char* weight_role_name(WeightRole r);
+
+enum class WeightFormat { kHuggingFace, kGguf };
+
+// How the norm weight scales: x_hat * w (Llama, Qwen) or x_hat * (1 + w) (Gemma's RMSNorm).
+enum class NormForm { kRms, kRmsOnePlusWeight };
+
+// Module names by role; per-layer names hold "{L}" where the layer index goes. nullptr: the
+// architecture has no such weight.
+using WeightNameTable = std::array<const char*, kNumWeightRoles>;
+
+struct ArchitectureTraits {
+  Activation activation = Activation::kSilu;
+  NormForm norm = NormForm::kRms;
+  bool qk_norm = false;         // q_norm / k_norm per head before the rope (Qwen3)
+  bool qkv_bias = false;        // q/k/v biases always present (Qwen2: its config has no key for them)
+  // config.json's sliding_window applies only with use_sliding_window: true, from layer
+  // max_window_layers on (Qwen2, Qwen3); otherwise whenever it is set (Mistral).
+  bool use_sliding_window_key = false;
+  // llama.cpp's converter permutes the q/k rows of these architectures into its interleaved rope
+  // layout (GGUF); the GGUF loader permutes them back to HF's half-split layout.
+  bool gguf_rope_permuted = false;
+};
+
+struct ArchitectureSpec {
+  const char* hf_name;    // "Qwen3ForCausalLM"
+  const char* gguf_name;  // "qwen3"; nullptr when llama.cpp files it under another row's name
+  ArchitectureTraits traits;
+  const WeightNameTable* hf_names;
+  const WeightNameTable* gguf_names;
+};
+
+// The row for an HF architecture string or a GGUF general.architecture; throws an Error that
+// names `name`, `where` (the file) and the supported names when there is none.
+const ArchitectureSpec& find_hf_architecture(std::string_view name, const std::string& where);
+const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where);
+
+// The module name of `role` in `format` for layer `layer` (ignored for a model-wide role), e.g.
+// "model.layers.3.self_attn.q_proj"; "" when the architecture has no such weight.
+std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer);
+// Its tensor: module_name + "." + kind ("weight" or "bias"); "" as module_name.
+std::string weight_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,
+                        std::string_view kind = "weight");
+
+}  // namespace minivllm

@@ -1,0 +1,118 @@
+// The architecture registry (loader/architecture.h): rows found by their HF and GGUF names, errors
+// that list the supported ones, weight names by role in both formats, and a Mistral config (a row
+// added to the registry alone) loading with its traits.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "loader/architecture.h"
+#include "loader/model_config.h"
+#include "loader_test_util.h"
+
+namespace minivllm {
+namespace {
+
+using nlohmann::json;
+using testing::expect_error_naming;
+using testing::ScratchDir;
+using testing::write_text;
+
+TEST(Architecture, RowsAreFoundByTheirNames) {
+  for (const char* hf : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}) {
+    EXPECT_STREQ(find_hf_architecture(hf, "test").hf_name, hf);
+  }
+  EXPECT_STREQ(find_gguf_architecture("qwen3", "f.gguf").hf_name, "Qwen3ForCausalLM");
+  EXPECT_STREQ(find_gguf_architecture("qwen2", "f.gguf").hf_name, "Qwen2ForCausalLM");
+  // llama.cpp files Mistral-7B as "llama": the Llama row reads it.
+  EXPECT_STREQ(find_gguf_architecture("llama", "f.gguf").hf_name, "LlamaForCausalLM");
+}
+
+TEST(Architecture, UnknownNamesListTheSupportedOnes) {
+  expect_error_naming([] { find_hf_architecture("GPT2LMHeadModel", "dir/config.json"); },
+                      {"dir/config.json", "unsupported architecture GPT2LMHeadModel", "Qwen3ForCausalLM",
+                       "LlamaForCausalLM", "MistralForCausalLM"});
+  expect_error_naming([] { find_gguf_architecture("gpt2", "m.gguf"); },
+                      {"m.gguf", "general.architecture gpt2", "llama", "qwen2", "qwen3"});
+}
+
+TEST(Architecture, WeightNamesByRoleInBothFormats) {
+  const ArchitectureSpec& qwen3 = find_hf_architecture("Qwen3ForCausalLM", "test");
+  const auto hf = WeightFormat::kHuggingFace, gguf = WeightFormat::kGguf;
+  EXPECT_EQ(weight_name(qwen3, hf, WeightRole::kQProj, 3), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(weight_name(qwen3, hf, WeightRole::kQProj, 3, "bias"), "model.layers.3.self_attn.q_proj.bias");
+  EXPECT_EQ(weight_name(qwen3, gguf, WeightRole::kQProj, 3), "blk.3.attn_q.weight");
+  EXPECT_EQ(weight_name(qwen3, hf, WeightRole::kFfnInputNorm, 0), "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ(weight_name(qwen3, gguf, WeightRole::kFfnInputNorm, 0), "blk.0.ffn_norm.weight");
+  EXPECT_EQ(weight_name(qwen3, hf, WeightRole::kKNorm, 27), "model.layers.27.self_attn.k_norm.weight");
+  EXPECT_EQ(weight_name(qwen3, gguf, WeightRole::kEmbedTokens, -1), "token_embd.weight");
+  EXPECT_EQ(module_name(qwen3, hf, WeightRole::kLmHead, -1), "lm_head");
+  EXPECT_EQ(module_name(qwen3, gguf, WeightRole::kFinalNorm, -1), "output_norm");
+  expect_error_naming([&] { weight_name(qwen3, hf, WeightRole::kDownProj, -1); },
+                      {"down_proj", "Qwen3ForCausalLM", "needs a layer"});
+}
+
+// Every role of every row has a name in both formats or in neither, and per-layer roles (only
+// they) carry the layer.
+TEST(Architecture, NameTablesAgreeAcrossFormats) {
+  for (const char* name : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}) {
+    const ArchitectureSpec& a = find_hf_architecture(name, "test");
+    for (int i = 0; i < kNumWeightRoles; ++i) {
+      const auto role = static_cast<WeightRole>(i);
+      SCOPED_TRACE(std::string(name) + " " + weight_role_name(role));
+      const std::string hf = module_name(a, WeightFormat::kHuggingFace, role, 7);
+      const std::string gguf = module_name(a, WeightFormat::kGguf, role, 7);
+      EXPECT_EQ(hf.empty(), gguf.empty());
+      EXPECT_EQ(hf.find(".7.") != std::string::npos, is_layer_role(role)) << hf;
+      EXPECT_EQ(gguf.find(".7.") != std::string::npos, is_layer_role(role)) << gguf;
+    }
+  }
+}
+
+// Mistral-7B-Instruct-v0.3's published config.json: a Llama-like row with its own name.
+json mistral_7b_config() {
+  return json::parse(R"({
+    "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+    "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+    "vocab_size": 32768})");
+}
+
+ModelConfig load_config(const json& j) {
+  ScratchDir dir("arch_cfg");
+  write_text(dir.file("config.json"), j.dump());
+  return load_hf_model_config(dir.str());
+}
+
+TEST(Architecture, MistralConfigLoadsWithItsTraits) {
+  const ModelConfig c = load_config(mistral_7b_config());
+  EXPECT_STREQ(c.arch->hf_name, "MistralForCausalLM");
+  EXPECT_EQ(c.traits().activation, Activation::kSilu);
+  EXPECT_EQ(c.traits().norm, NormForm::kRms);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  ASSERT_EQ(c.layer_sliding_window.size(), 32u);
+  for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 0);
+}
+
+// Mistral-7B-v0.1 slides every layer over 4,096 tokens: refused (not run as full attention).
+TEST(Architecture, MistralSlidingWindowIsRefusedByName) {
+  json j = mistral_7b_config();
+  j["sliding_window"] = 4096;
+  ScratchDir dir("arch_cfg_window");
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); },
+                      {dir.file("config.json"), "sliding_window 4096", "sliding-window attention"});
+  j["hidden_act"] = "gelu_pytorch_tanh";
+  j["sliding_window"] = nullptr;
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); },
+                      {"hidden_act", "gelu_pytorch_tanh", "MistralForCausalLM", "\"silu\""});
+}
+
+}  // namespace
+}  // namespace minivllm
