@@ -4,12 +4,13 @@
 Usage:
     python3 tools/make_hf_goldens.py tests/goldens
 
-Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4), OUTDIR/<model>/:
+Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
                                           although the embeddings are tied (as Qwen3-0.6B does);
-                                          llama3-tiny does not (as Llama-3.2-1B does)
+                                          llama3-tiny does not (as Llama-3.2-1B does); mistral-tiny
+                                          is untied (its own lm_head.weight, as Mistral-7B)
     goldens.json                          {"transformers_version", "torch_version", "command", ...,
                                            "cases": [{"prompt_ids", "greedy_ids", "greedy_margins",
                                                       "last_logits", "max_new_tokens"}]}
@@ -33,7 +34,7 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, Qwen3Config
+from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, MistralConfig, Qwen3Config
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -87,11 +88,23 @@ def qwen3_tiny_kv4_config():
         architectures=["Qwen3ForCausalLM"])
 
 
-# name -> (config factory, store lm_head.weight explicitly)
+def mistral_tiny_config():
+    # MistralForCausalLM as Mistral-7B-Instruct-v0.3 is: no sliding window, rope 1e6, untied
+    # embeddings (lm_head.weight its own matrix, which no other golden covers). 4 q / 2 KV heads of
+    # 16, so that world_size 2 splits them.
+    return MistralConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD,
+        sliding_window=None, bos_token_id=1, eos_token_id=2, architectures=["MistralForCausalLM"])
+
+
+# name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
     "qwen3-tiny": (qwen3_tiny_config, True),
     "llama3-tiny": (llama3_tiny_config, False),
     "qwen3-tiny-kv4": (qwen3_tiny_kv4_config, True),
+    "mistral-tiny": (mistral_tiny_config, False),
 }
 
 
@@ -115,6 +128,8 @@ def init_weights(model, seed, std):
 
 def bf16_state_dict(model, store_lm_head):
     sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
+    if not model.config.tie_word_embeddings:
+        return sd  # lm_head.weight is a matrix of its own
     if store_lm_head:
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
     else:
@@ -142,7 +157,8 @@ def load_reference(outdir):
     for name, t in stored.items():
         if name in params:
             assert torch.equal(params[name].detach(), t.float()), f"{outdir}: {name} not loaded exactly"
-    assert torch.equal(model.lm_head.weight, model.model.embed_tokens.weight), "lm_head is not tied"
+    if model.config.tie_word_embeddings:
+        assert torch.equal(model.lm_head.weight, model.model.embed_tokens.weight), "lm_head is not tied"
     return model
 
 

@@ -131,7 +131,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"qwen3-tiny-kv4", 4}, GoldenParam{"qwen3-tiny", 1, 64},
                                            GoldenParam{"llama3-tiny", 1, 64}, GoldenParam{"qwen3-tiny-kv4", 1, 64},
                                            GoldenParam{"qwen3-tiny", 2, 64}, GoldenParam{"llama3-tiny", 1, 16},
-                                           GoldenParam{"qwen3-tiny", 1, 0}),
+                                           GoldenParam{"qwen3-tiny", 1, 0}, GoldenParam{"mistral-tiny", 1},
+                                           GoldenParam{"mistral-tiny", 2}),
                          [](const ::testing::TestParamInfo<GoldenParam>& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
                            const int budget = info.param.max_num_batched_tokens;
