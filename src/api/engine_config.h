@@ -35,6 +35,10 @@ struct EngineConfig {
   int max_model_length = 4096;  // capped by the model's max_position_embeddings
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // CPU threads, 0 = all cores
+  // auto: the checkpoint's weights; dummy: made up from dummy_seed (loader/dummy_weights.h), only
+  // config.json needed (vLLM's --load-format dummy).
+  std::string load_format = "auto";
+  int64_t dummy_seed = 0;
 
   // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;

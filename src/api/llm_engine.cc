@@ -49,7 +49,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   // or any step runs (HostProfile is next read inside the steps' timed scopes).
   (void)HostProfile::enabled();
   (void)StepProfiler::enabled();
-  source_ = open_model(config.model, /*with_weights=*/true);
+  source_ = open_model(config.model, /*with_weights=*/true, WeightLoad{config.load_format, config.dummy_seed});
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());
   runners_ = std::make_unique<RunnerGroup>(resolved.runner_config(), source_.config, *source_.weights, source_.path);
   resolved.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();

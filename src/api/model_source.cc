@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/error_text.h"
+#include "loader/dummy_weights.h"
 #include "loader/gguf.h"
 
 namespace fs = std::filesystem;
@@ -103,11 +104,20 @@ std::string find_model(const std::string& model) {
   return path;
 }
 
-ModelSource open_model(const std::string& model, bool with_weights) {
+ModelSource open_model(const std::string& model, bool with_weights, const WeightLoad& load) {
+  MINIVLLM_CHECK(load.load_format == "auto" || load.load_format == "dummy")
+      << "load_format must be auto or dummy, got " << load.load_format;
+  const bool dummy = load.load_format == "dummy";
   const std::string path = find_model(model);
-  if (fs::is_directory(path)) return open_hf_dir(path, with_weights);
-  MINIVLLM_CHECK(fs::path(path).extension() == ".gguf") << "model '" << path << "' is a file but not a .gguf";
-  return open_gguf_file(path, with_weights);
+  ModelSource s;
+  if (fs::is_directory(path)) {
+    s = open_hf_dir(path, with_weights && !dummy);
+  } else {
+    MINIVLLM_CHECK(fs::path(path).extension() == ".gguf") << "model '" << path << "' is a file but not a .gguf";
+    s = open_gguf_file(path, with_weights && !dummy);
+  }
+  if (with_weights && dummy) s.weights = make_dummy_weight_source(s.config, static_cast<uint64_t>(load.dummy_seed));
+  return s;
 }
 
 }  // namespace minivllm

@@ -48,8 +48,14 @@ std::string resolve_model_path(const std::string& model);
 // FileNotFoundError, apart from the errors of loading what is there).
 std::string find_model(const std::string& model);
 
+// Where the weights come from (EngineConfig's load_format and dummy_seed).
+struct WeightLoad {
+  std::string load_format = "auto";  // auto: the checkpoint's; dummy: loader/dummy_weights.h
+  int64_t dummy_seed = 0;
+};
+
 // Loads config, weights and (when present) tokenizer and chat template. `with_weights` false skips
 // the weights (tokenize / template commands). Errors name the path.
-ModelSource open_model(const std::string& model, bool with_weights = true);
+ModelSource open_model(const std::string& model, bool with_weights = true, const WeightLoad& load = {});
 
 }  // namespace minivllm

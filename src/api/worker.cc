@@ -91,9 +91,11 @@ int worker_main(int argc, char** argv) {
       maybe_inject_fault(rank, method);
       if (method == "init") {
         const nlohmann::json init = nlohmann::json::parse(payload);
-        source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true);
-        runner = std::make_unique<ModelRunner>(runner_config_from_json(init.at("config")), source.config,
-                                               *source.weights, rank, init.at("bootstrap").get<std::string>());
+        const RunnerConfig cfg = runner_config_from_json(init.at("config"));
+        source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true,
+                            WeightLoad{cfg.load_format, cfg.dummy_seed});
+        runner = std::make_unique<ModelRunner>(cfg, source.config, *source.weights, rank,
+                                               init.at("bootstrap").get<std::string>());
       } else if (method == "launch") {
         MINIVLLM_CHECK(runner != nullptr) << "'launch' before 'init'";
         const StepInput in = [&] {

@@ -23,6 +23,8 @@ struct RunnerConfig {
   float gpu_memory_utilization = 0.0f;
   bool enforce_eager = false;
   int world_size = 1;
+  std::string load_format = "auto";  // every rank loads its shard the same way (EngineConfig)
+  int64_t dummy_seed = 0;
 };
 
 }  // namespace minivllm
