@@ -18,6 +18,11 @@
 #                 bf16), greedy generation with fp8 (graphs == eager), and `minivllm bench` of
 #                 Qwen3-0.6B with bf16 and fp8 KV in the same run (bench_qwen3_kv<dtype>.json, whose
 #                 kv_cache_tokens shows fp8's larger cache). Not part of the default run.
+# --only models: the published configs of $shared/models/configs (MINIVLLM_MODEL_CONFIGS, default
+#                 llama-3.1-8b-instruct qwen3-8b) at their real size with dummy weights
+#                 (--load-format dummy): `minivllm bench` (the seeds' workload, batch-1 decode, load
+#                 time) into bench_dummy_<config>.json; MINIVLLM_MODEL_BENCH_ARGS adds flags (e.g.
+#                 --tensor-parallel-size 2). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -32,7 +37,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -137,6 +142,13 @@ if want bench; then
 fi
 # The workers are minivllm-worker beside the binaries.
 export MINIVLLM_WORKER="$bin/minivllm-worker"
+if want models; then
+  for c in ${MINIVLLM_MODEL_CONFIGS:-llama-3.1-8b-instruct qwen3-8b}; do
+    d="$work/dummy/$c"; mkdir -p "$d"; cp "$shared/models/configs/$c.json" "$d/config.json"
+    step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
+      ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
+  done
+fi
 if [ $tp_check = 1 ]; then
   step tp_faults tools/tp_faults_gpu.sh "$bin/minivllm" "$work/qwen3-0.6b/model"
   step tp_too_many_gpus bash -c "'$bin/minivllm' generate --model '$work/qwen3-0.6b/model' --device cuda \

@@ -162,7 +162,9 @@ int run_bench(const std::vector<std::string>& argv) {
     }
     const EngineConfig config = engine_config_from(a);
     const BenchWorkload w = workload_from(a, num_seqs);
-    LLMEngine engine(config);
+    const auto load_start = Clock::now();
+    LLMEngine engine(config);  // weights (or dummy ones) loaded, KV sized, graphs captured
+    const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
     warm_up(engine, w);
 
     const ResolvedConfig& rc = engine.config();
@@ -174,7 +176,8 @@ int run_bench(const std::vector<std::string>& argv) {
                              {"world_size", config.world_size},
                              {"num_kvcache_blocks", rc.num_kvcache_blocks},
                              {"kv_cache_dtype", dtype_name(rc.kv_cache_element)},
-                             {"kv_cache_tokens", kv_tokens}};
+                             {"kv_cache_tokens", kv_tokens},
+                             {"load_s", load_s}};
     if (num_seqs.value_or(1) > 0) {
       // Each run starts from an empty prefix cache: a repeated workload would otherwise find every
       // prompt cached and skip its prefill.
