@@ -135,7 +135,7 @@ class Model:
     def linear_flops_per_token(self):
         """Per GPU, 2 FLOPs per weight a token multiplies (its routed experts), the LM head apart."""
         c, s = self.counts, self.s
-        return 2 * (c["attention"] + c["expert"] * s.experts_per_token + c["bias"]) / self.world_size
+        return 2 * (c["attention"] + c["expert"] * s.experts_per_token) / self.world_size
 
     def head_flops_per_token(self):
         return 2 * self.counts["head"] / self.world_size
