@@ -1,6 +1,7 @@
 // `minivllm perplexity` on the trained stories260K (and SmolLM2 when fetched): the figure is exp of
 // the mean NLL, agrees with the logprobs `generate` reports for the same tokens, follows the
-// windows, passes engine flags through, and names what is wrong with a bad file, window or stride.
+// windows, passes engine flags through (the KV cache dtype, tensor parallelism), and names what is
+// wrong with a bad file, window or stride.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -127,6 +128,9 @@ TEST(CliPerplexity, EngineFlagsPassThrough) {
   EXPECT_NE(fp8["kv_cache_dtype"], base["kv_cache_dtype"]);
   EXPECT_NEAR(fp8["perplexity"].get<double>(), base["perplexity"].get<double>(),
               0.05 * base["perplexity"].get<double>());
+  // Two ranks (worker processes on the CPU) score the same windows to float rounding.
+  const nlohmann::json two = perplexity_json(kStories, {"--file", file, "--tensor-parallel-size", "2"});
+  EXPECT_NEAR(two["nll_sum"].get<double>(), base["nll_sum"].get<double>(), 1e-4 * base["nll_sum"].get<double>());
 }
 
 void expect_error(std::vector<std::string> args, int exit_code, const std::string& names) {
