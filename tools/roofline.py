@@ -259,6 +259,8 @@ def load_workload(path, num_seqs):
     if path:
         with open(path) as f:
             w = json.load(f)
+        if not isinstance(w, dict) or "prompt_token_ids" not in w or "max_tokens" not in w:
+            raise ValueError(f"workload file '{path}' must be an object with 'prompt_token_ids' and 'max_tokens'")
     else:
         w = make_bench_workload.make_workload()
     prompts = [len(p) for p in w["prompt_token_ids"]]
