@@ -27,8 +27,10 @@ const char* kStory =
 #define SKIP_WITHOUT(path) \
   if (!std::filesystem::exists(path)) GTEST_SKIP() << (path) << " does not exist yet"
 
+// Named after the test too: ctest may run the tests of this file at once, each in its process.
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("minivllm_ppl_" + name);
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("minivllm_ppl_" + test + "_" + name);
   std::ofstream(p, std::ios::binary) << text;
   return p.string();
 }
