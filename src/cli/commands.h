@@ -13,6 +13,7 @@ int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
 int run_template(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
+int run_perplexity(const std::vector<std::string>& argv);
 int run_serve(const std::vector<std::string>& argv);
 
 }  // namespace minivllm::cli

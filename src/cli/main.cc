@@ -21,6 +21,7 @@ constexpr Subcommand kSubcommands[] = {
     {"detokenize", minivllm::cli::run_detokenize, "JSON array of id arrays on stdin -> JSON array of strings"},
     {"template", minivllm::cli::run_template, "JSON messages on stdin -> the rendered chat prompt"},
     {"bench", minivllm::cli::run_bench, "throughput (nano-vllm's bench.py workload) and decode speed"},
+    {"perplexity", minivllm::cli::run_perplexity, "mean negative log-likelihood and perplexity of a text file"},
     {"serve", minivllm::cli::run_serve, "OpenAI-compatible HTTP server (completions, chat, streaming)"},
 };
 

@@ -158,7 +158,7 @@ TEST(ConfigFlags, TheFlagSetIsTheTables) {
 
 // Each subcommand's --help shows every key it takes with the table's help, default and range.
 TEST(ConfigFlags, HelpListsEveryKeyWithHelpAndDefault) {
-  for (const char* cmd : {"generate", "chat", "bench", "serve"}) {
+  for (const char* cmd : {"generate", "chat", "bench", "perplexity", "serve"}) {
     const CliResult r = run_cli({cmd, "--help"});
     ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
     for (const ConfigKey& k : engine_config_keys()) {

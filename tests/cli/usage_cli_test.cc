@@ -37,7 +37,7 @@ TEST(CliUsage, ErrorsNameTheFlag) {
 }
 
 TEST(CliUsage, HelpForEachSubcommand) {
-  for (const char* cmd : {"generate", "chat", "tokenize", "detokenize", "template", "bench"}) {
+  for (const char* cmd : {"generate", "chat", "tokenize", "detokenize", "template", "bench", "perplexity"}) {
     const CliResult r = run_cli({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_EQ(r.out.rfind(std::string("usage: minivllm ") + cmd, 0), 0u) << r.out;
