@@ -1,5 +1,6 @@
 // The engine against Hugging Face transformers: tiny random-weight checkpoints and their greedy
-// continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data).
+// continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data);
+// their FP8 variants (each checkpoint format) by tools/make_fp8_goldens.py.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -38,7 +39,8 @@ std::vector<GoldenCase> load_cases(const std::string& model) {
 // shared-memory communicator) must give HF's greedy tokens exactly as one rank does; so must
 // chunked prefill with a small max_num_batched_tokens (prompts of up to 100 tokens over several
 // steps, sharing them with decodes; score() in chunks), and the whole-prompt scheduler (0: chunked
-// prefill off).
+// prefill off). The FP8 checkpoints (the loader serves their weights dequantized) must give the
+// tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -131,7 +133,12 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"qwen3-tiny-kv4", 4}, GoldenParam{"qwen3-tiny", 1, 64},
                                            GoldenParam{"llama3-tiny", 1, 64}, GoldenParam{"qwen3-tiny-kv4", 1, 64},
                                            GoldenParam{"qwen3-tiny", 2, 64}, GoldenParam{"llama3-tiny", 1, 16},
-                                           GoldenParam{"qwen3-tiny", 1, 0}),
+                                           GoldenParam{"qwen3-tiny", 1, 0}, GoldenParam{"qwen3-tiny-fp8-block", 1},
+                                           GoldenParam{"qwen3-tiny-fp8-block", 2},
+                                           GoldenParam{"qwen3-tiny-fp8-channel", 1},
+                                           GoldenParam{"qwen3-tiny-fp8-channel", 2},
+                                           GoldenParam{"llama3-tiny-fp8-tensor", 1},
+                                           GoldenParam{"llama3-tiny-fp8-tensor", 2}),
                          [](const ::testing::TestParamInfo<GoldenParam>& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
                            const int budget = info.param.max_num_batched_tokens;
