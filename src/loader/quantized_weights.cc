@@ -144,8 +144,8 @@ class DequantizingSource : public WeightSource {
         << "tensor '" << name << "' in " << describe() << " of shape " << shape_string(shape) << ": the slice "
         << slice_string(dim, start, length) << " cuts its FP8 blocks of " << q_.block_rows << "x" << q_.block_cols
         << " (" << (dim == 0 ? "rows" : "columns") << " in blocks of " << block
-        << "): tensor parallelism must split block-scaled weights on block boundaries (choose a world_size that "
-           "divides the blocks)";
+        << "): tensor parallelism must split block-scaled weights on block boundaries, so each rank's share "
+           "must be whole blocks (a smaller world_size may be)";
   }
 
   Tensor dequantize(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
