@@ -13,8 +13,8 @@
 namespace minivllm {
 namespace {
 
-constexpr WeightRole kLinearRoles[] = {WeightRole::kQProj, WeightRole::kKProj,    WeightRole::kVProj,
-                                       WeightRole::kOProj, WeightRole::kGateProj, WeightRole::kUpProj,
+constexpr WeightRole kLinearRoles[] = {WeightRole::kQProj,   WeightRole::kKProj,    WeightRole::kVProj,
+                                       WeightRole::kOProj,   WeightRole::kGateProj, WeightRole::kUpProj,
                                        WeightRole::kDownProj};
 
 // Every layer's linear weights, by their Hugging Face names (what the model asks every source for).
@@ -111,18 +111,19 @@ void check_online_quantization(const std::string& quantization, const ModelConfi
   if (quantization != "fp8") {
     throw ConfigKeyError("config key", std::string(kQuantizationKey), "must be none or fp8, got " + quantization);
   }
-  if (cfg.quantization.quantized()) {
+  const auto refuse = [](const std::string& checkpoint, const std::string& why) {
     throw ConfigKeyError("config key", std::string(kQuantizationKey),
-                         "fp8 cannot be applied to " + cfg.source + ": the checkpoint is already quantized "
-                         "(quantization_config quant_method \"" + cfg.quantization.method_name + "\")");
+                         "fp8 cannot be applied to " + checkpoint + ": the checkpoint is already quantized (" + why +
+                             ")");
+  };
+  if (cfg.quantization.quantized()) {
+    refuse(cfg.source, "quantization_config quant_method \"" + cfg.quantization.method_name + "\"");
   }
   for (const std::string& name : linear_weights(cfg)) {
     if (!weights.has(name)) continue;  // the model's own error names a missing weight
     const DType stored = weights.stored_dtype(name);
     if (dtype_is_quantized(stored) || stored == DType::kF8E4M3) {
-      throw ConfigKeyError("config key", std::string(kQuantizationKey),
-                           "fp8 cannot be applied to " + weights.describe() + ": the checkpoint is already quantized ("
-                           "tensor '" + name + "' is " + dtype_name(stored) + ")");
+      refuse(weights.describe(), "tensor '" + name + "' is " + dtype_name(stored));
     }
   }
 }

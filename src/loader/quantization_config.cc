@@ -51,8 +51,7 @@ WeightQuantization parse_fp8(const json& qc, const std::string& where) {
   q.method = QuantMethod::kFp8;
   q.method_name = "fp8";
   const std::string fmt = string_or(qc, "fmt", "e4m3", where);
-  MINIVLLM_CHECK(fmt == "e4m3") << where << ": unsupported fmt \"" << fmt
-                                << "\" (minivllm reads e4m3 FP8 weights)";
+  MINIVLLM_CHECK(fmt == "e4m3") << where << ": unsupported fmt \"" << fmt << "\" (minivllm reads e4m3 FP8 weights)";
   const std::string scheme = string_or(qc, "activation_scheme", "dynamic", where);
   MINIVLLM_CHECK(scheme == "dynamic" || scheme == "static")
       << where << ": unsupported activation_scheme \"" << scheme << "\" (dynamic or static)";
@@ -121,9 +120,8 @@ WeightQuantization parse_compressed_tensors(const json& qc, const std::string& w
   q.method = QuantMethod::kCompressedTensors;
   q.method_name = "compressed-tensors";
   const std::string format = string_or(qc, "format", "", where);
-  MINIVLLM_CHECK(format == "float-quantized")
-      << where << ": unsupported compressed-tensors format \"" << format
-      << "\" (minivllm reads FP8 checkpoints: format float-quantized)";
+  MINIVLLM_CHECK(format == "float-quantized") << where << ": unsupported compressed-tensors format \"" << format
+                                              << "\" (minivllm reads FP8 checkpoints: format float-quantized)";
   MINIVLLM_CHECK(member(qc, "kv_cache_scheme") == nullptr)
       << where << ": unsupported kv_cache_scheme " << qc.at("kv_cache_scheme").dump()
       << " (the KV cache's quantization is the engine's kv_cache_dtype key)";
@@ -160,9 +158,13 @@ std::string WeightQuantization::describe() const {
   if (!quantized()) return "none";
   std::ostringstream os;
   os << method_name << " (e4m3 weights, ";
-  if (block_rows == 0 && block_cols == 0) os << "a scale per tensor";
-  else if (block_rows == 1 && block_cols == 0) os << "a scale per output channel";
-  else os << block_rows << "x" << block_cols << " blocks";
+  if (block_rows == 0 && block_cols == 0) {
+    os << "a scale per tensor";
+  } else if (block_rows == 1 && block_cols == 0) {
+    os << "a scale per output channel";
+  } else {
+    os << block_rows << "x" << block_cols << " blocks";
+  }
   os << ", " << (static_input_scale ? "static" : "dynamic") << " activations)";
   return os.str();
 }

@@ -49,8 +49,8 @@ class DequantizingSource : public WeightSource {
   Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const override {
     check_not_scale(name);
     if (!is_fp8(name)) return stored_->get_f32(name, expected_shape);
-    MINIVLLM_CHECK(expected_shape.size() == 2)
-        << "tensor '" << name << "' in " << describe() << " is an F8_E4M3 weight: it is read with its [rows, cols] shape";
+    MINIVLLM_CHECK(expected_shape.size() == 2) << "tensor '" << name << "' in " << describe()
+                                               << " is an F8_E4M3 weight: it is read with its [rows, cols] shape";
     return get_f32_slice(name, expected_shape, 0, 0, expected_shape[0]);
   }
 
@@ -126,11 +126,11 @@ class DequantizingSource : public WeightSource {
                      int64_t grid_cols) const {
     const std::string& scale_name = scale_of_.at(name);
     Tensor s = stored_->get_f32(scale_name);
-    const bool fits = s.numel() == grid_rows * grid_cols &&
-                      (s.ndim() != 2 || (s.size(0) == grid_rows && s.size(1) == grid_cols));
+    const bool fits =
+        s.numel() == grid_rows * grid_cols && (s.ndim() != 2 || (s.size(0) == grid_rows && s.size(1) == grid_cols));
     MINIVLLM_CHECK(fits) << "scale '" << scale_name << "' in " << describe() << " has shape " << shape_string(s.shape())
-                         << " but weight '" << name << "' of shape " << shape_string(shape) << " needs ["
-                         << grid_rows << ", " << grid_cols << "] (quantization_config: " << q_.describe() << ")";
+                         << " but weight '" << name << "' of shape " << shape_string(shape) << " needs [" << grid_rows
+                         << ", " << grid_cols << "] (quantization_config: " << q_.describe() << ")";
     return s;
   }
 

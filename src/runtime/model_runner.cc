@@ -40,8 +40,8 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
   comm_ = backend_->create_communicator(rank, cfg_.world_size, comm_bootstrap);
   if (on_communicator) on_communicator(*comm_);
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
-  model_ = std::make_unique<Transformer>(model_cfg_, quantized ? *quantized : weights, *backend_, *comm_, cfg_.max_num_batched_tokens,
-                                         cfg_.max_num_seqs, cfg_.max_model_length);
+  model_ = std::make_unique<Transformer>(model_cfg_, quantized ? *quantized : weights, *backend_, *comm_,
+                                         cfg_.max_num_batched_tokens, cfg_.max_num_seqs, cfg_.max_model_length);
   graph_sizes_ = {1, 2, 4, 8};
   for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
   while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();

@@ -31,7 +31,10 @@ json compressed_tensors(const json& weights, const json& inputs) {
           {"ignore", {"lm_head"}},
           {"config_groups",
            {{"group_0",
-             {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", inputs}, {"output_activations", nullptr}}}}}};
+             {{"targets", {"Linear"}},
+              {"weights", weights},
+              {"input_activations", inputs},
+              {"output_activations", nullptr}}}}}};
 }
 
 TEST(QuantizationConfig, Qwen3_8B_Fp8PublishedConfig) {
@@ -101,19 +104,21 @@ TEST(QuantizationConfig, UnsupportedFp8VariantsAreRefused) {
                       {"c.json", "fmt", "e5m2"});
   expect_error_naming(
       [] {
-        parse_quantization_config({{"quant_method", "fp8"}, {"activation_scheme", "static"}, {"weight_block_size", {128, 128}}},
-                                  "c.json");
+        parse_quantization_config(
+            {{"quant_method", "fp8"}, {"activation_scheme", "static"}, {"weight_block_size", {128, 128}}}, "c.json");
       },
       {"activation_scheme", "static", "weight_block_size"});
   expect_error_naming(
       [] { parse_quantization_config({{"quant_method", "fp8"}, {"weight_block_size", {128}}}, "c.json"); },
       {"weight_block_size", "[128]"});
   // compressed-tensors that is not FP8: int4 packed weights (GPTQ-style W4A16), int8 weights.
-  json int4 = compressed_tensors({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}}, nullptr);
+  json int4 =
+      compressed_tensors({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}}, nullptr);
   int4["format"] = "pack-quantized";
   expect_error_naming([&] { parse_quantization_config(int4, "c.json"); }, {"c.json", "format", "pack-quantized"});
   json int8 = compressed_tensors({{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}, nullptr);
-  expect_error_naming([&] { parse_quantization_config(int8, "c.json"); }, {"config_groups.group_0", "weights", "\"int\""});
+  expect_error_naming([&] { parse_quantization_config(int8, "c.json"); },
+                      {"config_groups.group_0", "weights", "\"int\""});
   json kv = compressed_tensors(ct_args("channel", false), nullptr);
   kv["kv_cache_scheme"] = ct_args("tensor", false);
   expect_error_naming([&] { parse_quantization_config(kv, "c.json"); }, {"kv_cache_scheme"});

@@ -66,8 +66,9 @@ std::unique_ptr<WeightSource> open_checkpoint(const ScratchDir& dir, std::map<st
 }
 
 std::unique_ptr<WeightSource> block_checkpoint(const ScratchDir& dir) {
-  return open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale_inv", f32_tensor({3, 2}, kBlockScales)}},
-                         blocks(2, 4, "weight_scale_inv"));
+  return open_checkpoint(
+      dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale_inv", f32_tensor({3, 2}, kBlockScales)}},
+      blocks(2, 4, "weight_scale_inv"));
 }
 
 float code_value(int64_t r, int64_t c) {
@@ -110,7 +111,8 @@ TEST(QuantizedWeights, SliceCuttingABlockNamesTensorAndBlockSize) {
   auto src = block_checkpoint(dir);
   expect_error_naming([&] { src->get_f32_slice("w.weight", {kRows, kCols}, 0, 1, 2); },
                       {"'w.weight'", "[1, 3) along dim 0", "2x4", "block boundaries"});
-  expect_error_naming([&] { src->get_f32_slice("w.weight", {kRows, kCols}, 0, 2, 1); }, {"'w.weight'", "[2, 3)", "2x4"});
+  expect_error_naming([&] { src->get_f32_slice("w.weight", {kRows, kCols}, 0, 2, 1); },
+                      {"'w.weight'", "[2, 3)", "2x4"});
   expect_error_naming([&] { src->get_f32_slice("w.weight", {kRows, kCols}, 1, 0, 3); },
                       {"'w.weight'", "[0, 3) along dim 1", "columns in blocks of 4"});
 }
@@ -155,15 +157,18 @@ TEST(QuantizedWeights, TensorScale) {
 TEST(QuantizedWeights, MissingOrOrphanScalesAreErrors) {
   {
     ScratchDir dir("fp8_no_scale");
-    expect_error_naming([&] { open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}}, blocks(2, 4, "weight_scale_inv")); },
+    const WeightQuantization q = blocks(2, 4, "weight_scale_inv");
+    expect_error_naming([&] { open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}}, q); },
                         {"'w.weight'", "no scale 'w.weight_scale_inv'", "2x4 blocks"});
   }
   {
     ScratchDir dir("fp8_orphan");
     expect_error_naming(
         [&] {
-          open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale_inv", f32_tensor({3, 2}, kBlockScales)},
-                                {"v.weight_scale_inv", f32_tensor({1}, {1.0f})}},
+          open_checkpoint(dir,
+                          {{"w.weight", fp8_codes(kRows, kCols)},
+                           {"w.weight_scale_inv", f32_tensor({3, 2}, kBlockScales)},
+                           {"v.weight_scale_inv", f32_tensor({1}, {1.0f})}},
                           blocks(2, 4, "weight_scale_inv"));
         },
         {"'v.weight_scale_inv'", "no F8_E4M3 weight"});
@@ -173,15 +178,18 @@ TEST(QuantizedWeights, MissingOrOrphanScalesAreErrors) {
     WeightQuantization q = blocks(0, 0, "weight_scale");
     q.static_input_scale = true;
     expect_error_naming(
-        [&] { open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale", f32_tensor({1}, {1.0f})}}, q); },
+        [&] {
+          open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale", f32_tensor({1}, {1.0f})}}, q);
+        },
         {"'w.weight'", "w.input_scale", "static"});
   }
 }
 
 TEST(QuantizedWeights, ScaleOfTheWrongShape) {
   ScratchDir dir("fp8_bad_scale");
-  auto src = open_checkpoint(dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale_inv", f32_tensor({2, 2}, {1, 1, 1, 1})}},
-                             blocks(2, 4, "weight_scale_inv"));
+  auto src = open_checkpoint(
+      dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale_inv", f32_tensor({2, 2}, {1, 1, 1, 1})}},
+      blocks(2, 4, "weight_scale_inv"));
   expect_error_naming([&] { src->get_f32("w.weight", {kRows, kCols}); },
                       {"'w.weight_scale_inv'", "[2, 2]", "'w.weight'", "[3, 2]"});
 }
@@ -191,7 +199,8 @@ TEST(QuantizedWeights, Fp8WithoutQuantizationConfigIsRefused) {
   write_safetensors(dir.file("model.safetensors"), {{"w.weight", fp8_codes(kRows, kCols)}});
   auto src = open_safetensors_dir(dir.str());
   EXPECT_EQ(src->stored_dtype("w.weight"), DType::kF8E4M3);
-  expect_error_naming([&] { src->get_f32("w.weight", {kRows, kCols}); }, {"'w.weight'", "F8_E4M3", "quantization_config"});
+  expect_error_naming([&] { src->get_f32("w.weight", {kRows, kCols}); },
+                      {"'w.weight'", "F8_E4M3", "quantization_config"});
   expect_error_naming([&] { src->get_f32_slice("w.weight", {kRows, kCols}, 0, 0, 2); },
                       {"'w.weight'", "F8_E4M3", "quantization_config"});
   // The stored form is the unscaled codes.
