@@ -88,6 +88,28 @@ TEST(OnlineFp8, RefusesAnAlreadyQuantizedCheckpointNamingBoth) {
   EXPECT_NO_THROW(check_online_quantization("none", cfg, *w));
 }
 
+// A GGUF-like source whose linear weights are ggml blocks: only stored_dtype is asked.
+class BlockQuantizedSource : public WeightSource {
+ public:
+  bool has(const std::string&) const override { return true; }
+  Tensor get_f32(const std::string&, const std::vector<int64_t>&) const override { return {}; }
+  Tensor get_f32_slice(const std::string&, const std::vector<int64_t>&, int, int64_t, int64_t) const override {
+    return {};
+  }
+  DType stored_dtype(const std::string& name) const override {
+    return name.find("_proj") != std::string::npos ? DType::kQ4_1 : DType::kF32;
+  }
+  std::vector<std::string> names() const override { return {}; }
+  std::string describe() const override { return "model.Q4_1.gguf"; }
+};
+
+TEST(OnlineFp8, RefusesGgufBlockTypesNamingTheTensor) {
+  const ModelConfig cfg = load_hf_model_config(golden("llama3-tiny"));
+  const BlockQuantizedSource q4;
+  expect_error_naming([&] { check_online_quantization("fp8", cfg, q4); },
+                      {"quantization", "model.Q4_1.gguf", "already quantized", "_proj.weight' is q4_1"});
+}
+
 TEST(OnlineFp8, UnknownValueNamesTheKey) {
   const ModelConfig cfg = load_hf_model_config(golden("qwen3-tiny"));
   const auto raw = open_safetensors_dir(golden("qwen3-tiny"));
