@@ -45,6 +45,11 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                                      "fp8: e4m3 with an fp32 scale per token and kv head, about twice the tokens",
                              .value_name = "T",
                              .choices = {"auto", "bf16", "fp8", "fp8_e4m3"}}),
+    key<&C::quantization>({.name = "quantization",
+                           .help = "fp8: quantize the checkpoint's linear weights at load to e4m3 with a scale per "
+                                   "output channel (for an unquantized checkpoint; FP8 checkpoints need no flag)",
+                           .value_name = "Q",
+                           .choices = {"none", "fp8"}}),
     key<&C::gpu_memory_utilization>({.name = "gpu_memory_utilization",
                                      .help = "fraction of GPU memory to use",
                                      .value_name = "F",

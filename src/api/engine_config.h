@@ -26,6 +26,8 @@ struct EngineConfig {
   bool enable_chunked_prefill = true;
   int num_kvcache_blocks = -1;  // -1: sized from free memory
   std::string kv_cache_dtype = "auto";  // auto | bf16 | fp8 (alias fp8_e4m3): backend/kv_cache_spec.h
+  // none | fp8: quantize an unquantized checkpoint's linear weights at load (loader/online_fp8.h).
+  std::string quantization = "none";
   int block_size = 256;
   int64_t eos = -1;  // -1: the model's own eos ids (config.json, generation_config.json)
   bool enforce_eager = false;

@@ -6,6 +6,7 @@
 #include "api/choice_output.h"
 #include "common/check.h"
 #include "common/host_profile.h"
+#include "loader/online_fp8.h"
 #include "runtime/step_profiler.h"
 
 namespace minivllm {
@@ -50,6 +51,8 @@ LLMEngine::LLMEngine(EngineConfig config) {
   (void)HostProfile::enabled();
   (void)StepProfiler::enabled();
   source_ = open_model(config.model, /*with_weights=*/true, WeightLoad{config.load_format, config.dummy_seed});
+  // Refused here, before any worker starts; each runner checks again as it loads.
+  check_online_quantization(config.quantization, source_.config, *source_.weights);
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());
   runners_ = std::make_unique<RunnerGroup>(resolved.runner_config(), source_.config, *source_.weights, source_.path);
   resolved.num_kvcache_blocks = runners_->runner().num_kvcache_blocks();

@@ -9,6 +9,7 @@
 #include "common/error_text.h"
 #include "loader/dummy_weights.h"
 #include "loader/gguf.h"
+#include "loader/quantized_weights.h"
 
 namespace fs = std::filesystem;
 
@@ -48,7 +49,11 @@ ModelSource open_hf_dir(const std::string& dir, bool with_weights) {
   ModelSource s;
   s.path = dir;
   s.config = load_hf_model_config(dir);
-  if (with_weights) s.weights = open_safetensors_dir(dir);
+  if (with_weights) {
+    s.weights = open_safetensors_dir(dir);
+    // FP8 checkpoints are served dequantized; their scale tensors are never the model's to see.
+    if (s.config.quantization.quantized()) s.weights = dequantize_weights(std::move(s.weights), s.config.quantization);
+  }
   const fs::path d(dir);
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.json") || fs::exists(d / "original/tokenizer.model")) {
     s.tokenizer = Tokenizer::from_dir(dir);

@@ -33,6 +33,7 @@ RunnerConfig ResolvedConfig::runner_config() const {
   r.block_size = block_size;
   r.num_kvcache_blocks = num_kvcache_blocks;
   r.kv_cache_dtype = kv_cache_dtype;
+  r.quantization = quantization;
   r.gpu_memory_utilization = gpu_memory_utilization;
   r.enforce_eager = enforce_eager;
   r.world_size = world_size;

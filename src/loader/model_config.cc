@@ -230,6 +230,7 @@ ModelConfig load_hf_model_config(const std::string& dir) {
       break;
     }
   }
+  if (r.has("quantization_config")) c.quantization = parse_quantization_config(j.at("quantization_config"), path);
   c.bos_token_id = r.get_int("bos_token_id", -1);
   r.append_ids("eos_token_id", &c.eos_token_ids);
 

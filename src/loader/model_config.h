@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/architecture.h"
+#include "loader/quantization_config.h"
 
 namespace minivllm {
 
@@ -39,6 +40,8 @@ struct ModelConfig {
   // so every entry is 0; sized num_layers by the loaders).
   std::vector<int64_t> layer_sliding_window;
   std::string torch_dtype = "bfloat16";
+  // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).
+  WeightQuantization quantization;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;  // config.json and generation_config.json, deduplicated
   std::string source;                  // the file it came from ("<dir>/config.json", a .gguf path), for messages

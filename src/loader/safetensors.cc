@@ -30,6 +30,7 @@ bool parse_supported_dtype(const std::string& s, DType* out) {
   if (s == "BF16") *out = DType::kBF16;
   else if (s == "F16") *out = DType::kF16;
   else if (s == "F32") *out = DType::kF32;
+  else if (s == "F8_E4M3") *out = DType::kF8E4M3;
   else return false;
   return true;
 }
@@ -43,6 +44,18 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
         << "element count of shape " << shape_string(shape) << " overflows int64";
   }
   return n;
+}
+
+// The fp32 readers take BF16, F16 and F32. FP8 codes mean nothing without their scales, which only
+// config.json's quantization_config locates: those tensors are read in their stored form by the
+// dequantizing source (loader/quantized_weights.h), and refused here.
+void check_convertible(const SafetensorsTensorInfo& t, const std::string& path) {
+  MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << t.name << "' in " << path << " has dtype " << t.dtype_name
+                                    << "; only BF16, F16, F32 and F8_E4M3 (with scales) are supported";
+  MINIVLLM_CHECK(t.dtype != DType::kF8E4M3)
+      << "tensor '" << t.name << "' in " << path
+      << " has dtype F8_E4M3, whose values need their scales: config.json's quantization_config "
+         "(quant_method fp8 or compressed-tensors) says where they are, and it has none";
 }
 
 }  // namespace
@@ -151,8 +164,7 @@ std::vector<std::string> SafetensorsFile::names() const {
 
 Tensor SafetensorsFile::get_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const {
   const SafetensorsTensorInfo& t = info(name);
-  MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
-                                    << "; only BF16, F16 and F32 are supported";
+  check_convertible(t, path());
   MINIVLLM_CHECK(expected_shape.empty() || expected_shape == t.shape)
       << "tensor '" << name << "': expected shape " << shape_string(expected_shape) << " but " << path() << " has "
       << shape_string(t.shape);
@@ -176,8 +188,12 @@ Tensor SafetensorsFile::get_stored_slice(const std::string& name, const std::vec
 Tensor SafetensorsFile::slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
                               int64_t start, int64_t length, bool stored) const {
   const SafetensorsTensorInfo& t = info(name);
-  MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
-                                    << "; only BF16, F16 and F32 are supported";
+  if (stored) {
+    MINIVLLM_CHECK(t.dtype_supported) << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name
+                                      << "; only BF16, F16, F32 and F8_E4M3 are supported";
+  } else {
+    check_convertible(t, path());
+  }
   const SliceGeometry g =
       check_slice("tensor '" + name + "' in " + path(), t.shape, full_shape, dim, start, length);
   MINIVLLM_CHECK_LE(g.out_shape.size(), size_t{Tensor::kMaxDims}) << "tensor '" << name << "' in " << path();

@@ -17,7 +17,7 @@ struct SafetensorsTensorInfo {
   std::string name;
   std::string dtype_name;  // as in the header, e.g. "BF16"
   bool dtype_supported = false;
-  DType dtype = DType::kF32;  // valid when dtype_supported (BF16, F16, F32)
+  DType dtype = DType::kF32;  // valid when dtype_supported (BF16, F16, F32, F8_E4M3)
   std::vector<int64_t> shape;
   size_t begin = 0;  // absolute byte offsets in the file
   size_t end = 0;
@@ -34,13 +34,14 @@ class SafetensorsFile {
   const SafetensorsTensorInfo& info(const std::string& name) const;  // throws naming the tensor and file
   std::vector<std::string> names() const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // fp32 copy of a BF16/F16/F32 tensor; throws naming the tensor for other dtypes or a shape mismatch.
+  // fp32 copy of a BF16/F16/F32 tensor; throws naming the tensor for other dtypes (F8_E4M3 too:
+  // its values need scales, loader/quantized_weights.h) or a shape mismatch.
   Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape = {}) const;
   // Elements [start, start + length) along `dim` (0 or 1) of the tensor of `full_shape`, as fp32;
   // only the slice is converted. Throws naming the tensor, the file, the slice and the shape.
   Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                        int64_t length) const;
-  // The same slice in the stored dtype (BF16, F16 or F32), copied as is.
+  // The same slice in the stored dtype (BF16, F16, F32 or F8_E4M3: unscaled codes), copied as is.
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const;
 
@@ -53,7 +54,7 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes host tensors (F32, F16 or BF16, each in its own dtype) to `path`, names sorted, header
+// Writes host tensors (F32, F16, BF16 or F8_E4M3, each in its own dtype) to `path`, names sorted, header
 // padded to 8 bytes as the reference implementation does.
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

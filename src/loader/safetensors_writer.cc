@@ -13,6 +13,7 @@ const char* safetensors_dtype(DType t, const std::string& name) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kF8E4M3: return "F8_E4M3";
     default: MINIVLLM_FAIL() << "write_safetensors: tensor '" << name << "' has dtype " << dtype_name(t);
   }
 }

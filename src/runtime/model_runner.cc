@@ -12,6 +12,7 @@
 #include "common/config_key.h"
 #include "common/env_switch.h"
 #include "common/host_profile.h"
+#include "loader/online_fp8.h"
 #include "runtime/backend_select.h"
 #include "runtime/decode_seq_order.h"
 
@@ -22,6 +23,8 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
     : cfg_(cfg), model_cfg_(model_cfg), rank_(rank) {
   MINIVLLM_CHECK(rank >= 0 && rank < cfg_.world_size) << "rank " << rank << " of world_size " << cfg_.world_size;
   check_tensor_parallel_shapes(model_cfg_, cfg_.world_size);
+  // Online quantization is a view of the checkpoint that lives as long as the load (before any device work).
+  const std::unique_ptr<WeightSource> quantized = quantize_weights_online(cfg_.quantization, model_cfg_, weights);
   int threads = cfg_.num_threads;
   if (threads == 0 && cfg_.world_size > 1) {  // ranks share the host's cores
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / cfg_.world_size);
@@ -37,8 +40,8 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
   comm_ = backend_->create_communicator(rank, cfg_.world_size, comm_bootstrap);
   if (on_communicator) on_communicator(*comm_);
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
-  model_ = std::make_unique<Transformer>(model_cfg_, weights, *backend_, *comm_, cfg_.max_num_batched_tokens,
-                                         cfg_.max_num_seqs, cfg_.max_model_length);
+  model_ = std::make_unique<Transformer>(model_cfg_, quantized ? *quantized : weights, *backend_, *comm_,
+                                         cfg_.max_num_batched_tokens, cfg_.max_num_seqs, cfg_.max_model_length);
   graph_sizes_ = {1, 2, 4, 8};
   for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
   while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();

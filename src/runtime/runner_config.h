@@ -20,6 +20,7 @@ struct RunnerConfig {
   int block_size = 0;
   int num_kvcache_blocks = -1;  // -1: sized from memory
   std::string kv_cache_dtype = "auto";  // the key's value; the runner resolves it on its backend
+  std::string quantization = "none";    // the key's value: online quantization at load (loader/online_fp8.h)
   float gpu_memory_utilization = 0.0f;
   bool enforce_eager = false;
   int world_size = 1;

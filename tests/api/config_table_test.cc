@@ -34,7 +34,7 @@ std::string key_of_error(F&& f) {
 json engine_sample() {
   return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
-          {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
+          {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"async_scheduling", "off"},
           {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5}};
 }
@@ -68,6 +68,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.block_size, 32);
   EXPECT_EQ(c.num_kvcache_blocks, 100);
   EXPECT_EQ(c.kv_cache_dtype, "fp8");
+  EXPECT_EQ(c.quantization, "fp8");
   EXPECT_EQ(c.gpu_memory_utilization, 0.5f);
   EXPECT_TRUE(c.enforce_eager);
   EXPECT_EQ(c.async_scheduling, "off");

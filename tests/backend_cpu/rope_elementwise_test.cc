@@ -108,7 +108,7 @@ TEST(ElementwiseTest, ActMul) {
           ref[r * inter + i] = a * u;
         }
       }
-      expect_close(download(*b, out), ref, std::string("act_mul ") + activation_name(act));
+      expect_close(download(*b, out), ref, (std::string("act_mul ") + activation_name(act)).c_str());
     }
   }
 }

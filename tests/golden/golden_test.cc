@@ -1,5 +1,6 @@
 // The engine against Hugging Face transformers: tiny random-weight checkpoints and their greedy
-// continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data).
+// continuations and last-position logits, made by tools/make_hf_goldens.py (committed with the data);
+// their FP8 variants (each checkpoint format, and online quantization) by tools/make_fp8_goldens.py.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -21,8 +22,8 @@ struct GoldenCase {
   std::vector<float> last_logits;
 };
 
-std::vector<GoldenCase> load_cases(const std::string& model) {
-  std::ifstream f(golden_dir(model) + "/goldens.json");
+std::vector<GoldenCase> load_cases(const std::string& model, const std::string& file = "goldens.json") {
+  std::ifstream f(golden_dir(model) + "/" + file);
   EXPECT_TRUE(f.good()) << "missing goldens for " << model;
   nlohmann::json j = nlohmann::json::parse(f);
   const nlohmann::json& cases = j.is_object() ? j.at("cases") : j;
@@ -38,18 +39,25 @@ std::vector<GoldenCase> load_cases(const std::string& model) {
 // shared-memory communicator) must give HF's greedy tokens exactly as one rank does; so must
 // chunked prefill with a small max_num_batched_tokens (prompts of up to 100 tokens over several
 // steps, sharing them with decodes; score() in chunks), and the whole-prompt scheduler (0: chunked
-// prefill off).
+// prefill off). The FP8 checkpoints (the loader serves their weights dequantized) and a bf16 one
+// under `quantization: fp8` (each linear weight's rows rounded through e4m3 at load) must give the
+// tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2.
 struct GoldenParam {
   std::string model;
   int world_size;
   int max_num_batched_tokens = 1024;
+  std::string quantization = "none";  // fp8: online quantization, against goldens_fp8_online.json
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
  protected:
   const std::string& model() const { return GetParam().model; }
+  std::vector<GoldenCase> golden_cases() const {
+    return load_cases(model(), GetParam().quantization == "fp8" ? "goldens_fp8_online.json" : "goldens.json");
+  }
   EngineConfig config() const {
     EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
+    c.quantization = GetParam().quantization;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
     } else {
@@ -61,7 +69,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
 
 // All prompts in one batch of mixed lengths: HF's greedy tokens exactly.
 TEST_P(GoldenTest, GreedyTokensMatchInMixedBatch) {
-  const auto cases = load_cases(model());
+  const auto cases = golden_cases();
   LLMEngine engine(config());
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& c : cases) prompts.push_back(c.prompt);
@@ -74,7 +82,7 @@ TEST_P(GoldenTest, GreedyTokensMatchInMixedBatch) {
 
 // Last-position logits within tolerance: HF ran in fp32 from the same bf16 weights; we run fp32 too.
 TEST_P(GoldenTest, LastLogitsMatch) {
-  const auto cases = load_cases(model());
+  const auto cases = golden_cases();
   LLMEngine engine(config());
   const int64_t vocab = engine.model_config().vocab_size;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -93,7 +101,7 @@ TEST_P(GoldenTest, LastLogitsMatch) {
 
 // A second request with the same long prefix hits the prefix cache and still matches HF.
 TEST_P(GoldenTest, PrefixCacheHitMatches) {
-  const auto cases = load_cases(model());
+  const auto cases = golden_cases();
   // The two prompts sharing a 40-token prefix are the last two cases (tools/make_hf_goldens.py).
   const GoldenCase& a = cases[cases.size() - 2];
   const GoldenCase& b = cases[cases.size() - 1];
@@ -113,7 +121,7 @@ TEST_P(GoldenTest, PrefixCacheHitMatches) {
 
 // A KV cache too small for the whole batch forces preemption by recompute; tokens still match.
 TEST_P(GoldenTest, PreemptionKeepsTokens) {
-  const auto cases = load_cases(model());
+  const auto cases = golden_cases();
   EngineConfig c = config();
   c.num_kvcache_blocks = 16;  // 256 tokens for all sequences together
   LLMEngine engine(c);
@@ -132,12 +140,20 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"llama3-tiny", 1, 64}, GoldenParam{"qwen3-tiny-kv4", 1, 64},
                                            GoldenParam{"qwen3-tiny", 2, 64}, GoldenParam{"llama3-tiny", 1, 16},
                                            GoldenParam{"qwen3-tiny", 1, 0}, GoldenParam{"mistral-tiny", 1},
-                                           GoldenParam{"mistral-tiny", 2}),
+                                           GoldenParam{"mistral-tiny", 2}, GoldenParam{"qwen3-tiny-fp8-block", 1},
+                                           GoldenParam{"qwen3-tiny-fp8-block", 2},
+                                           GoldenParam{"qwen3-tiny-fp8-channel", 1},
+                                           GoldenParam{"qwen3-tiny-fp8-channel", 2},
+                                           GoldenParam{"llama3-tiny-fp8-tensor", 1},
+                                           GoldenParam{"llama3-tiny-fp8-tensor", 2},
+                                           GoldenParam{"llama3-tiny", 1, 1024, "fp8"},
+                                           GoldenParam{"llama3-tiny", 2, 1024, "fp8"}),
                          [](const ::testing::TestParamInfo<GoldenParam>& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
                            const int budget = info.param.max_num_batched_tokens;
                            if (budget == 0) name += "_whole_prompts";
                            if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
+                           if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });

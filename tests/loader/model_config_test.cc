@@ -172,9 +172,9 @@ TEST(ModelConfig, WrongTypeNamesKey) {
 
 TEST(ModelConfig, UnsupportedArchitectureAndRope) {
   json j = qwen3_config();
-  j["architectures"] = {"MistralForCausalLM"};
+  j["architectures"] = {"MambaForCausalLM"};
   ConfigDir d(j);
-  expect_error_naming([&] { d.load(); }, {"config.json", "MistralForCausalLM"});
+  expect_error_naming([&] { d.load(); }, {"config.json", "MambaForCausalLM"});
   json k = qwen3_config();
   k["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
   ConfigDir e(k);
