@@ -4,7 +4,7 @@
 Usage:
     python3 tools/make_hf_goldens.py tests/goldens
 
-Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny), OUTDIR/<model>/:
+Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -34,7 +34,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig, MistralConfig, Qwen3Config
+from transformers import (AutoModelForCausalLM, Gemma3TextConfig, GenerationConfig, LlamaConfig, MistralConfig,
+                          Qwen3Config)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -99,12 +100,35 @@ def mistral_tiny_config():
         sliding_window=None, bos_token_id=1, eos_token_id=2, architectures=["MistralForCausalLM"])
 
 
+def gemma3_tiny_config():
+    # Gemma3ForCausalLM (text): GeGLU, (1 + w) norms around each sublayer, q/k norms, the embedding
+    # scaled by sqrt(hidden), the attention scaled by query_pre_attn_scalar^-1/2 (24, not head_dim),
+    # and layers of two kinds: sliding_attention (rope base 10,000) and full_attention (1e6). The
+    # window (512) covers every position, so it never slides: the engine has no sliding-window
+    # attention yet, and refuses a window that would.
+    return Gemma3TextConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        query_pre_attn_scalar=24, sliding_window=512,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+        hidden_activation="gelu_pytorch_tanh", bos_token_id=2, eos_token_id=1, pad_token_id=0,
+        architectures=["Gemma3ForCausalLM"])
+
+
+# Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
+# std 1 would make every token's own row outweigh the layers and the tied head repeat it.
+EMBED_STD = {"gemma3-tiny": INIT_STD / 8}
+
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
     "qwen3-tiny": (qwen3_tiny_config, True),
     "llama3-tiny": (llama3_tiny_config, False),
     "qwen3-tiny-kv4": (qwen3_tiny_kv4_config, True),
     "mistral-tiny": (mistral_tiny_config, False),
+    "gemma3-tiny": (gemma3_tiny_config, False),
 }
 
 
@@ -209,7 +233,7 @@ def make_model(name, outdir):
     factory, store_lm_head = MODELS[name]
     config = factory()
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    init_weights(model, SEED, INIT_STD)
+    init_weights(model, SEED, EMBED_STD.get(name, INIT_STD))
     save_checkpoint(model, config, outdir, store_lm_head)
 
     ref = load_reference(outdir)

@@ -18,6 +18,7 @@
 
 #include "backend/communicator.h"
 #include "common/activation.h"
+#include "common/hashed_uniform.h"
 #include "common/tensor.h"
 #include "sampling/logits_processing.h"
 #include "sampling/sampler.h"
@@ -80,6 +81,10 @@ class Backend {
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
   // Fills every byte with `value` (tests poison outputs with it).
   virtual void fill_bytes(const Tensor& dst, uint8_t value) = 0;
+  // A shard of dummy weights made in place (common/hashed_uniform.h): element (r, c) of dst
+  // ([rows, cols], or [n] as one row; f32 or bf16) = hashed_uniform_value(h, base + r * row_stride + c),
+  // rounded to dst's dtype as upload_weight rounds.
+  virtual void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) = 0;
   virtual void synchronize() = 0;
   // Uploads an fp32 host tensor as weight_dtype() (or as fp32 when keep_f32).
   Tensor upload_weight(const Tensor& host_f32, bool keep_f32 = false);
@@ -128,6 +133,8 @@ class Backend {
   virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;
   // residual (f32) += x (activation dtype or f32), same shape.
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
+  // x (f32) *= factor, in place (Gemma's embedding scale on the residual stream).
+  virtual void scale(const Tensor& x, float factor) = 0;
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
   // qk_norm_rope, then store_kvcache.

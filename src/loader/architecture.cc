@@ -53,6 +53,28 @@ constexpr WeightNameTable kLlamaGgufNames = make_table({
 
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
 
+// transformers' Gemma3TextModel: Llama's modules plus a norm after each sublayer; its
+// "post_attention_layernorm" is that output norm, the MLP's input norm "pre_feedforward_layernorm".
+constexpr WeightNameTable kGemma3HfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = "model.layers.{L}.pre_feedforward_layernorm";
+  t[static_cast<size_t>(R::kAttnOutputNorm)] = "model.layers.{L}.post_attention_layernorm";
+  t[static_cast<size_t>(R::kFfnOutputNorm)] = "model.layers.{L}.post_feedforward_layernorm";
+  return t;
+}();
+constexpr WeightNameTable kGemma3GgufNames = [] {
+  WeightNameTable t = kLlamaGgufNames;
+  t[static_cast<size_t>(R::kAttnOutputNorm)] = "blk.{L}.post_attention_norm";
+  t[static_cast<size_t>(R::kFfnOutputNorm)] = "blk.{L}.post_ffw_norm";
+  return t;
+}();
+constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
+                                           .norm = NormForm::kRmsOnePlusWeight,
+                                           .qk_norm = true,
+                                           .embed_scale_sqrt_hidden = true,
+                                           .post_norms = true,
+                                           .tied_by_default = true};
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
@@ -60,6 +82,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
+    // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). Not yet from GGUF: llama.cpp folds
+    // the norms' 1 into the stored weights, which its loader would have to undo.
+    {"Gemma3ForCausalLM", nullptr, kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames},
 };
 
 template <typename Name>
@@ -79,7 +104,7 @@ const char* weight_role_name(WeightRole r) {
   static constexpr const char* kNames[] = {"embed_tokens", "final_norm",    "lm_head",   "attn_input_norm",
                                            "q_proj",       "k_proj",        "v_proj",    "q_norm",
                                            "k_norm",       "o_proj",        "ffn_input_norm", "gate_proj",
-                                           "up_proj",      "down_proj"};
+                                           "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm"};
   static_assert(std::size(kNames) == kNumWeightRoles);
   const int i = static_cast<int>(r);
   MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;

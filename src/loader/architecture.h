@@ -32,6 +32,8 @@ enum class WeightRole : int {
   kGateProj,         // [I, H]
   kUpProj,           // [I, H]
   kDownProj,         // [H, I]
+  kAttnOutputNorm,   // [H], on the attention's output before the residual add (Gemma's sandwich norms)
+  kFfnOutputNorm,    // [H], on the MLP's output before the residual add
   kCount
 };
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
@@ -59,6 +61,14 @@ struct ArchitectureTraits {
   // llama.cpp's converter permutes the q/k rows of these architectures into its interleaved rope
   // layout (GGUF); the GGUF loader permutes them back to HF's half-split layout.
   bool gguf_rope_permuted = false;
+  // The embedding's rows scaled by sqrt(hidden_size) on the way into the residual stream (Gemma).
+  bool embed_scale_sqrt_hidden = false;
+  // Sandwich norms: each sublayer's output normed (kAttnOutputNorm, kFfnOutputNorm) before its
+  // residual add (Gemma 2 and 3).
+  bool post_norms = false;
+  // tie_word_embeddings when config.json leaves it out (transformers' default for the family:
+  // false for Llama's, true for Gemma 3's, whose published configs omit it).
+  bool tied_by_default = false;
 };
 
 struct ArchitectureSpec {

@@ -6,19 +6,12 @@
 #include <map>
 
 #include "common/check.h"
+#include "common/hashed_uniform.h"
 #include "loader/safetensors.h"
 #include "loader/tensor_slice.h"
 
 namespace minivllm {
 namespace {
-
-// SplitMix64's finaliser: a bijection of 64-bit words whose outputs look independent for
-// consecutive inputs, so element i's value needs no state from element i - 1.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t name_hash(const std::string& name) {  // FNV-1a
   uint64_t h = 0xCBF29CE484222325ull;
@@ -68,6 +61,10 @@ class DummyWeightSource : public WeightSource {
       }
       add(R::kOProj, l, proj(h, q));
       add(R::kFfnInputNorm, l, norm_h);
+      if (c.traits().post_norms) {
+        add(R::kAttnOutputNorm, l, norm_h);
+        add(R::kFfnOutputNorm, l, norm_h);
+      }
       add(R::kGateProj, l, proj(inter, h));
       add(R::kUpProj, l, proj(inter, h));
       add(R::kDownProj, l, proj(h, inter));
@@ -90,16 +87,16 @@ class DummyWeightSource : public WeightSource {
     const SliceGeometry g =
         check_slice("tensor '" + name + "' in " + describe(), s.shape, full_shape, dim, start, length);
     Tensor out = host_tensor(DType::kF32, g.out_shape);
-    const uint64_t key = mix64(seed_ ^ name_hash(name));
-    const float scale = 2.0f * s.half_width / 16777216.0f, low = s.center - s.half_width;
+    const HashedUniform h = recipe(name, s);
     convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
 #pragma omp parallel for schedule(static) if (count >= (1 << 16))
-      for (int64_t i = 0; i < count; ++i) {
-        const uint64_t bits = mix64(key + static_cast<uint64_t>(first + i)) >> 40;  // 24 uniform bits
-        dst[i] = low + scale * static_cast<float>(bits);
-      }
+      for (int64_t i = 0; i < count; ++i) dst[i] = hashed_uniform_value(h, static_cast<uint64_t>(first + i));
     });
     return out;
+  }
+
+  std::optional<HashedUniform> hashed_uniform(const std::string& name) const override {
+    return recipe(name, spec(name));
   }
 
   std::vector<std::string> names() const override {
@@ -113,6 +110,10 @@ class DummyWeightSource : public WeightSource {
   }
 
  private:
+  HashedUniform recipe(const std::string& name, const TensorSpec& s) const {
+    return HashedUniform{mix64(seed_ ^ name_hash(name)), s.center - s.half_width, 2.0f * s.half_width / 16777216.0f};
+  }
+
   const TensorSpec& spec(const std::string& name) const {
     auto it = specs_.find(name);
     MINIVLLM_CHECK(it != specs_.end()) << "tensor '" << name << "' not found in " << describe();

@@ -2,6 +2,7 @@
 // Accepts both the transformers 4 spelling (rope_theta, rope_scaling, torch_dtype) and the
 // transformers 5 one (rope_parameters, dtype).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -110,6 +111,21 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
       if (!params) params = &j[key];
     }
   }
+  // Where the layer types rotate differently, transformers 5 keys rope_parameters by layer type
+  // (Gemma 3: full_attention, sliding_attention); 4.x names the sliding layers' base
+  // rope_local_base_freq beside rope_theta.
+  if (params && j.contains("rope_parameters") && params == &j.at("rope_parameters") &&
+      params->contains("full_attention")) {
+    const json& sliding = params->contains("sliding_attention") ? params->at("sliding_attention") : json::object();
+    params = &params->at("full_attention");
+    MINIVLLM_CHECK(params->is_object() && sliding.is_object())
+        << r.path() << ": rope_parameters.full_attention / sliding_attention must be objects";
+    if (r.has(sliding, "rope_theta")) c->rope_theta_sliding = r.get_double(sliding, "rope_theta");
+    const std::string type = r.has(sliding, "rope_type") ? r.get_string(sliding, "rope_type") : "default";
+    MINIVLLM_CHECK(type == "default") << r.path() << ": unsupported rope_parameters.sliding_attention rope_type \""
+                                      << type << "\" (supported: default)";
+  }
+  if (r.has("rope_local_base_freq")) c->rope_theta_sliding = r.get_double("rope_local_base_freq");
   if (r.has("rope_theta")) {
     c->rope_theta = r.get_double("rope_theta");
   } else if (params && r.has(*params, "rope_theta")) {
@@ -164,16 +180,15 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   // decides; otherwise Qwen2/Qwen3 slide only when use_sliding_window is true, and only in layers
   // from max_window_layers on; Mistral-style configs slide whenever sliding_window is set. A window
   // no shorter than max_position_embeddings never slides (the engine caps the context there).
-  if (r.has("layer_types")) {
-    const json& types = j.at("layer_types");
-    MINIVLLM_CHECK(types.is_array()) << p << ": key layer_types must be a list, got " << types.dump();
-    for (size_t i = 0; i < types.size(); ++i) {
-      MINIVLLM_CHECK(types[i] == "full_attention")
-          << p << ": unsupported layer_types[" << i << "] = " << types[i].dump()
-          << " (minivllm implements only full_attention; no sliding-window attention)";
-    }
-    return;
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
+    MINIVLLM_CHECK(!r.has(key)) << p << ": unsupported " << key << " " << j.at(key).dump()
+                                << " (minivllm implements no tanh soft-capping)";
   }
+  MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
+      << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
+  // Per-layer types (layer_types, or Gemma 3's 4.x sliding_window_pattern) were read by
+  // parse_layer_types, which refuses a window that would slide.
+  if (r.has("layer_types") || r.has("sliding_window_pattern")) return;
   if (!r.has("sliding_window")) return;
   const int64_t window = r.get_int("sliding_window");
   if (window >= c.max_position_embeddings) return;
@@ -189,6 +204,48 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   MINIVLLM_CHECK(r.has("use_sliding_window") && !r.get_bool("use_sliding_window", false))
       << p << ": unsupported sliding_window " << window << " (smaller than max_position_embeddings "
       << c.max_position_embeddings << "; minivllm does not implement sliding-window attention)";
+}
+
+// The kind of each layer: transformers 5's layer_types, or 4.x Gemma 3's sliding_window_pattern
+// (every pattern-th layer global). A "sliding_attention" layer takes the sliding rope; its window
+// must not slide within max_position_embeddings, since the engine has no sliding-window attention
+// yet.
+void parse_layer_types(const ConfigReader& r, ModelConfig* c) {
+  const json& j = r.root();
+  const std::string& p = r.path();
+  c->layer_sliding_window.assign(static_cast<size_t>(c->num_layers), 0);
+  std::vector<std::string> types;
+  if (r.has("layer_types")) {
+    const json& t = j.at("layer_types");
+    MINIVLLM_CHECK(t.is_array() && static_cast<int64_t>(t.size()) == c->num_layers)
+        << p << ": key layer_types must be a list of num_hidden_layers (" << c->num_layers << ") names, got "
+        << t.dump();
+    for (const json& x : t) {
+      MINIVLLM_CHECK(x.is_string()) << p << ": layer_types must hold strings, got " << t.dump();
+      types.push_back(x.get<std::string>());
+    }
+  } else if (r.has("sliding_window_pattern")) {
+    const int64_t pattern = r.get_int("sliding_window_pattern");
+    MINIVLLM_CHECK_GT(pattern, 0) << p << ": sliding_window_pattern must be > 0";
+    for (int64_t i = 0; i < c->num_layers; ++i) {
+      types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
+    }
+  } else {
+    return;
+  }
+  const int64_t window = r.has("sliding_window") ? r.get_int("sliding_window") : 0;
+  c->layer_sliding.assign(types.size(), false);
+  for (size_t i = 0; i < types.size(); ++i) {
+    MINIVLLM_CHECK(types[i] == "full_attention" || types[i] == "sliding_attention")
+        << p << ": unsupported layer_types[" << i << "] = \"" << types[i]
+        << "\" (supported: full_attention, sliding_attention)";
+    if (types[i] == "full_attention") continue;
+    c->layer_sliding[i] = true;
+    MINIVLLM_CHECK(window <= 0 || window >= c->max_position_embeddings)
+        << p << ": unsupported layer_types[" << i << "] = \"sliding_attention\" with sliding_window " << window
+        << " (smaller than max_position_embeddings " << c->max_position_embeddings
+        << "; minivllm does not implement sliding-window attention yet)";
+  }
 }
 
 void parse_shapes(const ConfigReader& r, ModelConfig* c) {
@@ -219,11 +276,16 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   c.arch = &parse_architecture(r, &c.arch_name);
   parse_shapes(r, &c);
   parse_rope(r, &c);
+  parse_layer_types(r, &c);
   refuse_unsupported_features(r, c);
-  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", false);
+  if (r.has("query_pre_attn_scalar")) {
+    const double s = r.get_double("query_pre_attn_scalar");
+    MINIVLLM_CHECK(s > 0) << path << ": query_pre_attn_scalar must be > 0, got " << s;
+    c.attention_scale = 1.0 / std::sqrt(s);
+  }
+  c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
   c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
   c.qk_norm = c.traits().qk_norm;
-  c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), 0);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {
       c.torch_dtype = r.get_string(j, key);

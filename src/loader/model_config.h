@@ -39,6 +39,11 @@ struct ModelConfig {
   // Per layer: 0 for full attention, else its sliding window (a variant the engine refuses today,
   // so every entry is 0; sized num_layers by the loaders).
   std::vector<int64_t> layer_sliding_window;
+  // Per layer: true for a "sliding_attention" layer, which takes rope_theta_sliding (Gemma 3: its
+  // local layers rotate at base 10,000, the global ones at 1,000,000). Empty: every layer is global.
+  std::vector<bool> layer_sliding;
+  double rope_theta_sliding = 0;  // 0: rope_theta
+  double attention_scale = 0;     // q k^T scale; 0: 1 / sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2)
   std::string torch_dtype = "bfloat16";
   // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).
   WeightQuantization quantization;

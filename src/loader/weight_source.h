@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/hashed_uniform.h"
 #include "common/tensor.h"
 #include "loader/model_config.h"
 
@@ -37,6 +39,10 @@ class WeightSource {
                                   int64_t start, int64_t length) const {
     return get_f32_slice(name, full_shape, dim, start, length);
   }
+  // Where the tensor's values are a hash of their index (dummy weights), the recipe: a backend can
+  // make any shard of it in place (Backend::fill_hashed_uniform) instead of converting and copying
+  // it from the host. nullopt for a checkpoint's real tensors.
+  virtual std::optional<HashedUniform> hashed_uniform(const std::string& name) const { return std::nullopt; }
   virtual std::vector<std::string> names() const = 0;
   virtual std::string describe() const = 0;  // the path, for messages
 };

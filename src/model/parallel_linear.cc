@@ -1,5 +1,6 @@
 #include "model/parallel_linear.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -17,31 +18,43 @@ int64_t split(int64_t n, int world, const std::string& name, const char* what) {
 
 }  // namespace
 
-Tensor ShardContext::shard(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
-                           int64_t length) const {
-  // A missing tensor falls through to get_f32_slice, whose error names the tensor, file and slice.
-  if (shape.size() == 2 && src.has(name) && backend.keeps_weight_dtype(src.stored_dtype(name))) {
-    return src.get_stored_slice(name, shape, dim, start, length);
-  }
-  return src.get_f32_slice(name, shape, dim, start, length);
+std::vector<int64_t> ShardPart::part_shape() const {
+  std::vector<int64_t> s = shape;
+  s[static_cast<size_t>(dim)] = length;
+  return s;
 }
 
-Tensor ShardContext::row_shard(const std::string& name, int64_t rows, int64_t cols) const {
+Tensor ShardContext::read(const ShardPart& p) const {
+  // A missing tensor falls through to get_f32_slice, whose error names the tensor, file and slice.
+  if (p.shape.size() == 2 && src.has(p.name) && backend.keeps_weight_dtype(src.stored_dtype(p.name))) {
+    return src.get_stored_slice(p.name, p.shape, p.dim, p.start, p.length);
+  }
+  return src.get_f32_slice(p.name, p.shape, p.dim, p.start, p.length);
+}
+
+ShardPart ShardContext::row_shard(const std::string& name, int64_t rows, int64_t cols) const {
   const int64_t part = split(rows, world_size(), name, "rows");
   std::vector<int64_t> shape = cols > 0 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows};
-  return shard(name, shape, 0, rank() * part, part);
+  return ShardPart{name, shape, 0, rank() * part, part};
 }
 
-Tensor ShardContext::col_shard(const std::string& name, int64_t rows, int64_t cols) const {
+ShardPart ShardContext::col_shard(const std::string& name, int64_t rows, int64_t cols) const {
   const int64_t part = split(cols, world_size(), name, "columns");
-  return shard(name, {rows, cols}, 1, rank() * part, part);
+  return ShardPart{name, {rows, cols}, 1, rank() * part, part};
 }
 
 Tensor ShardContext::replicated(const std::string& name, std::vector<int64_t> shape) const {
   return src.get_f32(name, shape);
 }
 
-Tensor ShardContext::upload_rows(const std::vector<Tensor>& parts) const {
+Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) const {
+  MINIVLLM_CHECK(!shard_parts.empty()) << "upload_rows: no parts";
+  if (std::all_of(shard_parts.begin(), shard_parts.end(),
+                  [&](const ShardPart& p) { return src.has(p.name) && src.hashed_uniform(p.name).has_value(); })) {
+    return make_rows_in_place(shard_parts);
+  }
+  std::vector<Tensor> parts;
+  for (const ShardPart& p : shard_parts) parts.push_back(read(p));
   if (parts.size() == 1) return backend.upload_stored_weight(parts.front());
   int64_t rows = 0;
   const bool one_d = parts.front().ndim() == 1;
@@ -64,6 +77,29 @@ Tensor ShardContext::upload_rows(const std::vector<Tensor>& parts) const {
   return backend.upload_stored_weight(out);
 }
 
+// Dummy weights: each part's rows of the device weight are filled where they lie, at the indices
+// the part has in its whole tensor (no host copy: a 70B model's shards load in about a second).
+Tensor ShardContext::make_rows_in_place(const std::vector<ShardPart>& parts) const {
+  const bool one_d = parts.front().shape.size() == 1;
+  int64_t rows = 0;
+  for (const ShardPart& p : parts) rows += p.part_shape()[0];
+  const int64_t cols = one_d ? 1 : parts.front().part_shape()[1];
+  Tensor out = backend.empty(backend.weight_dtype(), one_d ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols});
+  int64_t row = 0;
+  for (const ShardPart& p : parts) {
+    const std::vector<int64_t> ps = p.part_shape();
+    MINIVLLM_CHECK(one_d == (ps.size() == 1) && (one_d || ps[1] == cols))
+        << "upload_rows: " << p.name << " does not stack with " << parts.front().name;
+    const int64_t full_cols = one_d ? 1 : p.shape[1];
+    // Element (r, c) of the part is element (start + r, c) (a row shard) or (r, start + c) (a
+    // column shard) of the whole tensor.
+    const int64_t base = p.dim == 0 ? p.start * full_cols : p.start;
+    backend.fill_hashed_uniform(out.rows(row, row + ps[0]), *src.hashed_uniform(p.name), base, one_d ? 1 : full_cols);
+    row += ps[0];
+  }
+  return out;
+}
+
 ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,
                                            bool bias) {
   weight_ = ctx.upload_rows({ctx.row_shard(name + ".weight", out, in)});
@@ -72,7 +108,7 @@ ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::s
 
 MergedColumnParallelLinear::MergedColumnParallelLinear(const ShardContext& ctx, const std::vector<std::string>& names,
                                                        int64_t in, int64_t out) {
-  std::vector<Tensor> parts;
+  std::vector<ShardPart> parts;
   for (const std::string& n : names) parts.push_back(ctx.row_shard(n, out, in));
   weight_ = ctx.upload_rows(parts);
 }
@@ -86,7 +122,7 @@ QKVParallelLinear::QKVParallelLinear(const ShardContext& ctx, const std::array<s
       << " KV heads must both divide by world_size " << ws;
   const int64_t nq = num_heads * head_dim, nkv = num_kv_heads * head_dim;
   auto parts = [&](const char* kind, int64_t cols) {
-    return std::vector<Tensor>{ctx.row_shard(modules[0] + kind, nq, cols), ctx.row_shard(modules[1] + kind, nkv, cols),
+    return std::vector<ShardPart>{ctx.row_shard(modules[0] + kind, nq, cols), ctx.row_shard(modules[1] + kind, nkv, cols),
                                ctx.row_shard(modules[2] + kind, nkv, cols)};
   };
   weight_ = ctx.upload_rows(parts(".weight", hidden));
@@ -125,6 +161,11 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
   }
   b.add_to_residual(p, residual);
   return false;
+}
+
+void RowParallelLinear::forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& out) const {
+  b.linear(x, weight_, nullptr, out);
+  if (comm.world_size() > 1) comm.all_reduce_sum(out);
 }
 
 bool RowParallelLinear::fused_norm_off() {

@@ -19,6 +19,15 @@
 
 namespace minivllm {
 
+// One rank's part of a checkpoint tensor: `length` rows or columns (dim 0 or 1) from `start`.
+struct ShardPart {
+  std::string name;
+  std::vector<int64_t> shape;  // the whole tensor's
+  int dim = 0;
+  int64_t start = 0, length = 0;
+  std::vector<int64_t> part_shape() const;
+};
+
 // Where a rank's shard comes from and goes to: the checkpoint, the backend and the communicator.
 struct ShardContext {
   const WeightSource& src;
@@ -26,21 +35,22 @@ struct ShardContext {
   Communicator& comm;
   int rank() const { return comm.rank(); }
   int world_size() const { return comm.world_size(); }
-  // `name` [rows, cols] (cols 0: 1-D, always fp32), rows split into world_size parts: this rank's
-  // part, in the stored dtype where the backend keeps it, else fp32.
-  Tensor row_shard(const std::string& name, int64_t rows, int64_t cols) const;
-  // `name` [rows, cols], columns split into world_size parts: this rank's part (stored dtype as
-  // row_shard; a quantised tensor's column split must fall on its 32-element blocks).
-  Tensor col_shard(const std::string& name, int64_t rows, int64_t cols) const;
+  // `name` [rows, cols] (cols 0: 1-D), rows split into world_size parts: this rank's part.
+  ShardPart row_shard(const std::string& name, int64_t rows, int64_t cols) const;
+  // `name` [rows, cols], columns split into world_size parts: this rank's part (a quantised
+  // tensor's column split must fall on its 32-element blocks).
+  ShardPart col_shard(const std::string& name, int64_t rows, int64_t cols) const;
   // The whole tensor (replicated on every rank: norms), fp32.
   Tensor replicated(const std::string& name, std::vector<int64_t> shape) const;
-  // Host shards concatenated along rows and uploaded as one weight: in their stored dtype when
-  // they share one the backend keeps, else all decoded to fp32 (a checkpoint mixing types).
-  Tensor upload_rows(const std::vector<Tensor>& host_parts) const;
+  // The parts concatenated along rows as one device weight. Dummy weights are made in place on the
+  // device (WeightSource::hashed_uniform); others are read on the host, in their stored dtype when
+  // they share one the backend keeps, else all decoded to fp32 (a checkpoint mixing types), and
+  // uploaded.
+  Tensor upload_rows(const std::vector<ShardPart>& parts) const;
 
  private:
-  Tensor shard(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
-               int64_t length) const;
+  Tensor read(const ShardPart& part) const;  // the part on the host
+  Tensor make_rows_in_place(const std::vector<ShardPart>& parts) const;
 };
 
 class ColumnParallelLinear {
@@ -87,6 +97,9 @@ class RowParallelLinear {
   bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                                  const Tensor& partial, const Tensor& residual, const Tensor& norm_weight, float eps,
                                  const Tensor& normed) const;
+  // out (activation dtype [T, out]) = x_r W_r^T summed over ranks: the whole product, for a caller
+  // that transforms it before the residual add (Gemma's output norms).
+  void forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& out) const;
   // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual_norm needs `partial` at world_size > 1.
   static bool tp_partials_f32();
 

@@ -47,6 +47,14 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
     lm_head_ = ParallelLMHead(ctx, lm_head, v, h, max_num_seqs);
   }
   cos_sin_ = backend_.upload_weight(rope_cos_sin_table(cfg_, max_positions), /*keep_f32=*/true);
+  if (cfg_.rope_theta_sliding > 0 && cfg_.rope_theta_sliding != cfg_.rope_theta) {
+    ModelConfig sliding = cfg_;  // the sliding layers rotate at their own base, unscaled
+    sliding.rope_theta = cfg_.rope_theta_sliding;
+    sliding.rope_scaling = RopeScaling{};
+    cos_sin_sliding_ = backend_.upload_weight(rope_cos_sin_table(sliding, max_positions), /*keep_f32=*/true);
+  }
+  attention_scale_ = static_cast<float>(cfg_.attention_scale > 0 ? cfg_.attention_scale
+                                                                  : 1.0 / std::sqrt(static_cast<double>(cfg_.head_dim)));
 
   const DType act = backend_.activation_dtype();
   const int64_t t = max_num_tokens, hd = cfg_.head_dim;
@@ -95,6 +103,10 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
   }
   l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h);
   l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
+  if (cfg_.traits().post_norms) {
+    l.attn_output_norm = load_norm(ctx, R::kAttnOutputNorm, i, h);
+    l.ffn_output_norm = load_norm(ctx, R::kFfnOutputNorm, i, h);
+  }
   l.gate_up_proj = MergedColumnParallelLinear(ctx, {weight(R::kGateProj, i), weight(R::kUpProj, i)}, h, inter);
   l.down_proj = RowParallelLinear(ctx, module(R::kDownProj, i), inter, h);
   return l;
@@ -116,6 +128,9 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   } else {  // the shards' rows are summed in the activation dtype, then widened
     embed_tokens_.forward(backend_, comm_, ids, hidden);
     backend_.to_f32(hidden, residual);
+  }
+  if (cfg_.traits().embed_scale_sqrt_hidden) {
+    backend_.scale(residual, static_cast<float>(std::sqrt(static_cast<double>(cfg_.hidden_size))));
   }
   normed_ = false;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
@@ -140,13 +155,20 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   // The backend may fuse the q/k norms, the rope and the cache store into the projection.
   if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
     backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, eps,
-                               positions, cos_sin_, cache, meta);
+                               positions, cos_sin(layer), cache, meta);
   } else {
     backend_.rms_norm_linear_rope_store(residual, l.attn_input_norm, eps, hidden, l.qkv_proj.weight(),
-                                        l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions, cos_sin_,
-                                        cache, meta);
+                                        l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions,
+                                        cos_sin(layer), cache, meta);
   }
-  backend_.attention(qkv, nq, cache, meta, 1.0f / std::sqrt(static_cast<float>(hd)), attn_out);
+  backend_.attention(qkv, nq, cache, meta, attention_scale_, attn_out);
+  if (!l.attn_output_norm.empty()) {  // sandwich: the output normed before its residual add
+    l.o_proj.forward(backend_, comm_, attn_out, hidden);
+    backend_.rms_norm(hidden, l.attn_output_norm, eps, hidden);
+    backend_.add_rms_norm(hidden, residual, l.ffn_input_norm, eps);  // and the MLP's input norm
+    normed_ = true;
+    return;
+  }
   normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,
                                                l.ffn_input_norm, eps, hidden);
 }
@@ -165,8 +187,20 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
                                      activation);
   }
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
+  if (!l.ffn_output_norm.empty()) {
+    l.down_proj.forward(backend_, comm_, act, hidden);
+    backend_.rms_norm(hidden, l.ffn_output_norm, eps, hidden);
+    backend_.add_rms_norm(hidden, residual, next_norm, eps);
+    normed_ = true;
+    return;
+  }
   normed_ = l.down_proj.forward_add_residual_norm(backend_, comm_, act, hidden, partial, residual, next_norm, eps,
                                                   hidden);
+}
+
+const Tensor& Transformer::cos_sin(int64_t layer) const {
+  const bool sliding = !cfg_.layer_sliding.empty() && cfg_.layer_sliding[static_cast<size_t>(layer)];
+  return sliding && !cos_sin_sliding_.empty() ? cos_sin_sliding_ : cos_sin_;
 }
 
 Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows) {

@@ -50,7 +50,8 @@ class Transformer {
 
  private:
   struct Layer {
-    Tensor attn_input_norm, ffn_input_norm;  // [H], replicated
+    Tensor attn_input_norm, ffn_input_norm;    // [H], replicated
+    Tensor attn_output_norm, ffn_output_norm;  // [H] with sandwich norms (Gemma), else empty
     QKVParallelLinear qkv_proj;
     Tensor q_norm, k_norm;  // [hd] (Qwen3) or empty
     RowParallelLinear o_proj;
@@ -77,7 +78,10 @@ class Transformer {
   std::vector<Layer> layers_;
   Tensor norm_;  // [H]
   ParallelLMHead lm_head_;
-  Tensor cos_sin_;  // f32 [max_positions, head_dim]
+  Tensor cos_sin_;          // f32 [max_positions, head_dim]
+  Tensor cos_sin_sliding_;  // the sliding layers' own table (Gemma 3's local base), else empty
+  const Tensor& cos_sin(int64_t layer) const;
+  float attention_scale_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
   Tensor last_hidden_, logits_f32_;

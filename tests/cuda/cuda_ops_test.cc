@@ -33,6 +33,29 @@ TEST(CudaOps, EmbeddingIsVocabParallel) {
   }
 }
 
+// Dummy weights made in place: the GPU's bf16 values are the CPU's fp32 ones rounded, for a row
+// shard, a column shard and a 1-D part (the hash and its scaling are bit-identical on both).
+TEST(CudaOps, FillHashedUniformMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  const HashedUniform h{0x9E3779B97F4A7C15ull, -0.25f, 0.5f / 16777216.0f};
+  struct Case {
+    int64_t rows, cols, base, row_stride;
+  };
+  for (const Case& c : {Case{37, 1000, 5000, 1000}, Case{129, 264, 132, 528}, Case{1, 4097, 11, 1}}) {
+    Tensor oc = b.cpu->empty(DType::kF32, {c.rows, c.cols});
+    Tensor og = b.gpu->empty(DType::kBF16, {c.rows, c.cols}), og32 = b.gpu->empty(DType::kF32, {c.rows, c.cols});
+    b.cpu->fill_hashed_uniform(oc, h, c.base, c.row_stride);
+    b.gpu->fill_hashed_uniform(og, h, c.base, c.row_stride);
+    b.gpu->fill_hashed_uniform(og32, h, c.base, c.row_stride);
+    const std::vector<float> want = download(*b.cpu, oc);
+    expect_close(download(*b.gpu, og32), want, 0.0, 0.0, "fill f32 rows " + std::to_string(c.rows));
+    std::vector<float> rounded(want.size());
+    for (size_t i = 0; i < want.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(want[i]));
+    expect_close(download(*b.gpu, og), rounded, 0.0, 0.0, "fill bf16 rows " + std::to_string(c.rows));
+  }
+}
+
 TEST(CudaOps, RmsNormAndFusedAdd) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;

@@ -18,7 +18,8 @@ using testing::ScratchDir;
 using testing::write_text;
 
 TEST(Architecture, RowsAreFoundByTheirNames) {
-  for (const char* hf : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}) {
+  for (const char* hf : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
+                           "Gemma3ForCausalLM"}) {
     EXPECT_STREQ(find_hf_architecture(hf, "test").hf_name, hf);
   }
   EXPECT_STREQ(find_gguf_architecture("qwen3", "f.gguf").hf_name, "Qwen3ForCausalLM");
@@ -54,7 +55,8 @@ TEST(Architecture, WeightNamesByRoleInBothFormats) {
 // Every role of every row has a name in both formats or in neither, and per-layer roles (only
 // they) carry the layer.
 TEST(Architecture, NameTablesAgreeAcrossFormats) {
-  for (const char* name : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}) {
+  for (const char* name : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
+                           "Gemma3ForCausalLM"}) {
     const ArchitectureSpec& a = find_hf_architecture(name, "test");
     for (int i = 0; i < kNumWeightRoles; ++i) {
       const auto role = static_cast<WeightRole>(i);
@@ -62,6 +64,7 @@ TEST(Architecture, NameTablesAgreeAcrossFormats) {
       const std::string hf = module_name(a, WeightFormat::kHuggingFace, role, 7);
       const std::string gguf = module_name(a, WeightFormat::kGguf, role, 7);
       EXPECT_EQ(hf.empty(), gguf.empty());
+      if (hf.empty()) continue;  // the architecture has no such weight
       EXPECT_EQ(hf.find(".7.") != std::string::npos, is_layer_role(role)) << hf;
       EXPECT_EQ(gguf.find(".7.") != std::string::npos, is_layer_role(role)) << gguf;
     }
@@ -112,6 +115,49 @@ TEST(Architecture, MistralSlidingWindowIsRefusedByName) {
   write_text(dir.file("config.json"), j.dump());
   expect_error_naming([&] { load_hf_model_config(dir.str()); },
                       {"hidden_act", "gelu_pytorch_tanh", "MistralForCausalLM", "\"silu\""});
+}
+
+// gemma-3-1b-it's published config.json (transformers 4.x spelling: rope_local_base_freq,
+// sliding_window_pattern).
+json gemma3_1b_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+    "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+    "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+    "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 262144})");
+}
+
+TEST(Architecture, Gemma3TraitsAndLayerKinds) {
+  json j = gemma3_1b_config();
+  // Its 512-token window slides within 32,768 positions: refused until sliding windows exist.
+  ScratchDir dir("arch_gemma3");
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); },
+                      {dir.file("config.json"), "sliding_window 512", "layer_types[0]", "sliding-window attention"});
+  j["sliding_window"] = 32768;  // a window as long as the context never slides
+  const ModelConfig c = load_config(j);
+  EXPECT_EQ(c.traits().activation, Activation::kGeluTanh);
+  EXPECT_EQ(c.traits().norm, NormForm::kRmsOnePlusWeight);
+  EXPECT_TRUE(c.traits().embed_scale_sqrt_hidden && c.traits().post_norms && c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);  // the published config leaves it out: Gemma 3's default
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_theta_sliding, 1e4);
+  EXPECT_DOUBLE_EQ(c.attention_scale, 1.0 / 16.0);
+  ASSERT_EQ(c.layer_sliding.size(), 26u);
+  for (size_t i = 0; i < 26; ++i) EXPECT_EQ(c.layer_sliding[i], (i + 1) % 6 != 0) << "layer " << i;
+  const ArchitectureSpec& g = *c.arch;
+  EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kFfnInputNorm, 2),
+            "model.layers.2.pre_feedforward_layernorm.weight");
+  EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kAttnOutputNorm, 2),
+            "model.layers.2.post_attention_layernorm.weight");
+  // Soft-capping is not implemented: refused, not ignored.
+  j["final_logit_softcapping"] = 30.0;
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"final_logit_softcapping", "30"});
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.h"
 #include "loader/dummy_weights.h"
 #include "loader/model_config.h"
 #include "loader_test_util.h"
@@ -25,8 +26,9 @@ TEST(DummyWeights, NamesFollowTheConfig) {
   EXPECT_FALSE(src->has("lm_head.weight"));  // tied: the embedding serves
   EXPECT_FALSE(src->has("model.layers.0.self_attn.q_proj.bias"));
   EXPECT_FALSE(src->has("model.layers.2.mlp.up_proj.weight"));  // two layers
-  // 3 model-wide + per layer (2 norms, q, k, v, o, q/k norms, gate, up, down) x 2 layers.
-  EXPECT_EQ(src->names().size(), 3u + 2u * 11u);
+  // 2 model-wide (embedding, final norm) + per layer (2 norms, q, k, v, o, q/k norms, gate, up,
+  // down) x 2 layers.
+  EXPECT_EQ(src->names().size(), 2u + 2u * 11u);
   const ModelConfig mistral = load_hf_model_config(kGoldens + "/mistral-tiny");  // untied
   const auto m = make_dummy_weight_source(mistral, 0);
   EXPECT_TRUE(m->has("lm_head.weight"));
@@ -54,6 +56,25 @@ TEST(DummyWeights, SeededAndIndependentOfTheSlice) {
   for (int64_t r = 0; r < 160; ++r) {
     for (int64_t k = 0; k < 32; ++k) ASSERT_EQ(cols[r * 32 + k], whole[r * 64 + 32 + k]);
   }
+}
+
+// What a backend makes in place from the recipe (ShardContext's path for dummy weights) is what
+// the host path reads, for a row shard, a column shard and a 1-D tensor.
+TEST(DummyWeights, MadeInPlaceEqualsReadOnTheHost) {
+  const ModelConfig c = load_hf_model_config(kGoldens + "/mistral-tiny");
+  const auto src = make_dummy_weight_source(c, 5);
+  auto backend = make_cpu_backend(1);
+  const std::string name = "model.layers.0.mlp.up_proj.weight";  // [160, 64]
+  const std::vector<int64_t> shape = {160, 64};
+  ASSERT_TRUE(src->hashed_uniform(name).has_value());
+  Tensor rows = backend->empty(DType::kF32, {80, 64}), cols = backend->empty(DType::kF32, {160, 32});
+  backend->fill_hashed_uniform(rows, *src->hashed_uniform(name), 80 * 64, 64);  // rows [80, 160)
+  backend->fill_hashed_uniform(cols, *src->hashed_uniform(name), 32, 64);       // columns [32, 64)
+  EXPECT_EQ(values(rows), values(src->get_f32_slice(name, shape, 0, 80, 80)));
+  EXPECT_EQ(values(cols), values(src->get_f32_slice(name, shape, 1, 32, 32)));
+  Tensor norm = backend->empty(DType::kF32, {64});
+  backend->fill_hashed_uniform(norm, *src->hashed_uniform("model.norm.weight"), 0, 1);
+  EXPECT_EQ(values(norm), values(src->get_f32("model.norm.weight")));
 }
 
 // A projection is uniform with std 1/sqrt(fan_in), a norm weight in [0.5, 1.5].

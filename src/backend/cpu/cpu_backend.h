@@ -46,6 +46,8 @@ class CpuBackend : public Backend {
   void copy_to_host(void* dst, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_bytes(const Tensor& dst, uint8_t value) override;
+  void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) override;
+  void scale(const Tensor& x, float factor) override;
   void synchronize() override {}
   void memory_info(size_t* free_bytes, size_t* total_bytes) override;
   size_t peak_memory_used() override { return stats_->peak.load(); }

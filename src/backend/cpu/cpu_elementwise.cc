@@ -64,6 +64,14 @@ void CpuBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation ac
   }
 }
 
+void CpuBackend::scale(const Tensor& x, float factor) {
+  cpu::check_tensor(x, DType::kF32, "scale", "x");
+  float* v = x.ptr<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for num_threads(num_threads_) if (n >= (1 << 16)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) v[i] *= factor;
+}
+
 void CpuBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
   cpu::check_tensor(x, DType::kF32, "add_to_residual", "x");
   cpu::check_tensor(residual, DType::kF32, "add_to_residual", "residual");

@@ -1,5 +1,6 @@
 // Host memory for CpuBackend: 64-byte aligned allocations, counted (current and peak) so the
 // runtime can measure what a warm-up pass used; copies are memcpy, the host is the device.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +54,19 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
 void CpuBackend::fill_bytes(const Tensor& dst, uint8_t value) {
   MINIVLLM_CHECK(dst.device() == DeviceKind::kCpu) << "fill_bytes: dst " << dst.describe();
   if (dst.nbytes() > 0) std::memset(dst.data(), value, dst.nbytes());
+}
+
+void CpuBackend::fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCpu && dst.dtype() == DType::kF32 && dst.ndim() <= 2)
+      << "fill_hashed_uniform: dst " << dst.describe() << " must be a host f32 [rows, cols] or [n]";
+  const int64_t rows = dst.ndim() == 2 ? dst.size(0) : 1, cols = dst.numel() / std::max<int64_t>(rows, 1);
+  float* out = dst.ptr<float>();
+#pragma omp parallel for num_threads(num_threads_) schedule(static) if (dst.numel() >= (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      out[r * cols + c] = hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c));
+    }
+  }
 }
 
 void CpuBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {

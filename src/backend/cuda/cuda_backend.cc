@@ -190,6 +190,14 @@ void CudaBackend::fill_bytes(const Tensor& dst, uint8_t value) {
   CUDA_CHECK(cudaMemsetAsync(dst.data(), value, dst.nbytes(), stream_));
 }
 
+void CudaBackend::fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda && (dst.dtype() == DType::kF32 || dst.dtype() == DType::kBF16) &&
+                 dst.ndim() <= 2)
+      << "fill_hashed_uniform: dst " << dst.describe() << " must be a GPU f32 or bf16 [rows, cols] or [n]";
+  const int64_t rows = dst.ndim() == 2 ? dst.size(0) : 1, cols = dst.numel() / std::max<int64_t>(rows, 1);
+  launch_fill_hashed_uniform(dst.data(), dst.dtype() == DType::kBF16, rows, cols, h, base, row_stride, stream_);
+}
+
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void CudaBackend::memory_info(size_t* free_bytes, size_t* total_bytes) {

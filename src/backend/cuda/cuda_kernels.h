@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/activation.h"
+#include "common/hashed_uniform.h"
 
 namespace minivllm::cuda {
 
@@ -30,6 +31,12 @@ void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activati
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
+// x[i] *= factor for n fp32 values.
+void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream);
+// out[r, c] (bf16, or fp32) = hashed_uniform_value(h, base + r * row_stride + c): dummy weights
+// made in place (Backend::fill_hashed_uniform).
+void launch_fill_hashed_uniform(void* out, bool bf16, int64_t rows, int64_t cols, const HashedUniform& h, int64_t base,
+                                int64_t row_stride, cudaStream_t stream);
 // out (bf16, or fp32 when out_f32) += bias per row.
 void launch_bias_add(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n,
                      cudaStream_t stream);

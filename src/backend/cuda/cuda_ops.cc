@@ -602,6 +602,11 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   launch_decode_attention(a, tiles, split.num_splits, split.partition, v, scratch, stream_);
 }
 
+void CudaBackend::scale(const Tensor& x, float factor) {
+  check_gpu(x, DType::kF32, "scale", "x");
+  launch_scale_f32(x.ptr<float>(), x.numel(), factor, stream_);
+}
+
 void CudaBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation act) {
   check_gpu(gate_up, DType::kBF16, "act_mul", "gate_up");
   check_gpu(out, DType::kBF16, "act_mul", "out");

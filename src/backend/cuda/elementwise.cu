@@ -123,6 +123,28 @@ __global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, flo
   store_f32x8(residual + c * 8, r);
 }
 
+__global__ void scale_f32_kernel(float* x, int64_t n, float factor) {
+  pdl_wait();  // x is the previous kernel's output (the embedding)
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+// One thread per element, grid-stride: a load-time kernel, run once per weight.
+__global__ void fill_hashed_uniform_kernel(void* out, bool bf16, int64_t rows, int64_t cols, HashedUniform h,
+                                           int64_t base, int64_t row_stride) {
+  const int64_t total = rows * cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    const float v = hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c));
+    if (bf16) {
+      static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+    } else {
+      static_cast<float*>(out)[i] = v;
+    }
+  }
+}
+
 __global__ void act_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, Activation act, uint4* out) {
   pdl_launch_dependents();  // the down projection may start streaming its weights now
   pdl_wait();               // gate_up is the previous kernel's output (programmatic dependent launch)
@@ -216,6 +238,21 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
     launch_with_pdl(rms_norm_kernel<false, false>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, xin,
                     nullptr, w, w_f32, eps, chunks, static_cast<uint4*>(out));
   }
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_with_pdl(scale_f32_kernel, dim3(grid_for(n, 256)), dim3(256), 0, stream, x, n, factor);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill_hashed_uniform(void* out, bool bf16, int64_t rows, int64_t cols, const HashedUniform& h, int64_t base,
+                                int64_t row_stride, cudaStream_t stream) {
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(grid_for(total, 256), 65535));
+  fill_hashed_uniform_kernel<<<blocks, 256, 0, stream>>>(out, bf16, rows, cols, h, base, row_stride);
   CUDA_CHECK_LAUNCH();
 }
 
