@@ -35,6 +35,9 @@ struct EngineConfig {
   int max_model_length = 4096;  // capped by the model's max_position_embeddings
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // CPU threads, 0 = all cores
+  // Serving (AsyncEngine) only: sequences queued before a new request is refused (the server's
+  // 503), so overload is an answer, not a wait without end. LLM.generate queues everything.
+  int max_waiting_requests = 1024;
 
   // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;
