@@ -126,6 +126,7 @@ void AsyncEngine::run_engine_thread(EngineConfig config, std::promise<void> read
     }
     end_expired(Clock::now());
     step_once();
+    check_alive();
   }
   for (auto& [id, t] : tracked_) t.stream->end_all("abort", "the server is shutting down");
   tracked_.clear();
@@ -185,6 +186,7 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> p
   const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added, deadline]() mutable {
     int64_t id = -1;
     try {
+      MINIVLLM_CHECK(!dead_.load()) << "the engine died (" << death() << ") and takes no requests";
       refuse_when_full(stream->num_choices());
       id = engine_->add_request(std::move(ids), params);
     } catch (...) {
@@ -340,6 +342,27 @@ void AsyncEngine::publish_stats() {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.engine = c;
   stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
+}
+
+// Engine thread, after each step. A dead group fails every step from now on, so rather than let
+// each request fail its own step, all of them end now, with the cause, and none is taken again.
+void AsyncEngine::check_alive() {
+  if (dead_.load()) return;
+  const std::string why = engine_->runners().death();
+  if (why.empty()) return;
+  std::vector<int64_t> ids;
+  for (const auto& [id, t] : tracked_) ids.push_back(id);
+  for (int64_t id : ids) end_request(id, "error", "the engine died: " + why);
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    death_ = why;
+  }
+  dead_.store(true);
+}
+
+std::string AsyncEngine::death() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return death_;
 }
 
 ServingStats AsyncEngine::stats() const {

@@ -12,11 +12,16 @@
 // tokenized and chat templates rendered in the caller's thread (both are thread-safe), so a long
 // prompt never stalls the step loop.
 //
+// A dead engine (a tensor-parallel worker died) cannot step again: the engine thread ends every
+// request with an error and refuses new ones, and healthy() turns false so the server can exit
+// and be restarted.
+//
 // Overload is an answer, not a wait: a submit that would queue more than max_waiting_requests
 // sequences throws QueueFullError (the server's 503). A request may carry a deadline; past it the
 // engine thread ends it with finish_reason "error" and frees its blocks (checked before each step).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -118,6 +123,11 @@ class AsyncEngine {
   // engine (its worker processes end). Idempotent; later submits throw, tokenizing still works.
   void shutdown();
 
+  // False once the engine can no longer step (a tensor-parallel worker died); death() says why.
+  // Thread-safe.
+  bool healthy() const { return !dead_.load(); }
+  std::string death() const;
+
   // A copy of the counters and histograms, as of the last step.
   ServingStats stats() const;
   // The engine's configuration after it was built (max_model_length capped by the model, the
@@ -133,6 +143,7 @@ class AsyncEngine {
   void step_once();
   void refuse_when_full(int num_choices);
   void end_expired(Clock::time_point now);
+  void check_alive();
   void dispatch(StepResult& result);
   void end_request(int64_t id, const std::string& finish_reason, const std::string& error);
   void publish_stats();
@@ -147,6 +158,8 @@ class AsyncEngine {
 
   mutable std::mutex stats_mutex_;
   ServingStats stats_;
+  std::string death_;  // under stats_mutex_, set before dead_
+  std::atomic<bool> dead_{false};
   std::thread thread_;
 };
 

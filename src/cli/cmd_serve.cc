@@ -2,7 +2,9 @@
 // once the model is loaded. SIGTERM (what a supervisor sends) stops gracefully: no new requests,
 // those in flight get --shutdown-timeout to finish, the rest end with an error. SIGINT (Ctrl-C),
 // or a second signal, ends the streams in flight at once. Either way the listener and the engine
-// (its tensor-parallel workers exit with it) stop and the exit code is 0.
+// (its tensor-parallel workers exit with it) stop and the exit code is 0. When the engine dies (a
+// tensor-parallel worker killed), every request ends with an error, /health answers 503, and the
+// server exits 1 within seconds, so that a supervisor restarts it.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -43,10 +45,20 @@ double seconds_flag(const ParsedArgs& a, const std::string& name, double fallbac
   return s;
 }
 
+// After the engine died: how long /health keeps answering 503 before the port closes, so that
+// whoever polls it sees why.
+constexpr std::chrono::milliseconds kDeadEngineLinger{1000};
+
 // Acts on the first signal: SIGTERM drains, anything else stops now; a second signal during the
-// drain stops now too.
-void watch_signals(server::HttpServer& http, std::chrono::milliseconds shutdown_timeout) {
-  while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+// drain stops now too. A dead engine stops the server too, once its streams had their error events.
+void watch(server::HttpServer& http, const AsyncEngine& engine, std::chrono::milliseconds shutdown_timeout) {
+  while (g_signal.load() == 0 && engine.healthy()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!engine.healthy()) {
+    std::cerr << "minivllm serve: the engine died: " << engine.death() << "; stopping" << std::endl;
+    std::this_thread::sleep_for(kDeadEngineLinger);
+    http.drain(std::chrono::milliseconds(0));  // its requests have ended: what is left is their last writes
+    return;
+  }
   if (g_signal.load() != SIGTERM) {
     http.stop();
     return;
@@ -111,7 +123,7 @@ int run_serve(const std::vector<std::string>& argv) {
     AsyncEngine engine(config);
     server::HttpServer http(engine, options);
     const int port = http.bind();
-    std::thread watcher([&http, shutdown_timeout] { watch_signals(http, shutdown_timeout); });
+    std::thread watcher([&http, &engine, shutdown_timeout] { watch(http, engine, shutdown_timeout); });
     std::cout << "minivllm serve: model " << http.model_name() << " at http://" << options.host << ":" << port
               << "/v1 (max_model_len " << engine.config().max_model_length << ", "
               << engine.config().num_kvcache_blocks << " KV blocks)" << std::endl;
@@ -120,6 +132,10 @@ int run_serve(const std::vector<std::string>& argv) {
     g_signal.compare_exchange_strong(none, -1);  // serve() ended on its own: release the watcher
     watcher.join();
     engine.shutdown();
+    if (!engine.healthy()) {
+      std::cerr << "minivllm serve: stopped because the engine died: " << engine.death() << std::endl;
+      return kExitRuntimeError;
+    }
     std::cerr << "minivllm serve: stopped" << std::endl;
     return kExitOk;
   });

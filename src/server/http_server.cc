@@ -159,7 +159,9 @@ void HttpServer::add_routes() {
     send_json(res, 500, error_json(500, message));
   });
 
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { res.status = stopping_ || draining_ ? 503 : 200; });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = stopping_ || draining_ || !engine_.healthy() ? 503 : 200;
+  });
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"version", kVersion}}); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine_.stats(), options_.model_name), "text/plain; version=0.0.4");
@@ -198,6 +200,7 @@ void HttpServer::add_routes() {
       // Counted before the check, so a graceful stop that began meanwhile waits for this call.
       auto active = std::make_shared<ActiveCall>(context_->num_active);
       if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
+      if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
       const auto now = AsyncEngine::Clock::now();
       const json body = parse_json_body(req.body);
       const GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);

@@ -7,8 +7,8 @@
 //
 // Every failure is OpenAI's error JSON with a status: 400 naming the parameter, 401 without the
 // API key, 404 for an unknown model or path, 413 for a body over the limit, 500 when generation
-// failed, 503 while shutting down or when the waiting queue is full (with Retry-After). One
-// request's failure never stops the server.
+// failed, 503 while shutting down, once the engine died, or when the waiting queue is full (with
+// Retry-After). One request's failure never stops the server; /health answers 503 while it stops.
 #pragma once
 
 #include <atomic>
