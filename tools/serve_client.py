@@ -68,6 +68,8 @@ async def post(host, port, path, body, api_key=None, stream=False, cancel_after=
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
         await writer.drain()
         status_line = await asyncio.wait_for(reader.readline(), timeout)
+        if not status_line:  # the server closed the connection (or died) without answering
+            raise ConnectionResetError("the connection closed before a status line")
         r.status = int(status_line.split()[1])
         headers = {}
         while True:

@@ -4,8 +4,8 @@ mid-stream, some invalid, some with n > 1 or stop strings, at a fixed concurrenc
 server never crashed; every valid request completed (n choices for n > 1, no stop string in any
 text), every invalid one got its 4xx; /metrics ends with no request running and every KV block
 free; and the server's resident memory (VmRSS from /proc/<pid>/status), sampled --rss-samples
-times over the run (so at least every tenth of it after the warm-up fifth), grew by at most
---rss-tolerance after warm-up.
+times over the run (at least every tenth of what follows the warm-up, itself a check), grew by at
+most --rss-tolerance after warm-up (--warmup-fraction of the run).
 
   tools/soak_serve.py --model models/SmolLM2-135M-Instruct.Q4_1.gguf            # 10,000 requests
   tools/soak_serve.py --model M --num-requests 500 --concurrency 16 -- --max-num-seqs 32
@@ -30,10 +30,14 @@ WORDS = ("the a cat dog story river mountain light dark quick slow old new house
 
 
 def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+    """The process's resident memory; 0 once it is gone (a crash is the "no crash" check's)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return 0
 
 
@@ -143,7 +147,9 @@ def main():
     ap.add_argument("--n-fraction", type=float, default=0.10, help="share of requests with n = 2 or 3")
     ap.add_argument("--stop-fraction", type=float, default=0.10, help="share of requests with stop strings")
     ap.add_argument("--rss-samples", type=int, default=20,
-                    help="memory samples over the run (>= 13: at least every tenth of it after the warm-up fifth)")
+                    help="memory samples over the run (with a warm-up fifth, >= 13: at least every tenth of the rest)")
+    ap.add_argument("--warmup-fraction", type=float, default=0.2,
+                    help="share of the run before the RSS baseline (the sample that ends it)")
     ap.add_argument("--rss-every", type=int, help="sample memory every N requests instead (older runs' flag)")
     ap.add_argument("--rss-tolerance", type=float, default=0.10,
                     help="allowed growth of the peak after warm-up over the sample that ends it")
@@ -178,9 +184,11 @@ def main():
         if proc:
             proc.terminate()
             code = proc.wait(timeout=60)
-    # Warm-up: the first fifth of the samples (allocator pools, thread stacks, prefix cache).
-    warm = rss[len(rss) // 5][1] if rss else 0
-    after = rss[len(rss) // 5:]
+    # Warm-up: the first --warmup-fraction of the samples (allocator pools, thread stacks, the KV
+    # cache's pages as the block allocator first hands them out).
+    first_after = int(len(rss) * args.warmup_fraction)
+    warm = rss[first_after][1] if first_after < len(rss) else 0
+    after = rss[first_after:]
     peak_after = max((v for _, v in after), default=0)
     # The largest gap between samples after warm-up, in requests, and the run's length after it.
     gaps = [b[0] - a[0] for a, b in zip(after, after[1:])] + ([args.num_requests - after[-1][0]] if after else [])
