@@ -7,52 +7,20 @@ restarts it); nothing new is left in /dev/shm.
 The model is stories260K (../shared): its 8 heads split over two ranks, which SmolLM2-135M's 9 do
 not. Run by ctest like test_openai_client.py; skipped (77) without the model or the client.
 """
-import http.client as httpclient
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
 # main: skips (77) without the model or the client, else runs this module's tests.
+from sse_stream import SseStream
 from test_openai_client import SHARED, http, main, start_server
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 NUM_STREAMS = 32
-
-
-class Stream(threading.Thread):
-    """One streamed completion: `started` once its headers came, `events` its data payloads."""
-
-    def __init__(self, base):
-        super().__init__(daemon=True)
-        host, port = base.split("//", 1)[1].rsplit(":", 1)
-        self.conn = httpclient.HTTPConnection(host, int(port), timeout=60)
-        self.started = threading.Event()
-        self.events = []
-        self.status = None
-        self.error = None
-
-    def run(self):
-        body = {"model": STORIES, "prompt": "Once", "max_tokens": 500, "temperature": 0, "ignore_eos": True,
-                "stream": True}
-        try:
-            self.conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-            res = self.conn.getresponse()
-            self.status = res.status
-            self.started.set()
-            for line in res:
-                line = line.decode().strip()
-                if line.startswith("data: "):
-                    self.events.append(line[6:])
-        except Exception as e:  # noqa: BLE001 - kept for the assertion's message
-            self.error = repr(e)
-        finally:
-            self.started.set()
-            self.conn.close()
 
 
 class EngineDeathTest(unittest.TestCase):
@@ -67,7 +35,8 @@ class EngineDeathTest(unittest.TestCase):
         try:
             workers = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
             self.assertEqual(len(workers), 1, "one worker for rank 1")
-            streams = [Stream(base) for _ in range(NUM_STREAMS)]
+            body = {"model": STORIES, "prompt": "Once", "max_tokens": 500, "temperature": 0, "ignore_eos": True}
+            streams = [SseStream(base, body, timeout=60) for _ in range(NUM_STREAMS)]
             for s in streams:
                 s.start()
             deadline = time.time() + 60

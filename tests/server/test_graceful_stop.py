@@ -7,50 +7,18 @@ exits 0.
 Run by ctest like test_openai_client.py, whose helpers it uses; exits 77 (skipped) only when the
 model or the `openai` package is missing.
 """
-import http.client as httpclient
 import json
 import signal
 import sys
-import threading
 import time
 import unittest
 
 # main: skips (77) without the model or the client, else runs this module's tests.
+from sse_stream import SseStream
 from test_openai_client import MODEL, http, main, start_server
 
 NAME = "smol"
-SHUTDOWN_TIMEOUT_S = 8
-
-
-class SseReader(threading.Thread):
-    """Streams one completion and keeps its `data:` payloads; `first` is set at the first one."""
-
-    def __init__(self, base, body):
-        super().__init__(daemon=True)
-        host, port = base.split("//", 1)[1].rsplit(":", 1)
-        self.conn = httpclient.HTTPConnection(host, int(port), timeout=120)
-        self.body = json.dumps(dict(body, model=NAME, stream=True))
-        self.events = []
-        self.first = threading.Event()
-        self.error = None
-
-    def run(self):
-        try:
-            self.conn.request("POST", "/v1/completions", self.body, {"Content-Type": "application/json"})
-            res = self.conn.getresponse()
-            while True:
-                line = res.readline()
-                if not line:
-                    break
-                line = line.decode().strip()
-                if line.startswith("data: "):
-                    self.events.append(line[6:])
-                    self.first.set()
-        except Exception as e:  # noqa: BLE001 - kept for the assertion's message
-            self.error = repr(e)
-        finally:
-            self.conn.close()
-        self.first.set()
+SHUTDOWN_TIMEOUT_S = 15
 
 
 class GracefulStopTest(unittest.TestCase):
@@ -60,15 +28,20 @@ class GracefulStopTest(unittest.TestCase):
         proc, base = start_server(MODEL, "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S), "--max-model-len", "8192",
                                   "--block-size", "16", "--num-threads", "1", name=NAME)
         try:
-            # 64 tokens finish well within the timeout (~1 s); 8000 cannot (a few hundred tokens a
-            # second at most on one CPU thread).
-            short = SseReader(base, {"prompt": "Count to fifty:", "max_tokens": 64, "temperature": 0, "ignore_eos": True})
-            long = SseReader(base, {"prompt": "Write a very long story.", "max_tokens": 8000, "temperature": 0,
-                                    "ignore_eos": True})
+            # The short stream is 48 tokens in when the signal comes: its last 16 finish well within
+            # the timeout, even on a machine shared with other builds. 8000 tokens cannot (a few
+            # hundred tokens a second at most on one CPU thread).
+            short = SseStream(base, {"model": NAME, "prompt": "Count to fifty:", "max_tokens": 64, "temperature": 0,
+                                     "ignore_eos": True})
+            long = SseStream(base, {"model": NAME, "prompt": "Write a very long story.", "max_tokens": 8000,
+                                    "temperature": 0, "ignore_eos": True})
             long.start()
             self.assertTrue(long.first.wait(60), "the long stream never started")
             short.start()
-            self.assertTrue(short.first.wait(60), "the short stream never started")
+            deadline = time.time() + 120
+            while len(short.events) < 48 and short.is_alive():
+                self.assertLess(time.time(), deadline, "the short stream is too slow")
+                time.sleep(0.01)
             t0 = time.time()
             proc.send_signal(signal.SIGTERM)
             while http(base + "/health")[0] != 503:
