@@ -23,6 +23,8 @@ class Result:
         self.completion_tokens = 0
         self.prompt_tokens = 0
         self.finish_reason = None
+        self.texts = {}           # by choice index (n > 1)
+        self.finish_reasons = {}  # by choice index
         self.cancelled = False
         self.end = 0.0
 
@@ -66,6 +68,8 @@ async def post(host, port, path, body, api_key=None, stream=False, cancel_after=
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
         await writer.drain()
         status_line = await asyncio.wait_for(reader.readline(), timeout)
+        if not status_line:  # the server closed the connection (or died) without answering
+            raise ConnectionResetError("the connection closed before a status line")
         r.status = int(status_line.split()[1])
         headers = {}
         while True:
@@ -94,6 +98,9 @@ async def post(host, port, path, body, api_key=None, stream=False, cancel_after=
                 r.error = j.get("error", {}).get("message", body_bytes[:200].decode(errors="replace"))
                 return r
             r.ok = True
+            for c in j["choices"]:
+                r.texts[c["index"]] = c.get("text") or (c.get("message") or {}).get("content") or ""
+                r.finish_reasons[c["index"]] = c.get("finish_reason")
             choice = j["choices"][0]
             r.text = choice.get("text") or (choice.get("message") or {}).get("content", "")
             r.finish_reason = choice.get("finish_reason")
@@ -130,8 +137,11 @@ async def post(host, port, path, body, api_key=None, stream=False, cancel_after=
                     if carries_token:
                         r.chunk_times.append(time.perf_counter())
                         r.text += text
+                    i = c.get("index", 0)
+                    r.texts[i] = r.texts.get(i, "") + text
                     if c.get("finish_reason"):
                         r.finish_reason = c["finish_reason"]
+                        r.finish_reasons[i] = c["finish_reason"]
                 if cancel_after is not None and len(r.chunk_times) >= cancel_after:
                     r.cancelled = True
                     r.end = time.perf_counter()

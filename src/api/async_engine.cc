@@ -1,10 +1,12 @@
 #include "api/async_engine.h"
 
+#include <sstream>
+
 #include "common/check.h"
 
 namespace minivllm {
 
-using Clock = std::chrono::steady_clock;
+using Clock = AsyncEngine::Clock;
 
 // What the engine thread and every handle share. Handles keep it alive, so a handle that outlives
 // the AsyncEngine (an HTTP thread finishing during shutdown) can still abort harmlessly.
@@ -39,6 +41,7 @@ struct RequestHandle::Core {
 struct AsyncEngine::Tracked {
   std::shared_ptr<RequestStream> stream;
   Clock::time_point arrival;
+  Clock::time_point deadline = AsyncEngine::kNoDeadline;
   std::vector<Clock::time_point> last_token_at;  // per choice
   std::vector<bool> got_first_token;             // per choice
 };
@@ -121,7 +124,9 @@ void AsyncEngine::run_engine_thread(EngineConfig config, std::promise<void> read
         continue;
       }
     }
+    end_expired(Clock::now());
     step_once();
+    check_alive();
   }
   for (auto& [id, t] : tracked_) t.stream->end_all("abort", "the server is shutting down");
   tracked_.clear();
@@ -174,13 +179,15 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_chat(const nlohmann::json& me
 }
 
 std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> prompt_token_ids,
-                                                          const SamplingParams& params) {
+                                                          const SamplingParams& params, Clock::time_point deadline) {
   auto stream = std::make_shared<RequestStream>(std::max(1, params.n));
   auto added = std::make_shared<std::promise<int64_t>>();
   std::future<int64_t> id_future = added->get_future();
-  const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added]() mutable {
+  const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added, deadline]() mutable {
     int64_t id = -1;
     try {
+      MINIVLLM_CHECK(!dead_.load()) << "the engine died (" << death() << ") and takes no requests";
+      refuse_when_full(stream->num_choices());
       id = engine_->add_request(std::move(ids), params);
     } catch (...) {
       added->set_exception(std::current_exception());
@@ -189,6 +196,7 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> p
     Tracked& t = tracked_[id];
     t.stream = stream;
     t.arrival = Clock::now();
+    t.deadline = deadline;
     t.last_token_at.assign(stream->num_choices(), t.arrival);
     t.got_first_token.assign(stream->num_choices(), false);
     added->set_value(id);
@@ -205,12 +213,47 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> p
 
 void AsyncEngine::abort(int64_t id) { core_->push_abort(id); }
 
-void AsyncEngine::abort_all() {
-  core_->push([this] {
+void AsyncEngine::abort_all(const std::string& finish_reason, const std::string& error) {
+  core_->push([this, finish_reason, error] {
     std::vector<int64_t> ids;
     for (const auto& [id, t] : tracked_) ids.push_back(id);
-    for (int64_t id : ids) end_request(id, "abort", "");
+    for (int64_t id : ids) end_request(id, finish_reason, error);
   });
+}
+
+// Engine thread. The engine's own count (preempted sequences included) decides, so the bound holds
+// for a burst of submits handled in one batch of commands too. An empty queue takes any request,
+// so a request of more choices than the bound is not refused forever.
+void AsyncEngine::refuse_when_full(int num_choices) {
+  const int waiting = engine_->stats().num_waiting;
+  if (waiting == 0 || waiting + num_choices <= config_.max_waiting_requests) return;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.num_requests_rejected;
+  }
+  std::ostringstream os;
+  os << "the server is overloaded: " << waiting << " sequences wait to be scheduled and max_waiting_requests is "
+     << config_.max_waiting_requests << "; retry later";
+  throw QueueFullError(os.str());
+}
+
+// Engine thread, before each step: a request past its deadline ends with an error, and its blocks
+// are freed before the step that would have used them.
+void AsyncEngine::end_expired(Clock::time_point now) {
+  std::vector<std::pair<int64_t, double>> expired;  // id, its timeout in seconds
+  for (const auto& [id, t] : tracked_) {
+    if (t.deadline <= now) expired.emplace_back(id, std::chrono::duration<double>(t.deadline - t.arrival).count());
+  }
+  for (const auto& [id, seconds] : expired) {
+    {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      ++stats_.num_requests_timed_out;
+    }
+    std::ostringstream os;
+    os.precision(3);
+    os << "the request ran past its deadline (" << seconds << " s after it was queued) and was ended";
+    end_request(id, "error", os.str());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,6 +342,27 @@ void AsyncEngine::publish_stats() {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.engine = c;
   stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
+}
+
+// Engine thread, after each step. A dead group fails every step from now on, so rather than let
+// each request fail its own step, all of them end now, with the cause, and none is taken again.
+void AsyncEngine::check_alive() {
+  if (dead_.load()) return;
+  const std::string why = engine_->runners().death();
+  if (why.empty()) return;
+  std::vector<int64_t> ids;
+  for (const auto& [id, t] : tracked_) ids.push_back(id);
+  for (int64_t id : ids) end_request(id, "error", "the engine died: " + why);
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    death_ = why;
+  }
+  dead_.store(true);
+}
+
+std::string AsyncEngine::death() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return death_;
 }
 
 ServingStats AsyncEngine::stats() const {

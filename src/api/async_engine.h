@@ -11,8 +11,17 @@
 // wait is at most one step, which the request would have waited anyway before its prefill. Text is
 // tokenized and chat templates rendered in the caller's thread (both are thread-safe), so a long
 // prompt never stalls the step loop.
+//
+// A dead engine (a tensor-parallel worker died) cannot step again: the engine thread ends every
+// request with an error and refuses new ones, and healthy() turns false so the server can exit
+// and be restarted.
+//
+// Overload is an answer, not a wait: a submit that would queue more than max_waiting_requests
+// sequences throws QueueFullError (the server's 503). A request may carry a deadline; past it the
+// engine thread ends it with finish_reason "error" and frees its blocks (checked before each step).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,6 +46,12 @@
 namespace minivllm {
 
 class AsyncEngine;
+
+// The waiting queue is full: the request was not taken; the same request may be sent again later.
+class QueueFullError : public Error {
+ public:
+  using Error::Error;
+};
 
 // The submitter's end of one request (all its choices when n > 1). Not thread-safe itself: one
 // thread consumes it; abort() and the destructor may race the engine thread safely.
@@ -81,9 +96,14 @@ class AsyncEngine {
   AsyncEngine(const AsyncEngine&) = delete;
   AsyncEngine& operator=(const AsyncEngine&) = delete;
 
+  using Clock = std::chrono::steady_clock;
+  static constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+
   // Each throws an Error naming the problem when the engine rejects the request, or when the
-  // engine has shut down. Thread-safe.
-  std::unique_ptr<RequestHandle> submit_tokens(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  // engine has shut down; QueueFullError when the waiting queue is full. Past `deadline` the
+  // request ends with finish_reason "error". Thread-safe.
+  std::unique_ptr<RequestHandle> submit_tokens(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                                               Clock::time_point deadline = kNoDeadline);
   std::unique_ptr<RequestHandle> submit_text(const std::string& prompt, const SamplingParams& params);
   std::unique_ptr<RequestHandle> submit_chat(const nlohmann::json& messages, const SamplingParams& params,
                                              const nlohmann::json& template_vars = nlohmann::json::object());
@@ -96,11 +116,17 @@ class AsyncEngine {
 
   // Aborts every choice of request `id`; unknown or finished ids are ignored. Thread-safe.
   void abort(int64_t id);
-  // Aborts every request in flight (a server shutting down ends its streams first). Thread-safe.
-  void abort_all();
+  // Ends every request in flight with `finish_reason` (and `error`): a server shutting down ends its
+  // streams first. Thread-safe.
+  void abort_all(const std::string& finish_reason = "abort", const std::string& error = "");
   // Ends every request in flight with finish_reason "abort", stops the engine thread and exits the
   // engine (its worker processes end). Idempotent; later submits throw, tokenizing still works.
   void shutdown();
+
+  // False once the engine can no longer step (a tensor-parallel worker died); death() says why.
+  // Thread-safe.
+  bool healthy() const { return !dead_.load(); }
+  std::string death() const;
 
   // A copy of the counters and histograms, as of the last step.
   ServingStats stats() const;
@@ -115,6 +141,9 @@ class AsyncEngine {
   void run_engine_thread(EngineConfig config, std::promise<void> ready);
   void process_commands();
   void step_once();
+  void refuse_when_full(int num_choices);
+  void end_expired(Clock::time_point now);
+  void check_alive();
   void dispatch(StepResult& result);
   void end_request(int64_t id, const std::string& finish_reason, const std::string& error);
   void publish_stats();
@@ -129,6 +158,8 @@ class AsyncEngine {
 
   mutable std::mutex stats_mutex_;
   ServingStats stats_;
+  std::string death_;  // under stats_mutex_, set before dead_
+  std::atomic<bool> dead_{false};
   std::thread thread_;
 };
 

@@ -20,6 +20,11 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                      .value_name = "D",
                      .choices = {"auto", "cpu", "cuda"}}),
     key<&C::max_num_seqs>({.name = "max_num_seqs", .help = "sequences per batch", .min = 1}),
+    key<&C::max_waiting_requests>(
+        {.name = "max_waiting_requests",
+         .help = "serve: sequences (a request of n choices counts n) waiting to be scheduled before new requests "
+                 "are refused with 503 and Retry-After; a request into an empty queue is always taken",
+         .min = 1}),
     key<&C::max_num_batched_tokens>(
         {.name = "max_num_batched_tokens",
          .help = "tokens one step computes: the running decodes, then prefill chunks (when not given: raised "

@@ -41,6 +41,9 @@ struct EngineConfig {
   // config.json needed (vLLM's --load-format dummy).
   std::string load_format = "auto";
   int64_t dummy_seed = 0;
+  // Serving (AsyncEngine) only: sequences queued before a new request is refused (the server's
+  // 503), so overload is an answer, not a wait without end. LLM.generate queues everything.
+  int max_waiting_requests = 1024;
 
   // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;

@@ -35,6 +35,8 @@ struct ServingStats {
   EngineStats engine;
   int num_requests_in_flight = 0;             // submitted and not ended, as the serving layer sees them
   std::map<std::string, int64_t> finished_by_reason;  // "stop", "length", "abort", "error" (per choice)
+  int64_t num_requests_rejected = 0;   // refused: the waiting queue was full (the server's 503)
+  int64_t num_requests_timed_out = 0;  // ended by their deadline (also counted as "error" above)
   // Seconds. Buckets as vLLM's metrics, so dashboards built for it read these too.
   Histogram time_to_first_token{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
                                  7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}};

@@ -167,6 +167,12 @@ void RunnerGroup::watch() {
   all_reaped_.store(true);
 }
 
+std::string RunnerGroup::death() const {
+  if (!dead_.load()) return "";
+  std::lock_guard<std::mutex> lock(death_mu_);
+  return death_.empty() ? "a tensor-parallel worker died" : death_;
+}
+
 void RunnerGroup::rethrow_with_cause(const std::exception& e) const {
   std::string death;
   {

@@ -41,6 +41,9 @@ class RunnerGroup {
 
   const ModelRunner& runner() const { return *runner_; }
   int world_size() const { return cfg_.world_size; }
+  // Why no step can run any more (a worker died: which rank, and how); "" while they can. A
+  // server reads it to stop serving instead of failing every request that comes. Thread-safe.
+  std::string death() const;
   std::vector<int> worker_pids() const;
 
  private:

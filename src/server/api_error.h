@@ -20,9 +20,16 @@ class ApiError : public std::runtime_error {
   int status() const { return status_; }
   const std::string& param() const { return param_; }  // the offending parameter, "" when none
   std::string type() const;                              // OpenAI's error type for the status
+  // Seconds after which the same request may succeed (the Retry-After header of a 503); 0: none.
+  int retry_after_s() const { return retry_after_s_; }
+  ApiError& with_retry_after(int seconds) {
+    retry_after_s_ = seconds;
+    return *this;
+  }
 
  private:
   int status_;
+  int retry_after_s_ = 0;
   std::string param_;
   std::string type_;
 };

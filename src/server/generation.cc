@@ -13,6 +13,8 @@ using nlohmann::json;
 namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{200};
+// What a refused client is told to wait: a few steps' worth, long enough for the queue to move.
+constexpr int kRetryAfterS = 1;
 // A stream with nothing to send writes an SSE comment this often: it keeps proxies from timing
 // out, and a failed write is how a client that went away is noticed (httplib 0.11 does not tell).
 constexpr std::chrono::milliseconds kKeepAliveInterval{1000};
@@ -77,7 +79,7 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   return p;
 }
 
-Submitted submit(const ServingContext& ctx, const GenerationRequest& req) {
+Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline) {
   if (!req.model.empty() && req.model != ctx.model_name) {
     throw ApiError(404, "The model `" + req.model + "` does not exist; this server serves `" + ctx.model_name + "`",
                    "model");
@@ -102,7 +104,9 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req) {
   }
   for (size_t i = 0; i < num_prompts; ++i) {
     try {
-      s.handles.push_back(ctx.engine.submit_tokens(std::move(ids[i]), params[i]));
+      s.handles.push_back(ctx.engine.submit_tokens(std::move(ids[i]), params[i], deadline));
+    } catch (const QueueFullError& e) {
+      throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
     } catch (const std::exception& e) {
       if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
       throw ApiError(400, public_message(e), prompt_param(req));  // those submitted are aborted
@@ -197,6 +201,7 @@ void respond_whole(const ServingContext& ctx, Submitted& s, ClientWatch& client,
 // What the stream knows per choice between calls of the content provider.
 struct StreamState {
   Submitted s;
+  std::shared_ptr<ActiveCall> active;  // released with the state, once httplib drops the stream
   std::vector<std::vector<bool>> started;        // a first chunk was sent (chat: with the role)
   std::vector<std::vector<size_t>> text_offset;  // completions' logprobs text_offset
   std::vector<std::vector<RequestOutput>> outputs;
@@ -245,9 +250,10 @@ bool write_events(const ServingContext& ctx, StreamState& st, std::vector<std::p
   return out.empty() || sink.write(out.data(), out.size());
 }
 
-void respond_stream(const ServingContext& ctx, Submitted s, httplib::Response& res) {
+void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<ActiveCall> active, httplib::Response& res) {
   auto st = std::make_shared<StreamState>();
   st->s = std::move(s);
+  st->active = std::move(active);
   const size_t num = st->s.handles.size();
   const size_t n = static_cast<size_t>(st->s.n);
   st->started.assign(num, std::vector<bool>(n, false));
@@ -281,11 +287,11 @@ void respond_stream(const ServingContext& ctx, Submitted s, httplib::Response& r
 
 }  // namespace
 
-void serve_generation(const ServingContext& ctx, const GenerationRequest& req, ClientWatch& client,
-                      httplib::Response& res) {
-  Submitted s = submit(ctx, req);
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
+                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res) {
+  Submitted s = submit(ctx, req, deadline);
   if (req.stream) {
-    respond_stream(ctx, std::move(s), res);
+    respond_stream(ctx, std::move(s), std::move(active), res);
   } else {
     respond_whole(ctx, s, client, res);
   }

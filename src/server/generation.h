@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include <httplib.h>
@@ -19,12 +20,28 @@ struct ServingContext {
   AsyncEngine& engine;
   std::string model_name;            // what /v1/models lists and requests must name
   const std::atomic<bool>& stopping;  // the server is shutting down: end streams now
+  double request_timeout_s = 0;      // a request's deadline when it sets none; <= 0: none
+  std::atomic<int> num_active{0};    // generation calls not yet answered (a graceful stop waits)
+};
+
+// Counts one generation call in ServingContext::num_active while it lives; a stream's state holds
+// it, so a call counts until its last event was written.
+class ActiveCall {
+ public:
+  explicit ActiveCall(std::atomic<int>& n) : n_(n) { ++n_; }
+  ~ActiveCall() { --n_; }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+ private:
+  std::atomic<int>& n_;
 };
 
 // Throws ApiError for what is wrong before generation starts (unknown model: 404; a prompt that
-// does not fit or is not in the vocabulary: 400). A failure during generation is a 500 (whole
-// response) or an error event (stream).
-void serve_generation(const ServingContext& ctx, const GenerationRequest& req, ClientWatch& client,
-                      httplib::Response& res);
+// does not fit or is not in the vocabulary: 400; the waiting queue full: 503 with Retry-After). A
+// failure during generation, a deadline passed included, is a 500 (whole response) or an error
+// event (stream).
+void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
+                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res);
 
 }  // namespace minivllm::server

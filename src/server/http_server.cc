@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <cstdio>
+#include <sstream>
+#include <thread>
 
 #include "common/check.h"
 #include "server/api_error.h"
@@ -11,6 +13,7 @@
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/request_deadline.h"
 #include "server/socket_lookup.h"
 
 namespace minivllm::server {
@@ -22,13 +25,18 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 // Connections the kernel queues before the accept thread takes them: a whole benchmark's burst.
 constexpr int kListenBacklog = 4096;
+// How long a graceful stop lets streams write the error event of the requests it ended.
+constexpr std::chrono::milliseconds kErrorFlushTime{2000};
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump_body(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), error_json(e)); }
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.retry_after_s() > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s()));
+  send_json(res, e.status(), error_json(e));
+}
 
 // Runs a handler; whatever it throws becomes OpenAI's error JSON, so one request never takes the
 // server down.
@@ -66,7 +74,7 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(10000);
-  context_ = std::make_unique<ServingContext>(ServingContext{engine_, options_.model_name, stopping_});
+  context_.reset(new ServingContext{engine_, options_.model_name, stopping_, options_.request_timeout_s});
   add_routes();
 }
 
@@ -98,6 +106,25 @@ void HttpServer::stop() {
   if (stopping_.exchange(true)) return;
   engine_.abort_all();  // streams end, so the connection threads can be joined
   http_->stop();
+}
+
+void HttpServer::drain(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  draining_ = true;
+  auto wait_idle = [this](Clock::time_point until) {
+    while (context_->num_active.load() > 0 && !stopping_.load() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  wait_idle(Clock::now() + timeout);
+  if (context_->num_active.load() > 0 && !stopping_.load()) {
+    std::ostringstream why;
+    why << "the server is shutting down and the request did not finish within the shutdown timeout ("
+        << std::chrono::duration<double>(timeout).count() << " s)";
+    engine_.abort_all("error", why.str());
+    wait_idle(Clock::now() + kErrorFlushTime);  // streams write their error event before the sockets close
+  }
+  stop();
 }
 
 void HttpServer::add_routes() {
@@ -132,7 +159,9 @@ void HttpServer::add_routes() {
     send_json(res, 500, error_json(500, message));
   });
 
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { res.status = stopping_ ? 503 : 200; });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = stopping_ || draining_ || !engine_.healthy() ? 503 : 200;
+  });
   s.Get("/version", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"version", kVersion}}); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine_.stats(), options_.model_name), "text/plain; version=0.0.4");
@@ -168,11 +197,16 @@ void HttpServer::add_routes() {
 
   auto generation = [this](bool chat) {
     return guarded([this, chat](const httplib::Request& req, httplib::Response& res) {
-      if (stopping_) throw ApiError(503, "the server is shutting down");
+      // Counted before the check, so a graceful stop that began meanwhile waits for this call.
+      auto active = std::make_shared<ActiveCall>(context_->num_active);
+      if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
+      if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+      const auto now = AsyncEngine::Clock::now();
       const json body = parse_json_body(req.body);
       const GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+      const auto deadline = request_deadline(body, options_.request_timeout_s, now);
       ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-      serve_generation(*context_, g, client, res);
+      serve_generation(*context_, g, deadline, std::move(active), client, res);
     });
   };
   s.Post("/v1/completions", generation(false));

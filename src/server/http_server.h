@@ -7,10 +7,12 @@
 //
 // Every failure is OpenAI's error JSON with a status: 400 naming the parameter, 401 without the
 // API key, 404 for an unknown model or path, 413 for a body over the limit, 500 when generation
-// failed, 503 while shutting down. One request's failure never stops the server.
+// failed, 503 while shutting down, once the engine died, or when the waiting queue is full (with
+// Retry-After). One request's failure never stops the server; /health answers 503 while it stops.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -32,6 +34,7 @@ struct ServerOptions {
   std::string model_name;           // the name clients use; "" -> the engine's model argument
   size_t max_body_bytes = 32 << 20;  // larger bodies get 413
   int num_threads = 512;            // connections served at once (streams hold theirs)
+  double request_timeout_s = 0;     // a generation's deadline when the request sets none; 0: none
 };
 
 class HttpServer {
@@ -47,6 +50,11 @@ class HttpServer {
   // Ends every stream and request in flight, and makes serve() return. Thread-safe (not from a
   // signal handler: set a flag there and call it from a thread).
   void stop();
+  // A graceful stop (SIGTERM): new generation requests get 503 and /health 503 at once; the calls
+  // in flight get up to `timeout` to finish; those left then end with an error (an error event,
+  // or a 500); then stop(). Returns when serve() may return. Thread-safe; a stop() meanwhile cuts
+  // the wait short.
+  void drain(std::chrono::milliseconds timeout);
 
   const std::string& model_name() const { return options_.model_name; }
 
@@ -57,6 +65,7 @@ class HttpServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};  // refusing new generations, finishing those in flight
   std::unique_ptr<ServingContext> context_;  // what the handlers (and streams outliving them) use
   int port_ = -1;
 };

@@ -75,6 +75,11 @@ std::string prometheus_text(const ServingStats& stats, const std::string& model_
   w.sample("minivllm:generation_tokens_total", "counter", "Tokens generated.", c.generation_tokens_total);
   w.sample("minivllm:num_preemptions_total", "counter", "Requests preempted for lack of KV blocks.",
            c.num_preemptions);
+  w.sample("minivllm:num_requests_rejected_total", "counter",
+           "Requests refused with 503 because the waiting queue held max_waiting_requests sequences.",
+           stats.num_requests_rejected);
+  w.sample("minivllm:num_requests_timed_out_total", "counter",
+           "Requests ended with an error at their deadline (request_timeout).", stats.num_requests_timed_out);
   w.header("minivllm:request_success_total", "counter", "Choices ended, by finish reason.");
   for (const auto& [reason, count] : stats.finished_by_reason) {
     w.labelled("minivllm:request_success_total", "finished_reason", reason, count);

@@ -32,7 +32,7 @@ std::string key_of_error(F&& f) {
 
 // A non-default, valid value for every engine key, set by hand on the member it belongs to.
 json engine_sample() {
-  return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},
+  return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},          {"max_waiting_requests", 11},
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
           {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"async_scheduling", "off"},
@@ -63,6 +63,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.model, "m");
   EXPECT_EQ(c.device, "cpu");
   EXPECT_EQ(c.max_num_seqs, 7);
+  EXPECT_EQ(c.max_waiting_requests, 11);
   EXPECT_EQ(c.max_num_batched_tokens, 9000);
   EXPECT_EQ(c.max_model_length, 512);
   EXPECT_EQ(c.block_size, 32);

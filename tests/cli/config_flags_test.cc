@@ -48,6 +48,7 @@ ArgParser engine_and_sampling_parser() {
 const json kEngineSample = {{"model", "m"},
                             {"device", "cpu"},
                             {"max_num_seqs", 7},
+                            {"max_waiting_requests", 11},
                             {"max_num_batched_tokens", 9000},
                             {"max_model_len", 512},
                             {"block_size", 32},

@@ -1,0 +1,72 @@
+// AsyncEngine under pressure, on stories260K on the CPU: a full waiting queue refuses a request
+// (QueueFullError, counted) instead of queueing it, and a request past its deadline ends with an
+// error, counted, with its KV blocks freed.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "api/async_engine.h"
+#include "../golden/engine_test_util.h"
+
+namespace minivllm {
+namespace {
+
+using std::chrono::milliseconds;
+
+EngineConfig pressure_config(int max_num_seqs, int max_waiting_requests) {
+  EngineConfig c = tiny_config("unused");
+  c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  c.max_num_seqs = max_num_seqs;
+  c.max_waiting_requests = max_waiting_requests;
+  return c;
+}
+
+SamplingParams long_greedy() {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 200;
+  p.ignore_eos = true;
+  return p;
+}
+
+TEST(AsyncEngineOverload, AFullWaitingQueueRefusesAndCounts) {
+  AsyncEngine engine(pressure_config(/*max_num_seqs=*/1, /*max_waiting_requests=*/1));
+  const std::vector<int32_t> ids = engine.tokenize_text("Once upon a time");
+  std::vector<std::unique_ptr<RequestHandle>> taken;
+  int refused = 0;
+  // One runs and one waits behind it for 200 steps; of five submits at least three are refused.
+  for (int i = 0; i < 5; ++i) {
+    try {
+      taken.push_back(engine.submit_tokens(ids, long_greedy()));
+    } catch (const QueueFullError& e) {
+      EXPECT_NE(std::string(e.what()).find("max_waiting_requests is 1"), std::string::npos) << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 3);
+  EXPECT_EQ(engine.stats().num_requests_rejected, refused);
+  for (auto& h : taken) EXPECT_EQ(h->wait().at(0).finish_reason, "length");
+  // The queue has room again.
+  EXPECT_NO_THROW(engine.submit_tokens(ids, long_greedy())->wait());
+}
+
+TEST(AsyncEngineOverload, ARequestPastItsDeadlineEndsWithAnErrorAndFreesItsBlocks) {
+  AsyncEngine engine(pressure_config(/*max_num_seqs=*/16, /*max_waiting_requests=*/16));
+  const std::vector<int32_t> ids = engine.tokenize_text("Once upon a time");
+  // Already past: it ends before its first step. The other has no deadline and runs to the end.
+  auto late = engine.submit_tokens(ids, long_greedy(), AsyncEngine::Clock::now());
+  auto unbounded = engine.submit_tokens(ids, long_greedy());
+  const RequestOutput out = late->wait().at(0);
+  EXPECT_EQ(out.finish_reason, "error");
+  EXPECT_NE(out.error.find("deadline"), std::string::npos) << out.error;
+  EXPECT_EQ(unbounded->wait().at(0).finish_reason, "length");
+  for (int i = 0; i < 200 && engine.stats().num_requests_in_flight > 0; ++i) std::this_thread::sleep_for(milliseconds(10));
+  const ServingStats s = engine.stats();
+  EXPECT_EQ(s.num_requests_timed_out, 1);
+  EXPECT_EQ(s.engine.kv_blocks_free, s.engine.kv_blocks_total);
+}
+
+}  // namespace
+}  // namespace minivllm
