@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "api/choice_output.h"
+#include "api/logit_rules.h"
 #include "common/check.h"
 #include "common/host_profile.h"
 #include "runtime/step_profiler.h"
@@ -97,10 +98,12 @@ void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
   }
 }
 
-int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& given) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
-  params.validate();
+  given.validate();
   check_prompt(prompt_token_ids);
+  const SamplingParams params =
+      resolve_logit_rules(given, source_.tokenizer.get(), source_.config.vocab_size, config_.eos_token_ids);
   MINIVLLM_CHECK(params.stop.empty() || source_.tokenizer) << "stop strings need a tokenizer, and the model has none";
   auto r = std::make_unique<Request>();
   std::vector<std::shared_ptr<Sequence>> seqs;
@@ -244,7 +247,9 @@ std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch) {
   for (Sequence* s : batch.seqs) {
     if (!s->samples()) continue;
     if (!s->prefilled) step->completed_prefill.push_back(s);
-    if (s->params().has_penalties() || s->params().logprobs >= 0) step->overlappable = false;
+    // Penalties count, and bad_words match, the tokens before the next step's: they must be on the host.
+    const SamplingParams& p = s->params();
+    if (p.has_penalties() || p.logprobs >= 0 || !p.bad_words_token_ids.empty()) step->overlappable = false;
   }
   try {
     StepInput in = [&] {

@@ -99,6 +99,10 @@ std::string describe_range(const KeySpec& k, KeyType type) {
     }
     case KeyType::kStringList:
       return "non-empty strings";
+    case KeyType::kTokenMap: {
+      const std::string each = scalar_range(k, KeyType::kFloat);
+      return "token ids >= 0" + (each.empty() ? std::string() : ", each value " + each);
+    }
   }
   return "";
 }
@@ -200,6 +204,40 @@ void read_value(const nlohmann::json& j, const KeySpec& k, std::vector<std::stri
   }
   check_value(k, v);
   out = std::move(v);
+}
+
+// OpenAI's form: a JSON object whose keys are token ids in decimal ("50256": -100).
+void read_value(const nlohmann::json& j, const KeySpec& k, std::map<int32_t, float>& out) {
+  if (!j.is_object()) throw problem("must be an object of token id to number, got " + excerpt(j));
+  std::map<int32_t, float> v;
+  for (const auto& [key, value] : j.items()) {
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      throw problem("keys must be token ids (integers >= 0 in decimal), got '" + text_excerpt(key) + "'");
+    }
+    if (!value.is_number()) throw problem("value of token " + key + " must be a number, got " + excerpt(value));
+    v[id] = static_cast<float>(value.get<double>());
+  }
+  check_value(k, v);
+  out = std::move(v);
+}
+
+void check_value(const KeySpec& k, const std::map<int32_t, float>& v) {
+  for (const auto& [id, value] : v) {
+    if (id < 0) throw problem("keys must be token ids >= 0, got " + std::to_string(id));
+    try {
+      check_value(k, value);
+    } catch (const KeyProblem& p) {
+      throw problem("value of token " + std::to_string(id) + " " + p.problem);
+    }
+  }
+}
+
+nlohmann::ordered_json write_value(const std::map<int32_t, float>& v) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [id, value] : v) j[std::to_string(id)] = write_value(value);
+  return j;
 }
 
 nlohmann::ordered_json write_value(float v) {

@@ -5,6 +5,7 @@
 
 #include "engine/sampling_keys.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace minivllm::server {
 
@@ -148,6 +149,8 @@ void finish_params(GenerationRequest& r) {
   r.params.logprobs = r.logprobs;
   try {
     r.params.validate();
+  } catch (const ConfigKeyError& e) {  // a rule across keys (min_tokens <= max_tokens) names its key
+    throw bad_param(e.key(), e.problem());
   } catch (const std::exception& e) {
     throw ApiError(400, public_message(e));
   }
@@ -192,6 +195,7 @@ json read_messages(const json& body) {
 }  // namespace
 
 GenerationRequest parse_completion_request(const json& body) {
+  check_request_fields(body, Endpoint::kCompletions);
   GenerationRequest r;
   r.prompts = read_prompts(body);
   read_common(body, r);
@@ -210,6 +214,7 @@ GenerationRequest parse_completion_request(const json& body) {
 }
 
 GenerationRequest parse_chat_request(const json& body) {
+  check_request_fields(body, Endpoint::kChat);
   GenerationRequest r;
   r.chat = true;
   r.messages = read_messages(body);

@@ -29,6 +29,8 @@ std::vector<std::string> flags_for(const json& sample, std::span<const ConfigKey
     const json& v = sample[name];
     if (k.type == KeyType::kBool) {
       if (v.dump() != k.default_json) args.push_back(flag);
+    } else if (k.type == KeyType::kTokenMap) {  // repeatable ID=VALUE
+      for (const auto& [id, x] : v.items()) args.insert(args.end(), {flag, id + "=" + x.dump()});
     } else if (v.is_array()) {
       for (const json& e : v) args.insert(args.end(), {flag, e.is_string() ? e.get<std::string>() : e.dump()});
     } else {
@@ -64,7 +66,8 @@ const json kSamplingSample = {{"max_tokens", 9},         {"temperature", 0.5},  
                               {"top_p", 0.75},           {"min_p", 0.125},            {"seed", 42},
                               {"ignore_eos", true},      {"stop", {"a", "bc"}},       {"stop_token_ids", {5, 6}},
                               {"presence_penalty", 0.5}, {"frequency_penalty", -0.25}, {"repetition_penalty", 1.5},
-                              {"n", 3},                  {"logprobs", 2}};
+                              {"n", 3},                  {"logprobs", 2},             {"logit_bias", {{"5", 1.5}}},
+                              {"min_tokens", 2},         {"bad_words", {"x", "y z"}}};
 
 TEST(ConfigFlags, EveryKeyParsesFromItsFlagAsFromJson) {
   for (const ConfigKey& k : engine_config_keys()) ASSERT_TRUE(kEngineSample.contains(k.spec.name)) << k.spec.name;
@@ -135,6 +138,10 @@ TEST(ConfigFlags, BadValuesNameTheFlagGiven) {
   EXPECT_EQ(sampling({"--stop-token-ids", "-1"}), "--stop-token-ids");
   EXPECT_EQ(sampling({"--logprobs", "21"}), "--logprobs");
   EXPECT_EQ(sampling({"--n", "1.5"}), "--n");
+  EXPECT_EQ(sampling({"--logit-bias", "5"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--logit-bias", "5=x"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--logit-bias", "5=101"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--min-tokens", "-1"}), "--min-tokens");
 }
 
 // The flags of a parser with only the tables' options are the tables' keys and aliases, each once.
