@@ -52,6 +52,15 @@ void check_logit_bias_args(const Tensor& logits, const SamplingBatch& b) {
   }
 }
 
+void check_token_bitmask_args(const Tensor& logits, const SamplingBatch& b) {
+  MINIVLLM_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2)
+      << "apply_token_bitmask: logits " << logits.describe() << " must be f32[S, V]";
+  MINIVLLM_CHECK(b.bitmask_words == (logits.size(1) + 31) / 32 &&
+                 b.bitmask.size() == static_cast<size_t>(logits.size(0)) * static_cast<size_t>(b.bitmask_words))
+      << "apply_token_bitmask: " << b.bitmask.size() << " words of " << b.bitmask_words << " a row for logits "
+      << logits.describe();
+}
+
 void check_logprobs_args(const Tensor& logits, const int32_t* tokens, int k) {
   MINIVLLM_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2)
       << "compute_logprobs: logits " << logits.describe() << " must be f32[S, V]";

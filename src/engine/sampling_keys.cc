@@ -60,6 +60,10 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
     key<&P::min_tokens>(
         {.name = "min_tokens", .help = "generate at least N tokens before eos or a stop token id", .min = 0}),
     key<&P::bad_words>({.name = "bad_words", .help = "a word never to generate (repeatable)", .value_name = "WORD"}),
+    key<&P::structured_outputs>({.name = "structured_outputs",
+                                 .help = "what the completion must match: json, json_object, regex, choice or grammar",
+                                 .value_name = "OBJ",
+                                 .cli = CliUse::kNone}),  // --json-schema FILE, --regex, --grammar FILE instead
     key<&P::n>({.name = "n",
                 .help = "completions per prompt; with seed S choice i draws from (S, i)",
                 .min = 1,

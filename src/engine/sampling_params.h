@@ -13,6 +13,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/structured_outputs.h"
+
 namespace minivllm {
 
 struct SamplingParams {
@@ -48,6 +50,10 @@ struct SamplingParams {
   // vLLM's: words never generated. Each is tokenized as given and with a leading space; the last
   // token of a word is banned wherever the tokens before it were just generated.
   std::vector<std::string> bad_words;
+  // vLLM's structured_outputs (OpenAI's response_format maps onto it): the completion must match a
+  // JSON schema, any JSON object, a regex, one of some strings, or an EBNF grammar; a token mask
+  // per step (engine/token_constraint.h) keeps the sampler inside it.
+  StructuredOutputs structured_outputs;
 
   // Not keys: filled in by the engine when it accepts the request (LLMEngine::add_request), from
   // the tokenizer and the model's eos ids, as vLLM resolves bad_words once per request.

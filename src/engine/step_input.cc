@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "engine/sequence.h"
+#include "engine/token_constraint.h"
 
 namespace minivllm {
 namespace {
@@ -101,7 +102,10 @@ StepInput StepInput::deserialize(const std::string& bytes) {
 }
 
 bool StepInput::needs_full_logits() const {
-  if (full_logits || sampling.has_penalties() || sampling.has_logprobs() || sampling.has_bias()) return true;
+  if (full_logits || sampling.has_penalties() || sampling.has_logprobs() || sampling.has_bias() ||
+      sampling.has_bitmask()) {
+    return true;
+  }
   for (int r = 0; r < sampling.size(); ++r) {
     if (sampling.top_k[r] >= 1 || sampling.top_p[r] < 1.0f || sampling.min_p[r] > 0.0f) return true;
   }
@@ -181,6 +185,21 @@ void add_logit_bias(const std::vector<Sequence*>& seqs, StepInput& s) {
   }
 }
 
+// Only when some sampling row has a grammar: each such row's allowed tokens, every other row all ones.
+void add_token_bitmask(const std::vector<Sequence*>& seqs, StepInput& s) {
+  auto constrained = std::find_if(seqs.begin(), seqs.end(), [](Sequence* q) { return q->constraint != nullptr; });
+  if (constrained == seqs.end()) return;
+  SamplingBatch& b = s.sampling;
+  b.bitmask_words = (*constrained)->constraint->bitmask_words();
+  b.bitmask.assign(seqs.size() * static_cast<size_t>(b.bitmask_words), -1);
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    TokenConstraint* c = seqs[r]->constraint.get();
+    if (c == nullptr) continue;
+    MINIVLLM_CHECK_EQ(c->bitmask_words(), b.bitmask_words) << "sequence " << seqs[r]->seq_id() << "'s grammar";
+    c->fill_bitmask(b.bitmask.data() + r * static_cast<size_t>(b.bitmask_words));
+  }
+}
+
 }  // namespace
 
 StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
@@ -243,6 +262,7 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
   if (!sampling.empty()) {
     add_penalties_and_logprobs(sampling, s);
     add_logit_bias(sampling, s);
+    add_token_bitmask(sampling, s);
   }
   return s;
 }

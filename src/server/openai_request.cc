@@ -116,6 +116,8 @@ std::optional<int> read_max_tokens(const json& body, const char* param) {
   return p.max_tokens;
 }
 
+void read_response_format(const json& body, SamplingParams& p);
+
 // The parameters both endpoints share.
 void read_common(const json& body, GenerationRequest& r) {
   if (const json* m = field(body, "model")) {
@@ -133,6 +135,7 @@ void read_common(const json& body, GenerationRequest& r) {
   if (p.stop.size() > static_cast<size_t>(kMaxStopStrings)) {
     throw bad_param("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings");
   }
+  read_response_format(body, p);
   r.n = p.n;
   r.tokens_as_ids = read_bool(body, "return_tokens_as_token_ids", false);
   r.stream = read_bool(body, "stream", false);
@@ -141,6 +144,34 @@ void read_common(const json& body, GenerationRequest& r) {
     if (!so->is_object()) throw bad_param("stream_options", "must be an object");
     r.include_usage = read_bool(*so, "include_usage", false);
   }
+}
+
+// OpenAI's response_format onto structured_outputs: "text" (no constraint), "json_object", or
+// "json_schema" with json_schema.schema (name and strict are OpenAI's bookkeeping: the schema is
+// always enforced, which is what strict asks for).
+void read_response_format(const json& body, SamplingParams& p) {
+  const json* rf = field(body, "response_format");
+  if (!rf) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+    throw bad_param("response_format", "must be an object with a \"type\": text, json_object or json_schema");
+  }
+  if (!p.structured_outputs.empty()) {
+    throw bad_param("response_format", "give response_format or structured_outputs, not both");
+  }
+  const std::string type = (*rf)["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    p.structured_outputs.json_object = true;
+    return;
+  }
+  if (type != "json_schema") {
+    throw bad_param("response_format", "type must be text, json_object or json_schema, got '" + type.substr(0, 40) + "'");
+  }
+  const json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+  if (!js || !js->is_object() || !js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean())) {
+    throw bad_param("response_format", "json_schema must be an object with a \"schema\" (a JSON schema object)");
+  }
+  p.structured_outputs.json = (*js)["schema"].dump();
 }
 
 // Sets max_tokens (when given) and logprobs on the SamplingParams, then the engine's own checks.

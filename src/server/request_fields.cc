@@ -11,8 +11,8 @@ namespace minivllm::server {
 namespace {
 
 // Read by openai_request.cc besides the sampling keys (which are all read under their own names).
-constexpr std::array<std::string_view, 6> kCommonFields = {"model", "stream", "stream_options",
-                                                           "return_tokens_as_token_ids", "max_tokens", "logprobs"};
+constexpr std::array<std::string_view, 7> kCommonFields = {
+    "model", "stream", "stream_options", "return_tokens_as_token_ids", "max_tokens", "logprobs", "response_format"};
 constexpr std::array<std::string_view, 2> kCompletionFields = {"prompt", "echo"};
 constexpr std::array<std::string_view, 4> kChatFields = {"messages", "max_completion_tokens", "top_logprobs",
                                                          "chat_template_kwargs"};
@@ -32,12 +32,10 @@ struct Refusal {
 
 // Known fields the server cannot honour yet: a 400 that says so, never a silent drop.
 constexpr auto kRefused = std::to_array<Refusal>({
-    {"response_format", "structured outputs are not supported yet"},
-    {"structured_outputs", "structured outputs are not supported yet"},
-    {"guided_json", "structured outputs are not supported yet"},
-    {"guided_regex", "structured outputs are not supported yet"},
-    {"guided_choice", "structured outputs are not supported yet"},
-    {"guided_grammar", "structured outputs are not supported yet"},
+    {"guided_json", "vLLM's old form: use structured_outputs {\"json\": ...} or response_format"},
+    {"guided_regex", "vLLM's old form: use structured_outputs {\"regex\": ...}"},
+    {"guided_choice", "vLLM's old form: use structured_outputs {\"choice\": [...]}"},
+    {"guided_grammar", "vLLM's old form: use structured_outputs {\"grammar\": ...}"},
     {"tools", "tool calling is not supported yet"},
     {"tool_choice", "tool calling is not supported yet"},
     {"parallel_tool_calls", "tool calling is not supported yet"},

@@ -122,6 +122,35 @@ TEST_P(CudaLogitsOps, LogitBiasMatchesTheHost) {
   }
 }
 
+// The structured-output mask equals the host's: a row allowing one token (the last id), a row of
+// random words, a row allowing everything; the vocabulary's tail word partly used.
+TEST_P(CudaLogitsOps, TokenBitmaskMatchesTheHost) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t vocab = GetParam();
+  const int rows = 3;
+  std::mt19937 rng(static_cast<uint32_t>(vocab) + 11);
+  Tensor logits = random_logits(rows, vocab, rng);
+  SamplingBatch b;
+  b.bitmask_words = static_cast<int>((vocab + 31) / 32);
+  b.bitmask.assign(static_cast<size_t>(rows * b.bitmask_words), 0);
+  b.bitmask[static_cast<size_t>((vocab - 1) / 32)] = static_cast<int32_t>(1u << ((vocab - 1) % 32));
+  for (int w = 0; w < b.bitmask_words; ++w) {
+    b.bitmask[static_cast<size_t>(b.bitmask_words + w)] = static_cast<int32_t>(rng());
+    b.bitmask[static_cast<size_t>(2 * b.bitmask_words + w)] = -1;
+  }
+  Tensor dev = upload_f32(*gpu, logits);
+  gpu->apply_token_bitmask(dev, b);
+  const std::vector<float> got = download(*gpu, dev);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+    apply_bitmask_row(want.data(), vocab, b.bitmask.data() + r * b.bitmask_words);
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
+    }
+  }
+}
+
 TEST_P(CudaLogitsOps, LogprobsMatchTheHost) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   auto gpu = make_cuda_backend(0);

@@ -116,7 +116,7 @@ TEST(OpenAiRequest, EverySamplingKeyIsAParameter) {
                        {"presence_penalty", 0.5},  {"frequency_penalty", -0.25},
                        {"repetition_penalty", 1.5}, {"n", 3},
                        {"logit_bias", {{"5", 1.5}}}, {"min_tokens", 2},
-                       {"bad_words", {"x"}}};
+                       {"bad_words", {"x"}}, {"structured_outputs", {{"regex", "a+"}}}};
   for (const ConfigKey& k : sampling_keys()) {
     const std::string name(k.spec.name);
     if (name == "max_tokens" || name == "logprobs") continue;
@@ -250,6 +250,38 @@ TEST(OpenAiRequest, LogitBiasMinTokensBadWords) {
   // min_tokens past max_tokens (16 by default in completions) is the engine's cross-key check.
   EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "min_tokens": 17})"); }),
             std::make_pair(400, std::string("min_tokens")));
+}
+
+// OpenAI's response_format onto structured_outputs, in both endpoints; vLLM's structured_outputs
+// as given; a malformed one, or both at once, is a 400 naming the parameter.
+TEST(OpenAiRequest, ResponseFormatAndStructuredOutputs) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_TRUE(chat("{" + msgs + R"(, "response_format": {"type": "json_object"}})").params.structured_outputs.json_object);
+  EXPECT_TRUE(chat("{" + msgs + R"(, "response_format": {"type": "text"}})").params.structured_outputs.empty());
+  const GenerationRequest js = completion(
+      R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+          "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})");
+  EXPECT_EQ(js.params.structured_outputs.json, R"({"properties":{"a":{"type":"integer"}},"type":"object"})");
+  const GenerationRequest so = chat("{" + msgs + R"(, "structured_outputs": {"choice": ["yes", "no"]}})");
+  EXPECT_EQ(so.params.structured_outputs.choice, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(completion(R"({"prompt": "x", "structured_outputs": {"json": "{\"type\": \"string\"}"}})")
+                .params.structured_outputs.json,
+            R"({"type":"string"})");
+  for (const char* bad : {R"("response_format": {"type": "xml"})", R"("response_format": {"type": "json_schema"})",
+                          R"("response_format": "json")"}) {
+    EXPECT_EQ(error_of([&] { chat("{" + msgs + ", " + bad + "}"); }), std::make_pair(400, std::string("response_format")))
+        << bad;
+  }
+  EXPECT_EQ(error_of([&] {
+              chat("{" + msgs + R"(, "response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}})");
+            }),
+            std::make_pair(400, std::string("response_format")));
+  for (const char* bad : {R"({"regex": "a", "choice": ["b"]})", R"({"choice": []})", R"({"json": "not json"})",
+                          R"({"sql": "x"})", R"({"grammar": ""})"}) {
+    EXPECT_EQ(error_of([&] { chat("{" + msgs + R"(, "structured_outputs": )" + bad + "}"); }),
+              std::make_pair(400, std::string("structured_outputs")))
+        << bad;
+  }
 }
 
 }  // namespace

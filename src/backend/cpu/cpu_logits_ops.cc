@@ -37,6 +37,15 @@ void CpuBackend::apply_logit_bias(const Tensor& logits, const SamplingBatch& b) 
   }
 }
 
+void CpuBackend::apply_token_bitmask(const Tensor& logits, const SamplingBatch& b) {
+  check_token_bitmask_args(logits, b);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    apply_bitmask_row(logits.ptr<float>() + r * vocab, vocab, b.bitmask.data() + r * b.bitmask_words);
+  }
+}
+
 void CpuBackend::compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen,
                                   int32_t* top_ids, float* top_logprobs) {
   check_logprobs_args(logits, tokens, k);

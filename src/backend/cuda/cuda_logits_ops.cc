@@ -91,6 +91,18 @@ void CudaBackend::apply_logit_bias(const Tensor& logits, const SamplingBatch& b)
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // the scratch is reused by the next call
 }
 
+void CudaBackend::apply_token_bitmask(const Tensor& logits, const SamplingBatch& b) {
+  check_token_bitmask_args(logits, b);
+  MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda) << "apply_token_bitmask: logits " << logits.describe();
+  const size_t rows = static_cast<size_t>(logits.size(0)), bytes = b.bitmask.size() * 4;
+  if (rows == 0) return;
+  uint8_t* dev = logits_scratch(align_up(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(dev, b.bitmask.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  launch_apply_token_bitmask(logits.ptr<float>(), static_cast<int64_t>(rows), logits.size(1),
+                             reinterpret_cast<const int32_t*>(dev), b.bitmask_words, stream_);
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the scratch is reused by the next call
+}
+
 void CudaBackend::compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen,
                                    int32_t* top_ids, float* top_logprobs) {
   check_logprobs_args(logits, tokens, k);

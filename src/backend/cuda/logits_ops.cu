@@ -69,6 +69,16 @@ __global__ void apply_logit_bias_kernel(float* logits, int64_t vocab, const int3
   }
 }
 
+// A thread per logit; a CTA's 256 logits read 8 words of the row's mask (cached, shared by the warp).
+__global__ void apply_token_bitmask_kernel(float* logits, int64_t vocab, const int32_t* bitmask, int words) {
+  const int32_t* row_mask = bitmask + static_cast<int64_t>(blockIdx.y) * words;
+  float* x = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < vocab;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (((static_cast<uint32_t>(__ldg(row_mask + v / 32)) >> (v % 32)) & 1u) == 0) x[v] = -INFINITY;
+  }
+}
+
 struct Cand {
   float v;
   int i;
@@ -192,6 +202,14 @@ void launch_apply_logit_bias(float* logits, int64_t rows, int64_t vocab, const i
                              const float* values, cudaStream_t stream) {
   if (rows == 0) return;
   apply_logit_bias_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, offsets, ids, values);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int words,
+                                cudaStream_t stream) {
+  if (rows == 0) return;
+  apply_token_bitmask_kernel<<<dim3(blocks_for(vocab), static_cast<unsigned>(rows)), kThreads, 0, stream>>>(
+      logits, vocab, bitmask, words);
   CUDA_CHECK_LAUNCH();
 }
 
