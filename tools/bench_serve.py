@@ -66,6 +66,8 @@ async def run(args, host, port, prompts, outs, indexes, concurrency, t_start):
             body = {"model": args.served_model_name, "prompt": prompts[i], "max_tokens": outs[i],
                     "temperature": args.temperature, "ignore_eos": True, "stream": True,
                     "stream_options": {"include_usage": True}}
+            if args.schema is not None:  # structured outputs: every request under the same JSON schema
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "bench", "schema": args.schema}}
             return await sc.post(host, port, "/v1/completions", body, api_key=args.api_key, stream=True)
 
     return await asyncio.gather(*[one(i) for i in indexes])
@@ -177,8 +179,15 @@ def main():
     ap.add_argument("--save-workload", help="write the prompts as a `minivllm bench --workload` file")
     ap.add_argument("--offline", action="store_true", help="also run `minivllm bench` on the same prompts")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--json-schema", metavar="FILE",
+                    help="send every request with this JSON schema as its response_format (structured outputs; "
+                         "an open-ended one, e.g. an array of integers, keeps the output lengths comparable)")
     ap.add_argument("engine_args", nargs="*", help="after --: engine flags for the server and the offline run")
     args = ap.parse_args()
+    args.schema = None
+    if args.json_schema:
+        with open(args.json_schema) as f:
+            args.schema = json.load(f)
     if not args.base_url and not args.model:
         ap.error("give --base-url or --model")
     args.served_model_name = args.served_model_name or args.model

@@ -47,3 +47,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/build/venv"
 [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
 "$venv/bin/python3" -c "import openai" 2>/dev/null || "$venv/bin/python3" -m pip install --quiet openai
+# The structured-output tests check each reply against its schema with `jsonschema` (pydantic, for
+# client.chat.completions.parse, comes with openai).
+"$venv/bin/python3" -c "import jsonschema" 2>/dev/null || "$venv/bin/python3" -m pip install --quiet jsonschema
+
+# xgrammar, the grammar engine of structured outputs: built from its pinned PyPI sdist.
+"$root/tools/install_xgrammar.sh"

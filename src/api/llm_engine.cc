@@ -4,7 +4,9 @@
 #include <unordered_map>
 
 #include "api/choice_output.h"
+#include "api/logit_rules.h"
 #include "common/check.h"
+#include "common/config_key.h"
 #include "common/host_profile.h"
 #include "loader/online_fp8.h"
 #include "runtime/step_profiler.h"
@@ -100,17 +102,33 @@ void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
   }
 }
 
-int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& given) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
-  params.validate();
+  given.validate();
   check_prompt(prompt_token_ids);
+  const SamplingParams params =
+      resolve_logit_rules(given, source_.tokenizer.get(), source_.config.vocab_size, config_.eos_token_ids);
   MINIVLLM_CHECK(params.stop.empty() || source_.tokenizer) << "stop strings need a tokenizer, and the model has none";
   auto r = std::make_unique<Request>();
   std::vector<std::shared_ptr<Sequence>> seqs;
+  const StructuredOutputs& so = params.structured_outputs;
+  // Their bans could leave a grammar's row no token at all (its stop token held back by
+  // min_tokens, say): refused together rather than failing mid-generation.
+  if (!so.empty() && (params.min_tokens > 0 || !params.bad_words.empty())) {
+    throw ConfigKeyError("", params.min_tokens > 0 ? "min_tokens" : "bad_words",
+                         "cannot be combined with structured_outputs (its bans could leave the grammar no token)");
+  }
+  if (!so.empty() && !structured_) {
+    MINIVLLM_CHECK(source_.tokenizer) << "structured outputs need a tokenizer, and the model has none";
+    structured_ = std::make_unique<StructuredOutputEngine>(*source_.tokenizer, source_.config.vocab_size,
+                                                           config_.eos_token_ids);
+  }
   for (int i = 0; i < params.n; ++i) {
     SamplingParams p = params;
     if (params.seed) p.seed = choice_seed(*params.seed, i);
     seqs.push_back(std::make_shared<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p), config_.block_size));
+    // One grammar state per choice; a grammar that does not compile refuses the request here.
+    if (!so.empty()) seqs.back()->constraint = structured_->make_constraint(so, "structured_outputs");
     r->choices.emplace_back(seqs.back(), source_.tokenizer.get());
   }
   scheduler_->add(seqs[0]);  // throws when the sequence can never fit
@@ -247,7 +265,13 @@ std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch) {
   for (Sequence* s : batch.seqs) {
     if (!s->samples()) continue;
     if (!s->prefilled) step->completed_prefill.push_back(s);
-    if (s->params().has_penalties() || s->params().logprobs >= 0) step->overlappable = false;
+    // Penalties count, bad_words match, and grammars take the tokens before the next step's: they
+    // must be on the host.
+    const SamplingParams& p = s->params();
+    // A grammar's next mask needs this step's token accepted first.
+    if (p.has_penalties() || p.logprobs >= 0 || !p.bad_words_token_ids.empty() || s->constraint) {
+      step->overlappable = false;
+    }
   }
   try {
     StepInput in = [&] {

@@ -23,6 +23,7 @@
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "runtime/runner_group.h"
+#include "structured/structured_output_engine.h"
 
 namespace minivllm {
 
@@ -140,6 +141,8 @@ class LLMEngine {
   ModelSource source_;
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
+  // Structured outputs: made by the first request that asks (it reads the whole vocabulary).
+  std::unique_ptr<StructuredOutputEngine> structured_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   std::unordered_map<int64_t, std::pair<Request*, int>> choice_of_seq_;  // sequence id -> (request, choice)
   int64_t next_id_ = 0;

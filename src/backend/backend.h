@@ -268,6 +268,13 @@ class Backend {
   // counts[slots[r]]; the other rows are left alone.
   virtual void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
                                const SamplingBatch& batch) = 0;
+  // In place on logits f32[S, V]: row r gets the batch's bias entries [bias_offsets[r],
+  // bias_offsets[r + 1]) added (logit_bias, min_tokens, bad_words; apply_bias_row in
+  // logits_processing.h); a -inf entry bans its token.
+  virtual void apply_logit_bias(const Tensor& logits, const SamplingBatch& batch) = 0;
+  // In place on logits f32[S, V]: row r's tokens whose bit is clear in the batch's bitmask row r
+  // become -inf (structured outputs; apply_bitmask_row in logits_processing.h).
+  virtual void apply_token_bitmask(const Tensor& logits, const SamplingBatch& batch) = 0;
   // For each row r of logits f32[S, V]: chosen[r] = the log-softmax at tokens[r]; the k most likely
   // tokens (k <= V) into top_ids / top_logprobs [S, k]. All host arrays.
   virtual void compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen, int32_t* top_ids,

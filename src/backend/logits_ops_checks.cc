@@ -31,6 +31,36 @@ void check_penalty_args(const Tensor& logits, const Tensor& counts, const std::v
   for (int32_t s : slots) MINIVLLM_CHECK(s >= -1 && s < counts.size(0)) << "apply_penalties: slot " << s;
 }
 
+void check_logit_bias_args(const Tensor& logits, const SamplingBatch& b) {
+  MINIVLLM_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2)
+      << "apply_logit_bias: logits " << logits.describe() << " must be f32[S, V]";
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  MINIVLLM_CHECK(b.bias_offsets.size() == static_cast<size_t>(rows) + 1 && b.bias_offsets.front() == 0 &&
+                 static_cast<size_t>(b.bias_offsets.back()) == b.bias_ids.size() &&
+                 b.bias_values.size() == b.bias_ids.size())
+      << "apply_logit_bias: " << rows << " rows, " << b.bias_offsets.size() << " offsets, " << b.bias_ids.size()
+      << " ids, " << b.bias_values.size() << " values";
+  for (int64_t r = 0; r < rows; ++r) {
+    MINIVLLM_CHECK(b.bias_offsets[r] <= b.bias_offsets[r + 1]) << "apply_logit_bias: row " << r << "'s offsets decrease";
+    // Distinct ids within a row: the CUDA kernel adds each entry from its own thread, unordered.
+    for (int32_t i = b.bias_offsets[r]; i < b.bias_offsets[r + 1]; ++i) {
+      MINIVLLM_CHECK(b.bias_ids[i] >= 0 && b.bias_ids[i] < vocab)
+          << "apply_logit_bias: token " << b.bias_ids[i] << " of row " << r << " is outside [0, " << vocab << ")";
+      MINIVLLM_CHECK(i == b.bias_offsets[r] || b.bias_ids[i] > b.bias_ids[i - 1])
+          << "apply_logit_bias: row " << r << "'s ids must increase (token " << b.bias_ids[i] << ")";
+    }
+  }
+}
+
+void check_token_bitmask_args(const Tensor& logits, const SamplingBatch& b) {
+  MINIVLLM_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2)
+      << "apply_token_bitmask: logits " << logits.describe() << " must be f32[S, V]";
+  MINIVLLM_CHECK(b.bitmask_words == (logits.size(1) + 31) / 32 &&
+                 b.bitmask.size() == static_cast<size_t>(logits.size(0)) * static_cast<size_t>(b.bitmask_words))
+      << "apply_token_bitmask: " << b.bitmask.size() << " words of " << b.bitmask_words << " a row for logits "
+      << logits.describe();
+}
+
 void check_logprobs_args(const Tensor& logits, const int32_t* tokens, int k) {
   MINIVLLM_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2)
       << "compute_logprobs: logits " << logits.describe() << " must be f32[S, V]";

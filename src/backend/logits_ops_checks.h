@@ -14,6 +14,8 @@ namespace minivllm {
 void check_token_count_update(const Tensor& counts, const TokenCountUpdate& update);
 void check_penalty_args(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
                         const SamplingBatch& batch);
+void check_logit_bias_args(const Tensor& logits, const SamplingBatch& batch);
+void check_token_bitmask_args(const Tensor& logits, const SamplingBatch& batch);
 void check_logprobs_args(const Tensor& logits, const int32_t* tokens, int k);
 
 }  // namespace minivllm

@@ -98,6 +98,15 @@ FlagValues key_values_from(const ParsedArgs& a, std::span<const ConfigKey> keys)
         for (const std::string& s : a.all(given)) v.push_back(integer_of(given, s));
         break;
       case KeyType::kStringList: v = a.all(given); break;
+      case KeyType::kObject: v = nlohmann::json::parse(*a.get(given)); break;  // no such flag today
+      case KeyType::kTokenMap:  // repeatable ID=VALUE, into the JSON object the key reads
+        v = nlohmann::json::object();
+        for (const std::string& s : a.all(given)) {
+          const size_t eq = s.find('=');
+          if (eq == std::string::npos) throw UsageError(given + " expects ID=VALUE, got '" + text_excerpt(s) + "'");
+          v[s.substr(0, eq)] = number_of(given, s.substr(eq + 1));
+        }
+        break;
     }
   }
   return out;

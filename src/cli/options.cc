@@ -1,5 +1,8 @@
 #include "cli/options.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "cli/cli_io.h"
 #include "cli/config_flags.h"
 #include "cli/json_input.h"
@@ -7,6 +10,18 @@
 #include "engine/sampling_keys.h"
 
 namespace minivllm::cli {
+namespace {
+
+// The whole of a file a flag names; a missing or unreadable file is a usage error naming both.
+std::string read_text_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(flag + ": cannot read '" + text_excerpt(path) + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
 
 void add_engine_options(ArgParser& p) { add_key_options(p, engine_config_keys(), /*with_opt_in=*/true); }
 
@@ -23,11 +38,20 @@ EngineConfig engine_config_from(const ParsedArgs& a) {
 
 void add_sampling_options(ArgParser& p, int default_max_tokens, bool with_opt_in) {
   add_key_options(p, sampling_keys(), with_opt_in, {{"max_tokens", default_max_tokens}});
+  // The structured_outputs key as three flags (a schema or grammar is read from a file).
+  p.option("--json-schema", "FILE", "the completion is JSON valid against the JSON schema in FILE");
+  p.option("--regex", "REGEX", "the completion matches REGEX");
+  p.option("--grammar", "FILE", "the completion matches the EBNF grammar in FILE (root rule: root)");
 }
 
 SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens) {
   FlagValues v = key_values_from(a, sampling_keys());
   if (!v.keys.contains("max_tokens")) v.keys["max_tokens"] = default_max_tokens;
+  const int given = (a.has("--json-schema") ? 1 : 0) + (a.has("--regex") ? 1 : 0) + (a.has("--grammar") ? 1 : 0);
+  if (given > 1) throw UsageError("give one of --json-schema, --regex and --grammar");
+  if (a.has("--json-schema")) v.keys["structured_outputs"] = {{"json", read_text_file("--json-schema", *a.get("--json-schema"))}};
+  if (a.has("--regex")) v.keys["structured_outputs"] = {{"regex", *a.get("--regex")}};
+  if (a.has("--grammar")) v.keys["structured_outputs"] = {{"grammar", read_text_file("--grammar", *a.get("--grammar"))}};
   return with_flag_names(v, [&] { return SamplingParams::from_json(v.keys); });
 }
 

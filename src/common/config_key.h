@@ -13,7 +13,10 @@
 
 namespace minivllm {
 
-enum class KeyType : uint8_t { kBool, kInt, kFloat, kString, kIntList, kStringList };
+// kTokenMap: token id -> number (OpenAI's logit_bias: a JSON object keyed by the id in decimal);
+// min / max bound the numbers, the ids must be >= 0 (the engine checks them against the vocabulary).
+// kObject: a JSON object of a fixed shape (structured_outputs: common/structured_outputs.h).
+enum class KeyType : uint8_t { kBool, kInt, kFloat, kString, kIntList, kStringList, kTokenMap, kObject };
 
 // Where a key appears on the command line: always, only in commands that ask for it (generate's
 // --n and --logprobs, whose output only it prints), or never.

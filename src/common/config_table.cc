@@ -99,6 +99,12 @@ std::string describe_range(const KeySpec& k, KeyType type) {
     }
     case KeyType::kStringList:
       return "non-empty strings";
+    case KeyType::kObject:
+      return "one of json (a schema), json_object (true), regex, choice (strings) or grammar (EBNF)";
+    case KeyType::kTokenMap: {
+      const std::string each = scalar_range(k, KeyType::kFloat);
+      return "token ids >= 0" + (each.empty() ? std::string() : ", each value " + each);
+    }
   }
   return "";
 }
@@ -200,6 +206,99 @@ void read_value(const nlohmann::json& j, const KeySpec& k, std::vector<std::stri
   }
   check_value(k, v);
   out = std::move(v);
+}
+
+// OpenAI's form: a JSON object whose keys are token ids in decimal ("50256": -100).
+void read_value(const nlohmann::json& j, const KeySpec& k, std::map<int32_t, float>& out) {
+  if (!j.is_object()) throw problem("must be an object of token id to number, got " + excerpt(j));
+  std::map<int32_t, float> v;
+  for (const auto& [key, value] : j.items()) {
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0) {
+      throw problem("keys must be token ids (integers >= 0 in decimal), got '" + text_excerpt(key) + "'");
+    }
+    if (!value.is_number()) throw problem("value of token " + key + " must be a number, got " + excerpt(value));
+    v[id] = static_cast<float>(value.get<double>());
+  }
+  check_value(k, v);
+  out = std::move(v);
+}
+
+void check_value(const KeySpec& k, const std::map<int32_t, float>& v) {
+  for (const auto& [id, value] : v) {
+    if (id < 0) throw problem("keys must be token ids >= 0, got " + std::to_string(id));
+    try {
+      check_value(k, value);
+    } catch (const KeyProblem& p) {
+      throw problem("value of token " + std::to_string(id) + " " + p.problem);
+    }
+  }
+}
+
+nlohmann::ordered_json write_value(const std::map<int32_t, float>& v) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [id, value] : v) j[std::to_string(id)] = write_value(value);
+  return j;
+}
+
+// vLLM's structured_outputs object: exactly one of json (a schema, as an object or as JSON text),
+// json_object (true), regex, choice (a non-empty list of strings) or grammar (EBNF).
+void read_value(const nlohmann::json& j, const KeySpec& k, StructuredOutputs& out) {
+  if (!j.is_object()) throw problem("must be an object, got " + excerpt(j));
+  StructuredOutputs v;
+  for (const auto& [field, x] : j.items()) {
+    if (x.is_null()) continue;
+    auto text = [&, &field = field](std::string& dst) {
+      if (!x.is_string() || x.get<std::string>().empty()) throw problem("." + field + " must be a non-empty string");
+      dst = x.get<std::string>();
+    };
+    if (field == "json") {
+      if (x.is_object() || x.is_boolean()) {
+        v.json = x.dump();
+      } else if (x.is_string()) {
+        try {
+          v.json = nlohmann::json::parse(x.get<std::string>()).dump();
+        } catch (const nlohmann::json::exception&) {
+          throw problem(".json is a string but not JSON text of a schema: '" + text_excerpt(x.get<std::string>()) + "'");
+        }
+      } else {
+        throw problem(".json must be a JSON schema (an object, or its JSON text), got " + excerpt(x));
+      }
+    } else if (field == "json_object") {
+      if (!x.is_boolean()) throw problem(".json_object must be true or false, got " + excerpt(x));
+      v.json_object = x.get<bool>();
+    } else if (field == "regex") {
+      text(v.regex);
+    } else if (field == "grammar") {
+      text(v.grammar);
+    } else if (field == "choice") {
+      if (!x.is_array() || x.empty()) throw problem(".choice must be a non-empty list of strings");
+      for (const nlohmann::json& c : x) {
+        if (!c.is_string() || c.get<std::string>().empty()) throw problem(".choice must hold non-empty strings only");
+        v.choice.push_back(c.get<std::string>());
+      }
+    } else {
+      throw problem("has no field '" + text_excerpt(field) + "' (it takes " + describe_range(k, KeyType::kObject) + ")");
+    }
+  }
+  check_value(k, v);
+  out = std::move(v);
+}
+
+void check_value(const KeySpec& k, const StructuredOutputs& v) {
+  if (v.num_set() > 1) throw problem("takes " + describe_range(k, KeyType::kObject) + ", not several");
+}
+
+nlohmann::ordered_json write_value(const StructuredOutputs& v) {
+  if (v.empty()) return nullptr;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (!v.json.empty()) j["json"] = nlohmann::ordered_json::parse(v.json);
+  if (v.json_object) j["json_object"] = true;
+  if (!v.regex.empty()) j["regex"] = v.regex;
+  if (!v.choice.empty()) j["choice"] = v.choice;
+  if (!v.grammar.empty()) j["grammar"] = v.grammar;
+  return j;
 }
 
 nlohmann::ordered_json write_value(float v) {

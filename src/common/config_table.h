@@ -9,6 +9,7 @@
 //   });
 #pragma once
 
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/config_key.h"
+#include "common/structured_outputs.h"
 
 namespace minivllm {
 
@@ -39,6 +41,8 @@ void read_value(const nlohmann::json& j, const KeySpec& k, std::string& out);
 void read_value(const nlohmann::json& j, const KeySpec& k, std::optional<uint64_t>& out);
 void read_value(const nlohmann::json& j, const KeySpec& k, std::vector<int64_t>& out);
 void read_value(const nlohmann::json& j, const KeySpec& k, std::vector<std::string>& out);
+void read_value(const nlohmann::json& j, const KeySpec& k, std::map<int32_t, float>& out);
+void read_value(const nlohmann::json& j, const KeySpec& k, StructuredOutputs& out);
 
 void check_value(const KeySpec& k, bool v);
 void check_value(const KeySpec& k, int64_t v);
@@ -47,11 +51,15 @@ void check_value(const KeySpec& k, const std::string& v);
 void check_value(const KeySpec& k, const std::optional<uint64_t>& v);
 void check_value(const KeySpec& k, const std::vector<int64_t>& v);
 void check_value(const KeySpec& k, const std::vector<std::string>& v);
+void check_value(const KeySpec& k, const std::map<int32_t, float>& v);
+void check_value(const KeySpec& k, const StructuredOutputs& v);
 
 // (ordered_json, as to_json() returns it: nlohmann 3.11.2 crashes converting arrays between
 // json and ordered_json, so no value is converted from one to the other.)
 nlohmann::ordered_json write_value(const std::optional<uint64_t>& v);
 nlohmann::ordered_json write_value(float v);  // the shortest decimal that reads back as v: 0.9, not 0.89999997
+nlohmann::ordered_json write_value(const std::map<int32_t, float>& v);  // {"id": value}, as it was read
+nlohmann::ordered_json write_value(const StructuredOutputs& v);         // {"json": {...}} or null
 template <class V>
 nlohmann::ordered_json write_value(const V& v) {
   return nlohmann::ordered_json(v);
@@ -64,6 +72,8 @@ constexpr KeyType type_of() {
   else if constexpr (std::is_floating_point_v<V>) return KeyType::kFloat;
   else if constexpr (std::is_same_v<V, std::string>) return KeyType::kString;
   else if constexpr (std::is_same_v<V, std::vector<int64_t>>) return KeyType::kIntList;
+  else if constexpr (std::is_same_v<V, std::map<int32_t, float>>) return KeyType::kTokenMap;
+  else if constexpr (std::is_same_v<V, StructuredOutputs>) return KeyType::kObject;
   else {
     static_assert(std::is_same_v<V, std::vector<std::string>>, "no config key type for this member");
     return KeyType::kStringList;

@@ -52,6 +52,18 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
                                  .value_name = "F",
                                  .min = 0,
                                  .min_open = true}),
+    key<&P::logit_bias>({.name = "logit_bias",
+                         .help = "add VALUE to token ID's logit before sampling (repeatable)",
+                         .value_name = "ID=VALUE",
+                         .min = -100,
+                         .max = 100}),
+    key<&P::min_tokens>(
+        {.name = "min_tokens", .help = "generate at least N tokens before eos or a stop token id", .min = 0}),
+    key<&P::bad_words>({.name = "bad_words", .help = "a word never to generate (repeatable)", .value_name = "WORD"}),
+    key<&P::structured_outputs>({.name = "structured_outputs",
+                                 .help = "what the completion must match: json, json_object, regex, choice or grammar",
+                                 .value_name = "OBJ",
+                                 .cli = CliUse::kNone}),  // --json-schema FILE, --regex, --grammar FILE instead
     key<&P::n>({.name = "n",
                 .help = "completions per prompt; with seed S choice i draws from (S, i)",
                 .min = 1,
@@ -83,6 +95,13 @@ SamplingParams SamplingParams::from_json(const nlohmann::json& j) {
 
 nlohmann::ordered_json SamplingParams::to_json() const { return write_object(sampling_rows(), *this); }
 
-void SamplingParams::validate() const { check_all(sampling_rows(), *this, kSamplingKeyKind); }
+void SamplingParams::validate() const {
+  check_all(sampling_rows(), *this, kSamplingKeyKind);
+  if (min_tokens > max_tokens) {
+    throw ConfigKeyError(kSamplingKeyKind, "min_tokens",
+                         "must be at most max_tokens (" + std::to_string(max_tokens) + "), got " +
+                             std::to_string(min_tokens));
+  }
+}
 
 }  // namespace minivllm

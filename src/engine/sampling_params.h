@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "common/structured_outputs.h"
 
 namespace minivllm {
 
@@ -38,10 +41,31 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
+  // OpenAI's logit_bias: added to the token's logit before sampling (after the penalties), each
+  // in [-100, 100]; -100 all but bans a token. Ids must be below the model's vocabulary (the
+  // engine checks when it accepts the request).
+  std::map<int32_t, float> logit_bias;
+  // vLLM's: eos and stop_token_ids cannot be sampled before this many tokens (<= max_tokens).
+  int min_tokens = 0;
+  // vLLM's: words never generated. Each is tokenized as given and with a leading space; the last
+  // token of a word is banned wherever the tokens before it were just generated.
+  std::vector<std::string> bad_words;
+  // vLLM's structured_outputs (OpenAI's response_format maps onto it): the completion must match a
+  // JSON schema, any JSON object, a regex, one of some strings, or an EBNF grammar; a token mask
+  // per step (engine/token_constraint.h) keeps the sampler inside it.
+  StructuredOutputs structured_outputs;
+
+  // Not keys: filled in by the engine when it accepts the request (LLMEngine::add_request), from
+  // the tokenizer and the model's eos ids, as vLLM resolves bad_words once per request.
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  std::vector<int32_t> min_tokens_banned_ids;  // eos ids (unless ignore_eos) and stop_token_ids
 
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
+
+  // logit_bias, min_tokens or bad_words: a sparse change to the row's logits (SamplingBatch::bias_*).
+  bool has_logit_rules() const { return !logit_bias.empty() || min_tokens > 0 || !bad_words_token_ids.empty(); }
 
   // Throws a ConfigKeyError naming the key when a value is invalid.
   void validate() const;

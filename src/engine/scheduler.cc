@@ -247,7 +247,13 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::resolve(const ScheduledBatch& 
         << "sequence " << seq->seq_id() << ": no placeholder at position " << pos;
     seq->set_token(pos, token);
     const bool stop_string = found_stop_string && found_stop_string(*seq);
-    const FinishReason reason = stop_reason(*seq, token, stop_string);
+    FinishReason reason = stop_reason(*seq, token, stop_string);
+    // The grammar takes the token (it was sampled under its mask); once it has taken its stop
+    // token, or if it refuses one (sampled without the mask), nothing more may follow.
+    if (seq->constraint && reason == FinishReason::kNone &&
+        (!seq->constraint->accept(token) || seq->constraint->is_terminated())) {
+      reason = FinishReason::kStop;
+    }
     if (reason == FinishReason::kNone) continue;
     std::shared_ptr<Sequence> owned = remove(seq);
     MINIVLLM_CHECK(owned != nullptr) << "sequence " << seq->seq_id() << " is unfinished but not queued";

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace minivllm {
 
@@ -58,6 +60,11 @@ class Sequence {
   // While running: this sequence's row in the runner's per-sequence state (the penalties' token
   // counts), in [0, max_num_seqs); -1 otherwise. Set by the Scheduler.
   int slot = -1;
+
+  // Structured outputs (rank 0): the grammar state, fed every sampled token by Scheduler::resolve;
+  // null when unconstrained. A preempted sequence keeps its tokens (its KV is recomputed), so its
+  // grammar state stays as it is; only a sequence that lost tokens would roll it back.
+  std::shared_ptr<TokenConstraint> constraint;
 
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <map>
 
 #include "common/check.h"
 #include "engine/sequence.h"
+#include "engine/token_constraint.h"
 
 namespace minivllm {
 namespace {
@@ -99,7 +102,10 @@ StepInput StepInput::deserialize(const std::string& bytes) {
 }
 
 bool StepInput::needs_full_logits() const {
-  if (full_logits || sampling.has_penalties() || sampling.has_logprobs()) return true;
+  if (full_logits || sampling.has_penalties() || sampling.has_logprobs() || sampling.has_bias() ||
+      sampling.has_bitmask()) {
+    return true;
+  }
   for (int r = 0; r < sampling.size(); ++r) {
     if (sampling.top_k[r] >= 1 || sampling.top_p[r] < 1.0f || sampling.min_p[r] > 0.0f) return true;
   }
@@ -133,6 +139,64 @@ void add_penalties_and_logprobs(const std::vector<Sequence*>& seqs, StepInput& s
       s.count_num_prompt.push_back(0);
     }
     s.count_offsets.push_back(static_cast<int32_t>(s.count_tokens.size()));
+  }
+}
+
+// Whether the completion so far ends with `prefix` (a multi-token bad word's tokens before its last).
+bool completion_ends_with(const Sequence& seq, const std::vector<int32_t>& word, size_t prefix) {
+  if (static_cast<size_t>(seq.num_completion_tokens()) < prefix) return false;
+  const auto end = seq.token_ids().end();
+  for (size_t i = 0; i < prefix; ++i) {
+    const int32_t t = *(end - static_cast<std::ptrdiff_t>(prefix - i));
+    // The engine builds a bad_words row only once the tokens before it are on the host.
+    MINIVLLM_CHECK(!is_pending_token(t)) << "sequence " << seq.seq_id() << ": bad_words need its tokens on the host";
+    if (t != word[i]) return false;
+  }
+  return true;
+}
+
+// One sampling row's sparse bias: logit_bias, then -inf (a ban) for the eos and stop ids while the
+// completion is shorter than min_tokens, and for the last token of each bad word whose other
+// tokens the completion ends with (vLLM's rules).
+std::map<int32_t, float> row_bias(const Sequence& seq) {
+  const SamplingParams& p = seq.params();
+  std::map<int32_t, float> bias = p.logit_bias;
+  constexpr float kBan = -std::numeric_limits<float>::infinity();
+  if (seq.num_completion_tokens() < p.min_tokens) {
+    for (int32_t id : p.min_tokens_banned_ids) bias[id] = kBan;
+  }
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    if (completion_ends_with(seq, word, word.size() - 1)) bias[word.back()] = kBan;
+  }
+  return bias;
+}
+
+// Only when some sampling row has logit rules: other batches carry no bias arrays.
+void add_logit_bias(const std::vector<Sequence*>& seqs, StepInput& s) {
+  if (std::none_of(seqs.begin(), seqs.end(), [](Sequence* q) { return q->params().has_logit_rules(); })) return;
+  SamplingBatch& b = s.sampling;
+  b.bias_offsets.push_back(0);
+  for (Sequence* seq : seqs) {
+    for (const auto& [id, value] : row_bias(*seq)) {
+      b.bias_ids.push_back(id);
+      b.bias_values.push_back(value);
+    }
+    b.bias_offsets.push_back(static_cast<int32_t>(b.bias_ids.size()));
+  }
+}
+
+// Only when some sampling row has a grammar: each such row's allowed tokens, every other row all ones.
+void add_token_bitmask(const std::vector<Sequence*>& seqs, StepInput& s) {
+  auto constrained = std::find_if(seqs.begin(), seqs.end(), [](Sequence* q) { return q->constraint != nullptr; });
+  if (constrained == seqs.end()) return;
+  SamplingBatch& b = s.sampling;
+  b.bitmask_words = (*constrained)->constraint->bitmask_words();
+  b.bitmask.assign(seqs.size() * static_cast<size_t>(b.bitmask_words), -1);
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    TokenConstraint* c = seqs[r]->constraint.get();
+    if (c == nullptr) continue;
+    MINIVLLM_CHECK_EQ(c->bitmask_words(), b.bitmask_words) << "sequence " << seqs[r]->seq_id() << "'s grammar";
+    c->fill_bitmask(b.bitmask.data() + r * static_cast<size_t>(b.bitmask_words));
   }
 }
 
@@ -195,7 +259,11 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
     s.sampling.min_p.push_back(p.min_p);
     s.sampling.uniform.push_back(draw_samples ? seq->next_uniform() : 0.0f);
   }
-  if (!sampling.empty()) add_penalties_and_logprobs(sampling, s);
+  if (!sampling.empty()) {
+    add_penalties_and_logprobs(sampling, s);
+    add_logit_bias(sampling, s);
+    add_token_bitmask(sampling, s);
+  }
   return s;
 }
 

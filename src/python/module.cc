@@ -44,7 +44,8 @@ void bind_config_keys(nb::module_& m) {
         if (kind != "engine" && kind != "sampling") {
           throw nb::value_error(("config_keys: kind must be 'engine' or 'sampling', got '" + kind + "'").c_str());
         }
-        static constexpr const char* kTypes[] = {"bool", "int", "float", "str", "list[int]", "list[str]"};
+        static constexpr const char* kTypes[] = {"bool", "int", "float", "str", "list[int]", "list[str]",
+                                                     "dict[int, float]", "dict"};
         std::vector<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>> out;
         for (const ConfigKey& k : kind == "engine" ? engine_config_keys() : sampling_keys()) {
           out.emplace_back(std::string(k.spec.name), std::string(k.spec.alias),

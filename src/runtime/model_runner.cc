@@ -258,6 +258,8 @@ void ModelRunner::sample(const StepInput& in, const Tensor& logits) {
   if (rank_ == 0) {
     l.num_samples = k;
     if (in.sampling.has_penalties()) apply_penalties(in, full);
+    if (in.sampling.has_bias()) backend_->apply_logit_bias(full, in.sampling);
+    if (in.sampling.has_bitmask()) backend_->apply_token_bitmask(full, in.sampling);
     backend_->sample_async(full, in.sampling, sampled_ids_);
     if (in.sampling.has_logprobs()) {
       l.logprobs = in.sampling.logprobs;

@@ -21,6 +21,16 @@ void apply_penalties_row(float* logits, int64_t vocab, const int32_t* counts, fl
   }
 }
 
+void apply_bias_row(float* logits, const int32_t* ids, const float* values, int n) {
+  for (int i = 0; i < n; ++i) logits[ids[i]] += values[i];
+}
+
+void apply_bitmask_row(float* logits, int64_t vocab, const int32_t* words) {
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (((static_cast<uint32_t>(words[v / 32]) >> (v % 32)) & 1u) == 0) logits[v] = -INFINITY;
+  }
+}
+
 void logprobs_row(const float* logits, int64_t vocab, int32_t token, int k, float* chosen, int32_t* top_ids,
                   float* top_logprobs) {
   float mx = -INFINITY;

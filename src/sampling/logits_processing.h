@@ -20,6 +20,14 @@ inline constexpr int32_t kGeneratedCountStep = 2;
 void apply_penalties_row(float* logits, int64_t vocab, const int32_t* counts, float presence, float frequency,
                          float repetition);
 
+// In place on one row of logits: logits[ids[i]] += values[i] for i < n (a value of -inf bans the
+// token: its logit becomes -inf whatever it was). Ids are distinct and in [0, vocab).
+void apply_bias_row(float* logits, const int32_t* ids, const float* values, int n);
+
+// In place on one row of logits: tokens whose bit is clear in `words` (token v: bit v % 32 of
+// words[v / 32]) get -inf, so no sampler can pick them (greedy, top-k and the inverse CDF alike).
+void apply_bitmask_row(float* logits, int64_t vocab, const int32_t* words);
+
 // Adds a token to a row of counts (generated, or seen in the prompt).
 inline void count_token(int32_t* counts, int32_t token, bool in_prompt) {
   if (in_prompt) {

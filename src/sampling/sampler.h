@@ -10,7 +10,9 @@ namespace minivllm {
 // Semantics, identical on every backend (threshold form, so that a GPU needs no sort):
 //   The logits are first penalised (logits_processing.h: repetition over the prompt and generated
 //   tokens, then OpenAI's presence and frequency over the generated ones) when the row has
-//   penalties; logprobs are the log-softmax of these penalised logits at temperature 1, before
+//   penalties, then biased (logit_bias, min_tokens, bad_words) when it has biases, then masked
+//   (structured outputs: a disallowed token's logit becomes -inf) when it has a grammar; logprobs are
+//   the log-softmax of these logits at temperature 1, before
 //   any temperature, top-k, top-p or min-p (what the model, penalties included, thinks of each
 //   token, whatever the request samples with).
 //   temperature == 0: argmax of the logits (lowest id among ties).
@@ -33,9 +35,21 @@ struct SamplingBatch {
   std::vector<float> presence_penalty, frequency_penalty, repetition_penalty;
   // Empty when no row asks for logprobs, else per row: -1 none, else how many top tokens (0..20).
   std::vector<int> logprobs;
+  // Additions to single logits after the penalties (logit_bias; -inf for what min_tokens and
+  // bad_words ban; logits_processing.h): row r's are [bias_offsets[r], bias_offsets[r + 1]) of
+  // bias_ids / bias_values, ids distinct within a row. Empty when no row has any.
+  std::vector<int32_t> bias_offsets, bias_ids;
+  std::vector<float> bias_values;
   int size() const { return static_cast<int>(temperature.size()); }
   bool has_penalties() const { return !presence_penalty.empty(); }
   bool has_logprobs() const { return !logprobs.empty(); }
+  bool has_bias() const { return !bias_offsets.empty(); }
+  // Structured outputs: the tokens each row may sample, as bits (token v: bit v % 32 of word v / 32
+  // of the row; logits_processing.h), bitmask_words words a row; rows without a grammar allow
+  // every token. Empty when no row has a grammar. Applied after the biases.
+  int bitmask_words = 0;
+  std::vector<int32_t> bitmask;
+  bool has_bitmask() const { return !bitmask.empty(); }
 };
 
 // logits: [num_seqs, vocab] row-major fp32. Writes num_seqs token ids.

@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/config_key.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
 
@@ -107,6 +108,8 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
       s.handles.push_back(ctx.engine.submit_tokens(std::move(ids[i]), params[i], deadline));
     } catch (const QueueFullError& e) {
       throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
+    } catch (const ConfigKeyError& e) {  // a sampling key the model refuses (a logit_bias id past its vocabulary)
+      throw bad_param(e.key(), e.problem());
     } catch (const std::exception& e) {
       if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
       throw ApiError(400, public_message(e), prompt_param(req));  // those submitted are aborted

@@ -5,6 +5,7 @@
 
 #include "engine/sampling_keys.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace minivllm::server {
 
@@ -115,6 +116,8 @@ std::optional<int> read_max_tokens(const json& body, const char* param) {
   return p.max_tokens;
 }
 
+void read_response_format(const json& body, SamplingParams& p);
+
 // The parameters both endpoints share.
 void read_common(const json& body, GenerationRequest& r) {
   if (const json* m = field(body, "model")) {
@@ -132,6 +135,7 @@ void read_common(const json& body, GenerationRequest& r) {
   if (p.stop.size() > static_cast<size_t>(kMaxStopStrings)) {
     throw bad_param("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings");
   }
+  read_response_format(body, p);
   r.n = p.n;
   r.tokens_as_ids = read_bool(body, "return_tokens_as_token_ids", false);
   r.stream = read_bool(body, "stream", false);
@@ -142,12 +146,42 @@ void read_common(const json& body, GenerationRequest& r) {
   }
 }
 
+// OpenAI's response_format onto structured_outputs: "text" (no constraint), "json_object", or
+// "json_schema" with json_schema.schema (name and strict are OpenAI's bookkeeping: the schema is
+// always enforced, which is what strict asks for).
+void read_response_format(const json& body, SamplingParams& p) {
+  const json* rf = field(body, "response_format");
+  if (!rf) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+    throw bad_param("response_format", "must be an object with a \"type\": text, json_object or json_schema");
+  }
+  if (!p.structured_outputs.empty()) {
+    throw bad_param("response_format", "give response_format or structured_outputs, not both");
+  }
+  const std::string type = (*rf)["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    p.structured_outputs.json_object = true;
+    return;
+  }
+  if (type != "json_schema") {
+    throw bad_param("response_format", "type must be text, json_object or json_schema, got '" + type.substr(0, 40) + "'");
+  }
+  const json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+  if (!js || !js->is_object() || !js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean())) {
+    throw bad_param("response_format", "json_schema must be an object with a \"schema\" (a JSON schema object)");
+  }
+  p.structured_outputs.json = (*js)["schema"].dump();
+}
+
 // Sets max_tokens (when given) and logprobs on the SamplingParams, then the engine's own checks.
 void finish_params(GenerationRequest& r) {
   if (r.max_tokens) r.params.max_tokens = *r.max_tokens;
   r.params.logprobs = r.logprobs;
   try {
     r.params.validate();
+  } catch (const ConfigKeyError& e) {  // a rule across keys (min_tokens <= max_tokens) names its key
+    throw bad_param(e.key(), e.problem());
   } catch (const std::exception& e) {
     throw ApiError(400, public_message(e));
   }
@@ -192,6 +226,7 @@ json read_messages(const json& body) {
 }  // namespace
 
 GenerationRequest parse_completion_request(const json& body) {
+  check_request_fields(body, Endpoint::kCompletions);
   GenerationRequest r;
   r.prompts = read_prompts(body);
   read_common(body, r);
@@ -210,6 +245,7 @@ GenerationRequest parse_completion_request(const json& body) {
 }
 
 GenerationRequest parse_chat_request(const json& body) {
+  check_request_fields(body, Endpoint::kChat);
   GenerationRequest r;
   r.chat = true;
   r.messages = read_messages(body);

@@ -44,7 +44,8 @@ json sampling_sample() {
           {"top_p", 0.75},            {"min_p", 0.125},          {"seed", 42},
           {"ignore_eos", true},       {"stop", {"a", "bc"}},     {"stop_token_ids", {5, 6}},
           {"presence_penalty", 0.5},  {"frequency_penalty", -0.25}, {"repetition_penalty", 1.5},
-          {"n", 3},                   {"logprobs", 2}};
+          {"n", 3},                   {"logprobs", 2},           {"logit_bias", {{"5", 1.5}}},
+          {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}}};
 }
 
 template <class Keys>
@@ -101,6 +102,10 @@ TEST(ConfigTable, EverySamplingKeyReachesItsMember) {
   EXPECT_EQ(p.repetition_penalty, 1.5f);
   EXPECT_EQ(p.n, 3);
   EXPECT_EQ(p.logprobs, 2);
+  EXPECT_EQ(p.logit_bias, (std::map<int32_t, float>{{5, 1.5f}}));
+  EXPECT_EQ(p.min_tokens, 2);
+  EXPECT_EQ(p.bad_words, std::vector<std::string>{"x"});
+  EXPECT_EQ(p.structured_outputs.regex, "a+");
   EXPECT_EQ(plain(p.to_json()), sample);
 }
 
@@ -171,6 +176,8 @@ json wrong_type(KeyType t) {
     case KeyType::kString: return 5;
     case KeyType::kIntList: return json{{"a", 1}};
     case KeyType::kStringList: return json::array({1});
+    case KeyType::kTokenMap: return json::array({1});
+    case KeyType::kObject: return 5;
   }
   return nullptr;
 }
@@ -201,6 +208,11 @@ std::vector<json> out_of_range(const ConfigKey& k) {
   if (k.type == KeyType::kString && !s.choices[0].empty()) bad.push_back("nope");
   if (k.type == KeyType::kString && s.required) bad.push_back("");
   if (k.type == KeyType::kStringList) bad.push_back(json::array({""}));
+  if (k.type == KeyType::kTokenMap) {
+    bad.push_back({{"5", s.max + 1}});
+    bad.push_back({{"-1", 0}});
+  }
+  if (k.type == KeyType::kObject) bad.push_back({{"regex", "a"}, {"choice", {"b"}}});  // two at once
   return bad;
 }
 

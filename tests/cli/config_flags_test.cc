@@ -3,6 +3,8 @@
 // it); --help shows every key's help, default and range; bad values name the flag.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <set>
 
 #include "api/engine_config.h"
@@ -25,10 +27,12 @@ std::vector<std::string> flags_for(const json& sample, std::span<const ConfigKey
   std::vector<std::string> args;
   for (const ConfigKey& k : keys) {
     const std::string name(k.spec.name), flag = cli::key_flag(k);
-    if (!sample.contains(name)) continue;
+    if (!sample.contains(name) || k.spec.cli == CliUse::kNone) continue;
     const json& v = sample[name];
     if (k.type == KeyType::kBool) {
       if (v.dump() != k.default_json) args.push_back(flag);
+    } else if (k.type == KeyType::kTokenMap) {  // repeatable ID=VALUE
+      for (const auto& [id, x] : v.items()) args.insert(args.end(), {flag, id + "=" + x.dump()});
     } else if (v.is_array()) {
       for (const json& e : v) args.insert(args.end(), {flag, e.is_string() ? e.get<std::string>() : e.dump()});
     } else {
@@ -66,7 +70,9 @@ const json kSamplingSample = {{"max_tokens", 9},         {"temperature", 0.5},  
                               {"top_p", 0.75},           {"min_p", 0.125},            {"seed", 42},
                               {"ignore_eos", true},      {"stop", {"a", "bc"}},       {"stop_token_ids", {5, 6}},
                               {"presence_penalty", 0.5}, {"frequency_penalty", -0.25}, {"repetition_penalty", 1.5},
-                              {"n", 3},                  {"logprobs", 2}};
+                              {"n", 3},                  {"logprobs", 2},             {"logit_bias", {{"5", 1.5}}},
+                              {"min_tokens", 2},         {"bad_words", {"x", "y z"}},
+                              {"structured_outputs", nullptr}};  // no flag of its own: see StructuredOutputFlags
 
 TEST(ConfigFlags, EveryKeyParsesFromItsFlagAsFromJson) {
   for (const ConfigKey& k : engine_config_keys()) ASSERT_TRUE(kEngineSample.contains(k.spec.name)) << k.spec.name;
@@ -137,6 +143,25 @@ TEST(ConfigFlags, BadValuesNameTheFlagGiven) {
   EXPECT_EQ(sampling({"--stop-token-ids", "-1"}), "--stop-token-ids");
   EXPECT_EQ(sampling({"--logprobs", "21"}), "--logprobs");
   EXPECT_EQ(sampling({"--n", "1.5"}), "--n");
+  EXPECT_EQ(sampling({"--logit-bias", "5"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--logit-bias", "5=x"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--logit-bias", "5=101"}), "--logit-bias");
+  EXPECT_EQ(sampling({"--min-tokens", "-1"}), "--min-tokens");
+}
+
+// The structured_outputs key from its three flags (a schema or grammar read from a file), one at a time.
+TEST(ConfigFlags, StructuredOutputFlags) {
+  const ArgParser p = engine_and_sampling_parser();
+  const std::string schema = testing::TempDir() + "/schema.json", grammar = testing::TempDir() + "/g.ebnf";
+  std::ofstream(schema) << R"({"type": "object", "properties": {"a": {"type": "integer"}}})";
+  std::ofstream(grammar) << R"(root ::= "yes" | "no")";
+  EXPECT_EQ(cli::sampling_params_from(p.parse({"--json-schema", schema}), 64).structured_outputs.json,
+            R"({"properties":{"a":{"type":"integer"}},"type":"object"})");
+  EXPECT_EQ(cli::sampling_params_from(p.parse({"--regex", "[0-9]+"}), 64).structured_outputs.regex, "[0-9]+");
+  EXPECT_EQ(cli::sampling_params_from(p.parse({"--grammar", grammar}), 64).structured_outputs.grammar,
+            R"(root ::= "yes" | "no")");
+  EXPECT_THROW(cli::sampling_params_from(p.parse({"--regex", "a", "--grammar", grammar}), 64), cli::UsageError);
+  EXPECT_THROW(cli::sampling_params_from(p.parse({"--grammar", "/no/such/file"}), 64), cli::UsageError);
 }
 
 // The flags of a parser with only the tables' options are the tables' keys and aliases, each once.
@@ -150,6 +175,7 @@ TEST(ConfigFlags, TheFlagSetIsTheTables) {
     if (k.spec.cli != CliUse::kNone) want.insert(cli::key_flag(k));
     if (k.spec.cli != CliUse::kNone && !k.spec.alias.empty()) want.insert(cli_flag(k.spec.alias));
   }
+  for (const char* f : {"--json-schema", "--regex", "--grammar"}) want.insert(f);  // structured_outputs' flags
   const std::vector<std::string> names = engine_and_sampling_parser().names();
   EXPECT_EQ(std::multiset<std::string>(names.begin(), names.end()), want);
   // Declaring a table's flag by hand as well is refused when the parser is built.
@@ -174,6 +200,7 @@ TEST(ConfigFlags, HelpListsEveryKeyWithHelpAndDefault) {
     if (std::string(cmd) == "generate" || std::string(cmd) == "chat") {
       for (const ConfigKey& k : sampling_keys()) {
         const std::string flag = cli::key_flag(k);
+        if (k.spec.cli == CliUse::kNone) continue;  // structured_outputs: --json-schema, --regex, --grammar
         if (k.spec.cli == CliUse::kOptIn && std::string(cmd) != "generate") {
           EXPECT_EQ(r.out.find("  " + flag + " "), std::string::npos) << cmd << " has " << flag;
           continue;

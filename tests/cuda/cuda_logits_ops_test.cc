@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "cuda_test_util.h"
 #include "sampling/logits_processing.h"
@@ -81,6 +82,69 @@ TEST_P(CudaLogitsOps, TokenCountsAndPenaltiesMatchTheHost) {
       apply_penalties_row(want.data(), vocab, host.data() + row_slot[r] * vocab, b.presence_penalty[r],
                           b.frequency_penalty[r], b.repetition_penalty[r]);
     }
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
+    }
+  }
+}
+
+// Sparse logit biases (logit_bias, and the -inf bans of min_tokens and bad_words) equal the host's
+// bit for bit: rows with many entries (more than a CTA's threads), none, one, and the vocabulary's
+// first and last ids; the rows without entries are untouched.
+TEST_P(CudaLogitsOps, LogitBiasMatchesTheHost) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t vocab = GetParam();
+  const int rows = 4;
+  std::mt19937 rng(static_cast<uint32_t>(vocab) + 7);
+  Tensor logits = random_logits(rows, vocab, rng);
+  SamplingBatch b;
+  b.bias_offsets.push_back(0);
+  for (int r = 0; r < rows; ++r) {
+    const int64_t n = r == 0 ? std::min<int64_t>(vocab, 700) : r == 1 ? 0 : r == 2 ? 1 : 2;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = r == 3 ? (i == 0 ? 0 : vocab - 1) : r == 2 ? vocab / 2 : i * (vocab / n);
+      b.bias_ids.push_back(static_cast<int32_t>(id));
+      b.bias_values.push_back(i % 3 == 0 ? -std::numeric_limits<float>::infinity() : 0.37f * static_cast<float>(i % 11) - 2.0f);
+    }
+    b.bias_offsets.push_back(static_cast<int32_t>(b.bias_ids.size()));
+  }
+  Tensor dev = upload_f32(*gpu, logits);
+  gpu->apply_logit_bias(dev, b);
+  const std::vector<float> got = download(*gpu, dev);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+    const int32_t begin = b.bias_offsets[r];
+    apply_bias_row(want.data(), b.bias_ids.data() + begin, b.bias_values.data() + begin, b.bias_offsets[r + 1] - begin);
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
+    }
+  }
+}
+
+// The structured-output mask equals the host's: a row allowing one token (the last id), a row of
+// random words, a row allowing everything; the vocabulary's tail word partly used.
+TEST_P(CudaLogitsOps, TokenBitmaskMatchesTheHost) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t vocab = GetParam();
+  const int rows = 3;
+  std::mt19937 rng(static_cast<uint32_t>(vocab) + 11);
+  Tensor logits = random_logits(rows, vocab, rng);
+  SamplingBatch b;
+  b.bitmask_words = static_cast<int>((vocab + 31) / 32);
+  b.bitmask.assign(static_cast<size_t>(rows * b.bitmask_words), 0);
+  b.bitmask[static_cast<size_t>((vocab - 1) / 32)] = static_cast<int32_t>(1u << ((vocab - 1) % 32));
+  for (int w = 0; w < b.bitmask_words; ++w) {
+    b.bitmask[static_cast<size_t>(b.bitmask_words + w)] = static_cast<int32_t>(rng());
+    b.bitmask[static_cast<size_t>(2 * b.bitmask_words + w)] = -1;
+  }
+  Tensor dev = upload_f32(*gpu, logits);
+  gpu->apply_token_bitmask(dev, b);
+  const std::vector<float> got = download(*gpu, dev);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+    apply_bitmask_row(want.data(), vocab, b.bitmask.data() + r * b.bitmask_words);
     for (int64_t v = 0; v < vocab; ++v) {
       ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
     }

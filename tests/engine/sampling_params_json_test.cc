@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/check.h"
+#include "common/config_key.h"
 #include "engine/sampling_params.h"
 
 namespace minivllm {
@@ -62,6 +63,46 @@ TEST(SamplingParamsJson, ErrorsNameTheKey) {
     EXPECT_NE(e.find(std::string(key)), std::string::npos) << text << " -> " << e;
   }
   EXPECT_FALSE(error_of("[1]").empty());
+}
+
+}  // namespace
+}  // namespace minivllm
+
+namespace minivllm {
+namespace {
+
+// logit_bias is OpenAI's object of token id (in decimal) to a bias in [-100, 100]; min_tokens and
+// bad_words are vLLM's. Bad values name the key and the entry at fault.
+TEST(SamplingParamsJson, LogitBiasMinTokensBadWords) {
+  const SamplingParams s = SamplingParams::from_json(nlohmann::json::parse(
+      R"({"logit_bias": {"50256": -100, "7": 2.5}, "min_tokens": 3, "bad_words": ["foo", "bar baz"]})"));
+  EXPECT_EQ(s.logit_bias, (std::map<int32_t, float>{{7, 2.5f}, {50256, -100.0f}}));
+  EXPECT_EQ(s.min_tokens, 3);
+  EXPECT_EQ(s.bad_words, (std::vector<std::string>{"foo", "bar baz"}));
+  EXPECT_TRUE(s.has_logit_rules());
+  EXPECT_EQ(s.to_json().at("logit_bias").dump(), R"({"7":2.5,"50256":-100.0})");
+  EXPECT_EQ(SamplingParams::from_json(nlohmann::json::parse(s.to_json().dump())).to_json(), s.to_json());
+  EXPECT_FALSE(SamplingParams{}.has_logit_rules());
+
+  EXPECT_NE(error_of(R"({"logit_bias": {"5": 101}})").find("logit_bias value of token 5 must be in [-100, 100]"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"logit_bias": {"abc": 1}})").find("logit_bias keys must be token ids"), std::string::npos);
+  EXPECT_NE(error_of(R"({"logit_bias": {"-3": 1}})").find("logit_bias keys must be token ids"), std::string::npos);
+  EXPECT_NE(error_of(R"({"logit_bias": [1, 2]})").find("logit_bias must be an object"), std::string::npos);
+  EXPECT_NE(error_of(R"({"logit_bias": {"5": "x"}})").find("logit_bias value of token 5 must be a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"min_tokens": -1})").find("min_tokens"), std::string::npos);
+  EXPECT_NE(error_of(R"({"bad_words": [""]})").find("bad_words"), std::string::npos);
+  // A cross-key rule, checked by validate() (the engine calls it on every request).
+  SamplingParams p;
+  p.max_tokens = 4;
+  p.min_tokens = 5;
+  try {
+    p.validate();
+    ADD_FAILURE() << "min_tokens > max_tokens was accepted";
+  } catch (const ConfigKeyError& e) {
+    EXPECT_EQ(e.key(), "min_tokens");
+  }
 }
 
 }  // namespace

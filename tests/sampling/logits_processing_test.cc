@@ -52,5 +52,14 @@ TEST(Logprobs, LogSoftmaxAndTopKWithTiesByLowerId) {
   EXPECT_EQ(chosen, -INFINITY);
 }
 
+// logit_bias adds; a -inf entry bans whatever the logit was; the other tokens are left alone.
+TEST(LogitBias, AddsEachEntryAndBansWithMinusInfinity) {
+  std::vector<float> logits = {1.0f, -2.0f, 3.0f, 0.5f};
+  const std::vector<int32_t> ids = {0, 2, 3};
+  const std::vector<float> values = {-100.0f, -INFINITY, 2.5f};
+  apply_bias_row(logits.data(), ids.data(), values.data(), 3);
+  EXPECT_EQ(logits, (std::vector<float>{-99.0f, -2.0f, -INFINITY, 3.0f}));
+}
+
 }  // namespace
 }  // namespace minivllm

@@ -114,7 +114,9 @@ TEST(OpenAiRequest, EverySamplingKeyIsAParameter) {
                        {"seed", 42},               {"ignore_eos", true},
                        {"stop", {"a", "bc"}},      {"stop_token_ids", {5, 6}},
                        {"presence_penalty", 0.5},  {"frequency_penalty", -0.25},
-                       {"repetition_penalty", 1.5}, {"n", 3}};
+                       {"repetition_penalty", 1.5}, {"n", 3},
+                       {"logit_bias", {{"5", 1.5}}}, {"min_tokens", 2},
+                       {"bad_words", {"x"}}, {"structured_outputs", {{"regex", "a+"}}}};
   for (const ConfigKey& k : sampling_keys()) {
     const std::string name(k.spec.name);
     if (name == "max_tokens" || name == "logprobs") continue;
@@ -208,6 +210,78 @@ TEST(ApiErrorJson, OpenAiShape) {
   EXPECT_EQ(public_message(std::runtime_error("src/a.cc:1: check failed: x: malformed file F: src/b.cc:2: "
                                               "check failed: y: bad id")),
             "malformed file F: bad id");
+}
+
+// Issue 49: nothing is dropped. Unknown fields and fields the server cannot honour are 400s naming
+// them (also the other endpoint's fields); the four bookkeeping fields are accepted; null is absent.
+TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "foo": 1})"); }), std::make_pair(400, std::string("foo")));
+  EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "x"}], "foo": 1})"); }),
+            std::make_pair(400, std::string("foo")));
+  EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"); }),
+            std::make_pair(400, std::string("echo")));
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "top_logprobs": 2})"); }),
+            std::make_pair(400, std::string("top_logprobs")));
+  for (const char* f : {"reasoning_effort", "tools", "tool_choice", "suffix", "best_of", "guided_json"}) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {f, "x"}};
+    EXPECT_EQ(error_of([&] { parse_chat_request(body); }), std::make_pair(400, std::string(f))) << f;
+    try {
+      parse_chat_request(body);
+    } catch (const ApiError& e) {
+      EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
+    }
+  }
+  const GenerationRequest r = chat(R"({"messages": [{"role": "user", "content": "x"}], "user": "u", "store": false,
+                                       "metadata": {"a": "b"}, "service_tier": "auto", "foo": null})");
+  EXPECT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(completion(R"({"prompt": "x", "user": "u"})").prompts.size(), 1u);
+}
+
+TEST(OpenAiRequest, LogitBiasMinTokensBadWords) {
+  const GenerationRequest r =
+      completion(R"({"prompt": "x", "logit_bias": {"7": -100, "9": 3}, "min_tokens": 2, "bad_words": ["a b"]})");
+  EXPECT_EQ(r.params.logit_bias, (std::map<int32_t, float>{{7, -100.0f}, {9, 3.0f}}));
+  EXPECT_EQ(r.params.min_tokens, 2);
+  EXPECT_EQ(r.params.bad_words, (std::vector<std::string>{"a b"}));
+  for (const char* body : {R"({"prompt": "x", "logit_bias": {"7": 100.5}})", R"({"prompt": "x", "logit_bias": {"y": 1}})",
+                           R"({"prompt": "x", "logit_bias": [7]})"}) {
+    EXPECT_EQ(error_of([&] { completion(body); }), std::make_pair(400, std::string("logit_bias"))) << body;
+  }
+  // min_tokens past max_tokens (16 by default in completions) is the engine's cross-key check.
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "min_tokens": 17})"); }),
+            std::make_pair(400, std::string("min_tokens")));
+}
+
+// OpenAI's response_format onto structured_outputs, in both endpoints; vLLM's structured_outputs
+// as given; a malformed one, or both at once, is a 400 naming the parameter.
+TEST(OpenAiRequest, ResponseFormatAndStructuredOutputs) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_TRUE(chat("{" + msgs + R"(, "response_format": {"type": "json_object"}})").params.structured_outputs.json_object);
+  EXPECT_TRUE(chat("{" + msgs + R"(, "response_format": {"type": "text"}})").params.structured_outputs.empty());
+  const GenerationRequest js = completion(
+      R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+          "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})");
+  EXPECT_EQ(js.params.structured_outputs.json, R"({"properties":{"a":{"type":"integer"}},"type":"object"})");
+  const GenerationRequest so = chat("{" + msgs + R"(, "structured_outputs": {"choice": ["yes", "no"]}})");
+  EXPECT_EQ(so.params.structured_outputs.choice, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(completion(R"({"prompt": "x", "structured_outputs": {"json": "{\"type\": \"string\"}"}})")
+                .params.structured_outputs.json,
+            R"({"type":"string"})");
+  for (const char* bad : {R"("response_format": {"type": "xml"})", R"("response_format": {"type": "json_schema"})",
+                          R"("response_format": "json")"}) {
+    EXPECT_EQ(error_of([&] { chat("{" + msgs + ", " + bad + "}"); }), std::make_pair(400, std::string("response_format")))
+        << bad;
+  }
+  EXPECT_EQ(error_of([&] {
+              chat("{" + msgs + R"(, "response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a"}})");
+            }),
+            std::make_pair(400, std::string("response_format")));
+  for (const char* bad : {R"({"regex": "a", "choice": ["b"]})", R"({"choice": []})", R"({"json": "not json"})",
+                          R"({"sql": "x"})", R"({"grammar": ""})"}) {
+    EXPECT_EQ(error_of([&] { chat("{" + msgs + R"(, "structured_outputs": )" + bad + "}"); }),
+              std::make_pair(400, std::string("structured_outputs")))
+        << bad;
+  }
 }
 
 }  // namespace

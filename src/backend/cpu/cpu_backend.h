@@ -92,6 +92,8 @@ class CpuBackend : public Backend {
   void update_token_counts(const Tensor& counts, const TokenCountUpdate& update) override;
   void apply_penalties(const Tensor& logits, const Tensor& counts, const std::vector<int32_t>& slots,
                        const SamplingBatch& batch) override;
+  void apply_logit_bias(const Tensor& logits, const SamplingBatch& batch) override;
+  void apply_token_bitmask(const Tensor& logits, const SamplingBatch& batch) override;
   void compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen, int32_t* top_ids,
                         float* top_logprobs) override;
 

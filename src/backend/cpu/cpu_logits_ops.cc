@@ -1,4 +1,4 @@
-// CpuBackend's penalties and logprobs: the host reference (sampling/logits_processing.h), rows
+// CpuBackend's penalties, logit biases and logprobs: the host reference (sampling/logits_processing.h), rows
 // in parallel.
 #include <cstring>
 
@@ -24,6 +24,25 @@ void CpuBackend::apply_penalties(const Tensor& logits, const Tensor& counts, con
     if (slots[r] < 0) continue;
     apply_penalties_row(logits.ptr<float>() + r * vocab, vocab, counts.ptr<int32_t>() + slots[r] * vocab,
                         b.presence_penalty[r], b.frequency_penalty[r], b.repetition_penalty[r]);
+  }
+}
+
+void CpuBackend::apply_logit_bias(const Tensor& logits, const SamplingBatch& b) {
+  check_logit_bias_args(logits, b);
+  const int64_t vocab = logits.size(1);
+  for (int64_t r = 0; r < logits.size(0); ++r) {
+    const int32_t begin = b.bias_offsets[r];
+    apply_bias_row(logits.ptr<float>() + r * vocab, b.bias_ids.data() + begin, b.bias_values.data() + begin,
+                   b.bias_offsets[r + 1] - begin);
+  }
+}
+
+void CpuBackend::apply_token_bitmask(const Tensor& logits, const SamplingBatch& b) {
+  check_token_bitmask_args(logits, b);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    apply_bitmask_row(logits.ptr<float>() + r * vocab, vocab, b.bitmask.data() + r * b.bitmask_words);
   }
 }
 

@@ -1,4 +1,4 @@
-// CudaBackend's penalties and logprobs: small host arrays staged into one growing device scratch,
+// CudaBackend's penalties, logit biases and logprobs: small host arrays staged into one growing device scratch,
 // then the kernels of logits_ops.cu on the backend's stream. Called after the forward (and its
 // graph) on rank 0, only for batches that ask.
 #include <cstring>
@@ -73,6 +73,34 @@ void CudaBackend::apply_penalties(const Tensor& logits, const Tensor& counts, co
                          reinterpret_cast<const float*>(dev + 2 * a), reinterpret_cast<const float*>(dev + 3 * a),
                          stream_);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::apply_logit_bias(const Tensor& logits, const SamplingBatch& b) {
+  check_logit_bias_args(logits, b);
+  MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda) << "apply_logit_bias: logits " << logits.describe();
+  const size_t rows = static_cast<size_t>(logits.size(0)), n = b.bias_ids.size();
+  if (rows == 0 || n == 0) return;
+  const size_t off_ids = align_up((rows + 1) * 4), off_values = off_ids + align_up(n * 4);
+  uint8_t* dev = logits_scratch(off_values + align_up(n * 4));
+  CUDA_CHECK(cudaMemcpyAsync(dev, b.bias_offsets.data(), (rows + 1) * 4, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev + off_ids, b.bias_ids.data(), n * 4, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev + off_values, b.bias_values.data(), n * 4, cudaMemcpyHostToDevice, stream_));
+  launch_apply_logit_bias(logits.ptr<float>(), static_cast<int64_t>(rows), logits.size(1),
+                          reinterpret_cast<const int32_t*>(dev), reinterpret_cast<const int32_t*>(dev + off_ids),
+                          reinterpret_cast<const float*>(dev + off_values), stream_);
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the scratch is reused by the next call
+}
+
+void CudaBackend::apply_token_bitmask(const Tensor& logits, const SamplingBatch& b) {
+  check_token_bitmask_args(logits, b);
+  MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda) << "apply_token_bitmask: logits " << logits.describe();
+  const size_t rows = static_cast<size_t>(logits.size(0)), bytes = b.bitmask.size() * 4;
+  if (rows == 0) return;
+  uint8_t* dev = logits_scratch(align_up(bytes));
+  CUDA_CHECK(cudaMemcpyAsync(dev, b.bitmask.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  launch_apply_token_bitmask(logits.ptr<float>(), static_cast<int64_t>(rows), logits.size(1),
+                             reinterpret_cast<const int32_t*>(dev), b.bitmask_words, stream_);
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the scratch is reused by the next call
 }
 
 void CudaBackend::compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen,

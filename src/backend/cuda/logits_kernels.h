@@ -18,6 +18,14 @@ void launch_count_tokens(int32_t* counts, int64_t vocab, const int32_t* slots, c
 void launch_apply_penalties(float* logits, int64_t rows, int64_t vocab, const int32_t* counts, const int32_t* slots,
                             const float* presence, const float* frequency, const float* repetition,
                             cudaStream_t stream);
+// In place on logits [rows, vocab]: row r gets values[i] added at ids[i] for i in
+// [offsets[r], offsets[r + 1]) (ids distinct within a row; apply_bias_row's semantics).
+void launch_apply_logit_bias(float* logits, int64_t rows, int64_t vocab, const int32_t* offsets, const int32_t* ids,
+                             const float* values, cudaStream_t stream);
+// In place on logits [rows, vocab]: token v of row r becomes -inf when bit v % 32 of
+// bitmask[r * words + v / 32] is clear (apply_bitmask_row's semantics).
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int words,
+                                cudaStream_t stream);
 // Per row: chosen[r] = log-softmax at tokens[r]; the k (<= kMaxTopLogprobs) most likely tokens,
 // most likely first, ties by lower id, into top_ids / top_logprobs [rows, k].
 constexpr int kMaxTopLogprobs = 20;

@@ -1,4 +1,4 @@
-// Penalties and logprobs on the GPU (logits_kernels.h). They run after the decode graph, on rank 0,
+// Penalties, logit biases and logprobs on the GPU (logits_kernels.h). They run after the decode graph, on rank 0,
 // only for batches that ask, so the graph and the plain sampler stay as they are.
 //
 // logprobs: one CTA per row. The row's max, then the sum of exp(l - max) (fp32, block-reduced),
@@ -55,6 +55,27 @@ __global__ void apply_penalties_kernel(float* logits, int64_t vocab, const int32
     const int32_t generated = n / 2;
     if (generated > 0) l = __fsub_rn(l, fmaf(freq, static_cast<float>(generated), pres));
     x[v] = l;
+  }
+}
+
+// One CTA per row; its threads take the row's entries (distinct ids, so no two threads write one
+// logit). A plain add, as apply_bias_row: -inf + a finite logit is -inf, a ban.
+__global__ void apply_logit_bias_kernel(float* logits, int64_t vocab, const int32_t* offsets, const int32_t* ids,
+                                        const float* values) {
+  float* x = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  for (int32_t i = offsets[blockIdx.x] + static_cast<int32_t>(threadIdx.x); i < offsets[blockIdx.x + 1];
+       i += static_cast<int32_t>(blockDim.x)) {
+    x[ids[i]] += values[i];
+  }
+}
+
+// A thread per logit; a CTA's 256 logits read 8 words of the row's mask (cached, shared by the warp).
+__global__ void apply_token_bitmask_kernel(float* logits, int64_t vocab, const int32_t* bitmask, int words) {
+  const int32_t* row_mask = bitmask + static_cast<int64_t>(blockIdx.y) * words;
+  float* x = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < vocab;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (((static_cast<uint32_t>(__ldg(row_mask + v / 32)) >> (v % 32)) & 1u) == 0) x[v] = -INFINITY;
   }
 }
 
@@ -174,6 +195,21 @@ void launch_apply_penalties(float* logits, int64_t rows, int64_t vocab, const in
   if (rows == 0) return;
   apply_penalties_kernel<<<dim3(blocks_for(vocab), static_cast<unsigned>(rows)), kThreads, 0, stream>>>(
       logits, vocab, counts, slots, presence, frequency, repetition);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_apply_logit_bias(float* logits, int64_t rows, int64_t vocab, const int32_t* offsets, const int32_t* ids,
+                             const float* values, cudaStream_t stream) {
+  if (rows == 0) return;
+  apply_logit_bias_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, offsets, ids, values);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const int32_t* bitmask, int words,
+                                cudaStream_t stream) {
+  if (rows == 0) return;
+  apply_token_bitmask_kernel<<<dim3(blocks_for(vocab), static_cast<unsigned>(rows)), kThreads, 0, stream>>>(
+      logits, vocab, bitmask, words);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,28 @@
+// StructuredOutputs: what a request's completion must match (vLLM's `structured_outputs`
+// extension; OpenAI's response_format maps onto json and json_object). A plain value, so that it
+// is a sampling key like any other (config_table.h reads and writes it as a JSON object); the
+// grammar engine that enforces it is src/structured/'s.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace minivllm {
+
+struct StructuredOutputs {
+  std::string json;                 // a JSON schema, as JSON text ("" when unset)
+  bool json_object = false;         // any JSON object
+  std::string regex;                // the whole completion matches it
+  std::vector<std::string> choice;  // the completion is exactly one of these
+  std::string grammar;              // an EBNF grammar (xgrammar's dialect, root rule `root`)
+
+  // How many of the five are set: 0 (unconstrained) or 1 (more is refused when read).
+  int num_set() const {
+    return (json.empty() ? 0 : 1) + (json_object ? 1 : 0) + (regex.empty() ? 0 : 1) + (choice.empty() ? 0 : 1) +
+           (grammar.empty() ? 0 : 1);
+  }
+  bool empty() const { return num_set() == 0; }
+  bool operator==(const StructuredOutputs&) const = default;
+};
+
+}  // namespace minivllm

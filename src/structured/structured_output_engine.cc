@@ -1,0 +1,97 @@
+// StructuredOutputEngine with xgrammar: the tokenizer's vocabulary as raw bytes, one grammar
+// compiler (with its cache), and a matcher per sequence.
+#include "structured/structured_output_engine.h"
+
+#include <string>
+
+#include <xgrammar/xgrammar.h>
+
+#include "common/check.h"
+#include "common/config_key.h"
+#include "common/error_text.h"
+#include "structured/xgrammar_constraint.h"
+
+namespace minivllm {
+namespace {
+
+// Each token's bytes, as xgrammar's RAW vocabulary type takes them. Special tokens (and ids the
+// tokenizer lacks) are "": xgrammar never allows an empty token inside a grammar, so the model
+// cannot emit <|im_end|> in the middle of a JSON string; the stop ids end a completed grammar.
+std::vector<std::string> raw_vocab(const Tokenizer& tokenizer) {
+  std::vector<std::string> vocab(static_cast<size_t>(tokenizer.vocab_size()));
+  for (size_t id = 0; id < vocab.size(); ++id) {
+    const auto t = static_cast<int32_t>(id);
+    try {
+      if (!tokenizer.is_special(t)) vocab[id] = std::string(tokenizer.token_bytes(t));
+    } catch (const Error&) {  // an id the vocabulary skips
+    }
+  }
+  return vocab;
+}
+
+// An EBNF string literal of `s` (xgrammar's escapes).
+std::string ebnf_literal(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+struct StructuredOutputEngine::Impl {
+  int vocab_size;
+  xgrammar::GrammarCompiler compiler;
+
+  // Compact JSON (any_whitespace off): a small model left free to add whitespace can spend its
+  // whole budget on newlines, and no schema asks for it.
+  xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
+    if (!s.json.empty()) return compiler.CompileJSONSchema(s.json, /*any_whitespace=*/false);
+    if (s.json_object) return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
+    if (!s.regex.empty()) return compiler.CompileRegex(s.regex);
+    if (!s.choice.empty()) {
+      std::string ebnf = "root ::= ";
+      for (size_t i = 0; i < s.choice.size(); ++i) ebnf += (i > 0 ? " | " : "") + ebnf_literal(s.choice[i]);
+      return compiler.CompileGrammar(ebnf);
+    }
+    return compiler.CompileGrammar(s.grammar, "root");
+  }
+};
+
+StructuredOutputEngine::StructuredOutputEngine(const Tokenizer& tokenizer, int64_t vocab_size,
+                                               const std::vector<int64_t>& stop_ids) {
+  std::vector<int32_t> stops;
+  for (int64_t id : stop_ids) {
+    if (id >= 0 && id < vocab_size) stops.push_back(static_cast<int32_t>(id));
+  }
+  std::vector<std::string> vocab = raw_vocab(tokenizer);
+  // Ids past the model's logits can never be sampled (a tokenizer may list more than the model has).
+  if (static_cast<int64_t>(vocab.size()) > vocab_size) vocab.resize(static_cast<size_t>(vocab_size));
+  xgrammar::TokenizerInfo info(vocab, xgrammar::VocabType::RAW, static_cast<int>(vocab_size), stops);
+  impl_ = std::unique_ptr<Impl>(new Impl{static_cast<int>(vocab_size),
+                                         xgrammar::GrammarCompiler(info, /*max_threads=*/2, /*cache_enabled=*/true)});
+}
+
+StructuredOutputEngine::~StructuredOutputEngine() = default;
+
+std::unique_ptr<TokenConstraint> StructuredOutputEngine::make_constraint(const StructuredOutputs& spec,
+                                                                         const char* key) {
+  MINIVLLM_CHECK_EQ(spec.num_set(), 1) << "make_constraint takes exactly one kind of structured output";
+  try {
+    return make_xgrammar_constraint(impl_->compile(spec), impl_->vocab_size);
+  } catch (const std::exception& e) {
+    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(e.what(), 400));
+  }
+}
+
+bool StructuredOutputEngine::available() { return true; }
+
+}  // namespace minivllm
