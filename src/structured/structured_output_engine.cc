@@ -45,6 +45,15 @@ std::string ebnf_literal(const std::string& s) {
   return out + "\"";
 }
 
+// xgrammar's message without its "[hh:mm:ss] /path/file.cc:83: " prefix: the reason is for the
+// client, the source path is not.
+std::string xgrammar_reason(const std::string& what) {
+  if (what.empty() || what[0] != '[') return what;
+  const size_t src = what.find(".cc:");
+  const size_t colon = src == std::string::npos ? std::string::npos : what.find(": ", src + 4);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
 }  // namespace
 
 struct StructuredOutputEngine::Impl {
@@ -88,7 +97,7 @@ std::unique_ptr<TokenConstraint> StructuredOutputEngine::make_constraint(const S
   try {
     return make_xgrammar_constraint(impl_->compile(spec), impl_->vocab_size);
   } catch (const std::exception& e) {
-    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(e.what(), 400));
+    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(xgrammar_reason(e.what()), 400));
   }
 }
 

@@ -24,6 +24,23 @@ std::vector<int32_t> download_i32(Backend& b, const Tensor& t) {
   return v;
 }
 
+// `gpu_op` on the device copy of `logits` [rows, V] equals `host_row(r, row)` on each host row, bit
+// for bit.
+template <class GpuOp, class HostRow>
+void expect_rows_as_host(Backend& gpu, const Tensor& logits, GpuOp gpu_op, HostRow host_row) {
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  Tensor dev = upload_f32(gpu, logits);
+  gpu_op(dev);
+  const std::vector<float> got = download(gpu, dev);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+    host_row(static_cast<int>(r), want.data());
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
+    }
+  }
+}
+
 class CudaLogitsOps : public ::testing::TestWithParam<int64_t> {};
 
 // Counts kept over several steps on the device (resets, prompt and generated tokens, repeats)
@@ -109,17 +126,12 @@ TEST_P(CudaLogitsOps, LogitBiasMatchesTheHost) {
     }
     b.bias_offsets.push_back(static_cast<int32_t>(b.bias_ids.size()));
   }
-  Tensor dev = upload_f32(*gpu, logits);
-  gpu->apply_logit_bias(dev, b);
-  const std::vector<float> got = download(*gpu, dev);
-  for (int r = 0; r < rows; ++r) {
-    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
-    const int32_t begin = b.bias_offsets[r];
-    apply_bias_row(want.data(), b.bias_ids.data() + begin, b.bias_values.data() + begin, b.bias_offsets[r + 1] - begin);
-    for (int64_t v = 0; v < vocab; ++v) {
-      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
-    }
-  }
+  expect_rows_as_host(*gpu, logits, [&](const Tensor& dev) { gpu->apply_logit_bias(dev, b); },
+                      [&](int r, float* want) {
+                        const int32_t begin = b.bias_offsets[r];
+                        apply_bias_row(want, b.bias_ids.data() + begin, b.bias_values.data() + begin,
+                                       b.bias_offsets[r + 1] - begin);
+                      });
 }
 
 // The structured-output mask equals the host's: a row allowing one token (the last id), a row of
@@ -139,16 +151,8 @@ TEST_P(CudaLogitsOps, TokenBitmaskMatchesTheHost) {
     b.bitmask[static_cast<size_t>(b.bitmask_words + w)] = static_cast<int32_t>(rng());
     b.bitmask[static_cast<size_t>(2 * b.bitmask_words + w)] = -1;
   }
-  Tensor dev = upload_f32(*gpu, logits);
-  gpu->apply_token_bitmask(dev, b);
-  const std::vector<float> got = download(*gpu, dev);
-  for (int r = 0; r < rows; ++r) {
-    std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
-    apply_bitmask_row(want.data(), vocab, b.bitmask.data() + r * b.bitmask_words);
-    for (int64_t v = 0; v < vocab; ++v) {
-      ASSERT_EQ(got[r * vocab + v], want[v]) << "row " << r << " token " << v;
-    }
-  }
+  expect_rows_as_host(*gpu, logits, [&](const Tensor& dev) { gpu->apply_token_bitmask(dev, b); },
+                      [&](int r, float* want) { apply_bitmask_row(want, vocab, b.bitmask.data() + r * b.bitmask_words); });
 }
 
 TEST_P(CudaLogitsOps, LogprobsMatchTheHost) {

@@ -21,7 +21,8 @@ import unittest
 from typing import Annotated
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_openai_client import API_KEY, BIN, MODEL, NAME, http, openai, start_server, stop_server  # noqa: E402
+# main() runs this module's tests (unittest.main on __main__), skipping as that file does.
+from test_openai_client import API_KEY, MODEL, NAME, http, main, openai, start_server, stop_server  # noqa: E402
 
 
 class ParametersTest(unittest.TestCase):
@@ -229,17 +230,6 @@ SCHEMAS = [
     _obj({"flags": _obj({"a": {"type": "boolean"}, "b": {"type": "boolean"}}), "n": {"type": "integer", "maximum": 5}}),
     _obj({"word": {"type": "string", "minLength": 3, "maxLength": 8, "pattern": "^[a-z]+$"}}),
 ]
-
-
-def main():
-    if openai is None:
-        print("SKIP: the openai package is not installed (pip install openai)")
-        return 77
-    if not os.path.exists(MODEL) or not os.path.exists(BIN):
-        print(f"SKIP: {MODEL} or {BIN} not found (tools/fetch_default_model.sh)")
-        return 77
-    result = unittest.main(exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
 
 
 if __name__ == "__main__":
