@@ -8,7 +8,8 @@
 #
 # BIN: the folder with teacher_forced_check (tools/make_gpu_dist.sh); CONFIG_DIR holds
 # <config>.json; LAYERS default 2; WORLD_SIZES default "1". Needs python3 with torch and
-# transformers. Work files in ${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/configs.
+# transformers. Work files in ${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/configs; MINIVLLM_REF_ARGS adds
+# flags to hf_teacher_forced.py (e.g. --embed-gain 0.25 for Gemma's scaled embedding).
 set -uo pipefail
 out="${1:?OUTDIR}"; bin="${2:?BIN}"; cfgdir="${3:?CONFIG_DIR}"; configs="${4:?CONFIGS}"
 layers="${5:-2}"; sizes="${6:-1}"
@@ -19,7 +20,8 @@ for c in $configs; do
   d="$work/$c-l$layers"
   if [ ! -f "$d/reference.json" ]; then
     python3 tools/hf_teacher_forced.py --config "$cfgdir/$c.json" --out "$d" --override-layers "$layers" \
-      --num-seqs 4 --seq-len 256 --seed 0 > "$out/ref_$c.log" 2>&1 || { echo "$c: reference failed"; status=1; continue; }
+      --num-seqs 4 --seq-len 256 --seed 0 ${MINIVLLM_REF_ARGS:-} > "$out/ref_$c.log" 2>&1 ||
+      { echo "$c: reference failed"; status=1; continue; }
   fi
   for ws in $sizes; do
     "$bin/teacher_forced_check" score --model "$d/model" --reference "$d/reference.json" \

@@ -71,6 +71,9 @@ def parse_args():
     # The output projections (o_proj, down_proj) write into the residual stream; at 1.0 every
     # sublayer's output is ~8x the embedding's scale, so the stream is a chaotic sum of them.
     p.add_argument("--out-gain", type=float, default=1.0, help="std multiplier of o_proj/down_proj init")
+    # Gemma multiplies the embedding by sqrt(hidden): at 1.0 its tied head then mostly predicts the
+    # input token itself (every margin huge, a check that can hardly fail); 1/sqrt(hidden) undoes it.
+    p.add_argument("--embed-gain", type=float, default=1.0, help="std multiplier of the embedding (and tied head) init")
     p.add_argument("--batch-size", type=int, default=4, help="sequences per forward pass")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     return p.parse_args()
@@ -97,9 +100,9 @@ def write_model_config(config_arg, model_dir, override_layers):
     return src
 
 
-def init_scaled(model, config, seed, qk_gain, out_gain=1.0):
+def init_scaled(model, config, seed, qk_gain, out_gain=1.0, embed_gain=1.0):
     gen = torch.Generator().manual_seed(seed)
-    embed_std = 4.0 / config.hidden_size ** 0.5
+    embed_std = 4.0 / config.hidden_size ** 0.5 * embed_gain
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             if p.dim() == 1:
@@ -130,7 +133,7 @@ def build_checkpoint(args, model_dir):
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     if args.init == "scaled":
-        init_scaled(model, config, args.seed, args.qk_gain, args.out_gain)
+        init_scaled(model, config, args.seed, args.qk_gain, args.out_gain, args.embed_gain)
     names = save_weights(model, config, model_dir)
     del model
     return src, config, names
@@ -195,6 +198,7 @@ def main():
         "init": args.init,
         "qk_gain": args.qk_gain,
         "out_gain": args.out_gain,
+        "embed_gain": args.embed_gain,
         "seed": args.seed,
         "num_seqs": args.num_seqs,
         "seq_len": args.seq_len,

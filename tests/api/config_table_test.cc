@@ -36,7 +36,8 @@ json engine_sample() {
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
           {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"async_scheduling", "off"},
-          {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5}};
+          {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5},
+          {"load_format", "dummy"}, {"dummy_seed", 9}};
 }
 
 json sampling_sample() {
@@ -78,6 +79,8 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.world_size, 2);
   EXPECT_EQ(c.num_threads, 3);
   EXPECT_EQ(c.eos, 5);
+  EXPECT_EQ(c.load_format, "dummy");
+  EXPECT_EQ(c.dummy_seed, 9);
   EXPECT_EQ(plain(c.to_json()), sample);
   EXPECT_EQ(plain(EngineConfig::from_json(plain(c.to_json())).to_json()), sample);
 }
@@ -200,7 +203,8 @@ std::vector<json> out_of_range(const ConfigKey& k) {
     }
     if (std::isfinite(s.max)) bad.push_back(is_int ? wrap_int(static_cast<int64_t>(s.max) + 1) : wrap(s.max + 0.5));
     if (s.multiple_of > 0) bad.push_back(static_cast<int64_t>(s.min) + 1);
-    if (is_int && !std::isfinite(s.max) && k.type == KeyType::kInt && s.name != "seed" && s.name != "eos") {
+    if (is_int && !std::isfinite(s.max) && k.type == KeyType::kInt && s.name != "seed" && s.name != "eos" &&
+        s.name != "dummy_seed") {  // 64-bit members
       bad.push_back(int64_t{1} << 40);  // a 32-bit member
     }
   }

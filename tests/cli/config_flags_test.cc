@@ -65,7 +65,9 @@ const json kEngineSample = {{"model", "m"},
                             {"enable_chunked_prefill", false},
                             {"tensor_parallel_size", 2},
                             {"num_threads", 3},
-                            {"eos", 5}};
+                            {"eos", 5},
+                            {"load_format", "dummy"},
+                            {"dummy_seed", 9}};
 const json kSamplingSample = {{"max_tokens", 9},         {"temperature", 0.5},        {"top_k", 40},
                               {"top_p", 0.75},           {"min_p", 0.125},            {"seed", 42},
                               {"ignore_eos", true},      {"stop", {"a", "bc"}},       {"stop_token_ids", {5, 6}},
