@@ -10,9 +10,11 @@
 namespace minivllm::server {
 namespace {
 
-// Read by openai_request.cc besides the sampling keys (which are all read under their own names).
-constexpr std::array<std::string_view, 7> kCommonFields = {
-    "model", "stream", "stream_options", "return_tokens_as_token_ids", "max_tokens", "logprobs", "response_format"};
+// Read by openai_request.cc besides the sampling keys (which are all read under their own names),
+// and request_timeout by request_deadline.cc.
+constexpr std::array<std::string_view, 8> kCommonFields = {
+    "model",      "stream",   "stream_options",  "return_tokens_as_token_ids",
+    "max_tokens", "logprobs", "response_format", "request_timeout"};
 constexpr std::array<std::string_view, 2> kCompletionFields = {"prompt", "echo"};
 constexpr std::array<std::string_view, 4> kChatFields = {"messages", "max_completion_tokens", "top_logprobs",
                                                          "chat_template_kwargs"};

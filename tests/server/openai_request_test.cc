@@ -235,6 +235,9 @@ TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
                                        "metadata": {"a": "b"}, "service_tier": "auto", "foo": null})");
   EXPECT_EQ(r.messages.size(), 1u);
   EXPECT_EQ(completion(R"({"prompt": "x", "user": "u"})").prompts.size(), 1u);
+  // The deadline is read by the server (request_deadline.h), not by this parser: known, not refused.
+  EXPECT_EQ(completion(R"({"prompt": "x", "request_timeout": 5})").prompts.size(), 1u);
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "request_timeout": 5})").messages.size(), 1u);
 }
 
 TEST(OpenAiRequest, LogitBiasMinTokensBadWords) {
