@@ -162,15 +162,22 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
                                         cos_sin(layer), cache, meta);
   }
   backend_.attention(qkv, nq, cache, meta, attention_scale_, attn_out);
-  if (!l.attn_output_norm.empty()) {  // sandwich: the output normed before its residual add
-    l.o_proj.forward(backend_, comm_, attn_out, hidden);
-    backend_.rms_norm(hidden, l.attn_output_norm, eps, hidden);
-    backend_.add_rms_norm(hidden, residual, l.ffn_input_norm, eps);  // and the MLP's input norm
-    normed_ = true;
+  if (!l.attn_output_norm.empty()) {
+    add_sandwiched(l.o_proj, attn_out, l.attn_output_norm, l.ffn_input_norm, n);
     return;
   }
   normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,
                                                l.ffn_input_norm, eps, hidden);
+}
+
+void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
+                                 const Tensor& next_norm, int64_t n) {
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
+  proj.forward(backend_, comm_, x, hidden);
+  backend_.rms_norm(hidden, output_norm, eps, hidden);
+  backend_.add_rms_norm(hidden, residual, next_norm, eps);
+  normed_ = true;
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
@@ -188,10 +195,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   }
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
   if (!l.ffn_output_norm.empty()) {
-    l.down_proj.forward(backend_, comm_, act, hidden);
-    backend_.rms_norm(hidden, l.ffn_output_norm, eps, hidden);
-    backend_.add_rms_norm(hidden, residual, next_norm, eps);
-    normed_ = true;
+    add_sandwiched(l.down_proj, act, l.ffn_output_norm, next_norm, n);
     return;
   }
   normed_ = l.down_proj.forward_add_residual_norm(backend_, comm_, act, hidden, partial, residual, next_norm, eps,

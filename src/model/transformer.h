@@ -68,6 +68,10 @@ class Transformer {
   void attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);
+  // Sandwich norms (Gemma): the sublayer's whole output x W^T (all-reduced) normed by output_norm,
+  // added to the residual, and the sum normed by next_norm into hidden for the next sublayer.
+  void add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
+                      const Tensor& next_norm, int64_t n);
 
   ModelConfig cfg_;
   Backend& backend_;
