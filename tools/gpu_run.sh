@@ -55,6 +55,10 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
 
 if want tests; then
+  # The FP8 checkpoints the CUDA FP8 tests run on (head_dim 64; tests/cuda/cuda_fp8_weights_test.cc).
+  export MINIVLLM_FP8_GOLDENS="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/fp8-goldens"
+  step fp8_goldens sh -c "python3 tools/make_hf_goldens.py '$MINIVLLM_FP8_GOLDENS' --models qwen3-tiny-hd64 &&
+    python3 tools/make_fp8_goldens.py '$MINIVLLM_FP8_GOLDENS' --models qwen3-tiny-hd64-fp8-block qwen3-tiny-hd64-fp8-channel"
   step test_cuda "$bin/test_cuda" --gtest_output=xml:"$out/test_cuda.xml"
 fi
 

@@ -133,6 +133,12 @@ VARIANTS = {
     "qwen3-tiny-fp8-channel": ("qwen3-tiny", quantize_channel, ct_config("channel", "token", True)),
     "llama3-tiny-fp8-tensor": ("llama3-tiny", quantize_tensor, ct_config("tensor", "tensor", False)),
 }
+# Made on request only (--models), on the GPU machine, from make_hf_goldens.py's qwen3-tiny-hd64
+# (head_dim 64: the CUDA attention kernels' smallest): the GPU's FP8 checks (tests/cuda).
+GPU_VARIANTS = {
+    "qwen3-tiny-hd64-fp8-block": ("qwen3-tiny-hd64", quantize_block, VARIANTS["qwen3-tiny-fp8-block"][2]),
+    "qwen3-tiny-hd64-fp8-channel": ("qwen3-tiny-hd64", quantize_channel, ct_config("channel", "token", True)),
+}
 ONLINE_SOURCE = "llama3-tiny"
 
 
@@ -227,8 +233,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("outdir", help="tests/goldens: holds the bf16 sources and receives the FP8 variants")
     parser.add_argument("--models", nargs="*", default=list(VARIANTS) + ["online"],
-                        choices=list(VARIANTS) + ["online"])
+                        choices=list(VARIANTS) + list(GPU_VARIANTS) + ["online"])
     args = parser.parse_args()
+    VARIANTS.update(GPU_VARIANTS)
     torch.set_num_threads(1)
     torch.manual_seed(hf.SEED)
     for name in args.models:

@@ -118,6 +118,18 @@ def gemma3_tiny_config():
         architectures=["Gemma3ForCausalLM"])
 
 
+def qwen3_tiny_hd64_config():
+    # qwen3-tiny with head_dim 64, the smallest the CUDA attention kernels take: the GPU's FP8
+    # checks run on it (tools/gpu_run.sh makes it on the device; never committed). Widths multiples
+    # of 128 (hidden 128, intermediate 256, q 256), so the FP8 GEMM and gemv paths both run.
+    return Qwen3Config(
+        vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        bos_token_id=1, eos_token_id=2, attention_bias=False, use_sliding_window=False,
+        architectures=["Qwen3ForCausalLM"])
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8}
@@ -129,6 +141,10 @@ MODELS = {
     "qwen3-tiny-kv4": (qwen3_tiny_kv4_config, True),
     "mistral-tiny": (mistral_tiny_config, False),
     "gemma3-tiny": (gemma3_tiny_config, False),
+}
+# Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
+GPU_MODELS = {
+    "qwen3-tiny-hd64": (qwen3_tiny_hd64_config, True),
 }
 
 
@@ -268,10 +284,11 @@ def make_model(name, outdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("outdir")
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS) + list(GPU_MODELS))
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(SEED)
+    MODELS.update(GPU_MODELS)
     for name in args.models:
         make_model(name, os.path.join(args.outdir, name))
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "common/fp8_weight.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -56,6 +57,18 @@ Tensor Backend::upload_weight(const Tensor& host_f32, bool keep_f32) {
 Tensor Backend::upload_stored_weight(const Tensor& host) {
   MINIVLLM_CHECK(host.device() == DeviceKind::kCpu) << "upload_stored_weight takes a host tensor, got "
                                                     << host.describe();
+  if (host.dtype() == DType::kF8E4M3) {  // an FP8 weight: its codes and scale grid, or its values
+    if (!keeps_weight_dtype(DType::kF8E4M3)) return upload_weight(dequantize_fp8_weight(host));
+    const Tensor w = canonical_fp8_weight(host);
+    const WeightScales& s = *w.scales();
+    Tensor codes = empty(DType::kF8E4M3, w.shape());
+    Tensor grid = empty(DType::kF32, s.grid.shape());
+    copy_from_host(codes, w.data());
+    copy_from_host(grid, s.grid.data());
+    synchronize();
+    auto scales = std::make_shared<WeightScales>(WeightScales{grid, s.block_rows, s.block_cols});
+    return codes.with_scales(std::move(scales));
+  }
   if (host.dtype() == DType::kF32 || !keeps_weight_dtype(host.dtype())) {
     if (host.dtype() == DType::kF32) return upload_weight(host);
     Tensor f32 = host_tensor(DType::kF32, host.shape());
@@ -66,6 +79,21 @@ Tensor Backend::upload_stored_weight(const Tensor& host) {
   copy_from_host(dst, host.data());
   synchronize();
   return dst;
+}
+
+// Through the host: the device weight read back as f32, each row quantized (common/fp8.h), and
+// uploaded as upload_stored_weight keeps FP8 weights. A backend with a kernel for it overrides this.
+Tensor Backend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) {
+  MINIVLLM_CHECK(w.ndim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16))
+      << "quantize_weight_fp8: " << w.describe() << " must be a 2-D f32 or bf16 weight";
+  Tensor raw = host_tensor(w.dtype(), w.shape());
+  copy_to_host(raw.data(), w);
+  Tensor f32 = raw;
+  if (w.dtype() != DType::kF32) {
+    f32 = host_tensor(DType::kF32, w.shape());
+    convert_to_f32(raw.data(), w.dtype(), f32.ptr<float>(), static_cast<size_t>(w.numel()));
+  }
+  return upload_stored_weight(quantize_fp8_rows(f32, col_begin, col_end));
 }
 
 }  // namespace minivllm

@@ -85,12 +85,20 @@ class Backend {
   // ([rows, cols], or [n] as one row; f32 or bf16) = hashed_uniform_value(h, base + r * row_stride + c),
   // rounded to dst's dtype as upload_weight rounds.
   virtual void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) = 0;
+  // Online FP8 quantization of a device weight w ([rows, cols], f32 or bf16): each row through e4m3
+  // with its own scale amax / 448 over all its columns (common/fp8.h), then columns [col_begin,
+  // col_end) kept (a row-parallel shard still rounds whole rows). Returned as this backend keeps FP8
+  // weights: e4m3 codes with per-row scales where keeps_weight_dtype(kF8E4M3), else the rounded
+  // values in weight_dtype(). Load time only (it allocates). The default goes through the host.
+  virtual Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end);
   virtual void synchronize() = 0;
   // Uploads an fp32 host tensor as weight_dtype() (or as fp32 when keep_f32).
   Tensor upload_weight(const Tensor& host_f32, bool keep_f32 = false);
   // Whether linear and embedding compute on weights kept as `stored` (a checkpoint's own dtype:
   // f16, bf16, or the block-quantised q8_0 / q4_0 / q4_1) without converting them. The CPU backend
-  // does; the CUDA backend converts every weight to weight_dtype().
+  // does; the CUDA backend converts every weight to weight_dtype(). kF8E4M3: linear computes on
+  // FP8 weights (codes with Tensor::scales()); the CUDA backend does, the CPU (the reference)
+  // dequantizes them at load.
   virtual bool keeps_weight_dtype(DType stored) const { return false; }
   // Uploads a host weight of any stored dtype: as it is where keeps_weight_dtype, else decoded to
   // fp32 and uploaded as upload_weight does.

@@ -68,6 +68,12 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   return Tensor(base, dtype_, s, device_, owner_);
 }
 
+Tensor Tensor::with_scales(std::shared_ptr<const WeightScales> scales) const {
+  Tensor t = *this;
+  t.scales_ = std::move(scales);
+  return t;
+}
+
 std::string Tensor::describe() const {
   std::ostringstream os;
   os << dtype_name(dtype_) << "[";

@@ -16,6 +16,8 @@ namespace minivllm {
 
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
+struct WeightScales;  // below: an FP8 weight's scale grid
+
 class Tensor {
  public:
   static constexpr int kMaxDims = 4;
@@ -48,6 +50,12 @@ class Tensor {
   // "bf16[7, 1024]" for messages.
   std::string describe() const;
 
+  // An FP8 weight (kF8E4M3 [rows, cols]) carries its scale grid: value = code x scale (see
+  // WeightScales). Null for every other tensor. Views (view, rows) drop it: a scaled weight is used
+  // whole, and a view of its codes alone is only bytes.
+  const std::shared_ptr<const WeightScales>& scales() const { return scales_; }
+  Tensor with_scales(std::shared_ptr<const WeightScales> scales) const;
+
  private:
   void* data_ = nullptr;
   DType dtype_ = DType::kF32;
@@ -55,6 +63,17 @@ class Tensor {
   int ndim_ = 0;
   std::array<int64_t, kMaxDims> shape_{};
   std::shared_ptr<void> owner_;
+  std::shared_ptr<const WeightScales> scales_;
+};
+
+// The scales of an FP8 weight W [rows, cols]: W[r, c] = e4m3(code[r, c]) * grid[r / block_rows,
+// c / block_cols], grid f32 [ceil(rows / block_rows), ceil(cols / block_cols)] on the weight's
+// device. Qwen's and DeepSeek's checkpoints: 128 x 128 blocks; per-channel scales: block_rows 1 and
+// block_cols = cols; a per-tensor scale: one block of the whole weight.
+struct WeightScales {
+  Tensor grid;
+  int64_t block_rows = 1;
+  int64_t block_cols = 1;
 };
 
 // A tensor on the host that owns its memory (for loaders, tests and references).

@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/config_key.h"
 #include "common/fp8.h"
+#include "common/fp8_weight.h"
 #include "loader/tensor_slice.h"
 
 namespace minivllm {
@@ -69,7 +70,7 @@ class OnlineFp8Source : public WeightSource {
     }
     const SliceGeometry g =
         check_slice("tensor '" + name + "' in " + describe(), full_shape, full_shape, dim, start, length);
-    const Tensor full = get_f32(name, full_shape);
+    const Tensor full = get_f32(name, full_shape);  // rounded
     Tensor out = host_tensor(DType::kF32, g.out_shape);
     for (int64_t o = 0; o < g.outer; ++o) {
       std::memcpy(out.ptr<float>() + o * g.chunk_elems(), full.ptr<float>() + g.chunk_begin(o),
@@ -78,14 +79,25 @@ class OnlineFp8Source : public WeightSource {
     return out;
   }
 
+  // A target is stored as kF8E4M3: a backend that keeps FP8 weights gets the codes and per-row
+  // scales (get_stored_slice), any other the rounded values (get_f32_slice).
   DType stored_dtype(const std::string& name) const override {
-    return is_target(name) ? DType::kF32 : src_.stored_dtype(name);
+    return is_target(name) ? DType::kF8E4M3 : src_.stored_dtype(name);
   }
 
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const override {
-    if (is_target(name)) return get_f32_slice(name, full_shape, dim, start, length);
-    return src_.get_stored_slice(name, full_shape, dim, start, length);
+    if (!is_target(name)) return src_.get_stored_slice(name, full_shape, dim, start, length);
+    MINIVLLM_CHECK(full_shape.size() == 2) << "tensor '" << name << "' in " << describe()
+                                           << ": online FP8 quantization takes 2-D linear weights";
+    if (dim == 0) return quantize_fp8_rows(src_.get_f32_slice(name, full_shape, dim, start, length), 0, full_shape[1]);
+    return quantize_fp8_rows(get_full(name, full_shape), start, start + length);
+  }
+
+  // Dummy weights stay dummy: the loader makes them on the device and quantizes them there
+  // (ShardContext::upload_rows, Backend::quantize_weight_fp8), since stored_dtype says kF8E4M3.
+  std::optional<HashedUniform> hashed_uniform(const std::string& name) const override {
+    return src_.hashed_uniform(name);
   }
 
   std::vector<std::string> names() const override { return src_.names(); }
@@ -93,6 +105,7 @@ class OnlineFp8Source : public WeightSource {
 
  private:
   bool is_target(const std::string& name) const { return targets_.count(name) > 0; }
+  Tensor get_full(const std::string& name, const std::vector<int64_t>& shape) const { return src_.get_f32(name, shape); }
 
   void round_2d(const std::string& name, Tensor& t) const {
     MINIVLLM_CHECK(t.ndim() == 2) << "tensor '" << name << "' in " << describe()

@@ -2,10 +2,11 @@
 // linear weights (q/k/v/o and gate/up/down of every layer, by the architecture registry's names;
 // not the embeddings, norms or LM head) of an unquantized checkpoint are quantized at load to
 // e4m3 with one fp32 scale per output channel (row): e4m3(w * 448 / amax) and amax / 448, as
-// common/fp8.h quantizes a row. For now they are dequantized again for compute, so every backend
-// runs unchanged and the CPU result shows exactly FP8's rounding (tools/make_fp8_goldens.py
-// computes the same values for its reference). The GPU's FP8 kernels will take the codes and the
-// scales instead (see docs/DESIGN.md, "Weight formats").
+// common/fp8.h quantizes a row. A backend that keeps FP8 weights (CUDA) gets the codes and the
+// scales (stored_dtype kF8E4M3, get_stored_slice); the CPU gets the values rounded through e4m3
+// (get_f32_slice), so its result shows exactly FP8's rounding (tools/make_fp8_goldens.py computes
+// the same values for its reference). Dummy weights are quantized where they are made, on the
+// device (see docs/DESIGN.md, "Weight formats").
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/fp8.h"
+#include "common/fp8_weight.h"
 #include "loader/safetensors.h"
 #include "loader/tensor_slice.h"
 
@@ -61,17 +62,18 @@ class DequantizingSource : public WeightSource {
     return dequantize(name, full_shape, dim, start, length);
   }
 
-  // A quantized weight is served as f32 (see the header: the GPU's FP8 path plugs in here).
+  // A quantized weight is stored as kF8E4M3: a backend that keeps FP8 weights asks for its codes
+  // and scales (get_stored_slice), any other for its values (get_f32_slice).
   DType stored_dtype(const std::string& name) const override {
     check_not_scale(name);
-    return is_fp8(name) ? DType::kF32 : stored_->stored_dtype(name);
+    return is_fp8(name) ? DType::kF8E4M3 : stored_->stored_dtype(name);
   }
 
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const override {
     check_not_scale(name);
     if (!is_fp8(name)) return stored_->get_stored_slice(name, full_shape, dim, start, length);
-    return dequantize(name, full_shape, dim, start, length);
+    return codes_and_scales(name, full_shape, dim, start, length);
   }
 
   std::vector<std::string> names() const override {
@@ -146,6 +148,34 @@ class DequantizingSource : public WeightSource {
         << " (" << (dim == 0 ? "rows" : "columns") << " in blocks of " << block
         << "): tensor parallelism must split block-scaled weights on block boundaries, so each rank's share "
            "must be whole blocks (a smaller world_size may be)";
+  }
+
+  // The slice's codes with the part of the scale grid its blocks own (the slice starts on a block
+  // boundary, or the dimension is one block), as a host FP8 weight (common/fp8_weight.h).
+  Tensor codes_and_scales(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
+                          int64_t length) const {
+    MINIVLLM_CHECK(shape.size() == 2) << "tensor '" << name << "' in " << describe() << ": an F8_E4M3 weight is 2-D, "
+                                      << "asked for shape " << shape_string(shape);
+    check_block_boundaries(name, shape, dim, start, length);
+    Tensor codes = stored_->get_stored_slice(name, shape, dim, start, length);
+    MINIVLLM_CHECK(codes.dtype() == DType::kF8E4M3 && codes.ndim() == 2)
+        << "tensor '" << name << "' in " << describe() << ": expected F8_E4M3 codes, got " << codes.describe();
+    const int64_t rows = shape[0], cols = shape[1];
+    const int64_t block_r = q_.block_rows > 0 ? q_.block_rows : rows;
+    const int64_t block_c = q_.block_cols > 0 ? q_.block_cols : cols;
+    const int64_t grid_c = ceil_div(cols, block_c);
+    const Tensor scales = read_scales(name, shape, ceil_div(rows, block_r), grid_c);
+    const int64_t r0 = dim == 0 ? start : 0, c0 = dim == 1 ? start : 0;
+    const int64_t g_r0 = r0 / block_r, g_c0 = c0 / block_c;
+    const int64_t g_rows = ceil_div(r0 + codes.size(0), block_r) - g_r0;
+    const int64_t g_cols = ceil_div(c0 + codes.size(1), block_c) - g_c0;
+    Tensor grid = host_tensor(DType::kF32, {g_rows, g_cols});
+    for (int64_t i = 0; i < g_rows; ++i) {
+      for (int64_t j = 0; j < g_cols; ++j) {
+        grid.ptr<float>()[i * g_cols + j] = scales.ptr<float>()[(g_r0 + i) * grid_c + g_c0 + j];
+      }
+    }
+    return make_fp8_weight(codes, grid, block_r, block_c);
   }
 
   Tensor dequantize(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,

@@ -10,8 +10,9 @@
 // blocks and their scales, as the GPU's block-scaled kernels will need; otherwise the error names
 // the tensor, the slice and the block size.
 //
-// Where the GPU's FP8 kernels plug in: stored_dtype() says f32 for a quantized weight today. A
-// backend that computes on e4m3 will instead ask for the codes and the scales of its shard.
+// FP8 kernels: stored_dtype() says kF8E4M3 for a quantized weight, and get_stored_slice() gives
+// its codes with the part of the scale grid the slice owns (common/fp8_weight.h), which a backend
+// that keeps FP8 weights (Backend::keeps_weight_dtype) computes on; the others read get_f32_slice.
 #pragma once
 
 #include <memory>

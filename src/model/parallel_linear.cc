@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "common/env_switch.h"
+#include "common/fp8_weight.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -56,6 +57,11 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
   std::vector<Tensor> parts;
   for (const ShardPart& p : shard_parts) parts.push_back(read(p));
   if (parts.size() == 1) return backend.upload_stored_weight(parts.front());
+  const auto is_fp8 = [](const Tensor& t) { return t.dtype() == DType::kF8E4M3; };
+  if (std::all_of(parts.begin(), parts.end(), is_fp8)) return backend.upload_stored_weight(stack_fp8_rows(parts));
+  for (Tensor& p : parts) {
+    if (is_fp8(p)) p = dequantize_fp8_weight(p);  // mixed with unquantized parts: all as values
+  }
   int64_t rows = 0;
   const bool one_d = parts.front().ndim() == 1;
   const int64_t cols = one_d ? 1 : parts.front().size(1);
@@ -80,6 +86,7 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
 // Dummy weights: each part's rows of the device weight are filled where they lie, at the indices
 // the part has in its whole tensor (no host copy: a 70B model's shards load in about a second).
 Tensor ShardContext::make_rows_in_place(const std::vector<ShardPart>& parts) const {
+  if (src.stored_dtype(parts.front().name) == DType::kF8E4M3) return make_fp8_in_place(parts);
   const bool one_d = parts.front().shape.size() == 1;
   int64_t rows = 0;
   for (const ShardPart& p : parts) rows += p.part_shape()[0];
@@ -98,6 +105,43 @@ Tensor ShardContext::make_rows_in_place(const std::vector<ShardPart>& parts) con
     row += ps[0];
   }
   return out;
+}
+
+// Online FP8 of dummy weights: each part made in place with whole rows (a column shard's rows too:
+// a row's scale spans all its columns, at every world size), quantized on the device
+// (Backend::quantize_weight_fp8), and the parts' codes and per-row scales stacked.
+Tensor ShardContext::make_fp8_in_place(const std::vector<ShardPart>& parts) const {
+  std::vector<Tensor> quantized;
+  int64_t rows = 0;
+  for (const ShardPart& p : parts) {
+    MINIVLLM_CHECK(p.shape.size() == 2 && src.stored_dtype(p.name) == DType::kF8E4M3)
+        << "upload_rows: " << p.name << " does not stack with " << parts.front().name << " as an FP8 weight";
+    const int64_t full_cols = p.shape[1];
+    const int64_t part_rows = p.dim == 0 ? p.length : p.shape[0];
+    Tensor whole = backend.empty(backend.weight_dtype(), {part_rows, full_cols});
+    backend.fill_hashed_uniform(whole, *src.hashed_uniform(p.name), p.dim == 0 ? p.start * full_cols : 0, full_cols);
+    const int64_t c0 = p.dim == 1 ? p.start : 0, c1 = p.dim == 1 ? p.start + p.length : full_cols;
+    quantized.push_back(backend.quantize_weight_fp8(whole, c0, c1));
+    rows += part_rows;
+  }
+  if (quantized.size() == 1) return quantized.front();
+  const Tensor& first = quantized.front();
+  Tensor out = backend.empty(first.dtype(), {rows, first.size(1)});
+  const std::shared_ptr<const WeightScales>& fs = first.scales();
+  Tensor grid = fs ? backend.empty(DType::kF32, {rows, fs->grid.size(1)}) : Tensor();
+  int64_t row = 0;
+  for (const Tensor& q : quantized) {
+    const int64_t n = q.size(0);
+    backend.copy(out.rows(row, row + n), q);
+    if (grid.defined()) {  // one grid row per weight row, the same blocks in every part
+      MINIVLLM_CHECK(q.scales() && q.scales()->block_rows == 1 && q.scales()->block_cols == fs->block_cols)
+          << "upload_rows: online FP8 scales are per row";
+      backend.copy(grid.rows(row, row + n), q.scales()->grid);
+    }
+    row += n;
+  }
+  if (!grid.defined()) return out;
+  return out.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, fs->block_cols}));
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,

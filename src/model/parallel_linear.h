@@ -51,6 +51,7 @@ struct ShardContext {
  private:
   Tensor read(const ShardPart& part) const;  // the part on the host
   Tensor make_rows_in_place(const std::vector<ShardPart>& parts) const;
+  Tensor make_fp8_in_place(const std::vector<ShardPart>& parts) const;  // dummy weights, online FP8
 };
 
 class ColumnParallelLinear {

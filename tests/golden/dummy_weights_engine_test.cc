@@ -8,6 +8,8 @@
 #include <set>
 
 #include "api/llm_engine.h"
+#include "backend/cpu/cpu_backend.h"
+#include "common/fp8.h"
 #include "engine_test_util.h"
 
 namespace minivllm {
@@ -25,11 +27,13 @@ std::string config_only_dir(const std::string& model) {
 
 std::vector<std::vector<int32_t>> prompts() { return {{1, 2, 3, 4, 5}, {100, 200, 300}, {7}}; }
 
-std::vector<std::vector<int32_t>> run(const std::string& dir, int world_size, int64_t seed, int max_tokens) {
+std::vector<std::vector<int32_t>> run(const std::string& dir, int world_size, int64_t seed, int max_tokens,
+                                      const std::string& quantization = "none") {
   EngineConfig c = tiny_config("mistral-tiny", world_size);
   c.model = dir;
   c.load_format = "dummy";
   c.dummy_seed = seed;
+  c.quantization = quantization;
   LLMEngine engine(c);
   std::vector<std::vector<int32_t>> out;
   for (const auto& o : engine.generate(prompts(), greedy(max_tokens))) out.push_back(o.token_ids);
@@ -48,6 +52,37 @@ TEST(DummyWeightsEngine, ConfigOnlyDirGeneratesTheSameAtEveryWorldSize) {
   EXPECT_EQ(run(dir, 2, 3, 48), one);
   EXPECT_NE(run(dir, 1, 4, 48), one);  // another seed, another model
   fs::remove_all(dir);
+}
+
+// Online FP8 of dummy weights: each rank makes whole rows and rounds them (Backend::
+// quantize_weight_fp8), so a row-parallel shard's scales span the full row and world_size 1 and 2
+// hold the same model.
+TEST(DummyWeightsEngine, OnlineFp8IsTheSameAtEveryWorldSize) {
+  const std::string dir = config_only_dir("mistral-tiny");
+  const auto one = run(dir, 1, 3, 24, "fp8");
+  for (const auto& seq : one) ASSERT_EQ(seq.size(), 24u);
+  EXPECT_EQ(run(dir, 2, 3, 24, "fp8"), one);
+  fs::remove_all(dir);
+}
+
+// The host path of Backend::quantize_weight_fp8 (the CPU's): whole rows rounded through e4m3,
+// then the column range kept; the CPU keeps the values, not the codes.
+TEST(DummyWeightsEngine, CpuQuantizeWeightFp8RoundsWholeRows) {
+  auto cpu = make_cpu_backend();
+  Tensor w = host_tensor(DType::kF32, {3, 40});
+  for (int64_t i = 0; i < w.numel(); ++i) w.ptr<float>()[i] = 0.01f * static_cast<float>((i * 37) % 101 - 50);
+  const Tensor dev = cpu->upload_weight(w);
+  const Tensor got = cpu->quantize_weight_fp8(dev, 10, 30);
+  ASSERT_EQ(got.dtype(), DType::kF32);
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{3, 20}));
+  for (int64_t r = 0; r < 3; ++r) {
+    std::vector<uint8_t> codes(40);
+    float scale = 0;
+    quantize_e4m3_row(w.ptr<float>() + r * 40, 40, codes.data(), &scale);
+    for (int64_t c = 0; c < 20; ++c) {
+      EXPECT_EQ(got.ptr<float>()[r * 20 + c], e4m3_to_f32(codes[static_cast<size_t>(10 + c)]) * scale) << r << "," << c;
+    }
+  }
 }
 
 TEST(DummyWeightsEngine, WithoutTheFlagTheMissingWeightsAreNamed) {

@@ -6,6 +6,7 @@
 
 #include "common/config_key.h"
 #include "common/fp8.h"
+#include "common/fp8_weight.h"
 #include "loader/model_config.h"
 #include "loader/online_fp8.h"
 #include "loader/quantized_weights.h"
@@ -49,11 +50,18 @@ TEST(OnlineFp8, RoundsLinearWeightsPerRowAndNothingElse) {
     changed += full.ptr<float>()[i] != stored.ptr<float>()[i];
   }
   EXPECT_GT(changed, 0) << "bf16 weights passed through unrounded";
-  EXPECT_EQ(q->stored_dtype(down), DType::kF32);
-  // A column slice (row-parallel rank 1) is the full rows' rounding, cut: scales over whole rows.
-  const Tensor cols = q->get_stored_slice(down, shape, 1, 64, 64);
+  EXPECT_EQ(q->stored_dtype(down), DType::kF8E4M3);
+  // A column slice (row-parallel rank 1) is the full rows' rounding, cut: scales over whole rows,
+  // as values and as codes with per-row scales.
+  const Tensor cols = q->get_f32_slice(down, shape, 1, 64, 64);
+  const Tensor codes = q->get_stored_slice(down, shape, 1, 64, 64);
+  ASSERT_EQ(codes.dtype(), DType::kF8E4M3);
+  const Tensor decoded = dequantize_fp8_weight(codes);
   for (int64_t r = 0; r < 64; ++r) {
-    for (int64_t c = 0; c < 64; ++c) ASSERT_EQ(cols.ptr<float>()[r * 64 + c], expected[r * 128 + 64 + c]);
+    for (int64_t c = 0; c < 64; ++c) {
+      ASSERT_EQ(cols.ptr<float>()[r * 64 + c], expected[r * 128 + 64 + c]);
+      ASSERT_EQ(decoded.ptr<float>()[r * 64 + c], expected[r * 128 + 64 + c]);
+    }
   }
   // A row slice (column-parallel) rounds its own whole rows.
   const std::string qproj = "model.layers.0.self_attn.q_proj.weight";

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "common/dtype.h"
 #include "common/fp8.h"
+#include "common/fp8_weight.h"
 #include "loader/quantized_weights.h"
 #include "loader/safetensors.h"
 #include "loader_test_util.h"
@@ -86,7 +88,7 @@ TEST(QuantizedWeights, BlockScalesMultiplyEachBlock) {
       EXPECT_EQ(w.ptr<float>()[r * kCols + c], code_value(r, c) * kBlockScales[(r / 2) * 2 + c / 4]) << r << "," << c;
     }
   }
-  EXPECT_EQ(src->stored_dtype("w.weight"), DType::kF32);  // served dequantized
+  EXPECT_EQ(src->stored_dtype("w.weight"), DType::kF8E4M3);  // codes and scales for an FP8 backend
   EXPECT_EQ(src->stored_dtype("norm.weight"), DType::kBF16);
   EXPECT_EQ(src->get_f32("norm.weight", {3}).ptr<float>()[2], 3.0f);
 }
@@ -98,11 +100,57 @@ TEST(QuantizedWeights, SlicesOnBlockBoundaries) {
   // Rows [2, 5): starts on a block, ends at the tensor's end (inside the partial last block).
   const Tensor rows = src->get_f32_slice("w.weight", {kRows, kCols}, 0, 2, 3);
   for (int64_t i = 0; i < 3 * kCols; ++i) EXPECT_EQ(rows.ptr<float>()[i], full.ptr<float>()[2 * kCols + i]);
-  // Columns [4, 7): the stored-format path (what the CPU's ShardContext asks for) serves f32 too.
+  // Columns [4, 7), and rows [2, 5), in the stored format (what a backend that keeps FP8 weights
+  // asks for): the codes with the blocks' part of the grid, whose values are the same.
   const Tensor cols = src->get_stored_slice("w.weight", {kRows, kCols}, 1, 4, 3);
-  ASSERT_EQ(cols.dtype(), DType::kF32);
+  ASSERT_EQ(cols.dtype(), DType::kF8E4M3);
+  ASSERT_NE(cols.scales(), nullptr);
+  EXPECT_EQ(cols.scales()->grid.shape(), (std::vector<int64_t>{3, 1}));
+  const Tensor cv = dequantize_fp8_weight(cols);
   for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(cols.ptr<float>()[r * 3 + c], full.ptr<float>()[r * kCols + 4 + c]);
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(cv.ptr<float>()[r * 3 + c], full.ptr<float>()[r * kCols + 4 + c]);
+  }
+  const Tensor rv = dequantize_fp8_weight(src->get_stored_slice("w.weight", {kRows, kCols}, 0, 2, 3));
+  for (int64_t i = 0; i < 3 * kCols; ++i) EXPECT_EQ(rv.ptr<float>()[i], full.ptr<float>()[2 * kCols + i]);
+}
+
+// The stored slices of every scale layout decode to the values get_f32_slice serves, and stacking
+// parts whose blocks do not line up (a merged projection) keeps every value.
+TEST(QuantizedWeights, StoredSlicesAndStacksKeepTheValues) {
+  ScratchDir dir("fp8_stored");
+  const std::vector<float> scales = {0.5f, 2.0f, 0.25f, 4.0f, 1.5f};
+  auto channel = open_checkpoint(
+      dir, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale", f32_tensor({kRows, 1}, scales)}},
+      blocks(1, 0, "weight_scale"));
+  ScratchDir dir2("fp8_stored_tensor");
+  auto tensor = open_checkpoint(dir2, {{"w.weight", fp8_codes(kRows, kCols)}, {"w.weight_scale", f32_tensor({1}, {0.75f})}},
+                                blocks(0, 0, "weight_scale"));
+  ScratchDir dir3("fp8_stored_block");
+  auto block = block_checkpoint(dir3);
+  for (WeightSource* src : {channel.get(), tensor.get(), block.get()}) {
+    for (auto [dim, start, len] : {std::tuple<int, int64_t, int64_t>{0, 0, kRows}, {0, 2, 3}, {1, 4, 3}, {1, 0, 4}}) {
+      const Tensor want = src->get_f32_slice("w.weight", {kRows, kCols}, dim, start, len);
+      const Tensor got = dequantize_fp8_weight(
+          canonical_fp8_weight(src->get_stored_slice("w.weight", {kRows, kCols}, dim, start, len)));
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << dim << " " << start;
+    }
+  }
+  // 2x4 blocks: rows [0, 5) stacked over rows [2, 5) (5 rows end mid-block: the grids are expanded
+  // to one scale row per weight row first), and [0, 2) over [0, 2) (stacked as they are).
+  const Tensor a = block->get_stored_slice("w.weight", {kRows, kCols}, 0, 0, kRows);
+  const Tensor b = block->get_stored_slice("w.weight", {kRows, kCols}, 0, 2, 3);
+  const Tensor c = block->get_stored_slice("w.weight", {kRows, kCols}, 0, 0, 2);
+  for (const auto& [parts, aligned] : {std::pair<std::vector<Tensor>, bool>{{a, b}, false}, {{c, c, b}, true}}) {
+    const Tensor stacked = stack_fp8_rows(parts);
+    EXPECT_EQ(stacked.scales()->block_rows, aligned ? 2 : 1);
+    const Tensor v = dequantize_fp8_weight(stacked);
+    int64_t row = 0;
+    for (const Tensor& p : parts) {
+      const Tensor pv = dequantize_fp8_weight(p);
+      for (int64_t i = 0; i < pv.numel(); ++i) ASSERT_EQ(v.ptr<float>()[row * kCols + i], pv.ptr<float>()[i]);
+      row += p.size(0);
+    }
   }
 }
 

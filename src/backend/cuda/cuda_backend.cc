@@ -32,6 +32,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   device_name_ = prop.name;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<LtGemm>();
+  fp8_gemm_ = std::make_unique<Fp8Gemm>();
   // Rows at the smallest head_dim: the lse and counter arrays serve every head_dim.
   decode_partial_rows_ = decode_partial_rows(kMinDecodeHeadDim);
   CUDA_CHECK(cudaMalloc(&decode_partial_o_, kDecodePartialFloats * sizeof(float)));
@@ -52,6 +53,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   prefill_kernel_checked();  // a mistyped MINIVLLM_PREFILL_KERNEL stops here, not at the first prefill
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
+  fp8_weights_ = env_switch("MINIVLLM_FP8_WEIGHTS").value_or(true);
   decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
   decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
   gemv_rope_ = env_switch("MINIVLLM_GEMV_ROPE").value_or(gemv_rope_);
@@ -196,6 +198,23 @@ void CudaBackend::fill_hashed_uniform(const Tensor& dst, const HashedUniform& h,
       << "fill_hashed_uniform: dst " << dst.describe() << " must be a GPU f32 or bf16 [rows, cols] or [n]";
   const int64_t rows = dst.ndim() == 2 ? dst.size(0) : 1, cols = dst.numel() / std::max<int64_t>(rows, 1);
   launch_fill_hashed_uniform(dst.data(), dst.dtype() == DType::kBF16, rows, cols, h, base, row_stride, stream_);
+}
+
+// Online FP8 of a weight made on the device (dummy weights): each row quantized over all its
+// columns by the same kernel that quantizes the FP8 GEMM's activations; per-row scales.
+Tensor CudaBackend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) {
+  MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.ndim() == 2 &&
+                 (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16) && col_begin >= 0 && col_begin < col_end &&
+                 col_end <= w.size(1))
+      << "quantize_weight_fp8: " << w.describe() << " columns [" << col_begin << ", " << col_end
+      << ") must be a GPU f32 or bf16 [rows, cols] weight and a column range in it";
+  const int64_t rows = w.size(0), cols = w.size(1), out_cols = col_end - col_begin;
+  Tensor codes = empty(DType::kF8E4M3, {rows, out_cols});
+  Tensor grid = empty(DType::kF32, {rows, 1});
+  launch_quantize_e4m3_groups(w.data(), w.dtype() == DType::kF32, rows, cols, cols, col_begin, col_end,
+                              static_cast<uint8_t*>(codes.data()), grid.ptr<float>(), stream_);
+  synchronize();  // the caller frees w next
+  return codes.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, out_cols}));
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }

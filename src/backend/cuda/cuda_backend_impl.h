@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/stream_idle_probe.h"
 
 namespace minivllm::cuda {
@@ -44,6 +45,8 @@ class CudaBackend : public Backend {
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_bytes(const Tensor& dst, uint8_t value) override;
   void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) override;
+  bool keeps_weight_dtype(DType stored) const override { return stored == DType::kF8E4M3 && fp8_weights_; }
+  Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;
   void scale(const Tensor& x, float factor) override;
   void synchronize() override;
   void memory_info(size_t* free_bytes, size_t* total_bytes) override;
@@ -165,6 +168,13 @@ class CudaBackend : public Backend {
                 bool norm_prologue = false) const;
   // Whether rms_norm_linear(_act_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
+  // FP8 weights (Tensor::scales()): the FP8 gemv up to kGemvMaxTokens tokens, else cuBLASLt's FP8
+  // GEMM (fp8_gemm.h), else the decoded weight's bf16 GEMM (block scales). `e`: store
+  // (+ bias) into out, act(gate) * up into out (w = [gate; up]), or add into the fp32 out.
+  enum class Fp8Out { kStore, kActMul, kAddF32 };
+  bool fp8_gemv_takes(const Tensor& x, const Tensor& w) const;
+  void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
+                  Activation act = Activation::kSilu);
   // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
   bool use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
                        int64_t k, bool gated = false) const;
@@ -175,6 +185,7 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<MemoryStats> stats_ = std::make_shared<MemoryStats>();
   std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<Fp8Gemm> fp8_gemm_;
 
   // Split-KV scratch, allocated once at start-up for the largest split count the policy allows,
   // so nothing is allocated inside a captured decode step.
@@ -189,6 +200,7 @@ class CudaBackend : public Backend {
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
+  bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
   int64_t decode_gemm_tokens_ = 64;  // decode_gemm for every linear up to this many tokens
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring
   bool decode_staged_ = true;        // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off

@@ -41,6 +41,36 @@ void launch_fill_hashed_uniform(void* out, bool bf16, int64_t rows, int64_t cols
 void launch_bias_add(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n,
                      cudaStream_t stream);
 
+// ---- gemv_fp8.cu, fp8_quant.cu: FP8 weights ----
+// An FP8 weight as the kernels read it: e4m3 codes [n, k] and the f32 scale grid of WeightScales,
+// value(r, c) = code(r, c) * grid[(r / block_rows) * grid_cols + c / block_cols].
+struct Fp8Weight {
+  const uint8_t* codes;
+  const float* grid;
+  int64_t block_rows, block_cols, grid_cols;
+};
+enum class Fp8GemvOut { kStore, kActMul, kAddF32 };
+// The gemv on FP8 weights for 1..kGemvMaxTokens tokens: kStore: out (bf16, or f32 when out_f32) =
+// x W^T (+ bias); kActMul: W = [W_gate; W_up] ([2n, k]), out (bf16) = act(x W_gate^T) * (x W_up^T);
+// kAddF32: out (f32) += x W^T. x bf16, k % 16 == 0, block_cols % 16 == 0 (a 16-code load never
+// straddles two scales), x and codes 16-byte aligned.
+void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                     Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
+// Each of `rows` rows of x ([rows, cols], bf16 or f32) in groups of `group` columns (group divides
+// cols): codes = e4m3(x * 448 / amax) with scale amax / 448 per (row, group), as common/fp8.h's
+// quantize_e4m3_row does for one group; only columns [col_begin, col_end) of the codes are written,
+// into codes [rows, col_end - col_begin]; scales [rows, cols / group].
+void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_t cols, int64_t group,
+                                 int64_t col_begin, int64_t col_end, uint8_t* codes, float* scales,
+                                 cudaStream_t stream);
+// The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
+// out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
+void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,
+                        const float* col_scale, int64_t col_stride, const void* bias, bool bias_f32,
+                        cudaStream_t stream);
+// out (bf16 [n, k]) = the weight's values, code * scale, rounded to bf16.
+void launch_dequantize_fp8(const Fp8Weight& w, int64_t n, int64_t k, void* out_bf16, cudaStream_t stream);
+
 // ---- gemv.cu ----
 // Decode-sized linear: out[tokens, n] = x[tokens, k] w[n, k]^T (+ bias, bf16 or fp32), bf16 out
 // (fp32 when out_f32), fp32 accumulation, for 1..kGemvMaxTokens tokens. k % 8 == 0; x and w

@@ -99,6 +99,77 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
   launch_rms_norm(x.data(), residual.data(), residual.dtype() == DType::kF32, weight.data(), f32, eps, rows, n, x.data(), stream_);
 }
 
+namespace {
+
+bool is_fp8(const Tensor& w) { return w.dtype() == DType::kF8E4M3; }
+
+// The FP8 gemv takes 1..kGemvMaxTokens tokens of x against W's [rows_per_out * n, k] codes when K
+// and the scale blocks are whole 16-code chunks.
+bool fp8_gemv_shape(const Tensor& x, const Tensor& w) {
+  const int64_t k = w.size(1);
+  return w.scales() != nullptr && k % 16 == 0 && w.scales()->block_cols % 16 == 0 && aligned16(x) && aligned16(w);
+}
+
+}  // namespace
+
+bool CudaBackend::fp8_gemv_takes(const Tensor& x, const Tensor& w) const {
+  if (w.ndim() != 2 || w.size(1) == 0 || x.numel() % w.size(1) != 0) return false;
+  const int64_t tokens = x.numel() / w.size(1);
+  return tokens >= 1 && tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w);
+}
+
+// FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to
+// cuBLASLt's FP8 GEMM (x quantized per token on the fly; per-row weight scales), or, for block
+// scales, to the weight decoded to bf16 and cuBLASLt's bf16 GEMM; shapes neither takes run the
+// gemv 8 tokens at a time.
+void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                             Fp8Out e, Activation act) {
+  check_gpu(x, DType::kBF16, op, "x");
+  MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.ndim() == 2 && w.scales() != nullptr &&
+                 w.scales()->grid.device() == DeviceKind::kCuda && w.scales()->grid.dtype() == DType::kF32)
+      << op << ": weight " << w.describe() << " must be an FP8 [out, in] weight with its scale grid on the GPU";
+  const int64_t k = w.size(1), n = e == Fp8Out::kActMul ? w.size(0) / 2 : w.size(0);
+  const int64_t tokens = rows_with_cols(x, k, op, "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, op, "out"), tokens) << op << ": out " << out.describe() << " for x "
+                                                               << x.describe();
+  const bool out_f32 = out.dtype() == DType::kF32;
+  MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (e == Fp8Out::kAddF32 ? out_f32 : true) &&
+                 (e == Fp8Out::kActMul ? !out_f32 : true) && (out_f32 || out.dtype() == DType::kBF16))
+      << op << ": out " << out.describe() << " must be a bf16 CUDA tensor (f32 for the residual, or the logits)";
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  const WeightScales& s = *w.scales();
+  const Fp8Weight fw{static_cast<const uint8_t*>(w.data()), s.grid.ptr<float>(), s.block_rows, s.block_cols,
+                     s.grid.size(1)};
+  const Fp8GemvOut ge = e == Fp8Out::kStore ? Fp8GemvOut::kStore
+                        : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul
+                                               : Fp8GemvOut::kAddF32;
+  const void* b = bias == nullptr ? nullptr : bias->data();
+  if (tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w)) {
+    launch_gemv_fp8(x.data(), fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k, stream_);
+    return;
+  }
+  MINIVLLM_CHECK(e == Fp8Out::kStore) << op << ": " << tokens << " tokens take the unfused path";
+  if (fp8_gemm_->run(x, w, b, bias_f32, out.data(), out_f32, stream_)) return;
+  if (k % 8 == 0 && n % 8 == 0) {  // block scales: the weight decoded to bf16, then cuBLASLt's bf16 GEMM
+    const void* wb = fp8_gemm_->dequantized(w, stream_);
+    const bool fuse_bias = bias != nullptr && !bias_f32 && !out_f32;
+    gemm_->run(x.data(), wb, fuse_bias ? b : nullptr, out.data(), out_f32, tokens, n, k, stream_);
+    if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, b, bias_f32, tokens, n, stream_);
+    return;
+  }
+  MINIVLLM_CHECK(fp8_gemv_shape(x, w)) << op << ": FP8 weight " << w.describe() << " with scale blocks of "
+                                       << s.block_rows << "x" << s.block_cols
+                                       << " fits none of the FP8 paths (K and N multiples of 8, or K and the "
+                                          "blocks' columns multiples of 16)";
+  const size_t out_elem = out_f32 ? 4 : 2;
+  for (int64_t t0 = 0; t0 < tokens; t0 += kGemvMaxTokens) {
+    const int64_t t = std::min<int64_t>(kGemvMaxTokens, tokens - t0);
+    launch_gemv_fp8(static_cast<const char*>(x.data()) + t0 * k * 2, fw, b, bias_f32,
+                    static_cast<char*>(out.data()) + t0 * n * out_elem, out_f32, ge, act, t, n, k, stream_);
+  }
+}
+
 // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused, but the gemv's cost
 // grows with the tokens: every CTA rereads x (M x K) and, with the norm prologue, normalises all M
 // rows of the fp32 residual itself, so at 4 and 8 tokens that L2 traffic is 2-4x the weights'.
@@ -129,6 +200,7 @@ bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const T
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  if (is_fp8(weight)) return linear_fp8("linear", x, weight, bias, out, Fp8Out::kStore);
   check_gpu(x, DType::kBF16, "linear", "x");
   check_gpu(weight, DType::kBF16, "linear", "weight");
   MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
@@ -178,6 +250,7 @@ bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, in
 
 void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                                   const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  if (is_fp8(weight)) return Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -202,6 +275,9 @@ void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_wei
 void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
                                           const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
                                           const Tensor& out, Activation act) {
+  if (is_fp8(gate_up_weight)) {
+    return Backend::rms_norm_linear_act_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out, act);
+  }
   check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
       << "rms_norm_linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
@@ -221,6 +297,20 @@ void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& 
 
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                       const Tensor& residual) {
+  if (is_fp8(weight)) {
+    if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
+    check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
+    const int64_t n = weight.size(0), k = weight.size(1);
+    if (weight.scales() != nullptr && !fp8_gemm_takes(*weight.scales(), n, k) && k % 8 == 0 && n % 8 == 0) {
+      // Block scales: the decoded weight's cuBLASLt GEMM adds into the fp32 residual with beta = 1,
+      // as the bf16 path does (no bf16 rounding of the product first).
+      const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
+      gemm_->run(x.data(), fp8_gemm_->dequantized(weight, stream_), nullptr, residual.data(), /*out_f32=*/true, tokens,
+                 n, k, stream_, /*accumulate=*/true);
+      return;
+    }
+    return Backend::linear_add_residual(x, weight, scratch, residual);
+  }
   check_gpu(x, DType::kBF16, "linear_add_residual", "x");
   check_gpu(weight, DType::kBF16, "linear_add_residual", "weight");
   check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
@@ -261,6 +351,12 @@ void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
 
 void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                                  const Tensor& out, Activation act) {
+  if (is_fp8(gate_up_weight)) {
+    if (fp8_gemv_takes(x, gate_up_weight)) {
+      return linear_fp8("linear_act_mul", x, gate_up_weight, nullptr, out, Fp8Out::kActMul, act);
+    }
+    return Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
+  }
   check_gpu(x, DType::kBF16, "linear_act_mul", "x");
   check_gpu(gate_up_weight, DType::kBF16, "linear_act_mul", "gate_up_weight");
   check_gpu(out, DType::kBF16, "linear_act_mul", "out");
@@ -415,6 +511,10 @@ void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tenso
                                              const Tensor& cos_sin, const KVCache& cache,
                                              const AttentionMetadata& meta) {
   constexpr const char* kOp = "rms_norm_linear_rope_store";
+  if (is_fp8(weight)) {
+    return Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
+                                               num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
+  }
   check_gpu(weight, DType::kBF16, kOp, "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -446,6 +546,10 @@ void CudaBackend::linear_rope_store(const Tensor& x, const Tensor& weight, const
                                     const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
                                     const KVCache& cache, const AttentionMetadata& meta) {
   constexpr const char* kOp = "linear_rope_store";
+  if (is_fp8(weight)) {
+    return Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
+                                      positions, cos_sin, cache, meta);
+  }
   check_gpu(x, DType::kBF16, kOp, "x");
   check_gpu(weight, DType::kBF16, kOp, "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";

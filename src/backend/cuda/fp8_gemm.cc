@@ -1,0 +1,131 @@
+#include "backend/cuda/fp8_gemm.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "common/env_switch.h"
+#include "common/host_profile.h"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = 32u << 20;  // what cuBLAS recommends for Hopper
+
+void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const void* v, size_t bytes) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, v, bytes));
+}
+
+Fp8Weight fp8_weight(const Tensor& w) {
+  const WeightScales& s = *w.scales();
+  return Fp8Weight{static_cast<const uint8_t*>(w.data()), s.grid.ptr<float>(), s.block_rows, s.block_cols,
+                   s.grid.size(1)};
+}
+
+}  // namespace
+
+bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
+  return k % 16 == 0 && n % 16 == 0 && s.block_rows == 1 && s.block_cols >= k;
+}
+
+// Fast accumulation (cuBLASLt's FAST_ACCUM: the FP8 tensor cores' own accumulator, without
+// promoting partial sums to fp32 along K) is what inference engines run FP8 GEMMs with; measured
+// against the promoting kernels in PERFORMANCE.md. MINIVLLM_FP8_FAST_ACCUM=0 turns it off.
+Fp8Gemm::Fp8Gemm() : fast_accum_(env_switch("MINIVLLM_FP8_FAST_ACCUM").value_or(true)) {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+Fp8Gemm::~Fp8Gemm() {
+  // No throwing from a destructor: errors at teardown are ignored.
+  for (auto& [key, p] : plans_) {
+    if (p.op == nullptr) continue;
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  for (void* p : {workspace_, x_codes_, x_scales_, w_bf16_}) {
+    if (p != nullptr) cudaFree(p);
+  }
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void Fp8Gemm::reserve(void** buf, size_t* have, size_t bytes, cudaStream_t stream, const char* what) {
+  if (bytes <= *have) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  MINIVLLM_CHECK(capturing == cudaStreamCaptureStatusNone)
+      << "FP8 linear: the " << what << " scratch must grow to " << bytes
+      << " bytes inside a graph capture (a larger batch must run eagerly first)";
+  CUDA_CHECK(cudaStreamSynchronize(stream));  // the old buffer may still be read
+  if (*buf != nullptr) CUDA_CHECK(cudaFree(*buf));
+  *buf = nullptr;
+  *have = 0;
+  CUDA_CHECK(cudaMalloc(buf, bytes));
+  *have = bytes;
+}
+
+// Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
+// alone (no scale modes: the epilogue scales).
+Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
+  const auto [tokens, n, k, out_f32] = key;
+  Plan p;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  const int8_t fast = fast_accum_ ? 1 : 0;
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, tokens, n));
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+                                                    sizeof(kWorkspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  HostScope search("gemm.heuristic");
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {  // remembered as a null plan: the caller falls back
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+    plans_.emplace(key, Plan{});
+    return nullptr;
+  }
+  p.algo = result.algo;
+  return &plans_.emplace(key, p).first->second;
+}
+
+bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32,
+                  cudaStream_t stream) {
+  const WeightScales& s = *w.scales();
+  const int64_t n = w.size(0), k = w.size(1), tokens = x.numel() / k;
+  if (tokens == 0 || n == 0) return true;
+  if (!fp8_gemm_takes(s, n, k)) return false;
+  Plan* p = plan_for(Key{tokens, n, k, out_f32});
+  if (p == nullptr) return false;
+  reserve(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "cuBLASLt workspace");
+  reserve(&x_codes_, &x_codes_bytes_, static_cast<size_t>(tokens * k), stream, "activation codes");
+  reserve(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens) * sizeof(float), stream, "activation scales");
+  auto* codes = static_cast<uint8_t*>(x_codes_);
+  auto* scales = static_cast<float*>(x_scales_);
+  launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, codes, p->b, &beta, out, p->c, out, p->c,
+                              &p->algo, workspace_, kWorkspaceBytes, stream));
+  launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
+  return true;
+}
+
+const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {
+  const int64_t n = w.size(0), k = w.size(1);
+  reserve(&w_bf16_, &w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream, "decoded weight");
+  launch_dequantize_fp8(fp8_weight(w), n, k, w_bf16_, stream);
+  return w_bf16_;
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,68 @@
+// Fp8Gemm: linear layers on FP8 weights through cuBLASLt on Hopper's FP8 tensor cores,
+// y[T, N] = x[T, K] (bf16) W[N, K]^T with W e4m3 codes times their scale grid (Tensor::scales()).
+// Hopper's FP8 GEMMs take FP8 on both sides, so x is quantized first, on the device, with one
+// dynamic scale per token. cuBLASLt on the GPU machine takes no per-block or per-vector scales
+// (its BLK128x128 / VEC128 modes found no algorithm on the H200, PERFORMANCE.md), so the GEMM runs
+// on the bare codes and an epilogue kernel applies x's per-token and W's per-row scales, as vLLM's
+// W8A8 kernels do; per-channel and per-tensor checkpoints and online FP8 have such scales.
+// Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no and
+// the caller decodes the weight to bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
+// Plans are cached per shape, as LtGemm's; scratch (x's codes and scales, the decoded weight)
+// grows outside graph capture only (the runner's warm-up runs the largest batch first), so a
+// captured step allocates nothing.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "common/tensor.h"
+
+namespace minivllm::cuda {
+
+// Whether run() takes W: one scale per row (block_rows 1, block_cols spanning K), K and N multiples
+// of 16 (FP8 operands' alignment).
+bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k);
+
+class Fp8Gemm {
+ public:
+  Fp8Gemm();
+  ~Fp8Gemm();
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+
+  // out (bf16 [T, N], or fp32 when out_f32) = x W^T (+ bias, bf16 or fp32 [N], in the epilogue).
+  // False (nothing launched) when fp8_gemm_takes is false or cuBLASLt has no algorithm.
+  bool run(const Tensor& x, const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32,
+           cudaStream_t stream);
+  // W's values as bf16 [N, K] in a scratch valid until the next call (stream-ordered).
+  const void* dequantized(const Tensor& w, cudaStream_t stream);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
+  Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
+  // Grows *buf to `bytes` outside graph capture (throws inside one).
+  void reserve(void** buf, size_t* have, size_t bytes, cudaStream_t stream, const char* what);
+
+  cublasLtHandle_t handle_ = nullptr;
+  bool fast_accum_ = true;
+  std::map<Key, Plan> plans_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  void* x_codes_ = nullptr;
+  size_t x_codes_bytes_ = 0;
+  void* x_scales_ = nullptr;
+  size_t x_scales_bytes_ = 0;
+  void* w_bf16_ = nullptr;
+  size_t w_bf16_bytes_ = 0;
+};
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,117 @@
+// FP8 on the device around the GEMM: quantization to e4m3 in groups of columns with one scale each
+// (the FP8 GEMM's activations, per token; the online FP8 quantization of dummy weights, per row),
+// the GEMM's scaling epilogue, and the decoding of a weight to bf16 (for grids the FP8 GEMM does not
+// take). The quantization is common/fp8.h's formula step for step (amax, 448 / amax, x * that
+// rounded to nearest even with saturation; scale amax / 448), so a row quantized here has the
+// bytes quantize_e4m3_row gives on the host.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ float fp8_to_f32(uint8_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(code, __NV_E4M3);
+  return __half2float(*reinterpret_cast<const __half*>(&h));
+}
+
+__device__ __forceinline__ float load_x(const void* x, bool x_f32, int64_t i) {
+  return x_f32 ? static_cast<const float*>(x)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(x)[i]);
+}
+
+// One CTA per (row, group): blockIdx.x = row * groups + group.
+__global__ void __launch_bounds__(kThreads) quantize_groups_kernel(const void* x, bool x_f32, int64_t cols,
+                                                                   int64_t group, int64_t col_begin, int64_t col_end,
+                                                                   uint8_t* codes, float* scales) {
+  __shared__ float red[kThreads / 32];
+  const int64_t groups = cols / group;
+  const int64_t row = blockIdx.x / groups, gi = blockIdx.x % groups;
+  const int64_t c0 = gi * group;
+  const int64_t base = row * cols + c0;
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < group; i += kThreads) amax = fmaxf(amax, fabsf(load_x(x, x_f32, base + i)));
+  amax = warp_max(amax);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float mul = e4m3_multiplier_device(amax);
+  const int64_t out_cols = col_end - col_begin;
+  const int64_t lo = c0 > col_begin ? c0 : col_begin, hi = c0 + group < col_end ? c0 + group : col_end;
+  for (int64_t c = lo + threadIdx.x; c < hi; c += kThreads) {
+    codes[row * out_cols + (c - col_begin)] = f32_to_e4m3_device(__fmul_rn(load_x(x, x_f32, row * cols + c), mul));
+  }
+  if (threadIdx.x == 0) scales[row * groups + gi] = e4m3_scale_device(amax);
+}
+
+// out[t, n] = out[t, n] * row_scale[t] * col_scale[n * col_stride] (+ bias[n]), in place.
+__global__ void scale_outer_kernel(void* out, bool out_f32, int64_t n, int64_t total, const float* row_scale,
+                                   const float* col_scale, int64_t col_stride, const void* bias, bool bias_f32) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / n, c = i - t * n;
+    float v = load_x(out, out_f32, i) * (row_scale[t] * col_scale[c * col_stride]);
+    if (bias != nullptr) v += load_weight(bias, bias_f32, c);
+    if (out_f32) {
+      static_cast<float*>(out)[i] = v;
+    } else {
+      static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16(v);
+    }
+  }
+}
+
+__global__ void dequantize_kernel(Fp8Weight w, int64_t k, int64_t total, __nv_bfloat16* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, c = i - r * k;
+    const float s = w.grid[(r / w.block_rows) * w.grid_cols + c / w.block_cols];
+    out[i] = __float2bfloat16(fp8_to_f32(w.codes[i]) * s);
+  }
+}
+
+unsigned grid_for(int64_t total) {
+  const int64_t blocks = (total + 255) / 256;
+  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
+}
+
+}  // namespace
+
+void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_t cols, int64_t group,
+                                 int64_t col_begin, int64_t col_end, uint8_t* codes, float* scales,
+                                 cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  MINIVLLM_CHECK(group > 0 && cols % group == 0 && col_begin >= 0 && col_begin < col_end && col_end <= cols)
+      << "quantize_e4m3_groups: " << cols << " columns in groups of " << group << ", columns [" << col_begin << ", "
+      << col_end << ")";
+  const int64_t blocks = rows * (cols / group);
+  MINIVLLM_CHECK(blocks < (int64_t{1} << 31)) << "quantize_e4m3_groups: " << blocks << " groups";
+  quantize_groups_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, x_f32, cols, group, col_begin,
+                                                                                 col_end, codes, scales);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,
+                        const float* col_scale, int64_t col_stride, const void* bias, bool bias_f32,
+                        cudaStream_t stream) {
+  const int64_t total = tokens * n;
+  if (total == 0) return;
+  scale_outer_kernel<<<grid_for(total), 256, 0, stream>>>(out, out_f32, n, total, row_scale, col_scale, col_stride,
+                                                          bias, bias_f32);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_dequantize_fp8(const Fp8Weight& w, int64_t n, int64_t k, void* out_bf16, cudaStream_t stream) {
+  const int64_t total = n * k;
+  if (total == 0) return;
+  dequantize_kernel<<<grid_for(total), 256, 0, stream>>>(w, k, total, static_cast<__nv_bfloat16*>(out_bf16));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,244 @@
+// Linear layers on FP8 weights (gemv_fp8.cu, fp8_gemm.cc through CudaBackend::linear and its fused
+// variants) against the CPU backend computing in fp32 on the dequantized weights: 128 x 128 blocks
+// (decoded to bf16 past 8 tokens), per-row scales (cuBLASLt's FP8 GEMM), and 32 x 32 blocks and
+// odd N, on odd shapes. The gemv reads bf16 x as it is,
+// so it matches to bf16 rounding; the FP8 GEMM quantizes x to e4m3 per token, so it carries FP8's
+// activation error as well. Also: the device's online quantization gives the
+// host's bytes.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/fp8_gemm.h"
+#include "common/fp8.h"
+#include "common/fp8_weight.h"
+#include "cuda_test_util.h"
+#include "graph_timing.h"
+
+namespace minivllm::cuda_test {
+namespace {
+
+// w quantized in blocks of br x bc with scale amax / 448 per block (Qwen's and DeepSeek's layout).
+Tensor quantize_blocks(const Tensor& w, int64_t br, int64_t bc) {
+  const int64_t rows = w.size(0), cols = w.size(1);
+  const int64_t gr = (rows + br - 1) / br, gc = (cols + bc - 1) / bc;
+  Tensor codes = host_tensor(DType::kF8E4M3, {rows, cols});
+  Tensor grid = host_tensor(DType::kF32, {gr, gc});
+  for (int64_t i = 0; i < gr; ++i) {
+    for (int64_t j = 0; j < gc; ++j) {
+      float amax = 0.0f;
+      for (int64_t r = i * br; r < std::min(rows, (i + 1) * br); ++r) {
+        for (int64_t c = j * bc; c < std::min(cols, (j + 1) * bc); ++c) amax = std::max(amax, std::abs(w.ptr<float>()[r * cols + c]));
+      }
+      const float mul = e4m3_quant_multiplier(amax);
+      grid.ptr<float>()[i * gc + j] = e4m3_row_scale(amax);
+      for (int64_t r = i * br; r < std::min(rows, (i + 1) * br); ++r) {
+        for (int64_t c = j * bc; c < std::min(cols, (j + 1) * bc); ++c) {
+          static_cast<uint8_t*>(codes.data())[r * cols + c] = f32_to_e4m3(w.ptr<float>()[r * cols + c] * mul);
+        }
+      }
+    }
+  }
+  return make_fp8_weight(codes, grid, br, bc);
+}
+
+enum class Grid { kBlock128, kPerRow, kBlock32 };
+
+struct Fp8Case {
+  Tensor wc, wg;  // the CPU's dequantized fp32 weight, the GPU's FP8 weight
+  int64_t n = 0, k = 0;
+  std::string name;
+};
+
+Fp8Case make_case(Backends& b, int64_t n, int64_t k, Grid g, std::mt19937& rng) {
+  Fp8Case c;
+  c.n = n;
+  c.k = k;
+  Tensor w = random_values({n, k}, rng, 1.0f / std::sqrt(static_cast<float>(k)));
+  const Tensor w8 = g == Grid::kBlock128 ? quantize_blocks(w, 128, 128)
+                    : g == Grid::kBlock32 ? quantize_blocks(w, 32, 32)
+                                          : quantize_fp8_rows(w, 0, k);
+  c.wc = upload(*b.cpu, dequantize_fp8_weight(w8));
+  c.wg = b.gpu->upload_stored_weight(w8);
+  c.name = std::string(g == Grid::kBlock128 ? "block128" : g == Grid::kBlock32 ? "block32" : "per-row") + " N=" +
+           std::to_string(n) + " K=" + std::to_string(k);
+  return c;
+}
+
+// The gemv paths are exact but for bf16 rounding; the GEMMs quantize x to e4m3.
+void expect_fp8_close(const std::vector<float>& got, const std::vector<float>& ref, int64_t tokens,
+                      const std::string& what) {
+  if (tokens <= 8) {
+    expect_close(got, ref, 2e-5, 0.05, what);
+  } else {
+    expect_close(got, ref, 3e-3, 0.35, what);
+  }
+}
+
+void check_linear(Backends& b, const Fp8Case& c, int64_t tokens, bool bias, std::mt19937& rng) {
+  const std::string tag = c.name + " M=" + std::to_string(tokens) + (bias ? " bias" : "");
+  Tensor x = random_values({tokens, c.k}, rng);
+  Tensor bh = random_values({c.n}, rng);
+  Tensor bc = upload(*b.cpu, bh), bg = upload(*b.gpu, bh);
+  Tensor oc = b.cpu->empty(DType::kF32, {tokens, c.n});
+  Tensor og = b.gpu->empty(DType::kBF16, {tokens, c.n});
+  b.gpu->fill_bytes(og, 0xFF);
+  b.cpu->linear(upload(*b.cpu, x), c.wc, bias ? &bc : nullptr, oc);
+  b.gpu->linear(upload(*b.gpu, x), c.wg, bias ? &bg : nullptr, og);
+  expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, tag);
+}
+
+TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(81);
+  struct Shape {
+    int64_t n, k;
+    Grid g;
+  };
+  for (const Shape& s : {Shape{384, 512, Grid::kBlock128}, Shape{4224, 1024, Grid::kBlock128},
+                         Shape{384, 512, Grid::kPerRow}, Shape{200, 256, Grid::kPerRow},
+                         Shape{96, 160, Grid::kBlock32}, Shape{1, 2048, Grid::kPerRow}}) {
+    const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
+    for (int64_t tokens : {1, 2, 3, 8, 9, 37, 300}) check_linear(b, c, tokens, tokens % 2 == 1, rng);
+  }
+}
+
+TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(82);
+  for (Grid g : {Grid::kBlock128, Grid::kPerRow, Grid::kBlock32}) {
+    const int64_t inter = 256, k = 384;
+    const Fp8Case gu = make_case(b, 2 * inter, k, g, rng);
+    const Fp8Case down = make_case(b, k, inter, g, rng);
+    for (int64_t tokens : {1, 5, 40}) {
+      const std::string tag = gu.name + " M=" + std::to_string(tokens);
+      Tensor x = random_values({tokens, k}, rng);
+      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter}), sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
+      Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+      b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
+      b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
+      expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "act_mul " + tag);
+
+      Tensor h = random_values({tokens, inter}, rng);
+      Tensor res = random_values({tokens, k}, rng);
+      Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+      Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
+      b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
+      b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+      expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name);
+    }
+  }
+}
+
+// cuBLASLt's FP8 GEMM takes per-row scales (run() says whether it launched, so a fallback cannot
+// hide behind the comparisons above); block scales are decoded to bf16 instead.
+TEST(CudaFp8Linear, CublasLtTakesPerRowScales) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(85);
+  cuda::Fp8Gemm gemm;
+  const Fp8Case c = make_case(b, 1024, 4096, Grid::kPerRow, rng);
+  const Fp8Case blocks = make_case(b, 1024, 4096, Grid::kBlock128, rng);
+  EXPECT_TRUE(cuda::fp8_gemm_takes(*c.wg.scales(), c.n, c.k));
+  EXPECT_FALSE(cuda::fp8_gemm_takes(*blocks.wg.scales(), blocks.n, blocks.k));
+  for (int64_t tokens : {16, 256, 2048}) {
+    Tensor x = random_values({tokens, c.k}, rng);
+    Tensor xg = upload(*b.gpu, x);
+    Tensor oc = b.cpu->empty(DType::kF32, {tokens, c.n}), og = b.gpu->empty(DType::kBF16, {tokens, c.n});
+    b.cpu->linear(upload(*b.cpu, x), c.wc, nullptr, oc);
+    EXPECT_TRUE(gemm.run(xg, c.wg, nullptr, false, og.data(), false, nullptr)) << c.name << " M=" << tokens;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // run() took the legacy stream
+    expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, c.name + " direct M=" + std::to_string(tokens));
+  }
+}
+
+TEST(CudaFp8Linear, GemmReplaysInsideAGraph) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(83);
+  const Fp8Case c = make_case(b, 384, 512, Grid::kBlock128, rng);
+  Tensor x = random_values({64, c.k}, rng);
+  Tensor xg = upload(*b.gpu, x);
+  Tensor oc = b.cpu->empty(DType::kF32, {64, c.n}), og = b.gpu->empty(DType::kBF16, {64, c.n});
+  b.cpu->linear(upload(*b.cpu, x), c.wc, nullptr, oc);
+  b.gpu->linear(xg, c.wg, nullptr, og);  // warm-up outside the capture: the scratch and the plan
+  b.gpu->synchronize();
+  const int graph = b.gpu->capture_graph([&] { b.gpu->linear(xg, c.wg, nullptr, og); });
+  b.gpu->fill_bytes(og, 0xFF);
+  b.gpu->replay_graph(graph);
+  b.gpu->synchronize();
+  expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), 64, "graph replay");
+}
+
+TEST(CudaFp8Linear, OnlineQuantizationGivesTheHostBytes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(84);
+  const int64_t rows = 37, cols = 3000;
+  Tensor w = random_values({rows, cols}, rng, 0.02f);  // bf16-exact values: both sides quantize the same
+  for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, cols}, {1000, 2000}}) {
+    const Tensor ref = quantize_fp8_rows(w, c0, c1);
+    const Tensor got = b.gpu->quantize_weight_fp8(upload(*b.gpu, w), c0, c1);
+    ASSERT_EQ(got.dtype(), DType::kF8E4M3);
+    ASSERT_TRUE(got.scales() != nullptr);
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * (c1 - c0)));
+    b.gpu->copy_to_host(codes.data(), got);
+    EXPECT_EQ(std::memcmp(codes.data(), ref.data(), codes.size()), 0) << "codes of columns [" << c0 << ", " << c1 << ")";
+    std::vector<float> scales(static_cast<size_t>(rows));
+    b.gpu->copy_to_host(scales.data(), got.scales()->grid);
+    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(scales[r], ref.scales()->grid.ptr<float>()[r]) << "row " << r;
+  }
+}
+
+// Batch-1 decode bandwidth of the FP8 gemv against the bf16 gemv on Llama-3.1-8B's projections
+// (prints, never asserts speed): weights in enough copies that L2 cannot serve them.
+TEST(CudaFp8LinearBench, GemvBandwidth) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  for (const Shape& sh : {Shape{"qkv", 6144, 4096}, Shape{"o", 4096, 4096}, Shape{"gate_up", 28672, 4096},
+                          Shape{"down", 4096, 14336}}) {
+    for (int64_t tokens : {1, 4}) {
+      const RotatedWeights weights(sh.n, sh.k);  // bf16 bytes; the FP8 gemv reads the first half of each as codes
+      const int copies = weights.copies();
+      const int calls = copies * std::max(1, (40 + copies - 1) / copies);
+      void *x = nullptr, *out = nullptr, *grid = nullptr;
+      CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(tokens * sh.k) * 2));
+      CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 2));
+      CUDA_CHECK(cudaMalloc(&grid, static_cast<size_t>(sh.n) * 4));
+      CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
+      CUDA_CHECK(cudaMemset(grid, 0, static_cast<size_t>(sh.n) * 4));
+      const double bf16_us = graph_median_us_per_call(s, calls, [&] {
+        for (int c = 0; c < calls; ++c) cuda::launch_gemv(x, weights.at(c), nullptr, false, out, false, tokens, sh.n, sh.k, s);
+      });
+      const double fp8_us = graph_median_us_per_call(s, calls, [&] {
+        for (int c = 0; c < calls; ++c) {
+          const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1, sh.k, 1};
+          cuda::launch_gemv_fp8(x, w, nullptr, false, out, false, cuda::Fp8GemvOut::kStore, Activation::kSilu, tokens,
+                                sh.n, sh.k, s);
+        }
+      });
+      const double bytes = static_cast<double>(sh.n * sh.k);
+      std::printf("gemv %-8s M=%ld  bf16 %7.2f us %5.0f GB/s   fp8 %7.2f us %5.0f GB/s\n", sh.name,
+                  static_cast<long>(tokens), bf16_us, 2 * bytes / bf16_us / 1e3, fp8_us, bytes / fp8_us / 1e3);
+      cudaFree(x);
+      cudaFree(out);
+      cudaFree(grid);
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
+}  // namespace minivllm::cuda_test
