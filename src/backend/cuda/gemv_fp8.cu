@@ -12,7 +12,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "common/env_switch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -20,6 +22,12 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kCodes = 16;  // e4m3 codes a chunk (one 16-byte load)
+
+// MINIVLLM_FP8_GEMV_MMA=0: the FMA kernel everywhere (A/B against the tensor-core one).
+bool env_mma_enabled() {
+  static const bool on = env_switch("MINIVLLM_FP8_GEMV_MMA").value_or(true);
+  return on;
+}
 
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
@@ -199,6 +207,162 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
   }
 }
 
+// ---- The tensor-core variant (K a multiple of 64; scale blocks of whole 64-column chunks) ----
+// Decoding e4m3 for FMAs costs about three instructions a weight byte, which caps the kernel above
+// near 2.5 TB/s (PERFORMANCE.md). Here the codes go to f16 with one cvt per pair and into
+// mma.m16n8k16 (f16 in, fp32 accumulation), with x as the A operand (rows = tokens, zero past M)
+// and 8 weight rows as B, so x is converted once per chunk for every row group. A mma's 16 k
+// slots are a permutation of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns
+// columns 16t + 4j .. + 3 of chunk mma j, so it loads 16 contiguous codes of its weight row and 16
+// contiguous values of token g's x. Products are exact (e4m3 and bf16 values fit f16 but for x
+// below f16's normal range), sums fp32, as the kernel above.
+constexpr int kMmaWarps = 8;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
+constexpr int kUnroll = 4;  // chunks a warp keeps in flight
+
+struct MmaArgs {
+  const __nv_bfloat16* x;  // [M, K]
+  Fp8Weight w;
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
+  int64_t k;
+  int tokens;
+  Activation act;
+};
+
+// Two bf16 (a 32-bit word) as f16x2.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t u) {
+  const float lo = __uint_as_float(u << 16), hi = __uint_as_float(u & 0xffff0000u);
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Two e4m3 codes (the low 16 bits) as f16x2.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// One CTA: 8 output rows (kActMul: 8 gate rows and their 8 up rows, G = 2 row groups), K split
+// over the warps chunk by chunk, partial sums met in shared memory.
+template <Fp8GemvOut E>
+__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
+  constexpr int G = E == Fp8GemvOut::kActMul ? 2 : 1;
+  __shared__ float partial[kMmaWarps][G][8][8];  // [warp][group][token][row]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gi = lane >> 2, t = lane & 3;
+  const int64_t n = g.n, k = g.k, chunks = k / kChunk;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const uint8_t* wrow[G];  // the weight row this lane loads in each group (past n: the last one)
+  int64_t srow[G][2];      // the weight rows of this lane's two accumulators (B columns 2t, 2t + 1)
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    const int64_t base = j == 0 ? row0 : n + row0;
+    const int64_t last = j == 0 ? n - 1 : 2 * n - 1;
+    wrow[j] = g.w.codes + min(base + gi, last) * k + 16 * t;
+    srow[j][0] = min(base + 2 * t, last);
+    srow[j][1] = min(base + 2 * t + 1, last);
+  }
+  const bool row_scale = g.w.block_cols >= k;  // one scale per row: applied once, at the end
+  pdl_launch_dependents();
+  pdl_wait();
+
+  float acc[G][2] = {};
+  const __nv_bfloat16* xrow = g.x + static_cast<int64_t>(gi < g.tokens ? gi : 0) * k + 16 * t;
+  const bool has_token = gi < g.tokens;
+  for (int64_t c0 = warp; c0 < chunks; c0 += kMmaWarps * kUnroll) {
+    uint4 wv[kUnroll][G];
+    uint4 xv[kUnroll][2];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+      const bool in = c < chunks;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        wv[u][j] = in ? load_streaming(reinterpret_cast<const uint4*>(wrow[j] + c * kChunk)) : make_uint4(0, 0, 0, 0);
+      }
+      const uint4* xp = reinterpret_cast<const uint4*>(xrow + c * kChunk);
+      xv[u][0] = in && has_token ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+      xv[u][1] = in && has_token ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+      if (c >= chunks) break;
+      const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
+                              xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
+      float part[G][4] = {};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // mma q: this lane's columns 16t + 4q .. + 3
+        const uint32_t a[4] = {bf16x2_to_f16x2(xw[2 * q]), 0u, bf16x2_to_f16x2(xw[2 * q + 1]), 0u};
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+          const uint32_t word = q == 0 ? wv[u][j].x : q == 1 ? wv[u][j].y : q == 2 ? wv[u][j].z : wv[u][j].w;
+          mma_f16(part[j], a, e4m3x2_to_f16x2(word), e4m3x2_to_f16x2(word >> 16));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        if (row_scale) {
+          acc[j][0] += part[j][0];
+          acc[j][1] += part[j][1];
+        } else {
+          const int64_t kb = c * kChunk / g.w.block_cols;
+          acc[j][0] = fmaf(part[j][0], __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols + kb), acc[j][0]);
+          acc[j][1] = fmaf(part[j][1], __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols + kb), acc[j][1]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    if (row_scale) {
+      acc[j][0] *= __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols);
+      acc[j][1] *= __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols);
+    }
+    partial[warp][j][gi][2 * t] = acc[j][0];  // c[0], c[1]: token gi, rows 2t and 2t + 1
+    partial[warp][j][gi][2 * t + 1] = acc[j][1];
+  }
+  __syncthreads();
+  if (threadIdx.x >= 64) return;
+  const int m = threadIdx.x >> 3, r = threadIdx.x & 7;
+  const int64_t row = row0 + r;
+  if (m >= g.tokens || row >= n) return;
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMmaWarps; ++w) s += partial[w][0][m][r];
+  if constexpr (E == Fp8GemvOut::kActMul) {
+    float up = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMmaWarps; ++w) up += partial[w][G - 1][m][r];
+    s = gate_act(s, g.act) * up;
+  } else if (g.bias != nullptr) {
+    s += load_weight(g.bias, g.bias_f32, row);
+  }
+  if constexpr (E == Fp8GemvOut::kAddF32) {
+    static_cast<float*>(g.out)[m * n + row] += s;  // this CTA owns the element: no race
+  } else if (g.out_f32) {
+    static_cast<float*>(g.out)[m * n + row] = s;
+  } else {
+    static_cast<__nv_bfloat16*>(g.out)[m * n + row] = __float2bfloat16(s);
+  }
+}
+
+template <Fp8GemvOut E>
+void launch_mma(const MmaArgs& g, cudaStream_t stream) {
+  launch_with_pdl(gemv_fp8_mma_kernel<E>, dim3(static_cast<unsigned>(ceil_div(g.n, 8))), dim3(kMmaThreads), 0, stream,
+                  g);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool mma_takes(const Fp8Weight& w, int64_t k) {
+  return k % kChunk == 0 && (w.block_cols >= k || w.block_cols % kChunk == 0) && env_mma_enabled();
+}
+
 }  // namespace
 
 void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out, bool out_f32,
@@ -209,6 +373,24 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
       << "gemv_fp8: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
       << " rows, K a multiple of 16 and scale blocks of a multiple of 16 columns (got " << w.block_rows << "x"
       << w.block_cols << ")";
+  if (mma_takes(w, k)) {
+    MmaArgs m{};
+    m.x = static_cast<const __nv_bfloat16*>(x);
+    m.w = w;
+    m.bias = bias;
+    m.bias_f32 = bias_f32;
+    m.out = out;
+    m.out_f32 = out_f32;
+    m.n = n;
+    m.k = k;
+    m.tokens = static_cast<int>(tokens);
+    m.act = act;
+    switch (e) {
+      case Fp8GemvOut::kStore: return launch_mma<Fp8GemvOut::kStore>(m, stream);
+      case Fp8GemvOut::kActMul: return launch_mma<Fp8GemvOut::kActMul>(m, stream);
+      case Fp8GemvOut::kAddF32: return launch_mma<Fp8GemvOut::kAddF32>(m, stream);
+    }
+  }
   Args g{};
   g.x = static_cast<const uint4*>(x);
   g.w = w;
