@@ -159,6 +159,9 @@ struct AttentionArgs {
   int num_seqs, num_q_heads, num_kv_heads, head_dim;
   int block_size_log2, table_cols, num_blocks;
   int max_seqlen_q;  // prefill: grid size along the query tiles
+  // Sliding window (Backend::attention): the query at position p sees keys p - window < j <= p;
+  // 0: every earlier key. The kernels read no cache block wholly before a query's window.
+  int window;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };
