@@ -41,7 +41,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // steps, sharing them with decodes; score() in chunks), and the whole-prompt scheduler (0: chunked
 // prefill off). The FP8 checkpoints (the loader serves their weights dequantized) and a bf16 one
 // under `quantization: fp8` (each linear weight's rows rounded through e4m3 at load) must give the
-// tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2.
+// tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2. The -swa
+// variants slide a window shorter than most prompts (every layer of Mistral's; Gemma 3's local
+// layers only), also over chunked prefill.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -141,7 +143,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"qwen3-tiny", 2, 64}, GoldenParam{"llama3-tiny", 1, 16},
                                            GoldenParam{"qwen3-tiny", 1, 0}, GoldenParam{"mistral-tiny", 1},
                                            GoldenParam{"mistral-tiny", 2}, GoldenParam{"gemma3-tiny", 1},
-                                           GoldenParam{"gemma3-tiny", 2}, GoldenParam{"qwen3-tiny-fp8-block", 1},
+                                           GoldenParam{"gemma3-tiny", 2}, GoldenParam{"mistral-tiny-swa", 1},
+                                           GoldenParam{"mistral-tiny-swa", 2}, GoldenParam{"mistral-tiny-swa", 1, 16},
+                                           GoldenParam{"gemma3-tiny-swa", 1}, GoldenParam{"gemma3-tiny-swa", 2},
+                                           GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 2},
