@@ -314,7 +314,8 @@ TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "yarn"); }),
                       {"llama.rope.scaling.type", "\"yarn\""});
   // A window that binds (context_length 256) slides every layer; one that does not, none.
-  const GgufModel swa = open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }));
+  const GgufModel swa =
+      open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }));
   for (int64_t w : swa.config.layer_sliding_window) EXPECT_EQ(w, 64);
   const GgufModel full =
       open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{256}); }));
