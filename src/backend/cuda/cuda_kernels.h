@@ -141,6 +141,9 @@ void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, 
                               void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream);
 
 // ---- attention (prefill_attention.cu, decode_attention.cu) ----
+// Decode with a sliding window: its splits start at the first key rounded down to this many keys
+// (decode_finish.cuh: decode_key_origin), the tensor-core kernel's tile.
+constexpr int kDecodeKeyAlign = 16;
 struct AttentionArgs {
   const void* qkv;  // bf16 [tokens, (nq + 2 nkv) * head_dim]
   void* out;        // bf16 [tokens, nq * head_dim]

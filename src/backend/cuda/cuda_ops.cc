@@ -566,9 +566,9 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // Small batches take wide CTAs (decode_policy.h: decode_use_wide).
   const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
                     (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * tiles.tiles, num_sms_));
-  // A sliding window's splits cover the keys from the block of its first one (decode_key_origin).
+  // A sliding window's splits cover its keys and the few before them up to decode_key_origin.
   int64_t max_context = max_blocks * cache.block_size;
-  if (window > 0) max_context = std::min<int64_t>(max_context, window + cache.block_size - 1);
+  if (window > 0) max_context = std::min<int64_t>(max_context, window + kDecodeKeyAlign - 1);
   // The tensor-core kernel where it fits and pays (decode_policy.h: decode_use_mma), never for the
   // wide CTAs of small batches.
   const int group = num_q_heads / nkv;

@@ -18,9 +18,9 @@
 // num_splits / partition are computed on the host from graph-constant values (num_seqs,
 // max_num_blocks), never from context_lens, so the launch shape is fixed inside a CUDA graph;
 // CTAs whose partition starts past the sequence's length return at once. A sliding window moves
-// the splits' origin from key 0 to the start of the block holding the window's first key (blocks
-// before it are never read; the host plans the splits over the window, decode_key_origin) and
-// masks the keys of that block before the window.
+// the splits' origin from key 0 to just before the window's first key (decode_finish.cuh:
+// decode_key_origin; blocks before it are never read, and the host plans the splits over the
+// window) and masks the keys between the origin and the window.
 //
 // Shapes. The GQA groups 1, 2, 4 and 8 at head_dim 64 and 128 (the target models) have exact
 // kernels: one CTA per kv head, its kGroup q heads in registers. Every other group (up to

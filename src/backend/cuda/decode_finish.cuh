@@ -26,10 +26,14 @@ __device__ __forceinline__ int decode_cta_seq(const AttentionArgs& a) {
 __device__ __forceinline__ int decode_first_key(const AttentionArgs& a, int ctx) {
   return a.window > 0 ? max(0, ctx - a.window) : 0;
 }
-// Where a sequence's splits start: the block of its first key, so no split reads a block wholly
-// before the window, and every split (and tile) keeps its alignment to the blocks.
+// Where a sequence's splits start: its first key rounded down to kDecodeKeyAlign keys (or to its
+// block, when blocks are smaller), so that the tensor-core kernel's 16-key tiles never straddle a
+// block, no split reads a block wholly before the window, and fewer keys than any partition lie
+// before the first one: every split that starts before the context's end holds a key it sees (a
+// split of masked keys only would merge as NaN).
 __device__ __forceinline__ int decode_key_origin(const AttentionArgs& a, int first_key) {
-  return (first_key >> a.block_size_log2) << a.block_size_log2;
+  const int align = min(kDecodeKeyAlign, 1 << a.block_size_log2);
+  return first_key & ~(align - 1);
 }
 
 // head0: the CTA's first q head (it writes heads head0 .. head0 + heads - 1). counter_index: this
