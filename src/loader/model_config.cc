@@ -230,8 +230,10 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
   } else {
     return;
   }
-  const int64_t window = r.has("sliding_window") ? r.get_int("sliding_window") : 0;
+  int64_t window = r.has("sliding_window") ? r.get_int("sliding_window") : 0;
   MINIVLLM_CHECK_GE(window, 0) << p << ": sliding_window must be >= 0";
+  // transformers' Qwen2/Qwen3 drop the window unless use_sliding_window, layer_types or not.
+  if (c->traits().use_sliding_window_key && !r.get_bool("use_sliding_window", false)) window = 0;
   const bool binds = window > 0 && window < c->max_position_embeddings;
   c->layer_sliding.assign(types.size(), false);
   for (size_t i = 0; i < types.size(); ++i) {

@@ -193,6 +193,8 @@ TEST(LoaderRefusals, LayerTypes) {
   j["layer_types"] = json::array();
   for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i < 20 ? "full_attention" : "sliding_attention");
   j["sliding_window"] = 4096;
+  EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // use_sliding_window: false drops Qwen's window (as HF)
+  j["use_sliding_window"] = true;
   EXPECT_EQ(windows_of(j), windows(20, 8, 4096));
   j["layer_types"][3] = "chunked_attention";
   expect_config_refused(j, {"layer_types[3]", "\"chunked_attention\""});
