@@ -4,7 +4,8 @@
 Usage:
     python3 tools/make_hf_goldens.py tests/goldens
 
-Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny), OUTDIR/<model>/:
+Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
+sliding-window variants mistral-tiny-swa, gemma3-tiny-swa), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -104,8 +105,7 @@ def gemma3_tiny_config():
     # Gemma3ForCausalLM (text): GeGLU, (1 + w) norms around each sublayer, q/k norms, the embedding
     # scaled by sqrt(hidden), the attention scaled by query_pre_attn_scalar^-1/2 (24, not head_dim),
     # and layers of two kinds: sliding_attention (rope base 10,000) and full_attention (1e6). The
-    # window (512) covers every position, so it never slides: the engine has no sliding-window
-    # attention yet, and refuses a window that would.
+    # window (512) covers every position, so it never slides (gemma3-tiny-swa's does).
     return Gemma3TextConfig(
         vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
@@ -130,9 +130,27 @@ def qwen3_tiny_hd64_config():
         architectures=["Qwen3ForCausalLM"])
 
 
+def mistral_tiny_swa_config():
+    # mistral-tiny with a sliding window that binds: every layer sees its last 12 keys (HF: a query
+    # at position p attends keys j > p - 12), so the 17- to 100-token prompts and 16 generated
+    # tokens slide past it, and 12 ends mid-block for any power-of-two block size.
+    config = mistral_tiny_config()
+    config.sliding_window = 12
+    return config
+
+
+def gemma3_tiny_swa_config():
+    # gemma3-tiny with a 10-key window on its sliding layers (0 and 2; layer 1 stays global), the
+    # interleaving of gemma-3-1b-it: the sliding layers' cache must be windowed, the global
+    # layer's must not.
+    config = gemma3_tiny_config()
+    config.sliding_window = 10  # of 6, 8, 10 and 12, the largest smallest greedy margin (0.0089)
+    return config
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
-EMBED_STD = {"gemma3-tiny": INIT_STD / 8}
+EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -141,6 +159,8 @@ MODELS = {
     "qwen3-tiny-kv4": (qwen3_tiny_kv4_config, True),
     "mistral-tiny": (mistral_tiny_config, False),
     "gemma3-tiny": (gemma3_tiny_config, False),
+    "mistral-tiny-swa": (mistral_tiny_swa_config, False),
+    "gemma3-tiny-swa": (gemma3_tiny_swa_config, False),
 }
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {

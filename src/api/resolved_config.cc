@@ -13,6 +13,12 @@ ResolvedConfig resolve_config(const EngineConfig& config, const ModelConfig& mod
   if (!config.enable_chunked_prefill) {
     r.max_num_batched_tokens = std::max(config.max_num_batched_tokens, r.max_model_length);
   }
+  // One block table serves every layer: a block is released only once it is out of every layer's
+  // window, so a single full-attention layer keeps them all.
+  const std::vector<int64_t>& windows = model.layer_sliding_window;
+  if (!windows.empty() && std::all_of(windows.begin(), windows.end(), [](int64_t w) { return w > 0; })) {
+    r.sliding_window = static_cast<int>(*std::max_element(windows.begin(), windows.end()));
+  }
   if (config.eos >= 0) {
     r.eos_token_ids = {config.eos};
   } else {
@@ -51,6 +57,7 @@ SchedulerConfig ResolvedConfig::scheduler_config() const {
   s.max_model_length = max_model_length;
   s.eos_token_ids = eos_token_ids;
   s.enable_chunked_prefill = enable_chunked_prefill;
+  s.sliding_window = sliding_window;
   return s;
 }
 

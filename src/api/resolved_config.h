@@ -7,6 +7,7 @@
 //   num_kvcache_blocks      the key, or for -1 what the runner sized from free memory
 //   kv_cache_element        the element type kv_cache_dtype names on the runner's backend
 //   eos_token_ids           the eos key, or the model's own ids (config, generation config, tokenizer)
+//   sliding_window          the window every layer slides over, 0 where some layer sees every key
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ namespace minivllm {
 struct ResolvedConfig : EngineConfig {
   std::vector<int64_t> eos_token_ids;
   DType kv_cache_element = DType::kF32;  // set with num_kvcache_blocks, from the runner
+  int sliding_window = 0;  // SchedulerConfig::sliding_window: blocks out of every layer's window are released
 
   RunnerConfig runner_config() const;
   SchedulerConfig scheduler_config() const;

@@ -134,8 +134,11 @@ class Backend {
   // out[T, nq * head_dim] = causal softmax(q k^T * scale) v over the paged cache, reading q from
   // qkv. Prefill: varlen over cu_seqlens_q / cu_seqlens_k, the query rows being the last ones of
   // each key span. Decode: one query row per sequence over context_lens keys.
+  // window > 0: sliding-window attention (Mistral, Gemma 3's local layers; HF's convention): the
+  // query at position p sees keys at positions p - window < j <= p, `window` keys at most. The
+  // kernels read no cache block wholly before the window, whose block_tables entry may be stale.
   virtual void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache,
-                         const AttentionMetadata& meta, float scale, const Tensor& out) = 0;
+                         const AttentionMetadata& meta, float scale, int window, const Tensor& out) = 0;
   // out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:], act the model's gate activation (SiLU for
   // SwiGLU, GELU-tanh for GeGLU).
   virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;

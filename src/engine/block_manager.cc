@@ -128,9 +128,28 @@ void BlockManager::allocate(Sequence& seq) {
 
 void BlockManager::deallocate(Sequence& seq) {
   // Back to front: a prefix's tail is reused (evicted) before its head, which more requests share.
-  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) release_block(*it);
+  // Entries of -1 were released out of the window already.
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
+    if (*it >= 0) release_block(*it);
+  }
   seq.block_table.clear();
   seq.num_cached_tokens = 0;
+}
+
+void BlockManager::release_out_of_window(Sequence& seq, int window, int end) {
+  if (window <= 0) return;
+  MINIVLLM_CHECK(end >= 0 && end <= static_cast<int>(seq.block_table.size()) * block_size_)
+      << "sequence " << seq.seq_id() << ": " << end << " tokens computed with " << seq.block_table.size()
+      << " blocks";
+  const int64_t first_visible = static_cast<int64_t>(end) - window + 1;  // of any later query
+  for (int b = 0; b < static_cast<int>(seq.block_table.size()); ++b) {
+    const int64_t past = static_cast<int64_t>(b + 1) * block_size_;
+    if (past > first_visible || past + block_size_ > end) break;
+    int32_t& id = seq.block_table[static_cast<size_t>(b)];
+    if (id < 0) continue;
+    release_block(id);
+    id = -1;
+  }
 }
 
 bool BlockManager::needs_new_block(const Sequence& seq) const {

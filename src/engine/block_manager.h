@@ -31,6 +31,13 @@ class BlockManager {
   void allocate(Sequence& seq);
   // Releases seq's blocks; their contents stay findable in the prefix cache until reused.
   void deallocate(Sequence& seq);
+  // A model whose every layer slides over `window` keys (Mistral): releases seq's blocks that no
+  // later query can see, once its tokens [0, end) are computed and hashed (after commit_hashes):
+  // block b goes when its last key is before the window of position end ((b + 1) * block_size <=
+  // end - window + 1) and block b + 1 is full, so that the next block's chain hash never needs
+  // b's. The table entry becomes -1 (the attention kernels read no block before the window); the
+  // contents stay findable in the prefix cache until reused, as deallocate's do.
+  void release_out_of_window(Sequence& seq, int window, int end);
   // The prompt tokens allocate(seq) would take from the prefix cache now.
   int num_cached_tokens_if_allocated(const Sequence& seq) const;
 

@@ -233,6 +233,13 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::resolve(const ScheduledBatch& 
     block_manager_.hash_filled_blocks(seq, batch.span_begin[i], batch.span_begin[i] + batch.span_len[i]);
   }
   block_manager_.commit_hashes();
+  // Then the blocks no later query sees (a step scheduled since reads them before any reuse
+  // writes them: the steps run in order).
+  for (size_t i = 0; i < n; ++i) {
+    Sequence& seq = *batch.seqs[i];
+    if (seq.status != SequenceStatus::kRunning) continue;
+    block_manager_.release_out_of_window(seq, config_.sliding_window, batch.span_begin[i] + batch.span_len[i]);
+  }
   std::vector<std::shared_ptr<Sequence>> finished;
   size_t row = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -29,6 +29,10 @@ struct SchedulerConfig {
   // Off: whole prompts in prefill-only steps (max_num_batched_tokens >= max_model_length).
   bool enable_chunked_prefill = true;
   std::vector<int64_t> eos_token_ids;
+  // Every layer slides over this many keys (Mistral's sliding_window): the blocks before every
+  // running sequence's window are released (BlockManager::release_out_of_window). 0: some layer
+  // sees every key (full attention, Gemma 3's global layers), every block is kept.
+  int sliding_window = 0;
 };
 
 struct ScheduledBatch {

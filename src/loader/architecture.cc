@@ -52,6 +52,7 @@ constexpr WeightNameTable kLlamaGgufNames = make_table({
 });
 
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
+constexpr ArchitectureTraits kMistralTraits{.sliding_window_all_layers = true, .gguf_rope_permuted = true};
 
 // transformers' Gemma3TextModel: Llama's modules plus a norm after each sublayer; its
 // "post_attention_layernorm" is that output norm, the MLP's input norm "pre_feedforward_layernorm".
@@ -81,7 +82,7 @@ const ArchitectureSpec kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
-    {"MistralForCausalLM", nullptr, kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
+    {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames},
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). Not yet from GGUF: llama.cpp folds
     // the norms' 1 into the stored weights, which its loader would have to undo.
     {"Gemma3ForCausalLM", nullptr, kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames},

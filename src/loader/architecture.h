@@ -58,6 +58,9 @@ struct ArchitectureTraits {
   // config.json's sliding_window applies only with use_sliding_window: true, from layer
   // max_window_layers on (Qwen2, Qwen3); otherwise whenever it is set (Mistral).
   bool use_sliding_window_key = false;
+  // config.json's sliding_window applies to every layer whenever it is set (Mistral). Rows with
+  // neither flag take it from layer_types (Gemma 3) or have no sliding layers (Llama).
+  bool sliding_window_all_layers = false;
   // llama.cpp's converter permutes the q/k rows of these architectures into its interleaved rope
   // layout (GGUF); the GGUF loader permutes them back to HF's half-split layout.
   bool gguf_rope_permuted = false;

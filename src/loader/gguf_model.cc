@@ -54,13 +54,6 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
     MINIVLLM_CHECK(type.empty() || type == "none")
         << f.path() << ": unsupported " << scaling << " \"" << type << "\" (minivllm implements none)";
   }
-  const std::string window = a + ".attention.sliding_window";
-  if (f.find(window)) {
-    const int64_t w = f.get_int(window);
-    MINIVLLM_CHECK(w <= 0 || w >= c.max_position_embeddings)
-        << f.path() << ": unsupported " << window << " = " << w << " (smaller than " << a << ".context_length "
-        << c.max_position_embeddings << "; minivllm does not implement sliding-window attention)";
-  }
   const std::string experts = a + ".expert_count";
   if (f.find(experts)) {
     const int64_t n = f.get_int(experts);
@@ -105,7 +98,17 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   };
   c.attention_bias = has_layer0(WeightRole::kQProj, "bias");
   c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
+  // A window that binds slides every layer (llama.cpp's "llama" files from Mistral; the
+  // interleaved Gemma 3 pattern does not load from GGUF).
   c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), 0);
+  const std::string window = a + ".attention.sliding_window";
+  if (f.find(window)) {
+    const int64_t w = f.get_int(window);
+    if (w > 0 && w < c.max_position_embeddings) {
+      c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), w);
+      c.layer_sliding.assign(static_cast<size_t>(c.num_layers), true);
+    }
+  }
   const bool all_f32 = std::all_of(f.tensors().begin(), f.tensors().end(),
                                    [](const GgufTensorInfo& t) { return t.type == uint32_t(GgmlType::kF32); });
   c.torch_dtype = all_f32 ? "float32" : "bfloat16";  // the dtype to compute in, after dequantization

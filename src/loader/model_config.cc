@@ -176,41 +176,30 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   MINIVLLM_CHECK(c.traits().qkv_bias || !r.get_bool("attention_bias", false))
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
-  // Sliding-window attention. transformers 5 lists each layer's kind in layer_types, which then
-  // decides; otherwise Qwen2/Qwen3 slide only when use_sliding_window is true, and only in layers
-  // from max_window_layers on; Mistral-style configs slide whenever sliding_window is set. A window
-  // no shorter than max_position_embeddings never slides (the engine caps the context there).
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
     MINIVLLM_CHECK(!r.has(key)) << p << ": unsupported " << key << " " << j.at(key).dump()
                                 << " (minivllm implements no tanh soft-capping)";
   }
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
       << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
-  // Per-layer types (layer_types, or Gemma 3's 4.x sliding_window_pattern) were read by
-  // parse_layer_types, which refuses a window that would slide.
-  if (r.has("layer_types") || r.has("sliding_window_pattern")) return;
-  if (!r.has("sliding_window")) return;
+  // A sliding_window on a row without sliding layers (Llama: transformers ignores the key there):
+  // refused where it would bind, rather than guessed at. parse_sliding_windows read the others.
+  if (r.has("layer_types") || r.has("sliding_window_pattern") || !r.has("sliding_window")) return;
+  if (c.traits().use_sliding_window_key || c.traits().sliding_window_all_layers) return;
   const int64_t window = r.get_int("sliding_window");
   if (window >= c.max_position_embeddings) return;
-  if (c.traits().use_sliding_window_key) {
-    if (!r.get_bool("use_sliding_window", false)) return;
-    const int64_t first_sliding_layer = r.get_int("max_window_layers", 28);  // transformers' default
-    MINIVLLM_CHECK(first_sliding_layer >= c.num_layers)
-        << p << ": unsupported sliding_window " << window << " with use_sliding_window: true (layers "
-        << first_sliding_layer << ".." << c.num_layers - 1
-        << " would use sliding-window attention, which minivllm does not implement)";
-    return;
-  }
   MINIVLLM_CHECK(r.has("use_sliding_window") && !r.get_bool("use_sliding_window", false))
       << p << ": unsupported sliding_window " << window << " (smaller than max_position_embeddings "
-      << c.max_position_embeddings << "; minivllm does not implement sliding-window attention)";
+      << c.max_position_embeddings << ") for " << c.arch_name << ", which has no sliding-window layers";
 }
 
-// The kind of each layer: transformers 5's layer_types, or 4.x Gemma 3's sliding_window_pattern
-// (every pattern-th layer global). A "sliding_attention" layer takes the sliding rope; its window
-// must not slide within max_position_embeddings, since the engine has no sliding-window attention
-// yet.
-void parse_layer_types(const ConfigReader& r, ModelConfig* c) {
+// Which layers slide, and over how many keys. transformers 5 lists each layer's kind in
+// layer_types, which then decides (4.x Gemma 3: sliding_window_pattern, every pattern-th layer
+// global); otherwise Qwen2/Qwen3 slide only with use_sliding_window: true, from layer
+// max_window_layers on, and Mistral slides every layer whenever sliding_window is set. A
+// "sliding_attention" layer takes the sliding rope (rope_theta_sliding); its window is 0 where it
+// never binds (no shorter than max_position_embeddings, where the engine caps the context).
+void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
   const json& j = r.root();
   const std::string& p = r.path();
   c->layer_sliding_window.assign(static_cast<size_t>(c->num_layers), 0);
@@ -230,10 +219,22 @@ void parse_layer_types(const ConfigReader& r, ModelConfig* c) {
     for (int64_t i = 0; i < c->num_layers; ++i) {
       types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
     }
+  } else if (c->traits().use_sliding_window_key && r.get_bool("use_sliding_window", false) &&
+             r.has("sliding_window")) {
+    const int64_t first_sliding_layer = r.get_int("max_window_layers", 28);  // transformers' default
+    for (int64_t i = 0; i < c->num_layers; ++i) {
+      types.push_back(i >= first_sliding_layer ? "sliding_attention" : "full_attention");
+    }
+  } else if (c->traits().sliding_window_all_layers && r.has("sliding_window")) {
+    types.assign(static_cast<size_t>(c->num_layers), "sliding_attention");
   } else {
     return;
   }
-  const int64_t window = r.has("sliding_window") ? r.get_int("sliding_window") : 0;
+  int64_t window = r.has("sliding_window") ? r.get_int("sliding_window") : 0;
+  MINIVLLM_CHECK_GE(window, 0) << p << ": sliding_window must be >= 0";
+  // transformers' Qwen2/Qwen3 drop the window unless use_sliding_window, layer_types or not.
+  if (c->traits().use_sliding_window_key && !r.get_bool("use_sliding_window", false)) window = 0;
+  const bool binds = window > 0 && window < c->max_position_embeddings;
   c->layer_sliding.assign(types.size(), false);
   for (size_t i = 0; i < types.size(); ++i) {
     MINIVLLM_CHECK(types[i] == "full_attention" || types[i] == "sliding_attention")
@@ -241,10 +242,7 @@ void parse_layer_types(const ConfigReader& r, ModelConfig* c) {
         << "\" (supported: full_attention, sliding_attention)";
     if (types[i] == "full_attention") continue;
     c->layer_sliding[i] = true;
-    MINIVLLM_CHECK(window <= 0 || window >= c->max_position_embeddings)
-        << p << ": unsupported layer_types[" << i << "] = \"sliding_attention\" with sliding_window " << window
-        << " (smaller than max_position_embeddings " << c->max_position_embeddings
-        << "; minivllm does not implement sliding-window attention yet)";
+    if (binds) c->layer_sliding_window[i] = window;
   }
 }
 
@@ -276,7 +274,7 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   c.arch = &parse_architecture(r, &c.arch_name);
   parse_shapes(r, &c);
   parse_rope(r, &c);
-  parse_layer_types(r, &c);
+  parse_sliding_windows(r, &c);
   refuse_unsupported_features(r, c);
   if (r.has("query_pre_attn_scalar")) {
     const double s = r.get_double("query_pre_attn_scalar");

@@ -161,7 +161,7 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
                                         l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions,
                                         cos_sin(layer), cache, meta);
   }
-  backend_.attention(qkv, nq, cache, meta, attention_scale_, attn_out);
+  backend_.attention(qkv, nq, cache, meta, attention_scale_, attention_window(layer), attn_out);
   if (!l.attn_output_norm.empty()) {
     add_sandwiched(l.o_proj, attn_out, l.attn_output_norm, l.ffn_input_norm, n);
     return;
@@ -205,6 +205,11 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
 const Tensor& Transformer::cos_sin(int64_t layer) const {
   const bool sliding = !cfg_.layer_sliding.empty() && cfg_.layer_sliding[static_cast<size_t>(layer)];
   return sliding && !cos_sin_sliding_.empty() ? cos_sin_sliding_ : cos_sin_;
+}
+
+int Transformer::attention_window(int64_t layer) const {
+  const auto& w = cfg_.layer_sliding_window;
+  return w.empty() ? 0 : static_cast<int>(w[static_cast<size_t>(layer)]);
 }
 
 Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indices, int64_t num_rows) {

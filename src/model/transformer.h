@@ -85,6 +85,7 @@ class Transformer {
   Tensor cos_sin_;          // f32 [max_positions, head_dim]
   Tensor cos_sin_sliding_;  // the sliding layers' own table (Gemma 3's local base), else empty
   const Tensor& cos_sin(int64_t layer) const;
+  int attention_window(int64_t layer) const;  // the layer's sliding window, 0 for full attention
   float attention_scale_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;

@@ -4,6 +4,8 @@
 // block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks, decode keys cut
 // into spans when there are few sequences and kv heads. Every case runs
 // on an f32 cache and on an fp8 one (against the reference over the values the fp8 cache holds).
+// Sliding windows (window > 0): the block-table entries of blocks wholly before the first query
+// row's window point at a never-written (NaN) block, so reading one fails the case.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,11 +22,12 @@ struct AttnCase {
   std::vector<int> len_k;  // keys per sequence (cached prefix + new tokens)
   std::vector<int> len_q;  // new tokens per sequence; decode: all 1
   bool decode;
+  int window = 0;  // sliding window (0: full attention)
 };
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << (c.decode ? "decode" : "prefill") << " nq " << c.nq << " nkv " << c.nkv << " hd " << c.hd << " bs "
-      << c.block_size << " len_k/len_q";
+      << c.block_size << " window " << c.window << " len_k/len_q";
   for (size_t s = 0; s < c.len_k.size(); ++s) *os << " " << c.len_k[s] << "/" << c.len_q[s];
 }
 
@@ -40,22 +43,25 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<SeqData>&
     const int lq = c.len_q[s], lk = c.len_k[s];
     for (int i = 0; i < lq; ++i) {
       const int pos = lk - lq + i;
+      const int first = c.window > 0 ? std::max(0, pos + 1 - c.window) : 0;
       for (int h = 0; h < c.nq; ++h) {
         const int kvh = h / group;
         const float* q = seqs[s].q.data() + (static_cast<size_t>(i) * c.nq + h) * c.hd;
         std::vector<double> score(pos + 1);
         double max_score = -1e300, denom = 0;
-        for (int j = 0; j <= pos; ++j) {
+        for (int j = first; j <= pos; ++j) {
           const float* k = seqs[s].k.data() + (static_cast<size_t>(j) * c.nkv + kvh) * c.hd;
           double dot = 0;
           for (int d = 0; d < c.hd; ++d) dot += static_cast<double>(q[d]) * k[d];
           score[j] = dot * scale;
           max_score = std::max(max_score, score[j]);
         }
-        for (int j = 0; j <= pos; ++j) denom += (score[j] = std::exp(score[j] - max_score));
+        for (int j = first; j <= pos; ++j) denom += (score[j] = std::exp(score[j] - max_score));
         for (int d = 0; d < c.hd; ++d) {
           double acc = 0;
-          for (int j = 0; j <= pos; ++j) acc += score[j] * seqs[s].v[(static_cast<size_t>(j) * c.nkv + kvh) * c.hd + d];
+          for (int j = first; j <= pos; ++j) {
+            acc += score[j] * seqs[s].v[(static_cast<size_t>(j) * c.nkv + kvh) * c.hd + d];
+          }
           out.push_back(acc / denom);
         }
       }
@@ -211,8 +217,16 @@ std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::ve
   meta.cu_seqlens_k = upload_i32(*b, cu_k, {num_seqs + 1});
   meta.context_lens = upload_i32(*b, std::vector<int32_t>(c.len_k.begin(), c.len_k.end()), {num_seqs});
   b->store_kvcache(qkv, c.nq, cache, meta);
+  if (c.window > 0) {  // blocks before every query row's window: as if freed and reused
+    std::vector<int32_t> windowed = table_flat;
+    for (int s = 0; s < num_seqs; ++s) {
+      const int first = std::max(0, c.len_k[s] - c.len_q[s] + 1 - c.window);
+      for (int blk = 0; blk < first / c.block_size; ++blk) windowed[s * (max_blocks + 1) + blk] = pool.back();
+    }
+    meta.block_tables = upload_i32(*b, windowed, {num_seqs, max_blocks + 1});
+  }
   Tensor out = poisoned(*b, {tokens, static_cast<int64_t>(c.nq) * c.hd});
-  b->attention(qkv, c.nq, cache, meta, scale, out);
+  b->attention(qkv, c.nq, cache, meta, scale, c.window, out);
   return download(*b, out);
 }
 
@@ -242,6 +256,14 @@ std::vector<AttnCase> cases() {
       // head dims off the vectorised paths (not a multiple of 32, of 8)
       {4, 2, 80, 16, {37, 20}, {37, 3}, false},
       {2, 1, 36, 16, {20, 5}, {1, 1}, true},
+      // sliding windows: shorter than a block, mid-block, longer than the context; prefill with
+      // and without a cached prefix, decode with spans
+      {8, 2, 64, 16, {129, 7, 40}, {129, 7, 40}, false, 8},
+      {9, 3, 64, 16, {150, 33, 16}, {7, 1, 16}, false, 37},
+      {4, 4, 128, 16, {300, 129}, {129, 1}, false, 100},
+      {9, 3, 64, 16, {17, 1, 300, 64, 65}, {1, 1, 1, 1, 1}, true, 20},
+      {8, 1, 128, 16, {1000}, {1}, true, 300},
+      {4, 2, 80, 16, {37, 20}, {37, 3}, false, 5000},
   };
 }
 
@@ -278,7 +300,7 @@ TEST(AttentionWarmup, PrefillWithoutCacheReadsKeysFromQkv) {
   b->store_kvcache(qkv, c.nq, no_cache, meta);  // a no-op without a cache
   Tensor out = poisoned(*b, {136, c.nq * c.hd});
   const float scale = 0.125f;
-  b->attention(qkv, c.nq, no_cache, meta, scale, out);
+  b->attention(qkv, c.nq, no_cache, meta, scale, 0, out);
   expect_close(download(*b, out), attention_ref(c, seqs, scale), "attention without cache");
 }
 
@@ -292,7 +314,7 @@ TEST(AttentionChecks, BadBlockTableIsAnError) {
   meta.context_lens = upload_i32(*b, {20}, {1});
   meta.block_tables = upload_i32(*b, {0, 2}, {1, 2});  // block 2 of 2
   Tensor qkv = b->empty(DType::kF32, {1, 3 * 64}), out = b->empty(DType::kF32, {1, 64});
-  EXPECT_THROW(b->attention(qkv, 1, cache, meta, 0.125f, out), Error);
+  EXPECT_THROW(b->attention(qkv, 1, cache, meta, 0.125f, 0, out), Error);
 }
 
 }  // namespace

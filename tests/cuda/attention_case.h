@@ -3,6 +3,9 @@
 // tables over a shuffled set of blocks, then prefill (varlen, the last len_q positions of each
 // sequence) or decode (one query per sequence). Returns the two outputs as fp32, and whether a
 // poisoned row just past the GPU output survived (a kernel storing beyond its heads would hit it).
+// A sliding window (window > 0) also points the block-table entries of the blocks wholly before
+// each sequence's first query window at a spare block, never written (NaN with poison_cache): a
+// kernel reading one fails.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +32,7 @@ struct AttentionCase {
   float k_gain = 1.0f;
   // Decode: AttentionMetadata::seq_order of both sides (empty: none, batch order).
   std::vector<int32_t> seq_order = {};
+  int window = 0;  // Backend::attention's sliding window (0: none)
 };
 
 struct AttentionOutputs {
@@ -126,11 +130,18 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     for (int64_t i = 0; i < static_cast<int64_t>(c.nq) * c.hd; ++i) qkv.ptr<float>()[t * width + i] *= c.q_gain;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  if (c.window > 0 && !c.no_cache) {  // blocks before every query's window: as if freed
+    for (int s = 0; s < seqs; ++s) {
+      const int lq = c.decode ? 1 : c.len_q[s];
+      const int first = std::max(0, c.len_k[s] - lq + 1 - c.window);
+      for (int j = 0; j < first / c.block_size; ++j) tables[s * table_cols + j] = free_blocks.back();
+    }
+  }
   AttentionOutputs out;
   {
     SideMeta s = build_side(*b.cpu, c, history, slots, tables, table_cols, num_blocks);
     Tensor o = b.cpu->empty(DType::kF32, {tokens, static_cast<int64_t>(c.nq) * c.hd});
-    b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, o);
+    b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o);
     out.cpu = download(*b.cpu, o);
   }
   {
@@ -138,7 +149,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     const int64_t width_out = static_cast<int64_t>(c.nq) * c.hd;
     Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
     b.gpu->fill_bytes(o_and_sentinel, 0xFF);
-    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, o_and_sentinel.rows(0, tokens));
+    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o_and_sentinel.rows(0, tokens));
     out.gpu = download(*b.gpu, o_and_sentinel);
     out.sentinel_intact = std::all_of(out.gpu.end() - width_out, out.gpu.end(), [](float v) { return std::isnan(v); });
     out.gpu.resize(static_cast<size_t>(tokens * width_out));

@@ -79,7 +79,7 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   Tensor out = gpu->empty(DType::kBF16, {seqs, static_cast<int64_t>(nq) * hd});
   gpu->fill_bytes(out, 0xFF);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const double sec = median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, out); });
+  const double sec = median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, 0, out); });
   const std::vector<float> o = download(*gpu, out);
   EXPECT_EQ(diff(o, std::vector<float>(o.size(), 0.0f)).nonfinite, 0) << name << ": unwritten outputs";
   // k and v read once: bf16 elements, or e4m3 ones plus their rows' fp32 scales
@@ -263,7 +263,7 @@ void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel
   Tensor out = gpu->empty(DType::kBF16, {tokens, nq * hd});
   if (kernel[0] != '\0') setenv("MINIVLLM_PREFILL_KERNEL", kernel, 1);
   const double sec = median_seconds_per_call(*gpu, [&] {
-    gpu->attention(qkv, nq, cache, meta, 0.088f, out);
+    gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out);
   }, 3);
   unsetenv("MINIVLLM_PREFILL_KERNEL");
   const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);

@@ -1,4 +1,5 @@
-// BlockManager: allocation, sharing by prefix, ref counts, the last-token rule, collisions, decode growth.
+// BlockManager: allocation, sharing by prefix, ref counts, the last-token rule, collisions, decode growth,
+// blocks released out of a sliding window.
 #include "engine/block_manager.h"
 
 #include <gtest/gtest.h>
@@ -198,6 +199,49 @@ TEST(BlockManager, MayAppendAllocatesAndRegistersFullBlocks) {
   // Block 1 became full on the last append: a new request finds both blocks.
   Sequence probe = make_seq(2, iota_tokens(9));
   EXPECT_EQ(bm.num_cached_tokens_if_allocated(probe), 8);
+}
+
+// A model whose every layer slides (window 3, blocks of 4): after each step, the blocks wholly
+// before the window of the next position go, but never the last full one (the next block's chain
+// hash starts from it); their entries become -1, their contents stay findable.
+TEST(BlockManager, ReleaseOutOfWindowKeepsTheChainAndTheCache) {
+  constexpr int kWindow = 3;
+  BlockManager bm(8, kBlockSize);
+  Sequence s = make_seq(0, iota_tokens(10));  // blocks [0..3] [4..7] [8 9]
+  allocate_prefill(bm, s);
+  bm.commit_hashes();
+  const std::vector<int32_t> table = s.block_table;
+  // Position 10 sees keys 8..10: block 0 goes; block 1 is out of the window too, but it is the
+  // last full block (block 2 will chain from its hash).
+  bm.release_out_of_window(s, kWindow, 10);
+  EXPECT_EQ(s.block_table, (std::vector<int32_t>{-1, table[1], table[2]}));
+  EXPECT_EQ(bm.ref_count(table[0]), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 6);
+  bm.release_out_of_window(s, 0, 10);  // no window: nothing more
+  EXPECT_EQ(bm.num_free_blocks(), 6);
+  for (int32_t t = 10; t < 16; ++t) {  // decode to 16 tokens
+    s.append_token(100 + t);
+    append_decode(bm, s);
+    bm.commit_hashes();
+    bm.release_out_of_window(s, kWindow, s.num_tokens());
+    EXPECT_EQ(s.block_table[1] < 0, s.num_tokens() >= 12) << "block 1 goes once block 2 is full, token " << t;
+    EXPECT_EQ(s.block_table[2] < 0, s.num_tokens() >= 16) << "block 2 goes once block 3 is full, token " << t;
+  }
+  EXPECT_EQ(s.block_table[3], 3);
+  // The released blocks are still cached, chained: a prompt extending this one hits all four.
+  std::vector<int32_t> prompt = s.token_ids();
+  prompt.push_back(7);
+  Sequence probe = make_seq(1, prompt);
+  EXPECT_EQ(bm.num_cached_tokens_if_allocated(probe), 16);
+  allocate_prefill(bm, probe);
+  bm.commit_hashes();
+  EXPECT_EQ(std::vector<int32_t>(probe.block_table.begin(), probe.block_table.begin() + 3),
+            std::vector<int32_t>(table.begin(), table.end()));
+  EXPECT_EQ(bm.ref_count(table[0]), 1);
+  EXPECT_EQ(bm.ref_count(3), 2);
+  bm.deallocate(s);  // skips the -1 entries
+  bm.deallocate(probe);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
 }
 
 TEST(BlockManager, CanAppendFalseWithoutFreeBlock) {

@@ -102,14 +102,17 @@ TEST(Architecture, MistralConfigLoadsWithItsTraits) {
   for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 0);
 }
 
-// Mistral-7B-v0.1 slides every layer over 4,096 tokens: refused (not run as full attention).
-TEST(Architecture, MistralSlidingWindowIsRefusedByName) {
+// Mistral-7B-v0.1 slides every layer over 4,096 tokens, at the global rope.
+TEST(Architecture, MistralSlidingWindowSlidesEveryLayer) {
   json j = mistral_7b_config();
   j["sliding_window"] = 4096;
+  const ModelConfig c = load_config(j);
+  ASSERT_EQ(c.layer_sliding_window.size(), 32u);
+  for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 4096);
+  EXPECT_EQ(c.rope_theta_sliding, 0);
+  j["sliding_window"] = 32768;  // as long as the context: never binds
+  for (int64_t w : load_config(j).layer_sliding_window) EXPECT_EQ(w, 0);
   ScratchDir dir("arch_cfg_window");
-  write_text(dir.file("config.json"), j.dump());
-  expect_error_naming([&] { load_hf_model_config(dir.str()); },
-                      {dir.file("config.json"), "sliding_window 4096", "sliding-window attention"});
   j["hidden_act"] = "gelu_pytorch_tanh";
   j["sliding_window"] = nullptr;
   write_text(dir.file("config.json"), j.dump());
@@ -133,12 +136,7 @@ json gemma3_1b_config() {
 
 TEST(Architecture, Gemma3TraitsAndLayerKinds) {
   json j = gemma3_1b_config();
-  // Its 512-token window slides within 32,768 positions: refused until sliding windows exist.
   ScratchDir dir("arch_gemma3");
-  write_text(dir.file("config.json"), j.dump());
-  expect_error_naming([&] { load_hf_model_config(dir.str()); },
-                      {dir.file("config.json"), "sliding_window 512", "layer_types[0]", "sliding-window attention"});
-  j["sliding_window"] = 32768;  // a window as long as the context never slides
   const ModelConfig c = load_config(j);
   EXPECT_EQ(c.traits().activation, Activation::kGeluTanh);
   EXPECT_EQ(c.traits().norm, NormForm::kRmsOnePlusWeight);
@@ -148,7 +146,13 @@ TEST(Architecture, Gemma3TraitsAndLayerKinds) {
   EXPECT_EQ(c.rope_theta_sliding, 1e4);
   EXPECT_DOUBLE_EQ(c.attention_scale, 1.0 / 16.0);
   ASSERT_EQ(c.layer_sliding.size(), 26u);
-  for (size_t i = 0; i < 26; ++i) EXPECT_EQ(c.layer_sliding[i], (i + 1) % 6 != 0) << "layer " << i;
+  ASSERT_EQ(c.layer_sliding_window.size(), 26u);
+  for (size_t i = 0; i < 26; ++i) {
+    EXPECT_EQ(c.layer_sliding[i], (i + 1) % 6 != 0) << "layer " << i;
+    EXPECT_EQ(c.layer_sliding_window[i], (i + 1) % 6 != 0 ? 512 : 0) << "layer " << i;  // global every 6th
+  }
+  j["sliding_window"] = 32768;  // a window as long as the context never binds
+  for (int64_t w : load_config(j).layer_sliding_window) EXPECT_EQ(w, 0);
   const ArchitectureSpec& g = *c.arch;
   EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kFfnInputNorm, 2),
             "model.layers.2.pre_feedforward_layernorm.weight");

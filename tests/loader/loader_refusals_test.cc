@@ -1,5 +1,5 @@
 // What the loaders refuse because the engine cannot honour it: config.json features the engine
-// does not implement (activation, MLP / o_proj biases, sliding windows, rope variants), GGUF
+// does not implement (activation, MLP / o_proj biases, Llama sliding windows, rope variants), GGUF
 // metadata of the same kind, tensors whose data overlap or sit off general.alignment, shapes whose
 // sizes overflow, and GGUF special-token ids outside the vocabulary. Each error must name the file,
 // the key or tensor and the value. The real checkpoints must still load.
@@ -138,26 +138,36 @@ TEST(LoaderRefusals, AttentionBiasWithOutputProjectionBias) {
   EXPECT_TRUE(ConfigDir(q2).load().attention_bias);
 }
 
+// The layers' windows (0: full attention) of a config.
+std::vector<int64_t> windows_of(const json& config) { return ConfigDir(config).load().layer_sliding_window; }
+std::vector<int64_t> windows(int64_t full_layers, int64_t sliding_layers, int64_t window) {
+  std::vector<int64_t> w(static_cast<size_t>(full_layers), 0);
+  w.resize(static_cast<size_t>(full_layers + sliding_layers), window);
+  return w;
+}
+
 TEST(LoaderRefusals, QwenSlidingWindow) {
   for (const char* arch : {"Qwen3ForCausalLM", "Qwen2ForCausalLM"}) {
     SCOPED_TRACE(arch);
     json j = qwen3_config();  // 28 layers, max_window_layers 28, max_position_embeddings 40960
     j["architectures"] = {arch};
     j["sliding_window"] = 4096;
-    expect_config_loads(j);  // use_sliding_window: false
+    EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // use_sliding_window: false
     j["use_sliding_window"] = true;
-    expect_config_loads(j);  // max_window_layers 28: no layer slides
+    EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // max_window_layers 28: no layer slides
     j["max_window_layers"] = 20;
-    expect_config_refused(j, {"sliding_window 4096", "use_sliding_window: true", "layers 20..27"});
+    EXPECT_EQ(windows_of(j), windows(20, 8, 4096));  // layers 20..27 slide
     j.erase("max_window_layers");  // transformers' default is 28
-    expect_config_loads(j);
+    EXPECT_EQ(windows_of(j), windows(28, 0, 0));
     j["max_window_layers"] = 0;
     j["sliding_window"] = nullptr;
-    expect_config_loads(j);  // no window
+    EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // no window
     j["sliding_window"] = 40960;
-    expect_config_loads(j);  // the window covers every position
+    EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // the window covers every position
     j["sliding_window"] = 40959;
-    expect_config_refused(j, {"sliding_window 40959", "use_sliding_window: true"});
+    EXPECT_EQ(windows_of(j), windows(0, 28, 40959));
+    j["sliding_window"] = -1;
+    expect_config_refused(j, {"sliding_window", ">= 0"});
   }
 }
 
@@ -183,7 +193,11 @@ TEST(LoaderRefusals, LayerTypes) {
   j["layer_types"] = json::array();
   for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i < 20 ? "full_attention" : "sliding_attention");
   j["sliding_window"] = 4096;
-  expect_config_refused(j, {"layer_types[20]", "\"sliding_attention\""});
+  EXPECT_EQ(windows_of(j), windows(28, 0, 0));  // use_sliding_window: false drops Qwen's window (as HF)
+  j["use_sliding_window"] = true;
+  EXPECT_EQ(windows_of(j), windows(20, 8, 4096));
+  j["layer_types"][3] = "chunked_attention";
+  expect_config_refused(j, {"layer_types[3]", "\"chunked_attention\""});
   for (auto& t : j["layer_types"]) t = "full_attention";
   j["use_sliding_window"] = true;  // layer_types decides: every layer is full attention
   j["max_window_layers"] = 0;
@@ -301,10 +315,13 @@ TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_string("llama.rope.scaling.type", "none"); })));
   expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "yarn"); }),
                       {"llama.rope.scaling.type", "\"yarn\""});
-  expect_gguf_refused(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }),
-                      {"llama.attention.sliding_window", "= 64", "256"});
-  EXPECT_NO_THROW(
-      open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{256}); })));
+  // A window that binds (context_length 256) slides every layer; one that does not, none.
+  const GgufModel swa =
+      open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }));
+  for (int64_t w : swa.config.layer_sliding_window) EXPECT_EQ(w, 64);
+  const GgufModel full =
+      open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{256}); }));
+  for (int64_t w : full.config.layer_sliding_window) EXPECT_EQ(w, 0);
   expect_gguf_refused(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{8}); }),
                       {"llama.expert_count", "= 8", "mixture-of-experts"});
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{0}); })));

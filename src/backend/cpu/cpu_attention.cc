@@ -12,6 +12,8 @@
 // An fp8 cache (cpu_kvcache.cc) is read a tile at a time: the tile's keys and values are
 // dequantised (e4m3 x its row's scale) into a per-thread fp32 scratch, and the fp32 code runs on
 // that. It is the reference of the CUDA kernels' fp8 path, not a fast path.
+// A sliding window (window > 0) moves each query row's first key up to n_keys - window: the keys
+// before it are never visited, nor their cache blocks' table entries read.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -213,13 +215,13 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
   }
 }
 
-// softmax(q k^T * scale) v over keys [0, n_keys) for `heads` q heads sharing one kv head.
-void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t n_keys,
-                float scale) {
+// softmax(q k^T * scale) v over keys [j_begin, n_keys) for `heads` q heads sharing one kv head.
+void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t j_begin,
+                int64_t n_keys, float scale) {
   alignas(64) float acc[kMaxHeadsPerItem * kMaxHeadDim];
   float m[kMaxHeadsPerItem];
   float l[kMaxHeadsPerItem];
-  attend_span(q, heads, hd, src, 0, n_keys, scale, m, l, acc);
+  attend_span(q, heads, hd, src, j_begin, n_keys, scale, m, l, acc);
   for (int h = 0; h < heads; ++h) {
     const float inv = 1.0f / l[h];
 #pragma omp simd
@@ -256,6 +258,10 @@ struct AttentionPlan {
   const int32_t* cu_k;
   const int32_t* context_lens;
   float scale;
+  int64_t window;  // 0: every earlier key
+
+  // The first key a query row seeing keys [0, n_keys) attends.
+  int64_t first_key(int64_t n_keys) const { return window > 0 ? std::max<int64_t>(0, n_keys - window) : 0; }
 
   int64_t num_items() const { return static_cast<int64_t>(num_seqs) * nkv * subgroups * chunks * splits; }
   int64_t partial_floats() const { return heads_per_item * (hd + 2); }
@@ -311,7 +317,8 @@ void AttentionPlan::run_item(int64_t item) const {
     src = {key0, key0 + nkv * hd, qkv_stride, nullptr, 0};
   }
   if (splits > 1) {  // decode: one span of this sequence's keys
-    const int64_t j0 = len_k * split / splits, j1 = len_k * (split + 1) / splits;
+    const int64_t first = first_key(len_k), span = len_k - first;
+    const int64_t j0 = first + span * split / splits, j1 = first + span * (split + 1) / splits;
     attend_span(qkv + q_row0 * qkv_stride + h0 * hd, heads, hd, src, j0, j1, scale, partial,
                 partial + heads_per_item, partial + 2 * heads_per_item);
     return;
@@ -319,8 +326,8 @@ void AttentionPlan::run_item(int64_t item) const {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t row = q_row0 + r;
     const int64_t n_keys = len_k - len_q + r + 1;  // the query rows are the last of the key span
-    attend_row(qkv + row * qkv_stride + h0 * hd, out + row * out_stride + h0 * hd, heads, hd, src, n_keys,
-               scale);
+    attend_row(qkv + row * qkv_stride + h0 * hd, out + row * out_stride + h0 * hd, heads, hd, src,
+               first_key(n_keys), n_keys, scale);
   }
 }
 
@@ -376,7 +383,8 @@ int64_t check_sequences(const AttentionPlan& p, int64_t tokens, int64_t num_bloc
     const int64_t blocks = (len_k + p.block_size - 1) / p.block_size;
     MINIVLLM_CHECK(blocks <= p.table_cols) << "attention: sequence " << s << " needs " << blocks
                                            << " blocks, block_tables has " << p.table_cols << " columns";
-    for (int64_t b = 0; b < blocks; ++b) {
+    // Blocks wholly before the first query row's window are never read (a sliding layer's freed blocks).
+    for (int64_t b = p.first_key(len_k - len_q + 1) / p.block_size; b < blocks; ++b) {
       const int32_t block = p.block_tables[s * p.table_cols + b];
       MINIVLLM_CHECK(block >= 0 && block < num_blocks)
           << "attention: block_tables[" << s << ", " << b << "] = " << block << " outside " << num_blocks
@@ -389,8 +397,9 @@ int64_t check_sequences(const AttentionPlan& p, int64_t tokens, int64_t num_bloc
 }  // namespace
 
 void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                           float scale, const Tensor& out) {
+                           float scale, int window, const Tensor& out) {
   cpu::check_tensor(qkv, DType::kF32, "attention", "qkv");
+  MINIVLLM_CHECK_GE(window, 0) << "attention: sliding window";
   cpu::check_tensor(out, DType::kF32, "attention", "out");
   MINIVLLM_CHECK(cache.num_kv_heads > 0 && cache.head_dim > 0 && cache.head_dim <= kMaxHeadDim)
       << "attention: cache kv_heads " << cache.num_kv_heads << " head_dim " << cache.head_dim << " (max "
@@ -407,6 +416,7 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   p.qkv_stride = (static_cast<int64_t>(p.nq) + 2 * p.nkv) * p.hd;
   p.out_stride = static_cast<int64_t>(p.nq) * p.hd;
   p.scale = scale;
+  p.window = window;
   const int64_t tokens = cpu::rows_with_cols(qkv, p.qkv_stride, "attention", "qkv");
   MINIVLLM_CHECK(cpu::rows_with_cols(out, p.out_stride, "attention", "out") == tokens)
       << "attention: out " << out.describe() << " vs qkv " << qkv.describe();
@@ -469,7 +479,9 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   const int64_t base_items = static_cast<int64_t>(p.num_seqs) * p.nkv * p.chunks * subgroups(p.heads_per_item);
   if (!p.prefill && base_items < 2 * num_threads_) {
     int64_t shortest = std::numeric_limits<int64_t>::max();
-    for (int s = 0; s < p.num_seqs; ++s) shortest = std::min<int64_t>(shortest, p.context_lens[s]);
+    for (int s = 0; s < p.num_seqs; ++s) {
+      shortest = std::min<int64_t>(shortest, p.context_lens[s] - p.first_key(p.context_lens[s]));
+    }
     // Spans of at least one key tile: shorter ones would cost more in merging than they save.
     p.splits = std::max<int64_t>(1, std::min<int64_t>((2 * num_threads_ + base_items - 1) / base_items,
                                                       shortest / kKeyTile));

@@ -64,7 +64,7 @@ class CpuBackend : public Backend {
   void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                 float scale, const Tensor& out) override;
+                 float scale, int window, const Tensor& out) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
   // Row-wise memcpy of src[R, c] into columns [col_start, col_start + c) of dst[R, C], any dtype (cpu_tp.cc).

@@ -171,6 +171,9 @@ void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, 
                               void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream);
 
 // ---- attention (prefill_attention.cu, decode_attention.cu) ----
+// Decode with a sliding window: its splits start at the first key rounded down to this many keys
+// (decode_finish.cuh: decode_key_origin), the tensor-core kernel's tile.
+constexpr int kDecodeKeyAlign = 16;
 struct AttentionArgs {
   const void* qkv;  // bf16 [tokens, (nq + 2 nkv) * head_dim]
   void* out;        // bf16 [tokens, nq * head_dim]
@@ -189,6 +192,9 @@ struct AttentionArgs {
   int num_seqs, num_q_heads, num_kv_heads, head_dim;
   int block_size_log2, table_cols, num_blocks;
   int max_seqlen_q;  // prefill: grid size along the query tiles
+  // Sliding window (Backend::attention): the query at position p sees keys p - window < j <= p;
+  // 0: every earlier key. The kernels read no cache block wholly before a query's window.
+  int window;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };

@@ -586,7 +586,7 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
 }
 
 void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                            float scale, const Tensor& out) {
+                            float scale, int window, const Tensor& out) {
   check_gpu(qkv, DType::kBF16, "attention", "qkv");
   check_gpu(out, DType::kBF16, "attention", "out");
   check_aligned16(qkv, "attention", "qkv");
@@ -607,6 +607,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   a.num_kv_heads = nkv;
   a.head_dim = hd;
   a.scale = scale;
+  MINIVLLM_CHECK_GE(window, 0) << "attention: sliding window";
+  a.window = window;
   const bool paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
   if (paged) {
     const bool fp8 = cache.dtype() == DType::kF8E4M3;
@@ -668,7 +670,9 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // Small batches take wide CTAs (decode_policy.h: decode_use_wide).
   const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
                     (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * tiles.tiles, num_sms_));
-  const int64_t max_context = max_blocks * cache.block_size;
+  // A sliding window's splits cover its keys and the few before them up to decode_key_origin.
+  int64_t max_context = max_blocks * cache.block_size;
+  if (window > 0) max_context = std::min<int64_t>(max_context, window + kDecodeKeyAlign - 1);
   // The tensor-core kernel where it fits and pays (decode_policy.h: decode_use_mma), never for the
   // wide CTAs of small batches.
   const int group = num_q_heads / nkv;

@@ -17,7 +17,10 @@
 //
 // num_splits / partition are computed on the host from graph-constant values (num_seqs,
 // max_num_blocks), never from context_lens, so the launch shape is fixed inside a CUDA graph;
-// CTAs whose partition starts past the sequence's length return at once.
+// CTAs whose partition starts past the sequence's length return at once. A sliding window moves
+// the splits' origin from key 0 to just before the window's first key (decode_finish.cuh:
+// decode_key_origin; blocks before it are never read, and the host plans the splits over the
+// window) and masks the keys between the origin and the window.
 //
 // Shapes. The GQA groups 1, 2, 4 and 8 at head_dim 64 and 128 (the target models) have exact
 // kernels: one CTA per kv head, its kGroup q heads in registers. Every other group (up to
@@ -168,8 +171,10 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int group = warp * S::kKeysPerWarp + lane / S::kLanes;
   constexpr int kChunks = S::kChunks;
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
-  const int start = split * partition;
   const int ctx = a.context_lens[seq];
+  const int first_key = decode_first_key(a, ctx);            // the window's first key (0: none)
+  const int origin = decode_key_origin(a, first_key);        // the splits' key 0, block-aligned
+  const int start = origin + split * partition;
   const int first_col = start >> a.block_size_log2;
   const int32_t first_block = first_col < a.table_cols ? table[first_col] : -1;
   if (start < ctx && first_block >= 0) {
@@ -294,7 +299,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = base + u * S::kGroups + group;
-      valid[u] = j < end;
+      valid[u] = j < end && j >= first_key;
       if (kStaged && valid[u] && j < staged_end) {
         const Word* kp = W::at(staged_smem, j - start, kChunks, dl);
         const Word* vp = W::at(staged_smem + static_cast<int64_t>(partition) * kHeadDim * 2, j - start, kChunks, dl);
@@ -415,7 +420,8 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   }
   // Merge the rows, write the output or this split's partial; the last split merges the splits.
   decode_finish_cta<kHeadDim, kGroup, kRows, kCtaThreads>(
-      a, scratch, sm_m, sm_l, sm_acc, seq, kExact ? kvh * kGroup : head0, heads, split, num_splits, partition, ctx,
+      a, scratch, sm_m, sm_l, sm_acc, seq, kExact ? kvh * kGroup : head0, heads, split, num_splits, partition,
+      ctx - origin,
       kExact ? static_cast<int64_t>(seq) * a.num_kv_heads + kvh : static_cast<int64_t>(seq) * gridDim.y + blockIdx.y);
 }
 

@@ -137,9 +137,11 @@ struct MmaState {
   float m = -INFINITY, l = 0.0f, vref = 0.0f;
 };
 
-// The context of one CTA: its sequence, kv head and split, and the keys [start, end) it reads.
+// The context of one CTA: its sequence, kv head and split, and the keys [start, end) it reads; a
+// sliding window's first key (0: none) and the block-aligned origin of the splits
+// (decode_finish.cuh: decode_key_origin). Keys in [start, first) are read but masked.
 struct MmaCta {
-  int split, kvh, seq, lane, warp, g, t, start, ctx, end;
+  int split, kvh, seq, lane, warp, g, t, start, ctx, end, first, origin;
   const int32_t* table;
   // Cache row of the first key of the tile at key0 (a tile is 16-aligned and blocks hold >= 16
   // keys, so all of a tile's keys share one block).
@@ -163,8 +165,10 @@ __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int partiti
   c.g = c.lane >> 2;
   c.t = c.lane & 3;
   c.table = a.block_tables + static_cast<int64_t>(c.seq) * a.table_cols;
-  c.start = c.split * partition;
   c.ctx = a.context_lens[c.seq];
+  c.first = decode_first_key(a, c.ctx);
+  c.origin = decode_key_origin(a, c.first);
+  c.start = c.origin + c.split * partition;
   const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
   const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
 #pragma unroll
@@ -241,14 +245,15 @@ __device__ __forceinline__ float load_q_fragments(const AttentionArgs& a, const 
 // One step of a warp over kTiles tiles of 16 keys, whose first keys are key0[u]: kw holds keys g and
 // g + 8 of each (its q.k B fragments), vw keys 2t, 2t + 1, 2t + 8, 2t + 9 (the p.v ones), ks / vs
 // (fp8) the scales of those four keys, the ones whose scores this thread holds. Keys at or past
-// `end` must come as zeros (a row past the context may hold anything, NaN included).
+// `end` must come as zeros (a row past the context may hold anything, NaN included); keys before
+// `begin` (a sliding window's, in its first block: finite) are masked.
 template <int kHeadDim, bool kFp8, int kTiles>
 __device__ __forceinline__ void mma_consume(MmaState<kHeadDim / 8>& st, const uint32_t (&qa)[kHeadDim / 16][4],
                                             float qmul,
                                             const uint32_t (&kw)[kTiles][2][MmaShape<kHeadDim, kFp8>::kKWords],
                                             const uint32_t (&vw)[kTiles][4][MmaShape<kHeadDim, kFp8>::kVWords],
                                             const float (&ks)[kTiles][4], const float (&vs)[kTiles][4],
-                                            const int (&key0)[kTiles], int end, int t) {
+                                            const int (&key0)[kTiles], int begin, int end, int t) {
   using S = MmaShape<kHeadDim, kFp8>;
   const int col[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
   // Scores of q head g against keys col[0..3] of each tile, log2 domain; -inf past the context.
@@ -272,7 +277,8 @@ __device__ __forceinline__ void mma_consume(MmaState<kHeadDim / 8>& st, const ui
     for (int i = 0; i < 4; ++i) {
       float s = c[i >> 1][i & 1] * qmul;
       if constexpr (kFp8) s *= ks[u][i];
-      sc[u][i] = key0[u] + col[i] < end ? s : -INFINITY;
+      const int key = key0[u] + col[i];
+      sc[u][i] = key < end && key >= begin ? s : -INFINITY;
       mx = fmaxf(mx, sc[u][i]);
     }
   }
@@ -360,7 +366,7 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
     }
   }
   decode_finish_cta<kHeadDim, kGroup, kMmaWarps, kMmaThreads>(a, scratch, sm_m, sm_l, sm_acc, c.seq, c.kvh * kGroup,
-                                                              kGroup, c.split, num_splits, partition, c.ctx,
+                                                              kGroup, c.split, num_splits, partition, c.ctx - c.origin,
                                                               static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
 }
 
@@ -438,17 +444,17 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
     for (int base = c.start; base < c.end; base += kStep) {
       Tiles f;
       f.load(a, c, base);
-      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f.kw, f.vw, f.ks, f.vs, f.key0, c.end, c.t);
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f.kw, f.vw, f.ks, f.vs, f.key0, c.first, c.end, c.t);
     }
   } else {
     Tiles f0, f1;
     f0.load(a, c, c.start);
     for (int base = c.start; base < c.end; base += 2 * kStep) {
       f1.load(a, c, base + kStep);  // zeros (no loads) past the end
-      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f0.kw, f0.vw, f0.ks, f0.vs, f0.key0, c.end, c.t);
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f0.kw, f0.vw, f0.ks, f0.vs, f0.key0, c.first, c.end, c.t);
       if (base + kStep >= c.end) break;
       f0.load(a, c, base + 2 * kStep);
-      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f1.kw, f1.vw, f1.ks, f1.vs, f1.key0, c.end, c.t);
+      mma_consume<kHeadDim, kFp8, kTiles>(st, qa, qmul, f1.kw, f1.vw, f1.ks, f1.vs, f1.key0, c.first, c.end, c.t);
     }
   }
   mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);
@@ -557,7 +563,7 @@ __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(Attenti
       }
     }
     const int key0[1] = {c.start + (i * kMmaWarps + c.warp) * kTileKeys};
-    mma_consume<kHeadDim, kFp8, 1>(st, qa, qmul, kw, vw, ks, vs, key0, c.end, c.t);
+    mma_consume<kHeadDim, kFp8, 1>(st, qa, qmul, kw, vw, ks, vs, key0, c.first, c.end, c.t);
     __syncwarp();  // every lane is done with the stage before it is refilled
   }
   mma_finish<kHeadDim, kGroup, kFp8>(st, a, c, partition, num_splits, scratch);

@@ -22,8 +22,23 @@ __device__ __forceinline__ int decode_cta_seq(const AttentionArgs& a) {
   return a.seq_order != nullptr ? __ldg(a.seq_order + blockIdx.z) : static_cast<int>(blockIdx.z);
 }
 
+// The first key a decode query over ctx keys sees: 0, or the first of a sliding window's.
+__device__ __forceinline__ int decode_first_key(const AttentionArgs& a, int ctx) {
+  return a.window > 0 ? max(0, ctx - a.window) : 0;
+}
+// Where a sequence's splits start: its first key rounded down to kDecodeKeyAlign keys (or to its
+// block, when blocks are smaller), so that the tensor-core kernel's 16-key tiles never straddle a
+// block, no split reads a block wholly before the window, and fewer keys than any partition lie
+// before the first one: every split that starts before the context's end holds a key it sees (a
+// split of masked keys only would merge as NaN).
+__device__ __forceinline__ int decode_key_origin(const AttentionArgs& a, int first_key) {
+  const int align = min(kDecodeKeyAlign, 1 << a.block_size_log2);
+  return first_key & ~(align - 1);
+}
+
 // head0: the CTA's first q head (it writes heads head0 .. head0 + heads - 1). counter_index: this
-// CTA's (sequence, kv head or head tile) counter. ctx: the sequence's keys; partition: keys per split.
+// CTA's (sequence, kv head or head tile) counter. ctx: the sequence's keys from the splits' origin
+// (decode_key_origin); partition: keys per split.
 template <int kHeadDim, int kGroup, int kRows, int kCtaThreads>
 __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const DecodeScratch& scratch,
                                                   const float (&sm_m)[kRows][kGroup], const float (&sm_l)[kRows][kGroup],

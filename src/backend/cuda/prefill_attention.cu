@@ -8,7 +8,10 @@
 // (or straight from qkv when there is no cache yet) in tiles of 64 keys, with cp.async into a
 // double-buffered, XOR-swizzled shared memory (ldmatrix reads are bank-conflict free). S = Q K^T
 // stays in registers, the online softmax runs in fp32 (exp2 with the scale folded in), and P is
-// re-packed as bf16 A fragments for O += P V.
+// re-packed as bf16 A fragments for O += P V. A sliding window starts the key loop at the tile of
+// the CTA's first row's first key (tiles before it are never loaded; keys of that tile before it
+// load as zeros) and masks the keys before each row's window; a row may then see no key in a
+// tile, so its max is kept -inf-safe.
 //
 // head_dim 64 and 128 are the target models'. 96 keeps its shared-memory rows 128 wide (the XOR
 // swizzle permutes 8 chunks of 16 bytes); 256 takes 32-key tiles, so that S, P and the 16 x 256
@@ -98,6 +101,8 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   const int q_begin = span.q_begin, len_q = span.len_q, len_k = span.len_k, q0 = span.q0, kvh = span.kvh;
   const int offset = span.offset, n_keys = span.n_keys;
   const int n_tiles = (n_keys + kBlockN - 1) / kBlockN;
+  const int kt0 = span.first_key / kBlockN;  // the first tile with a key some row sees
+  const int window = a.window;
 
   const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
   const __nv_bfloat16* qkv = static_cast<const __nv_bfloat16*>(a.qkv);
@@ -121,7 +126,8 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
     for (int idx = tid; idx < kBlockN * kChunks; idx += kThreads) {
       const int r = idx / kChunks, c = idx % kChunks;
       const int j = kt * kBlockN + r;
-      const bool ok = j < n_keys;
+      // Keys before the window are zeros, never read: their block may be stale (freed).
+      const bool ok = j < n_keys && j >= span.first_key;
       if constexpr (kFp8) {
         if (table != nullptr) {
           const int64_t row = ok ? ((static_cast<int64_t>(table[j >> a.block_size_log2]) * a.num_kv_heads + kvh)
@@ -149,7 +155,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       cp_async16(dv + swz<kRow>(r, c), vsrc, ok ? 16 : 0);
     }
   };
-  load_kv(0, 0);
+  load_kv(0, kt0);
   cp_async_commit();
 
   const float scale_log2 = a.scale * kLog2e;
@@ -163,8 +169,8 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   float m_row[2] = {-INFINITY, -INFINITY};
   float l_row[2] = {0.0f, 0.0f};
 
-  for (int kt = 0; kt < n_tiles; ++kt) {
-    const int stage = kt & 1;
+  for (int kt = kt0; kt < n_tiles; ++kt) {
+    const int stage = (kt - kt0) & 1;
     if (kt + 1 < n_tiles) {
       load_kv(stage ^ 1, kt + 1);
       cp_async_commit();
@@ -173,7 +179,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (T::kQInRegs && kt == 0) {
+    if (T::kQInRegs && kt == kt0) {
 #pragma unroll
       for (int kk = 0; kk < kHeadDim / 16; ++kk) {
         ldmatrix_x4(qf[T::kQInRegs ? kk : 0], sq + swz<kRow>(wr + (lane & 15), kk * 2 + (lane >> 4)));
@@ -199,9 +205,11 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       }
     }
 
-    // Causal and length mask, only on tiles that reach past the first row's limit.
+    // Causal and length mask, only on tiles that reach past the first row's limit; the window's,
+    // on tiles that start before the last row's window does.
     const int key0 = kt * kBlockN;
-    const bool need_mask = key0 + kBlockN - 1 > offset + q0 || key0 + kBlockN > len_k;
+    const bool need_mask = key0 + kBlockN - 1 > offset + q0 || key0 + kBlockN > len_k ||
+                           (window > 0 && key0 < offset + q0 + kBlockM - window);
 #pragma unroll
     for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
@@ -210,7 +218,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
         if (need_mask) {
           const int key = key0 + nt * 8 + t4 * 2 + (c & 1);
           const int limit = offset + q0 + wr + g + (c >> 1) * 8;
-          if (key > limit || key >= len_k) v = -INFINITY;
+          if (key > limit || key >= len_k || (window > 0 && key <= limit - window)) v = -INFINITY;
         }
         s[nt][c] = v;
       }
@@ -224,14 +232,16 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
       for (int nt = 0; nt < kBlockN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // Every row sees key 0 in tile 0, so mx is finite from then on.
-      const float corr = exp2f(m_row[r] - mx);
+      // Without a window every row sees key 0 in the first tile, so mx is finite from then on; with
+      // one a row may have seen no key yet (mx = -inf: its p and corr must be 0, not NaN).
+      const float mx_safe = mx == -INFINITY ? 0.0f : mx;
+      const float corr = exp2f(m_row[r] - mx_safe);
       m_row[r] = mx;
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[nt][2 * r] = exp2f(s[nt][2 * r] - mx);
-        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - mx);
+        s[nt][2 * r] = exp2f(s[nt][2 * r] - mx_safe);
+        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - mx_safe);
         sum += s[nt][2 * r] + s[nt][2 * r + 1];
       }
       l_row[r] = l_row[r] * corr + sum;
@@ -311,6 +321,7 @@ void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   shape.block_size = 1 << a.block_size_log2;
   shape.sm_major = device_sm_major();
   shape.force_mma = prefill_kernel_checked() == "mma";
+  shape.sliding_window = a.window > 0;
   if (prefill_kernel_choice(shape) == PrefillKernel::kWgmma) return launch_prefill_attention_wgmma(a, stream);
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
     case 64: return launch_prefill<64>(a, stream);

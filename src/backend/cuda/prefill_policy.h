@@ -18,12 +18,15 @@ struct PrefillShape {
   int block_size;  // cache block size (only matters with a cache)
   int sm_major;    // compute capability of the device
   bool force_mma;  // MINIVLLM_PREFILL_KERNEL=mma
+  bool sliding_window = false;  // a sliding-window layer (AttentionArgs::window > 0)
 };
 
 constexpr int kWgmmaMinBlockSize = 16;
 
 inline PrefillKernel prefill_kernel_choice(const PrefillShape& s) {
   if (s.force_mma || s.sm_major != 9) return PrefillKernel::kMmaSync;
+  // The wgmma kernel has no sliding window yet (its producer and V zeroing assume keys from 0).
+  if (s.sliding_window) return PrefillKernel::kMmaSync;
   if (s.head_dim != 64 && s.head_dim != 128) return PrefillKernel::kMmaSync;
   if (s.has_cache && (s.kv_fp8 || s.block_size < kWgmmaMinBlockSize)) return PrefillKernel::kMmaSync;
   return PrefillKernel::kWgmma;
