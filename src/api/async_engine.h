@@ -135,6 +135,8 @@ class AsyncEngine {
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_config_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
+  // The chat template's source, "" when the model has none (the server picks its parsers by it).
+  std::string chat_template_source() const;
 
  private:
   struct Tracked;

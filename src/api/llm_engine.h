@@ -106,6 +106,8 @@ class LLMEngine {
   // The config with its derived values resolved (resolved_config.h).
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return source_.config; }
+  // The model's chat template, or null when it has none (or a broken one).
+  const ChatTemplate* chat_template() const { return source_.chat_template ? &*source_.chat_template : nullptr; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
   const ModelRunner& runner() const { return runners_->runner(); }
   const RunnerGroup& runners() const { return *runners_; }

@@ -15,6 +15,7 @@
 #include "server/openai_response.h"
 #include "server/request_deadline.h"
 #include "server/socket_lookup.h"
+#include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
 
@@ -75,6 +76,18 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(10000);
   context_.reset(new ServingContext{engine_, options_.model_name, stopping_, options_.request_timeout_s});
+  const std::string chat_template = engine_.chat_template_source();
+  if (options_.tool_call_parser == "auto") {
+    context_->tool_parser = pick_tool_parser(engine_.model_config().arch_name, chat_template);
+  } else if (options_.tool_call_parser != "none") {
+    context_->tool_parser = tool_parser_from_name(options_.tool_call_parser);
+    MINIVLLM_CHECK(context_->tool_parser) << "unknown tool-call parser '" << options_.tool_call_parser
+                                          << "': auto, hermes, llama3_json, mistral or none";
+  }
+  const std::string& rp = options_.reasoning_parser;
+  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "none")
+      << "unknown reasoning parser '" << rp << "': auto, qwen3 or none";
+  context_->reasoning_parser = rp == "qwen3" || (rp == "auto" && chat_template.find("</think>") != std::string::npos);
   add_routes();
 }
 
