@@ -8,6 +8,7 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
 - a named function and "required", streamed: the calls arrive as delta.tool_calls;
 - tool_choice "none" and "auto" on a model that answers in prose: content, no calls; "auto" reads
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
+- --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
 - bad tools and tool choices are 400s naming the field.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
@@ -45,7 +46,10 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 class ToolsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.proc, cls.base = start_server(MODEL, "--max-model-len", "1024", api_key=API_KEY, name=NAME)
+        # The qwen3 reasoning parser on (SmolLM2's template does not think, so auto would leave it off):
+        # replies without <think> pass through it unchanged.
+        cls.proc, cls.base = start_server(MODEL, "--max-model-len", "1024", "--reasoning-parser", "qwen3",
+                                          api_key=API_KEY, name=NAME)
         cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key=API_KEY, max_retries=0, timeout=600)
 
     @classmethod
@@ -144,6 +148,18 @@ class ToolsTest(unittest.TestCase):
         self.assertEqual([(tc.index, tc.function.name) for tc in streamed], [(0, "get_time")])  # not parallel
         self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks), "Checking.\n")
         self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
+
+    def test_reasoning_content(self):
+        # What Qwen3 writes, forced through a choice grammar: the thoughts apart from the answer.
+        reply = "<think>\nA greeting.\n</think>\n\nHello!"
+        kw = dict(messages=[{"role": "user", "content": "Hi"}], max_tokens=60,
+                  extra_body={"structured_outputs": {"choice": [reply]}, "chat_template_kwargs": {"enable_thinking": True}})
+        m = self.chat(**kw).choices[0].message
+        self.assertEqual((m.reasoning_content, m.content), ("A greeting.", "Hello!"))
+        chunks = list(self.chat(stream=True, **kw))
+        self.assertEqual("".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks),
+                         "A greeting.")
+        self.assertEqual("".join(c.choices[0].delta.content or "" for c in chunks), "Hello!")
 
     def test_bad_tools_are_400s_naming_the_field(self):
         cases = [
