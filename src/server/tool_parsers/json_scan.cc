@@ -75,7 +75,7 @@ std::optional<std::vector<ParsedToolCall>> read_call_array(std::string_view s, s
     if (end == std::string_view::npos) return so_far();
     auto j = parse_json_text(s.substr(pos, end - pos));
     auto call = j ? call_from_json(*j) : std::nullopt;
-    if (!call) return std::nullopt;
+    if (!call) return so_far();
     calls.push_back(std::move(*call));
     pos = skip_space(s, end);
     if (pos < s.size() && s[pos] == ',') pos = skip_space(s, pos + 1);

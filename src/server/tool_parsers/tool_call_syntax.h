@@ -29,9 +29,11 @@ class ToolCallSyntax {
   // bare JSON); 0 when none.
   virtual char leading_char() const { return 0; }
   // Reads the calls in `region` (from the opening marker or character to the end of the reply so
-  // far). Not `final`: the calls complete so far (a prefix of the final answer), nullopt when none
-  // can be told yet. `final` (the reply ended): every call, or nullopt when the region is not a
-  // well-formed list of calls, and the whole reply is then content.
+  // far). Not `final`: the calls complete so far, up to the first one that does not read; nullopt
+  // when there are none. What a region gives must be a prefix of what any longer region gives, so
+  // a stream hands out what a whole reply does (the fuzzer checks it). `final` (the reply ended):
+  // every call, or nullopt when the region is not a well-formed list of calls; the reply past the
+  // calls handed out is then dropped, or, when there were none, content.
   virtual std::optional<std::vector<ParsedToolCall>> parse_calls(std::string_view region, bool final) const = 0;
 };
 
