@@ -100,6 +100,9 @@ class LLMEngine {
   std::vector<float> score(const std::vector<int32_t>& token_ids);
 
   // Renders a conversation with the chat template (errors name the template problem).
+  // The same with the caller's key order kept (what tojson prints: a tool's schema as the client wrote it).
+  std::string apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& template_vars) const;
   std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt = true,
                                   const nlohmann::json& template_vars = nlohmann::json::object()) const;
 

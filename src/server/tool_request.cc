@@ -95,6 +95,12 @@ ToolRequest read_tool_request(const json& body) {
   return t;
 }
 
+nlohmann::ordered_json tools_in_order(std::string_view body_text) {
+  auto body = nlohmann::ordered_json::parse(body_text.begin(), body_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("tools")) return nullptr;
+  return body["tools"];
+}
+
 std::string forced_tool_schema(const ToolRequest& t) {
   if (t.choice == ToolChoice::kNamed) {
     for (const json& tool : t.tools) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,10 @@ enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ToolRequest {
   nlohmann::json tools;  // the tools as given (an array), null when none
+  // The same in the client's key order, when the server read it from the body (tools_in_order):
+  // what the chat template prints, so the model sees {"type", "function": {"name", "description",
+  // "parameters"}} as it was trained to, not the keys sorted.
+  nlohmann::ordered_json tools_in_order;
   ToolChoice choice = ToolChoice::kNone;  // auto when tools are given and tool_choice is not
   std::string named_function;             // kNamed: the function's name
   bool parallel = true;                   // parallel_tool_calls
@@ -25,6 +30,9 @@ struct ToolRequest {
 };
 
 ToolRequest read_tool_request(const nlohmann::json& body);
+
+// The body's "tools" in its own key order (null when none); `body_text` parsed and checked already.
+nlohmann::ordered_json tools_in_order(std::string_view body_text);
 
 // The JSON schema (as text) a forced choice constrains the reply to; "" for none and auto.
 std::string forced_tool_schema(const ToolRequest& t);
