@@ -4,12 +4,15 @@
 // and SamplingParams. The only allowed rejection is ApiError (or the engine's Error); whatever a
 // parser accepts must also pass SamplingParams::validate, so the engine never sees a bad value.
 // The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
-// the body.
+// the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
+// reply parsers (tool calls, reasoning; the low bits pick which): fed whole and in pieces, it
+// must split the same way.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "server/api_error.h"
+#include "server/chat_reply.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
 
@@ -44,6 +47,37 @@ void run(uint8_t kind, std::string_view body) {
   }
 }
 
+// The reply's split when fed in pieces of `piece` bytes.
+server::ReplyDelta split_reply(const server::ReplyParsing& parsing, std::string_view text, size_t piece) {
+  auto parser = parsing.make();
+  server::ReplyDelta out;
+  for (size_t i = 0; i < text.size(); i += piece) out.append(parser->feed(text.substr(i, piece)));
+  out.append(parser->finish());
+  if (parser->num_calls() != static_cast<int>(out.calls.size())) __builtin_trap();
+  return out;
+}
+
+void run_reply(uint8_t mode, std::string_view text) {
+  server::ReplyParsing p;
+  p.reasoning = mode & 1;
+  const int tools = (mode >> 1) & 7;
+  if (tools == 1 || tools == 6) p.syntax = server::ToolParserKind::kHermes;
+  if (tools == 2) p.syntax = server::ToolParserKind::kLlama3Json;
+  if (tools == 3) p.syntax = server::ToolParserKind::kMistral;
+  p.choice = tools == 0 ? server::ToolChoice::kNone
+             : tools == 4 || tools == 7 ? server::ToolChoice::kRequired
+             : tools == 5 ? server::ToolChoice::kNamed
+                          : server::ToolChoice::kAuto;
+  p.named_function = "f";
+  p.parallel = tools < 6;
+  if (!p.active()) return;
+  const server::ReplyDelta whole = split_reply(p, text, text.size() + 1);
+  for (size_t piece : {size_t{1}, size_t{3}}) {
+    const server::ReplyDelta d = split_reply(p, text, piece);
+    if (d.reasoning != whole.reasoning || d.content != whole.content || d.calls != whole.calls) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -51,6 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   // SamplingParams::validate throws minivllm::Error for values a parser let through: not caught,
   // so libFuzzer keeps such an input.
+  if (data[0] >= 0xF0) {
+    run_reply(data[0] & 0x0F, body);
+    return 0;
+  }
   run(data[0], body);
   return 0;
 }

@@ -164,6 +164,18 @@ std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::json& messages, 
   return tokenizer_->encode(prompt, /*add_special_tokens=*/false);  // the template wrote them
 }
 
+std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::ordered_json& messages,
+                                                const nlohmann::ordered_json& template_vars) const {
+  MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
+  const std::string prompt = engine_->apply_chat_template(messages, /*add_generation_prompt=*/true, template_vars);
+  return tokenizer_->encode(prompt, /*add_special_tokens=*/false);  // the template wrote them
+}
+
+std::string AsyncEngine::chat_template_source() const {
+  const ChatTemplate* t = engine_->chat_template();
+  return t ? t->source() : "";
+}
+
 std::string AsyncEngine::detokenize(const std::vector<int32_t>& ids) const {
   MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
   return tokenizer_->decode(ids, /*skip_special_tokens=*/true);

@@ -112,6 +112,8 @@ class AsyncEngine {
   // or check them). Thread-safe.
   std::vector<int32_t> tokenize_text(const std::string& prompt, bool add_special_tokens = true) const;
   std::vector<int32_t> tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars) const;
+  std::vector<int32_t> tokenize_chat(const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& template_vars) const;  // key order kept
   std::string detokenize(const std::vector<int32_t>& ids) const;
 
   // Aborts every choice of request `id`; unknown or finished ids are ignored. Thread-safe.
@@ -135,6 +137,8 @@ class AsyncEngine {
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_config_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
+  // The chat template's source, "" when the model has none (the server picks its parsers by it).
+  std::string chat_template_source() const;
 
  private:
   struct Tracked;

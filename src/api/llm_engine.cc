@@ -154,6 +154,14 @@ std::string LLMEngine::apply_chat_template(const nlohmann::json& messages, bool 
   return source_.require_chat_template().render(messages, add_generation_prompt, vars);
 }
 
+std::string LLMEngine::apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                           const nlohmann::ordered_json& template_vars) const {
+  MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
+  nlohmann::ordered_json vars = template_vars.is_object() ? template_vars : nlohmann::ordered_json::object();
+  add_special_token_vars(source_, vars);
+  return source_.require_chat_template().render(messages, add_generation_prompt, vars);
+}
+
 int64_t LLMEngine::add_chat_request(const nlohmann::json& messages, const SamplingParams& params,
                                     const nlohmann::json& template_vars) {
   MINIVLLM_CHECK(source_.tokenizer) << "model '" << source_.path << "' has no tokenizer";

@@ -100,12 +100,17 @@ class LLMEngine {
   std::vector<float> score(const std::vector<int32_t>& token_ids);
 
   // Renders a conversation with the chat template (errors name the template problem).
+  // The same with the caller's key order kept (what tojson prints: a tool's schema as the client wrote it).
+  std::string apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& template_vars) const;
   std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt = true,
                                   const nlohmann::json& template_vars = nlohmann::json::object()) const;
 
   // The config with its derived values resolved (resolved_config.h).
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return source_.config; }
+  // The model's chat template, or null when it has none (or a broken one).
+  const ChatTemplate* chat_template() const { return source_.chat_template ? &*source_.chat_template : nullptr; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
   const ModelRunner& runner() const { return runners_->runner(); }
   const RunnerGroup& runners() const { return *runners_; }

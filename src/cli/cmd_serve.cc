@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "server/http_server.h"
+#include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::cli {
 namespace {
@@ -88,6 +89,16 @@ server::ServerOptions server_options_from(const ParsedArgs& a) {
                                                    int64_t{1} << 34));
   o.num_threads = static_cast<int>(a.get_int("--http-threads", o.num_threads, 4, 65536));
   o.request_timeout_s = seconds_flag(a, "--request-timeout", o.request_timeout_s);
+  o.tool_call_parser = a.get("--tool-call-parser").value_or(o.tool_call_parser);
+  if (o.tool_call_parser != "auto" && o.tool_call_parser != "none" &&
+      !server::tool_parser_from_name(o.tool_call_parser)) {
+    throw UsageError("--tool-call-parser must be auto, hermes, llama3_json, mistral or none, got '" +
+                     o.tool_call_parser + "'");
+  }
+  o.reasoning_parser = a.get("--reasoning-parser").value_or(o.reasoning_parser);
+  if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "none") {
+    throw UsageError("--reasoning-parser must be auto, qwen3 or none, got '" + o.reasoning_parser + "'");
+  }
   return o;
 }
 
@@ -106,6 +117,12 @@ int run_serve(const std::vector<std::string>& argv) {
       .option("--request-timeout", "S",
               "seconds a generation may take before it ends with an error, for requests without their own "
               "request_timeout (default 0: no limit)")
+      .option("--tool-call-parser", "NAME",
+              "how tool calls are read from replies when tool_choice is auto: hermes, llama3_json, mistral, none, "
+              "or auto (default: from the model's chat template)")
+      .option("--reasoning-parser", "NAME",
+              "qwen3 (<think>...</think> into reasoning_content), none, or auto (default: qwen3 when the chat "
+              "template thinks)")
       .option("--shutdown-timeout", "S",
               "after SIGTERM, seconds the requests in flight get to finish before they end with an error "
               "(default 20)");

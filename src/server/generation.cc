@@ -29,6 +29,7 @@ struct Submitted {
   bool include_usage = false;
   int logprobs = -1;
   TokenNamer name_token;
+  ReplyParsing parsing;  // chat: how each choice's text is split (reasoning, tool calls)
 };
 
 const char* prompt_param(const GenerationRequest& req) { return req.chat ? "messages" : "prompt"; }
@@ -37,7 +38,15 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
   std::vector<int32_t> ids;
   try {
     if (req.chat) {
-      ids = ctx.engine.tokenize_chat(req.messages, req.chat_template_kwargs);
+      if (!req.tools.tools_in_order.is_null()) {  // the template shows the tools to the model, as written
+        nlohmann::ordered_json vars = nlohmann::ordered_json::parse(req.chat_template_kwargs.dump());
+        vars["tools"] = req.tools.tools_in_order;
+        ids = ctx.engine.tokenize_chat(nlohmann::ordered_json::parse(req.messages.dump()), vars);
+      } else {
+        nlohmann::json vars = req.chat_template_kwargs;
+        if (!req.tools.tools.is_null()) vars["tools"] = req.tools.tools;
+        ids = ctx.engine.tokenize_chat(req.messages, vars);
+      }
     } else if (p->is_text) {
       ids = ctx.engine.tokenize_text(p->text);
     } else {
@@ -80,6 +89,21 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   return p;
 }
 
+ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& req) {
+  ReplyParsing p;
+  if (!req.chat) return p;
+  p.reasoning = ctx.reasoning_parser;
+  p.choice = req.tools.choice;
+  p.syntax = ctx.tool_parser;
+  p.named_function = req.tools.named_function;
+  p.parallel = req.tools.parallel;
+  if (p.choice == ToolChoice::kAuto && !p.syntax) {
+    throw bad_param("tool_choice", "\"auto\" needs a tool-call parser, and this server runs with "
+                                   "--tool-call-parser none; use \"required\", a named function or \"none\"");
+  }
+  return p;
+}
+
 Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline) {
   if (!req.model.empty() && req.model != ctx.model_name) {
     throw ApiError(404, "The model `" + req.model + "` does not exist; this server serves `" + ctx.model_name + "`",
@@ -91,6 +115,7 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
   s.include_usage = req.include_usage;
   s.logprobs = req.logprobs;
   s.name_token = TokenNamer{ctx.engine.tokenizer(), req.tokens_as_ids};
+  s.parsing = reply_parsing(ctx, req);
   const size_t num_prompts = req.chat ? 1 : req.prompts.size();
   // Tokenize and check every prompt before submitting any, so a bad one costs the others nothing.
   std::vector<std::vector<int32_t>> ids(num_prompts);
@@ -109,6 +134,9 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
     } catch (const QueueFullError& e) {
       throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
     } catch (const ConfigKeyError& e) {  // a sampling key the model refuses (a logit_bias id past its vocabulary)
+      if (req.tools.forces_calls() && e.key() == "structured_outputs") {  // the grammar made from the tools
+        throw bad_param("tools", "the functions' parameters " + e.problem());
+      }
       throw bad_param(e.key(), e.problem());
     } catch (const std::exception& e) {
       if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
@@ -185,7 +213,15 @@ void respond_whole(const ServingContext& ctx, Submitted& s, ClientWatch& client,
       const int index = static_cast<int>(i) * s.n + c;
       if (s.header.chat) {
         if (s.logprobs >= 0) lp = chat_logprobs(s.name_token, logprobs[i][c]);
-        choices.push_back(chat_choice(index, o.text, o.finish_reason, std::move(lp)));
+        if (s.parsing.active()) {
+          auto parser = s.parsing.make();
+          ReplyDelta reply = parser->feed(o.text);
+          reply.append(parser->finish());
+          const std::string reason = finish_reason_with_calls(o.finish_reason, parser->num_calls());
+          choices.push_back(chat_choice(index, reply, s.parsing.reasoning, reason, std::move(lp)));
+        } else {
+          choices.push_back(chat_choice(index, o.text, o.finish_reason, std::move(lp)));
+        }
       } else {
         const std::string echo = s.echo_texts.empty() ? "" : s.echo_texts[i];
         size_t offset = echo.size();
@@ -208,8 +244,33 @@ struct StreamState {
   std::vector<std::vector<bool>> started;        // a first chunk was sent (chat: with the role)
   std::vector<std::vector<size_t>> text_offset;  // completions' logprobs text_offset
   std::vector<std::vector<RequestOutput>> outputs;
+  std::vector<std::vector<std::unique_ptr<ChatReplyParser>>> parsers;  // chat with parsing: per choice
   bool done = false;
 };
+
+// One event's chunks for a chat choice whose reply is parsed: the piece of reasoning, content or
+// calls the text completed, then (at the end) the finish reason.
+std::string parsed_chunks(StreamState& st, size_t i, StreamEvent& e, std::string text, bool first, json lp) {
+  const Submitted& s = st.s;
+  const int index = static_cast<int>(i) * s.n + e.index;
+  ChatReplyParser& parser = *st.parsers[i][e.index];
+  ReplyDelta piece = parser.feed(text);
+  const int first_call = parser.num_calls() - static_cast<int>(piece.calls.size());
+  if (e.final) piece.append(parser.finish());
+  std::string out;
+  if (!piece.empty() || !e.logprobs.empty() || first) {
+    json choices = json::array({chunk_choice(index, piece, first_call, "", std::move(lp), first)});
+    out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
+    st.started[i][e.index] = true;
+  }
+  if (e.final) {
+    const std::string reason = finish_reason_with_calls(e.final->finish_reason, parser.num_calls());
+    json choices = json::array({chunk_choice(index, ReplyDelta{}, 0, reason, nullptr, false)});
+    out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
+    st.outputs[i][e.index] = std::move(*e.final);
+  }
+  return out;
+}
 
 // Chunks for the events that arrived; false when the client is gone.
 bool write_events(const ServingContext& ctx, StreamState& st, std::vector<std::pair<size_t, StreamEvent>>& events,
@@ -228,6 +289,11 @@ bool write_events(const ServingContext& ctx, StreamState& st, std::vector<std::p
     std::string text = std::move(e.text);
     bool first = !st.started[i][e.index];
     if (first && !s.echo_texts.empty()) text = std::string(s.echo_texts[i]).append(text);
+    if (!st.parsers.empty()) {
+      json lp = s.logprobs >= 0 ? chat_logprobs(s.name_token, e.logprobs) : json(nullptr);
+      out += parsed_chunks(st, i, e, std::move(text), first, std::move(lp));
+      continue;
+    }
     if (!text.empty() || !e.logprobs.empty() || first) {
       json lp = nullptr;
       if (s.logprobs >= 0) {
@@ -262,6 +328,12 @@ void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<Acti
   st->started.assign(num, std::vector<bool>(n, false));
   st->text_offset.assign(num, std::vector<size_t>(n, 0));
   st->outputs.assign(num, std::vector<RequestOutput>(n));
+  if (st->s.parsing.active()) {
+    st->parsers.resize(num);
+    for (auto& row : st->parsers) {
+      for (size_t c = 0; c < n; ++c) row.push_back(st->s.parsing.make());
+    }
+  }
   for (size_t i = 0; i < st->s.echo_texts.size(); ++i) {
     for (size_t c = 0; c < n; ++c) st->text_offset[i][c] = st->s.echo_texts[i].size();
   }

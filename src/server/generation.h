@@ -13,6 +13,7 @@
 #include "api/async_engine.h"
 #include "server/client_watch.h"
 #include "server/openai_request.h"
+#include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
 
@@ -22,6 +23,8 @@ struct ServingContext {
   const std::atomic<bool>& stopping;  // the server is shutting down: end streams now
   double request_timeout_s = 0;      // a request's deadline when it sets none; <= 0: none
   std::atomic<int> num_active{0};    // generation calls not yet answered (a graceful stop waits)
+  bool reasoning_parser = false;     // Qwen3's <think> into reasoning_content (--reasoning-parser)
+  std::optional<ToolParserKind> tool_parser = std::nullopt;  // tool_choice auto's syntax; none: auto is refused
 };
 
 // Counts one generation call in ServingContext::num_active while it lives; a stream's state holds

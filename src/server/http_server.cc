@@ -15,6 +15,7 @@
 #include "server/openai_response.h"
 #include "server/request_deadline.h"
 #include "server/socket_lookup.h"
+#include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
 
@@ -75,6 +76,18 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(10000);
   context_.reset(new ServingContext{engine_, options_.model_name, stopping_, options_.request_timeout_s});
+  const std::string chat_template = engine_.chat_template_source();
+  if (options_.tool_call_parser == "auto") {
+    context_->tool_parser = pick_tool_parser(engine_.model_config().arch_name, chat_template);
+  } else if (options_.tool_call_parser != "none") {
+    context_->tool_parser = tool_parser_from_name(options_.tool_call_parser);
+    MINIVLLM_CHECK(context_->tool_parser) << "unknown tool-call parser '" << options_.tool_call_parser
+                                          << "': auto, hermes, llama3_json, mistral or none";
+  }
+  const std::string& rp = options_.reasoning_parser;
+  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "none")
+      << "unknown reasoning parser '" << rp << "': auto, qwen3 or none";
+  context_->reasoning_parser = rp == "qwen3" || (rp == "auto" && chat_template.find("</think>") != std::string::npos);
   add_routes();
 }
 
@@ -178,8 +191,14 @@ void HttpServer::add_routes() {
            const TokenizeRequest t = parse_tokenize_request(parse_json_body(req.body));
            std::vector<int32_t> ids;
            try {
-             ids = t.chat ? engine_.tokenize_chat(t.messages, t.chat_template_kwargs)
-                          : engine_.tokenize_text(t.prompt, t.add_special_tokens);
+             if (t.chat && t.chat_template_kwargs.contains("tools")) {  // as a chat request renders them
+               nlohmann::ordered_json vars = nlohmann::ordered_json::parse(t.chat_template_kwargs.dump());
+               vars["tools"] = tools_in_order(req.body);
+               ids = engine_.tokenize_chat(nlohmann::ordered_json::parse(t.messages.dump()), vars);
+             } else {
+               ids = t.chat ? engine_.tokenize_chat(t.messages, t.chat_template_kwargs)
+                            : engine_.tokenize_text(t.prompt, t.add_special_tokens);
+             }
            } catch (const Error& e) {
              throw bad_param(t.chat ? "messages" : "prompt", public_message(e));
            }
@@ -203,7 +222,8 @@ void HttpServer::add_routes() {
       if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
       const auto now = AsyncEngine::Clock::now();
       const json body = parse_json_body(req.body);
-      const GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+      GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+      if (!g.tools.tools.is_null()) g.tools.tools_in_order = tools_in_order(req.body);
       const auto deadline = request_deadline(body, options_.request_timeout_s, now);
       ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       serve_generation(*context_, g, deadline, std::move(active), client, res);

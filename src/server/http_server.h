@@ -35,6 +35,11 @@ struct ServerOptions {
   size_t max_body_bytes = 32 << 20;  // larger bodies get 413
   int num_threads = 512;            // connections served at once (streams hold theirs)
   double request_timeout_s = 0;     // a generation's deadline when the request sets none; 0: none
+  // tool_choice auto's parser: auto (picked from the model: tool_parsers/tool_call_syntax.h),
+  // hermes, llama3_json, mistral, or none (auto is refused; required and named still work).
+  std::string tool_call_parser = "auto";
+  // auto (qwen3 when the chat template thinks in <think>...</think>), qwen3, or none.
+  std::string reasoning_parser = "auto";
 };
 
 class HttpServer {

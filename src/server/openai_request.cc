@@ -218,6 +218,7 @@ json read_messages(const json& body) {
     }
     json copy = m;
     copy["content"] = content_text(m.contains("content") ? m["content"] : json(), i);
+    read_tool_message_fields(m, i, copy);
     messages.push_back(std::move(copy));
   }
   return messages;
@@ -263,6 +264,16 @@ GenerationRequest parse_chat_request(const json& body) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = *kw;
   }
+  r.tools = read_tool_request(body);
+  if (r.tools.forces_calls()) {
+    // The reply is the call, so the grammar of the tools' schemas is its structured output.
+    const char* param = "tool_choice";
+    if (!r.params.structured_outputs.empty()) {
+      throw bad_param(param, "a required or named tool call cannot be combined with response_format or "
+                             "structured_outputs (the reply is the call's JSON)");
+    }
+    r.params.structured_outputs.json = forced_tool_schema(r.tools);
+  }
   finish_params(r);
   return r;
 }
@@ -277,6 +288,8 @@ TokenizeRequest parse_tokenize_request(const json& body) {
       if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
       r.chat_template_kwargs = *kw;
     }
+    const ToolRequest tools = read_tool_request(body);
+    if (!tools.tools.is_null()) r.chat_template_kwargs["tools"] = tools.tools;
     return r;
   }
   const json* p = field(body, "prompt");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_params.h"
+#include "server/tool_request.h"
 
 namespace minivllm::server {
 
@@ -27,6 +28,7 @@ struct GenerationRequest {
   std::vector<PromptInput> prompts;   // completions: one or more
   nlohmann::json messages;            // chat: the conversation, contents flattened to strings
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
   SamplingParams params;              // n, logprobs and penalties included
   std::optional<int> max_tokens;      // as given; unset: the handler fills in the default
   int n = 1;
@@ -52,7 +54,7 @@ struct TokenizeRequest {
   bool chat = false;
   std::string prompt;
   nlohmann::json messages;
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // with "tools" when given
   bool add_special_tokens = true;
 };
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body);

@@ -98,6 +98,62 @@ json chat_choice(int index, const std::string& text, const std::string& finish_r
           {"finish_reason", finish_reason}};
 }
 
+std::string new_tool_call_id() {
+  static const uint64_t salt = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "chatcmpl-tool-%016llx%016llx", static_cast<unsigned long long>(salt),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+std::string finish_reason_with_calls(const std::string& finish_reason, int num_calls) {
+  return num_calls > 0 && finish_reason == "stop" ? "tool_calls" : finish_reason;
+}
+
+namespace {
+
+bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+json tool_call_json(const ParsedToolCall& c) {
+  return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+}  // namespace
+
+json chat_choice(int index, const ReplyDelta& reply, bool with_reasoning, const std::string& finish_reason,
+                 json logprobs) {
+  json message = {{"role", "assistant"}};
+  message["content"] = reply.calls.empty() || !is_blank(reply.content) ? json(reply.content) : json(nullptr);
+  if (with_reasoning) message["reasoning_content"] = reply.reasoning.empty() ? json(nullptr) : json(reply.reasoning);
+  if (!reply.calls.empty()) {
+    json calls = json::array();
+    for (const ParsedToolCall& c : reply.calls) calls.push_back(tool_call_json(c));
+    message["tool_calls"] = std::move(calls);
+  }
+  return {{"index", index}, {"message", std::move(message)}, {"logprobs", std::move(logprobs)},
+          {"finish_reason", finish_reason}};
+}
+
+json chunk_choice(int index, const ReplyDelta& piece, int first_call_index, const std::string& finish_reason,
+                  json logprobs, bool first) {
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
+  if (!piece.content.empty() || (first && piece.reasoning.empty() && piece.calls.empty())) delta["content"] = piece.content;
+  if (!piece.calls.empty()) {
+    json calls = json::array();
+    for (size_t i = 0; i < piece.calls.size(); ++i) {
+      json c = tool_call_json(piece.calls[i]);
+      c["index"] = first_call_index + static_cast<int>(i);
+      calls.push_back(std::move(c));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
+  return {{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+          {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}};
+}
+
 json full_response(const ResponseHeader& h, json choices, json usage) {
   return {{"id", h.id},
           {"object", h.chat ? "chat.completion" : "text_completion"},

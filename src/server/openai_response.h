@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_params.h"
+#include "server/chat_reply.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minivllm::server {
@@ -44,12 +45,25 @@ nlohmann::json completion_choice(int index, const std::string& text, const std::
                                  nlohmann::json logprobs);
 nlohmann::json chat_choice(int index, const std::string& text, const std::string& finish_reason,
                            nlohmann::json logprobs);
+// A chat choice whose reply was parsed: reasoning_content (when the reasoning parser is on; null
+// when there was none), content (null when empty beside tool calls) and tool_calls (when any).
+nlohmann::json chat_choice(int index, const ReplyDelta& reply, bool with_reasoning, const std::string& finish_reason,
+                           nlohmann::json logprobs);
+
+// OpenAI's tool call ids: "chatcmpl-tool-" and 32 hex digits, unique within the process.
+std::string new_tool_call_id();
+// A finish reason once the reply's calls are known: "tool_calls" for a reply that ended with calls.
+std::string finish_reason_with_calls(const std::string& finish_reason, int num_calls);
 nlohmann::json full_response(const ResponseHeader& h, nlohmann::json choices, nlohmann::json usage);
 
 // One choice's piece of a stream chunk. `finish_reason` "" gives null; `first` (chat) adds the
 // assistant role to the delta, as OpenAI's first chunk does.
 nlohmann::json chunk_choice(const ResponseHeader& h, int index, const std::string& text,
                             const std::string& finish_reason, nlohmann::json logprobs, bool first);
+// A chat chunk's choice for a parsed piece of the reply: delta.reasoning_content, delta.content and
+// delta.tool_calls (each call whole, its index counted from `first_call_index`).
+nlohmann::json chunk_choice(int index, const ReplyDelta& piece, int first_call_index, const std::string& finish_reason,
+                            nlohmann::json logprobs, bool first);
 // A chunk object; `usage` null is written as null only when the stream reports usage at the end
 // (OpenAI's include_usage shape), else left out.
 nlohmann::json chunk(const ResponseHeader& h, nlohmann::json choices, const nlohmann::json& usage, bool with_usage);

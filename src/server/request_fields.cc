@@ -16,8 +16,9 @@ constexpr std::array<std::string_view, 8> kCommonFields = {
     "model",      "stream",   "stream_options",  "return_tokens_as_token_ids",
     "max_tokens", "logprobs", "response_format", "request_timeout"};
 constexpr std::array<std::string_view, 2> kCompletionFields = {"prompt", "echo"};
-constexpr std::array<std::string_view, 4> kChatFields = {"messages", "max_completion_tokens", "top_logprobs",
-                                                         "chat_template_kwargs"};
+constexpr std::array<std::string_view, 7> kChatFields = {
+    "messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs", "tools", "tool_choice",
+    "parallel_tool_calls"};
 
 // Accepted and ignored. Each changes nothing about the tokens generated, so ignoring it misleads
 // no client:
@@ -38,9 +39,9 @@ constexpr auto kRefused = std::to_array<Refusal>({
     {"guided_regex", "vLLM's old form: use structured_outputs {\"regex\": ...}"},
     {"guided_choice", "vLLM's old form: use structured_outputs {\"choice\": [...]}"},
     {"guided_grammar", "vLLM's old form: use structured_outputs {\"grammar\": ...}"},
-    {"tools", "tool calling is not supported yet"},
-    {"tool_choice", "tool calling is not supported yet"},
-    {"parallel_tool_calls", "tool calling is not supported yet"},
+    {"tools", "tools are a parameter of /v1/chat/completions"},
+    {"tool_choice", "tool_choice is a parameter of /v1/chat/completions"},
+    {"parallel_tool_calls", "parallel_tool_calls is a parameter of /v1/chat/completions"},
     {"functions", "function calling is not supported (and deprecated by OpenAI for tools)"},
     {"function_call", "function calling is not supported (and deprecated by OpenAI for tools)"},
     {"reasoning_effort", "the models served here have no reasoning-effort control"},

@@ -222,7 +222,7 @@ TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
             std::make_pair(400, std::string("echo")));
   EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "top_logprobs": 2})"); }),
             std::make_pair(400, std::string("top_logprobs")));
-  for (const char* f : {"reasoning_effort", "tools", "tool_choice", "suffix", "best_of", "guided_json"}) {
+  for (const char* f : {"reasoning_effort", "suffix", "best_of", "guided_json", "functions"}) {
     const json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {f, "x"}};
     EXPECT_EQ(error_of([&] { parse_chat_request(body); }), std::make_pair(400, std::string(f))) << f;
     try {
@@ -230,6 +230,12 @@ TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
     } catch (const ApiError& e) {
       EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << e.what();
     }
+  }
+  // Tools are chat's (tool_request_test.cc); in completions they are refused by name.
+  for (const char* f : {"tools", "tool_choice", "parallel_tool_calls"}) {
+    EXPECT_EQ(error_of([&] { parse_completion_request({{"prompt", "x"}, {f, "x"}}); }),
+              std::make_pair(400, std::string(f)))
+        << f;
   }
   const GenerationRequest r = chat(R"({"messages": [{"role": "user", "content": "x"}], "user": "u", "store": false,
                                        "metadata": {"a": "b"}, "service_tier": "auto", "foo": null})");

@@ -1,0 +1,61 @@
+#include "server/chat_reply.h"
+
+namespace minivllm::server {
+
+void ReplyDelta::append(ReplyDelta more) {
+  reasoning += more.reasoning;
+  content += more.content;
+  for (ParsedToolCall& c : more.calls) calls.push_back(std::move(c));
+}
+
+ChatReplyParser::ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls) {
+  if (reasoning) reasoning_.emplace();
+  if (tools) tools_.emplace(std::move(tools), parallel_tool_calls);
+}
+
+void ChatReplyParser::answer(std::string_view text, ReplyDelta& d) {
+  if (!tools_) {
+    d.content.append(text);
+    return;
+  }
+  ToolStreamDelta t = tools_->feed(text);
+  d.content.append(t.content);
+  for (ParsedToolCall& c : t.calls) d.calls.push_back(std::move(c));
+}
+
+ReplyDelta ChatReplyParser::feed(std::string_view text) {
+  ReplyDelta d;
+  if (reasoning_) {
+    ReasoningDelta r = reasoning_->feed(text);
+    d.reasoning = std::move(r.reasoning);
+    answer(r.content, d);
+  } else {
+    answer(text, d);
+  }
+  return d;
+}
+
+ReplyDelta ChatReplyParser::finish() {
+  ReplyDelta d;
+  if (reasoning_) {
+    ReasoningDelta r = reasoning_->finish();
+    d.reasoning = std::move(r.reasoning);
+    answer(r.content, d);
+  }
+  if (tools_) {
+    ToolStreamDelta t = tools_->finish();
+    d.content.append(t.content);
+    for (ParsedToolCall& c : t.calls) d.calls.push_back(std::move(c));
+  }
+  return d;
+}
+
+std::unique_ptr<ChatReplyParser> ReplyParsing::make() const {
+  std::unique_ptr<ToolCallSyntax> tools;
+  if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();
+  if (choice == ToolChoice::kNamed) tools = make_named_tool_syntax(named_function);
+  if (choice == ToolChoice::kAuto && syntax) tools = make_tool_call_syntax(*syntax);
+  return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel);
+}
+
+}  // namespace minivllm::server

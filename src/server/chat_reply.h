@@ -1,0 +1,55 @@
+// ChatReplyParser: one chat choice's text split as the server's parsers say: Qwen3's thoughts into
+// reasoning_content (--reasoning-parser), then tool calls out of the answer (--tool-call-parser,
+// or the forced JSON of tool_choice required / named). Streams and whole responses use it alike: a
+// whole reply is one feed() and finish().
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/reasoning/qwen3_reasoning.h"
+#include "server/tool_parsers/tool_call_stream.h"
+#include "server/tool_request.h"
+
+namespace minivllm::server {
+
+struct ReplyDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<ParsedToolCall> calls;
+  bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
+  void append(ReplyDelta more);
+};
+
+class ChatReplyParser {
+ public:
+  // `tools` null: no tool calls are parsed.
+  ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls);
+
+  ReplyDelta feed(std::string_view text);
+  ReplyDelta finish();
+  int num_calls() const { return tools_ ? tools_->num_calls() : 0; }
+
+ private:
+  void answer(std::string_view text, ReplyDelta& d);
+
+  std::optional<Qwen3ReasoningStream> reasoning_;
+  std::optional<ToolCallStream> tools_;
+};
+
+// What a request's chat replies are parsed with: the server's parsers and the request's tools.
+struct ReplyParsing {
+  bool reasoning = false;                  // the reasoning parser is on
+  ToolChoice choice = ToolChoice::kNone;
+  std::optional<ToolParserKind> syntax;    // the model's call syntax (auto); none: not parsed
+  std::string named_function;              // kNamed
+  bool parallel = true;
+
+  bool active() const { return reasoning || choice != ToolChoice::kNone; }
+  std::unique_ptr<ChatReplyParser> make() const;
+};
+
+}  // namespace minivllm::server

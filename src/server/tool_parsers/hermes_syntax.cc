@@ -1,0 +1,56 @@
+// Hermes-style calls (Qwen2.5, Qwen3, NousResearch Hermes, ChatML models such as SmolLM2):
+//   <tool_call>
+//   {"name": "get_weather", "arguments": {"city": "Paris"}}
+//   </tool_call>
+// one block per call; text between blocks is ignored, as vLLM's hermes parser does. A last block
+// left open when the reply ended is read too, if its JSON is whole.
+#include "server/tool_parsers/json_scan.h"
+#include "server/tool_parsers/tool_call_syntax.h"
+
+namespace minivllm::server {
+namespace {
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+
+class HermesSyntax : public ToolCallSyntax {
+ public:
+  std::vector<std::string_view> markers() const override { return {kOpen}; }
+
+  std::optional<std::vector<ParsedToolCall>> parse_calls(std::string_view region, bool final) const override {
+    std::vector<ParsedToolCall> calls;
+    size_t pos = region.find(kOpen);
+    while (pos != std::string_view::npos) {
+      const size_t body = pos + kOpen.size();
+      const size_t close = region.find(kClose, body);
+      if (close == std::string_view::npos && !final) break;  // still being written
+      const std::string_view text = region.substr(body, close == std::string_view::npos ? close : close - body);
+      auto call = read_call(text);
+      if (!call) {
+        if (final) return std::nullopt;
+        return calls.empty() ? std::nullopt : std::optional(calls);
+      }
+      calls.push_back(std::move(*call));
+      if (close == std::string_view::npos) break;
+      pos = region.find(kOpen, close + kClose.size());
+    }
+    if (calls.empty()) return std::nullopt;
+    return calls;
+  }
+
+ private:
+  static std::optional<ParsedToolCall> read_call(std::string_view text) {
+    const size_t begin = skip_space(text);
+    if (begin >= text.size() || text[begin] != '{') return std::nullopt;
+    const size_t end = json_value_end(text, begin);
+    if (end == std::string_view::npos || skip_space(text, end) != text.size()) return std::nullopt;
+    auto j = parse_json_text(text.substr(begin, end - begin));
+    return j ? call_from_json(*j) : std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ToolCallSyntax> make_hermes_syntax() { return std::make_unique<HermesSyntax>(); }
+
+}  // namespace minivllm::server

@@ -1,0 +1,50 @@
+// Which syntax a model writes its calls in: --tool-call-parser's names and the pick from the model.
+#include "server/tool_parsers/tool_call_syntax.h"
+
+#include <cctype>
+
+namespace minivllm::server {
+
+std::unique_ptr<ToolCallSyntax> make_hermes_syntax();
+std::unique_ptr<ToolCallSyntax> make_llama3_json_syntax();
+std::unique_ptr<ToolCallSyntax> make_mistral_syntax();
+
+std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind) {
+  switch (kind) {
+    case ToolParserKind::kHermes: return make_hermes_syntax();
+    case ToolParserKind::kLlama3Json: return make_llama3_json_syntax();
+    case ToolParserKind::kMistral: return make_mistral_syntax();
+  }
+  return make_hermes_syntax();
+}
+
+std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
+  if (name == "hermes") return ToolParserKind::kHermes;
+  if (name == "llama3_json") return ToolParserKind::kLlama3Json;
+  if (name == "mistral") return ToolParserKind::kMistral;
+  return std::nullopt;
+}
+
+const char* tool_parser_name(ToolParserKind kind) {
+  switch (kind) {
+    case ToolParserKind::kHermes: return "hermes";
+    case ToolParserKind::kLlama3Json: return "llama3_json";
+    case ToolParserKind::kMistral: return "mistral";
+  }
+  return "hermes";
+}
+
+ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template) {
+  if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolParserKind::kHermes;
+  if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolParserKind::kMistral;
+  if (chat_template.find("<|python_tag|>") != std::string_view::npos ||
+      chat_template.find("ipython") != std::string_view::npos) {
+    return ToolParserKind::kLlama3Json;
+  }
+  std::string lower(architecture);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("mistral") != std::string::npos) return ToolParserKind::kMistral;
+  return ToolParserKind::kHermes;
+}
+
+}  // namespace minivllm::server

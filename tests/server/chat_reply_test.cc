@@ -1,0 +1,81 @@
+// A chat reply split into reasoning_content, content and tool calls (src/server/chat_reply.h and
+// reasoning/): Qwen3's <think> block, with and without thinking, whole and streamed.
+#include <gtest/gtest.h>
+
+#include "server/chat_reply.h"
+#include "server/reasoning/qwen3_reasoning.h"
+
+namespace minivllm::server {
+namespace {
+
+ReplyDelta run(const ReplyParsing& parsing, const std::string& reply, size_t piece) {
+  auto parser = parsing.make();
+  ReplyDelta out;
+  for (size_t i = 0; i < reply.size(); i += piece) out.append(parser->feed(std::string_view(reply).substr(i, piece)));
+  out.append(parser->finish());
+  return out;
+}
+
+// Whole and in pieces of 1, 2, 5 bytes: the same split.
+ReplyDelta split(const ReplyParsing& parsing, const std::string& reply) {
+  ReplyDelta whole = run(parsing, reply, reply.size() + 1);
+  for (size_t piece : {1, 2, 5}) {
+    ReplyDelta d = run(parsing, reply, piece);
+    EXPECT_EQ(d.reasoning, whole.reasoning) << "piece " << piece << ": " << reply;
+    EXPECT_EQ(d.content, whole.content) << "piece " << piece << ": " << reply;
+    EXPECT_EQ(d.calls, whole.calls) << "piece " << piece << ": " << reply;
+  }
+  return whole;
+}
+
+ReplyParsing qwen3() {
+  ReplyParsing p;
+  p.reasoning = true;
+  return p;
+}
+
+TEST(Qwen3Reasoning, ThoughtsApartFromTheAnswer) {
+  ReplyDelta d = split(qwen3(), "<think>\nThe user greets me.\nI greet back.\n</think>\n\nHello! How can I help?");
+  EXPECT_EQ(d.reasoning, "The user greets me.\nI greet back.");
+  EXPECT_EQ(d.content, "Hello! How can I help?");
+  // enable_thinking false: the template wrote the empty block, the reply is all answer.
+  d = split(qwen3(), "Hello! <think> is a tag.");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Hello! <think> is a tag.");
+  // Cut by max_tokens while thinking: all reasoning, as it streamed.
+  d = split(qwen3(), "<think>\nLet me count: 1, 2");
+  EXPECT_EQ(d.reasoning, "Let me count: 1, 2");
+  EXPECT_EQ(d.content, "");
+  d = split(qwen3(), "<think>\n\n</think>\n\nShort.");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Short.");
+}
+
+TEST(Qwen3Reasoning, StreamsThoughtsAsTheyCome) {
+  Qwen3ReasoningStream s;
+  EXPECT_EQ(s.feed("<thi").reasoning, "");
+  EXPECT_EQ(s.feed("nk>\nStep one").reasoning, "Step one");
+  ReasoningDelta d = s.feed(".\nStep two.\n</th");
+  EXPECT_EQ(d.reasoning, ".\nStep two.");  // the newline before </think> is held, then dropped
+  d = s.feed("ink>\n\nDone");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Done");
+}
+
+TEST(ChatReply, ReasoningThenToolCalls) {
+  ReplyParsing p = qwen3();
+  p.choice = ToolChoice::kAuto;
+  p.syntax = ToolParserKind::kHermes;
+  ReplyDelta d = split(p, "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+                          "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+  EXPECT_EQ(d.reasoning, "I need the weather.");
+  EXPECT_EQ(d.content, "");
+  EXPECT_EQ(d.calls, (std::vector<ParsedToolCall>{{"get_weather", R"({"city":"Paris"})"}}));
+  // tool_choice none: no parsing at all.
+  ReplyParsing none;
+  none.syntax = ToolParserKind::kHermes;
+  EXPECT_FALSE(none.active());
+}
+
+}  // namespace
+}  // namespace minivllm::server

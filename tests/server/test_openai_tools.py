@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Tool calling through the official `openai` client against `minivllm serve` with the default
+model (SmolLM2-135M-Instruct) on the CPU (issue 49):
+
+- a round trip: tool_choice "required" makes the call (finish_reason "tool_calls", arguments that
+  validate against the function's schema), the tool's result goes back as a `tool` message after
+  the assistant's `tool_calls`, and the model answers in prose;
+- a named function and "required", streamed: the calls arrive as delta.tool_calls;
+- tool_choice "none" and "auto" on a model that answers in prose: content, no calls; "auto" reads
+  Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
+- --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
+- bad tools and tool choices are 400s naming the field.
+
+Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
+the client is missing, as test_openai_client.py does (whose server helpers it uses).
+"""
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_openai_client import API_KEY, MODEL, NAME, main, openai, start_server, stop_server  # noqa: E402
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 30},
+                           "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME = {"type": "function", "function": {"name": "get_time", "description": "The time in a timezone",
+                                         "parameters": {"type": "object",
+                                                        "properties": {"tz": {"type": "string", "maxLength": 20}},
+                                                        "required": ["tz"]}}}
+TOOLS = [WEATHER, TIME]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+class ToolsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The qwen3 reasoning parser on (SmolLM2's template does not think, so auto would leave it off):
+        # replies without <think> pass through it unchanged.
+        cls.proc, cls.base = start_server(MODEL, "--max-model-len", "1024", "--reasoning-parser", "qwen3",
+                                          api_key=API_KEY, name=NAME)
+        cls.client = openai.OpenAI(base_url=cls.base + "/v1", api_key=API_KEY, max_retries=0, timeout=600)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = stop_server(cls.proc)
+        err = cls.proc.stderr.read()
+        cls.proc.stderr.close()
+        assert code == 0, f"serve exited with {code}: {err}"
+
+    def chat(self, **kw):
+        kw.setdefault("max_tokens", 80)
+        return self.client.chat.completions.create(model=NAME, temperature=0, **kw)
+
+    def assert_call_valid(self, call):
+        import jsonschema
+        tool = {t["function"]["name"]: t for t in TOOLS}[call.function.name]
+        self.assertEqual(call.type, "function")
+        self.assertTrue(call.id)
+        jsonschema.validate(json.loads(call.function.arguments), tool["function"]["parameters"])
+
+    def test_round_trip(self):
+        r = self.chat(messages=ASK, tools=TOOLS, tool_choice="required")
+        choice = r.choices[0]
+        self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+        self.assertIsNone(choice.message.content)
+        self.assertGreaterEqual(len(choice.message.tool_calls), 1)
+        for call in choice.message.tool_calls:
+            self.assert_call_valid(call)
+        call = choice.message.tool_calls[0]
+        history = ASK + [
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude_none=True)]},
+            {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 22, "unit": "celsius"})},
+        ]
+        final = self.chat(messages=history, tools=TOOLS, max_tokens=40).choices[0]
+        self.assertIn(final.finish_reason, ("stop", "length"))
+        self.assertFalse(final.message.tool_calls)
+        self.assertTrue(final.message.content.strip())
+
+    def test_named_function_streamed(self):
+        stream = self.chat(messages=ASK, tools=TOOLS, stream=True,
+                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        calls, finish, content = {}, None, ""
+        for chunk in stream:
+            delta = chunk.choices[0].delta
+            content += delta.content or ""
+            for tc in delta.tool_calls or []:  # OpenAI's incremental form: merged by index
+                c = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                c["id"] = tc.id or c["id"]
+                c["name"] += tc.function.name or ""
+                c["arguments"] += tc.function.arguments or ""
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertEqual(finish, "tool_calls")
+        self.assertEqual(content, "")
+        self.assertEqual(list(calls), [0])
+        self.assertEqual(calls[0]["name"], "get_weather")
+        self.assertTrue(calls[0]["id"])
+        import jsonschema
+        jsonschema.validate(json.loads(calls[0]["arguments"]), WEATHER["function"]["parameters"])
+
+    def test_required_streamed(self):
+        # The round trip's tools and choice: the same grammar, compiled once (xgrammar's cache).
+        stream = self.chat(messages=[{"role": "user", "content": "What time is it in Tokyo?"}], tools=TOOLS,
+                           tool_choice="required", stream=True)
+        chunks = list(stream)
+        calls = [tc for chunk in chunks if chunk.choices for tc in chunk.choices[0].delta.tool_calls or []]
+        self.assertGreaterEqual(len(calls), 1)
+        self.assertEqual([tc.index for tc in calls], list(range(len(calls))))
+        for call in calls:
+            self.assert_call_valid(call)
+        self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
+
+    def test_none_and_auto_answer_in_prose(self):
+        # SmolLM2's template does not show the tools, so it answers in prose: content, no calls.
+        for choice in ("none", "auto"):
+            r = self.chat(messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=16).choices[0]
+            self.assertFalse(r.message.tool_calls, choice)
+            self.assertTrue(r.message.content, choice)
+            self.assertIn(r.finish_reason, ("stop", "length"))
+
+    def test_auto_reads_hermes_calls(self):
+        # The reply a Hermes-style model writes, forced here through a choice grammar (SmolLM2 is not
+        # trained for tools): the auto parser (hermes, picked from SmolLM2's ChatML template) reads
+        # it into tool_calls, whole and streamed.
+        reply = ('Checking.\n<tool_call>{"name": "get_time", "arguments": {"tz": "UTC"}}</tool_call>\n'
+                 '<tool_call>{"name": "get_weather"}</tool_call>')
+        kw = dict(messages=ASK, tools=TOOLS, max_tokens=120, extra_body={"structured_outputs": {"choice": [reply]}})
+        whole = self.chat(**kw)
+        r = whole.choices[0]
+        self.assertEqual(r.finish_reason, "tool_calls", (whole.usage, r.message))
+        self.assertEqual(r.message.content, "Checking.\n")
+        self.assertEqual([c.function.name for c in r.message.tool_calls], ["get_time", "get_weather"])
+        self.assertEqual(json.loads(r.message.tool_calls[0].function.arguments), {"tz": "UTC"})
+        self.assertEqual(json.loads(r.message.tool_calls[1].function.arguments), {})
+        chunks = list(self.chat(stream=True, parallel_tool_calls=False, **kw))
+        streamed = [tc for ch in chunks for tc in ch.choices[0].delta.tool_calls or []]
+        self.assertEqual([(tc.index, tc.function.name) for tc in streamed], [(0, "get_time")])  # not parallel
+        self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks), "Checking.\n")
+        self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
+
+    def test_reasoning_content(self):
+        # What Qwen3 writes, forced through a choice grammar: the thoughts apart from the answer.
+        reply = "<think>\nA greeting.\n</think>\n\nHello!"
+        kw = dict(messages=[{"role": "user", "content": "Hi"}], max_tokens=60,
+                  extra_body={"structured_outputs": {"choice": [reply]}, "chat_template_kwargs": {"enable_thinking": True}})
+        m = self.chat(**kw).choices[0].message
+        self.assertEqual((m.reasoning_content, m.content), ("A greeting.", "Hello!"))
+        chunks = list(self.chat(stream=True, **kw))
+        self.assertEqual("".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks),
+                         "A greeting.")
+        self.assertEqual("".join(c.choices[0].delta.content or "" for c in chunks), "Hello!")
+
+    def test_bad_tools_are_400s_naming_the_field(self):
+        cases = [
+            ("tools", dict(tools=[{"type": "function", "function": {"description": "no name"}}])),
+            ("tools", dict(tools=[{"type": "code_interpreter"}])),
+            ("tool_choice", dict(tools=TOOLS, tool_choice="always")),
+            ("tool_choice", dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}})),
+            ("tool_choice", dict(tool_choice="required")),
+            ("tools", dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}],
+                           tool_choice="required")),
+        ]
+        for param, kw in cases:
+            with self.assertRaises(openai.BadRequestError, msg=param) as cm:
+                self.chat(messages=ASK, **kw)
+            self.assertEqual(cm.exception.body.get("param"), param, cm.exception.body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
