@@ -1,11 +1,12 @@
 // AVX2 + FMA + F16C dot products of quant_kernels.h (this file alone is built with those flags;
 // quant_kernels.cc calls it only after cpuid says the CPU has them). Per 32-element block: the
 // weights widened to int16, vpmaddwd against the int16 activations, the int32 sums scaled once.
+// The K-quants' kernels: quant_kernels_k_x86.h.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "backend/cpu/quant_kernels_x86.h"
+#include "backend/cpu/quant_kernels_k_x86.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm::cpu {
@@ -100,15 +101,32 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   }
 }
 
-const QuantKernels kAvx2{dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>,
-                         dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>,
-                         dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>,
-                         dot_16bit<load_bf16x8, bf16_scalar>,
-                         dot_16bit<load_f16x8, load_f16>,
-                         dequant};
+// Q2_K (mins every 16 elements) keeps the portable kernel.
+QuantKernels make_avx2() {
+  QuantKernels k = quant_kernels(Isa::kScalar);
+  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
+  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
+  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
+  k.dot_bf16 = dot_16bit<load_bf16x8, bf16_scalar>;
+  k.dot_f16 = dot_16bit<load_f16x8, load_f16>;
+  k.dequant = dequant;
+  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
+  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);
+  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  return k;
+}
 
 }  // namespace
 
-const QuantKernels& quant_kernels_avx2() { return kAvx2; }
+const QuantKernels& quant_kernels_avx2() {
+  static const QuantKernels kernels = make_avx2();
+  return kernels;
+}
 
 }  // namespace minivllm::cpu
