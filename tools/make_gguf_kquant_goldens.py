@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""A tiny random Llama GGUF quantised by llama.cpp's llama-quantize (Q4_K_M and Q6_K), and float64
-greedy references for it computed from gguf-py's dequantisation: the goldens of
-tests/golden/gguf_kquant_test.cc.
+"""Tiny random Llama, Qwen3 and Qwen2 GGUFs quantised by llama.cpp's llama-quantize (Llama: Q4_K_M and
+Q6_K; the Qwens: Q4_K_M), and float64 greedy references for them computed from gguf-py's
+dequantisation: the goldens of tests/golden/gguf_kquant_test.cc.
 
 Usage (gguf==0.19.0 and numpy from tools/requirements-goldens.txt; llama-quantize built from the
 llama.cpp that the llama-cpp-python sdist vendors, see docs/PERFORMANCE.md):
-    python3 tools/make_gguf_kquant_goldens.py --quantize /path/to/llama-quantize tests/goldens/llama-tiny-kquant
+    python3 tools/make_gguf_kquant_goldens.py --quantize /path/to/llama-quantize tests/goldens/gguf-tiny-kquant
 
-Writes OUT/model-Q4_K_M.gguf, OUT/model-Q6_K.gguf and OUT/goldens.json. The f32 source
+Writes OUT/<arch>-<type>.gguf and OUT/goldens.json. Each f32 source
 (hidden 256, the width of one K-quant super-block; 2 layers; 8 query / 2 KV heads of 64; MLP 512,
 so that every row-parallel input splits into whole super-blocks over 2 ranks;
-untied; SentencePiece vocabulary of 512 borrowed from stories260K.gguf) is made in a temporary
-folder from a fixed seed. The reference reads each quantised file back with gguf-py, dequantises
+SentencePiece vocabulary of 512 borrowed from stories260K.gguf; Qwen3 with q/k norms and tied
+embeddings, Qwen2 with q/k/v biases) is made in a temporary folder from a fixed seed. The reference reads each quantised file back with gguf-py, dequantises
 every tensor (gguf.quants.dequantize: numpy, independent of ggml and of minivllm), and runs the
-Llama forward pass in float64 on the GGUF tensors as stored: q/k rows in GGUF's rope order, rotated
-in adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM), while minivllm unpermutes them to Hugging
-Face's order, so the check covers that too. Greedy decoding recomputes the whole sequence at each
+forward pass in float64 on the GGUF tensors as stored: Llama's q/k rows in GGUF's rope order,
+rotated in adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM), while minivllm unpermutes them to
+Hugging Face's order, so the check covers that too; Qwen's rotated in halves (NEOX). Greedy decoding recomputes the whole sequence at each
 step; greedy_margins is the top-1 minus top-2 logit of each step.
 """
 import argparse
@@ -34,16 +34,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STORIES = os.path.join(ROOT, "..", "shared", "models", "stories260K", "stories260K.gguf")
 SEED = 4747
 HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 256, 512, 2, 8, 2, 64, 512
-EPS, THETA = 1e-5, 10000.0  # of the f32 source
+EPS = 1e-5
 PROMPTS = [[1], [1, 403, 407, 261, 378], [1, 9, 80, 300, 200, 17, 5, 444]]
 MAX_NEW_TOKENS = 12
 
 
-def make_f32(path):
-    rng = np.random.default_rng(SEED)
+# (architecture, theta, tied embeddings, the llama-quantize types made)
+MODELS = [("llama", 10000.0, False, ("Q4_K_M", "Q6_K")), ("qwen3", 1e6, True, ("Q4_K_M",)),
+          ("qwen2", 1e6, False, ("Q4_K_M",))]
+
+
+def make_f32(path, arch, theta, tied):
+    rng = np.random.default_rng(SEED + [m[0] for m in MODELS].index(arch))
     stories = GGUFReader(STORIES)
-    w = GGUFWriter(path, "llama")
-    w.add_name("llama-tiny-kquant")
+    w = GGUFWriter(path, arch)
+    w.add_name(f"{arch}-tiny-kquant")
     w.add_context_length(256)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
@@ -53,7 +58,7 @@ def make_f32(path):
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
     w.add_rope_dimension_count(HEAD_DIM)
-    w.add_rope_freq_base(THETA)
+    w.add_rope_freq_base(theta)
     w.add_layer_norm_rms_eps(EPS)
     w.add_file_type(0)
     f = stories.fields
@@ -78,13 +83,20 @@ def make_f32(path):
         w.add_tensor(p + "attn_q.weight", mat(HEADS * HEAD_DIM, HIDDEN, 1.5 / HIDDEN ** 0.5))
         w.add_tensor(p + "attn_k.weight", mat(KV_HEADS * HEAD_DIM, HIDDEN, 1.5 / HIDDEN ** 0.5))
         w.add_tensor(p + "attn_v.weight", mat(KV_HEADS * HEAD_DIM, HIDDEN, 3.0 / HIDDEN ** 0.5))
+        if arch == "qwen3":
+            w.add_tensor(p + "attn_q_norm.weight", norm(HEAD_DIM))
+            w.add_tensor(p + "attn_k_norm.weight", norm(HEAD_DIM))
+        if arch == "qwen2":
+            for name, rows in (("q", HEADS), ("k", KV_HEADS), ("v", KV_HEADS)):
+                w.add_tensor(p + f"attn_{name}.bias", (0.5 * rng.standard_normal(rows * HEAD_DIM)).astype(np.float32))
         w.add_tensor(p + "attn_output.weight", mat(HIDDEN, HEADS * HEAD_DIM, 3.0 / HIDDEN ** 0.5))
         w.add_tensor(p + "ffn_norm.weight", norm(HIDDEN))
         w.add_tensor(p + "ffn_gate.weight", mat(FFN, HIDDEN, 3.0 / HIDDEN ** 0.5))
         w.add_tensor(p + "ffn_up.weight", mat(FFN, HIDDEN, 3.0 / HIDDEN ** 0.5))
         w.add_tensor(p + "ffn_down.weight", mat(HIDDEN, FFN, 3.0 / FFN ** 0.5))
     w.add_tensor("output_norm.weight", norm(HIDDEN))
-    w.add_tensor("output.weight", mat(VOCAB, HIDDEN, 3.0 / HIDDEN ** 0.5))
+    if not tied:
+        w.add_tensor("output.weight", mat(VOCAB, HIDDEN, 3.0 / HIDDEN ** 0.5))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -101,11 +113,13 @@ def load_f64(path):
         out[t.name] = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(shape)
         types[t.name] = t.tensor_type.name
 
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
     def meta(key, default=None):
-        f = r.fields.get("llama." + key)
+        f = r.fields.get(arch + "." + key)
         return default if f is None else f.parts[-1][0].item()
 
-    cfg = {"layers": meta("block_count"), "heads": meta("attention.head_count"),
+    cfg = {"arch": arch, "layers": meta("block_count"), "heads": meta("attention.head_count"),
            "kv_heads": meta("attention.head_count_kv"), "eps": meta("attention.layer_norm_rms_epsilon"),
            "theta": meta("rope.freq_base", 10000.0)}
     cfg["head_dim"] = out["blk.0.attn_q.weight"].shape[0] // cfg["heads"]
@@ -130,6 +144,15 @@ def rope_pairs(x, positions, theta):  # x [T, heads, d]: pairs (2i, 2i+1) rotate
     return out
 
 
+def rope_halves(x, positions, theta):  # Qwen's GGUF rows: element i rotates with i + d/2 (NEOX)
+    d = x.shape[-1]
+    inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = positions[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    a, b = x[..., :d // 2], x[..., d // 2:]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
 def forward(w, cfg, ids):
     """Logits of the last position of ids, in float64."""
     t, nh, nkv, hd, eps = len(ids), cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["eps"]
@@ -139,9 +162,18 @@ def forward(w, cfg, ids):
     for i in range(cfg["layers"]):
         p = f"blk.{i}."
         h = rms_norm(x, w[p + "attn_norm.weight"], eps)
-        q = rope_pairs((h @ w[p + "attn_q.weight"].T).reshape(t, nh, hd), pos, cfg["theta"])
-        k = rope_pairs((h @ w[p + "attn_k.weight"].T).reshape(t, nkv, hd), pos, cfg["theta"])
-        v = (h @ w[p + "attn_v.weight"].T).reshape(t, nkv, hd)
+
+        def proj(name, heads):
+            y = h @ w[p + f"attn_{name}.weight"].T
+            if p + f"attn_{name}.bias" in w:
+                y = y + w[p + f"attn_{name}.bias"]
+            y = y.reshape(t, heads, hd)
+            if p + f"attn_{name}_norm.weight" in w:
+                y = rms_norm(y, w[p + f"attn_{name}_norm.weight"], eps)
+            return y
+
+        rope = rope_pairs if cfg["arch"] == "llama" else rope_halves
+        q, k, v = rope(proj("q", nh), pos, cfg["theta"]), rope(proj("k", nkv), pos, cfg["theta"]), proj("v", nkv)
         att = np.empty((t, nh, hd))
         for head in range(nh):
             kv = head // (nh // nkv)
@@ -174,7 +206,7 @@ def file_goldens(path, prompts, max_new_tokens):
         print(os.path.basename(path), prompt[:8], "->", ids, "min margin", min(margins), file=sys.stderr)
     with open(path, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
-    return {"sha256": sha, "tensor_types": sorted(set(types.values())), "cases": cases}
+    return {"sha256": sha, "bytes": os.path.getsize(path), "tensor_types": sorted(set(types.values())), "cases": cases}
 
 
 def main():
@@ -196,12 +228,14 @@ def main():
         doc["command"] = " ".join(["python3", "tools/make_gguf_kquant_goldens.py"] + sys.argv[1:])
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "model-f32.gguf")
-            make_f32(src)
-            for ftype in ("Q4_K_M", "Q6_K"):
-                dst = os.path.join(args.out, f"model-{ftype}.gguf")
-                subprocess.run([args.quantize, src, dst, ftype], check=True, stdout=subprocess.DEVNULL)
-                doc["files"][os.path.basename(dst)] = file_goldens(dst, PROMPTS, MAX_NEW_TOKENS)
+            for arch, theta, tied, ftypes in MODELS:
+                src = os.path.join(tmp, f"{arch}-f32.gguf")
+                make_f32(src, arch, theta, tied)
+                for ftype in ftypes:
+                    dst = os.path.join(args.out, f"{arch}-{ftype}.gguf")
+                    subprocess.run([args.quantize, src, dst, ftype], check=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+                    doc["files"][os.path.basename(dst)] = file_goldens(dst, PROMPTS, MAX_NEW_TOKENS)
     with open(os.path.join(args.out, "goldens.json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
