@@ -147,7 +147,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, CodesLinear, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // Each ISA's kernels against the scalar ones directly: 1..kDotRows rows per call, each as the scalar
-// single-row result to rounding, with 0xff bytes (f16 NaN) after the last block.
+// single-row result to rounding, with 0xff bytes (f16 NaN) after the last block; the panel
+// decoding bit for bit.
 TEST(CodesKernels, EveryIsaAgreesWithScalar) {
   const std::vector<cpu::Isa> isas = runnable_isas();
   if (isas.size() == 1) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
@@ -175,6 +176,10 @@ TEST(CodesKernels, EveryIsaAgreesWithScalar) {
           EXPECT_NEAR(got[r], want[r], 1e-5 * mag + 1e-6) << "row " << r << " of " << rows;
         }
       }
+      // The prefill panels' decoding: bit for bit the scalar one.
+      std::vector<float> d_vec(static_cast<size_t>(k));
+      vec.dequant(dtype, static_cast<const uint8_t*>(w.host.data()), d_vec.data(), k);
+      EXPECT_EQ(0, std::memcmp(d_vec.data(), w.decoded.data(), d_vec.size() * sizeof(float)));
     }
   }
 }

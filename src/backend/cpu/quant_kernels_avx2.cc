@@ -64,8 +64,50 @@ inline void store32(__m256i lo, __m256i hi, __m256 d, __m256 m, float* out) {
   _mm256_storeu_ps(out + 24, scale8(hi, 1, d, m));
 }
 
+// The decode_block formats' panels: each sub-block's codes widened and scaled, q d + c, bit for bit
+// the scalar decoding (q d is exact in fp32 wherever c != 0, so the fused multiply-add rounds as the
+// scalar multiply then add does; c = +0 elsewhere, as there).
+template <DType T>
+void dequant_block32(const uint8_t* w, float* out, int64_t n) {
+  using B = Block<T>;
+  for (int64_t b = 0; b < n / 32; ++b, w += B::kBytes, out += 32) {
+    __m256i lo, hi;
+    B::load(w, &lo, &hi);
+    store32(lo, hi, _mm256_set1_ps(B::d(w)), _mm256_set1_ps(B::c(w)), out);
+  }
+}
+
+template <DType T>
+void dequant_super(const uint8_t* w, float* out, int64_t n) {
+  using F = Super<T>;
+  for (int64_t sb = 0; sb < n / 256; ++sb, w += F::kBytes, out += 256) {
+    alignas(32) float d[16], c[8] = {};
+    F::scales(w, d, c);
+    for (int s = 0; s < 256 / F::kSub; ++s) {
+      if constexpr (F::kSub == 16) {
+        const __m256i q = F::codes(w, s);
+        const __m256 ds = _mm256_set1_ps(d[s]), zero = _mm256_setzero_ps();
+        _mm256_storeu_ps(out + 16 * s, scale8(q, 0, ds, zero));
+        _mm256_storeu_ps(out + 16 * s + 8, scale8(q, 1, ds, zero));
+      } else {
+        __m256i lo, hi;
+        F::codes(w, s, &lo, &hi);
+        store32(lo, hi, _mm256_set1_ps(d[s]), _mm256_set1_ps(c[s]), out + 32 * s);
+      }
+    }
+  }
+}
+
 void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   switch (dtype) {
+    case DType::kQ5_0: dequant_block32<DType::kQ5_0>(w, out, n); return;
+    case DType::kQ5_1: dequant_block32<DType::kQ5_1>(w, out, n); return;
+    case DType::kIQ4_NL: dequant_block32<DType::kIQ4_NL>(w, out, n); return;
+    case DType::kQ3_K: dequant_super<DType::kQ3_K>(w, out, n); return;
+    case DType::kQ4_K: dequant_super<DType::kQ4_K>(w, out, n); return;
+    case DType::kQ5_K: dequant_super<DType::kQ5_K>(w, out, n); return;
+    case DType::kQ6_K: dequant_super<DType::kQ6_K>(w, out, n); return;
+    case DType::kIQ4_XS: dequant_super<DType::kIQ4_XS>(w, out, n); return;
     case DType::kQ8_0:
       for (int64_t b = 0; b < n / 32; ++b, w += 34, out += 32) {
         const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
