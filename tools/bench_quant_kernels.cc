@@ -1,6 +1,6 @@
 // The CPU backend's block dot products (quant_kernels.h) per instruction set: rows of 1536 elements
-// (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_1, Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q3_K and
-// IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident (about 300 KiB) and streamed
+// (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_1, Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K
+// and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident (about 300 KiB) and streamed
 // from memory (about 100 MB), on 1 and N threads. Prints ns per 32-element block per thread and
 // GB/s for every ISA the CPU has (the best of many repetitions).
 //   bench_quant_kernels [threads]     (default: the cores OpenMP sees)
@@ -30,13 +30,14 @@ int main(int argc, char** argv) {
   scratch.quantize(x.data(), 1, k);
   const ActRow act = scratch.row(0);
   for (const DType dtype : {DType::kQ4_1, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                            DType::kQ3_K, DType::kIQ4_XS}) {
+                            DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
     const size_t row_bytes = dtype_nbytes(dtype, k), unit = dtype_size(dtype);
     // Offsets of each block's f16 scales: 0.125 there keeps every sum finite.
     std::vector<size_t> f16_at{0};
     if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) f16_at = {0, 2};
     if (dtype == DType::kQ6_K) f16_at = {208};
     if (dtype == DType::kQ3_K) f16_at = {108};
+    if (dtype == DType::kQ2_K) f16_at = {80, 82};
     for (const int64_t rows : {int64_t(300 << 10) / int64_t(row_bytes) / 4 * 4, int64_t(100 << 20) / int64_t(row_bytes) / 4 * 4}) {
       std::vector<uint8_t> w(static_cast<size_t>(rows) * row_bytes);
       for (auto& b : w) b = static_cast<uint8_t>(rng());

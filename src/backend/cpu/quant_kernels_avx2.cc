@@ -81,14 +81,14 @@ template <DType T>
 void dequant_super(const uint8_t* w, float* out, int64_t n) {
   using F = Super<T>;
   for (int64_t sb = 0; sb < n / 256; ++sb, w += F::kBytes, out += 256) {
-    alignas(32) float d[16], c[8] = {};
+    alignas(32) float d[16], c[16] = {};
     F::scales(w, d, c);
     for (int s = 0; s < 256 / F::kSub; ++s) {
-      if constexpr (F::kSub == 16) {
+      if constexpr (F::kSub == 16) {  // c: Q2_K's mins (exact products: 2-bit codes), else +0
         const __m256i q = F::codes(w, s);
-        const __m256 ds = _mm256_set1_ps(d[s]), zero = _mm256_setzero_ps();
-        _mm256_storeu_ps(out + 16 * s, scale8(q, 0, ds, zero));
-        _mm256_storeu_ps(out + 16 * s + 8, scale8(q, 1, ds, zero));
+        const __m256 ds = _mm256_set1_ps(d[s]), cs = _mm256_set1_ps(c[s]);
+        _mm256_storeu_ps(out + 16 * s, scale8(q, 0, ds, cs));
+        _mm256_storeu_ps(out + 16 * s + 8, scale8(q, 1, ds, cs));
       } else {
         __m256i lo, hi;
         F::codes(w, s, &lo, &hi);
@@ -103,6 +103,7 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
     case DType::kQ5_0: dequant_block32<DType::kQ5_0>(w, out, n); return;
     case DType::kQ5_1: dequant_block32<DType::kQ5_1>(w, out, n); return;
     case DType::kIQ4_NL: dequant_block32<DType::kIQ4_NL>(w, out, n); return;
+    case DType::kQ2_K: dequant_super<DType::kQ2_K>(w, out, n); return;
     case DType::kQ3_K: dequant_super<DType::kQ3_K>(w, out, n); return;
     case DType::kQ4_K: dequant_super<DType::kQ4_K>(w, out, n); return;
     case DType::kQ5_K: dequant_super<DType::kQ5_K>(w, out, n); return;
@@ -143,7 +144,6 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   }
 }
 
-// Q2_K (mins every 16 elements) keeps the portable kernel.
 QuantKernels make_avx2() {
   QuantKernels k = quant_kernels(Isa::kScalar);
   k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
@@ -156,6 +156,7 @@ QuantKernels make_avx2() {
   set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
   set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
   set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
   set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
   set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
   set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);

@@ -44,8 +44,8 @@ __m256i super_products_512(const uint8_t* w, int s, const int16_t* xq) {
   return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
 }
 
-// The 16-element-sub-block formats (Q3_K, Q6_K) keep the 256-bit products, compiled here with the
-// AVX-512 flags; Q2_K keeps the portable kernel.
+// The 16-element-sub-block formats (Q2_K, Q3_K, Q6_K) keep the 256-bit products, compiled here
+// with the AVX-512 flags.
 QuantKernels make_avx512() {
   QuantKernels k = quant_kernels_avx2();
   k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
@@ -55,6 +55,7 @@ QuantKernels make_avx512() {
   set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
   set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
   set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
   set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
   set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_512<DType::kQ4_K>>);
   set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_512<DType::kQ5_K>>);

@@ -1,11 +1,11 @@
 // The x86 kernels of the formats decoded by common/quant_blocks.h's decode_block (Q5_0, Q5_1,
-// IQ4_NL in 32-element blocks; Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS in 256-element super-blocks), shared
+// IQ4_NL in 32-element blocks; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS in 256-element super-blocks), shared
 // by the AVX2 and AVX-512 files like quant_kernels_x86.h (anonymous namespace: one copy per ISA).
 // The integer codes of a sub-block are unpacked into int16 lanes and multiplied with the int16
 // activation codes; the float scales (super-block scale times sub-block scale) are applied to eight
 // sub-blocks at once, after the lane sums: the same row loop as the legacy formats, with a
-// super-block's eight 32-element sub-blocks as one group (two groups of 16-element ones for Q3_K and
-// Q6_K, whose scales change every 16 elements).
+// super-block's eight 32-element sub-blocks as one group (two groups of 16-element ones for Q2_K,
+// Q3_K and Q6_K, whose scales change every 16 elements; Q2_K's mins too).
 #pragma once
 
 #include "backend/cpu/quant_kernels_x86.h"
@@ -134,6 +134,7 @@ inline void k4_scales(const uint8_t* w, float* d, float* c) {
 
 template <>
 struct Super<DType::kQ4_K> {
+  static constexpr bool kMins16 = false;
   static constexpr size_t kBytes = 144;
   static constexpr int kSub = 32;
   static constexpr bool kOffset = true;
@@ -142,6 +143,7 @@ struct Super<DType::kQ4_K> {
 };
 template <>
 struct Super<DType::kQ5_K> {
+  static constexpr bool kMins16 = false;
   static constexpr size_t kBytes = 176;
   static constexpr int kSub = 32;
   static constexpr bool kOffset = true;
@@ -158,6 +160,7 @@ struct Super<DType::kQ5_K> {
 };
 template <>
 struct Super<DType::kIQ4_XS> {
+  static constexpr bool kMins16 = false;
   static constexpr size_t kBytes = 136;
   static constexpr int kSub = 32;
   static constexpr bool kOffset = false;
@@ -174,6 +177,7 @@ struct Super<DType::kIQ4_XS> {
 // Element e = 128 n + 32 k + l; 16-element sub-block s = 8 n + 2 k + l / 16.
 template <>
 struct Super<DType::kQ6_K> {
+  static constexpr bool kMins16 = false;
   static constexpr size_t kBytes = 210;
   static constexpr int kSub = 16;
   static constexpr bool kOffset = false;
@@ -195,6 +199,7 @@ struct Super<DType::kQ6_K> {
 };
 template <>
 struct Super<DType::kQ3_K> {
+  static constexpr bool kMins16 = false;
   static constexpr size_t kBytes = 110;
   static constexpr int kSub = 16;
   static constexpr bool kOffset = false;
@@ -216,6 +221,30 @@ struct Super<DType::kQ3_K> {
       const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
       d[i] = sd * static_cast<float>((low | (high << 4)) - 32);
     }
+  }
+};
+
+// Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min every 16 elements (quant_blocks_k.cc).
+template <>
+struct Super<DType::kQ2_K> {
+  static constexpr bool kMins16 = true;  // c[s] multiplies the activation sum of 16-element sub-block s
+  static constexpr size_t kBytes = 84;
+  static constexpr int kSub = 16;
+  static constexpr bool kOffset = false;
+  static __m256i codes(const uint8_t* w, int s) {
+    const int n = s / 8, k = (s / 2) % 4, half = s % 2;
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 + 32 * n + 16 * half));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), _mm_set1_epi8(3)));
+  }
+  static void scales(const uint8_t* w, float* d, float* c) {
+    const __m256 sd = _mm256_set1_ps(load_f16(w + 80)), smin = _mm256_set1_ps(-load_f16(w + 82));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m128i lo = _mm_and_si128(sc, _mm_set1_epi8(15));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15));
+    _mm256_storeu_ps(d, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo))));
+    _mm256_storeu_ps(d + 8, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)))));
+    _mm256_storeu_ps(c, _mm256_mul_ps(smin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi))));
+    _mm256_storeu_ps(c + 8, _mm256_mul_ps(smin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)))));
   }
 };
 
@@ -255,12 +284,24 @@ void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t
       xdv[1] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xd + 4)), twice);
     }
     const int16_t* xq = x.q + 256 * sb;
+    // Q2_K's mins: the activation sum of each 16-element sub-block, once for all R rows.
+    __m256 xsum16[kGroups];
+    if constexpr (F::kMins16) {
+      const __m256i ones = _mm256_set1_epi16(1);
+      for (int g = 0; g < kGroups; ++g) {
+        __m256i p[8];
+        for (int j = 0; j < 8; ++j) {
+          p[j] = _mm256_madd_epi16(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16 * (8 * g + j))));
+        }
+        xsum16[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(lane_sums8(p)), xdv[g]);
+      }
+    }
     for (int r = 0; r < R; ++r) {
       const uint8_t* wb = w + r * row_bytes + sb * F::kBytes;
       for (size_t line = 0; line < F::kBytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBytes + line), _MM_HINT_T0);
       }
-      alignas(32) float d[16], c[8];
+      alignas(32) float d[16], c[16];
       F::scales(wb, d, c);
       for (int g = 0; g < kGroups; ++g) {
         __m256i p[8];
@@ -269,6 +310,9 @@ void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t
                                  acc[r]);
       }
       if constexpr (F::kOffset) off[r] = _mm256_fmadd_ps(_mm256_load_ps(c), _mm256_loadu_ps(x.sum + 8 * sb), off[r]);
+      if constexpr (F::kMins16) {
+        for (int g = 0; g < kGroups; ++g) off[r] = _mm256_fmadd_ps(_mm256_load_ps(c + 8 * g), xsum16[g], off[r]);
+      }
     }
   }
   for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r]));
