@@ -1,7 +1,8 @@
-// The CPU backend's block dot products (quant_kernels.h) per instruction set: Q4_1 and Q8_0 rows of
-// SmolLM2's width (576), four rows per call as batch-1 decode calls them, L2-resident (1,000 rows)
-// and streamed from memory (186,000 rows: about the model's Q4_1 bytes), on 1 and N threads.
-// Prints ns per block per thread and GB/s for every ISA the CPU has (the best of many repetitions).
+// The CPU backend's block dot products (quant_kernels.h) per instruction set: rows of 1536 elements
+// (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_1, Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K
+// and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident (about 300 KiB) and streamed
+// from memory (about 100 MB), on 1 and N threads. Prints ns per 32-element block per thread and
+// GB/s for every ISA the CPU has (the best of many repetitions).
 //   bench_quant_kernels [threads]     (default: the cores OpenMP sees)
 #include <omp.h>
 
@@ -20,7 +21,7 @@ using namespace minivllm::cpu;
 
 int main(int argc, char** argv) {
   const int many = argc > 1 ? std::atoi(argv[1]) : omp_get_max_threads();
-  const int64_t k = 576, blocks = k / 32;
+  const int64_t k = 1536, blocks = k / 32;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-0.5f, 0.5f);
   std::vector<float> x(k);
@@ -28,23 +29,28 @@ int main(int argc, char** argv) {
   ActScratch scratch;
   scratch.quantize(x.data(), 1, k);
   const ActRow act = scratch.row(0);
-  for (const DType dtype : {DType::kQ4_1, DType::kQ8_0}) {
-    const size_t block_bytes = dtype == DType::kQ4_1 ? 20 : 34;
-    const size_t row_bytes = blocks * block_bytes;
-    for (const int64_t rows : {int64_t{1000}, int64_t{186000}}) {
+  for (const DType dtype : {DType::kQ4_1, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                            DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
+    const size_t row_bytes = dtype_nbytes(dtype, k), unit = dtype_size(dtype);
+    // Offsets of each block's f16 scales: 0.125 there keeps every sum finite.
+    std::vector<size_t> f16_at{0};
+    if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) f16_at = {0, 2};
+    if (dtype == DType::kQ6_K) f16_at = {208};
+    if (dtype == DType::kQ3_K) f16_at = {108};
+    if (dtype == DType::kQ2_K) f16_at = {80, 82};
+    for (const int64_t rows : {int64_t(300 << 10) / int64_t(row_bytes) / 4 * 4, int64_t(100 << 20) / int64_t(row_bytes) / 4 * 4}) {
       std::vector<uint8_t> w(static_cast<size_t>(rows) * row_bytes);
       for (auto& b : w) b = static_cast<uint8_t>(rng());
-      const uint16_t scale = 0x3000;  // f16 0.125: finite scales (and Q4_1 offsets) in every block
-      for (int64_t b = 0; b < rows * blocks; ++b) {
-        std::memcpy(&w[b * block_bytes], &scale, 2);
-        if (dtype == DType::kQ4_1) std::memcpy(&w[b * block_bytes + 2], &scale, 2);
+      const uint16_t scale = 0x3000;  // f16 0.125
+      for (size_t b = 0; b < w.size() / unit; ++b) {
+        for (size_t at : f16_at) std::memcpy(&w[b * unit + at], &scale, 2);
       }
       std::vector<float> out(static_cast<size_t>(rows));
       for (const int threads : {1, many}) {
         for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
           if (!isa_supported(isa)) continue;
           const QuantKernels& q = quant_kernels(isa);
-          const auto dot = dtype == DType::kQ4_1 ? q.dot_q4_1 : q.dot_q8_0;
+          const DotFn dot = q.dot(dtype);
           double best = 1e9;
           const int reps = isa == Isa::kScalar ? 3 : rows < 10000 ? 2000 : 30;
           for (int rep = 0; rep < reps; ++rep) {

@@ -17,13 +17,27 @@ size_t dtype_size(DType t) {
     case DType::kQ4_0: return 2 + 16;
     case DType::kQ4_1: return 2 + 2 + 16;
     case DType::kF8E4M3: return 1;
+    case DType::kQ5_0: return 2 + 4 + 16;
+    case DType::kQ5_1: return 2 + 2 + 4 + 16;
+    case DType::kIQ4_NL: return 2 + 16;
+    case DType::kQ2_K: return 16 + 64 + 2 + 2;
+    case DType::kQ3_K: return 32 + 64 + 12 + 2;
+    case DType::kQ4_K: return 2 + 2 + 12 + 128;
+    case DType::kQ5_K: return 2 + 2 + 12 + 32 + 128;
+    case DType::kQ6_K: return 128 + 64 + 16 + 2;
+    case DType::kIQ4_XS: return 2 + 2 + 4 + 128;
   }
   return 0;
 }
 
 int64_t dtype_block(DType t) {
   switch (t) {
-    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: return 32;
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1:
+    case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL:
+      return 32;
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
+    case DType::kIQ4_XS:
+      return 256;
     default: return 1;
   }
 }
@@ -47,6 +61,15 @@ const char* dtype_name(DType t) {
     case DType::kQ4_0: return "q4_0";
     case DType::kQ4_1: return "q4_1";
     case DType::kF8E4M3: return "fp8_e4m3";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
+    case DType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }

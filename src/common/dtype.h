@@ -12,11 +12,16 @@ namespace minivllm {
 // layouts), 32 elements a block along the last dimension. Only the CPU backend keeps weights in
 // them; no activation ever has these types. kF8E4M3: the FP8 KV cache's element (common/fp8.h),
 // always stored with per-row scales beside it; converted to f32 it is the raw value, unscaled.
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1, kF8E4M3 };
+// kQ5_0 .. kIQ4_XS: more of ggml's weight formats (common/quant_blocks.h): the legacy 32-element
+// blocks and the 256-element K-quant super-blocks.
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1, kF8E4M3,
+  kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS
+};
 
 // Bytes of one storage unit: an element, or a whole block for the quantised types.
 size_t dtype_size(DType t);
-// Elements in one storage unit: 32 for the quantised types, 1 otherwise.
+// Elements in one storage unit: 32 for the legacy block formats, 256 for the K-quants, 1 otherwise.
 int64_t dtype_block(DType t);
 inline bool dtype_is_quantized(DType t) { return dtype_block(t) > 1; }
 // Bytes of n elements (n a multiple of dtype_block(t); checked).

@@ -97,15 +97,25 @@ void dequantize_to_f32(DType dtype, const void* src, float* dst, int64_t n) {
     convert_to_f32(src, dtype, dst, static_cast<size_t>(n));
     return;
   }
-  MINIVLLM_CHECK(n % kQuantBlock == 0) << "dequantize " << n << " elements of " << dtype_name(dtype)
-                                       << ": not a whole number of blocks";
+  const int64_t block = dtype_block(dtype);
+  MINIVLLM_CHECK(n % block == 0) << "dequantize " << n << " elements of " << dtype_name(dtype)
+                                 << ": not a whole number of " << block << "-element blocks";
   const auto* b = static_cast<const uint8_t*>(src);
   const size_t bb = dtype_size(dtype);
+  if (has_block_codes(dtype)) {
+    BlockCodes codes;
+    for (int64_t i = 0; i < n / block; ++i) {
+      decode_block(dtype, b + i * bb, &codes);
+      float* x = dst + i * block;
+      for (int e = 0; e < codes.n; ++e) x[e] = codes.d[e / codes.sub] * codes.q[e] + codes.c[e / codes.sub];
+    }
+    return;
+  }
   for (int64_t i = 0; i < n / kQuantBlock; ++i) dequant_block(dtype, b + i * bb, dst + i * kQuantBlock);
 }
 
 void quantize_from_f32(DType dtype, const float* src, void* dst, int64_t n) {
-  MINIVLLM_CHECK(dtype_is_quantized(dtype) && n % kQuantBlock == 0)
+  MINIVLLM_CHECK((dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) && n % kQuantBlock == 0)
       << "quantize " << n << " elements to " << dtype_name(dtype);
   auto* b = static_cast<uint8_t*>(dst);
   const size_t bb = dtype_size(dtype);

@@ -12,15 +12,26 @@
 namespace minivllm {
 namespace {
 
-constexpr int64_t kBlock = 32;
-
-size_t block_bytes(uint32_t type) {
+// The DType holding a supported ggml type unchanged; kU8 for the unsupported ones.
+DType dtype_of(uint32_t type) {
   switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kQ8_0: return 2 + 32;
-    case GgmlType::kQ4_0: return 2 + 16;
-    case GgmlType::kQ4_1: return 2 + 2 + 16;
-    default: return 0;
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBF16: return DType::kBF16;
+    case GgmlType::kQ8_0: return DType::kQ8_0;
+    case GgmlType::kQ4_0: return DType::kQ4_0;
+    case GgmlType::kQ4_1: return DType::kQ4_1;
+    case GgmlType::kQ5_0: return DType::kQ5_0;
+    case GgmlType::kQ5_1: return DType::kQ5_1;
+    case GgmlType::kIQ4_NL: return DType::kIQ4_NL;
+    case GgmlType::kQ2_K: return DType::kQ2_K;
+    case GgmlType::kQ3_K: return DType::kQ3_K;
+    case GgmlType::kQ4_K: return DType::kQ4_K;
+    case GgmlType::kQ5_K: return DType::kQ5_K;
+    case GgmlType::kQ6_K: return DType::kQ6_K;
+    case GgmlType::kIQ4_XS: return DType::kIQ4_XS;
   }
+  return DType::kU8;
 }
 
 }  // namespace
@@ -35,39 +46,23 @@ const char* ggml_type_name(uint32_t type) {
   return type < sizeof(kNames) / sizeof(kNames[0]) ? kNames[type] : "unknown";
 }
 
-bool ggml_type_supported(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32: case GgmlType::kF16: case GgmlType::kBF16:
-    case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1:
-      return true;
-  }
-  return false;
-}
+bool ggml_type_supported(uint32_t type) { return dtype_of(type) != DType::kU8; }
 
 DType ggml_type_dtype(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32: return DType::kF32;
-    case GgmlType::kF16: return DType::kF16;
-    case GgmlType::kBF16: return DType::kBF16;
-    case GgmlType::kQ8_0: return DType::kQ8_0;
-    case GgmlType::kQ4_0: return DType::kQ4_0;
-    case GgmlType::kQ4_1: return DType::kQ4_1;
-  }
-  MINIVLLM_FAIL() << "ggml type " << ggml_type_name(type) << " (" << type << ") has no minivllm dtype";
+  const DType dtype = dtype_of(type);
+  MINIVLLM_CHECK(dtype != DType::kU8) << "ggml type " << ggml_type_name(type) << " (" << type
+                                      << ") is not supported; supported: " << kGgmlSupportedTypes;
+  return dtype;
 }
 
-int64_t ggml_block_size(uint32_t type) { return block_bytes(type) ? kBlock : 1; }
+int64_t ggml_block_size(uint32_t type) { return ggml_type_supported(type) ? dtype_block(dtype_of(type)) : 1; }
 
 size_t ggml_type_nbytes(uint32_t type, int64_t n) {
   MINIVLLM_CHECK_GE(n, 0) << "byte size of a negative element count of type " << ggml_type_name(type);
-  size_t units = static_cast<size_t>(n), unit_bytes = 0;
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32: unit_bytes = 4; break;
-    case GgmlType::kF16: case GgmlType::kBF16: unit_bytes = 2; break;
-    default: units /= kBlock; unit_bytes = block_bytes(type); break;
-  }
+  const DType dtype = ggml_type_dtype(type);
+  const auto units = static_cast<size_t>(n / dtype_block(dtype));
   size_t bytes = 0;
-  MINIVLLM_CHECK(!__builtin_mul_overflow(units, unit_bytes, &bytes))
+  MINIVLLM_CHECK(!__builtin_mul_overflow(units, dtype_size(dtype), &bytes))
       << "byte size of " << n << " elements of type " << ggml_type_name(type) << " overflows";
   return bytes;
 }
@@ -79,14 +74,16 @@ void ggml_dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
     case GgmlType::kBF16: convert_to_f32_parallel(src, DType::kBF16, dst, n); return;
     default: break;
   }
-  const size_t bb = block_bytes(type);
-  MINIVLLM_CHECK(bb > 0) << "cannot dequantize ggml type " << ggml_type_name(type) << " (" << type << ")";
-  MINIVLLM_CHECK_EQ(n % kBlock, 0) << "element count not a multiple of the block size";
-  const int64_t blocks = n / kBlock;
   const DType dtype = ggml_type_dtype(type);
+  const int64_t block = dtype_block(dtype);
+  const size_t bb = dtype_size(dtype);
+  MINIVLLM_CHECK_EQ(n % block, 0) << "element count not a multiple of the block size";
+  const int64_t blocks = n / block;
+  // Chunks of 8192 elements: 256 legacy blocks or 32 super-blocks.
+  const int64_t per_chunk = 8192 / block;
 #pragma omp parallel for schedule(static) if (blocks > 4096)
-  for (int64_t i = 0; i < blocks; i += 256) {
-    dequantize_to_f32(dtype, src + i * bb, dst + i * kBlock, std::min<int64_t>(256, blocks - i) * kBlock);
+  for (int64_t i = 0; i < blocks; i += per_chunk) {
+    dequantize_to_f32(dtype, src + i * bb, dst + i * block, std::min<int64_t>(per_chunk, blocks - i) * block);
   }
 }
 

@@ -251,7 +251,7 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 Tensor GgufFile::get_f32(const GgufTensorInfo& t) const {
   MINIVLLM_CHECK(ggml_type_supported(t.type))
       << path() << ": tensor '" << t.name << "' has unsupported type " << ggml_type_name(t.type) << " (" << t.type
-      << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+      << "); supported: " << kGgmlSupportedTypes;
   Tensor out = host_tensor(DType::kF32, t.hf_shape());
   ggml_dequantize(t.type, tensor_data(t), out.ptr<float>(), t.numel());
   return out;

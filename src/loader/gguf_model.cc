@@ -128,7 +128,7 @@ void check_tensor_types(const GgufFile& f) {
   for (const GgufTensorInfo& t : f.tensors()) {
     MINIVLLM_CHECK(ggml_type_supported(t.type))
         << f.path() << ": tensor '" << t.name << "' has unsupported type " << ggml_type_name(t.type) << " ("
-        << t.type << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+        << t.type << "); supported: " << kGgmlSupportedTypes;
   }
 }
 

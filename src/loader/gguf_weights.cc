@@ -125,7 +125,7 @@ class GgufWeightSource : public WeightSource {
     const std::string what = "tensor '" + name + "' (GGUF '" + t.name + "') in " + file_->path();
     MINIVLLM_CHECK(ggml_type_supported(t.type))
         << what << ": slice " << slice << ": unsupported type " << ggml_type_name(t.type) << " (" << t.type
-        << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1";
+        << "); supported: " << kGgmlSupportedTypes;
     const std::vector<int64_t> shape = t.hf_shape();
     const SliceGeometry g = check_slice(what, shape, full_shape, dim, start, length);
     const int64_t block = ggml_block_size(t.type);

@@ -170,7 +170,7 @@ std::vector<uint8_t> build_model(const BuildOptions& o = {}) {
   w.add_tensor("blk.0.attn_output.weight", {kHidden, kHidden}, 2, o_q4_0());
   w.add_tensor("blk.0.ffn_gate.weight", {kHidden, kFfn}, 3, gate_q4_1());
   if (o.unsupported_tensor) {
-    w.add_tensor("blk.0.ffn_up.weight", {kHidden, kFfn}, 10, std::vector<uint8_t>(84 * kFfn / 256 * 32));  // Q2_K
+    w.add_tensor("blk.0.ffn_up.weight", {kHidden, kFfn}, 16, std::vector<uint8_t>(66 * kFfn / 256 * 32));  // IQ2_XXS
   } else {
     w.add_tensor("blk.0.ffn_up.weight", {kHidden, kFfn}, 0, f32_bytes(kFfn, kHidden, expect_up));
   }
@@ -291,13 +291,13 @@ TEST(GgufSynthetic, TruncatedFileNamed) {
 }
 
 TEST(GgufSynthetic, UnsupportedTypeNamesTensorAndType) {
-  ScratchDir dir("gguf_q2k");
+  ScratchDir dir("gguf_iq2xxs");
   const std::string path = dir.file("t.gguf");
   write_bytes(path, build_model({.unsupported_tensor = true}));
-  expect_error_naming([&] { open_gguf(path); }, {path, "blk.0.ffn_up.weight", "Q2_K"});
+  expect_error_naming([&] { open_gguf(path); }, {path, "blk.0.ffn_up.weight", "IQ2_XXS", "Q4_K"});
   const GgufFile f(path);  // metadata-only readers (the tokenizer) still work
   EXPECT_EQ(read_gguf_vocab(f).tokens.size(), 4u);
-  expect_error_naming([&] { f.get_f32(*f.find_tensor("blk.0.ffn_up.weight")); }, {"blk.0.ffn_up.weight", "Q2_K"});
+  expect_error_naming([&] { f.get_f32(*f.find_tensor("blk.0.ffn_up.weight")); }, {"blk.0.ffn_up.weight", "IQ2_XXS"});
 }
 
 TEST(GgufSynthetic, MissingKeyAndBadMagicNamed) {

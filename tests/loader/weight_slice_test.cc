@@ -1,6 +1,6 @@
 // WeightSource::get_f32_slice: every row and column slice of odd-shaped safetensors (F32, BF16,
-// F16) and GGUF (F32, F16, BF16, Q8_0, Q4_0, Q4_1, rope-permuted llama q/k) tensors equals, bit for
-// bit, the same part of the full get_f32 result; bad slices throw errors naming the tensor.
+// F16) and GGUF (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, rope-permuted llama q/k) tensors
+// equals, bit for bit, the same part of the full get_f32 result; bad slices throw errors naming the tensor.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -210,7 +210,7 @@ TEST(SafetensorsSliceFile, UnsupportedDtypeNamed) {
 
 // ----------------------------------------------------------------------------------------------- GGUF
 
-enum GType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
+enum GType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14, kBF16 = 30 };
 
 template <typename T>
 void append(std::vector<uint8_t>* out, T v) {
@@ -228,6 +228,25 @@ std::vector<uint8_t> random_gguf_bytes(uint32_t type, int64_t n, std::mt19937* r
     case kF32: for (int64_t i = 0; i < n; ++i) append(&out, dist(*rng)); break;
     case kF16: for (int64_t i = 0; i < n; ++i) append(&out, f32_to_f16(dist(*rng))); break;
     case kBF16: for (int64_t i = 0; i < n; ++i) append(&out, f32_to_bf16(dist(*rng))); break;
+    case kQ5_0:  // d, then 4 + 16 bytes of codes
+      for (int64_t b = 0; b < n / 32; ++b) {
+        append(&out, f32_to_f16(dist(*rng) * 0.1f));
+        for (int i = 0; i < 20; ++i) append(&out, static_cast<uint8_t>(byte(*rng)));
+      }
+      break;
+    case kQ4_K:  // d, dmin, then 12 + 128 bytes of scales and codes
+      for (int64_t b = 0; b < n / 256; ++b) {
+        append(&out, f32_to_f16(dist(*rng) * 0.01f));
+        append(&out, f32_to_f16(dist(*rng) * 0.01f));
+        for (int i = 0; i < 140; ++i) append(&out, static_cast<uint8_t>(byte(*rng)));
+      }
+      break;
+    case kQ6_K:  // 208 bytes of codes and scales, then d
+      for (int64_t b = 0; b < n / 256; ++b) {
+        for (int i = 0; i < 208; ++i) append(&out, static_cast<uint8_t>(byte(*rng)));
+        append(&out, f32_to_f16(dist(*rng) * 0.001f));
+      }
+      break;
     default: {
       const int quant_bytes = type == kQ8_0 ? 32 : 16;
       for (int64_t b = 0; b < n / 32; ++b) {
@@ -255,10 +274,10 @@ const std::vector<GgufCase>& gguf_cases() {
       {"token_embd.weight", "model.embed_tokens.weight", kQ4_1, {5, 96}, 0},
       {"blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight", kQ4_0, {kQHeads * 6, 64}, kQHeads},
       {"blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight", kF32, {kKvHeads * 6, 13}, kKvHeads},
-      {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight", kF16, {7, 13}, 0},
+      {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight", kQ5_0, {7, 64}, 0},
       {"blk.0.attn_output.weight", "model.layers.0.self_attn.o_proj.weight", kQ8_0, {7, 96}, 0},
       {"blk.0.ffn_gate.weight", "model.layers.0.mlp.gate_proj.weight", kBF16, {5, 11}, 0},
-      {"blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight", kF32, {9, 5}, 0},
+      {"blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight", kQ4_K, {9, 512}, 0},
       {"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight", kQ8_0, {3, 160}, 0},
       {"blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight", kF32, {13}, 0},
       {"blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight", kQ8_0, {64}, 0},
@@ -303,7 +322,7 @@ class GgufSlice : public ::testing::Test {
 
 TEST_F(GgufSlice, EveryAllowedSliceMatchesFullTensor) {
   for (const GgufCase& c : gguf_cases()) {
-    const int64_t block = (c.type == kQ8_0 || c.type == kQ4_0 || c.type == kQ4_1) ? 32 : 1;
+    const int64_t block = ggml_block_size(c.type);
     const int last = static_cast<int>(c.shape.size()) - 1;
     const int64_t head_dim = c.rope_heads ? c.shape[0] / c.rope_heads : 1;
     int want = 0;
@@ -415,6 +434,9 @@ TEST_F(GgufSlice, BadSlicesNameTensorAndFile) {
   expect_error_naming([&] { s.get_f32_slice(q, {18, 64}, 1, 0, 1); }, {q, path_, "Q4_0", "block"});
   expect_error_naming([&] { s.get_f32_slice("lm_head.weight", {1, 32}, 1, 0, 31); },
                       {"lm_head.weight", "Q4_1", "block"});
+  // K-quants: on a 256-element super-block (a tensor-parallel split of a 512-wide row over 4 ranks).
+  expect_error_naming([&] { s.get_f32_slice("model.layers.0.mlp.up_proj.weight", {9, 512}, 1, 128, 128); },
+                      {"model.layers.0.mlp.up_proj.weight", "[128, 256) along dim 1", "Q4_K", "256"});
   expect_error_naming([&] { s.get_f32_slice("model.layers.0.post_attention_layernorm.weight", {64}, 0, 8, 8); },
                       {"model.layers.0.post_attention_layernorm.weight", "[8, 16) along dim 0", "block"});
   // Row slices of rope-permuted q/k must cover whole heads (head_dim 6).

@@ -13,7 +13,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voca
   cpu::check_tensor(ids, DType::kI32, "embedding", "ids");
   MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
                  keeps_weight_dtype(weight.dtype()))
-      << "embedding: weight " << weight.describe() << " must be a host f32, f16, bf16, q8_0, q4_0 or q4_1 tensor";
+      << "embedding: weight " << weight.describe() << " must be a host f32, f16, bf16 or ggml block-quantised tensor";
   cpu::check_tensor(out, DType::kF32, "embedding", "out");
   MINIVLLM_CHECK(weight.ndim() == 2) << "embedding: weight " << weight.describe() << " must be [vocab, hidden]";
   const int64_t rows = weight.size(0);

@@ -4,7 +4,7 @@
 // thread pool ever runs.
 //
 // - fp32 W: single-threaded OpenBLAS sgemv / sgemm on each thread's slice (the reference path).
-// - f16 / bf16 / q8_0 / q4_0 / q4_1 W, few rows (decode): dot products on the stored format
+// - f16 / bf16 / ggml block-quantised W (q8_0 ... q6_k), few rows (decode): dot products on the stored format
 //   (quant_kernels.h); quantised weights take int16-quantised activations.
 // - the same, many rows (prefill): each thread decodes its rows, a panel of up to 4 MiB at a time,
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
@@ -83,7 +83,7 @@ void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
     }
     return;
   }
-  const auto qdot = a.dtype == DType::kQ8_0 ? q.dot_q8_0 : a.dtype == DType::kQ4_0 ? q.dot_q4_0 : q.dot_q4_1;
+  const cpu::DotFn qdot = q.dot(a.dtype);
   const int64_t blocks = a.k / kQuantBlock;
   // kDotRows weight rows at a time, against every activation row while they are in L1.
   for (int64_t j = n0; j < n1; j += cpu::kDotRows) {
@@ -121,10 +121,9 @@ void run_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
 bool CpuBackend::keeps_weight_dtype(DType stored) const {
   switch (stored) {
     case DType::kF32: case DType::kF16: case DType::kBF16:
-    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1:
       return true;
     default:
-      return false;
+      return cpu::has_quant_dot(stored);
   }
 }
 
@@ -132,7 +131,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
   cpu::check_tensor(x, DType::kF32, "linear", "x");
   MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
                  keeps_weight_dtype(weight.dtype()))
-      << "linear: weight " << weight.describe() << " must be a host f32, f16, bf16, q8_0, q4_0 or q4_1 tensor";
+      << "linear: weight " << weight.describe() << " must be a host f32, f16, bf16 or ggml block-quantised tensor";
   cpu::check_tensor(out, DType::kF32, "linear", "out");
   MINIVLLM_CHECK(weight.ndim() == 2) << "linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0);

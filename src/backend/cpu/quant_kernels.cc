@@ -71,6 +71,30 @@ float dot_q4_1(const uint8_t* w, const ActRow& x, int64_t blocks) {
   return acc;
 }
 
+// The decode_block formats: each block decoded to its integer codes, then per sub-block
+// d dx sum(q qx) + c dx sum(qx), which covers Q2_K's mins per 16 elements as well.
+template <DType T>
+float dot_codes(const uint8_t* w, const ActRow& x, int64_t blocks) {
+  const int64_t n = dtype_block(T);
+  const size_t bytes = dtype_size(T);
+  BlockCodes c;
+  float acc = 0;
+  for (int64_t u = 0; u < blocks * 32 / n; ++u, w += bytes) {
+    decode_block(T, w, &c);
+    for (int s = 0; s < c.n / c.sub; ++s) {
+      const int64_t e = u * n + s * c.sub;  // first element of the sub-block in the row
+      const int16_t* xq = x.q + e;
+      int32_t qx = 0, xs = 0;
+      for (int i = 0; i < c.sub; ++i) {
+        qx += static_cast<int32_t>(c.q[s * c.sub + i]) * xq[i];
+        xs += xq[i];
+      }
+      acc += x.d[e / 32] * (c.d[s] * static_cast<float>(qx) + c.c[s] * static_cast<float>(xs));
+    }
+  }
+  return acc;
+}
+
 float dot_bf16(const uint8_t* w, const float* x, int64_t k) {
   float acc = 0;
   for (int64_t i = 0; i < k; ++i) {
@@ -94,7 +118,17 @@ void dot_rows(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int
   for (int r = 0; r < rows; ++r) out[r] = Dot(w + r * row_bytes, x, blocks);
 }
 
-const QuantKernels kScalar{dot_rows<dot_q8_0>, dot_rows<dot_q4_0>, dot_rows<dot_q4_1>, dot_bf16, dot_f16, dequant};
+const QuantKernels kScalar{dot_rows<dot_q8_0>,
+                           dot_rows<dot_q4_0>,
+                           dot_rows<dot_q4_1>,
+                           {dot_rows<dot_codes<DType::kQ5_0>>, dot_rows<dot_codes<DType::kQ5_1>>,
+                            dot_rows<dot_codes<DType::kIQ4_NL>>, dot_rows<dot_codes<DType::kQ2_K>>,
+                            dot_rows<dot_codes<DType::kQ3_K>>, dot_rows<dot_codes<DType::kQ4_K>>,
+                            dot_rows<dot_codes<DType::kQ5_K>>, dot_rows<dot_codes<DType::kQ6_K>>,
+                            dot_rows<dot_codes<DType::kIQ4_XS>>},
+                           dot_bf16,
+                           dot_f16,
+                           dequant};
 
 Isa parse_isa(const std::string& v) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
@@ -124,6 +158,21 @@ std::atomic<int>& chosen() {
 }
 
 }  // namespace
+
+bool has_quant_dot(DType dtype) {
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 || has_block_codes(dtype);
+}
+
+DotFn QuantKernels::dot(DType dtype) const {
+  switch (dtype) {
+    case DType::kQ8_0: return dot_q8_0;
+    case DType::kQ4_0: return dot_q4_0;
+    case DType::kQ4_1: return dot_q4_1;
+    default: break;
+  }
+  MINIVLLM_CHECK(has_block_codes(dtype)) << "no quantised dot product for " << dtype_name(dtype);
+  return dot_codes[static_cast<int>(dtype) - static_cast<int>(DType::kQ5_0)];
+}
 
 const char* isa_name(Isa isa) {
   switch (isa) {

@@ -1,11 +1,15 @@
 // Dot products of one weight row, kept in the checkpoint's format, with one activation row: the
-// inner loop of CpuBackend::linear on f16 / bf16 / q8_0 / q4_0 / q4_1 weights (cpu_linear.cc).
+// inner loop of CpuBackend::linear on f16 / bf16 and ggml's block-quantised weights (cpu_linear.cc):
+// q8_0 / q4_0 / q4_1 / q5_0 / q5_1 / iq4_nl and the K-quants q2_k .. q6_k, iq4_xs.
 //
 // Activations stay fp32 for 16-bit weights. For the block-quantised weights each activation row is
 // first quantised to int16 per 32-element block (ActRow), so the inner loop is integer
 // multiply-adds (vpmaddwd) with one float scale per block. int16, not llama.cpp's int8: the
 // relative error of an activation is below 2^-15 of its block's largest magnitude, so greedy
 // decoding follows the fp32 reference where 8-bit activations can flip near-ties (docs/DESIGN.md).
+//
+// The K-quants' sub-block scales are applied in fp32 per 16 or 32 elements, so the same int16
+// activations serve them (no Q8_K activation quantisation as in llama.cpp).
 //
 // Implementations: a portable scalar one (quant_kernels.cc, built without AVX), AVX2+FMA+F16C
 // (quant_kernels_avx2.cc) and AVX-512 F/BW/VL for the block formats (quant_kernels_avx512.cc), each
@@ -54,18 +58,31 @@ const char* isa_name(Isa isa);
 // Weight rows per call of the quantised dot products.
 constexpr int kDotRows = 4;
 
+// `rows` (1..kDotRows) consecutive weight rows of `blocks` 32-element blocks, row_bytes apart, each
+// . one activation row, into out[0..rows).
+using DotFn = void (*)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
+
 struct QuantKernels {
   // `rows` (1..kDotRows) consecutive weight rows of `blocks` blocks, row_bytes apart, each . one
   // activation row, into out[0..rows).
   void (*dot_q8_0)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
   void (*dot_q4_0)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
   void (*dot_q4_1)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
+  // The formats of common/quant_blocks.h's decode_block, in DType order: q5_0, q5_1, iq4_nl, q2_k,
+  // q3_k, q4_k, q5_k, q6_k, iq4_xs (blocks counts 32-element blocks here too). Reached through dot().
+  DotFn dot_codes[9];
   // One 16-bit weight row of k elements . an fp32 activation row.
   float (*dot_bf16)(const uint8_t* w, const float* x, int64_t k);
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
+
+  // The dot product of a block-quantised dtype (checked).
+  DotFn dot(DType dtype) const;
 };
+
+// True for the block-quantised dtypes that have dot products here.
+bool has_quant_dot(DType dtype);
 
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);

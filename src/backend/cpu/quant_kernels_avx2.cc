@@ -1,11 +1,12 @@
 // AVX2 + FMA + F16C dot products of quant_kernels.h (this file alone is built with those flags;
 // quant_kernels.cc calls it only after cpuid says the CPU has them). Per 32-element block: the
 // weights widened to int16, vpmaddwd against the int16 activations, the int32 sums scaled once.
+// The K-quants' kernels: quant_kernels_k_x86.h.
 #include <immintrin.h>
 
 #include <cstring>
 
-#include "backend/cpu/quant_kernels_x86.h"
+#include "backend/cpu/quant_kernels_k_x86.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm::cpu {
@@ -63,8 +64,51 @@ inline void store32(__m256i lo, __m256i hi, __m256 d, __m256 m, float* out) {
   _mm256_storeu_ps(out + 24, scale8(hi, 1, d, m));
 }
 
+// The decode_block formats' panels: each sub-block's codes widened and scaled, q d + c, bit for bit
+// the scalar decoding (q d is exact in fp32 wherever c != 0, so the fused multiply-add rounds as the
+// scalar multiply then add does; c = +0 elsewhere, as there).
+template <DType T>
+void dequant_block32(const uint8_t* w, float* out, int64_t n) {
+  using B = Block<T>;
+  for (int64_t b = 0; b < n / 32; ++b, w += B::kBytes, out += 32) {
+    __m256i lo, hi;
+    B::load(w, &lo, &hi);
+    store32(lo, hi, _mm256_set1_ps(B::d(w)), _mm256_set1_ps(B::c(w)), out);
+  }
+}
+
+template <DType T>
+void dequant_super(const uint8_t* w, float* out, int64_t n) {
+  using F = Super<T>;
+  for (int64_t sb = 0; sb < n / 256; ++sb, w += F::kBytes, out += 256) {
+    alignas(32) float d[16], c[16] = {};
+    F::scales(w, d, c);
+    for (int s = 0; s < 256 / F::kSub; ++s) {
+      if constexpr (F::kSub == 16) {  // c: Q2_K's mins (exact products: 2-bit codes), else +0
+        const __m256i q = F::codes(w, s);
+        const __m256 ds = _mm256_set1_ps(d[s]), cs = _mm256_set1_ps(c[s]);
+        _mm256_storeu_ps(out + 16 * s, scale8(q, 0, ds, cs));
+        _mm256_storeu_ps(out + 16 * s + 8, scale8(q, 1, ds, cs));
+      } else {
+        __m256i lo, hi;
+        F::codes(w, s, &lo, &hi);
+        store32(lo, hi, _mm256_set1_ps(d[s]), _mm256_set1_ps(c[s]), out + 32 * s);
+      }
+    }
+  }
+}
+
 void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   switch (dtype) {
+    case DType::kQ5_0: dequant_block32<DType::kQ5_0>(w, out, n); return;
+    case DType::kQ5_1: dequant_block32<DType::kQ5_1>(w, out, n); return;
+    case DType::kIQ4_NL: dequant_block32<DType::kIQ4_NL>(w, out, n); return;
+    case DType::kQ2_K: dequant_super<DType::kQ2_K>(w, out, n); return;
+    case DType::kQ3_K: dequant_super<DType::kQ3_K>(w, out, n); return;
+    case DType::kQ4_K: dequant_super<DType::kQ4_K>(w, out, n); return;
+    case DType::kQ5_K: dequant_super<DType::kQ5_K>(w, out, n); return;
+    case DType::kQ6_K: dequant_super<DType::kQ6_K>(w, out, n); return;
+    case DType::kIQ4_XS: dequant_super<DType::kIQ4_XS>(w, out, n); return;
     case DType::kQ8_0:
       for (int64_t b = 0; b < n / 32; ++b, w += 34, out += 32) {
         const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2)));
@@ -100,15 +144,32 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
   }
 }
 
-const QuantKernels kAvx2{dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>,
-                         dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>,
-                         dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>,
-                         dot_16bit<load_bf16x8, bf16_scalar>,
-                         dot_16bit<load_f16x8, load_f16>,
-                         dequant};
+QuantKernels make_avx2() {
+  QuantKernels k = quant_kernels(Isa::kScalar);
+  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
+  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
+  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
+  k.dot_bf16 = dot_16bit<load_bf16x8, bf16_scalar>;
+  k.dot_f16 = dot_16bit<load_f16x8, load_f16>;
+  k.dequant = dequant;
+  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
+  set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
+  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);
+  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  return k;
+}
 
 }  // namespace
 
-const QuantKernels& quant_kernels_avx2() { return kAvx2; }
+const QuantKernels& quant_kernels_avx2() {
+  static const QuantKernels kernels = make_avx2();
+  return kernels;
+}
 
 }  // namespace minivllm::cpu

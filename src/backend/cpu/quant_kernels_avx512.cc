@@ -8,7 +8,7 @@
 // insert and fold per block cost more than the halved multiplies save. Q8_0 was even.
 #include <immintrin.h>
 
-#include "backend/cpu/quant_kernels_x86.h"
+#include "backend/cpu/quant_kernels_k_x86.h"
 
 namespace minivllm::cpu {
 
@@ -35,11 +35,32 @@ __m256i block_products(const uint8_t* w, const int16_t* xq) {
   return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
 }
 
+// Sub-block s (32 elements) of a super-block . its activation codes: one vpmaddwd as above.
+template <DType T>
+__m256i super_products_512(const uint8_t* w, int s, const int16_t* xq) {
+  __m256i lo, hi;
+  Super<T>::codes(w, s, &lo, &hi);
+  const __m512i p = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_loadu_si512(xq));
+  return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+}
+
+// The 16-element-sub-block formats (Q2_K, Q3_K, Q6_K) keep the 256-bit products, compiled here
+// with the AVX-512 flags.
 QuantKernels make_avx512() {
   QuantKernels k = quant_kernels_avx2();
   k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
   k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
   k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
+  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
+  set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
+  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_512<DType::kQ4_K>>);
+  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_512<DType::kQ5_K>>);
+  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_512<DType::kIQ4_XS>>);
   return k;
 }
 

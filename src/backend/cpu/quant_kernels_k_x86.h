@@ -1,0 +1,332 @@
+// The x86 kernels of the formats decoded by common/quant_blocks.h's decode_block (Q5_0, Q5_1,
+// IQ4_NL in 32-element blocks; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS in 256-element super-blocks), shared
+// by the AVX2 and AVX-512 files like quant_kernels_x86.h (anonymous namespace: one copy per ISA).
+// The integer codes of a sub-block are unpacked into int16 lanes and multiplied with the int16
+// activation codes; the float scales (super-block scale times sub-block scale) are applied to eight
+// sub-blocks at once, after the lane sums: the same row loop as the legacy formats, with a
+// super-block's eight 32-element sub-blocks as one group (two groups of 16-element ones for Q2_K,
+// Q3_K and Q6_K, whose scales change every 16 elements; Q2_K's mins too).
+#pragma once
+
+#include "backend/cpu/quant_kernels_x86.h"
+#include "common/quant_blocks.h"
+
+namespace minivllm::cpu {
+namespace {
+
+// int16 lanes with bit i of a 16-bit word set in lane i.
+inline __m256i lane_bits() {
+  return _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                           static_cast<int16_t>(0x8000));
+}
+
+// 16 in each int16 lane whose bit of `bits` is set.
+inline __m256i bit4_of(uint32_t bits) {
+  const __m256i m = lane_bits();
+  const __m256i set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(bits)), m), m);
+  return _mm256_and_si256(set, _mm256_set1_epi16(16));
+}
+
+inline uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// 16 nibbles of IQ4_NL codes (in the low 4 bits of each byte) looked up, as int16.
+inline __m256i iq4_lookup(__m128i nib) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, nib));
+}
+
+inline void iq4_codes(const uint8_t* qs, __m256i* lo, __m256i* hi) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(15);
+  *lo = iq4_lookup(_mm_and_si128(bytes, m4));
+  *hi = iq4_lookup(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+}
+
+template <>
+struct Block<DType::kQ5_0> {
+  static constexpr size_t kBytes = 22;
+  static constexpr bool kOffset = false;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) {
+    const uint32_t qh = u32_at(w + 2);
+    nibbles(w + 6, lo, hi);
+    const __m256i bias = _mm256_set1_epi16(16);
+    *lo = _mm256_sub_epi16(_mm256_or_si256(*lo, bit4_of(qh & 0xffff)), bias);
+    *hi = _mm256_sub_epi16(_mm256_or_si256(*hi, bit4_of(qh >> 16)), bias);
+  }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t*) { return 0; }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = _mm256_setzero_ps();
+  }
+};
+template <>
+struct Block<DType::kQ5_1> {
+  static constexpr size_t kBytes = 24;
+  static constexpr bool kOffset = true;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) {
+    const uint32_t qh = u32_at(w + 4);
+    nibbles(w + 8, lo, hi);
+    *lo = _mm256_or_si256(*lo, bit4_of(qh & 0xffff));
+    *hi = _mm256_or_si256(*hi, bit4_of(qh >> 16));
+  }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t* w) { return load_f16(w + 2); }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = f16x8_strided(w + 2, kBytes);
+  }
+};
+template <>
+struct Block<DType::kIQ4_NL> {
+  static constexpr size_t kBytes = 18;
+  static constexpr bool kOffset = false;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) { iq4_codes(w + 2, lo, hi); }
+  static float d(const uint8_t* w) { return load_f16(w); }
+  static float c(const uint8_t*) { return 0; }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    *d = f16x8_strided(w, kBytes);
+    *c = _mm256_setzero_ps();
+  }
+};
+
+// Super-block formats. kSub: elements per scale. codes(w, s, ...): sub-block s as int16 (32-element
+// formats: lo = elements 0-15, hi = 16-31; 16-element ones: one vector). scales(w, d, c): the float
+// scale of every sub-block, and for kOffset formats the term c[s] that multiplies the activation
+// sum of 32-element sub-block s.
+template <DType T>
+struct Super;
+
+// Q4_K / Q5_K's eight 6-bit scales and mins as bytes (layout: common/quant_blocks_k.cc).
+inline void k4_scales_mins(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
+  const uint32_t a0 = u32_at(s), a1 = u32_at(s + 4), a2 = u32_at(s + 8);
+  const uint32_t sc_lo = a0 & 0x3f3f3f3fu, m_lo = a1 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
+}
+
+inline __m256 u8x8_to_ps(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The four-bit codes of Q4_K / Q5_K sub-block s: nibbles of 32 bytes, low ones for even s.
+inline void k4_nibbles(const uint8_t* qs, int s, __m256i* lo, __m256i* hi) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (s / 2)));
+  const __m256i nib = _mm256_and_si256((s & 1) ? _mm256_srli_epi16(bytes, 4) : bytes, _mm256_set1_epi8(15));
+  *lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(nib));
+  *hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(nib, 1));
+}
+
+inline void k4_scales(const uint8_t* w, float* d, float* c) {
+  alignas(8) uint8_t sc[8], m[8];
+  k4_scales_mins(w + 4, sc, m);
+  _mm256_storeu_ps(d, _mm256_mul_ps(_mm256_set1_ps(load_f16(w)), u8x8_to_ps(sc)));
+  _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_set1_ps(-load_f16(w + 2)), u8x8_to_ps(m)));
+}
+
+template <>
+struct Super<DType::kQ4_K> {
+  static constexpr bool kMins16 = false;
+  static constexpr size_t kBytes = 144;
+  static constexpr int kSub = 32;
+  static constexpr bool kOffset = true;
+  static void codes(const uint8_t* w, int s, __m256i* lo, __m256i* hi) { k4_nibbles(w + 16, s, lo, hi); }
+  static void scales(const uint8_t* w, float* d, float* c) { k4_scales(w, d, c); }
+};
+template <>
+struct Super<DType::kQ5_K> {
+  static constexpr bool kMins16 = false;
+  static constexpr size_t kBytes = 176;
+  static constexpr int kSub = 32;
+  static constexpr bool kOffset = true;
+  static void codes(const uint8_t* w, int s, __m256i* lo, __m256i* hi) {
+    k4_nibbles(w + 48, s, lo, hi);
+    // bit s of qh[l] is bit 4 of element l's code
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << s));
+    const __m256i b16 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16));
+    *lo = _mm256_or_si256(*lo, _mm256_cvtepu8_epi16(_mm256_castsi256_si128(b16)));
+    *hi = _mm256_or_si256(*hi, _mm256_cvtepu8_epi16(_mm256_extracti128_si256(b16, 1)));
+  }
+  static void scales(const uint8_t* w, float* d, float* c) { k4_scales(w, d, c); }
+};
+template <>
+struct Super<DType::kIQ4_XS> {
+  static constexpr bool kMins16 = false;
+  static constexpr size_t kBytes = 136;
+  static constexpr int kSub = 32;
+  static constexpr bool kOffset = false;
+  static void codes(const uint8_t* w, int s, __m256i* lo, __m256i* hi) { iq4_codes(w + 8 + 16 * s, lo, hi); }
+  static void scales(const uint8_t* w, float* d, float*) {
+    const float sd = load_f16(w);
+    const int scales_h = u16(w + 2);
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((w[4 + j / 2] >> (4 * (j & 1))) & 15) | (((scales_h >> (2 * j)) & 3) << 4);
+      d[j] = sd * static_cast<float>(ls - 32);
+    }
+  }
+};
+// Element e = 128 n + 32 k + l; 16-element sub-block s = 8 n + 2 k + l / 16.
+template <>
+struct Super<DType::kQ6_K> {
+  static constexpr bool kMins16 = false;
+  static constexpr size_t kBytes = 210;
+  static constexpr int kSub = 16;
+  static constexpr bool kOffset = false;
+  static __m256i codes(const uint8_t* w, int s) {
+    const int n = s / 8, k = (s / 2) % 4, half = s % 2;
+    const __m128i ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 64 * n + 32 * (k & 1) + 16 * half));
+    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 128 + 32 * n + 16 * half));
+    const __m128i low = _mm_and_si128(k >= 2 ? _mm_srli_epi16(ql, 4) : ql, _mm_set1_epi8(15));
+    const __m128i high = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), _mm_set1_epi8(3));
+    const __m128i code = _mm_or_si128(low, _mm_slli_epi16(high, 4));  // high <= 3: no carry across bytes
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(code), _mm256_set1_epi16(32));
+  }
+  static void scales(const uint8_t* w, float* d, float*) {
+    const __m256 sd = _mm256_set1_ps(load_f16(w + 208));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192));
+    _mm256_storeu_ps(d, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    _mm256_storeu_ps(d + 8, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+  }
+};
+template <>
+struct Super<DType::kQ3_K> {
+  static constexpr bool kMins16 = false;
+  static constexpr size_t kBytes = 110;
+  static constexpr int kSub = 16;
+  static constexpr bool kOffset = false;
+  static __m256i codes(const uint8_t* w, int s) {
+    const int n = s / 8, k = (s / 2) % 4, half = s % 2;
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 + 32 * n + 16 * half));
+    const __m128i hm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * half));
+    const __m128i low = _mm_and_si128(_mm_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), _mm_set1_epi8(3));
+    const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << (4 * n + k)));
+    // 4 where the high bit is clear
+    const __m128i minus = _mm_andnot_si128(_mm_cmpeq_epi8(_mm_and_si128(hm, bit), bit), _mm_set1_epi8(4));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(low, minus));
+  }
+  static void scales(const uint8_t* w, float* d, float*) {
+    const float sd = load_f16(w + 108);
+    const uint8_t* sc = w + 96;
+    for (int i = 0; i < 16; ++i) {
+      const int low = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4;
+      const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+      d[i] = sd * static_cast<float>((low | (high << 4)) - 32);
+    }
+  }
+};
+
+// Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min every 16 elements (quant_blocks_k.cc).
+template <>
+struct Super<DType::kQ2_K> {
+  static constexpr bool kMins16 = true;  // c[s] multiplies the activation sum of 16-element sub-block s
+  static constexpr size_t kBytes = 84;
+  static constexpr int kSub = 16;
+  static constexpr bool kOffset = false;
+  static __m256i codes(const uint8_t* w, int s) {
+    const int n = s / 8, k = (s / 2) % 4, half = s % 2;
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 + 32 * n + 16 * half));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), _mm_set1_epi8(3)));
+  }
+  static void scales(const uint8_t* w, float* d, float* c) {
+    const __m256 sd = _mm256_set1_ps(load_f16(w + 80)), smin = _mm256_set1_ps(-load_f16(w + 82));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m128i lo = _mm_and_si128(sc, _mm_set1_epi8(15));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15));
+    _mm256_storeu_ps(d, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo))));
+    _mm256_storeu_ps(d + 8, _mm256_mul_ps(sd, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)))));
+    _mm256_storeu_ps(c, _mm256_mul_ps(smin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi))));
+    _mm256_storeu_ps(c + 8, _mm256_mul_ps(smin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)))));
+  }
+};
+
+// Sub-block s of super-block w . its activation codes, as 8 int32 partial sums (the 256-bit way;
+// the AVX-512 file has its own for 32-element sub-blocks).
+template <DType T>
+__m256i super_products_256(const uint8_t* w, int s, const int16_t* xq) {
+  using F = Super<T>;
+  if constexpr (F::kSub == 16) {
+    return _mm256_madd_epi16(F::codes(w, s), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+  } else {
+    __m256i lo, hi;
+    F::codes(w, s, &lo, &hi);
+    const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+    const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+    return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+  }
+}
+
+// R weight rows of super-blocks against one activation row (`blocks` 32-element blocks, a multiple
+// of 8). Per super-block and row: the sub-blocks' scales decoded once, then groups of eight
+// sub-blocks as in dot_rows.
+template <DType T, int R, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
+void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t blocks, float* out) {
+  using F = Super<T>;
+  constexpr int kGroups = 256 / F::kSub / 8;
+  __m256 acc[R], off[R];
+  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < blocks / 8; ++sb) {
+    const float* xd = x.d + 8 * sb;
+    __m256 xdv[kGroups];
+    if constexpr (kGroups == 1) {
+      xdv[0] = _mm256_loadu_ps(xd);
+    } else {  // a 32-element block's activation scale for each of its two 16-element sub-blocks
+      const __m256i twice = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+      xdv[0] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xd)), twice);
+      xdv[1] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xd + 4)), twice);
+    }
+    const int16_t* xq = x.q + 256 * sb;
+    // Q2_K's mins: the activation sum of each 16-element sub-block, once for all R rows.
+    __m256 xsum16[kGroups];
+    if constexpr (F::kMins16) {
+      const __m256i ones = _mm256_set1_epi16(1);
+      for (int g = 0; g < kGroups; ++g) {
+        __m256i p[8];
+        for (int j = 0; j < 8; ++j) {
+          p[j] = _mm256_madd_epi16(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16 * (8 * g + j))));
+        }
+        xsum16[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(lane_sums8(p)), xdv[g]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wb = w + r * row_bytes + sb * F::kBytes;
+      for (size_t line = 0; line < F::kBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wb + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+      alignas(32) float d[16], c[16];
+      F::scales(wb, d, c);
+      for (int g = 0; g < kGroups; ++g) {
+        __m256i p[8];
+        for (int j = 0; j < 8; ++j) p[j] = Products(wb, 8 * g + j, xq + F::kSub * (8 * g + j));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(_mm256_load_ps(d + 8 * g), xdv[g]),
+                                 acc[r]);
+      }
+      if constexpr (F::kOffset) off[r] = _mm256_fmadd_ps(_mm256_load_ps(c), _mm256_loadu_ps(x.sum + 8 * sb), off[r]);
+      if constexpr (F::kMins16) {
+        for (int g = 0; g < kGroups; ++g) off[r] = _mm256_fmadd_ps(_mm256_load_ps(c + 8 * g), xsum16[g], off[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r]));
+}
+
+template <DType T, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
+void dot_super(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out) {
+  switch (rows) {
+    case 4: dot_super_rows<T, 4, Products>(w, row_bytes, x, blocks, out); return;
+    case 3: dot_super_rows<T, 3, Products>(w, row_bytes, x, blocks, out); return;
+    case 2: dot_super_rows<T, 2, Products>(w, row_bytes, x, blocks, out); return;
+    default: dot_super_rows<T, 1, Products>(w, row_bytes, x, blocks, out); return;
+  }
+}
+
+}  // namespace
+}  // namespace minivllm::cpu

@@ -1,0 +1,241 @@
+// Linear and embedding on the block formats decoded by common/quant_blocks.h's decode_block (Q5_0,
+// Q5_1, IQ4_NL; the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), kept in their stored format,
+// against dequantise-then-fp64: every ISA this CPU can run (forced with cpu::set_isa), odd shapes,
+// the dot path (few rows) and the decoded-panel path (many rows), one and two threads. Weights are
+// random bytes (every bit pattern is a valid code) with sane f16 scales; the decoding itself is
+// checked against gguf-py's on llama-quantize files by the GGUF golden test.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/quant_kernels.h"
+#include "common/quant_blocks.h"
+#include "cpu_test_util.h"
+
+namespace minivllm {
+namespace {
+
+using cpu_test::download;
+using cpu_test::random_floats;
+using cpu_test::upload;
+
+const DType kFormats[] = {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kIQ4_XS};
+
+struct IsaGuard {
+  explicit IsaGuard(cpu::Isa isa) : previous(cpu::set_isa(isa)) {}
+  ~IsaGuard() { cpu::set_isa(previous); }
+  cpu::Isa previous;
+};
+
+std::vector<cpu::Isa> runnable_isas() {
+  std::vector<cpu::Isa> out{cpu::Isa::kScalar};
+  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (cpu::isa_supported(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+// Byte offsets of a block's f16 scales, and a magnitude that keeps the weights near 1.
+struct F16Fields {
+  std::vector<size_t> at;
+  float scale;
+};
+
+F16Fields f16_fields(DType t) {
+  switch (t) {
+    case DType::kQ5_0: return {{0}, 0.06f};
+    case DType::kQ5_1: return {{0, 2}, 0.06f};
+    case DType::kIQ4_NL: return {{0}, 0.008f};
+    case DType::kQ2_K: return {{80, 82}, 0.05f};
+    case DType::kQ3_K: return {{108}, 0.01f};
+    case DType::kQ4_K: case DType::kQ5_K: return {{0, 2}, 0.005f};
+    case DType::kQ6_K: return {{208}, 0.0005f};
+    case DType::kIQ4_XS: return {{0}, 0.0005f};
+    default: return {{}, 0};
+  }
+}
+
+// n rows of k elements of random blocks, and their decoding.
+struct StoredWeight {
+  Tensor host;
+  std::vector<float> decoded;
+};
+
+StoredWeight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+  StoredWeight w{host_tensor(t, {n, k}), std::vector<float>(static_cast<size_t>(n * k))};
+  std::mt19937 gen(seed);
+  auto* bytes = static_cast<uint8_t*>(w.host.data());
+  const size_t total = dtype_nbytes(t, n * k), block = dtype_size(t);
+  for (size_t i = 0; i < total; ++i) bytes[i] = static_cast<uint8_t>(gen());
+  const F16Fields f = f16_fields(t);
+  std::uniform_real_distribution<float> dist(0.2f, 1.0f);
+  for (size_t b = 0; b < total / block; ++b) {
+    for (size_t at : f.at) {
+      const uint16_t h = f32_to_f16((gen() & 1 ? -1.0f : 1.0f) * dist(gen) * f.scale);
+      std::memcpy(bytes + b * block + at, &h, 2);
+    }
+  }
+  dequantize_to_f32(t, bytes, w.decoded.data(), n * k);
+  return w;
+}
+
+// out[r, j] = x[r] . w[j] in fp64, and the scale of each sum (sum |x_i w_i|) for the tolerance.
+void reference(const std::vector<float>& x, const std::vector<float>& w, int64_t t, int64_t n, int64_t k,
+               std::vector<double>* out, std::vector<double>* mag) {
+  out->assign(static_cast<size_t>(t * n), 0);
+  mag->assign(static_cast<size_t>(t * n), 0);
+  for (int64_t r = 0; r < t; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0, m = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double p = static_cast<double>(x[static_cast<size_t>(r * k + i)]) * w[static_cast<size_t>(j * k + i)];
+        acc += p;
+        m += std::abs(p);
+      }
+      (*out)[static_cast<size_t>(r * n + j)] = acc;
+      (*mag)[static_cast<size_t>(r * n + j)] = m;
+    }
+  }
+}
+
+struct Shape {
+  int64_t t, n, k;
+};
+
+void check_linear(DType dtype, cpu::Isa isa, int threads, const Shape& s) {
+  SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + cpu::isa_name(isa) + " threads " + std::to_string(threads) +
+               " t " + std::to_string(s.t) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
+  IsaGuard guard(isa);
+  CpuBackend b(threads);
+  ASSERT_TRUE(b.keeps_weight_dtype(dtype));
+  const StoredWeight w = random_weight(dtype, s.n, s.k, static_cast<uint32_t>(s.n * 31 + s.k));
+  const Tensor weight = b.upload_stored_weight(w.host);
+  ASSERT_EQ(weight.dtype(), dtype);
+  const std::vector<float> x = random_floats(static_cast<size_t>(s.t * s.k), 7 + static_cast<uint32_t>(s.t), -2, 2);
+  const Tensor out = cpu_test::poisoned(b, {s.t, s.n});
+  b.linear(upload(b, x, {s.t, s.k}), weight, nullptr, out);
+  std::vector<double> want, mag;
+  reference(x, w.decoded, s.t, s.n, s.k, &want, &mag);
+  const std::vector<float> got = download(b, out);
+  // int16 activations err by < 2^-16 of a block's largest |x|: well inside 1e-4 of sum |x w|.
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 * mag[i] + 1e-6) << "output " << i;
+  }
+}
+
+class CodesLinear : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CodesLinear, MatchesDequantizedReference) {
+  const DType dtype = GetParam();
+  const int64_t blk = dtype_block(dtype);
+  // k: 1, 3 and 9 blocks (K-quants: a group of eight 32-element blocks each). t: the dot path (1, 3)
+  // and the panel path (6). n: odd, below and above a thread slice.
+  const std::vector<Shape> shapes{{1, 1, blk}, {1, 33, 3 * blk}, {3, 17, 9 * blk}, {6, 19, 3 * blk},
+                                  {1, 129, 9 * blk}};
+  for (cpu::Isa isa : runnable_isas()) {
+    for (int threads : {1, 2}) {
+      for (const Shape& s : shapes) check_linear(dtype, isa, threads, s);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CodesLinear, ::testing::ValuesIn(kFormats),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// Each ISA's kernels against the scalar ones directly: 1..kDotRows rows per call, each as the scalar
+// single-row result to rounding, with 0xff bytes (f16 NaN) after the last block; the panel
+// decoding bit for bit.
+TEST(CodesKernels, EveryIsaAgreesWithScalar) {
+  const std::vector<cpu::Isa> isas = runnable_isas();
+  if (isas.size() == 1) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
+  const cpu::QuantKernels& ref = cpu::quant_kernels(cpu::Isa::kScalar);
+  for (size_t i = 1; i < isas.size(); ++i) {
+    const cpu::QuantKernels& vec = cpu::quant_kernels(isas[i]);
+    for (DType dtype : kFormats) {
+      const int64_t k = 3 * dtype_block(dtype) + (dtype_block(dtype) == 32 ? 8 * 32 : 0);  // 11 legacy blocks
+      SCOPED_TRACE(std::string(cpu::isa_name(isas[i])) + " " + dtype_name(dtype) + " k=" + std::to_string(k));
+      const std::vector<float> x = random_floats(static_cast<size_t>(k), 11, -3, 3);
+      cpu::ActScratch scratch;
+      scratch.quantize(x.data(), 1, k);
+      const cpu::ActRow act = scratch.row(0);
+      const size_t row_bytes = dtype_nbytes(dtype, k);
+      const StoredWeight w = random_weight(dtype, cpu::kDotRows, k, 6);
+      for (int rows = 1; rows <= cpu::kDotRows; ++rows) {
+        std::vector<uint8_t> buf(row_bytes * static_cast<size_t>(rows) + 1024, 0xff);
+        std::memcpy(buf.data(), w.host.data(), row_bytes * static_cast<size_t>(rows));
+        float got[cpu::kDotRows], want[cpu::kDotRows];
+        vec.dot(dtype)(buf.data(), row_bytes, rows, act, k / 32, got);
+        ref.dot(dtype)(buf.data(), row_bytes, rows, act, k / 32, want);
+        for (int r = 0; r < rows; ++r) {
+          double mag = 0;
+          for (int64_t e = 0; e < k; ++e) mag += std::abs(x[e] * w.decoded[static_cast<size_t>(r * k + e)]);
+          EXPECT_NEAR(got[r], want[r], 1e-5 * mag + 1e-6) << "row " << r << " of " << rows;
+        }
+      }
+      // The prefill panels' decoding: bit for bit the scalar one.
+      std::vector<float> d_vec(static_cast<size_t>(k));
+      vec.dequant(dtype, static_cast<const uint8_t*>(w.host.data()), d_vec.data(), k);
+      EXPECT_EQ(0, std::memcmp(d_vec.data(), w.decoded.data(), d_vec.size() * sizeof(float)));
+    }
+  }
+}
+
+// decode_block's formula on hand-made blocks: Q4_K's 6-bit scale packing and Q6_K's bit layout, with
+// values worked out from ggml-common.h's description, not from the decoder.
+TEST(CodesDecode, HandMadeBlocks) {
+  {  // Q4_K: d = 1, dmin = 0.5; sub-block 5: sc = 0x2a (42), m = 0x13 (19); codes: nibble 3 / 7
+    std::vector<uint8_t> b(144, 0);
+    const uint16_t one = f32_to_f16(1.0f), half = f32_to_f16(0.5f);
+    std::memcpy(b.data(), &one, 2);
+    std::memcpy(b.data() + 2, &half, 2);
+    uint8_t* s = b.data() + 4;
+    s[9] = 0x3a;        // j = 5: low 4 bits of sc (0xa) and of m (0x3)
+    s[1] |= 2u << 6;    // high 2 bits of sc (0x2) in scales[j - 4]
+    s[5] |= 1u << 6;    // high 2 bits of m (0x1) in scales[j]
+    b[16 + 64 + 0] = 0x73;  // sub-block 5 = high nibbles of qs[64..95]: element 160 has code 7
+    std::vector<float> x(256);
+    dequantize_to_f32(DType::kQ4_K, b.data(), x.data(), 256);
+    EXPECT_EQ(x[160], 42.0f * 7 - 0.5f * 19);
+    EXPECT_EQ(x[161], -0.5f * 19);
+    EXPECT_EQ(x[128], 0.0f);  // sub-block 4: sc = m = 0
+  }
+  {  // Q6_K: d = 0.25, scales[8 + 2 * 3 + 1] = -3; element 128 + 96 + 17 (n = 1, k = 3, l = 17)
+    std::vector<uint8_t> b(210, 0);
+    const uint16_t q = f32_to_f16(0.25f);
+    std::memcpy(b.data() + 208, &q, 2);
+    b[192 + 15] = static_cast<uint8_t>(-3);
+    b[64 + 32 + 17] = 0x90;        // k = 3: high nibble of ql[64 n + 32 + l] = 9
+    b[128 + 32 + 17] = 2u << 6;    // (qh >> 6) & 3 = 2: code = 9 | 2 << 4 = 41
+    std::vector<float> x(256);
+    dequantize_to_f32(DType::kQ6_K, b.data(), x.data(), 256);
+    EXPECT_EQ(x[128 + 96 + 17], 0.25f * -3 * (41 - 32));
+    EXPECT_EQ(x[128 + 96 + 16], 0.25f * -3 * -32);
+  }
+}
+
+// Embedding rows of a K-quant table are its exact decoding.
+TEST(CodesEmbedding, RowsAreTheDecodedTable) {
+  CpuBackend b(2);
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t vocab = 5, hidden = 512;
+    const StoredWeight w = random_weight(dtype, vocab, hidden, 9);
+    const Tensor table = b.upload_stored_weight(w.host);
+    const std::vector<int32_t> ids{4, 0, 2};
+    const Tensor out = cpu_test::poisoned(b, {3, hidden});
+    b.embedding(cpu_test::upload_i32(b, ids, {3}), table, 0, out);
+    const std::vector<float> got = download(b, out);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      for (int64_t i = 0; i < hidden; ++i) {
+        ASSERT_EQ(got[r * hidden + static_cast<size_t>(i)], w.decoded[static_cast<size_t>(ids[r] * hidden + i)]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minivllm
