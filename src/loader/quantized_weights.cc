@@ -1,13 +1,11 @@
 // The dequantizing WeightSource of a quantized checkpoint (see quantized_weights.h).
 #include "loader/quantized_weights.h"
 
-#include <array>
 #include <map>
 #include <set>
 #include <string_view>
 
 #include "common/check.h"
-#include "common/fp8.h"
 #include "common/fp8_weight.h"
 #include "loader/safetensors.h"
 #include "loader/tensor_slice.h"
@@ -24,16 +22,6 @@ bool ends_with(std::string_view s, std::string_view tail) {
 // "X." + suffix -> "X.weight".
 std::string weight_of(const std::string& scale, std::string_view suffix) {
   return scale.substr(0, scale.size() - suffix.size()) + "weight";
-}
-
-// e4m3 decoding through a table: a large checkpoint converts billions of codes.
-const std::array<float, 256>& e4m3_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table;
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -180,32 +168,7 @@ class DequantizingSource : public WeightSource {
 
   Tensor dequantize(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
                     int64_t length) const {
-    MINIVLLM_CHECK(shape.size() == 2) << "tensor '" << name << "' in " << describe() << ": an F8_E4M3 weight is 2-D, "
-                                      << "asked for shape " << shape_string(shape);
-    check_block_boundaries(name, shape, dim, start, length);
-    const Tensor codes = stored_->get_stored_slice(name, shape, dim, start, length);
-    MINIVLLM_CHECK(codes.dtype() == DType::kF8E4M3 && codes.ndim() == 2)
-        << "tensor '" << name << "' in " << describe() << ": expected F8_E4M3 codes, got " << codes.describe();
-    const int64_t rows = shape[0], cols = shape[1];
-    const int64_t block_r = q_.block_rows > 0 ? q_.block_rows : rows;
-    const int64_t block_c = q_.block_cols > 0 ? q_.block_cols : cols;
-    const int64_t grid_c = ceil_div(cols, block_c);
-    const Tensor scales = read_scales(name, shape, ceil_div(rows, block_r), grid_c);
-    const float* s = scales.ptr<float>();
-    const int64_t r0 = dim == 0 ? start : 0, c0 = dim == 1 ? start : 0;
-    const int64_t out_rows = codes.size(0), out_cols = codes.size(1);
-    Tensor out = host_tensor(DType::kF32, {out_rows, out_cols});
-    const auto* q = static_cast<const uint8_t*>(codes.data());
-    float* o = out.ptr<float>();
-    const std::array<float, 256>& lut = e4m3_table();
-#pragma omp parallel for schedule(static) if (out_rows * out_cols > (int64_t{1} << 16))
-    for (int64_t i = 0; i < out_rows; ++i) {
-      const float* srow = s + ((r0 + i) / block_r) * grid_c;
-      for (int64_t j = 0; j < out_cols; ++j) {
-        o[i * out_cols + j] = lut[q[i * out_cols + j]] * srow[(c0 + j) / block_c];
-      }
-    }
-    return out;
+    return dequantize_fp8_weight(codes_and_scales(name, shape, dim, start, length));
   }
 
   std::unique_ptr<WeightSource> stored_;

@@ -49,6 +49,24 @@ __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
   }
 }
 
+// Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
+// epilogue says; both kernels' argument structs name the output fields alike.
+template <Fp8GemvOut E, typename A>
+__device__ __forceinline__ void finish(const A& g, int m, int64_t row, float s, float up) {
+  if constexpr (E == Fp8GemvOut::kActMul) {
+    s = gate_act(s, g.act) * up;
+  } else if (g.bias != nullptr) {
+    s += load_weight(g.bias, g.bias_f32, row);
+  }
+  if constexpr (E == Fp8GemvOut::kAddF32) {
+    static_cast<float*>(g.out)[m * g.n + row] += s;  // this CTA owns the element: no race
+  } else if (g.out_f32) {
+    static_cast<float*>(g.out)[m * g.n + row] = s;
+  } else {
+    static_cast<__nv_bfloat16*>(g.out)[m * g.n + row] = __float2bfloat16(s);
+  }
+}
+
 struct Args {
   const uint4* x;  // [M, K / 8] bf16
   Fp8Weight w;
@@ -152,24 +170,13 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(Args g) {
   const int m = threadIdx.x / kRowsOut, r = threadIdx.x % kRowsOut;
   const int64_t row = row0 + r;
   if (row >= n) return;
-  float s = 0.0f;
+  float s = 0.0f, up = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kWarps; ++i) s += partial[i][m * R + r];
-  if constexpr (kGated) {
-    float up = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) up += partial[i][m * R + kRowsOut + r];
-    s = gate_act(s, g.act) * up;
-  } else if (g.bias != nullptr) {
-    s += load_weight(g.bias, g.bias_f32, row);
+  for (int i = 0; i < kWarps; ++i) {
+    s += partial[i][m * R + r];
+    if constexpr (kGated) up += partial[i][m * R + kRowsOut + r];
   }
-  if constexpr (E == Fp8GemvOut::kAddF32) {
-    static_cast<float*>(g.out)[m * n + row] += s;  // this CTA owns the element: no race
-  } else if (g.out_f32) {
-    static_cast<float*>(g.out)[m * n + row] = s;
-  } else {
-    static_cast<__nv_bfloat16*>(g.out)[m * n + row] = __float2bfloat16(s);
-  }
+  finish<E>(g, m, row, s, up);
 }
 
 template <int M, int R, Fp8GemvOut E>
@@ -332,24 +339,13 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
   const int m = threadIdx.x >> 3, r = threadIdx.x & 7;
   const int64_t row = row0 + r;
   if (m >= g.tokens || row >= n) return;
-  float s = 0.0f;
+  float s = 0.0f, up = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kMmaWarps; ++w) s += partial[w][0][m][r];
-  if constexpr (E == Fp8GemvOut::kActMul) {
-    float up = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kMmaWarps; ++w) up += partial[w][G - 1][m][r];
-    s = gate_act(s, g.act) * up;
-  } else if (g.bias != nullptr) {
-    s += load_weight(g.bias, g.bias_f32, row);
+  for (int w = 0; w < kMmaWarps; ++w) {
+    s += partial[w][0][m][r];
+    up += partial[w][G - 1][m][r];
   }
-  if constexpr (E == Fp8GemvOut::kAddF32) {
-    static_cast<float*>(g.out)[m * n + row] += s;  // this CTA owns the element: no race
-  } else if (g.out_f32) {
-    static_cast<float*>(g.out)[m * n + row] = s;
-  } else {
-    static_cast<__nv_bfloat16*>(g.out)[m * n + row] = __float2bfloat16(s);
-  }
+  finish<E>(g, m, row, s, up);
 }
 
 template <Fp8GemvOut E>
