@@ -267,9 +267,8 @@ GenerationRequest parse_chat_request(const json& body) {
   r.tools = read_tool_request(body);
   if (r.tools.forces_calls()) {
     // The reply is the call, so the grammar of the tools' schemas is its structured output.
-    const char* param = "tool_choice";
     if (!r.params.structured_outputs.empty()) {
-      throw bad_param(param, "a required or named tool call cannot be combined with response_format or "
+      throw bad_param("tool_choice", "a required or named tool call cannot be combined with response_format or "
                              "structured_outputs (the reply is the call's JSON)");
     }
     r.params.structured_outputs.json = forced_tool_schema(r.tools);
