@@ -50,40 +50,47 @@ Tensor make_fp8_weight(Tensor codes, Tensor grid, int64_t block_rows, int64_t bl
   return codes.with_scales(std::move(s));
 }
 
-Tensor dequantize_fp8_weight(const Tensor& w) {
-  const WeightScales& s = scales_of(w, "dequantize_fp8_weight");
-  const int64_t rows = w.size(0), cols = w.size(1), gc = s.grid.size(1);
+void dequantize_fp8_rows(const Tensor& w, int64_t row_begin, int64_t row_end, float* out) {
+  const WeightScales& s = scales_of(w, "dequantize_fp8_rows");
+  const int64_t cols = w.size(1), gc = s.grid.size(1);
+  MINIVLLM_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= w.size(0))
+      << "dequantize_fp8_rows: rows [" << row_begin << ", " << row_end << ") of " << w.describe();
   std::array<float, 256> lut;
   for (int c = 0; c < 256; ++c) lut[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
-  Tensor out = host_tensor(DType::kF32, {rows, cols});
   const auto* q = static_cast<const uint8_t*>(w.data());
   const float* g = s.grid.ptr<float>();
-  float* o = out.ptr<float>();
-#pragma omp parallel for schedule(static) if (rows * cols > (int64_t{1} << 16))
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     const float* grow = g + (r / s.block_rows) * gc;
-    for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = lut[q[r * cols + c]] * grow[c / s.block_cols];
+    float* o = out + (r - row_begin) * cols;
+    for (int64_t c = 0; c < cols; ++c) o[c] = lut[q[r * cols + c]] * grow[c / s.block_cols];
   }
+}
+
+Tensor dequantize_fp8_weight(const Tensor& w) {
+  scales_of(w, "dequantize_fp8_weight");
+  Tensor out = host_tensor(DType::kF32, {w.size(0), w.size(1)});
+  dequantize_fp8_rows(w, 0, w.size(0), out.ptr<float>());
   return out;
+}
+
+void quantize_fp8_row_range(const Tensor& x, int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
+                            uint8_t* codes, float* scales) {
+  const int64_t cols = x.size(1), out_cols = col_end - col_begin;
+  std::vector<uint8_t> row(static_cast<size_t>(cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    quantize_e4m3_row(x.ptr<float>() + r * cols, cols, row.data(), scales + (r - row_begin));
+    std::memcpy(codes + (r - row_begin) * out_cols, row.data() + col_begin, static_cast<size_t>(out_cols));
+  }
 }
 
 Tensor quantize_fp8_rows(const Tensor& x, int64_t col_begin, int64_t col_end) {
   MINIVLLM_CHECK(x.dtype() == DType::kF32 && x.ndim() == 2 && x.device() == DeviceKind::kCpu && col_begin >= 0 &&
                  col_begin < col_end && col_end <= x.size(1))
       << "quantize_fp8_rows: " << x.describe() << " columns [" << col_begin << ", " << col_end << ")";
-  const int64_t rows = x.size(0), cols = x.size(1), out_cols = col_end - col_begin;
+  const int64_t rows = x.size(0), out_cols = col_end - col_begin;
   Tensor codes = host_tensor(DType::kF8E4M3, {rows, out_cols});
   Tensor grid = host_tensor(DType::kF32, {rows, 1});
-#pragma omp parallel
-  {
-    std::vector<uint8_t> row(static_cast<size_t>(cols));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      quantize_e4m3_row(x.ptr<float>() + r * cols, cols, row.data(), grid.ptr<float>() + r);
-      std::memcpy(static_cast<uint8_t*>(codes.data()) + r * out_cols, row.data() + col_begin,
-                  static_cast<size_t>(out_cols));
-    }
-  }
+  quantize_fp8_row_range(x, 0, rows, col_begin, col_end, static_cast<uint8_t*>(codes.data()), grid.ptr<float>());
   return make_fp8_weight(codes, grid, 1, out_cols);
 }
 

@@ -16,12 +16,18 @@ namespace minivllm {
 // block_cols)]; checked) attached.
 Tensor make_fp8_weight(Tensor codes, Tensor grid, int64_t block_rows, int64_t block_cols);
 
-// The values code * scale, f32 [rows, cols].
+// The values code * scale, f32 [rows, cols]; serial (callers parallelise: dequantize_fp8_rows).
 Tensor dequantize_fp8_weight(const Tensor& w);
+// Rows [row_begin, row_end) of those values into out ([row_end - row_begin, cols]).
+void dequantize_fp8_rows(const Tensor& w, int64_t row_begin, int64_t row_end, float* out);
 
 // Each row of f32 x [rows, cols] through e4m3 with its own scale over all its columns
 // (quantize_e4m3_row), keeping columns [col_begin, col_end): per-row scales.
 Tensor quantize_fp8_rows(const Tensor& x, int64_t col_begin, int64_t col_end);
+// Rows [row_begin, row_end) of it: codes into codes (rows of col_end - col_begin), scales into
+// scales (one a row). Callers parallelise over row ranges.
+void quantize_fp8_row_range(const Tensor& x, int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
+                            uint8_t* codes, float* scales);
 
 // The same weight with the grid the GPU's kernels prefer: a scale that spans whole rows (per
 // channel or per tensor) becomes one scale per row (block_rows 1, one grid column), and a block

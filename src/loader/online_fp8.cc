@@ -1,6 +1,7 @@
 // The quantize-then-dequantize view of a checkpoint's linear weights (see online_fp8.h).
 #include "loader/online_fp8.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -28,6 +29,20 @@ std::set<std::string> linear_weights(const ModelConfig& cfg) {
     }
   }
   return out;
+}
+
+// quantize_fp8_rows (common/fp8_weight.h) in parallel: an 8B checkpoint has billions of values.
+Tensor quantize_rows(const Tensor& x, int64_t col_begin, int64_t col_end) {
+  const int64_t rows = x.size(0), out_cols = col_end - col_begin;
+  Tensor codes = host_tensor(DType::kF8E4M3, {rows, out_cols});
+  Tensor grid = host_tensor(DType::kF32, {rows, 1});
+  constexpr int64_t kRowsPerTask = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r += kRowsPerTask) {
+    quantize_fp8_row_range(x, r, std::min(rows, r + kRowsPerTask), col_begin, col_end,
+                           static_cast<uint8_t*>(codes.data()) + r * out_cols, grid.ptr<float>() + r);
+  }
+  return make_fp8_weight(codes, grid, 1, out_cols);
 }
 
 // Each row of the [rows, cols] fp32 tensor through e4m3 and back, with the row's own scale.
@@ -90,8 +105,8 @@ class OnlineFp8Source : public WeightSource {
     if (!is_target(name)) return src_.get_stored_slice(name, full_shape, dim, start, length);
     MINIVLLM_CHECK(full_shape.size() == 2) << "tensor '" << name << "' in " << describe()
                                            << ": online FP8 quantization takes 2-D linear weights";
-    if (dim == 0) return quantize_fp8_rows(src_.get_f32_slice(name, full_shape, dim, start, length), 0, full_shape[1]);
-    return quantize_fp8_rows(get_full(name, full_shape), start, start + length);
+    if (dim == 0) return quantize_rows(src_.get_f32_slice(name, full_shape, dim, start, length), 0, full_shape[1]);
+    return quantize_rows(get_full(name, full_shape), start, start + length);
   }
 
   // Dummy weights stay dummy: the loader makes them on the device and quantizes them there

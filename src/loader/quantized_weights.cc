@@ -1,6 +1,7 @@
 // The dequantizing WeightSource of a quantized checkpoint (see quantized_weights.h).
 #include "loader/quantized_weights.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string_view>
@@ -168,7 +169,15 @@ class DequantizingSource : public WeightSource {
 
   Tensor dequantize(const std::string& name, const std::vector<int64_t>& shape, int dim, int64_t start,
                     int64_t length) const {
-    return dequantize_fp8_weight(codes_and_scales(name, shape, dim, start, length));
+    const Tensor w = codes_and_scales(name, shape, dim, start, length);
+    const int64_t rows = w.size(0), cols = w.size(1);
+    Tensor out = host_tensor(DType::kF32, {rows, cols});
+    constexpr int64_t kRowsPerTask = 64;  // a large checkpoint decodes billions of codes: in parallel
+#pragma omp parallel for schedule(static) if (rows * cols > (int64_t{1} << 16))
+    for (int64_t r = 0; r < rows; r += kRowsPerTask) {
+      dequantize_fp8_rows(w, r, std::min(rows, r + kRowsPerTask), out.ptr<float>() + r * cols);
+    }
+    return out;
   }
 
   std::unique_ptr<WeightSource> stored_;
