@@ -74,6 +74,7 @@ constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
                                            .qk_norm = true,
                                            .embed_scale_sqrt_hidden = true,
                                            .post_norms = true,
+                                           .gguf_swa_pattern = 6,
                                            .tied_by_default = true};
 
 // One row per architecture. A Llama-like family is a row with its own names and traits.
@@ -83,9 +84,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames},
-    // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). Not yet from GGUF: llama.cpp folds
-    // the norms' 1 into the stored weights, which its loader would have to undo.
-    {"Gemma3ForCausalLM", nullptr, kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames},
+    // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
+    // norms with the 1 added (ModelConfig::norm_weights_add_one).
+    {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames},
 };
 
 template <typename Name>

@@ -24,6 +24,7 @@ TEST(Architecture, RowsAreFoundByTheirNames) {
   }
   EXPECT_STREQ(find_gguf_architecture("qwen3", "f.gguf").hf_name, "Qwen3ForCausalLM");
   EXPECT_STREQ(find_gguf_architecture("qwen2", "f.gguf").hf_name, "Qwen2ForCausalLM");
+  EXPECT_STREQ(find_gguf_architecture("gemma3", "f.gguf").hf_name, "Gemma3ForCausalLM");
   // llama.cpp files Mistral-7B as "llama": the Llama row reads it.
   EXPECT_STREQ(find_gguf_architecture("llama", "f.gguf").hf_name, "LlamaForCausalLM");
 }
