@@ -78,12 +78,24 @@ struct ArchitectureTraits {
   bool tied_by_default = false;
 };
 
+// A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:
+// q, k and v; gate_up_proj: gate and up), in this order. The loader splits it (fused_weights.h):
+// the model sees each role under its own name in the row's table, as for any other family.
+struct FusedWeight {
+  const char* module;  // "model.layers.{L}.self_attn.qkv_proj"
+  std::array<WeightRole, 3> parts;
+  int num_parts;
+};
+inline constexpr int kMaxFusedWeights = 2;
+using FusedWeightTable = std::array<FusedWeight, kMaxFusedWeights>;  // unused entries: module nullptr
+
 struct ArchitectureSpec {
   const char* hf_name;    // "Qwen3ForCausalLM"
   const char* gguf_name;  // "qwen3"; nullptr when llama.cpp files it under another row's name
   ArchitectureTraits traits;
   const WeightNameTable* hf_names;
   const WeightNameTable* gguf_names;
+  const FusedWeightTable* hf_fused = nullptr;  // HF checkpoints whose tensors fuse roles (Phi-3)
 };
 
 // The row for an HF architecture string or a GGUF general.architecture; throws an Error that

@@ -46,6 +46,7 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // layers only), also over chunked prefill. gemma3-tiny-gguf runs from its safetensors and from the
 // GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
+// phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -160,6 +161,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"gemma3-tiny-gguf", 1}, GoldenParam{"gemma3-tiny-gguf", 2},
                                            GoldenParam{"gemma3-tiny-gguf", 1, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"gemma3-tiny-gguf", 2, 1024, "none", "gemma3-tiny.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny", 1}, GoldenParam{"phi3-tiny", 2},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
