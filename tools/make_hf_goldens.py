@@ -169,7 +169,8 @@ def gemma3_tiny_gguf_config():
 
 def phi3_tiny_config():
     # Phi3ForCausalLM (Phi-3-mini's layout): q/k/v stored as one qkv_proj, gate and up as one
-    # gate_up_proj; untied; no sliding window, no rope scaling.
+    # gate_up_proj; untied; no sliding window, no rope scaling. (init_weights gives the fused
+    # qkv_proj the projections' gain, not QK_GAIN: its name holds neither q_proj nor k_proj.)
     return Phi3Config(
         vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
