@@ -5,7 +5,8 @@ Usage:
     python3 tools/make_hf_goldens.py tests/goldens
 
 Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
-sliding-window variants mistral-tiny-swa, gemma3-tiny-swa), OUTDIR/<model>/:
+sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
+made by tools/make_gemma3_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -36,7 +37,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Gemma3TextConfig, GenerationConfig, LlamaConfig, MistralConfig,
-                          Qwen3Config)
+                          Phi3Config, Qwen3Config)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -148,9 +149,39 @@ def gemma3_tiny_swa_config():
     return config
 
 
+def gemma3_tiny_gguf_config():
+    # The Gemma 3 that llama.cpp's GGUF describes (tools/make_gemma3_gguf.py converts it): the
+    # layer pattern its loader assumes (sliding_window_pattern 6: five sliding layers, then a global
+    # one), attention scaled by head_dim^-1/2 (query_pre_attn_scalar = head_dim, as every published
+    # Gemma 3 but the 27B; GGUF has no key for it), and a window of 10 that binds. Narrow (hidden 32,
+    # head_dim 16, MLP 64) so that its .gguf stays small enough to commit.
+    return Gemma3TextConfig(
+        vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        query_pre_attn_scalar=16, sliding_window=10,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+        hidden_activation="gelu_pytorch_tanh", bos_token_id=2, eos_token_id=1, pad_token_id=0,
+        architectures=["Gemma3ForCausalLM"])
+
+
+def phi3_tiny_config():
+    # Phi3ForCausalLM (Phi-3-mini's layout): q/k/v stored as one qkv_proj, gate and up as one
+    # gate_up_proj; untied; no sliding window, no rope scaling. (init_weights gives the fused
+    # qkv_proj the projections' gain, not QK_GAIN: its name holds neither q_proj nor k_proj.)
+    return Phi3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        original_max_position_embeddings=512, rope_theta=1e4, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, initializer_range=INIT_STD, sliding_window=None,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Phi3ForCausalLM"])
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
-EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8}
+EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -161,6 +192,8 @@ MODELS = {
     "gemma3-tiny": (gemma3_tiny_config, False),
     "mistral-tiny-swa": (mistral_tiny_swa_config, False),
     "gemma3-tiny-swa": (gemma3_tiny_swa_config, False),
+    "gemma3-tiny-gguf": (gemma3_tiny_gguf_config, False),
+    "phi3-tiny": (phi3_tiny_config, False),
 }
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {

@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/error_text.h"
 #include "loader/dummy_weights.h"
+#include "loader/fused_weights.h"
 #include "loader/gguf.h"
 #include "loader/quantized_weights.h"
 
@@ -53,6 +54,8 @@ ModelSource open_hf_dir(const std::string& dir, bool with_weights) {
     s.weights = open_safetensors_dir(dir);
     // FP8 checkpoints are served dequantized; their scale tensors are never the model's to see.
     if (s.config.quantization.quantized()) s.weights = dequantize_weights(std::move(s.weights), s.config.quantization);
+    // Fused tensors (Phi-3's qkv_proj, gate_up_proj) appear to the model as their roles' weights.
+    s.weights = split_fused_weights(std::move(s.weights), s.config);
   }
   const fs::path d(dir);
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.json") || fs::exists(d / "original/tokenizer.model")) {

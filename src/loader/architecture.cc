@@ -74,18 +74,34 @@ constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
                                            .qk_norm = true,
                                            .embed_scale_sqrt_hidden = true,
                                            .post_norms = true,
+                                           .gguf_swa_pattern = 6,
                                            .tied_by_default = true};
+
+// transformers' Phi3Model: Llama's modules, with q/k/v and gate/up each stored as one fused
+// tensor (split by role on load; the row's names are the parts'). llama.cpp's "phi3" GGUF is
+// not read (its attn_qkv / ffn_up are fused the same way): no gguf_name.
+constexpr FusedWeightTable kPhi3Fused = {{
+    {"model.layers.{L}.self_attn.qkv_proj", {R::kQProj, R::kKProj, R::kVProj}, 3},
+    {"model.layers.{L}.mlp.gate_up_proj", {R::kGateProj, R::kUpProj, R::kCount}, 2},
+}};
 
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
-    {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
-    {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames, &kLlamaGgufNames},
-    {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames},
+    {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
+     &kLlamaGgufNames, nullptr},
+    {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
+     &kLlamaGgufNames, nullptr},
+    {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
-    {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames},
-    // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). Not yet from GGUF: llama.cpp folds
-    // the norms' 1 into the stored weights, which its loader would have to undo.
-    {"Gemma3ForCausalLM", nullptr, kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames},
+    {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
+    // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
+    // norms with the 1 added (ModelConfig::norm_weights_include_one).
+    {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
+    // Phi-3 (Phi-3-mini): Llama-like but for its fused tensors; sliding_window binds every layer
+    // when set (transformers' Phi3Attention). partial_rotary_factor < 1 (Phi-4-mini) and longrope
+    // scaling (the 128k variants) are refused by the config loader, naming the key.
+    {"Phi3ForCausalLM", nullptr, {.sliding_window_all_layers = true}, &kLlamaHfNames, &kLlamaGgufNames,
+     &kPhi3Fused},
 };
 
 template <typename Name>

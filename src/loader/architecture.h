@@ -69,10 +69,25 @@ struct ArchitectureTraits {
   // Sandwich norms: each sublayer's output normed (kAttnOutputNorm, kFfnOutputNorm) before its
   // residual add (Gemma 2 and 3).
   bool post_norms = false;
+  // GGUF: which layers slide when the file sets attention.sliding_window but no
+  // attention.sliding_window_pattern. 0: every layer (llama.cpp's "llama" files from Mistral); n:
+  // llama.cpp's default pattern for the architecture, every n-th layer global (Gemma 3: 6).
+  int gguf_swa_pattern = 0;
   // tie_word_embeddings when config.json leaves it out (transformers' default for the family:
   // false for Llama's, true for Gemma 3's, whose published configs omit it).
   bool tied_by_default = false;
 };
+
+// A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:
+// q, k and v; gate_up_proj: gate and up), in this order. The loader splits it (fused_weights.h):
+// the model sees each role under its own name in the row's table, as for any other family.
+struct FusedWeight {
+  const char* module;  // "model.layers.{L}.self_attn.qkv_proj"
+  std::array<WeightRole, 3> parts;
+  int num_parts;
+};
+inline constexpr int kMaxFusedWeights = 2;
+using FusedWeightTable = std::array<FusedWeight, kMaxFusedWeights>;  // unused entries: module nullptr
 
 struct ArchitectureSpec {
   const char* hf_name;    // "Qwen3ForCausalLM"
@@ -80,6 +95,7 @@ struct ArchitectureSpec {
   ArchitectureTraits traits;
   const WeightNameTable* hf_names;
   const WeightNameTable* gguf_names;
+  const FusedWeightTable* hf_fused = nullptr;  // HF checkpoints whose tensors fuse roles (Phi-3)
 };
 
 // The row for an HF architecture string or a GGUF general.architecture; throws an Error that

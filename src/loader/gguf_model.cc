@@ -1,5 +1,6 @@
 // open_gguf: ModelConfig and VocabData from GGUF metadata, weights through gguf_weights.h.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/check.h"
@@ -54,6 +55,15 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
     MINIVLLM_CHECK(type.empty() || type == "none")
         << f.path() << ": unsupported " << scaling << " \"" << type << "\" (minivllm implements none)";
   }
+  const std::string softcap = a + ".final_logit_softcapping";
+  if (f.find(softcap)) {
+    const double cap = f.get_float(softcap, 0);
+    MINIVLLM_CHECK(cap == 0) << f.path() << ": unsupported " << softcap << " = " << cap
+                             << " (minivllm implements no logit soft-capping)";
+  }
+  MINIVLLM_CHECK(!f.find_tensor("blk.0.attn_qkv.weight"))
+      << f.path() << ": unsupported tensor 'blk.0.attn_qkv.weight' (q, k and v fused; minivllm reads them apart: "
+      << "convert without --fuse-qkv)";
   const std::string experts = a + ".expert_count";
   if (f.find(experts)) {
     const int64_t n = f.get_int(experts);
@@ -68,6 +78,46 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
           << f.path() << ": unsupported tensor '" << t.name << "' (minivllm implements no "
           << (std::string(part) == ".attn_output.bias" ? "attention output" : "MLP") << " bias)";
     }
+  }
+}
+
+// Which layers slide, as llama.cpp reads it: attention.sliding_window > 0 makes sliding layers;
+// attention.sliding_window_pattern picks them (an array of bools, one a layer, or n: every n-th
+// layer global), else the row's default (Gemma 3: 6; none: every layer, as the "llama" files from
+// Mistral). Sliding layers rotate at rope.freq_base_swa (llama.cpp's default 10,000 for a
+// pattern). The window is kept only where it binds (shorter than the context).
+void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  const size_t n = static_cast<size_t>(c->num_layers);
+  c->layer_sliding_window.assign(n, 0);
+  const std::string window = a + ".attention.sliding_window";
+  const int64_t w = f.find(window) ? f.get_int(window) : 0;
+  if (w <= 0) return;
+  const std::string pattern_key = a + ".attention.sliding_window_pattern";
+  int64_t pattern = c->traits().gguf_swa_pattern;
+  std::vector<bool> sliding(n, true);
+  if (const GgufValue* p = f.find(pattern_key); p && p->type == GgufValueType::kArray) {
+    MINIVLLM_CHECK(p->ints.size() == n) << f.path() << ": " << pattern_key << " must hold one bool per layer ("
+                                        << n << "), got " << p->array_size() << " values";
+    for (size_t i = 0; i < n; ++i) sliding[i] = p->ints[i] != 0;
+    pattern = -1;
+  } else if (p) {
+    pattern = f.get_int(pattern_key);
+    MINIVLLM_CHECK_GE(pattern, 0) << f.path() << ": " << pattern_key << " must be >= 0";
+  }
+  if (pattern > 0) {
+    for (size_t i = 0; i < n; ++i) sliding[i] = static_cast<int64_t>(i) % pattern < pattern - 1;
+  }
+  const bool binds = w < c->max_position_embeddings;
+  c->layer_sliding.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    c->layer_sliding[i] = sliding[i];
+    if (sliding[i] && binds) c->layer_sliding_window[i] = w;
+  }
+  const std::string swa_base = a + ".rope.freq_base_swa";
+  if (f.find(swa_base)) {
+    c->rope_theta_sliding = f.get_float(swa_base, 0);
+  } else if (c->traits().gguf_swa_pattern > 0) {
+    c->rope_theta_sliding = 10000.0;
   }
 }
 
@@ -98,16 +148,13 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   };
   c.attention_bias = has_layer0(WeightRole::kQProj, "bias");
   c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
-  // A window that binds slides every layer (llama.cpp's "llama" files from Mistral; the
-  // interleaved Gemma 3 pattern does not load from GGUF).
-  c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), 0);
-  const std::string window = a + ".attention.sliding_window";
-  if (f.find(window)) {
-    const int64_t w = f.get_int(window);
-    if (w > 0 && w < c.max_position_embeddings) {
-      c.layer_sliding_window.assign(static_cast<size_t>(c.num_layers), w);
-      c.layer_sliding.assign(static_cast<size_t>(c.num_layers), true);
-    }
+  read_sliding_windows(f, a, &c);
+  // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
+  c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
+  // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 3's queries by head_dim^-1/2, but
+  // by (hidden / heads)^-1/2 in the 62-layer model (the 27B), as gemma_pytorch does.
+  if (a == "gemma3" && c.num_layers == 62) {
+    c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads));
   }
   const bool all_f32 = std::all_of(f.tensors().begin(), f.tensors().end(),
                                    [](const GgufTensorInfo& t) { return t.type == uint32_t(GgmlType::kF32); });

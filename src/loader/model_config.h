@@ -43,6 +43,9 @@ struct ModelConfig {
   // local layers rotate at base 10,000, the global ones at 1,000,000). Empty: every layer is global.
   std::vector<bool> layer_sliding;
   double rope_theta_sliding = 0;  // 0: rope_theta
+  // NormForm::kRmsOnePlusWeight with the 1 already added to the stored weights (llama.cpp's
+  // Gemma 3 GGUF): the model uses them as they are rather than adding it again.
+  bool norm_weights_include_one = false;
   double attention_scale = 0;     // q k^T scale; 0: 1 / sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2)
   std::string torch_dtype = "bfloat16";
   // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).

@@ -84,7 +84,9 @@ Tensor Transformer::load_norm(const ShardContext& ctx, WeightRole role, int64_t 
   Tensor w = ctx.replicated(weight(role, layer), {n});
   if (cfg_.traits().norm == NormForm::kRms) return backend_.upload_weight(w);
   // x_hat * (1 + w): the 1 is added here, in fp32, and the weight stays fp32 on the device, so
-  // the kernels keep one norm form and round nothing that the reference does not.
+  // the kernels keep one norm form and round nothing that the reference does not. A GGUF from
+  // llama.cpp stores 1 + w already (its f32 norms), which is used as it is.
+  if (cfg_.norm_weights_include_one) return backend_.upload_weight(w, /*keep_f32=*/true);
   float* v = w.ptr<float>();
   for (int64_t j = 0; j < n; ++j) v[j] += 1.0f;
   return backend_.upload_weight(w, /*keep_f32=*/true);

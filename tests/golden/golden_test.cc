@@ -43,12 +43,16 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // under `quantization: fp8` (each linear weight's rows rounded through e4m3 at load) must give the
 // tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2. The -swa
 // variants slide a window shorter than most prompts (every layer of Mistral's; Gemma 3's local
-// layers only), also over chunked prefill.
+// layers only), also over chunked prefill. gemma3-tiny-gguf runs from its safetensors and from the
+// GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
+// llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
+// phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
 struct GoldenParam {
   std::string model;
   int world_size;
   int max_num_batched_tokens = 1024;
   std::string quantization = "none";  // fp8: online quantization, against goldens_fp8_online.json
+  std::string file = "";              // a file of the folder to load instead of it (a GGUF), or ""
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
@@ -59,6 +63,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
   }
   EngineConfig config() const {
     EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
+    if (!GetParam().file.empty()) c.model += "/" + GetParam().file;
     c.quantization = GetParam().quantization;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
@@ -153,6 +158,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"gemma3-tiny", 2}, GoldenParam{"mistral-tiny-swa", 1},
                                            GoldenParam{"mistral-tiny-swa", 2}, GoldenParam{"mistral-tiny-swa", 1, 16},
                                            GoldenParam{"gemma3-tiny-swa", 1}, GoldenParam{"gemma3-tiny-swa", 2},
+                                           GoldenParam{"gemma3-tiny-gguf", 1}, GoldenParam{"gemma3-tiny-gguf", 2},
+                                           GoldenParam{"gemma3-tiny-gguf", 1, 1024, "none", "gemma3-tiny.bf16.gguf"},
+                                           GoldenParam{"gemma3-tiny-gguf", 2, 1024, "none", "gemma3-tiny.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny", 1}, GoldenParam{"phi3-tiny", 2},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
@@ -167,6 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                            if (budget == 0) name += "_whole_prompts";
                            if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
                            if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
+                           if (!info.param.file.empty()) name += "_file_" + info.param.file;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });

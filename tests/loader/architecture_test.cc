@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/architecture.h"
+#include "loader/fused_weights.h"
 #include "loader/model_config.h"
+#include "loader/weight_source.h"
 #include "loader_test_util.h"
 
 namespace minivllm {
@@ -24,6 +26,7 @@ TEST(Architecture, RowsAreFoundByTheirNames) {
   }
   EXPECT_STREQ(find_gguf_architecture("qwen3", "f.gguf").hf_name, "Qwen3ForCausalLM");
   EXPECT_STREQ(find_gguf_architecture("qwen2", "f.gguf").hf_name, "Qwen2ForCausalLM");
+  EXPECT_STREQ(find_gguf_architecture("gemma3", "f.gguf").hf_name, "Gemma3ForCausalLM");
   // llama.cpp files Mistral-7B as "llama": the Llama row reads it.
   EXPECT_STREQ(find_gguf_architecture("llama", "f.gguf").hf_name, "LlamaForCausalLM");
 }
@@ -56,7 +59,7 @@ TEST(Architecture, WeightNamesByRoleInBothFormats) {
 // they) carry the layer.
 TEST(Architecture, NameTablesAgreeAcrossFormats) {
   for (const char* name : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
-                           "Gemma3ForCausalLM"}) {
+                           "Gemma3ForCausalLM", "Phi3ForCausalLM"}) {
     const ArchitectureSpec& a = find_hf_architecture(name, "test");
     for (int i = 0; i < kNumWeightRoles; ++i) {
       const auto role = static_cast<WeightRole>(i);
@@ -162,6 +165,74 @@ TEST(Architecture, Gemma3TraitsAndLayerKinds) {
   j["final_logit_softcapping"] = 30.0;
   write_text(dir.file("config.json"), j.dump());
   expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"final_logit_softcapping", "30"});
+}
+
+// Phi-3-mini-4k-instruct's published config.json: Llama-like, every layer sliding over 2,047 keys.
+json phi3_mini_config() {
+  return json::parse(R"({
+    "architectures": ["Phi3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1,
+    "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+    "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+    "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 32064})");
+}
+
+TEST(Architecture, Phi3ConfigLoadsAndRefusesWhatIsNotImplemented) {
+  json j = phi3_mini_config();
+  const ModelConfig c = load_config(j);
+  EXPECT_STREQ(c.arch->hf_name, "Phi3ForCausalLM");
+  EXPECT_EQ(c.head_dim, 96);
+  ASSERT_EQ(c.layer_sliding_window.size(), 32u);
+  for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 2047);
+  ScratchDir dir("arch_phi3");
+  // Phi-3-mini-128k: longrope ("su" in the first releases).
+  for (const char* type : {"longrope", "su"}) {
+    j["rope_scaling"] = {{"type", type}, {"long_factor", {1.0, 2.0}}, {"short_factor", {1.0, 1.0}}};
+    write_text(dir.file("config.json"), j.dump());
+    expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"rope_scaling", type});
+  }
+  // Phi-4-mini rotates 3/4 of each head.
+  j = phi3_mini_config();
+  j["partial_rotary_factor"] = 0.75;
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"partial_rotary_factor", "0.75"});
+}
+
+// Phi-3's fused tensors appear by role: q, k, v the row ranges of qkv_proj, gate and up of
+// gate_up_proj, whole or in the slices tensor parallelism reads; the fused names are gone.
+TEST(Architecture, Phi3FusedWeightsSplitByRole) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/phi3-tiny";
+  const ModelConfig c = load_hf_model_config(dir);
+  const std::unique_ptr<WeightSource> w = split_fused_weights(open_safetensors_dir(dir), c);
+  const std::unique_ptr<WeightSource> raw = open_safetensors_dir(dir);
+  const Tensor qkv = raw->get_f32("model.layers.1.self_attn.qkv_proj.weight", {128, 64});  // head_dim 16
+  const Tensor gate_up = raw->get_f32("model.layers.0.mlp.gate_up_proj.weight", {256, 64});
+  auto expect_rows = [](const Tensor& part, const Tensor& fused, int64_t first_row) {
+    const int64_t cols = fused.size(1);
+    for (int64_t i = 0; i < part.numel(); ++i) {
+      ASSERT_EQ(part.ptr<float>()[i], fused.ptr<float>()[first_row * cols + i]) << i;
+    }
+  };
+  expect_rows(w->get_f32("model.layers.1.self_attn.q_proj.weight", {64, 64}), qkv, 0);
+  expect_rows(w->get_f32("model.layers.1.self_attn.k_proj.weight", {32, 64}), qkv, 64);
+  expect_rows(w->get_f32("model.layers.1.self_attn.v_proj.weight", {32, 64}), qkv, 96);
+  expect_rows(w->get_f32_slice("model.layers.1.self_attn.v_proj.weight", {32, 64}, 0, 16, 16), qkv, 112);
+  expect_rows(w->get_f32("model.layers.0.mlp.gate_proj.weight", {128, 64}), gate_up, 0);
+  expect_rows(w->get_f32("model.layers.0.mlp.up_proj.weight", {128, 64}), gate_up, 128);
+  const Tensor cols = w->get_f32_slice("model.layers.0.mlp.up_proj.weight", {128, 64}, 1, 32, 32);
+  ASSERT_EQ(cols.shape(), (std::vector<int64_t>{128, 32}));
+  for (int64_t r = 0; r < 128; ++r) {
+    for (int64_t k = 0; k < 32; ++k) {
+      ASSERT_EQ(cols.ptr<float>()[r * 32 + k], gate_up.ptr<float>()[(128 + r) * 64 + 32 + k]);
+    }
+  }
+  EXPECT_TRUE(w->has("model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_FALSE(w->has("model.layers.0.self_attn.qkv_proj.weight"));
+  for (const std::string& n : w->names()) EXPECT_EQ(n.find("qkv_proj"), std::string::npos) << n;
+  expect_error_naming([&] { w->get_f32("model.layers.0.self_attn.k_proj.weight", {64, 64}); },
+                      {"model.layers.0.self_attn.k_proj.weight", "qkv_proj", "expected shape"});
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // SmolLM2-135M-Instruct Q4_1 (models/, fetched by hand; skipped when absent). Reference values were
 // read with an independent pure-Python GGUF reader (struct.unpack + the block formats); q/k rows
 // are compared at the HF row that the GGUF row maps to (hf = h*D + i*D/2 + j for gguf = h*D + 2j + i).
+// A Gemma 3 made by llama.cpp's convert_hf_to_gguf.py (tests/goldens/gemma3-tiny-gguf,
+// tools/make_gemma3_gguf.py) is read against the safetensors it was made from.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "loader/gguf.h"
+#include "loader/weight_source.h"
 
 namespace minivllm {
 namespace {
@@ -126,6 +129,48 @@ TEST(GgufSmolLM2, LoadsQ4_1Checkpoint) {
              {0.056640625, 0.203125, -0.08984375, 0.056640625});
   const Tensor norm = w.get_f32("model.norm.weight", {576});
   EXPECT_EQ(norm.ptr<float>()[0], 1.7578125f);
+}
+
+// llama.cpp's Gemma 3: the metadata gives llama.cpp's layer pattern (every 6th layer global), the
+// two rope bases and the window; the norms are stored as 1 + w (their HF weight plus the 1 that
+// Gemma's RMSNorm adds), which the model must not add again; the rest is the HF tensors unchanged
+// (Gemma's rope is not permuted).
+TEST(GgufGemma3, ConverterFileMatchesItsSafetensors) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/gemma3-tiny-gguf";
+  const GgufModel m = open_gguf(dir + "/gemma3-tiny.bf16.gguf");
+  const ModelConfig& c = m.config;
+  EXPECT_STREQ(c.arch->hf_name, "Gemma3ForCausalLM");
+  EXPECT_EQ(c.arch_name, "gemma3");
+  EXPECT_EQ(c.hidden_size, 32);
+  EXPECT_EQ(c.num_layers, 6);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.norm_weights_include_one);
+  EXPECT_EQ(c.attention_scale, 0);  // head_dim^-1/2
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope_theta_sliding, 1e4);
+  EXPECT_EQ(c.layer_sliding, (std::vector<bool>{true, true, true, true, true, false}));
+  EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{10, 10, 10, 10, 10, 0}));
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1}));
+  EXPECT_EQ(c.bos_token_id, 2);
+
+  const auto hf = open_safetensors_dir(dir);
+  for (const char* name : {"model.norm.weight", "model.layers.0.input_layernorm.weight",
+                           "model.layers.5.post_feedforward_layernorm.weight", "model.layers.3.self_attn.q_norm.weight"}) {
+    SCOPED_TRACE(name);
+    const Tensor want = hf->get_f32(name, {});
+    const Tensor got = m.weights->get_f32(name, want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i] + 1.0f) << i;
+  }
+  for (const char* name : {"model.embed_tokens.weight", "model.layers.2.self_attn.q_proj.weight",
+                           "model.layers.2.self_attn.k_proj.weight", "model.layers.4.mlp.down_proj.weight"}) {
+    SCOPED_TRACE(name);
+    const Tensor want = hf->get_f32(name, {});
+    const Tensor got = m.weights->get_f32(name, want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+  }
 }
 
 }  // namespace

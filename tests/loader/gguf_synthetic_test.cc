@@ -3,6 +3,7 @@
 // format's definition element by element, not through the loader's code.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -325,6 +326,75 @@ TEST(GgufNames, HfNameMapping) {
                 "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.o_proj.weight",
                 "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.v_proj.weight",
                 "model.norm.weight"}));
+}
+
+// Gemma 3's GGUF metadata as llama.cpp reads it (a file of metadata alone: the config needs no
+// tensor): attention.sliding_window switches sliding layers on, laid out by
+// attention.sliding_window_pattern (bools, or every n-th layer global) or else by llama.cpp's
+// default of 6; rope.freq_base_swa (default 10,000) for them; the 27B's 62 layers scale the
+// queries by (hidden / heads)^-1/2; soft-capping refused.
+struct Gemma3Meta {
+  int64_t layers = 7;
+  int64_t window = 8;
+  std::vector<uint8_t> pattern_bools = {};
+  int64_t pattern = -1;
+  float swa_base = 0;
+  float softcap = 0;
+};
+
+GgufModel open_gemma3(const ScratchDir& dir, const Gemma3Meta& m) {
+  W w;
+  w.add_string("general.architecture", "gemma3");
+  w.add_scalar("gemma3.embedding_length", W::U32, uint32_t{64});
+  w.add_scalar("gemma3.block_count", W::U32, static_cast<uint32_t>(m.layers));
+  w.add_scalar("gemma3.feed_forward_length", W::U32, uint32_t{128});
+  w.add_scalar("gemma3.attention.head_count", W::U32, uint32_t{2});
+  w.add_scalar("gemma3.attention.head_count_kv", W::U32, uint32_t{1});
+  w.add_scalar("gemma3.attention.key_length", W::U32, uint32_t{16});
+  w.add_scalar("gemma3.attention.layer_norm_rms_epsilon", W::F32, 1e-6f);
+  w.add_scalar("gemma3.rope.freq_base", W::F32, 1e6f);
+  w.add_scalar("gemma3.context_length", W::U32, uint32_t{256});
+  if (m.window > 0) w.add_scalar("gemma3.attention.sliding_window", W::U32, static_cast<uint32_t>(m.window));
+  if (!m.pattern_bools.empty()) w.add_array("gemma3.attention.sliding_window_pattern", W::BOOL, m.pattern_bools);
+  if (m.pattern >= 0) w.add_scalar("gemma3.attention.sliding_window_pattern", W::U32, static_cast<uint32_t>(m.pattern));
+  if (m.swa_base > 0) w.add_scalar("gemma3.rope.freq_base_swa", W::F32, m.swa_base);
+  if (m.softcap > 0) w.add_scalar("gemma3.final_logit_softcapping", W::F32, m.softcap);
+  w.add_strings("tokenizer.ggml.tokens", {"<pad>", "<eos>", "<bos>", "a"});
+  const std::string path = dir.file("gemma3.gguf");
+  write_bytes(path, w.build(32));
+  return open_gguf(path);
+}
+
+TEST(GgufGemma3Meta, SlidingLayersRopeBasesAndScale) {
+  ScratchDir dir("gguf_gemma3");
+  {
+    const ModelConfig c = open_gemma3(dir, {}).config;
+    EXPECT_TRUE(c.norm_weights_include_one);
+    EXPECT_EQ(c.attention_scale, 0);
+    EXPECT_EQ(c.layer_sliding, (std::vector<bool>{true, true, true, true, true, false, true}));
+    EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 8, 8, 8, 8, 0, 8}));
+    EXPECT_DOUBLE_EQ(c.rope_theta_sliding, 1e4);
+  }
+  {
+    const ModelConfig c = open_gemma3(dir, {.pattern_bools = {1, 0, 0, 1, 1, 0, 1}, .swa_base = 5e4f}).config;
+    EXPECT_EQ(c.layer_sliding, (std::vector<bool>{true, false, false, true, true, false, true}));
+    EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 0, 0, 8, 8, 0, 8}));
+    EXPECT_DOUBLE_EQ(c.rope_theta_sliding, 5e4);
+  }
+  {
+    const ModelConfig c = open_gemma3(dir, {.window = 4096, .pattern = 2}).config;  // longer than the context
+    EXPECT_EQ(c.layer_sliding, (std::vector<bool>{true, false, true, false, true, false, true}));
+    EXPECT_EQ(c.layer_sliding_window, std::vector<int64_t>(7, 0));
+  }
+  {
+    const ModelConfig c = open_gemma3(dir, {.window = 0}).config;
+    EXPECT_TRUE(c.layer_sliding.empty());
+    EXPECT_EQ(c.layer_sliding_window, std::vector<int64_t>(7, 0));
+  }
+  EXPECT_NEAR(open_gemma3(dir, {.layers = 62}).config.attention_scale, 1 / std::sqrt(32.0), 1e-12);
+  expect_error_naming([&] { open_gemma3(dir, {.softcap = 30}); }, {"gemma3.final_logit_softcapping", "30"});
+  expect_error_naming([&] { open_gemma3(dir, {.pattern_bools = {1, 0}}); },
+                      {"gemma3.attention.sliding_window_pattern", "one bool per layer"});
 }
 
 }  // namespace
