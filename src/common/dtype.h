@@ -10,8 +10,9 @@ namespace minivllm {
 
 // kQ8_0, kQ4_0, kQ4_1: ggml's block-quantised weight formats (loader/gguf_dequant.h has the
 // layouts), 32 elements a block along the last dimension. Only the CPU backend keeps weights in
-// them; no activation ever has these types. kF8E4M3: the FP8 KV cache's element (common/fp8.h),
-// always stored with per-row scales beside it; converted to f32 it is the raw value, unscaled.
+// them; no activation ever has these types. kF8E4M3: the FP8 KV cache's element (common/fp8.h) and
+// FP8 weights' codes, always with scales beside them (the cache's per-row scales, a weight's
+// Tensor::scales()); converted to f32 it is the raw value, unscaled.
 // kQ5_0 .. kIQ4_XS: more of ggml's weight formats (common/quant_blocks.h): the legacy 32-element
 // blocks and the 256-element K-quant super-blocks.
 enum class DType : uint8_t {

@@ -106,7 +106,7 @@ class OnlineFp8Source : public WeightSource {
     MINIVLLM_CHECK(full_shape.size() == 2) << "tensor '" << name << "' in " << describe()
                                            << ": online FP8 quantization takes 2-D linear weights";
     if (dim == 0) return quantize_rows(src_.get_f32_slice(name, full_shape, dim, start, length), 0, full_shape[1]);
-    return quantize_rows(get_full(name, full_shape), start, start + length);
+    return quantize_rows(src_.get_f32(name, full_shape), start, start + length);  // whole rows, unrounded
   }
 
   // Dummy weights stay dummy: the loader makes them on the device and quantizes them there
@@ -120,7 +120,6 @@ class OnlineFp8Source : public WeightSource {
 
  private:
   bool is_target(const std::string& name) const { return targets_.count(name) > 0; }
-  Tensor get_full(const std::string& name, const std::vector<int64_t>& shape) const { return src_.get_f32(name, shape); }
 
   void round_2d(const std::string& name, Tensor& t) const {
     MINIVLLM_CHECK(t.ndim() == 2) << "tensor '" << name << "' in " << describe()

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/llm_engine.h"
+#include "../golden/engine_test_util.h"
 #include "cuda_test_util.h"
 
 namespace minivllm::cuda_test {
@@ -27,13 +28,13 @@ struct Case {
 // take, so these run on head_dim-64 variants made by `tools/make_hf_goldens.py DIR --models
 // qwen3-tiny-hd64` and `tools/make_fp8_goldens.py DIR --models qwen3-tiny-hd64-fp8-block
 // qwen3-tiny-hd64-fp8-channel` (tools/gpu_run.sh makes them): $MINIVLLM_FP8_GOLDENS names DIR.
-std::string golden_dir(const std::string& model) {
+std::string fp8_golden_dir(const std::string& model) {
   const char* dir = std::getenv("MINIVLLM_FP8_GOLDENS");
   return std::string(dir != nullptr ? dir : MINIVLLM_SOURCE_DIR "/tests/goldens") + "/" + model;
 }
 
 std::vector<Case> load_cases(const std::string& model, const std::string& file) {
-  std::ifstream f(golden_dir(model) + "/" + file);
+  std::ifstream f(fp8_golden_dir(model) + "/" + file);
   EXPECT_TRUE(f.good()) << "missing goldens for " << model;
   const nlohmann::json j = nlohmann::json::parse(f);
   std::vector<Case> out;
@@ -43,16 +44,12 @@ std::vector<Case> load_cases(const std::string& model, const std::string& file) 
   return out;
 }
 
+// The golden tests' small engine settings, on `device`, reading the FP8 goldens' directory.
 EngineConfig config(const std::string& model, const std::string& device, const std::string& quantization) {
-  EngineConfig c;
-  c.model = golden_dir(model);
+  EngineConfig c = tiny_config(model);
+  c.model = fp8_golden_dir(model);
   c.device = device;
   c.quantization = quantization;
-  c.block_size = 16;
-  c.max_num_seqs = 16;
-  c.max_model_length = 256;
-  c.max_num_batched_tokens = 1024;
-  c.num_kvcache_blocks = 256;
   return c;
 }
 
@@ -86,7 +83,7 @@ class CudaFp8Weights : public ::testing::TestWithParam<Param> {};
 TEST_P(CudaFp8Weights, TeacherForcedAgreementWithTheReference) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const Param& p = GetParam();
-  if (!std::filesystem::exists(golden_dir(p.model))) GTEST_SKIP() << golden_dir(p.model) << " has not been made";
+  if (!std::filesystem::exists(fp8_golden_dir(p.model))) GTEST_SKIP() << fp8_golden_dir(p.model) << " has not been made";
   const std::vector<Case> cases = load_cases(p.model, p.goldens);
   LLMEngine gpu(config(p.model, "cuda", p.quantization));
   const double got = agreement(gpu, cases);

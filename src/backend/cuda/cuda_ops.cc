@@ -139,8 +139,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
   const WeightScales& s = *w.scales();
-  const Fp8Weight fw{static_cast<const uint8_t*>(w.data()), s.grid.ptr<float>(), s.block_rows, s.block_cols,
-                     s.grid.size(1)};
+  const Fp8Weight fw = fp8_weight_view(w);
   const Fp8GemvOut ge = e == Fp8Out::kStore ? Fp8GemvOut::kStore
                         : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul
                                                : Fp8GemvOut::kAddF32;

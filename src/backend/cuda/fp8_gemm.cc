@@ -14,13 +14,13 @@ void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, v, bytes));
 }
 
-Fp8Weight fp8_weight(const Tensor& w) {
+}  // namespace
+
+Fp8Weight fp8_weight_view(const Tensor& w) {
   const WeightScales& s = *w.scales();
   return Fp8Weight{static_cast<const uint8_t*>(w.data()), s.grid.ptr<float>(), s.block_rows, s.block_cols,
                    s.grid.size(1)};
 }
-
-}  // namespace
 
 bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
   return k % 16 == 0 && n % 16 == 0 && s.block_rows == 1 && s.block_cols >= k;
@@ -124,7 +124,7 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {
   const int64_t n = w.size(0), k = w.size(1);
   reserve(&w_bf16_, &w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream, "decoded weight");
-  launch_dequantize_fp8(fp8_weight(w), n, k, w_bf16_, stream);
+  launch_dequantize_fp8(fp8_weight_view(w), n, k, w_bf16_, stream);
   return w_bf16_;
 }
 

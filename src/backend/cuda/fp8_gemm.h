@@ -19,9 +19,13 @@
 #include <map>
 #include <tuple>
 
+#include "backend/cuda/cuda_kernels.h"
 #include "common/tensor.h"
 
 namespace minivllm::cuda {
+
+// W's codes and scale grid as the kernels read them (cuda_kernels.h).
+Fp8Weight fp8_weight_view(const Tensor& w);
 
 // Whether run() takes W: one scale per row (block_rows 1, block_cols spanning K), K and N multiples
 // of 16 (FP8 operands' alignment).
