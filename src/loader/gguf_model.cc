@@ -87,6 +87,7 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
 // Mistral). Sliding layers rotate at rope.freq_base_swa (llama.cpp's default 10,000 for a
 // pattern). The window is kept only where it binds (shorter than the context).
 void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  c->check_num_layers();
   const size_t n = static_cast<size_t>(c->num_layers);
   c->layer_sliding_window.assign(n, 0);
   const std::string window = a + ".attention.sliding_window";

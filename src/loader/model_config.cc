@@ -202,6 +202,7 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
 void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
   const json& j = r.root();
   const std::string& p = r.path();
+  c->check_num_layers();
   c->layer_sliding_window.assign(static_cast<size_t>(c->num_layers), 0);
   std::vector<std::string> types;
   if (r.has("layer_types")) {
@@ -312,9 +313,16 @@ const ArchitectureTraits& ModelConfig::traits() const {
   return arch->traits;
 }
 
+void ModelConfig::check_num_layers() const {
+  MINIVLLM_CHECK(num_layers > 0 && num_layers <= kMaxLayers)
+      << (source.empty() ? std::string("model config") : source) << ": num_hidden_layers must be in [1, "
+      << kMaxLayers << "], got " << num_layers;
+}
+
 void ModelConfig::validate() const {
   const std::string& src = source.empty() ? std::string("model config") : source;
   traits();
+  check_num_layers();
   auto positive = [&](int64_t v, const char* key) { MINIVLLM_CHECK_GT(v, 0) << src << ": " << key << " must be > 0"; };
   positive(vocab_size, "vocab_size");
   positive(hidden_size, "hidden_size");

@@ -56,6 +56,10 @@ struct ModelConfig {
 
   // Throws an Error naming the key when a value is missing or out of range.
   void validate() const;
+  // Throws unless num_layers is in [1, kMaxLayers]: the loaders check it before sizing per-layer
+  // tables from a file's count, so a corrupt count is an error rather than an allocation of terabytes.
+  void check_num_layers() const;
+  static constexpr int64_t kMaxLayers = 1024;  // the deepest published models have about 130
   const ArchitectureTraits& traits() const;  // the row's; throws when no row is set
 };
 

@@ -114,6 +114,16 @@ TEST(LoaderRefusals, HiddenActOtherThanSilu) {
   expect_config_refused(j, {"hidden_act", "string"});
 }
 
+TEST(LoaderRefusals, LayerCountOutOfRange) {
+  for (int64_t n : {int64_t{0}, int64_t{-1}, int64_t{1025}, int64_t{1} << 40}) {
+    json j = llama_config();
+    j["num_hidden_layers"] = n;
+    expect_config_refused(j, {"num_hidden_layers", "[1, 1024]"});
+    j["sliding_window"] = 64;  // sized per layer
+    expect_config_refused(j, {"num_hidden_layers", "[1, 1024]"});
+  }
+}
+
 TEST(LoaderRefusals, MlpBias) {
   json j = llama_config();
   ASSERT_FALSE(j.at("mlp_bias").get<bool>());
@@ -243,6 +253,7 @@ struct GgufOptions {
   std::function<void(W&)> metadata = nullptr;  // extra keys
   std::function<void(W&)> tensors = nullptr;   // extra tensors, after the model's
   uint32_t bos = 2, eos = 3, eot = 1;
+  uint32_t blocks = 1;  // llama.block_count (the file holds one layer's tensors whatever it says)
   uint64_t alignment = 32;
 };
 
@@ -251,7 +262,7 @@ std::vector<uint8_t> tiny_llama(const GgufOptions& o = {}) {
   w.add_string("general.architecture", "llama");
   if (o.alignment != 32) w.add_scalar("general.alignment", W::U32, uint32_t(o.alignment));
   w.add_scalar("llama.embedding_length", W::U32, uint32_t{kHidden});
-  w.add_scalar("llama.block_count", W::U32, uint32_t{1});
+  w.add_scalar("llama.block_count", W::U32, o.blocks);
   w.add_scalar("llama.feed_forward_length", W::U32, uint32_t{kFfn});
   w.add_scalar("llama.attention.head_count", W::U32, uint32_t{kHeads});
   w.add_scalar("llama.attention.head_count_kv", W::U32, uint32_t{kKvHeads});
@@ -325,6 +336,19 @@ TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   expect_gguf_refused(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{8}); }),
                       {"llama.expert_count", "= 8", "mixture-of-experts"});
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{0}); })));
+}
+
+// A corrupt layer count is refused before anything is sized from it (the fuzzer's 5 GB
+// allocation for the per-layer sliding-window table).
+TEST(LoaderRefusals, GgufLayerCountOutOfRange) {
+  for (uint32_t n : {0u, 1025u, 0x7FFFFFFFu, 0xFFFFFFFFu}) {
+    expect_gguf_refused(tiny_llama({.blocks = n}), {"num_hidden_layers", "[1, 1024]"});
+    expect_gguf_refused(tiny_llama({.metadata = [](W& w) {
+                                      w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64});
+                                    },
+                                    .blocks = n}),
+                        {"num_hidden_layers", "[1, 1024]"});
+  }
 }
 
 TEST(LoaderRefusals, GgufBiasesWithoutAPlace) {
