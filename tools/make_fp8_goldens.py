@@ -16,7 +16,11 @@ model.safetensors, goldens.json) for
                             dynamic per-token activations, lm_head ignored (kept bf16)
     llama3-tiny-fp8-tensor  from llama3-tiny. compressed-tensors as llm-compressor's FP8 scheme: one fp32
                             weight_scale [1] per tensor and a static input_scale [1]
-and OUTDIR/llama3-tiny/goldens_fp8_online.json, the reference for llama3-tiny loaded with
+and, for the variants with dynamic per-token activations (qwen3-tiny-fp8-channel,
+qwen3-tiny-hd64-fp8-channel), OUTDIR/<name>/goldens_w8a8.json: the same reference with every
+quantized linear's input rounded through e4m3 per token (scale amax / 448, common/fp8.h's formula),
+which is what the checkpoint declares and what the GPU's FP8 GEMM computes (W8A8); and
+OUTDIR/llama3-tiny/goldens_fp8_online.json, the reference for llama3-tiny loaded with
 `quantization: fp8`: each linear weight's rows rounded through e4m3 with the scale amax / 448, as
 src/loader/online_fp8.cc (common/fp8.h) computes them, op for op in fp32.
 
@@ -173,6 +177,22 @@ def write_goldens(path, name, reference, cases):
         f.write("\n")
 
 
+def fake_quantize_per_token(x):
+    """Each row of x rounded through e4m3 with scale amax / 448 (zero rows stay zero), in fp32."""
+    amax = x.abs().amax(-1, keepdim=True)
+    mul = torch.where(amax > 0, E4M3_MAX / amax, torch.zeros_like(amax))
+    return to_e4m3(x * mul).float() * (amax / E4M3_MAX)
+
+
+def quantize_linear_inputs(model):
+    """Hooks every quantized projection (LINEAR) to see its input per-token e4m3-rounded."""
+    hooks = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and LINEAR.match(name + ".weight"):
+            hooks.append(module.register_forward_pre_hook(lambda _m, args: (fake_quantize_per_token(args[0]),)))
+    return hooks
+
+
 def replace_weights(model, dequantized):
     params = dict(model.named_parameters())
     with torch.no_grad():
@@ -213,6 +233,12 @@ def make_variant(name, goldens_dir, outdir):
                   "bf16 model.safetensors with each quantized linear weight replaced by its dequantized values "
                   "(e4m3 x scale in fp32), activations unquantized; greedy = argmax with the full sequence "
                   "recomputed each step, eos ignored", cases)
+    if qconfig.get("config_groups", {}).get("group_0", {}).get("input_activations", {}).get("strategy") == "token":
+        quantize_linear_inputs(model)
+        cases = reference_cases(model, config["vocab_size"], name + " W8A8")
+        write_goldens(os.path.join(outdir, "goldens_w8a8.json"), name,
+                      f"as goldens.json, and each quantized linear's input rounded through e4m3 per token "
+                      "(scale amax / 448), as the checkpoint's dynamic per-token activations declare (W8A8)", cases)
 
 
 def make_online(goldens_dir):

@@ -3,7 +3,10 @@
 // channel (cuBLASLt's FP8 GEMM with per-token activations), teacher-forced against the reference (Hugging Face in
 // fp32 on the dequantized weights, tools/make_fp8_goldens.py). The issue asks for 99% agreement on
 // the GPU; random tiny models are sharper than trained ones, so the test holds FP8 to the GPU's bf16
-// computation of the same values, and the CPU (fp32, the same values) to full agreement.
+// computation of the same values, and the CPU (fp32, the same values) to full agreement. Per-channel
+// checkpoints declare per-token FP8 activations, and W8A8 computed exactly (in fp32) agrees with
+// the unquantized-activation reference on only ~81% of this model's tokens (PERFORMANCE.md): they
+// are held to 99% against that W8A8 reference (goldens_w8a8.json) instead.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +76,7 @@ double agreement(LLMEngine& engine, const std::vector<Case>& cases) {
 
 struct Param {
   std::string model, quantization, goldens;
+  std::string w8a8_goldens;  // the reference with per-token e4m3 activations, for W8A8 checkpoints
 };
 
 class CudaFp8Weights : public ::testing::TestWithParam<Param> {};
@@ -98,22 +102,32 @@ TEST_P(CudaFp8Weights, TeacherForcedAgreementWithTheReference) {
   const double ref = agreement(cpu, cases);
   std::printf("%s: teacher-forced agreement with the reference: GPU FP8 %.2f%%, GPU bf16 of the same values %.2f%%, "
               "CPU %.2f%%\n", p.model.c_str(), 100 * got, 100 * plain, 100 * ref);
-  EXPECT_GE(got, plain - 0.01) << p.model;
   EXPECT_GE(ref, 0.999) << p.model;
+  if (p.w8a8_goldens.empty()) {
+    EXPECT_GE(got, plain - 0.01) << p.model;
+  }
+  // The reference of the checkpoint's own computation: W8A8 is held to one with quantized
+  // activations, not to unquantized ones.
+  const std::vector<Case> own = p.w8a8_goldens.empty() ? cases : load_cases(p.model, p.w8a8_goldens);
+  if (!p.w8a8_goldens.empty()) {
+    const double w8a8 = agreement(gpu, own);
+    std::printf("%s: teacher-forced agreement with the W8A8 reference: GPU FP8 %.2f%%\n", p.model.c_str(), 100 * w8a8);
+    EXPECT_GE(w8a8, 0.99) << p.model;
+  }
   // Greedy decoding through the decode graphs (the FP8 gemv) starts as the reference does.
-  const auto outs = gpu.generate({cases.front().prompt}, [&] {
+  const auto outs = gpu.generate({own.front().prompt}, [&] {
     SamplingParams s;
     s.temperature = 0.0f;
-    s.max_tokens = static_cast<int>(cases.front().greedy.size());
+    s.max_tokens = static_cast<int>(own.front().greedy.size());
     s.ignore_eos = true;
     return s;
   }());
-  EXPECT_EQ(outs.front().token_ids.front(), cases.front().greedy.front()) << p.model;
+  EXPECT_EQ(outs.front().token_ids.front(), own.front().greedy.front()) << p.model;
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaFp8Weights,
                          ::testing::Values(Param{"qwen3-tiny-hd64-fp8-block", "none", "goldens.json"},
-                                           Param{"qwen3-tiny-hd64-fp8-channel", "none", "goldens.json"}),
+                                           Param{"qwen3-tiny-hd64-fp8-channel", "none", "goldens.json", "goldens_w8a8.json"}),
                          [](const auto& info) {
                            std::string n = info.param.model + (info.param.quantization == "fp8" ? "_online" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
