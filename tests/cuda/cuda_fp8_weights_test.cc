@@ -126,7 +126,7 @@ TEST_P(CudaFp8Weights, TeacherForcedAgreementWithTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaFp8Weights,
-                         ::testing::Values(Param{"qwen3-tiny-hd64-fp8-block", "none", "goldens.json"},
+                         ::testing::Values(Param{"qwen3-tiny-hd64-fp8-block", "none", "goldens.json", ""},
                                            Param{"qwen3-tiny-hd64-fp8-channel", "none", "goldens.json", "goldens_w8a8.json"}),
                          [](const auto& info) {
                            std::string n = info.param.model + (info.param.quantization == "fp8" ? "_online" : "");
