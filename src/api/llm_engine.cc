@@ -12,6 +12,7 @@
 #include "common/check.h"
 #include "common/config_key.h"
 #include "common/host_profile.h"
+#include "common/tuning.h"
 #include "loader/online_fp8.h"
 #include "runtime/step_profiler.h"
 
@@ -56,6 +57,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   // or any step runs (HostProfile is next read inside the steps' timed scopes).
   (void)HostProfile::enabled();
   (void)StepProfiler::enabled();
+  warn_unknown_knob_variables();  // a mistyped MINIVLLM_* knob would otherwise change nothing, silently
   source_ = open_model(config.model, /*with_weights=*/true, WeightLoad{config.load_format, config.dummy_seed});
   // Refused here, before any worker starts; each runner checks again as it loads.
   check_online_quantization(config.quantization, source_.config, *source_.weights);

@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/error_text.h"
+#include "common/tuning.h"
 #include "loader/dummy_weights.h"
 #include "loader/fused_weights.h"
 #include "loader/gguf.h"
@@ -88,7 +89,7 @@ ModelSource open_gguf_file(const std::string& path, bool with_weights) {
 std::string resolve_model_path(const std::string& model) {
   if (!is_default_name(model)) return model;
   std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("MINIVLLM_MODELS_DIR")) dirs.emplace_back(env);
+  if (const std::optional<std::string> env = knob_text("MINIVLLM_MODELS_DIR")) dirs.emplace_back(*env);
   dirs.emplace_back("models");
   if (const char* home = std::getenv("HOME")) dirs.emplace_back(fs::path(home) / ".cache" / "minivllm");
   for (const fs::path& d : dirs) {

@@ -14,6 +14,7 @@
 #include "api/model_source.h"
 #include "common/check.h"
 #include "common/host_profile.h"
+#include "common/tuning.h"
 #include "runtime/model_runner.h"
 #include "runtime/runner_config_json.h"
 #include "runtime/shm_channel.h"
@@ -43,9 +44,8 @@ WorkerArgs parse(int argc, char** argv) {
 // Fault injection for the tests: MINIVLLM_WORKER_FAULT="<rank>:<method>" makes that rank crash
 // (abort, as a segfault or a failed allocation would) when it receives that method.
 void maybe_inject_fault(int rank, const std::string& method) {
-  const char* f = std::getenv("MINIVLLM_WORKER_FAULT");
-  if (f == nullptr) return;
-  if (std::string(f) == std::to_string(rank) + ":" + method) std::abort();
+  const std::optional<std::string> f = knob_text("MINIVLLM_WORKER_FAULT");
+  if (f && *f == std::to_string(rank) + ":" + method) std::abort();
 }
 
 }  // namespace

@@ -15,5 +15,6 @@ int run_template(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
 int run_perplexity(const std::vector<std::string>& argv);
 int run_serve(const std::vector<std::string>& argv);
+int run_knobs(const std::vector<std::string>& argv);
 
 }  // namespace minivllm::cli

@@ -23,6 +23,7 @@ constexpr Subcommand kSubcommands[] = {
     {"bench", minivllm::cli::run_bench, "throughput (nano-vllm's bench.py workload) and decode speed"},
     {"perplexity", minivllm::cli::run_perplexity, "mean negative log-likelihood and perplexity of a text file"},
     {"serve", minivllm::cli::run_serve, "OpenAI-compatible HTTP server (completions, chat, streaming)"},
+    {"knobs", minivllm::cli::run_knobs, "the MINIVLLM_* environment variables: values, defaults, why"},
 };
 
 void print_usage(std::ostream& os) {

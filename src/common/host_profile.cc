@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm {
 namespace {
@@ -35,7 +35,7 @@ Table& table() {
 }  // namespace
 
 bool HostProfile::enabled() {
-  static const bool on = env_switch("MINIVLLM_PROFILE_HOST").value_or(false);
+  static const bool on = knob_flag("MINIVLLM_PROFILE_HOST");
   return on;
 }
 

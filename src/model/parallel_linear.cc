@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/check.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 #include "common/fp8_weight.h"
 #include "common/quant_blocks.h"
 
@@ -213,12 +213,12 @@ void RowParallelLinear::forward(Backend& b, Communicator& comm, const Tensor& x,
 }
 
 bool RowParallelLinear::fused_norm_off() {
-  static const bool off = !env_switch("MINIVLLM_TP_FUSED_NORM").value_or(true);
+  static const bool off = !knob_flag("MINIVLLM_TP_FUSED_NORM");
   return off;
 }
 
 bool RowParallelLinear::tp_partials_f32() {
-  static const bool f32 = env_word("MINIVLLM_TP_PARTIALS", {"act", "f32"}).value_or("act") == "f32";
+  static const bool f32 = knob_mode("MINIVLLM_TP_PARTIALS") == "f32";
   return f32;
 }
 

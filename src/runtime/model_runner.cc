@@ -10,7 +10,7 @@
 #include "backend/kv_cache_spec.h"
 #include "common/check.h"
 #include "common/config_key.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 #include "common/host_profile.h"
 #include "loader/online_fp8.h"
 #include "runtime/backend_select.h"
@@ -436,7 +436,7 @@ void ModelRunner::capture_graphs() {
     graphs_[bs] = backend_->capture_graph(body);
   }
   backend_->synchronize();
-  if (env_switch("MINIVLLM_PROBE_GRAPH_LAUNCH").value_or(false)) probe_graph_launch();
+  if (knob_flag("MINIVLLM_PROBE_GRAPH_LAUNCH")) probe_graph_launch();
 }
 
 // Diagnostic (MINIVLLM_PROBE_GRAPH_LAUNCH=1): how much of a replay is launch latency. Per graph size,

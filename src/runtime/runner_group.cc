@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "common/check.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 #include "common/host_profile.h"
 #include "runtime/backend_select.h"
 #include "runtime/runner_config_json.h"
@@ -43,7 +43,7 @@ std::string describe_status(int status) {
 }  // namespace
 
 std::string worker_executable() {
-  if (const char* env = std::getenv("MINIVLLM_WORKER"); env != nullptr && env[0] != '\0') return env;
+  if (const std::optional<std::string> env = knob_text("MINIVLLM_WORKER")) return *env;
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -60,7 +60,7 @@ std::string worker_executable() {
 RunnerGroup::RunnerGroup(const RunnerConfig& cfg, const ModelConfig& model_cfg, const WeightSource& weights,
                          const std::string& model_path)
     : cfg_(cfg) {
-  step_fault_token_ = env_int("MINIVLLM_STEP_FAULT", 0, std::numeric_limits<int32_t>::max()).value_or(step_fault_token_);
+  step_fault_token_ = knob_int("MINIVLLM_STEP_FAULT").value_or(step_fault_token_);
   MINIVLLM_CHECK(cfg_.world_size >= 1) << "world_size must be at least 1, got " << cfg_.world_size;
   if (cfg_.world_size == 1) {
     runner_ = std::make_unique<ModelRunner>(cfg_, model_cfg, weights);

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm {
 
@@ -21,7 +21,7 @@ class StepProfiler {
   enum Part { kGap, kUpload, kGraph, kSample, kNumParts };
   using Clock = std::chrono::steady_clock;
 
-  static bool enabled() { return env_switch("MINIVLLM_PROFILE_STEPS").value_or(false); }
+  static bool enabled() { return knob_flag("MINIVLLM_PROFILE_STEPS"); }
 
   // Starts a decode step: the gap since the previous step's end counts as kGap.
   void begin() {

@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/quant_blocks.h"
+#include "common/tuning.h"
 
 namespace minivllm::cpu {
 
@@ -139,9 +140,8 @@ Isa parse_isa(const std::string& v) {
 }
 
 Isa detect() {
-  const char* env = std::getenv("MINIVLLM_CPU_ISA");
-  if (env != nullptr && *env != '\0') {
-    const std::string v(env);
+  if (const std::optional<std::string> env = knob_word("MINIVLLM_CPU_ISA")) {
+    const std::string& v = *env;
     const Isa isa = parse_isa(v);
     MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
     return isa;

@@ -25,7 +25,7 @@
 
 #include "common/check.h"
 #include "common/dtype.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm {
 
@@ -365,7 +365,7 @@ ShmCommunicator::ShmCommunicator(int rank, int world_size, const std::string& bo
     slot_bytes_ = h->slot_bytes;
     chunk_bytes_ = slot_bytes_ / 2 / 64 * 64;
     // Up to 10 s of spinning before a wait sleeps on the futex.
-    spin_ns_ = env_int("MINIVLLM_SHM_SPIN_US", 0, 10'000'000).value_or(spin_ns_ / 1000) * 1000;
+    spin_ns_ = knob_int("MINIVLLM_SHM_SPIN_US").value_or(spin_ns_ / 1000) * 1000;
     int32_t expected = 0;
     MINIVLLM_CHECK(atomic(h->ranks[rank].pid).compare_exchange_strong(expected, static_cast<int32_t>(getpid())))
         << "ShmCommunicator: rank " << rank << " already joined this segment (pid " << expected << ")";

@@ -16,7 +16,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/nccl_communicator.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 
@@ -39,38 +39,38 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   CUDA_CHECK(cudaMalloc(&decode_partial_lse_, decode_partial_rows_ * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&decode_counters_, decode_partial_rows_ * sizeof(int)));
   CUDA_CHECK(cudaMemset(decode_counters_, 0, decode_partial_rows_ * sizeof(int)));
-  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   decode_min_partition_ =
-      static_cast<int>(env_int("MINIVLLM_DECODE_MIN_PARTITION", 1, kIntMax).value_or(kDefaultMinDecodePartition));
+      static_cast<int>(knob_int("MINIVLLM_DECODE_MIN_PARTITION").value_or(kDefaultMinDecodePartition));
   decode_max_partition_ = kDefaultMaxDecodePartition;
   decode_mma_max_partition_ = kDefaultMaxDecodeMmaPartition;
-  if (const std::optional<int64_t> p = env_int("MINIVLLM_DECODE_MAX_PARTITION", 0, kIntMax)) {
+  if (const std::optional<int64_t> p = knob_int("MINIVLLM_DECODE_MAX_PARTITION")) {
     decode_max_partition_ = decode_mma_max_partition_ = static_cast<int>(*p);  // every decode kernel's
   }
-  if (const std::optional<std::string> w = env_word("MINIVLLM_DECODE_WIDE", {"0", "1", "force"})) {
+  if (const std::optional<std::string> w = knob_word("MINIVLLM_DECODE_WIDE")) {
     decode_wide_ = *w != "0";
     decode_wide_always_ = *w == "force";
   }
   prefill_kernel_checked();  // a mistyped MINIVLLM_PREFILL_KERNEL stops here, not at the first prefill
-  decode_gemm_ = prop.major == 9 && prop.minor == 0 && env_switch("MINIVLLM_DECODE_GEMM").value_or(true);
-  fp8_weights_ = env_switch("MINIVLLM_FP8_WEIGHTS").value_or(true);
-  decode_gemm_tokens_ = env_int("MINIVLLM_DECODE_GEMM_TOKENS", 0, kDecodeGemmMaxTokens).value_or(decode_gemm_tokens_);
-  decode_staged_ = env_switch("MINIVLLM_DECODE_STAGED").value_or(decode_staged_);
-  gemv_rope_ = env_switch("MINIVLLM_GEMV_ROPE").value_or(gemv_rope_);
-  if (const std::optional<int64_t> e = env_choice("MINIVLLM_DECODE_LANE_ELEMS", {8, 16})) {
+  MINIVLLM_CHECK_EQ(knob("MINIVLLM_DECODE_GEMM_TOKENS").hi, kDecodeGemmMaxTokens) << "the knob table's range";
+  decode_gemm_ = prop.major == 9 && prop.minor == 0 && knob_flag("MINIVLLM_DECODE_GEMM");
+  fp8_weights_ = knob_flag("MINIVLLM_FP8_WEIGHTS");
+  decode_gemm_tokens_ = knob_number("MINIVLLM_DECODE_GEMM_TOKENS");
+  decode_staged_ = knob_flag("MINIVLLM_DECODE_STAGED");
+  gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
+  if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {
     decode_lane_elems_ = static_cast<int>(*e);
   }
-  if (const std::optional<bool> mma = env_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
-  if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_RING")) decode_ring_ = *ring ? 1 : 0;
-  decode_seq_order_ = env_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
-  if (const std::optional<bool> ring = env_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
-  decode_mma_pipe_ = env_switch("MINIVLLM_DECODE_MMA_PIPE").value_or(false);
-  if (const std::optional<int64_t> t = env_choice("MINIVLLM_DECODE_MMA_TILES", {1, 2, 4})) {
+  if (const std::optional<bool> mma = knob_switch("MINIVLLM_DECODE_MMA")) decode_mma_ = *mma ? 1 : 0;
+  if (const std::optional<bool> ring = knob_switch("MINIVLLM_DECODE_RING")) decode_ring_ = *ring ? 1 : 0;
+  decode_seq_order_ = knob_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
+  if (const std::optional<bool> ring = knob_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
+  decode_mma_pipe_ = knob_flag("MINIVLLM_DECODE_MMA_PIPE");
+  if (const std::optional<int64_t> t = knob_int("MINIVLLM_DECODE_MMA_TILES")) {
     decode_mma_tiles_ = static_cast<int>(*t);
   }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
-  if (const std::optional<int64_t> h = env_choice("MINIVLLM_DECODE_TILE_HEADS", {4, 8})) {
+  if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
     decode_max_tile_heads_ = static_cast<int>(*h);
   }
 }

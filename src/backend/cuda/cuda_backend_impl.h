@@ -192,7 +192,7 @@ class CudaBackend : public Backend {
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
-  bool gemv_rope_ = true;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
+  bool gemv_rope_ = false;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
   int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)
@@ -201,9 +201,9 @@ class CudaBackend : public Backend {
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
-  int64_t decode_gemm_tokens_ = 64;  // decode_gemm for every linear up to this many tokens
+  int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring
-  bool decode_staged_ = true;        // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
+  bool decode_staged_ = false;       // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma

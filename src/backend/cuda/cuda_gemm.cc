@@ -1,7 +1,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 #include "common/host_profile.h"
 
 namespace minivllm::cuda {
@@ -17,7 +17,7 @@ LtGemm::LtGemm() {
   // programmatic overlap with the kernel before). Measured on both workloads (H100, interleaved):
   // Llama-3.2-1B 38,607 / 38,617 against 38,388 / 38,366 tok/s, Qwen3-0.6B unchanged
   // (PERFORMANCE.md). MINIVLLM_LT_WORKSPACE=1 offers the 32 MB again.
-  workspace_bytes_ = env_switch("MINIVLLM_LT_WORKSPACE").value_or(false) ? kWorkspaceBytes : 0;
+  workspace_bytes_ = knob_flag("MINIVLLM_LT_WORKSPACE") ? kWorkspaceBytes : 0;
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
 

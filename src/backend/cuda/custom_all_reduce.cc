@@ -10,7 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce_layout.h"
 #include "backend/cuda/nccl_communicator.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -40,9 +40,9 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   const int world = comm.world_size(), rank = comm.rank();
   // Every rank inherits rank 0's environment: a bad value stops all of them here, before the
   // agreements below.
-  const bool wanted = !env_switch("MINIVLLM_NO_CUSTOM_AR").value_or(false) && world <= kMaxRanks;
+  const bool wanted = !knob_flag("MINIVLLM_NO_CUSTOM_AR") && world <= kMaxRanks;
   size_t max_bytes = world == 2 ? size_t{8} << 20 : size_t{512} << 10;
-  if (const std::optional<int64_t> n = env_int("MINIVLLM_CUSTOM_AR_MAX_BYTES", 16, int64_t{1} << 30)) {
+  if (const std::optional<int64_t> n = knob_int("MINIVLLM_CUSTOM_AR_MAX_BYTES")) {
     MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << *n << " must be a multiple of 16";
     max_bytes = static_cast<size_t>(*n);
   }
@@ -62,11 +62,10 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   };
   // Whether every rank succeeded.
   auto agree = [&](bool mine) { return min_over_ranks({mine ? 1 : 0})[0] == 1; };
-  const bool lamport = env_switch("MINIVLLM_CUSTOM_AR_LAMPORT").value_or(true);
-  const bool push = !env_switch("MINIVLLM_CUSTOM_AR_PULL").value_or(false);
-  const bool stamped = env_switch("MINIVLLM_STAMPED_GATHER").value_or(true);
-  int tile_kb = kDefaultLamportTileKb;
-  if (const std::optional<int64_t> kb = env_choice("MINIVLLM_AR_TILE_KB", {4, 8, 16})) tile_kb = static_cast<int>(*kb);
+  const bool lamport = knob_flag("MINIVLLM_CUSTOM_AR_LAMPORT");
+  const bool push = !knob_flag("MINIVLLM_CUSTOM_AR_PULL");
+  const bool stamped = knob_flag("MINIVLLM_STAMPED_GATHER");
+  const int tile_kb = static_cast<int>(knob_number("MINIVLLM_AR_TILE_KB"));
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
   const std::vector<int32_t> first = min_over_ranks(
@@ -80,7 +79,7 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->lamport_ = first[2] == 1;
   ar->lamport_tile_kb_ = first[4];
   ar->stamped_ = first[5] == 1;
-  ar->pdl_ = env_switch("MINIVLLM_AR_PDL").value_or(true);
+  ar->pdl_ = knob_flag("MINIVLLM_AR_PDL");
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.

@@ -2,7 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 #include "common/host_profile.h"
 
 namespace minivllm::cuda {
@@ -29,7 +29,7 @@ bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
 // Fast accumulation (cuBLASLt's FAST_ACCUM: the FP8 tensor cores' own accumulator, without
 // promoting partial sums to fp32 along K) is what inference engines run FP8 GEMMs with; measured
 // against the promoting kernels in PERFORMANCE.md. MINIVLLM_FP8_FAST_ACCUM=0 turns it off.
-Fp8Gemm::Fp8Gemm() : fast_accum_(env_switch("MINIVLLM_FP8_FAST_ACCUM").value_or(true)) {
+Fp8Gemm::Fp8Gemm() : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 

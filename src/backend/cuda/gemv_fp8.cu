@@ -14,7 +14,7 @@
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -25,7 +25,7 @@ constexpr int kCodes = 16;  // e4m3 codes a chunk (one 16-byte load)
 
 // MINIVLLM_FP8_GEMV_MMA=0: the FMA kernel everywhere (A/B against the tensor-core one).
 bool env_mma_enabled() {
-  static const bool on = env_switch("MINIVLLM_FP8_GEMV_MMA").value_or(true);
+  static const bool on = knob_flag("MINIVLLM_FP8_GEMV_MMA");
   return on;
 }
 

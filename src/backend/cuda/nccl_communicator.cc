@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/custom_all_reduce.h"
 #include "backend/cuda/nccl_check.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -56,13 +57,7 @@ void check_comm_tensor(const Tensor& t, const char* op, const char* what) {
 }
 
 double timeout_from_env() {
-  const char* v = std::getenv("MINIVLLM_NCCL_TIMEOUT_S");
-  if (v == nullptr || v[0] == '\0') return 600.0;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  MINIVLLM_CHECK(end != v && *end == '\0' && s >= 0.0)
-      << "MINIVLLM_NCCL_TIMEOUT_S=" << v << " must be a number of seconds (0: no timeout)";
-  return s;
+  return knob_seconds("MINIVLLM_NCCL_TIMEOUT_S").value_or(600.0);  // 0: no timeout
 }
 
 ncclUniqueId parse_bootstrap(const std::string& hex) {

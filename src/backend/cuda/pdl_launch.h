@@ -14,12 +14,12 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 
 inline bool pdl_enabled() {
-  static const bool enabled = !env_switch("MINIVLLM_NO_PDL").value_or(false);
+  static const bool enabled = !knob_flag("MINIVLLM_NO_PDL");
   return enabled;
 }
 

