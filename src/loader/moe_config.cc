@@ -41,7 +41,11 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
 
 MoeConfig parse_moe_config(const json& j, const std::string& path) {
   MoeConfig m;
-  m.num_experts = read_int(j, "num_experts", 0, path);
+  // The published configs say num_experts; transformers 5 writes it as num_local_experts.
+  m.num_experts = read_int(j, "num_experts", read_int(j, "num_local_experts", 0, path), path);
+  MINIVLLM_CHECK(read_int(j, "num_local_experts", m.num_experts, path) == m.num_experts)
+      << path << ": num_experts " << m.num_experts << " and num_local_experts "
+      << read_int(j, "num_local_experts", 0, path) << " disagree";
   MINIVLLM_CHECK_GE(m.num_experts, 0) << path << ": num_experts must be >= 0";
   if (m.num_experts == 0) return m;
   m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
