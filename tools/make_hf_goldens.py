@@ -6,7 +6,8 @@ Usage:
 
 Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
-made by tools/make_gemma3_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj), OUTDIR/<model>/:
+made by tools/make_gemma3_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
+qwen3-moe-tiny, a mixture of experts), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -31,13 +32,14 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Gemma3TextConfig, GenerationConfig, LlamaConfig, MistralConfig,
-                          Phi3Config, Qwen3Config)
+                          Phi3Config, Qwen3Config, Qwen3MoeConfig)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -179,6 +181,21 @@ def phi3_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Phi3ForCausalLM"])
 
 
+def qwen3_moe_tiny_config():
+    # Qwen3MoeForCausalLM (Qwen3-30B-A3B's layout): layers 0 and 2 sparse (8 experts of width 32,
+    # top-2, the two routing weights renormalised: norm_topk_prob), layer 1 dense (mlp_only_layers,
+    # width 96), so that both MLPs and the sparse/dense rule are exercised; untied, as the 30B.
+    # Widths divide by 2 (heads, KV heads, both MLP widths, the 8 experts): world_size 2 splits
+    # them with and without expert parallelism.
+    return Qwen3MoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False, initializer_range=INIT_STD,
+        num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+        decoder_sparse_step=1, mlp_only_layers=[1], bos_token_id=1, eos_token_id=2,
+        attention_bias=False, use_sliding_window=False, architectures=["Qwen3MoeForCausalLM"])
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8}
@@ -194,6 +211,7 @@ MODELS = {
     "gemma3-tiny-swa": (gemma3_tiny_swa_config, False),
     "gemma3-tiny-gguf": (gemma3_tiny_gguf_config, False),
     "phi3-tiny": (phi3_tiny_config, False),
+    "qwen3-moe-tiny": (qwen3_moe_tiny_config, False),
 }
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
@@ -216,11 +234,36 @@ def init_weights(model, seed, std):
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
             else:
                 gain = QK_GAIN if ("q_proj" in name or "k_proj" in name) else PROJ_GAIN
-                p.copy_(torch.randn(p.shape, generator=gen) * gain / p.shape[1] ** 0.5)
+                # fan_in is the last dim: [out, in] linears, and transformers 5's stacked experts
+                # ([E, 2I, H] gate_up_proj, [E, H, I] down_proj)
+                p.copy_(torch.randn(p.shape, generator=gen) * gain / p.shape[-1] ** 0.5)
+
+
+# transformers 5 holds a sparse layer's experts stacked ([E, 2I, H] gate_up_proj: gate rows, then
+# up; [E, H, I] down_proj); its save_pretrained and the published checkpoints store them per expert.
+STACKED_EXPERTS = re.compile(r"(.*\.mlp\.experts\.)(gate_up_proj|down_proj)$")
+PER_EXPERT = re.compile(r"(.*\.mlp\.experts\.)(\d+)\.(gate|up|down)_proj\.weight$")
+
+
+def per_expert(sd):
+    out = {}
+    for k, v in sd.items():
+        m = STACKED_EXPERTS.match(k)
+        if not m:
+            out[k] = v
+            continue
+        for e in range(v.shape[0]):
+            if m.group(2) == "down_proj":
+                out[f"{m.group(1)}{e}.down_proj.weight"] = v[e].contiguous().clone()
+            else:
+                gate, up = v[e].chunk(2, dim=0)
+                out[f"{m.group(1)}{e}.gate_proj.weight"] = gate.contiguous().clone()
+                out[f"{m.group(1)}{e}.up_proj.weight"] = up.contiguous().clone()
+    return out
 
 
 def bf16_state_dict(model, store_lm_head):
-    sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
+    sd = per_expert({k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()})
     if not model.config.tie_word_embeddings:
         return sd  # lm_head.weight is a matrix of its own
     if store_lm_head:
@@ -250,6 +293,12 @@ def load_reference(outdir):
     for name, t in stored.items():
         if name in params:
             assert torch.equal(params[name].detach(), t.float()), f"{outdir}: {name} not loaded exactly"
+        elif m := PER_EXPERT.match(name):  # one expert's part of the stacked parameter
+            e, part = int(m.group(2)), m.group(3)
+            stacked = params[m.group(1) + ("down_proj" if part == "down" else "gate_up_proj")].detach()[e]
+            if part != "down":
+                stacked = stacked.chunk(2, dim=0)[0 if part == "gate" else 1]
+            assert torch.equal(stacked, t.float()), f"{outdir}: {name} not loaded exactly"
     if model.config.tie_word_embeddings:
         assert torch.equal(model.lm_head.weight, model.model.embed_tokens.weight), "lm_head is not tied"
     return model

@@ -74,6 +74,10 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                          .alias = "world_size",
                          .min = 1,
                          .max = 64}),
+    key<&C::enable_expert_parallel>(
+        {.name = "enable_expert_parallel",
+         .help = "mixture-of-experts models: split the experts whole over the tensor-parallel ranks (each rank "
+                 "computes its experts for every token) instead of each expert's width"}),
     key<&C::num_threads>({.name = "num_threads", .help = "CPU threads, 0 = all cores", .min = 0, .max = 4096}),
     key<&C::load_format>({.name = "load_format",
                           .help = "auto: the checkpoint's weights; dummy: seeded random weights of the config's "

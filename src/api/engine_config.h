@@ -19,6 +19,9 @@ namespace minivllm {
 struct EngineConfig {
   std::string model;  // HF directory, .gguf file, or the default model's name
   int world_size = 1;
+  // A mixture-of-experts model's experts split whole over the ranks (each rank its E / ws experts),
+  // rather than each expert's width (model/fused_moe.h). vLLM's --enable-expert-parallel.
+  bool enable_expert_parallel = false;
   int max_num_seqs = 512;
   int max_num_batched_tokens = 16384;  // tokens one step computes (decodes and prefill chunks)
   // Prompts longer than the budget prefilled in chunks, decodes batched with them. Off: whole

@@ -43,6 +43,7 @@ RunnerConfig ResolvedConfig::runner_config() const {
   r.gpu_memory_utilization = gpu_memory_utilization;
   r.enforce_eager = enforce_eager;
   r.world_size = world_size;
+  r.enable_expert_parallel = enable_expert_parallel;
   r.load_format = load_format;
   r.dummy_seed = dummy_seed;
   return r;

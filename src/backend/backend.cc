@@ -38,6 +38,18 @@ void Backend::take_sampled(int32_t* out_tokens, int rows) {
   std::copy(oldest.begin(), oldest.end(), out_tokens);
 }
 
+std::string Backend::moe_missing() const {
+  return "the " + name() + " backend has no mixture-of-experts kernels yet (routing, grouping by expert, the "
+         "expert MLPs: Backend::moe_route and moe_experts_add); run the model on the cpu backend (--device cpu)";
+}
+
+void Backend::moe_route(const Tensor&, bool, const Tensor&, const Tensor&) { MINIVLLM_FAIL() << moe_missing(); }
+
+void Backend::moe_experts_add(const Tensor&, const MoeExpertWeights&, const Tensor&, const Tensor&, const MoeScratch&,
+                              const Tensor&, Activation) {
+  MINIVLLM_FAIL() << moe_missing();
+}
+
 Tensor Backend::upload_weight(const Tensor& host_f32, bool keep_f32) {
   MINIVLLM_CHECK(host_f32.dtype() == DType::kF32 && host_f32.device() == DeviceKind::kCpu)
       << "upload_weight takes a host f32 tensor, got " << host_f32.describe();

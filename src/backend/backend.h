@@ -61,6 +61,31 @@ struct KVCache {
   DType dtype() const { return k.defined() ? k.dtype() : DType::kF32; }
 };
 
+// One rank's experts of a sparse (mixture-of-experts) layer, for Backend::moe_experts_add. Local
+// expert i is global expert first_expert + i: gate_up[i] = [W_gate; W_up] ([2 I_r, H]), down[i]
+// ([H, I_r]). I_r is this rank's share of each expert's width (tensor parallelism: every rank holds
+// every expert, a slice of its rows), or the whole width (expert parallelism: whole experts, a
+// range of them per rank).
+struct MoeExpertWeights {
+  std::vector<Tensor> gate_up;
+  std::vector<Tensor> down;
+  int64_t first_expert = 0;
+  int64_t num_experts = 0;  // the layer's, over every rank
+  int64_t num_local() const { return static_cast<int64_t>(gate_up.size()); }
+};
+
+// Where moe_experts_add works, allocated once by the model for its largest batch (T rows): an
+// expert takes each token at most once, so one expert's rows fit T. entries i32[T * k] and
+// offsets i32[num_local + 1] hold the (token, slot) pairs grouped by expert.
+struct MoeScratch {
+  Tensor x;        // [T, H], the expert's tokens gathered
+  Tensor gate_up;  // [T, 2 I_r]
+  Tensor act;      // [T, I_r]
+  Tensor y;        // [T, H], the expert's outputs
+  Tensor entries;  // i32[T * k]
+  Tensor offsets;  // i32[num_local + 1]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -146,6 +171,26 @@ class Backend {
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
   // x (f32) *= factor, in place (Gemma's embedding scale on the residual stream).
   virtual void scale(const Tensor& x, float factor) = 0;
+
+  // ---- mixture of experts (model/fused_moe.h; a backend without them refuses MoE models at
+  // start-up through supports_moe, naming the missing piece) ----
+  // Whether moe_route and moe_experts_add are implemented.
+  virtual bool supports_moe() const { return false; }
+  // What a backend without them lacks, for the model's start-up error.
+  virtual std::string moe_missing() const;
+  // Routing, per row of router_logits f32[T, E]: the k = topk_ids.size(1) experts of largest
+  // softmax probability (equal logits: the lower id first), topk_ids i32[T, k] in decreasing order,
+  // topk_weights f32[T, k] their probabilities, divided by their sum when renormalize
+  // (norm_topk_prob).
+  virtual void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                         const Tensor& topk_weights);
+  // out [T, H] (f32: the residual stream, or the activation dtype) += for each (t, j) whose expert
+  // e = topk_ids[t, j] is one of w's: topk_weights[t, j] * (act(x[t] W_gate,e^T) * (x[t] W_up,e^T)) W_down,e^T.
+  // x [T, H] in the activation dtype. The tokens are grouped by expert, each expert's tokens go
+  // through its MLP as one batch, and the weighted outputs are added in expert order.
+  virtual void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                               const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
+                               Activation act);
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
   // qk_norm_rope, then store_kvcache.

@@ -51,6 +51,18 @@ constexpr WeightNameTable kLlamaGgufNames = make_table({
     {R::kDownProj, "blk.{L}.ffn_down"},
 });
 
+// transformers' Qwen3MoeModel: Qwen3's attention; a sparse layer's MLP is a router ("mlp.gate")
+// and experts, each a gated MLP of its own. transformers 5 holds the experts fused in memory
+// ([E, 2I, H] gate_up_proj) but saves them per expert, as the published checkpoints are.
+constexpr WeightNameTable kQwen3MoeHfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kMoeRouter)] = "model.layers.{L}.mlp.gate";
+  t[static_cast<size_t>(R::kExpertGateProj)] = "model.layers.{L}.mlp.experts.{E}.gate_proj";
+  t[static_cast<size_t>(R::kExpertUpProj)] = "model.layers.{L}.mlp.experts.{E}.up_proj";
+  t[static_cast<size_t>(R::kExpertDownProj)] = "model.layers.{L}.mlp.experts.{E}.down_proj";
+  return t;
+}();
+
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
 constexpr ArchitectureTraits kMistralTraits{.sliding_window_all_layers = true, .gguf_rope_permuted = true};
 
@@ -89,6 +101,10 @@ constexpr FusedWeightTable kPhi3Fused = {{
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
+    // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B). From safetensors only: llama.cpp's "qwen3moe"
+    // GGUF (experts as 3-D tensors) is not read yet, and the GGUF loader refuses expert_count > 0.
+    {"Qwen3MoeForCausalLM", nullptr, {.qk_norm = true, .use_sliding_window_key = true, .moe = true},
+     &kQwen3MoeHfNames, &kLlamaGgufNames, nullptr},
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
@@ -121,7 +137,8 @@ const char* weight_role_name(WeightRole r) {
   static constexpr const char* kNames[] = {"embed_tokens", "final_norm",    "lm_head",   "attn_input_norm",
                                            "q_proj",       "k_proj",        "v_proj",    "q_norm",
                                            "k_norm",       "o_proj",        "ffn_input_norm", "gate_proj",
-                                           "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm"};
+                                           "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm",
+                                           "moe_router",   "expert_gate_proj", "expert_up_proj", "expert_down_proj"};
   static_assert(std::size(kNames) == kNumWeightRoles);
   const int i = static_cast<int>(r);
   MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;
@@ -144,7 +161,8 @@ const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std:
                   << list_names([](const ArchitectureSpec& a) { return a.gguf_name; }) << ")";
 }
 
-std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer) {
+std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,
+                        int64_t expert) {
   const WeightNameTable& table = format == WeightFormat::kGguf ? *arch.gguf_names : *arch.hf_names;
   const char* pattern = table[static_cast<size_t>(role)];
   if (pattern == nullptr) return "";
@@ -153,7 +171,16 @@ std::string module_name(const ArchitectureSpec& arch, WeightFormat format, Weigh
     MINIVLLM_CHECK(layer >= 0) << "weight " << weight_role_name(role) << " of " << arch.hf_name << " needs a layer";
     name.replace(at, 3, std::to_string(layer));
   }
+  if (const size_t at = name.find("{E}"); at != std::string::npos) {
+    MINIVLLM_CHECK(expert >= 0) << "weight " << weight_role_name(role) << " of " << arch.hf_name << " needs an expert";
+    name.replace(at, 3, std::to_string(expert));
+  }
   return name;
+}
+
+std::string expert_weight_name(const ArchitectureSpec& arch, WeightRole role, int64_t layer, int64_t expert) {
+  std::string name = module_name(arch, WeightFormat::kHuggingFace, role, layer, expert);
+  return name.empty() ? name : name + ".weight";
 }
 
 std::string weight_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,

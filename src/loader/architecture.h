@@ -34,11 +34,18 @@ enum class WeightRole : int {
   kDownProj,         // [H, I]
   kAttnOutputNorm,   // [H], on the attention's output before the residual add (Gemma's sandwich norms)
   kFfnOutputNorm,    // [H], on the MLP's output before the residual add
+  // Mixture of experts (a sparse layer's MLP; ModelConfig::moe). Expert roles' names hold "{E}"
+  // where the expert index goes.
+  kMoeRouter,        // [E, H], the router's logits ("mlp.gate" in HF's Qwen3-MoE)
+  kExpertGateProj,   // [I_moe, H], one per expert
+  kExpertUpProj,     // [I_moe, H]
+  kExpertDownProj,   // [H, I_moe]
   kCount
 };
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
 // Roles below kAttnInputNorm are model-wide; the rest exist once per layer.
 inline bool is_layer_role(WeightRole r) { return r >= WeightRole::kAttnInputNorm; }
+inline bool is_expert_role(WeightRole r) { return r >= WeightRole::kExpertGateProj && r <= WeightRole::kExpertDownProj; }
 const char* weight_role_name(WeightRole r);
 
 enum class WeightFormat { kHuggingFace, kGguf };
@@ -76,6 +83,9 @@ struct ArchitectureTraits {
   // tie_word_embeddings when config.json leaves it out (transformers' default for the family:
   // false for Llama's, true for Gemma 3's, whose published configs omit it).
   bool tied_by_default = false;
+  // Reads config.json's mixture-of-experts keys (loader/moe_config.h): its sparse layers' MLP is a
+  // router and experts (Qwen3-MoE), the other layers' the dense MLP.
+  bool moe = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:
@@ -103,11 +113,15 @@ struct ArchitectureSpec {
 const ArchitectureSpec& find_hf_architecture(std::string_view name, const std::string& where);
 const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where);
 
-// The module name of `role` in `format` for layer `layer` (ignored for a model-wide role), e.g.
-// "model.layers.3.self_attn.q_proj"; "" when the architecture has no such weight.
-std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer);
+// The module name of `role` in `format` for layer `layer` (ignored for a model-wide role) and
+// `expert` (an expert role's; ignored otherwise), e.g. "model.layers.3.self_attn.q_proj"; "" when
+// the architecture has no such weight.
+std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,
+                        int64_t expert = -1);
 // Its tensor: module_name + "." + kind ("weight" or "bias"); "" as module_name.
 std::string weight_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,
                         std::string_view kind = "weight");
+// An expert's HF weight: "model.layers.{L}.mlp.experts.{E}.gate_proj.weight".
+std::string expert_weight_name(const ArchitectureSpec& arch, WeightRole role, int64_t layer, int64_t expert);
 
 }  // namespace minivllm

@@ -65,9 +65,21 @@ class DummyWeightSource : public WeightSource {
         add(R::kAttnOutputNorm, l, norm_h);
         add(R::kFfnOutputNorm, l, norm_h);
       }
-      add(R::kGateProj, l, proj(inter, h));
-      add(R::kUpProj, l, proj(inter, h));
-      add(R::kDownProj, l, proj(h, inter));
+      if (!c.moe.is_sparse_layer(l)) {
+        add(R::kGateProj, l, proj(inter, h));
+        add(R::kUpProj, l, proj(inter, h));
+        add(R::kDownProj, l, proj(h, inter));
+        continue;
+      }
+      // A sparse layer: the router (logits of std ~1, so the routing is neither uniform nor
+      // one-hot) and every expert, each a gated MLP of moe_intermediate_size.
+      const int64_t e_inter = c.moe.moe_intermediate_size;
+      add(R::kMoeRouter, l, proj(c.moe.num_experts, h));
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        specs_[expert_weight_name(*c.arch, R::kExpertGateProj, l, e)] = proj(e_inter, h);
+        specs_[expert_weight_name(*c.arch, R::kExpertUpProj, l, e)] = proj(e_inter, h);
+        specs_[expert_weight_name(*c.arch, R::kExpertDownProj, l, e)] = proj(h, e_inter);
+      }
     }
   }
 

@@ -285,6 +285,7 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
   c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
   c.qk_norm = c.traits().qk_norm;
+  if (c.traits().moe) c.moe = parse_moe_config(j, path);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {
       c.torch_dtype = r.get_string(j, key);
@@ -349,6 +350,7 @@ void ModelConfig::validate() const {
   }
   MINIVLLM_CHECK(torch_dtype == "bfloat16" || torch_dtype == "float16" || torch_dtype == "float32")
       << src << ": unsupported torch_dtype " << torch_dtype << " (bfloat16, float16 or float32)";
+  moe.validate(num_layers, src);
   for (int64_t id : eos_token_ids) {
     MINIVLLM_CHECK(id >= 0 && id < vocab_size) << src << ": eos_token_id " << id << " outside the vocabulary";
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/architecture.h"
+#include "loader/moe_config.h"
 #include "loader/quantization_config.h"
 
 namespace minivllm {
@@ -46,6 +47,9 @@ struct ModelConfig {
   // NormForm::kRmsOnePlusWeight with the 1 already added to the stored weights (llama.cpp's
   // Gemma 3 GGUF): the model uses them as they are rather than adding it again.
   bool norm_weights_include_one = false;
+  // Mixture of experts (rows with ArchitectureTraits::moe): which layers are sparse, the experts'
+  // count, top-k and width. num_experts 0: every layer's MLP is dense.
+  MoeConfig moe;
   double attention_scale = 0;     // q k^T scale; 0: 1 / sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2)
   std::string torch_dtype = "bfloat16";
   // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).

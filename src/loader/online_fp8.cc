@@ -143,6 +143,10 @@ void check_online_quantization(const std::string& quantization, const ModelConfi
                          "fp8 cannot be applied to " + checkpoint + ": the checkpoint is already quantized (" + why +
                              ")");
   };
+  if (cfg.moe.any()) {  // its experts would stay unquantized: refused rather than half done
+    throw ConfigKeyError("config key", std::string(kQuantizationKey),
+                         "fp8 is not implemented for the experts of a mixture-of-experts model (" + cfg.source + ")");
+  }
   if (cfg.quantization.quantized()) {
     refuse(cfg.source, "quantization_config quant_method \"" + cfg.quantization.method_name + "\"");
   }

@@ -191,7 +191,12 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
   // fp32 and rounded once. MINIVLLM_TP_PARTIALS=f32 sends fp32 partial sums (`partial`) instead.
   const Tensor& p = tp_partials_f32() ? partial : scratch;
   b.linear(x, weight_, nullptr, p);
-  const bool norm = !fused_norm_off();
+  return all_reduce_add_residual_norm(b, comm, p, residual, norm_weight, eps, normed);
+}
+
+bool all_reduce_add_residual_norm(Backend& b, Communicator& comm, const Tensor& p, const Tensor& residual,
+                                  const Tensor& norm_weight, float eps, const Tensor& normed) {
+  const bool norm = !RowParallelLinear::fused_norm_off();
   // The kernel reads each tile of p before it writes that tile of normed: p may be normed.
   if (norm && comm.all_reduce_sum_into_norm(p, residual, norm_weight, eps, normed)) return true;
   if (comm.all_reduce_sum_into(p, residual)) return false;  // the reduction adds into the residual itself

@@ -103,10 +103,16 @@ class RowParallelLinear {
   void forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& out) const;
   // MINIVLLM_TP_PARTIALS=f32: whether forward_add_residual_norm needs `partial` at world_size > 1.
   static bool tp_partials_f32();
+  static bool fused_norm_off();  // MINIVLLM_TP_FUSED_NORM=0
 
  private:
-  static bool fused_norm_off();  // MINIVLLM_TP_FUSED_NORM=0
   Tensor weight_;
 };
+
+// world_size > 1: p (this rank's partial sums, [T, out]) all-reduced and added to the residual,
+// then normed into `normed` where it can (returns true), as forward_add_residual_norm's second
+// half; shared by every row-parallel output (the MoE layer's experts too).
+bool all_reduce_add_residual_norm(Backend& b, Communicator& comm, const Tensor& p, const Tensor& residual,
+                                  const Tensor& norm_weight, float eps, const Tensor& normed);
 
 }  // namespace minivllm

@@ -7,7 +7,7 @@
 
 namespace minivllm {
 
-void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size) {
+void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size, bool expert_parallel) {
   MINIVLLM_CHECK(world_size >= 1) << "world_size must be at least 1, got " << world_size;
   const std::pair<const char*, int64_t> splits[] = {{"num_attention_heads", cfg.num_heads},
                                                     {"num_key_value_heads", cfg.num_kv_heads},
@@ -17,18 +17,22 @@ void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size) {
     MINIVLLM_CHECK(n % world_size == 0) << "tensor parallelism: the model's " << key << " (" << n
                                         << ") does not divide by world_size " << world_size;
   }
+  check_moe_parallel_shapes(cfg.moe, world_size, expert_parallel);
 }
 
 Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, Communicator& comm,
-                         int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions)
+                         int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions, bool expert_parallel)
     : cfg_(cfg),
       backend_(backend),
       comm_(comm),
       world_(comm.world_size()),
+      expert_parallel_(expert_parallel),
       max_num_tokens_(max_num_tokens),
       max_num_seqs_(max_num_seqs) {
   cfg_.validate();
-  check_tensor_parallel_shapes(cfg_, world_);
+  check_tensor_parallel_shapes(cfg_, world_, expert_parallel_);
+  MINIVLLM_CHECK(!cfg_.moe.any() || backend_.supports_moe())
+      << cfg_.source << ": " << cfg_.arch_name << " is a mixture-of-experts model, and " << backend_.moe_missing();
   backend_.check_attention_shape(num_local_heads(), num_local_kv_heads(), static_cast<int>(cfg_.head_dim));
   MINIVLLM_CHECK(max_num_tokens >= max_num_seqs && max_num_seqs >= 1)
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
@@ -68,6 +72,7 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   attn_out_ = backend_.empty(act, {t, nq * hd});
   gate_up_ = backend_.empty(act, {t, 2 * inter});
   mlp_act_ = backend_.empty(act, {t, inter});
+  if (cfg_.moe.any()) moe_ = MoeBuffers::allocate(backend_, cfg_, t, world_, expert_parallel_);
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
   logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v / world_});
   if (world_ > 1 && comm_.rank() == 0) full_logits_ = backend_.empty(DType::kF32, {max_num_seqs, v});
@@ -108,6 +113,10 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
   if (cfg_.traits().post_norms) {
     l.attn_output_norm = load_norm(ctx, R::kAttnOutputNorm, i, h);
     l.ffn_output_norm = load_norm(ctx, R::kFfnOutputNorm, i, h);
+  }
+  if (cfg_.moe.is_sparse_layer(i)) {
+    l.moe = FusedMoE(ctx, cfg_, i, expert_parallel_);
+    return l;
   }
   l.gate_up_proj = MergedColumnParallelLinear(ctx, {weight(R::kGateProj, i), weight(R::kUpProj, i)}, h, inter);
   l.down_proj = RowParallelLinear(ctx, module(R::kDownProj, i), inter, h);
@@ -184,6 +193,10 @@ void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x,
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
+  if (l.moe.defined()) {
+    moe_block(layer, n);
+    return;
+  }
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
   const Activation activation = cfg_.traits().activation;
@@ -202,6 +215,19 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   }
   normed_ = l.down_proj.forward_add_residual_norm(backend_, comm_, act, hidden, partial, residual, next_norm, eps,
                                                   hidden);
+}
+
+// A sparse layer: the router and the experts read the normed hidden rows (no fused norm: the
+// router and every expert read them), and their weighted sum lands in the residual.
+void Transformer::moe_block(int64_t layer, int64_t n) {
+  const Layer& l = layers_[layer];
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
+  if (!normed_) backend_.rms_norm(residual, l.ffn_input_norm, eps, hidden);
+  MINIVLLM_CHECK(l.ffn_output_norm.empty()) << cfg_.arch_name << ": sandwich norms around a sparse MLP";
+  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
+  normed_ = l.moe.forward_add_residual_norm(backend_, comm_, hidden, moe_, residual, next_norm, eps, hidden,
+                                            cfg_.traits().activation);
 }
 
 const Tensor& Transformer::cos_sin(int64_t layer) const {

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
+#include "model/fused_moe.h"
 #include "model/parallel_linear.h"
 #include "model/vocab_parallel.h"
 
@@ -20,8 +21,10 @@ namespace minivllm {
 
 class Transformer {
  public:
+  // expert_parallel: a mixture-of-experts model's experts split whole over the ranks
+  // (fused_moe.h), not each expert's width.
   Transformer(const ModelConfig& cfg, const WeightSource& src, Backend& backend, Communicator& comm,
-              int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions);
+              int64_t max_num_tokens, int64_t max_num_seqs, int64_t max_positions, bool expert_parallel = false);
 
   const ModelConfig& config() const { return cfg_; }
 
@@ -55,8 +58,9 @@ class Transformer {
     QKVParallelLinear qkv_proj;
     Tensor q_norm, k_norm;  // [hd] (Qwen3) or empty
     RowParallelLinear o_proj;
-    MergedColumnParallelLinear gate_up_proj;
+    MergedColumnParallelLinear gate_up_proj;  // a dense layer's MLP
     RowParallelLinear down_proj;
+    FusedMoE moe;  // a sparse layer's (ModelConfig::moe), instead of gate_up_proj / down_proj
   };
   Layer load_layer(const ShardContext& ctx, int64_t i) const;
   // The checkpoint's (HF) name of `role` in layer `layer` through the registry row: the module, or
@@ -68,6 +72,7 @@ class Transformer {
   void attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);
+  void moe_block(int64_t layer, int64_t n);
   // Sandwich norms (Gemma): the sublayer's whole output x W^T (all-reduced) normed by output_norm,
   // added to the residual, and the sum normed by next_norm into hidden for the next sublayer.
   void add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
@@ -77,6 +82,7 @@ class Transformer {
   Backend& backend_;
   Communicator& comm_;
   int world_;
+  bool expert_parallel_ = false;
   int64_t max_num_tokens_, max_num_seqs_;
   VocabParallelEmbedding embed_tokens_;
   std::vector<Layer> layers_;
@@ -89,6 +95,7 @@ class Transformer {
   float attention_scale_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
+  MoeBuffers moe_;  // allocated when some layer is sparse
   Tensor last_hidden_, logits_f32_;
   Tensor full_logits_;  // f32 [max_num_seqs, V], rank 0 at world_size > 1 (gather_logits)
   // The last row-parallel all-reduce also normed the residual into hidden_ for the next block
@@ -97,7 +104,7 @@ class Transformer {
 };
 
 // A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,
-// vocabulary, MLP width), naming both numbers.
-void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size);
+// vocabulary, MLP width; the experts' width, or their count with expert parallelism), naming both numbers.
+void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size, bool expert_parallel = false);
 
 }  // namespace minivllm

@@ -22,7 +22,7 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
                          const std::string& comm_bootstrap, const std::function<void(Communicator&)>& on_communicator)
     : cfg_(cfg), model_cfg_(model_cfg), rank_(rank) {
   MINIVLLM_CHECK(rank >= 0 && rank < cfg_.world_size) << "rank " << rank << " of world_size " << cfg_.world_size;
-  check_tensor_parallel_shapes(model_cfg_, cfg_.world_size);
+  check_tensor_parallel_shapes(model_cfg_, cfg_.world_size, cfg_.enable_expert_parallel);
   // Online quantization is a view of the checkpoint that lives as long as the load (before any device work).
   const std::unique_ptr<WeightSource> quantized = quantize_weights_online(cfg_.quantization, model_cfg_, weights);
   int threads = cfg_.num_threads;
@@ -41,7 +41,8 @@ ModelRunner::ModelRunner(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
   if (on_communicator) on_communicator(*comm_);
   max_blocks_per_seq_ = (cfg_.max_model_length + cfg_.block_size - 1) / cfg_.block_size;
   model_ = std::make_unique<Transformer>(model_cfg_, quantized ? *quantized : weights, *backend_, *comm_,
-                                         cfg_.max_num_batched_tokens, cfg_.max_num_seqs, cfg_.max_model_length);
+                                         cfg_.max_num_batched_tokens, cfg_.max_num_seqs, cfg_.max_model_length,
+                                         cfg_.enable_expert_parallel);
   graph_sizes_ = {1, 2, 4, 8};
   for (int bs = 16; bs <= std::min(cfg_.max_num_seqs, 512); bs += 16) graph_sizes_.push_back(bs);
   while (!graph_sizes_.empty() && graph_sizes_.back() > cfg_.max_num_seqs) graph_sizes_.pop_back();

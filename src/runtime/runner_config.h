@@ -24,6 +24,7 @@ struct RunnerConfig {
   float gpu_memory_utilization = 0.0f;
   bool enforce_eager = false;
   int world_size = 1;
+  bool enable_expert_parallel = false;  // the key's value (model/fused_moe.h)
   std::string load_format = "auto";  // every rank loads its shard the same way (EngineConfig)
   int64_t dummy_seed = 0;
 };

@@ -66,7 +66,7 @@ RunnerGroup::RunnerGroup(const RunnerConfig& cfg, const ModelConfig& model_cfg, 
     runner_ = std::make_unique<ModelRunner>(cfg_, model_cfg, weights);
     return;
   }
-  check_tensor_parallel_shapes(model_cfg, cfg_.world_size);
+  check_tensor_parallel_shapes(model_cfg, cfg_.world_size, cfg_.enable_expert_parallel);
   cfg_.backend = resolve_backend_kind(cfg_.backend);
   if (cfg_.backend == BackendKind::kCuda) {
     const int gpus = visible_gpu_count();

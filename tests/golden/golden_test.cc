@@ -47,12 +47,15 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
 // phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
+// qwen3-moe-tiny is a mixture of experts (two sparse layers around a dense one): each expert's
+// width split over the ranks, or with expert_parallel whole experts per rank.
 struct GoldenParam {
   std::string model;
   int world_size;
   int max_num_batched_tokens = 1024;
   std::string quantization = "none";  // fp8: online quantization, against goldens_fp8_online.json
   std::string file = "";              // a file of the folder to load instead of it (a GGUF), or ""
+  bool expert_parallel = false;       // enable_expert_parallel (mixture-of-experts models)
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
@@ -65,6 +68,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
     EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
     if (!GetParam().file.empty()) c.model += "/" + GetParam().file;
     c.quantization = GetParam().quantization;
+    c.enable_expert_parallel = GetParam().expert_parallel;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
     } else {
@@ -162,6 +166,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"gemma3-tiny-gguf", 1, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"gemma3-tiny-gguf", 2, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"phi3-tiny", 1}, GoldenParam{"phi3-tiny", 2},
+                                           GoldenParam{"qwen3-moe-tiny", 1}, GoldenParam{"qwen3-moe-tiny", 2},
+                                           GoldenParam{"qwen3-moe-tiny", 1, 1024, "none", "", true},
+                                           GoldenParam{"qwen3-moe-tiny", 2, 1024, "none", "", true},
+                                           GoldenParam{"qwen3-moe-tiny", 1, 16},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
@@ -177,6 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                            if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
                            if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
                            if (!info.param.file.empty()) name += "_file_" + info.param.file;
+                           if (info.param.expert_parallel) name += "_expert_parallel";
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });

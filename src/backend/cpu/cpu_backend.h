@@ -73,6 +73,13 @@ class CpuBackend : public Backend {
   void resolve_pending_ids(const Tensor& ids, const Tensor& sampled) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
+  // ---- mixture of experts (cpu_moe.cc; the kernels as host functions: cpu_moe.h) ----
+  bool supports_moe() const override { return true; }
+  void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                 const Tensor& topk_weights) override;
+  void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
+                       const MoeScratch& scratch, const Tensor& out, Activation act) override;
+
   // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart; or fp8
   // e4m3 with f32 scales [num_blocks, block_size, num_kv_heads] (cpu_kvcache.cc) ----
   using Backend::allocate_kv_cache;

@@ -1,0 +1,127 @@
+// Mixture of experts on the CPU: routing (softmax, top-k, renormalisation), grouping the tokens by
+// expert (a counting sort), and each expert's gated MLP over its tokens as one batch through the
+// backend's own linear and act_mul, its outputs added into `out` with their routing weights.
+#include "backend/cpu/cpu_moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_checks.h"
+
+namespace minivllm {
+namespace cpu {
+
+void moe_topk_softmax(const float* logits, int64_t tokens, int64_t num_experts, int k, bool renormalize,
+                      int32_t* ids, float* weights) {
+  MINIVLLM_CHECK(k >= 1 && k <= num_experts) << "moe_route: top-" << k << " of " << num_experts << " experts";
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * num_experts;
+    const float max = *std::max_element(row, row + num_experts);
+    double sum = 0;  // the softmax's denominator over every expert, as HF's softmax before top-k
+    for (int64_t e = 0; e < num_experts; ++e) sum += std::exp(static_cast<double>(row[e] - max));
+    int32_t* id = ids + t * k;
+    float* w = weights + t * k;
+    // Selection by the logits (the probabilities' order), k passes: k is small (8 of 128).
+    for (int j = 0; j < k; ++j) {
+      int32_t best = -1;
+      for (int64_t e = 0; e < num_experts; ++e) {
+        if (std::find(id, id + j, static_cast<int32_t>(e)) != id + j) continue;
+        if (best < 0 || row[e] > row[best]) best = static_cast<int32_t>(e);
+      }
+      id[j] = best;
+      w[j] = static_cast<float>(std::exp(static_cast<double>(row[best] - max)) / sum);
+    }
+    if (renormalize) {
+      double s = 0;
+      for (int j = 0; j < k; ++j) s += w[j];
+      for (int j = 0; j < k; ++j) w[j] = static_cast<float>(w[j] / s);
+    }
+  }
+}
+
+int64_t moe_group_by_expert(const int32_t* ids, int64_t tokens, int k, int64_t num_experts, int64_t first_expert,
+                            int64_t num_local, int32_t* offsets, int32_t* entries) {
+  MINIVLLM_CHECK(first_expert >= 0 && num_local >= 0 && first_expert + num_local <= num_experts)
+      << "moe_group_by_expert: experts [" << first_expert << ", " << first_expert + num_local << ") of "
+      << num_experts;
+  std::fill(offsets, offsets + num_local + 1, 0);
+  const int64_t pairs = tokens * k;
+  for (int64_t i = 0; i < pairs; ++i) {  // counts, shifted by one
+    MINIVLLM_CHECK(ids[i] >= 0 && ids[i] < num_experts)
+        << "moe_group_by_expert: token " << i / k << " routed to expert " << ids[i] << " of " << num_experts;
+    const int64_t local = ids[i] - first_expert;
+    if (local >= 0 && local < num_local) ++offsets[local + 1];
+  }
+  for (int64_t e = 0; e < num_local; ++e) offsets[e + 1] += offsets[e];
+  std::vector<int32_t> next(offsets, offsets + num_local);
+  for (int64_t i = 0; i < pairs; ++i) {  // in pair order: tokens ascending within an expert
+    const int64_t local = ids[i] - first_expert;
+    if (local >= 0 && local < num_local) entries[next[local]++] = static_cast<int32_t>(i);
+  }
+  return offsets[num_local];
+}
+
+}  // namespace cpu
+
+void CpuBackend::moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                           const Tensor& topk_weights) {
+  cpu::check_tensor(router_logits, DType::kF32, "moe_route", "router_logits");
+  cpu::check_tensor(topk_ids, DType::kI32, "moe_route", "topk_ids");
+  cpu::check_tensor(topk_weights, DType::kF32, "moe_route", "topk_weights");
+  MINIVLLM_CHECK(router_logits.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.shape() == topk_weights.shape() &&
+                 topk_ids.size(0) == router_logits.size(0))
+      << "moe_route: router_logits " << router_logits.describe() << ", topk_ids " << topk_ids.describe()
+      << ", topk_weights " << topk_weights.describe();
+  cpu::moe_topk_softmax(router_logits.ptr<float>(), router_logits.size(0), router_logits.size(1),
+                        static_cast<int>(topk_ids.size(1)), renormalize, topk_ids.ptr<int32_t>(),
+                        topk_weights.ptr<float>());
+}
+
+void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                                 const Tensor& topk_weights, const MoeScratch& s, const Tensor& out,
+                                 Activation act) {
+  cpu::check_tensor(x, DType::kF32, "moe_experts_add", "x");
+  cpu::check_tensor(out, DType::kF32, "moe_experts_add", "out");
+  cpu::check_tensor(topk_ids, DType::kI32, "moe_experts_add", "topk_ids");
+  cpu::check_tensor(topk_weights, DType::kF32, "moe_experts_add", "topk_weights");
+  const int64_t tokens = x.size(0), hidden = x.size(1), k = topk_ids.size(1), local = w.num_local();
+  MINIVLLM_CHECK(x.ndim() == 2 && out.shape() == x.shape() && topk_ids.size(0) == tokens &&
+                 topk_weights.shape() == topk_ids.shape() && static_cast<int64_t>(w.down.size()) == local)
+      << "moe_experts_add: x " << x.describe() << ", out " << out.describe() << ", topk_ids " << topk_ids.describe()
+      << ", " << local << " gate_up and " << w.down.size() << " down weights";
+  MINIVLLM_CHECK(s.entries.numel() >= tokens * k && s.offsets.numel() >= local + 1 && s.x.size(0) >= tokens)
+      << "moe_experts_add: scratch for " << s.x.size(0) << " rows, " << tokens << " tokens x top-" << k;
+  int32_t* offsets = s.offsets.ptr<int32_t>();
+  int32_t* entries = s.entries.ptr<int32_t>();
+  cpu::moe_group_by_expert(topk_ids.ptr<int32_t>(), tokens, static_cast<int>(k), w.num_experts, w.first_expert, local,
+                           offsets, entries);
+  const float* xs = x.ptr<float>();
+  const float* weights = topk_weights.ptr<float>();
+  float* dst = out.ptr<float>();
+  for (int64_t e = 0; e < local; ++e) {
+    const int64_t begin = offsets[e], n = offsets[e + 1] - begin;
+    if (n == 0) continue;  // no token chose this expert: its weights are not read
+    const Tensor xe = s.x.rows(0, n), ye = s.y.rows(0, n);
+    float* xrows = xe.ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(xrows + i * hidden, xs + (entries[begin + i] / k) * hidden, hidden * sizeof(float));
+    }
+    const Tensor gate_up = s.gate_up.rows(0, n), a = s.act.rows(0, n);
+    linear(xe, w.gate_up[e], nullptr, gate_up);
+    act_mul(gate_up, a, act);
+    linear(a, w.down[e], nullptr, ye);
+    const float* yrows = ye.ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {  // a token appears once per expert: rows never collide
+      const int32_t pair = entries[begin + i];
+      const float g = weights[pair];
+      float* row = dst + (pair / k) * hidden;
+      const float* y = yrows + i * hidden;
+      for (int64_t c = 0; c < hidden; ++c) row[c] += g * y[c];
+    }
+  }
+}
+
+}  // namespace minivllm

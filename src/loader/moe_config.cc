@@ -1,0 +1,70 @@
+#include "loader/moe_config.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/check.h"
+
+namespace minivllm {
+namespace {
+
+using nlohmann::json;
+
+int64_t read_int(const json& j, const char* key, int64_t fallback, const std::string& path) {
+  if (!j.contains(key) || j.at(key).is_null()) return fallback;
+  MINIVLLM_CHECK(j.at(key).is_number_integer()) << path << ": key " << key << " must be an integer, got "
+                                                << j.at(key).dump();
+  return j.at(key).get<int64_t>();
+}
+
+}  // namespace
+
+bool MoeConfig::is_sparse_layer(int64_t layer) const {
+  if (!any() || decoder_sparse_step <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
+  if (!any()) return;
+  MINIVLLM_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts)
+      << source << ": num_experts_per_tok must be in [1, num_experts = " << num_experts << "], got "
+      << num_experts_per_tok;
+  MINIVLLM_CHECK_GT(moe_intermediate_size, 0) << source << ": moe_intermediate_size must be > 0";
+  MINIVLLM_CHECK_GT(decoder_sparse_step, 0) << source << ": decoder_sparse_step must be > 0";
+  for (const int64_t l : mlp_only_layers) {
+    MINIVLLM_CHECK(l >= 0 && l < num_layers) << source << ": mlp_only_layers names layer " << l
+                                             << ", outside [0, num_hidden_layers = " << num_layers << ")";
+  }
+}
+
+MoeConfig parse_moe_config(const json& j, const std::string& path) {
+  MoeConfig m;
+  // The published configs say num_experts; transformers 5 writes it as num_local_experts.
+  m.num_experts = read_int(j, "num_experts", read_int(j, "num_local_experts", 0, path), path);
+  MINIVLLM_CHECK(read_int(j, "num_local_experts", m.num_experts, path) == m.num_experts)
+      << path << ": num_experts " << m.num_experts << " and num_local_experts "
+      << read_int(j, "num_local_experts", 0, path) << " disagree";
+  MINIVLLM_CHECK_GE(m.num_experts, 0) << path << ": num_experts must be >= 0";
+  if (m.num_experts == 0) return m;
+  m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
+  m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 0, path);
+  m.decoder_sparse_step = read_int(j, "decoder_sparse_step", 1, path);
+  if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
+    MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
+        << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();
+    m.norm_topk_prob = j.at("norm_topk_prob").get<bool>();
+  }
+  if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
+    const json& l = j.at("mlp_only_layers");
+    MINIVLLM_CHECK(l.is_array()) << path << ": key mlp_only_layers must be a list of layer indices, got " << l.dump();
+    for (const json& x : l) {
+      MINIVLLM_CHECK(x.is_number_integer()) << path << ": mlp_only_layers must hold integers, got " << l.dump();
+      m.mlp_only_layers.push_back(x.get<int64_t>());
+    }
+  }
+  return m;
+}
+
+}  // namespace minivllm

@@ -1,0 +1,34 @@
+// The mixture-of-experts keys of a config.json (Qwen3-MoE: transformers' Qwen3MoeConfig) and the
+// one rule that says which layers are sparse. A model without experts has num_experts 0 and every
+// layer dense; the registry row says whether its family reads these keys at all (ArchitectureTraits::moe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace minivllm {
+
+struct MoeConfig {
+  int64_t num_experts = 0;            // 0: no sparse layer
+  int64_t num_experts_per_tok = 0;    // top-k
+  int64_t moe_intermediate_size = 0;  // each expert's gate/up width
+  bool norm_topk_prob = false;        // the k routing weights renormalised to sum to 1
+  int64_t decoder_sparse_step = 1;    // layer i is sparse when (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here (those are dense)
+
+  bool any() const { return num_experts > 0; }
+  // transformers' Qwen3MoeDecoderLayer: sparse when not in mlp_only_layers, num_experts > 0 and
+  // (layer + 1) % decoder_sparse_step == 0.
+  bool is_sparse_layer(int64_t layer) const;
+  // Throws naming the key and `source` when a value is out of range for a model of num_layers.
+  void validate(int64_t num_layers, const std::string& source) const;
+};
+
+// The keys read from config.json's object `j` (file `path`, for messages); defaults as
+// transformers' Qwen3MoeConfig where a key is absent.
+MoeConfig parse_moe_config(const nlohmann::json& j, const std::string& path);
+
+}  // namespace minivllm

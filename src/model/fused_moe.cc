@@ -1,0 +1,99 @@
+#include "model/fused_moe.h"
+
+#include "common/check.h"
+
+namespace minivllm {
+namespace {
+
+// A whole [rows, cols] tensor: expert parallelism's experts and the replicated router.
+ShardPart whole(const std::string& name, int64_t rows, int64_t cols) { return ShardPart{name, {rows, cols}, 0, 0, rows}; }
+
+}  // namespace
+
+void check_moe_parallel_shapes(const MoeConfig& moe, int world_size, bool expert_parallel) {
+  if (!moe.any()) return;
+  if (expert_parallel) {
+    MINIVLLM_CHECK(moe.num_experts % world_size == 0)
+        << "expert parallelism: the model's num_experts (" << moe.num_experts << ") does not divide by world_size "
+        << world_size;
+  } else {
+    MINIVLLM_CHECK(moe.moe_intermediate_size % world_size == 0)
+        << "tensor parallelism: the model's moe_intermediate_size (" << moe.moe_intermediate_size
+        << ") does not divide by world_size " << world_size << " (--enable-expert-parallel splits whole experts)";
+  }
+}
+
+int64_t FusedMoE::num_local_experts(const MoeConfig& moe, int world_size, bool expert_parallel) {
+  return expert_parallel ? moe.num_experts / world_size : moe.num_experts;
+}
+
+int64_t FusedMoE::local_width(const MoeConfig& moe, int world_size, bool expert_parallel) {
+  return expert_parallel ? moe.moe_intermediate_size : moe.moe_intermediate_size / world_size;
+}
+
+MoeBuffers MoeBuffers::allocate(Backend& b, const ModelConfig& cfg, int64_t max_tokens, int world_size,
+                                bool expert_parallel) {
+  const MoeConfig& moe = cfg.moe;
+  const int64_t t = max_tokens, h = cfg.hidden_size, k = moe.num_experts_per_tok;
+  const int64_t inter = FusedMoE::local_width(moe, world_size, expert_parallel);
+  const DType act = b.activation_dtype();
+  MoeBuffers buf;
+  buf.router_logits = b.empty(DType::kF32, {t, moe.num_experts});
+  buf.topk_ids = b.empty(DType::kI32, {t, k});
+  buf.topk_weights = b.empty(DType::kF32, {t, k});
+  buf.scratch.x = b.empty(act, {t, h});
+  buf.scratch.gate_up = b.empty(act, {t, 2 * inter});
+  buf.scratch.act = b.empty(act, {t, inter});
+  buf.scratch.y = b.empty(act, {t, h});
+  buf.scratch.entries = b.empty(DType::kI32, {t * k});
+  buf.scratch.offsets = b.empty(DType::kI32, {FusedMoE::num_local_experts(moe, world_size, expert_parallel) + 1});
+  if (world_size > 1) buf.partial = b.empty(act, {t, h});
+  return buf;
+}
+
+FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t layer, bool expert_parallel)
+    : renormalize_(cfg.moe.norm_topk_prob) {
+  using R = WeightRole;
+  const MoeConfig& moe = cfg.moe;
+  const ArchitectureSpec& arch = *cfg.arch;
+  const int64_t h = cfg.hidden_size, inter = moe.moe_intermediate_size, ws = ctx.world_size();
+  const std::string router = weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer);
+  MINIVLLM_CHECK(!router.empty()) << cfg.source << ": the " << cfg.arch_name << " row names no router weight";
+  router_ = ctx.upload_rows({whole(router, moe.num_experts, h)});
+  const int64_t count = num_local_experts(moe, static_cast<int>(ws), expert_parallel);
+  experts_.num_experts = moe.num_experts;
+  experts_.first_expert = expert_parallel ? ctx.rank() * count : 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t e = experts_.first_expert + i;
+    const std::string gate = expert_weight_name(arch, R::kExpertGateProj, layer, e);
+    const std::string up = expert_weight_name(arch, R::kExpertUpProj, layer, e);
+    const std::string down = expert_weight_name(arch, R::kExpertDownProj, layer, e);
+    if (expert_parallel) {
+      experts_.gate_up.push_back(ctx.upload_rows({whole(gate, inter, h), whole(up, inter, h)}));
+      experts_.down.push_back(ctx.upload_rows({whole(down, h, inter)}));
+    } else {  // this rank's rows of gate and up, its columns of down: the dense MLP's split
+      experts_.gate_up.push_back(ctx.upload_rows({ctx.row_shard(gate, inter, h), ctx.row_shard(up, inter, h)}));
+      experts_.down.push_back(ctx.upload_rows({ctx.col_shard(down, h, inter)}));
+    }
+  }
+}
+
+bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const MoeBuffers& buf,
+                                         const Tensor& residual, const Tensor& norm_weight, float eps,
+                                         const Tensor& normed, Activation act) const {
+  const int64_t n = x.size(0);
+  const Tensor logits = buf.router_logits.rows(0, n), ids = buf.topk_ids.rows(0, n);
+  const Tensor weights = buf.topk_weights.rows(0, n);
+  b.linear(x, router_, nullptr, logits);
+  b.moe_route(logits, renormalize_, ids, weights);
+  if (comm.world_size() == 1) {  // straight into the residual stream
+    b.moe_experts_add(x, experts_, ids, weights, buf.scratch, residual, act);
+    return false;
+  }
+  const Tensor partial = buf.partial.rows(0, n);
+  b.fill_bytes(partial, 0);  // zero bytes are 0.0 in f32 and bf16
+  b.moe_experts_add(x, experts_, ids, weights, buf.scratch, partial, act);
+  return all_reduce_add_residual_norm(b, comm, partial, residual, norm_weight, eps, normed);
+}
+
+}  // namespace minivllm
