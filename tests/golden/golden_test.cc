@@ -47,24 +47,31 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
 // phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
+// phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
+// max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
+// 64 the short ones (goldens_short.json: sequences within 64).
 struct GoldenParam {
   std::string model;
   int world_size;
   int max_num_batched_tokens = 1024;
   std::string quantization = "none";  // fp8: online quantization, against goldens_fp8_online.json
   std::string file = "";              // a file of the folder to load instead of it (a GGUF), or ""
+  std::string goldens = "";           // the goldens' file, if not goldens.json (or the fp8 one)
+  int max_model_length = 0;           // 0: tiny_config's (256)
 };
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
  protected:
   const std::string& model() const { return GetParam().model; }
   std::vector<GoldenCase> golden_cases() const {
+    if (!GetParam().goldens.empty()) return load_cases(model(), GetParam().goldens);
     return load_cases(model(), GetParam().quantization == "fp8" ? "goldens_fp8_online.json" : "goldens.json");
   }
   EngineConfig config() const {
     EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
     if (!GetParam().file.empty()) c.model += "/" + GetParam().file;
     c.quantization = GetParam().quantization;
+    if (GetParam().max_model_length > 0) c.max_model_length = GetParam().max_model_length;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
     } else {
@@ -162,6 +169,13 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"gemma3-tiny-gguf", 1, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"gemma3-tiny-gguf", 2, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"phi3-tiny", 1}, GoldenParam{"phi3-tiny", 2},
+                                           GoldenParam{"phi3-tiny-longrope", 1},
+                                           GoldenParam{"phi3-tiny-longrope", 2},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 16},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none", "",
+                                                       "goldens_short.json", 64},
+                                           GoldenParam{"phi3-tiny-longrope", 2, 1024, "none", "",
+                                                       "goldens_short.json", 64},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
@@ -177,6 +191,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                            if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
                            if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
                            if (!info.param.file.empty()) name += "_file_" + info.param.file;
+                           if (!info.param.goldens.empty()) name += "_" + info.param.goldens;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });
