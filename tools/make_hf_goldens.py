@@ -6,7 +6,7 @@ Usage:
 
 Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
-made by tools/make_gemma3_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
+made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
 phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -153,7 +153,7 @@ def gemma3_tiny_swa_config():
 
 
 def gemma3_tiny_gguf_config():
-    # The Gemma 3 that llama.cpp's GGUF describes (tools/make_gemma3_gguf.py converts it): the
+    # The Gemma 3 that llama.cpp's GGUF describes (tools/make_tiny_gguf.py converts it): the
     # layer pattern its loader assumes (sliding_window_pattern 6: five sliding layers, then a global
     # one), attention scaled by head_dim^-1/2 (query_pre_attn_scalar = head_dim, as every published
     # Gemma 3 but the 27B; GGUF has no key for it), and a window of 10 that binds. Narrow (hidden 32,

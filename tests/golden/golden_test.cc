@@ -44,12 +44,14 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2. The -swa
 // variants slide a window shorter than most prompts (every layer of Mistral's; Gemma 3's local
 // layers only), also over chunked prefill. gemma3-tiny-gguf runs from its safetensors and from the
-// GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
+// GGUF that llama.cpp's converter made of them (tools/make_tiny_gguf.py: norms stored as 1 + w,
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
 // phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
 // phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
 // max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
-// 64 the short ones (goldens_short.json: sequences within 64).
+// 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
+// and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
+// "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -176,6 +178,14 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                                        "goldens_short.json", 64},
                                            GoldenParam{"phi3-tiny-longrope", 2, 1024, "none", "",
                                                        "goldens_short.json", 64},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny-longrope", 2, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf", "goldens_short.json", 64},
+                                           GoldenParam{"mistral-tiny", 1, 1024, "none", "mistral-tiny.bf16.gguf"},
+                                           GoldenParam{"mistral-tiny", 2, 1024, "none", "mistral-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},

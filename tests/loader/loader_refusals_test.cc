@@ -324,6 +324,23 @@ TEST(LoaderRefusals, GgufRopeDimensionCount) {
   expect_gguf_refused(with_rot(32), {"llama.rope.dimension_count", "= 32", "head_dim 16"});
 }
 
+// Fused q/k/v is read only where the row declares it (phi3); llama.cpp's --fuse-qkv llama is refused.
+// Longrope's two factor tensors come together, with their switch.
+TEST(LoaderRefusals, GgufFusedQkvAndLongropeFactors) {
+  expect_gguf_refused(tiny_llama({.tensors = [](W& w) {
+                        w.add_tensor("blk.0.attn_qkv.weight", {kHidden, 4 * kHeadDim}, 0, f32_zeros(kHidden * 64));
+                      }}),
+                      {"blk.0.attn_qkv.weight", "--fuse-qkv", "llama"});
+  const std::vector<uint8_t> ones(4 * kHeadDim / 2, 0);
+  expect_gguf_refused(tiny_llama({.tensors = [&](W& w) { w.add_tensor("rope_factors_long.weight", {8}, 0, ones); }}),
+                      {"rope_factors_long.weight", "rope_factors_short.weight"});
+  expect_gguf_refused(tiny_llama({.tensors = [&](W& w) {
+                        w.add_tensor("rope_factors_long.weight", {8}, 0, ones);
+                        w.add_tensor("rope_factors_short.weight", {8}, 0, ones);
+                      }}),
+                      {"llama.rope.scaling.original_context_length"});
+}
+
 TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   auto with = [](std::function<void(W&)> f) { return tiny_llama({.metadata = std::move(f)}); };
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_string("llama.rope.scaling.type", "none"); })));
