@@ -6,8 +6,9 @@ Usage:
 
 Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
-made by tools/make_gemma3_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
-qwen3-moe-tiny, a mixture of experts), OUTDIR/<model>/:
+made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
+phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
+experts), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -17,6 +18,8 @@ qwen3-moe-tiny, a mixture of experts), OUTDIR/<model>/:
     goldens.json                          {"transformers_version", "torch_version", "command", ...,
                                            "cases": [{"prompt_ids", "greedy_ids", "greedy_margins",
                                                       "last_logits", "max_new_tokens"}]}
+    goldens_short.json                    phi3-tiny-longrope only: the same for prompts in longrope's
+                                          short regime (PROMPTS)
 
 The reference is transformers in float32 with eager attention, computing from the bf16-rounded
 weights read back from model.safetensors (so an engine computing in fp32 from the same file should
@@ -152,7 +155,7 @@ def gemma3_tiny_swa_config():
 
 
 def gemma3_tiny_gguf_config():
-    # The Gemma 3 that llama.cpp's GGUF describes (tools/make_gemma3_gguf.py converts it): the
+    # The Gemma 3 that llama.cpp's GGUF describes (tools/make_tiny_gguf.py converts it): the
     # layer pattern its loader assumes (sliding_window_pattern 6: five sliding layers, then a global
     # one), attention scaled by head_dim^-1/2 (query_pre_attn_scalar = head_dim, as every published
     # Gemma 3 but the 27B; GGUF has no key for it), and a window of 10 that binds. Narrow (hidden 32,
@@ -196,6 +199,25 @@ def qwen3_moe_tiny_config():
         attention_bias=False, use_sliding_window=False, architectures=["Qwen3MoeForCausalLM"])
 
 
+def phi3_tiny_longrope_config():
+    # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
+    # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
+    # original_max_position_embeddings 64: transformers uses the short factors while a forward
+    # pass's sequence is at most 64 tokens long, the long ones past it, and scales cos and sin by
+    # sqrt(1 + ln(512 / 64) / ln 64) = 1.2247 in both regimes. Its goldens hold one regime per
+    # case (PROMPTS below): goldens_short.json, prompts that end, 16 tokens later, within 64;
+    # goldens.json, prompts longer than 64.
+    config = phi3_tiny_config()
+    config.original_max_position_embeddings = 64
+    config.rope_parameters = {
+        "rope_type": "longrope", "rope_theta": 1e4, "partial_rotary_factor": 0.75,
+        "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+        "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        "original_max_position_embeddings": 64}
+    config.partial_rotary_factor = 0.75
+    return config
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8}
@@ -212,6 +234,14 @@ MODELS = {
     "gemma3-tiny-gguf": (gemma3_tiny_gguf_config, False),
     "phi3-tiny": (phi3_tiny_config, False),
     "qwen3-moe-tiny": (qwen3_moe_tiny_config, False),
+    "phi3-tiny-longrope": (phi3_tiny_longrope_config, False),
+}
+# Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
+# tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
+# engine runs it with max_model_length 64) and long one (every prompt longer than 64).
+PROMPTS = {
+    "phi3-tiny-longrope": {"goldens_short.json": ([1, 5, 8, 17, 33, 48], 20, (4, 12)),
+                           "goldens.json": ([65, 80, 100, 130], 70, (9, 23))},
 }
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
@@ -304,13 +334,12 @@ def load_reference(outdir):
     return model
 
 
-def make_prompts(seed, vocab):
+def make_prompts(seed, vocab, lengths=(1, 5, 8, 17, 33, 50, 64, 100), prefix_len=40, tails=(9, 23)):
     rng = random.Random(seed)
-    lengths = [1, 5, 8, 17, 33, 50, 64, 100]
     prompts = [[rng.randrange(vocab) for _ in range(n)] for n in lengths]
-    prefix = [rng.randrange(vocab) for _ in range(40)]  # shared by the last two: prefix-cache tests
-    prompts.append(prefix + [rng.randrange(vocab) for _ in range(9)])
-    prompts.append(prefix + [rng.randrange(vocab) for _ in range(23)])
+    prefix = [rng.randrange(vocab) for _ in range(prefix_len)]  # shared by the last two: prefix-cache tests
+    for tail in tails:
+        prompts.append(prefix + [rng.randrange(vocab) for _ in range(tail)])
     return prompts
 
 
@@ -355,8 +384,28 @@ def make_model(name, outdir):
     save_checkpoint(model, config, outdir, store_lm_head)
 
     ref = load_reference(outdir)
+    default_set = {"goldens.json": ((1, 5, 8, 17, 33, 50, 64, 100), 40, (9, 23))}
+    for i, (file, (lengths, prefix_len, tails)) in enumerate(PROMPTS.get(name, default_set).items()):
+        prompts = make_prompts(SEED + 1 + i, config.vocab_size, lengths, prefix_len, tails)
+        check_one_rope_regime(config, prompts)
+        write_goldens(name, ref, prompts, os.path.join(outdir, file))
+
+
+def check_one_rope_regime(config, prompts):
+    """With longrope, transformers picks the factors per forward pass (the sequence so far longer
+    than original_max_position_embeddings: long); an engine picks them once. A case whose
+    recomputed sequences crossed the switch would match neither regime."""
+    rope = config.rope_parameters or {}
+    if rope.get("rope_type") != "longrope":
+        return
+    orig = config.original_max_position_embeddings
+    for p in prompts:
+        assert len(p) > orig or len(p) + MAX_NEW_TOKENS - 1 <= orig, f"a {len(p)}-token prompt crosses {orig}"
+
+
+def write_goldens(name, ref, prompts, path):
     cases = []
-    for prompt in make_prompts(SEED + 1, config.vocab_size):
+    for prompt in prompts:
         toks, margins, logits = greedy(ref, prompt, MAX_NEW_TOKENS)
         cached = hf_generate(ref, prompt, MAX_NEW_TOKENS)
         if cached != toks:
@@ -378,7 +427,7 @@ def make_model(name, outdir):
         "seed": SEED,
         "cases": cases,
     }
-    with open(os.path.join(outdir, "goldens.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
 

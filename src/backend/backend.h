@@ -148,8 +148,10 @@ class Backend {
   virtual void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) = 0;
   // In place on qkv[T, (nq + 2 nkv) * head_dim]: optional per-head RMSNorm of q and k (q_norm,
   // k_norm of Qwen3, each [head_dim]; pass nullptr to skip), then rotary embedding of q and k in
-  // the half-split (GPT-NeoX / HF) layout. cos_sin[max_pos, head_dim]: cos in the first
-  // head_dim / 2 columns, sin in the rest (fp32).
+  // the half-split (GPT-NeoX / HF) layout. cos_sin[max_pos, r] (fp32): cos in the first r / 2
+  // columns, sin in the rest; r, the rotary dims, is head_dim or less (partial_rotary_factor: the
+  // first r dims of each head rotate in pairs (i, i + r / 2), the rest pass through;
+  // check_rotary_dim says whether a backend can).
   virtual void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                             const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
                             const Tensor& cos_sin) = 0;
@@ -263,6 +265,9 @@ class Backend {
   // rank's q and kv heads). The model calls it before loading weights, so an unsupported model
   // fails at start-up, never in a step. The CPU backend takes any shape.
   virtual void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const {}
+  // Throws, naming partial_rotary_factor, when the rope cannot rotate only the first rotary_dim
+  // of head_dim dims; also called at start-up. The CPU backend can.
+  virtual void check_rotary_dim(int head_dim, int rotary_dim) const {}
   // Also fails at start-up for a block_size this backend cannot index, or a dtype it cannot store
   // (supports_kv_cache_dtype). store_kvcache and attention read the dtype from the cache.
   virtual KVCache allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) = 0;

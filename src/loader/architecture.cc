@@ -90,12 +90,18 @@ constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
                                            .tied_by_default = true};
 
 // transformers' Phi3Model: Llama's modules, with q/k/v and gate/up each stored as one fused
-// tensor (split by role on load; the row's names are the parts'). llama.cpp's "phi3" GGUF is
-// not read (its attn_qkv / ffn_up are fused the same way): no gguf_name.
+// tensor (split by role on load; the row's names are the parts'). llama.cpp's "phi3" files fuse
+// them the same way (attn_qkv; ffn_up holds gate then up), so its table names no q/k/v, gate or
+// up of its own.
 constexpr FusedWeightTable kPhi3Fused = {{
-    {"model.layers.{L}.self_attn.qkv_proj", {R::kQProj, R::kKProj, R::kVProj}, 3},
-    {"model.layers.{L}.mlp.gate_up_proj", {R::kGateProj, R::kUpProj, R::kCount}, 2},
+    {"model.layers.{L}.self_attn.qkv_proj", "blk.{L}.attn_qkv", {R::kQProj, R::kKProj, R::kVProj}, 3},
+    {"model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", {R::kGateProj, R::kUpProj, R::kCount}, 2},
 }};
+constexpr WeightNameTable kPhi3GgufNames = [] {
+  WeightNameTable t = kLlamaGgufNames;
+  for (R fused : {R::kQProj, R::kKProj, R::kVProj, R::kGateProj, R::kUpProj}) t[static_cast<size_t>(fused)] = nullptr;
+  return t;
+}();
 
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
@@ -113,11 +119,11 @@ const ArchitectureSpec kArchitectures[] = {
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
-    // Phi-3 (Phi-3-mini): Llama-like but for its fused tensors; sliding_window binds every layer
-    // when set (transformers' Phi3Attention). partial_rotary_factor < 1 (Phi-4-mini) and longrope
-    // scaling (the 128k variants) are refused by the config loader, naming the key.
-    {"Phi3ForCausalLM", nullptr, {.sliding_window_all_layers = true}, &kLlamaHfNames, &kLlamaGgufNames,
-     &kPhi3Fused},
+    // Phi-3 (Phi-3-mini, Phi-4-mini): Llama-like but for its fused tensors; sliding_window binds
+    // every layer when set (transformers' Phi3Attention). Its rope may rotate part of each head
+    // (partial_rotary_factor) and scale by longrope (ModelConfig, model/rope.h). llama.cpp's
+    // converter keeps HF's half-split q/k rows (not permuted).
+    {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };
 
 template <typename Name>
@@ -159,6 +165,14 @@ const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std:
   }
   MINIVLLM_FAIL() << where << ": unsupported general.architecture " << name << " ("
                   << list_names([](const ArchitectureSpec& a) { return a.gguf_name; }) << ")";
+}
+
+bool gguf_fuses(const ArchitectureSpec& arch, std::string_view gguf_module) {
+  if (arch.hf_fused == nullptr) return false;
+  for (const FusedWeight& f : *arch.hf_fused) {
+    if (f.gguf_module != nullptr && gguf_module == f.gguf_module) return true;
+  }
+  return false;
 }
 
 std::string module_name(const ArchitectureSpec& arch, WeightFormat format, WeightRole role, int64_t layer,

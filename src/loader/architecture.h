@@ -90,9 +90,11 @@ struct ArchitectureTraits {
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:
 // q, k and v; gate_up_proj: gate and up), in this order. The loader splits it (fused_weights.h):
-// the model sees each role under its own name in the row's table, as for any other family.
+// the model sees each role under its own name in the row's table, as for any other family. A
+// GGUF's fused tensor is read under the HF module's name first (gguf_weights.h), then split alike.
 struct FusedWeight {
-  const char* module;  // "model.layers.{L}.self_attn.qkv_proj"
+  const char* module;       // "model.layers.{L}.self_attn.qkv_proj"
+  const char* gguf_module;  // "blk.{L}.attn_qkv"; nullptr when GGUF files store the parts apart
   std::array<WeightRole, 3> parts;
   int num_parts;
 };
@@ -105,8 +107,11 @@ struct ArchitectureSpec {
   ArchitectureTraits traits;
   const WeightNameTable* hf_names;
   const WeightNameTable* gguf_names;
-  const FusedWeightTable* hf_fused = nullptr;  // HF checkpoints whose tensors fuse roles (Phi-3)
+  const FusedWeightTable* hf_fused = nullptr;  // checkpoints whose tensors fuse roles (Phi-3)
 };
+
+// Whether the row's GGUF files store `gguf_module` (e.g. "blk.{L}.attn_qkv") as a fused tensor.
+bool gguf_fuses(const ArchitectureSpec& arch, std::string_view gguf_module);
 
 // The row for an HF architecture string or a GGUF general.architecture; throws an Error that
 // names `name`, `where` (the file) and the supported names when there is none.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "loader/fused_weights.h"
 #include "loader/gguf.h"
 #include "loader/gguf_dequant.h"
 #include "loader/gguf_weights.h"
@@ -42,13 +43,6 @@ int64_t token_id(const GgufFile& f, const std::string& key, size_t n_tokens) {
 
 // Metadata and tensors asking for what the engine does not implement.
 void refuse_unsupported_features(const GgufFile& f, const std::string& a, const ModelConfig& c) {
-  const std::string rope_dims = a + ".rope.dimension_count";
-  if (f.find(rope_dims)) {
-    const int64_t n_rot = f.get_int(rope_dims);
-    MINIVLLM_CHECK_EQ(n_rot, c.head_dim) << f.path() << ": unsupported " << rope_dims << " = " << n_rot
-                                         << ": minivllm rotates the whole head (head_dim " << c.head_dim
-                                         << "), not part of it";
-  }
   const std::string scaling = a + ".rope.scaling.type";
   if (f.find(scaling)) {
     const std::string type = f.get_string(scaling, "");
@@ -61,9 +55,9 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
     MINIVLLM_CHECK(cap == 0) << f.path() << ": unsupported " << softcap << " = " << cap
                              << " (minivllm implements no logit soft-capping)";
   }
-  MINIVLLM_CHECK(!f.find_tensor("blk.0.attn_qkv.weight"))
-      << f.path() << ": unsupported tensor 'blk.0.attn_qkv.weight' (q, k and v fused; minivllm reads them apart: "
-      << "convert without --fuse-qkv)";
+  MINIVLLM_CHECK(!f.find_tensor("blk.0.attn_qkv.weight") || gguf_fuses(*c.arch, "blk.{L}.attn_qkv"))
+      << f.path() << ": unsupported tensor 'blk.0.attn_qkv.weight' (q, k and v fused; minivllm reads them apart "
+      << "for " << a << ": convert without --fuse-qkv)";
   const std::string experts = a + ".expert_count";
   if (f.find(experts)) {
     const int64_t n = f.get_int(experts);
@@ -79,6 +73,39 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
           << (std::string(part) == ".attn_output.bias" ? "attention output" : "MLP") << " bias)";
     }
   }
+}
+
+// The rope: its base, the dims it rotates (rope.dimension_count; only where llama.cpp keeps HF's
+// half-split rows: in its interleaved layout the unpermute would have to know the rotary dims),
+// and phi3's longrope, stored as two tensors of per-frequency factors with the switch at
+// rope.scaling.original_context_length and the cos/sin scale in rope.scaling.attn_factor.
+void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  c->rope_theta = f.get_float(a + ".rope.freq_base", 10000.0);
+  const std::string rope_dims = a + ".rope.dimension_count";
+  if (f.find(rope_dims) && f.get_int(rope_dims) != c->head_dim) {
+    const int64_t n_rot = f.get_int(rope_dims);
+    MINIVLLM_CHECK(!c->traits().gguf_rope_permuted)
+        << f.path() << ": unsupported " << rope_dims << " = " << n_rot << " for " << a
+        << ": minivllm rotates the whole head (head_dim " << c->head_dim << ") of rope-permuted GGUF rows";
+    MINIVLLM_CHECK(n_rot > 0 && n_rot < c->head_dim && n_rot % 2 == 0)
+        << f.path() << ": " << rope_dims << " = " << n_rot << " must be even and at most head_dim " << c->head_dim;
+    c->rotary_dim = n_rot;
+  }
+  const GgufTensorInfo* long_factors = f.find_tensor("rope_factors_long.weight");
+  const GgufTensorInfo* short_factors = f.find_tensor("rope_factors_short.weight");
+  if (!long_factors && !short_factors) return;
+  MINIVLLM_CHECK(long_factors && short_factors)
+      << f.path() << ": rope_factors_long.weight and rope_factors_short.weight come together (longrope)";
+  RopeScaling& s = c->rope_scaling;
+  s.type = "longrope";
+  for (auto [info, out] : {std::pair{long_factors, &s.long_factor}, std::pair{short_factors, &s.short_factor}}) {
+    const Tensor t = f.get_f32(*info);
+    out->assign(t.ptr<float>(), t.ptr<float>() + t.numel());
+  }
+  const std::string orig = a + ".rope.scaling.original_context_length";
+  MINIVLLM_CHECK(f.find(orig)) << f.path() << ": longrope factors without " << orig;
+  s.original_max_position_embeddings = f.get_int(orig);
+  s.attention_factor = f.get_float(a + ".rope.scaling.attn_factor", 1.0);
 }
 
 // Which layers slide, as llama.cpp reads it: attention.sliding_window > 0 makes sliding layers;
@@ -139,7 +166,6 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   MINIVLLM_CHECK(f.find(a + ".attention.layer_norm_rms_epsilon"))
       << f.path() << ": missing GGUF metadata key " << a << ".attention.layer_norm_rms_epsilon";
   c.rms_norm_eps = f.get_float(a + ".attention.layer_norm_rms_epsilon", 0);
-  c.rope_theta = f.get_float(a + ".rope.freq_base", 10000.0);
   c.max_position_embeddings = f.get_int(a + ".context_length", 2048);
   c.vocab_size = gguf_vocab_size(f, a);
   c.tie_word_embeddings = output_tied_to_embedding(f);
@@ -149,6 +175,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   };
   c.attention_bias = has_layer0(WeightRole::kQProj, "bias");
   c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
+  read_rope(f, a, &c);
   read_sliding_windows(f, a, &c);
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
@@ -225,7 +252,8 @@ GgufModel open_gguf(const std::string& path) {
   m.vocab = read_gguf_vocab(*file);
   m.config = gguf_config(*file, m.vocab);
   m.chat_template = file->get_string("tokenizer.chat_template", "");
-  m.weights = make_gguf_weight_source(file, m.config);
+  // Fused tensors (phi3's attn_qkv, ffn_up) appear to the model as their roles' weights.
+  m.weights = split_fused_weights(make_gguf_weight_source(file, m.config), m.config);
   return m;
 }
 

@@ -35,6 +35,16 @@ std::pair<std::string, WeightRole> to_hf_name(const ArchitectureSpec& arch, cons
       }
     }
   }
+  // A fused tensor (phi3's attn_qkv) takes the HF fused module's name, which fused_weights.h splits.
+  if (arch.hf_fused != nullptr && layer >= 0) {
+    auto at_layer = [&](const char* pattern) {
+      std::string name(pattern);
+      return name.replace(name.find("{L}"), 3, std::to_string(layer)) + ".weight";
+    };
+    for (const FusedWeight& f : *arch.hf_fused) {
+      if (f.gguf_module != nullptr && at_layer(f.gguf_module) == gguf_name) return {at_layer(f.module), WeightRole::kCount};
+    }
+  }
   return {gguf_name, WeightRole::kCount};
 }
 
@@ -67,6 +77,9 @@ class GgufWeightSource : public WeightSource {
  public:
   GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config) : file_(std::move(file)) {
     const bool permuted = config.traits().gguf_rope_permuted;
+    // Rows are unpermuted by role; a fused q/k/v tensor would need it per part.
+    MINIVLLM_CHECK(!permuted || !gguf_fuses(*config.arch, "blk.{L}.attn_qkv"))
+        << config.arch_name << ": a rope-permuted architecture with fused GGUF q/k/v is not implemented";
     for (const GgufTensorInfo& t : file_->tensors()) {
       Entry e{&t, 0};
       const auto [hf, role] = to_hf_name(*config.arch, t.name);

@@ -61,6 +61,18 @@ class ConfigReader {
     return v.get<bool>();
   }
 
+  std::vector<double> get_doubles(const json& obj, const char* key) const {
+    MINIVLLM_CHECK(has(obj, key)) << path_ << ": missing key " << key;
+    const json& v = obj.at(key);
+    MINIVLLM_CHECK(v.is_array()) << path_ << ": key " << key << " must be a list of numbers, got " << v.dump();
+    std::vector<double> out;
+    for (const json& x : v) {
+      MINIVLLM_CHECK(x.is_number()) << path_ << ": key " << key << " must be a list of numbers, got " << v.dump();
+      out.push_back(x.get<double>());
+    }
+    return out;
+  }
+
   std::string get_string(const json& obj, const char* key) const {
     const json& v = obj.at(key);
     MINIVLLM_CHECK(v.is_string()) << path_ << ": key " << key << " must be a string, got " << v.dump();
@@ -100,6 +112,36 @@ const ArchitectureSpec& parse_architecture(const ConfigReader& r, std::string* n
   return find_hf_architecture(*name, r.path());
 }
 
+// longrope as transformers' _compute_longrope_parameters reads it. original_max_position_embeddings
+// at the top level wins over the one in the scaling object (Phi3Config keeps it there). The
+// attention factor, unless given, is sqrt(1 + ln(factor) / ln(original)), factor defaulting to
+// max_position_embeddings / original (transformers 4.x always took that ratio; published Phi
+// configs have no factor key, so the two agree on them).
+void parse_longrope(const ConfigReader& r, const json& params, const char* key, ModelConfig* c) {
+  RopeScaling& s = c->rope_scaling;
+  s.type = "longrope";
+  s.short_factor = r.get_doubles(params, "short_factor");
+  s.long_factor = r.get_doubles(params, "long_factor");
+  if (r.has("original_max_position_embeddings")) {
+    s.original_max_position_embeddings = r.get_int("original_max_position_embeddings");
+  } else {
+    MINIVLLM_CHECK(r.has(params, "original_max_position_embeddings"))
+        << r.path() << ": " << key << " longrope needs original_max_position_embeddings (at the top level or in "
+        << key << ")";
+    s.original_max_position_embeddings = r.get_int(params, "original_max_position_embeddings");
+  }
+  MINIVLLM_CHECK_GT(s.original_max_position_embeddings, 1)
+      << r.path() << ": original_max_position_embeddings must be > 1";
+  if (r.has(params, "attention_factor")) {
+    s.attention_factor = r.get_double(params, "attention_factor");
+    return;
+  }
+  const double orig = static_cast<double>(s.original_max_position_embeddings);
+  s.factor = r.has(params, "factor") ? r.get_double(params, "factor")
+                                      : static_cast<double>(c->max_position_embeddings) / orig;
+  s.attention_factor = s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(orig));
+}
+
 // transformers 5 folds rope_theta and the scaling into rope_parameters; 4.x has rope_theta at the
 // top level and rope_scaling beside it.
 void parse_rope(const ConfigReader& r, ModelConfig* c) {
@@ -134,8 +176,12 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   for (const json* obj : {&j, params}) {
     if (obj && r.has(*obj, "partial_rotary_factor")) {
       const double f = r.get_double(*obj, "partial_rotary_factor");
-      MINIVLLM_CHECK(f == 1.0) << r.path() << ": unsupported partial_rotary_factor " << f
-                               << " (minivllm rotates the whole head_dim)";
+      // transformers: int(head_dim * partial_rotary_factor) dims rotate, pairs (i, i + dim / 2).
+      const auto dim = static_cast<int64_t>(static_cast<double>(c->head_dim) * f);
+      MINIVLLM_CHECK(f > 0 && f <= 1 && dim >= 2 && dim % 2 == 0)
+          << r.path() << ": partial_rotary_factor " << f << " must be in (0, 1] and rotate an even number of "
+          << "dims of head_dim " << c->head_dim << " (it rotates " << dim << ")";
+      c->rotary_dim = dim;
     }
   }
   if (!params) return;
@@ -146,8 +192,12 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   MINIVLLM_CHECK(!type.empty() || !r.has(*params, "factor"))
       << r.path() << ": " << key << " " << params->dump() << " has a factor but no rope_type";
   if (type.empty() || type == "default") return;
+  if (type == "longrope" || type == "su") {  // "su": the first Phi-3-128k releases' name for it
+    parse_longrope(r, *params, key, c);
+    return;
+  }
   MINIVLLM_CHECK(type == "llama3") << r.path() << ": unsupported " << key << " type \"" << type
-                                   << "\" (supported: default, llama3)";
+                                   << "\" (supported: default, llama3, longrope)";
   c->rope_scaling.type = type;
   c->rope_scaling.factor = r.get_double(*params, "factor");
   c->rope_scaling.low_freq_factor = r.get_double(*params, "low_freq_factor");
@@ -338,8 +388,23 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK_EQ(head_dim % 2, 0) << src << ": head_dim must be even (rotary pairs)";
   MINIVLLM_CHECK(rms_norm_eps > 0) << src << ": rms_norm_eps must be > 0, got " << rms_norm_eps;
   MINIVLLM_CHECK(rope_theta > 0) << src << ": rope_theta must be > 0, got " << rope_theta;
-  MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3")
+  MINIVLLM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
+      << src << ": the rope's rotary dims (" << rotary_dim << ") must be even and at most head_dim " << head_dim;
+  MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope")
       << src << ": unsupported rope_scaling type " << rope_scaling.type;
+  if (rope_scaling.type == "longrope") {
+    for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
+      const char* key = factors == &rope_scaling.short_factor ? "short_factor" : "long_factor";
+      MINIVLLM_CHECK_EQ(static_cast<int64_t>(factors->size()), rope_dim() / 2)
+          << src << ": rope_scaling." << key << " must hold one factor per rotary frequency (rotary dims "
+          << rope_dim() << " / 2)";
+      for (double f : *factors) MINIVLLM_CHECK(f > 0) << src << ": rope_scaling." << key << " holds " << f << " (<= 0)";
+    }
+    MINIVLLM_CHECK(rope_scaling.attention_factor > 0)
+        << src << ": rope_scaling.attention_factor must be > 0, got " << rope_scaling.attention_factor;
+    MINIVLLM_CHECK_GT(rope_scaling.original_max_position_embeddings, 0)
+        << src << ": original_max_position_embeddings must be > 0";
+  }
   if (rope_scaling.type == "llama3") {
     MINIVLLM_CHECK(rope_scaling.factor > 0) << src << ": rope_scaling.factor must be > 0";
     MINIVLLM_CHECK(rope_scaling.low_freq_factor > 0) << src << ": rope_scaling.low_freq_factor must be > 0";

@@ -12,11 +12,17 @@
 namespace minivllm {
 
 struct RopeScaling {
-  std::string type;  // "" (none) or "llama3"
+  std::string type;  // "" (none), "llama3" or "longrope"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // longrope (Phi-3-mini-128k, Phi-4-mini): each rotary frequency divided by its factor (rope_dim() / 2
+  // of them), the long ones when the engine's context exceeds original_max_position_embeddings
+  // (model/rope.h), and cos and sin scaled by attention_factor in both regimes.
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
+  double attention_factor = 1.0;
 };
 
 struct ModelConfig {
@@ -29,6 +35,9 @@ struct ModelConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;  // from config, else hidden_size / num_heads
+  // The leading dims of each head that the rope rotates (partial_rotary_factor; GGUF's
+  // rope.dimension_count); the rest pass through. 0: all of head_dim.
+  int64_t rotary_dim = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
@@ -65,6 +74,7 @@ struct ModelConfig {
   void check_num_layers() const;
   static constexpr int64_t kMaxLayers = 1024;  // the deepest published models have about 130
   const ArchitectureTraits& traits() const;  // the row's; throws when no row is set
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 };
 
 // Reads <dir>/config.json (and generation_config.json when present for eos ids).

@@ -7,14 +7,25 @@
 
 namespace minivllm {
 
-std::vector<double> rope_inv_freq(const ModelConfig& cfg) {
-  const int64_t half = cfg.head_dim / 2;
+bool rope_uses_long_factors(const RopeScaling& s, int64_t max_model_length) {
+  return s.type == "longrope" && max_model_length > s.original_max_position_embeddings;
+}
+
+std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_length) {
+  // Exponents over the rotary dims, not head_dim: transformers' dim = head_dim * partial_rotary_factor.
+  const int64_t dim = cfg.rope_dim(), half = dim / 2;
   std::vector<double> inv(half);
   for (int64_t i = 0; i < half; ++i) {
-    inv[i] = 1.0 / std::pow(cfg.rope_theta, static_cast<double>(2 * i) / static_cast<double>(cfg.head_dim));
+    inv[i] = 1.0 / std::pow(cfg.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim));
   }
   const RopeScaling& s = cfg.rope_scaling;
   if (s.type.empty() || s.type == "default") return inv;
+  if (s.type == "longrope") {  // each frequency divided by its factor (transformers' ext_factors)
+    const std::vector<double>& f = rope_uses_long_factors(s, max_model_length) ? s.long_factor : s.short_factor;
+    MINIVLLM_CHECK_EQ(static_cast<int64_t>(f.size()), half) << "longrope factors for " << dim << " rotary dims";
+    for (int64_t i = 0; i < half; ++i) inv[i] /= f[i];
+    return inv;
+  }
   MINIVLLM_CHECK(s.type == "llama3") << "unsupported rope_scaling type '" << s.type << "'";
   // Llama 3: long wavelengths are slowed by `factor`, short ones kept, the band between blended
   // (transformers' _compute_llama3_parameters).
@@ -34,16 +45,18 @@ std::vector<double> rope_inv_freq(const ModelConfig& cfg) {
 }
 
 Tensor rope_cos_sin_table(const ModelConfig& cfg, int64_t max_positions) {
-  const std::vector<double> inv = rope_inv_freq(cfg);
-  const int64_t d = cfg.head_dim, half = d / 2;
+  const std::vector<double> inv = rope_inv_freq(cfg, max_positions);
+  const int64_t d = cfg.rope_dim(), half = d / 2;
+  // transformers multiplies the fp32 cos and sin by the attention factor (1 but for longrope).
+  const float scale = cfg.rope_scaling.type == "longrope" ? static_cast<float>(cfg.rope_scaling.attention_factor) : 1.0f;
   Tensor t = host_tensor(DType::kF32, {max_positions, d});
   float* p = t.ptr<float>();
   for (int64_t pos = 0; pos < max_positions; ++pos) {
     for (int64_t i = 0; i < half; ++i) {
       // torch computes the angle in fp32: pos * inv_freq with inv_freq already rounded to fp32.
       const float angle = static_cast<float>(pos) * static_cast<float>(inv[i]);
-      p[pos * d + i] = std::cos(angle);
-      p[pos * d + half + i] = std::sin(angle);
+      p[pos * d + i] = std::cos(angle) * scale;
+      p[pos * d + half + i] = std::sin(angle) * scale;
     }
   }
   return t;

@@ -1,4 +1,5 @@
-// Rotary position embedding tables: cos and sin per position, with Llama 3's frequency scaling.
+// Rotary position embedding tables: cos and sin per position over the rotary dims of a head, with
+// Llama 3's frequency scaling or Phi-3's longrope.
 #pragma once
 
 #include "common/tensor.h"
@@ -6,10 +7,19 @@
 
 namespace minivllm {
 
-// Inverse frequencies (head_dim / 2 of them), scaled as rope_scaling says ("llama3" or none).
-std::vector<double> rope_inv_freq(const ModelConfig& cfg);
+// Whether longrope's long factors apply: when the engine may hold a sequence longer than the
+// context the model was pretrained on (max_model_length > original_max_position_embeddings),
+// fixed for the engine's life, as vLLM and llama.cpp choose. transformers switches per forward
+// pass by the longest position in it, so one sequence's cache would mix keys rotated both ways
+// and a prefix-cached block would depend on the length of whoever filled it (docs/DESIGN.md).
+bool rope_uses_long_factors(const RopeScaling& s, int64_t max_model_length);
 
-// Host fp32 [max_positions, head_dim]: cos(pos * f_i) in columns [0, d/2), sin in [d/2, d).
+// Inverse frequencies (rope_dim() / 2 of them), scaled as rope_scaling says (none, "llama3" or
+// "longrope", whose regime max_model_length picks).
+std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_length);
+
+// Host fp32 [max_positions, rope_dim()]: cos(pos * f_i) in columns [0, r/2), sin in [r/2, r), both
+// times longrope's attention factor. max_positions is the engine's max_model_length.
 Tensor rope_cos_sin_table(const ModelConfig& cfg, int64_t max_positions);
 
 }  // namespace minivllm

@@ -34,6 +34,7 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   MINIVLLM_CHECK(!cfg_.moe.any() || backend_.supports_moe())
       << cfg_.source << ": " << cfg_.arch_name << " is a mixture-of-experts model, and " << backend_.moe_missing();
   backend_.check_attention_shape(num_local_heads(), num_local_kv_heads(), static_cast<int>(cfg_.head_dim));
+  backend_.check_rotary_dim(static_cast<int>(cfg_.head_dim), static_cast<int>(cfg_.rope_dim()));
   MINIVLLM_CHECK(max_num_tokens >= max_num_seqs && max_num_seqs >= 1)
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
   const ShardContext ctx{src, backend_, comm_};

@@ -88,7 +88,7 @@ class Transformer {
   std::vector<Layer> layers_;
   Tensor norm_;  // [H]
   ParallelLMHead lm_head_;
-  Tensor cos_sin_;          // f32 [max_positions, head_dim]
+  Tensor cos_sin_;          // f32 [max_positions, rope_dim()]
   Tensor cos_sin_sliding_;  // the sliding layers' own table (Gemma 3's local base), else empty
   const Tensor& cos_sin(int64_t layer) const;
   int attention_window(int64_t layer) const;  // the layer's sliding window, 0 for full attention

@@ -22,10 +22,12 @@ std::vector<float> rope_table(int64_t max_pos, int64_t d, double theta) {
 struct RopeCase {
   int tokens, nq, nkv, hd;
   bool qk_norm;
+  int rotary = 0;  // the leading dims that rotate (partial_rotary_factor); 0: hd
 };
 
 void PrintTo(const RopeCase& c, std::ostream* os) {
-  *os << c.tokens << " tokens, heads " << c.nq << "/" << c.nkv << ", hd " << c.hd << (c.qk_norm ? ", qk_norm" : "");
+  *os << c.tokens << " tokens, heads " << c.nq << "/" << c.nkv << ", hd " << c.hd << (c.qk_norm ? ", qk_norm" : "")
+      << ", rotary " << (c.rotary > 0 ? c.rotary : c.hd);
 }
 
 class RopeTest : public ::testing::TestWithParam<RopeCase> {};
@@ -36,16 +38,17 @@ TEST_P(RopeTest, MatchesReference) {
   const int64_t stride = (c.nq + 2 * c.nkv) * c.hd, max_pos = 4096;
   auto qkv_v = random_floats(c.tokens * stride, 20 + c.hd, -2, 2);
   auto qn_v = random_floats(c.hd, 21, 0.5, 1.5), kn_v = random_floats(c.hd, 22, 0.5, 1.5);
-  auto table = rope_table(max_pos, c.hd, 1e6);
+  const int rd = c.rotary > 0 ? c.rotary : c.hd;
+  auto table = rope_table(max_pos, rd, 1e6);
   std::vector<int32_t> pos(c.tokens);
   for (int t = 0; t < c.tokens; ++t) pos[t] = (t * 977 + 13) % max_pos;
   Tensor qkv = upload(*b, qkv_v, {c.tokens, stride});
   Tensor qn = upload(*b, qn_v, {c.hd}), kn = upload(*b, kn_v, {c.hd});
   b->qk_norm_rope(qkv, c.nq, c.nkv, c.hd, c.qk_norm ? &qn : nullptr, c.qk_norm ? &kn : nullptr, 1e-6f,
-                  upload_i32(*b, pos, {c.tokens}), upload(*b, table, {max_pos, c.hd}));
+                  upload_i32(*b, pos, {c.tokens}), upload(*b, table, {max_pos, rd}));
 
   std::vector<double> ref(qkv_v.begin(), qkv_v.end());
-  const int half = c.hd / 2;
+  const int half = rd / 2;  // dims from rd on pass through
   for (int t = 0; t < c.tokens; ++t) {
     for (int h = 0; h < c.nq + c.nkv; ++h) {
       double* x = ref.data() + t * stride + h * c.hd;
@@ -57,7 +60,7 @@ TEST_P(RopeTest, MatchesReference) {
         for (int i = 0; i < c.hd; ++i) x[i] = x[i] * inv * w[i];
       }
       for (int i = 0; i < half; ++i) {
-        const double angle = pos[t] * std::pow(1e6, -2.0 * i / c.hd);
+        const double angle = pos[t] * std::pow(1e6, -2.0 * i / rd);
         const double x1 = x[i], x2 = x[i + half];
         x[i] = x1 * std::cos(angle) - x2 * std::sin(angle);
         x[i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
@@ -70,7 +73,8 @@ TEST_P(RopeTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeTest,
                          ::testing::Values(RopeCase{1, 9, 3, 64, false}, RopeCase{7, 16, 8, 128, true},
-                                           RopeCase{129, 8, 2, 64, true}, RopeCase{129, 4, 4, 128, false}));
+                                           RopeCase{129, 8, 2, 64, true}, RopeCase{129, 4, 4, 128, false},
+                                           RopeCase{7, 4, 2, 128, true, 96}, RopeCase{5, 3, 1, 64, false, 16}));
 
 TEST(ElementwiseTest, EmbeddingVocabParallel) {
   auto b = make_cpu_backend();

@@ -44,17 +44,24 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // tokens of HF computing in fp32 on the same dequantized weights, at world_size 1 and 2. The -swa
 // variants slide a window shorter than most prompts (every layer of Mistral's; Gemma 3's local
 // layers only), also over chunked prefill. gemma3-tiny-gguf runs from its safetensors and from the
-// GGUF that llama.cpp's converter made of them (tools/make_gemma3_gguf.py: norms stored as 1 + w,
+// GGUF that llama.cpp's converter made of them (tools/make_tiny_gguf.py: norms stored as 1 + w,
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
 // phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
 // qwen3-moe-tiny is a mixture of experts (two sparse layers around a dense one): each expert's
 // width split over the ranks, or with expert_parallel whole experts per rank.
+// phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
+// max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
+// 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
+// and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
+// "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py).
 struct GoldenParam {
   std::string model;
   int world_size;
   int max_num_batched_tokens = 1024;
   std::string quantization = "none";  // fp8: online quantization, against goldens_fp8_online.json
   std::string file = "";              // a file of the folder to load instead of it (a GGUF), or ""
+  std::string goldens = "";           // the goldens' file, if not goldens.json (or the fp8 one)
+  int max_model_length = 0;           // 0: tiny_config's (256)
   bool expert_parallel = false;       // enable_expert_parallel (mixture-of-experts models)
 };
 
@@ -62,6 +69,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
  protected:
   const std::string& model() const { return GetParam().model; }
   std::vector<GoldenCase> golden_cases() const {
+    if (!GetParam().goldens.empty()) return load_cases(model(), GetParam().goldens);
     return load_cases(model(), GetParam().quantization == "fp8" ? "goldens_fp8_online.json" : "goldens.json");
   }
   EngineConfig config() const {
@@ -69,6 +77,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
     if (!GetParam().file.empty()) c.model += "/" + GetParam().file;
     c.quantization = GetParam().quantization;
     c.enable_expert_parallel = GetParam().expert_parallel;
+    if (GetParam().max_model_length > 0) c.max_model_length = GetParam().max_model_length;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
     } else {
@@ -167,9 +176,24 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"gemma3-tiny-gguf", 2, 1024, "none", "gemma3-tiny.bf16.gguf"},
                                            GoldenParam{"phi3-tiny", 1}, GoldenParam{"phi3-tiny", 2},
                                            GoldenParam{"qwen3-moe-tiny", 1}, GoldenParam{"qwen3-moe-tiny", 2},
-                                           GoldenParam{"qwen3-moe-tiny", 1, 1024, "none", "", true},
-                                           GoldenParam{"qwen3-moe-tiny", 2, 1024, "none", "", true},
+                                           GoldenParam{"qwen3-moe-tiny", 1, 1024, "none", "", "", 0, true},
+                                           GoldenParam{"qwen3-moe-tiny", 2, 1024, "none", "", "", 0, true},
                                            GoldenParam{"qwen3-moe-tiny", 1, 16},
+                                           GoldenParam{"phi3-tiny-longrope", 1},
+                                           GoldenParam{"phi3-tiny-longrope", 2},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 16},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none", "",
+                                                       "goldens_short.json", 64},
+                                           GoldenParam{"phi3-tiny-longrope", 2, 1024, "none", "",
+                                                       "goldens_short.json", 64},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny-longrope", 2, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf"},
+                                           GoldenParam{"phi3-tiny-longrope", 1, 1024, "none",
+                                                       "phi3-tiny-longrope.bf16.gguf", "goldens_short.json", 64},
+                                           GoldenParam{"mistral-tiny", 1, 1024, "none", "mistral-tiny.bf16.gguf"},
+                                           GoldenParam{"mistral-tiny", 2, 1024, "none", "mistral-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},
@@ -186,6 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                            if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
                            if (!info.param.file.empty()) name += "_file_" + info.param.file;
                            if (info.param.expert_parallel) name += "_expert_parallel";
+                           if (!info.param.goldens.empty()) name += "_" + info.param.goldens;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;
                          });

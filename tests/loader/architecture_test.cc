@@ -55,8 +55,18 @@ TEST(Architecture, WeightNamesByRoleInBothFormats) {
                       {"down_proj", "Qwen3ForCausalLM", "needs a layer"});
 }
 
-// Every role of every row has a name in both formats or in neither, and per-layer roles (only
-// they) carry the layer.
+// Every role of every row has a name in both formats or in neither (or, in GGUF, is part of a fused
+// tensor: phi3's attn_qkv and ffn_up), and per-layer roles (only they) carry the layer.
+bool gguf_part_of_fused(const ArchitectureSpec& a, WeightRole role) {
+  if (a.hf_fused == nullptr) return false;
+  for (const FusedWeight& f : *a.hf_fused) {
+    for (int p = 0; f.gguf_module != nullptr && p < f.num_parts; ++p) {
+      if (f.parts[p] == role) return true;
+    }
+  }
+  return false;
+}
+
 TEST(Architecture, NameTablesAgreeAcrossFormats) {
   for (const char* name : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM",
                            "Gemma3ForCausalLM", "Phi3ForCausalLM"}) {
@@ -66,10 +76,14 @@ TEST(Architecture, NameTablesAgreeAcrossFormats) {
       SCOPED_TRACE(std::string(name) + " " + weight_role_name(role));
       const std::string hf = module_name(a, WeightFormat::kHuggingFace, role, 7);
       const std::string gguf = module_name(a, WeightFormat::kGguf, role, 7);
-      EXPECT_EQ(hf.empty(), gguf.empty());
+      const bool fused = gguf_part_of_fused(a, role);
+      EXPECT_EQ(hf.empty(), gguf.empty() && !fused);
+      EXPECT_FALSE(fused && !gguf.empty()) << "a fused part must not also have a name of its own: " << gguf;
       if (hf.empty()) continue;  // the architecture has no such weight
       EXPECT_EQ(hf.find(".7.") != std::string::npos, is_layer_role(role)) << hf;
-      EXPECT_EQ(gguf.find(".7.") != std::string::npos, is_layer_role(role)) << gguf;
+      if (!fused) {
+        EXPECT_EQ(gguf.find(".7.") != std::string::npos, is_layer_role(role)) << gguf;
+      }
     }
   }
 }
@@ -179,25 +193,60 @@ json phi3_mini_config() {
     "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 32064})");
 }
 
-TEST(Architecture, Phi3ConfigLoadsAndRefusesWhatIsNotImplemented) {
+TEST(Architecture, Phi3ConfigLoads) {
   json j = phi3_mini_config();
   const ModelConfig c = load_config(j);
   EXPECT_STREQ(c.arch->hf_name, "Phi3ForCausalLM");
   EXPECT_EQ(c.head_dim, 96);
+  EXPECT_EQ(c.rope_dim(), 96);
   ASSERT_EQ(c.layer_sliding_window.size(), 32u);
   for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 2047);
-  ScratchDir dir("arch_phi3");
-  // Phi-3-mini-128k: longrope ("su" in the first releases).
-  for (const char* type : {"longrope", "su"}) {
-    j["rope_scaling"] = {{"type", type}, {"long_factor", {1.0, 2.0}}, {"short_factor", {1.0, 1.0}}};
-    write_text(dir.file("config.json"), j.dump());
-    expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"rope_scaling", type});
-  }
-  // Phi-4-mini rotates 3/4 of each head.
-  j = phi3_mini_config();
+}
+
+// Phi-4-mini's published rope keys: 3/4 of each head of 128 rotates, longrope over 48 frequencies,
+// the top-level original_max_position_embeddings; the attention factor transformers derives from
+// max_position_embeddings / original (32: sqrt(1 + ln 32 / ln 4096) = 1.19024).
+TEST(Architecture, Phi4MiniPartialRotaryAndLongrope) {
+  json j = phi3_mini_config();
+  j["hidden_size"] = 3072;
+  j["num_attention_heads"] = 24;
+  j["num_key_value_heads"] = 8;
+  j["max_position_embeddings"] = 131072;
   j["partial_rotary_factor"] = 0.75;
+  j["sliding_window"] = 262144;
+  std::vector<double> long_factor(48), short_factor(48, 1.0);
+  for (size_t i = 0; i < 48; ++i) long_factor[i] = 1.0 + static_cast<double>(i);
+  for (const char* type : {"longrope", "su"}) {  // "su": the first Phi-3-128k releases
+    j["rope_scaling"] = {{"type", type}, {"long_factor", long_factor}, {"short_factor", short_factor}};
+    const ModelConfig c = load_config(j);
+    EXPECT_EQ(c.head_dim, 128);
+    EXPECT_EQ(c.rotary_dim, 96);
+    EXPECT_EQ(c.rope_scaling.type, "longrope");
+    EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+    EXPECT_EQ(c.rope_scaling.long_factor, long_factor);
+    EXPECT_NEAR(c.rope_scaling.attention_factor, 1.19024, 1e-5);
+  }
+  // transformers 5's spelling: everything inside rope_parameters, an explicit attention_factor.
+  json t5 = j;
+  t5.erase("rope_scaling");
+  t5.erase("original_max_position_embeddings");
+  t5.erase("partial_rotary_factor");
+  t5["rope_parameters"] = {{"rope_type", "longrope"}, {"long_factor", long_factor}, {"short_factor", short_factor},
+                           {"original_max_position_embeddings", 2048}, {"partial_rotary_factor", 0.75},
+                           {"rope_theta", 10000.0}, {"attention_factor", 1.5}};
+  const ModelConfig c5 = load_config(t5);
+  EXPECT_EQ(c5.rotary_dim, 96);
+  EXPECT_EQ(c5.rope_scaling.original_max_position_embeddings, 2048);
+  EXPECT_DOUBLE_EQ(c5.rope_scaling.attention_factor, 1.5);
+  // One factor per rotary frequency (48 here, not head_dim / 2 = 64).
+  ScratchDir dir("arch_phi4");
+  j["rope_scaling"]["long_factor"] = std::vector<double>(64, 1.0);
   write_text(dir.file("config.json"), j.dump());
-  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"partial_rotary_factor", "0.75"});
+  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"long_factor", "96"});
+  j.erase("original_max_position_embeddings");
+  j["rope_scaling"]["long_factor"] = long_factor;
+  write_text(dir.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"original_max_position_embeddings"});
 }
 
 // Phi-3's fused tensors appear by role: q, k, v the row ranges of qkv_proj, gate and up of

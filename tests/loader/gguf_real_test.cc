@@ -2,13 +2,16 @@
 // SmolLM2-135M-Instruct Q4_1 (models/, fetched by hand; skipped when absent). Reference values were
 // read with an independent pure-Python GGUF reader (struct.unpack + the block formats); q/k rows
 // are compared at the HF row that the GGUF row maps to (hf = h*D + i*D/2 + j for gguf = h*D + 2j + i).
-// A Gemma 3 made by llama.cpp's convert_hf_to_gguf.py (tests/goldens/gemma3-tiny-gguf,
-// tools/make_gemma3_gguf.py) is read against the safetensors it was made from.
+// A Gemma 3 and a Phi-3 made by llama.cpp's convert_hf_to_gguf.py (tests/goldens/gemma3-tiny-gguf,
+// tests/goldens/phi3-tiny-longrope; tools/make_tiny_gguf.py) are read against the safetensors they
+// were made from.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "loader/fused_weights.h"
 #include "loader/gguf.h"
+#include "loader/model_config.h"
 #include "loader/weight_source.h"
 
 namespace minivllm {
@@ -170,6 +173,45 @@ TEST(GgufGemma3, ConverterFileMatchesItsSafetensors) {
     const Tensor want = hf->get_f32(name, {});
     const Tensor got = m.weights->get_f32(name, want.shape());
     for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+  }
+}
+
+// llama.cpp's phi3 file keeps q/k/v and gate/up fused (attn_qkv, ffn_up); the loader splits them by
+// role as it splits the safetensors' qkv_proj / gate_up_proj. The rope: 12 rotary dims of 16, the
+// longrope factors from their tensors, the switch and the cos/sin scale from the metadata.
+TEST(GgufPhi3, ConverterFileMatchesItsSafetensors) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/phi3-tiny-longrope";
+  const GgufModel m = open_gguf(dir + "/phi3-tiny-longrope.bf16.gguf");
+  const ModelConfig hf_config = load_hf_model_config(dir);
+  const ModelConfig& c = m.config;
+  EXPECT_STREQ(c.arch->hf_name, "Phi3ForCausalLM");
+  EXPECT_EQ(c.arch_name, "phi3");
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rotary_dim, 12);
+  EXPECT_EQ(c.rope_scaling.type, "longrope");
+  EXPECT_EQ(c.rope_scaling.long_factor, hf_config.rope_scaling.long_factor);
+  ASSERT_EQ(c.rope_scaling.short_factor.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {  // stored as f32
+    EXPECT_FLOAT_EQ(c.rope_scaling.short_factor[i], hf_config.rope_scaling.short_factor[i]) << i;
+  }
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64);
+  EXPECT_FLOAT_EQ(c.rope_scaling.attention_factor, hf_config.rope_scaling.attention_factor);
+  EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{0, 0}));
+  EXPECT_FALSE(c.tie_word_embeddings);
+
+  const auto hf = split_fused_weights(open_safetensors_dir(dir), hf_config);
+  for (const char* name : {"model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+                           "model.layers.1.self_attn.v_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+                           "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight",
+                           "lm_head.weight"}) {
+    SCOPED_TRACE(name);
+    const Tensor want = hf->get_f32(name, {});
+    const Tensor got = m.weights->get_f32(name, want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+  }
+  for (const std::string& name : m.weights->names()) {
+    EXPECT_EQ(name.find("attn_qkv"), std::string::npos) << name;
+    EXPECT_EQ(name.find("ffn_up"), std::string::npos) << name;
   }
 }
 

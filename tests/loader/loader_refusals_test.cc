@@ -217,7 +217,7 @@ TEST(LoaderRefusals, LayerTypes) {
 }
 
 TEST(LoaderRefusals, UnknownRopeScaling) {
-  for (const char* type : {"linear", "dynamic", "yarn", "longrope", "su"}) {
+  for (const char* type : {"linear", "dynamic", "yarn"}) {
     SCOPED_TRACE(type);
     json j = qwen3_config();
     j["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
@@ -236,8 +236,11 @@ TEST(LoaderRefusals, UnknownRopeScaling) {
   expect_config_refused(j, {"rope_scaling", "factor", "no rope_type"});
   j["rope_scaling"] = {{"rope_type", "default"}};
   expect_config_loads(j);
-  j["partial_rotary_factor"] = 0.5;
-  expect_config_refused(j, {"partial_rotary_factor", "0.5"});
+  // A partial rotary factor outside (0, 1], or one that rotates an odd number of dims, is refused.
+  for (double f : {1.5, 0.0, 0.5 + 1.0 / 128}) {
+    j["partial_rotary_factor"] = f;
+    expect_config_refused(j, {"partial_rotary_factor"});
+  }
   // llama3 is implemented (the Llama-3.2 config uses it).
   EXPECT_EQ(load_hf_model_config(kModels + "/llama-3.2-1b-instruct").rope_scaling.type, "llama3");
 }
@@ -319,6 +322,23 @@ TEST(LoaderRefusals, GgufRopeDimensionCount) {
   EXPECT_NO_THROW(open_bytes(with_rot(kHeadDim)));
   expect_gguf_refused(with_rot(8), {"llama.rope.dimension_count", "= 8", "head_dim 16"});
   expect_gguf_refused(with_rot(32), {"llama.rope.dimension_count", "= 32", "head_dim 16"});
+}
+
+// Fused q/k/v is read only where the row declares it (phi3); llama.cpp's --fuse-qkv llama is refused.
+// Longrope's two factor tensors come together, with their switch.
+TEST(LoaderRefusals, GgufFusedQkvAndLongropeFactors) {
+  expect_gguf_refused(tiny_llama({.tensors = [](W& w) {
+                        w.add_tensor("blk.0.attn_qkv.weight", {kHidden, 4 * kHeadDim}, 0, f32_zeros(kHidden * 64));
+                      }}),
+                      {"blk.0.attn_qkv.weight", "--fuse-qkv", "llama"});
+  const std::vector<uint8_t> ones(4 * kHeadDim / 2, 0);
+  expect_gguf_refused(tiny_llama({.tensors = [&](W& w) { w.add_tensor("rope_factors_long.weight", {8}, 0, ones); }}),
+                      {"rope_factors_long.weight", "rope_factors_short.weight"});
+  expect_gguf_refused(tiny_llama({.tensors = [&](W& w) {
+                        w.add_tensor("rope_factors_long.weight", {8}, 0, ones);
+                        w.add_tensor("rope_factors_short.weight", {8}, 0, ones);
+                      }}),
+                      {"llama.rope.scaling.original_context_length"});
 }
 
 TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {

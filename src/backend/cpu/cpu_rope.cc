@@ -1,5 +1,7 @@
 // qk_norm_rope: optional per-head RMSNorm of q and k (Qwen3's q_norm / k_norm), then the
-// half-split rotary embedding, in place on the fused qkv rows. v is left untouched.
+// half-split rotary embedding over the leading dims of each head that cos_sin is wide (all of
+// head_dim, or Phi-4-mini's partial_rotary_factor), in place on the fused qkv rows. v is left
+// untouched.
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_row_ops.h"
@@ -17,7 +19,12 @@ void CpuBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_hea
   const int64_t stride = static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
   const int64_t tokens = cpu::rows_with_cols(qkv, stride, "qk_norm_rope", "qkv");
   MINIVLLM_CHECK_EQ(positions.numel(), tokens) << "qk_norm_rope: positions " << positions.describe();
-  const int64_t max_pos = cpu::rows_with_cols(cos_sin, head_dim, "qk_norm_rope", "cos_sin");
+  MINIVLLM_CHECK(cos_sin.ndim() == 2 && cos_sin.size(1) >= 2 && cos_sin.size(1) <= head_dim &&
+                 cos_sin.size(1) % 2 == 0)
+      << "qk_norm_rope: cos_sin " << cos_sin.describe() << " must be [max_pos, rotary dims], the rotary dims even and "
+      << "at most head_dim " << head_dim;
+  const int64_t rotary = cos_sin.size(1);
+  const int64_t max_pos = cpu::rows_with_cols(cos_sin, rotary, "qk_norm_rope", "cos_sin");
   const float* qn = nullptr;
   const float* kn = nullptr;
   if (q_norm != nullptr) {
@@ -37,11 +44,11 @@ void CpuBackend::qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_hea
   }
   float* base = qkv.ptr<float>();
   const float* table = cos_sin.ptr<float>();
-  const int64_t half = head_dim / 2;
+  const int64_t half = rotary / 2;  // pairs (i, i + rotary / 2); dims from rotary on pass through
   const int heads = num_q_heads + num_kv_heads;
 #pragma omp parallel for num_threads(num_threads_) if (tokens >= 4) schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* cos = table + static_cast<int64_t>(pos[t]) * head_dim;
+    const float* cos = table + static_cast<int64_t>(pos[t]) * rotary;
     const float* sin = cos + half;
     for (int h = 0; h < heads; ++h) {
       float* x = base + t * stride + static_cast<int64_t>(h) * head_dim;

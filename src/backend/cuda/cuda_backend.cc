@@ -229,6 +229,14 @@ void CudaBackend::check_attention_shape(int num_q_heads, int num_kv_heads, int h
       << "cuda backend: the model's " << describe_unsupported_attention(num_q_heads, num_kv_heads, head_dim);
 }
 
+// The rope kernels (rope_kvcache.cu, the gemv's rope epilogue) pair dims (i, i + head_dim / 2)
+// across the whole head; rotating part of it is not written for them yet.
+void CudaBackend::check_rotary_dim(int head_dim, int rotary_dim) const {
+  MINIVLLM_CHECK(rotary_dim == head_dim)
+      << "cuda backend: unsupported partial_rotary_factor: the model rotates " << rotary_dim << " of head_dim "
+      << head_dim << " dims, and the CUDA rope kernels rotate the whole head (the CPU backend runs it: --device cpu)";
+}
+
 bool CudaBackend::supports_kv_cache_dtype(DType dtype) const {
   return dtype == DType::kBF16 || dtype == DType::kF8E4M3;
 }

@@ -104,6 +104,7 @@ class CudaBackend : public Backend {
   std::string supported_kv_cache_dtypes() const override;
   // GQA group 1..16, head_dim 64, 96, 128, 256 (attention_shapes.h).
   void check_attention_shape(int num_q_heads, int num_kv_heads, int head_dim) const override;
+  void check_rotary_dim(int head_dim, int rotary_dim) const override;
 
   // One cudaMemcpy2DAsync on the stream.
   void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;

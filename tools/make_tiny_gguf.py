@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Converts a tiny random checkpoint of tests/goldens (made by tools/make_hf_goldens.py) to GGUF with
+llama.cpp's own converter, convert_hf_to_gguf.py: the files GoldenTest loads and checks against
+that checkpoint's Hugging Face goldens.
+
+Usage (the venv of tools/requirements-goldens.txt: torch, transformers, numpy; the converter's
+gguf-py is the one vendored beside it):
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma3-tiny-gguf
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/phi3-tiny-longrope
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mistral-tiny
+
+llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
+DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
+converter does per family, and the engine must read back:
+  gemma3 (gemma3-tiny.bf16.gguf): every norm stored in f32 with Gemma's 1 added (x_hat * (1 + w)
+    becomes x_hat * w'); llama.cpp's layer pattern and rope bases.
+  phi3 (phi3-tiny-longrope.bf16.gguf): qkv_proj and gate_up_proj kept fused (attn_qkv, ffn_up);
+    rope.dimension_count for the partial rotary; longrope's factors as the tensors
+    rope_factors_long / rope_factors_short, the switch in rope.scaling.original_context_length
+    and the cos/sin scale in rope.scaling.attn_factor.
+  llama, from MistralForCausalLM (mistral-tiny.bf16.gguf): q/k rows permuted into llama.cpp's
+    interleaved rope layout. (The converter writes no sliding window for Mistral.)
+
+The checkpoints have no tokenizer (the goldens are token ids), and the converter's tokenizer step
+needs a real one (it fingerprints the pre-tokenizer), so that one step is replaced: the vocabulary
+written is placeholder SentencePiece pieces with the config's special ids. Everything else (tensor
+names, the metadata) is the converter's.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+# model_type -> (converter module, class whose set_vocab is replaced, file name stem)
+FAMILIES = {
+    "gemma3_text": ("gemma", "Gemma3Model", "gemma3-tiny"),
+    "phi3": ("phi", "Phi3MiniModel", "phi3-tiny-longrope"),
+    "mistral": ("llama", "LlamaModel", "mistral-tiny"),
+}
+
+
+def placeholder_vocab(config, gguf, model_type):
+    """set_vocab replacement: vocab_size pieces, the config's pad / eos / bos, unk after them."""
+    vocab_size = config["vocab_size"]
+    ids = {"pad": config.get("pad_token_id"), "eos": config["eos_token_id"], "bos": config["bos_token_id"]}
+    special = {i: f"<{k}>" for k, i in ids.items() if i is not None}
+    unk = 3 if 3 not in special else max(special) + 1
+    special[unk] = "<unk>"
+    pieces = [special.get(i, f"\u2581t{i}") for i in range(vocab_size)]
+
+    def set_vocab(self):
+        w = self.gguf_writer
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(pieces)
+        w.add_token_scores([0.0 if i in special else -float(i) for i in range(vocab_size)])
+        w.add_token_types([gguf.TokenType.UNKNOWN if i == unk else gguf.TokenType.CONTROL if i in special else
+                           gguf.TokenType.NORMAL for i in range(vocab_size)])
+        if ids["pad"] is not None:
+            w.add_pad_token_id(ids["pad"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_bos_token_id(ids["bos"])
+        w.add_unk_token_id(unk)
+        w.add_add_bos_token(True)
+        if model_type == "gemma3_text":
+            w.add_add_space_prefix(False)  # as Gemma3Model.set_vocab writes it
+
+    return set_vocab, pieces
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dir", help="the HF checkpoint folder; the .gguf is written beside it")
+    parser.add_argument("--llama-cpp", required=True, help="llama.cpp source tree (convert_hf_to_gguf.py)")
+    parser.add_argument("--outfile", default=None)
+    args = parser.parse_args()
+    with open(os.path.join(args.dir, "config.json")) as f:
+        config = json.load(f)
+    module_name, class_name, stem = FAMILIES[config["model_type"]]
+    outfile = args.outfile or os.path.join(args.dir, f"{stem}.bf16.gguf")
+    sys.path.insert(0, os.path.abspath(args.llama_cpp))
+    import convert_hf_to_gguf  # noqa: E402  (puts the vendored gguf-py on sys.path)
+    import gguf  # noqa: E402
+    import importlib  # noqa: E402
+
+    set_vocab, pieces = placeholder_vocab(config, gguf, config["model_type"])
+    setattr(getattr(importlib.import_module(f"conversion.{module_name}"), class_name), "set_vocab", set_vocab)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "model")
+        shutil.copytree(args.dir, src, ignore=shutil.ignore_patterns("*.gguf", "goldens*.json"))
+        # Gemma3Model.modify_tensors keeps len(model.vocab) + len(added_tokens) embedding rows.
+        with open(os.path.join(src, "tokenizer.json"), "w") as f:
+            json.dump({"model": {"vocab": {p: i for i, p in enumerate(pieces)}}, "added_tokens": []}, f)
+        sys.argv = ["convert_hf_to_gguf.py", src, "--outtype", "bf16", "--outfile", os.path.abspath(outfile)]
+        convert_hf_to_gguf.main()
+    print(f"wrote {outfile} ({os.path.getsize(outfile)} bytes)")
+
+
+if __name__ == "__main__":
+    main()
