@@ -69,6 +69,10 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                  "is the host's, so overlapping only delays each step's output by one step)",
          .value_name = "A",
          .choices = {"auto", "on", "off"}}),
+    key<&C::overlap_grammar_masks>(
+        {.name = "overlap_grammar_masks",
+         .help = "structured outputs: fill each step's grammar masks on the host while the device runs its forward "
+                 "(and, with async scheduling, keep constrained steps overlapped); off: masks before the launch"}),
     key<&C::world_size>({.name = "tensor_parallel_size",
                          .help = "ranks (GPUs, or CPU processes) the model is split over",
                          .alias = "world_size",

@@ -36,6 +36,10 @@ struct EngineConfig {
   bool enforce_eager = false;
   // Schedule and launch step n+1 before step n's tokens are back (auto: on CUDA at world_size 1).
   std::string async_scheduling = "auto";  // auto | on | off
+  // Structured outputs: fill a step's grammar masks while its forward runs, and with async
+  // scheduling launch a constrained step before the last one's tokens are back (off: masks filled
+  // before the launch, a constrained step collected before the next launch; for A/B runs).
+  bool overlap_grammar_masks = true;
   float gpu_memory_utilization = 0.9f;
   int max_model_length = 4096;  // capped by the model's max_position_embeddings
   std::string device = "auto";  // auto | cpu | cuda

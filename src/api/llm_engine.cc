@@ -27,6 +27,12 @@ struct LLMEngine::InFlight {
   // collected (penalties count each input token on the host; logprobs read this step's logits).
   bool overlappable = false;
   std::string error;  // the launch failed: the batch fails when the step is resolved
+  int64_t number = 0;  // launches before it (StepEvent)
+  // Launched with its grammars' masks deferred (overlap_grammar_masks): its sampling rows in order,
+  // until sample_with_masks fills them. mask_error: that failed; the step fails once collected.
+  std::vector<Sequence*> mask_rows;
+  bool awaiting_masks = false;
+  std::string mask_error;
 };
 
 // One request in flight: its n choices, each a sequence and its output state.
@@ -75,6 +81,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());
   // auto: where the device works while the host does not, i.e. CUDA; not while the step profiler
   // times synchronous steps.
+  overlap_grammar_masks_ = config.overlap_grammar_masks;
   async_scheduling_ = config.async_scheduling == "on" ||
                       (config.async_scheduling == "auto" && !StepProfiler::enabled() &&
                        runners_->runner().backend().device() == DeviceKind::kCuda);
@@ -97,6 +104,7 @@ void LLMEngine::drain() {
   std::unique_ptr<InFlight> step = std::move(inflight_);
   if (!step->error.empty()) return;  // never reached the runners
   try {
+    if (step->awaiting_masks) sample_with_masks(*step);
     runners_->collect();
   } catch (const std::exception&) {  // its sequences are finished: nobody is owed the error
   }
@@ -278,34 +286,72 @@ void LLMEngine::note_prefill(const ScheduledBatch& batch) {
 
 StepResult LLMEngine::step() { return run_step(/*want_deltas=*/true); }
 
-std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch) {
+std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch, bool grammars_current) {
   auto step = std::make_unique<InFlight>();
   step->num_tokens = batch.is_prefill ? batch.num_tokens : -static_cast<int>(batch.seqs.size());
   step->overlappable = true;
+  step->number = num_launched_++;
   for (Sequence* s : batch.seqs) {
     if (!s->samples()) continue;
     if (!s->prefilled) step->completed_prefill.push_back(s);
     // Penalties count, bad_words match, and grammars take the tokens before the next step's: they
     // must be on the host.
     const SamplingParams& p = s->params();
-    // A grammar's next mask needs this step's token accepted first.
-    if (p.has_penalties() || p.logprobs >= 0 || !p.bad_words_token_ids.empty() || s->constraint) {
+    // A grammar's next mask needs this step's token accepted first: with the masks deferred, the
+    // next step is launched anyway and its masks wait for this one's resolution.
+    if (p.has_penalties() || p.logprobs >= 0 || !p.bad_words_token_ids.empty() ||
+        (s->constraint && !overlap_grammar_masks_)) {
       step->overlappable = false;
     }
   }
   try {
     StepInput in = [&] {
       HostScope t("engine.build_input");
-      return build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq());
+      return build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq(),
+                              /*draw_samples=*/true, /*defer_bitmask=*/overlap_grammar_masks_);
     }();
-    HostScope t("engine.launch");
-    runners_->launch(in);
+    if (in.defer_bitmask) {
+      for (Sequence* s : batch.seqs) {
+        if (s->samples()) step->mask_rows.push_back(s);
+      }
+    }
+    {
+      HostScope t("engine.launch");
+      runners_->launch(in);
+    }
+    if (observer_) observer_(StepEvent::kLaunch, step->number);
     note_prefill(batch);  // reads which rows complete a prefill: before the scheduler advances them
+    step->awaiting_masks = in.defer_bitmask;
+    // The forward is in flight (on the CPU: done): the host fills the masks beside it.
+    if (step->awaiting_masks && grammars_current) sample_with_masks(*step);
   } catch (const std::exception& e) {
     step->error = e.what();
   }
   step->batch = std::move(batch);
   return step;
+}
+
+void LLMEngine::sample_with_masks(InFlight& step) {
+  step.awaiting_masks = false;
+  int words = 0;
+  std::vector<int32_t> mask;
+  try {
+    HostScope t("engine.fill_masks");
+    mask = fill_token_bitmask(step.mask_rows, words);
+  } catch (const std::exception& e) {
+    step.mask_error = e.what();
+  }
+  if (mask.empty()) {  // failed: every row allowed (the step fails when collected)
+    if (step.mask_error.empty()) step.mask_error = "a step launched for grammar masks has no grammar row";
+    words = std::max(words, 1);
+    mask.assign(step.mask_rows.size() * static_cast<size_t>(words), -1);
+  }
+  if (observer_) observer_(StepEvent::kFillMasks, step.number);
+  try {
+    runners_->sample_deferred(std::move(mask), words);
+  } catch (const std::exception& e) {
+    if (step.mask_error.empty()) step.mask_error = e.what();
+  }
 }
 
 // One call resolves one step. Synchronously: schedule, launch, collect, resolve. With async
@@ -318,7 +364,7 @@ StepResult LLMEngine::run_step(bool want_deltas) {
     if (scheduler_->is_finished()) return out;
     ScheduledBatch batch = scheduler_->schedule();
     if (batch.seqs.empty()) return out;
-    inflight_ = launch(std::move(batch));
+    inflight_ = launch(std::move(batch), /*grammars_current=*/true);
   }
   std::unique_ptr<InFlight> step = std::move(inflight_);
   if (step->error.empty()) {
@@ -330,9 +376,13 @@ StepResult LLMEngine::run_step(bool want_deltas) {
       HostScope t("engine.schedule");
       return scheduler_->schedule();
     }();
-    if (!next.seqs.empty()) inflight_ = launch(std::move(next));
+    // Its grammars have not taken this step's tokens yet: its masks wait for finish_step.
+    if (!next.seqs.empty()) inflight_ = launch(std::move(next), /*grammars_current=*/false);
   }
   finish_step(*step, out, want_deltas);
+  // The step launched on this one's tokens: its grammars have taken them now, and its forward has
+  // run on the device meanwhile.
+  if (inflight_ && inflight_->awaiting_masks) sample_with_masks(*inflight_);
   return out;
 }
 
@@ -344,14 +394,19 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
   }
   SampledTokens sampled;
   try {
-    HostScope t("engine.collect");
-    sampled = runners_->collect();
+    {
+      HostScope t("engine.collect");
+      sampled = runners_->collect();
+    }
+    if (observer_) observer_(StepEvent::kCollect, step.number);
+    MINIVLLM_CHECK(step.mask_error.empty()) << "grammar masks: " << step.mask_error;
   } catch (const std::exception& e) {
     fail_batch(batch, e.what(), out);
     if (inflight_) {  // launched on this step's tokens: it fails with it
       std::unique_ptr<InFlight> next = std::move(inflight_);
       if (next->error.empty()) {
         try {
+          if (next->awaiting_masks) sample_with_masks(*next);
           runners_->collect();
         } catch (const std::exception&) {
         }

@@ -117,6 +117,12 @@ class LLMEngine {
   int64_t num_preemptions() const { return scheduler_->num_preemptions(); }
   EngineStats stats() const;
 
+  // Tests: what the engine asks of the runners, in order, each with the step's number (launches
+  // counted from 0). A step launched with its grammars' masks deferred gets kFillMasks after
+  // kLaunch; the overlap is that nothing waits for the step in between.
+  enum class StepEvent { kLaunch, kFillMasks, kCollect };
+  void set_step_observer(std::function<void(StepEvent, int64_t step)> observer) { observer_ = std::move(observer); }
+
  private:
   struct Request;
   void check_prompt(const std::vector<int32_t>& ids) const;
@@ -128,7 +134,14 @@ class LLMEngine {
   StepResult run_step(bool want_deltas);
   // A step handed to the runners and not yet resolved (async scheduling keeps one between calls).
   struct InFlight;
-  std::unique_ptr<InFlight> launch(ScheduledBatch batch);
+  // `grammars_current`: no step is in flight whose tokens the batch's grammars have not taken, so
+  // deferred masks are filled at once (while the forward runs); else run_step fills them once the
+  // step before is resolved.
+  std::unique_ptr<InFlight> launch(ScheduledBatch batch, bool grammars_current);
+  // A step launched with deferred masks: fills them from the grammars' current states and lets it
+  // sample. A failure is kept for finish_step (the step still samples, unmasked, so that the
+  // runner stays in step).
+  void sample_with_masks(InFlight& step);
   // Collects `step`'s tokens and resolves it into `out`.
   void finish_step(InFlight& step, StepResult& out, bool want_deltas);
   // Waits for a step still in flight and drops it (its sequences have all finished).
@@ -154,6 +167,9 @@ class LLMEngine {
   int64_t next_seq_id_ = 0;
   bool exited_ = false;
   bool async_scheduling_ = false;  // the key resolved: on, or auto on CUDA at world_size 1
+  bool overlap_grammar_masks_ = true;
+  int64_t num_launched_ = 0;  // steps launched, for the observer
+  std::function<void(StepEvent, int64_t)> observer_;
   std::unique_ptr<InFlight> inflight_;
   EngineStats totals_;  // the counters stats() does not read from the scheduler
 };

@@ -102,7 +102,7 @@ StepInput StepInput::deserialize(const std::string& bytes) {
 }
 
 bool StepInput::needs_full_logits() const {
-  if (full_logits || sampling.has_penalties() || sampling.has_logprobs() || sampling.has_bias() ||
+  if (full_logits || defer_bitmask || sampling.has_penalties() || sampling.has_logprobs() || sampling.has_bias() ||
       sampling.has_bitmask()) {
     return true;
   }
@@ -185,25 +185,26 @@ void add_logit_bias(const std::vector<Sequence*>& seqs, StepInput& s) {
   }
 }
 
-// Only when some sampling row has a grammar: each such row's allowed tokens, every other row all ones.
-void add_token_bitmask(const std::vector<Sequence*>& seqs, StepInput& s) {
-  auto constrained = std::find_if(seqs.begin(), seqs.end(), [](Sequence* q) { return q->constraint != nullptr; });
-  if (constrained == seqs.end()) return;
-  SamplingBatch& b = s.sampling;
-  b.bitmask_words = (*constrained)->constraint->bitmask_words();
-  b.bitmask.assign(seqs.size() * static_cast<size_t>(b.bitmask_words), -1);
-  for (size_t r = 0; r < seqs.size(); ++r) {
-    TokenConstraint* c = seqs[r]->constraint.get();
-    if (c == nullptr) continue;
-    MINIVLLM_CHECK_EQ(c->bitmask_words(), b.bitmask_words) << "sequence " << seqs[r]->seq_id() << "'s grammar";
-    c->fill_bitmask(b.bitmask.data() + r * static_cast<size_t>(b.bitmask_words));
-  }
-}
-
 }  // namespace
 
+std::vector<int32_t> fill_token_bitmask(const std::vector<Sequence*>& seqs, int& words) {
+  words = 0;
+  auto constrained = std::find_if(seqs.begin(), seqs.end(), [](Sequence* q) { return q->constraint != nullptr; });
+  if (constrained == seqs.end()) return {};
+  words = (*constrained)->constraint->bitmask_words();
+  std::vector<int32_t> mask(seqs.size() * static_cast<size_t>(words), -1);
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    TokenConstraint* c = seqs[r]->constraint.get();
+    // A finished sequence's grammar may have taken its stop token: it has no next mask.
+    if (c == nullptr || seqs[r]->is_finished()) continue;
+    MINIVLLM_CHECK_EQ(c->bitmask_words(), words) << "sequence " << seqs[r]->seq_id() << "'s grammar";
+    c->fill_bitmask(mask.data() + r * static_cast<size_t>(words));
+  }
+  return mask;
+}
+
 StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
-                           bool draw_samples) {
+                           bool draw_samples, bool defer_bitmask) {
   MINIVLLM_CHECK(!seqs.empty()) << "a step needs at least one sequence";
   StepInput s;
   s.is_prefill = is_prefill;
@@ -262,7 +263,13 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
   if (!sampling.empty()) {
     add_penalties_and_logprobs(sampling, s);
     add_logit_bias(sampling, s);
-    add_token_bitmask(sampling, s);
+    const bool constrained =
+        std::any_of(sampling.begin(), sampling.end(), [](Sequence* q) { return q->constraint != nullptr; });
+    if (constrained && defer_bitmask) {
+      s.defer_bitmask = true;
+    } else if (constrained) {
+      s.sampling.bitmask = fill_token_bitmask(sampling, s.sampling.bitmask_words);
+    }
   }
   return s;
 }

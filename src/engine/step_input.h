@@ -46,6 +46,10 @@ struct StepInput {
   std::vector<int32_t> penalty_slots, count_offsets, count_num_prompt, count_tokens;
   // The workers' copy lacks the penalties and logprobs: it carries rank 0's needs_full_logits().
   bool full_logits = false;
+  // Rank 0: some sampling row has a grammar whose mask is filled after the launch, beside the
+  // forward (sampling.bitmask stays empty; ModelRunner::sample_deferred takes the masks). Never
+  // serialised: the workers sample nothing.
+  bool defer_bitmask = false;
 
   // Whether rank 0 needs every logit of the vocabulary to sample this step (with world_size > 1
   // the ranks then gather their slices instead of sampling them where they are,
@@ -68,8 +72,16 @@ struct StepInput {
 // Seeds: prepare_prefill / prepare_decode. Each sequence computes its tokens [num_computed_tokens,
 // + num_new_tokens) (keys: every token before its span's end); decode needs each span to be its
 // last token. When `draw_samples`, each sampling row's generator gives its uniform (rank 0 calls
-// this once per step).
+// this once per step). `defer_bitmask`: a batch with grammars gets defer_bitmask set instead of
+// its masks, which fill_token_bitmask gives later.
 StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, int max_blocks_per_seq,
-                           bool draw_samples = true);
+                           bool draw_samples = true, bool defer_bitmask = false);
+
+// The sampling rows' (`sampling_rows`: a step's sequences that sample, in order) token bitmask:
+// each constrained row's allowed tokens from its grammar's current state, every other row all ones,
+// a sequence already finished too (its row is wasted: async scheduling). Empty when no row has a
+// grammar; `words` gets the words a row. Reads only the rows' grammars, so it may run while the
+// step's forward does.
+std::vector<int32_t> fill_token_bitmask(const std::vector<Sequence*>& sampling_rows, int& words);
 
 }  // namespace minivllm

@@ -256,21 +256,44 @@ void ModelRunner::sample(const StepInput& in, const Tensor& logits) {
     return;
   }
   const Tensor full = model_->gather_logits(rows);  // collective at world_size > 1
-  if (rank_ == 0) {
-    l.num_samples = k;
-    if (in.sampling.has_penalties()) apply_penalties(in, full);
-    if (in.sampling.has_bias()) backend_->apply_logit_bias(full, in.sampling);
-    if (in.sampling.has_bitmask()) backend_->apply_token_bitmask(full, in.sampling);
-    backend_->sample_async(full, in.sampling, sampled_ids_);
-    if (in.sampling.has_logprobs()) {
-      l.logprobs = in.sampling.logprobs;
-      l.logits = full;
-    }
-  } else {
+  if (rank_ != 0) {
     l.num_samples = -1;
+    launched_.push_back(std::move(l));
+    comm_->broadcast(sampled_ids_.rows(0, k), 0);  // rank 0's comes with its sampler, deferred or not
+    return;
   }
-  if (cfg_.world_size > 1) comm_->broadcast(sampled_ids_.rows(0, k), 0);
+  l.num_samples = k;
   launched_.push_back(std::move(l));
+  if (in.sampling.has_penalties()) apply_penalties(in, full);
+  if (in.sampling.has_bias()) backend_->apply_logit_bias(full, in.sampling);
+  if (in.defer_bitmask) {
+    MINIVLLM_CHECK(!in.sampling.has_bitmask()) << "a StepInput with defer_bitmask carries no mask";
+    deferred_ = DeferredSample{in.sampling, full};
+    return;
+  }
+  finish_sample(in.sampling, full);
+}
+
+void ModelRunner::finish_sample(const SamplingBatch& batch, const Tensor& full) {
+  if (batch.has_bitmask()) backend_->apply_token_bitmask(full, batch);
+  backend_->sample_async(full, batch, sampled_ids_);
+  if (batch.has_logprobs()) {
+    launched_.back().logprobs = batch.logprobs;
+    launched_.back().logits = full;
+  }
+  if (cfg_.world_size > 1) comm_->broadcast(sampled_ids_.rows(0, batch.size()), 0);
+}
+
+void ModelRunner::sample_deferred(std::vector<int32_t> bitmask, int words) {
+  MINIVLLM_CHECK(deferred_.has_value()) << "sample_deferred without a step launched with defer_bitmask";
+  DeferredSample d = std::move(*deferred_);
+  deferred_.reset();
+  MINIVLLM_CHECK(bitmask.size() == static_cast<size_t>(d.batch.size()) * static_cast<size_t>(words) && words > 0)
+      << "sample_deferred: " << bitmask.size() << " mask words for " << d.batch.size() << " rows of " << words;
+  d.batch.bitmask = std::move(bitmask);
+  d.batch.bitmask_words = words;
+  HostScope t("runner.sample_deferred");
+  finish_sample(d.batch, d.logits);
 }
 
 void ModelRunner::apply_penalties(const StepInput& in, const Tensor& logits) {
@@ -336,6 +359,7 @@ void ModelRunner::launch(const StepInput& in) {
   check_input(in);
   MINIVLLM_CHECK(launched_.size() < 2 && (launched_.empty() || launched_.back().logprobs.empty()))
       << "a step launched while two are in flight, or after one whose logprobs were not collected";
+  MINIVLLM_CHECK(!deferred_) << "a step launched before the last one's sample_deferred (its ids are the next inputs)";
   const int n = in.num_seqs();
   const bool pending = std::any_of(in.input_ids.begin(), in.input_ids.end(), is_pending_token);
   if (in.is_prefill) {
@@ -398,6 +422,7 @@ void ModelRunner::launch_detached(const StepInput& in) {
 
 SampledTokens ModelRunner::collect() {
   MINIVLLM_CHECK(!launched_.empty()) << "collect() without a launched step";
+  MINIVLLM_CHECK(!deferred_ || launched_.size() > 1) << "collect() of a step that awaits sample_deferred";
   const Launched l = std::move(launched_.front());
   launched_.erase(launched_.begin());
   if (l.num_samples < 0) {  // nothing sampled here: wait for the step itself

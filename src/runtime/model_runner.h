@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -52,6 +53,11 @@ class ModelRunner {
   // next launch (its logits are read then).
   void launch(const StepInput& in);
   SampledTokens collect();
+  // Rank 0, after launching a StepInput with defer_bitmask: the grammars' masks, filled on the host
+  // while the device ran the forward (one row of `words` words per sampling row; bits as
+  // SamplingBatch::bitmask), applied before the step samples. Nothing is launched or collected
+  // between the launch and this call but the step before it.
+  void sample_deferred(std::vector<int32_t> bitmask, int words);
   // Workers (rank > 0): launch() with nothing to collect: no result of a step comes back to a
   // worker's host, its stream orders the steps, and rank 0 has at most two in flight, so the
   // worker reads the next step's message while its device computes this one.
@@ -84,6 +90,8 @@ class ModelRunner {
   DecodeBatch prepare_decode(const StepInput& in, int padded_size);
   DecodeBatch decode_batch(int padded_size);
   void sample(const StepInput& in, const Tensor& logits);
+  // Rank 0: the mask, the sampler and the logits kept for logprobs, for the last launched step.
+  void finish_sample(const SamplingBatch& batch, const Tensor& full);
   // Penalties in place on the logits (after the graph), from the counts kept per slot.
   void apply_penalties(const StepInput& in, const Tensor& logits);
   std::vector<TokenLogprob> compute_logprobs(const std::vector<int32_t>& want, const Tensor& logits,
@@ -126,6 +134,13 @@ class ModelRunner {
     bool profiled = false;          // a decode step the StepProfiler times
   };
   std::vector<Launched> launched_;
+  // Rank 0: the last launched step, launched with defer_bitmask, until sample_deferred: its
+  // sampling rows and its logits (penalties and biases applied).
+  struct DeferredSample {
+    SamplingBatch batch;
+    Tensor logits;
+  };
+  std::optional<DeferredSample> deferred_;
 
   int decode_batch_size(int n) const;
 

@@ -245,6 +245,15 @@ SampledTokens RunnerGroup::collect() {
   return out;
 }
 
+void RunnerGroup::sample_deferred(std::vector<int32_t> bitmask, int words) {
+  if (cfg_.world_size == 1) return runner_->sample_deferred(std::move(bitmask), words);
+  try {
+    runner_->sample_deferred(std::move(bitmask), words);
+  } catch (const std::exception& e) {
+    rethrow_with_cause(e);
+  }
+}
+
 std::vector<float> RunnerGroup::prefill_all_logits(const StepInput& in) {
   return call("prefill_all_logits", cfg_.world_size > 1 ? in.serialize() : std::string(),
               [&] { return runner_->prefill_all_logits(in); });

@@ -35,6 +35,9 @@ class RunnerGroup {
   // launch() runs the step and collect() hands its tokens out.
   void launch(const StepInput& in);
   SampledTokens collect();
+  // ModelRunner::sample_deferred on rank 0. No message: the workers sample nothing, and they
+  // launched the step in full (their part of the sampler's collectives waits for rank 0's).
+  void sample_deferred(std::vector<int32_t> bitmask, int words);
   std::vector<float> prefill_all_logits(const StepInput& in);
   // Tells the workers to leave and waits for them (SIGKILL after 10 s). Idempotent.
   void exit();

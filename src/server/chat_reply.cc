@@ -5,12 +5,19 @@ namespace minivllm::server {
 void ReplyDelta::append(ReplyDelta more) {
   reasoning += more.reasoning;
   content += more.content;
-  for (ParsedToolCall& c : more.calls) calls.push_back(std::move(c));
+  for (ToolCallPiece& c : more.calls) {
+    if (!calls.empty() && calls.back().index == c.index) {
+      calls.back().arguments += c.arguments;
+    } else {
+      calls.push_back(std::move(c));
+    }
+  }
 }
 
-ChatReplyParser::ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls) {
+ChatReplyParser::ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls,
+                                 bool stream_arguments) {
   if (reasoning) reasoning_.emplace();
-  if (tools) tools_.emplace(std::move(tools), parallel_tool_calls);
+  if (tools) tools_.emplace(std::move(tools), parallel_tool_calls, stream_arguments);
 }
 
 void ChatReplyParser::answer(std::string_view text, ReplyDelta& d) {
@@ -20,7 +27,7 @@ void ChatReplyParser::answer(std::string_view text, ReplyDelta& d) {
   }
   ToolStreamDelta t = tools_->feed(text);
   d.content.append(t.content);
-  for (ParsedToolCall& c : t.calls) d.calls.push_back(std::move(c));
+  for (ToolCallPiece& c : t.calls) d.calls.push_back(std::move(c));
 }
 
 ReplyDelta ChatReplyParser::feed(std::string_view text) {
@@ -45,17 +52,17 @@ ReplyDelta ChatReplyParser::finish() {
   if (tools_) {
     ToolStreamDelta t = tools_->finish();
     d.content.append(t.content);
-    for (ParsedToolCall& c : t.calls) d.calls.push_back(std::move(c));
+    for (ToolCallPiece& c : t.calls) d.calls.push_back(std::move(c));
   }
   return d;
 }
 
-std::unique_ptr<ChatReplyParser> ReplyParsing::make() const {
+std::unique_ptr<ChatReplyParser> ReplyParsing::make(bool streaming) const {
   std::unique_ptr<ToolCallSyntax> tools;
   if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();
   if (choice == ToolChoice::kNamed) tools = make_named_tool_syntax(named_function);
   if (choice == ToolChoice::kAuto && syntax) tools = make_tool_call_syntax(*syntax);
-  return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel);
+  return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel, streaming);
 }
 
 }  // namespace minivllm::server

@@ -19,15 +19,17 @@ namespace minivllm::server {
 struct ReplyDelta {
   std::string reasoning;
   std::string content;
-  std::vector<ParsedToolCall> calls;
+  std::vector<ToolCallPiece> calls;  // appended: one piece per call, with its name and whole arguments
   bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
+  // Joins `more` on; a piece of the call this one's last piece belongs to extends it.
   void append(ReplyDelta more);
 };
 
 class ChatReplyParser {
  public:
-  // `tools` null: no tool calls are parsed.
-  ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls);
+  // `tools` null: no tool calls are parsed. `stream_arguments`: ToolCallStream's.
+  ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls,
+                  bool stream_arguments = false);
 
   ReplyDelta feed(std::string_view text);
   ReplyDelta finish();
@@ -49,7 +51,8 @@ struct ReplyParsing {
   bool parallel = true;
 
   bool active() const { return reasoning || choice != ToolChoice::kNone; }
-  std::unique_ptr<ChatReplyParser> make() const;
+  // `streaming`: a stream's parser, which sends calls' arguments as they are written.
+  std::unique_ptr<ChatReplyParser> make(bool streaming = false) const;
 };
 
 }  // namespace minivllm::server

@@ -255,17 +255,16 @@ std::string parsed_chunks(StreamState& st, size_t i, StreamEvent& e, std::string
   const int index = static_cast<int>(i) * s.n + e.index;
   ChatReplyParser& parser = *st.parsers[i][e.index];
   ReplyDelta piece = parser.feed(text);
-  const int first_call = parser.num_calls() - static_cast<int>(piece.calls.size());
   if (e.final) piece.append(parser.finish());
   std::string out;
   if (!piece.empty() || !e.logprobs.empty() || first) {
-    json choices = json::array({chunk_choice(index, piece, first_call, "", std::move(lp), first)});
+    json choices = json::array({chunk_choice(index, piece, "", std::move(lp), first)});
     out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
     st.started[i][e.index] = true;
   }
   if (e.final) {
     const std::string reason = finish_reason_with_calls(e.final->finish_reason, parser.num_calls());
-    json choices = json::array({chunk_choice(index, ReplyDelta{}, 0, reason, nullptr, false)});
+    json choices = json::array({chunk_choice(index, ReplyDelta{}, reason, nullptr, false)});
     out += sse_event(chunk(s.header, std::move(choices), nullptr, s.include_usage));
     st.outputs[i][e.index] = std::move(*e.final);
   }
@@ -331,7 +330,7 @@ void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<Acti
   if (st->s.parsing.active()) {
     st->parsers.resize(num);
     for (auto& row : st->parsers) {
-      for (size_t c = 0; c < n; ++c) row.push_back(st->s.parsing.make());
+      for (size_t c = 0; c < n; ++c) row.push_back(st->s.parsing.make(/*streaming=*/true));
     }
   }
   for (size_t i = 0; i < st->s.echo_texts.size(); ++i) {

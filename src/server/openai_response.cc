@@ -115,7 +115,7 @@ namespace {
 
 bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
-json tool_call_json(const ParsedToolCall& c) {
+json tool_call_json(const ToolCallPiece& c) {
   return {{"id", new_tool_call_id()}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
 }
 
@@ -128,24 +128,23 @@ json chat_choice(int index, const ReplyDelta& reply, bool with_reasoning, const 
   if (with_reasoning) message["reasoning_content"] = reply.reasoning.empty() ? json(nullptr) : json(reply.reasoning);
   if (!reply.calls.empty()) {
     json calls = json::array();
-    for (const ParsedToolCall& c : reply.calls) calls.push_back(tool_call_json(c));
+    for (const ToolCallPiece& c : reply.calls) calls.push_back(tool_call_json(c));
     message["tool_calls"] = std::move(calls);
   }
   return {{"index", index}, {"message", std::move(message)}, {"logprobs", std::move(logprobs)},
           {"finish_reason", finish_reason}};
 }
 
-json chunk_choice(int index, const ReplyDelta& piece, int first_call_index, const std::string& finish_reason,
-                  json logprobs, bool first) {
+json chunk_choice(int index, const ReplyDelta& piece, const std::string& finish_reason, json logprobs, bool first) {
   json delta = json::object();
   if (first) delta["role"] = "assistant";
   if (!piece.reasoning.empty()) delta["reasoning_content"] = piece.reasoning;
   if (!piece.content.empty() || (first && piece.reasoning.empty() && piece.calls.empty())) delta["content"] = piece.content;
   if (!piece.calls.empty()) {
     json calls = json::array();
-    for (size_t i = 0; i < piece.calls.size(); ++i) {
-      json c = tool_call_json(piece.calls[i]);
-      c["index"] = first_call_index + static_cast<int>(i);
+    for (const ToolCallPiece& p : piece.calls) {
+      json c = p.name.empty() ? json{{"function", {{"arguments", p.arguments}}}} : tool_call_json(p);
+      c["index"] = p.index;
       calls.push_back(std::move(c));
     }
     delta["tool_calls"] = std::move(calls);

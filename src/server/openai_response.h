@@ -61,8 +61,9 @@ nlohmann::json full_response(const ResponseHeader& h, nlohmann::json choices, nl
 nlohmann::json chunk_choice(const ResponseHeader& h, int index, const std::string& text,
                             const std::string& finish_reason, nlohmann::json logprobs, bool first);
 // A chat chunk's choice for a parsed piece of the reply: delta.reasoning_content, delta.content and
-// delta.tool_calls (each call whole, its index counted from `first_call_index`).
-nlohmann::json chunk_choice(int index, const ReplyDelta& piece, int first_call_index, const std::string& finish_reason,
+// delta.tool_calls (a call's first piece with its id, type and name; later ones only its index and
+// more function.arguments).
+nlohmann::json chunk_choice(int index, const ReplyDelta& piece, const std::string& finish_reason,
                             nlohmann::json logprobs, bool first);
 // A chunk object; `usage` null is written as null only when the stream reports usage at the end
 // (OpenAI's include_usage shape), else left out.

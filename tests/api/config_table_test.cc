@@ -35,7 +35,7 @@ json engine_sample() {
   return {{"model", "m"},          {"device", "cpu"},        {"max_num_seqs", 7},          {"max_waiting_requests", 11},
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
           {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
-          {"async_scheduling", "off"},
+          {"async_scheduling", "off"}, {"overlap_grammar_masks", false},
           {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2}, {"enable_expert_parallel", true},       {"num_threads", 3},       {"eos", 5},
           {"load_format", "dummy"}, {"dummy_seed", 9}};
 }
@@ -75,6 +75,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.gpu_memory_utilization, 0.5f);
   EXPECT_TRUE(c.enforce_eager);
   EXPECT_EQ(c.async_scheduling, "off");
+  EXPECT_FALSE(c.overlap_grammar_masks);
   EXPECT_FALSE(c.enable_chunked_prefill);
   EXPECT_EQ(c.world_size, 2);
   EXPECT_TRUE(c.enable_expert_parallel);

@@ -155,6 +155,41 @@ TEST_P(CudaLogitsOps, TokenBitmaskMatchesTheHost) {
                       [&](int r, float* want) { apply_bitmask_row(want, vocab, b.bitmask.data() + r * b.bitmask_words); });
 }
 
+// The mask is applied without waiting for the stream (staged through pinned memory): masks queued
+// back to back, each host vector rewritten as soon as the call returns, and a larger batch that
+// grows the buffers, each give the host's result.
+TEST_P(CudaLogitsOps, TokenBitmasksQueuedBackToBackMatchTheHost) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  auto gpu = make_cuda_backend(0);
+  const int64_t vocab = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(vocab) + 23);
+  const int words = static_cast<int>((vocab + 31) / 32);
+  for (int rows : {2, 2, 5}) {
+    Tensor logits = random_logits(rows, vocab, rng);
+    std::vector<SamplingBatch> batches(3);
+    std::vector<Tensor> devs;
+    for (SamplingBatch& b : batches) {
+      b.bitmask_words = words;
+      for (int i = 0; i < rows * words; ++i) b.bitmask.push_back(static_cast<int32_t>(rng()));
+      devs.push_back(upload_f32(*gpu, logits));
+    }
+    std::vector<std::vector<int32_t>> kept;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      gpu->apply_token_bitmask(devs[i], batches[i]);
+      kept.push_back(batches[i].bitmask);
+      std::fill(batches[i].bitmask.begin(), batches[i].bitmask.end(), 0);  // the caller's vector is free again
+    }
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const std::vector<float> got = download(*gpu, devs[i]);
+      for (int r = 0; r < rows; ++r) {
+        std::vector<float> want(logits.ptr<float>() + r * vocab, logits.ptr<float>() + (r + 1) * vocab);
+        apply_bitmask_row(want.data(), vocab, kept[i].data() + r * words);
+        for (int64_t v = 0; v < vocab; ++v) ASSERT_EQ(got[r * vocab + v], want[v]) << "mask " << i << " row " << r << " token " << v;
+      }
+    }
+  }
+}
+
 TEST_P(CudaLogitsOps, LogprobsMatchTheHost) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   auto gpu = make_cuda_backend(0);

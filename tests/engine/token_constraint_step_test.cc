@@ -61,6 +61,36 @@ TEST(TokenConstraintStep, ConstrainedRowsGetTheirMaskOthersAllOnes) {
   EXPECT_FALSE(build_step_input({&free_seq, &ruled}, true, 2).sampling.has_bitmask());
 }
 
+// Deferred: the step carries no mask, only that it needs one (and whole rows); fill_token_bitmask
+// gives it later from the grammars as they are then, a finished sequence's row all ones.
+TEST(TokenConstraintStep, DeferredMasksComeFromTheGrammarsLater) {
+  Sequence free_seq(0, {1, 2, 3}, SamplingParams{}, kBs);
+  Sequence ruled(1, {4, 5}, SamplingParams{}, kBs);
+  free_seq.block_table = {0};
+  ruled.block_table = {1};
+  auto grammar = std::make_shared<CountingConstraint>(33);
+  ruled.constraint = grammar;
+  for (Sequence* s : {&free_seq, &ruled}) {
+    s->num_computed_tokens = 0;
+    s->num_new_tokens = s->num_tokens();
+  }
+  const StepInput s = build_step_input({&free_seq, &ruled}, true, 2, true, /*defer_bitmask=*/true);
+  EXPECT_TRUE(s.defer_bitmask);
+  EXPECT_FALSE(s.sampling.has_bitmask());
+  EXPECT_TRUE(s.needs_full_logits());
+  EXPECT_TRUE(StepInput::deserialize(s.serialize()).needs_full_logits());
+  ASSERT_TRUE(grammar->accept(33));  // the step before resolves meanwhile
+  int words = 0;
+  EXPECT_EQ(fill_token_bitmask({&free_seq, &ruled}, words), (std::vector<int32_t>{-1, -1, 0, 4}));  // token 34
+  EXPECT_EQ(words, 2);
+  ruled.status = SequenceStatus::kFinished;
+  EXPECT_EQ(fill_token_bitmask({&free_seq, &ruled}, words), (std::vector<int32_t>{-1, -1, -1, -1}));
+  EXPECT_TRUE(fill_token_bitmask({&free_seq}, words).empty());
+  EXPECT_EQ(words, 0);
+  // No grammar in the batch: nothing deferred.
+  EXPECT_FALSE(build_step_input({&free_seq}, true, 2, true, true).defer_bitmask);
+}
+
 TEST(TokenConstraintStep, ApplyBitmaskRowBansClearBits) {
   std::vector<float> logits(40, 1.0f);
   const int32_t words[2] = {static_cast<int32_t>(0x80000001u), 0x00000004};  // tokens 0, 31 and 34

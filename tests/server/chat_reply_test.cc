@@ -70,7 +70,7 @@ TEST(ChatReply, ReasoningThenToolCalls) {
                           "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
   EXPECT_EQ(d.reasoning, "I need the weather.");
   EXPECT_EQ(d.content, "");
-  EXPECT_EQ(d.calls, (std::vector<ParsedToolCall>{{"get_weather", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(d.calls, (std::vector<ToolCallPiece>{{0, "get_weather", R"({"city":"Paris"})"}}));
   // tool_choice none: no parsing at all.
   ReplyParsing none;
   none.syntax = ToolParserKind::kHermes;

@@ -14,12 +14,23 @@ struct Split {
   std::vector<ParsedToolCall> calls;
 };
 
-Split run(std::unique_ptr<ToolCallSyntax> syntax, const std::string& reply, size_t piece, bool parallel = true) {
-  ToolCallStream stream(std::move(syntax), parallel);
+// The reply fed `piece` bytes at a time; the calls' pieces joined (a piece with a name begins a call).
+Split run(std::unique_ptr<ToolCallSyntax> syntax, const std::string& reply, size_t piece, bool parallel = true,
+          bool stream_arguments = false) {
+  ToolCallStream stream(std::move(syntax), parallel, stream_arguments);
   Split out;
   auto take = [&](ToolStreamDelta d) {
     out.content += d.content;
-    for (auto& c : d.calls) out.calls.push_back(c);
+    for (const ToolCallPiece& c : d.calls) {
+      EXPECT_EQ(c.index, static_cast<int>(out.calls.size()) - (c.name.empty() ? 1 : 0));
+      if (!c.name.empty()) {
+        out.calls.push_back({c.name, c.arguments});
+      } else if (!out.calls.empty()) {
+        out.calls.back().arguments += c.arguments;
+      } else {
+        ADD_FAILURE() << "a piece without a name opened the calls";
+      }
+    }
   };
   for (size_t i = 0; i < reply.size(); i += piece) take(stream.feed(std::string_view(reply).substr(i, piece)));
   take(stream.finish());
@@ -28,12 +39,22 @@ Split run(std::unique_ptr<ToolCallSyntax> syntax, const std::string& reply, size
 }
 
 // The split of `reply` by `kind`, checked to be the same fed whole and 1, 2, 3 and 7 bytes at a time.
+// With the arguments streamed, the joined pieces are the same calls, but for a call the reply was
+// cut inside, which a stream has begun (the whole reply gives it as content).
 Split split(ToolParserKind kind, const std::string& reply, bool parallel = true) {
   Split whole = run(make_tool_call_syntax(kind), reply, reply.size() + 1, parallel);
   for (size_t piece : {1, 2, 3, 7}) {
     Split s = run(make_tool_call_syntax(kind), reply, piece, parallel);
     EXPECT_EQ(s.content, whole.content) << "piece " << piece << ": " << reply;
     EXPECT_EQ(s.calls, whole.calls) << "piece " << piece << ": " << reply;
+    Split streamed = run(make_tool_call_syntax(kind), reply, piece, parallel, /*stream_arguments=*/true);
+    const bool cut = streamed.calls.size() == whole.calls.size() + 1;
+    EXPECT_TRUE(streamed.calls.size() == whole.calls.size() || cut) << "piece " << piece << ": " << reply;
+    EXPECT_TRUE(std::equal(whole.calls.begin(), whole.calls.end(), streamed.calls.begin()))
+        << "piece " << piece << ": " << reply;
+    if (!cut) {
+      EXPECT_EQ(streamed.content, whole.content) << "piece " << piece << ": " << reply;
+    }
   }
   return whole;
 }
@@ -128,10 +149,58 @@ TEST(ToolCallStream, CallsArriveAsTheyComplete) {
   ToolCallStream stream(make_tool_call_syntax(ToolParserKind::kHermes), true);
   EXPECT_EQ(stream.feed("Hi <tool").content, "Hi ");
   ToolStreamDelta d = stream.feed("_call>{\"name\": \"a\"}</tool_call>");
-  EXPECT_EQ(d.calls, (std::vector<ParsedToolCall>{{"a", "{}"}}));
-  EXPECT_TRUE(stream.feed("\n<tool_call>{\"name\": \"b\"").calls.empty());
-  EXPECT_EQ(stream.feed("}</tool_call>").calls, (std::vector<ParsedToolCall>{{"b", "{}"}}));
+  EXPECT_EQ(d.calls, (std::vector<ToolCallPiece>{{0, "a", "{}"}}));
+  EXPECT_TRUE(stream.feed("\n<tool_call>{\"name\": \"b\", \"arguments\": {\"x\"").calls.empty());
+  EXPECT_EQ(stream.feed(": 1}}</tool_call>").calls, (std::vector<ToolCallPiece>{{1, "b", "{\"x\":1}"}}));
   EXPECT_TRUE(stream.finish().calls.empty());
+}
+
+// Streamed arguments (OpenAI's delta.tool_calls[i].function.arguments in pieces): the name once the
+// arguments object opens, then the arguments as they are written, less their whitespace; the
+// pieces add up to the call's arguments. Each syntax that can tell where a call's arguments are.
+TEST(ToolCallStream, ArgumentsStreamAsTheyAreWritten) {
+  using P = std::vector<ToolCallPiece>;
+  ToolCallStream hermes(make_tool_call_syntax(ToolParserKind::kHermes), true, /*stream_arguments=*/true);
+  EXPECT_TRUE(hermes.feed("<tool_call>\n{\"name\": \"get_weather\", ").calls.empty());
+  EXPECT_EQ(hermes.feed("\"arguments\": {\"ci").calls, (P{{0, "get_weather", "{\"ci"}}));
+  EXPECT_EQ(hermes.num_calls(), 1);
+  EXPECT_EQ(hermes.feed("ty\": \"Pa").calls, (P{{0, "", "ty\":\"Pa"}}));
+  EXPECT_EQ(hermes.feed("ris, FR\"").calls, (P{{0, "", "ris, FR\""}}));  // space inside a string kept
+  EXPECT_EQ(hermes.feed("}}\n</tool_call>").calls, (P{{0, "", "}"}}));
+  // The name after the arguments: the call begins once the name is whole.
+  EXPECT_EQ(hermes.feed("\n<tool_call>{\"arguments\": {}, \"name\": \"no").calls, (P{}));
+  EXPECT_EQ(hermes.feed("w\"}").calls, (P{{1, "now", "{}"}}));
+  EXPECT_EQ(hermes.feed("</tool_call>").calls, (P{}));
+  EXPECT_TRUE(hermes.finish().calls.empty());
+  EXPECT_EQ(hermes.num_calls(), 2);
+
+  ToolCallStream named(make_named_tool_syntax("f"), true, true);
+  EXPECT_EQ(named.feed(" {\"a\": [1, ").calls, (P{{0, "f", "{\"a\":[1,"}}));
+  EXPECT_EQ(named.feed("2]}").calls, (P{{0, "", "2]}"}}));
+  EXPECT_TRUE(named.finish().calls.empty());
+
+  ToolCallStream required(make_required_tools_syntax(), true, true);
+  EXPECT_EQ(required.feed("[{\"name\": \"a\", \"parameters\": {\"x\": ").calls, (P{{0, "a", "{\"x\":"}}));
+  EXPECT_EQ(required.feed("\"y\"}}, {\"name\": \"b\", \"parameters\": {").calls,
+            (P{{0, "", "\"y\"}"}, {1, "b", "{"}}));
+  EXPECT_EQ(required.feed("}}]").calls, (P{{1, "", "}"}}));
+
+  ToolCallStream mistral(make_tool_call_syntax(ToolParserKind::kMistral), true, true);
+  EXPECT_EQ(mistral.feed("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"k\"").calls, (P{{0, "a", "{\"k\""}}));
+  EXPECT_EQ(mistral.feed(": 2}}]").calls, (P{{0, "", ":2}"}}));
+
+  // Llama 3's calls are prose until a ';' or the reply's end follows: they go out whole.
+  ToolCallStream llama(make_tool_call_syntax(ToolParserKind::kLlama3Json), true, true);
+  EXPECT_TRUE(llama.feed("{\"name\": \"a\", \"parameters\": {\"k\": 1").calls.empty());
+  EXPECT_TRUE(llama.feed("}}").calls.empty());
+  EXPECT_EQ(llama.finish().calls, (P{{0, "a", "{\"k\":1}"}}));
+
+  // parallel_tool_calls false: only the first call, streamed.
+  ToolCallStream single(make_tool_call_syntax(ToolParserKind::kHermes), false, true);
+  EXPECT_EQ(single.feed("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": "
+                        "\"b\", \"arguments\": {\"z").calls,
+            (P{{0, "a", "{}"}}));
+  EXPECT_EQ(single.num_calls(), 1);
 }
 
 TEST(ToolParserChoice, PickedFromTheModel) {

@@ -94,6 +94,9 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
   if (sample_device_ != nullptr) cudaFree(sample_device_);
+  if (mask_host_ != nullptr) cudaFreeHost(mask_host_);
+  if (mask_device_ != nullptr) cudaFree(mask_device_);
+  if (mask_copied_ != nullptr) cudaEventDestroy(mask_copied_);
   for (cudaEvent_t e : sample_done_) {
     if (e != nullptr) cudaEventDestroy(e);
   }

@@ -225,6 +225,14 @@ class CudaBackend : public Backend {
   int sample_rows_[2] = {0, 0};
   int64_t samples_issued_ = 0, samples_taken_ = 0;  // half = count % 2
 
+  // Structured outputs' token bitmask: staged through pinned memory into a buffer of its own, so
+  // that applying it never waits for the stream (the engine fills a step's masks while the
+  // forward runs, and queues the sampler behind it). mask_copied_: the staging buffer was read.
+  void* mask_host_ = nullptr;
+  void* mask_device_ = nullptr;
+  size_t mask_bytes_ = 0;
+  cudaEvent_t mask_copied_ = nullptr;
+
   // Penalties and logprobs: their small inputs and outputs, grown as needed (never in a graph).
   struct ScratchDeleter {
     void operator()(void* p) const;

@@ -1,6 +1,7 @@
 // CudaBackend's penalties, logit biases and logprobs: small host arrays staged into one growing device scratch,
-// then the kernels of logits_ops.cu on the backend's stream. Called after the forward (and its
-// graph) on rank 0, only for batches that ask.
+// then the kernels of logits_ops.cu on the backend's stream; the token bitmask through pinned memory
+// into its own buffer, without waiting. Called after the forward (and its graph) on rank 0, only
+// for batches that ask.
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -96,11 +97,26 @@ void CudaBackend::apply_token_bitmask(const Tensor& logits, const SamplingBatch&
   MINIVLLM_CHECK(logits.device() == DeviceKind::kCuda) << "apply_token_bitmask: logits " << logits.describe();
   const size_t rows = static_cast<size_t>(logits.size(0)), bytes = b.bitmask.size() * 4;
   if (rows == 0) return;
-  uint8_t* dev = logits_scratch(align_up(bytes));
-  CUDA_CHECK(cudaMemcpyAsync(dev, b.bitmask.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  // No stream synchronisation: a pageable copy or the shared scratch's would make the host wait
+  // for the forward in flight, which is what the masks are filled beside.
+  if (mask_copied_ == nullptr) CUDA_CHECK(cudaEventCreateWithFlags(&mask_copied_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventSynchronize(mask_copied_));  // the last mask left the staging buffer (long since)
+  if (bytes > mask_bytes_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old device buffer may still be read
+    if (mask_host_ != nullptr) CUDA_CHECK(cudaFreeHost(mask_host_));
+    if (mask_device_ != nullptr) CUDA_CHECK(cudaFree(mask_device_));
+    mask_host_ = mask_device_ = nullptr;
+    mask_bytes_ = 0;
+    CUDA_CHECK(cudaMallocHost(&mask_host_, bytes));
+    CUDA_CHECK(cudaMalloc(&mask_device_, bytes));
+    mask_bytes_ = bytes;
+  }
+  std::memcpy(mask_host_, b.bitmask.data(), bytes);
+  CUDA_CHECK(cudaMemcpyAsync(mask_device_, mask_host_, bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaEventRecord(mask_copied_, stream_));
+  // The device buffer is rewritten only by a later copy on this stream, after this kernel.
   launch_apply_token_bitmask(logits.ptr<float>(), static_cast<int64_t>(rows), logits.size(1),
-                             reinterpret_cast<const int32_t*>(dev), b.bitmask_words, stream_);
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the scratch is reused by the next call
+                             static_cast<const int32_t*>(mask_device_), b.bitmask_words, stream_);
 }
 
 void CudaBackend::compute_logprobs(const Tensor& logits, const int32_t* tokens, int k, float* chosen,

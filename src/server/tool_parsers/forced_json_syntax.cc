@@ -18,6 +18,16 @@ class RequiredToolsSyntax : public ToolCallSyntax {
     if (pos >= region.size() || region[pos] != '[') return std::nullopt;
     return read_call_array(region, pos, final);
   }
+
+  std::optional<PartialToolCall> partial_call(std::string_view region, size_t num_complete) const override {
+    const size_t pos = skip_space(region);
+    if (pos >= region.size() || region[pos] != '[') return std::nullopt;
+    const size_t at = json_array_element(region, pos, num_complete);
+    if (at == std::string_view::npos || region[at] != '{' || json_value_end(region, at) != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return partial_call_object(region.substr(at));
+  }
 };
 
 class NamedToolSyntax : public ToolCallSyntax {
@@ -33,7 +43,15 @@ class NamedToolSyntax : public ToolCallSyntax {
     if (end == std::string_view::npos || (final && skip_space(region, end) != region.size())) return std::nullopt;
     auto args = parse_json_text(region.substr(pos, end - pos));
     if (!args || !args->is_object()) return std::nullopt;
-    return std::vector<ParsedToolCall>{{name_, args->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)}};
+    return std::vector<ParsedToolCall>{{name_, compact_json(region.substr(pos, end - pos))}};
+  }
+
+  // The reply is the arguments: they stream from the first '{'.
+  std::optional<PartialToolCall> partial_call(std::string_view region, size_t num_complete) const override {
+    const size_t pos = skip_space(region);
+    if (num_complete > 0 || pos >= region.size() || region[pos] != '{') return std::nullopt;
+    if (json_value_end(region, pos) != std::string_view::npos) return std::nullopt;
+    return PartialToolCall{name_, region.substr(pos)};
   }
 
  private:

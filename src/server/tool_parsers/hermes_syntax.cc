@@ -38,14 +38,25 @@ class HermesSyntax : public ToolCallSyntax {
     return calls;
   }
 
+  // Block num_complete, while it is still open.
+  std::optional<PartialToolCall> partial_call(std::string_view region, size_t num_complete) const override {
+    size_t pos = region.find(kOpen);
+    for (size_t k = 0; k < num_complete && pos != std::string_view::npos; ++k) pos = region.find(kOpen, pos + 1);
+    if (pos == std::string_view::npos) return std::nullopt;
+    const std::string_view body = region.substr(pos + kOpen.size());
+    if (body.find(kClose) != std::string_view::npos) return std::nullopt;  // closed: parse_calls' to read
+    const size_t begin = skip_space(body);
+    if (begin >= body.size() || body[begin] != '{') return std::nullopt;
+    return partial_call_object(body.substr(begin));
+  }
+
  private:
   static std::optional<ParsedToolCall> read_call(std::string_view text) {
     const size_t begin = skip_space(text);
     if (begin >= text.size() || text[begin] != '{') return std::nullopt;
     const size_t end = json_value_end(text, begin);
     if (end == std::string_view::npos || skip_space(text, end) != text.size()) return std::nullopt;
-    auto j = parse_json_text(text.substr(begin, end - begin));
-    return j ? call_from_json(*j) : std::nullopt;
+    return call_from_text(text.substr(begin, end - begin));
   }
 };
 

@@ -62,6 +62,124 @@ std::optional<ParsedToolCall> call_from_json(const ordered_json& j) {
   return ParsedToolCall{name->get<std::string>(), args.dump(-1, ' ', false, ordered_json::error_handler_t::replace)};
 }
 
+namespace {
+
+// One past the '"' that closes the string opening at s[begin], or npos when it is not closed in s.
+size_t string_end(std::string_view s, size_t begin) {
+  for (size_t i = begin + 1; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// One past the value starting at s[begin] (object, array, string, or a number or literal that a
+// ',', '}', ']' or space ends), or npos when it may not be whole yet.
+size_t value_end(std::string_view s, size_t begin) {
+  const char c = s[begin];
+  if (c == '{' || c == '[') return json_value_end(s, begin);
+  if (c == '"') return string_end(s, begin);
+  for (size_t i = begin; i < s.size(); ++i) {
+    if (s[i] == ',' || s[i] == '}' || s[i] == ']' || s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+CallPrefix read_call_prefix(std::string_view obj) {
+  CallPrefix p;
+  if (obj.empty() || obj[0] != '{') return p;
+  size_t i = 1;
+  while (true) {
+    i = skip_space(obj, i);
+    if (i >= obj.size() || obj[i] != '"') return p;  // not there yet, or the object's end
+    const size_t key_end = string_end(obj, i);
+    if (key_end == std::string_view::npos) return p;
+    const std::string_view key = obj.substr(i + 1, key_end - i - 2);  // the keys looked for have no escapes
+    i = skip_space(obj, key_end);
+    if (i >= obj.size() || obj[i] != ':') return p;
+    i = skip_space(obj, i + 1);
+    if (i >= obj.size()) return p;
+    const size_t end = value_end(obj, i);
+    if (key == "name" && obj[i] == '"' && end != std::string_view::npos && !p.name) {
+      auto name = parse_json_text(obj.substr(i, end - i));
+      if (name && name->is_string()) p.name = name->get<std::string>();
+    }
+    if (key == "arguments" && obj[i] == '{' && p.arguments_begin == std::string_view::npos) p.arguments_begin = i;
+    if (key == "parameters" && obj[i] == '{' && p.parameters_begin == std::string_view::npos) p.parameters_begin = i;
+    if (end == std::string_view::npos) return p;
+    i = skip_space(obj, end);
+    if (i >= obj.size() || obj[i] != ',') return p;
+    ++i;
+  }
+}
+
+std::string compact_json(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool in_string = false, escaped = false;
+  for (const char c : s) {
+    if (in_string) {
+      out.push_back(c);
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+      out.push_back(c);
+      in_string = c == '"';
+    }
+  }
+  return out;
+}
+
+std::optional<ParsedToolCall> call_from_text(std::string_view text) {
+  auto j = parse_json_text(text);
+  auto call = j ? call_from_json(*j) : std::nullopt;
+  if (!call) return std::nullopt;
+  // The key call_from_json read: "arguments" unless absent or null.
+  auto a = j->find("arguments");
+  const bool arguments = a != j->end() && !a->is_null();
+  const CallPrefix p = read_call_prefix(text.substr(skip_space(text)));
+  const size_t begin = (arguments ? p.arguments_begin : p.parameters_begin);
+  if (begin != std::string_view::npos) {
+    const std::string_view obj = text.substr(skip_space(text));
+    const size_t end = json_value_end(obj, begin);
+    if (end != std::string_view::npos) call->arguments = compact_json(obj.substr(begin, end - begin));
+  }
+  return call;
+}
+
+std::optional<PartialToolCall> partial_call_object(std::string_view obj) {
+  const CallPrefix p = read_call_prefix(obj);
+  const size_t begin = p.arguments_begin != std::string_view::npos ? p.arguments_begin : p.parameters_begin;
+  if (!p.name || p.name->empty() || begin == std::string_view::npos) return std::nullopt;
+  const size_t end = json_value_end(obj, begin);
+  return PartialToolCall{*p.name, obj.substr(begin, end == std::string_view::npos ? end : end - begin)};
+}
+
+size_t json_array_element(std::string_view s, size_t begin, size_t index) {
+  size_t pos = skip_space(s, begin + 1);
+  for (size_t k = 0; k < index; ++k) {
+    if (pos >= s.size() || (s[pos] != '{' && s[pos] != '[')) return std::string_view::npos;
+    const size_t end = json_value_end(s, pos);
+    if (end == std::string_view::npos) return std::string_view::npos;
+    pos = skip_space(s, end);
+    if (pos >= s.size() || s[pos] != ',') return std::string_view::npos;
+    pos = skip_space(s, pos + 1);
+  }
+  return pos < s.size() ? pos : std::string_view::npos;
+}
+
 std::optional<std::vector<ParsedToolCall>> read_call_array(std::string_view s, size_t begin, bool final) {
   std::vector<ParsedToolCall> calls;
   auto so_far = [&]() -> std::optional<std::vector<ParsedToolCall>> {
@@ -73,8 +191,7 @@ std::optional<std::vector<ParsedToolCall>> read_call_array(std::string_view s, s
     if (s[pos] != '{') return so_far();
     const size_t end = json_value_end(s, pos);
     if (end == std::string_view::npos) return so_far();
-    auto j = parse_json_text(s.substr(pos, end - pos));
-    auto call = j ? call_from_json(*j) : std::nullopt;
+    auto call = call_from_text(s.substr(pos, end - pos));
     if (!call) return so_far();
     calls.push_back(std::move(*call));
     pos = skip_space(s, end);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -26,10 +27,34 @@ std::optional<nlohmann::ordered_json> parse_json_text(std::string_view s);
 // object (or a string holding one, as some models write), absent meaning {}. nullopt otherwise.
 std::optional<ParsedToolCall> call_from_json(const nlohmann::ordered_json& j);
 
+// One call from the text of its object: call_from_json's reading, with `arguments` the model's own
+// text of its arguments object less the whitespace between tokens (compact_json), so that a stream
+// sending that text piece by piece as it is written (ToolCallStream) adds up to it. Arguments
+// written as a JSON string holding the object are that object, dumped.
+std::optional<ParsedToolCall> call_from_text(std::string_view text);
+
+// What a call object still being written says so far (obj from its '{'), at its top level: its
+// name once the string is whole, and where the value of "arguments" / "parameters" opens when it
+// is an object (npos until then).
+struct CallPrefix {
+  std::optional<std::string> name;
+  size_t arguments_begin = std::string_view::npos;
+  size_t parameters_begin = std::string_view::npos;
+};
+CallPrefix read_call_prefix(std::string_view obj);
+
+// JSON text (whole or a prefix) without the whitespace between its tokens; strings untouched. The
+// compact text of a prefix is a prefix of the whole's.
+std::string compact_json(std::string_view s);
+
 // The calls of a JSON array of call objects opening at s[begin] ('['). Not `final`: the elements
 // complete so far (nullopt when there are none yet, or one is not a call); `final`: every element,
 // and only space after the array, else nullopt.
 std::optional<std::vector<ParsedToolCall>> read_call_array(std::string_view s, size_t begin, bool final);
+
+// Where the array opening at s[begin] ('[') has its element `index` (0-based), or npos when the
+// array (as far as it goes) does not reach it. Elements before it must be objects or arrays.
+size_t json_array_element(std::string_view s, size_t begin, size_t index);
 
 // The offset of the first character of s at or after `from` that is not JSON whitespace.
 size_t skip_space(std::string_view s, size_t from = 0);

@@ -27,8 +27,7 @@ class Llama3JsonSyntax : public ToolCallSyntax {
         if (final) return std::nullopt;
         break;
       }
-      auto j = parse_json_text(region.substr(pos, end - pos));
-      auto call = j ? call_from_json(*j) : std::nullopt;
+      auto call = call_from_text(region.substr(pos, end - pos));
       if (!call) return final ? std::nullopt : partial(calls);
       pos = skip_space(region, end);
       const bool more = pos < region.size() && region[pos] == ';';

@@ -22,10 +22,24 @@ class MistralSyntax : public ToolCallSyntax {
     if (region[pos] != '{') return std::nullopt;  // one call without its array, as some replies have
     const size_t end = json_value_end(region, pos);
     if (end == std::string_view::npos || (final && skip_space(region, end) != region.size())) return std::nullopt;
-    auto j = parse_json_text(region.substr(pos, end - pos));
-    auto call = j ? call_from_json(*j) : std::nullopt;
+    auto call = call_from_text(region.substr(pos, end - pos));
     if (!call) return std::nullopt;
     return std::vector<ParsedToolCall>{std::move(*call)};
+  }
+
+  std::optional<PartialToolCall> partial_call(std::string_view region, size_t num_complete) const override {
+    const size_t pos = skip_space(region, region.starts_with(kToolCalls) ? kToolCalls.size() : 0);
+    if (pos >= region.size()) return std::nullopt;
+    size_t at = pos;
+    if (region[pos] == '[') {
+      at = json_array_element(region, pos, num_complete);
+    } else if (num_complete > 0) {
+      return std::nullopt;
+    }
+    if (at == std::string_view::npos || region[at] != '{' || json_value_end(region, at) != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return partial_call_object(region.substr(at));
   }
 };
 

@@ -6,8 +6,8 @@
 
 namespace minivllm::server {
 
-ToolCallStream::ToolCallStream(std::unique_ptr<ToolCallSyntax> syntax, bool parallel)
-    : syntax_(std::move(syntax)), parallel_(parallel) {}
+ToolCallStream::ToolCallStream(std::unique_ptr<ToolCallSyntax> syntax, bool parallel, bool stream_arguments)
+    : syntax_(std::move(syntax)), parallel_(parallel), stream_arguments_(stream_arguments) {}
 
 void ToolCallStream::take_content(size_t end, ToolStreamDelta& d) {
   if (end > content_sent_) d.content.append(text_, content_sent_, end - content_sent_);
@@ -18,14 +18,39 @@ void ToolCallStream::take_calls(bool final, ToolStreamDelta& d) {
   auto calls = syntax_->parse_calls(std::string_view(text_).substr(region_), final);
   if (!calls) {
     // A reply that does not read as calls is content, whole, unless calls already went out.
-    if (final && calls_sent_ == 0) {
+    if (final && calls_sent_ == 0 && !open_named_) {
       content_sent_ = region_;
       take_content(text_.size(), d);
     }
+    if (!final) take_partial(d);
     return;
   }
   const size_t limit = parallel_ ? calls->size() : std::min<size_t>(calls->size(), 1);
-  for (; calls_sent_ < limit; ++calls_sent_) d.calls.push_back((*calls)[calls_sent_]);
+  for (; calls_sent_ < limit; ++calls_sent_) {
+    const ParsedToolCall& c = (*calls)[calls_sent_];
+    ToolCallPiece piece{static_cast<int>(calls_sent_), open_named_ ? "" : c.name, c.arguments};
+    // Begun: the rest of its arguments (what went out is their prefix: both are the model's text
+    // less its whitespace, json_scan.h).
+    if (open_named_) piece.arguments = c.arguments.substr(std::min(open_arguments_sent_, c.arguments.size()));
+    open_named_ = false;
+    open_arguments_sent_ = 0;
+    if (!piece.name.empty() || !piece.arguments.empty()) d.calls.push_back(std::move(piece));
+  }
+  if (!final) take_partial(d);
+}
+
+// The call being written after the complete ones: its first piece, then what more of its
+// arguments the model wrote.
+void ToolCallStream::take_partial(ToolStreamDelta& d) {
+  if (!stream_arguments_ || (!parallel_ && calls_sent_ > 0)) return;
+  auto call = syntax_->partial_call(std::string_view(text_).substr(region_), calls_sent_);
+  if (!call) return;
+  const std::string arguments = compact_json(call->arguments);
+  ToolCallPiece piece{static_cast<int>(calls_sent_), open_named_ ? "" : call->name, ""};
+  if (arguments.size() > open_arguments_sent_) piece.arguments = arguments.substr(open_arguments_sent_);
+  open_named_ = true;
+  open_arguments_sent_ = std::max(open_arguments_sent_, arguments.size());
+  if (!piece.name.empty() || !piece.arguments.empty()) d.calls.push_back(std::move(piece));
 }
 
 // Sets region_ when the calls' opening is in text_; else hands out the content that cannot be the

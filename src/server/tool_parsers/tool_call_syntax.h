@@ -19,6 +19,13 @@ struct ParsedToolCall {
   bool operator==(const ParsedToolCall&) const = default;
 };
 
+// The call being written after the complete ones: its name, and the text of its arguments object
+// so far (from its '{', not past its '}'), as the model wrote it.
+struct PartialToolCall {
+  std::string name;
+  std::string_view arguments;
+};
+
 class ToolCallSyntax {
  public:
   virtual ~ToolCallSyntax() = default;
@@ -35,7 +42,16 @@ class ToolCallSyntax {
   // every call, or nullopt when the region is not a well-formed list of calls; the reply past the
   // calls handed out is then dropped, or, when there were none, content.
   virtual std::optional<std::vector<ParsedToolCall>> parse_calls(std::string_view region, bool final) const = 0;
+  // The call after the `num_complete` that parse_calls reads in `region` (not final), once its
+  // name and the opening of its arguments object are written; nullopt before, or when this syntax
+  // hands out calls whole only (Llama 3's: a call is prose until a ';' or the end follows it).
+  virtual std::optional<PartialToolCall> partial_call(std::string_view region, size_t num_complete) const {
+    return std::nullopt;
+  }
 };
+
+// A call object being written from obj[0] ('{'): its name and arguments so far, when both have begun.
+std::optional<PartialToolCall> partial_call_object(std::string_view obj);
 
 enum class ToolParserKind { kHermes, kLlama3Json, kMistral };
 
