@@ -1,6 +1,7 @@
-// GGUF K-quant files on the GPU: until CUDA kernels read the blocks, every weight is decoded to bf16
-// at upload. The tiny llama-quantize files of tests/goldens/gguf-tiny-kquant load on the CUDA backend
-// and follow their float64 greedy reference until its first near-tie (bf16 activations and weights
+// GGUF K-quant files on the GPU: Q4_K, Q6_K, Q5_0 and Q8_0 weights stay as stored (quant_gemv.h:
+// x rounded to int8 per 32 values for the gemv), other types are decoded to bf16 at upload. The
+// tiny llama-quantize files of tests/goldens/gguf-tiny-kquant load on the CUDA backend and follow
+// their float64 greedy reference until its first near-tie (bf16 activations and int8 gemv inputs
 // err by ~1e-2 of a logit, so a step whose reference margin is below kBf16NearTie may go either way;
 // the test stops there and prints it). The CPU backend must follow them exactly (golden/gguf_kquant_test.cc).
 #include <gtest/gtest.h>

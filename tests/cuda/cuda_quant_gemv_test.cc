@@ -1,30 +1,29 @@
-// backend/cuda/quant_gemv.h against the CPU backend's linear on the same stored blocks (Q4_K, Q6_K,
-// Q5_0), batch 1, odd row counts and K of 1 to 16 blocks, the output poisoned before the call.
-// Weights are random bytes with sane f16 scales (every code is valid); x is bf16-rounded, so both
-// backends see the same values. The CPU quantises x to int16 per 32 elements and the GPU sums in
-// fp32: both lie within 1e-4 of sum |w x| of the float64 result, so they agree to twice that.
+// GGUF block-quantized weights kept as stored on the GPU (backend/cuda/quant_gemv.h, through
+// CudaBackend's linear, linear_add_residual and embedding) against the CPU backend on the same
+// blocks: Q4_K, Q6_K, Q5_0 and Q8_0, odd row counts, K of 1 to 16 blocks, 1 to 80 tokens (the gemv
+// 8 tokens a launch up to 64, then the weight decoded to bf16 for cuBLASLt where N allows), the
+// outputs poisoned first. Weights are random bytes with sane f16 scales (every code is valid); x is
+// bf16-rounded, so both backends see the same values.
+//
+// Tolerances, each a bound rather than a guess: the gemv rounds x to int8 per 32 values, an error
+// of at most amax / 254 a value, so a row errs by at most sum over units of amax_u / 254 x sum |w|
+// (plus fp32 slop); the decoded path rounds W to bf16, at most 2^-9 of sum |w x|. The CPU (int16 x)
+// errs by 1e-4 of sum |w x|.
 #include <gtest/gtest.h>
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/quant_gemv.h"
 #include "common/quant_blocks.h"
+#include "cuda_test_util.h"
 
-namespace minivllm {
+namespace minivllm::cuda_test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!::minivllm::cuda_device_available()) GTEST_SKIP() << "no CUDA device"
-
-void check_cuda(cudaError_t e, const char* what) { ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e); }
 
 // n x k random blocks of `t`: random code bytes, f16 scales of a size that keeps the weights near 1.
 Tensor random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
@@ -33,9 +32,10 @@ Tensor random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
   auto* bytes = static_cast<uint8_t*>(w.data());
   const size_t total = dtype_nbytes(t, n * k), block = dtype_size(t);
   for (size_t i = 0; i < total; ++i) bytes[i] = static_cast<uint8_t>(gen());
-  std::vector<size_t> at = t == DType::kQ4_K ? std::vector<size_t>{0, 2} : t == DType::kQ6_K ? std::vector<size_t>{208}
-                                                                                             : std::vector<size_t>{0};
-  const float scale = t == DType::kQ4_K ? 0.005f : t == DType::kQ6_K ? 0.0005f : 0.06f;
+  const std::vector<size_t> at = t == DType::kQ4_K   ? std::vector<size_t>{0, 2}
+                                 : t == DType::kQ6_K ? std::vector<size_t>{208}
+                                                     : std::vector<size_t>{0};
+  const float scale = t == DType::kQ4_K ? 0.005f : t == DType::kQ6_K ? 0.0005f : t == DType::kQ8_0 ? 0.01f : 0.06f;
   std::uniform_real_distribution<float> dist(0.2f, 1.0f);
   for (size_t b = 0; b < total / block; ++b) {
     for (size_t off : at) {
@@ -46,61 +46,119 @@ Tensor random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
   return w;
 }
 
-TEST(CudaQuantGemv, MatchesCpuBackend) {
-  SKIP_WITHOUT_CUDA();
-  auto cpu = make_cpu_backend();
-  for (DType t : {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0}) {
-    const int64_t blk = dtype_block(t);
-    for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {301, 16}}) {
-      const int64_t k = blocks * blk;
-      SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " k " + std::to_string(k));
-      const Tensor w = random_blocks(t, n, k, static_cast<uint32_t>(n + k));
-      std::mt19937 gen(7);
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      std::vector<uint16_t> xb(static_cast<size_t>(k));
-      std::vector<float> xf(static_cast<size_t>(k));
-      for (int64_t i = 0; i < k; ++i) {
-        xb[i] = f32_to_bf16(nd(gen));
-        xf[i] = bf16_to_f32(xb[i]);
+// Per output row: the int8-activation bound and sum |w x| (see the top of the file).
+struct Bounds {
+  std::vector<double> int8, mag;
+};
+
+Bounds bounds(const std::vector<float>& decoded, const float* x, int64_t tokens, int64_t n, int64_t k) {
+  Bounds b{std::vector<double>(static_cast<size_t>(tokens * n)), std::vector<double>(static_cast<size_t>(tokens * n))};
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* xt = x + t * k;
+    for (int64_t j = 0; j < n; ++j) {
+      double q = 0, m = 0;
+      for (int64_t u = 0; u < k / 32; ++u) {
+        double amax = 0, wsum = 0;
+        for (int64_t l = 32 * u; l < 32 * u + 32; ++l) {
+          amax = std::max(amax, std::abs(static_cast<double>(xt[l])));
+          wsum += std::abs(static_cast<double>(decoded[j * k + l]));
+          m += std::abs(static_cast<double>(decoded[j * k + l]) * xt[l]);
+        }
+        q += amax / 254.0 * wsum;
       }
-      // CPU reference, and the tolerance's scale sum |w x| from the decoded weights.
-      const Tensor wc = cpu->upload_stored_weight(w);
-      Tensor xc = cpu->empty(DType::kF32, {1, k}), yc = cpu->empty(DType::kF32, {1, n});
-      cpu->copy_from_host(xc, xf.data());
-      cpu->linear(xc, wc, nullptr, yc);
-      std::vector<float> want(static_cast<size_t>(n)), decoded(static_cast<size_t>(n * k));
-      cpu->copy_to_host(want.data(), yc);
+      b.int8[t * n + j] = q;
+      b.mag[t * n + j] = m;
+    }
+  }
+  return b;
+}
+
+const std::vector<DType> kTypes = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ8_0};
+
+TEST(CudaQuantLinear, MatchesCpuBackend) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends be;
+  ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
+  for (DType t : kTypes) {
+    const int64_t blk = dtype_block(t);
+    for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}}) {
+      const int64_t k = blocks * blk;
+      const Tensor w = random_blocks(t, n, k, static_cast<uint32_t>(n + k));
+      std::vector<float> decoded(static_cast<size_t>(n * k));
       dequantize_to_f32(t, w.data(), decoded.data(), n * k);
-      // GPU
-      const size_t wbytes = dtype_nbytes(t, n * k);
-      void* dw = nullptr;
-      __nv_bfloat16* dx = nullptr;
-      float* dy = nullptr;
-      check_cuda(cudaMalloc(&dw, wbytes), "cudaMalloc w");
-      check_cuda(cudaMalloc(reinterpret_cast<void**>(&dx), k * 2), "cudaMalloc x");
-      check_cuda(cudaMalloc(reinterpret_cast<void**>(&dy), n * 4), "cudaMalloc y");
-      check_cuda(cudaMemcpy(dw, w.data(), wbytes, cudaMemcpyHostToDevice), "copy w");
-      check_cuda(cudaMemcpy(dx, xb.data(), k * 2, cudaMemcpyHostToDevice), "copy x");
-      check_cuda(cudaMemset(dy, 0xff, n * 4), "poison y");
-      cuda::quant_gemv(t, dw, dtype_nbytes(t, k), dx, dy, n, k, nullptr);
-      std::vector<float> got(static_cast<size_t>(n));
-      check_cuda(cudaMemcpy(got.data(), dy, n * 4, cudaMemcpyDeviceToHost), "copy y");
-      cudaFree(dw);
-      cudaFree(dx);
-      cudaFree(dy);
-      for (int64_t j = 0; j < n; ++j) {
-        double mag = 0;
-        for (int64_t i = 0; i < k; ++i) mag += std::abs(static_cast<double>(decoded[j * k + i]) * xf[i]);
-        ASSERT_NEAR(got[j], want[j], 2e-4 * mag + 1e-5) << "row " << j;
+      const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
+      ASSERT_EQ(wg.dtype(), t) << "the GPU kept no blocks";
+      for (int64_t tokens : {1, 3, 8, 17, 80}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " k " + std::to_string(k) + " tokens " +
+                     std::to_string(tokens));
+        std::mt19937 rng(static_cast<uint32_t>(tokens * 7 + k));
+        const Tensor x = random_values({tokens, k}, rng);
+        const Tensor bias = random_values({n}, rng, 0.1f);
+        const bool with_bias = tokens == 3;
+        Tensor xc = upload(*be.cpu, x), yc = be.cpu->empty(DType::kF32, {tokens, n});
+        const Tensor bc = upload_f32(*be.cpu, bias);
+        be.cpu->linear(xc, wc, with_bias ? &bc : nullptr, yc);
+        const std::vector<float> want = download(*be.cpu, yc);
+        Tensor xg = upload(*be.gpu, x), yg = be.gpu->empty(DType::kF32, {tokens, n});
+        const Tensor bg = upload_f32(*be.gpu, bias);
+        be.gpu->fill_bytes(yg, 0xff);
+        be.gpu->linear(xg, wg, with_bias ? &bg : nullptr, yg);
+        const std::vector<float> got = download(*be.gpu, yg);
+        const Bounds bd = bounds(decoded, x.ptr<float>(), tokens, n, k);
+        const bool decoded_path = tokens > 64 && n % 8 == 0;
+        for (int64_t i = 0; i < tokens * n; ++i) {
+          const double tol = (decoded_path ? bd.mag[i] / 512.0 : bd.int8[i]) + 2e-4 * bd.mag[i] + 1e-5;
+          ASSERT_NEAR(got[i], want[i], tol) << "output " << i;
+        }
+        // The residual add: the same product into an fp32 residual.
+        const Tensor r = random_values({tokens, n}, rng);
+        Tensor rg = upload_f32(*be.gpu, r);
+        Tensor scratch = be.gpu->empty(DType::kBF16, {tokens, n});
+        be.gpu->linear_add_residual(xg, wg, scratch, rg);
+        const std::vector<float> added = download(*be.gpu, rg);
+        std::vector<float> want_add(want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          want_add[i] = r.ptr<float>()[i] + want[i] - (with_bias ? bias.ptr<float>()[i % n] : 0.0f);
+        }
+        for (int64_t i = 0; i < tokens * n; ++i) {
+          const double tol = (decoded_path ? bd.mag[i] / 512.0 : bd.int8[i]) + 2e-4 * bd.mag[i] + 1e-5;
+          ASSERT_NEAR(added[i], want_add[i], tol) << "residual " << i;
+        }
       }
     }
   }
 }
 
-TEST(CudaQuantGemv, RefusesOtherTypesByName) {
+TEST(CudaQuantLinear, EmbeddingDecodesTheCpuBackendsRows) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends be;
+  for (DType t : kTypes) {
+    SCOPED_TRACE(dtype_name(t));
+    const int64_t vocab = 23, hidden = 512;
+    const Tensor w = random_blocks(t, vocab, hidden, 11);
+    const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
+    // Ids of this shard (vocab_start 100) and of others, which give zero rows.
+    const std::vector<int32_t> ids = {100, 122, 105, 99, 123, 111};
+    Tensor oc = be.cpu->empty(DType::kF32, {6, hidden}), og = be.gpu->empty(DType::kF32, {6, hidden});
+    be.cpu->embedding(upload_i32(*be.cpu, ids), wc, 100, oc);
+    be.gpu->fill_bytes(og, 0xff);
+    be.gpu->embedding(upload_i32(*be.gpu, ids), wg, 100, og);
+    const std::vector<float> want = download(*be.cpu, oc), got = download(*be.gpu, og);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i]) + 1e-7) << i;
+    for (int64_t i = 3 * hidden; i < 5 * hidden; ++i) EXPECT_EQ(got[i], 0.0f) << "another shard's id, value " << i;
+    // bf16 out: the same values rounded.
+    Tensor ob = be.gpu->empty(DType::kBF16, {6, hidden});
+    be.gpu->embedding(upload_i32(*be.gpu, ids), wg, 100, ob);
+    const std::vector<float> rounded = download(*be.gpu, ob);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(rounded[i], want[i], 4e-3 * std::abs(want[i]) + 1e-7) << i;
+  }
+}
+
+TEST(CudaQuantLinear, RefusesOtherTypesByName) {
   EXPECT_FALSE(cuda::quant_gemv_supports(DType::kQ4_1));
   try {
-    cuda::quant_gemv(DType::kQ4_1, nullptr, 20, nullptr, nullptr, 1, 32, nullptr);
+    cuda::launch_quant_gemv(DType::kQ4_1, nullptr, 20, {}, nullptr, false, nullptr, false, cuda::QuantGemvOut::kStore, 1,
+                            1, 32, nullptr);
     ADD_FAILURE() << "no error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("q4_1"), std::string::npos) << e.what();
@@ -108,4 +166,4 @@ TEST(CudaQuantGemv, RefusesOtherTypesByName) {
 }
 
 }  // namespace
-}  // namespace minivllm
+}  // namespace minivllm::cuda_test

@@ -69,6 +69,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     decode_mma_tiles_ = static_cast<int>(*t);
   }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
+  quant_weights_ = knob_flag("MINIVLLM_QUANT_WEIGHTS");
+  if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
+    CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
+    CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
+  }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
     decode_max_tile_heads_ = static_cast<int>(*h);
@@ -91,6 +96,9 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   cudaFree(decode_partial_o_);
   cudaFree(decode_partial_lse_);
+  cudaFree(quant_x_codes_);
+  cudaFree(quant_x_scales_);
+  cudaFree(quant_w_bf16_);
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
   if (sample_device_ != nullptr) cudaFree(sample_device_);
@@ -115,7 +123,7 @@ Tensor CudaBackend::empty(DType dtype, const std::vector<int64_t>& shape) {
   CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   MINIVLLM_CHECK(capture == cudaStreamCaptureStatusNone)
       << "empty: allocation of " << dtype_name(dtype) << " tensor during graph capture (buffers must be preallocated)";
-  const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+  const size_t bytes = dtype_nbytes(dtype, numel);  // a block-quantized weight: its blocks' bytes
   void* ptr = nullptr;
   CUDA_CHECK(cudaSetDevice(device_));
   const cudaError_t err = cudaMalloc(&ptr, bytes == 0 ? 256 : bytes);

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/stream_idle_probe.h"
 
 namespace minivllm::cuda {
@@ -45,7 +46,11 @@ class CudaBackend : public Backend {
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_bytes(const Tensor& dst, uint8_t value) override;
   void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) override;
-  bool keeps_weight_dtype(DType stored) const override { return stored == DType::kF8E4M3 && fp8_weights_; }
+  // FP8 weights (MINIVLLM_FP8_WEIGHTS) and the ggml block types quant_gemv.h reads (Q4_K, Q6_K,
+  // Q5_0, Q8_0; MINIVLLM_QUANT_WEIGHTS) stay as stored; other types are decoded to bf16 at load.
+  bool keeps_weight_dtype(DType stored) const override {
+    return (stored == DType::kF8E4M3 && fp8_weights_) || (quant_weights_ && quant_gemv_supports(stored));
+  }
   Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;
   void scale(const Tensor& x, float factor) override;
   void synchronize() override;
@@ -176,6 +181,12 @@ class CudaBackend : public Backend {
   bool fp8_gemv_takes(const Tensor& x, const Tensor& w) const;
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
+  // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and
+  // the gemv on the blocks, 8 tokens a launch; more tokens (N and K multiples of 8), W decoded into
+  // a bf16 scratch for cuBLASLt. add: out (f32) += x W^T, no bias.
+  void linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, bool add);
+  static constexpr int64_t kQuantChunkTokens = 64;
+  static constexpr int64_t kQuantMaxK = 65536;
   // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
   bool use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
                        int64_t k, bool gated = false) const;
@@ -202,6 +213,11 @@ class CudaBackend : public Backend {
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
+  bool quant_weights_ = true;        // keep GGUF block types as stored; MINIVLLM_QUANT_WEIGHTS=0: decoded to bf16
+  int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
+  float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
+  void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
+  size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring
   bool decode_staged_ = false;       // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off

@@ -50,6 +50,20 @@ int log2_exact(int v) {
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
   check_gpu(ids, DType::kI32, "embedding", "ids");
+  if (quant_gemv_supports(weight.dtype())) {  // a GGUF table kept as stored: rows decoded as they are read
+    MINIVLLM_CHECK(weight.device() == DeviceKind::kCuda && weight.ndim() == 2)
+        << "embedding: weight " << weight.describe() << " must be a CUDA [vocab, hidden] tensor";
+    const int64_t hidden = weight.size(1);
+    MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
+                   (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
+        << "embedding: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
+    MINIVLLM_CHECK_EQ(rows_with_cols(out, hidden, "embedding", "out"), ids.numel())
+        << "embedding: out " << out.describe() << " for ids " << ids.describe();
+    launch_quant_embedding(weight.dtype(), weight.data(), dtype_nbytes(weight.dtype(), hidden), weight.size(0),
+                           ids.ptr<int32_t>(), ids.numel(), vocab_start, hidden, out.data(),
+                           out.dtype() == DType::kF32, stream_);
+    return;
+  }
   check_gpu(weight, DType::kBF16, "embedding", "weight");
   MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
                  (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
@@ -102,6 +116,9 @@ void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& residual, const Te
 namespace {
 
 bool is_fp8(const Tensor& w) { return w.dtype() == DType::kF8E4M3; }
+bool is_block_quant(const Tensor& w) { return quant_gemv_supports(w.dtype()); }
+// A weight the fused kernels (bf16 only) do not take: the op composes its plain parts.
+bool stored_as_codes(const Tensor& w) { return is_fp8(w) || is_block_quant(w); }
 
 // The FP8 gemv takes 1..kGemvMaxTokens tokens of x against W's [rows_per_out * n, k] codes when K
 // and the scale blocks are whole 16-code chunks.
@@ -169,6 +186,69 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
   }
 }
 
+// Block-quantized weights. The gemv reads the weight once per 8 tokens; decoding it for cuBLASLt
+// costs a bf16 write and read of it, about 7x a Q4_K read: so the gemv up to kQuantChunkTokens
+// tokens (8 passes), and past that the decoded weight where cuBLASLt takes the shape.
+void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
+                               bool add) {
+  check_gpu(x, DType::kBF16, op, "x");
+  MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.ndim() == 2)
+      << op << ": weight " << w.describe() << " must be a CUDA [out, in] tensor";
+  const int64_t n = w.size(0), k = w.size(1);
+  const int64_t tokens = rows_with_cols(x, k, op, "x");
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, op, "out"), tokens) << op << ": out " << out.describe() << " for x "
+                                                               << x.describe();
+  const bool out_f32 = out.dtype() == DType::kF32;
+  MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (out_f32 || out.dtype() == DType::kBF16) && (!add || out_f32))
+      << op << ": out " << out.describe() << " must be a bf16 or f32 CUDA tensor (f32 for the residual)";
+  MINIVLLM_CHECK(!add || bias == nullptr) << op << ": no bias with the residual add";
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  const void* b = bias == nullptr ? nullptr : bias->data();
+  const size_t row_bytes = dtype_nbytes(w.dtype(), k);
+  if (tokens == 0) return;
+  if (tokens > kQuantChunkTokens && n % 8 == 0 && k % 8 == 0) {
+    const size_t bytes = static_cast<size_t>(n * k) * 2;
+    if (bytes > quant_w_bf16_bytes_) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+      MINIVLLM_CHECK(capturing == cudaStreamCaptureStatusNone)
+          << op << ": the decoded-weight scratch must grow to " << bytes
+          << " bytes inside a graph capture (a larger batch must run eagerly first)";
+      CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old scratch may still be read
+      CUDA_CHECK(cudaFree(quant_w_bf16_));
+      quant_w_bf16_ = nullptr;
+      quant_w_bf16_bytes_ = 0;
+      CUDA_CHECK(cudaMalloc(&quant_w_bf16_, bytes));
+      quant_w_bf16_bytes_ = bytes;
+    }
+    launch_quant_dequantize_bf16(w.dtype(), w.data(), row_bytes, n, k, quant_w_bf16_, stream_);
+    if (add) {
+      gemm_->run(x.data(), quant_w_bf16_, nullptr, out.data(), true, tokens, n, k, stream_, /*accumulate=*/true);
+      return;
+    }
+    const bool fuse_bias = bias != nullptr && !bias_f32 && !out_f32;
+    gemm_->run(x.data(), quant_w_bf16_, fuse_bias ? b : nullptr, out.data(), out_f32, tokens, n, k, stream_);
+    if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, b, bias_f32, tokens, n, stream_);
+    return;
+  }
+  MINIVLLM_CHECK(quant_x_codes_ != nullptr && k <= kQuantMaxK)
+      << op << ": rows of " << k << " values (the quantized gemv's x scratch holds " << kQuantMaxK << ")";
+  const size_t out_elem = out_f32 ? 4 : 2;
+  for (int64_t c0 = 0; c0 < tokens; c0 += kQuantChunkTokens) {
+    const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
+    launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k,
+                         QuantX{quant_x_codes_, quant_x_scales_}, stream_);
+    for (int64_t t0 = 0; t0 < chunk; t0 += kQuantGemvMaxTokens) {
+      const int64_t t = std::min<int64_t>(kQuantGemvMaxTokens, chunk - t0);
+      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32)};
+      launch_quant_gemv(w.dtype(), w.data(), row_bytes, q, b, bias_f32,
+                        static_cast<char*>(out.data()) + (c0 + t0) * n * out_elem, out_f32,
+                        add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, n, k, stream_);
+    }
+  }
+}
+
 // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused, but the gemv's cost
 // grows with the tokens: every CTA rereads x (M x K) and, with the norm prologue, normalises all M
 // rows of the fp32 residual itself, so at 4 and 8 tokens that L2 traffic is 2-4x the weights'.
@@ -200,6 +280,7 @@ bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const T
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   if (is_fp8(weight)) return linear_fp8("linear", x, weight, bias, out, Fp8Out::kStore);
+  if (is_block_quant(weight)) return linear_quant("linear", x, weight, bias, out, /*add=*/false);
   check_gpu(x, DType::kBF16, "linear", "x");
   check_gpu(weight, DType::kBF16, "linear", "weight");
   MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
@@ -249,7 +330,7 @@ bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, in
 
 void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
                                   const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  if (is_fp8(weight)) return Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
+  if (stored_as_codes(weight)) return Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -274,7 +355,7 @@ void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_wei
 void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
                                           const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
                                           const Tensor& out, Activation act) {
-  if (is_fp8(gate_up_weight)) {
+  if (stored_as_codes(gate_up_weight)) {
     return Backend::rms_norm_linear_act_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out, act);
   }
   check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
@@ -296,6 +377,7 @@ void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& 
 
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                       const Tensor& residual) {
+  if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
     check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
@@ -350,6 +432,7 @@ void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
 
 void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                                  const Tensor& out, Activation act) {
+  if (is_block_quant(gate_up_weight)) return Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
   if (is_fp8(gate_up_weight)) {
     if (fp8_gemv_takes(x, gate_up_weight)) {
       return linear_fp8("linear_act_mul", x, gate_up_weight, nullptr, out, Fp8Out::kActMul, act);
@@ -510,7 +593,7 @@ void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tenso
                                              const Tensor& cos_sin, const KVCache& cache,
                                              const AttentionMetadata& meta) {
   constexpr const char* kOp = "rms_norm_linear_rope_store";
-  if (is_fp8(weight)) {
+  if (stored_as_codes(weight)) {
     return Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
                                                num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
   }
@@ -545,7 +628,7 @@ void CudaBackend::linear_rope_store(const Tensor& x, const Tensor& weight, const
                                     const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
                                     const KVCache& cache, const AttentionMetadata& meta) {
   constexpr const char* kOp = "linear_rope_store";
-  if (is_fp8(weight)) {
+  if (stored_as_codes(weight)) {
     return Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
                                       positions, cos_sin, cache, meta);
   }

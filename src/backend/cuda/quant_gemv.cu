@@ -1,8 +1,12 @@
-// quant_gemv.h's kernel. Each lane decodes whole 32-element units of its warp's row (a Q4_K
-// sub-block with its 6-bit scale and min, half of a Q6_K 128-element group with its two int8
-// scales, one Q5_0 block) to fp32 in registers, multiplies them with x and accumulates in fp32;
-// the warp then sums its lanes. The formulas are common/quant_blocks_k.cc's, element for element.
+// quant_gemv.h's kernels. A 32-value unit of a weight row decodes to a Unit: its codes as eight
+// 4-byte words (byte l of word i is value 4 i + l's code, as small non-negative integers, or
+// signed for Q8_0) and, for each 16-value half, value = scale * code + offset. The formulas are
+// common/quant_blocks_k.cc's (and the previous correctness-first kernel's, which the H200 checked
+// against the CPU backend), element for element.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
@@ -14,118 +18,332 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-__device__ __forceinline__ float half_at(const uint8_t* p) {
-  const unsigned short bits = static_cast<unsigned short>(p[0] | (p[1] << 8));
-  return __half2float(__ushort_as_half(bits));
+struct Unit {
+  int q[8];
+  float scale[2], offset[2];
+};
+
+__device__ __forceinline__ float half_bits(unsigned bits) { return __half2float(__ushort_as_half(static_cast<unsigned short>(bits))); }
+
+// Four bytes from a 2-byte-aligned address (Q6_K, Q5_0 and Q8_0 blocks are 210, 22 and 34 bytes:
+// only 2-byte alignment holds along a row).
+__device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
+  const auto* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
 }
 
-__device__ __forceinline__ float x_at(const __nv_bfloat16* x, int64_t i) { return __bfloat162float(x[i]); }
-
-// Unit j (0..7) of a Q4_K super-block: elements 32 j .. 32 j + 31.
-__device__ float dot_q4_k(const uint8_t* b, int j, const __nv_bfloat16* x) {
-  const uint8_t* s = b + 4;
+// Unit j (0..7) of the Q4_K super-block at b (16-byte aligned: 144-byte blocks in rows of whole blocks).
+__device__ __forceinline__ Unit unit_q4_k(const uint8_t* b, int j) {
+  const uint4 head = *reinterpret_cast<const uint4*>(b);  // d, dmin, scales[12]
+  const uint32_t words[4] = {head.x, head.y, head.z, head.w};
+  auto sbyte = [&](int i) { return static_cast<int>((words[1 + i / 4] >> (8 * (i % 4))) & 0xFF); };
   int sc, m;
   if (j < 4) {
-    sc = s[j] & 63;
-    m = s[j + 4] & 63;
+    sc = sbyte(j) & 63;
+    m = sbyte(j + 4) & 63;
   } else {
-    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    sc = (sbyte(j + 4) & 15) | ((sbyte(j - 4) >> 6) << 4);
+    m = (sbyte(j + 4) >> 4) | ((sbyte(j) >> 6) << 4);
   }
-  const float d = half_at(b) * static_cast<float>(sc), c = -(half_at(b + 2) * static_cast<float>(m));
-  const uint8_t* qs = b + 16 + 32 * (j / 2);
-  float qx = 0, xs = 0;
-#pragma unroll 8
-  for (int l = 0; l < 32; ++l) {
-    const int q = (j & 1) ? qs[l] >> 4 : qs[l] & 15;
-    const float xv = x_at(x, l);
-    qx = fmaf(static_cast<float>(q), xv, qx);
-    xs += xv;
-  }
-  return d * qx + c * xs;
+  Unit u;
+  const float d = half_bits(head.x & 0xFFFF) * static_cast<float>(sc);
+  const float c = -(half_bits(head.x >> 16) * static_cast<float>(m));
+  u.scale[0] = u.scale[1] = d;
+  u.offset[0] = u.offset[1] = c;
+  const uint4* qs = reinterpret_cast<const uint4*>(b + 16 + 32 * (j / 2));
+  const uint4 lo = qs[0], hi = qs[1];
+  const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int shift = 4 * (j & 1);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) u.q[i] = static_cast<int>((v[i] >> shift) & 0x0F0F0F0Fu);
+  return u;
 }
 
-// Unit u (0..7) of a Q6_K super-block: elements 32 u .. 32 u + 31, i.e. n = u / 4, k = u % 4.
-__device__ float dot_q6_k(const uint8_t* b, int u, const __nv_bfloat16* x) {
-  const int n = u / 4, k = u % 4;
+// Unit (0..7) of the Q6_K super-block at b: elements 32 unit .. +31, i.e. n = unit / 4, k = unit % 4.
+__device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
+  const int n = unit / 4, k = unit % 4;
   const uint8_t* ql = b + 64 * n + 32 * (k & 1);
   const uint8_t* qh = b + 128 + 32 * n;
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
-  const float d = half_at(b + 208);
-  float acc[2] = {0, 0};
+  const float d = half_bits(*reinterpret_cast<const uint16_t*>(b + 208));
+  Unit u;
+  const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t l = (load_u32_a2(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu;
+    const uint32_t h = ((load_u32_a2(qh + 4 * i) >> hshift) & 0x03030303u) << 4;
+    u.q[i] = static_cast<int>(l | h);
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-#pragma unroll 8
-    for (int i = 0; i < 16; ++i) {
-      const int l = 16 * half + i;
-      const int low = k >= 2 ? ql[l] >> 4 : ql[l] & 15;
-      const int q = (low | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-      acc[half] = fmaf(static_cast<float>(q), x_at(x, l), acc[half]);
-    }
+    u.scale[half] = d * static_cast<float>(sc[half]);
+    u.offset[half] = -32.0f * u.scale[half];
   }
-  return d * static_cast<float>(sc[0]) * acc[0] + d * static_cast<float>(sc[1]) * acc[1];
+  return u;
 }
 
-__device__ float dot_q5_0(const uint8_t* b, const __nv_bfloat16* x) {
-  const uint32_t qh = b[2] | (b[3] << 8) | (b[4] << 16) | (static_cast<uint32_t>(b[5]) << 24);
-  const uint8_t* qs = b + 6;
-  float acc = 0;
-#pragma unroll 8
-  for (int j = 0; j < 16; ++j) {
-    const int lo = ((qs[j] & 15) | (((qh >> j) & 1) << 4)) - 16;
-    const int hi = ((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
-    acc = fmaf(static_cast<float>(lo), x_at(x, j), acc);
-    acc = fmaf(static_cast<float>(hi), x_at(x, j + 16), acc);
-  }
-  return half_at(b) * acc;
+// Bits 0..3 of b to bit 4 of bytes 0..3 (Q5_0's fifth bit).
+__device__ __forceinline__ uint32_t spread4(uint32_t b) {
+  return ((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25);
 }
 
+__device__ __forceinline__ Unit unit_q5_0(const uint8_t* b) {
+  const float d = half_bits(*reinterpret_cast<const uint16_t*>(b));
+  const uint32_t qh = load_u32_a2(b + 2);
+  Unit u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = load_u32_a2(b + 6 + 4 * i);  // qs[4 i .. 4 i + 3]: elements 4 i.. (low) and 16 + 4 i.. (high)
+    u.q[i] = static_cast<int>((w & 0x0F0F0F0Fu) | spread4((qh >> (4 * i)) & 15u));
+    u.q[i + 4] = static_cast<int>(((w >> 4) & 0x0F0F0F0Fu) | spread4((qh >> (16 + 4 * i)) & 15u));
+  }
+  u.scale[0] = u.scale[1] = d;
+  u.offset[0] = u.offset[1] = -16.0f * d;
+  return u;
+}
+
+__device__ __forceinline__ Unit unit_q8_0(const uint8_t* b) {
+  Unit u;
+  const float d = half_bits(*reinterpret_cast<const uint16_t*>(b));
+#pragma unroll
+  for (int i = 0; i < 8; ++i) u.q[i] = static_cast<int>(load_u32_a2(b + 2 + 4 * i));
+  u.scale[0] = u.scale[1] = d;
+  u.offset[0] = u.offset[1] = 0.0f;
+  return u;
+}
+
+// Unit `u` (0..k/32) of the row at wr.
 template <DType T>
-__global__ void quant_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const __nv_bfloat16* __restrict__ x,
-                                  float* __restrict__ y, int64_t n, int64_t k) {
+__device__ __forceinline__ Unit load_unit(const uint8_t* wr, int64_t u) {
+  if constexpr (T == DType::kQ4_K) {
+    return unit_q4_k(wr + (u / 8) * 144, static_cast<int>(u % 8));
+  } else if constexpr (T == DType::kQ6_K) {
+    return unit_q6_k(wr + (u / 8) * 210, static_cast<int>(u % 8));
+  } else if constexpr (T == DType::kQ5_0) {
+    return unit_q5_0(wr + u * 22);
+  } else {
+    return unit_q8_0(wr + u * 34);
+  }
+}
+
+// Byte l of a code word, as the value it stands for (Q8_0's codes are signed).
+template <DType T>
+__device__ __forceinline__ float code_at(int word, int l) {
+  const int byte = (word >> (8 * l)) & 0xFF;
+  return static_cast<float>(T == DType::kQ8_0 ? static_cast<int>(static_cast<int8_t>(byte)) : byte);
+}
+
+// One warp per unit of 32 values: codes = round(x / s), s = amax / 127 (a unit's values are then
+// s * code; its sum, which the offsets need, comes out of the gemv's dp4a against 1s).
+__global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_t units, int8_t* __restrict__ codes,
+                                     float* __restrict__ scales) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (unit >= units) return;
+  const int lane = threadIdx.x % 32;
+  const float v = __bfloat162float(x[unit * 32 + lane]);
+  const float amax = warp_max(fabsf(v));
+  const float s = amax / 127.0f;
+  const int q = amax > 0.0f ? __float2int_rn(v / s) : 0;
+  codes[unit * 32 + lane] = static_cast<int8_t>(q);
+  if (lane == 0) scales[unit] = s;
+}
+
+template <DType T, int NT>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    quant_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
+                      const float* __restrict__ xs, const void* __restrict__ bias, bool bias_f32,
+                      void* __restrict__ out, bool out_f32, bool add, int64_t n, int64_t k) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= n) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
-  float acc = 0;
-  for (int64_t u = lane; u < k / 32; u += 32) {
-    const __nv_bfloat16* xu = x + 32 * u;
-    if constexpr (T == DType::kQ4_K) {
-      acc += dot_q4_k(wr + (u / 8) * 144, static_cast<int>(u % 8), xu);
-    } else if constexpr (T == DType::kQ6_K) {
-      acc += dot_q6_k(wr + (u / 8) * 210, static_cast<int>(u % 8), xu);
-    } else {
-      acc += dot_q5_0(wr + u * 22, xu);
+  const int64_t units = k / 32;
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  for (int64_t u = lane; u < units; u += 32) {
+    const Unit wu = load_unit<T>(wr, u);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int4* xp = reinterpret_cast<const int4*>(xq + t * k + u * 32);
+      const int4 a = xp[0], b = xp[1];
+      const int x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      float part = 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int dot = 0, sum = 0;
+#pragma unroll
+        for (int i = 4 * h; i < 4 * h + 4; ++i) {
+          dot = __dp4a(wu.q[i], x[i], dot);
+          sum = __dp4a(0x01010101, x[i], sum);
+        }
+        part += wu.scale[h] * static_cast<float>(dot) + wu.offset[h] * static_cast<float>(sum);
+      }
+      acc[t] += xs[t * units + u] * part;  // the unit's x scale
     }
   }
-  acc = warp_sum(acc);
-  if (lane == 0) y[row] = acc;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
+  if (lane != 0) return;
+  float b = 0.0f;
+  if (bias != nullptr) {
+    b = bias_f32 ? static_cast<const float*>(bias)[row] : __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[row]);
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int64_t o = t * n + row;
+    if (add) {
+      static_cast<float*>(out)[o] += acc[t];
+    } else if (out_f32) {
+      static_cast<float*>(out)[o] = acc[t] + b;
+    } else {
+      static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16(acc[t] + b);
+    }
+  }
+}
+
+// A unit's 32 values into dst (bf16, or f32 when F32).
+template <DType T, bool F32>
+__device__ __forceinline__ void store_unit(const Unit& wu, void* dst) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int h = i / 4;
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const float v = wu.scale[h] * code_at<T>(wu.q[i], l) + wu.offset[h];
+      if constexpr (F32) {
+        static_cast<float*>(dst)[4 * i + l] = v;
+      } else {
+        static_cast<__nv_bfloat16*>(dst)[4 * i + l] = __float2bfloat16(v);
+      }
+    }
+  }
+}
+
+// One thread per unit.
+template <DType T>
+__global__ void quant_dequantize_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t k,
+                                        __nv_bfloat16* __restrict__ out) {
+  const int64_t units = k / 32;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * units) return;
+  const int64_t row = i / units, u = i % units;
+  store_unit<T, false>(load_unit<T>(w + static_cast<size_t>(row) * row_bytes, u), out + row * k + u * 32);
+}
+
+// One CTA per token, a thread per unit.
+template <DType T, bool F32>
+__global__ void quant_embedding_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
+                                       const int32_t* __restrict__ ids, int64_t vocab_start, int64_t k,
+                                       void* __restrict__ out) {
+  const int64_t t = blockIdx.x, units = k / 32;
+  const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;
+  const bool inside = local >= 0 && local < rows;  // another shard's id gives a zero row
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    void* dst = F32 ? static_cast<void*>(static_cast<float*>(out) + t * k + u * 32)
+                    : static_cast<void*>(static_cast<__nv_bfloat16*>(out) + t * k + u * 32);
+    Unit wu{};
+    if (inside) wu = load_unit<T>(w + static_cast<size_t>(local) * row_bytes, u);
+    store_unit<T, F32>(wu, dst);
+  }
+}
+
+void check_shape(DType wtype, size_t row_bytes, int64_t k, const char* op) {
+  MINIVLLM_CHECK(quant_gemv_supports(wtype)) << op << ": no kernel for " << dtype_name(wtype);
+  MINIVLLM_CHECK(k > 0 && k % dtype_block(wtype) == 0 && row_bytes >= dtype_nbytes(wtype, k))
+      << op << ": rows of " << k << " " << dtype_name(wtype) << " values in " << row_bytes << " bytes";
+  MINIVLLM_CHECK(wtype != DType::kQ4_K || row_bytes % 16 == 0) << op << ": Q4_K rows must be 16-byte aligned";
+}
+
+// f(std::integral_constant<DType, T>) for the weight's type.
+template <typename F>
+void by_type(DType wtype, F&& f) {
+  switch (wtype) {
+    case DType::kQ4_K: f(std::integral_constant<DType, DType::kQ4_K>{}); break;
+    case DType::kQ6_K: f(std::integral_constant<DType, DType::kQ6_K>{}); break;
+    case DType::kQ5_0: f(std::integral_constant<DType, DType::kQ5_0>{}); break;
+    default: f(std::integral_constant<DType, DType::kQ8_0>{}); break;
+  }
+}
+
+template <DType T, int NT>
+void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32, void* out,
+                 bool out_f32, bool add, int64_t n, int64_t k, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  quant_gemv_kernel<T, NT><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(
+      static_cast<const uint8_t*>(w), row_bytes, q.codes, q.scales, bias, bias_f32, out, out_f32, add, n, k);
 }
 
 }  // namespace
 
 bool quant_gemv_supports(DType wtype) {
-  return wtype == DType::kQ4_K || wtype == DType::kQ6_K || wtype == DType::kQ5_0;
+  return wtype == DType::kQ4_K || wtype == DType::kQ6_K || wtype == DType::kQ5_0 || wtype == DType::kQ8_0;
 }
 
-void quant_gemv(DType wtype, const void* w, size_t row_bytes, const __nv_bfloat16* x, float* y, int64_t n, int64_t k,
-                cudaStream_t stream) {
-  MINIVLLM_CHECK(quant_gemv_supports(wtype)) << "quant_gemv: no kernel for " << dtype_name(wtype);
-  MINIVLLM_CHECK(k > 0 && k % dtype_block(wtype) == 0 && n > 0 && row_bytes >= dtype_nbytes(wtype, k))
-      << "quant_gemv: " << n << " x " << k << " " << dtype_name(wtype) << " rows of " << row_bytes << " bytes";
-  const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock));
+void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream) {
+  MINIVLLM_CHECK(k % 32 == 0 && tokens >= 0) << "quantize_x_q8: k " << k << " must be a multiple of 32";
+  const int64_t units = tokens * k / 32;
+  if (units == 0) return;
+  constexpr int kWarps = 8;
+  quantize_x_q8_kernel<<<static_cast<unsigned>((units + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
+                       void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
+                       cudaStream_t stream) {
+  check_shape(wtype, row_bytes, k, "quant_gemv");
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0)
+      << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows";
+  const bool add = mode == QuantGemvOut::kAddF32;
+  MINIVLLM_CHECK(!add || (out_f32 && bias == nullptr)) << "quant_gemv: the residual add takes an f32 out, no bias";
+  by_type(wtype, [&](auto type) {
+    constexpr DType T = decltype(type)::value;
+    switch (tokens) {
+      case 1: gemv_launch<T, 1>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 2: gemv_launch<T, 2>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 3: gemv_launch<T, 3>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 4: gemv_launch<T, 4>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 5: gemv_launch<T, 5>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 6: gemv_launch<T, 6>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 7: gemv_launch<T, 7>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      default: gemv_launch<T, 8>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+    }
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
+                                  cudaStream_t stream) {
+  check_shape(wtype, row_bytes, k, "quant_dequantize_bf16");
+  const int64_t units = rows * (k / 32);
+  if (units == 0) return;
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>((units + kThreads - 1) / kThreads);
+  by_type(wtype, [&](auto type) {
+    quant_dequantize_kernel<decltype(type)::value><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(w), row_bytes, rows, k, static_cast<__nv_bfloat16*>(out));
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_embedding(DType wtype, const void* w, size_t row_bytes, int64_t rows, const int32_t* ids,
+                            int64_t tokens, int64_t vocab_start, int64_t k, void* out, bool out_f32,
+                            cudaStream_t stream) {
+  check_shape(wtype, row_bytes, k, "quant_embedding");
+  if (tokens == 0) return;
   const auto* wb = static_cast<const uint8_t*>(w);
-  switch (wtype) {
-    case DType::kQ4_K:
-      quant_gemv_kernel<DType::kQ4_K><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(wb, row_bytes, x, y, n, k);
-      break;
-    case DType::kQ6_K:
-      quant_gemv_kernel<DType::kQ6_K><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(wb, row_bytes, x, y, n, k);
-      break;
-    default:
-      quant_gemv_kernel<DType::kQ5_0><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(wb, row_bytes, x, y, n, k);
-      break;
-  }
+  by_type(wtype, [&](auto type) {
+    constexpr DType T = decltype(type)::value;
+    if (out_f32) {
+      quant_embedding_kernel<T, true><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(wb, row_bytes, rows, ids,
+                                                                                       vocab_start, k, out);
+    } else {
+      quant_embedding_kernel<T, false><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(wb, row_bytes, rows, ids,
+                                                                                        vocab_start, k, out);
+    }
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,12 +1,17 @@
-// Batch-1 decode's linear on ggml block-quantised weights read as stored (no bf16 copy of the model):
-// y[n] = W[n, :] . x for W rows of Q4_K, Q6_K or Q5_0 blocks (row_bytes apart, common/quant_blocks.h
-// has the layouts), x bf16 [k], y fp32 [n]. A first, correctness-first version (issue 47): one warp
-// per row, one 32-element sub-block per lane and step, blocks read byte-wise (a Q6_K super-block is
-// 210 bytes, a Q5_0 block 22: neither keeps 4-byte alignment along a row). Not yet wired into
-// CudaBackend::linear; tests/cuda/cuda_quant_gemv_test.cc checks it against the CPU backend.
+// Linears and embeddings on ggml block-quantized weights read as stored (issue 47: no bf16 copy of
+// the model): W [n, k] as rows of Q4_K, Q6_K, Q5_0 or Q8_0 blocks, row_bytes apart
+// (common/quant_blocks.h has the layouts).
+//
+// Decode (1..kQuantGemvMaxTokens tokens a launch): x is quantized to int8 per 32 values (scale
+// amax / 127, as llama.cpp's q8_1 for its mmvq kernels), one warp takes a row and each lane whole
+// 32-value units of it: the unit's codes as eight 4-byte words, eight dp4a against each token's x
+// codes, the block scales applied in fp32. Every unit is decoded to the same form, value =
+// scale[h] * q + offset[h] for its two 16-value halves h, so one loop serves every type. Larger
+// batches decode W to bf16 for cuBLASLt (quant_dequantize_bf16); the embedding decodes its rows.
+// The formulas are common/quant_blocks*.cc's; tests/cuda/cuda_quant_gemv_test.cc checks each
+// kernel against the CPU backend.
 #pragma once
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -16,11 +21,39 @@
 
 namespace minivllm::cuda {
 
-// True for the weight dtypes quant_gemv reads.
+constexpr int kQuantGemvMaxTokens = 8;
+
+// True for the weight dtypes these kernels read.
 bool quant_gemv_supports(DType wtype);
 
-// k a multiple of dtype_block(wtype); checked.
-void quant_gemv(DType wtype, const void* w, size_t row_bytes, const __nv_bfloat16* x, float* y, int64_t n, int64_t k,
-                cudaStream_t stream);
+// x's int8 codes [tokens, k] and each 32-value unit's scale [tokens, k / 32].
+struct QuantX {
+  int8_t* codes = nullptr;
+  float* scales = nullptr;
+};
+
+// x bf16 [tokens, k] -> q; k a multiple of 32, the buffers 16-byte aligned.
+void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream);
+
+enum class QuantGemvOut {
+  kStore,   // out (bf16, or f32 when out_f32) = x W^T + bias
+  kAddF32,  // out (f32) += x W^T
+};
+
+// 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
+// block (256 for the K-quants, 32 otherwise). bias: bf16 or f32 [n], or null.
+void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias,
+                       bool bias_f32, void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
+                       cudaStream_t stream);
+
+// W's rows decoded to bf16 [rows, k] (row-major, for cuBLASLt).
+void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
+                                  cudaStream_t stream);
+
+// out[t] = row ids[t] - vocab_start of W (rows of it), decoded; zeros where that row is not in W
+// (another rank's part of the vocabulary). out bf16, or f32 when out_f32, [tokens, k].
+void launch_quant_embedding(DType wtype, const void* w, size_t row_bytes, int64_t rows, const int32_t* ids,
+                            int64_t tokens, int64_t vocab_start, int64_t k, void* out, bool out_f32,
+                            cudaStream_t stream);
 
 }  // namespace minivllm::cuda
