@@ -75,8 +75,16 @@ Bounds bounds(const std::vector<float>& decoded, const float* x, int64_t tokens,
 
 const std::vector<DType> kTypes = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ8_0};
 
+// The backends with the GPU keeping block types (MINIVLLM_QUANT_WEIGHTS is off by default until
+// these kernels have run on a GPU).
+struct QuantBackends {
+  QuantBackends() { ::setenv("MINIVLLM_QUANT_WEIGHTS", "1", 1); }
+  ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
+};
+
 TEST(CudaQuantLinear, MatchesCpuBackend) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
   Backends be;
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
   for (DType t : kTypes) {
@@ -131,6 +139,7 @@ TEST(CudaQuantLinear, MatchesCpuBackend) {
 
 TEST(CudaQuantLinear, EmbeddingDecodesTheCpuBackendsRows) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
   Backends be;
   for (DType t : kTypes) {
     SCOPED_TRACE(dtype_name(t));

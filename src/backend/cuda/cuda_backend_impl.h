@@ -213,7 +213,7 @@ class CudaBackend : public Backend {
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
-  bool quant_weights_ = true;        // keep GGUF block types as stored; MINIVLLM_QUANT_WEIGHTS=0: decoded to bf16
+  bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
