@@ -8,6 +8,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma3-tiny-gguf
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/phi3-tiny-longrope
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mistral-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/llama3-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -20,6 +21,8 @@ converter does per family, and the engine must read back:
     and the cos/sin scale in rope.scaling.attn_factor.
   llama, from MistralForCausalLM (mistral-tiny.bf16.gguf): q/k rows permuted into llama.cpp's
     interleaved rope layout. (The converter writes no sliding window for Mistral.)
+  llama, from LlamaForCausalLM (llama3-tiny.bf16.gguf): the same, and Llama 3's rope scaling
+    precomputed as one divisor per frequency, the tensor rope_freqs.weight.
 
 The checkpoints have no tokenizer (the goldens are token ids), and the converter's tokenizer step
 needs a real one (it fingerprints the pre-tokenizer), so that one step is replaced: the vocabulary
@@ -38,13 +41,16 @@ FAMILIES = {
     "gemma3_text": ("gemma", "Gemma3Model", "gemma3-tiny"),
     "phi3": ("phi", "Phi3MiniModel", "phi3-tiny-longrope"),
     "mistral": ("llama", "LlamaModel", "mistral-tiny"),
+    "llama": ("llama", "LlamaModel", "llama3-tiny"),
 }
 
 
 def placeholder_vocab(config, gguf, model_type):
     """set_vocab replacement: vocab_size pieces, the config's pad / eos / bos, unk after them."""
     vocab_size = config["vocab_size"]
-    ids = {"pad": config.get("pad_token_id"), "eos": config["eos_token_id"], "bos": config["bos_token_id"]}
+    eos = config["eos_token_id"]
+    ids = {"pad": config.get("pad_token_id"), "eos": eos[0] if isinstance(eos, list) else eos,
+           "bos": config["bos_token_id"]}
     special = {i: f"<{k}>" for k, i in ids.items() if i is not None}
     unk = 3 if 3 not in special else max(special) + 1
     special[unk] = "<unk>"

@@ -77,8 +77,9 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
 
 // The rope: its base, the dims it rotates (rope.dimension_count; only where llama.cpp keeps HF's
 // half-split rows: in its interleaved layout the unpermute would have to know the rotary dims),
-// and phi3's longrope, stored as two tensors of per-frequency factors with the switch at
-// rope.scaling.original_context_length and the cos/sin scale in rope.scaling.attn_factor.
+// and per-frequency divisors: phi3's longrope, two tensors with the switch at
+// rope.scaling.original_context_length and the cos/sin scale in rope.scaling.attn_factor, or one
+// (rope_freqs.weight, Llama 3's scaling) that always applies, as llama.cpp reads them.
 void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
   c->rope_theta = f.get_float(a + ".rope.freq_base", 10000.0);
   const std::string rope_dims = a + ".rope.dimension_count";
@@ -91,17 +92,26 @@ void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
         << f.path() << ": " << rope_dims << " = " << n_rot << " must be even and at most head_dim " << c->head_dim;
     c->rotary_dim = n_rot;
   }
+  auto read_factors = [&](const GgufTensorInfo& info, std::vector<double>* out) {
+    const Tensor t = f.get_f32(info);
+    out->assign(t.ptr<float>(), t.ptr<float>() + t.numel());
+  };
   const GgufTensorInfo* long_factors = f.find_tensor("rope_factors_long.weight");
   const GgufTensorInfo* short_factors = f.find_tensor("rope_factors_short.weight");
+  // llama.cpp's converter stores Llama 3's rope scaling as one divisor per frequency.
+  if (const GgufTensorInfo* freqs = f.find_tensor("rope_freqs.weight")) {
+    MINIVLLM_CHECK(!long_factors && !short_factors)
+        << f.path() << ": rope_freqs.weight beside longrope's rope_factors_long / rope_factors_short";
+    c->rope_scaling.type = "freq_factors";
+    read_factors(*freqs, &c->rope_scaling.freq_factors);
+  }
   if (!long_factors && !short_factors) return;
   MINIVLLM_CHECK(long_factors && short_factors)
       << f.path() << ": rope_factors_long.weight and rope_factors_short.weight come together (longrope)";
   RopeScaling& s = c->rope_scaling;
   s.type = "longrope";
-  for (auto [info, out] : {std::pair{long_factors, &s.long_factor}, std::pair{short_factors, &s.short_factor}}) {
-    const Tensor t = f.get_f32(*info);
-    out->assign(t.ptr<float>(), t.ptr<float>() + t.numel());
-  }
+  read_factors(*long_factors, &s.long_factor);
+  read_factors(*short_factors, &s.short_factor);
   const std::string orig = a + ".rope.scaling.original_context_length";
   MINIVLLM_CHECK(f.find(orig)) << f.path() << ": longrope factors without " << orig;
   s.original_max_position_embeddings = f.get_int(orig);

@@ -390,8 +390,14 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK(rope_theta > 0) << src << ": rope_theta must be > 0, got " << rope_theta;
   MINIVLLM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
       << src << ": the rope's rotary dims (" << rotary_dim << ") must be even and at most head_dim " << head_dim;
-  MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope")
+  MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope" ||
+                 rope_scaling.type == "freq_factors")
       << src << ": unsupported rope_scaling type " << rope_scaling.type;
+  if (rope_scaling.type == "freq_factors") {
+    MINIVLLM_CHECK_EQ(static_cast<int64_t>(rope_scaling.freq_factors.size()), rope_dim() / 2)
+        << src << ": rope_freqs must hold one factor per rotary frequency (rotary dims " << rope_dim() << " / 2)";
+    for (double f : rope_scaling.freq_factors) MINIVLLM_CHECK(f > 0) << src << ": rope_freqs holds " << f << " (<= 0)";
+  }
   if (rope_scaling.type == "longrope") {
     for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor}) {
       const char* key = factors == &rope_scaling.short_factor ? "short_factor" : "long_factor";

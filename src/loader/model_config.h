@@ -12,7 +12,7 @@
 namespace minivllm {
 
 struct RopeScaling {
-  std::string type;  // "" (none), "llama3" or "longrope"
+  std::string type;  // "" (none), "llama3", "longrope" or "freq_factors"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -23,6 +23,9 @@ struct RopeScaling {
   std::vector<double> short_factor;
   std::vector<double> long_factor;
   double attention_factor = 1.0;
+  // "freq_factors": each frequency divided by its factor at every context length (GGUF's
+  // rope_freqs.weight: llama.cpp's converter stores Llama 3's scaling so, rope_dim() / 2 of them).
+  std::vector<double> freq_factors;
 };
 
 struct ModelConfig {

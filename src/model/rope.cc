@@ -20,6 +20,11 @@ std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_leng
   }
   const RopeScaling& s = cfg.rope_scaling;
   if (s.type.empty() || s.type == "default") return inv;
+  if (s.type == "freq_factors") {  // llama.cpp's rope_freqs: theta_i / factor_i
+    MINIVLLM_CHECK_EQ(static_cast<int64_t>(s.freq_factors.size()), half) << "rope_freqs for " << dim << " rotary dims";
+    for (int64_t i = 0; i < half; ++i) inv[i] /= s.freq_factors[i];
+    return inv;
+  }
   if (s.type == "longrope") {  // each frequency divided by its factor (transformers' ext_factors)
     const std::vector<double>& f = rope_uses_long_factors(s, max_model_length) ? s.long_factor : s.short_factor;
     MINIVLLM_CHECK_EQ(static_cast<int64_t>(f.size()), half) << "longrope factors for " << dim << " rotary dims";

@@ -14,8 +14,8 @@ namespace minivllm {
 // and a prefix-cached block would depend on the length of whoever filled it (docs/DESIGN.md).
 bool rope_uses_long_factors(const RopeScaling& s, int64_t max_model_length);
 
-// Inverse frequencies (rope_dim() / 2 of them), scaled as rope_scaling says (none, "llama3" or
-// "longrope", whose regime max_model_length picks).
+// Inverse frequencies (rope_dim() / 2 of them), scaled as rope_scaling says (none, "llama3",
+// "longrope", whose regime max_model_length picks, or GGUF's "freq_factors").
 std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_length);
 
 // Host fp32 [max_positions, rope_dim()]: cos(pos * f_i) in columns [0, r/2), sin in [r/2, r), both

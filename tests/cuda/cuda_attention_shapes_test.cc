@@ -423,5 +423,16 @@ TEST(CudaAttentionShapes, OtherShapesAndBlockSizesFailAtStartUp) {
   EXPECT_NE(kv_hd.find("head_dim 80 not supported"), std::string::npos) << kv_hd;
 }
 
+// The rope kernels rotate whole heads: Phi-4-mini's 96 of 128 rotary dims fail at start-up, naming
+// the config key.
+TEST(CudaAttentionShapes, PartialRotaryFailsAtStartUp) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  EXPECT_EQ(error_of([&] { gpu->check_rotary_dim(128, 128); }), "");
+  const std::string partial = error_of([&] { gpu->check_rotary_dim(128, 96); });
+  EXPECT_NE(partial.find("partial_rotary_factor"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("96 of head_dim 128"), std::string::npos) << partial;
+}
+
 }  // namespace
 }  // namespace minivllm::cuda_test

@@ -53,7 +53,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
 // 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
 // and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
-// "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py).
+// "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py); so does
+// llama3-tiny's, its llama3 rope scaling stored as rope_freqs.weight.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -194,6 +195,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                                        "phi3-tiny-longrope.bf16.gguf", "goldens_short.json", 64},
                                            GoldenParam{"mistral-tiny", 1, 1024, "none", "mistral-tiny.bf16.gguf"},
                                            GoldenParam{"mistral-tiny", 2, 1024, "none", "mistral-tiny.bf16.gguf"},
+                                           GoldenParam{"llama3-tiny", 1, 1024, "none", "llama3-tiny.bf16.gguf"},
+                                           GoldenParam{"llama3-tiny", 2, 1024, "none", "llama3-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-fp8-block", 1},
                                            GoldenParam{"qwen3-tiny-fp8-block", 2},
                                            GoldenParam{"qwen3-tiny-fp8-channel", 1},

@@ -2,9 +2,9 @@
 // SmolLM2-135M-Instruct Q4_1 (models/, fetched by hand; skipped when absent). Reference values were
 // read with an independent pure-Python GGUF reader (struct.unpack + the block formats); q/k rows
 // are compared at the HF row that the GGUF row maps to (hf = h*D + i*D/2 + j for gguf = h*D + 2j + i).
-// A Gemma 3 and a Phi-3 made by llama.cpp's convert_hf_to_gguf.py (tests/goldens/gemma3-tiny-gguf,
-// tests/goldens/phi3-tiny-longrope; tools/make_tiny_gguf.py) are read against the safetensors they
-// were made from.
+// A Gemma 3, a Phi-3 and a Llama 3 made by llama.cpp's convert_hf_to_gguf.py
+// (tests/goldens/gemma3-tiny-gguf, phi3-tiny-longrope, llama3-tiny; tools/make_tiny_gguf.py) are
+// read against the safetensors they were made from.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "loader/gguf.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
+#include "model/rope.h"
 
 namespace minivllm {
 namespace {
@@ -213,6 +214,24 @@ TEST(GgufPhi3, ConverterFileMatchesItsSafetensors) {
     EXPECT_EQ(name.find("attn_qkv"), std::string::npos) << name;
     EXPECT_EQ(name.find("ffn_up"), std::string::npos) << name;
   }
+}
+
+// llama.cpp's converter stores Llama 3's rope scaling as rope_freqs.weight (a divisor per frequency):
+// the frequencies it gives are the HF config's llama3 ones (to the f32 the factors are stored in).
+TEST(GgufLlama3, RopeFreqsGiveTheLlama3Frequencies) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/llama3-tiny";
+  const GgufModel m = open_gguf(dir + "/llama3-tiny.bf16.gguf");
+  const ModelConfig hf_config = load_hf_model_config(dir);
+  ASSERT_EQ(hf_config.rope_scaling.type, "llama3");
+  EXPECT_EQ(m.config.rope_scaling.type, "freq_factors");
+  const std::vector<double> want = rope_inv_freq(hf_config, 256), got = rope_inv_freq(m.config, 256);
+  ASSERT_EQ(got.size(), want.size());
+  int scaled = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << i;
+    scaled += m.config.rope_scaling.freq_factors[i] != 1.0;
+  }
+  EXPECT_GE(scaled, 2) << "the tiny config's factors should divide several frequencies";
 }
 
 }  // namespace

@@ -148,7 +148,9 @@ TEST(ModelConfig, NonPositiveValuesNamed) {
     json j = qwen3_config();
     j[key] = 0;
     ConfigDir d(j);
-    expect_error_naming([&] { d.load(); }, {std::string("config.json: ") + key + " must be > 0"});
+    // The layer count is checked against its range before per-layer tables are sized from it.
+    const std::string want = std::string(key) == "num_hidden_layers" ? " must be in [1, " : " must be > 0";
+    expect_error_naming([&] { d.load(); }, {std::string("config.json: ") + key + want});
   }
   json j = qwen3_config();
   j["rms_norm_eps"] = -1.0;
