@@ -45,7 +45,6 @@ enum class WeightRole : int {
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
 // Roles below kAttnInputNorm are model-wide; the rest exist once per layer.
 inline bool is_layer_role(WeightRole r) { return r >= WeightRole::kAttnInputNorm; }
-inline bool is_expert_role(WeightRole r) { return r >= WeightRole::kExpertGateProj && r <= WeightRole::kExpertDownProj; }
 const char* weight_role_name(WeightRole r);
 
 enum class WeightFormat { kHuggingFace, kGguf };

@@ -62,7 +62,7 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
   if (f.find(experts)) {
     const int64_t n = f.get_int(experts);
     MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n
-                            << " (minivllm does not implement mixture-of-experts layers)";
+                            << " (minivllm reads mixture-of-experts models from Hugging Face safetensors only)";
   }
   // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {
@@ -164,6 +164,11 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   c.source = f.path();
   const std::string a = f.get_string("general.architecture", "");
   MINIVLLM_CHECK(!a.empty()) << f.path() << ": missing GGUF metadata key general.architecture";
+  // llama.cpp's Qwen3-MoE files hold each layer's experts as 3-D tensors, which the GGUF reader
+  // does not split yet: said plainly rather than as an unknown architecture.
+  MINIVLLM_CHECK(a != "qwen3moe") << f.path() << ": unsupported general.architecture qwen3moe (minivllm reads "
+                                  << "mixture-of-experts models from Hugging Face safetensors only, "
+                                  << "Qwen3MoeForCausalLM)";
   c.arch = &find_gguf_architecture(a, f.path());
   c.arch_name = a;
   c.hidden_size = f.get_int(a + ".embedding_length");

@@ -6,7 +6,9 @@ namespace minivllm {
 namespace {
 
 // A whole [rows, cols] tensor: expert parallelism's experts and the replicated router.
-ShardPart whole(const std::string& name, int64_t rows, int64_t cols) { return ShardPart{name, {rows, cols}, 0, 0, rows}; }
+ShardPart whole(const std::string& name, int64_t rows, int64_t cols) {
+  return ShardPart{name, {rows, cols}, 0, 0, rows};
+}
 
 }  // namespace
 

@@ -7,12 +7,21 @@
 
 namespace minivllm {
 
+bool has_dense_mlp(const ModelConfig& cfg) {
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    if (!cfg.moe.is_sparse_layer(l)) return true;
+  }
+  return false;
+}
+
 void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size, bool expert_parallel) {
   MINIVLLM_CHECK(world_size >= 1) << "world_size must be at least 1, got " << world_size;
+  // A model whose every layer is sparse (Qwen3-30B-A3B) has no dense MLP to split.
+  const int64_t dense_width = has_dense_mlp(cfg) ? cfg.intermediate_size : 0;
   const std::pair<const char*, int64_t> splits[] = {{"num_attention_heads", cfg.num_heads},
                                                     {"num_key_value_heads", cfg.num_kv_heads},
                                                     {"vocab_size", cfg.vocab_size},
-                                                    {"intermediate_size", cfg.intermediate_size}};
+                                                    {"intermediate_size", dense_width}};
   for (const auto& [key, n] : splits) {
     MINIVLLM_CHECK(n % world_size == 0) << "tensor parallelism: the model's " << key << " (" << n
                                         << ") does not divide by world_size " << world_size;
@@ -71,8 +80,10 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   if (world_ > 1 && RowParallelLinear::tp_partials_f32()) partial_ = backend_.empty(DType::kF32, {t, h});
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
-  gate_up_ = backend_.empty(act, {t, 2 * inter});
-  mlp_act_ = backend_.empty(act, {t, inter});
+  if (has_dense_mlp(cfg_)) {  // (for Qwen3-30B-A3B these would be 800 MB of f32 the CPU never touches)
+    gate_up_ = backend_.empty(act, {t, 2 * inter});
+    mlp_act_ = backend_.empty(act, {t, inter});
+  }
   if (cfg_.moe.any()) moe_ = MoeBuffers::allocate(backend_, cfg_, t, world_, expert_parallel_);
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
   logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v / world_});
@@ -218,8 +229,8 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
                                                   hidden);
 }
 
-// A sparse layer: the router and the experts read the normed hidden rows (no fused norm: the
-// router and every expert read them), and their weighted sum lands in the residual.
+// A sparse layer: the router and every expert read the normed hidden rows (so the norm is not
+// fused into a projection), and their weighted sum lands in the residual.
 void Transformer::moe_block(int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
   const float eps = static_cast<float>(cfg_.rms_norm_eps);

@@ -106,5 +106,7 @@ class Transformer {
 // A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,
 // vocabulary, MLP width; the experts' width, or their count with expert parallelism), naming both numbers.
 void check_tensor_parallel_shapes(const ModelConfig& cfg, int world_size, bool expert_parallel = false);
+// Whether some layer's MLP is dense (every layer's but a mixture-of-experts model's sparse ones).
+bool has_dense_mlp(const ModelConfig& cfg);
 
 }  // namespace minivllm

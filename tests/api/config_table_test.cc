@@ -36,8 +36,8 @@ json engine_sample() {
           {"max_num_batched_tokens", 9000}, {"max_model_len", 512}, {"block_size", 32},
           {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"async_scheduling", "off"}, {"overlap_grammar_masks", false},
-          {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2}, {"enable_expert_parallel", true},       {"num_threads", 3},       {"eos", 5},
-          {"load_format", "dummy"}, {"dummy_seed", 9}};
+          {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5},
+          {"load_format", "dummy"}, {"dummy_seed", 9}, {"enable_expert_parallel", true}};
 }
 
 json sampling_sample() {

@@ -258,11 +258,12 @@ struct GgufOptions {
   uint32_t bos = 2, eos = 3, eot = 1;
   uint32_t blocks = 1;  // llama.block_count (the file holds one layer's tensors whatever it says)
   uint64_t alignment = 32;
+  const char* arch = "llama";  // general.architecture (the other keys stay llama.*)
 };
 
 std::vector<uint8_t> tiny_llama(const GgufOptions& o = {}) {
   W w;
-  w.add_string("general.architecture", "llama");
+  w.add_string("general.architecture", o.arch);
   if (o.alignment != 32) w.add_scalar("general.alignment", W::U32, uint32_t(o.alignment));
   w.add_scalar("llama.embedding_length", W::U32, uint32_t{kHidden});
   w.add_scalar("llama.block_count", W::U32, o.blocks);
@@ -356,6 +357,8 @@ TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   expect_gguf_refused(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{8}); }),
                       {"llama.expert_count", "= 8", "mixture-of-experts"});
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{0}); })));
+  // llama.cpp's Qwen3-MoE (experts as 3-D tensors): refused by name, pointing at safetensors.
+  expect_gguf_refused(tiny_llama({.arch = "qwen3moe"}), {"qwen3moe", "mixture-of-experts", "safetensors"});
 }
 
 // A corrupt layer count is refused before anything is sized from it (the fuzzer's 5 GB

@@ -149,6 +149,14 @@ TEST(MoeConfig, ParallelShapesNameWhatDoesNotDivide) {
   const ModelConfig e = load_config(j);
   EXPECT_NO_THROW(check_tensor_parallel_shapes(e, 4));
   expect_error_naming([&] { check_tensor_parallel_shapes(e, 4, true); }, {"num_experts (126)", "world_size 4"});
+  // Every layer sparse: the dense width is never split (nor allocated), so it need not divide.
+  j = qwen3_30b_a3b();
+  j["intermediate_size"] = 6143;
+  EXPECT_FALSE(has_dense_mlp(load_config(j)));
+  EXPECT_NO_THROW(check_tensor_parallel_shapes(load_config(j), 4));
+  j["mlp_only_layers"] = {7};
+  EXPECT_TRUE(has_dense_mlp(load_config(j)));
+  expect_error_naming([&] { check_tensor_parallel_shapes(load_config(j), 4); }, {"intermediate_size (6143)"});
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHARED = pathlib.Path(os.environ.get("MINIVLLM_SHARED_DIR", ROOT.parent / "shared"))
 GOLDENS = ROOT / "tests" / "goldens"
-GOLDEN_MODELS = ["qwen3-tiny", "llama3-tiny", "qwen3-tiny-kv4"]
+GOLDEN_MODELS = ["qwen3-tiny", "llama3-tiny", "qwen3-tiny-kv4", "qwen3-moe-tiny"]
 STORIES = SHARED / "models" / "stories260K" / "stories260K.gguf"
 SMOLLM2 = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -46,6 +46,15 @@ def test_tensor_parallel_worker_from_the_package():
     assert [o["token_ids"] for o in outputs] == [c["greedy_ids"] for c in cases]
 
 
+def test_mixture_of_experts_with_the_expert_parallel_keyword():
+    # Qwen3-MoE over two ranks, whole experts per rank (enable_expert_parallel): HF's tokens.
+    cases = golden_cases("qwen3-moe-tiny")
+    llm = LLM(str(GOLDENS / "qwen3-moe-tiny"), **TINY, tensor_parallel_size=2, enable_expert_parallel=True)
+    outputs = llm.generate([c["prompt_ids"] for c in cases], greedy(len(cases[0]["greedy_ids"])), use_tqdm=False)
+    llm.exit()
+    assert [o["token_ids"] for o in outputs] == [c["greedy_ids"] for c in cases]
+
+
 def test_text_prompts_equal_cli(stories, cli):
     prompts = ["Once upon a time", "The little dog"]
     llm = LLM(stories, **TINY)
