@@ -79,9 +79,9 @@ LLMEngine::LLMEngine(EngineConfig config) {
   malloc_trim(0);
 #endif
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());
+  overlap_grammar_masks_ = config.overlap_grammar_masks;
   // auto: where the device works while the host does not, i.e. CUDA; not while the step profiler
   // times synchronous steps.
-  overlap_grammar_masks_ = config.overlap_grammar_masks;
   async_scheduling_ = config.async_scheduling == "on" ||
                       (config.async_scheduling == "auto" && !StepProfiler::enabled() &&
                        runners_->runner().backend().device() == DeviceKind::kCuda);

@@ -15,6 +15,10 @@ struct StructuredOutputs {
   std::string regex;                // the whole completion matches it
   std::vector<std::string> choice;  // the completion is exactly one of these
   std::string grammar;              // an EBNF grammar (xgrammar's dialect, root rule `root`)
+  // Not a request key: the server sets it for a reasoning model that thinks (--reasoning-parser
+  // qwen3, thinking on). The constrained reply may follow one <think>...</think> block (free text,
+  // then up to 8 whitespace characters), as vLLM applies the grammar once reasoning ends.
+  bool think_first = false;
 
   // How many of the five are set: 0 (unconstrained) or 1 (more is refused when read).
   int num_set() const {

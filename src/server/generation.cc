@@ -77,6 +77,12 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
 // Parameters checked against the prompt: the default and the limit of max_tokens.
 SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& req, size_t num_prompt_tokens) {
   SamplingParams p = req.params;
+  // A thinking model may think before a constrained reply (a forced tool call, response_format):
+  // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first.
+  if (req.chat && ctx.reasoning_parser && ctx.model_thinks && !p.structured_outputs.empty() &&
+      qwen3_thinking_enabled(req.chat_template_kwargs)) {
+    p.structured_outputs.think_first = true;
+  }
   const int room = ctx.engine.config().max_model_length - static_cast<int>(num_prompt_tokens);
   if (!req.max_tokens) {
     p.max_tokens = room;  // chat without a limit: up to the context length, as OpenAI

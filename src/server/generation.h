@@ -24,6 +24,9 @@ struct ServingContext {
   double request_timeout_s = 0;      // a request's deadline when it sets none; <= 0: none
   std::atomic<int> num_active{0};    // generation calls not yet answered (a graceful stop waits)
   bool reasoning_parser = false;     // Qwen3's <think> into reasoning_content (--reasoning-parser)
+  // The chat template writes </think> (Qwen3's does): with the reasoning parser on, a constrained
+  // reply may begin with its thoughts (StructuredOutputs::think_first).
+  bool model_thinks = false;
   std::optional<ToolParserKind> tool_parser = std::nullopt;  // tool_choice auto's syntax; none: auto is refused
 };
 

@@ -87,7 +87,8 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   const std::string& rp = options_.reasoning_parser;
   MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "none")
       << "unknown reasoning parser '" << rp << "': auto, qwen3 or none";
-  context_->reasoning_parser = rp == "qwen3" || (rp == "auto" && chat_template.find("</think>") != std::string::npos);
+  context_->model_thinks = chat_template.find("</think>") != std::string::npos;
+  context_->reasoning_parser = rp == "qwen3" || (rp == "auto" && context_->model_thinks);
   add_routes();
 }
 

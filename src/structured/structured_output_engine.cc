@@ -56,6 +56,22 @@ std::string xgrammar_reason(const std::string& what) {
 
 }  // namespace
 
+// An optional <think>...</think> block and a little whitespace (StructuredOutputs::think_first).
+// The thoughts are any text in which "</think>" does not occur, as pieces that each leave the tag:
+// a character other than '<', or a '<' followed by parts of the tag each cut off by another '<'
+// (think_restart), then a part and a character that is neither the tag's next nor '<'
+// (think_leave); the thoughts may end inside a part of the tag (think_tail). The tag's characters
+// are all different, so no other overlap can occur. Special tokens are no text (raw_vocab), so
+// none can be thought. (No lookahead: xgrammar does not enforce it.)
+constexpr const char* kThinkPrefix = R"(root ::= think_block | ""
+think_block ::= "<think>" think_piece* think_tail "</think>" [ \t\r\n]{0,8}
+think_piece ::= [^<] | "<" think_restart* think_leave
+think_restart ::= think_part "<"
+think_part ::= "" | "/" | "/t" | "/th" | "/thi" | "/thin" | "/think"
+think_leave ::= [^/<] | "/" [^t<] | "/t" [^h<] | "/th" [^i<] | "/thi" [^n<] | "/thin" [^k<] | "/think" [^><]
+think_tail ::= "" | "<" think_restart* think_part
+)";
+
 struct StructuredOutputEngine::Impl {
   int vocab_size;
   xgrammar::GrammarCompiler compiler;
@@ -63,15 +79,32 @@ struct StructuredOutputEngine::Impl {
   // Compact JSON (any_whitespace off): a small model left free to add whitespace can spend its
   // whole budget on newlines, and no schema asks for it.
   xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
+    if (s.think_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_prefix(), grammar(s)}));
     if (!s.json.empty()) return compiler.CompileJSONSchema(s.json, /*any_whitespace=*/false);
     if (s.json_object) return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
     if (!s.regex.empty()) return compiler.CompileRegex(s.regex);
-    if (!s.choice.empty()) {
-      std::string ebnf = "root ::= ";
-      for (size_t i = 0; i < s.choice.size(); ++i) ebnf += (i > 0 ? " | " : "") + ebnf_literal(s.choice[i]);
-      return compiler.CompileGrammar(ebnf);
-    }
+    if (!s.choice.empty()) return compiler.CompileGrammar(choice_ebnf(s.choice));
     return compiler.CompileGrammar(s.grammar, "root");
+  }
+
+  static std::string choice_ebnf(const std::vector<std::string>& choice) {
+    std::string ebnf = "root ::= ";
+    for (size_t i = 0; i < choice.size(); ++i) ebnf += (i > 0 ? " | " : "") + ebnf_literal(choice[i]);
+    return ebnf;
+  }
+
+  // The same grammars uncompiled, for think_first's concatenation.
+  static xgrammar::Grammar grammar(const StructuredOutputs& s) {
+    if (!s.json.empty()) return xgrammar::Grammar::FromJSONSchema(s.json, /*any_whitespace=*/false);
+    if (s.json_object) return xgrammar::Grammar::FromJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
+    if (!s.regex.empty()) return xgrammar::Grammar::FromRegex(s.regex);
+    if (!s.choice.empty()) return xgrammar::Grammar::FromEBNF(choice_ebnf(s.choice));
+    return xgrammar::Grammar::FromEBNF(s.grammar, "root");
+  }
+
+  static const xgrammar::Grammar& think_prefix() {
+    static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kThinkPrefix);
+    return g;
   }
 };
 

@@ -51,6 +51,14 @@ TEST(Qwen3Reasoning, ThoughtsApartFromTheAnswer) {
   EXPECT_EQ(d.content, "Short.");
 }
 
+// Thinking is on unless the request turns it off as Qwen3's template reads it (`is false`).
+TEST(Qwen3Reasoning, ThinkingEnabledUnlessTurnedOff) {
+  EXPECT_TRUE(qwen3_thinking_enabled(nlohmann::json::object()));
+  EXPECT_TRUE(qwen3_thinking_enabled({{"enable_thinking", true}}));
+  EXPECT_TRUE(qwen3_thinking_enabled({{"enable_thinking", 0}}));  // not `false` to the template
+  EXPECT_FALSE(qwen3_thinking_enabled({{"enable_thinking", false}}));
+}
+
 TEST(Qwen3Reasoning, StreamsThoughtsAsTheyCome) {
   Qwen3ReasoningStream s;
   EXPECT_EQ(s.feed("<thi").reasoning, "");

@@ -5,7 +5,9 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
 - a round trip: tool_choice "required" makes the call (finish_reason "tool_calls", arguments that
   validate against the function's schema), the tool's result goes back as a `tool` message after
   the assistant's `tool_calls`, and the model answers in prose;
-- a named function and "required", streamed: the calls arrive as delta.tool_calls;
+- a named function and "required", streamed: the calls arrive as delta.tool_calls, OpenAI's
+  incremental form: a call's first piece has its id, type and name, later pieces append to its
+  function.arguments as the model writes them; joined, they are the whole response's arguments;
 - tool_choice "none" and "auto" on a model that answers in prose: content, no calls; "auto" reads
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
@@ -63,6 +65,23 @@ class ToolsTest(unittest.TestCase):
         kw.setdefault("max_tokens", 80)
         return self.client.chat.completions.create(model=NAME, temperature=0, **kw)
 
+    def merge_calls(self, chunks):
+        """delta.tool_calls pieces joined by index, as OpenAI's clients do; and how many pieces carried
+        arguments after each call's first."""
+        calls, more = {}, {}
+        for chunk in chunks:
+            for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                if tc.index not in calls:
+                    self.assertTrue(tc.id and tc.type == "function" and tc.function.name, tc)  # the first piece
+                    calls[tc.index] = {"id": tc.id, "name": tc.function.name, "arguments": ""}
+                    more[tc.index] = 0
+                else:
+                    self.assertFalse(tc.id or tc.function.name, tc)  # later pieces: arguments only
+                    more[tc.index] += 1
+                calls[tc.index]["arguments"] += tc.function.arguments or ""
+        self.assertEqual(list(calls), list(range(len(calls))))
+        return calls, more
+
     def assert_call_valid(self, call):
         import jsonschema
         tool = {t["function"]["name"]: t for t in TOOLS}[call.function.name]
@@ -89,37 +108,37 @@ class ToolsTest(unittest.TestCase):
         self.assertTrue(final.message.content.strip())
 
     def test_named_function_streamed(self):
-        stream = self.chat(messages=ASK, tools=TOOLS, stream=True,
-                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
-        calls, finish, content = {}, None, ""
-        for chunk in stream:
-            delta = chunk.choices[0].delta
-            content += delta.content or ""
-            for tc in delta.tool_calls or []:  # OpenAI's incremental form: merged by index
-                c = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
-                c["id"] = tc.id or c["id"]
-                c["name"] += tc.function.name or ""
-                c["arguments"] += tc.function.arguments or ""
-            finish = chunk.choices[0].finish_reason or finish
-        self.assertEqual(finish, "tool_calls")
-        self.assertEqual(content, "")
+        kw = dict(messages=ASK, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        chunks = list(self.chat(stream=True, **kw))
+        calls, more = self.merge_calls(chunks)
+        self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
+        self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices), "")
         self.assertEqual(list(calls), [0])
         self.assertEqual(calls[0]["name"], "get_weather")
-        self.assertTrue(calls[0]["id"])
         import jsonschema
         jsonschema.validate(json.loads(calls[0]["arguments"]), WEATHER["function"]["parameters"])
+        # The arguments came as the model wrote them, not in one piece, and add up to the whole
+        # response's (greedy: the same reply).
+        self.assertGreater(more[0], 1, calls[0])
+        whole = self.chat(**kw).choices[0].message.tool_calls
+        self.assertEqual(calls[0]["arguments"], whole[0].function.arguments)
 
     def test_required_streamed(self):
         # The round trip's tools and choice: the same grammar, compiled once (xgrammar's cache).
-        stream = self.chat(messages=[{"role": "user", "content": "What time is it in Tokyo?"}], tools=TOOLS,
-                           tool_choice="required", stream=True)
-        chunks = list(stream)
-        calls = [tc for chunk in chunks if chunk.choices for tc in chunk.choices[0].delta.tool_calls or []]
+        kw = dict(messages=[{"role": "user", "content": "What time is it in Tokyo?"}], tools=TOOLS,
+                  tool_choice="required")
+        chunks = list(self.chat(stream=True, **kw))
+        calls, more = self.merge_calls(chunks)
         self.assertGreaterEqual(len(calls), 1)
-        self.assertEqual([tc.index for tc in calls], list(range(len(calls))))
-        for call in calls:
-            self.assert_call_valid(call)
+        import jsonschema
+        tools = {t["function"]["name"]: t for t in TOOLS}
+        for c in calls.values():
+            jsonschema.validate(json.loads(c["arguments"]), tools[c["name"]]["function"]["parameters"])
+        self.assertGreater(more[0], 1, calls[0])
         self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
+        whole = self.chat(**kw).choices[0].message.tool_calls
+        self.assertEqual([(c["name"], c["arguments"]) for c in calls.values()],
+                         [(w.function.name, w.function.arguments) for w in whole])
 
     def test_none_and_auto_answer_in_prose(self):
         # SmolLM2's template does not show the tools, so it answers in prose: content, no calls.
@@ -144,8 +163,8 @@ class ToolsTest(unittest.TestCase):
         self.assertEqual(json.loads(r.message.tool_calls[0].function.arguments), {"tz": "UTC"})
         self.assertEqual(json.loads(r.message.tool_calls[1].function.arguments), {})
         chunks = list(self.chat(stream=True, parallel_tool_calls=False, **kw))
-        streamed = [tc for ch in chunks for tc in ch.choices[0].delta.tool_calls or []]
-        self.assertEqual([(tc.index, tc.function.name) for tc in streamed], [(0, "get_time")])  # not parallel
+        calls, _ = self.merge_calls(chunks)
+        self.assertEqual([(c["name"], c["arguments"]) for c in calls.values()], [("get_time", '{"tz":"UTC"}')])  # not parallel
         self.assertEqual("".join(ch.choices[0].delta.content or "" for ch in chunks), "Checking.\n")
         self.assertEqual(chunks[-1].choices[0].finish_reason, "tool_calls")
 

@@ -3,6 +3,12 @@
 #include <algorithm>
 
 namespace minivllm::server {
+
+bool qwen3_thinking_enabled(const nlohmann::json& chat_template_kwargs) {
+  if (!chat_template_kwargs.is_object()) return true;
+  auto it = chat_template_kwargs.find("enable_thinking");
+  return it == chat_template_kwargs.end() || !it->is_boolean() || it->get<bool>();  // the template tests `is false`
+}
 namespace {
 
 constexpr std::string_view kThink = "<think>";

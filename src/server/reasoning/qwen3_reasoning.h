@@ -9,7 +9,13 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 namespace minivllm::server {
+
+// Whether Qwen3's template lets the model think: unless chat_template_kwargs.enable_thinking is
+// false (the template then writes an empty think block into the prompt).
+bool qwen3_thinking_enabled(const nlohmann::json& chat_template_kwargs);
 
 struct ReasoningDelta {
   std::string reasoning;

@@ -30,7 +30,8 @@ void ToolCallStream::take_calls(bool final, ToolStreamDelta& d) {
     const ParsedToolCall& c = (*calls)[calls_sent_];
     ToolCallPiece piece{static_cast<int>(calls_sent_), open_named_ ? "" : c.name, c.arguments};
     // Begun: the rest of its arguments (what went out is their prefix: both are the model's text
-    // less its whitespace, json_scan.h).
+    // less its whitespace, json_scan.h; but for an object that gives both "parameters" and, later,
+    // "arguments", whose first pieces were the former's).
     if (open_named_) piece.arguments = c.arguments.substr(std::min(open_arguments_sent_, c.arguments.size()));
     open_named_ = false;
     open_arguments_sent_ = 0;
