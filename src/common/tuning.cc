@@ -148,6 +148,13 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_TEST_ENV_SWITCH", G::kTooling, K::kText, "", 0, 0, "", "env_switch's own test"},
 };
 
+// "a|b|c" as "a, b, c", as env_switch.h's messages list the allowed values.
+std::string listed(const char* values) {
+  std::string out;
+  for (const char* c = values; *c != '\0'; ++c) out += *c == '|' ? std::string(", ") : std::string(1, *c);
+  return out;
+}
+
 std::vector<std::string> split_values(const char* values) {
   std::vector<std::string> out;
   std::stringstream s(values);
@@ -217,7 +224,7 @@ std::optional<int64_t> knob_int(const char* name) {
   const std::optional<int64_t> n = env_int(name, allowed.front(), allowed.back());
   if (n) {
     MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *n) != allowed.end())
-        << name << "=" << *n << " must be one of " << k.values;
+        << name << "=" << *n << " must be one of " << listed(k.values);
   }
   return n;
 }
@@ -228,7 +235,7 @@ std::optional<std::string> knob_word(const char* name) {
   if (w) {
     const std::vector<std::string> allowed = split_values(k.values);
     MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *w) != allowed.end())
-        << name << "=" << *w << " must be one of " << k.values;
+        << name << "=" << *w << " must be one of " << listed(k.values);
   }
   return w;
 }

@@ -130,7 +130,7 @@ TEST(KnobTable, AccessorsTakeTypeRangeAndDefaultFromTheRow) {
   }
   {
     ScopedEnv e("MINIVLLM_AR_TILE_KB", "12");  // in range, not a choice
-    expect_error_naming([] { knob_number("MINIVLLM_AR_TILE_KB"); }, "must be one of 4|8|16");
+    expect_error_naming([] { knob_number("MINIVLLM_AR_TILE_KB"); }, "must be one of 4, 8, 16");
   }
   EXPECT_EQ(knob_number("MINIVLLM_AR_TILE_KB"), 4);
   {
@@ -139,7 +139,7 @@ TEST(KnobTable, AccessorsTakeTypeRangeAndDefaultFromTheRow) {
   }
   {
     ScopedEnv e("MINIVLLM_PREFILL_KERNEL", "wgmma");
-    expect_error_naming([] { knob_mode("MINIVLLM_PREFILL_KERNEL"); }, "must be one of auto|mma");
+    expect_error_naming([] { knob_mode("MINIVLLM_PREFILL_KERNEL"); }, "must be one of auto, mma");
   }
   EXPECT_EQ(knob_mode("MINIVLLM_PREFILL_KERNEL"), "auto");
   {
