@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
-#include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/check.h"
 
@@ -40,11 +40,11 @@ inline std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) 
 namespace env_detail {
 // The check env_choice and env_word share: `value` is one of `allowed`, else an error naming the
 // variable and listing them.
-template <typename T, typename A>
-void check_one_of(const char* name, const T& value, std::initializer_list<A> allowed) {
+template <typename T, typename Allowed>
+void check_one_of(const char* name, const T& value, const Allowed& allowed) {
   std::ostringstream list;
   bool found = false;
-  for (const A& a : allowed) {
+  for (const auto& a : allowed) {
     found = found || value == a;
     list << (list.tellp() == 0 ? "" : ", ") << a;
   }
@@ -52,10 +52,17 @@ void check_one_of(const char* name, const T& value, std::initializer_list<A> all
 }
 }  // namespace env_detail
 
+// The variable's text; nullopt when it is unset or empty.
+inline std::optional<std::string> env_text(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return std::nullopt;
+  return std::string(v);
+}
+
 // env_int for knobs that take a few values only (a tile of 4, 8 or 16 KB, ...): nullopt when unset
 // or empty; otherwise one of `allowed` (ascending), else an error naming the variable and them.
-inline std::optional<int64_t> env_choice(const char* name, std::initializer_list<int64_t> allowed) {
-  const std::optional<int64_t> n = env_int(name, *allowed.begin(), *(allowed.end() - 1));
+inline std::optional<int64_t> env_choice(const char* name, const std::vector<int64_t>& allowed) {
+  const std::optional<int64_t> n = env_int(name, allowed.front(), allowed.back());
   if (n) env_detail::check_one_of(name, *n, allowed);
   return n;
 }
@@ -63,11 +70,9 @@ inline std::optional<int64_t> env_choice(const char* name, std::initializer_list
 // Knobs that name one of a few modes (MINIVLLM_DECODE_WIDE=force, MINIVLLM_PREFILL_KERNEL=mma):
 // nullopt when unset or empty; otherwise one of `allowed`, exactly, else an error naming the
 // variable and listing them. A mistyped mode must not fall back silently to the default.
-inline std::optional<std::string> env_word(const char* name, std::initializer_list<const char*> allowed) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || v[0] == '\0') return std::nullopt;
-  const std::string w = v;
-  env_detail::check_one_of(name, w, allowed);
+inline std::optional<std::string> env_word(const char* name, const std::vector<std::string>& allowed) {
+  const std::optional<std::string> w = env_text(name);
+  if (w) env_detail::check_one_of(name, *w, allowed);
   return w;
 }
 

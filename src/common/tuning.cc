@@ -25,7 +25,8 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_MIN_PARTITION", G::kTuning, K::kInt, "", 1, kIntMax, "decode_policy.h (64)",
      "least keys a split of one sequence's decode attention takes"},
     {"MINIVLLM_DECODE_MAX_PARTITION", G::kTuning, K::kInt, "0: no limit", 0, kIntMax,
-     "decode_policy.h (512; 2,048 on the tensor-core kernels)", "most keys a split takes, for every decode kernel at once"},
+     "decode_policy.h (512; 2,048 on the tensor-core kernels)",
+     "most keys a split takes, for every decode kernel at once"},
     {"MINIVLLM_DECODE_WIDE", G::kTuning, K::kWord, "0|1|force", 0, 0, "1",
      "16-warp CTAs at small batch; force: at every batch size (tests, tuning)"},
     {"MINIVLLM_DECODE_STAGED", G::kTuning, K::kSwitch, "", 0, 0, "1",
@@ -148,25 +149,11 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_TEST_ENV_SWITCH", G::kTooling, K::kText, "", 0, 0, "", "env_switch's own test"},
 };
 
-// "a|b|c" as "a, b, c", as env_switch.h's messages list the allowed values.
-std::string listed(const char* values) {
-  std::string out;
-  for (const char* c = values; *c != '\0'; ++c) out += *c == '|' ? std::string(", ") : std::string(1, *c);
-  return out;
-}
-
 std::vector<std::string> split_values(const char* values) {
   std::vector<std::string> out;
   std::stringstream s(values);
   for (std::string v; std::getline(s, v, '|');) out.push_back(v);
   return out;
-}
-
-// The variable as set; nullopt when unset or empty.
-std::optional<std::string> knob_text_unchecked(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || v[0] == '\0') return std::nullopt;
-  return std::string(v);
 }
 
 const Knob& row_of_kind(const char* name, std::initializer_list<KnobKind> kinds) {
@@ -221,28 +208,17 @@ std::optional<int64_t> knob_int(const char* name) {
   if (k.kind == KnobKind::kInt) return env_int(name, k.lo, k.hi);
   std::vector<int64_t> allowed;
   for (const std::string& v : split_values(k.values)) allowed.push_back(std::stoll(v));
-  const std::optional<int64_t> n = env_int(name, allowed.front(), allowed.back());
-  if (n) {
-    MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *n) != allowed.end())
-        << name << "=" << *n << " must be one of " << listed(k.values);
-  }
-  return n;
+  return env_choice(name, allowed);
 }
 
 std::optional<std::string> knob_word(const char* name) {
   const Knob& k = row_of_kind(name, {KnobKind::kWord});
-  const std::optional<std::string> w = knob_text_unchecked(name);
-  if (w) {
-    const std::vector<std::string> allowed = split_values(k.values);
-    MINIVLLM_CHECK(std::find(allowed.begin(), allowed.end(), *w) != allowed.end())
-        << name << "=" << *w << " must be one of " << listed(k.values);
-  }
-  return w;
+  return env_word(name, split_values(k.values));
 }
 
 std::optional<double> knob_seconds(const char* name) {
   row_of_kind(name, {KnobKind::kSeconds});
-  const std::optional<std::string> v = knob_text_unchecked(name);
+  const std::optional<std::string> v = env_text(name);
   if (!v) return std::nullopt;
   char* end = nullptr;
   const double s = std::strtod(v->c_str(), &end);
@@ -253,7 +229,7 @@ std::optional<double> knob_seconds(const char* name) {
 
 std::optional<std::string> knob_text(const char* name) {
   row_of_kind(name, {KnobKind::kText});
-  return knob_text_unchecked(name);
+  return env_text(name);
 }
 
 bool knob_flag(const char* name) {
@@ -286,7 +262,8 @@ std::vector<std::string> unknown_knob_variables() {
     const std::string_view entry(*e);
     if (!entry.starts_with("MINIVLLM_")) continue;
     const std::string name(entry.substr(0, entry.find('=')));
-    const bool listed = std::any_of(std::begin(kKnobs), std::end(kKnobs), [&](const Knob& k) { return name == k.name; });
+    const bool listed =
+        std::any_of(std::begin(kKnobs), std::end(kKnobs), [&](const Knob& k) { return name == k.name; });
     if (!listed) out.push_back(name);
   }
   std::sort(out.begin(), out.end());

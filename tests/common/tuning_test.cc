@@ -62,7 +62,7 @@ TEST(KnobTable, EveryVariableTheEngineReadsHasARow) {
 }
 
 TEST(KnobTable, OnlyTheTableReadsTheEnvironment) {
-  const std::regex raw(R"re((?:std::)?(getenv|env_switch|env_int|env_choice|env_word)\("(MINIVLLM_[A-Z0-9_]+)")re");
+  const std::regex raw(R"re((?:std::)?(getenv|env_switch|env_int|env_choice|env_word|env_text)\("(MINIVLLM_[A-Z0-9_]+)")re");
   for (const auto& e : fs::recursive_directory_iterator(MINIVLLM_SOURCE_DIR "/src")) {
     if (!e.is_regular_file() || !kCpp.contains(e.path().extension().string())) continue;
     const std::string rel = fs::relative(e.path(), MINIVLLM_SOURCE_DIR).string();

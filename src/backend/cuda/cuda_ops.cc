@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
+#include "backend/cuda/device_scratch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -50,21 +51,14 @@ int log2_exact(int v) {
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t vocab_start, const Tensor& out) {
   check_gpu(ids, DType::kI32, "embedding", "ids");
-  if (quant_gemv_supports(weight.dtype())) {  // a GGUF table kept as stored: rows decoded as they are read
-    MINIVLLM_CHECK(weight.device() == DeviceKind::kCuda && weight.ndim() == 2)
-        << "embedding: weight " << weight.describe() << " must be a CUDA [vocab, hidden] tensor";
-    const int64_t hidden = weight.size(1);
-    MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
-                   (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
-        << "embedding: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
-    MINIVLLM_CHECK_EQ(rows_with_cols(out, hidden, "embedding", "out"), ids.numel())
-        << "embedding: out " << out.describe() << " for ids " << ids.describe();
-    launch_quant_embedding(weight.dtype(), weight.data(), dtype_nbytes(weight.dtype(), hidden), weight.size(0),
-                           ids.ptr<int32_t>(), ids.numel(), vocab_start, hidden, out.data(),
-                           out.dtype() == DType::kF32, stream_);
-    return;
+  // A GGUF table kept as stored (quant_gemv.h) has its rows decoded as they are read.
+  const bool quant = quant_gemv_supports(weight.dtype());
+  if (quant) {
+    MINIVLLM_CHECK(weight.device() == DeviceKind::kCuda)
+        << "embedding: weight " << weight.describe() << " must be a CUDA tensor";
+  } else {
+    check_gpu(weight, DType::kBF16, "embedding", "weight");
   }
-  check_gpu(weight, DType::kBF16, "embedding", "weight");
   MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
                  (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
       << "embedding: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
@@ -73,6 +67,12 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voc
   const int64_t hidden = weight.size(1);
   MINIVLLM_CHECK_EQ(rows_with_cols(out, hidden, "embedding", "out"), ids.numel())
       << "embedding: out " << out.describe() << " for ids " << ids.describe();
+  if (quant) {
+    launch_quant_embedding(weight.dtype(), weight.data(), dtype_nbytes(weight.dtype(), hidden), weight.size(0),
+                           ids.ptr<int32_t>(), ids.numel(), vocab_start, hidden, out.data(),
+                           out.dtype() == DType::kF32, stream_);
+    return;
+  }
   check_aligned16(weight, "embedding", "weight");
   check_aligned16(out, "embedding", "out");
   launch_embedding(ids.ptr<int32_t>(), ids.numel(), weight.data(), weight.size(0), hidden, vocab_start, out.data(),
@@ -208,20 +208,8 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   const size_t row_bytes = dtype_nbytes(w.dtype(), k);
   if (tokens == 0) return;
   if (tokens > kQuantChunkTokens && n % 8 == 0 && k % 8 == 0) {
-    const size_t bytes = static_cast<size_t>(n * k) * 2;
-    if (bytes > quant_w_bf16_bytes_) {
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
-      MINIVLLM_CHECK(capturing == cudaStreamCaptureStatusNone)
-          << op << ": the decoded-weight scratch must grow to " << bytes
-          << " bytes inside a graph capture (a larger batch must run eagerly first)";
-      CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old scratch may still be read
-      CUDA_CHECK(cudaFree(quant_w_bf16_));
-      quant_w_bf16_ = nullptr;
-      quant_w_bf16_bytes_ = 0;
-      CUDA_CHECK(cudaMalloc(&quant_w_bf16_, bytes));
-      quant_w_bf16_bytes_ = bytes;
-    }
+    grow_device_scratch(&quant_w_bf16_, &quant_w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream_, op,
+                        "decoded-weight");
     launch_quant_dequantize_bf16(w.dtype(), w.data(), row_bytes, n, k, quant_w_bf16_, stream_);
     if (add) {
       gemm_->run(x.data(), quant_w_bf16_, nullptr, out.data(), true, tokens, n, k, stream_, /*accumulate=*/true);

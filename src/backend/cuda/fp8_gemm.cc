@@ -2,8 +2,9 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
-#include "common/tuning.h"
+#include "backend/cuda/device_scratch.h"
 #include "common/host_profile.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -46,21 +47,6 @@ Fp8Gemm::~Fp8Gemm() {
     if (p != nullptr) cudaFree(p);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
-}
-
-void Fp8Gemm::reserve(void** buf, size_t* have, size_t bytes, cudaStream_t stream, const char* what) {
-  if (bytes <= *have) return;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  MINIVLLM_CHECK(capturing == cudaStreamCaptureStatusNone)
-      << "FP8 linear: the " << what << " scratch must grow to " << bytes
-      << " bytes inside a graph capture (a larger batch must run eagerly first)";
-  CUDA_CHECK(cudaStreamSynchronize(stream));  // the old buffer may still be read
-  if (*buf != nullptr) CUDA_CHECK(cudaFree(*buf));
-  *buf = nullptr;
-  *have = 0;
-  CUDA_CHECK(cudaMalloc(buf, bytes));
-  *have = bytes;
 }
 
 // Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
@@ -108,9 +94,12 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   if (!fp8_gemm_takes(s, n, k)) return false;
   Plan* p = plan_for(Key{tokens, n, k, out_f32});
   if (p == nullptr) return false;
-  reserve(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "cuBLASLt workspace");
-  reserve(&x_codes_, &x_codes_bytes_, static_cast<size_t>(tokens * k), stream, "activation codes");
-  reserve(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens) * sizeof(float), stream, "activation scales");
+  grow_device_scratch(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "FP8 linear",
+                      "cuBLASLt workspace");
+  grow_device_scratch(&x_codes_, &x_codes_bytes_, static_cast<size_t>(tokens * k), stream, "FP8 linear",
+                      "activation codes");
+  grow_device_scratch(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens) * sizeof(float), stream, "FP8 linear",
+                      "activation scales");
   auto* codes = static_cast<uint8_t*>(x_codes_);
   auto* scales = static_cast<float*>(x_scales_);
   launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
@@ -123,7 +112,7 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
 
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {
   const int64_t n = w.size(0), k = w.size(1);
-  reserve(&w_bf16_, &w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream, "decoded weight");
+  grow_device_scratch(&w_bf16_, &w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream, "FP8 linear", "decoded weight");
   launch_dequantize_fp8(fp8_weight_view(w), n, k, w_bf16_, stream);
   return w_bf16_;
 }

@@ -53,8 +53,6 @@ class Fp8Gemm {
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
-  // Grows *buf to `bytes` outside graph capture (throws inside one).
-  void reserve(void** buf, size_t* have, size_t bytes, cudaStream_t stream, const char* what);
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;

@@ -23,7 +23,9 @@ struct Unit {
   float scale[2], offset[2];
 };
 
-__device__ __forceinline__ float half_bits(unsigned bits) { return __half2float(__ushort_as_half(static_cast<unsigned short>(bits))); }
+__device__ __forceinline__ float half_bits(unsigned bits) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
 
 // Four bytes from a 2-byte-aligned address (Q6_K, Q5_0 and Q8_0 blocks are 210, 22 and 34 bytes:
 // only 2-byte alignment holds along a row).
@@ -187,7 +189,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (lane != 0) return;
   float b = 0.0f;
   if (bias != nullptr) {
-    b = bias_f32 ? static_cast<const float*>(bias)[row] : __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[row]);
+    b = bias_f32 ? static_cast<const float*>(bias)[row]
+                 : __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[row]);
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
