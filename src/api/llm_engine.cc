@@ -75,7 +75,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
 #if defined(__GLIBC__)
   // Loading staged every weight through host buffers that are freed by now, but glibc keeps the
   // freed pages of its heap resident: give them back, or the CPU engine holds them all its life
-  // (SmolLM2 Q4_K_M: peak RSS 197 -> 180 MiB, docs/PERFORMANCE.md).
+  // (docs/PERFORMANCE.md, peak RSS).
   malloc_trim(0);
 #endif
   scheduler_ = std::make_unique<Scheduler>(config_.scheduler_config());

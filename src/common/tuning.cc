@@ -55,7 +55,7 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
     {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "offers cuBLASLt 32 MB of workspace (split-K); without it Llama-3.2-1B's workload ran 0.6% faster"},
+     "offers cuBLASLt 32 MB of workspace (split-K); off: measured faster without (PERFORMANCE.md)"},
     {"MINIVLLM_FP8_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "computes on FP8 weights' codes; 0: their values in bf16 (A/B, accuracy reference)"},
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "0",
