@@ -55,7 +55,7 @@ json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached
 }
 
 std::string TokenNamer::operator()(int32_t id) const {
-  if (as_ids || !tok || id < 0 || id >= tok->vocab_size()) return "token_id:" + std::to_string(id);
+  if (as_ids || !tok || !tok->has_piece(id)) return "token_id:" + std::to_string(id);
   return std::string(tok->token_bytes(id));
 }
 

@@ -10,6 +10,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool skip_s
     : tok_(tok), skip_special_tokens_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::push(int32_t id) {
+  // The model sampled a row the tokenizer has no piece for: no text, as HF's decode gives none.
+  // (The sampler only picks ids of the model's vocabulary, so this is not a user's bad id.)
+  if (id >= 0 && !tok_.has_piece(id)) return "";
   std::string_view bytes = tok_.token_bytes(id);
   if (skip_special_tokens_ && tok_.is_special(id)) return "";
   if (!started_ && !bytes.empty()) {

@@ -204,6 +204,10 @@ bool Tokenizer::is_special(int32_t id) const {
   return impl_->special[id];
 }
 
+bool Tokenizer::has_piece(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < impl_->present.size() && impl_->present[id];
+}
+
 std::string_view Tokenizer::token_bytes(int32_t id) const {
   check_id(id);
   return impl_->bytes[id];

@@ -49,6 +49,9 @@ class Tokenizer {
   std::string eos_token() const;
   // The raw bytes `id` decodes to (may be a fragment of a UTF-8 character).
   std::string_view token_bytes(int32_t id) const;
+  // Whether `id` has a piece. A model's vocabulary may be larger than its tokenizer's (Qwen3: 151,936
+  // embedding rows, 151,669 tokens), and a model can sample those rows (dummy weights do).
+  bool has_piece(int32_t id) const;
 
  private:
   friend class IncrementalDetokenizer;
