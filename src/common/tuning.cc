@@ -58,9 +58,9 @@ constexpr Knob kKnobs[] = {
      "offers cuBLASLt 32 MB of workspace (split-K); off: measured faster without (PERFORMANCE.md)"},
     {"MINIVLLM_FP8_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "computes on FP8 weights' codes; 0: their values in bf16 (A/B, accuracy reference)"},
-    {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "1 keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); off until its "
-     "kernels have run on a GPU, so 0 decodes them to bf16 at load"},
+    {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
+     "to bf16 at load (A/B, and activations kept in bf16)"},
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",

@@ -75,8 +75,8 @@ Bounds bounds(const std::vector<float>& decoded, const float* x, int64_t tokens,
 
 const std::vector<DType> kTypes = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DType::kQ8_0};
 
-// The backends with the GPU keeping block types (MINIVLLM_QUANT_WEIGHTS is off by default until
-// these kernels have run on a GPU).
+// The backends with the GPU keeping block types (MINIVLLM_QUANT_WEIGHTS, on by default; set here so
+// that a 0 in the caller's environment does not turn these tests into the bf16 path's).
 struct QuantBackends {
   QuantBackends() { ::setenv("MINIVLLM_QUANT_WEIGHTS", "1", 1); }
   ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
