@@ -192,6 +192,8 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_chat(const nlohmann::json& me
 
 std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> prompt_token_ids,
                                                           const SamplingParams& params, Clock::time_point deadline) {
+  // A new schema compiles here, on the submitter's thread, not on the engine's between two steps.
+  engine_->compile_structured_outputs(params);
   auto stream = std::make_shared<RequestStream>(std::max(1, params.n));
   auto added = std::make_shared<std::promise<int64_t>>();
   std::future<int64_t> id_future = added->get_future();

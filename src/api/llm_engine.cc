@@ -122,6 +122,21 @@ void LLMEngine::check_prompt(const std::vector<int32_t>& ids) const {
   }
 }
 
+StructuredOutputEngine& LLMEngine::structured() {
+  std::lock_guard<std::mutex> lock(structured_mutex_);
+  if (!structured_) {
+    MINIVLLM_CHECK(source_.tokenizer) << "structured outputs need a tokenizer, and the model has none";
+    structured_ = std::make_unique<StructuredOutputEngine>(*source_.tokenizer, source_.config.vocab_size,
+                                                           config_.eos_token_ids);
+  }
+  return *structured_;
+}
+
+void LLMEngine::compile_structured_outputs(const SamplingParams& params) {
+  if (params.structured_outputs.empty()) return;
+  structured().compile(params.structured_outputs, "structured_outputs");
+}
+
 int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& given) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
   given.validate();
@@ -138,17 +153,12 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const Samp
     throw ConfigKeyError("", params.min_tokens > 0 ? "min_tokens" : "bad_words",
                          "cannot be combined with structured_outputs (its bans could leave the grammar no token)");
   }
-  if (!so.empty() && !structured_) {
-    MINIVLLM_CHECK(source_.tokenizer) << "structured outputs need a tokenizer, and the model has none";
-    structured_ = std::make_unique<StructuredOutputEngine>(*source_.tokenizer, source_.config.vocab_size,
-                                                           config_.eos_token_ids);
-  }
   for (int i = 0; i < params.n; ++i) {
     SamplingParams p = params;
     if (params.seed) p.seed = choice_seed(*params.seed, i);
     seqs.push_back(std::make_shared<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p), config_.block_size));
     // One grammar state per choice; a grammar that does not compile refuses the request here.
-    if (!so.empty()) seqs.back()->constraint = structured_->make_constraint(so, "structured_outputs");
+    if (!so.empty()) seqs.back()->constraint = structured().make_constraint(so, "structured_outputs");
     r->choices.emplace_back(seqs.back(), source_.tokenizer.get());
   }
   scheduler_->add(seqs[0]);  // throws when the sequence can never fit

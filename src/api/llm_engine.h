@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -79,6 +80,11 @@ class LLMEngine {
   // A chat conversation (JSON array of {role, content}) rendered with the model's chat template.
   int64_t add_chat_request(const nlohmann::json& messages, const SamplingParams& params,
                            const nlohmann::json& template_vars = nlohmann::json::object());
+  // Compiles `params`' grammar, if any, into the grammar cache, where add_request finds it; throws
+  // as add_request would for a grammar that does not compile. The one member callable from any
+  // thread, beside the engine's: AsyncEngine calls it on the submitter's thread, so that a schema's
+  // compile does not stall every running sequence's step.
+  void compile_structured_outputs(const SamplingParams& params);
 
   StepResult step();
   bool is_finished() const;
@@ -160,7 +166,10 @@ class LLMEngine {
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
   // Structured outputs: made by the first request that asks (it reads the whole vocabulary).
+  // Made on the first constrained request, by whichever thread brings it (structured()).
   std::unique_ptr<StructuredOutputEngine> structured_;
+  std::mutex structured_mutex_;
+  StructuredOutputEngine& structured();
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   std::unordered_map<int64_t, std::pair<Request*, int>> choice_of_seq_;  // sequence id -> (request, choice)
   int64_t next_id_ = 0;

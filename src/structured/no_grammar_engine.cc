@@ -15,6 +15,8 @@ std::unique_ptr<TokenConstraint> StructuredOutputEngine::make_constraint(const S
                        "is not supported by this build: it was built without xgrammar (tools/install_xgrammar.sh)");
 }
 
+void StructuredOutputEngine::compile(const StructuredOutputs& spec, const char* key) { make_constraint(spec, key); }
+
 bool StructuredOutputEngine::available() { return false; }
 
 }  // namespace minivllm

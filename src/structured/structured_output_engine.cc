@@ -134,6 +134,15 @@ std::unique_ptr<TokenConstraint> StructuredOutputEngine::make_constraint(const S
   }
 }
 
+void StructuredOutputEngine::compile(const StructuredOutputs& spec, const char* key) {
+  MINIVLLM_CHECK_EQ(spec.num_set(), 1) << "compile takes exactly one kind of structured output";
+  try {
+    impl_->compile(spec);
+  } catch (const std::exception& e) {
+    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(xgrammar_reason(e.what()), 400));
+  }
+}
+
 bool StructuredOutputEngine::available() { return true; }
 
 }  // namespace minivllm

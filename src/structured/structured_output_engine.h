@@ -26,6 +26,9 @@ class StructuredOutputEngine {
   // or EBNF) is a ConfigKeyError naming `key` (the parameter the request gave it under) and
   // xgrammar's reason.
   std::unique_ptr<TokenConstraint> make_constraint(const StructuredOutputs& spec, const char* key);
+  // Compiles `spec` into the cache only (the same errors). Thread-safe, as xgrammar's compiler and
+  // its cache are: callers compile off the engine thread, then make_constraint finds it there.
+  void compile(const StructuredOutputs& spec, const char* key);
 
   // Whether this build has a grammar engine (xgrammar found at configure time).
   static bool available();

@@ -8,9 +8,11 @@
 // the next step from launching early.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/llm_engine.h"
@@ -188,6 +190,39 @@ TEST(GrammarOverlap, MasksAreFilledWhileTheStepIsInFlight) {
     }
   }
   EXPECT_LT(off_launched_early, launched_early);
+}
+
+// Grammars compile on the submitters' threads (AsyncEngine does so before queueing a request), while
+// the engine steps on its own: each compiled grammar then constrains its request, and a grammar that
+// does not compile is refused on the submitter's thread, naming the parameter.
+TEST(GrammarOverlap, GrammarsCompileOnOtherThreadsWhileTheEngineSteps) {
+  LLMEngine engine(config("on", true));
+  // Each regex and the characters its prefixes use (a text cut at max_tokens is a prefix of a match).
+  const std::vector<std::pair<std::string, std::string>> regexes = {
+      {"[a-z]{3}( [a-z]{3})+", "[a-z ]+"}, {"[0-9]{2}( [0-9]{2})+", "[0-9 ]+"}, {"(ab|cd)+", "[abcd]+"},
+      {"[aeiou ]+", "[aeiou ]+"}};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < regexes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      engine.compile_structured_outputs(constrained(regexes[i].first.c_str(), 0.0f, 1, 24));
+      try {
+        engine.compile_structured_outputs(constrained("[unclosed", 0.0f, 1, 24));
+      } catch (const ConfigKeyError& e) {
+        if (std::string(e.what()).find("structured_outputs") != std::string::npos) ++refused;
+      }
+    });
+  }
+  // Meanwhile the engine steps through a constrained request and a free one.
+  const auto busy = engine.generate(std::vector<std::string>{"Once upon a time", "The little dog"},
+                                    constrained(kLower, 0.0f, 1, 40));
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(refused.load(), static_cast<int>(regexes.size()));
+  for (const auto& out : busy) EXPECT_TRUE(std::regex_match(out.text, std::regex(kLower))) << out.text;
+  for (const auto& [re, alphabet] : regexes) {
+    const auto out = engine.generate(std::vector<std::string>{"Lily had"}, constrained(re.c_str(), 0.0f, 1, 24));
+    EXPECT_TRUE(std::regex_match(out[0].text, std::regex(alphabet))) << re << ": '" << out[0].text << "'";
+  }
 }
 
 }  // namespace
