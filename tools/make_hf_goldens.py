@@ -8,7 +8,7 @@ Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, g
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
 made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
 phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
-experts), OUTDIR/<model>/:
+experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -199,6 +199,17 @@ def qwen3_moe_tiny_config():
         attention_bias=False, use_sliding_window=False, architectures=["Qwen3MoeForCausalLM"])
 
 
+def qwen3_moe_tiny_gguf_config():
+    # The Qwen3-MoE that llama.cpp's GGUF describes (tools/make_tiny_gguf.py converts it): its
+    # qwen3moe has no dense layer (no mlp_only_layers, decoder_sparse_step 1), so qwen3-moe-tiny,
+    # whose layer 1 is dense, cannot be converted. Two layers so that its .gguf stays small enough
+    # to commit; otherwise qwen3-moe-tiny (widths and the 8 experts divide by 2).
+    config = qwen3_moe_tiny_config()
+    config.num_hidden_layers = 2
+    config.mlp_only_layers = []
+    return config
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -234,6 +245,7 @@ MODELS = {
     "gemma3-tiny-gguf": (gemma3_tiny_gguf_config, False),
     "phi3-tiny": (phi3_tiny_config, False),
     "qwen3-moe-tiny": (qwen3_moe_tiny_config, False),
+    "qwen3-moe-tiny-gguf": (qwen3_moe_tiny_gguf_config, False),
     "phi3-tiny-longrope": (phi3_tiny_longrope_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two

@@ -9,6 +9,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/phi3-tiny-longrope
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mistral-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/llama3-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-moe-tiny-gguf
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -23,6 +24,10 @@ converter does per family, and the engine must read back:
     interleaved rope layout. (The converter writes no sliding window for Mistral.)
   llama, from LlamaForCausalLM (llama3-tiny.bf16.gguf): the same, and Llama 3's rope scaling
     precomputed as one divisor per frequency, the tensor rope_freqs.weight.
+  qwen3moe (qwen3-moe-tiny.bf16.gguf, from qwen3-moe-tiny-gguf): each layer's experts stacked into
+    one 3-D tensor per role (ffn_gate_exps, ffn_up_exps, ffn_down_exps), the router as
+    ffn_gate_inp in f32; expert_count, expert_used_count, expert_feed_forward_length. It has no
+    dense layer, so qwen3-moe-tiny (mlp_only_layers) is refused by the converter.
 
 The checkpoints have no tokenizer (the goldens are token ids), and the converter's tokenizer step
 needs a real one (it fingerprints the pre-tokenizer), so that one step is replaced: the vocabulary
@@ -42,6 +47,7 @@ FAMILIES = {
     "phi3": ("phi", "Phi3MiniModel", "phi3-tiny-longrope"),
     "mistral": ("llama", "LlamaModel", "mistral-tiny"),
     "llama": ("llama", "LlamaModel", "llama3-tiny"),
+    "qwen3_moe": ("qwen", "Qwen3MoeModel", "qwen3-moe-tiny"),
 }
 
 

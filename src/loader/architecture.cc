@@ -63,6 +63,18 @@ constexpr WeightNameTable kQwen3MoeHfNames = [] {
   return t;
 }();
 
+// llama.cpp's "qwen3moe": each layer's experts as one 3-D tensor per role ([E, I, H] for gate and up,
+// [E, H, I] for down in HF's order), which the GGUF source serves as the per-expert weights
+// above; the router is ffn_gate_inp. Its layers are all sparse (no dense MLP).
+constexpr WeightNameTable kQwen3MoeGgufNames = [] {
+  WeightNameTable t = kLlamaGgufNames;
+  t[static_cast<size_t>(R::kMoeRouter)] = "blk.{L}.ffn_gate_inp";
+  t[static_cast<size_t>(R::kExpertGateProj)] = "blk.{L}.ffn_gate_exps";
+  t[static_cast<size_t>(R::kExpertUpProj)] = "blk.{L}.ffn_up_exps";
+  t[static_cast<size_t>(R::kExpertDownProj)] = "blk.{L}.ffn_down_exps";
+  return t;
+}();
+
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
 constexpr ArchitectureTraits kMistralTraits{.sliding_window_all_layers = true, .gguf_rope_permuted = true};
 
@@ -107,10 +119,9 @@ constexpr WeightNameTable kPhi3GgufNames = [] {
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
-    // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B). From safetensors only: llama.cpp's "qwen3moe"
-    // GGUF (experts as 3-D tensors) is not read yet, and the GGUF loader refuses expert_count > 0.
-    {"Qwen3MoeForCausalLM", nullptr, {.qk_norm = true, .use_sliding_window_key = true, .moe = true},
-     &kQwen3MoeHfNames, &kLlamaGgufNames, nullptr},
+    // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B); its GGUF holds the experts as 3-D tensors.
+    {"Qwen3MoeForCausalLM", "qwen3moe", {.qk_norm = true, .use_sliding_window_key = true, .moe = true},
+     &kQwen3MoeHfNames, &kQwen3MoeGgufNames, nullptr},
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},

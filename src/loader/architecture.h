@@ -34,8 +34,8 @@ enum class WeightRole : int {
   kDownProj,         // [H, I]
   kAttnOutputNorm,   // [H], on the attention's output before the residual add (Gemma's sandwich norms)
   kFfnOutputNorm,    // [H], on the MLP's output before the residual add
-  // Mixture of experts (a sparse layer's MLP; ModelConfig::moe). Expert roles' names hold "{E}"
-  // where the expert index goes.
+  // Mixture of experts (a sparse layer's MLP; ModelConfig::moe). Expert roles' HF names hold "{E}"
+  // where the expert index goes; their GGUF names, none (one 3-D tensor holds the layer's experts).
   kMoeRouter,        // [E, H], the router's logits ("mlp.gate" in HF's Qwen3-MoE)
   kExpertGateProj,   // [I_moe, H], one per expert
   kExpertUpProj,     // [I_moe, H]
@@ -45,6 +45,10 @@ enum class WeightRole : int {
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
 // Roles below kAttnInputNorm are model-wide; the rest exist once per layer.
 inline bool is_layer_role(WeightRole r) { return r >= WeightRole::kAttnInputNorm; }
+// One weight per expert in HF checkpoints; GGUF stacks a layer's experts in one 3-D tensor.
+inline bool is_expert_role(WeightRole r) {
+  return r == WeightRole::kExpertGateProj || r == WeightRole::kExpertUpProj || r == WeightRole::kExpertDownProj;
+}
 const char* weight_role_name(WeightRole r);
 
 enum class WeightFormat { kHuggingFace, kGguf };

@@ -59,10 +59,11 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
       << f.path() << ": unsupported tensor 'blk.0.attn_qkv.weight' (q, k and v fused; minivllm reads them apart "
       << "for " << a << ": convert without --fuse-qkv)";
   const std::string experts = a + ".expert_count";
-  if (f.find(experts)) {
+  if (!c.traits().moe && f.find(experts)) {
     const int64_t n = f.get_int(experts);
-    MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n
-                            << " (minivllm reads mixture-of-experts models from Hugging Face safetensors only)";
+    MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n << " for " << a
+                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe only; other families "
+                            << "from Hugging Face safetensors)";
   }
   // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {
@@ -159,16 +160,48 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
   }
 }
 
+// The experts of a "qwen3moe" file, as llama.cpp reads them: expert_count, expert_used_count and
+// expert_feed_forward_length (else feed_forward_length / expert_used_count); the k routing weights
+// always renormalised (its graph passes norm_w = true whatever the file says), softmax routing.
+// Every layer is sparse: llama.cpp's qwen3moe has no dense MLP, so a file that holds one (HF's
+// mlp_only_layers, decoder_sparse_step > 1) is refused rather than half read.
+void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  m.num_experts = f.get_int(a + ".expert_count");
+  MINIVLLM_CHECK_GT(m.num_experts, 0) << f.path() << ": " << a << ".expert_count must be > 0";
+  m.num_experts_per_tok = f.get_int(a + ".expert_used_count");
+  MINIVLLM_CHECK_GT(m.num_experts_per_tok, 0) << f.path() << ": " << a << ".expert_used_count must be > 0";
+  const std::string width = a + ".expert_feed_forward_length";
+  m.moe_intermediate_size = f.find(width) ? f.get_int(width) : c->intermediate_size / m.num_experts_per_tok;
+  m.norm_topk_prob = true;
+  m.decoder_sparse_step = 1;
+  const std::string norm = a + ".expert_weights_norm";
+  MINIVLLM_CHECK(!f.find(norm) || f.get_bool(norm, true))
+      << f.path() << ": unsupported " << norm << " = false (llama.cpp's " << a
+      << " always renormalises the top-k routing weights, and so does minivllm)";
+  const std::string gating = a + ".expert_gating_func";
+  MINIVLLM_CHECK(!f.find(gating) || f.get_int(gating) == 1)  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
+      << f.path() << ": unsupported " << gating << " = " << f.get_int(gating, 0) << " (minivllm routes by softmax, 1)";
+  const std::string scale = a + ".expert_weights_scale";
+  const double s = f.get_float(scale, 0);
+  MINIVLLM_CHECK(s == 0 || s == 1) << f.path() << ": unsupported " << scale << " = " << s
+                                   << " (minivllm scales no routing weights)";
+  c->check_num_layers();
+  for (int64_t l = 0; l < c->num_layers; ++l) {
+    for (WeightRole dense : {WeightRole::kGateProj, WeightRole::kUpProj, WeightRole::kDownProj}) {
+      const std::string name = weight_name(*c->arch, WeightFormat::kGguf, dense, l);
+      MINIVLLM_CHECK(!f.find_tensor(name))
+          << f.path() << ": unsupported tensor '" << name << "': layer " << l << " has a dense MLP, which " << a
+          << " cannot express (every layer sparse; load such a model, e.g. with mlp_only_layers, from safetensors)";
+    }
+  }
+}
+
 ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   ModelConfig c;
   c.source = f.path();
   const std::string a = f.get_string("general.architecture", "");
   MINIVLLM_CHECK(!a.empty()) << f.path() << ": missing GGUF metadata key general.architecture";
-  // llama.cpp's Qwen3-MoE files hold each layer's experts as 3-D tensors, which the GGUF reader
-  // does not split yet: said plainly rather than as an unknown architecture.
-  MINIVLLM_CHECK(a != "qwen3moe") << f.path() << ": unsupported general.architecture qwen3moe (minivllm reads "
-                                  << "mixture-of-experts models from Hugging Face safetensors only, "
-                                  << "Qwen3MoeForCausalLM)";
   c.arch = &find_gguf_architecture(a, f.path());
   c.arch_name = a;
   c.hidden_size = f.get_int(a + ".embedding_length");
@@ -192,6 +225,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
   read_rope(f, a, &c);
   read_sliding_windows(f, a, &c);
+  if (c.traits().moe) read_moe(f, a, &c);
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
   // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 3's queries by head_dim^-1/2, but

@@ -14,25 +14,29 @@
 namespace minivllm {
 namespace {
 
-// The HF name of a GGUF tensor through the registry row's two name tables, and its role; names
-// the row does not map (e.g. rope_freqs.weight) stay as they are, with no role.
-std::pair<std::string, WeightRole> to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
+// A GGUF tensor's HF name through the registry row's two name tables, its role and layer; names
+// the row does not map (e.g. rope_freqs.weight) stay as they are, with no role. An expert role's
+// tensor holds every expert of its layer: no one HF name (hf is empty; the source names each).
+struct HfName {
+  std::string hf;
+  WeightRole role = WeightRole::kCount;
+  int64_t layer = -1;
+};
+HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
   int64_t layer = -1;
   if (gguf_name.starts_with("blk.")) {
     const size_t end = gguf_name.find('.', 4);
     const std::string digits = gguf_name.substr(4, end == std::string::npos ? 0 : end - 4);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
-      return {gguf_name, WeightRole::kCount};
-    }
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return {gguf_name};
     layer = std::stoll(digits);
   }
   for (int i = 0; i < kNumWeightRoles; ++i) {
     const auto role = static_cast<WeightRole>(i);
     if (is_layer_role(role) != (layer >= 0)) continue;
     for (const char* kind : {"weight", "bias"}) {
-      if (weight_name(arch, WeightFormat::kGguf, role, layer, kind) == gguf_name) {
-        return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, kind), role};
-      }
+      if (weight_name(arch, WeightFormat::kGguf, role, layer, kind) != gguf_name) continue;
+      if (is_expert_role(role)) return {"", role, layer};
+      return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, kind), role, layer};
     }
   }
   // A fused tensor (phi3's attn_qkv) takes the HF fused module's name, which fused_weights.h splits.
@@ -42,10 +46,10 @@ std::pair<std::string, WeightRole> to_hf_name(const ArchitectureSpec& arch, cons
       return name.replace(name.find("{L}"), 3, std::to_string(layer)) + ".weight";
     };
     for (const FusedWeight& f : *arch.hf_fused) {
-      if (f.gguf_module != nullptr && at_layer(f.gguf_module) == gguf_name) return {at_layer(f.module), WeightRole::kCount};
+      if (f.gguf_module != nullptr && at_layer(f.gguf_module) == gguf_name) return {at_layer(f.module)};
     }
   }
-  return {gguf_name, WeightRole::kCount};
+  return {gguf_name};
 }
 
 // rows of one head-row block, copied with the index map dst_row = f(src_row). Rows are moved
@@ -82,7 +86,11 @@ class GgufWeightSource : public WeightSource {
         << config.arch_name << ": a rope-permuted architecture with fused GGUF q/k/v is not implemented";
     for (const GgufTensorInfo& t : file_->tensors()) {
       Entry e{&t, 0};
-      const auto [hf, role] = to_hf_name(*config.arch, t.name);
+      const auto [hf, role, layer] = to_hf_name(*config.arch, t.name);
+      if (is_expert_role(role)) {
+        add_experts(t, role, layer, config);
+        continue;
+      }
       const bool weight = hf.ends_with(".weight");
       if (permuted && weight && role == WeightRole::kQProj) e.rope_heads = config.num_heads;
       if (permuted && weight && role == WeightRole::kKProj) e.rope_heads = config.num_kv_heads;
@@ -95,10 +103,12 @@ class GgufWeightSource : public WeightSource {
     auto it = entries_.find(name);
     MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path();
     const GgufTensorInfo& t = *it->second.info;
-    MINIVLLM_CHECK(expected_shape.empty() || expected_shape == t.hf_shape())
+    const std::vector<int64_t> shape = shape_of(it->second);
+    MINIVLLM_CHECK(expected_shape.empty() || expected_shape == shape)
         << "tensor '" << name << "' (GGUF '" << t.name << "'): expected shape " << shape_string(expected_shape)
-        << " but " << file_->path() << " has " << shape_string(t.hf_shape()) << " (GGUF ne "
-        << shape_string(t.ne) << ")";
+        << " but " << file_->path() << " has " << shape_string(shape) << " (GGUF ne " << shape_string(t.ne)
+        << (it->second.expert >= 0 ? ", expert " + std::to_string(it->second.expert) : "") << ")";
+    if (it->second.expert >= 0) return slice(name, shape, 0, 0, shape[0], /*stored=*/false);
     Tensor w = file_->get_f32(t);
     return it->second.rope_heads > 0 ? unpermute_rope_rows(w, it->second.rope_heads) : w;
   }
@@ -135,11 +145,13 @@ class GgufWeightSource : public WeightSource {
     MINIVLLM_CHECK(it != entries_.end()) << "tensor '" << name << "' not found in " << file_->path() << " (slice "
                                          << slice << ")";
     const GgufTensorInfo& t = *it->second.info;
-    const std::string what = "tensor '" + name + "' (GGUF '" + t.name + "') in " + file_->path();
+    const int64_t expert = it->second.expert;
+    const std::string what = "tensor '" + name + "' (GGUF '" + t.name + "'" +
+                             (expert >= 0 ? ", expert " + std::to_string(expert) : "") + ") in " + file_->path();
     MINIVLLM_CHECK(ggml_type_supported(t.type))
         << what << ": slice " << slice << ": unsupported type " << ggml_type_name(t.type) << " (" << t.type
         << "); supported: " << kGgmlSupportedTypes;
-    const std::vector<int64_t> shape = t.hf_shape();
+    const std::vector<int64_t> shape = shape_of(it->second);
     const SliceGeometry g = check_slice(what, shape, full_shape, dim, start, length);
     const int64_t block = ggml_block_size(t.type);
     const bool block_dim = dim + 1 == static_cast<int>(shape.size());  // blocks run along it
@@ -161,8 +173,10 @@ class GgufWeightSource : public WeightSource {
           << " rows), so a row slice must cover whole heads (start and length multiples of " << head_dim << ")";
       slice_heads = length / head_dim;
     }
-    const uint8_t* base = file_->tensor_data(t);
     const uint32_t type = t.type;
+    // An expert's rows are whole quantisation blocks, so its data starts on a block.
+    const uint8_t* base =
+        file_->tensor_data(t) + (expert >= 0 ? ggml_type_nbytes(type, expert * shape[0] * shape[1]) : 0);
     Tensor out;
     if (stored) {
       out = host_tensor(ggml_type_dtype(type), g.out_shape);
@@ -182,8 +196,27 @@ class GgufWeightSource : public WeightSource {
 
   struct Entry {
     const GgufTensorInfo* info;
-    int64_t rope_heads;  // > 0: unpermute rows of this many heads
+    int64_t rope_heads;   // > 0: unpermute rows of this many heads
+    int64_t expert = -1;  // >= 0: this expert's [rows, cols] of the 3-D [E, rows, cols] tensor
   };
+
+  // HF's shape of what the entry names: the tensor's, or one expert's matrix of it.
+  static std::vector<int64_t> shape_of(const Entry& e) {
+    std::vector<int64_t> shape = e.info->hf_shape();
+    if (e.expert >= 0) shape.erase(shape.begin());
+    return shape;
+  }
+
+  // A layer's experts of one role, stacked [E, rows, cols] (HF order), served under each expert's
+  // HF name as the safetensors checkpoints store them.
+  void add_experts(const GgufTensorInfo& t, WeightRole role, int64_t layer, const ModelConfig& config) {
+    const int64_t n = config.moe.num_experts;
+    MINIVLLM_CHECK(t.ne.size() == 3 && t.ne[2] == n && t.ne[0] > 0 && t.ne[1] > 0)
+        << file_->path() << ": tensor '" << t.name << "' (" << weight_role_name(role) << ") must hold the "
+        << n << " experts of " << config.arch_name << ".expert_count as GGUF ne [cols, rows, " << n
+        << "] (cols, rows > 0), got ne " << shape_string(t.ne);
+    for (int64_t e = 0; e < n; ++e) entries_[expert_weight_name(*config.arch, role, layer, e)] = Entry{&t, 0, e};
+  }
   std::shared_ptr<const GgufFile> file_;
   std::map<std::string, Entry> entries_;
 };

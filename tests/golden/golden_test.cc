@@ -48,7 +48,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // llama.cpp's layer pattern and rope bases from the metadata): both give the same HF goldens.
 // phi3-tiny's q/k/v and gate/up are fused in the checkpoint (split by role on load).
 // qwen3-moe-tiny is a mixture of experts (two sparse layers around a dense one): each expert's
-// width split over the ranks, or with expert_parallel whole experts per rank.
+// width split over the ranks, or with expert_parallel whole experts per rank. qwen3-moe-tiny-gguf
+// (every layer sparse, as llama.cpp's qwen3moe must be) runs from its safetensors and from its GGUF
+// (each role's experts one 3-D tensor), the GGUF also split both ways.
 // phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
 // max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
 // 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
@@ -180,6 +182,13 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"qwen3-moe-tiny", 1, 1024, "none", "", "", 0, true},
                                            GoldenParam{"qwen3-moe-tiny", 2, 1024, "none", "", "", 0, true},
                                            GoldenParam{"qwen3-moe-tiny", 1, 16},
+                                           GoldenParam{"qwen3-moe-tiny-gguf", 1},
+                                           GoldenParam{"qwen3-moe-tiny-gguf", 1, 1024, "none",
+                                                       "qwen3-moe-tiny.bf16.gguf"},
+                                           GoldenParam{"qwen3-moe-tiny-gguf", 2, 1024, "none",
+                                                       "qwen3-moe-tiny.bf16.gguf"},
+                                           GoldenParam{"qwen3-moe-tiny-gguf", 2, 1024, "none",
+                                                       "qwen3-moe-tiny.bf16.gguf", "", 0, true},
                                            GoldenParam{"phi3-tiny-longrope", 1},
                                            GoldenParam{"phi3-tiny-longrope", 2},
                                            GoldenParam{"phi3-tiny-longrope", 1, 16},

@@ -1,7 +1,7 @@
 // Mixture of experts in the engine, beyond the HF goldens (golden_test.cc, qwen3-moe-tiny): dummy
 // weights for an MoE config generate the same tokens at world_size 1 and 2, with and without
-// expert parallelism; a backend without MoE kernels refuses the model at start-up, naming what it
-// lacks; online FP8, which would leave the experts unquantized, is refused.
+// expert parallelism; a backend without MoE kernels refuses the model (safetensors or GGUF) at
+// start-up, naming what it lacks; online FP8, which would leave the experts unquantized, is refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "common/config_key.h"
 #include "engine_test_util.h"
 #include "loader/dummy_weights.h"
+#include "loader/gguf.h"
 #include "model/transformer.h"
 
 namespace minivllm {
@@ -49,18 +50,23 @@ TEST(MoeEngine, ABackendWithoutMoeKernelsRefusesTheModelAtStartUp) {
   struct NoMoe : CpuBackend {
     bool supports_moe() const override { return false; }
   } backend;
-  const ModelConfig cfg = load_hf_model_config(golden_dir("qwen3-moe-tiny"));
-  const auto weights = make_dummy_weight_source(cfg, 0);
   const auto comm = backend.create_communicator(0, 1, "");
-  try {
-    Transformer t(cfg, *weights, backend, *comm, 64, 4, 128);
-    FAIL() << "an MoE model loaded on a backend without MoE kernels";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const char* part : {"Qwen3MoeForCausalLM", "mixture-of-experts", "moe_route", "moe_experts_add"}) {
-      EXPECT_NE(msg.find(part), std::string::npos) << part << " not in: " << msg;
+  auto expect_refused = [&](const ModelConfig& cfg, const WeightSource& weights, const std::vector<std::string>& parts) {
+    try {
+      Transformer t(cfg, weights, backend, *comm, 64, 4, 128);
+      ADD_FAILURE() << "an MoE model loaded on a backend without MoE kernels";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << part << " not in: " << msg;
     }
-  }
+  };
+  const ModelConfig cfg = load_hf_model_config(golden_dir("qwen3-moe-tiny"));
+  expect_refused(cfg, *make_dummy_weight_source(cfg, 0),
+                 {"Qwen3MoeForCausalLM", "mixture-of-experts", "moe_route", "moe_experts_add"});
+  // llama.cpp's qwen3moe file is refused the same way (the CUDA backend's case today).
+  const GgufModel gguf = open_gguf(golden_dir("qwen3-moe-tiny-gguf") + "/qwen3-moe-tiny.bf16.gguf");
+  expect_refused(gguf.config, *gguf.weights,
+                 {"qwen3-moe-tiny.bf16.gguf", "qwen3moe", "mixture-of-experts", "moe_route", "moe_experts_add"});
 }
 
 TEST(MoeEngine, OnlineFp8IsRefusedNamingTheKey) {

@@ -2,12 +2,14 @@
 // SmolLM2-135M-Instruct Q4_1 (models/, fetched by hand; skipped when absent). Reference values were
 // read with an independent pure-Python GGUF reader (struct.unpack + the block formats); q/k rows
 // are compared at the HF row that the GGUF row maps to (hf = h*D + i*D/2 + j for gguf = h*D + 2j + i).
-// A Gemma 3, a Phi-3 and a Llama 3 made by llama.cpp's convert_hf_to_gguf.py
-// (tests/goldens/gemma3-tiny-gguf, phi3-tiny-longrope, llama3-tiny; tools/make_tiny_gguf.py) are
-// read against the safetensors they were made from.
+// A Gemma 3, a Phi-3, a Llama 3 and a Qwen3-MoE made by llama.cpp's convert_hf_to_gguf.py
+// (tests/goldens/gemma3-tiny-gguf, phi3-tiny-longrope, llama3-tiny, qwen3-moe-tiny-gguf;
+// tools/make_tiny_gguf.py) are read against the safetensors they were made from.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "loader/fused_weights.h"
 #include "loader/gguf.h"
@@ -213,6 +215,54 @@ TEST(GgufPhi3, ConverterFileMatchesItsSafetensors) {
   for (const std::string& name : m.weights->names()) {
     EXPECT_EQ(name.find("attn_qkv"), std::string::npos) << name;
     EXPECT_EQ(name.find("ffn_up"), std::string::npos) << name;
+  }
+}
+
+// llama.cpp's qwen3moe: the experts of each role and layer as one 3-D tensor, served per expert
+// under the HF names, whole and sliced as tensor parallelism cuts them; the router (ffn_gate_inp,
+// stored in f32) and everything else as the safetensors hold it. Its metadata gives the experts'
+// count, top-k and width; llama.cpp always renormalises the top-k weights (norm_topk_prob).
+TEST(GgufQwen3Moe, ConverterFileMatchesItsSafetensors) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-moe-tiny-gguf";
+  const GgufModel m = open_gguf(dir + "/qwen3-moe-tiny.bf16.gguf");
+  const ModelConfig hf_config = load_hf_model_config(dir);
+  const ModelConfig& c = m.config;
+  EXPECT_STREQ(c.arch->hf_name, "Qwen3MoeForCausalLM");
+  EXPECT_EQ(c.arch_name, "qwen3moe");
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.intermediate_size, 96);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.moe.num_experts, hf_config.moe.num_experts);
+  EXPECT_EQ(c.moe.num_experts_per_tok, hf_config.moe.num_experts_per_tok);
+  EXPECT_EQ(c.moe.moe_intermediate_size, hf_config.moe.moe_intermediate_size);
+  EXPECT_EQ(c.moe.norm_topk_prob, hf_config.moe.norm_topk_prob);
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 32);
+  for (int64_t l = 0; l < c.num_layers; ++l) EXPECT_TRUE(c.moe.is_sparse_layer(l)) << l;
+
+  const auto hf = open_safetensors_dir(dir);
+  std::vector<std::string> got_names = m.weights->names(), want_names = hf->names();
+  std::sort(got_names.begin(), got_names.end());
+  std::sort(want_names.begin(), want_names.end());
+  EXPECT_EQ(got_names, want_names);
+  for (const std::string& name : want_names) {
+    SCOPED_TRACE(name);
+    const Tensor want = hf->get_f32(name, {});
+    const Tensor got = m.weights->get_f32(name, want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+  }
+  // world_size 2's shards of expert 5: rows [16, 32) of gate, columns [16, 32) of down.
+  for (const auto& [name, shape, dim] :
+       {std::tuple{std::string("model.layers.1.mlp.experts.5.gate_proj.weight"), std::vector<int64_t>{32, 64}, 0},
+        std::tuple{std::string("model.layers.1.mlp.experts.5.down_proj.weight"), std::vector<int64_t>{64, 32}, 1}}) {
+    SCOPED_TRACE(name);
+    const Tensor want = hf->get_f32_slice(name, shape, dim, 16, 16);
+    const Tensor got = m.weights->get_f32_slice(name, shape, dim, 16, 16);
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
   }
 }
 

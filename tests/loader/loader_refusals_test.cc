@@ -357,8 +357,169 @@ TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   expect_gguf_refused(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{8}); }),
                       {"llama.expert_count", "= 8", "mixture-of-experts"});
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_scalar("llama.expert_count", W::U32, uint32_t{0}); })));
-  // llama.cpp's Qwen3-MoE (experts as 3-D tensors): refused by name, pointing at safetensors.
-  expect_gguf_refused(tiny_llama({.arch = "qwen3moe"}), {"qwen3moe", "mixture-of-experts", "safetensors"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF qwen3moe: one layer of the llama above's attention with q/k norms, a router and 4 experts
+// of width 32 (top 2), each role's experts one 3-D tensor, F32 or Q8_0 (blocks of 32 along ne[0]).
+
+constexpr uint64_t kExperts = 4, kExpertFfn = 32;
+
+struct MoeOptions {
+  std::function<void(W&)> metadata = nullptr;
+  std::function<void(W&)> tensors = nullptr;
+  uint32_t expert_count = kExperts;    // qwen3moe.expert_count
+  uint64_t experts_stored = kExperts;  // ne[2] of the expert tensors
+  bool q8_0 = false;
+  bool width_key = true;  // qwen3moe.expert_feed_forward_length
+};
+
+// Element (r, c) of expert e's matrix: small multiples of 0.5, different for each expert.
+float expert_value(uint64_t e, uint64_t r, uint64_t c) {
+  return 0.5f * static_cast<float>(static_cast<int>((e * 7 + r * 3 + c) % 17) - 8);
+}
+
+// n experts' [rows, cols] matrices stacked (GGUF ne {cols, rows, n}), as F32 or as Q8_0 blocks of
+// scale 0.5 (f16 0x3800) and codes 2 x value.
+std::vector<uint8_t> expert_bytes(uint64_t n, uint64_t rows, uint64_t cols, bool q8_0) {
+  std::vector<uint8_t> out;
+  for (uint64_t e = 0; e < n; ++e) {
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t c = 0; c < cols; ++c) {
+        const float v = expert_value(e, r, c);
+        if (!q8_0) {
+          const auto* b = reinterpret_cast<const uint8_t*>(&v);
+          out.insert(out.end(), b, b + 4);
+          continue;
+        }
+        if (c % 32 == 0) out.insert(out.end(), {0x00, 0x38});
+        out.push_back(static_cast<uint8_t>(static_cast<int8_t>(2 * v)));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> tiny_qwen3moe(const MoeOptions& o = {}) {
+  W w;
+  w.add_string("general.architecture", "qwen3moe");
+  w.add_scalar("qwen3moe.embedding_length", W::U32, uint32_t{kHidden});
+  w.add_scalar("qwen3moe.block_count", W::U32, uint32_t{1});
+  w.add_scalar("qwen3moe.feed_forward_length", W::U32, uint32_t{2 * kExpertFfn});
+  w.add_scalar("qwen3moe.attention.head_count", W::U32, uint32_t{kHeads});
+  w.add_scalar("qwen3moe.attention.head_count_kv", W::U32, uint32_t{kKvHeads});
+  w.add_scalar("qwen3moe.attention.key_length", W::U32, uint32_t{kHeadDim});
+  w.add_scalar("qwen3moe.attention.layer_norm_rms_epsilon", W::F32, 1e-6f);
+  w.add_scalar("qwen3moe.context_length", W::U32, uint32_t{256});
+  w.add_scalar("qwen3moe.expert_count", W::U32, o.expert_count);
+  w.add_scalar("qwen3moe.expert_used_count", W::U32, uint32_t{2});
+  if (o.width_key) w.add_scalar("qwen3moe.expert_feed_forward_length", W::U32, uint32_t{kExpertFfn});
+  if (o.metadata) o.metadata(w);
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_strings("tokenizer.ggml.tokens", {"a", "b", "<s>", "</s>"});
+  w.add_strings("tokenizer.ggml.merges", {"a b"});
+  w.add_scalar("tokenizer.ggml.eos_token_id", W::U32, uint32_t{3});
+  w.add_tensor("token_embd.weight", {kHidden, kVocab}, 0, f32_zeros(kHidden * kVocab));
+  w.add_tensor("blk.0.attn_q.weight", {kHidden, kHeads * kHeadDim}, 0, f32_zeros(kHidden * kHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_k.weight", {kHidden, kKvHeads * kHeadDim}, 0, f32_zeros(kHidden * kKvHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_v.weight", {kHidden, kKvHeads * kHeadDim}, 0, f32_zeros(kHidden * kKvHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_output.weight", {kHeads * kHeadDim, kHidden}, 0, f32_zeros(kHidden * kHeads * kHeadDim));
+  w.add_tensor("blk.0.attn_q_norm.weight", {kHeadDim}, 0, f32_zeros(kHeadDim));
+  w.add_tensor("blk.0.attn_k_norm.weight", {kHeadDim}, 0, f32_zeros(kHeadDim));
+  w.add_tensor("blk.0.ffn_gate_inp.weight", {kHidden, kExperts}, 0, f32_zeros(kHidden * kExperts));
+  const uint32_t type = o.q8_0 ? 8 : 0;
+  const uint64_t n = o.experts_stored;
+  w.add_tensor("blk.0.ffn_gate_exps.weight", {kHidden, kExpertFfn, n}, type, expert_bytes(n, kExpertFfn, kHidden, o.q8_0));
+  w.add_tensor("blk.0.ffn_up_exps.weight", {kHidden, kExpertFfn, n}, type, expert_bytes(n, kExpertFfn, kHidden, o.q8_0));
+  w.add_tensor("blk.0.ffn_down_exps.weight", {kExpertFfn, kHidden, n}, type, expert_bytes(n, kHidden, kExpertFfn, o.q8_0));
+  for (const char* name : {"blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"}) {
+    w.add_tensor(name, {kHidden}, 0, f32_zeros(kHidden));
+  }
+  if (o.tensors) o.tensors(w);
+  return w.build();
+}
+
+TEST(GgufQwen3Moe, TinyFileLoads) {
+  for (const bool width_key : {true, false}) {  // absent: feed_forward_length / expert_used_count, as llama.cpp
+    const GgufModel m = open_bytes(tiny_qwen3moe({.width_key = width_key}));
+    const ModelConfig& c = m.config;
+    EXPECT_STREQ(c.arch->hf_name, "Qwen3MoeForCausalLM");
+    EXPECT_EQ(c.moe.num_experts, static_cast<int64_t>(kExperts));
+    EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+    EXPECT_EQ(c.moe.moe_intermediate_size, static_cast<int64_t>(kExpertFfn));
+    EXPECT_TRUE(c.moe.norm_topk_prob);
+    EXPECT_TRUE(c.moe.is_sparse_layer(0));
+    EXPECT_TRUE(c.qk_norm);
+    EXPECT_EQ(m.weights->get_f32("model.layers.0.mlp.gate.weight").shape(),
+              (std::vector<int64_t>{kExperts, kHidden}));
+    for (const std::string& name : m.weights->names()) EXPECT_EQ(name.find("_exps"), std::string::npos) << name;
+    expect_error_naming([&] { m.weights->get_f32("model.layers.0.mlp.experts.4.up_proj.weight"); },
+                        {"experts.4.up_proj", "not found"});
+  }
+}
+
+// Each expert's matrix is its own part of the 3-D tensor, whole, as a row or column slice, and as
+// the stored Q8_0 blocks (the block types of the dense weights serve the experts the same way).
+TEST(GgufQwen3Moe, ExpertsSliceByExpert) {
+  for (const bool q8_0 : {false, true}) {
+    SCOPED_TRACE(q8_0 ? "Q8_0" : "F32");
+    const GgufModel m = open_bytes(tiny_qwen3moe({.q8_0 = q8_0}));
+    const WeightSource& w = *m.weights;
+    auto expect_part = [&](const Tensor& t, uint64_t e, uint64_t row0, uint64_t col0) {
+      const int64_t rows = t.size(0), cols = t.size(1);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(t.ptr<float>()[r * cols + c], expert_value(e, row0 + r, col0 + c)) << "expert " << e << " " << r
+                                                                                        << ", " << c;
+        }
+      }
+    };
+    for (uint64_t e = 0; e < kExperts; ++e) {
+      const std::string prefix = "model.layers.0.mlp.experts." + std::to_string(e) + ".";
+      expect_part(w.get_f32(prefix + "gate_proj.weight", {kExpertFfn, kHidden}), e, 0, 0);
+      expect_part(w.get_f32(prefix + "up_proj.weight", {kExpertFfn, kHidden}), e, 0, 0);
+      expect_part(w.get_f32(prefix + "down_proj.weight", {kHidden, kExpertFfn}), e, 0, 0);
+      expect_part(w.get_f32_slice(prefix + "gate_proj.weight", {kExpertFfn, kHidden}, 0, 16, 16), e, 16, 0);
+      expect_part(w.get_f32_slice(prefix + "down_proj.weight", {kHidden, kExpertFfn}, 0, 8, 24), e, 8, 0);
+    }
+    if (!q8_0) {  // a column slice of F32 (Q8_0's rows here are one block: whole rows only)
+      expect_part(w.get_f32_slice("model.layers.0.mlp.experts.2.down_proj.weight", {kHidden, kExpertFfn}, 1, 16, 16),
+                  2, 0, 16);
+      continue;
+    }
+    expect_error_naming(
+        [&] { w.get_f32_slice("model.layers.0.mlp.experts.2.down_proj.weight", {kHidden, kExpertFfn}, 1, 16, 16); },
+        {"experts.2.down_proj", "ffn_down_exps", "expert 2", "Q8_0", "block boundary"});
+    EXPECT_EQ(w.stored_dtype("model.layers.0.mlp.experts.3.up_proj.weight"), DType::kQ8_0);
+    const Tensor stored = w.get_stored_slice("model.layers.0.mlp.experts.3.up_proj.weight", {kExpertFfn, kHidden}, 0,
+                                             0, kExpertFfn);
+    const std::vector<uint8_t> all = expert_bytes(kExperts, kExpertFfn, kHidden, true);
+    const size_t per_expert = all.size() / kExperts;
+    ASSERT_EQ(stored.nbytes(), per_expert);
+    EXPECT_EQ(std::memcmp(stored.data(), all.data() + 3 * per_expert, per_expert), 0);
+  }
+}
+
+// What llama.cpp's qwen3moe cannot say, or says otherwise than minivllm computes: refused by name.
+TEST(GgufQwen3Moe, Refusals) {
+  expect_gguf_refused(tiny_qwen3moe({.tensors = [](W& w) {
+                        w.add_tensor("blk.0.ffn_gate.weight", {kHidden, kFfn}, 0, f32_zeros(kHidden * kFfn));
+                      }}),
+                      {"blk.0.ffn_gate.weight", "dense MLP", "qwen3moe", "safetensors"});
+  expect_gguf_refused(tiny_qwen3moe({.experts_stored = 3}),
+                      {"blk.0.ffn_gate_exps.weight", "4 experts", "qwen3moe.expert_count", "[32, 32, 3]"});
+  expect_gguf_refused(
+      tiny_qwen3moe({.metadata = [](W& w) { w.add_scalar("qwen3moe.expert_weights_norm", W::BOOL, uint8_t{0}); }}),
+      {"qwen3moe.expert_weights_norm", "= false", "renormalises"});
+  EXPECT_NO_THROW(open_bytes(
+      tiny_qwen3moe({.metadata = [](W& w) { w.add_scalar("qwen3moe.expert_weights_norm", W::BOOL, uint8_t{1}); }})));
+  expect_gguf_refused(
+      tiny_qwen3moe({.metadata = [](W& w) { w.add_scalar("qwen3moe.expert_gating_func", W::U32, uint32_t{2}); }}),
+      {"qwen3moe.expert_gating_func", "= 2", "softmax"});
+  expect_gguf_refused(
+      tiny_qwen3moe({.metadata = [](W& w) { w.add_scalar("qwen3moe.expert_weights_scale", W::F32, 2.5f); }}),
+      {"qwen3moe.expert_weights_scale", "= 2.5"});
+  expect_gguf_refused(tiny_qwen3moe({.expert_count = 0}), {"qwen3moe.expert_count", "> 0"});
 }
 
 // A corrupt layer count is refused before anything is sized from it (the fuzzer's 5 GB

@@ -102,7 +102,10 @@ TEST(MoeConfig, ExpertWeightNamesByRole) {
   EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertGateProj, 3, 17), "model.layers.3.mlp.experts.17.gate_proj.weight");
   EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertDownProj, 0, 0), "model.layers.0.mlp.experts.0.down_proj.weight");
   EXPECT_EQ(weight_name(a, WeightFormat::kHuggingFace, WeightRole::kMoeRouter, 5), "model.layers.5.mlp.gate.weight");
-  EXPECT_EQ(weight_name(a, WeightFormat::kGguf, WeightRole::kMoeRouter, 5), "");  // no GGUF qwen3moe yet
+  EXPECT_EQ(weight_name(a, WeightFormat::kGguf, WeightRole::kMoeRouter, 5), "blk.5.ffn_gate_inp.weight");
+  // GGUF stacks a layer's experts: one name for all of them.
+  EXPECT_EQ(weight_name(a, WeightFormat::kGguf, WeightRole::kExpertDownProj, 5), "blk.5.ffn_down_exps.weight");
+  EXPECT_EQ(&find_gguf_architecture("qwen3moe", "test"), &a);
   expect_error_naming([&] { module_name(a, WeightFormat::kHuggingFace, WeightRole::kExpertUpProj, 1); },
                       {"expert_up_proj", "needs an expert"});
   const ArchitectureSpec& dense = find_hf_architecture("Qwen3ForCausalLM", "test");
