@@ -114,6 +114,35 @@ void dequantize_to_f32(DType dtype, const void* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQuantBlock; ++i) dequant_block(dtype, b + i * bb, dst + i * kQuantBlock);
 }
 
+bool widens_to_q8_0(DType dtype) {
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ5_0 || dtype == DType::kIQ4_NL;
+}
+
+void widen_to_q8_0(DType dtype, const void* src, void* dst, int64_t n) {
+  MINIVLLM_CHECK(widens_to_q8_0(dtype) && n % kQuantBlock == 0)
+      << "widen " << n << " elements of " << dtype_name(dtype) << " to q8_0";
+  const auto* b = static_cast<const uint8_t*>(src);
+  auto* o = static_cast<uint8_t*>(dst);
+  const size_t bb = dtype_size(dtype), ob = dtype_size(DType::kQ8_0);
+  for (int64_t i = 0; i < n / kQuantBlock; ++i, b += bb, o += ob) {
+    o[0] = b[0];  // every one of these formats opens with its f16 d
+    o[1] = b[1];
+    auto* q = reinterpret_cast<int8_t*>(o + 2);
+    if (dtype == DType::kQ8_0) {
+      std::memcpy(q, b + 2, kQuantBlock);
+    } else if (dtype == DType::kQ4_0) {
+      for (int j = 0; j < 16; ++j) {
+        q[j] = static_cast<int8_t>((b[2 + j] & 15) - 8);
+        q[j + 16] = static_cast<int8_t>((b[2 + j] >> 4) - 8);
+      }
+    } else {  // Q5_0, IQ4_NL: d and the integer codes (c is 0)
+      BlockCodes codes;
+      decode_block(dtype, b, &codes);
+      for (int j = 0; j < kQuantBlock; ++j) q[j] = static_cast<int8_t>(codes.q[j]);
+    }
+  }
+}
+
 void quantize_from_f32(DType dtype, const float* src, void* dst, int64_t n) {
   MINIVLLM_CHECK((dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) && n % kQuantBlock == 0)
       << "quantize " << n << " elements to " << dtype_name(dtype);

@@ -39,6 +39,14 @@ void decode_block(DType dtype, const uint8_t* block, BlockCodes* out);
 // The 16 values of IQ4_NL's and IQ4_XS's 4-bit codes (ggml's kvalues_iq4nl).
 extern const int8_t kIq4NlValues[16];
 
+// Whether widen_to_q8_0 takes dtype: the formats whose every value is an int8 times the block's f16
+// d (Q8_0, Q4_0, Q5_0, IQ4_NL), so that Q8_0 holds them exactly.
+bool widens_to_q8_0(DType dtype);
+// Re-encodes n elements (a multiple of 32) of such a format as Q8_0 blocks, value for value: the
+// fused q/k/v of a llama-quantize file whose parts have different types (Q5_0 q and k, Q8_0 v) stays
+// one block-quantized weight instead of being decoded to floats.
+void widen_to_q8_0(DType dtype, const void* src, void* dst, int64_t n);
+
 // Encodes n fp32 values (a multiple of 32) as q8_0 / q4_0 / q4_1 blocks (round to nearest; for tests
 // and tools: it need not match ggml's quantiser bit for bit).
 void quantize_from_f32(DType dtype, const float* src, void* dst, int64_t n);

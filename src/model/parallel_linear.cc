@@ -62,6 +62,22 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
   for (Tensor& p : parts) {
     if (is_fp8(p)) p = dequantize_fp8_weight(p);  // mixed with unquantized parts: all as values
   }
+  // Block types that Q8_0 holds value for value (llama-quantize's Q5_0 q/k beside a Q8_0 v): one
+  // Q8_0 weight, not one decoded to floats.
+  const auto same_type = [&](const Tensor& t) { return t.dtype() == parts.front().dtype(); };
+  const auto widens = [](const Tensor& t) { return t.ndim() == 2 && widens_to_q8_0(t.dtype()); };
+  if (!std::all_of(parts.begin(), parts.end(), same_type) && std::all_of(parts.begin(), parts.end(), widens)) {
+    int64_t rows = 0;
+    for (const Tensor& p : parts) rows += p.size(0);
+    Tensor out = host_tensor(DType::kQ8_0, {rows, parts.front().size(1)});
+    auto* dst = static_cast<uint8_t*>(out.data());
+    for (const Tensor& p : parts) {
+      MINIVLLM_CHECK_EQ(p.size(1), out.size(1)) << "upload_rows: parts of different widths";
+      widen_to_q8_0(p.dtype(), p.data(), dst, p.numel());
+      dst += dtype_nbytes(DType::kQ8_0, p.numel());
+    }
+    return backend.upload_stored_weight(out);
+  }
   int64_t rows = 0;
   const bool one_d = parts.front().ndim() == 1;
   const int64_t cols = one_d ? 1 : parts.front().size(1);

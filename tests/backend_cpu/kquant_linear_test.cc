@@ -217,6 +217,31 @@ TEST(CodesDecode, HandMadeBlocks) {
   }
 }
 
+// Q8_0 holds Q4_0, Q5_0 and IQ4_NL value for value (parallel_linear.cc stacks a fused weight of
+// mixed such parts as Q8_0): the widened blocks decode to exactly the originals' values, on random
+// blocks; formats with an offset or sub-block scales are not taken.
+TEST(CodesWiden, Q8_0HoldsTheSymmetricFormatsExactly) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kIQ4_NL, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(t));
+    ASSERT_TRUE(widens_to_q8_0(t));
+    const int64_t n = 3 * 32 * 7;
+    std::vector<uint8_t> src(dtype_nbytes(t, n));
+    std::mt19937 gen(7);
+    for (uint8_t& byte : src) byte = static_cast<uint8_t>(gen());
+    for (size_t b = 0; b < src.size() / dtype_size(t); ++b) {  // finite f16 d in [0.01, 2)
+      const uint16_t h = f32_to_f16(0.01f + static_cast<float>(gen() % 1000) / 500.0f);
+      std::memcpy(src.data() + b * dtype_size(t), &h, 2);
+    }
+    std::vector<uint8_t> wide(dtype_nbytes(DType::kQ8_0, n));
+    widen_to_q8_0(t, src.data(), wide.data(), n);
+    std::vector<float> want(n), got(n);
+    dequantize_to_f32(t, src.data(), want.data(), n);
+    dequantize_to_f32(DType::kQ8_0, wide.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << i;
+  }
+  for (DType t : {DType::kQ4_1, DType::kQ5_1, DType::kQ4_K, DType::kQ6_K, DType::kBF16}) EXPECT_FALSE(widens_to_q8_0(t));
+}
+
 // Embedding rows of a K-quant table are its exact decoding.
 TEST(CodesEmbedding, RowsAreTheDecodedTable) {
   CpuBackend b(2);
