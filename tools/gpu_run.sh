@@ -23,6 +23,13 @@
 #                 (--load-format dummy): `minivllm bench` (the seeds' workload, batch-1 decode, load
 #                 time) into bench_dummy_<config>.json; MINIVLLM_MODEL_BENCH_ARGS adds flags (e.g.
 #                 --tensor-parallel-size 2). Not part of the default run.
+# --only kquant-vs-llamacpp: issue 47's H200 figure. Builds llama-bench and llama-quantize with CUDA
+#                 from the llama.cpp source tree in MINIVLLM_LLAMA_CPP (the llama-cpp-python sdist's
+#                 vendor/llama.cpp; its models/, docs/, tests/ and other backends may be left out),
+#                 writes a bf16 GGUF of MINIVLLM_KQUANT_CONFIG's shape (default llama-3.1-8b-instruct;
+#                 tools/make_dummy_gguf.py), quantizes it to Q4_K_M, then batch-1 decode round by round
+#                 (MINIVLLM_KQUANT_ROUNDS, default 5): llama-bench tg256 and `minivllm bench` with the
+#                 blocks kept and decoded to bf16 (kquant_vs_llamacpp.txt). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -37,7 +44,8 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] &&
+         [ "$1" != kquant-vs-llamacpp ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -152,6 +160,29 @@ if want models; then
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
       ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
   done
+fi
+if want kquant-vs-llamacpp; then
+  lcpp="${MINIVLLM_LLAMA_CPP:?--only kquant-vs-llamacpp needs MINIVLLM_LLAMA_CPP (a llama.cpp source tree)}"
+  lb="$work/llamacpp-build"; kq_cfg="${MINIVLLM_KQUANT_CONFIG:-llama-3.1-8b-instruct}"
+  gguf="$work/$kq_cfg.Q4_K_M.gguf"; mkdir -p "$work"
+  step llamacpp_build bash -c "cmake -S '$lcpp' -B '$lb' -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
+    -DCMAKE_BUILD_TYPE=Release && ninja -C '$lb' llama-bench llama-quantize"
+  [ -f "$gguf" ] || step kquant_file bash -c "python3 tools/make_dummy_gguf.py --llama-cpp '$lcpp' \
+    '$shared/models/configs/$kq_cfg.json' '$work/$kq_cfg.bf16.gguf' && '$lb/bin/llama-quantize' \
+    '$work/$kq_cfg.bf16.gguf' '$gguf.tmp' Q4_K_M \$(nproc) && mv '$gguf.tmp' '$gguf'; rm -f '$work/$kq_cfg.bf16.gguf'"
+  for r in $(seq "${MINIVLLM_KQUANT_ROUNDS:-5}"); do
+    "$lb/bin/llama-bench" -m "$gguf" -p 0 -n 256 -ngl 99 -r 3 -o json 2>/dev/null | python3 -c \
+      'import json, sys; d = json.load(sys.stdin)[0]; print("round '"$r"' llama.cpp tg256 %.1f" % d["avg_ts"])' \
+      >> "$out/kquant_vs_llamacpp.txt"
+    for kept in 1 0; do
+      MINIVLLM_QUANT_WEIGHTS=$kept "$bin/minivllm" bench --model "$gguf" --num-seqs 0 --decode-tokens 256 \
+        --max-model-len 4096 --json 2>/dev/null | tail -n 1 | python3 -c \
+        'import json, sys; print("round '"$r"' minivllm MINIVLLM_QUANT_WEIGHTS='"$kept"' %.1f" % json.load(sys.stdin)["decode_tok_s"])' \
+        >> "$out/kquant_vs_llamacpp.txt"
+    done
+  done
+  cat "$out/kquant_vs_llamacpp.txt"
 fi
 if [ $tp_check = 1 ]; then
   step tp_faults tools/tp_faults_gpu.sh "$bin/minivllm" "$work/qwen3-0.6b/model"
