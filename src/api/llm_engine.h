@@ -165,8 +165,8 @@ class LLMEngine {
   ModelSource source_;
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
-  // Structured outputs: made by the first request that asks (it reads the whole vocabulary).
-  // Made on the first constrained request, by whichever thread brings it (structured()).
+  // Structured outputs: made by the first request that asks (it reads the whole vocabulary), on
+  // whichever thread brings it (structured()).
   std::unique_ptr<StructuredOutputEngine> structured_;
   std::mutex structured_mutex_;
   StructuredOutputEngine& structured();

@@ -76,6 +76,16 @@ struct StructuredOutputEngine::Impl {
   int vocab_size;
   xgrammar::GrammarCompiler compiler;
 
+  // compile(s), or a ConfigKeyError naming `key` and xgrammar's reason.
+  xgrammar::CompiledGrammar compile_or_refuse(const StructuredOutputs& s, const char* key) {
+    MINIVLLM_CHECK_EQ(s.num_set(), 1) << "a grammar takes exactly one kind of structured output";
+    try {
+      return compile(s);
+    } catch (const std::exception& e) {
+      throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(xgrammar_reason(e.what()), 400));
+    }
+  }
+
   // Compact JSON (any_whitespace off): a small model left free to add whitespace can spend its
   // whole budget on newlines, and no schema asks for it.
   xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
@@ -126,21 +136,11 @@ StructuredOutputEngine::~StructuredOutputEngine() = default;
 
 std::unique_ptr<TokenConstraint> StructuredOutputEngine::make_constraint(const StructuredOutputs& spec,
                                                                          const char* key) {
-  MINIVLLM_CHECK_EQ(spec.num_set(), 1) << "make_constraint takes exactly one kind of structured output";
-  try {
-    return make_xgrammar_constraint(impl_->compile(spec), impl_->vocab_size);
-  } catch (const std::exception& e) {
-    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(xgrammar_reason(e.what()), 400));
-  }
+  return make_xgrammar_constraint(impl_->compile_or_refuse(spec, key), impl_->vocab_size);
 }
 
 void StructuredOutputEngine::compile(const StructuredOutputs& spec, const char* key) {
-  MINIVLLM_CHECK_EQ(spec.num_set(), 1) << "compile takes exactly one kind of structured output";
-  try {
-    impl_->compile(spec);
-  } catch (const std::exception& e) {
-    throw ConfigKeyError("", key, "cannot be compiled into a grammar: " + text_excerpt(xgrammar_reason(e.what()), 400));
-  }
+  impl_->compile_or_refuse(spec, key);
 }
 
 bool StructuredOutputEngine::available() { return true; }

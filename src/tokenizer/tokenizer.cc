@@ -166,9 +166,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 }
 
 void Tokenizer::check_id(int32_t id) const {
-  MINIVLLM_CHECK(id >= 0 && static_cast<size_t>(id) < impl_->present.size() && impl_->present[id])
-      << "token id " << id << " is outside the vocabulary of " << impl_->spec.source << " (size "
-      << impl_->present.size() << ")";
+  MINIVLLM_CHECK(has_piece(id)) << "token id " << id << " is outside the vocabulary of " << impl_->spec.source
+                                << " (size " << impl_->present.size() << ")";
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
