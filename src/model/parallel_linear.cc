@@ -62,35 +62,27 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
   for (Tensor& p : parts) {
     if (is_fp8(p)) p = dequantize_fp8_weight(p);  // mixed with unquantized parts: all as values
   }
-  // Block types that Q8_0 holds value for value (llama-quantize's Q5_0 q/k beside a Q8_0 v): one
-  // Q8_0 weight, not one decoded to floats.
-  const auto same_type = [&](const Tensor& t) { return t.dtype() == parts.front().dtype(); };
-  const auto widens = [](const Tensor& t) { return t.ndim() == 2 && widens_to_q8_0(t.dtype()); };
-  if (!std::all_of(parts.begin(), parts.end(), same_type) && std::all_of(parts.begin(), parts.end(), widens)) {
-    int64_t rows = 0;
-    for (const Tensor& p : parts) rows += p.size(0);
-    Tensor out = host_tensor(DType::kQ8_0, {rows, parts.front().size(1)});
-    auto* dst = static_cast<uint8_t*>(out.data());
-    for (const Tensor& p : parts) {
-      MINIVLLM_CHECK_EQ(p.size(1), out.size(1)) << "upload_rows: parts of different widths";
-      widen_to_q8_0(p.dtype(), p.data(), dst, p.numel());
-      dst += dtype_nbytes(DType::kQ8_0, p.numel());
-    }
-    return backend.upload_stored_weight(out);
-  }
   int64_t rows = 0;
   const bool one_d = parts.front().ndim() == 1;
   const int64_t cols = one_d ? 1 : parts.front().size(1);
   DType dtype = parts.front().dtype();
+  bool mixed = false, widens = !one_d;
   for (const Tensor& p : parts) {
+    MINIVLLM_CHECK(one_d || p.size(1) == cols) << "upload_rows: parts of different widths";
     rows += p.size(0);
-    if (p.dtype() != dtype) dtype = DType::kF32;  // mixed types: every part decoded to fp32
+    mixed = mixed || p.dtype() != dtype;
+    widens = widens && widens_to_q8_0(p.dtype());
   }
+  // Mixed types: re-encoded as Q8_0 where it holds every part value for value (llama-quantize's Q5_0
+  // q/k beside a Q8_0 v), else every part decoded to fp32.
+  if (mixed) dtype = widens ? DType::kQ8_0 : DType::kF32;
   Tensor out = one_d ? host_tensor(dtype, {rows}) : host_tensor(dtype, {rows, cols});
   char* dst = static_cast<char*>(out.data());
   for (const Tensor& p : parts) {
     if (p.dtype() == dtype) {
       std::memcpy(dst, p.data(), p.nbytes());
+    } else if (dtype == DType::kQ8_0) {
+      widen_to_q8_0(p.dtype(), p.data(), dst, p.numel());
     } else {
       dequantize_to_f32(p.dtype(), p.data(), reinterpret_cast<float*>(dst), p.numel());
     }

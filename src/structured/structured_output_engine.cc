@@ -21,10 +21,7 @@ std::vector<std::string> raw_vocab(const Tokenizer& tokenizer) {
   std::vector<std::string> vocab(static_cast<size_t>(tokenizer.vocab_size()));
   for (size_t id = 0; id < vocab.size(); ++id) {
     const auto t = static_cast<int32_t>(id);
-    try {
-      if (!tokenizer.is_special(t)) vocab[id] = std::string(tokenizer.token_bytes(t));
-    } catch (const Error&) {  // an id the vocabulary skips
-    }
+    if (tokenizer.has_piece(t) && !tokenizer.is_special(t)) vocab[id] = std::string(tokenizer.token_bytes(t));
   }
   return vocab;
 }

@@ -23,6 +23,12 @@ namespace {
 const std::string kStories = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 const std::string kSmol = std::string(MINIVLLM_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
+// Every element of `got` is `want`'s, bit for bit (the GGUF converter keeps bf16 values as they are).
+void expect_same_values(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.numel(), want.numel());
+  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+}
+
 void expect_row(const Tensor& t, int64_t row, int64_t first_col, const std::vector<double>& want) {
   const int64_t cols = t.size(1);
   for (size_t i = 0; i < want.size(); ++i) {
@@ -175,7 +181,7 @@ TEST(GgufGemma3, ConverterFileMatchesItsSafetensors) {
     SCOPED_TRACE(name);
     const Tensor want = hf->get_f32(name, {});
     const Tensor got = m.weights->get_f32(name, want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+    expect_same_values(got, want);
   }
 }
 
@@ -210,7 +216,7 @@ TEST(GgufPhi3, ConverterFileMatchesItsSafetensors) {
     SCOPED_TRACE(name);
     const Tensor want = hf->get_f32(name, {});
     const Tensor got = m.weights->get_f32(name, want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+    expect_same_values(got, want);
   }
   for (const std::string& name : m.weights->names()) {
     EXPECT_EQ(name.find("attn_qkv"), std::string::npos) << name;
@@ -252,7 +258,7 @@ TEST(GgufQwen3Moe, ConverterFileMatchesItsSafetensors) {
     SCOPED_TRACE(name);
     const Tensor want = hf->get_f32(name, {});
     const Tensor got = m.weights->get_f32(name, want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+    expect_same_values(got, want);
   }
   // world_size 2's shards of expert 5: rows [16, 32) of gate, columns [16, 32) of down.
   for (const auto& [name, shape, dim] :
@@ -262,7 +268,7 @@ TEST(GgufQwen3Moe, ConverterFileMatchesItsSafetensors) {
     const Tensor want = hf->get_f32_slice(name, shape, dim, 16, 16);
     const Tensor got = m.weights->get_f32_slice(name, shape, dim, 16, 16);
     ASSERT_EQ(got.shape(), want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.ptr<float>()[i], want.ptr<float>()[i]) << i;
+    expect_same_values(got, want);
   }
 }
 

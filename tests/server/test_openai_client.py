@@ -432,12 +432,13 @@ class ShutdownTest(unittest.TestCase):
             self.assertFalse(os.path.exists(f"/proc/{pid}"), f"worker {pid} outlived serve")
 
 
-def main():
+def main(model=MODEL, how=" (tools/fetch_default_model.sh)"):
+    """Runs the calling module's tests; 77 (ctest's skip) without the openai package, `model` or BIN."""
     if openai is None:
         print("SKIP: the openai package is not installed (pip install openai)")
         return 77
-    if not os.path.exists(MODEL) or not os.path.exists(BIN):
-        print(f"SKIP: {MODEL} or {BIN} not found (tools/fetch_default_model.sh)")
+    if not os.path.exists(model) or not os.path.exists(BIN):
+        print(f"SKIP: {model} or {BIN} not found{how}")
         return 77
     result = unittest.main(exit=False, verbosity=2).result
     return 0 if result.wasSuccessful() else 1

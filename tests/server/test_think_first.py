@@ -16,7 +16,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_openai_client import BIN, SHARED, openai, start_server, stop_server  # noqa: E402
+from test_openai_client import SHARED, main, openai, start_server, stop_server  # noqa: E402
 
 QWEN3 = os.path.join(SHARED, "models", "qwen3-0.6b")
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -60,16 +60,5 @@ class ThinkFirstTest(unittest.TestCase):
         self.assertGreaterEqual(thinking.usage.completion_tokens - plain.usage.completion_tokens, 2)
 
 
-def main():
-    if openai is None:
-        print("SKIP: the openai package is not installed (pip install openai)")
-        return 77
-    if not os.path.exists(os.path.join(QWEN3, "tokenizer.json")) or not os.path.exists(BIN):
-        print(f"SKIP: {QWEN3} or {BIN} not found")
-        return 77
-    result = unittest.main(exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(os.path.join(QWEN3, "tokenizer.json"), ""))
