@@ -28,8 +28,10 @@
 #                 vendor/llama.cpp; its models/, docs/, tests/ and other backends may be left out),
 #                 writes a bf16 GGUF of MINIVLLM_KQUANT_CONFIG's shape (default llama-3.1-8b-instruct;
 #                 tools/make_dummy_gguf.py), quantizes it to Q4_K_M, then batch-1 decode round by round
-#                 (MINIVLLM_KQUANT_ROUNDS, default 5): llama-bench tg256 and `minivllm bench` with the
-#                 blocks kept and decoded to bf16 (kquant_vs_llamacpp.txt). Not part of the default run.
+#                 (MINIVLLM_KQUANT_ROUNDS, default 5): llama-bench tg256 and `minivllm bench` under each
+#                 setting of MINIVLLM_KQUANT_VARIANTS (default: the blocks kept, and decoded to bf16;
+#                 e.g. "MINIVLLM_QUANT_GEMV_TILE=warp MINIVLLM_QUANT_GEMV_TILE=2x2") (kquant_vs_llamacpp.txt).
+#                 MINIVLLM_KQUANT_GGUF: an existing Q4_K_M file to use. Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -164,7 +166,7 @@ fi
 if want kquant-vs-llamacpp; then
   lcpp="${MINIVLLM_LLAMA_CPP:?--only kquant-vs-llamacpp needs MINIVLLM_LLAMA_CPP (a llama.cpp source tree)}"
   lb="$work/llamacpp-build"; kq_cfg="${MINIVLLM_KQUANT_CONFIG:-llama-3.1-8b-instruct}"
-  gguf="$work/$kq_cfg.Q4_K_M.gguf"; mkdir -p "$work"
+  gguf="${MINIVLLM_KQUANT_GGUF:-$work/$kq_cfg.Q4_K_M.gguf}"; mkdir -p "$work"
   step llamacpp_build bash -c "cmake -S '$lcpp' -B '$lb' -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
     -DCMAKE_BUILD_TYPE=Release && ninja -C '$lb' llama-bench llama-quantize"
@@ -175,10 +177,10 @@ if want kquant-vs-llamacpp; then
     "$lb/bin/llama-bench" -m "$gguf" -p 0 -n 256 -ngl 99 -r 3 -o json 2>/dev/null | python3 -c \
       'import json, sys; d = json.load(sys.stdin)[0]; print("round '"$r"' llama.cpp tg256 %.1f" % d["avg_ts"])' \
       >> "$out/kquant_vs_llamacpp.txt"
-    for kept in 1 0; do
-      MINIVLLM_QUANT_WEIGHTS=$kept "$bin/minivllm" bench --model "$gguf" --num-seqs 0 --decode-tokens 256 \
+    for v in ${MINIVLLM_KQUANT_VARIANTS:-"MINIVLLM_QUANT_WEIGHTS=1 MINIVLLM_QUANT_WEIGHTS=0"}; do
+      env "$v" "$bin/minivllm" bench --model "$gguf" --num-seqs 0 --decode-tokens 256 \
         --max-model-len 4096 --json 2>/dev/null | tail -n 1 | python3 -c \
-        'import json, sys; print("round '"$r"' minivllm MINIVLLM_QUANT_WEIGHTS='"$kept"' %.1f" % json.load(sys.stdin)["decode_tok_s"])' \
+        'import json, sys; print("round '"$r"' minivllm '"$v"' %.1f" % json.load(sys.stdin)["decode_tok_s"])' \
         >> "$out/kquant_vs_llamacpp.txt"
     done
   done

@@ -88,7 +88,8 @@ Tensor Backend::upload_stored_weight(const Tensor& host) {
     return upload_weight(f32);
   }
   Tensor dst = empty(host.dtype(), host.shape());
-  copy_from_host(dst, host.data());
+  const Tensor laid_out = stored_layout(host);
+  copy_from_host(dst, laid_out.data());
   synchronize();
   return dst;
 }

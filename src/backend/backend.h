@@ -128,6 +128,12 @@ class Backend {
   // Uploads a host weight of any stored dtype: as it is where keeps_weight_dtype, else decoded to
   // fp32 and uploaded as upload_weight does.
   Tensor upload_stored_weight(const Tensor& host);
+  // Whether linear takes a weight stacked from parts of different kept block types (WeightParts);
+  // otherwise such parts are re-encoded to one type, or decoded, at load (ShardContext::upload_rows).
+  virtual bool keeps_weight_parts() const { return false; }
+  // A kept weight's bytes as this backend lays them out (the same dtype and bytes, perhaps
+  // reordered for its kernels: the CUDA backend's planar Q6_K rows). Default: as stored.
+  virtual Tensor stored_layout(const Tensor& host) const { return host; }
 
   // Free and total device memory in bytes (CPU: a budget from the host's memory).
   virtual void memory_info(size_t* free_bytes, size_t* total_bytes) = 0;

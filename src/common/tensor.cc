@@ -74,6 +74,12 @@ Tensor Tensor::with_scales(std::shared_ptr<const WeightScales> scales) const {
   return t;
 }
 
+Tensor Tensor::with_parts(std::shared_ptr<const WeightParts> parts) const {
+  Tensor t = *this;
+  t.parts_ = std::move(parts);
+  return t;
+}
+
 std::string Tensor::describe() const {
   std::ostringstream os;
   os << dtype_name(dtype_) << "[";

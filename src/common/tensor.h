@@ -17,6 +17,7 @@ namespace minivllm {
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
 struct WeightScales;  // below: an FP8 weight's scale grid
+struct WeightParts;   // below: a weight stacked from parts of different block types
 
 class Tensor {
  public:
@@ -55,6 +56,9 @@ class Tensor {
   // whole, and a view of its codes alone is only bytes.
   const std::shared_ptr<const WeightScales>& scales() const { return scales_; }
   Tensor with_scales(std::shared_ptr<const WeightScales> scales) const;
+  // A weight whose row blocks keep different block types (WeightParts). Null otherwise; views drop it.
+  const std::shared_ptr<const WeightParts>& parts() const { return parts_; }
+  Tensor with_parts(std::shared_ptr<const WeightParts> parts) const;
 
  private:
   void* data_ = nullptr;
@@ -64,6 +68,7 @@ class Tensor {
   std::array<int64_t, kMaxDims> shape_{};
   std::shared_ptr<void> owner_;
   std::shared_ptr<const WeightScales> scales_;
+  std::shared_ptr<const WeightParts> parts_;
 };
 
 // The scales of an FP8 weight W [rows, cols]: W[r, c] = e4m3(code[r, c]) * grid[r / block_rows,
@@ -74,6 +79,14 @@ struct WeightScales {
   Tensor grid;
   int64_t block_rows = 1;
   int64_t block_cols = 1;
+};
+
+// W [rows, cols] = [P_0; P_1; ...] by rows, each part a weight of its own block type (llama-quantize's
+// Q4_K_M stores a layer's q and k as Q4_K beside a Q6_K v, and the fused qkv weight stacks them).
+// The stacked tensor has W's shape and P_0's dtype and data, so that it reads as a block-quantized
+// weight; only a backend whose keeps_weight_parts() is true makes one, and its linear reads the parts.
+struct WeightParts {
+  std::vector<Tensor> parts;
 };
 
 // A tensor on the host that owns its memory (for loaders, tests and references).

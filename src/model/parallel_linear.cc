@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "common/check.h"
@@ -48,6 +49,13 @@ Tensor ShardContext::replicated(const std::string& name, std::vector<int64_t> sh
   return src.get_f32(name, shape);
 }
 
+Tensor ShardContext::stack_parts(const std::vector<Tensor>& host_parts, int64_t rows, int64_t cols) const {
+  auto stacked = std::make_shared<WeightParts>();
+  for (const Tensor& p : host_parts) stacked->parts.push_back(backend.upload_stored_weight(p));
+  const Tensor& first = stacked->parts.front();
+  return Tensor(first.data(), first.dtype(), {rows, cols}, first.device()).with_parts(std::move(stacked));
+}
+
 Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) const {
   MINIVLLM_CHECK(!shard_parts.empty()) << "upload_rows: no parts";
   if (std::all_of(shard_parts.begin(), shard_parts.end(),
@@ -74,7 +82,12 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
     widens = widens && widens_to_q8_0(p.dtype());
   }
   // Mixed types: re-encoded as Q8_0 where it holds every part value for value (llama-quantize's Q5_0
-  // q/k beside a Q8_0 v), else every part decoded to fp32.
+  // q/k beside a Q8_0 v); else kept part by part where the backend reads such a weight (Q4_K q/k
+  // beside a Q6_K v), else every part decoded to fp32.
+  if (mixed && !widens && !one_d && backend.keeps_weight_parts() &&
+      std::all_of(parts.begin(), parts.end(), [&](const Tensor& p) { return backend.keeps_weight_dtype(p.dtype()); })) {
+    return stack_parts(parts, rows, cols);
+  }
   if (mixed) dtype = widens ? DType::kQ8_0 : DType::kF32;
   Tensor out = one_d ? host_tensor(dtype, {rows}) : host_tensor(dtype, {rows, cols});
   char* dst = static_cast<char*>(out.data());

@@ -50,6 +50,8 @@ struct ShardContext {
 
  private:
   Tensor read(const ShardPart& part) const;  // the part on the host
+  // Host parts of different kept types, each uploaded, as one WeightParts weight [rows, cols].
+  Tensor stack_parts(const std::vector<Tensor>& host_parts, int64_t rows, int64_t cols) const;
   Tensor make_rows_in_place(const std::vector<ShardPart>& parts) const;
   Tensor make_fp8_in_place(const std::vector<ShardPart>& parts) const;  // dummy weights, online FP8
 };

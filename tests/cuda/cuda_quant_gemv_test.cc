@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,13 +83,14 @@ struct QuantBackends {
   ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
 };
 
-TEST(CudaQuantLinear, MatchesCpuBackend) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  QuantBackends on;
+// linear and linear_add_residual of each type against the CPU backend (on the GPU the tile that
+// MINIVLLM_QUANT_GEMV_TILE names, read when the backend is made).
+void check_matches_cpu(const std::vector<DType>& types, const std::vector<int64_t>& token_counts) {
   Backends be;
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
-  for (DType t : kTypes) {
+  for (DType t : types) {
     const int64_t blk = dtype_block(t);
+    // 16 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows.
     for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}}) {
       const int64_t k = blocks * blk;
       const Tensor w = random_blocks(t, n, k, static_cast<uint32_t>(n + k));
@@ -96,7 +98,7 @@ TEST(CudaQuantLinear, MatchesCpuBackend) {
       dequantize_to_f32(t, w.data(), decoded.data(), n * k);
       const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
       ASSERT_EQ(wg.dtype(), t) << "the GPU kept no blocks";
-      for (int64_t tokens : {1, 3, 8, 17, 80}) {
+      for (int64_t tokens : token_counts) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " k " + std::to_string(k) + " tokens " +
                      std::to_string(tokens));
         std::mt19937 rng(static_cast<uint32_t>(tokens * 7 + k));
@@ -137,13 +139,83 @@ TEST(CudaQuantLinear, MatchesCpuBackend) {
   }
 }
 
+TEST(CudaQuantLinear, MatchesCpuBackend) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
+  check_matches_cpu(kTypes, {1, 3, 8, 17, 80});
+}
+
+// Every batch-1 tile of the row kernel (Q4_K and Q6_K), and the warp-per-row kernel on them.
+TEST(CudaQuantLinear, EveryGemvTileMatchesCpuBackend) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
+  for (const char* tile : {"warp", "2x1", "2x2", "4x1", "4x2", "8x1"}) {
+    SCOPED_TRACE(std::string("MINIVLLM_QUANT_GEMV_TILE=") + tile);
+    ::setenv("MINIVLLM_QUANT_GEMV_TILE", tile, 1);
+    check_matches_cpu({DType::kQ4_K, DType::kQ6_K}, {1, 2, 8});
+    ::unsetenv("MINIVLLM_QUANT_GEMV_TILE");
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A weight of parts of different types (WeightParts: llama-quantize's Q4_K q, k beside a Q6_K v),
+// as ShardContext::upload_rows stacks it, against the CPU backend on the parts decoded and stacked:
+// each part's gemv writes its rows of the output (bias included), and past 64 tokens the parts are
+// decoded into one bf16 weight.
+TEST(CudaQuantLinear, WeightOfMixedPartsMatchesCpuBackend) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
+  Backends be;
+  ASSERT_TRUE(be.gpu->keeps_weight_parts());
+  for (int64_t k : {768, 2048}) {  // Q6_K in ggml's rows, then planar
+    const std::vector<std::pair<DType, int64_t>> shape = {{DType::kQ4_K, 64}, {DType::kQ4_K, 24}, {DType::kQ6_K, 24}};
+    auto parts = std::make_shared<WeightParts>();
+    int64_t n = 0;
+    std::vector<float> decoded;
+    for (const auto& [t, rows] : shape) {
+      const Tensor p = random_blocks(t, rows, k, static_cast<uint32_t>(rows + k + n));
+      std::vector<float> d(static_cast<size_t>(rows * k));
+      dequantize_to_f32(t, p.data(), d.data(), rows * k);
+      decoded.insert(decoded.end(), d.begin(), d.end());
+      parts->parts.push_back(be.gpu->upload_stored_weight(p));
+      n += rows;
+    }
+    const Tensor& first = parts->parts.front();
+    const Tensor wg = Tensor(first.data(), first.dtype(), {n, k}, DeviceKind::kCuda).with_parts(parts);
+    Tensor whole = host_tensor(DType::kF32, {n, k});
+    std::memcpy(whole.data(), decoded.data(), decoded.size() * sizeof(float));
+    const Tensor wc = be.cpu->upload_weight(whole, /*keep_f32=*/true);
+    for (int64_t tokens : {1, 5, 80}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " tokens " + std::to_string(tokens));
+      std::mt19937 rng(static_cast<uint32_t>(tokens + k));
+      const Tensor x = random_values({tokens, k}, rng);
+      const Tensor bias = random_values({n}, rng, 0.1f);
+      Tensor xc = upload(*be.cpu, x), yc = be.cpu->empty(DType::kF32, {tokens, n});
+      const Tensor bc = upload_f32(*be.cpu, bias);
+      be.cpu->linear(xc, wc, &bc, yc);
+      const std::vector<float> want = download(*be.cpu, yc);
+      Tensor xg = upload(*be.gpu, x), yg = be.gpu->empty(DType::kF32, {tokens, n});
+      const Tensor bg = upload_f32(*be.gpu, bias);
+      be.gpu->fill_bytes(yg, 0xff);
+      be.gpu->linear(xg, wg, &bg, yg);
+      const std::vector<float> got = download(*be.gpu, yg);
+      const Bounds bd = bounds(decoded, x.ptr<float>(), tokens, n, k);
+      for (int64_t i = 0; i < tokens * n; ++i) {
+        const double tol = (tokens > 64 ? bd.mag[i] / 512.0 : bd.int8[i]) + 2e-4 * bd.mag[i] + 1e-5;
+        ASSERT_NEAR(got[i], want[i], tol) << "output " << i << " (row " << i % n << ")";
+      }
+    }
+  }
+}
+
 TEST(CudaQuantLinear, EmbeddingDecodesTheCpuBackendsRows) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;
   Backends be;
-  for (DType t : kTypes) {
-    SCOPED_TRACE(dtype_name(t));
-    const int64_t vocab = 23, hidden = 512;
+  for (const auto& [t, hidden] : std::vector<std::pair<DType, int64_t>>{
+           {DType::kQ4_K, 512}, {DType::kQ6_K, 512}, {DType::kQ6_K, 2048}, {DType::kQ5_0, 512}, {DType::kQ8_0, 512}}) {
+    SCOPED_TRACE(std::string(dtype_name(t)) + " hidden " + std::to_string(hidden));  // Q6_K at 2048: planar rows
+    const int64_t vocab = 23;
     const Tensor w = random_blocks(t, vocab, hidden, 11);
     const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
     // Ids of this shard (vocab_start 100) and of others, which give zero rows.
@@ -167,7 +239,7 @@ TEST(CudaQuantLinear, RefusesOtherTypesByName) {
   EXPECT_FALSE(cuda::quant_gemv_supports(DType::kQ4_1));
   try {
     cuda::launch_quant_gemv(DType::kQ4_1, nullptr, 20, {}, nullptr, false, nullptr, false, cuda::QuantGemvOut::kStore, 1,
-                            1, 32, nullptr);
+                            1, 32, 1, {}, nullptr);
     ADD_FAILURE() << "no error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("q4_1"), std::string::npos) << e.what();

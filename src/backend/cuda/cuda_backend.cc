@@ -73,6 +73,13 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&quant_x_sums_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 16) * sizeof(float)));
+  }
+  const std::string tile = knob_word("MINIVLLM_QUANT_GEMV_TILE").value_or("2x2");
+  quant_gemv_shape_.warp_per_row = tile == "warp";
+  if (!quant_gemv_shape_.warp_per_row) {  // "RxU", the table's values
+    quant_gemv_shape_.rows = tile[0] - '0';
+    quant_gemv_shape_.unroll = tile[2] - '0';
   }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
@@ -98,6 +105,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);
+  cudaFree(quant_x_sums_);
   cudaFree(quant_w_bf16_);
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
@@ -246,6 +254,13 @@ void CudaBackend::check_rotary_dim(int head_dim, int rotary_dim) const {
   MINIVLLM_CHECK(rotary_dim == head_dim)
       << "cuda backend: unsupported partial_rotary_factor: the model rotates " << rotary_dim << " of head_dim "
       << head_dim << " dims, and the CUDA rope kernels rotate the whole head (the CPU backend runs it: --device cpu)";
+}
+
+Tensor CudaBackend::stored_layout(const Tensor& host) const {
+  if (host.dtype() != DType::kQ6_K || host.ndim() != 2 || !q6_k_planar(host.size(1))) return host;
+  Tensor planar = host_tensor(DType::kQ6_K, host.shape());
+  pack_q6_k_planar(host.data(), planar.data(), host.size(0), host.size(1));
+  return planar;
 }
 
 bool CudaBackend::supports_kv_cache_dtype(DType dtype) const {

@@ -51,6 +51,9 @@ class CudaBackend : public Backend {
   bool keeps_weight_dtype(DType stored) const override {
     return (stored == DType::kF8E4M3 && fp8_weights_) || (quant_weights_ && quant_gemv_supports(stored));
   }
+  bool keeps_weight_parts() const override { return quant_weights_; }
+  // Q6_K rows whose width allows it go planar (quant_gemv.h: every load of the gemv aligned).
+  Tensor stored_layout(const Tensor& host) const override;
   Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;
   void scale(const Tensor& x, float factor) override;
   void synchronize() override;
@@ -216,6 +219,8 @@ class CudaBackend : public Backend {
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
+  float* quant_x_sums_ = nullptr;    // [kQuantChunkTokens, kQuantMaxK / 16]
+  QuantGemvShape quant_gemv_shape_;  // MINIVLLM_QUANT_GEMV_TILE
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
   size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)

@@ -188,7 +188,9 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
 
 // Block-quantized weights. The gemv reads the weight once per 8 tokens; decoding it for cuBLASLt
 // costs a bf16 write and read of it, about 7x a Q4_K read: so the gemv up to kQuantChunkTokens
-// tokens (8 passes), and past that the decoded weight where cuBLASLt takes the shape.
+// tokens (8 passes), and past that the decoded weight where cuBLASLt takes the shape. A weight of
+// parts (WeightParts: Q4_K q, k beside a Q6_K v) runs each part into its rows of the output, from
+// the same quantized x, or is decoded part by part into one bf16 weight.
 void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                                bool add) {
   check_gpu(x, DType::kBF16, op, "x");
@@ -204,13 +206,27 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   MINIVLLM_CHECK(!add || bias == nullptr) << op << ": no bias with the residual add";
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const void* b = bias == nullptr ? nullptr : bias->data();
-  const size_t row_bytes = dtype_nbytes(w.dtype(), k);
+  const Tensor one[] = {w};
+  const std::vector<Tensor> pieces = w.parts() ? w.parts()->parts : std::vector<Tensor>(one, one + 1);
+  int64_t stacked = 0;
+  for (const Tensor& p : pieces) {
+    MINIVLLM_CHECK(p.ndim() == 2 && p.size(1) == k && quant_gemv_supports(p.dtype()) && p.device() == DeviceKind::kCuda)
+        << op << ": part " << p.describe() << " of weight " << w.describe();
+    stacked += p.size(0);
+  }
+  MINIVLLM_CHECK_EQ(stacked, n) << op << ": the parts of " << w.describe() << " hold " << stacked << " rows";
   if (tokens == 0) return;
+  const void* b = bias == nullptr ? nullptr : bias->data();
+  const size_t out_elem = out_f32 ? 4 : 2, bias_elem = bias_f32 ? 4 : 2;
   if (tokens > kQuantChunkTokens && n % 8 == 0 && k % 8 == 0) {
     grow_device_scratch(&quant_w_bf16_, &quant_w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream_, op,
                         "decoded-weight");
-    launch_quant_dequantize_bf16(w.dtype(), w.data(), row_bytes, n, k, quant_w_bf16_, stream_);
+    int64_t row0 = 0;
+    for (const Tensor& p : pieces) {
+      launch_quant_dequantize_bf16(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), p.size(0), k,
+                                   static_cast<char*>(quant_w_bf16_) + row0 * k * 2, stream_);
+      row0 += p.size(0);
+    }
     if (add) {
       gemm_->run(x.data(), quant_w_bf16_, nullptr, out.data(), true, tokens, n, k, stream_, /*accumulate=*/true);
       return;
@@ -222,17 +238,22 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   }
   MINIVLLM_CHECK(quant_x_codes_ != nullptr && k <= kQuantMaxK)
       << op << ": rows of " << k << " values (the quantized gemv's x scratch holds " << kQuantMaxK << ")";
-  const size_t out_elem = out_f32 ? 4 : 2;
   for (int64_t c0 = 0; c0 < tokens; c0 += kQuantChunkTokens) {
     const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
     launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k,
-                         QuantX{quant_x_codes_, quant_x_scales_}, stream_);
+                         QuantX{quant_x_codes_, quant_x_scales_, quant_x_sums_}, stream_);
     for (int64_t t0 = 0; t0 < chunk; t0 += kQuantGemvMaxTokens) {
       const int64_t t = std::min<int64_t>(kQuantGemvMaxTokens, chunk - t0);
-      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32)};
-      launch_quant_gemv(w.dtype(), w.data(), row_bytes, q, b, bias_f32,
-                        static_cast<char*>(out.data()) + (c0 + t0) * n * out_elem, out_f32,
-                        add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, n, k, stream_);
+      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32), quant_x_sums_ + t0 * (k / 16)};
+      int64_t row0 = 0;
+      for (const Tensor& p : pieces) {
+        const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;
+        launch_quant_gemv(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), q, pb, bias_f32,
+                          static_cast<char*>(out.data()) + ((c0 + t0) * n + row0) * out_elem, out_f32,
+                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, quant_gemv_shape_,
+                          stream_);
+        row0 += p.size(0);
+      }
     }
   }
 }

@@ -6,11 +6,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/quant_gemv.h"
+#include "backend/cuda/quant_gemv_rows.h"
 #include "common/check.h"
 
 namespace minivllm::cuda {
@@ -84,6 +86,30 @@ __device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
   return u;
 }
 
+// The same unit of a planar row (quant_gemv.h): super-block sb's fields lie in their planes.
+__device__ __forceinline__ Unit unit_q6_k_planar(const uint8_t* row, int64_t nsb, int64_t sb, int unit) {
+  const int n = unit / 4, k = unit % 4;
+  const uint4* ql = reinterpret_cast<const uint4*>(row + sb * 128 + 64 * n + 32 * (k & 1));
+  const uint4* qh = reinterpret_cast<const uint4*>(row + nsb * 128 + sb * 64 + 32 * n);
+  const auto* sc = reinterpret_cast<const int8_t*>(row + nsb * 192 + sb * 16) + 8 * n + 2 * k;
+  const float d = half_bits(reinterpret_cast<const uint16_t*>(row + nsb * 208)[sb]);
+  const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+  const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+  const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+  Unit u;
+  const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    u.q[i] = static_cast<int>(((lw[i] >> lshift) & 0x0F0F0F0Fu) | (((hw[i] >> hshift) & 0x03030303u) << 4));
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    u.scale[half] = d * static_cast<float>(sc[half]);
+    u.offset[half] = -32.0f * u.scale[half];
+  }
+  return u;
+}
+
 // Bits 0..3 of b to bit 4 of bytes 0..3 (Q5_0's fifth bit).
 __device__ __forceinline__ uint32_t spread4(uint32_t b) {
   return ((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25);
@@ -114,12 +140,13 @@ __device__ __forceinline__ Unit unit_q8_0(const uint8_t* b) {
   return u;
 }
 
-// Unit `u` (0..k/32) of the row at wr.
+// Unit `u` (0..k/32) of the row at wr. planar_nsb: a planar Q6_K row's super-blocks, else 0.
 template <DType T>
-__device__ __forceinline__ Unit load_unit(const uint8_t* wr, int64_t u) {
+__device__ __forceinline__ Unit load_unit(const uint8_t* wr, int64_t u, int64_t planar_nsb) {
   if constexpr (T == DType::kQ4_K) {
     return unit_q4_k(wr + (u / 8) * 144, static_cast<int>(u % 8));
   } else if constexpr (T == DType::kQ6_K) {
+    if (planar_nsb > 0) return unit_q6_k_planar(wr, planar_nsb, u / 8, static_cast<int>(u % 8));
     return unit_q6_k(wr + (u / 8) * 210, static_cast<int>(u % 8));
   } else if constexpr (T == DType::kQ5_0) {
     return unit_q5_0(wr + u * 22);
@@ -138,7 +165,7 @@ __device__ __forceinline__ float code_at(int word, int l) {
 // One warp per unit of 32 values: codes = round(x / s), s = amax / 127 (a unit's values are then
 // s * code; its sum, which the offsets need, comes out of the gemv's dp4a against 1s).
 __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_t units, int8_t* __restrict__ codes,
-                                     float* __restrict__ scales) {
+                                     float* __restrict__ scales, float* __restrict__ sums) {
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (unit >= units) return;
   const int lane = threadIdx.x % 32;
@@ -148,13 +175,18 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   const int q = amax > 0.0f ? __float2int_rn(v / s) : 0;
   codes[unit * 32 + lane] = static_cast<int8_t>(q);
   if (lane == 0) scales[unit] = s;
+  int half_sum = q;  // over lanes 0..15 and 16..31: the xor offsets stay inside each half
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) half_sum += __shfl_xor_sync(0xffffffffu, half_sum, o);
+  if (lane % 16 == 0) sums[unit * 2 + lane / 16] = s * static_cast<float>(half_sum);
 }
 
 template <DType T, int NT>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     quant_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
                       const float* __restrict__ xs, const void* __restrict__ bias, bool bias_f32,
-                      void* __restrict__ out, bool out_f32, bool add, int64_t n, int64_t k) {
+                      void* __restrict__ out, bool out_f32, bool add, int64_t n, int64_t k, int64_t ldo,
+                      int64_t planar_nsb) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= n) return;
@@ -164,7 +196,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   for (int64_t u = lane; u < units; u += 32) {
-    const Unit wu = load_unit<T>(wr, u);
+    const Unit wu = load_unit<T>(wr, u, planar_nsb);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int4* xp = reinterpret_cast<const int4*>(xq + t * k + u * 32);
@@ -194,7 +226,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
-    const int64_t o = t * n + row;
+    const int64_t o = t * ldo + row;
     if (add) {
       static_cast<float*>(out)[o] += acc[t];
     } else if (out_f32) {
@@ -226,19 +258,19 @@ __device__ __forceinline__ void store_unit(const Unit& wu, void* dst) {
 // One thread per unit.
 template <DType T>
 __global__ void quant_dequantize_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int64_t k,
-                                        __nv_bfloat16* __restrict__ out) {
+                                        int64_t planar_nsb, __nv_bfloat16* __restrict__ out) {
   const int64_t units = k / 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * units) return;
   const int64_t row = i / units, u = i % units;
-  store_unit<T, false>(load_unit<T>(w + static_cast<size_t>(row) * row_bytes, u), out + row * k + u * 32);
+  store_unit<T, false>(load_unit<T>(w + static_cast<size_t>(row) * row_bytes, u, planar_nsb), out + row * k + u * 32);
 }
 
 // One CTA per token, a thread per unit.
 template <DType T, bool F32>
 __global__ void quant_embedding_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
                                        const int32_t* __restrict__ ids, int64_t vocab_start, int64_t k,
-                                       void* __restrict__ out) {
+                                       int64_t planar_nsb, void* __restrict__ out) {
   const int64_t t = blockIdx.x, units = k / 32;
   const int64_t local = static_cast<int64_t>(ids[t]) - vocab_start;
   const bool inside = local >= 0 && local < rows;  // another shard's id gives a zero row
@@ -246,7 +278,7 @@ __global__ void quant_embedding_kernel(const uint8_t* __restrict__ w, size_t row
     void* dst = F32 ? static_cast<void*>(static_cast<float*>(out) + t * k + u * 32)
                     : static_cast<void*>(static_cast<__nv_bfloat16*>(out) + t * k + u * 32);
     Unit wu{};
-    if (inside) wu = load_unit<T>(w + static_cast<size_t>(local) * row_bytes, u);
+    if (inside) wu = load_unit<T>(w + static_cast<size_t>(local) * row_bytes, u, planar_nsb);
     store_unit<T, F32>(wu, dst);
   }
 }
@@ -269,12 +301,16 @@ void by_type(DType wtype, F&& f) {
   }
 }
 
+// A planar Q6_K row's super-block count, else 0 (the kernels' planar_nsb).
+int64_t planar_nsb(DType wtype, int64_t k) { return wtype == DType::kQ6_K && q6_k_planar(k) ? k / 256 : 0; }
+
 template <DType T, int NT>
 void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32, void* out,
-                 bool out_f32, bool add, int64_t n, int64_t k, cudaStream_t stream) {
+                 bool out_f32, bool add, int64_t n, int64_t k, int64_t ldo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  quant_gemv_kernel<T, NT><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(
-      static_cast<const uint8_t*>(w), row_bytes, q.codes, q.scales, bias, bias_f32, out, out_f32, add, n, k);
+  quant_gemv_kernel<T, NT><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                                     q.codes, q.scales, bias, bias_f32, out, out_f32,
+                                                                     add, n, k, ldo, planar_nsb(T, k));
 }
 
 }  // namespace
@@ -283,35 +319,60 @@ bool quant_gemv_supports(DType wtype) {
   return wtype == DType::kQ4_K || wtype == DType::kQ6_K || wtype == DType::kQ5_0 || wtype == DType::kQ8_0;
 }
 
+bool q6_k_planar(int64_t k) { return k > 0 && k % 256 == 0 && (k / 256) % 8 == 0; }
+
+void pack_q6_k_planar(const void* src, void* dst, int64_t rows, int64_t k) {
+  MINIVLLM_CHECK(q6_k_planar(k)) << "pack_q6_k_planar: rows of " << k << " values";
+  const int64_t nsb = k / 256;
+  const size_t row_bytes = static_cast<size_t>(nsb) * 210;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* in = static_cast<const uint8_t*>(src) + r * row_bytes;
+    auto* o = static_cast<uint8_t*>(dst) + r * row_bytes;
+    for (int64_t sb = 0; sb < nsb; ++sb) {  // ggml's block: ql[128] qh[64] scales[16] d[2]
+      const uint8_t* b = in + sb * 210;
+      std::memcpy(o + sb * 128, b, 128);
+      std::memcpy(o + nsb * 128 + sb * 64, b + 128, 64);
+      std::memcpy(o + nsb * 192 + sb * 16, b + 192, 16);
+      std::memcpy(o + nsb * 208 + sb * 2, b + 208, 2);
+    }
+  }
+}
+
 void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream) {
   MINIVLLM_CHECK(k % 32 == 0 && tokens >= 0) << "quantize_x_q8: k " << k << " must be a multiple of 32";
   const int64_t units = tokens * k / 32;
   if (units == 0) return;
   constexpr int kWarps = 8;
   quantize_x_q8_kernel<<<static_cast<unsigned>((units + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales);
+      static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales, q.sums);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
-                       void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
-                       cudaStream_t stream) {
+                       void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k, int64_t ldo,
+                       const QuantGemvShape& shape, cudaStream_t stream) {
   check_shape(wtype, row_bytes, k, "quant_gemv");
-  MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0)
-      << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows";
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0 && ldo >= n)
+      << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows, out rows "
+      << ldo << " apart";
   const bool add = mode == QuantGemvOut::kAddF32;
   MINIVLLM_CHECK(!add || (out_f32 && bias == nullptr)) << "quant_gemv: the residual add takes an f32 out, no bias";
+  if (!shape.warp_per_row &&
+      launch_quant_gemv_rows(wtype, w, row_bytes, q, bias, bias_f32, out, out_f32, add, tokens, n, k, ldo,
+                             planar_nsb(wtype, k), shape.rows, shape.unroll, stream)) {
+    return;
+  }
   by_type(wtype, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     switch (tokens) {
-      case 1: gemv_launch<T, 1>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 2: gemv_launch<T, 2>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 3: gemv_launch<T, 3>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 4: gemv_launch<T, 4>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 5: gemv_launch<T, 5>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 6: gemv_launch<T, 6>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      case 7: gemv_launch<T, 7>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
-      default: gemv_launch<T, 8>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, stream); break;
+      case 1: gemv_launch<T, 1>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 2: gemv_launch<T, 2>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 3: gemv_launch<T, 3>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 4: gemv_launch<T, 4>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 5: gemv_launch<T, 5>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 6: gemv_launch<T, 6>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 7: gemv_launch<T, 7>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      default: gemv_launch<T, 8>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
     }
   });
   CUDA_CHECK_LAUNCH();
@@ -326,7 +387,7 @@ void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, 
   const unsigned blocks = static_cast<unsigned>((units + kThreads - 1) / kThreads);
   by_type(wtype, [&](auto type) {
     quant_dequantize_kernel<decltype(type)::value><<<blocks, kThreads, 0, stream>>>(
-        static_cast<const uint8_t*>(w), row_bytes, rows, k, static_cast<__nv_bfloat16*>(out));
+        static_cast<const uint8_t*>(w), row_bytes, rows, k, planar_nsb(wtype, k), static_cast<__nv_bfloat16*>(out));
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -337,14 +398,15 @@ void launch_quant_embedding(DType wtype, const void* w, size_t row_bytes, int64_
   check_shape(wtype, row_bytes, k, "quant_embedding");
   if (tokens == 0) return;
   const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t nsb = planar_nsb(wtype, k);
   by_type(wtype, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     if (out_f32) {
       quant_embedding_kernel<T, true><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(wb, row_bytes, rows, ids,
-                                                                                       vocab_start, k, out);
+                                                                                       vocab_start, k, nsb, out);
     } else {
       quant_embedding_kernel<T, false><<<static_cast<unsigned>(tokens), 128, 0, stream>>>(wb, row_bytes, rows, ids,
-                                                                                        vocab_start, k, out);
+                                                                                        vocab_start, k, nsb, out);
     }
   });
   CUDA_CHECK_LAUNCH();
