@@ -43,6 +43,19 @@ std::string Backend::moe_missing() const {
          "expert MLPs: Backend::moe_route and moe_experts_add); run the model on the cpu backend (--device cpu)";
 }
 
+MoeScratch Backend::allocate_moe_scratch(int64_t max_tokens, int64_t hidden, int64_t inter, int k, int64_t num_local) {
+  const int64_t t = max_tokens;
+  const DType act = activation_dtype();
+  MoeScratch s;
+  s.x = empty(act, {t, hidden});
+  s.gate_up = empty(act, {t, 2 * inter});
+  s.act = empty(act, {t, inter});
+  s.y = empty(act, {t, hidden});
+  s.entries = empty(DType::kI32, {t * k});
+  s.offsets = empty(DType::kI32, {num_local + 1});
+  return s;
+}
+
 void Backend::moe_route(const Tensor&, bool, const Tensor&, const Tensor&) { MINIVLLM_FAIL() << moe_missing(); }
 
 void Backend::moe_experts_add(const Tensor&, const MoeExpertWeights&, const Tensor&, const Tensor&, const MoeScratch&,

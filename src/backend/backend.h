@@ -74,9 +74,12 @@ struct MoeExpertWeights {
   int64_t num_local() const { return static_cast<int64_t>(gate_up.size()); }
 };
 
-// Where moe_experts_add works, allocated once by the model for its largest batch (T rows): an
-// expert takes each token at most once, so one expert's rows fit T. entries i32[T * k] and
-// offsets i32[num_local + 1] hold the (token, slot) pairs grouped by expert.
+// Where moe_experts_add works, allocated once by the model for its largest batch (T rows) through
+// Backend::allocate_moe_scratch. The default layout (the CPU's, which runs one expert at a time):
+// an expert takes each token at most once, so one expert's rows fit T. entries i32[T * k] and
+// offsets i32[num_local + 1] hold the (token, slot) pairs grouped by expert. A backend that runs
+// every expert at once sizes the fields for all T * k pairs instead, and may leave the ones it does
+// not use undefined (the CUDA backend: cuda_moe.cc).
 struct MoeScratch {
   Tensor x;        // [T, H], the expert's tokens gathered
   Tensor gate_up;  // [T, 2 I_r]
@@ -84,6 +87,7 @@ struct MoeScratch {
   Tensor y;        // [T, H], the expert's outputs
   Tensor entries;  // i32[T * k]
   Tensor offsets;  // i32[num_local + 1]
+  Tensor tiles;    // i32, a backend's own index (CUDA: each expert's first row tile); may be undefined
 };
 
 class Backend {
@@ -186,6 +190,11 @@ class Backend {
   virtual bool supports_moe() const { return false; }
   // What a backend without them lacks, for the model's start-up error.
   virtual std::string moe_missing() const;
+  // moe_experts_add's working space for batches of up to max_tokens rows, top-k routing and
+  // num_local experts of width inter (this rank's I_r). The default: MoeScratch's layout, in the
+  // activation dtype.
+  virtual MoeScratch allocate_moe_scratch(int64_t max_tokens, int64_t hidden, int64_t inter, int k,
+                                          int64_t num_local);
   // Routing, per row of router_logits f32[T, E]: the k = topk_ids.size(1) experts of largest
   // softmax probability (equal logits: the lower id first), topk_ids i32[T, k] in decreasing order,
   // topk_weights f32[T, k] their probabilities, divided by their sum when renormalize

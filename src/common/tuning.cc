@@ -52,6 +52,9 @@ constexpr Knob kKnobs[] = {
      "Hopper's wgmma decode GEMM for small batches (sm_90 only, whatever the knob)"},
     {"MINIVLLM_DECODE_GEMM_TOKENS", G::kTuning, K::kInt, "", 0, 256, "64",
      "the decode GEMM serves every linear up to this many tokens"},
+    {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
+     "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
+     "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
     {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
     {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",

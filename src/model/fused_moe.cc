@@ -38,18 +38,13 @@ MoeBuffers MoeBuffers::allocate(Backend& b, const ModelConfig& cfg, int64_t max_
   const MoeConfig& moe = cfg.moe;
   const int64_t t = max_tokens, h = cfg.hidden_size, k = moe.num_experts_per_tok;
   const int64_t inter = FusedMoE::local_width(moe, world_size, expert_parallel);
-  const DType act = b.activation_dtype();
   MoeBuffers buf;
   buf.router_logits = b.empty(DType::kF32, {t, moe.num_experts});
   buf.topk_ids = b.empty(DType::kI32, {t, k});
   buf.topk_weights = b.empty(DType::kF32, {t, k});
-  buf.scratch.x = b.empty(act, {t, h});
-  buf.scratch.gate_up = b.empty(act, {t, 2 * inter});
-  buf.scratch.act = b.empty(act, {t, inter});
-  buf.scratch.y = b.empty(act, {t, h});
-  buf.scratch.entries = b.empty(DType::kI32, {t * k});
-  buf.scratch.offsets = b.empty(DType::kI32, {FusedMoE::num_local_experts(moe, world_size, expert_parallel) + 1});
-  if (world_size > 1) buf.partial = b.empty(act, {t, h});
+  buf.scratch = b.allocate_moe_scratch(t, h, inter, static_cast<int>(k),
+                                       FusedMoE::num_local_experts(moe, world_size, expert_parallel));
+  if (world_size > 1) buf.partial = b.empty(b.activation_dtype(), {t, h});
   return buf;
 }
 

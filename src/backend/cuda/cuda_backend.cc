@@ -55,6 +55,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_gemm_ = prop.major == 9 && prop.minor == 0 && knob_flag("MINIVLLM_DECODE_GEMM");
   fp8_weights_ = knob_flag("MINIVLLM_FP8_WEIGHTS");
   decode_gemm_tokens_ = knob_number("MINIVLLM_DECODE_GEMM_TOKENS");
+  moe_gemv_tokens_ = knob_number("MINIVLLM_MOE_GEMV_TOKENS");
   decode_staged_ = knob_flag("MINIVLLM_DECODE_STAGED");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {

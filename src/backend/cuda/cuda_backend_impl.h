@@ -104,6 +104,20 @@ class CudaBackend : public Backend {
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
   void to_f32(const Tensor& x, const Tensor& out) override;
 
+  // Mixture of experts (cuda_moe.cc, kernels in moe*.cu): bf16 experts, up to kMoeMaxLocalExperts
+  // a rank. The scratch holds every (token, slot) pair of up to kMoeChunkTokens tokens (larger
+  // batches go through in chunks); x and gate_up stay undefined (gathered and fused in the kernels).
+  bool supports_moe() const override { return true; }
+  MoeScratch allocate_moe_scratch(int64_t max_tokens, int64_t hidden, int64_t inter, int k,
+                                  int64_t num_local) override;
+  void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                 const Tensor& topk_weights) override;
+  // Up to moe_gemv_tokens_ tokens: the gemvs over the pairs (moe_gemv.cu); more: grouping by expert
+  // and the grouped GEMMs (moe.cu, moe_gemm.cu).
+  void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
+                       const MoeScratch& scratch, const Tensor& out, Activation act) override;
+  static constexpr int64_t kMoeChunkTokens = 4096;
+
   // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart; or fp8 e4m3 in the same
   // layout with f32 scales [num_blocks, num_kv_heads, block_size] (rope_kvcache.cu).
   using Backend::allocate_kv_cache;
@@ -224,6 +238,7 @@ class CudaBackend : public Backend {
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
   size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)
+  int64_t moe_gemv_tokens_ = 8;      // MoE batches up to this many tokens take the gemvs (MINIVLLM_MOE_GEMV_TOKENS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring
   bool decode_staged_ = false;       // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)

@@ -79,6 +79,16 @@ __device__ __forceinline__ void load_weight8(const void* w, bool f32, int64_t i,
   }
 }
 
+// 16 bytes of a weight read once per step (the gemvs): kept out of L1, so that the activations the
+// same CTA rereads stay there.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ float load_weight(const void* w, bool f32, int64_t i) {
   return f32 ? static_cast<const float*>(w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(w)[i]);
 }

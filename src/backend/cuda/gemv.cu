@@ -21,15 +21,6 @@ namespace {
 constexpr int kGemvThreads = 128;
 constexpr int kGemvWarps = kGemvThreads / 32;
 
-// W is read once per step: keep it out of L1 so that x stays there.
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 constexpr int next_pow2(int v) { return v <= 1 ? 1 : 2 * next_pow2((v + 1) / 2); }
 
 // Warp reduce-scatter of kCount values: at each step a lane keeps half of its values and adds the

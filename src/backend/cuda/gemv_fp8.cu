@@ -29,14 +29,6 @@ bool env_mma_enabled() {
   return on;
 }
 
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // Sixteen e4m3 codes to fp32 (exact, through fp16).
 __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
   const __nv_fp8x2_storage_t* p = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);

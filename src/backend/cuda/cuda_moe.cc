@@ -1,0 +1,164 @@
+// The mixture-of-experts ops of CudaBackend: argument checks that name the tensor at fault, the
+// rank's experts as the kernels' pointer table, and the choice of path by batch size: up to
+// moe_gemv_tokens_ tokens the gemvs over the (token, slot) pairs (moe_gemv.cu), past that the pairs
+// grouped by expert and the grouped GEMMs (moe.cu, moe_gemm.cu), kMoeChunkTokens tokens at a time.
+// Nothing here allocates or synchronises, and every grid follows from T: a layer can be captured.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/moe.h"
+#include "common/check.h"
+
+namespace minivllm::cuda {
+namespace {
+
+void check_on_gpu(const Tensor& t, DType dtype, const char* op, const char* what) {
+  MINIVLLM_CHECK(t.defined() && !t.empty() && t.device() == DeviceKind::kCuda && t.dtype() == dtype)
+      << op << ": " << what << " " << t.describe() << " must be a " << dtype_name(dtype) << " CUDA tensor";
+}
+
+// The kernels move 16 bytes at a time.
+void check_aligned16(const Tensor& t, const char* op, const char* what) {
+  MINIVLLM_CHECK(reinterpret_cast<uintptr_t>(t.data()) % 16 == 0)
+      << op << ": " << what << " " << t.describe() << " is not 16-byte aligned";
+}
+
+// The rank's experts into the tables; returns their width I_r. bf16 weights only: FP8 and GGUF block
+// experts are refused by name (their gemvs and GEMMs are not written for the expert kernels yet).
+int64_t expert_tables(const MoeExpertWeights& w, int64_t hidden, MoeExpertTable* gate_up, MoeExpertTable* down) {
+  const int64_t local = w.num_local();
+  MINIVLLM_CHECK(local >= 1 && local <= kMoeMaxLocalExperts && static_cast<int64_t>(w.down.size()) == local)
+      << "moe_experts_add: " << local << " gate_up and " << w.down.size() << " down weights (the CUDA kernels take 1.."
+      << kMoeMaxLocalExperts << " experts a rank)";
+  MINIVLLM_CHECK(w.first_expert >= 0 && w.first_expert + local <= w.num_experts)
+      << "moe_experts_add: experts [" << w.first_expert << ", " << w.first_expert + local << ") of " << w.num_experts;
+  MINIVLLM_CHECK(w.gate_up[0].ndim() == 2 && w.gate_up[0].size(0) % 2 == 0)
+      << "moe_experts_add: gate_up " << w.gate_up[0].describe() << " must be [2 * inter, hidden]";
+  const int64_t inter = w.gate_up[0].size(0) / 2;
+  MINIVLLM_CHECK(inter > 0 && inter % 8 == 0)
+      << "moe_experts_add: the experts' width " << inter << " must be a multiple of 8 (16-byte rows)";
+  for (int64_t i = 0; i < local; ++i) {
+    const Tensor& gu = w.gate_up[i];
+    const Tensor& d = w.down[i];
+    const int64_t e = w.first_expert + i;
+    MINIVLLM_CHECK(gu.dtype() == DType::kBF16 && d.dtype() == DType::kBF16)
+        << "moe_experts_add: expert " << e << "'s weights are " << dtype_name(gu.dtype()) << " / "
+        << dtype_name(d.dtype())
+        << "; the CUDA mixture-of-experts kernels take bf16 experts only (FP8 and GGUF block types are not "
+           "supported yet: MINIVLLM_FP8_WEIGHTS=0 / MINIVLLM_QUANT_WEIGHTS=0 decode them to bf16 at load)";
+    MINIVLLM_CHECK(gu.device() == DeviceKind::kCuda && d.device() == DeviceKind::kCuda && gu.ndim() == 2 &&
+                   d.ndim() == 2 && gu.size(0) == 2 * inter && gu.size(1) == hidden && d.size(0) == hidden &&
+                   d.size(1) == inter)
+        << "moe_experts_add: expert " << e << ": gate_up " << gu.describe() << ", down " << d.describe() << " for ["
+        << 2 * inter << ", " << hidden << "] and [" << hidden << ", " << inter << "] CUDA tensors";
+    check_aligned16(gu, "moe_experts_add", "gate_up");
+    check_aligned16(d, "moe_experts_add", "down");
+    gate_up->w[i] = gu.data();
+    down->w[i] = d.data();
+  }
+  return inter;
+}
+
+// Tokens the scratch takes at once (allocate_moe_scratch's layout: every pair of a chunk).
+int64_t scratch_tokens(const MoeScratch& s, int64_t hidden, int64_t inter, int k, int64_t local) {
+  const char* op = "moe_experts_add";
+  check_on_gpu(s.act, DType::kBF16, op, "scratch.act");
+  check_on_gpu(s.y, DType::kBF16, op, "scratch.y");
+  check_on_gpu(s.entries, DType::kI32, op, "scratch.entries");
+  check_on_gpu(s.offsets, DType::kI32, op, "scratch.offsets");
+  check_on_gpu(s.tiles, DType::kI32, op, "scratch.tiles");
+  MINIVLLM_CHECK(s.act.ndim() == 2 && s.act.size(1) == inter && s.y.ndim() == 2 && s.y.size(1) == hidden &&
+                 s.offsets.numel() >= local + 1 && s.tiles.numel() >= local + 1)
+      << op << ": scratch act " << s.act.describe() << ", y " << s.y.describe() << ", offsets "
+      << s.offsets.describe() << ", tiles " << s.tiles.describe() << " for width " << inter << ", hidden " << hidden
+      << ", " << local << " experts (CudaBackend::allocate_moe_scratch makes them)";
+  check_aligned16(s.act, op, "scratch.act");
+  check_aligned16(s.y, op, "scratch.y");
+  const int64_t tokens = std::min({s.act.size(0), s.y.size(0), s.entries.numel()}) / k;
+  MINIVLLM_CHECK(tokens >= 1) << op << ": scratch for " << s.act.size(0) << " pairs, top-" << k;
+  return tokens;
+}
+
+// Element `elems` of t (a chunk's first row).
+char* byte_offset(const Tensor& t, int64_t elems) {
+  return static_cast<char*>(t.data()) + dtype_nbytes(t.dtype(), elems);
+}
+
+}  // namespace
+
+MoeScratch CudaBackend::allocate_moe_scratch(int64_t max_tokens, int64_t hidden, int64_t inter, int k,
+                                             int64_t num_local) {
+  const int64_t pairs = std::max<int64_t>(1, std::min(max_tokens, kMoeChunkTokens)) * k;
+  MoeScratch s;
+  s.act = empty(DType::kBF16, {pairs, inter});
+  s.y = empty(DType::kBF16, {pairs, hidden});
+  s.entries = empty(DType::kI32, {pairs});
+  s.offsets = empty(DType::kI32, {num_local + 1});
+  s.tiles = empty(DType::kI32, {num_local + 1});
+  return s;
+}
+
+void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                            const Tensor& topk_weights) {
+  check_on_gpu(router_logits, DType::kF32, "moe_route", "router_logits");
+  check_on_gpu(topk_ids, DType::kI32, "moe_route", "topk_ids");
+  check_on_gpu(topk_weights, DType::kF32, "moe_route", "topk_weights");
+  MINIVLLM_CHECK(router_logits.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.shape() == topk_weights.shape() &&
+                 topk_ids.size(0) == router_logits.size(0))
+      << "moe_route: router_logits " << router_logits.describe() << ", topk_ids " << topk_ids.describe()
+      << ", topk_weights " << topk_weights.describe();
+  launch_moe_route(router_logits.ptr<float>(), router_logits.size(0), static_cast<int>(router_logits.size(1)),
+                   static_cast<int>(topk_ids.size(1)), renormalize, topk_ids.ptr<int32_t>(),
+                   topk_weights.ptr<float>(), stream_);
+}
+
+void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                                  const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
+                                  Activation act) {
+  const char* op = "moe_experts_add";
+  check_on_gpu(x, DType::kBF16, op, "x");
+  check_on_gpu(topk_ids, DType::kI32, op, "topk_ids");
+  check_on_gpu(topk_weights, DType::kF32, op, "topk_weights");
+  MINIVLLM_CHECK(out.defined() && !out.empty() && out.device() == DeviceKind::kCuda &&
+                 (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16))
+      << op << ": out " << out.describe() << " must be an f32 (the residual) or bf16 CUDA tensor";
+  MINIVLLM_CHECK(x.ndim() == 2 && out.shape() == x.shape() && topk_ids.ndim() == 2 &&
+                 topk_ids.size(0) == x.size(0) && topk_weights.shape() == topk_ids.shape())
+      << op << ": x " << x.describe() << ", out " << out.describe() << ", topk_ids " << topk_ids.describe()
+      << ", topk_weights " << topk_weights.describe();
+  const int64_t tokens = x.size(0), hidden = x.size(1);
+  const int k = static_cast<int>(topk_ids.size(1));
+  MINIVLLM_CHECK(hidden % 8 == 0 && k >= 1) << op << ": hidden " << hidden << " must be a multiple of 8 (16-byte rows)";
+  check_aligned16(x, op, "x");
+  check_aligned16(out, op, "out");
+  MoeExpertTable gate_up{}, down{};  // 2 KB each, copied into the launches' parameters
+  const int64_t inter = expert_tables(w, hidden, &gate_up, &down);
+  const int64_t chunk = scratch_tokens(scratch, hidden, inter, k, w.num_local());
+  if (tokens == 0) return;
+  const MoeShape shape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
+  const bool out_f32 = out.dtype() == DType::kF32;
+  if (tokens <= moe_gemv_tokens_ && tokens <= chunk) {  // decode: only the chosen experts' rows are read
+    launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), gate_up, shape, act, scratch.act.data(), stream_);
+    launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), down, shape,
+                             out.data(), out_f32, stream_);
+    return;
+  }
+  int32_t* offsets = scratch.offsets.ptr<int32_t>();
+  int32_t* entries = scratch.entries.ptr<int32_t>();
+  int32_t* tiles = scratch.tiles.ptr<int32_t>();
+  for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
+    MoeShape s = shape;
+    s.tokens = std::min(chunk, tokens - t0);
+    const auto* ids = reinterpret_cast<const int32_t*>(byte_offset(topk_ids, t0 * k));
+    const auto* weights = reinterpret_cast<const float*>(byte_offset(topk_weights, t0 * k));
+    launch_moe_group(ids, s, offsets, entries, tiles, stream_);
+    launch_moe_gemm_act_mul(byte_offset(x, t0 * hidden), offsets, entries, tiles, gate_up, s, act,
+                            scratch.act.data(), stream_);
+    launch_moe_gemm_down(scratch.act.data(), offsets, entries, tiles, down, s, scratch.y.data(), stream_);
+    launch_moe_combine(scratch.y.data(), ids, weights, s, byte_offset(out, t0 * hidden), out_f32,
+                       stream_);
+  }
+}
+
+}  // namespace minivllm::cuda

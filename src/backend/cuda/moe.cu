@@ -1,0 +1,285 @@
+// Mixture of experts, the kernels around the experts' MLPs: routing, grouping the (token, slot)
+// pairs by expert, and the weighted sum of the experts' outputs into the residual (moe.h).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/moe.h"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// ---- routing: a warp per token ----
+
+constexpr int kRouteThreads = 128;
+constexpr int kRouteWarps = kRouteThreads / 32;
+
+__device__ __forceinline__ double warp_sum_double(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+// Lane l holds experts l, l + 32, ... (kPer of them). The selection is the CPU's (cpu_moe.cc): k
+// passes, each taking the largest logit not yet taken, the lower id on equal logits; the
+// probabilities are exp(l - max) / sum over every expert in double, as the CPU computes them.
+template <int kPer>
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* logits, int64_t tokens, int experts,
+                                                                  int k, bool renormalize, int32_t* ids,
+                                                                  float* weights) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
+  if (t >= tokens) return;  // the whole warp: t is the warp's
+  const float* row = logits + t * experts;
+  float v[kPer];
+  float max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = i * 32 + lane;
+    v[i] = e < experts ? row[e] : -INFINITY;
+    if (e < experts) max = fmaxf(max, v[i]);
+  }
+  max = warp_max(max);
+  double sum = 0.0;  // the softmax's denominator over every expert (HF's softmax before top-k)
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (i * 32 + lane < experts) sum += exp(static_cast<double>(v[i] - max));
+  }
+  sum = warp_sum_double(sum);
+
+  int32_t* id_out = ids + t * k;
+  float* w_out = weights + t * k;
+  uint32_t taken = 0;  // bit i: expert i * 32 + lane was chosen
+  double chosen_sum = 0.0;
+  for (int j = 0; j < k; ++j) {
+    float best = 0.0f;
+    int best_id = -1;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {  // ascending ids: strict > keeps the lower id on ties
+      const int e = i * 32 + lane;
+      if (e < experts && !((taken >> i) & 1u) && (best_id < 0 || v[i] > best)) {
+        best = v[i];
+        best_id = e;
+      }
+    }
+    // Warp arg-max: the larger logit, the lower id on ties; a lane with none left loses. A total
+    // order, so every lane ends with the same winner.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other = __shfl_xor_sync(kFull, best, o);
+      const int other_id = __shfl_xor_sync(kFull, best_id, o);
+      if (other_id >= 0 && (best_id < 0 || other > best || (other == best && other_id < best_id))) {
+        best = other;
+        best_id = other_id;
+      }
+    }
+    if (lane == (best_id & 31)) taken |= 1u << (best_id >> 5);
+    const float p = static_cast<float>(exp(static_cast<double>(best - max)) / sum);
+    chosen_sum += p;
+    if (lane == 0) {
+      id_out[j] = best_id;
+      w_out[j] = p;
+    }
+  }
+  if (renormalize && lane == 0) {  // lane 0 rereads its own writes
+    for (int j = 0; j < k; ++j) w_out[j] = static_cast<float>(w_out[j] / chosen_sum);
+  }
+}
+
+// ---- grouping: one CTA, a counting sort stable in pair order ----
+
+constexpr int kGroupThreads = 1024;
+constexpr int kGroupWarps = kGroupThreads / 32;
+
+// Warp w owns the pairs [w * seg, (w + 1) * seg). (1) Each warp counts its pairs per expert; (2)
+// each expert's count over the warps becomes, by prefix sums over warps and then experts, the
+// position where warp w's first pair of that expert goes; (3) each warp walks its pairs in order,
+// 32 at a time, a pair's rank among the equal experts of its 32 (match_any) added to that position.
+// Pairs whose expert is not local (another rank's, or an id out of range) are left out.
+__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* ids, int pairs, int first,
+                                                                  int num_local, int32_t* offsets, int32_t* entries,
+                                                                  int32_t* tiles) {
+  __shared__ int base[kGroupWarps][kMoeMaxLocalExperts];  // 32 KB: counts, then positions
+  __shared__ int expert_rows[kMoeMaxLocalExperts];
+  __shared__ int expert_start[kMoeMaxLocalExperts];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int i = threadIdx.x; i < kGroupWarps * num_local; i += kGroupThreads) base[i / num_local][i % num_local] = 0;
+  __syncthreads();
+  const int seg = (pairs + kGroupWarps - 1) / kGroupWarps;
+  const int begin = warp * seg, end = min(pairs, begin + seg);
+  auto local_expert = [&](int p) {
+    if (p >= end) return -1;
+    const int e = ids[p] - first;
+    return e >= 0 && e < num_local ? e : -1;
+  };
+#pragma unroll 4
+  for (int p0 = begin; p0 < end; p0 += 32) {
+    const int e = local_expert(p0 + lane);
+    if (e >= 0) atomicAdd(&base[warp][e], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < num_local; e += kGroupThreads) {  // counts -> each warp's start within e
+    int run = 0;
+    for (int w = 0; w < kGroupWarps; ++w) {
+      const int c = base[w][e];
+      base[w][e] = run;
+      run += c;
+    }
+    expert_rows[e] = run;
+  }
+  __syncthreads();
+  if (warp == 0) {  // prefix sums over the experts: lane l scans a run of `per` consecutive experts
+    const int per = (num_local + 31) / 32;
+    const int e0 = lane * per;
+    int rows = 0, row_tiles = 0;
+    for (int i = 0; i < per; ++i) {
+      if (e0 + i < num_local) {
+        rows += expert_rows[e0 + i];
+        row_tiles += (expert_rows[e0 + i] + kMoeTileRows - 1) / kMoeTileRows;
+      }
+    }
+    int rows_incl = rows, tiles_incl = row_tiles;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int r = __shfl_up_sync(kFull, rows_incl, o), q = __shfl_up_sync(kFull, tiles_incl, o);
+      if (lane >= o) {
+        rows_incl += r;
+        tiles_incl += q;
+      }
+    }
+    int r0 = rows_incl - rows, q0 = tiles_incl - row_tiles;
+    for (int i = 0; i < per; ++i) {
+      const int e = e0 + i;
+      if (e < num_local) {
+        expert_start[e] = r0;
+        offsets[e] = r0;
+        tiles[e] = q0;
+        r0 += expert_rows[e];
+        q0 += (expert_rows[e] + kMoeTileRows - 1) / kMoeTileRows;
+      }
+    }
+    if (lane == 31) {
+      offsets[num_local] = rows_incl;
+      tiles[num_local] = tiles_incl;
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < num_local; e += kGroupThreads) {
+    for (int w = 0; w < kGroupWarps; ++w) base[w][e] += expert_start[e];
+  }
+  __syncthreads();
+  const unsigned below = (1u << lane) - 1u;
+  for (int p0 = begin; p0 < end; p0 += 32) {  // warp-uniform bounds
+    const int p = p0 + lane;
+    const int e = local_expert(p);
+    const unsigned same = __match_any_sync(kFull, e);
+    const int rank = __popc(same & below);
+    if (e >= 0) entries[base[warp][e] + rank] = p;
+    __syncwarp();  // every lane has read base[warp][e] before its leader moves it on
+    if (e >= 0 && rank == 0) base[warp][e] += __popc(same);
+    __syncwarp();
+  }
+}
+
+// ---- the weighted sum: a CTA per token, 8 columns a thread ----
+
+constexpr int kCombineThreads = 128;
+
+__device__ __forceinline__ bool local_slot(const int32_t* ids, int64_t pair, int first, int num_local, int* e) {
+  *e = ids[pair] - first;
+  return *e >= 0 && *e < num_local;
+}
+
+// out[t] += sum_j w[t, j] y[t k + j], slots in order, summed in fp32 before the one add into out.
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv_bfloat16* y, const int32_t* ids,
+                                                                      const float* weights, int k, int first,
+                                                                      int num_local, int64_t hidden, void* out,
+                                                                      bool out_f32) {
+  const int64_t t = blockIdx.x;
+  const int64_t chunks = hidden / 8;
+  for (int64_t c = threadIdx.x; c < chunks; c += kCombineThreads) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < k; ++j) {
+      const int64_t pair = t * k + j;
+      int e;
+      if (!local_slot(ids, pair, first, num_local, &e)) continue;  // another rank's expert: its y row is unwritten
+      const float g = weights[pair];
+      float v[8];
+      bf16x8_to_f32(*reinterpret_cast<const uint4*>(y + pair * hidden + c * 8), v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] = fmaf(g, v[i], acc[i]);
+    }
+    if (out_f32) {
+      float* o = static_cast<float*>(out) + t * hidden + c * 8;
+      float cur[8];
+      load_f32x8(o, cur);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) cur[i] += acc[i];
+      store_f32x8(o, cur);
+    } else {
+      uint4* o = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * hidden + c * 8);
+      float cur[8];
+      bf16x8_to_f32(*o, cur);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) cur[i] += acc[i];
+      *o = f32_to_bf16x8(cur);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
+                      float* weights, cudaStream_t stream) {
+  if (tokens == 0) return;
+  MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && k >= 1 && k <= experts)
+      << "moe_route: top-" << k << " of " << experts << " experts (the CUDA kernel takes up to "
+      << kMoeRouteMaxExperts << ")";
+  const dim3 grid(static_cast<unsigned>(ceil_div(tokens, kRouteWarps)));
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
+  };
+  if (experts <= 32) {
+    launch(moe_route_kernel<1>);
+  } else if (experts <= 64) {
+    launch(moe_route_kernel<2>);
+  } else if (experts <= 128) {
+    launch(moe_route_kernel<4>);
+  } else if (experts <= 256) {
+    launch(moe_route_kernel<8>);
+  } else {
+    launch(moe_route_kernel<16>);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, int32_t* entries, int32_t* tiles,
+                      cudaStream_t stream) {
+  const int64_t pairs = s.tokens * s.k;
+  MINIVLLM_CHECK(s.num_local >= 1 && s.num_local <= kMoeMaxLocalExperts && pairs >= 0 && pairs < (int64_t{1} << 30))
+      << "moe_group: " << s.num_local << " local experts (1.." << kMoeMaxLocalExperts << "), " << pairs << " pairs";
+  moe_group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, static_cast<int>(pairs), s.first_expert, s.num_local,
+                                                    offsets, entries, tiles);
+  CUDA_CHECK_LAUNCH();
+}
+
+int64_t moe_max_row_tiles(int64_t pairs, int num_local) {
+  // Each non-empty expert wastes less than one tile: at most ceil(pairs / rows) + the non-empty experts.
+  return ceil_div(pairs, kMoeTileRows) + std::min<int64_t>(num_local, pairs);
+}
+
+void launch_moe_combine(const void* y, const int32_t* ids, const float* weights, const MoeShape& s, void* out,
+                        bool out_f32, cudaStream_t stream) {
+  if (s.tokens == 0) return;
+  MINIVLLM_CHECK(s.hidden % 8 == 0) << "moe_combine: hidden " << s.hidden << " must be a multiple of 8";
+  moe_combine_kernel<<<static_cast<unsigned>(s.tokens), kCombineThreads, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(y), ids, weights, s.k, s.first_expert, s.num_local, s.hidden, out, out_f32);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda

@@ -1,0 +1,85 @@
+// Host-callable launchers of the mixture-of-experts kernels (Backend::moe_route / moe_experts_add):
+//   moe.cu       routing (softmax, top-k, renormalisation: a warp per token), grouping the
+//                (token, slot) pairs by expert (one CTA: count, prefix sum, stable scatter), and the
+//                weighted sum of the experts' outputs into `out` (slot order, deterministic);
+//   moe_gemv.cu  the decode path (T <= kMoeGemvMaxTokens): gemvs over the (token, slot) pairs that
+//                read only the chosen experts' rows, no grouping;
+//   moe_gemm.cu  the grouped GEMMs (mma.sync, bf16): grid (column tile, row tile of any expert),
+//                each CTA reading its expert, count and offset from device memory.
+// Plain pointers and a stream, as cuda_kernels.h; the checks live in cuda_moe.cc. Nothing here
+// synchronises with the host or sizes a grid from device data, so a whole layer can be captured.
+// Every row width (hidden, inter) is a multiple of 8 and every row 16-byte aligned.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/activation.h"
+
+namespace minivllm::cuda {
+
+// A rank's experts' weights, passed to the kernels by value (a kernel parameter, so a captured graph
+// holds the pointers and no table need be uploaded): local expert e is w[e].
+constexpr int kMoeMaxLocalExperts = 256;
+struct MoeExpertTable {
+  const void* w[kMoeMaxLocalExperts];
+};
+
+// Routing keeps a row's logits in its warp's registers: up to 16 a lane.
+constexpr int kMoeRouteMaxExperts = 512;
+// The grouped GEMMs' row tile: `tiles` counts each expert's rows in tiles of this many.
+constexpr int kMoeTileRows = 64;
+
+// One moe_experts_add call's shape: T tokens x top-k slots = pairs; this rank's experts are
+// [first_expert, first_expert + num_local) of the layer's (a pair routed elsewhere adds nothing).
+struct MoeShape {
+  int64_t tokens;
+  int k;
+  int64_t hidden;  // H
+  int64_t inter;   // this rank's width of each expert, I_r
+  int first_expert;
+  int num_local;
+};
+
+// ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
+// kMoeRouteMaxExperts, 1 <= k <= E.
+void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
+                      float* weights, cudaStream_t stream);
+
+// The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
+// moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
+// entries untouched), tiles i32[num_local + 1] (tiles[e]: the first row tile of expert e, rows in
+// tiles of kMoeTileRows; tiles[num_local] the total). One CTA; num_local <= kMoeMaxLocalExperts.
+void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, int32_t* entries, int32_t* tiles,
+                      cudaStream_t stream);
+
+// The row tiles the grouped GEMMs can need for `pairs` pairs over num_local experts: the grid's
+// height, known on the host (sum over experts of ceil(n_e / kMoeTileRows) never exceeds it).
+int64_t moe_max_row_tiles(int64_t pairs, int num_local);
+
+// ---- the decode path (moe_gemv.cu) ----
+// act_out[t * k + j, :] (bf16 [T k, I]) = act(x[t] W_gate,e^T) * (x[t] W_up,e^T), e = ids[t, j], for
+// the local pairs (the others' rows are not written); gate_up.w[e] = [W_gate; W_up] ([2 I, H]).
+void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
+                             Activation act, void* act_out, cudaStream_t stream);
+// out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
+// weights[t, j] * (act[t * k + j] W_down,e^T); down.w[e] is [H, I].
+void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
+                              const MoeShape& s, void* out, bool out_f32, cudaStream_t stream);
+
+// ---- the grouped path (moe_gemm.cu), after launch_moe_group ----
+// act_out[r, :] (bf16, r = a grouped position < offsets[num_local]) = act(x[entries[r] / k] W_gate^T) *
+// (... W_up^T) of the expert r belongs to.
+void launch_moe_gemm_act_mul(const void* x, const int32_t* offsets, const int32_t* entries, const int32_t* tiles,
+                             const MoeExpertTable& gate_up, const MoeShape& s, Activation act, void* act_out,
+                             cudaStream_t stream);
+// y[entries[r], :] (bf16 [T k, H], rows in pair order) = act[r] W_down^T of the expert r belongs to.
+void launch_moe_gemm_down(const void* act, const int32_t* offsets, const int32_t* entries, const int32_t* tiles,
+                          const MoeExpertTable& down, const MoeShape& s, void* y, cudaStream_t stream);
+// out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
+// weights[t, j] * y[t * k + j] (moe.cu).
+void launch_moe_combine(const void* y, const int32_t* ids, const float* weights, const MoeShape& s, void* out,
+                        bool out_f32, cudaStream_t stream);
+
+}  // namespace minivllm::cuda

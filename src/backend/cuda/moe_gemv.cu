@@ -1,0 +1,181 @@
+// Mixture of experts at decode sizes (T <= kMoeGemvMaxTokens): the experts' MLPs as gemvs over
+// the (token, slot) pairs, with no grouping. Like gemv.cu, a stream over the weights: each warp
+// owns an output and its lanes split the reduction into 16-byte chunks, kUnroll of them in flight a
+// lane, the weights read through load_streaming and the activations through L1. Only the chosen
+// experts' rows are read; a pair routed to another rank's expert costs nothing (moe.h).
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/moe.h"
+
+namespace minivllm::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 8;  // chunks of each weight row in flight a lane (the whole row at H = 2048)
+
+struct MoeGemvArgs {
+  const uint4* in;  // act_mul: x [T, H]; down: act [T k, I]
+  const int32_t* ids;
+  const float* weights;
+  void* out;
+  bool out_f32;
+  int k;
+  int first_expert;
+  int num_local;
+  int64_t hidden, inter;
+  Activation act;
+};
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  float af[8], bf[8];
+  bf16x8_to_f32(a, af);
+  bf16x8_to_f32(b, bf);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s = fmaf(af[i], bf[i], s);
+  return s;
+}
+
+// Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
+// dot products of x[t] with gate row i and up row I + i of the pair's expert.
+__global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a,
+                                                                    const __grid_constant__ MoeExpertTable table) {
+  const int64_t pair = blockIdx.y;
+  const int e = a.ids[pair] - a.first_expert;
+  if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
+  const int lane = threadIdx.x & 31;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (col >= a.inter) return;
+  const int64_t chunks = a.hidden / 8;
+  const uint4* gate = static_cast<const uint4*>(table.w[e]) + col * chunks;
+  const uint4* up = gate + a.inter * chunks;
+  const uint4* x = a.in + (pair / a.k) * chunks;
+  float g = 0.0f, u = 0.0f;
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+    uint4 wg[kUnroll], wu[kUnroll];
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {  // every load issued before any is used
+      const int64_t c = c0 + i * 32;
+      wg[i] = c < chunks ? load_streaming(gate + c) : make_uint4(0, 0, 0, 0);
+      wu[i] = c < chunks ? load_streaming(up + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {
+      const int64_t c = c0 + i * 32;
+      if (c < chunks) {
+        const uint4 xv = __ldg(x + c);
+        g += dot8(xv, wg[i]);
+        u += dot8(xv, wu[i]);
+      }
+    }
+  }
+  g = warp_sum(g);
+  u = warp_sum(u);
+  if (lane == 0) static_cast<__nv_bfloat16*>(a.out)[pair * a.inter + col] = __float2bfloat16(gate_act(g, a.act) * u);
+}
+
+// Grid (ceil(H / kWarps), T): CTA (x, t) serves token t; warp w its output row r = x kWarps + w,
+// summed over the token's slots: its lanes take the (slot, chunk) items in order, so the weighted
+// sum over the slots is fused into the reduction (fixed order: deterministic), and out[t, r] is
+// this warp's alone. Dynamic shared memory: the slots' weight pointers and routing weights.
+__global__ void __launch_bounds__(kThreads) moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a,
+                                                                     const __grid_constant__ MoeExpertTable table) {
+  extern __shared__ uint4 smem[];
+  const uint4** slot_w = reinterpret_cast<const uint4**>(smem);            // [k], nullptr: not local
+  float* slot_g = reinterpret_cast<float*>(slot_w + a.k);                  // [k]
+  const int64_t t = blockIdx.y;
+  const int k = a.k;
+  for (int j = threadIdx.x; j < k; j += kThreads) {
+    const int e = a.ids[t * k + j] - a.first_expert;
+    const bool local = e >= 0 && e < a.num_local;
+    slot_w[j] = local ? static_cast<const uint4*>(table.w[e]) : nullptr;
+    slot_g[j] = local ? a.weights[t * k + j] : 0.0f;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= a.hidden) return;
+  const int chunks = static_cast<int>(a.inter / 8);
+  const int items = k * chunks;
+  const uint4* act = a.in + t * k * static_cast<int64_t>(chunks);  // the token's k rows
+  float acc = 0.0f;
+  for (int q0 = lane; q0 < items; q0 += 32 * kUnroll) {
+    uint4 wv[kUnroll], av[kUnroll];
+    float gv[kUnroll];
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {
+      const int q = q0 + i * 32;
+      const int j = q / chunks, c = q - j * chunks;
+      const uint4* w = q < items ? slot_w[j] : nullptr;
+      wv[i] = w != nullptr ? load_streaming(w + row * chunks + c) : make_uint4(0, 0, 0, 0);
+      av[i] = w != nullptr ? __ldg(act + static_cast<int64_t>(j) * chunks + c) : make_uint4(0, 0, 0, 0);
+      gv[i] = w != nullptr ? slot_g[j] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) acc = fmaf(gv[i], dot8(av[i], wv[i]), acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) {
+    if (a.out_f32) {
+      static_cast<float*>(a.out)[t * a.hidden + row] += acc;
+    } else {
+      __nv_bfloat16* o = static_cast<__nv_bfloat16*>(a.out) + t * a.hidden + row;
+      *o = __float2bfloat16(__bfloat162float(*o) + acc);
+    }
+  }
+}
+
+void check_shape(const char* op, const MoeShape& s) {
+  MINIVLLM_CHECK(s.tokens >= 0 && s.tokens <= 65535 && s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 &&
+                 s.inter > 0 && s.inter % 8 == 0 && s.tokens * s.k * (s.inter / 8) < (int64_t{1} << 31) &&
+                 s.num_local >= 1 && s.num_local <= kMoeMaxLocalExperts)
+      << op << ": " << s.tokens << " tokens x top-" << s.k << ", hidden " << s.hidden << ", inter " << s.inter
+      << ", " << s.num_local << " local experts (widths multiples of 8)";
+}
+
+MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
+  MoeGemvArgs a{};
+  a.in = static_cast<const uint4*>(in);
+  a.ids = ids;
+  a.k = s.k;
+  a.first_expert = s.first_expert;
+  a.num_local = s.num_local;
+  a.hidden = s.hidden;
+  a.inter = s.inter;
+  return a;
+}
+
+}  // namespace
+
+void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
+                             Activation act, void* act_out, cudaStream_t stream) {
+  if (s.tokens == 0) return;
+  check_shape("moe_gemv_act_mul", s);
+  MINIVLLM_CHECK(s.tokens * s.k <= 65535) << "moe_gemv_act_mul: " << s.tokens * s.k << " pairs (a grid row each)";
+  MoeGemvArgs a = args(x, ids, s);
+  a.out = act_out;
+  a.act = act;
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.inter, kWarps)), static_cast<unsigned>(s.tokens * s.k));
+  moe_gemv_act_mul_kernel<<<grid, kThreads, 0, stream>>>(a, gate_up);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
+                              const MoeShape& s, void* out, bool out_f32, cudaStream_t stream) {
+  if (s.tokens == 0) return;
+  check_shape("moe_gemv_down_add", s);
+  MINIVLLM_CHECK(s.k <= 1024) << "moe_gemv_down_add: top-" << s.k << " (the slots' table holds 1024)";
+  MoeGemvArgs a = args(act, ids, s);
+  a.weights = weights;
+  a.out = out;
+  a.out_f32 = out_f32;
+  const size_t smem = static_cast<size_t>(s.k) * (sizeof(const void*) + sizeof(float));
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, kWarps)), static_cast<unsigned>(s.tokens));
+  moe_gemv_down_add_kernel<<<grid, kThreads, smem, stream>>>(a, down);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace minivllm::cuda
