@@ -18,7 +18,7 @@
 #                 bf16), greedy generation with fp8 (graphs == eager), and `minivllm bench` of
 #                 Qwen3-0.6B with bf16 and fp8 KV in the same run (bench_qwen3_kv<dtype>.json, whose
 #                 kv_cache_tokens shows fp8's larger cache). Not part of the default run.
-# --only models: the published configs of $shared/models/configs (MINIVLLM_MODEL_CONFIGS, default
+# --only models: the published configs of $shared/models/configs, else tools/configs (MINIVLLM_MODEL_CONFIGS, default
 #                 llama-3.1-8b-instruct qwen3-8b) at their real size with dummy weights
 #                 (--load-format dummy): `minivllm bench` (the seeds' workload, batch-1 decode, load
 #                 time) into bench_dummy_<config>.json; MINIVLLM_MODEL_BENCH_ARGS adds flags (e.g.
@@ -158,7 +158,8 @@ fi
 export MINIVLLM_WORKER="$bin/minivllm-worker"
 if want models; then
   for c in ${MINIVLLM_MODEL_CONFIGS:-llama-3.1-8b-instruct qwen3-8b}; do
-    d="$work/dummy/$c"; mkdir -p "$d"; cp "$shared/models/configs/$c.json" "$d/config.json"
+    cfg="$shared/models/configs/$c.json"; [ -f "$cfg" ] || cfg="tools/configs/$c.json"  # e.g. phi-4-mini-instruct
+    d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
       ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
   done

@@ -100,6 +100,12 @@ def write_model_config(config_arg, model_dir, override_layers):
     return src
 
 
+def qk_rows(config):
+    """Rows of a fused qkv_proj that are q and k (Phi3ForCausalLM stores q, k, v stacked)."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return (config.num_attention_heads + config.num_key_value_heads) * head_dim
+
+
 def init_scaled(model, config, seed, qk_gain, out_gain=1.0, embed_gain=1.0):
     gen = torch.Generator().manual_seed(seed)
     embed_std = 4.0 / config.hidden_size ** 0.5 * embed_gain
@@ -113,7 +119,10 @@ def init_scaled(model, config, seed, qk_gain, out_gain=1.0, embed_gain=1.0):
                 gain = qk_gain if ("q_proj" in name or "k_proj" in name) else 1.0
                 if "o_proj" in name or "down_proj" in name:
                     gain = out_gain
-                p.copy_(torch.randn(p.shape, generator=gen) * (gain / p.shape[1] ** 0.5))
+                w = torch.randn(p.shape, generator=gen) * (gain / p.shape[1] ** 0.5)
+                if "qkv_proj" in name:  # Phi-3's fused q/k/v: the q and k rows take qk_gain, v's 1
+                    w[:qk_rows(config)] *= qk_gain
+                p.copy_(w)
 
 
 def save_weights(model, config, model_dir):
@@ -144,7 +153,11 @@ def load_reference(model_dir, device):
     model.to(device).eval()
     stored = load_file(os.path.join(model_dir, "model.safetensors"))
     params = dict(model.named_parameters())
-    for name in ("model.embed_tokens.weight", "model.norm.weight", "model.layers.0.self_attn.q_proj.weight"):
+    # Phi3ForCausalLM (Phi-4-mini) stores q/k/v fused as qkv_proj.
+    attn = "model.layers.0.self_attn.q_proj.weight"
+    if attn not in params:
+        attn = "model.layers.0.self_attn.qkv_proj.weight"
+    for name in ("model.embed_tokens.weight", "model.norm.weight", attn):
         assert torch.equal(params[name].detach().cpu(), stored[name].float()), f"{name} not loaded exactly"
     return model
 

@@ -7,6 +7,10 @@
 //     writes all of them for tools/hf_check_generated.py to score against HF.
 // --kv-cache-dtype bf16|fp8 (both commands): the engine's KV cache elements; the score's JSON names
 // the resolved one, so tools/gpu_run.sh --only fp8-check compares bf16 and fp8 agreement.
+// --max-model-len N (default 2048): the engine's context, which also picks longrope's regime (its
+// long factors past original_max_position_embeddings, model/rope.h; transformers picks by the
+// sequence's length, so a reference of sequences longer than that context takes --max-model-len
+// above it too).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,13 +47,14 @@ int g_world_size = 1;  // --tensor-parallel-size, for every engine made here
 int g_max_num_batched_tokens = 16384;  // --max-num-batched-tokens: below the prompts' lengths, chunked prefill
 std::string g_kv_cache_dtype = "auto";  // --kv-cache-dtype: auto | bf16 | fp8 (the engine key's values)
 int g_max_num_seqs = 64;  // --max-num-seqs: 1 makes every decode step batch 1 (the gemv paths)
+int g_max_model_length = 2048;  // --max-model-len
 
 EngineConfig base_config(const std::string& model) {
   EngineConfig c;
   c.model = model;
   c.world_size = g_world_size;
   c.device = "auto";
-  c.max_model_length = 2048;
+  c.max_model_length = g_max_model_length;
   c.max_num_batched_tokens = g_max_num_batched_tokens;
   c.max_num_seqs = g_max_num_seqs;
   c.gpu_memory_utilization = 0.5f;
@@ -206,9 +211,10 @@ int main(int argc, char** argv) {
     g_max_num_batched_tokens = std::stoi(arg(argc, argv, "--max-num-batched-tokens", "16384"));
     g_kv_cache_dtype = arg(argc, argv, "--kv-cache-dtype", "auto");
     g_max_num_seqs = std::stoi(arg(argc, argv, "--max-num-seqs", "64"));
+    g_max_model_length = std::stoi(arg(argc, argv, "--max-model-len", "2048"));
     if (cmd == "score") return score(argc, argv);
     if (cmd == "generate") return generate(argc, argv);
-    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|bf16|fp8] [--max-num-seqs N] ...\n";
+    std::cerr << "usage: teacher_forced_check score|generate --model DIR [--tensor-parallel-size N] [--max-num-batched-tokens N] [--kv-cache-dtype auto|bf16|fp8] [--max-num-seqs N] [--max-model-len N] ...\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

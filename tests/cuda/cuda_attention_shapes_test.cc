@@ -423,15 +423,21 @@ TEST(CudaAttentionShapes, OtherShapesAndBlockSizesFailAtStartUp) {
   EXPECT_NE(kv_hd.find("head_dim 80 not supported"), std::string::npos) << kv_hd;
 }
 
-// The rope kernels rotate whole heads: Phi-4-mini's 96 of 128 rotary dims fail at start-up, naming
-// the config key.
-TEST(CudaAttentionShapes, PartialRotaryFailsAtStartUp) {
+// The rope kernels rotate any even number of leading dims (partial_rotary_factor): Phi-4-mini's
+// 96 of 128 passes the start-up check; an odd width (no pairing) or one past the head fails,
+// naming the config key.
+TEST(CudaAttentionShapes, PartialRotaryPassesStartUpOddWidthFails) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::unique_ptr<Backend> gpu = make_cuda_backend(0);
   EXPECT_EQ(error_of([&] { gpu->check_rotary_dim(128, 128); }), "");
-  const std::string partial = error_of([&] { gpu->check_rotary_dim(128, 96); });
-  EXPECT_NE(partial.find("partial_rotary_factor"), std::string::npos) << partial;
-  EXPECT_NE(partial.find("96 of head_dim 128"), std::string::npos) << partial;
+  EXPECT_EQ(error_of([&] { gpu->check_rotary_dim(128, 96); }), "");
+  EXPECT_EQ(error_of([&] { gpu->check_rotary_dim(64, 48); }), "");
+  EXPECT_EQ(error_of([&] { gpu->check_rotary_dim(128, 40); }), "");
+  const std::string odd = error_of([&] { gpu->check_rotary_dim(128, 95); });
+  EXPECT_NE(odd.find("partial_rotary_factor"), std::string::npos) << odd;
+  EXPECT_NE(odd.find("95 of head_dim 128"), std::string::npos) << odd;
+  const std::string wide = error_of([&] { gpu->check_rotary_dim(64, 66); });
+  EXPECT_NE(wide.find("66 of head_dim 64"), std::string::npos) << wide;
 }
 
 }  // namespace

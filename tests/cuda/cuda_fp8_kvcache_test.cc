@@ -93,16 +93,23 @@ TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
 }
 
 // The fused kernel quantises the rotated k it also writes back to qkv: so its cache must be the
-// host quantisation of that qkv (and of the untouched v).
-TEST(CudaFp8KvCache, FusedRopeStoreQuantisesTheRotatedKeys) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
+// host quantisation of that qkv (and of the untouched v). rd: the rotary dims of each shape (0: all
+// of head_dim); with a partial rotary qkv must also be the CPU's qk_norm_rope (k norm only).
+void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> shapes, std::initializer_list<int> rds,
+                                               uint32_t seed) {
   Backends b;
-  std::mt19937 rng(82);
+  std::mt19937 rng(seed);
   const int block_size = 16, num_blocks = 16;
-  for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{9, 3, 64}, HeadShape{10, 2, 96}, HeadShape{8, 1, 256}}) {
+  ASSERT_EQ(shapes.size(), rds.size());
+  auto rd_it = rds.begin();
+  for (HeadShape s : shapes) {
+    const int rd = *rd_it > 0 ? *rd_it : s.hd;
+    ++rd_it;
     const int64_t tokens = 37, width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
-    Tensor table = upload_f32(*b.gpu, rope_table(1024, s.hd));
-    Tensor kn = upload(*b.gpu, random_values({s.hd}, rng, 0.2f, 1.0f));
+    const Tensor host_table = rope_table(1024, rd);
+    Tensor table = upload_f32(*b.gpu, host_table);
+    const Tensor kn_host = random_values({s.hd}, rng, 0.2f, 1.0f);
+    Tensor kn = upload(*b.gpu, kn_host);
     Tensor qkv = random_values({tokens, width}, rng, 1.5f);
     std::vector<int32_t> pos(tokens), slot(tokens);
     for (int64_t t = 0; t < tokens; ++t) {
@@ -132,9 +139,30 @@ TEST(CudaFp8KvCache, FusedRopeStoreQuantisesTheRotatedKeys) {
         }
       }
     }
-    EXPECT_EQ(bad, 0) << "hd " << s.hd << " group " << s.nq / s.nkv;
+    EXPECT_EQ(bad, 0) << "hd " << s.hd << " rotary " << rd << " group " << s.nq / s.nkv;
     EXPECT_EQ(k8[gpu_row(3 * 5, 0, s.nkv, block_size) * s.hd], 0xFF) << "slot -1 was stored";
+    if (rd < s.hd) {  // the rotated qkv itself against the CPU's rope (k norm, no q norm)
+      Tensor qc = upload(*b.cpu, qkv), knc = upload(*b.cpu, kn_host);
+      b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, nullptr, &knc, 1e-6f, upload_i32(*b.cpu, pos),
+                          upload_f32(*b.cpu, host_table));
+      expect_close(rotated, download(*b.cpu, qc), 1e-4, 0.06, "fp8 fused rope, hd " + std::to_string(s.hd) +
+                                                                  " rotary " + std::to_string(rd));
+    }
   }
+}
+
+TEST(CudaFp8KvCache, FusedRopeStoreQuantisesTheRotatedKeys) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  expect_fused_store_quantises_rotated_keys(
+      {HeadShape{16, 8, 128}, HeadShape{9, 3, 64}, HeadShape{10, 2, 96}, HeadShape{8, 1, 256}}, {0, 0, 0, 0}, 82);
+}
+
+// The same over a partial rotary (the fp8 cache takes the warp kernel): Phi-4-mini's 96 of 128,
+// 64 of 128, 48 of 64, 40 of 96.
+TEST(CudaFp8KvCache, FusedRopeStorePartialRotaryQuantisesTheRotatedKeys) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  expect_fused_store_quantises_rotated_keys(
+      {HeadShape{24, 8, 128}, HeadShape{16, 8, 128}, HeadShape{8, 2, 64}, HeadShape{10, 2, 96}}, {96, 64, 48, 40}, 87);
 }
 
 constexpr double kNmse = 2e-4;  // as the bf16 attention tests: bf16 q and output; fp8 is in both sides

@@ -59,6 +59,7 @@ TEST(CudaLinearF32, OddShapesAndBiasMatchCpu) {
 
 struct RopeStoreShape {
   int nq, nkv, hd, block_size;
+  int rd = 0;  // the rotary dims (partial_rotary_factor); 0: all of head_dim
 };
 
 // GPU cache [blocks, kv_heads, block_size, head_dim], CPU cache [blocks, block_size, kv_heads,
@@ -89,19 +90,21 @@ void check_cache(const std::vector<float>& got, const std::vector<float>& ref, c
   EXPECT_EQ(unpoisoned, 0) << tag << ": cache written outside slot_mapping";
 }
 
-TEST(CudaQkNormRopeStore, MatchesCpuUnfusedPair) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
+// qk_norm_rope_store (one kernel) against the CPU's qk_norm_rope then store_kvcache: qkv and the
+// cache, slot by slot; odd token counts, padding slots, with and without q/k norms.
+void expect_rope_store_matches_cpu(std::initializer_list<RopeStoreShape> shapes, uint32_t seed) {
   Backends b;
-  std::mt19937 rng(83);
-  for (RopeStoreShape s : {RopeStoreShape{16, 8, 128, 256}, RopeStoreShape{32, 8, 64, 16},
-                           RopeStoreShape{14, 2, 96, 32}, RopeStoreShape{5, 1, 256, 64}}) {
-    Tensor table = rope_table(4096, s.hd);
+  std::mt19937 rng(seed);
+  for (RopeStoreShape s : shapes) {
+    const int rd = s.rd > 0 ? s.rd : s.hd;
+    Tensor table = rope_table(4096, rd);
     Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
     Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
     Tensor qnc = upload(*b.cpu, qn), knc = upload(*b.cpu, kn), qng = upload(*b.gpu, qn), kng = upload(*b.gpu, kn);
     for (int64_t tokens : {1, 7, 129}) {
       for (bool norms : {true, false}) {
-        const std::string tag = "hd=" + std::to_string(s.hd) + " T=" + std::to_string(tokens) + (norms ? " norms" : "");
+        const std::string tag = "hd=" + std::to_string(s.hd) + " rotary=" + std::to_string(rd) +
+                                " T=" + std::to_string(tokens) + (norms ? " norms" : "");
         const int num_blocks = 12;
         const int64_t slots = static_cast<int64_t>(num_blocks) * s.block_size;
         std::vector<int32_t> perm(slots);
@@ -134,6 +137,23 @@ TEST(CudaQkNormRopeStore, MatchesCpuUnfusedPair) {
       }
     }
   }
+}
+
+TEST(CudaQkNormRopeStore, MatchesCpuUnfusedPair) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  expect_rope_store_matches_cpu({RopeStoreShape{16, 8, 128, 256}, RopeStoreShape{32, 8, 64, 16},
+                                 RopeStoreShape{14, 2, 96, 32}, RopeStoreShape{5, 1, 256, 64}},
+                                83);
+}
+
+// A partial rotary (the first rd dims rotate, the rest pass through into the cache): Phi-4-mini's
+// 96 of 128 and 64 of 128 (the 16-byte kernel), 48 of 64, 40 of 96 and 24 of 64 (the warp kernel).
+TEST(CudaQkNormRopeStore, PartialRotaryMatchesCpuUnfusedPair) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  expect_rope_store_matches_cpu({RopeStoreShape{24, 8, 128, 16, 96}, RopeStoreShape{16, 8, 128, 256, 64},
+                                 RopeStoreShape{8, 2, 64, 16, 48}, RopeStoreShape{14, 2, 96, 32, 40},
+                                 RopeStoreShape{9, 3, 64, 64, 24}},
+                                86);
 }
 
 // Warm-up runs before the cache exists: the fused op must still rotate q and k.

@@ -1,5 +1,6 @@
 // qk_norm_rope and store_kvcache of the CUDA backend against the CPU backend, and the qkv gemv with
-// the rope and the cache store in its epilogue against those unfused ops.
+// the rope and the cache store in its epilogue against those unfused ops; each also with a partial
+// rotary (partial_rotary_factor: the first rotary_dim dims of a head rotate, the rest pass through).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "cuda_test_util.h"
+#include "model/rope.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -47,6 +49,85 @@ TEST(CudaRope, QkNormRopeMatchesCpu) {
   }
 }
 
+struct PartialShape {
+  int nq, nkv, hd, rd;  // rd: the rotary dims
+};
+
+// Phi-4-mini's table: head_dim 128, partial_rotary_factor 0.75 (96 rotary dims), longrope with its
+// published long factors and attention factor sqrt(1 + ln 32 / ln 4096), built as the engine builds
+// it (model/rope.h) for an engine whose context passes the pretrained 4,096 (the long factors).
+Tensor phi4_mini_long_table() {
+  ModelConfig cfg;
+  cfg.head_dim = 128;
+  cfg.rotary_dim = 96;
+  cfg.rope_theta = 10000.0;
+  RopeScaling& s = cfg.rope_scaling;
+  s.type = "longrope";
+  s.original_max_position_embeddings = 4096;
+  s.long_factor = {1,           1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897,  1.956131817,
+                   2.187582649, 2.446418898, 2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023,
+                   4.785517845, 5.351743533, 5.984965424, 6.693110555, 7.485043894, 8.370679318, 9.36110372,
+                   10.4687158,  11.70738129, 13.09260651, 14.64173252, 16.37415215, 18.31155283, 20.47818807,
+                   22.90118105, 25.61086418, 28.64115884, 32.03,       32.1,        32.13,       32.23,
+                   32.6,        32.61,       32.64,       32.66,       32.7,        32.71,       32.93,
+                   32.97,       33.28,       33.49,       33.5,        44.16,       47.77};
+  s.short_factor.assign(48, 1.0);
+  s.attention_factor = std::sqrt(1.0 + std::log(32.0) / std::log(4096.0));
+  return rope_cos_sin_table(cfg, 8192);  // an 8,192-token engine: the long factors
+}
+
+// qk_norm_rope over a partial rotary: the 16-byte kernel where head_dim and the rotary dims are
+// multiples of 16 (Phi-4-mini's 96 of 128 on its own longrope table, 64 of 128, 48 of 64, 48 of
+// 96), the warp-per-head kernel otherwise (40 of 128, 24 of 64, 2 of 64, 72 of 96); with and
+// without q/k norms (a norm covers the whole head, pass-through dims included). Without norms the
+// pass-through dims of q and k, and all of v, must keep their input bits.
+TEST(CudaRope, PartialRotaryMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(17);
+  for (PartialShape s : {PartialShape{24, 8, 128, 96}, PartialShape{16, 8, 128, 64}, PartialShape{8, 2, 64, 48},
+                         PartialShape{10, 2, 96, 48}, PartialShape{12, 4, 128, 40}, PartialShape{9, 3, 64, 24},
+                         PartialShape{4, 4, 64, 2}, PartialShape{10, 2, 96, 72}}) {
+    const bool phi4 = s.hd == 128 && s.rd == 96;
+    Tensor table = phi4 ? phi4_mini_long_table() : rope_table(4096, s.rd, 1e4);
+    ASSERT_EQ(table.size(1), s.rd);
+    Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
+    Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
+    Tensor qnc = upload(*b.cpu, qn), knc = upload(*b.cpu, kn), qng = upload(*b.gpu, qn), kng = upload_f32(*b.gpu, kn);
+    for (int64_t tokens : {1, 7, 129, 1031}) {
+      for (bool norms : {true, false}) {
+        const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
+                                std::to_string(s.hd) + " rotary " + std::to_string(s.rd) + " T " +
+                                std::to_string(tokens) + (norms ? " norms" : "");
+        const int64_t width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
+        Tensor qkv = random_values({tokens, width}, rng, 1.5f);
+        std::vector<int32_t> pos(tokens);
+        std::uniform_int_distribution<int32_t> d(0, 4095);
+        for (auto& p : pos) p = d(rng);
+        Tensor qc = upload(*b.cpu, qkv), qg = upload(*b.gpu, qkv);
+        b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
+                            upload_i32(*b.cpu, pos), tc);
+        b.gpu->qk_norm_rope(qg, s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
+                            upload_i32(*b.gpu, pos), tg);
+        const std::vector<float> got = download(*b.gpu, qg);
+        expect_close(got, download(*b.cpu, qc), 1e-4, 0.06, "qk_norm_rope " + tag);
+        if (norms) continue;
+        const float* in = qkv.ptr<float>();  // bf16 values: exact on the GPU
+        int64_t moved = 0;
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int h = 0; h < s.nq + 2 * s.nkv; ++h) {
+            for (int d2 = h < s.nq + s.nkv ? s.rd : 0; d2 < s.hd; ++d2) {
+              const int64_t e = t * width + static_cast<int64_t>(h) * s.hd + d2;
+              moved += got[e] != in[e];
+            }
+          }
+        }
+        EXPECT_EQ(moved, 0) << tag << ": pass-through dims of q / k, or v, changed";
+      }
+    }
+  }
+}
+
 // Element by element: the same values (within tol), NaN (poison: never written) in the same places.
 void expect_same_or_poisoned(const std::vector<float>& got, const std::vector<float>& ref, double tol,
                              const std::string& what) {
@@ -64,6 +145,7 @@ struct RopeGemvShape {
   int nq, nkv, hd;
   int64_t k;
   bool bias;
+  int rd = 0;  // the rotary dims; 0: all of head_dim
 };
 
 // rms_norm_linear_rope_store and linear_rope_store (x already normed, as tensor parallelism gives
@@ -71,30 +153,24 @@ struct RopeGemvShape {
 // through the gemv's norm prologue, longer ones after the norm kernel) against the unfused ops
 // (MINIVLLM_GEMV_ROPE=0: the projection, then qk_norm_rope_store) on the same inputs: qkv and both
 // caches, slot by slot. 3 tokens take the unfused ops on both.
-TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
+void expect_qkv_gemv_rope_matches_unfused(std::initializer_list<RopeGemvShape> shapes, uint32_t seed) {
   setenv("MINIVLLM_GEMV_ROPE", "0", 1);
   Backends unfused;
   unsetenv("MINIVLLM_GEMV_ROPE");
   Backends fused;
-  std::mt19937 rng(13);
-  // Llama-3.2-1B's heads (K = 2,048: norm kernel) and a tensor-parallel rank's half of them,
-  // Qwen2.5-0.5B's (bias, K = 896), SmolLM2's group 3, head_dim 128 at n = 2,048 (two rows a CTA) and
-  // 4,096 (four), head_dim 96.
-  for (RopeGemvShape s : {RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{16, 4, 64, 2048, false},
-                          RopeGemvShape{14, 2, 64, 896, true}, RopeGemvShape{9, 3, 64, 576, false},
-                          RopeGemvShape{8, 4, 128, 1024, false}, RopeGemvShape{16, 8, 128, 1024, true},
-                          RopeGemvShape{10, 2, 96, 1024, false}}) {
+  std::mt19937 rng(seed);
+  for (RopeGemvShape s : shapes) {
     const int64_t n = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
-    Tensor table = rope_table(4096, s.hd, 5e5);
+    const int rd = s.rd > 0 ? s.rd : s.hd;
+    Tensor table = rope_table(4096, rd, 5e5);
     Tensor w = random_values({n, s.k}, rng, 1.0f / std::sqrt(static_cast<float>(s.k)));
     Tensor nw = random_values({s.k}, rng, 0.3f, 1.0f);
     Tensor bias = random_values({n}, rng, 0.5f);
     for (int64_t tokens : {1, 2, 3}) {
       for (bool from_normed : {false, true}) {
         const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
-                                std::to_string(s.hd) + " K " + std::to_string(s.k) + " T " + std::to_string(tokens) +
-                                (from_normed ? " linear_rope_store" : "");
+                                std::to_string(s.hd) + " rotary " + std::to_string(rd) + " K " + std::to_string(s.k) +
+                                " T " + std::to_string(tokens) + (from_normed ? " linear_rope_store" : "");
         Tensor res = random_values({tokens, s.k}, rng, 3.0f);
         Tensor x = random_values({tokens, s.k}, rng, 1.0f);
         std::vector<int32_t> pos(tokens), slot(tokens);
@@ -137,6 +213,32 @@ TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
       }
     }
   }
+}
+
+TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  // Llama-3.2-1B's heads (K = 2,048: norm kernel) and a tensor-parallel rank's half of them,
+  // Qwen2.5-0.5B's (bias, K = 896), SmolLM2's group 3, head_dim 128 at n = 2,048 (two rows a CTA) and
+  // 4,096 (four), head_dim 96.
+  expect_qkv_gemv_rope_matches_unfused(
+      {RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{16, 4, 64, 2048, false},
+       RopeGemvShape{14, 2, 64, 896, true}, RopeGemvShape{9, 3, 64, 576, false},
+       RopeGemvShape{8, 4, 128, 1024, false}, RopeGemvShape{16, 8, 128, 1024, true},
+       RopeGemvShape{10, 2, 96, 1024, false}},
+      13);
+}
+
+// The same with a partial rotary, where a CTA's pairs of rows are rotary pairs (i, i + rd / 2) or
+// two pass-through rows (rope_slot): Phi-4-mini's heads (24 / 8 of 128, 96 rotary; n = 5,120, four
+// rows a CTA; K = 3,072: norm kernel) and a tensor-parallel rank's half of them (K = 1,024: the
+// gemv's prologue), 64 of 128 with bias, 48 of 64 (two rows a CTA), 40 of 96 and 2 of 64.
+TEST(CudaRope, PartialRotaryQkvGemvWithRopeMatchesUnfused) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  expect_qkv_gemv_rope_matches_unfused(
+      {RopeGemvShape{24, 8, 128, 3072, false, 96}, RopeGemvShape{12, 4, 128, 1024, false, 96},
+       RopeGemvShape{8, 4, 128, 1024, true, 64}, RopeGemvShape{4, 2, 64, 512, false, 48},
+       RopeGemvShape{10, 2, 96, 1024, true, 40}, RopeGemvShape{8, 2, 64, 256, false, 2}},
+      19);
 }
 
 // The GPU cache is [blocks, kv_heads, block_size, head_dim], the CPU's [blocks, block_size,

@@ -17,6 +17,13 @@ inline bool attention_shape_supported(int num_q_heads, int num_kv_heads, int hea
          num_q_heads / num_kv_heads <= kMaxAttentionGroup && attention_head_dim_supported(head_dim);
 }
 
+// The rope kernels (rope_kvcache.cu, the qkv gemv's rope epilogue) rotate the first rotary_dim dims
+// of each head in pairs (i, i + rotary_dim / 2) and pass the rest through (partial_rotary_factor),
+// any even width up to head_dim; 16-byte accesses where both widths are multiples of 16.
+inline bool rope_rotary_dim_supported(int head_dim, int rotary_dim) {
+  return rotary_dim >= 2 && rotary_dim <= head_dim && rotary_dim % 2 == 0;
+}
+
 inline std::string supported_attention_shapes() {
   return "supported: GQA group (q heads per kv head) 1 to " + std::to_string(kMaxAttentionGroup) +
          ", head_dim 64, 96, 128 or 256";

@@ -249,12 +249,13 @@ void CudaBackend::check_attention_shape(int num_q_heads, int num_kv_heads, int h
       << "cuda backend: the model's " << describe_unsupported_attention(num_q_heads, num_kv_heads, head_dim);
 }
 
-// The rope kernels (rope_kvcache.cu, the gemv's rope epilogue) pair dims (i, i + head_dim / 2)
-// across the whole head; rotating part of it is not written for them yet.
+// The rope kernels (rope_kvcache.cu, the gemv's rope epilogue) rotate the first rotary_dim dims of
+// each head in pairs (i, i + rotary_dim / 2) and pass the rest through, as the CPU backend does;
+// an odd rotary width (or one wider than the head) has no such pairing.
 void CudaBackend::check_rotary_dim(int head_dim, int rotary_dim) const {
-  MINIVLLM_CHECK(rotary_dim == head_dim)
+  MINIVLLM_CHECK(rope_rotary_dim_supported(head_dim, rotary_dim))
       << "cuda backend: unsupported partial_rotary_factor: the model rotates " << rotary_dim << " of head_dim "
-      << head_dim << " dims, and the CUDA rope kernels rotate the whole head (the CPU backend runs it: --device cpu)";
+      << head_dim << " dims; the CUDA rope kernels take an even number of rotary dims, 2 to head_dim";
 }
 
 Tensor CudaBackend::stored_layout(const Tensor& host) const {

@@ -132,12 +132,15 @@ struct RopeArgs {
   void* qkv;
   int64_t tokens;
   int num_q_heads, num_kv_heads, head_dim;
+  // The leading dims of each q / k head that rotate (cos_sin's width; partial_rotary_factor), even,
+  // at most head_dim; the rest pass through (rope_math.cuh's rope_slot).
+  int rotary_dim;
   const void* q_norm;  // nullptr: no norm
   const void* k_norm;
   bool q_norm_f32, k_norm_f32;
   float eps;
   const int32_t* positions;
-  const float* cos_sin;
+  const float* cos_sin;  // [max_pos, rotary_dim] fp32: cos in the first rotary_dim / 2 columns, sin in the rest
   int64_t max_pos;
   // Optional (k_cache == nullptr: rotate only): k after rope and v into the cache at slot_mapping
   // (-1 skips), layout as launch_store_kvcache's.

@@ -499,8 +499,13 @@ RopeArgs rope_args(const Tensor& qkv, int num_q_heads, int num_kv_heads, int hea
   }
   a.eps = eps;
   a.positions = positions.ptr<int32_t>();
+  // cos_sin is as wide as the rotary dims (partial_rotary_factor: the first rotary_dim of each head).
+  MINIVLLM_CHECK(cos_sin.ndim() == 2 && rope_rotary_dim_supported(head_dim, static_cast<int>(cos_sin.size(1))))
+      << op << ": cos_sin " << cos_sin.describe() << " must be [max_pos, rotary dims], the rotary dims even and at "
+      << "most head_dim " << head_dim;
+  a.rotary_dim = static_cast<int>(cos_sin.size(1));
   a.cos_sin = cos_sin.ptr<float>();
-  a.max_pos = rows_with_cols(cos_sin, head_dim, op, "cos_sin");
+  a.max_pos = rows_with_cols(cos_sin, a.rotary_dim, op, "cos_sin");
   return a;
 }
 

@@ -63,7 +63,7 @@ enum class Epilogue {
   kStore,    // out = x W^T (+ bias), bf16 or fp32
   kActMul,  // W = [W_gate; W_up]: out = act(x W_gate^T) * (x W_up^T), bf16, act = GemvArgs::act
   kAddF32,   // out (fp32, the residual stream) += x W^T
-  kRope,     // W = the qkv projection, a CTA owning rotary pairs of rows: out = rope(x W^T (+ bias)), k, v stored
+  kRope,     // W = the qkv projection, a CTA owning pairs of rows (rope_slot): out = rope(x W^T (+ bias)), k, v stored
 };
 
 struct GemvArgs {
@@ -81,7 +81,7 @@ struct GemvArgs {
   bool norm_w_f32;
   float eps;
   Activation act;  // kActMul's gate activation
-  // kRope: positions, cos_sin, max_pos, head counts, head_dim and the cache (k_cache == nullptr:
+  // kRope: positions, cos_sin, max_pos, head counts, head_dim, rotary_dim and the cache (k_cache == nullptr:
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
 };
@@ -140,15 +140,24 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
   __syncthreads();
 }
 
-// kRope. Pair P of the projection's n / 2 rotary pairs: head P / half, index i = P % half; its rows
-// are head * head_dim + i and + half (v heads pair the same way, unrotated). Pairs past the end
-// reread the last one.
+// kRope. Pair P of the projection's n / 2 pairs of rows: head P / half, slot j = P % half of it
+// (rope_math.cuh's rope_slot: a rotary pair, or, past rotary_dim / 2, two pass-through rows of a
+// partial rotary); its rows are head * head_dim + lo and + span (v heads pair the same way,
+// unrotated). Pairs past the end reread the last one.
 __device__ __forceinline__ int64_t rope_pair_row(const RopeArgs& a, int64_t pair, int upper, int64_t n) {
   const int half = a.head_dim / 2;
   const int64_t last = n / 2 - 1;
   if (pair > last) pair = last;
   const int64_t head = pair / half;
-  return head * a.head_dim + (pair - head * half) + (upper ? half : 0);
+  const RopeSlot sl = rope_slot(static_cast<int>(pair - head * half), a.head_dim, a.rotary_dim);
+  return head * a.head_dim + sl.lo + (upper ? sl.span : 0);
+}
+
+// The slot of a pair's lower row (its offset in the head: lo < rotary_dim / 2 for a rotary pair,
+// rotary_dim <= lo for pass-through rows).
+__device__ __forceinline__ RopeSlot rope_slot_of_row(const RopeArgs& a, int64_t row) {
+  const int i = static_cast<int>(row % a.head_dim), rhalf = a.rotary_dim / 2;
+  return i < rhalf ? RopeSlot{i, rhalf, true} : RopeSlot{i, (a.head_dim - a.rotary_dim) / 2, false};
 }
 
 struct RopeLane {
@@ -162,9 +171,9 @@ __device__ __forceinline__ RopeLane rope_lane(const RopeArgs& a, int m, int64_t 
   RopeLane l;
   int64_t pos = a.positions[m];
   pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);
-  const int i = static_cast<int>(row % a.head_dim);
-  l.cos = a.cos_sin[pos * a.head_dim + i];
-  l.sin = a.cos_sin[pos * a.head_dim + a.head_dim / 2 + i];
+  const RopeSlot sl = rope_slot_of_row(a, row);
+  l.cos = sl.rotary ? a.cos_sin[pos * a.rotary_dim + sl.lo] : 1.0f;  // pass-through rows: never rotated
+  l.sin = sl.rotary ? a.cos_sin[pos * a.rotary_dim + a.rotary_dim / 2 + sl.lo] : 0.0f;
   l.slot = -1;
   if (a.k_cache != nullptr) {
     const int64_t s = a.slot_mapping[m];
@@ -173,37 +182,39 @@ __device__ __forceinline__ RopeLane rope_lane(const RopeArgs& a, int m, int64_t 
   return l;
 }
 
-// Writes token m's pair (row, row + half) of qkv: q and k rotated from their bf16-rounded values
-// (as the rope kernel reads them back from qkv), v as is; k and v also into the cache at the slot.
+// Writes token m's pair (row, row + span) of qkv: q and k rotated from their bf16-rounded values
+// (as the rope kernel reads them back from qkv) where the pair is a rotary one, v and pass-through
+// rows as they are; k and v also into the cache at the slot.
 __device__ __forceinline__ void rope_epilogue(const GemvArgs& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
   const RopeArgs& a = g.rope;
-  const int half = a.head_dim / 2;
+  const RopeSlot sl = rope_slot_of_row(a, row);
+  const int span = sl.span;  // the partner row's distance
   if (g.bias != nullptr) {
     lo += load_weight(g.bias, g.bias_f32, row);
-    hi += load_weight(g.bias, g.bias_f32, row + half);
+    hi += load_weight(g.bias, g.bias_f32, row + span);
   }
-  const int head = static_cast<int>(row / a.head_dim), i = static_cast<int>(row % a.head_dim);
+  const int head = static_cast<int>(row / a.head_dim), i = sl.lo;
   const bool is_v = head >= a.num_q_heads + a.num_kv_heads;
   __nv_bfloat16 blo = __float2bfloat16(lo), bhi = __float2bfloat16(hi);
-  if (!is_v) {
+  if (!is_v && sl.rotary) {
     rotate_pair(__bfloat162float(blo), __bfloat162float(bhi), l.cos, l.sin, lo, hi);
     blo = __float2bfloat16(lo);
     bhi = __float2bfloat16(hi);
   }
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(g.out) + m * g.n;
   out[row] = blo;
-  out[row + half] = bhi;
+  out[row + span] = bhi;
   if (head >= a.num_q_heads && l.slot >= 0) {
     const int kvh = head - a.num_q_heads - (is_v ? a.num_kv_heads : 0);
     __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(is_v ? a.v_cache : a.k_cache) +
                          kv_cache_row(l.slot, a.block_size, a.num_kv_heads, kvh) * a.head_dim + i;
     dst[0] = blo;
-    dst[half] = bhi;
+    dst[span] = bhi;
   }
 }
 
 // One CTA: R rows of W (rows past n reread the last one and are not written).
-// kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kRope: R / 2 rotary pairs, pairs
+// kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kRope: R / 2 pairs of rows, pairs
 // [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kActMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
 // act(g) * u (bf16), so the [T, 2n] product never goes through memory.
@@ -222,7 +233,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   const uint4* rows[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    if constexpr (E == Epilogue::kRope) {  // slot r holds a pair's row (r even) or its partner half a head on (r odd)
+    if constexpr (E == Epilogue::kRope) {  // slot r holds a pair's row (r even) or its partner (r odd)
       rows[r] = g.w + rope_pair_row(g.rope, static_cast<int64_t>(blockIdx.x) * (R / 2) + r / 2, r % 2, n) * chunks;
     } else {
       const int rr = r % kRowsOut;
@@ -441,9 +452,10 @@ void launch_gemv_rope(const GemvNorm* norm, const void* x, const void* w, const 
   check_shape("gemv_rope", tokens, k);
   MINIVLLM_CHECK(gemv_rope_fits(n, rope.head_dim) && !rope.kv_fp8 && rope.q_norm == nullptr && rope.k_norm == nullptr &&
                  n == static_cast<int64_t>(rope.num_q_heads + 2 * rope.num_kv_heads) * rope.head_dim &&
-                 rope.tokens == tokens)
+                 rope.tokens == tokens && rope.rotary_dim >= 2 && rope.rotary_dim <= rope.head_dim &&
+                 rope.rotary_dim % 2 == 0)
       << "gemv_rope: qkv of " << n << " rows for " << rope.num_q_heads << "/" << rope.num_kv_heads << " heads of "
-      << rope.head_dim << " (no q/k norms, a bf16 cache)";
+      << rope.head_dim << ", " << rope.rotary_dim << " of them rotary (no q/k norms, a bf16 cache)";
   GemvArgs g = norm != nullptr ? norm_args(*norm, w, rope.qkv, n, k) : plain_args(x, w, rope.qkv, n, k);
   g.bias = bias;
   g.bias_f32 = bias_f32;

@@ -1,6 +1,6 @@
-// qk_norm_rope (per-head RMSNorm of q and k, then NeoX half-split rotary, in place on qkv, and
-// optionally the cache write of k and v fused in) and store_kvcache (k and v of each new token
-// into its cache slot).
+// qk_norm_rope (per-head RMSNorm of q and k, then NeoX half-split rotary over the first rotary_dim
+// dims of each head, the rest passed through, in place on qkv, and optionally the cache write of k
+// and v fused in) and store_kvcache (k and v of each new token into its cache slot).
 //
 // KV cache layout: [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart. One kv
 // head of one block is a contiguous run of block_size * head_dim values, so a decode CTA (one
@@ -21,8 +21,9 @@ namespace {
 
 constexpr int kMaxPairsPerLane = 4;  // head_dim <= 256
 
-// One warp per (token, head); lane l owns the rotary pairs (i, i + half) for i = l + 32 k < half
-// (head_dim 96: lanes 0..15 own two pairs, the others one).
+// One warp per (token, head); lane l owns the slots j = l + 32 k < head_dim / 2 (rope_math.cuh's
+// rope_slot: a rotary pair, or two pass-through dims of a partial rotary; head_dim 96: lanes 0..15
+// own two slots, the others one).
 // Launched with programmatic dependent launch: the position, cos/sin, norm weights and slot are
 // loaded while the qkv projection still runs; qkv only after pdl_wait().
 // kFp8: the fused store writes an fp8 cache (k_cache and v_cache are e4m3, with scales).
@@ -36,7 +37,7 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   const int64_t t = item / heads;
   if (t >= a.tokens) return;
   const int h = static_cast<int>(item - t * heads);
-  const int half = a.head_dim / 2;
+  const int half = a.head_dim / 2;  // slots per head
   const bool is_q = h < a.num_q_heads;
   const void* norm = is_q ? a.q_norm : a.k_norm;
   const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
@@ -44,16 +45,17 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
   // Inputs of the step and weights: no earlier kernel writes them.
   int64_t pos = a.positions[t];
   pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // checked on the host side of tests only
-  const float* cos = a.cos_sin + pos * a.head_dim;
-  const float* sin = cos + half;
+  const float* cos = a.cos_sin + pos * a.rotary_dim;
+  const float* sin = cos + a.rotary_dim / 2;
   float cs[kMaxPairsPerLane], sn[kMaxPairsPerLane], w1[kMaxPairsPerLane], w2[kMaxPairsPerLane];
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (lane + 32 * k < half) {
-      cs[k] = cos[lane + 32 * k];
-      sn[k] = sin[lane + 32 * k];
-      w1[k] = norm != nullptr ? load_weight(norm, norm_f32, lane + 32 * k) : 1.0f;
-      w2[k] = norm != nullptr ? load_weight(norm, norm_f32, lane + 32 * k + half) : 1.0f;
+      const RopeSlot sl = rope_slot(lane + 32 * k, a.head_dim, a.rotary_dim);
+      cs[k] = sl.rotary ? cos[sl.lo] : 1.0f;  // pass-through slots: never rotated
+      sn[k] = sl.rotary ? sin[sl.lo] : 0.0f;
+      w1[k] = norm != nullptr ? load_weight(norm, norm_f32, sl.lo) : 1.0f;
+      w2[k] = norm != nullptr ? load_weight(norm, norm_f32, sl.lo + sl.span) : 1.0f;
     }
   }
   int64_t slot = -1;
@@ -67,8 +69,9 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (lane + 32 * k < half) {
-      x1[k] = __bfloat162float(x[lane + 32 * k]);
-      x2[k] = __bfloat162float(x[lane + 32 * k + half]);
+      const RopeSlot sl = rope_slot(lane + 32 * k, a.head_dim, a.rotary_dim);
+      x1[k] = __bfloat162float(x[sl.lo]);
+      x2[k] = __bfloat162float(x[sl.lo + sl.span]);
       sum_sq += x1[k] * x1[k] + x2[k] * x2[k];
     }
   }
@@ -104,19 +107,21 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
 #pragma unroll
   for (int k = 0; k < kMaxPairsPerLane; ++k) {
     if (lane + 32 * k < half) {
-      const int i = lane + 32 * k;
-      float rlo, rhi;
-      rotate_pair(x1[k], x2[k], cs[k], sn[k], rlo, rhi);
+      const RopeSlot sl = rope_slot(lane + 32 * k, a.head_dim, a.rotary_dim);
+      float rlo = x1[k], rhi = x2[k];
+      if (sl.rotary) rotate_pair(x1[k], x2[k], cs[k], sn[k], rlo, rhi);
       const __nv_bfloat16 lo = __float2bfloat16(rlo);
       const __nv_bfloat16 hi = __float2bfloat16(rhi);
-      x[i] = lo;
-      x[i + half] = hi;
+      if (sl.rotary || norm != nullptr) {  // an unnormed pass-through dim already holds its value
+        x[sl.lo] = lo;
+        x[sl.lo + sl.span] = hi;
+      }
       if constexpr (kFp8) {  // quantised below, from the values qkv now holds
         x1[k] = __bfloat162float(lo);
         x2[k] = __bfloat162float(hi);
       } else if (k_dst != nullptr) {
-        k_dst[i] = lo;
-        k_dst[i + half] = hi;
+        k_dst[sl.lo] = lo;
+        k_dst[sl.lo + sl.span] = hi;
       }
     }
   }
@@ -133,17 +138,19 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
 #pragma unroll
     for (int k = 0; k < kMaxPairsPerLane; ++k) {
       if (lane + 32 * k < half) {
-        k8[lane + 32 * k] = f32_to_e4m3_device(__fmul_rn(x1[k], mul));
-        k8[lane + 32 * k + half] = f32_to_e4m3_device(__fmul_rn(x2[k], mul));
+        const RopeSlot sl = rope_slot(lane + 32 * k, a.head_dim, a.rotary_dim);
+        k8[sl.lo] = f32_to_e4m3_device(__fmul_rn(x1[k], mul));
+        k8[sl.lo + sl.span] = f32_to_e4m3_device(__fmul_rn(x2[k], mul));
       }
     }
     if (lane == 0) static_cast<float*>(a.k_scale)[cache_row] = e4m3_scale_device(amax);
   }
 }
 
-// The same function over a bf16 cache (or none) with 16-byte accesses, for head_dim a multiple
-// of 16: a group of G lanes (G = half / 8 rounded up to a power of two) owns one (token, head),
-// lane c of it the 8 rotary pairs (8c + j, 8c + j + half). The warp-per-head kernel above moves 2
+// The same function over a bf16 cache (or none) with 16-byte accesses, for head_dim and rotary_dim
+// multiples of 16: a group of G lanes (G = half / 8 rounded up to a power of two) owns one (token,
+// head), lane c of it the 8 slots 8c + j (rope_slot: all 8 rotary pairs (i, i + rotary_dim / 2),
+// or all 8 pass-through, each half a 16-byte run). The warp-per-head kernel above moves 2
 // bytes per lane per load and runs its whole latency chain (position, cos/sin, x, reduction) for
 // 256 bytes of q or k, which left prefill's rope at a fraction of copy bandwidth; here each lane
 // keeps two 16-byte x loads, four of cos/sin and its norm weights in flight at once.
@@ -158,9 +165,10 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   const int64_t t = item / heads;
   if (t >= a.tokens) return;  // whole groups: G divides the block
   const int h = static_cast<int>(item - t * heads);
-  const int half = a.head_dim / 2;
+  const int half = a.head_dim / 2;  // slots per head
   const bool active = 8 * c < half;  // head_dim 96: 6 of a group's 8 lanes
-  const int i0 = active ? 8 * c : 0;
+  const RopeSlot sl = rope_slot(active ? 8 * c : 0, a.head_dim, a.rotary_dim);
+  const int i0 = sl.lo, span = sl.span;
   const bool is_q = h < a.num_q_heads;
   const void* norm = is_q ? a.q_norm : a.k_norm;
   const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
@@ -171,11 +179,19 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   int64_t pos = a.positions[t];
   pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);
   float cs[8], sn[8], w1[8], w2[8];
-  load_f32x8(a.cos_sin + pos * a.head_dim + i0, cs);
-  load_f32x8(a.cos_sin + pos * a.head_dim + half + i0, sn);
+  if (sl.rotary) {  // its cos / sin columns are its dims i0 .. i0 + 7
+    load_f32x8(a.cos_sin + pos * a.rotary_dim + i0, cs);
+    load_f32x8(a.cos_sin + pos * a.rotary_dim + a.rotary_dim / 2 + i0, sn);
+  } else {  // pass-through: never rotated
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      cs[j] = 1.0f;
+      sn[j] = 0.0f;
+    }
+  }
   if (norm != nullptr) {
     load_weight8(norm, norm_f32, i0, w1);
-    load_weight8(norm, norm_f32, i0 + half, w2);
+    load_weight8(norm, norm_f32, i0 + span, w2);
   }
   int64_t slot = -1;
   if (a.k_cache != nullptr && !is_q) slot = a.slot_mapping[t];
@@ -185,7 +201,7 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
   float x1[8], x2[8];
   bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0), x1);
-  bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + half + i0), x2);
+  bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0 + span), x2);
   if (norm != nullptr) {
     float sum_sq = 0.0f;
     if (active) {
@@ -204,19 +220,28 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   if (!active) return;
   float lo[8], hi[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) rotate_pair(x1[j], x2[j], cs[j], sn[j], lo[j], hi[j]);
+  for (int j = 0; j < 8; ++j) {
+    if (sl.rotary) {
+      rotate_pair(x1[j], x2[j], cs[j], sn[j], lo[j], hi[j]);
+    } else {
+      lo[j] = x1[j];
+      hi[j] = x2[j];
+    }
+  }
   const uint4 lo8 = f32_to_bf16x8(lo), hi8 = f32_to_bf16x8(hi);
-  *reinterpret_cast<uint4*>(x + i0) = lo8;
-  *reinterpret_cast<uint4*>(x + half + i0) = hi8;
+  if (sl.rotary || norm != nullptr) {  // an unnormed pass-through run already holds its values
+    *reinterpret_cast<uint4*>(x + i0) = lo8;
+    *reinterpret_cast<uint4*>(x + i0 + span) = hi8;
+  }
   if (slot >= 0 && slot < a.num_slots) {  // -1: padding token (or no cache), rotated but not stored
     const int64_t dst = kv_cache_row(slot, a.block_size, a.num_kv_heads, h - a.num_q_heads) * a.head_dim;
     __nv_bfloat16* k_dst = static_cast<__nv_bfloat16*>(a.k_cache) + dst;
     __nv_bfloat16* v_dst = static_cast<__nv_bfloat16*>(a.v_cache) + dst;
     const __nv_bfloat16* v_src = x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
     *reinterpret_cast<uint4*>(k_dst + i0) = lo8;
-    *reinterpret_cast<uint4*>(k_dst + half + i0) = hi8;
+    *reinterpret_cast<uint4*>(k_dst + i0 + span) = hi8;
     *reinterpret_cast<uint4*>(v_dst + i0) = *reinterpret_cast<const uint4*>(v_src + i0);
-    *reinterpret_cast<uint4*>(v_dst + half + i0) = *reinterpret_cast<const uint4*>(v_src + half + i0);
+    *reinterpret_cast<uint4*>(v_dst + i0 + span) = *reinterpret_cast<const uint4*>(v_src + i0 + span);
   }
 }
 
@@ -272,7 +297,9 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool aligned = a16(a.qkv) && a16(a.cos_sin) && a16(a.q_norm) && a16(a.k_norm) && a16(a.k_cache) &&
                        a16(a.v_cache);
-  if (vec && aligned && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256) {
+  // Both widths multiples of 16: a lane's 8 slots are all rotary or all pass-through, each half a
+  // 16-byte run (rope_slot), and its cos / sin loads 16-byte aligned.
+  if (vec && aligned && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256 && a.rotary_dim % 16 == 0) {
     const int half_chunks = a.head_dim / 16;  // 16-byte chunks in each half of a head
     const int g = half_chunks <= 4 ? 4 : (half_chunks <= 8 ? 8 : 16);
     const dim3 grid(static_cast<unsigned>(ceil_div(items * g, 256)));
