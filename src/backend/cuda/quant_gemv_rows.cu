@@ -19,14 +19,9 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
-// W is read once per step: keep it out of L1 so that x (read by every CTA) stays there.
-__device__ __forceinline__ uint4 load_streaming(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+// W is read once per step (device_utils.cuh's load_streaming keeps it out of L1, so that x, read
+// by every CTA, stays there).
+__device__ __forceinline__ uint4 load_w(const uint8_t* p) { return load_streaming(reinterpret_cast<const uint4*>(p)); }
 
 __device__ __forceinline__ float half_bits(unsigned bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
@@ -53,7 +48,7 @@ struct Q4K {
   };
   __device__ static Raw load(const uint8_t* row, int64_t c, int64_t /*nsb*/) {
     const uint8_t* b = row + (c / 8) * 144;
-    return Raw{load_streaming(b + 16 + 16 * (c % 8)), load_streaming(b)};
+    return Raw{load_w(b + 16 + 16 * (c % 8)), load_w(b)};
   }
   // Unit j's 6-bit scale and min from the head's 12 scale bytes (ggml's get_scale_min_k4).
   __device__ static void scale_min(const uint4& head, int j, int& sc, int& m) {
@@ -108,9 +103,9 @@ struct Q6KPlanar {
     const int n = static_cast<int>(c % 4) / 2, i = static_cast<int>(c % 2);
     const uint8_t* ql = row + sb * 128 + 64 * n + 16 * i;
     Raw r;
-    r.a = load_streaming(ql);
-    r.b = load_streaming(ql + 32);
-    r.h = load_streaming(row + nsb * 128 + sb * 64 + 32 * n + 16 * i);
+    r.a = load_w(ql);
+    r.b = load_w(ql + 32);
+    r.h = load_w(row + nsb * 128 + sb * 64 + 32 * n + 16 * i);
     r.sc = __ldg(reinterpret_cast<const uint2*>(row + nsb * 192 + sb * 16 + 8 * n));
     r.d = __ldg(reinterpret_cast<const unsigned short*>(row + nsb * 208) + sb);
     return r;
