@@ -74,8 +74,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeRoute,
                                            RouteCase{37, 128, 8}, RouteCase{300, 128, 1}, RouteCase{8, 33, 2},
                                            RouteCase{7, 512, 8}, RouteCase{3, 9, 9}),
                          [](const auto& info) {
-                           return "t" + std::to_string(info.param.tokens) + "_e" + std::to_string(info.param.experts) +
-                                  "_k" + std::to_string(info.param.k);
+                           // Appended, not "t" + ...: GCC 12's -Wrestrict misreads the inlined insert.
+                           std::string name = "t";
+                           name += std::to_string(info.param.tokens) + "_e" + std::to_string(info.param.experts) +
+                                   "_k" + std::to_string(info.param.k);
+                           return name;
                          });
 
 // ---- the experts ----
@@ -111,7 +114,8 @@ struct ExpertCase {
 };
 
 std::string case_name(const ExpertCase& c) {
-  return "t" + std::to_string(c.tokens) + "_e" + std::to_string(c.experts) + "_k" + std::to_string(c.k) + "_h" +
+  std::string name = "t";  // appended (see the route cases' names)
+  return name + std::to_string(c.tokens) + "_e" + std::to_string(c.experts) + "_k" + std::to_string(c.k) + "_h" +
          std::to_string(c.hidden) + "_i" + std::to_string(c.inter) + "_first" + std::to_string(c.first) + "_n" +
          std::to_string(c.local) + (c.skew ? "_skew" : "");
 }
