@@ -64,9 +64,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
      "to bf16 at load (A/B, and activations kept in bf16)"},
-    {"MINIVLLM_QUANT_GEMV_TILE", G::kTuning, K::kWord, "warp|2x1|2x2|4x1|4x2|8x1", 0, 0, "2x2",
-     "batch-1 Q4_K / Q6_K gemv: rows x chunks in flight per thread of a 128-thread CTA (quant_gemv_rows.h); "
-     "warp: a warp per row"},
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",

@@ -74,13 +74,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&quant_x_sums_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 16) * sizeof(float)));
-  }
-  const std::string tile = knob_word("MINIVLLM_QUANT_GEMV_TILE").value_or("2x2");
-  quant_gemv_shape_.warp_per_row = tile == "warp";
-  if (!quant_gemv_shape_.warp_per_row) {  // "RxU", the table's values
-    quant_gemv_shape_.rows = tile[0] - '0';
-    quant_gemv_shape_.unroll = tile[2] - '0';
   }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
@@ -106,7 +99,6 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);
-  cudaFree(quant_x_sums_);
   cudaFree(quant_w_bf16_);
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);

@@ -233,8 +233,6 @@ class CudaBackend : public Backend {
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
-  float* quant_x_sums_ = nullptr;    // [kQuantChunkTokens, kQuantMaxK / 16]
-  QuantGemvShape quant_gemv_shape_;  // MINIVLLM_QUANT_GEMV_TILE
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
   size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)

@@ -241,17 +241,16 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   for (int64_t c0 = 0; c0 < tokens; c0 += kQuantChunkTokens) {
     const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
     launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k,
-                         QuantX{quant_x_codes_, quant_x_scales_, quant_x_sums_}, stream_);
+                         QuantX{quant_x_codes_, quant_x_scales_}, stream_);
     for (int64_t t0 = 0; t0 < chunk; t0 += kQuantGemvMaxTokens) {
       const int64_t t = std::min<int64_t>(kQuantGemvMaxTokens, chunk - t0);
-      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32), quant_x_sums_ + t0 * (k / 16)};
+      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32)};
       int64_t row0 = 0;
       for (const Tensor& p : pieces) {
         const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;
         launch_quant_gemv(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), q, pb, bias_f32,
                           static_cast<char*>(out.data()) + ((c0 + t0) * n + row0) * out_elem, out_f32,
-                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, quant_gemv_shape_,
-                          stream_);
+                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_);
         row0 += p.size(0);
       }
     }

@@ -12,7 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/quant_gemv.h"
-#include "backend/cuda/quant_gemv_rows.h"
+#include "backend/cuda/pdl_launch.h"
 #include "common/check.h"
 
 namespace minivllm::cuda {
@@ -165,7 +165,9 @@ __device__ __forceinline__ float code_at(int word, int l) {
 // One warp per unit of 32 values: codes = round(x / s), s = amax / 127 (a unit's values are then
 // s * code; its sum, which the offsets need, comes out of the gemv's dp4a against 1s).
 __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_t units, int8_t* __restrict__ codes,
-                                     float* __restrict__ scales, float* __restrict__ sums) {
+                                     float* __restrict__ scales) {
+  pdl_launch_dependents();
+  pdl_wait();  // x is the kernel before's output, and the gemv before may still read codes
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (unit >= units) return;
   const int lane = threadIdx.x % 32;
@@ -175,10 +177,6 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   const int q = amax > 0.0f ? __float2int_rn(v / s) : 0;
   codes[unit * 32 + lane] = static_cast<int8_t>(q);
   if (lane == 0) scales[unit] = s;
-  int half_sum = q;  // over lanes 0..15 and 16..31: the xor offsets stay inside each half
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) half_sum += __shfl_xor_sync(0xffffffffu, half_sum, o);
-  if (lane % 16 == 0) sums[unit * 2 + lane / 16] = s * static_cast<float>(half_sum);
 }
 
 template <DType T, int NT>
@@ -191,6 +189,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= n) return;
   const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+  // W does not depend on the kernel before: pull this warp's row into L2 while that kernel
+  // finishes (programmatic dependent launch), then wait before reading x or touching out.
+  pdl_launch_dependents();
+  for (size_t off = static_cast<size_t>(lane) * 128; off < row_bytes; off += 32 * 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + off));
+  }
+  pdl_wait();
   const int64_t units = k / 32;
   float acc[NT];
 #pragma unroll
@@ -308,9 +313,9 @@ template <DType T, int NT>
 void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32, void* out,
                  bool out_f32, bool add, int64_t n, int64_t k, int64_t ldo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  quant_gemv_kernel<T, NT><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                                     q.codes, q.scales, bias, bias_f32, out, out_f32,
-                                                                     add, n, k, ldo, planar_nsb(T, k));
+  launch_with_pdl(quant_gemv_kernel<T, NT>, grid, dim3(32 * kWarpsPerBlock), 0, stream,
+                  static_cast<const uint8_t*>(w), row_bytes, static_cast<const int8_t*>(q.codes),
+                  static_cast<const float*>(q.scales), bias, bias_f32, out, out_f32, add, n, k, ldo, planar_nsb(T, k));
 }
 
 }  // namespace
@@ -343,25 +348,20 @@ void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX
   const int64_t units = tokens * k / 32;
   if (units == 0) return;
   constexpr int kWarps = 8;
-  quantize_x_q8_kernel<<<static_cast<unsigned>((units + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales, q.sums);
+  launch_with_pdl(quantize_x_q8_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)), dim3(32 * kWarps), 0,
+                  stream, static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
                        void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k, int64_t ldo,
-                       const QuantGemvShape& shape, cudaStream_t stream) {
+                       cudaStream_t stream) {
   check_shape(wtype, row_bytes, k, "quant_gemv");
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0 && ldo >= n)
       << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows, out rows "
       << ldo << " apart";
   const bool add = mode == QuantGemvOut::kAddF32;
   MINIVLLM_CHECK(!add || (out_f32 && bias == nullptr)) << "quant_gemv: the residual add takes an f32 out, no bias";
-  if (!shape.warp_per_row &&
-      launch_quant_gemv_rows(wtype, w, row_bytes, q, bias, bias_f32, out, out_f32, add, tokens, n, k, ldo,
-                             planar_nsb(wtype, k), shape.rows, shape.unroll, stream)) {
-    return;
-  }
   by_type(wtype, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     switch (tokens) {

@@ -26,13 +26,10 @@ constexpr int kQuantGemvMaxTokens = 8;
 // True for the weight dtypes these kernels read.
 bool quant_gemv_supports(DType wtype);
 
-// x's int8 codes [tokens, k], each 32-value unit's scale [tokens, k / 32], and each 16-value
-// half's sum scaled, scale x sum of its codes [tokens, k / 16] (the blocks' offsets and mins
-// multiply it: no dp4a against 1s in the row kernels).
+// x's int8 codes [tokens, k] and each 32-value unit's scale [tokens, k / 32].
 struct QuantX {
   int8_t* codes = nullptr;
   float* scales = nullptr;
-  float* sums = nullptr;
 };
 
 // Q6_K on the GPU, for rows of k values where k / 256 is a multiple of 8: each row's super-blocks
@@ -42,16 +39,6 @@ struct QuantX {
 bool q6_k_planar(int64_t k);
 // ggml's Q6_K rows [rows, k] -> the planar layout (host; q6_k_planar(k)).
 void pack_q6_k_planar(const void* src, void* dst, int64_t rows, int64_t k);
-
-// The decode gemv's shape: a CTA of 128 threads owns `rows` weight rows, its threads split each
-// row into chunks (Q4_K: 16 bytes of codes, Q6_K: 64 values), and each thread loads `unroll` chunks
-// of every row it owns before using any (bytes in flight). kWarpPerRow: the first kernel, a warp
-// per row and a lane per 32-value unit (every type; the others always take it).
-struct QuantGemvShape {
-  bool warp_per_row = false;
-  int rows = 4;
-  int unroll = 1;
-};
 
 // x bf16 [tokens, k] -> q; k a multiple of 32, the buffers 16-byte aligned.
 void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream);
@@ -63,10 +50,11 @@ enum class QuantGemvOut {
 
 // 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
 // block (256 for the K-quants, 32 otherwise). bias: bf16 or f32 [n], or null.
-// out row t starts at t * ldo (>= n; a slice of a wider output).
+// out row t starts at t * ldo (>= n; a slice of a wider output). Launched with PDL: each row's
+// blocks are prefetched into L2 while the kernel before finishes.
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias,
                        bool bias_f32, void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
-                       int64_t ldo, const QuantGemvShape& shape, cudaStream_t stream);
+                       int64_t ldo, cudaStream_t stream);
 
 // W's rows decoded to bf16 [rows, k] (row-major, for cuBLASLt; out may be a row slice of a larger one).
 void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
