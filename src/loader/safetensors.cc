@@ -147,6 +147,52 @@ void SafetensorsFile::parse_header() {
                                      << "]) and '" << b.name << "' (data_offsets [" << b.begin - data_start << ", "
                                      << b.end - data_start << "]) overlap";
   }
+  add_fused_expert_views();
+}
+
+// transformers 5 stores a mixture-of-experts layer's experts as two 3-D tensors, where published
+// checkpoints (and transformers 4) have one matrix per expert and projection:
+//   P.gate_up_proj [E, 2I, H] = for each expert e, [gate_proj; up_proj] (gate first);
+//   P.down_proj    [E, H, I]  = each expert's down_proj,
+// with P ending in ".mlp.experts". Every per-expert matrix is a contiguous run of the 3-D tensor's
+// bytes, so each is exposed under its per-expert name (P.<e>.gate_proj.weight, ...) as a view of
+// those bytes, and the loader reads either layout alike.
+void SafetensorsFile::add_fused_expert_views() {
+  const std::string suffix_gu = ".mlp.experts.gate_up_proj", suffix_down = ".mlp.experts.down_proj";
+  auto ends_with = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  std::vector<SafetensorsTensorInfo> views;
+  for (const auto& [name, t] : tensors_) {
+    const bool gate_up = ends_with(name, suffix_gu), down = ends_with(name, suffix_down);
+    if ((!gate_up && !down) || t.shape.size() != 3 || !t.dtype_supported) continue;
+    const std::string prefix = name.substr(0, name.size() - (gate_up ? std::string(".gate_up_proj") : std::string(".down_proj")).size());
+    const int64_t experts = t.shape[0], rows = t.shape[1], cols = t.shape[2];
+    MINIVLLM_CHECK(!gate_up || rows % 2 == 0) << path() << ": tensor '" << name << "' " << shape_string(t.shape)
+                                              << ": a fused gate_up_proj needs an even row count (gate, then up)";
+    const size_t elem = safetensors_elem_size(t.dtype_name);
+    const int64_t part_rows = gate_up ? rows / 2 : rows;
+    const size_t part_bytes = static_cast<size_t>(part_rows * cols) * elem;
+    for (int64_t e = 0; e < experts; ++e) {
+      const size_t expert_begin = t.begin + static_cast<size_t>(e * rows * cols) * elem;
+      const std::vector<std::string> parts =
+          gate_up ? std::vector<std::string>{"gate_proj", "up_proj"} : std::vector<std::string>{"down_proj"};
+      for (size_t i = 0; i < parts.size(); ++i) {
+        SafetensorsTensorInfo v = t;
+        v.name = prefix + "." + std::to_string(e) + "." + parts[i] + ".weight";
+        v.shape = {part_rows, cols};
+        v.begin = expert_begin + i * part_bytes;
+        v.end = v.begin + part_bytes;
+        views.push_back(std::move(v));
+      }
+    }
+  }
+  for (SafetensorsTensorInfo& v : views) {
+    MINIVLLM_CHECK(tensors_.count(v.name) == 0)
+        << path() << ": tensor '" << v.name << "' is stored both on its own and inside its layer's fused experts";
+    std::string name = v.name;
+    tensors_.emplace(std::move(name), std::move(v));
+  }
 }
 
 const SafetensorsTensorInfo& SafetensorsFile::info(const std::string& name) const {

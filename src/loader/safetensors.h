@@ -49,6 +49,7 @@ class SafetensorsFile {
   Tensor slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                int64_t length, bool stored) const;
   void parse_header();
+  void add_fused_expert_views();  // transformers 5's 3-D experts under their per-expert names
   std::shared_ptr<MappedFile> file_;
   std::map<std::string, SafetensorsTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;

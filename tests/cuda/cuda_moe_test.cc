@@ -176,10 +176,12 @@ Outputs run_case(Backend& cpu, Backend& gpu, const ExpertCase& c, bool out_f32, 
   return o;
 }
 
-// The GPU rounds act(gate) * up and each expert's output to bf16, 2^-9 of a value each, so the
-// sum errs by about 2^-8 of the largest value added (the bound below allows 0.4% of it); a bf16
-// out also rounds out0 + added to bf16, 2^-9 of the final value, which out0 (not the sum)
-// dominates when few slots are local. The CPU keeps fp32.
+// The GPU rounds act(gate) * up and each expert's output to bf16, 2^-9 of a value each. The
+// experts' outputs can exceed their weighted sum, and the act roundings add up along the down
+// projection, so the bound is 1.5% of the largest value added (the H200 measured up to 0.93%, at
+// nmse under 2e-5; a wrong or missing expert errs by the whole value). A bf16 out also rounds
+// out0 + added to bf16, 2^-9 of the final value, which out0 (not the sum) dominates when few slots
+// are local. The CPU keeps fp32.
 void expect_matches(const Outputs& o, bool out_f32, const std::string& what) {
   double ref_max = 0, final_max = 0, ref_sq = 0, final_sq = 0;
   for (size_t i = 0; i < o.cpu.size(); ++i) {
@@ -191,7 +193,7 @@ void expect_matches(const Outputs& o, bool out_f32, const std::string& what) {
   }
   const double out_round = out_f32 ? 0.0 : std::ldexp(1.0, -9);
   const double nmse_tol = 2e-5 + (ref_sq > 0 ? out_round * out_round * final_sq / ref_sq : 0.0);
-  const double abs_tol = 0.004 * ref_max + out_round * final_max + 1e-3;
+  const double abs_tol = 0.015 * ref_max + out_round * final_max + 1e-3;
   expect_close(o.gpu, o.cpu, nmse_tol, abs_tol, what);
 }
 

@@ -221,3 +221,72 @@ TEST(Safetensors, MissingDirectoryOrFiles) {
 
 }  // namespace
 }  // namespace minivllm
+
+namespace minivllm {
+namespace {
+
+// transformers 5's fused experts: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I]
+// read under the per-expert names of published checkpoints.
+TEST(Safetensors, FusedExpertsReadAsPerExpertMatrices) {
+  ScratchDir dir("st_fused_experts");
+  std::vector<float> gate_up(3 * 4 * 2), down(3 * 2 * 2);
+  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i);
+  for (size_t i = 0; i < down.size(); ++i) down[i] = 100.0f + static_cast<float>(i);
+  write_safetensors(dir.file("model.safetensors"),
+                    {{"model.layers.0.mlp.experts.gate_up_proj", tensor_f32({3, 4, 2}, gate_up)},
+                     {"model.layers.0.mlp.experts.down_proj", tensor_f32({3, 2, 2}, down)}});
+  auto src = open_safetensors_dir(dir.str());
+  const std::string p = "model.layers.0.mlp.experts.";
+  EXPECT_EQ(values_of(src->get_f32(p + "1.gate_proj.weight", {2, 2})), (std::vector<float>{8, 9, 10, 11}));
+  EXPECT_EQ(values_of(src->get_f32(p + "1.up_proj.weight", {2, 2})), (std::vector<float>{12, 13, 14, 15}));
+  EXPECT_EQ(values_of(src->get_f32(p + "2.down_proj.weight", {2, 2})), (std::vector<float>{108, 109, 110, 111}));
+  EXPECT_EQ(values_of(src->get_f32_slice(p + "2.up_proj.weight", {2, 2}, 0, 1, 1)), (std::vector<float>{22, 23}));
+  EXPECT_FALSE(src->has(p + "3.gate_proj.weight"));
+  EXPECT_EQ(src->stored_dtype(p + "0.down_proj.weight"), DType::kF32);
+}
+
+// The tiny Qwen3-MoE checkpoint rewritten in transformers 5's layout reads back the same weights
+// under every name the original has (what a checkpoint saved by transformers 5 gives the model).
+TEST(Safetensors, Qwen3MoeTinyInTransformers5LayoutReadsTheSameWeights) {
+  const std::string golden = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-moe-tiny";
+  auto original = open_safetensors_dir(golden);
+  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(golden + "/config.json"));
+  const int64_t layers = cfg.at("num_hidden_layers").get<int64_t>(), experts = cfg.value("num_experts", cfg.value("num_local_experts", int64_t{0})),
+                h = cfg.at("hidden_size").get<int64_t>(), inter = cfg.at("moe_intermediate_size").get<int64_t>();
+  std::map<std::string, Tensor> fused;
+  for (const std::string& name : original->names()) {
+    if (name.find(".mlp.experts.") == std::string::npos) {
+      const Tensor t = original->get_f32(name, {});
+      fused.emplace(name, t);
+    }
+  }
+  int64_t sparse_layers = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    if (!original->has(p + "0.gate_proj.weight")) continue;  // a dense layer (mlp_only_layers)
+    ++sparse_layers;
+    Tensor gu = host_tensor(DType::kF32, {experts, 2 * inter, h}), dn = host_tensor(DType::kF32, {experts, h, inter});
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string q = p + std::to_string(e) + ".";
+      const Tensor g = original->get_f32(q + "gate_proj.weight", {inter, h});
+      const Tensor u = original->get_f32(q + "up_proj.weight", {inter, h});
+      const Tensor d = original->get_f32(q + "down_proj.weight", {h, inter});
+      std::memcpy(gu.ptr<float>() + e * 2 * inter * h, g.data(), g.nbytes());
+      std::memcpy(gu.ptr<float>() + (e * 2 + 1) * inter * h, u.data(), u.nbytes());
+      std::memcpy(dn.ptr<float>() + e * h * inter, d.data(), d.nbytes());
+    }
+    fused.emplace(p + "gate_up_proj", gu);
+    fused.emplace(p + "down_proj", dn);
+  }
+  ASSERT_GT(sparse_layers, 0);
+  ScratchDir dir("st_qwen3moe_fused");
+  write_safetensors(dir.file("model.safetensors"), fused);
+  auto converted = open_safetensors_dir(dir.str());
+  for (const std::string& name : original->names()) {
+    ASSERT_TRUE(converted->has(name)) << name;
+    EXPECT_EQ(values_of(converted->get_f32(name, {})), values_of(original->get_f32(name, {}))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace minivllm
