@@ -157,6 +157,8 @@ void SafetensorsFile::parse_header() {
 // with P ending in ".mlp.experts". Every per-expert matrix is a contiguous run of the 3-D tensor's
 // bytes, so each is exposed under its per-expert name (P.<e>.gate_proj.weight, ...) as a view of
 // those bytes, and the loader reads either layout alike.
+constexpr int64_t kMaxFusedExperts = 65536;  // published MoE models have at most a few hundred
+
 void SafetensorsFile::add_fused_expert_views() {
   const std::string suffix_gu = ".mlp.experts.gate_up_proj", suffix_down = ".mlp.experts.down_proj";
   auto ends_with = [](const std::string& s, const std::string& t) {
@@ -168,6 +170,10 @@ void SafetensorsFile::add_fused_expert_views() {
     if ((!gate_up && !down) || t.shape.size() != 3 || !t.dtype_supported) continue;
     const std::string prefix = name.substr(0, name.size() - (gate_up ? std::string(".gate_up_proj") : std::string(".down_proj")).size());
     const int64_t experts = t.shape[0], rows = t.shape[1], cols = t.shape[2];
+    // A view per expert: bound the count (a header may claim 2^40 experts of empty matrices).
+    MINIVLLM_CHECK(experts <= kMaxFusedExperts && rows > 0 && cols > 0)
+        << path() << ": tensor '" << name << "' " << shape_string(t.shape) << ": fused experts need 1 to "
+        << kMaxFusedExperts << " experts of non-empty matrices";
     MINIVLLM_CHECK(!gate_up || rows % 2 == 0) << path() << ": tensor '" << name << "' " << shape_string(t.shape)
                                               << ": a fused gate_up_proj needs an even row count (gate, then up)";
     const size_t elem = safetensors_elem_size(t.dtype_name);

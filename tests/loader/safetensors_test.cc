@@ -290,3 +290,18 @@ TEST(Safetensors, Qwen3MoeTinyInTransformers5LayoutReadsTheSameWeights) {
 
 }  // namespace
 }  // namespace minivllm
+
+namespace minivllm {
+namespace {
+
+// A header that claims a huge number of experts of empty matrices is refused by name, not expanded
+// into views one by one.
+TEST(Safetensors, FusedExpertsOfEmptyMatricesAreRefused) {
+  ScratchDir dir("st_fused_empty");
+  write_safetensors(dir.file("model.safetensors"),
+                    {{"model.layers.0.mlp.experts.down_proj", host_tensor(DType::kF32, {1000000, 0, 4})}});
+  expect_error_naming([&] { open_safetensors_dir(dir.str()); }, {"down_proj", "fused experts"});
+}
+
+}  // namespace
+}  // namespace minivllm
