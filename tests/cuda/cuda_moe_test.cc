@@ -305,22 +305,14 @@ TEST(CudaMoeRefusals, OddWidthsAndNonBf16ExpertsAreNamed) {
   const int k = 2;
   Tensor ids = upload_i32(*gpu, {0, 1, 2, 3, 1, 2, 3, 0}, {tokens, k});
   Tensor weights = upload_values(*gpu, std::vector<float>(8, 0.5f), {tokens, k}, true);
-  {  // hidden 20: rows of 40 bytes
-    const Experts ex(experts, 20, 16, rng);
-    Tensor x = upload(*gpu, random_values({tokens, 20}, rng));
-    Tensor out = gpu->empty(DType::kF32, {tokens, 20});
+  // hidden 20 (rows of 40 bytes), then an expert width of 12
+  for (const auto& [hidden, inter] : std::vector<std::pair<int64_t, int64_t>>{{20, 16}, {64, 12}}) {
+    const Experts ex(experts, hidden, inter, rng);
+    Tensor x = upload(*gpu, random_values({tokens, hidden}, rng));
+    Tensor out = gpu->empty(DType::kF32, {tokens, hidden});
     expect_error([&] {
       gpu->moe_experts_add(x, ex.upload(*gpu, 0, experts), ids, weights,
-                           gpu->allocate_moe_scratch(tokens, 20, 16, k, experts), out, Activation::kSilu);
-    }, "multiple of 8");
-  }
-  {  // width 12
-    const Experts ex(experts, 64, 12, rng);
-    Tensor x = upload(*gpu, random_values({tokens, 64}, rng));
-    Tensor out = gpu->empty(DType::kF32, {tokens, 64});
-    expect_error([&] {
-      gpu->moe_experts_add(x, ex.upload(*gpu, 0, experts), ids, weights,
-                           gpu->allocate_moe_scratch(tokens, 64, 12, k, experts), out, Activation::kSilu);
+                           gpu->allocate_moe_scratch(tokens, hidden, inter, k, experts), out, Activation::kSilu);
     }, "multiple of 8");
   }
   {  // FP8 experts

@@ -18,39 +18,8 @@ struct HeadShape {
   int nq, nkv, hd;
 };
 
-TEST(CudaRope, QkNormRopeMatchesCpu) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b;
-  std::mt19937 rng(11);
-  // Then SmolLM2's heads (group 3), and head_dim 96 (lanes own one or two rotary pairs) and 256.
-  for (HeadShape s : {HeadShape{16, 8, 128}, HeadShape{32, 8, 64}, HeadShape{4, 4, 64}, HeadShape{9, 3, 64},
-                      HeadShape{10, 2, 96}, HeadShape{8, 1, 256}}) {
-    Tensor table = rope_table(4096, s.hd, 1e6);
-    Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
-    Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
-    Tensor qnc = upload(*b.cpu, qn), knc = upload(*b.cpu, kn), qng = upload(*b.gpu, qn), kng = upload_f32(*b.gpu, kn);
-    for (int64_t tokens : {1, 7, 129, 4097}) {
-      for (bool norms : {true, false}) {
-        const int64_t width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
-        Tensor qkv = random_values({tokens, width}, rng, 1.5f);
-        std::vector<int32_t> pos(tokens);
-        std::uniform_int_distribution<int32_t> d(0, 4095);
-        for (auto& p : pos) p = d(rng);
-        Tensor qc = upload(*b.cpu, qkv), qg = upload(*b.gpu, qkv);
-        b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
-                            upload_i32(*b.cpu, pos), tc);
-        b.gpu->qk_norm_rope(qg, s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
-                            upload_i32(*b.gpu, pos), tg);
-        expect_close(download(*b.gpu, qg), download(*b.cpu, qc), 1e-4, 0.06,
-                     "qk_norm_rope hd=" + std::to_string(s.hd) + " T=" + std::to_string(tokens) +
-                         (norms ? " norms" : ""));
-      }
-    }
-  }
-}
-
 struct PartialShape {
-  int nq, nkv, hd, rd;  // rd: the rotary dims
+  int nq, nkv, hd, rd;  // rd: the rotary dims (hd: the whole head)
 };
 
 // Phi-4-mini's table: head_dim 128, partial_rotary_factor 0.75 (96 rotary dims), longrope with its
@@ -76,11 +45,62 @@ Tensor phi4_mini_long_table() {
   return rope_cos_sin_table(cfg, 8192);  // an 8,192-token engine: the long factors
 }
 
-// qk_norm_rope over a partial rotary: the 16-byte kernel where head_dim and the rotary dims are
-// multiples of 16 (Phi-4-mini's 96 of 128 on its own longrope table, 64 of 128, 48 of 64, 48 of
-// 96), the warp-per-head kernel otherwise (40 of 128, 24 of 64, 2 of 64, 72 of 96); with and
-// without q/k norms (a norm covers the whole head, pass-through dims included). Without norms the
-// pass-through dims of q and k, and all of v, must keep their input bits.
+// qk_norm_rope of random q/k/v rows against the CPU backend, with and without q/k norms (a norm
+// covers the whole head, pass-through dims included), on `table` ([positions, rd / 2] cos | sin).
+// Without norms the pass-through dims of q and k, and all of v, must keep their input bits.
+void expect_qk_norm_rope_matches_cpu(Backends& b, std::mt19937& rng, const PartialShape& s, const Tensor& table,
+                                     std::initializer_list<int64_t> token_counts) {
+  ASSERT_EQ(table.size(1), s.rd);
+  Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
+  Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
+  Tensor qnc = upload(*b.cpu, qn), knc = upload(*b.cpu, kn), qng = upload(*b.gpu, qn), kng = upload_f32(*b.gpu, kn);
+  for (int64_t tokens : token_counts) {
+    for (bool norms : {true, false}) {
+      const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
+                              std::to_string(s.hd) + " rotary " + std::to_string(s.rd) + " T " +
+                              std::to_string(tokens) + (norms ? " norms" : "");
+      const int64_t width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
+      Tensor qkv = random_values({tokens, width}, rng, 1.5f);
+      std::vector<int32_t> pos(tokens);
+      std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(table.size(0)) - 1);
+      for (auto& p : pos) p = d(rng);
+      Tensor qc = upload(*b.cpu, qkv), qg = upload(*b.gpu, qkv);
+      b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
+                          upload_i32(*b.cpu, pos), tc);
+      b.gpu->qk_norm_rope(qg, s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
+                          upload_i32(*b.gpu, pos), tg);
+      const std::vector<float> got = download(*b.gpu, qg);
+      expect_close(got, download(*b.cpu, qc), 1e-4, 0.06, "qk_norm_rope " + tag);
+      if (norms) continue;
+      const float* in = qkv.ptr<float>();  // bf16 values: exact on the GPU
+      int64_t moved = 0;
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int h = 0; h < s.nq + 2 * s.nkv; ++h) {
+          for (int d2 = h < s.nq + s.nkv ? s.rd : 0; d2 < s.hd; ++d2) {
+            const int64_t e = t * width + static_cast<int64_t>(h) * s.hd + d2;
+            moved += got[e] != in[e];
+          }
+        }
+      }
+      EXPECT_EQ(moved, 0) << tag << ": pass-through dims of q / k, or v, changed";
+    }
+  }
+}
+
+TEST(CudaRope, QkNormRopeMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(11);
+  // Then SmolLM2's heads (group 3), and head_dim 96 (lanes own one or two rotary pairs) and 256.
+  for (PartialShape s : {PartialShape{16, 8, 128, 128}, PartialShape{32, 8, 64, 64}, PartialShape{4, 4, 64, 64},
+                         PartialShape{9, 3, 64, 64}, PartialShape{10, 2, 96, 96}, PartialShape{8, 1, 256, 256}}) {
+    expect_qk_norm_rope_matches_cpu(b, rng, s, rope_table(4096, s.hd, 1e6), {1, 7, 129, 4097});
+  }
+}
+
+// The partial rotary: the 16-byte kernel where head_dim and the rotary dims are multiples of 16
+// (Phi-4-mini's 96 of 128 on its own longrope table, 64 of 128, 48 of 64, 48 of 96), the
+// warp-per-head kernel otherwise (40 of 128, 24 of 64, 2 of 64, 72 of 96).
 TEST(CudaRope, PartialRotaryMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -89,42 +109,8 @@ TEST(CudaRope, PartialRotaryMatchesCpu) {
                          PartialShape{10, 2, 96, 48}, PartialShape{12, 4, 128, 40}, PartialShape{9, 3, 64, 24},
                          PartialShape{4, 4, 64, 2}, PartialShape{10, 2, 96, 72}}) {
     const bool phi4 = s.hd == 128 && s.rd == 96;
-    Tensor table = phi4 ? phi4_mini_long_table() : rope_table(4096, s.rd, 1e4);
-    ASSERT_EQ(table.size(1), s.rd);
-    Tensor tc = upload_f32(*b.cpu, table), tg = upload_f32(*b.gpu, table);
-    Tensor qn = random_values({s.hd}, rng, 0.2f, 1.0f), kn = random_values({s.hd}, rng, 0.2f, 1.0f);
-    Tensor qnc = upload(*b.cpu, qn), knc = upload(*b.cpu, kn), qng = upload(*b.gpu, qn), kng = upload_f32(*b.gpu, kn);
-    for (int64_t tokens : {1, 7, 129, 1031}) {
-      for (bool norms : {true, false}) {
-        const std::string tag = "nq " + std::to_string(s.nq) + " nkv " + std::to_string(s.nkv) + " hd " +
-                                std::to_string(s.hd) + " rotary " + std::to_string(s.rd) + " T " +
-                                std::to_string(tokens) + (norms ? " norms" : "");
-        const int64_t width = static_cast<int64_t>(s.nq + 2 * s.nkv) * s.hd;
-        Tensor qkv = random_values({tokens, width}, rng, 1.5f);
-        std::vector<int32_t> pos(tokens);
-        std::uniform_int_distribution<int32_t> d(0, 4095);
-        for (auto& p : pos) p = d(rng);
-        Tensor qc = upload(*b.cpu, qkv), qg = upload(*b.gpu, qkv);
-        b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
-                            upload_i32(*b.cpu, pos), tc);
-        b.gpu->qk_norm_rope(qg, s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
-                            upload_i32(*b.gpu, pos), tg);
-        const std::vector<float> got = download(*b.gpu, qg);
-        expect_close(got, download(*b.cpu, qc), 1e-4, 0.06, "qk_norm_rope " + tag);
-        if (norms) continue;
-        const float* in = qkv.ptr<float>();  // bf16 values: exact on the GPU
-        int64_t moved = 0;
-        for (int64_t t = 0; t < tokens; ++t) {
-          for (int h = 0; h < s.nq + 2 * s.nkv; ++h) {
-            for (int d2 = h < s.nq + s.nkv ? s.rd : 0; d2 < s.hd; ++d2) {
-              const int64_t e = t * width + static_cast<int64_t>(h) * s.hd + d2;
-              moved += got[e] != in[e];
-            }
-          }
-        }
-        EXPECT_EQ(moved, 0) << tag << ": pass-through dims of q / k, or v, changed";
-      }
-    }
+    expect_qk_norm_rope_matches_cpu(b, rng, s, phi4 ? phi4_mini_long_table() : rope_table(4096, s.rd, 1e4),
+                                    {1, 7, 129, 1031});
   }
 }
 
