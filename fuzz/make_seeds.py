@@ -340,6 +340,10 @@ def safetensors_seeds():
         metadata={"format": "pt", "note": "fuzz seed"}))
     write("safetensors", "no_padding.safetensors", safetensors([("w", "F32", [2, 2], f32s(4))], pad=False))
     write("safetensors", "header_only.safetensors", safetensors([], metadata={}))
+    # transformers 5's stacked experts, read as per-expert views (loader/safetensors.cc)
+    write("safetensors", "fused_experts.safetensors", safetensors([
+        ("model.layers.0.mlp.experts.gate_up_proj", "BF16", [3, 4, 2], bf16s(24)),
+        ("model.layers.0.mlp.experts.down_proj", "F32", [3, 2, 2], f32s(12))], metadata={"format": "pt"}))
 
 
 # ---------------------------------------------------------------------------------------------
