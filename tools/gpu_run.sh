@@ -30,8 +30,10 @@
 #                 tools/make_dummy_gguf.py), quantizes it to Q4_K_M, then batch-1 decode round by round
 #                 (MINIVLLM_KQUANT_ROUNDS, default 5): llama-bench tg256 and `minivllm bench` under each
 #                 setting of MINIVLLM_KQUANT_VARIANTS (default: the blocks kept, and decoded to bf16;
-#                 e.g. "MINIVLLM_QUANT_GEMV_TILE=warp MINIVLLM_QUANT_GEMV_TILE=2x2") (kquant_vs_llamacpp.txt).
-#                 MINIVLLM_KQUANT_GGUF: an existing Q4_K_M file to use. Not part of the default run.
+#                 e.g. "MINIVLLM_NO_PDL=0 MINIVLLM_NO_PDL=1") (kquant_vs_llamacpp.txt).
+#                 MINIVLLM_KQUANT_GGUF: an existing Q4_K_M file to use; MINIVLLM_KQUANT_RANDOM=1: random
+#                 blocks in Q4_K_M's type mix (make_dummy_gguf.py --type q4_k_m: no bf16 file, no
+#                 llama-quantize run). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -171,6 +173,10 @@ if want kquant-vs-llamacpp; then
   step llamacpp_build bash -c "cmake -S '$lcpp' -B '$lb' -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
     -DCMAKE_BUILD_TYPE=Release && ninja -C '$lb' llama-bench llama-quantize"
+  if [ ! -f "$gguf" ] && [ "${MINIVLLM_KQUANT_RANDOM:-0}" = 1 ]; then
+    step kquant_file python3 tools/make_dummy_gguf.py --type q4_k_m --llama-cpp "$lcpp" \
+      "$shared/models/configs/$kq_cfg.json" "$gguf"
+  fi
   [ -f "$gguf" ] || step kquant_file bash -c "python3 tools/make_dummy_gguf.py --llama-cpp '$lcpp' \
     '$shared/models/configs/$kq_cfg.json' '$work/$kq_cfg.bf16.gguf' && '$lb/bin/llama-quantize' \
     '$work/$kq_cfg.bf16.gguf' '$gguf.tmp' Q4_K_M \$(nproc) && mv '$gguf.tmp' '$gguf'; rm -f '$work/$kq_cfg.bf16.gguf'"
