@@ -129,6 +129,9 @@ class Backend {
   // FP8 weights (codes with Tensor::scales()); the CUDA backend does, the CPU (the reference)
   // dequantizes them at load.
   virtual bool keeps_weight_dtype(DType stored) const { return false; }
+  // The same for a mixture-of-experts layer's expert weights (moe_experts_add), which a backend's
+  // expert kernels may take in fewer types than its linears: the others are decoded at load.
+  virtual bool keeps_expert_dtype(DType stored) const { return keeps_weight_dtype(stored); }
   // Uploads a host weight of any stored dtype: as it is where keeps_weight_dtype, else decoded to
   // fp32 and uploaded as upload_weight does.
   Tensor upload_stored_weight(const Tensor& host);

@@ -60,17 +60,19 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   const int64_t count = num_local_experts(moe, static_cast<int>(ws), expert_parallel);
   experts_.num_experts = moe.num_experts;
   experts_.first_expert = expert_parallel ? ctx.rank() * count : 0;
+  // The experts in the types the backend's expert kernels take (Backend::keeps_expert_dtype).
+  const ShardContext ex{ctx.src, ctx.backend, ctx.comm, /*experts=*/true};
   for (int64_t i = 0; i < count; ++i) {
     const int64_t e = experts_.first_expert + i;
     const std::string gate = expert_weight_name(arch, R::kExpertGateProj, layer, e);
     const std::string up = expert_weight_name(arch, R::kExpertUpProj, layer, e);
     const std::string down = expert_weight_name(arch, R::kExpertDownProj, layer, e);
     if (expert_parallel) {
-      experts_.gate_up.push_back(ctx.upload_rows({whole(gate, inter, h), whole(up, inter, h)}));
-      experts_.down.push_back(ctx.upload_rows({whole(down, h, inter)}));
+      experts_.gate_up.push_back(ex.upload_rows({whole(gate, inter, h), whole(up, inter, h)}));
+      experts_.down.push_back(ex.upload_rows({whole(down, h, inter)}));
     } else {  // this rank's rows of gate and up, its columns of down: the dense MLP's split
-      experts_.gate_up.push_back(ctx.upload_rows({ctx.row_shard(gate, inter, h), ctx.row_shard(up, inter, h)}));
-      experts_.down.push_back(ctx.upload_rows({ctx.col_shard(down, h, inter)}));
+      experts_.gate_up.push_back(ex.upload_rows({ex.row_shard(gate, inter, h), ex.row_shard(up, inter, h)}));
+      experts_.down.push_back(ex.upload_rows({ex.col_shard(down, h, inter)}));
     }
   }
 }

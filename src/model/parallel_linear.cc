@@ -26,9 +26,13 @@ std::vector<int64_t> ShardPart::part_shape() const {
   return s;
 }
 
+bool ShardContext::keeps(DType stored) const {
+  return experts ? backend.keeps_expert_dtype(stored) : backend.keeps_weight_dtype(stored);
+}
+
 Tensor ShardContext::read(const ShardPart& p) const {
   // A missing tensor falls through to get_f32_slice, whose error names the tensor, file and slice.
-  if (p.shape.size() == 2 && src.has(p.name) && backend.keeps_weight_dtype(src.stored_dtype(p.name))) {
+  if (p.shape.size() == 2 && src.has(p.name) && keeps(src.stored_dtype(p.name))) {
     return src.get_stored_slice(p.name, p.shape, p.dim, p.start, p.length);
   }
   return src.get_f32_slice(p.name, p.shape, p.dim, p.start, p.length);
@@ -85,7 +89,7 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
   // q/k beside a Q8_0 v); else kept part by part where the backend reads such a weight (Q4_K q/k
   // beside a Q6_K v), else every part decoded to fp32.
   if (mixed && !widens && !one_d && backend.keeps_weight_parts() &&
-      std::all_of(parts.begin(), parts.end(), [&](const Tensor& p) { return backend.keeps_weight_dtype(p.dtype()); })) {
+      std::all_of(parts.begin(), parts.end(), [&](const Tensor& p) { return keeps(p.dtype()); })) {
     return stack_parts(parts, rows, cols);
   }
   if (mixed) dtype = widens ? DType::kQ8_0 : DType::kF32;

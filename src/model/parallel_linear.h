@@ -33,6 +33,7 @@ struct ShardContext {
   const WeightSource& src;
   Backend& backend;
   Communicator& comm;
+  bool experts = false;  // the weights are a MoE layer's experts (Backend::keeps_expert_dtype)
   int rank() const { return comm.rank(); }
   int world_size() const { return comm.world_size(); }
   // `name` [rows, cols] (cols 0: 1-D), rows split into world_size parts: this rank's part.
@@ -50,6 +51,7 @@ struct ShardContext {
 
  private:
   Tensor read(const ShardPart& part) const;  // the part on the host
+  bool keeps(DType stored) const;             // whether the backend computes on `stored` here
   // Host parts of different kept types, each uploaded, as one WeightParts weight [rows, cols].
   Tensor stack_parts(const std::vector<Tensor>& host_parts, int64_t rows, int64_t cols) const;
   Tensor make_rows_in_place(const std::vector<ShardPart>& parts) const;
