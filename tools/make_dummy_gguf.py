@@ -11,7 +11,11 @@ Usage (numpy, and gguf-py from llama.cpp's source tree):
 Decode speed does not depend on the values, so every layer shares one set of random matrices
 (llama-quantize still quantizes each tensor on its own): the file is written in about the time its
 bytes take, not the time 8 billion random numbers take. Values are N(0, 0.02), norms 1. The
-vocabulary is make_tiny_gguf.py's placeholder SentencePiece pieces. Only `llama` configs.
+vocabulary is make_tiny_gguf.py's placeholder SentencePiece pieces. Configs of model_type llama,
+mistral (written as llama.cpp's converter writes it, "llama") and phi3 (bf16 only: fused attn_qkv
+and ffn_up, rope.dimension_count for the partial rotary, longrope's factor tensors): e.g.
+tools/configs/phi-4-mini-instruct.json, for the GPU check that a Phi-3 GGUF generates there as on
+the CPU.
 
 --type q4_k_m writes random blocks directly, in the types llama-quantize's Q4_K_M gives each tensor
 (Q6_K for the output and for attn_v and ffn_down in its "more bits" layers, Q4_K elsewhere), with
@@ -20,6 +24,7 @@ noise). The issue's figures use a file that llama-quantize made.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -60,7 +65,7 @@ def more_bits(i, n):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", help="a Hugging Face config.json (model_type llama)")
+    p.add_argument("config", help="a Hugging Face config.json (model_type llama, mistral or phi3)")
     p.add_argument("out", help="the .gguf to write")
     p.add_argument("--llama-cpp", required=True, help="llama.cpp source tree (its gguf-py)")
     p.add_argument("--seed", type=int, default=0)
@@ -73,14 +78,22 @@ def main():
 
     with open(a.config) as f:
         c = json.load(f)
-    if c.get("model_type") != "llama":
-        sys.exit(f"make_dummy_gguf: model_type {c.get('model_type')!r} is not supported (only llama)")
+    model_type = c.get("model_type")
+    if model_type not in ("llama", "mistral", "phi3"):
+        sys.exit(f"make_dummy_gguf: model_type {model_type!r} is not supported (llama, mistral, phi3)")
+    phi3 = model_type == "phi3"
+    if phi3 and a.type != "bf16":
+        sys.exit("make_dummy_gguf: --type q4_k_m is written for llama shapes only")
     hidden, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     heads, kv_heads, vocab = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]), \
         c["vocab_size"]
     head_dim = c.get("head_dim", hidden // heads)
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}  # transformers 5, or 4's spelling
+    rotary_dim = int(head_dim * c.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)))
 
-    w = gguf.GGUFWriter(a.out, "llama")
+    # llama.cpp's converter writes Mistral as "llama"; Phi-3 / Phi-4-mini as "phi3", whose q/k/v and
+    # gate/up stay fused (attn_qkv; ffn_up holds gate then up) and whose longrope factors are tensors.
+    w = gguf.GGUFWriter(a.out, "phi3" if phi3 else "llama")
     w.add_name(os.path.basename(a.config).removesuffix(".json") + "-dummy")
     w.add_context_length(c.get("max_position_embeddings", 8192))
     w.add_embedding_length(hidden)
@@ -88,17 +101,23 @@ def main():
     w.add_feed_forward_length(inter)
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
-    w.add_rope_dimension_count(head_dim)
+    w.add_rope_dimension_count(rotary_dim)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    w.add_rope_freq_base(float(c.get("rope_theta", 10000.0)))
+    w.add_rope_freq_base(float(c.get("rope_theta", rope.get("rope_theta", 10000.0))))
+    longrope = phi3 and rope.get("rope_type", rope.get("type")) == "longrope"
+    if longrope:  # the switch and the cos/sin scale as llama.cpp's converter writes them (HF's formula)
+        orig = c.get("original_max_position_embeddings", rope.get("original_max_position_embeddings"))
+        scale = c["max_position_embeddings"] / orig
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0)
     w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-5)))
     w.add_vocab_size(vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if a.type == "bf16" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
 
     class Holder:
         gguf_writer = w
-    set_vocab, _ = placeholder_vocab(c, gguf, "llama")
+    set_vocab, _ = placeholder_vocab(c, gguf, model_type)
     set_vocab(Holder())
 
     rng = np.random.default_rng(a.seed)
@@ -108,6 +127,12 @@ def main():
         "attn_q": (heads * head_dim, hidden), "attn_k": (kv_heads * head_dim, hidden),
         "attn_v": (kv_heads * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
         "ffn_gate": (inter, hidden), "ffn_up": (inter, hidden), "ffn_down": (hidden, inter)}
+    if phi3:
+        shared = {"attn_qkv": ((heads + 2 * kv_heads) * head_dim, hidden), "attn_output": (hidden, heads * head_dim),
+                  "ffn_up": (2 * inter, hidden), "ffn_down": (hidden, inter)}
+        if longrope:
+            w.add_tensor("rope_factors_long.weight", np.asarray(rope["long_factor"], dtype=np.float32))
+            w.add_tensor("rope_factors_short.weight", np.asarray(rope["short_factor"], dtype=np.float32))
     if a.type == "bf16":
         mats = {k: random_bf16(rng, *s) for k, s in shared.items()}
         w.add_tensor("token_embd.weight", random_bf16(rng, vocab, hidden), raw_dtype=bf16)
