@@ -12,10 +12,10 @@ Decode speed does not depend on the values, so every layer shares one set of ran
 (llama-quantize still quantizes each tensor on its own): the file is written in about the time its
 bytes take, not the time 8 billion random numbers take. Values are N(0, 0.02), norms 1. The
 vocabulary is make_tiny_gguf.py's placeholder SentencePiece pieces. Configs of model_type llama,
-mistral (written as llama.cpp's converter writes it, "llama") and phi3 (bf16 only: fused attn_qkv
-and ffn_up, rope.dimension_count for the partial rotary, longrope's factor tensors): e.g.
-tools/configs/phi-4-mini-instruct.json, for the GPU check that a Phi-3 GGUF generates there as on
-the CPU.
+mistral (written as llama.cpp's converter writes it, "llama"), phi3 (bf16 only: fused attn_qkv
+and ffn_up, rope.dimension_count for the partial rotary, longrope's factor tensors) and
+gemma3_text (bf16 only: the four norms a layer and the q/k norms, the sliding layers' rope base
+and window): the GPU check that each family's GGUF generates there as on the CPU (issue 46).
 
 --type q4_k_m writes random blocks directly, in the types llama-quantize's Q4_K_M gives each tensor
 (Q6_K for the output and for attn_v and ffn_down in its "more bits" layers, Q4_K elsewhere), with
@@ -79,10 +79,10 @@ def main():
     with open(a.config) as f:
         c = json.load(f)
     model_type = c.get("model_type")
-    if model_type not in ("llama", "mistral", "phi3"):
-        sys.exit(f"make_dummy_gguf: model_type {model_type!r} is not supported (llama, mistral, phi3)")
-    phi3 = model_type == "phi3"
-    if phi3 and a.type != "bf16":
+    if model_type not in ("llama", "mistral", "phi3", "gemma3_text"):
+        sys.exit(f"make_dummy_gguf: model_type {model_type!r} is not supported (llama, mistral, phi3, gemma3_text)")
+    phi3, gemma3 = model_type == "phi3", model_type == "gemma3_text"
+    if (phi3 or gemma3) and a.type != "bf16":
         sys.exit("make_dummy_gguf: --type q4_k_m is written for llama shapes only")
     hidden, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     heads, kv_heads, vocab = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]), \
@@ -93,7 +93,8 @@ def main():
 
     # llama.cpp's converter writes Mistral as "llama"; Phi-3 / Phi-4-mini as "phi3", whose q/k/v and
     # gate/up stay fused (attn_qkv; ffn_up holds gate then up) and whose longrope factors are tensors.
-    w = gguf.GGUFWriter(a.out, "phi3" if phi3 else "llama")
+    arch = "phi3" if phi3 else "gemma3" if gemma3 else "llama"
+    w = gguf.GGUFWriter(a.out, arch)
     w.add_name(os.path.basename(a.config).removesuffix(".json") + "-dummy")
     w.add_context_length(c.get("max_position_embeddings", 8192))
     w.add_embedding_length(hidden)
@@ -104,14 +105,20 @@ def main():
     w.add_rope_dimension_count(rotary_dim)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    w.add_rope_freq_base(float(c.get("rope_theta", rope.get("rope_theta", 10000.0))))
+    if gemma3:  # global and sliding layers' bases: transformers 4's keys, or 5's rope_parameters per layer type
+        full, local = rope.get("full_attention", {}), rope.get("sliding_attention", {})
+        w.add_rope_freq_base(float(c.get("rope_theta", full.get("rope_theta", 1000000.0))))
+        w.add_float32(f"{arch}.rope.freq_base_swa", float(c.get("rope_local_base_freq", local.get("rope_theta", 10000.0))))
+        w.add_sliding_window(c["sliding_window"])
+    else:
+        w.add_rope_freq_base(float(c.get("rope_theta", rope.get("rope_theta", 10000.0))))
     longrope = phi3 and rope.get("rope_type", rope.get("type")) == "longrope"
     if longrope:  # the switch and the cos/sin scale as llama.cpp's converter writes them (HF's formula)
         orig = c.get("original_max_position_embeddings", rope.get("original_max_position_embeddings"))
         scale = c["max_position_embeddings"] / orig
         w.add_rope_scaling_orig_ctx_len(orig)
         w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0)
-    w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-5)))
+    w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-6 if gemma3 else 1e-5)))
     w.add_vocab_size(vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if a.type == "bf16" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
 
@@ -137,9 +144,15 @@ def main():
         mats = {k: random_bf16(rng, *s) for k, s in shared.items()}
         w.add_tensor("token_embd.weight", random_bf16(rng, vocab, hidden), raw_dtype=bf16)
         output = random_bf16(rng, vocab, hidden)
+        head_ones = np.ones(head_dim, dtype=np.float32)
         for i in range(layers):
             w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
             w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
+            if gemma3:  # stored as the converter stores them, 1 + Gemma's weight (1: a weight of 0)
+                for n in ("post_attention_norm", "post_ffw_norm"):
+                    w.add_tensor(f"blk.{i}.{n}.weight", ones)
+                w.add_tensor(f"blk.{i}.attn_q_norm.weight", head_ones)
+                w.add_tensor(f"blk.{i}.attn_k_norm.weight", head_ones)
             for k, m in mats.items():
                 w.add_tensor(f"blk.{i}.{k}.weight", m, raw_dtype=bf16)
     else:
