@@ -3,7 +3,7 @@
 # tests, the end-to-end checks against Hugging Face transformers, compute-sanitizer, and the
 # benchmark, and writes every log and result to OUTDIR.
 #
-#   tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only tests|e2e|bench|sanitize]...
+#   tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only tests|e2e|bench|sanitize|...]...
 #
 # --prebuilt DIR: binaries from tools/make_gpu_dist.sh (minivllm, test_cuda, teacher_forced_check and
 #                 the shared libraries they need in DIR/lib), for machines without the -dev packages.
@@ -34,6 +34,13 @@
 #                 MINIVLLM_KQUANT_GGUF: an existing Q4_K_M file to use; MINIVLLM_KQUANT_RANDOM=1: random
 #                 blocks in Q4_K_M's type mix (make_dummy_gguf.py --type q4_k_m: no bf16 file, no
 #                 llama-quantize run). Not part of the default run.
+# --only gguf-families: issue 46's GGUF check. For each config (MINIVLLM_GGUF_CONFIGS, default
+#                 phi-4-mini-instruct gemma-3-1b-nowindow mistral-7b-instruct-v0.3, from $shared or
+#                 tools/configs), a bf16 GGUF of its shape with random weights (make_dummy_gguf.py; gguf-py
+#                 from MINIVLLM_LLAMA_CPP), then greedy generation of 16 tokens from the same prompt ids
+#                 on the GPU and on the CPU backend (gguf_<config>_<device>.json), and how many of the
+#                 first tokens agree (random weights: near-ties may part them later). Not part of the
+#                 default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -49,7 +56,7 @@ done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] &&
-         [ "$1" != kquant-vs-llamacpp ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+         [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -164,6 +171,24 @@ if want models; then
     d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
       ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
+  done
+fi
+if want gguf-families; then
+  lcpp="${MINIVLLM_LLAMA_CPP:?--only gguf-families needs MINIVLLM_LLAMA_CPP (for its gguf-py)}"
+  for c in ${MINIVLLM_GGUF_CONFIGS:-phi-4-mini-instruct gemma-3-1b-nowindow mistral-7b-instruct-v0.3}; do
+    cfg="$shared/models/configs/$c.json"; [ -f "$cfg" ] || cfg="tools/configs/$c.json"
+    g="$work/gguf/$c.bf16.gguf"; mkdir -p "$work/gguf"
+    [ -f "$g" ] || step "gguf_file_$c" python3 tools/make_dummy_gguf.py --llama-cpp "$lcpp" "$cfg" "$g"
+    for dev in cuda cpu; do
+      step "gguf_${c}_$dev" bash -c "'$bin/minivllm' generate --model '$g' --device $dev --temperature 0 \
+        --prompt-ids '[[1,10,20,30,40,50,60,70]]' --max-tokens 16 --max-model-len 4096 --json \
+        | tail -n 1 > '$out/gguf_${c}_$dev.json'"
+    done
+    python3 -c 'import json, sys
+a, b = (json.load(open(f))[0]["token_ids"] for f in sys.argv[1:3])
+n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print("%s: gpu %s\n    cpu %s\n    first %d of %d tokens agree" % (sys.argv[3], a, b, n, len(a)))' \
+      "$out/gguf_${c}_cuda.json" "$out/gguf_${c}_cpu.json" "$c" || status=1
   done
 fi
 if want kquant-vs-llamacpp; then
