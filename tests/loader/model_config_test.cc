@@ -206,3 +206,42 @@ TEST(ModelConfig, ValidateNamesSource) {
 
 }  // namespace
 }  // namespace minivllm
+
+namespace minivllm {
+namespace {
+
+// The published configs tools/configs carries for the GPU checks (tools/gpu_configs_check.sh,
+// make_dummy_gguf.py) load as the engine reads them: each family's traits where they show.
+TEST(ModelConfig, ToolsConfigsLoad) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tools/configs";
+  int loaded = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    ScratchDir d("tools_config");
+    std::filesystem::copy_file(e.path(), d.file("config.json"));
+    const ModelConfig c = load_hf_model_config(d.str());
+    const std::string name = e.path().stem().string();
+    if (name == "phi-4-mini-instruct") {
+      EXPECT_EQ(c.arch_name, "Phi3ForCausalLM");
+      EXPECT_EQ(c.rotary_dim, 96);  // partial_rotary_factor 0.75 of 128
+      EXPECT_EQ(c.rope_scaling.type, "longrope");
+      EXPECT_EQ(c.rope_scaling.long_factor.size(), 48u);
+    } else if (name == "gemma-3-1b-nowindow") {
+      EXPECT_EQ(c.arch_name, "Gemma3ForCausalLM");
+      EXPECT_EQ(c.head_dim, 256);
+      ASSERT_EQ(c.layer_sliding.size(), 26u);
+      EXPECT_FALSE(c.layer_sliding[5]);  // every sixth layer global
+      EXPECT_TRUE(c.layer_sliding[0]);
+      EXPECT_DOUBLE_EQ(c.rope_theta_sliding, 10000.0);
+    } else if (name == "mistral-7b-instruct-v0.3") {
+      EXPECT_EQ(c.arch_name, "MistralForCausalLM");
+      EXPECT_EQ(c.vocab_size, 32768);
+    }
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 3);
+}
+
+}  // namespace
+}  // namespace minivllm
