@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <functional>
 
 #include "common/check.h"
@@ -44,6 +45,12 @@ struct RouteCase {
   int64_t tokens, experts;
   int k;
 };
+
+// gtest (and the ctest names gtest_discover_tests makes) print a parameter without PrintTo as its
+// raw bytes, padding included.
+void PrintTo(const RouteCase& c, std::ostream* os) {
+  *os << "tokens " << c.tokens << ", experts " << c.experts << ", top-" << c.k;
+}
 
 class CudaMoeRoute : public ::testing::TestWithParam<RouteCase> {};
 
@@ -121,6 +128,8 @@ std::string case_name(const ExpertCase& c) {
          std::to_string(c.hidden) + "_i" + std::to_string(c.inter) + "_first" + std::to_string(c.first) + "_n" +
          std::to_string(c.local) + (c.skew ? "_skew" : "");
 }
+
+void PrintTo(const ExpertCase& c, std::ostream* os) { *os << case_name(c); }
 
 // Logits that favour the low experts (the high ones may get no token); with skew, expert
 // experts / 2 leads every row by far.
