@@ -160,15 +160,13 @@ void SafetensorsFile::parse_header() {
 constexpr int64_t kMaxFusedExperts = 65536;  // published MoE models have at most a few hundred
 
 void SafetensorsFile::add_fused_expert_views() {
-  const std::string suffix_gu = ".mlp.experts.gate_up_proj", suffix_down = ".mlp.experts.down_proj";
-  auto ends_with = [](const std::string& s, const std::string& t) {
-    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-  };
   std::vector<SafetensorsTensorInfo> views;
   for (const auto& [name, t] : tensors_) {
-    const bool gate_up = ends_with(name, suffix_gu), down = ends_with(name, suffix_down);
+    const bool gate_up = name.ends_with(".mlp.experts.gate_up_proj"), down = name.ends_with(".mlp.experts.down_proj");
     if ((!gate_up && !down) || t.shape.size() != 3 || !t.dtype_supported) continue;
-    const std::string prefix = name.substr(0, name.size() - (gate_up ? std::string(".gate_up_proj") : std::string(".down_proj")).size());
+    const std::string prefix = name.substr(0, name.rfind('.'));  // P: "model.layers.N.mlp.experts"
+    const std::vector<std::string> parts =
+        gate_up ? std::vector<std::string>{"gate_proj", "up_proj"} : std::vector<std::string>{"down_proj"};
     const int64_t experts = t.shape[0], rows = t.shape[1], cols = t.shape[2];
     // A view per expert: bound the count (a header may claim 2^40 experts of empty matrices).
     MINIVLLM_CHECK(experts <= kMaxFusedExperts && rows > 0 && cols > 0)
@@ -181,8 +179,6 @@ void SafetensorsFile::add_fused_expert_views() {
     const size_t part_bytes = static_cast<size_t>(part_rows * cols) * elem;
     for (int64_t e = 0; e < experts; ++e) {
       const size_t expert_begin = t.begin + static_cast<size_t>(e * rows * cols) * elem;
-      const std::vector<std::string> parts =
-          gate_up ? std::vector<std::string>{"gate_proj", "up_proj"} : std::vector<std::string>{"down_proj"};
       for (size_t i = 0; i < parts.size(); ++i) {
         SafetensorsTensorInfo v = t;
         v.name = prefix + "." + std::to_string(e) + "." + parts[i] + ".weight";

@@ -187,8 +187,8 @@ Outputs run_case(Backend& cpu, Backend& gpu, const ExpertCase& c, bool out_f32, 
 
 // The GPU rounds act(gate) * up and each expert's output to bf16, 2^-9 of a value each. The
 // experts' outputs can exceed their weighted sum, and the act roundings add up along the down
-// projection, so the bound is 1.5% of the largest value added (the H200 measured up to 0.93%, at
-// nmse under 2e-5; a wrong or missing expert errs by the whole value). A bf16 out also rounds
+// projection, so the bound is 1.5% of the largest value added (the H200's worst case is in
+// docs/PERFORMANCE.md; a wrong or missing expert errs by the whole value). A bf16 out also rounds
 // out0 + added to bf16, 2^-9 of the final value, which out0 (not the sum) dominates when few slots
 // are local. The CPU keeps fp32.
 void expect_matches(const Outputs& o, bool out_f32, const std::string& what) {

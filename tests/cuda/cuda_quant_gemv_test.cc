@@ -83,11 +83,12 @@ struct QuantBackends {
   ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
 };
 
-// linear and linear_add_residual of each type against the CPU backend.
-void check_matches_cpu(const std::vector<DType>& types, const std::vector<int64_t>& token_counts) {
+TEST(CudaQuantLinear, MatchesCpuBackend) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
   Backends be;
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
-  for (DType t : types) {
+  for (DType t : kTypes) {
     const int64_t blk = dtype_block(t);
     // 16 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows.
     for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}}) {
@@ -97,7 +98,7 @@ void check_matches_cpu(const std::vector<DType>& types, const std::vector<int64_
       dequantize_to_f32(t, w.data(), decoded.data(), n * k);
       const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
       ASSERT_EQ(wg.dtype(), t) << "the GPU kept no blocks";
-      for (int64_t tokens : token_counts) {
+      for (int64_t tokens : {1, 3, 8, 17, 80}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " k " + std::to_string(k) + " tokens " +
                      std::to_string(tokens));
         std::mt19937 rng(static_cast<uint32_t>(tokens * 7 + k));
@@ -136,12 +137,6 @@ void check_matches_cpu(const std::vector<DType>& types, const std::vector<int64_
       }
     }
   }
-}
-
-TEST(CudaQuantLinear, MatchesCpuBackend) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  QuantBackends on;
-  check_matches_cpu(kTypes, {1, 3, 8, 17, 80});
 }
 
 // A weight of parts of different types (WeightParts: llama-quantize's Q4_K q, k beside a Q6_K v),

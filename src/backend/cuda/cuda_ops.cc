@@ -206,8 +206,7 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   MINIVLLM_CHECK(!add || bias == nullptr) << op << ": no bias with the residual add";
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const Tensor one[] = {w};
-  const std::vector<Tensor> pieces = w.parts() ? w.parts()->parts : std::vector<Tensor>(one, one + 1);
+  const std::vector<Tensor> pieces = w.parts() ? w.parts()->parts : std::vector<Tensor>{w};
   int64_t stacked = 0;
   for (const Tensor& p : pieces) {
     MINIVLLM_CHECK(p.ndim() == 2 && p.size(1) == k && quant_gemv_supports(p.dtype()) && p.device() == DeviceKind::kCuda)

@@ -9,6 +9,7 @@
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
 // reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
+#include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -452,8 +453,7 @@ void launch_gemv_rope(const GemvNorm* norm, const void* x, const void* w, const 
   check_shape("gemv_rope", tokens, k);
   MINIVLLM_CHECK(gemv_rope_fits(n, rope.head_dim) && !rope.kv_fp8 && rope.q_norm == nullptr && rope.k_norm == nullptr &&
                  n == static_cast<int64_t>(rope.num_q_heads + 2 * rope.num_kv_heads) * rope.head_dim &&
-                 rope.tokens == tokens && rope.rotary_dim >= 2 && rope.rotary_dim <= rope.head_dim &&
-                 rope.rotary_dim % 2 == 0)
+                 rope.tokens == tokens && rope_rotary_dim_supported(rope.head_dim, rope.rotary_dim))
       << "gemv_rope: qkv of " << n << " rows for " << rope.num_q_heads << "/" << rope.num_kv_heads << " heads of "
       << rope.head_dim << ", " << rope.rotary_dim << " of them rotary (no q/k norms, a bf16 cache)";
   GemvArgs g = norm != nullptr ? norm_args(*norm, w, rope.qkv, n, k) : plain_args(x, w, rope.qkv, n, k);

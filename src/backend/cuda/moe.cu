@@ -19,12 +19,6 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kRouteThreads = 128;
 constexpr int kRouteWarps = kRouteThreads / 32;
 
-__device__ __forceinline__ double warp_sum_double(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
 // Lane l holds experts l, l + 32, ... (kPer of them). The selection is the CPU's (cpu_moe.cc): k
 // passes, each taking the largest logit not yet taken, the lower id on equal logits; the
 // probabilities are exp(l - max) / sum over every expert in double, as the CPU computes them.
@@ -50,7 +44,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* l
   for (int i = 0; i < kPer; ++i) {
     if (i * 32 + lane < experts) sum += exp(static_cast<double>(v[i] - max));
   }
-  sum = warp_sum_double(sum);
+  sum = warp_sum(sum);
 
   int32_t* id_out = ids + t * k;
   float* w_out = weights + t * k;

@@ -63,20 +63,16 @@ __device__ __forceinline__ Unit unit_q4_k(const uint8_t* b, int j) {
   return u;
 }
 
-// Unit (0..7) of the Q6_K super-block at b: elements 32 unit .. +31, i.e. n = unit / 4, k = unit % 4.
-__device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
-  const int n = unit / 4, k = unit % 4;
-  const uint8_t* ql = b + 64 * n + 32 * (k & 1);
-  const uint8_t* qh = b + 128 + 32 * n;
-  const auto* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
-  const float d = half_bits(*reinterpret_cast<const uint16_t*>(b + 208));
+// Unit (n, k) of a Q6_K super-block (elements 128 n + 32 k .. + 31) from its fields: ql[i] and
+// qh[i], the 4-byte words i of the 32 bytes holding its low nibbles and its high bits, sc its two
+// 16-value group scales, d the block scale.
+__device__ __forceinline__ Unit q6_k_unit(const uint32_t (&ql)[8], const uint32_t (&qh)[8], const int8_t* sc, float d,
+                                          int k) {
   Unit u;
   const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const uint32_t l = (load_u32_a2(ql + 4 * i) >> lshift) & 0x0F0F0F0Fu;
-    const uint32_t h = ((load_u32_a2(qh + 4 * i) >> hshift) & 0x03030303u) << 4;
-    u.q[i] = static_cast<int>(l | h);
+    u.q[i] = static_cast<int>(((ql[i] >> lshift) & 0x0F0F0F0Fu) | (((qh[i] >> hshift) & 0x03030303u) << 4));
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -86,28 +82,32 @@ __device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
   return u;
 }
 
-// The same unit of a planar row (quant_gemv.h): super-block sb's fields lie in their planes.
+// Unit (0..7) of the Q6_K super-block at b: elements 32 unit .. +31, i.e. n = unit / 4, k = unit % 4.
+__device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
+  const int n = unit / 4, k = unit % 4;
+  const uint8_t* ql = b + 64 * n + 32 * (k & 1);
+  const uint8_t* qh = b + 128 + 32 * n;
+  uint32_t lw[8], hw[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    lw[i] = load_u32_a2(ql + 4 * i);
+    hw[i] = load_u32_a2(qh + 4 * i);
+  }
+  return q6_k_unit(lw, hw, reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k,
+                   half_bits(*reinterpret_cast<const uint16_t*>(b + 208)), k);
+}
+
+// The same unit of a planar row (quant_gemv.h): super-block sb's fields lie in their planes, so its
+// words come in aligned 16-byte loads.
 __device__ __forceinline__ Unit unit_q6_k_planar(const uint8_t* row, int64_t nsb, int64_t sb, int unit) {
   const int n = unit / 4, k = unit % 4;
   const uint4* ql = reinterpret_cast<const uint4*>(row + sb * 128 + 64 * n + 32 * (k & 1));
   const uint4* qh = reinterpret_cast<const uint4*>(row + nsb * 128 + sb * 64 + 32 * n);
-  const auto* sc = reinterpret_cast<const int8_t*>(row + nsb * 192 + sb * 16) + 8 * n + 2 * k;
-  const float d = half_bits(reinterpret_cast<const uint16_t*>(row + nsb * 208)[sb]);
   const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
   const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
   const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-  Unit u;
-  const int lshift = k >= 2 ? 4 : 0, hshift = 2 * k;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    u.q[i] = static_cast<int>(((lw[i] >> lshift) & 0x0F0F0F0Fu) | (((hw[i] >> hshift) & 0x03030303u) << 4));
-  }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    u.scale[half] = d * static_cast<float>(sc[half]);
-    u.offset[half] = -32.0f * u.scale[half];
-  }
-  return u;
+  return q6_k_unit(lw, hw, reinterpret_cast<const int8_t*>(row + nsb * 192 + sb * 16) + 8 * n + 2 * k,
+                   half_bits(reinterpret_cast<const uint16_t*>(row + nsb * 208)[sb]), k);
 }
 
 // Bits 0..3 of b to bit 4 of bytes 0..3 (Q5_0's fifth bit).
