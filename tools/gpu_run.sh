@@ -181,13 +181,19 @@ if want gguf-families; then
     [ -f "$g" ] || step "gguf_file_$c" python3 tools/make_dummy_gguf.py --llama-cpp "$lcpp" "$cfg" "$g"
     for dev in cuda cpu; do
       step "gguf_${c}_$dev" bash -c "'$bin/minivllm' generate --model '$g' --device $dev --temperature 0 \
-        --prompt-ids '[[1,10,20,30,40,50,60,70]]' --max-tokens 16 --max-model-len 4096 --json \
+        --prompt-ids '[[1,10,20,30,40,50,60,70]]' --max-tokens 16 --max-model-len 4096 --json --logprobs 2 \
         | tail -n 1 > '$out/gguf_${c}_$dev.json'"
     done
+    # Where they part, the CPU's margin between its two likeliest tokens: a near-tie (random weights
+    # give many) is rounding, a wide one a fault.
     python3 -c 'import json, sys
-a, b = (json.load(open(f))[0]["token_ids"] for f in sys.argv[1:3])
+ga, ca = (json.load(open(f))[0] for f in sys.argv[1:3])
+a, b = ga["token_ids"], ca["token_ids"]
 n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-print("%s: gpu %s\n    cpu %s\n    first %d of %d tokens agree" % (sys.argv[3], a, b, n, len(a)))' \
+print("%s: gpu %s\n    cpu %s\n    first %d of %d tokens agree" % (sys.argv[3], a, b, n, len(a)))
+if n < len(a):
+    top = ca["logprobs"][n]["top"]
+    print("    at token %d the cpu top-2 %s: margin %.4f" % (n, top, top[0][1] - top[1][1]))' \
       "$out/gguf_${c}_cuda.json" "$out/gguf_${c}_cpu.json" "$c" || status=1
   done
 fi

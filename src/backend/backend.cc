@@ -56,6 +56,15 @@ MoeScratch Backend::allocate_moe_scratch(int64_t max_tokens, int64_t hidden, int
   return s;
 }
 
+std::string Backend::prepare_persistent_decode(PersistentDecodeModel&) {
+  return "the " + name() + " backend has no persistent decode kernel";
+}
+
+void Backend::persistent_decode(const PersistentDecodeModel&, const Tensor&, const Tensor&, const std::vector<KVCache>&,
+                                const AttentionMetadata&) {
+  MINIVLLM_FAIL() << "the " << name() << " backend has no persistent decode kernel";
+}
+
 void Backend::moe_route(const Tensor&, bool, const Tensor&, const Tensor&) { MINIVLLM_FAIL() << moe_missing(); }
 
 void Backend::moe_experts_add(const Tensor&, const MoeExpertWeights&, const Tensor&, const Tensor&, const MoeScratch&,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/communicator.h"
+#include "backend/persistent_decode_model.h"
 #include "common/activation.h"
 #include "common/hashed_uniform.h"
 #include "common/tensor.h"
@@ -364,6 +365,17 @@ class Backend {
   // make_comm_bootstrap (runtime/backend_select.h) gave rank 0 before the workers started: the
   // shared-memory segment's fd on the CPU, NCCL's unique id on CUDA. Collective: every rank calls it.
   virtual std::unique_ptr<Communicator> create_communicator(int rank, int world_size, const std::string& bootstrap) = 0;
+
+  // ---- the persistent decode kernel (issue 50) ----
+  // Checks that this backend can run `m`'s layers as one kernel, allocates its scratch into it and
+  // sets m.max_batch. Returns why not (empty when it can), so the model keeps its layer-by-layer path.
+  virtual std::string prepare_persistent_decode(PersistentDecodeModel& m);
+  // Every layer of a decode batch of at most m.max_batch sequences (one token each, bf16 cache):
+  // reads the residual stream (f32 [n, H], the embedded tokens), writes each layer's k and v into
+  // `caches` and leaves the last layer's output added into the residual. The final norm is the
+  // caller's.
+  virtual void persistent_decode(const PersistentDecodeModel& m, const Tensor& residual, const Tensor& positions,
+                                 const std::vector<KVCache>& caches, const AttentionMetadata& meta);
 
   // ---- graphs (decode) ----
   virtual bool supports_graphs() const { return false; }

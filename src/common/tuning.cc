@@ -21,6 +21,10 @@ constexpr int64_t kIntMax = 2147483647;
 // Sorted by group, then by name within a group's topic. PERFORMANCE.md holds the measurements
 // behind each default; the reason here says which one.
 constexpr Knob kKnobs[] = {
+    // --- the persistent decode kernel (issue 50; backend/cuda/persistent_decode.cu)
+    {"MINIVLLM_DECODE_PERSISTENT", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "decode batches the kernel takes (1-8 sequences, dense bf16 models on one GPU) run every layer in one "
+     "launch; 0: layer by layer (off by default until measured, PERFORMANCE.md)"},
     // --- CUDA decode attention (backend/cuda/decode_policy.h picks by shape where a knob is unset)
     {"MINIVLLM_DECODE_MIN_PARTITION", G::kTuning, K::kInt, "", 1, kIntMax, "decode_policy.h (64)",
      "least keys a split of one sequence's decode attention takes"},

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "common/tuning.h"
 #include "model/rope.h"
 
 namespace minivllm {
@@ -85,6 +86,7 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
     mlp_act_ = backend_.empty(act, {t, inter});
   }
   if (cfg_.moe.any()) moe_ = MoeBuffers::allocate(backend_, cfg_, t, world_, expert_parallel_);
+  if (knob_switch("MINIVLLM_DECODE_PERSISTENT").value_or(false)) prepare_persistent_decode();
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
   logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v / world_});
   if (world_ > 1 && comm_.rank() == 0) full_logits_ = backend_.empty(DType::kF32, {max_num_seqs, v});
@@ -154,6 +156,11 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   }
   if (cfg_.traits().embed_scale_sqrt_hidden) {
     backend_.scale(residual, static_cast<float>(std::sqrt(static_cast<double>(cfg_.hidden_size))));
+  }
+  if (use_persistent_decode(meta, caches)) {  // every layer in one launch; the final norm here
+    backend_.persistent_decode(persistent_, residual, pos, caches, meta);
+    backend_.rms_norm(residual, norm_, eps, hidden);
+    return hidden;
   }
   normed_ = false;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
@@ -240,6 +247,45 @@ void Transformer::moe_block(int64_t layer, int64_t n) {
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
   normed_ = l.moe.forward_add_residual_norm(backend_, comm_, hidden, moe_, residual, next_norm, eps, hidden,
                                             cfg_.traits().activation);
+}
+
+void Transformer::prepare_persistent_decode() {
+  const ArchitectureTraits& t = cfg_.traits();
+  bool sliding = !cos_sin_sliding_.empty();
+  for (int64_t w : cfg_.layer_sliding_window) sliding = sliding || w > 0;
+  if (world_ != 1) {
+    persistent_why_ = "tensor parallelism (the kernel runs on one GPU)";
+  } else if (cfg_.moe.any()) {
+    persistent_why_ = "a mixture-of-experts model";
+  } else if (t.norm != NormForm::kRms || t.post_norms || t.embed_scale_sqrt_hidden) {
+    persistent_why_ = cfg_.arch_name + "'s norms (the kernel takes plain RMSNorm before each sublayer)";
+  } else if (sliding || cfg_.rope_dim() != cfg_.head_dim) {
+    persistent_why_ = "sliding-window layers or a partial rotary";
+  } else if (layers_.empty() || layers_[0].qkv_proj.bias() != nullptr) {
+    persistent_why_ = "q/k/v biases";
+  }
+  if (!persistent_why_.empty()) return;
+  PersistentDecodeModel m;
+  for (const Layer& l : layers_) {
+    m.layers.push_back({l.attn_input_norm, l.ffn_input_norm, l.q_norm, l.k_norm, l.qkv_proj.weight(), l.o_proj.weight(),
+                        l.gate_up_proj.weight(), l.down_proj.weight()});
+  }
+  m.cos_sin = cos_sin_;
+  m.hidden = cfg_.hidden_size;
+  m.inter = cfg_.intermediate_size;
+  m.num_q_heads = num_local_heads();
+  m.num_kv_heads = num_local_kv_heads();
+  m.head_dim = static_cast<int>(cfg_.head_dim);
+  m.eps = static_cast<float>(cfg_.rms_norm_eps);
+  m.scale = attention_scale_;
+  m.activation = t.activation;
+  persistent_why_ = backend_.prepare_persistent_decode(m);
+  if (persistent_why_.empty()) persistent_ = std::move(m);
+}
+
+bool Transformer::use_persistent_decode(const AttentionMetadata& meta, const std::vector<KVCache>& caches) const {
+  return persistent_.max_batch > 0 && !meta.is_prefill && meta.num_seqs <= persistent_.max_batch &&
+         meta.num_tokens == meta.num_seqs && !caches.empty() && caches[0].dtype() == DType::kBF16;
 }
 
 const Tensor& Transformer::cos_sin(int64_t layer) const {

@@ -73,6 +73,10 @@ class Transformer {
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);
   void moe_block(int64_t layer, int64_t n);
+  // The persistent decode kernel (issue 50): the model's layers as the backend's one-launch decode
+  // reads them, when every layer is one the kernel takes; else why not (persistent_why_).
+  void prepare_persistent_decode();
+  bool use_persistent_decode(const AttentionMetadata& meta, const std::vector<KVCache>& caches) const;
   // Sandwich norms (Gemma): the sublayer's whole output x W^T (all-reduced) normed by output_norm,
   // added to the residual, and the sum normed by next_norm into hidden for the next sublayer.
   void add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
@@ -101,6 +105,8 @@ class Transformer {
   // The last row-parallel all-reduce also normed the residual into hidden_ for the next block
   // (world_size > 1, Communicator::all_reduce_sum_into_norm), which then skips its own norm.
   bool normed_ = false;
+  PersistentDecodeModel persistent_;  // max_batch 0: not taken
+  std::string persistent_why_;
 };
 
 // A clear error when world_size does not divide what tensor parallelism splits (heads, KV heads,

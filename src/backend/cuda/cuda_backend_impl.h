@@ -123,6 +123,12 @@ class CudaBackend : public Backend {
                        const MoeScratch& scratch, const Tensor& out, Activation act) override;
   static constexpr int64_t kMoeChunkTokens = 4096;
 
+  // The persistent decode kernel (issue 50; cuda_persistent.cc, persistent_decode.cu): bf16 weights
+  // and cache, head_dim 64 or 128, up to kPdMaxBatch sequences where the shared memory allows.
+  std::string prepare_persistent_decode(PersistentDecodeModel& m) override;
+  void persistent_decode(const PersistentDecodeModel& m, const Tensor& residual, const Tensor& positions,
+                         const std::vector<KVCache>& caches, const AttentionMetadata& meta) override;
+
   // [num_blocks, num_kv_heads, block_size, head_dim] bf16, k and v apart; or fp8 e4m3 in the same
   // layout with f32 scales [num_blocks, num_kv_heads, block_size] (rope_kvcache.cu).
   using Backend::allocate_kv_cache;
