@@ -25,6 +25,8 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_PERSISTENT", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "decode batches the kernel takes (1-8 sequences, dense bf16 models on one GPU) run every layer in one "
      "launch; 0: layer by layer (off by default until measured, PERFORMANCE.md)"},
+    {"MINIVLLM_DECODE_PERSISTENT_RING", G::kTuning, K::kInt, "", 2, 32, "as many as shared memory holds",
+     "weight tiles (16 KB) each SM of the persistent decode kernel keeps in flight"},
     // --- CUDA decode attention (backend/cuda/decode_policy.h picks by shape where a knob is unset)
     {"MINIVLLM_DECODE_MIN_PARTITION", G::kTuning, K::kInt, "", 1, kIntMax, "decode_policy.h (64)",
      "least keys a split of one sequence's decode attention takes"},

@@ -357,7 +357,7 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
     b.synchronize();
     std::vector<int64_t> tr(static_cast<size_t>(m.trace.numel()));
     b.copy_to_host(tr.data(), m.trace);
-    const char* names[] = {"norm (qkv)", "qkv gemv", "barrier", "attention", "barrier", "copy (o)", "o gemv",
+    const char* names[] = {"norm (qkv)", "qkv gemv", "-", "attention (waits on its heads)", "barrier", "copy (o)", "o gemv",
                            "barrier", "norm (gate/up)", "gate/up gemv", "barrier + copy (down)", "down gemv",
                            "barrier"};
     const int per = 13;
@@ -378,6 +378,11 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
       }
       std::printf("[pd-trace]   %-22s CTA 0 %7.2f us, slowest CTA %7.2f us\n", names[k], mean0 / n, mean_max / n);
     }
+    // CTA 0's attention item of layer 3, in parts (the kernel's sub-stamps).
+    const auto sub = [&](int k) { return at(0, static_cast<int>(kPersistentTraceEvents) - 8 + k); };
+    std::printf("[pd-trace]   layer 3 attention: wait %.2f, q rope %.2f, new k/v %.2f, keys %.2f, merge barrier %.2f, "
+                "merge %.2f us\n", (sub(6) - sub(7)) / 1e3, (sub(1) - sub(0)) / 1e3, (sub(2) - sub(1)) / 1e3,
+                (sub(3) - sub(2)) / 1e3, (sub(4) - sub(3)) / 1e3, (sub(5) - sub(4)) / 1e3);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/persistent_decode.h"
 #include "common/check.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -24,9 +25,9 @@ bool is_plain_bf16(const Tensor& t, std::initializer_list<int64_t> shape) {
   return true;
 }
 
-// Scratch layout (bytes, each part 256-aligned): qkv f32, attn_out bf16, act bf16, partials f32, sync u32.
+// Scratch layout (bytes, each part 256-aligned): qkv f32, attn_out bf16, act bf16, sync u32.
 struct ScratchLayout {
-  size_t qkv = 0, attn = 0, act = 0, partials = 0, sync = 0, total = 0;
+  size_t qkv = 0, attn = 0, act = 0, sync = 0, total = 0;
 };
 
 ScratchLayout scratch_layout(const PersistentDecodeModel& m) {
@@ -36,9 +37,8 @@ ScratchLayout scratch_layout(const PersistentDecodeModel& m) {
   ScratchLayout s;
   s.attn = s.qkv + up(b * (nq + 2 * nkv) * hd * 4);
   s.act = s.attn + up(b * nq * hd * 2);
-  s.partials = s.act + up(b * static_cast<size_t>(m.inter) * 2);
-  s.sync = s.partials + up(b * nq * kPdMaxSplits * (hd + 2) * 4);
-  s.total = s.sync + up((2 + b * nkv) * 4);
+  s.sync = s.act + up(b * static_cast<size_t>(m.inter) * 2);
+  s.total = s.sync + up((2 + m.layers.size() * (nq + 2 * nkv)) * 4);
   return s;
 }
 
@@ -116,7 +116,7 @@ void CudaBackend::persistent_decode(const PersistentDecodeModel& m, const Tensor
   p.activation = static_cast<int>(m.activation);
   const int group = m.num_q_heads / m.num_kv_heads;
   p.ring_slots = pd_ring_slots(batch, widest_k(m), m.head_dim, group);
-  p.split_cap = std::clamp(num_sms_ * kPdConsumerWarps / (batch * m.num_kv_heads), 1, kPdMaxSplits);
+  if (const auto ring = knob_int("MINIVLLM_DECODE_PERSISTENT_RING")) p.ring_slots = std::min<int>(p.ring_slots, *ring);
   p.chunk_hidden = pd_chunk(m.hidden);
   p.chunk_attn = pd_chunk(static_cast<int64_t>(m.num_q_heads) * m.head_dim);
   p.chunk_inter = pd_chunk(m.inter);
@@ -133,8 +133,8 @@ void CudaBackend::persistent_decode(const PersistentDecodeModel& m, const Tensor
   p.qkv = reinterpret_cast<float*>(base + s.qkv);
   p.attn_out = base + s.attn;
   p.act_out = base + s.act;
-  p.partials = reinterpret_cast<float*>(base + s.partials);
   p.sync = reinterpret_cast<unsigned*>(base + s.sync);
+  p.head_ready = p.sync + 2;
   if (m.trace.defined() && !m.trace.empty()) {
     MINIVLLM_CHECK(m.trace.dtype() == DType::kI64 && m.trace.numel() >= int64_t{num_sms_} * kPersistentTraceEvents)
         << "persistent_decode: trace " << m.trace.describe() << " must be i64 [" << num_sms_ << ", "

@@ -74,6 +74,7 @@ struct Smem {
   uint64_t* empty;  // [ring_slots]: every consumer warp is done with it
   float* red;       // [2][W][64]: each warp's partial sums of a tile
   float* ss;        // [W][kPdMaxBatch]: each warp's share of the residual rows' sums of squares
+  int* meta;        // [3][kPdMaxBatch]: each sequence's context length, position and cache slot
   float* q;         // [W][group][hd]: each warp's rotated queries
   bf16* x;          // [batch][widest_k + 8]: the linear's input
   uint8_t* ring;    // [ring_slots][kSlotBytes]
@@ -87,7 +88,8 @@ __device__ __forceinline__ Smem carve(uint8_t* base, const PdParams& p, int grou
   q = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(q) + 127) & ~uintptr_t{127});
   s.red = reinterpret_cast<float*>(q);
   s.ss = s.red + 2 * kRedFloats;
-  s.q = s.ss + W * kPdMaxBatch;
+  s.meta = reinterpret_cast<int*>(s.ss + W * kPdMaxBatch);
+  s.q = reinterpret_cast<float*>(s.meta + 4 * kPdMaxBatch);
   s.x = reinterpret_cast<bf16*>(s.q + W * group * p.head_dim);
   uint8_t* ring = reinterpret_cast<uint8_t*>(s.x + static_cast<size_t>(p.batch) * (widest_k + 8));
   s.ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ring) + 127) & ~uintptr_t{127});
@@ -137,15 +139,23 @@ constexpr int kInFlight = 8;
 __device__ void prep_norm(const PdParams& p, const Smem& s, const bf16* w, int ctid) {
   const int q4 = p.hidden / 4, total = p.batch * q4, xs = p.hidden + 8;
   const int warp = ctid >> 5, lane = ctid & 31;
+  const float4* res = reinterpret_cast<const float4*>(p.residual);
   if (ctid < W * kPdMaxBatch) s.ss[ctid] = 0.f;
-  named_bar_sync(kBarConsumers, kConsumerThreads);
-  for (int base = ctid; base < total; base += kConsumerThreads * kInFlight) {
-    float4 v[kInFlight];
+  float4 v[kInFlight];
+  const auto load = [&](int base) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int i = base + u * kConsumerThreads;
-      v[u] = i < total ? __ldcg(reinterpret_cast<const float4*>(p.residual) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[u] = i < total ? __ldcg(res + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  };
+  // Most shapes fit one round (batch x hidden <= 8,192): the values stay in registers for the
+  // second pass, one L2 round trip in all.
+  const bool one_round = total <= kConsumerThreads * kInFlight;
+  if (one_round) load(ctid);
+  named_bar_sync(kBarConsumers, kConsumerThreads);  // s.ss zeroed
+  for (int base = ctid; base < total; base += kConsumerThreads * kInFlight) {
+    if (!one_round) load(base);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int i = base + u * kConsumerThreads;  // the same row for the whole warp, or past the end
@@ -155,12 +165,7 @@ __device__ void prep_norm(const PdParams& p, const Smem& s, const bf16* w, int c
   }
   named_bar_sync(kBarConsumers, kConsumerThreads);
   for (int base = ctid; base < total; base += kConsumerThreads * kInFlight) {
-    float4 v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int i = base + u * kConsumerThreads;
-      v[u] = i < total ? __ldcg(reinterpret_cast<const float4*>(p.residual) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    if (!one_round) load(base);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int i = base + u * kConsumerThreads;
@@ -335,42 +340,52 @@ struct ValuePack<2> {
   }
 };
 
-__device__ __forceinline__ int pd_splits(const PdParams& p, int b) {
-  return max(1, min(p.split_cap, (p.context_lens[b] + 31) / 32));
+__device__ __forceinline__ unsigned long long pd_clock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
-// Keys [k0, k1) of sequence b for kv head kvh and its GROUP query heads: 32 keys at a time, lane j
-// scoring key j (its whole row), then every lane adding its HD / 32 dims of the values.
+// Profiling: sub-stamps of one attention item (layer 3), in the last 8 trace slots of each CTA.
+__device__ __forceinline__ void pd_sub_mark(const PdParams& p, int layer, int k, int warp, int lane) {
+  if (p.trace != nullptr && layer == 3 && warp == 0 && lane == 0) {
+    p.trace[static_cast<size_t>(blockIdx.x + 1) * p.trace_events - 8 + k] = pd_clock();
+  }
+}
+
+// Sequence b's keys for kv head kvh and its GROUP query heads, on every consumer warp of this CTA:
+// warp w takes the 32-key chunks w, w + W, ...; lane j scores key j of a chunk (its whole row), then
+// every lane adds its HD / 32 dims of the values. The warps' (max, sum, values) meet in shared
+// memory (each warp's values over its own queries, which it no longer needs; max and sum in red).
 template <int HD, int GROUP>
-__device__ void attend(const PdParams& p, const PdLayer& L, int b, int kvh, int split, int splits, float* qs,
+__device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int layer, int b, int kvh, int warp,
                        int lane) {
   constexpr int kDims = HD / 32;  // value dims per lane
   constexpr unsigned kAll = 0xffffffffu;
   const int nq = p.num_q_heads, nkv = p.num_kv_heads;
-  const int ctx = p.context_lens[b], pos = p.positions[b];
-  const int kps = (ctx + splits - 1) / splits, k0 = split * kps, k1 = min(ctx, k0 + kps);
+  const int ctx = s.meta[b], pos = s.meta[kPdMaxBatch + b], slot = s.meta[2 * kPdMaxBatch + b];
   const float* raw = p.qkv + static_cast<int64_t>(b) * (nq + 2 * nkv) * HD;
   const float* cs = p.cos_sin + static_cast<int64_t>(pos) * HD;
   bf16* kc = static_cast<bf16*>(L.k_cache);
   bf16* vc = static_cast<bf16*>(L.v_cache);
-  __syncwarp();  // the warp's previous item is done reading qs
+  float* qs = s.q + warp * GROUP * HD;
+  pd_sub_mark(p, layer, 0, warp, lane);
 #pragma unroll
   for (int gq = 0; gq < GROUP; ++gq) {
     rope_head<HD>(raw + (kvh * GROUP + gq) * HD, L.q_norm, p.eps, cs, p.scale, qs + gq * HD, nullptr, lane);
   }
-  // The split that holds the new token writes its k and v into the cache first, then reads it back
-  // with the others (same warp: a block-scope fence orders the lanes' stores before their loads).
-  if (split == (ctx - 1) / kps) {
-    const int slot = p.slot_mapping[b];
-    if (slot >= 0) {
-      const int64_t row = kv_cache_row(slot, p.block_size, nkv, kvh) * HD;
-      rope_head<HD>(raw + (nq + kvh) * HD, L.k_norm, p.eps, cs, 1.0f, nullptr, kc + row, lane);
-      const float* v = raw + (nq + nkv + kvh) * HD;
-      for (int d = lane; d < HD; d += 32) vc[row + d] = __float2bfloat16(__ldcg(v + d));
-      __threadfence_block();
-    }
+  pd_sub_mark(p, layer, 1, warp, lane);
+  // The warp whose chunk holds the new token writes its k and v into the cache first, then reads it
+  // back with the other keys (a block-scope fence orders the lanes' stores before their loads).
+  if (warp == ((ctx - 1) >> 5) % W && slot >= 0) {
+    const int64_t row = kv_cache_row(slot, p.block_size, nkv, kvh) * HD;
+    rope_head<HD>(raw + (nq + kvh) * HD, L.k_norm, p.eps, cs, 1.0f, nullptr, kc + row, lane);
+    const float* v = raw + (nq + nkv + kvh) * HD;
+    for (int d = lane; d < HD; d += 32) vc[row + d] = __float2bfloat16(__ldcg(v + d));
+    __threadfence_block();
   }
   __syncwarp();
+  pd_sub_mark(p, layer, 2, warp, lane);
   float m[GROUP], l[GROUP], acc[GROUP][kDims];
 #pragma unroll
   for (int gq = 0; gq < GROUP; ++gq) {
@@ -380,8 +395,9 @@ __device__ void attend(const PdParams& p, const PdLayer& L, int b, int kvh, int 
     for (int d = 0; d < kDims; ++d) acc[gq][d] = 0.f;
   }
   const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
-  for (int c0 = k0; c0 < k1; c0 += 32) {
-    const int j = c0 + lane, n = min(32, k1 - c0);
+  using VPack = typename ValuePack<kDims>::type;
+  for (int c0 = warp * 32; c0 < ctx; c0 += W * 32) {
+    const int j = c0 + lane, n = min(32, ctx - c0);
     const bool valid = lane < n;
     int64_t krow = 0;
     if (valid) {
@@ -394,7 +410,6 @@ __device__ void attend(const PdParams& p, const PdLayer& L, int b, int kvh, int 
       k[i] = valid ? *reinterpret_cast<const uint4*>(kc + krow + i * 8) : make_uint4(0, 0, 0, 0);
     }
     // This lane's dims of every key's value row, kept packed (issued before the scores need the keys).
-    using VPack = typename ValuePack<kDims>::type;
     VPack vv[32];
 #pragma unroll
     for (int jj = 0; jj < 32; ++jj) {
@@ -418,10 +433,10 @@ __device__ void attend(const PdParams& p, const PdLayer& L, int b, int kvh, int 
     }
 #pragma unroll
     for (int gq = 0; gq < GROUP; ++gq) {
-      const float s = valid ? sc[gq] : -INFINITY;
-      const float mn = fmaxf(m[gq], warp_max(s));
+      const float sv = valid ? sc[gq] : -INFINITY;
+      const float mn = fmaxf(m[gq], warp_max(sv));
       const float corr = __expf(m[gq] - mn);
-      const float pr = valid ? __expf(s - mn) : 0.f;
+      const float pr = valid ? __expf(sv - mn) : 0.f;
       l[gq] = l[gq] * corr + warp_sum(pr);
       m[gq] = mn;
 #pragma unroll
@@ -436,96 +451,57 @@ __device__ void attend(const PdParams& p, const PdLayer& L, int b, int kvh, int 
       }
     }
   }
-  bf16* out = static_cast<bf16*>(p.attn_out) + static_cast<int64_t>(b) * nq * HD;
-  const int qh0 = kvh * GROUP;
-  if (splits == 1) {
-#pragma unroll
-    for (int gq = 0; gq < GROUP; ++gq) {
-      const float inv = 1.0f / l[gq];
-#pragma unroll
-      for (int d = 0; d < kDims; ++d) out[(qh0 + gq) * HD + lane * kDims + d] = __float2bfloat16(acc[gq][d] * inv);
-    }
-    return;
-  }
-  // Several splits: each leaves (acc, m, l); the last to finish merges them in split order.
-  const int stride = HD + 2;
-  float* part = p.partials + (static_cast<int64_t>(b) * nq + qh0) * p.split_cap * stride;
-#pragma unroll
-  for (int gq = 0; gq < GROUP; ++gq) {
-    float* pp = part + (static_cast<int64_t>(gq) * p.split_cap + split) * stride;
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) pp[lane * kDims + d] = acc[gq][d];
-    if (lane == 0) {
-      pp[HD] = m[gq];
-      pp[HD + 1] = l[gq];
-    }
-  }
-  __threadfence();
   __syncwarp();
-  unsigned* count = p.sync + 2 + b * nkv + kvh;
-  unsigned old = 0;
-  if (lane == 0) old = atomicAdd(count, 1u);
-  old = __shfl_sync(kAll, old, 0);
-  if (old != static_cast<unsigned>(splits - 1)) return;
-  __threadfence();
+  pd_sub_mark(p, layer, 3, warp, lane);
 #pragma unroll
   for (int gq = 0; gq < GROUP; ++gq) {
-    const float* pp = part + static_cast<int64_t>(gq) * p.split_cap * stride;
-    // Lane i holds splits i and i + 32 (kPdMaxSplits is 64).
-    const float m0 = lane < splits ? __ldcg(pp + lane * stride + HD) : -INFINITY;
-    const float m1 = lane + 32 < splits ? __ldcg(pp + (lane + 32) * stride + HD) : -INFINITY;
-    const float l0 = lane < splits ? __ldcg(pp + lane * stride + HD + 1) : 0.f;
-    const float l1 = lane + 32 < splits ? __ldcg(pp + (lane + 32) * stride + HD + 1) : 0.f;
-    const float mx = warp_max(fmaxf(m0, m1));
-    const float w0 = lane < splits ? __expf(m0 - mx) : 0.f;
-    const float w1 = lane + 32 < splits ? __expf(m1 - mx) : 0.f;
-    const float inv = 1.0f / warp_sum(w0 * l0 + w1 * l1);
-    float o[kDims];
 #pragma unroll
-    for (int d = 0; d < kDims; ++d) o[d] = 0.f;
-    for (int s0 = 0; s0 < splits; s0 += kInFlight) {
-      float v[kInFlight][kDims];
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-#pragma unroll
-        for (int d = 0; d < kDims; ++d) {
-          v[u][d] = s0 + u < splits ? __ldcg(pp + (s0 + u) * stride + lane * kDims + d) : 0.f;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int sp = s0 + u;
-        const float w = __shfl_sync(kAll, sp < 32 ? w0 : w1, sp & 31);
-#pragma unroll
-        for (int d = 0; d < kDims; ++d) o[d] += w * v[u][d];
-      }
+    for (int d = 0; d < kDims; ++d) qs[gq * HD + lane * kDims + d] = acc[gq][d];
+    if (lane == 0) {
+      s.red[(warp * GROUP + gq) * 2] = m[gq];  // -inf for a warp with no keys: it weighs 0
+      s.red[(warp * GROUP + gq) * 2 + 1] = l[gq];
     }
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) out[(qh0 + gq) * HD + lane * kDims + d] = __float2bfloat16(o[d] * inv);
   }
-  if (lane == 0) *count = 0;  // for the next layer, two grid barriers away
+  named_bar_sync(kBarConsumers, kConsumerThreads);
+  pd_sub_mark(p, layer, 4, warp, lane);
+  bf16* out = static_cast<bf16*>(p.attn_out) + static_cast<int64_t>(b) * nq * HD + kvh * GROUP * HD;
+  for (int i = warp * 32 + lane; i < GROUP * HD; i += kConsumerThreads) {
+    const int gq = i / HD, d = i - gq * HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, s.red[(w * GROUP + gq) * 2]);
+    float sum = 0.f, o = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float e = __expf(s.red[(w * GROUP + gq) * 2] - mx);
+      sum += e * s.red[(w * GROUP + gq) * 2 + 1];
+      o += e * s.q[(w * GROUP + gq) * HD + d];
+    }
+    out[i] = __float2bfloat16(o / sum);
+  }
+  named_bar_sync(kBarConsumers, kConsumerThreads);  // before the next item overwrites qs and red
+  pd_sub_mark(p, layer, 5, warp, lane);
 }
 
-// Every (sequence, kv head, key split) of the batch, spread over every consumer warp of the grid.
+// Every (sequence, kv head) of the batch, one per CTA: each starts once the qkv tiles of its heads
+// are in (their CTAs count them in head_ready), not at a grid barrier.
 template <int HD, int GROUP>
-__device__ void attention_phase(const PdParams& p, const PdLayer& L, float* qs, int warp, int lane) {
-  const int nkv = p.num_kv_heads, nw = gridDim.x * W;
-  for (int it = blockIdx.x * W + warp;; it += nw) {
-    int b = 0, rem = it, splits = 1;
-    for (; b < p.batch; ++b) {
-      splits = pd_splits(p, b);
-      if (rem < nkv * splits) break;
-      rem -= nkv * splits;
+__device__ void attention_phase(const PdParams& p, const PdLayer& L, const Smem& s, int layer, int warp, int lane) {
+  const int nq = p.num_q_heads, nkv = p.num_kv_heads, heads = nq + 2 * nkv;
+  const unsigned tiles_per_head = HD / kPdTileRows;
+  const unsigned* ready = p.head_ready + static_cast<int64_t>(layer) * heads;
+  for (int it = blockIdx.x; it < p.batch * nkv; it += gridDim.x) {
+    const int b = it / nkv, kvh = it - b * nkv;
+    pd_sub_mark(p, layer, 7, warp, lane);
+    if (warp == 0 && lane < GROUP + 2) {
+      const int h = lane < GROUP ? kvh * GROUP + lane : (lane == GROUP ? nq + kvh : nq + nkv + kvh);
+      while (pd_load_acquire(ready + h) < tiles_per_head) {
+      }
     }
-    if (b == p.batch) return;
-    attend<HD, GROUP>(p, L, b, rem / splits, rem % splits, splits, qs, lane);
+    pd_sub_mark(p, layer, 6, warp, lane);  // (before the wait: slot 7 - 6 is what the wait took)
+    named_bar_sync(kBarConsumers, kConsumerThreads);
+    attend<HD, GROUP>(p, L, s, layer, b, kvh, warp, lane);
   }
-}
-
-__device__ __forceinline__ unsigned long long pd_clock() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 template <int HD, int GROUP>
@@ -541,13 +517,18 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const __
     }
     mbar_init_fence();
   }
+  if (threadIdx.x < p.batch) {  // read once: the step's metadata does not change during it
+    s.meta[threadIdx.x] = p.context_lens[threadIdx.x];
+    s.meta[kPdMaxBatch + threadIdx.x] = p.positions[threadIdx.x];
+    s.meta[2 * kPdMaxBatch + threadIdx.x] = p.slot_mapping[threadIdx.x];
+  }
   __syncthreads();
   if (warp == W) {
     produce(p, s, lane);
     return;
   }
   const int ctid = threadIdx.x;
-  float* qs = s.q + warp * GROUP * HD;
+  const int heads = p.num_q_heads + 2 * p.num_kv_heads;
   uint32_t seq = 0;
   unsigned barriers = 0;
   const unsigned grid = gridDim.x;
@@ -568,10 +549,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const __
     named_bar_sync(kBarConsumers, kConsumerThreads);
     mark();
     consume_linear(p, s, l, kQkv, seq, warp, lane);
+    // Count this CTA's qkv tiles in their heads' head_ready (release: after every epilogue store).
+    named_bar_sync(kBarConsumers, kConsumerThreads);
+    if (ctid == 0) {
+      int t0, t1;
+      pd_tile_range(heads * HD / kPdTileRows, blockIdx.x, gridDim.x, t0, t1);
+      constexpr int kTilesPerHead = HD / kPdTileRows;
+      for (int t = t0; t < t1;) {
+        const int h = t / kTilesPerHead, next = min(t1, (h + 1) * kTilesPerHead);
+        unsigned* r = p.head_ready + static_cast<int64_t>(l) * heads + h;
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(r), "r"(next - t) : "memory");
+        t = next;
+      }
+    }
     mark();
-    sync_grid();
-    mark();
-    attention_phase<HD, GROUP>(p, L, qs, warp, lane);
+    mark();  // (the grid barrier this stamp closed is gone: attention waits on head_ready)
+    attention_phase<HD, GROUP>(p, L, s, l, warp, lane);
     mark();
     sync_grid();
     mark();
@@ -595,11 +588,13 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const __
     mark();
   }
   // The last CTA past its last barrier resets the counters for the next launch: every other CTA
-  // has passed its own wait by then (it counted itself in sync[1] after it).
+  // has passed its own wait (and read its last head_ready) by then, as it counted itself in sync[1]
+  // after it.
   named_bar_sync(kBarConsumers, kConsumerThreads);
   if (ctid == 0) {
     __threadfence();
     if (atomicAdd(p.sync + 1, 1u) == grid - 1) {
+      for (int i = 0; i < p.num_layers * heads; ++i) p.head_ready[i] = 0;
       p.sync[0] = 0;
       p.sync[1] = 0;
       __threadfence();
@@ -636,7 +631,7 @@ int pd_chunk(int64_t k) {
 
 size_t pd_smem_bytes(int batch, int64_t widest_k, int head_dim, int group, int ring_slots) {
   size_t b = 2 * 8 * static_cast<size_t>(ring_slots) + 128;
-  b += (2 * kRedFloats + W * kPdMaxBatch) * sizeof(float) + static_cast<size_t>(W) * group * head_dim * sizeof(float);
+  b += (2 * kRedFloats + (W + 4) * kPdMaxBatch) * sizeof(float) + static_cast<size_t>(W) * group * head_dim * sizeof(float);
   b += static_cast<size_t>(batch) * (widest_k + 8) * sizeof(bf16) + 128;
   return b + static_cast<size_t>(ring_slots) * kSlotBytes;
 }

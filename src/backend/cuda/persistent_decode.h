@@ -15,7 +15,6 @@ constexpr int kPdConsumerWarps = 8;     // plus one producer warp
 constexpr int kPdTileRows = 8;          // weight rows of one ring tile
 constexpr int kPdMaxChunk = 1024;       // weight columns of one ring tile, at most
 constexpr int kPdMinRingSlots = 4;      // fewer tiles in flight than this and the ring starves
-constexpr int kPdMaxSplits = 64;        // key splits of one (sequence, kv head)
 
 struct PdLayer {
   const void* attn_norm;  // bf16 [H]
@@ -34,7 +33,7 @@ struct PdParams {
   int num_layers = 0, batch = 0;
   int hidden = 0, inter = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
   int block_size = 0, max_blocks = 0, activation = 0;
-  int ring_slots = 0, split_cap = 0;
+  int ring_slots = 0;
   int chunk_hidden = 0, chunk_attn = 0, chunk_inter = 0;  // ring tile widths of the K = H, nq hd, I linears
   float eps = 0, scale = 0;
   const int32_t* positions = nullptr;
@@ -46,8 +45,8 @@ struct PdParams {
   float* qkv = nullptr;                   // scratch [batch, (nq + 2 nkv) hd]
   void* attn_out = nullptr;               // bf16 scratch [batch, nq hd]
   void* act_out = nullptr;                // bf16 scratch [batch, I]
-  float* partials = nullptr;              // scratch [batch, nq, split_cap, hd + 2]
-  unsigned* sync = nullptr;               // [2 + batch * nkv], zero between launches (the kernel leaves it so)
+  unsigned* sync = nullptr;               // [2]: grid barrier arrivals, CTAs done; zero between launches
+  unsigned* head_ready = nullptr;         // [layers, nq + 2 nkv]: qkv tiles done per head; zero between launches
   unsigned long long* trace = nullptr;    // profiling: [grid, trace_events] clock stamps, or null
   int trace_events = 0;
   PdLayer layers[kPdMaxLayers];
