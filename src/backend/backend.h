@@ -62,6 +62,29 @@ struct KVCache {
   DType dtype() const { return k.defined() ? k.dtype() : DType::kF32; }
 };
 
+// A fused linear's prologue: the residual stream (fp32 [T, K]) RMSNormed by `weight` into
+// `normed` (activation dtype; scratch a backend may skip), which the linear then reads.
+struct NormPrologue {
+  const Tensor& residual;
+  const Tensor& weight;
+  float eps;
+  const Tensor& normed;
+};
+
+// The qkv projection's epilogue: q and k each normed per head (q_norm / k_norm may be null; eps
+// serves both), rotated at `positions` by the cos_sin table, then k and v stored into the cache
+// (nothing stored while the cache is undefined: warm-up).
+struct RopeStoreEpilogue {
+  int num_q_heads, num_kv_heads, head_dim;
+  const Tensor* q_norm;
+  const Tensor* k_norm;
+  float eps;
+  const Tensor& positions;
+  const Tensor& cos_sin;
+  const KVCache& cache;
+  const AttentionMetadata& meta;
+};
+
 // One rank's experts of a sparse (mixture-of-experts) layer, for Backend::moe_experts_add. Local
 // expert i is global expert first_expert + i: gate_up[i] = [W_gate; W_up] ([2 I_r, H]), down[i]
 // ([H, I_r]). I_r is this rank's share of each expert's width (tensor parallelism: every rank holds
@@ -214,12 +237,10 @@ class Backend {
                                Activation act);
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
-  // qk_norm_rope, then store_kvcache.
-  virtual void qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                  const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
-                                  const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
-    qk_norm_rope(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
-    store_kvcache(qkv, num_q_heads, cache, meta);
+  // The epilogue alone: qk_norm_rope, then store_kvcache.
+  virtual void qk_norm_rope_store(const Tensor& qkv, const RopeStoreEpilogue& e) {
+    qk_norm_rope(qkv, e.num_q_heads, e.num_kv_heads, e.head_dim, e.q_norm, e.k_norm, e.eps, e.positions, e.cos_sin);
+    store_kvcache(qkv, e.num_q_heads, e.cache, e.meta);
   }
   // out[T, I] = act(x W_gate^T) * (x W_up^T), gate_up_weight = [W_gate; W_up] ([2I, K]);
   // scratch [T, 2I] may hold the unfused product.
@@ -228,42 +249,29 @@ class Backend {
     linear(x, gate_up_weight, nullptr, scratch);
     act_mul(scratch, out, act);
   }
-  // The residual stream (fp32 [T, K]) feeding a linear, the pre-norm transformer's pattern:
-  // normed = rms_norm(residual) * norm_weight (activation dtype; scratch a backend may skip),
-  // out = normed W^T (+ bias).
-  virtual void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                               const Tensor& weight, const Tensor* bias, const Tensor& out) {
-    rms_norm(residual, norm_weight, eps, normed);
-    linear(normed, weight, bias, out);
+  // The pre-norm transformer's pattern: out = normed W^T (+ bias), normed the prologue's.
+  virtual void rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+    rms_norm(pro.residual, pro.weight, pro.eps, pro.normed);
+    linear(pro.normed, weight, bias, out);
   }
   // Same, into linear_act_mul.
-  virtual void rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                       const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+  virtual void rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
                                        const Tensor& out, Activation act) {
-    rms_norm(residual, norm_weight, eps, normed);
-    linear_act_mul(normed, gate_up_weight, scratch, out, act);
+    rms_norm(pro.residual, pro.weight, pro.eps, pro.normed);
+    linear_act_mul(pro.normed, gate_up_weight, scratch, out, act);
   }
-  // rms_norm_linear into the qkv projection, then qk_norm_rope_store (q_norm / k_norm may be null,
-  // eps serves both norms): a backend may put the q/k norms, the rope and the cache store into the
-  // projection.
-  virtual void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                          const Tensor& normed, const Tensor& weight, const Tensor* bias,
-                                          const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                          const Tensor* q_norm, const Tensor* k_norm, const Tensor& positions,
-                                          const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
-    rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, qkv);
-    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin, cache,
-                       meta);
+  // The qkv projection between both: a backend may put the q/k norms, the rope and the cache
+  // store into the projection.
+  virtual void rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                          const Tensor& qkv, const RopeStoreEpilogue& epi) {
+    rms_norm_linear(pro, weight, bias, qkv);
+    qk_norm_rope_store(qkv, epi);
   }
-  // The same from x already normed (tensor parallelism: the all-reduce normed it): linear, then
-  // qk_norm_rope_store.
+  // The same from x already normed (tensor parallelism: the all-reduce normed it).
   virtual void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
-                                 int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                                 const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
-                                 const KVCache& cache, const AttentionMetadata& meta) {
+                                 const RopeStoreEpilogue& epi) {
     linear(x, weight, bias, qkv);
-    qk_norm_rope_store(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin, cache,
-                       meta);
+    qk_norm_rope_store(qkv, epi);
   }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
   virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,

@@ -183,13 +183,12 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const Tensor* q_norm = l.q_norm.empty() ? nullptr : &l.q_norm;
   const Tensor* k_norm = l.k_norm.empty() ? nullptr : &l.k_norm;
   // The backend may fuse the q/k norms, the rope and the cache store into the projection.
+  const RopeStoreEpilogue rope{nq, nkv, hd, q_norm, k_norm, eps, positions, cos_sin(layer), cache, meta};
   if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
-    backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, eps,
-                               positions, cos_sin(layer), cache, meta);
+    backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, rope);
   } else {
-    backend_.rms_norm_linear_rope_store(residual, l.attn_input_norm, eps, hidden, l.qkv_proj.weight(),
-                                        l.qkv_proj.bias(), qkv, nq, nkv, hd, q_norm, k_norm, positions,
-                                        cos_sin(layer), cache, meta);
+    backend_.rms_norm_linear_rope_store({residual, l.attn_input_norm, eps, hidden}, l.qkv_proj.weight(),
+                                        l.qkv_proj.bias(), qkv, rope);
   }
   backend_.attention(qkv, nq, cache, meta, attention_scale_, attention_window(layer), attn_out);
   if (!l.attn_output_norm.empty()) {
@@ -224,7 +223,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   if (normed_) {  // the o projection's all-reduce normed the residual into hidden
     backend_.linear_act_mul(hidden, l.gate_up_proj.weight(), gate_up, act, activation);
   } else {
-    backend_.rms_norm_linear_act_mul(residual, l.ffn_input_norm, eps, hidden, l.gate_up_proj.weight(), gate_up, act,
+    backend_.rms_norm_linear_act_mul({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(), gate_up, act,
                                      activation);
   }
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;

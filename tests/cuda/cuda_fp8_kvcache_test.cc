@@ -121,7 +121,7 @@ void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> 
     AttentionMetadata m;
     m.slot_mapping = upload_i32(*b.gpu, slot);
     Tensor qg = upload(*b.gpu, qkv);
-    b.gpu->qk_norm_rope_store(qg, s.nq, s.nkv, s.hd, nullptr, &kn, 1e-6f, upload_i32(*b.gpu, pos), table, cg, m);
+    b.gpu->qk_norm_rope_store(qg, {s.nq, s.nkv, s.hd, nullptr, &kn, 1e-6f, upload_i32(*b.gpu, pos), table, cg, m});
     const std::vector<float> rotated = download(*b.gpu, qg);  // bf16 values, exact in fp32
     const std::vector<uint8_t> k8 = bytes_of(*b.gpu, cg.k), v8 = bytes_of(*b.gpu, cg.v);
     const std::vector<float> ks = floats_of(*b.gpu, cg.k_scale), vs = floats_of(*b.gpu, cg.v_scale);

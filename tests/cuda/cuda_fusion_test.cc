@@ -129,8 +129,8 @@ void expect_rope_store_matches_cpu(std::initializer_list<RopeStoreShape> shapes,
         b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
                             upload_i32(*b.cpu, pos), tc);
         b.cpu->store_kvcache(qc, s.nq, cc, mc);
-        b.gpu->qk_norm_rope_store(qg, s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
-                                  upload_i32(*b.gpu, pos), tg, cg, mg);
+        b.gpu->qk_norm_rope_store(qg, {s.nq, s.nkv, s.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
+                                       upload_i32(*b.gpu, pos), tg, cg, mg});
         expect_close(download(*b.gpu, qg), download(*b.cpu, qc), 1e-4, 0.06, "qkv " + tag);
         check_cache(download(*b.gpu, cg.k), download(*b.cpu, cc.k), slot, s, slots, "k cache " + tag);
         check_cache(download(*b.gpu, cg.v), download(*b.cpu, cc.v), slot, s, slots, "v cache " + tag);
@@ -167,8 +167,8 @@ TEST(CudaQkNormRopeStore, RotatesWithoutACache) {
   std::vector<int32_t> pos = {0, 17, 63};
   Tensor qc = upload(*b.cpu, qkv), qg = upload(*b.gpu, qkv);
   b.cpu->qk_norm_rope(qc, nq, nkv, hd, nullptr, nullptr, 1e-6f, upload_i32(*b.cpu, pos), upload_f32(*b.cpu, table));
-  b.gpu->qk_norm_rope_store(qg, nq, nkv, hd, nullptr, nullptr, 1e-6f, upload_i32(*b.gpu, pos),
-                            upload_f32(*b.gpu, table), KVCache{}, AttentionMetadata{});
+  b.gpu->qk_norm_rope_store(qg, {nq, nkv, hd, nullptr, nullptr, 1e-6f, upload_i32(*b.gpu, pos),
+                                 upload_f32(*b.gpu, table), KVCache{}, AttentionMetadata{}});
   expect_close(download(*b.gpu, qg), download(*b.cpu, qc), 1e-4, 0.06, "qkv without cache");
 }
 

@@ -62,13 +62,13 @@ void check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool b
   const Tensor nwg = norm_f32 ? upload_f32(*b.gpu, nw) : upload(*b.gpu, nw);
   const float eps = 1e-6f;
   if (silu) {
-    b.cpu->rms_norm_linear_act_mul(upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c, upload(*b.cpu, w),
-                                    scratch_c, oc, act);
-    b.gpu->rms_norm_linear_act_mul(res_g, nwg, eps, normed_g, upload(*b.gpu, w), scratch_g, og, act);
+    b.cpu->rms_norm_linear_act_mul({upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c}, upload(*b.cpu, w),
+                                   scratch_c, oc, act);
+    b.gpu->rms_norm_linear_act_mul({res_g, nwg, eps, normed_g}, upload(*b.gpu, w), scratch_g, og, act);
   } else {
-    b.cpu->rms_norm_linear(upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c, upload(*b.cpu, w),
+    b.cpu->rms_norm_linear({upload_f32(*b.cpu, res), upload(*b.cpu, nw), eps, normed_c}, upload(*b.cpu, w),
                            bias_on ? &bc : nullptr, oc);
-    b.gpu->rms_norm_linear(res_g, nwg, eps, normed_g, upload(*b.gpu, w), bias_on ? &bg : nullptr, og);
+    b.gpu->rms_norm_linear({res_g, nwg, eps, normed_g}, upload(*b.gpu, w), bias_on ? &bg : nullptr, og);
   }
   const std::vector<float> all = download(*b.gpu, whole);
   const std::vector<float> got(all.begin(), all.begin() + tokens * n);

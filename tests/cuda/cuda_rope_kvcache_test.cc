@@ -180,12 +180,14 @@ void expect_qkv_gemv_rope_matches_unfused(std::initializer_list<RopeGemvShape> s
           Tensor normed = g.empty(DType::kBF16, {tokens, s.k});
           const Tensor bg = upload(g, bias);
           if (from_normed) {
-            g.linear_rope_store(upload(g, x), upload(g, w), s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, nullptr,
-                                nullptr, 1e-6f, upload_i32(g, pos), upload_f32(g, table), cache, meta);
+            g.linear_rope_store(upload(g, x), upload(g, w), s.bias ? &bg : nullptr, qkv,
+                                {s.nq, s.nkv, s.hd, nullptr, nullptr, 1e-6f, upload_i32(g, pos), upload_f32(g, table),
+                                 cache, meta});
           } else {
-            g.rms_norm_linear_rope_store(upload_f32(g, res), upload(g, nw), 1e-6f, normed, upload(g, w),
-                                         s.bias ? &bg : nullptr, qkv, s.nq, s.nkv, s.hd, nullptr, nullptr,
-                                         upload_i32(g, pos), upload_f32(g, table), cache, meta);
+            g.rms_norm_linear_rope_store({upload_f32(g, res), upload(g, nw), 1e-6f, normed}, upload(g, w),
+                                         s.bias ? &bg : nullptr, qkv,
+                                         {s.nq, s.nkv, s.hd, nullptr, nullptr, 1e-6f, upload_i32(g, pos),
+                                          upload_f32(g, table), cache, meta});
           }
           qkv_out[which] = download(g, qkv);
           k_out[which] = download(g, cache.k);

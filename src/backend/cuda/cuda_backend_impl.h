@@ -78,9 +78,7 @@ class CudaBackend : public Backend {
                  float scale, int window, const Tensor& out) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   // One kernel: norm + rope of q and k, and k (rotated) and v into the cache.
-  void qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                          const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
-                          const KVCache& cache, const AttentionMetadata& meta) override;
+  void qk_norm_rope_store(const Tensor& qkv, const RopeStoreEpilogue& e) override;
   // 1..8 tokens where linear takes the gemv: one gemv writing act(g) * u; otherwise the default.
   void linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
                       Activation act) override;
@@ -88,22 +86,15 @@ class CudaBackend : public Backend {
   // Where linear would take the gemv: the RMSNorm computed inside the gemv's CTAs (one launch);
   // the o / down projections add into the fp32 residual in the gemv's epilogue (one launch).
   // Otherwise the norm, then cuBLASLt; and cuBLASLt accumulating into the residual (beta = 1).
-  void rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                       const Tensor& weight, const Tensor* bias, const Tensor& out) override;
-  void rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                               const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
-                               Activation act) override;
+  void rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out) override;
+  void rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
+                               const Tensor& out, Activation act) override;
   // Where the qkv projection takes the gemv (1-2 tokens) and there are no q/k norms, the gemv's
   // epilogue applies the rope and the cache store (gemv_rope_takes).
-  void rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                                  const Tensor& weight, const Tensor* bias, const Tensor& qkv, int num_q_heads,
-                                  int num_kv_heads, int head_dim, const Tensor* q_norm, const Tensor* k_norm,
-                                  const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
-                                  const AttentionMetadata& meta) override;
-  void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv, int num_q_heads,
-                         int num_kv_heads, int head_dim, const Tensor* q_norm, const Tensor* k_norm, float eps,
-                         const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
-                         const AttentionMetadata& meta) override;
+  void rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
+                                  const RopeStoreEpilogue& epi) override;
+  void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
+                         const RopeStoreEpilogue& epi) override;
   void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                            const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
@@ -190,13 +181,11 @@ class CudaBackend : public Backend {
   void rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache& cache, const AttentionMetadata& meta,
                        const char* op = "qk_norm_rope_store") const;
   // Whether the qkv gemv applies the rope itself (its caller has checked that the gemv takes it).
-  bool gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                       const Tensor* k_norm, const KVCache& cache) const;
+  bool gemv_rope_takes(int64_t n, const RopeStoreEpilogue& epi) const;
   // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
   // norm != nullptr, else x.
   void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,
-                       const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor& positions,
-                       const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta, int64_t tokens);
+                       const Tensor& qkv, const RopeStoreEpilogue& epi, int64_t tokens);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.
   bool use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                 bool norm_prologue = false) const;

@@ -335,50 +335,47 @@ bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, in
   return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) && gemv_norm_fits(tokens, k);
 }
 
-void CudaBackend::rms_norm_linear(const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                                  const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  if (stored_as_codes(weight)) return Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
+void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                  const Tensor& out) {
+  if (stored_as_codes(weight)) return Backend::rms_norm_linear(pro, weight, bias, out);
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
-  if (!use_gemv_norm(residual, weight, n, k)) {
-    Backend::rms_norm_linear(residual, norm_weight, eps, normed, weight, bias, out);
+  if (!use_gemv_norm(pro.residual, weight, n, k)) {
+    Backend::rms_norm_linear(pro, weight, bias, out);
     return;
   }
-  const int64_t tokens = residual.numel() / k;
+  const int64_t tokens = pro.residual.numel() / k;
   MINIVLLM_CHECK(out.defined() && out.device() == DeviceKind::kCuda &&
                  (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32))
       << "rms_norm_linear: out " << out.describe() << " must be a bf16 or f32 CUDA tensor";
   MINIVLLM_CHECK_EQ(rows_with_cols(out, n, "rms_norm_linear", "out"), tokens)
-      << "rms_norm_linear: out " << out.describe() << " for residual " << residual.describe();
-  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear", "norm_weight");
+      << "rms_norm_linear: out " << out.describe() << " for residual " << pro.residual.describe();
+  const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear", "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear", "bias");
-  launch_gemv_norm(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps}, weight.data(),
+  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps}, weight.data(),
                    bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out.dtype() == DType::kF32, tokens, n,
                    k, stream_);
 }
 
-void CudaBackend::rms_norm_linear_act_mul(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                          const Tensor& normed, const Tensor& gate_up_weight, const Tensor& scratch,
+void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
                                           const Tensor& out, Activation act) {
-  if (stored_as_codes(gate_up_weight)) {
-    return Backend::rms_norm_linear_act_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out, act);
-  }
+  if (stored_as_codes(gate_up_weight)) return Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
   check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
       << "rms_norm_linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
   const int64_t inter = gate_up_weight.size(0) / 2, k = gate_up_weight.size(1);
-  if (!use_gemv_norm(residual, gate_up_weight, 2 * inter, k)) {
-    Backend::rms_norm_linear_act_mul(residual, norm_weight, eps, normed, gate_up_weight, scratch, out, act);
+  if (!use_gemv_norm(pro.residual, gate_up_weight, 2 * inter, k)) {
+    Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
     return;
   }
-  const int64_t tokens = residual.numel() / k;
+  const int64_t tokens = pro.residual.numel() / k;
   check_gpu(out, DType::kBF16, "rms_norm_linear_act_mul", "out");
   MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_act_mul", "out"), tokens)
-      << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << residual.describe();
-  const bool norm_f32 = check_weight(norm_weight, k, "rms_norm_linear_act_mul", "norm_weight");
-  launch_gemv_norm_act_mul(GemvNorm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps},
+      << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << pro.residual.describe();
+  const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear_act_mul", "norm_weight");
+  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps},
                            gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
 }
 
@@ -563,11 +560,10 @@ void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache&
   }
 }
 
-void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                     const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
-                                     const Tensor& cos_sin, const KVCache& cache, const AttentionMetadata& meta) {
-  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps, positions, cos_sin);
-  rope_cache_args(a, qkv, cache, meta);
+void CudaBackend::qk_norm_rope_store(const Tensor& qkv, const RopeStoreEpilogue& e) {
+  RopeArgs a = rope_args(qkv, e.num_q_heads, e.num_kv_heads, e.head_dim, e.q_norm, e.k_norm, e.eps, e.positions,
+                         e.cos_sin);
+  rope_cache_args(a, qkv, e.cache, e.meta);
   launch_qk_norm_rope(a, stream_);
 }
 
@@ -576,87 +572,70 @@ void CudaBackend::qk_norm_rope_store(const Tensor& qkv, int num_q_heads, int num
 // qkv are gone. Only without q/k norms (a per-head norm needs the whole head: a cluster of CTAs a
 // head was measured slower, docs/PERFORMANCE.md) and over a bf16 cache (an fp8 row's scale needs
 // the whole row).
-bool CudaBackend::gemv_rope_takes(int64_t n, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                                  const Tensor* k_norm, const KVCache& cache) const {
-  const bool qk_norms = q_norm != nullptr || k_norm != nullptr;
+bool CudaBackend::gemv_rope_takes(int64_t n, const RopeStoreEpilogue& epi) const {
+  const bool qk_norms = epi.q_norm != nullptr || epi.k_norm != nullptr;
+  const KVCache& cache = epi.cache;
   const bool cache_bf16 = !cache.k.defined() || cache.k.empty() || cache.dtype() == DType::kBF16;
-  const bool shape = gemv_rope_fits(n, head_dim) && n == static_cast<int64_t>(num_q_heads + 2 * num_kv_heads) * head_dim;
+  const bool shape = gemv_rope_fits(n, epi.head_dim) &&
+                     n == static_cast<int64_t>(epi.num_q_heads + 2 * epi.num_kv_heads) * epi.head_dim;
   return gemv_rope_ && !qk_norms && cache_bf16 && shape;
 }
 
 void CudaBackend::gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight,
-                                  const Tensor* bias, const Tensor& qkv, int num_q_heads, int num_kv_heads,
-                                  int head_dim, const Tensor& positions, const Tensor& cos_sin, const KVCache& cache,
-                                  const AttentionMetadata& meta, int64_t tokens) {
+                                  const Tensor* bias, const Tensor& qkv, const RopeStoreEpilogue& epi, int64_t tokens) {
   const int64_t n = weight.size(0), k = weight.size(1);
-  RopeArgs a = rope_args(qkv, num_q_heads, num_kv_heads, head_dim, nullptr, nullptr, 0.0f, positions, cos_sin, op);
+  RopeArgs a = rope_args(qkv, epi.num_q_heads, epi.num_kv_heads, epi.head_dim, nullptr, nullptr, 0.0f, epi.positions,
+                         epi.cos_sin, op);
   MINIVLLM_CHECK_EQ(a.tokens, tokens) << op << ": qkv " << qkv.describe() << " for " << tokens << " tokens";
-  rope_cache_args(a, qkv, cache, meta, op);
+  rope_cache_args(a, qkv, epi.cache, epi.meta, op);
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
   const void* b = bias == nullptr ? nullptr : bias->data();
   launch_gemv_rope(norm, x == nullptr ? nullptr : x->data(), weight.data(), b, bias_f32, a, tokens, n, k, stream_);
 }
 
-void CudaBackend::rms_norm_linear_rope_store(const Tensor& residual, const Tensor& norm_weight, float eps,
-                                             const Tensor& normed, const Tensor& weight, const Tensor* bias,
-                                             const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
-                                             const Tensor* q_norm, const Tensor* k_norm, const Tensor& positions,
-                                             const Tensor& cos_sin, const KVCache& cache,
-                                             const AttentionMetadata& meta) {
+void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                             const Tensor& qkv, const RopeStoreEpilogue& epi) {
   constexpr const char* kOp = "rms_norm_linear_rope_store";
-  if (stored_as_codes(weight)) {
-    return Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
-                                               num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
-  }
+  if (stored_as_codes(weight)) return Backend::rms_norm_linear_rope_store(pro, weight, bias, qkv, epi);
   check_gpu(weight, DType::kBF16, kOp, "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
+  const Tensor& residual = pro.residual;
   const bool residual_ok = residual.defined() && residual.device() == DeviceKind::kCuda &&
                            residual.dtype() == DType::kF32 && residual.size(-1) == k;
   const int64_t tokens = residual_ok ? residual.numel() / k : 0;
   const bool prologue = residual_ok && use_gemv_norm(residual, weight, n, k);
-  const bool plain = residual_ok && !prologue && normed.defined() && normed.dtype() == DType::kBF16 &&
-                     normed.numel() == tokens * k && use_gemv(normed, weight, tokens, n, k);
-  if (!(prologue || plain) || !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, cache)) {
-    Backend::rms_norm_linear_rope_store(residual, norm_weight, eps, normed, weight, bias, qkv, num_q_heads,
-                                        num_kv_heads, head_dim, q_norm, k_norm, positions, cos_sin, cache, meta);
+  const bool plain = residual_ok && !prologue && pro.normed.defined() && pro.normed.dtype() == DType::kBF16 &&
+                     pro.normed.numel() == tokens * k && use_gemv(pro.normed, weight, tokens, n, k);
+  if (!(prologue || plain) || !gemv_rope_takes(n, epi)) {
+    Backend::rms_norm_linear_rope_store(pro, weight, bias, qkv, epi);
     return;
   }
   if (prologue) {
-    const bool norm_f32 = check_weight(norm_weight, k, kOp, "norm_weight");
-    const GemvNorm norm{residual.ptr<float>(), norm_weight.data(), norm_f32, eps};
-    gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions, cos_sin,
-                    cache, meta, tokens);
+    const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
+    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps};
+    gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, epi, tokens);
   } else {
-    rms_norm(residual, norm_weight, eps, normed);
-    gemv_rope_store(kOp, nullptr, &normed, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions,
-                    cos_sin, cache, meta, tokens);
+    rms_norm(residual, pro.weight, pro.eps, pro.normed);
+    gemv_rope_store(kOp, nullptr, &pro.normed, weight, bias, qkv, epi, tokens);
   }
 }
 
 void CudaBackend::linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
-                                    int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
-                                    const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin,
-                                    const KVCache& cache, const AttentionMetadata& meta) {
+                                    const RopeStoreEpilogue& epi) {
   constexpr const char* kOp = "linear_rope_store";
-  if (stored_as_codes(weight)) {
-    return Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
-                                      positions, cos_sin, cache, meta);
-  }
+  if (stored_as_codes(weight)) return Backend::linear_rope_store(x, weight, bias, qkv, epi);
   check_gpu(x, DType::kBF16, kOp, "x");
   check_gpu(weight, DType::kBF16, kOp, "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t tokens = rows_with_cols(x, k, kOp, "x");
-  if (!use_gemv(x, weight, tokens, n, k) ||
-      !gemv_rope_takes(n, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, cache)) {
-    Backend::linear_rope_store(x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, q_norm, k_norm, eps,
-                               positions, cos_sin, cache, meta);
+  if (!use_gemv(x, weight, tokens, n, k) || !gemv_rope_takes(n, epi)) {
+    Backend::linear_rope_store(x, weight, bias, qkv, epi);
     return;
   }
-  gemv_rope_store(kOp, nullptr, &x, weight, bias, qkv, num_q_heads, num_kv_heads, head_dim, positions, cos_sin,
-                  cache, meta, tokens);
+  gemv_rope_store(kOp, nullptr, &x, weight, bias, qkv, epi, tokens);
 }
 
 void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
