@@ -32,8 +32,9 @@ constexpr int64_t kSliceAlign = 16;
 constexpr int64_t kMaxDotRows = 4;
 // fp32 bytes of one decoded panel: a thread's whole slice of a small model's weight, so that each
 // thread makes one sgemm call per layer. OpenBLAS packs all T rows of x again for every call, so
-// L2-sized panels (192 KiB, ~85 rows) cost more than they saved: SmolLM2 pp512 went from 551 to
-// 618 tok/s (2 threads) with 4 MiB. The scratch is per thread and allocated once.
+// L2-sized panels (192 KiB, ~85 rows) cost more than they saved: 4 MiB made SmolLM2's prompt
+// processing faster (measured: docs/PERFORMANCE.md, "CPU: weights in their stored format against
+// llama.cpp", "Prompt processing mended"). The scratch is per thread and allocated once.
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
 
 void add_bias(const float* bias, int64_t t, int64_t n, int64_t n0, int64_t n1, float* out) {

@@ -115,8 +115,9 @@ inline __m256i lane_sums8(const __m256i* p) {
 }
 
 // How far ahead of the current block the weight rows are prefetched. The hardware prefetcher alone
-// leaves these kernels well short of the memory's bandwidth: SmolLM2 Q4_1 batch-1 decode on 2 cores
-// ran at 144 tok/s with 1 KiB and 162 with 2-16 KiB (the same within noise; docs/PERFORMANCE.md).
+// leaves these kernels well short of the memory's bandwidth. 4 KiB ahead beat 1 KiB, and 2-16 KiB
+// were the same within noise (measured: docs/PERFORMANCE.md, "CPU: weights in their stored format
+// against llama.cpp", "Decode past llama.cpp").
 constexpr int kPrefetchBytes = 4096;
 
 // One group of eight blocks of one row into its accumulators: acc += (lane sums of p) * d * xd,

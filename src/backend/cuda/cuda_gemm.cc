@@ -14,9 +14,9 @@ LtGemm::LtGemm() {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
   // The heuristic is offered no workspace by default: its split-K and cooperative kernels then drop
   // out, and with them the memset each one needs before it (a graph node that also ends the
-  // programmatic overlap with the kernel before). Measured on both workloads (H100, interleaved):
-  // Llama-3.2-1B 38,607 / 38,617 against 38,388 / 38,366 tok/s, Qwen3-0.6B unchanged
-  // (PERFORMANCE.md). MINIVLLM_LT_WORKSPACE=1 offers the 32 MB again.
+  // programmatic overlap with the kernel before). Faster on the Llama-3.2-1B workload, Qwen3-0.6B
+  // unchanged (measured: PERFORMANCE.md, "H100: the seeds' throughput workload", the 2026-11-26 row
+  // "cuBLASLt offered no workspace"). MINIVLLM_LT_WORKSPACE=1 offers the 32 MB again.
   workspace_bytes_ = knob_flag("MINIVLLM_LT_WORKSPACE") ? kWorkspaceBytes : 0;
   if (workspace_bytes_ > 0) CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }

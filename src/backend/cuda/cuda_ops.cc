@@ -259,10 +259,10 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
 // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused, but the gemv's cost
 // grows with the tokens: every CTA rereads x (M x K) and, with the norm prologue, normalises all M
 // rows of the fp32 residual itself, so at 4 and 8 tokens that L2 traffic is 2-4x the weights'.
-// Measured on H100 (CudaGemvBench.SmallBatches and whole decode graphs, PERFORMANCE.md 2026-11-24):
-// gemv wins everywhere at 1 and 2 tokens; at 4 and 8 only without the norm prologue, for K in
-// (1024, 4096] and tokens x N <= 8192 (Qwen3's o / down at 8 tokens, Llama's o at 4; Llama's
-// K = 8192 down projection, the qkv / gate_up projections and the LM heads go to cuBLASLt).
+// Measured (PERFORMANCE.md, "Small decode batches: gemv or cuBLASLt by tokens"): gemv wins everywhere
+// at 1 and 2 tokens; at 4 and 8 only without the norm prologue, for K in (1024, 4096] and
+// tokens x N <= 8192 (Qwen3's o / down at 8 tokens, Llama's o at 4; Llama's K = 8192 down
+// projection, the qkv / gate_up projections and the LM heads go to cuBLASLt).
 // N % 8 != 0 is never cuBLASLt's.
 bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens, int64_t n, int64_t k,
                            bool norm_prologue) const {
@@ -272,10 +272,11 @@ bool CudaBackend::use_gemv(const Tensor& x, const Tensor& weight, int64_t tokens
 }
 
 // Decode batches past the gemv's, on Hopper: decode_gemm.cu up to 64 tokens, where its weight tiles
-// stream at up to twice the bandwidth of cuBLASLt's kernels (CudaDecodeGemmBench, PERFORMANCE.md).
-// Past that every CTA rereads x once per 128 weight rows and cuBLASLt's larger tiles win, except
-// on the gate/up product whose tiles fill the GPU without a K split (its gated epilogue also saves a
-// launch and the [T, 2I] round trip). MINIVLLM_DECODE_GEMM_TOKENS moves the 64.
+// stream at up to twice the bandwidth of cuBLASLt's kernels (measured: PERFORMANCE.md, "A decode-batch
+// GEMM on wgmma and TMA"). Past that every CTA rereads x once per 128 weight rows and cuBLASLt's
+// larger tiles win, except on the gate/up product whose tiles fill the GPU without a K split (its
+// gated epilogue also saves a launch and the [T, 2I] round trip). MINIVLLM_DECODE_GEMM_TOKENS moves
+// the 64.
 bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const Tensor& out, int64_t tokens, int64_t n,
                                   int64_t k, bool gated) const {
   if (!decode_gemm_ || tokens < 1 || tokens > kDecodeGemmMaxTokens || n % 8 != 0 || k % 8 != 0 || !aligned16(x) ||
@@ -323,9 +324,9 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
 // The RMSNorm prologue inside the gemv pays only for short rows: every CTA reads the whole fp32
 // residual row and the norm weight and reduces the row before its first product, so its cost
 // grows with K while a CTA's weight rows do not shorten. Past kGemvNormMaxK the norm kernel writes
-// the bf16 row once and the plain gemv reads it. H100, batch-1 decode (2026-11-26, one binary,
-// interleaved, two rounds): Llama-3.2-1B (K = 2,048) 851 tok/s fused, 890 / 891 split (qkv and
-// gate/up; 867 / 871 each alone); Qwen3-0.6B (K = 1,024) 1,214 / 1,216 fused, 1,114 / 1,116 split.
+// the bf16 row once and the plain gemv reads it. At batch 1 the split is faster for Llama-3.2-1B's
+// rows of 2,048 and slower for Qwen3-0.6B's rows of 1,024 (measured: PERFORMANCE.md, "The gemv's
+// norm prologue by row length").
 constexpr int64_t kGemvNormMaxK = 1024;
 
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {

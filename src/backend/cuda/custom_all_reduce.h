@@ -36,9 +36,9 @@
 // sentinel; instead each 32-bit word travels with the call's epoch in one 64-bit store, which lands
 // whole, and the reader waits until a word's stamp is this call's. No flags, no fences, no
 // emptying (old stamps never match a newer epoch), two halves in turn. Larger gathers, and all of
-// them with MINIVLLM_STAMPED_GATHER=0 on any rank (agreed), take the flag kernel. Two H100s, in a
-// graph (CudaCommBench.AllGather, 2026-11-28): 1 KB 3.05 us (flag kernel 6.30), 4 KB 3.33 (6.41),
-// 16 KB 7.01 (7.00).
+// them with MINIVLLM_STAMPED_GATHER=0 on any rank (agreed), take the flag kernel. Up to 4 KB the
+// stamped kernel takes about half the flag kernel's time; at 16 KB they are level (measured:
+// PERFORMANCE.md, "Two H200s again: the stamped all-gather").
 //
 // Abort: the spin loops read a host-mapped flag that abort() sets, so kernels waiting for a dead
 // peer quit (the output is then garbage; the communicator is unusable anyway).
@@ -67,11 +67,9 @@ class CustomAllReduce {
   static constexpr size_t kTileBytes = kThreads * 16 * kVecsPerThread;
   // The Lamport kernel's tiles: 16 KB (512 threads x two 16-byte vectors, up to 128 blocks), 8 KB
   // (512 x one) or 4 KB (256 x one, up to 256 blocks); MINIVLLM_AR_TILE_KB=16|8|4, agreed over the
-  // ranks. Smaller tiles spread a decode-sized message over more SMs. Two H100s, 2026-11-27/28, in a
-  // graph (CudaCommBench, 16 / 8 / 4 KB): 2 KB 3.67 / 3.70 / 3.11 us, 512 KB 5.97 / 5.50 / 5.08,
-  // 2 MiB 10.39 / 10.61 / 9.95, 8 MiB 34.5 / 36.5 / 35.7; seeds' workload at world_size 2 (one
-  // call): Llama-3.2-1B 56,709 / 58,427 tok/s (16 / 8 KB), Qwen3-0.6B 32,447 / 33,474; 8 and 4 KB
-  // equal within the runs' spread (docs/PERFORMANCE.md).
+  // ranks. Smaller tiles spread a decode-sized message over more SMs. 8 and 4 KB beat 16 KB on both
+  // workloads at world_size 2 and are level with each other; 4 KB has the lowest latency on small
+  // messages (measured: PERFORMANCE.md, "Smaller Lamport tiles, what the all-reduces still cost").
   static constexpr int kDefaultLamportTileKb = 4;
   static constexpr int kLamportMaxBlocks = 256;  // the Lamport kernel's block counters
   // The stamped gather's largest message a rank (one block; the sampler's stats at 1,024 rows).

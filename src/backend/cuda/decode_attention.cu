@@ -429,9 +429,9 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 // head_dim 128 and 64 of 256 at 64 (16 KB whatever the lane width). Groups up to 2 take 3 stages
 // (up to 128 registers a thread: four CTAs an SM fit by registers and shared memory); larger groups
 // as many stages (up to 4) as keep a CTA, with its static merge rows, within 72 KB (three CTAs an
-// SM). H100, 2026-11-26, the Qwen3-0.6B workload (group 2), 3 against 4 stages, interleaved, four
-// rounds over two device calls: 20,350 / 20,324 / 20,321 / 20,335 against 20,315 / 20,295 / 20,289 /
-// 20,294 tok/s (+0.15%); the kernel alone (CudaBench's batch sweep) within 0.5% either way.
+// SM). At group 2, 3 stages were level with 4 in the kernel alone and a little faster on the
+// Qwen3-0.6B workload (measured: PERFORMANCE.md, "Decode attention: a ring of bulk copies, and group 2
+// on the tensor cores").
 constexpr int kRingCtaSmemBytes = 72 * 1024;
 template <int kHeadDim, int kUnroll, int kElems>
 constexpr int ring_stage_bytes() {

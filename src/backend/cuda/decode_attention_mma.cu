@@ -62,10 +62,9 @@ constexpr int tiles_in(int budget, int tile_bytes, int lo, int hi) {
 // Warp tiles loaded before any is used: about 8 KB of k and v in flight per warp; 16 KB (two tiles)
 // for bf16 at head_dim 128, groups 2 to 8. A warp holding one 8 KB tile had nothing in flight while
 // it computed; two take 254 registers with no spill, still two CTAs an SM (group 1 would spill).
-// H100, 2026-11-27, Qwen3-0.6B workload, interleaved: 20,862 / 20,845 tok/s against 20,653 /
-// 20,622 with one tile (MINIVLLM_DECODE_MMA_TILES=1); one tile pipelined (two register sets,
-// MINIVLLM_DECODE_MMA_PIPE=1) 20,820 / 20,818. Head_dim 64 (Llama) is unchanged by any setting
-// (38,803-38,922 against 38,883; one tile unpipelined 38,395).
+// On the Qwen3-0.6B workload two tiles beat one (MINIVLLM_DECODE_MMA_TILES=1) and one pipelined (two
+// register sets, MINIVLLM_DECODE_MMA_PIPE=1). No setting helps head_dim 64 (Llama) (measured:
+// PERFORMANCE.md, "Two tiles a warp in the bf16 tensor-core decode kernel").
 constexpr int mma_tiles(int head_dim, bool fp8, int group) {
   const int budget = !fp8 && head_dim == 128 && group >= 2 ? 16384 : 8192;
   return tiles_in(budget, kTileKeys * 2 * head_dim * (fp8 ? 1 : 2), 1, 4);

@@ -207,8 +207,9 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
 }
 
 // ---- The tensor-core variant (K a multiple of 64; scale blocks of whole 64-column chunks) ----
-// Decoding e4m3 for FMAs costs about three instructions a weight byte, which caps the kernel above
-// near 2.5 TB/s (PERFORMANCE.md). Here the codes go to f16 with one cvt per pair and into
+// Decoding e4m3 for FMAs costs about three instructions a weight byte, which leaves the kernel above
+// instruction-bound, short of the bf16 gemv's bandwidth (measured: PERFORMANCE.md, "FP8 weights on
+// the GPU"). Here the codes go to f16 with one cvt per pair and into
 // mma.m16n8k16 (f16 in, fp32 accumulation), with x as the A operand (rows = tokens, zero past M)
 // and 8 weight rows as B, so x is converted once per chunk for every row group. A mma's 16 k
 // slots are a permutation of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns

@@ -148,7 +148,8 @@ __device__ void narrow_to_crossing(CdfSmem& sm, float target) {
 // exceeds target wins; when rounding leaves target unreached, the last kept id of that piece with
 // a weight above zero (sampler.h would take the row's last kept id, weightless or not). Each full pass
 // reads the row once, in 128-byte warp loads (a thread per contiguous slice of ids read 32 rows'
-// worth of cache lines per load, and the sampler at batch 256 took 168 us on an H100).
+// worth of cache lines per load, and the sampler was several times slower; measured: PERFORMANCE.md,
+// "H100: the seeds' throughput workload", the 2026-11-23 row of the coalesced sampler).
 template <typename Q>
 __device__ int inverse_cdf(int64_t vocab, Q qof, float t, float u, CdfSmem& sm, const float* first_masses) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -452,10 +453,11 @@ __global__ void shard_merge_kernel(const int32_t* all_picks, int world, int64_t 
 }
 
 // Greedy batches: argmax alone, but over many CTAs. One 1024-thread CTA per row (sample_kernel)
-// streams a 151,936-id row from one SM, ~60 us at batch 1; here kGreedyParts CTAs per row each
-// reduce a contiguous slice to (max, lowest id) and a second kernel merges a row's slices with the
-// same ArgMaxOp, so the result (largest value, lowest id on ties, 0 when no value beats -inf) is
-// that of sample_kernel's greedy path.
+// streams a 151,936-id row from one SM, which is slow even at batch 1 (measured: PERFORMANCE.md,
+// "Greedy argmax in one CTA"); here kGreedyParts CTAs per row each reduce a contiguous slice to
+// (max, lowest id) and a second kernel merges a row's slices with the same ArgMaxOp, so the result
+// (largest value, lowest id on ties, 0 when no value beats -inf) is that of sample_kernel's greedy
+// path.
 constexpr int kGreedyThreads = 256;
 
 __global__ __launch_bounds__(kGreedyThreads) void greedy_partial_kernel(const float* logits, int64_t vocab,
