@@ -57,6 +57,18 @@ std::vector<HostLayer> random_layers(const PdShape& s, std::mt19937& rng) {
   return layers;
 }
 
+// The widths, eps, softmax scale and activation of a model of shape s.
+void set_shape(PersistentDecodeModel& m, const PdShape& s) {
+  m.hidden = s.hidden;
+  m.inter = s.inter;
+  m.num_q_heads = s.nq;
+  m.num_kv_heads = s.nkv;
+  m.head_dim = s.hd;
+  m.eps = 1e-6f;
+  m.scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+  m.activation = Activation::kSilu;
+}
+
 PersistentDecodeModel on_backend(Backend& b, const PdShape& s, const std::vector<HostLayer>& host,
                                  const Tensor& cos_sin) {
   PersistentDecodeModel m;
@@ -75,14 +87,7 @@ PersistentDecodeModel on_backend(Backend& b, const PdShape& s, const std::vector
     m.layers.push_back(l);
   }
   m.cos_sin = upload_f32(b, cos_sin);
-  m.hidden = s.hidden;
-  m.inter = s.inter;
-  m.num_q_heads = s.nq;
-  m.num_kv_heads = s.nkv;
-  m.head_dim = s.hd;
-  m.eps = 1e-6f;
-  m.scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
-  m.activation = Activation::kSilu;
+  set_shape(m, s);
   return m;
 }
 
@@ -336,13 +341,7 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
     }
     const int cols = 40;
     m.cos_sin = upload_f32(b, rope_table(cols * kBlock + 1, shape.hd));
-    m.hidden = shape.hidden;
-    m.inter = shape.inter;
-    m.num_q_heads = shape.nq;
-    m.num_kv_heads = shape.nkv;
-    m.head_dim = shape.hd;
-    m.eps = 1e-6f;
-    m.scale = 0.1f;
+    set_shape(m, shape);
     ASSERT_EQ(b.prepare_persistent_decode(m), "");
     Side s;
     s.b = &b;
