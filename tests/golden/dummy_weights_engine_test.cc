@@ -100,3 +100,32 @@ TEST(DummyWeightsEngine, WithoutTheFlagTheMissingWeightsAreNamed) {
 
 }  // namespace
 }  // namespace minivllm
+
+namespace minivllm {
+namespace {
+
+// MINIVLLM_DECODE_PERSISTENT=1 on a backend without the persistent decode kernel (the CPU's): the
+// model describes its layers, the backend says no, and decode keeps the layer path, token for token.
+TEST(DummyWeightsEngine, PersistentDecodeKnobKeepsTheLayerPathWhereTheBackendHasNoKernel) {
+  const std::string dir = config_only_dir("qwen3-tiny");  // dense, plain RMSNorm: the model asks
+  const auto generate = [&] {
+    EngineConfig c = tiny_config("qwen3-tiny", 1);
+    c.model = dir;
+    c.load_format = "dummy";
+    LLMEngine engine(c);
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& o : engine.generate(prompts(), greedy(12))) out.push_back(o.token_ids);
+    return out;
+  };
+  const auto plain = generate();
+  setenv("MINIVLLM_DECODE_PERSISTENT", "1", 1);
+  const auto knob = generate();
+  unsetenv("MINIVLLM_DECODE_PERSISTENT");
+  EXPECT_EQ(knob, plain);
+  ASSERT_EQ(plain.size(), 3u);
+  EXPECT_EQ(plain[0].size(), 12u);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace minivllm
