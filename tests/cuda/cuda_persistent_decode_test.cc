@@ -378,10 +378,12 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
       std::printf("[pd-trace]   %-22s CTA 0 %7.2f us, slowest CTA %7.2f us\n", names[k], mean0 / n, mean_max / n);
     }
     // CTA 0's attention item of layer 3, in parts (the kernel's sub-stamps).
-    const auto sub = [&](int k) { return at(0, static_cast<int>(kPersistentTraceEvents) - 8 + k); };
+    const auto sub = [&](int k) { return at(0, static_cast<int>(kPersistentTraceEvents) - 16 + k); };
     std::printf("[pd-trace]   layer 3 attention: wait %.2f, q rope %.2f, new k/v %.2f, keys %.2f, merge barrier %.2f, "
                 "merge %.2f us\n", (sub(6) - sub(7)) / 1e3, (sub(1) - sub(0)) / 1e3, (sub(2) - sub(1)) / 1e3,
                 (sub(3) - sub(2)) / 1e3, (sub(4) - sub(3)) / 1e3, (sub(5) - sub(4)) / 1e3);
+    std::printf("[pd-trace]   its first chunk of 32 keys: rows and scores %.2f, softmax and values %.2f us\n",
+                (sub(9) - sub(8)) / 1e3, (sub(10) - sub(9)) / 1e3);
   }
 }
 

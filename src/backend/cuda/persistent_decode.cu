@@ -346,10 +346,11 @@ __device__ __forceinline__ unsigned long long pd_clock() {
   return t;
 }
 
-// Profiling: sub-stamps of one attention item (layer 3), in the last 8 trace slots of each CTA.
+// Profiling: sub-stamps of one attention item (layer 3, warp 0), in the last 16 trace slots of each
+// CTA: 0-7 its parts, 8-10 its first chunk of keys (start, scores done, values added).
 __device__ __forceinline__ void pd_sub_mark(const PdParams& p, int layer, int k, int warp, int lane) {
   if (p.trace != nullptr && layer == 3 && warp == 0 && lane == 0) {
-    p.trace[static_cast<size_t>(blockIdx.x + 1) * p.trace_events - 8 + k] = pd_clock();
+    p.trace[static_cast<size_t>(blockIdx.x + 1) * p.trace_events - 16 + k] = pd_clock();
   }
 }
 
@@ -397,6 +398,8 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
   const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
   using VPack = typename ValuePack<kDims>::type;
   for (int c0 = warp * 32; c0 < ctx; c0 += W * 32) {
+    const bool first = c0 == warp * 32;
+    if (first) pd_sub_mark(p, layer, 8, warp, lane);
     const int j = c0 + lane, n = min(32, ctx - c0);
     const bool valid = lane < n;
     int64_t krow = 0;
@@ -431,6 +434,11 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
                   kf[6] * qb.z + kf[7] * qb.w;
       }
     }
+    if (first) {  // the stamp waits for the scores, and so for the key rows' loads
+      __syncwarp();
+      if (sc[0] == 12345.678f) pd_sub_mark(p, layer, 11, warp, lane);  // never: only a use of sc
+      pd_sub_mark(p, layer, 9, warp, lane);
+    }
 #pragma unroll
     for (int gq = 0; gq < GROUP; ++gq) {
       const float sv = valid ? sc[gq] : -INFINITY;
@@ -449,6 +457,10 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
 #pragma unroll
         for (int d = 0; d < kDims; ++d) acc[gq][d] += pj * vf[d];
       }
+    }
+    if (first) {
+      if (acc[0][0] == 12345.678f) pd_sub_mark(p, layer, 11, warp, lane);  // never: only a use of acc
+      pd_sub_mark(p, layer, 10, warp, lane);
     }
   }
   __syncwarp();
