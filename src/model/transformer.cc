@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "common/check.h"
 #include "common/tuning.h"
@@ -86,7 +87,10 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
     mlp_act_ = backend_.empty(act, {t, inter});
   }
   if (cfg_.moe.any()) moe_ = MoeBuffers::allocate(backend_, cfg_, t, world_, expert_parallel_);
-  if (knob_switch("MINIVLLM_DECODE_PERSISTENT").value_or(false)) prepare_persistent_decode();
+  if (knob_switch("MINIVLLM_DECODE_PERSISTENT").value_or(false)) {
+    prepare_persistent_decode();
+    report_persistent_decode();
+  }
   last_hidden_ = backend_.empty(act, {max_num_seqs, h});
   logits_f32_ = backend_.empty(DType::kF32, {max_num_seqs, v / world_});
   if (world_ > 1 && comm_.rank() == 0) full_logits_ = backend_.empty(DType::kF32, {max_num_seqs, v});
@@ -257,7 +261,7 @@ void Transformer::prepare_persistent_decode() {
   } else if (cfg_.moe.any()) {
     persistent_why_ = "a mixture-of-experts model";
   } else if (t.norm != NormForm::kRms || t.post_norms || t.embed_scale_sqrt_hidden) {
-    persistent_why_ = cfg_.arch_name + "'s norms (the kernel takes plain RMSNorm before each sublayer)";
+    persistent_why_ = "its norms (the kernel takes plain RMSNorm before each sublayer)";
   } else if (sliding || cfg_.rope_dim() != cfg_.head_dim) {
     persistent_why_ = "sliding-window layers or a partial rotary";
   } else if (layers_.empty() || layers_[0].qkv_proj.bias() != nullptr) {
@@ -280,6 +284,13 @@ void Transformer::prepare_persistent_decode() {
   m.activation = t.activation;
   persistent_why_ = backend_.prepare_persistent_decode(m);
   if (persistent_why_.empty()) persistent_ = std::move(m);
+}
+
+// The knob asked for the kernel: say once why this model decodes layer by layer instead.
+void Transformer::report_persistent_decode() const {
+  if (persistent_why_.empty() || comm_.rank() != 0) return;
+  std::fprintf(stderr, "minivllm: MINIVLLM_DECODE_PERSISTENT=1, but %s: %s; decoding layer by layer\n",
+               cfg_.arch_name.c_str(), persistent_why_.c_str());
 }
 
 bool Transformer::use_persistent_decode(const AttentionMetadata& meta, const std::vector<KVCache>& caches) const {

@@ -76,6 +76,7 @@ class Transformer {
   // The persistent decode kernel (issue 50): the model's layers as the backend's one-launch decode
   // reads them, when every layer is one the kernel takes; else why not (persistent_why_).
   void prepare_persistent_decode();
+  void report_persistent_decode() const;
   bool use_persistent_decode(const AttentionMetadata& meta, const std::vector<KVCache>& caches) const;
   // Sandwich norms (Gemma): the sublayer's whole output x W^T (all-reduced) normed by output_norm,
   // added to the residual, and the sum normed by next_norm into hidden for the next sublayer.
