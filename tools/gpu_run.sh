@@ -41,6 +41,11 @@
 #                 on the GPU and on the CPU backend (gguf_<config>_<device>.json), and how many of the
 #                 first tokens agree (random weights: near-ties may part them later). Not part of the
 #                 default run.
+# --only persistent: issue 50's kernel (MINIVLLM_DECODE_PERSISTENT=1). Its tests and per-phase trace
+#                 (test_cuda CudaPersistentDecode*), compute-sanitizer memcheck and synccheck over
+#                 one of them, then batch-1 and 8-sequence decode against the layer path, interleaved
+#                 (bench_ab.sh, dummy weights of $shared's qwen3-0.6b and llama-3.2-1b-instruct
+#                 configs; MINIVLLM_PD_ROUNDS, default 2). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -56,7 +61,7 @@ done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] &&
-         [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+         [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && [ "$1" != persistent ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -171,6 +176,21 @@ if want models; then
     d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
       ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
+  done
+fi
+if want persistent; then
+  step persistent_tests "$bin/test_cuda" --gtest_filter='*CudaPersistentDecode*'
+  grep -E "pd-trace" "$out/persistent_tests.log" | sed 's/^/   /'
+  for tool in memcheck synccheck; do
+    step "persistent_$tool" /usr/local/cuda/bin/compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin/test_cuda" \
+      --gtest_filter='Shapes/CudaPersistentDecode.GraphReplayEqualsEager/qwen3_0_6b_widths'
+  done
+  for m in qwen3-0.6b llama-3.2-1b-instruct; do
+    for args in "--num-seqs 0 --decode-tokens 256" "--num-seqs 8 --decode-tokens 0"; do
+      tools/bench_ab.sh --bin "$bin/minivllm" --model "$shared/models/$m" --rounds "${MINIVLLM_PD_ROUNDS:-2}" \
+        --args "--load-format dummy $args" layers:MINIVLLM_DECODE_PERSISTENT=0 \
+        persistent:MINIVLLM_DECODE_PERSISTENT=1 2>&1 | tail -n 2 | sed "s|^|   $m [$args] |" | tee -a "$out/persistent_ab.txt"
+    done
   done
 fi
 if want gguf-families; then
