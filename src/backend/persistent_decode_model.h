@@ -12,8 +12,9 @@
 
 namespace minivllm {
 
-// Trace events a step records at most (PersistentDecodeModel::trace): 2 + 14 a layer.
-constexpr int64_t kPersistentTraceEvents = 2 + 14 * 96;
+// Trace slots a CTA's row holds (PersistentDecodeModel::trace): one stamp at the start, 12 a layer
+// for up to 96 layers, and 16 at the end for one attention item's parts.
+constexpr int64_t kPersistentTraceEvents = 1 + 12 * 96 + 16;
 
 struct PersistentDecodeLayer {
   Tensor attn_norm, ffn_norm;  // [H]

@@ -24,7 +24,7 @@ constexpr Knob kKnobs[] = {
     // --- the persistent decode kernel (issue 50; backend/cuda/persistent_decode.cu)
     {"MINIVLLM_DECODE_PERSISTENT", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "decode batches the kernel takes (1-8 sequences, dense bf16 models on one GPU) run every layer in one "
-     "launch; 0: layer by layer (off by default until measured, PERFORMANCE.md)"},
+     "launch; 0: layer by layer (off by default: slower than the layer path so far, PERFORMANCE.md)"},
     {"MINIVLLM_DECODE_PERSISTENT_RING", G::kTuning, K::kInt, "", 2, 32, "as many as shared memory holds",
      "weight tiles (16 KB) each SM of the persistent decode kernel keeps in flight"},
     // --- CUDA decode attention (backend/cuda/decode_policy.h picks by shape where a knob is unset)

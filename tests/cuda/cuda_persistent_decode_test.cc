@@ -356,10 +356,10 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
     b.synchronize();
     std::vector<int64_t> tr(static_cast<size_t>(m.trace.numel()));
     b.copy_to_host(tr.data(), m.trace);
-    const char* names[] = {"norm (qkv)", "qkv gemv", "-", "attention (waits on its heads)", "barrier", "copy (o)", "o gemv",
+    const char* names[] = {"norm (qkv)", "qkv gemv", "attention (waits on its heads)", "barrier", "copy (o)", "o gemv",
                            "barrier", "norm (gate/up)", "gate/up gemv", "barrier + copy (down)", "down gemv",
                            "barrier"};
-    const int per = 13;
+    const int per = 12;
     int ctas = 0;
     while (ctas < 2 * sms && tr[static_cast<size_t>(ctas) * kPersistentTraceEvents] != 0) ++ctas;
     const auto at = [&](int cta, int ev) { return tr[static_cast<size_t>(cta) * kPersistentTraceEvents + ev]; };

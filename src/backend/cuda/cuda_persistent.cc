@@ -51,6 +51,9 @@ int64_t widest_k(const PersistentDecodeModel& m) {
 std::string CudaBackend::prepare_persistent_decode(PersistentDecodeModel& m) {
   const int64_t h = m.hidden, inter = m.inter, hd = m.head_dim, nq = m.num_q_heads, nkv = m.num_kv_heads;
   const int64_t layers = static_cast<int64_t>(m.layers.size());
+  const auto ring_slots = [&](int batch) {
+    return pd_ring_slots(batch, widest_k(m), static_cast<int>(hd), static_cast<int>(nq / nkv));
+  };
   std::ostringstream why;
   if (layers < 1 || layers > kPdMaxLayers) {
     why << layers << " layers (the kernel's table holds 1 to " << kPdMaxLayers << ")";
@@ -63,8 +66,7 @@ std::string CudaBackend::prepare_persistent_decode(PersistentDecodeModel& m) {
   } else if (!m.cos_sin.defined() || m.cos_sin.dtype() != DType::kF32 || m.cos_sin.ndim() != 2 ||
              m.cos_sin.size(1) != hd) {
     why << "the rope table must be f32 [positions, head_dim] (a rotary over the whole head)";
-  } else if (pd_ring_slots(kPdMaxBatch, widest_k(m), static_cast<int>(hd), static_cast<int>(nq / nkv)) == 0 &&
-             pd_ring_slots(1, widest_k(m), static_cast<int>(hd), static_cast<int>(nq / nkv)) == 0) {
+  } else if (ring_slots(1) == 0) {
     why << "a row of width " << widest_k(m) << " leaves no room for the weight ring in shared memory";
   }
   for (int64_t l = 0; l < layers && why.tellp() == 0; ++l) {
@@ -80,9 +82,7 @@ std::string CudaBackend::prepare_persistent_decode(PersistentDecodeModel& m) {
   }
   if (why.tellp() != 0) return "the persistent decode kernel cannot take this model: " + why.str();
   int batch = kPdMaxBatch;
-  while (batch > 1 && pd_ring_slots(batch, widest_k(m), static_cast<int>(hd), static_cast<int>(nq / nkv)) == 0) {
-    batch /= 2;
-  }
+  while (batch > 1 && ring_slots(batch) == 0) batch /= 2;
   m.max_batch = batch;
   const ScratchLayout s = scratch_layout(m);
   m.scratch = empty(DType::kU8, {static_cast<int64_t>(s.total)});

@@ -5,10 +5,11 @@
 //   the step computes, so it runs ahead across layer boundaries, bounded only by the ring: while
 //   the consumers wait at a barrier or attend, the next linears' tiles are already arriving.
 // - eight consumer warps walk the step's phases: per layer, the qkv gemv (its input the
-//   RMSNormed residual), attention (q/k norms, rope, the new k and v into the paged cache, keys
-//   split over warps of every CTA), the o gemv (added into the residual), the gate/up gemv (its
-//   activation in the epilogue) and the down gemv (added into the residual). A grid barrier
-//   (persistent_schedule.cuh) separates phases that read what others wrote.
+//   RMSNormed residual), attention (q/k norms, rope, the new k and v into the paged cache; one CTA
+//   per (sequence, kv head), its keys split over the CTA's warps), the o gemv (added into the
+//   residual), the gate/up gemv (its activation in the epilogue) and the down gemv (added into the
+//   residual). A grid barrier (persistent_schedule.cuh) separates phases that read what others
+//   wrote, except qkv and attention: an attention CTA waits only for its heads' qkv tiles.
 // A gemv tile is 8 weight rows x up to 1024 columns. Each consumer warp multiplies its eighth of
 // the columns with mma.m16n8k16, x (the batch, at most 8 rows) as the A operand and the weight rows
 // as B, so a batch of 8 costs the tensor cores what one sequence does; the 8 warps' sums are added
@@ -74,7 +75,8 @@ struct Smem {
   uint64_t* empty;  // [ring_slots]: every consumer warp is done with it
   float* red;       // [2][W][64]: each warp's partial sums of a tile
   float* ss;        // [W][kPdMaxBatch]: each warp's share of the residual rows' sums of squares
-  int* meta;        // [3][kPdMaxBatch]: each sequence's context length, position and cache slot
+  int* meta;        // [4][kPdMaxBatch]: each sequence's context length, position and cache slot (a
+                    // fourth row keeps q 128-byte aligned)
   float* q;         // [W][group][hd]: each warp's rotated queries
   bf16* x;          // [batch][widest_k + 8]: the linear's input
   uint8_t* ring;    // [ring_slots][kSlotBytes]
@@ -128,8 +130,8 @@ __device__ void produce(const PdParams& p, const Smem& s, int lane) {
 
 // ---- the consumers' inputs ----
 // The prologues below run on the critical path right after a grid barrier, so each thread issues
-// kInFlight loads before it uses any: a loop that waited on each load in turn cost one L2 round
-// trip per iteration, which made the kernel latency-bound.
+// kInFlight loads before it uses any: a loop that waits on each load in turn costs one L2 round
+// trip per iteration.
 constexpr int kInFlight = 8;
 
 // RMSNorm of every residual row into x (bf16), spread over every consumer thread: each warp's
@@ -354,6 +356,14 @@ __device__ __forceinline__ void pd_sub_mark(const PdParams& p, int layer, int k,
   }
 }
 
+// The same once `dep` is computed (and so the loads it needs): a stamp under a branch on dep, never
+// taken (slot 15 is otherwise unused), comes first, and volatile asm keeps its order.
+__device__ __forceinline__ void pd_sub_mark_after(const PdParams& p, int layer, int k, int warp, int lane,
+                                                  float dep) {
+  if (dep == 12345.678f) pd_sub_mark(p, layer, 15, warp, lane);
+  pd_sub_mark(p, layer, k, warp, lane);
+}
+
 // Sequence b's keys for kv head kvh and its GROUP query heads, on every consumer warp of this CTA:
 // warp w takes the 32-key chunks w, w + W, ...; lane j scores key j of a chunk (its whole row), then
 // every lane adds its HD / 32 dims of the values. The warps' (max, sum, values) meet in shared
@@ -434,11 +444,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
                   kf[6] * qb.z + kf[7] * qb.w;
       }
     }
-    if (first) {  // the stamp waits for the scores, and so for the key rows' loads
-      __syncwarp();
-      if (sc[0] == 12345.678f) pd_sub_mark(p, layer, 11, warp, lane);  // never: only a use of sc
-      pd_sub_mark(p, layer, 9, warp, lane);
-    }
+    if (first) pd_sub_mark_after(p, layer, 9, warp, lane, sc[0]);  // the key rows loaded and scored
 #pragma unroll
     for (int gq = 0; gq < GROUP; ++gq) {
       const float sv = valid ? sc[gq] : -INFINITY;
@@ -458,10 +464,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
         for (int d = 0; d < kDims; ++d) acc[gq][d] += pj * vf[d];
       }
     }
-    if (first) {
-      if (acc[0][0] == 12345.678f) pd_sub_mark(p, layer, 11, warp, lane);  // never: only a use of acc
-      pd_sub_mark(p, layer, 10, warp, lane);
-    }
+    if (first) pd_sub_mark_after(p, layer, 10, warp, lane, acc[0][0]);  // the values added
   }
   __syncwarp();
   pd_sub_mark(p, layer, 3, warp, lane);
@@ -575,7 +578,6 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const __
       }
     }
     mark();
-    mark();  // (the grid barrier this stamp closed is gone: attention waits on head_ready)
     attention_phase<HD, GROUP>(p, L, s, l, warp, lane);
     mark();
     sync_grid();
