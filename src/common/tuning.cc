@@ -72,6 +72,8 @@ constexpr Knob kKnobs[] = {
      "to bf16 at load (A/B, and activations kept in bf16)"},
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
+    {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
+     "groups of 8 rows a CTA of the FP8 register gemv takes (x converted once for all of them)"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

@@ -103,7 +103,9 @@ TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
   };
   for (const Shape& s : {Shape{384, 512, Grid::kBlock128}, Shape{4224, 1024, Grid::kBlock128},
                          Shape{384, 512, Grid::kPerRow}, Shape{200, 256, Grid::kPerRow},
-                         Shape{96, 160, Grid::kBlock32}, Shape{1, 2048, Grid::kPerRow}}) {
+                         Shape{96, 160, Grid::kBlock32}, Shape{1, 2048, Grid::kPerRow},
+                         // more CTAs than a GPU holds at once, and a last CTA with 11 of its 16 rows
+                         Shape{17003, 512, Grid::kPerRow}}) {
     const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
     for (int64_t tokens : {1, 2, 3, 8, 9, 37, 300}) check_linear(b, c, tokens, tokens % 2 == 1, rng);
   }
@@ -113,26 +115,33 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(82);
-  for (Grid g : {Grid::kBlock128, Grid::kPerRow, Grid::kBlock32}) {
-    const int64_t inter = 256, k = 384;
-    const Fp8Case gu = make_case(b, 2 * inter, k, g, rng);
-    const Fp8Case down = make_case(b, k, inter, g, rng);
-    for (int64_t tokens : {1, 5, 40}) {
-      const std::string tag = gu.name + " M=" + std::to_string(tokens);
-      Tensor x = random_values({tokens, k}, rng);
-      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter}), sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
-      Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
-      b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
-      b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
-      expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "act_mul " + tag);
+  struct Dims {
+    int64_t inter, k;
+  };
+  // 1536 x 1024: several chunks a warp on the tensor-core kernel for both linears (K = 1024, 1536).
+  for (const Dims d : {Dims{256, 384}, Dims{1536, 1024}}) {
+    for (Grid g : {Grid::kBlock128, Grid::kPerRow, Grid::kBlock32}) {
+      const int64_t inter = d.inter, k = d.k;
+      const Fp8Case gu = make_case(b, 2 * inter, k, g, rng);
+      const Fp8Case down = make_case(b, k, inter, g, rng);
+      for (int64_t tokens : {1, 5, 40}) {
+        const std::string tag = gu.name + " M=" + std::to_string(tokens);
+        Tensor x = random_values({tokens, k}, rng);
+        Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+        Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
+        Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+        b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
+        b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
+        expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "act_mul " + tag);
 
-      Tensor h = random_values({tokens, inter}, rng);
-      Tensor res = random_values({tokens, k}, rng);
-      Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
-      Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
-      b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
-      b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
-      expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name);
+        Tensor h = random_values({tokens, inter}, rng);
+        Tensor res = random_values({tokens, k}, rng);
+        Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+        Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
+        b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
+        b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+        expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name);
+      }
     }
   }
 }
@@ -198,7 +207,8 @@ TEST(CudaFp8Linear, OnlineQuantizationGivesTheHostBytes) {
 }
 
 // Batch-1 decode bandwidth of the FP8 gemv against the bf16 gemv on Llama-3.1-8B's projections
-// (prints, never asserts speed): weights in enough copies that L2 cannot serve them.
+// (prints, never asserts speed): weights in enough copies that L2 cannot serve them. Starred rows: the
+// gated and residual epilogues of the FP8 gemv (the bf16 column stays the plain store).
 TEST(CudaFp8LinearBench, GemvBandwidth) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   cudaStream_t s;
@@ -206,16 +216,18 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
   struct Shape {
     const char* name;
     int64_t n, k;
+    cuda::Fp8GemvOut e = cuda::Fp8GemvOut::kStore;  // kActMul: n counts W's rows, gate and up
   };
   for (const Shape& sh : {Shape{"qkv", 6144, 4096}, Shape{"o", 4096, 4096}, Shape{"gate_up", 28672, 4096},
-                          Shape{"down", 4096, 14336}}) {
+                          Shape{"gate_up*", 28672, 4096, cuda::Fp8GemvOut::kActMul}, Shape{"down", 4096, 14336},
+                          Shape{"down*", 4096, 14336, cuda::Fp8GemvOut::kAddF32}}) {
     for (int64_t tokens : {1, 4}) {
       const RotatedWeights weights(sh.n, sh.k);  // bf16 bytes; the FP8 gemv reads the first half of each as codes
       const int copies = weights.copies();
       const int calls = copies * std::max(1, (40 + copies - 1) / copies);
       void *x = nullptr, *out = nullptr, *grid = nullptr;
       CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(tokens * sh.k) * 2));
-      CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 2));
+      CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 4));  // fp32 for kAddF32
       CUDA_CHECK(cudaMalloc(&grid, static_cast<size_t>(sh.n) * 4));
       CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
       CUDA_CHECK(cudaMemset(grid, 0, static_cast<size_t>(sh.n) * 4));
@@ -225,8 +237,9 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
       const double fp8_us = graph_median_us_per_call(s, calls, [&] {
         for (int c = 0; c < calls; ++c) {
           const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1, sh.k, 1};
-          cuda::launch_gemv_fp8(x, w, nullptr, false, out, false, cuda::Fp8GemvOut::kStore, Activation::kSilu, tokens,
-                                sh.n, sh.k, s);
+          const bool gated = sh.e == cuda::Fp8GemvOut::kActMul;
+          cuda::launch_gemv_fp8(x, w, nullptr, false, out, sh.e == cuda::Fp8GemvOut::kAddF32, sh.e, Activation::kSilu,
+                                tokens, gated ? sh.n / 2 : sh.n, sh.k, s);
         }
       });
       const double bytes = static_cast<double>(sh.n * sh.k);

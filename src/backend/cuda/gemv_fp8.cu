@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/gemv_fp8_common.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "common/tuning.h"
@@ -38,24 +39,6 @@ __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
     const float2 t = __half22float2(*reinterpret_cast<const __half2*>(&raw));
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
-  }
-}
-
-// Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
-// epilogue says; both kernels' argument structs name the output fields alike.
-template <Fp8GemvOut E, typename A>
-__device__ __forceinline__ void finish(const A& g, int m, int64_t row, float s, float up) {
-  if constexpr (E == Fp8GemvOut::kActMul) {
-    s = gate_act(s, g.act) * up;
-  } else if (g.bias != nullptr) {
-    s += load_weight(g.bias, g.bias_f32, row);
-  }
-  if constexpr (E == Fp8GemvOut::kAddF32) {
-    static_cast<float*>(g.out)[m * g.n + row] += s;  // this CTA owns the element: no race
-  } else if (g.out_f32) {
-    static_cast<float*>(g.out)[m * g.n + row] = s;
-  } else {
-    static_cast<__nv_bfloat16*>(g.out)[m * g.n + row] = __float2bfloat16(s);
   }
 }
 
@@ -168,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(Args g) {
     s += partial[i][m * R + r];
     if constexpr (kGated) up += partial[i][m * R + kRowsOut + r];
   }
-  finish<E>(g, m, row, s, up);
+  fp8_gemv_finish<E>(g, m, row, s, up);
 }
 
 template <int M, int R, Fp8GemvOut E>
@@ -209,88 +192,73 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
 // ---- The tensor-core variant (K a multiple of 64; scale blocks of whole 64-column chunks) ----
 // Decoding e4m3 for FMAs costs about three instructions a weight byte, which leaves the kernel above
 // instruction-bound, short of the bf16 gemv's bandwidth (measured: PERFORMANCE.md, "FP8 weights on
-// the GPU"). Here the codes go to f16 with one cvt per pair and into
-// mma.m16n8k16 (f16 in, fp32 accumulation), with x as the A operand (rows = tokens, zero past M)
-// and 8 weight rows as B, so x is converted once per chunk for every row group. A mma's 16 k
-// slots are a permutation of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns
-// columns 16t + 4j .. + 3 of chunk mma j, so it loads 16 contiguous codes of its weight row and 16
-// contiguous values of token g's x. Products are exact (e4m3 and bf16 values fit f16 but for x
-// below f16's normal range), sums fp32, as the kernel above.
+// the GPU"). Here the codes go to f16 with one cvt per pair and into mma.m16n8k16 (f16 in, fp32
+// accumulation), with x as the A operand (rows = tokens, zero past M) and 8 weight rows as B, so x
+// is converted once per chunk for all of a CTA's row groups (gemv_fp8_common.cuh has the layout).
+// Products are exact (e4m3 and bf16 values fit f16 but for x below f16's normal range), sums fp32.
+// Decoding the codes with integer operations instead of cvt was slower (PERFORMANCE.md).
 constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
-constexpr int kUnroll = 4;  // chunks a warp keeps in flight
+constexpr int kChunk = kFp8MmaChunk;
 
-struct MmaArgs {
-  const __nv_bfloat16* x;  // [M, K]
-  Fp8Weight w;
-  const void* bias;
-  bool bias_f32;
-  void* out;
-  bool out_f32;
-  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
-  int64_t k;
-  int tokens;
-  Activation act;
-};
-
-// Two bf16 (a 32-bit word) as f16x2.
-__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t u) {
-  const float lo = __uint_as_float(u << 16), hi = __uint_as_float(u & 0xffff0000u);
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Two e4m3 codes (the low 16 bits) as f16x2.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// One CTA: 8 output rows (kActMul: 8 gate rows and their 8 up rows, G = 2 row groups), K split
-// over the warps chunk by chunk, partial sums met in shared memory.
-template <Fp8GemvOut E>
-__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
-  constexpr int G = E == Fp8GemvOut::kActMul ? 2 : 1;
+// One CTA: NG groups of 8 output rows (kActMul: NG groups of gate rows and their NG groups of up
+// rows, G = 2 NG row groups), K split over the warps chunk by chunk, partial sums met in shared
+// memory. A warp keeps U chunks of each of its G row groups in flight; the first U are loaded
+// before the PDL wait, since W depends on no earlier kernel.
+template <Fp8GemvOut E, int NG, int U>
+__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g) {
+  constexpr bool kGated = E == Fp8GemvOut::kActMul;
+  constexpr int G = kGated ? 2 * NG : NG;
   __shared__ float partial[kMmaWarps][G][8][8];  // [warp][group][token][row]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gi = lane >> 2, t = lane & 3;
   const int64_t n = g.n, k = g.k, chunks = k / kChunk;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 8 * NG;
   const uint8_t* wrow[G];  // the weight row this lane loads in each group (past n: the last one)
   int64_t srow[G][2];      // the weight rows of this lane's two accumulators (B columns 2t, 2t + 1)
 #pragma unroll
   for (int j = 0; j < G; ++j) {
-    const int64_t base = j == 0 ? row0 : n + row0;
-    const int64_t last = j == 0 ? n - 1 : 2 * n - 1;
+    const bool up = kGated && j >= NG;
+    const int64_t base = (up ? n : 0) + row0 + 8 * (up ? j - NG : j);
+    const int64_t last = up ? 2 * n - 1 : n - 1;
     wrow[j] = g.w.codes + min(base + gi, last) * k + 16 * t;
     srow[j][0] = min(base + 2 * t, last);
     srow[j][1] = min(base + 2 * t + 1, last);
   }
   const bool row_scale = g.w.block_cols >= k;  // one scale per row: applied once, at the end
+
+  uint4 wv[U][G];
+  auto load_w = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        wv[u][j] = c < chunks ? load_streaming(reinterpret_cast<const uint4*>(wrow[j] + c * kChunk))
+                              : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  load_w(warp);
   pdl_launch_dependents();
   pdl_wait();
 
   float acc[G][2] = {};
   const __nv_bfloat16* xrow = g.x + static_cast<int64_t>(gi < g.tokens ? gi : 0) * k + 16 * t;
   const bool has_token = gi < g.tokens;
-  for (int64_t c0 = warp; c0 < chunks; c0 += kMmaWarps * kUnroll) {
-    uint4 wv[kUnroll][G];
-    uint4 xv[kUnroll][2];
+  for (int64_t c0 = warp; c0 < chunks; c0 += kMmaWarps * U) {
+    if (c0 != warp) load_w(c0);
+    uint4 xv[U][2];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
-      const bool in = c < chunks;
-#pragma unroll
-      for (int j = 0; j < G; ++j) {
-        wv[u][j] = in ? load_streaming(reinterpret_cast<const uint4*>(wrow[j] + c * kChunk)) : make_uint4(0, 0, 0, 0);
-      }
+      const bool in = c < chunks && has_token;
       const uint4* xp = reinterpret_cast<const uint4*>(xrow + c * kChunk);
-      xv[u][0] = in && has_token ? __ldg(xp) : make_uint4(0, 0, 0, 0);
-      xv[u][1] = in && has_token ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
+      xv[u][0] = in ? __ldg(xp) : make_uint4(0, 0, 0, 0);
+      xv[u][1] = in ? __ldg(xp + 1) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
       if (c >= chunks) break;
       const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
@@ -298,7 +266,8 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
       float part[G][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // mma q: this lane's columns 16t + 4q .. + 3
-        const uint32_t a[4] = {bf16x2_to_f16x2(xw[2 * q]), 0u, bf16x2_to_f16x2(xw[2 * q + 1]), 0u};
+        uint32_t a[4];
+        x_fragment(xw, q, a);
 #pragma unroll
         for (int j = 0; j < G; ++j) {
           const uint32_t word = q == 0 ? wv[u][j].x : q == 1 ? wv[u][j].y : q == 2 ? wv[u][j].z : wv[u][j].w;
@@ -312,8 +281,10 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
           acc[j][1] += part[j][1];
         } else {
           const int64_t kb = c * kChunk / g.w.block_cols;
-          acc[j][0] = fmaf(part[j][0], __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols + kb), acc[j][0]);
-          acc[j][1] = fmaf(part[j][1], __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols + kb), acc[j][1]);
+          const float s0 = __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols + kb);
+          const float s1 = __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols + kb);
+          acc[j][0] = fmaf(part[j][0], s0, acc[j][0]);
+          acc[j][1] = fmaf(part[j][1], s1, acc[j][1]);
         }
       }
     }
@@ -328,24 +299,42 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
     partial[warp][j][gi][2 * t + 1] = acc[j][1];
   }
   __syncthreads();
-  if (threadIdx.x >= 64) return;
-  const int m = threadIdx.x >> 3, r = threadIdx.x & 7;
+  // Thread (m, r) of the 64 * NG finishes token m's output row row0 + r.
+  if (threadIdx.x >= 64 * NG) return;
+  const int m = threadIdx.x / (8 * NG), r = threadIdx.x % (8 * NG);
   const int64_t row = row0 + r;
   if (m >= g.tokens || row >= n) return;
   float s = 0.0f, up = 0.0f;
 #pragma unroll
   for (int w = 0; w < kMmaWarps; ++w) {
-    s += partial[w][0][m][r];
-    up += partial[w][G - 1][m][r];
+    s += partial[w][r / 8][m][r % 8];
+    if constexpr (kGated) up += partial[w][NG + r / 8][m][r % 8];
   }
-  finish<E>(g, m, row, s, up);
+  fp8_gemv_finish<E>(g, m, row, s, up);
+}
+
+// Row groups a CTA of the register kernel takes (MINIVLLM_FP8_GEMV_GROUPS).
+int env_row_groups() {
+  static const int groups = static_cast<int>(knob_number("MINIVLLM_FP8_GEMV_GROUPS"));
+  return groups;
+}
+
+template <Fp8GemvOut E, int NG>
+void launch_mma_ng(const Fp8MmaArgs& g, cudaStream_t stream) {
+  constexpr int kG = (E == Fp8GemvOut::kActMul ? 2 : 1) * NG;
+  constexpr int kU = kG >= 4 ? 2 : 4;  // 64-128 bytes of W in flight per lane
+  launch_with_pdl(gemv_fp8_mma_kernel<E, NG, kU>, dim3(static_cast<unsigned>(ceil_div(g.n, 8 * NG))),
+                  dim3(kMmaThreads), 0, stream, g);
+  CUDA_CHECK_LAUNCH();
 }
 
 template <Fp8GemvOut E>
-void launch_mma(const MmaArgs& g, cudaStream_t stream) {
-  launch_with_pdl(gemv_fp8_mma_kernel<E>, dim3(static_cast<unsigned>(ceil_div(g.n, 8))), dim3(kMmaThreads), 0, stream,
-                  g);
-  CUDA_CHECK_LAUNCH();
+void launch_mma(const Fp8MmaArgs& g, cudaStream_t stream) {
+  switch (env_row_groups()) {
+    case 4: return launch_mma_ng<E, 4>(g, stream);
+    case 2: return launch_mma_ng<E, 2>(g, stream);
+    default: return launch_mma_ng<E, 1>(g, stream);
+  }
 }
 
 bool mma_takes(const Fp8Weight& w, int64_t k) {
@@ -363,7 +352,7 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
       << " rows, K a multiple of 16 and scale blocks of a multiple of 16 columns (got " << w.block_rows << "x"
       << w.block_cols << ")";
   if (mma_takes(w, k)) {
-    MmaArgs m{};
+    Fp8MmaArgs m{};
     m.x = static_cast<const __nv_bfloat16*>(x);
     m.w = w;
     m.bias = bias;
