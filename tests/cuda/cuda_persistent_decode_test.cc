@@ -1,15 +1,17 @@
 // The persistent decode kernel (issue 50) against the CPU backend's layer-by-layer ops and against
 // the CUDA backend's own plain path: random dense models of the Qwen3 and Llama shapes (and odd
 // widths), several sequences of odd context lengths across block boundaries, a padding row, two
-// steps (the second reads the first one's k and v back from the cache), and graph replay equal to
-// eager, bit for bit.
+// steps (the second reads the first one's k and v back from the cache), graph replay equal to
+// eager, bit for bit, and steps beside another stream's work (no deadlock, the same bits).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -295,6 +297,58 @@ TEST_P(CudaPersistentDecode, GraphReplayEqualsEager) {
   body();
   EXPECT_EQ(download(b, s.residual), replayed) << "replay on new metadata vs eager";
   EXPECT_NE(replayed, eager1);
+}
+
+// The kernel waits on other CTAs (grid barriers, head counters), which deadlocks unless every CTA is
+// resident at once. The cooperative launch guarantees that (persistent_schedule.cuh): a grid it
+// cannot place whole waits for room instead of starting part of itself. Here a second backend keeps
+// the same GPU busy with GEMMs on its own stream from another thread while the kernel runs step after
+// step; every step must finish, and give the bits it gives alone.
+TEST_P(CudaPersistentDecode, CompletesBesideOtherWork) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const PdShape shape = GetParam();
+  auto gpu_backend = make_cuda_backend(0);
+  auto other_backend = make_cuda_backend(0);
+  Backend& b = *gpu_backend;
+  std::mt19937 rng(70);
+  const std::vector<HostLayer> host = random_layers(shape, rng);
+  const int cols = 40, num_blocks = 120;
+  Side s;
+  s.b = &b;
+  s.m = on_backend(b, shape, host, rope_table(cols * kBlock + 1, shape.hd));
+  fill_caches(s, shape, num_blocks, 9);
+  ASSERT_EQ(b.prepare_persistent_decode(s.m), "");
+  const Tensor in = random_values({3, shape.hidden}, rng);
+  set_step(s, make_step({129, 7, 450}, num_blocks, cols, false, 5), in);
+  const Tensor input = b.empty(DType::kF32, {3, shape.hidden});
+  b.copy(input, s.residual);
+  b.persistent_decode(s.m, s.residual, s.positions, s.caches, s.meta);
+  const std::vector<float> alone = download(b, s.residual);
+
+  Backend& o = *other_backend;
+  const Tensor x = upload(o, random_values({2048, 4096}, rng));
+  const Tensor w = upload(o, random_values({4096, 4096}, rng));
+  const Tensor y = o.empty(DType::kBF16, {2048, 4096});
+  std::atomic<bool> stop{false};
+  std::atomic<int> gemms{0};
+  std::thread busy([&] {
+    while (!stop.load()) {
+      for (int i = 0; i < 8; ++i) o.linear(x, w, nullptr, y);  // about 0.3 ms of work each on an H200
+      o.synchronize();
+      gemms += 8;
+    }
+  });
+  while (gemms.load() == 0) std::this_thread::yield();  // the other stream is running
+  for (int step = 0; step < 50; ++step) {
+    b.copy(s.residual, input);
+    b.persistent_decode(s.m, s.residual, s.positions, s.caches, s.meta);
+    EXPECT_EQ(download(b, s.residual), alone) << "step " << step << " beside the other stream's GEMMs";
+  }
+  const int during = gemms.load();
+  stop = true;
+  busy.join();
+  std::printf("[pd-beside] %s: 50 steps beside %d GEMMs of 2048 x 4096 x 4096 on another stream\n", shape.name,
+              during);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaPersistentDecode, ::testing::ValuesIn(kShapes),

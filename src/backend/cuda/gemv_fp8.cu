@@ -227,11 +227,15 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g)
   }
   const bool row_scale = g.w.block_cols >= k;  // one scale per row: applied once, at the end
 
+  // A warp's U chunks of a step: consecutive (each row's 64 * U bytes read as whole 128-byte lines by
+  // one warp), or kMmaWarps apart (each line's halves read by two warps).
+  const int64_t ustep = g.consecutive ? 1 : kMmaWarps;
+  const int64_t first = g.consecutive ? static_cast<int64_t>(warp) * U : warp;
   uint4 wv[U][G];
   auto load_w = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+      const int64_t c = c0 + u * ustep;
 #pragma unroll
       for (int j = 0; j < G; ++j) {
         wv[u][j] = c < chunks ? load_streaming(reinterpret_cast<const uint4*>(wrow[j] + c * kChunk))
@@ -239,19 +243,19 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g)
       }
     }
   };
-  load_w(warp);
+  load_w(first);
   pdl_launch_dependents();
   pdl_wait();
 
   float acc[G][2] = {};
   const __nv_bfloat16* xrow = g.x + static_cast<int64_t>(gi < g.tokens ? gi : 0) * k + 16 * t;
   const bool has_token = gi < g.tokens;
-  for (int64_t c0 = warp; c0 < chunks; c0 += kMmaWarps * U) {
-    if (c0 != warp) load_w(c0);
+  for (int64_t c0 = first; c0 < chunks; c0 += kMmaWarps * U) {
+    if (c0 != first) load_w(c0);
     uint4 xv[U][2];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+      const int64_t c = c0 + u * ustep;
       const bool in = c < chunks && has_token;
       const uint4* xp = reinterpret_cast<const uint4*>(xrow + c * kChunk);
       xv[u][0] = in ? __ldg(xp) : make_uint4(0, 0, 0, 0);
@@ -259,7 +263,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g)
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + static_cast<int64_t>(u) * kMmaWarps;
+      const int64_t c = c0 + u * ustep;
       if (c >= chunks) break;
       const uint32_t xw[8] = {xv[u][0].x, xv[u][0].y, xv[u][0].z, xv[u][0].w,
                               xv[u][1].x, xv[u][1].y, xv[u][1].z, xv[u][1].w};
@@ -319,6 +323,12 @@ int env_row_groups() {
   return groups;
 }
 
+// MINIVLLM_FP8_GEMV_CONSECUTIVE: a warp's chunks of a step side by side (whole cache lines).
+bool env_consecutive() {
+  static const bool on = knob_flag("MINIVLLM_FP8_GEMV_CONSECUTIVE");
+  return on;
+}
+
 template <Fp8GemvOut E, int NG>
 void launch_mma_ng(const Fp8MmaArgs& g, cudaStream_t stream) {
   constexpr int kG = (E == Fp8GemvOut::kActMul ? 2 : 1) * NG;
@@ -363,6 +373,7 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
     m.k = k;
     m.tokens = static_cast<int>(tokens);
     m.act = act;
+    m.consecutive = env_consecutive();
     switch (e) {
       case Fp8GemvOut::kStore: return launch_mma<Fp8GemvOut::kStore>(m, stream);
       case Fp8GemvOut::kActMul: return launch_mma<Fp8GemvOut::kActMul>(m, stream);

@@ -24,6 +24,7 @@ struct Fp8MmaArgs {
   int64_t k;
   int tokens;
   Activation act;
+  bool consecutive;  // a warp's chunks of a step are consecutive (MINIVLLM_FP8_GEMV_CONSECUTIVE)
 };
 
 // The tensor-core kernels' step: 64 columns, four mma.m16n8k16 whose 16 k slots are a permutation

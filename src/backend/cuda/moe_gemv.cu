@@ -1,8 +1,9 @@
 // Mixture of experts at decode sizes (T <= kMoeGemvMaxTokens): the experts' MLPs as gemvs over
-// the (token, slot) pairs, with no grouping. Like gemv.cu, a stream over the weights: each warp
-// owns an output and its lanes split the reduction into 16-byte chunks, kUnroll of them in flight a
-// lane, the weights read through load_streaming and the activations through L1. Only the chosen
-// experts' rows are read; a pair routed to another rank's expert costs nothing (moe.h).
+// the (token, slot) pairs, with no grouping. Like gemv.cu, a stream over the weights: lanes split a
+// row's reduction into 16-byte chunks, several in flight a lane, the weights read through
+// load_streaming and the activations through L1 (gate/up: a warp an output; down: a warp a slot of
+// two output rows). Only the chosen experts' rows are read; a pair routed to another rank's expert
+// costs nothing (moe.h).
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -77,54 +78,71 @@ __global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid
   if (lane == 0) static_cast<__nv_bfloat16*>(a.out)[pair * a.inter + col] = __float2bfloat16(gate_act(g, a.act) * u);
 }
 
-// Grid (ceil(H / kWarps), T): CTA (x, t) serves token t; warp w its output row r = x kWarps + w,
-// summed over the token's slots: its lanes take the (slot, chunk) items in order, so the weighted
-// sum over the slots is fused into the reduction (fixed order: deterministic), and out[t, r] is
-// this warp's alone. Dynamic shared memory: the slots' weight pointers and routing weights.
-__global__ void __launch_bounds__(kThreads) moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a,
-                                                                     const __grid_constant__ MoeExpertTable table) {
-  extern __shared__ uint4 smem[];
-  const uint4** slot_w = reinterpret_cast<const uint4**>(smem);            // [k], nullptr: not local
-  float* slot_g = reinterpret_cast<float*>(slot_w + a.k);                  // [k]
+// The down projection, the weighted sum over a token's slots added into out: grid (ceil(H /
+// kDownRows), T), 8 warps a CTA. CTA (x, t) serves token t's rows x kDownRows ..; warp w takes the
+// token's slots w, w + 8, ..., and its lanes 16-byte chunks of the slot's expert rows, every chunk of
+// a step loaded before any is used (at I = 768, one step holds the whole row), so a warp waits on
+// memory once per slot it takes. (A warp per output row over all k slots waited k I / 256 times a
+// lane and was 8% slower at batch 1: PERFORMANCE.md.) Each warp's slots are summed in slot order,
+// the warps' sums in warp order: deterministic.
+constexpr int kDownWarps = 8;
+constexpr int kDownThreads = kDownWarps * 32;
+constexpr int kDownRows = 2;    // output rows a CTA takes
+constexpr int kDownSteps = 4;   // chunks of each row a lane has in flight
+
+__global__ void __launch_bounds__(kDownThreads)
+    moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
+  __shared__ float part[kDownWarps][kDownRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
-  const int k = a.k;
-  for (int j = threadIdx.x; j < k; j += kThreads) {
-    const int e = a.ids[t * k + j] - a.first_expert;
-    const bool local = e >= 0 && e < a.num_local;
-    slot_w[j] = local ? static_cast<const uint4*>(table.w[e]) : nullptr;
-    slot_g[j] = local ? a.weights[t * k + j] : 0.0f;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  const int chunks = static_cast<int>(a.inter / 8);
+  float acc[kDownRows] = {};
+  for (int j = warp; j < a.k; j += kDownWarps) {
+    const int e = a.ids[t * a.k + j] - a.first_expert;
+    if (e < 0 || e >= a.num_local) continue;  // another rank's expert: it adds nothing here
+    const float gw = a.weights[t * a.k + j];
+    const uint4* w = static_cast<const uint4*>(table.w[e]);
+    const uint4* act = a.in + (t * a.k + j) * static_cast<int64_t>(chunks);
+    float s[kDownRows] = {};
+    for (int c0 = lane; c0 < chunks; c0 += 32 * kDownSteps) {
+      uint4 wv[kDownSteps][kDownRows], av[kDownSteps];
+#pragma unroll
+      for (int u = 0; u < kDownSteps; ++u) {
+        const int c = c0 + 32 * u;
+#pragma unroll
+        for (int r = 0; r < kDownRows; ++r) {
+          const int64_t row = min(row0 + r, a.hidden - 1);
+          wv[u][r] = c < chunks ? load_streaming(w + row * chunks + c) : make_uint4(0, 0, 0, 0);
+        }
+        av[u] = c < chunks ? __ldg(act + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kDownSteps; ++u) {
+#pragma unroll
+        for (int r = 0; r < kDownRows; ++r) s[r] += dot8(av[u], wv[u][r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) acc[r] = fmaf(gw, s[r], acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (threadIdx.x >= kDownRows) return;
+  const int64_t row = row0 + threadIdx.x;
   if (row >= a.hidden) return;
-  const int chunks = static_cast<int>(a.inter / 8);
-  const int items = k * chunks;
-  const uint4* act = a.in + t * k * static_cast<int64_t>(chunks);  // the token's k rows
-  float acc = 0.0f;
-  for (int q0 = lane; q0 < items; q0 += 32 * kUnroll) {
-    uint4 wv[kUnroll], av[kUnroll];
-    float gv[kUnroll];
+  float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kUnroll; ++i) {
-      const int q = q0 + i * 32;
-      const int j = q / chunks, c = q - j * chunks;
-      const uint4* w = q < items ? slot_w[j] : nullptr;
-      wv[i] = w != nullptr ? load_streaming(w + row * chunks + c) : make_uint4(0, 0, 0, 0);
-      av[i] = w != nullptr ? __ldg(act + static_cast<int64_t>(j) * chunks + c) : make_uint4(0, 0, 0, 0);
-      gv[i] = w != nullptr ? slot_g[j] : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kUnroll; ++i) acc = fmaf(gv[i], dot8(av[i], wv[i]), acc);
-  }
-  acc = warp_sum(acc);
-  if (lane == 0) {
-    if (a.out_f32) {
-      static_cast<float*>(a.out)[t * a.hidden + row] += acc;
-    } else {
-      __nv_bfloat16* o = static_cast<__nv_bfloat16*>(a.out) + t * a.hidden + row;
-      *o = __float2bfloat16(__bfloat162float(*o) + acc);
-    }
+  for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
+  if (a.out_f32) {
+    static_cast<float*>(a.out)[t * a.hidden + row] += sum;
+  } else {
+    __nv_bfloat16* o = static_cast<__nv_bfloat16*>(a.out) + t * a.hidden + row;
+    *o = __float2bfloat16(__bfloat162float(*o) + sum);
   }
 }
 
@@ -167,14 +185,12 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
                               const MoeShape& s, void* out, bool out_f32, cudaStream_t stream) {
   if (s.tokens == 0) return;
   check_shape("moe_gemv_down_add", s);
-  MINIVLLM_CHECK(s.k <= 1024) << "moe_gemv_down_add: top-" << s.k << " (the slots' table holds 1024)";
   MoeGemvArgs a = args(act, ids, s);
   a.weights = weights;
   a.out = out;
   a.out_f32 = out_f32;
-  const size_t smem = static_cast<size_t>(s.k) * (sizeof(const void*) + sizeof(float));
-  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, kWarps)), static_cast<unsigned>(s.tokens));
-  moe_gemv_down_add_kernel<<<grid, kThreads, smem, stream>>>(a, down);
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, kDownRows)), static_cast<unsigned>(s.tokens));
+  moe_gemv_down_add_kernel<<<grid, kDownThreads, 0, stream>>>(a, down);
   CUDA_CHECK_LAUNCH();
 }
 
