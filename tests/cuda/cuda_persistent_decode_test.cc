@@ -207,6 +207,17 @@ std::vector<float> delta(Backend& b, const Tensor& residual, const Tensor& befor
 
 class CudaPersistentDecode : public ::testing::TestWithParam<PdShape> {};
 
+// The single-backend tests' setup: a random model of `shape` on b with its caches filled (block
+// tables of kCols columns over kNumBlocks blocks); the caller prepares the kernel.
+constexpr int kCols = 40, kNumBlocks = 120;
+Side gpu_side(Backend& b, const PdShape& shape, std::mt19937& rng, uint32_t cache_seed) {
+  Side s;
+  s.b = &b;
+  s.m = on_backend(b, shape, random_layers(shape, rng), rope_table(kCols * kBlock + 1, shape.hd));
+  fill_caches(s, shape, kNumBlocks, cache_seed);
+  return s;
+}
+
 TEST_P(CudaPersistentDecode, MatchesCpuAndPlainPathOverTwoSteps) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const PdShape shape = GetParam();
@@ -259,12 +270,8 @@ TEST_P(CudaPersistentDecode, GraphReplayEqualsEager) {
   auto gpu_backend = make_cuda_backend(0);
   Backend& b = *gpu_backend;
   std::mt19937 rng(60);
-  const std::vector<HostLayer> host = random_layers(shape, rng);
-  const int cols = 40, num_blocks = 120;
-  Side s;
-  s.b = &b;
-  s.m = on_backend(b, shape, host, rope_table(cols * kBlock + 1, shape.hd));
-  fill_caches(s, shape, num_blocks, 8);
+  const int cols = kCols, num_blocks = kNumBlocks;
+  Side s = gpu_side(b, shape, rng, 8);
   ASSERT_EQ(b.prepare_persistent_decode(s.m), "");
   const std::vector<int32_t> ctx1 = {200, 45}, ctx2 = {33, 630};
   const Tensor in = random_values({2, shape.hidden}, rng);
@@ -311,15 +318,10 @@ TEST_P(CudaPersistentDecode, CompletesBesideOtherWork) {
   auto other_backend = make_cuda_backend(0);
   Backend& b = *gpu_backend;
   std::mt19937 rng(70);
-  const std::vector<HostLayer> host = random_layers(shape, rng);
-  const int cols = 40, num_blocks = 120;
-  Side s;
-  s.b = &b;
-  s.m = on_backend(b, shape, host, rope_table(cols * kBlock + 1, shape.hd));
-  fill_caches(s, shape, num_blocks, 9);
+  Side s = gpu_side(b, shape, rng, 9);
   ASSERT_EQ(b.prepare_persistent_decode(s.m), "");
   const Tensor in = random_values({3, shape.hidden}, rng);
-  set_step(s, make_step({129, 7, 450}, num_blocks, cols, false, 5), in);
+  set_step(s, make_step({129, 7, 450}, kNumBlocks, kCols, false, 5), in);
   const Tensor input = b.empty(DType::kF32, {3, shape.hidden});
   b.copy(input, s.residual);
   b.persistent_decode(s.m, s.residual, s.positions, s.caches, s.meta);
