@@ -73,9 +73,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
-     "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (x converted once for all of them)"},
+     "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (2: +9% at batch 1, PERFORMANCE.md \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row (whole cache lines)"},
+     "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row (whole lines; +0.5-2%, same entry)"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch
