@@ -76,6 +76,8 @@ constexpr Knob kKnobs[] = {
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (2: +9% at batch 1, PERFORMANCE.md \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row (whole lines; +0.5-2%, same entry)"},
+    {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): not yet run on a GPU"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

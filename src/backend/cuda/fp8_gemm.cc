@@ -30,7 +30,8 @@ bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
 // Fast accumulation (cuBLASLt's FAST_ACCUM: the FP8 tensor cores' own accumulator, without
 // promoting partial sums to fp32 along K) is what inference engines run FP8 GEMMs with; measured
 // against the promoting kernels in PERFORMANCE.md. MINIVLLM_FP8_FAST_ACCUM=0 turns it off.
-Fp8Gemm::Fp8Gemm() : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")) {
+Fp8Gemm::Fp8Gemm()
+    : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")), outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -50,11 +51,12 @@ Fp8Gemm::~Fp8Gemm() {
 }
 
 // Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
-// alone (no scale modes: the epilogue scales).
+// alone (the epilogue scales), or with outer-vector scales: W's N row scales for A, x's T token
+// scales for B (their pointers are set per call: a plan serves every weight of its shape).
 Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
-  const auto [tokens, n, k, out_f32] = key;
+  const auto [tokens, n, k, out_f32, outer] = key;
   Plan p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -62,6 +64,11 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
   const int8_t fast = fast_accum_ ? 1 : 0;
   set_attr(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
+  if (outer) {
+    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode));
+    set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
+  }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, tokens, n));
@@ -92,7 +99,11 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   const int64_t n = w.size(0), k = w.size(1), tokens = x.numel() / k;
   if (tokens == 0 || n == 0) return true;
   if (!fp8_gemm_takes(s, n, k)) return false;
-  Plan* p = plan_for(Key{tokens, n, k, out_f32});
+  // The scales in the GEMM where asked for and cuBLASLt has an algorithm (no bias: the epilogue
+  // adds it), else the bare codes and the epilogue.
+  Plan* p = outer_vec_ && bias == nullptr ? plan_for(Key{tokens, n, k, out_f32, true}) : nullptr;
+  const bool outer = p != nullptr;
+  if (!outer) p = plan_for(Key{tokens, n, k, out_f32, false});
   if (p == nullptr) return false;
   grow_device_scratch(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "FP8 linear",
                       "cuBLASLt workspace");
@@ -104,9 +115,17 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   auto* scales = static_cast<float*>(x_scales_);
   launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
   const float alpha = 1.0f, beta = 0.0f;
+  if (outer) {  // W's grid is [N, 1] here (fp8_gemm_takes: one scale per row)
+    const void* a_scales = s.grid.data();
+    const void* b_scales = scales;
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
+  }
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, codes, p->b, &beta, out, p->c, out, p->c,
                               &p->algo, workspace_, kWorkspaceBytes, stream));
-  launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
+  if (!outer) {
+    launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
+  }
   return true;
 }
 

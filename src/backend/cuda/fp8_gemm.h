@@ -4,7 +4,10 @@
 // dynamic scale per token. cuBLASLt on the GPU machine takes no per-block or per-vector scales
 // (its BLK128x128 / VEC128 modes found no algorithm on the H200, PERFORMANCE.md), so the GEMM runs
 // on the bare codes and an epilogue kernel applies x's per-token and W's per-row scales, as vLLM's
-// W8A8 kernels do; per-channel and per-tensor checkpoints and online FP8 have such scales.
+// W8A8 kernels do; per-channel and per-tensor checkpoints and online FP8 have such scales. With
+// MINIVLLM_FP8_OUTER_VEC=1 the GEMM applies those two scale vectors itself (cuBLASLt's OUTER_VEC_32F
+// mode, one pass over y fewer) where cuBLASLt has an algorithm for it and there is no bias; else the
+// epilogue as before.
 // Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no and
 // the caller decodes the weight to bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
 // Plans are cached per shape, as LtGemm's; scratch (x's codes and scales, the decoded weight)
@@ -51,11 +54,12 @@ class Fp8Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
+  bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   std::map<Key, Plan> plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
