@@ -160,6 +160,7 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_COMM_TEST_SCENARIO", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' scenario"},
     {"MINIVLLM_COMM_TEST_BOOTSTRAP", G::kTooling, K::kText, "", 0, 0, "", "the communicator tests' bootstrap"},
     {"MINIVLLM_BENCH_SWEEP_VARIANTS", G::kTooling, K::kText, "", 0, 0, "", "the decode sweep bench's variants"},
+    {"MINIVLLM_BENCH_B1_VARIANTS", G::kTooling, K::kText, "", 0, 0, "", "the batch-1 decode attention bench's variants"},
     {"MINIVLLM_BENCH_DECODE_PARTITIONS", G::kTooling, K::kText, "", 0, 0, "", "the decode sweep bench's splits"},
     {"MINIVLLM_TEST_ENV_SWITCH", G::kTooling, K::kText, "", 0, 0, "", "env_switch's own test"},
 };

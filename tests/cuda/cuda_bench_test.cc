@@ -210,6 +210,44 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
   }
 }
 
+// Batch 1: one sequence's decode attention, the latency each layer of a batch-1 token pays, for the
+// shapes batch-1 decode runs (Qwen3-0.6B, Llama-3.2-1B, the 8B models, Qwen3-30B-A3B's group 8) at
+// short and long contexts, under the split and kernel settings that decide it. In the engine it is
+// 10-15 us a layer for a few hundred keys (PERFORMANCE.md, stop 59), far above its bytes; this is
+// the bench to find why. Graphs of 10 calls: run the binary once more with MINIVLLM_NO_PDL=1 to see
+// each call alone, not overlapping the one before. MINIVLLM_BENCH_B1_VARIANTS (comma list of tags)
+// runs only those variants.
+TEST(CudaBench, DecodeAttentionBatchOne) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  struct Shape {
+    const char* name;
+    int nq, nkv, hd;
+  };
+  struct Variant {
+    const char* tag;
+    const char* knob;  // nullptr: the defaults
+    const char* value;
+  };
+  const Variant variants[] = {{"default", nullptr, nullptr},
+                              {"simt", "MINIVLLM_DECODE_MMA", "0"},
+                              {"minpart16", "MINIVLLM_DECODE_MIN_PARTITION", "16"},
+                              {"minpart256", "MINIVLLM_DECODE_MIN_PARTITION", "256"},
+                              {"narrow", "MINIVLLM_DECODE_WIDE", "0"}};
+  const std::vector<std::string> wanted = env_list("MINIVLLM_BENCH_B1_VARIANTS");
+  for (const Shape& sh : {Shape{"qwen3_0_6b", 16, 8, 128}, Shape{"llama_1b", 32, 8, 64}, Shape{"llama_8b", 32, 8, 128},
+                          Shape{"qwen3_30b_a3b", 32, 4, 128}}) {
+    for (int ctx : {64, 300, 1024, 4096}) {
+      for (const Variant& v : variants) {
+        if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
+        if (v.knob != nullptr) setenv(v.knob, v.value, 1);
+        const std::string name = std::string("b1_") + sh.name + "_" + std::to_string(ctx) + "_" + v.tag;
+        bench_decode(sh.nq, sh.nkv, sh.hd, 1, ctx, 256, name.c_str());
+        if (v.knob != nullptr) unsetenv(v.knob);
+      }
+    }
+  }
+}
+
 // The tensor-core decode kernel against the CUDA-core ones (MINIVLLM_DECODE_MMA=1 / 0), in one run:
 // the engine's shapes at 256 x 1,024 keys and on the workload's mixed contexts, bf16 and fp8, and
 // 16 / 32 sequences of 700 keys.
