@@ -68,10 +68,7 @@ step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"
          [ $rc -ne 0 ] && status=1; return $rc; }
 
 if [ -n "$prebuilt" ]; then
-  bin="$(cd "$prebuilt" && pwd)"; export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-  # NCCL is not carried (218 MB): take the machine's, e.g. the one torch ships.
-  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-  [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
+  . tools/gpu_env.sh "$prebuilt"; bin="$gpu_bin"
 else
   step build bash -c "cmake --preset release && cmake --build --preset release" || exit 1
   bin="build/release"
