@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
-#include "backend/cuda/gemv_fp8_common.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "common/tuning.h"
@@ -39,6 +38,24 @@ __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
     const float2 t = __half22float2(*reinterpret_cast<const __half2*>(&raw));
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
+  }
+}
+
+// Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
+// epilogue says; both kernels' argument structs name the output fields alike.
+template <Fp8GemvOut E, typename A>
+__device__ __forceinline__ void finish(const A& g, int m, int64_t row, float s, float up) {
+  if constexpr (E == Fp8GemvOut::kActMul) {
+    s = gate_act(s, g.act) * up;
+  } else if (g.bias != nullptr) {
+    s += load_weight(g.bias, g.bias_f32, row);
+  }
+  if constexpr (E == Fp8GemvOut::kAddF32) {
+    static_cast<float*>(g.out)[m * g.n + row] += s;  // this CTA owns the element: no race
+  } else if (g.out_f32) {
+    static_cast<float*>(g.out)[m * g.n + row] = s;
+  } else {
+    static_cast<__nv_bfloat16*>(g.out)[m * g.n + row] = __float2bfloat16(s);
   }
 }
 
@@ -151,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gemv_fp8_kernel(Args g) {
     s += partial[i][m * R + r];
     if constexpr (kGated) up += partial[i][m * R + kRowsOut + r];
   }
-  fp8_gemv_finish<E>(g, m, row, s, up);
+  finish<E>(g, m, row, s, up);
 }
 
 template <int M, int R, Fp8GemvOut E>
@@ -194,19 +211,58 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
 // instruction-bound, short of the bf16 gemv's bandwidth (measured: PERFORMANCE.md, "FP8 weights on
 // the GPU"). Here the codes go to f16 with one cvt per pair and into mma.m16n8k16 (f16 in, fp32
 // accumulation), with x as the A operand (rows = tokens, zero past M) and 8 weight rows as B, so x
-// is converted once per chunk for all of a CTA's row groups (gemv_fp8_common.cuh has the layout).
-// Products are exact (e4m3 and bf16 values fit f16 but for x below f16's normal range), sums fp32.
+// is converted once per chunk for all of a CTA's row groups. A mma's 16 k slots are a permutation
+// of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns columns 16t + 4j .. + 3 of
+// chunk mma j, so it loads 16 contiguous codes of its weight row and 16 contiguous values of token
+// g's x. Products are exact (e4m3 and bf16 values fit f16 but for x below f16's normal range), sums
+// fp32.
 // Decoding the codes with integer operations instead of cvt was slower (PERFORMANCE.md).
 constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kChunk = kFp8MmaChunk;
+constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
+
+struct MmaArgs {
+  const __nv_bfloat16* x;  // [M, K]
+  Fp8Weight w;
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
+  int64_t k;
+  int tokens;
+  Activation act;
+  bool consecutive;  // a warp's chunks of a step are consecutive (MINIVLLM_FP8_GEMV_CONSECUTIVE)
+};
+
+// Two bf16 (the high halves of lo and hi, or their low halves) as f16x2.
+__device__ __forceinline__ uint32_t bf16_pair_to_f16x2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Two e4m3 codes (the low 16 bits) as f16x2.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// mma q's A operand from this lane's 16 bf16 values of x (eight 32-bit words): k pairs (4q, 4q + 1)
+// and (4q + 2, 4q + 3), rows past the tokens zero.
+__device__ __forceinline__ void x_fragment(const uint32_t (&xw)[8], int q, uint32_t (&a)[4]) {
+  const uint32_t x01 = xw[2 * q], x23 = xw[2 * q + 1];
+  a[0] = bf16_pair_to_f16x2(__uint_as_float(x01 << 16), __uint_as_float(x01 & 0xffff0000u));
+  a[1] = 0u;
+  a[2] = bf16_pair_to_f16x2(__uint_as_float(x23 << 16), __uint_as_float(x23 & 0xffff0000u));
+  a[3] = 0u;
+}
 
 // One CTA: NG groups of 8 output rows (kActMul: NG groups of gate rows and their NG groups of up
 // rows, G = 2 NG row groups), K split over the warps chunk by chunk, partial sums met in shared
 // memory. A warp keeps U chunks of each of its G row groups in flight; the first U are loaded
 // before the PDL wait, since W depends on no earlier kernel.
 template <Fp8GemvOut E, int NG, int U>
-__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g) {
+__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int G = kGated ? 2 * NG : NG;
   __shared__ float partial[kMmaWarps][G][8][8];  // [warp][group][token][row]
@@ -314,7 +370,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(Fp8MmaArgs g)
     s += partial[w][r / 8][m][r % 8];
     if constexpr (kGated) up += partial[w][NG + r / 8][m][r % 8];
   }
-  fp8_gemv_finish<E>(g, m, row, s, up);
+  finish<E>(g, m, row, s, up);
 }
 
 // Row groups a CTA of the register kernel takes (MINIVLLM_FP8_GEMV_GROUPS).
@@ -330,7 +386,7 @@ bool env_consecutive() {
 }
 
 template <Fp8GemvOut E, int NG>
-void launch_mma_ng(const Fp8MmaArgs& g, cudaStream_t stream) {
+void launch_mma_ng(const MmaArgs& g, cudaStream_t stream) {
   constexpr int kG = (E == Fp8GemvOut::kActMul ? 2 : 1) * NG;
   constexpr int kU = kG >= 4 ? 2 : 4;  // 64-128 bytes of W in flight per lane
   launch_with_pdl(gemv_fp8_mma_kernel<E, NG, kU>, dim3(static_cast<unsigned>(ceil_div(g.n, 8 * NG))),
@@ -339,7 +395,7 @@ void launch_mma_ng(const Fp8MmaArgs& g, cudaStream_t stream) {
 }
 
 template <Fp8GemvOut E>
-void launch_mma(const Fp8MmaArgs& g, cudaStream_t stream) {
+void launch_mma(const MmaArgs& g, cudaStream_t stream) {
   switch (env_row_groups()) {
     case 4: return launch_mma_ng<E, 4>(g, stream);
     case 2: return launch_mma_ng<E, 2>(g, stream);
@@ -362,7 +418,7 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
       << " rows, K a multiple of 16 and scale blocks of a multiple of 16 columns (got " << w.block_rows << "x"
       << w.block_cols << ")";
   if (mma_takes(w, k)) {
-    Fp8MmaArgs m{};
+    MmaArgs m{};
     m.x = static_cast<const __nv_bfloat16*>(x);
     m.w = w;
     m.bias = bias;

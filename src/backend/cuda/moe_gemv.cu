@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid
 // token's slots w, w + 8, ..., and its lanes 16-byte chunks of the slot's expert rows, every chunk of
 // a step loaded before any is used (at I = 768, one step holds the whole row), so a warp waits on
 // memory once per slot it takes. (A warp per output row over all k slots waited k I / 256 times a
-// lane and was 8% slower at batch 1: PERFORMANCE.md.) Each warp's slots are summed in slot order,
-// the warps' sums in warp order: deterministic.
+// lane, and was slower: PERFORMANCE.md.) Each warp's slots are summed in slot order, the warps'
+// sums in warp order: deterministic.
 constexpr int kDownWarps = 8;
 constexpr int kDownThreads = kDownWarps * 32;
 constexpr int kDownRows = 2;    // output rows a CTA takes
