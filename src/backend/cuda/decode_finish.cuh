@@ -89,18 +89,42 @@ __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const 
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // The weights 2^(lse_i - max) of the splits, per q head, from one of three places:
-  // - registers, for 2 to 8 splits (a small batch at a short context, the latency-bound case):
-  //   every thread loads each split's lse and partial at once, one L2 round trip with no barrier;
-  // - shared memory, for 9 to 64 splits: the lse values once per q head, then the partials;
-  // - L2 again, per thread, for more.
+  // The weights 2^(lse_i - max) of the splits, per q head, and the partials, by how many splits hold
+  // keys and how many outputs a thread merges (kIters):
+  // - up to 8 splits (a small batch at a short context, the latency-bound case):
+  //   - at most two outputs a thread (groups up to 2 at head_dim 128 and 4-warp CTAs), or more
+  //     than eight: the thread loads each split's lse and partial at once, one L2 round trip per
+  //     two outputs, no barrier;
+  //   - three to eight (groups 4 and 8 at head_dim 128): every partial the thread merges is loaded
+  //     into registers first, all at once, then the lse values go through shared memory (one load
+  //     a (head, split)) while they are in flight. Per output, group 8's batch-1 attention spent
+  //     more in this merge than in its keys (PERFORMANCE.md, "The split merge in one round trip");
+  // - 9 to 64 splits: the lse values through shared memory, the partials from L2;
+  // - more: lse and partials from L2 per thread.
   constexpr int kRegSplits = 8;
   constexpr int kMaxSmemSplits = 64;
+  constexpr int kIters = (kGroup * kHeadDim + kCtaThreads - 1) / kCtaThreads;  // outputs a thread merges
   __shared__ float sm_w[kGroup][kMaxSmemSplits];
   __shared__ float sm_inv[kGroup];
-  const bool in_regs = used <= kRegSplits;
-  const bool in_smem = !in_regs && used <= kMaxSmemSplits;
-  if (in_smem) {  // uniform over the CTA
+  constexpr bool kRegPath = kIters > 2 && kIters * kRegSplits <= 64;
+  const bool in_regs = kRegPath && used <= kRegSplits;
+  const bool per_thread = !kRegPath && used <= kRegSplits;
+  const bool in_smem = !per_thread && used <= kMaxSmemSplits;  // uniform over the CTA
+  const int outputs = heads * kHeadDim;
+  float po[kRegPath ? kIters : 1][kRegSplits];
+  if (in_regs) {
+#pragma unroll
+    for (int it = 0; it < (kRegPath ? kIters : 1); ++it) {
+      const int idx = threadIdx.x + it * kCtaThreads;
+      const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + head0 + idx / kHeadDim) * num_splits;
+#pragma unroll
+      for (int i = 0; i < kRegSplits; ++i) {
+        po[it][i] = idx < outputs && i < used ? __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + idx % kHeadDim)
+                                              : 0.0f;
+      }
+    }
+  }
+  if (in_smem) {
     for (int idx = threadIdx.x; idx < heads * used; idx += kCtaThreads) {
       const int g = idx / used, i = idx % used;
       const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + head0 + g) * num_splits;
@@ -115,18 +139,33 @@ __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const 
         sm_w[g][i] = exp2f(sm_w[g][i] - mx);
         sum += sm_w[g][i];
       }
+      for (int i = used; i < kRegSplits; ++i) sm_w[g][i] = 0.0f;  // the register path's unused slots
       sm_inv[g] = 1.0f / sum;
     }
     __syncthreads();
   }
+  const int64_t out0 = static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(head0) * kHeadDim;
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + out0;
+  if (in_regs) {
+#pragma unroll
+    for (int it = 0; it < (kRegPath ? kIters : 1); ++it) {
+      const int idx = threadIdx.x + it * kCtaThreads;
+      if (idx >= outputs) break;
+      const int g = idx / kHeadDim;
+      float o = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRegSplits; ++i) o = fmaf(sm_w[g][i], po[it][i], o);
+      out[idx] = __float2bfloat16(o * sm_inv[g]);
+    }
+    return;
+  }
 #pragma unroll 2
-  for (int idx = threadIdx.x; idx < heads * kHeadDim; idx += kCtaThreads) {
+  for (int idx = threadIdx.x; idx < outputs; idx += kCtaThreads) {
     const int g = idx / kHeadDim;
     const int d = idx % kHeadDim;
-    const int h = head0 + g;
-    const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + h) * num_splits;
+    const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + head0 + g) * num_splits;
     float o = 0.0f, sum = 0.0f;
-    if (in_regs) {
+    if (per_thread) {
       float lse[kRegSplits], po[kRegSplits];
 #pragma unroll
       for (int i = 0; i < kRegSplits; ++i) {
@@ -155,9 +194,7 @@ __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const 
         o += w * __ldcg(scratch.partial_o + (row0 + i) * kHeadDim + d);
       }
     }
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + static_cast<int64_t>(seq) * a.num_q_heads * kHeadDim +
-                         static_cast<int64_t>(h) * kHeadDim;
-    out[d] = __float2bfloat16(o / sum);
+    out[idx] = __float2bfloat16(o / sum);
   }
 }
 
