@@ -165,18 +165,18 @@ class Ceilings:
         return max(read_bytes / self.bandwidth, compute)
 
 
-def batch1_decode(m, hw):
+def batch1_decode(m, hw, prompt=BENCH_DECODE_PROMPT):
     kv = m.kv_bytes_per_token()
     seconds = 0.0
     for j in range(1, BENCH_DECODE_STEPS + 1):
-        context = BENCH_DECODE_PROMPT + j
+        context = prompt + j
         seconds += hw.step_seconds(m, m.step_read_bytes(1) + context * kv, m.linear_flops_per_token(),
                                    m.head_flops_per_token(), m.attention_flops(context))
     return {
         "tok_s": BENCH_DECODE_STEPS / seconds,
         "ms_per_token": 1e3 * seconds / BENCH_DECODE_STEPS,
         "weight_bytes_per_token": m.step_read_bytes(1),
-        "assumptions": f"`minivllm bench`'s decode run: a {BENCH_DECODE_PROMPT}-token prompt, {BENCH_DECODE_STEPS} "
+        "assumptions": f"`minivllm bench`'s decode run: a {prompt}-token prompt, {BENCH_DECODE_STEPS} "
                        f"decode steps timed; each step reads every weight once (the routed experts of a MoE, the "
                        f"embedding's one row aside) and the sequence's KV at {hw.bandwidth / 1e12:g} TB/s, "
                        f"or computes at the peak if longer",
@@ -307,7 +307,7 @@ def report(args):
                      "fp8_tflops": args.fp8_tflops},
         "weight_bytes_per_gpu": m.memory_bytes(),
         "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token(),
-        "batch1_decode": batch1_decode(m, hw),
+        "batch1_decode": batch1_decode(m, hw, args.decode_context),
         "workload": w,
         "prefill": prefill_alone(m, hw, args.prefill_len, args.prefill_seqs),
     }
@@ -365,6 +365,9 @@ def parse_args(argv):
     ap.add_argument("--num-seqs", type=int, help="the workload's first N sequences (default all)")
     ap.add_argument("--prefill-len", type=int, default=8192, help="prefill-alone prompt length (default 8192)")
     ap.add_argument("--prefill-seqs", type=int, default=16, help="prefill-alone prompts (default 16)")
+    ap.add_argument("--decode-context", type=int, default=BENCH_DECODE_PROMPT,
+                    help=f"the batch-1 run's prompt tokens, as `minivllm bench --decode-context` (default "
+                         f"{BENCH_DECODE_PROMPT})")
     ap.add_argument("--measured-decode-tok-s", type=float, help="a measured batch-1 figure, to state its fraction")
     ap.add_argument("--measured-workload-tok-s", type=float, help="a measured workload figure")
     ap.add_argument("--measured-prefill-tok-s", type=float, help="a measured prefill-alone figure (prompt tok/s)")

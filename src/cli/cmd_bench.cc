@@ -1,6 +1,6 @@
 // `minivllm bench`: nano-vllm's bench.py (256 random prompts, ignore_eos, per-sequence max_tokens,
 // temperature 0.6: output tokens per second over the whole run) plus single-sequence decode speed
-// (one 128-token prompt, greedy, timing only the decode steps).
+// (one prompt of 128 tokens or --decode-context's, greedy, timing only the decode steps).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,11 +76,11 @@ ThroughputResult run_throughput(LLMEngine& engine, const BenchWorkload& w, float
   return r;
 }
 
-DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_tokens) {
-  constexpr size_t kPromptLen = 128;
+// The decode run's prompt: context_len tokens of the workload's first prompt, repeated as needed.
+DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_tokens, int context_len) {
   const auto& src = w.prompt_token_ids.at(0);
-  std::vector<int32_t> prompt(kPromptLen);
-  for (size_t i = 0; i < kPromptLen; ++i) prompt[i] = src[i % src.size()];
+  std::vector<int32_t> prompt(static_cast<size_t>(context_len));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = src[i % src.size()];
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;
@@ -143,6 +143,9 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--num-seqs", "N", "use the first N sequences of the workload; 0 skips the throughput run (default all)")
       .option("--temperature", "T", "sampling temperature of the throughput run (default 0.6)")
       .option("--decode-tokens", "N", "greedy tokens of the decode run; 0 skips it (default 256)")
+      .option("--decode-context", "N",
+              "prompt tokens of the decode run (default 128): batch-1 decode at a long context, as\n"
+              "llama-bench's -d; prompt plus decode tokens must fit max_model_len")
       .option("--repeat", "N",
               "run the workload N times, the prefix cache emptied before each, and report the median run\n"
               "(as llama-bench's -r; default 1)")
@@ -154,6 +157,7 @@ int run_bench(const std::vector<std::string>& argv) {
     const double temperature = a.get_float("--temperature", 0.6);
     if (temperature < 0) throw UsageError("--temperature must be >= 0, got " + *a.get("--temperature"));
     const int decode_tokens = static_cast<int>(a.get_int("--decode-tokens", 256, 0, 1 << 20));
+    const int decode_context = static_cast<int>(a.get_int("--decode-context", 128, 1, 1 << 24));
     const int repeat = static_cast<int>(a.get_int("--repeat", 1, 1, 1000));
     const bool as_json = a.has("--json");
     if (a.has("--dry-run")) {
@@ -168,6 +172,11 @@ int run_bench(const std::vector<std::string>& argv) {
     warm_up(engine, w);
 
     const ResolvedConfig& rc = engine.config();
+    if (decode_tokens > 0 && static_cast<int64_t>(decode_context) + decode_tokens > rc.max_model_length) {
+      throw UsageError("--decode-context " + std::to_string(decode_context) + " plus --decode-tokens " +
+                       std::to_string(decode_tokens) + " exceeds max_model_len " +
+                       std::to_string(rc.max_model_length) + " (raise --max-model-len or lower them)");
+    }
     const int64_t kv_tokens = static_cast<int64_t>(rc.num_kvcache_blocks) * rc.block_size;
     // The KV cache's size in tokens: what kv_cache_dtype fp8 doubles (stderr: stdout may be JSON).
     std::cerr << "KV cache: " << rc.num_kvcache_blocks << " blocks of " << rc.block_size << " tokens = " << kv_tokens
@@ -216,13 +225,16 @@ int run_bench(const std::vector<std::string>& argv) {
       }
     }
     if (decode_tokens > 0) {
-      const DecodeResult d = run_decode(engine, w, decode_tokens);
+      const DecodeResult d = run_decode(engine, w, decode_tokens, decode_context);
       const double tok_s = d.seconds > 0 ? d.tokens / d.seconds : 0.0;
-      report.update({{"decode_tokens", d.tokens}, {"decode_time_s", d.seconds}, {"decode_tok_s", tok_s}});
+      report.update({{"decode_tokens", d.tokens},
+                     {"decode_context", decode_context},
+                     {"decode_time_s", d.seconds},
+                     {"decode_tok_s", tok_s}});
       if (!as_json) {
-        std::cout << format("Decode: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s (batch 1, 128-token prompt)",
-                            static_cast<double>(d.tokens), d.seconds, tok_s)
-                  << std::endl;
+        std::cout << format("Decode: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s", static_cast<double>(d.tokens),
+                            d.seconds, tok_s)
+                  << " (batch 1, " << decode_context << "-token prompt)" << std::endl;
       }
     }
     if (as_json) std::cout << dump_json(report) << std::endl;

@@ -164,6 +164,33 @@ TEST(CliBench, WorkloadFileRunsAndCountsTokens) {
       << text.out;
 }
 
+// --decode-context: the batch-1 run's prompt length (the workload's first prompt repeated), reported
+// in the JSON; one that cannot fit max_model_len with the decode tokens is refused by name.
+TEST(CliBench, DecodeContextSetsTheDecodeRunsPrompt) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const std::string path = testing::TempDir() + "/cli_bench_decode_context.json";
+  std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3,4,5]], "max_tokens": [2]})";
+  const CliResult js = run_cli(concat(
+      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "4", "--decode-context", "300", "--json"},
+      kSmallEngine));
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  const nlohmann::json report = nlohmann::json::parse(js.out);
+  EXPECT_EQ(report["decode_context"], 300);
+  EXPECT_EQ(report["decode_tokens"], 3);
+  const CliResult text = run_cli(concat(
+      {"bench", "--model", kTiny, "--workload", path, "--num-seqs", "0", "--decode-tokens", "2", "--decode-context", "7"},
+      kSmallEngine));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("(batch 1, 7-token prompt)"), std::string::npos) << text.out;
+
+  const CliResult too_long = run_cli(concat(
+      {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "16", "--decode-context", "500"}, kSmallEngine));
+  EXPECT_NE(too_long.exit_code, 0);
+  EXPECT_NE(too_long.err.find("--decode-context 500 plus --decode-tokens 16 exceeds max_model_len 512"),
+            std::string::npos)
+      << too_long.err;
+}
+
 // --repeat 3: three runs, their figures and the median; each run starts from an empty prefix
 // cache, so the 300-token prompt (one full 256-token block) is never found cached, though every run
 // sends it again.

@@ -74,6 +74,10 @@ class KvAndFigures(unittest.TestCase):
         mean_context = 128 + (1 + 255) / 2
         seconds = (m.step_read_bytes(1) + mean_context * m.kv_bytes_per_token()) / 4.3e12
         self.assertAlmostEqual(roofline.batch1_decode(m, hw)["tok_s"], 1 / seconds, delta=1e-6 / seconds)
+        # `bench --decode-context 3000`: the same steps over a longer sequence's KV.
+        long_seconds = (m.step_read_bytes(1) + (3000 + (1 + 255) / 2) * m.kv_bytes_per_token()) / 4.3e12
+        self.assertAlmostEqual(roofline.batch1_decode(m, hw, 3000)["tok_s"], 1 / long_seconds,
+                               delta=1e-6 / long_seconds)
 
     def test_seeds_workload_totals_and_steps(self):
         prompts, outputs = roofline.load_workload(None, None)
