@@ -232,6 +232,45 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
   }
 }
 
+// MINIVLLM_DECODE_HELD_SPLITS: the tensor-core kernels lengthen the plan's splits with each
+// sequence's context, so that at most that many hold its keys (1, 2 and 8 held splits), against the
+// CPU backend: groups 2, 4 and 8 at head_dim 64 and 128, in the engine's 4,096-key tables (a plan of
+// 64-key splits at these batches: the CTAs past the held ones have no keys), one sequence of the
+// whole table, one short one, and four mixed (a split ending mid-block, one key, one mid-tile),
+// bf16 and fp8 caches in turn (fp8 in registers and in the ring), block sizes 16 and 256,
+// NaN-poisoned rows past the contexts. The one-key case checks the floor: a split never shrinks
+// below the plan's length.
+TEST(CudaAttentionShapes, DecodeSplitsFollowTheContext) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads heads[] = {{16, 8, 128}, {32, 8, 128}, {32, 4, 128}, {16, 8, 64}, {32, 4, 64}};
+  const std::vector<std::vector<int>> contexts = {{4096}, {300}, {1500, 1, 701, 4001}};
+  uint32_t seed = 1100;
+  int i = 0;
+  for (const char* held : {"1", "2", "8"}) {
+    for (const Heads& h : heads) {
+      for (const std::vector<int>& ctx : contexts) {
+        const int bs = i % 2 == 0 ? 16 : 256;
+        const bool fp8 = (i / 2) % 2 == 1;
+        ++i;
+        const int longest = *std::max_element(ctx.begin(), ctx.end());
+        AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx, (4096 - longest) / bs + 1);
+        c.poison_cache = true;
+        c.fp8 = fp8;
+        // fp8 caches: the shared-memory ring kernel every other time (small batches take registers).
+        const bool ring = fp8 && i % 4 == 0;
+        const ScopedEnv env(EnvVars{{"MINIVLLM_DECODE_MMA", "1"},
+                                    {"MINIVLLM_DECODE_WIDE", "0"},
+                                    {"MINIVLLM_DECODE_MMA_RING", ring ? "1" : "0"},
+                                    {"MINIVLLM_DECODE_HELD_SPLITS", held}});
+        check(c,
+              std::string("decode, ") + held + " held splits, " + std::to_string(ctx.size()) + " seqs from " +
+                  std::to_string(ctx[0]) + (fp8 ? ring ? ", fp8, ring" : ", fp8" : ""),
+              seed++);
+      }
+    }
+  }
+}
+
 // How the tensor-core register kernel loads its tiles (groups 2 and 4): MINIVLLM_DECODE_MMA_TILES
 // tiles a warp per step, MINIVLLM_DECODE_MMA_PIPE the next step's loads issued before this step's
 // math, every setting the registers allow at each head_dim and cache type (fp8 with the ring off),

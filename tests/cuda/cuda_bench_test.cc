@@ -214,7 +214,8 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
 // shapes batch-1 decode runs (Qwen3-0.6B, Llama-3.2-1B, the 8B models, Qwen3-30B-A3B's group 8) at
 // short and long contexts, under the split and kernel settings that decide it. In the engine it is
 // 10-15 us a layer for a few hundred keys (PERFORMANCE.md, stop 59), far above its bytes; this is
-// the bench to find why. Graphs of 10 calls: run the binary once more with MINIVLLM_NO_PDL=1 to see
+// the bench to find why (stop 60: "Batch-1 decode attention, and the split merge in one round
+// trip"). The held variants lengthen the tensor-core kernels' splits with the context. Graphs of 10 calls: run the binary once more with MINIVLLM_NO_PDL=1 to see
 // each call alone, not overlapping the one before. MINIVLLM_BENCH_B1_VARIANTS (comma list of tags)
 // runs only those variants.
 TEST(CudaBench, DecodeAttentionBatchOne) {
@@ -232,7 +233,10 @@ TEST(CudaBench, DecodeAttentionBatchOne) {
                               {"simt", "MINIVLLM_DECODE_MMA", "0"},
                               {"minpart16", "MINIVLLM_DECODE_MIN_PARTITION", "16"},
                               {"minpart256", "MINIVLLM_DECODE_MIN_PARTITION", "256"},
-                              {"narrow", "MINIVLLM_DECODE_WIDE", "0"}};
+                              {"narrow", "MINIVLLM_DECODE_WIDE", "0"},
+                              {"held4", "MINIVLLM_DECODE_HELD_SPLITS", "4"},
+                              {"held8", "MINIVLLM_DECODE_HELD_SPLITS", "8"},
+                              {"held16", "MINIVLLM_DECODE_HELD_SPLITS", "16"}};
   const std::vector<std::string> wanted = env_list("MINIVLLM_BENCH_B1_VARIANTS");
   for (const Shape& sh : {Shape{"qwen3_0_6b", 16, 8, 128}, Shape{"llama_1b", 32, 8, 64}, Shape{"llama_8b", 32, 8, 128},
                           Shape{"qwen3_30b_a3b", 32, 4, 128}}) {

@@ -66,6 +66,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_seq_order_ = knob_switch("MINIVLLM_DECODE_SEQ_ORDER").value_or(decode_use_seq_order());
   if (const std::optional<bool> ring = knob_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
   decode_mma_pipe_ = knob_flag("MINIVLLM_DECODE_MMA_PIPE");
+  decode_held_splits_ = static_cast<int>(knob_number("MINIVLLM_DECODE_HELD_SPLITS"));
   if (const std::optional<int64_t> t = knob_int("MINIVLLM_DECODE_MMA_TILES")) {
     decode_mma_tiles_ = static_cast<int>(*t);
   }

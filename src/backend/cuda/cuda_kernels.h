@@ -198,6 +198,10 @@ struct AttentionArgs {
   // Sliding window (Backend::attention): the query at position p sees keys p - window < j <= p;
   // 0: every earlier key. The kernels read no cache block wholly before a query's window.
   int window;
+  // Decode, tensor-core kernels: 0, or the most splits that hold a sequence's keys. A CTA then
+  // lengthens the plan's split (graph-constant, from the table's capacity) to cover its sequence's
+  // keys in that many, in whole 64-key granules (decode_attention_mma.cu: mma_prologue).
+  int held_splits;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };

@@ -762,6 +762,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     DecodeMmaLoads loads;
     loads.tiles = decode_mma_tiles_;
     loads.pipe = decode_mma_pipe_;  // tuning only: no shape gained from it (decode_attention_mma.cu)
+    a.held_splits = decode_held_splits_;
     launch_decode_attention_mma(a, split.num_splits, split.partition, ring, loads, scratch, stream_);
     return;
   }

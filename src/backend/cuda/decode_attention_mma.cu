@@ -153,8 +153,12 @@ struct MmaCta {
 // Before the wait: prefetch the warp's first tiles into L2 (the block table is a step input, older
 // keys are not rewritten, and the newest key's write lands in L2). A CTA past its sequence returns
 // false (a padded row's first split writes zeros). Then griddepcontrol.wait.
+// partition: the plan's keys a split; with a.held_splits it grows to cover this sequence's keys in
+// at most that many splits (every CTA of the sequence computes the same length from the same
+// context, and the merge counts the splits by it: decode_finish.cuh). The grid's splits cover the
+// table's capacity at the plan's length, so the longer splits never need more CTAs than it has.
 template <int kHeadDim, int kGroup, bool kFp8, int kFirstTiles>
-__device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int partition, MmaCta& c) {
+__device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int& partition, MmaCta& c) {
   using S = MmaShape<kHeadDim, kFp8>;
   c.split = blockIdx.x;
   c.kvh = blockIdx.y;
@@ -167,6 +171,10 @@ __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int partiti
   c.ctx = a.context_lens[c.seq];
   c.first = decode_first_key(a, c.ctx);
   c.origin = decode_key_origin(a, c.first);
+  if (a.held_splits > 0) {
+    const int per_split = (c.ctx - c.origin + a.held_splits - 1) / a.held_splits;
+    partition = max(partition, (per_split + kDecodeMmaGranule - 1) / kDecodeMmaGranule * kDecodeMmaGranule);
+  }
   c.start = c.origin + c.split * partition;
   const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
   const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
