@@ -169,14 +169,14 @@ int run_bench(const std::vector<std::string>& argv) {
     const auto load_start = Clock::now();
     LLMEngine engine(config);  // weights (or dummy ones) loaded, KV sized, graphs captured
     const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
-    warm_up(engine, w);
-
-    const ResolvedConfig& rc = engine.config();
+    const ResolvedConfig& rc = engine.config();  // max_model_len capped by the model's: known once loaded
     if (decode_tokens > 0 && static_cast<int64_t>(decode_context) + decode_tokens > rc.max_model_length) {
       throw UsageError("--decode-context " + std::to_string(decode_context) + " plus --decode-tokens " +
                        std::to_string(decode_tokens) + " exceeds max_model_len " +
                        std::to_string(rc.max_model_length) + " (raise --max-model-len or lower them)");
     }
+    warm_up(engine, w);
+
     const int64_t kv_tokens = static_cast<int64_t>(rc.num_kvcache_blocks) * rc.block_size;
     // The KV cache's size in tokens: what kv_cache_dtype fp8 doubles (stderr: stdout may be JSON).
     std::cerr << "KV cache: " << rc.num_kvcache_blocks << " blocks of " << rc.block_size << " tokens = " << kv_tokens

@@ -80,7 +80,7 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row, whole cache lines (same entry)"},
     {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): not yet run on a GPU"},
+     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): off until timed"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

@@ -107,14 +107,15 @@ __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const 
   __shared__ float sm_w[kGroup][kMaxSmemSplits];
   __shared__ float sm_inv[kGroup];
   constexpr bool kRegPath = kIters > 2 && kIters * kRegSplits <= 64;
+  constexpr int kRegIters = kRegPath ? kIters : 1;  // the register path's outputs a thread (1: unused)
   const bool in_regs = kRegPath && used <= kRegSplits;
   const bool per_thread = !kRegPath && used <= kRegSplits;
   const bool in_smem = !per_thread && used <= kMaxSmemSplits;  // uniform over the CTA
   const int outputs = heads * kHeadDim;
-  float po[kRegPath ? kIters : 1][kRegSplits];
+  float po[kRegIters][kRegSplits];
   if (in_regs) {
 #pragma unroll
-    for (int it = 0; it < (kRegPath ? kIters : 1); ++it) {
+    for (int it = 0; it < kRegIters; ++it) {
       const int idx = threadIdx.x + it * kCtaThreads;
       const int64_t row0 = (static_cast<int64_t>(seq) * a.num_q_heads + head0 + idx / kHeadDim) * num_splits;
 #pragma unroll
@@ -148,7 +149,7 @@ __device__ __forceinline__ void decode_finish_cta(const AttentionArgs& a, const 
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) + out0;
   if (in_regs) {
 #pragma unroll
-    for (int it = 0; it < (kRegPath ? kIters : 1); ++it) {
+    for (int it = 0; it < kRegIters; ++it) {
       const int idx = threadIdx.x + it * kCtaThreads;
       if (idx >= outputs) break;
       const int g = idx / kHeadDim;
