@@ -30,7 +30,10 @@ present). Writes:
                                       would make the JSON tens of MB)
 
 The reference is transformers' AutoModelForCausalLM in float32 (TF32 off), eager attention,
-loading the saved bf16 weights (upcast), on cuda when available, else cpu. One forward pass per
+loading the saved bf16 weights (upcast), on cuda when available, else cpu. A config with
+quantization_config quant_method "fp8" (Qwen3-8B-FP8: weight_block_size 128 x 128) gets an FP8
+checkpoint: each decoder projection stored as e4m3 codes plus an fp32 weight_scale_inv per block,
+and the reference computes on the dequantized weights with unquantized activations. One forward pass per
 batch of sequences, no KV cache: position t's logits predict token t+1.
 
 Weights (--init scaled, the default) come from one seeded generator in parameter-name order:
@@ -125,13 +128,44 @@ def init_scaled(model, config, seed, qk_gain, out_gain=1.0, embed_gain=1.0):
                 p.copy_(w)
 
 
-def save_weights(model, config, model_dir):
+def fp8_block_size(config):
+    """quant_method fp8's weight_block_size (Qwen3-*-FP8), or None for an unquantized config; the
+    config's quantization_config is taken off it so that transformers builds plain fp32 linears."""
+    qc = getattr(config, "quantization_config", None)
+    if qc is None:
+        return None
+    qc = qc if isinstance(qc, dict) else qc.to_dict()
+    del config.quantization_config
+    block = qc.get("weight_block_size")
+    if qc.get("quant_method") != "fp8" or not block or block[0] != block[1]:
+        raise SystemExit(f"quantization_config {qc}: only quant_method fp8 with square blocks is made here")
+    return block[0]
+
+
+def save_weights(model, config, model_dir, fp8_block=None):
+    """bf16 tensors; with fp8_block, each decoder projection as e4m3 codes plus its fp32
+    weight_scale_inv per block (tools/make_fp8_goldens.py's quantize_block), and the model's own
+    weights set to what the file holds (bf16 upcast, projections dequantized) so that it is the
+    fp32 reference on the dequantized weights."""
     sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
     tied = getattr(config, "tie_word_embeddings", False)
     if tied and config.model_type != "qwen3":
         sd.pop("lm_head.weight", None)
     elif tied:
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
+    if fp8_block:
+        import make_fp8_goldens as fp8  # noqa: E402  (the goldens' e4m3 rounding, one formula)
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name in sorted(sd):
+                if name in params:
+                    params[name].copy_(sd[name].float())
+                if not fp8.LINEAR.match(name):
+                    continue
+                codes, scales, deq = fp8.quantize_block(sd[name].float(), fp8_block)
+                sd[name] = codes.contiguous()
+                sd[name[: -len("weight")] + "weight_scale_inv"] = scales["weight_scale_inv"]
+                params[name].copy_(deq)
     save_file(sd, os.path.join(model_dir, "model.safetensors"), metadata={"format": "pt"})
     return sorted(sd)
 
@@ -139,13 +173,16 @@ def save_weights(model, config, model_dir):
 def build_checkpoint(args, model_dir):
     src = write_model_config(args.config, model_dir, args.override_layers)
     config = AutoConfig.from_pretrained(model_dir)
+    block = fp8_block_size(config)
     torch.manual_seed(args.seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
     if args.init == "scaled":
         init_scaled(model, config, args.seed, args.qk_gain, args.out_gain, args.embed_gain)
-    names = save_weights(model, config, model_dir)
-    del model
-    return src, config, names
+    names = save_weights(model, config, model_dir, block)
+    if not block:
+        del model
+        model = None
+    return src, config, names, model
 
 
 def load_reference(model_dir, device):
@@ -194,12 +231,15 @@ def main():
     torch.set_float32_matmul_precision("highest")
     model_dir = os.path.join(args.out, "model")
     t0 = time.time()
-    src, config, names = build_checkpoint(args, model_dir)
+    src, config, names, model = build_checkpoint(args, model_dir)
     t1 = time.time()
-    model = load_reference(model_dir, device)
+    # An FP8 checkpoint's reference is the built model itself, its projections dequantized:
+    # transformers would load the file through its own FP8 path (activations quantized too).
+    model = model.to(device).eval() if model is not None else load_reference(model_dir, device)
     seqs = make_sequences(args.seed + 1, args.num_seqs, args.seq_len, config.vocab_size)
     argmax, margin, top1, last_logits, last_top = run_reference(model, seqs, device, args.batch_size)
     t2 = time.time()
+    model_fp8 = any(n.endswith("weight_scale_inv") for n in names)
 
     top1.astype("<f4").tofile(os.path.join(args.out, "top1_logits.f32"))
     last_logits.astype("<f4").tofile(os.path.join(args.out, "last_logits.f32"))
@@ -217,7 +257,9 @@ def main():
         "seq_len": args.seq_len,
         "device": device + (f" ({torch.cuda.get_device_name()})" if device.startswith("cuda") else ""),
         "reference": "transformers AutoModelForCausalLM, float32 (TF32 off), attn_implementation=eager, "
-                     "weights = model/model.safetensors (bf16) upcast; teacher-forced, no KV cache",
+                     "weights = model/model.safetensors (bf16) upcast" +
+                     (", e4m3 projections dequantized (x weight_scale_inv), activations unquantized"
+                      if model_fp8 else "") + "; teacher-forced, no KV cache",
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "tensors_stored": len(names),

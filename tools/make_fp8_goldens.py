@@ -66,16 +66,16 @@ def expand(scale, rows, cols, block_rows, block_cols):
     return scale.repeat_interleave(block_rows, 0).repeat_interleave(block_cols, 1)[:rows, :cols]
 
 
-def quantize_block(w):
-    """quant_method fp8: fp32 weight_scale_inv (a multiplier, despite its name) per BLOCK x BLOCK."""
+def quantize_block(w, block=BLOCK):
+    """quant_method fp8: fp32 weight_scale_inv (a multiplier, despite its name) per block x block."""
     rows, cols = w.shape
-    gr, gc = -(-rows // BLOCK), -(-cols // BLOCK)
-    padded = torch.zeros(gr * BLOCK, gc * BLOCK)
+    gr, gc = -(-rows // block), -(-cols // block)
+    padded = torch.zeros(gr * block, gc * block, device=w.device)
     padded[:rows, :cols] = w.abs()
-    amax = padded.reshape(gr, BLOCK, gc, BLOCK).amax(dim=(1, 3))
+    amax = padded.reshape(gr, block, gc, block).amax(dim=(1, 3))
     scale = (amax / E4M3_MAX).clamp_min(1e-12)
-    codes = to_e4m3(w / expand(scale, rows, cols, BLOCK, BLOCK))
-    return codes, {"weight_scale_inv": scale.contiguous()}, codes.float() * expand(scale, rows, cols, BLOCK, BLOCK)
+    codes = to_e4m3(w / expand(scale, rows, cols, block, block))
+    return codes, {"weight_scale_inv": scale.contiguous()}, codes.float() * expand(scale, rows, cols, block, block)
 
 
 def quantize_channel(w):
