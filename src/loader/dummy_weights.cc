@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <map>
+#include <regex>
 
 #include "common/check.h"
+#include "common/fp8.h"
 #include "common/hashed_uniform.h"
+#include "loader/quantized_weights.h"
 #include "loader/safetensors.h"
 #include "loader/tensor_slice.h"
 
@@ -23,7 +26,27 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   float center = 0.0f;  // values uniform in [center - half_width, center + half_width]
   float half_width = 0.0f;
+  // > 0: stored as e4m3 codes of value / fp8_scale (a projection of an FP8 checkpoint's config).
+  float fp8_scale = 0.0f;
+  bool constant = false;  // every element is `center` (a quantization scale)
 };
+
+// The activations' static scale of a dummy checkpoint whose config declares them: inputs of
+// magnitude up to 16 keep their precision (RMS-normed inputs with weights near 1 stay below it).
+constexpr float kDummyInputAmax = 16.0f;
+
+// Whether `module` ("model.layers.0.mlp.gate") is in the config's list of unquantized modules: an
+// exact name, a name's last parts ("lm_head"), or "re:" and a regex over the whole name.
+bool ignored(const std::vector<std::string>& ignore, const std::string& module) {
+  for (const std::string& e : ignore) {
+    if (e.rfind("re:", 0) == 0) {
+      if (std::regex_match(module, std::regex(e.substr(3)))) return true;
+    } else if (module == e || (module.size() > e.size() && module.ends_with("." + e))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 class DummyWeightSource : public WeightSource {
  public:
@@ -38,7 +61,12 @@ class DummyWeightSource : public WeightSource {
     auto proj = [&](int64_t out, int64_t in) { return TensorSpec{{out, in}, 0.0f, uniform_std(1.0 / std::sqrt(in))}; };
     auto bias = [&](int64_t n) { return TensorSpec{{n}, 0.0f, uniform_std(0.1)}; };
     auto add = [&](WeightRole role, int64_t layer, const TensorSpec& spec, const char* kind = "weight") {
-      specs_[weight_name(*c.arch, WeightFormat::kHuggingFace, role, layer, kind)] = spec;
+      const std::string name = weight_name(*c.arch, WeightFormat::kHuggingFace, role, layer, kind);
+      specs_[name] = spec;
+      const bool linear = role == WeightRole::kQProj || role == WeightRole::kKProj || role == WeightRole::kVProj ||
+                          role == WeightRole::kOProj || role == WeightRole::kGateProj ||
+                          role == WeightRole::kUpProj || role == WeightRole::kDownProj;
+      if (linear && std::string(kind) == "weight") linear_.push_back(name);
     };
     using R = WeightRole;
     const TensorSpec lm_head{{v, h}, 0.0f, uniform_std(1.0 / std::sqrt(h))};
@@ -76,11 +104,16 @@ class DummyWeightSource : public WeightSource {
       const int64_t e_inter = c.moe.moe_intermediate_size;
       add(R::kMoeRouter, l, proj(c.moe.num_experts, h));
       for (int64_t e = 0; e < c.moe.num_experts; ++e) {
-        specs_[expert_weight_name(*c.arch, R::kExpertGateProj, l, e)] = proj(e_inter, h);
-        specs_[expert_weight_name(*c.arch, R::kExpertUpProj, l, e)] = proj(e_inter, h);
-        specs_[expert_weight_name(*c.arch, R::kExpertDownProj, l, e)] = proj(h, e_inter);
+        for (const auto& [role, spec] : {std::pair{R::kExpertGateProj, proj(e_inter, h)},
+                                         std::pair{R::kExpertUpProj, proj(e_inter, h)},
+                                         std::pair{R::kExpertDownProj, proj(h, e_inter)}}) {
+          const std::string name = expert_weight_name(*c.arch, role, l, e);
+          specs_[name] = spec;
+          linear_.push_back(name);
+        }
       }
     }
+    if (c.quantization.quantized()) quantize_linears(c.quantization);
   }
 
   bool has(const std::string& name) const override { return specs_.count(name) > 0; }
@@ -99,16 +132,52 @@ class DummyWeightSource : public WeightSource {
     const SliceGeometry g =
         check_slice("tensor '" + name + "' in " + describe(), s.shape, full_shape, dim, start, length);
     Tensor out = host_tensor(DType::kF32, g.out_shape);
+    if (s.constant) {
+      std::fill(out.ptr<float>(), out.ptr<float>() + out.numel(), s.center);
+      return out;
+    }
     const HashedUniform h = recipe(name, s);
     convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
 #pragma omp parallel for schedule(static) if (count >= (1 << 16))
-      for (int64_t i = 0; i < count; ++i) dst[i] = hashed_uniform_value(h, static_cast<uint64_t>(first + i));
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = hashed_uniform_value(h, static_cast<uint64_t>(first + i));
+        dst[i] = s.fp8_scale > 0.0f ? e4m3_to_f32(f32_to_e4m3(v / s.fp8_scale)) * s.fp8_scale : v;
+      }
     });
     return out;
   }
 
+  // An FP8 projection is stored as its codes (the quantized-checkpoint wrapper pairs them with the
+  // scale tensors); everything else as f32.
+  DType stored_dtype(const std::string& name) const override {
+    return spec(name).fp8_scale > 0.0f ? DType::kF8E4M3 : DType::kF32;
+  }
+
+  Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                          int64_t length) const override {
+    const TensorSpec& s = spec(name);
+    if (s.fp8_scale <= 0.0f) return get_f32_slice(name, full_shape, dim, start, length);
+    const SliceGeometry g =
+        check_slice("tensor '" + name + "' in " + describe(), s.shape, full_shape, dim, start, length);
+    Tensor out = host_tensor(DType::kF8E4M3, g.out_shape);
+    const HashedUniform h = recipe(name, s);
+    uint8_t* codes = static_cast<uint8_t*>(out.data());
+    const int64_t n = g.chunk_elems();
+#pragma omp parallel for collapse(2) schedule(static) if (g.outer * n >= (1 << 16))
+    for (int64_t o = 0; o < g.outer; ++o) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = hashed_uniform_value(h, static_cast<uint64_t>(g.chunk_begin(o) + i));
+        codes[o * n + i] = f32_to_e4m3(v / s.fp8_scale);
+      }
+    }
+    return out;
+  }
+
+  // Quantized and constant tensors have no recipe: a backend reads them through get_stored_slice.
   std::optional<HashedUniform> hashed_uniform(const std::string& name) const override {
-    return recipe(name, spec(name));
+    const TensorSpec& s = spec(name);
+    if (s.fp8_scale > 0.0f || s.constant) return std::nullopt;
+    return recipe(name, s);
   }
 
   std::vector<std::string> names() const override {
@@ -126,6 +195,23 @@ class DummyWeightSource : public WeightSource {
     return HashedUniform{mix64(seed_ ^ name_hash(name)), s.center - s.half_width, 2.0f * s.half_width / 16777216.0f};
   }
 
+  // The config declares an FP8 checkpoint (quantization_config): each projection not in its ignore
+  // list becomes e4m3 codes with one scale for all its blocks, the largest value's (half_width /
+  // 448: no code saturates), and the scale tensors (and static input scales) the format names.
+  void quantize_linears(const WeightQuantization& q) {
+    for (const std::string& name : linear_) {
+      const std::string base = name.substr(0, name.size() - std::string("weight").size());
+      if (ignored(q.ignore, base.substr(0, base.size() - 1))) continue;
+      TensorSpec& s = specs_.at(name);
+      s.fp8_scale = s.half_width / kE4M3Max;
+      const int64_t rows = s.shape[0], cols = s.shape[1];
+      const int64_t br = q.block_rows > 0 ? q.block_rows : rows, bc = q.block_cols > 0 ? q.block_cols : cols;
+      specs_[base + q.scale_suffix] =
+          TensorSpec{{(rows + br - 1) / br, (cols + bc - 1) / bc}, s.fp8_scale, 0.0f, 0.0f, true};
+      if (q.static_input_scale) specs_[base + "input_scale"] = TensorSpec{{1}, kDummyInputAmax / kE4M3Max, 0.0f, 0.0f, true};
+    }
+  }
+
   const TensorSpec& spec(const std::string& name) const {
     auto it = specs_.find(name);
     MINIVLLM_CHECK(it != specs_.end()) << "tensor '" << name << "' not found in " << describe();
@@ -135,12 +221,17 @@ class DummyWeightSource : public WeightSource {
   uint64_t seed_;
   std::string config_source_;
   std::map<std::string, TensorSpec> specs_;
+  std::vector<std::string> linear_;  // the projections, which an FP8 checkpoint stores as codes
 };
 
 }  // namespace
 
 std::unique_ptr<WeightSource> make_dummy_weight_source(const ModelConfig& config, uint64_t seed) {
-  return std::make_unique<DummyWeightSource>(config, seed);
+  auto dummy = std::make_unique<DummyWeightSource>(config, seed);
+  // An FP8 checkpoint's config: served as its checkpoint would be (codes and scales, dequantized
+  // for the backends that compute in other dtypes).
+  if (config.quantization.quantized()) return dequantize_weights(std::move(dummy), config.quantization);
+  return dummy;
 }
 
 }  // namespace minivllm

@@ -65,6 +65,13 @@ class DequantizingSource : public WeightSource {
     return codes_and_scales(name, full_shape, dim, start, length);
   }
 
+  // Dummy weights of an FP8 config: its unquantized tensors keep their recipe (made in place on
+  // the device); a quantized one is read as codes and scales.
+  std::optional<HashedUniform> hashed_uniform(const std::string& name) const override {
+    check_not_scale(name);
+    return is_fp8(name) ? std::nullopt : stored_->hashed_uniform(name);
+  }
+
   std::vector<std::string> names() const override {
     std::vector<std::string> out;
     for (std::string& n : stored_->names()) {

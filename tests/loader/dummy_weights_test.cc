@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
+#include "common/fp8.h"
+#include "common/fp8_weight.h"
 #include "loader/dummy_weights.h"
 #include "loader/model_config.h"
 #include "loader_test_util.h"
@@ -94,6 +96,55 @@ TEST(DummyWeights, Scales) {
     EXPECT_GE(v, 0.5f);
     EXPECT_LE(v, 1.5f);
   }
+}
+
+// A config that declares an FP8 checkpoint (quantization_config) gets one: each projection stored
+// as e4m3 codes with the format's scale tensors (blocks of 32 x 32, per channel with lm_head
+// ignored, per tensor with a static input scale), served dequantized like a real checkpoint. The
+// values are the unquantized dummy's rounded through e4m3; everything else is unchanged; a
+// tensor-parallel slice that cuts a block is refused.
+TEST(DummyWeights, Fp8ConfigsGetFp8Weights) {
+  for (const char* dir : {"qwen3-tiny-fp8-block", "qwen3-tiny-fp8-channel", "llama3-tiny-fp8-tensor"}) {
+    SCOPED_TRACE(dir);
+    const ModelConfig c = load_hf_model_config(kGoldens + "/" + dir);
+    ASSERT_TRUE(c.quantization.quantized());
+    ModelConfig plain = c;
+    plain.quantization = WeightQuantization{};
+    const auto fp8 = make_dummy_weight_source(c, 3), bf = make_dummy_weight_source(plain, 3);
+    EXPECT_EQ(fp8->names(), bf->names());  // the scale tensors are not the model's
+    const std::string name = "model.layers.1.mlp.down_proj.weight";
+    const std::vector<int64_t> shape = {c.hidden_size, c.intermediate_size};
+    EXPECT_EQ(fp8->stored_dtype(name), DType::kF8E4M3);
+    EXPECT_FALSE(fp8->hashed_uniform(name).has_value());
+    EXPECT_EQ(fp8->stored_dtype("model.embed_tokens.weight"), DType::kF32);
+    EXPECT_TRUE(fp8->hashed_uniform("model.embed_tokens.weight").has_value());
+    EXPECT_EQ(values(fp8->get_f32("model.norm.weight")), values(bf->get_f32("model.norm.weight")));
+    const std::vector<float> q = values(fp8->get_f32(name, shape)), v = values(bf->get_f32(name, shape));
+    // The dummy's half width sqrt(3) / sqrt(fan_in) over 448: the largest value is code 448.
+    const float scale = static_cast<float>(std::sqrt(3.0) * (1.0 / std::sqrt(c.intermediate_size))) / kE4M3Max;
+    int64_t moved = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      // e4m3 keeps 3 mantissa bits: a normal value moves by at most 1/16 of itself, a subnormal
+      // (below 2^-6 x scale) by half its step of 2^-9 x scale.
+      ASSERT_LE(std::fabs(q[i] - v[i]), std::fabs(v[i]) / 16.0f + scale * 0.002f) << i;
+      ASSERT_EQ(q[i], e4m3_to_f32(f32_to_e4m3(q[i] / scale)) * scale) << i;  // on the code grid
+      moved += q[i] != v[i];
+    }
+    EXPECT_GT(moved, static_cast<int64_t>(q.size()) / 2);
+    // The stored codes and scales give the same values; a row shard is the whole tensor's rows.
+    const Tensor w = fp8->get_stored_slice(name, shape, 0, 0, shape[0]);
+    ASSERT_EQ(w.dtype(), DType::kF8E4M3);
+    EXPECT_EQ(values(dequantize_fp8_weight(w)), q);
+    const std::vector<float> rows = values(fp8->get_f32_slice(name, shape, 0, 32, 32));
+    EXPECT_EQ(rows, std::vector<float>(q.begin() + 32 * shape[1], q.begin() + 64 * shape[1]));
+  }
+  const ModelConfig block = load_hf_model_config(kGoldens + "/qwen3-tiny-fp8-block");
+  expect_error_naming(
+      [&] {
+        make_dummy_weight_source(block, 0)->get_stored_slice("model.layers.0.mlp.down_proj.weight",
+                                                             {block.hidden_size, block.intermediate_size}, 0, 16, 16);
+      },
+      {"down_proj", "cuts its FP8 blocks of 32x32"});
 }
 
 }  // namespace
