@@ -33,7 +33,7 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_MAX_PARTITION", G::kTuning, K::kInt, "0: no limit", 0, kIntMax,
      "decode_policy.h (512; 2,048 on the tensor-core kernels)",
      "most keys a split takes, for every decode kernel at once"},
-    {"MINIVLLM_DECODE_HELD_SPLITS", G::kTuning, K::kInt, "0: off", 0, 64, "0",
+    {"MINIVLLM_DECODE_HELD_SPLITS", G::kTuning, K::kInt, "0: off", 0, 64, "8",
      "tensor-core decode: the most splits that hold a sequence's keys; a split grows past the plan's "
      "length with its sequence's context (long contexts at small batches: fewer, longer splits)"},
     {"MINIVLLM_DECODE_WIDE", G::kTuning, K::kWord, "0|1|force", 0, 0, "1",

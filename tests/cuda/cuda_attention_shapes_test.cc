@@ -233,7 +233,8 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
 }
 
 // MINIVLLM_DECODE_HELD_SPLITS: the tensor-core kernels lengthen the plan's splits with each
-// sequence's context, so that at most that many hold its keys (1, 2 and 8 held splits), against the
+// sequence's context, so that at most that many hold its keys (1, 2 and 8 held splits; 0, off: the
+// plan's 64-key splits, up to 64 of them, since the default of 8 keeps other tests' splits few), against the
 // CPU backend: groups 2, 4 and 8 at head_dim 64 and 128, in the engine's 4,096-key tables (a plan of
 // 64-key splits at these batches: the CTAs past the held ones have no keys), one sequence of the
 // whole table, one short one, and four mixed (a split ending mid-block, one key, one mid-tile),
@@ -246,7 +247,7 @@ TEST(CudaAttentionShapes, DecodeSplitsFollowTheContext) {
   const std::vector<std::vector<int>> contexts = {{4096}, {300}, {1500, 1, 701, 4001}};
   uint32_t seed = 1100;
   int i = 0;
-  for (const char* held : {"1", "2", "8"}) {
+  for (const char* held : {"0", "1", "2", "8"}) {
     for (const Heads& h : heads) {
       for (const std::vector<int>& ctx : contexts) {
         const int bs = i % 2 == 0 ? 16 : 256;

@@ -226,7 +226,7 @@ class CudaBackend : public Backend {
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)
   int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)
   int decode_mma_max_partition_ = 0;  // the same for the tensor-core kernels
-  int decode_held_splits_ = 0;        // MINIVLLM_DECODE_HELD_SPLITS: tensor-core splits follow the context (0: off)
+  int decode_held_splits_ = 8;        // MINIVLLM_DECODE_HELD_SPLITS: tensor-core splits follow the context (0: off)
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
