@@ -282,6 +282,16 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
     srow[j][1] = min(base + 2 * t + 1, last);
   }
   const bool row_scale = g.w.block_cols >= k;  // one scale per row: applied once, at the end
+  // Block scales: each accumulator's scale-grid row as an offset, and the chunks a block spans,
+  // found once here; the loop takes one 32-bit division a chunk (64-bit divisions in it, three per
+  // row group and chunk, left the kernel instruction-bound).
+  int soff[G][2];
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    soff[j][0] = static_cast<int>((srow[j][0] / g.w.block_rows) * g.w.grid_cols);
+    soff[j][1] = static_cast<int>((srow[j][1] / g.w.block_rows) * g.w.grid_cols);
+  }
+  const int chunks_per_block = row_scale ? 1 : static_cast<int>(g.w.block_cols / kChunk);
 
   // A warp's U chunks of a step: consecutive (each row's 64 * U bytes read as whole 128-byte lines by
   // one warp), or kMmaWarps apart (each line's halves read by two warps).
@@ -334,17 +344,15 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
           mma_f16(part[j], a, e4m3x2_to_f16x2(word), e4m3x2_to_f16x2(word >> 16));
         }
       }
+      const int kb = row_scale ? 0 : static_cast<int>(c) / chunks_per_block;
 #pragma unroll
       for (int j = 0; j < G; ++j) {
         if (row_scale) {
           acc[j][0] += part[j][0];
           acc[j][1] += part[j][1];
         } else {
-          const int64_t kb = c * kChunk / g.w.block_cols;
-          const float s0 = __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols + kb);
-          const float s1 = __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols + kb);
-          acc[j][0] = fmaf(part[j][0], s0, acc[j][0]);
-          acc[j][1] = fmaf(part[j][1], s1, acc[j][1]);
+          acc[j][0] = fmaf(part[j][0], __ldg(g.w.grid + soff[j][0] + kb), acc[j][0]);
+          acc[j][1] = fmaf(part[j][1], __ldg(g.w.grid + soff[j][1] + kb), acc[j][1]);
         }
       }
     }
@@ -352,8 +360,8 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
 #pragma unroll
   for (int j = 0; j < G; ++j) {
     if (row_scale) {
-      acc[j][0] *= __ldg(g.w.grid + (srow[j][0] / g.w.block_rows) * g.w.grid_cols);
-      acc[j][1] *= __ldg(g.w.grid + (srow[j][1] / g.w.block_rows) * g.w.grid_cols);
+      acc[j][0] *= __ldg(g.w.grid + soff[j][0]);
+      acc[j][1] *= __ldg(g.w.grid + soff[j][1]);
     }
     partial[warp][j][gi][2 * t] = acc[j][0];  // c[0], c[1]: token gi, rows 2t and 2t + 1
     partial[warp][j][gi][2 * t + 1] = acc[j][1];
