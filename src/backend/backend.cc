@@ -100,7 +100,8 @@ Tensor Backend::upload_stored_weight(const Tensor& host) {
     copy_from_host(codes, w.data());
     copy_from_host(grid, s.grid.data());
     synchronize();
-    auto scales = std::make_shared<WeightScales>(WeightScales{grid, s.block_rows, s.block_cols});
+    auto scales = std::make_shared<WeightScales>(WeightScales{grid, s.block_rows, s.block_cols, Tensor()});
+    scales->decoded = decoded_fp8_copy(codes.with_scales(scales));
     return codes.with_scales(std::move(scales));
   }
   if (host.dtype() == DType::kF32 || !keeps_weight_dtype(host.dtype())) {

@@ -144,6 +144,10 @@ class Backend {
   // weights: e4m3 codes with per-row scales where keeps_weight_dtype(kF8E4M3), else the rounded
   // values in weight_dtype(). Load time only (it allocates). The default goes through the host.
   virtual Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end);
+  // An FP8 weight's values (codes with their scale grid, on this backend) decoded once, for the
+  // batches its FP8 GEMM cannot take (block scales), when the backend keeps such a copy
+  // (WeightScales::decoded); undefined when it does not. Load time only (it allocates).
+  virtual Tensor decoded_fp8_copy(const Tensor& w) { return Tensor(); }
   virtual void synchronize() = 0;
   // Uploads an fp32 host tensor as weight_dtype() (or as fp32 when keep_f32).
   Tensor upload_weight(const Tensor& host_f32, bool keep_f32 = false);

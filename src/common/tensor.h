@@ -79,6 +79,9 @@ struct WeightScales {
   Tensor grid;
   int64_t block_rows = 1;
   int64_t block_cols = 1;
+  // The weight's values in the backend's weight dtype, beside the codes, where a backend keeps them
+  // (Backend::decoded_fp8_copy: its GEMMs take no block scales); undefined otherwise.
+  Tensor decoded;
 };
 
 // W [rows, cols] = [P_0; P_1; ...] by rows, each part a weight of its own block type (llama-quantize's

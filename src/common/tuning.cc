@@ -36,6 +36,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_HELD_SPLITS", G::kTuning, K::kInt, "0: off", 0, 64, "8",
      "tensor-core decode: the most splits that hold a sequence's keys; a split grows past the plan's "
      "length with its sequence's context (long contexts at small batches: fewer, longer splits)"},
+    {"MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", G::kTuning, K::kInt, "100: never", 0, 100, "35",
+     "FP8 weights with block scales also keep a bf16 copy (for batches past the gemv) while the GPU's free "
+     "memory stays above this percent of its total"},
     {"MINIVLLM_DECODE_WIDE", G::kTuning, K::kWord, "0|1|force", 0, 0, "1",
      "16-warp CTAs at small batch; force: at every batch size (tests, tuning)"},
     {"MINIVLLM_DECODE_STAGED", G::kTuning, K::kSwitch, "", 0, 0, "1",

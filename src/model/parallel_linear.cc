@@ -166,7 +166,7 @@ Tensor ShardContext::make_fp8_in_place(const std::vector<ShardPart>& parts) cons
     row += n;
   }
   if (!grid.defined()) return out;
-  return out.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, fs->block_cols}));
+  return out.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, fs->block_cols, Tensor()}));
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,

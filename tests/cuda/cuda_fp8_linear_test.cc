@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -108,6 +109,40 @@ TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
                          Shape{17003, 512, Grid::kPerRow}}) {
     const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
     for (int64_t tokens : {1, 2, 3, 8, 9, 37, 300}) check_linear(b, c, tokens, tokens % 2 == 1, rng);
+  }
+}
+
+// Block-scaled weights keep a bf16 copy of their values for the batches past the gemv
+// (CudaBackend::decoded_fp8_copy), equal to the CPU's dequantized values rounded to bf16; per-row
+// weights (cuBLASLt's FP8 GEMM) and MINIVLLM_FP8_BLOCK_BF16_FREE_PCT=100 keep none, and the
+// linear then decodes per call: both match the CPU past the gemv's 8 tokens.
+TEST(CudaFp8Linear, BlockScaledWeightsKeepADecodedCopy) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(84);
+  for (const char* pct : {"35", "100"}) {
+    setenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", pct, 1);
+    Backends b;
+    const Fp8Case block = make_case(b, 4224, 1024, Grid::kBlock128, rng);
+    const Fp8Case row = make_case(b, 384, 512, Grid::kPerRow, rng);
+    unsetenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT");
+    const bool keep = std::string(pct) == "35";
+    ASSERT_EQ(block.wg.scales()->decoded.defined(), keep) << pct;
+    EXPECT_FALSE(row.wg.scales()->decoded.defined());
+    if (keep) {
+      const Tensor& d = block.wg.scales()->decoded;
+      ASSERT_EQ(d.dtype(), DType::kBF16);
+      ASSERT_EQ(d.shape(), (std::vector<int64_t>{4224, 1024}));
+      std::vector<uint16_t> raw(static_cast<size_t>(d.numel()));
+      CUDA_CHECK(cudaMemcpy(raw.data(), d.data(), raw.size() * 2, cudaMemcpyDeviceToHost));
+      const std::vector<float> ref = download(*b.cpu, block.wc);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        const uint32_t bits = static_cast<uint32_t>(raw[i]) << 16;
+        float v;
+        std::memcpy(&v, &bits, 4);
+        ASSERT_NEAR(v, ref[i], std::fabs(ref[i]) / 256.0f + 1e-30f) << i;
+      }
+    }
+    for (int64_t tokens : {9, 64}) check_linear(b, block, tokens, tokens % 2 == 1, rng);
   }
 }
 

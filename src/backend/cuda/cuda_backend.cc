@@ -227,7 +227,28 @@ Tensor CudaBackend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int6
   launch_quantize_e4m3_groups(w.data(), w.dtype() == DType::kF32, rows, cols, cols, col_begin, col_end,
                               static_cast<uint8_t*>(codes.data()), grid.ptr<float>(), stream_);
   synchronize();  // the caller frees w next
-  return codes.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, out_cols}));
+  return codes.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, out_cols, Tensor()}));
+}
+
+// Block-scaled FP8 weights (Qwen3-*-FP8's 128 x 128) have no cuBLASLt FP8 GEMM here (fp8_gemm.h):
+// past the gemv's batches each call decoded the weight to bf16 first, a write and a read of twice
+// its bytes per call. A bf16 copy made once at load replaces that, while the GPU's free memory
+// stays above MINIVLLM_FP8_BLOCK_BF16_FREE_PCT of its total (the KV cache is sized after the
+// weights, from what is left); the gemv still reads the codes. Per-row scales need no copy.
+Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
+  MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.dtype() == DType::kF8E4M3 && w.ndim() == 2 && w.scales())
+      << "decoded_fp8_copy: " << w.describe() << " must be a GPU FP8 weight with its scale grid";
+  const int64_t n = w.size(0), k = w.size(1);
+  if (fp8_gemm_takes(*w.scales(), n, k) || k % 8 != 0 || n % 8 != 0) return Tensor();
+  const int64_t bytes = n * k * 2;
+  size_t free_b = 0, total_b = 0;
+  memory_info(&free_b, &total_b);
+  const double keep = static_cast<double>(knob_number("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT")) / 100.0;
+  if (static_cast<double>(free_b) - static_cast<double>(bytes) < keep * static_cast<double>(total_b)) return Tensor();
+  Tensor out = empty(DType::kBF16, {n, k});
+  launch_dequantize_fp8(fp8_weight_view(w), n, k, out.data(), stream_);
+  synchronize();
+  return out;
 }
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }

@@ -60,6 +60,7 @@ class CudaBackend : public Backend {
   // Q6_K rows whose width allows it go planar (quant_gemv.h: every load of the gemv aligned).
   Tensor stored_layout(const Tensor& host) const override;
   Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;
+  Tensor decoded_fp8_copy(const Tensor& w) override;
   void scale(const Tensor& x, float factor) override;
   void synchronize() override;
   void memory_info(size_t* free_bytes, size_t* total_bytes) override;
