@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Published configs at real widths and reduced depth against Hugging Face transformers on the GPU:
-# a random bf16 checkpoint of each config (tools/hf_teacher_forced.py, --override-layers), HF's
-# fp32 teacher-forced reference, then the engine's agreement with it (teacher_forced_check score)
-# at each world size. One JSON per config and world size, and a summary line each.
+# a random bf16 checkpoint of each config (tools/hf_teacher_forced.py, --override-layers; FP8 with
+# block scales for a quant_method fp8 config), HF's fp32 teacher-forced reference over 16 x 256
+# tokens (4,080 scored; at 4 x 256 one token was 0.1 point, and Qwen3-8B at world_size 2 scored
+# 96.29% on 4 sequences, 97.41% on 16: PERFORMANCE.md, stop 61), then the engine's agreement with
+# it (teacher_forced_check score) at each world size. One JSON per config and world size, and a summary line each.
 #
 #   tools/gpu_configs_check.sh OUTDIR BIN CONFIG_DIR "CONFIG..." [LAYERS] [WORLD_SIZES]
 #
@@ -30,7 +32,7 @@ for c in $configs; do
   d="$work/$c-l$layers$tag"
   if [ ! -f "$d/reference.json" ]; then
     python3 tools/hf_teacher_forced.py --config "$cfgdir/$c.json" --out "$d" --override-layers "$layers" \
-      --num-seqs 4 --seq-len 256 --seed 0 ${MINIVLLM_REF_ARGS:-} > "$out/ref_$c$tag.log" 2>&1 ||
+      --num-seqs 16 --seq-len 256 --seed 0 ${MINIVLLM_REF_ARGS:-} > "$out/ref_$c$tag.log" 2>&1 ||
       { echo "$c$tag: reference failed"; status=1; continue; }
   fi
   for ws in $sizes; do

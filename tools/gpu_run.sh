@@ -19,8 +19,8 @@
 #                 Qwen3-0.6B with bf16 and fp8 KV in the same run (bench_qwen3_kv<dtype>.json, whose
 #                 kv_cache_tokens shows fp8's larger cache). Not part of the default run.
 # --only models: the published configs of $shared/models/configs, else tools/configs (MINIVLLM_MODEL_CONFIGS, default
-#                 llama-3.1-8b-instruct qwen3-8b) at their real size with dummy weights
-#                 (--load-format dummy): `minivllm bench` (the seeds' workload, batch-1 decode, load
+#                 llama-3.1-8b-instruct qwen3-8b qwen3-8b-fp8) at their real size with dummy weights
+#                 (--load-format dummy; an FP8 config's are FP8, 128 x 128 blocks for Qwen3-8B-FP8): `minivllm bench` (the seeds' workload, batch-1 decode, load
 #                 time) into bench_dummy_<config>.json; MINIVLLM_MODEL_BENCH_ARGS adds flags (e.g.
 #                 --tensor-parallel-size 2). Not part of the default run.
 # --only kquant-vs-llamacpp: issue 47's H200 figure. Builds llama-bench and llama-quantize with CUDA
@@ -168,7 +168,7 @@ fi
 # The workers are minivllm-worker beside the binaries.
 export MINIVLLM_WORKER="$bin/minivllm-worker"
 if want models; then
-  for c in ${MINIVLLM_MODEL_CONFIGS:-llama-3.1-8b-instruct qwen3-8b}; do
+  for c in ${MINIVLLM_MODEL_CONFIGS:-llama-3.1-8b-instruct qwen3-8b qwen3-8b-fp8}; do
     cfg="$shared/models/configs/$c.json"; [ -f "$cfg" ] || cfg="tools/configs/$c.json"  # e.g. phi-4-mini-instruct
     d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
