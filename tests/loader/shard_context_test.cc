@@ -9,6 +9,8 @@
 
 #include "backend/communicator.h"
 #include "backend/cpu/cpu_backend.h"
+#include "loader/dummy_weights.h"
+#include "loader/model_config.h"
 #include "loader/safetensors.h"
 #include "loader/weight_source.h"
 #include "loader_test_util.h"
@@ -50,6 +52,43 @@ TEST(ShardContext, ExpertsComeInTheTypesTheExpertKernelsTake) {
     }
     for (int i = 0; i < 32; ++i) EXPECT_EQ(values[i], bf16_to_f32(bits[i])) << i;  // the same values either way
   }
+}
+
+// The CUDA backend's policy for an FP8 checkpoint of a MoE model: the linears keep their codes and
+// scales, the experts (whose kernels read bf16) arrive as the dequantized values. Checked with the
+// tiny MoE's dummy weights under a 32 x 32 block quantization_config.
+class CpuBackendKeepingFp8Linears : public CpuBackend {
+ public:
+  CpuBackendKeepingFp8Linears() : CpuBackend(1) {}
+  bool keeps_weight_dtype(DType stored) const override {
+    return stored == DType::kF8E4M3 || CpuBackend::keeps_weight_dtype(stored);
+  }
+  bool keeps_expert_dtype(DType) const override { return false; }
+};
+
+TEST(ShardContext, Fp8ExpertsArriveDecodedWhereTheExpertKernelsTakeNoFp8) {
+  ModelConfig c = load_hf_model_config(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-moe-tiny");
+  c.quantization = load_hf_model_config(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-tiny-fp8-block")
+                       .quantization;
+  ASSERT_TRUE(c.moe.any());
+  const auto src = make_dummy_weight_source(c, 2);
+  CpuBackendKeepingFp8Linears backend;
+  auto comm = make_single_rank_communicator(backend);
+  const ShardContext linear{*src, backend, *comm};
+  const ShardContext experts{*src, backend, *comm, /*experts=*/true};
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  const std::string e = expert_weight_name(*c.arch, WeightRole::kExpertDownProj, 0, 1);
+  const int64_t qrows = c.num_heads * c.head_dim, inter = c.moe.moe_intermediate_size;
+  ASSERT_EQ(src->stored_dtype(e), DType::kF8E4M3);
+  const Tensor lq = linear.upload_rows({linear.row_shard(q, qrows, c.hidden_size)});
+  EXPECT_EQ(lq.dtype(), DType::kF8E4M3);
+  ASSERT_TRUE(lq.scales() != nullptr);
+  const Tensor ed = experts.upload_rows({experts.row_shard(e, c.hidden_size, inter)});
+  ASSERT_EQ(ed.dtype(), backend.weight_dtype());
+  ASSERT_EQ(ed.dtype(), DType::kF32);
+  const Tensor want = src->get_f32(e, {c.hidden_size, inter});
+  EXPECT_EQ(std::vector<float>(ed.ptr<float>(), ed.ptr<float>() + ed.numel()),
+            std::vector<float>(want.ptr<float>(), want.ptr<float>() + want.numel()));
 }
 
 }  // namespace

@@ -52,11 +52,9 @@ class CudaBackend : public Backend {
     return (stored == DType::kF8E4M3 && fp8_weights_) || (quant_weights_ && quant_gemv_supports(stored));
   }
   bool keeps_weight_parts() const override { return quant_weights_; }
-  // The MoE kernels read bf16 experts: GGUF block experts are decoded to bf16 at load. FP8 ones stay
-  // codes, which moe_experts_add refuses by name (MINIVLLM_FP8_WEIGHTS=0 decodes them).
-  bool keeps_expert_dtype(DType stored) const override {
-    return stored == DType::kF8E4M3 && keeps_weight_dtype(stored);
-  }
+  // The MoE kernels read bf16 experts: GGUF block and FP8 experts are decoded to bf16 at load (an
+  // FP8 checkpoint's dense linears stay FP8); FP8 expert kernels would read half the bytes.
+  bool keeps_expert_dtype(DType stored) const override { return false; }
   // Q6_K rows whose width allows it go planar (quant_gemv.h: every load of the gemv aligned).
   Tensor stored_layout(const Tensor& host) const override;
   Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;

@@ -24,8 +24,8 @@ void check_aligned16(const Tensor& t, const char* op, const char* what) {
       << op << ": " << what << " " << t.describe() << " is not 16-byte aligned";
 }
 
-// The rank's experts into the tables; returns their width I_r. bf16 weights only: FP8 experts are
-// refused by name (GGUF block experts arrive decoded: CudaBackend::keeps_expert_dtype).
+// The rank's experts into the tables; returns their width I_r. bf16 weights only (GGUF block and
+// FP8 experts arrive decoded: CudaBackend::keeps_expert_dtype).
 int64_t expert_tables(const MoeExpertWeights& w, int64_t hidden, MoeExpertTable* gate_up, MoeExpertTable* down) {
   const int64_t local = w.num_local();
   MINIVLLM_CHECK(local >= 1 && local <= kMoeMaxLocalExperts && static_cast<int64_t>(w.down.size()) == local)
@@ -45,8 +45,8 @@ int64_t expert_tables(const MoeExpertWeights& w, int64_t hidden, MoeExpertTable*
     MINIVLLM_CHECK(gu.dtype() == DType::kBF16 && d.dtype() == DType::kBF16)
         << "moe_experts_add: expert " << e << "'s weights are " << dtype_name(gu.dtype()) << " / "
         << dtype_name(d.dtype())
-        << "; the CUDA mixture-of-experts kernels take bf16 experts only (GGUF block experts are decoded to "
-           "bf16 at load; FP8 ones are not supported yet: MINIVLLM_FP8_WEIGHTS=0 decodes them to bf16 at load)";
+        << "; the CUDA mixture-of-experts kernels take bf16 experts only (the loader decodes GGUF block and "
+           "FP8 experts to bf16)";
     MINIVLLM_CHECK(gu.device() == DeviceKind::kCuda && d.device() == DeviceKind::kCuda && gu.ndim() == 2 &&
                    d.ndim() == 2 && gu.size(0) == 2 * inter && gu.size(1) == hidden && d.size(0) == hidden &&
                    d.size(1) == inter)
