@@ -81,7 +81,9 @@ TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeRoute,
                          ::testing::Values(RouteCase{1, 3, 1}, RouteCase{2, 8, 2}, RouteCase{5, 60, 8},
                                            RouteCase{37, 128, 8}, RouteCase{300, 128, 1}, RouteCase{8, 33, 2},
-                                           RouteCase{7, 512, 8}, RouteCase{3, 9, 9}),
+                                           RouteCase{7, 512, 8}, RouteCase{3, 9, 9},
+                                           // past 32 choices: the probabilities in rounds of 32
+                                           RouteCase{4, 100, 40}, RouteCase{2, 64, 64}),
                          [](const auto& info) {
                            // Appended, not "t" + ...: GCC 12's -Wrestrict misreads the inlined insert.
                            std::string name = "t";

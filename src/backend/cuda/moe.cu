@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* l
   float* w_out = weights + t * k;
   uint32_t taken = 0;  // bit i: expert i * 32 + lane was chosen
   double chosen_sum = 0.0;
+  float sel = 0.0f;  // lane j & 31 keeps choice j of the current round of 32
+  int sel_id = 0;
   for (int j = 0; j < k; ++j) {
     float best = 0.0f;
     int best_id = -1;
@@ -73,15 +75,25 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* l
       }
     }
     if (lane == (best_id & 31)) taken |= 1u << (best_id >> 5);
-    const float p = static_cast<float>(exp(static_cast<double>(best - max)) / sum);
-    chosen_sum += p;
-    if (lane == 0) {
-      id_out[j] = best_id;
-      w_out[j] = p;
+    if (lane == (j & 31)) {
+      sel = best;
+      sel_id = best_id;
+    }
+    // A round's probabilities at once, a lane each (one double exp of latency instead of one per
+    // choice), summed in choice order as the CPU sums them; the values are the CPU's bit for bit.
+    if ((j & 31) == 31 || j == k - 1) {
+      const int j0 = j & ~31, n = j - j0 + 1;
+      const float p = lane < n ? static_cast<float>(exp(static_cast<double>(sel - max)) / sum) : 0.0f;
+      for (int i = 0; i < n; ++i) chosen_sum += __shfl_sync(kFull, p, i);
+      if (lane < n) {
+        id_out[j0 + lane] = sel_id;
+        // One round holds every choice (k <= 32): its sum is complete, so normalize here.
+        w_out[j0 + lane] = renormalize && k <= 32 ? static_cast<float>(p / chosen_sum) : p;
+      }
     }
   }
-  if (renormalize && lane == 0) {  // lane 0 rereads its own writes
-    for (int j = 0; j < k; ++j) w_out[j] = static_cast<float>(w_out[j] / chosen_sum);
+  if (renormalize && k > 32) {  // each lane rereads only its own writes
+    for (int j = lane; j < k; j += 32) w_out[j] = static_cast<float>(w_out[j] / chosen_sum);
   }
 }
 
