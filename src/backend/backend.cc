@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "common/fp8.h"
 #include "common/fp8_weight.h"
+#include "common/hashed_uniform.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -119,6 +121,24 @@ Tensor Backend::upload_stored_weight(const Tensor& host) {
 
 // Through the host: the device weight read back as f32, each row quantized (common/fp8.h), and
 // uploaded as upload_stored_weight keeps FP8 weights. A backend with a kernel for it overrides this.
+void Backend::fill_hashed_e4m3(const Tensor& dst, const HashedUniform& h, float scale, int64_t base,
+                               int64_t row_stride) {
+  MINIVLLM_CHECK(dst.dtype() == DType::kF8E4M3 && dst.ndim() == 2 && scale > 0.0f)
+      << "fill_hashed_e4m3: dst " << dst.describe() << " must be an FP8 [rows, cols] tensor, scale " << scale
+      << " positive";
+  const int64_t rows = dst.size(0), cols = dst.size(1);
+  Tensor codes = host_tensor(DType::kF8E4M3, {rows, cols});
+  uint8_t* out = static_cast<uint8_t*>(codes.data());
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      out[r * cols + c] = f32_to_e4m3(hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c)) / scale);
+    }
+  }
+  copy_from_host(dst, codes.data());
+  synchronize();  // the staging buffer dies here
+}
+
 Tensor Backend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) {
   MINIVLLM_CHECK(w.ndim() == 2 && (w.dtype() == DType::kF32 || w.dtype() == DType::kBF16))
       << "quantize_weight_fp8: " << w.describe() << " must be a 2-D f32 or bf16 weight";

@@ -138,6 +138,11 @@ class Backend {
   // ([rows, cols], or [n] as one row; f32 or bf16) = hashed_uniform_value(h, base + r * row_stride + c),
   // rounded to dst's dtype as upload_weight rounds.
   virtual void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) = 0;
+  // The same as e4m3 codes (dst kF8E4M3 [rows, cols]): code = e4m3(value / scale), rounded to
+  // nearest and saturating (common/fp8.h's f32_to_e4m3). Load time only; the default goes through
+  // the host.
+  virtual void fill_hashed_e4m3(const Tensor& dst, const HashedUniform& h, float scale, int64_t base,
+                                int64_t row_stride);
   // Online FP8 quantization of a device weight w ([rows, cols], f32 or bf16): each row through e4m3
   // with its own scale amax / 448 over all its columns (common/fp8.h), then columns [col_begin,
   // col_end) kept (a row-parallel shard still rounds whole rows). Returned as this backend keeps FP8

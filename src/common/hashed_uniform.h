@@ -20,6 +20,16 @@ struct HashedUniform {
   float step = 0.0f;
 };
 
+// Dummy FP8 weights (an FP8 checkpoint's config): element i is stored as the e4m3 code of
+// hashed_uniform_value(values, i) / scale (rounded to nearest, saturating), one scale for every
+// block of block_rows x block_cols (0: the whole dimension), as the config's format lays them out.
+struct HashedFp8 {
+  HashedUniform values;
+  float scale = 0.0f;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+};
+
 // SplitMix64's finaliser: a bijection of 64-bit words whose outputs look independent for
 // consecutive inputs, so element i needs no state from element i - 1.
 MINIVLLM_HOST_DEVICE inline uint64_t mix64(uint64_t z) {

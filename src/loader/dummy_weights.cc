@@ -173,11 +173,18 @@ class DummyWeightSource : public WeightSource {
     return out;
   }
 
-  // Quantized and constant tensors have no recipe: a backend reads them through get_stored_slice.
+  // Quantized and constant tensors have no recipe of values: a backend reads a quantized one's
+  // codes through get_stored_slice, or makes them in place from hashed_fp8.
   std::optional<HashedUniform> hashed_uniform(const std::string& name) const override {
     const TensorSpec& s = spec(name);
     if (s.fp8_scale > 0.0f || s.constant) return std::nullopt;
     return recipe(name, s);
+  }
+
+  std::optional<HashedFp8> hashed_fp8(const std::string& name) const override {
+    const TensorSpec& s = spec(name);
+    if (s.fp8_scale <= 0.0f) return std::nullopt;
+    return HashedFp8{recipe(name, s), s.fp8_scale, block_rows_, block_cols_};
   }
 
   std::vector<std::string> names() const override {
@@ -199,6 +206,8 @@ class DummyWeightSource : public WeightSource {
   // list becomes e4m3 codes with one scale for all its blocks, the largest value's (half_width /
   // 448: no code saturates), and the scale tensors (and static input scales) the format names.
   void quantize_linears(const WeightQuantization& q) {
+    block_rows_ = q.block_rows;
+    block_cols_ = q.block_cols;
     for (const std::string& name : linear_) {
       const std::string base = name.substr(0, name.size() - std::string("weight").size());
       if (ignored(q.ignore, base.substr(0, base.size() - 1))) continue;
@@ -222,6 +231,7 @@ class DummyWeightSource : public WeightSource {
   std::string config_source_;
   std::map<std::string, TensorSpec> specs_;
   std::vector<std::string> linear_;  // the projections, which an FP8 checkpoint stores as codes
+  int64_t block_rows_ = 0, block_cols_ = 0;  // their scale blocks (WeightQuantization's)
 };
 
 }  // namespace

@@ -72,6 +72,11 @@ class DequantizingSource : public WeightSource {
     return is_fp8(name) ? std::nullopt : stored_->hashed_uniform(name);
   }
 
+  std::optional<HashedFp8> hashed_fp8(const std::string& name) const override {
+    check_not_scale(name);
+    return is_fp8(name) ? stored_->hashed_fp8(name) : std::nullopt;
+  }
+
   std::vector<std::string> names() const override {
     std::vector<std::string> out;
     for (std::string& n : stored_->names()) {

@@ -43,6 +43,9 @@ class WeightSource {
   // make any shard of it in place (Backend::fill_hashed_uniform) instead of converting and copying
   // it from the host. nullopt for a checkpoint's real tensors.
   virtual std::optional<HashedUniform> hashed_uniform(const std::string& name) const { return std::nullopt; }
+  // The same for a weight stored as FP8 codes made from such values (dummy weights of an FP8
+  // config): a backend can make a shard's codes in place (Backend::fill_hashed_e4m3).
+  virtual std::optional<HashedFp8> hashed_fp8(const std::string& name) const { return std::nullopt; }
   virtual std::vector<std::string> names() const = 0;
   virtual std::string describe() const = 0;  // the path, for messages
 };

@@ -66,6 +66,11 @@ Tensor ShardContext::upload_rows(const std::vector<ShardPart>& shard_parts) cons
                   [&](const ShardPart& p) { return src.has(p.name) && src.hashed_uniform(p.name).has_value(); })) {
     return make_rows_in_place(shard_parts);
   }
+  if (keeps(DType::kF8E4M3) &&
+      std::all_of(shard_parts.begin(), shard_parts.end(),
+                  [&](const ShardPart& p) { return src.has(p.name) && src.hashed_fp8(p.name).has_value(); })) {
+    if (std::optional<Tensor> w = make_fp8_codes_in_place(shard_parts)) return *w;
+  }
   std::vector<Tensor> parts;
   for (const ShardPart& p : shard_parts) parts.push_back(read(p));
   if (parts.size() == 1) return backend.upload_stored_weight(parts.front());
@@ -167,6 +172,66 @@ Tensor ShardContext::make_fp8_in_place(const std::vector<ShardPart>& parts) cons
   }
   if (!grid.defined()) return out;
   return out.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, fs->block_cols, Tensor()}));
+}
+
+// The grid is one of two shapes, each what the host path's canonical weight holds:
+//  - a scale spanning whole rows (per channel or per tensor): one scale a row, blocks of 1 x cols;
+//  - blocks narrower than the columns: each part's [ceil(rows / br), ceil(cols / bc)] blocks stacked,
+//    when every part but the last has whole blocks of rows (a block taller than the weight is cut).
+// The codes of each part are made where they lie, at the indices the part has in its whole tensor.
+std::optional<Tensor> ShardContext::make_fp8_codes_in_place(const std::vector<ShardPart>& parts) const {
+  struct Piece {
+    HashedFp8 f;
+    int64_t rows, cols, base, full_cols, br, bc;
+  };
+  std::vector<Piece> pieces;
+  int64_t rows = 0;
+  for (const ShardPart& p : parts) {
+    if (p.shape.size() != 2) return std::nullopt;
+    const HashedFp8 f = *src.hashed_fp8(p.name);
+    const std::vector<int64_t> ps = p.part_shape();
+    const int64_t full_rows = p.shape[0], full_cols = p.shape[1];
+    const int64_t br = f.block_rows > 0 ? f.block_rows : full_rows, bc = f.block_cols > 0 ? f.block_cols : full_cols;
+    // A slice that cuts a block (of a dimension with blocks: 0 means one scale spans it, any slice
+    // keeps it): the host path reports it by name.
+    const int64_t block = p.dim == 0 ? f.block_rows : f.block_cols, size = p.dim == 0 ? full_rows : full_cols;
+    if (block > 1 && (p.start % block != 0 || ((p.start + p.length) % block != 0 && p.start + p.length != size))) {
+      return std::nullopt;
+    }
+    pieces.push_back({f, ps[0], ps[1], p.dim == 0 ? p.start * full_cols : p.start, full_cols, br, bc});
+    rows += ps[0];
+  }
+  const int64_t cols = pieces.front().cols;
+  const bool row_scales = std::all_of(pieces.begin(), pieces.end(), [&](const Piece& q) { return q.bc >= q.full_cols; });
+  const bool blocks = std::all_of(pieces.begin(), pieces.end(), [&](const Piece& q) {
+    return q.bc < cols && q.br == pieces.front().br && q.bc == pieces.front().bc;
+  });
+  if (!row_scales && !blocks) return std::nullopt;
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) {
+    if (blocks && pieces[i].rows % pieces[i].br != 0) return std::nullopt;
+  }
+  const int64_t bc = row_scales ? cols : pieces.front().bc;
+  const int64_t br = row_scales ? 1 : std::min(pieces.front().br, rows);
+  const int64_t grid_cols = row_scales ? 1 : (cols + bc - 1) / bc;
+  int64_t grid_rows = 0;
+  for (const Piece& q : pieces) grid_rows += row_scales ? q.rows : (q.rows + q.br - 1) / q.br;
+  Tensor grid_host = host_tensor(DType::kF32, {grid_rows, grid_cols});
+  Tensor codes = backend.empty(DType::kF8E4M3, {rows, cols});
+  int64_t row = 0, grid_row = 0;
+  for (const Piece& q : pieces) {
+    backend.fill_hashed_e4m3(codes.rows(row, row + q.rows), q.f.values, q.f.scale, q.base, q.full_cols);
+    const int64_t g = row_scales ? q.rows : (q.rows + q.br - 1) / q.br;
+    std::fill(grid_host.ptr<float>() + grid_row * grid_cols, grid_host.ptr<float>() + (grid_row + g) * grid_cols,
+              q.f.scale);
+    row += q.rows;
+    grid_row += g;
+  }
+  Tensor grid = backend.empty(DType::kF32, {grid_rows, grid_cols});
+  backend.copy_from_host(grid, grid_host.data());
+  backend.synchronize();  // grid_host dies here
+  auto scales = std::make_shared<WeightScales>(WeightScales{grid, br, bc, Tensor()});
+  scales->decoded = backend.decoded_fp8_copy(codes.with_scales(scales));
+  return codes.with_scales(std::move(scales));
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,

@@ -44,10 +44,14 @@ struct ShardContext {
   // The whole tensor (replicated on every rank: norms), fp32.
   Tensor replicated(const std::string& name, std::vector<int64_t> shape) const;
   // The parts concatenated along rows as one device weight. Dummy weights are made in place on the
-  // device (WeightSource::hashed_uniform); others are read on the host, in their stored dtype when
-  // they share one the backend keeps, else all decoded to fp32 (a checkpoint mixing types), and
-  // uploaded.
+  // device (WeightSource::hashed_uniform, hashed_fp8); others are read on the host, in their stored
+  // dtype when they share one the backend keeps, else all decoded to fp32 (a checkpoint mixing
+  // types), and uploaded.
   Tensor upload_rows(const std::vector<ShardPart>& parts) const;
+  // Dummy weights of an FP8 config: the codes made in place and the scale grid the host path
+  // (read, stack_fp8_rows, upload_stored_weight) would give; nullopt where that grid is not one of
+  // the two shapes built here (the host path then runs).
+  std::optional<Tensor> make_fp8_codes_in_place(const std::vector<ShardPart>& parts) const;
 
  private:
   Tensor read(const ShardPart& part) const;  // the part on the host

@@ -91,5 +91,73 @@ TEST(ShardContext, Fp8ExpertsArriveDecodedWhereTheExpertKernelsTakeNoFp8) {
             std::vector<float>(want.ptr<float>(), want.ptr<float>() + want.numel()));
 }
 
+// The source as it is, without the recipe of its FP8 codes: ShardContext then reads them on the
+// host (get_stored_slice, stack_fp8_rows, upload_stored_weight), the reference for the in-place path.
+class WithoutFp8Recipe : public WeightSource {
+ public:
+  explicit WithoutFp8Recipe(const WeightSource& s) : s_(s) {}
+  bool has(const std::string& n) const override { return s_.has(n); }
+  Tensor get_f32(const std::string& n, const std::vector<int64_t>& shape) const override { return s_.get_f32(n, shape); }
+  Tensor get_f32_slice(const std::string& n, const std::vector<int64_t>& shape, int dim, int64_t start,
+                       int64_t length) const override {
+    return s_.get_f32_slice(n, shape, dim, start, length);
+  }
+  DType stored_dtype(const std::string& n) const override { return s_.stored_dtype(n); }
+  Tensor get_stored_slice(const std::string& n, const std::vector<int64_t>& shape, int dim, int64_t start,
+                          int64_t length) const override {
+    return s_.get_stored_slice(n, shape, dim, start, length);
+  }
+  std::optional<HashedUniform> hashed_uniform(const std::string& n) const override { return s_.hashed_uniform(n); }
+  std::vector<std::string> names() const override { return s_.names(); }
+  std::string describe() const override { return s_.describe(); }
+
+ private:
+  const WeightSource& s_;
+};
+
+// Dummy FP8 codes made in place (Backend::fill_hashed_e4m3, here the host default) are the host
+// path's bytes with its scale grid and blocks: 32 x 32 blocks, per-channel and per-tensor scales,
+// for q/k/v and gate/up stacked and down alone, whole and as either rank's shard of two.
+TEST(ShardContext, Fp8DummyCodesMadeInPlaceEqualTheHostPath) {
+  for (const char* dir : {"qwen3-tiny-fp8-block", "qwen3-tiny-fp8-channel", "llama3-tiny-fp8-tensor"}) {
+    const ModelConfig c = load_hf_model_config(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/" + dir);
+    const auto src = make_dummy_weight_source(c, 4);
+    const WithoutFp8Recipe host_src(*src);
+    CpuBackendKeepingFp8Linears backend;
+    auto comm = make_single_rank_communicator(backend);
+    const ShardContext in_place{*src, backend, *comm}, host{host_src, backend, *comm};
+    const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const int64_t inter = c.intermediate_size;
+    const std::string l = "model.layers.1.";
+    for (int64_t ws : {1, 2}) {
+      for (int64_t rank = 0; rank < ws; ++rank) {
+        auto rows = [&](const std::string& n, int64_t r, int64_t k) {
+          return ShardPart{l + n, {r, k}, 0, rank * r / ws, r / ws};
+        };
+        const std::vector<std::vector<ShardPart>> weights = {
+            {rows("self_attn.q_proj.weight", q, h), rows("self_attn.k_proj.weight", kv, h),
+             rows("self_attn.v_proj.weight", kv, h)},
+            {rows("mlp.gate_proj.weight", inter, h), rows("mlp.up_proj.weight", inter, h)},
+            {ShardPart{l + "mlp.down_proj.weight", {h, inter}, 1, rank * inter / ws, inter / ws}}};
+        for (const std::vector<ShardPart>& parts : weights) {
+          const std::string what = std::string(dir) + " " + parts.front().name + " rank " + std::to_string(rank) +
+                                   " of " + std::to_string(ws);
+          ASSERT_TRUE(in_place.make_fp8_codes_in_place(parts).has_value()) << what;
+          const Tensor a = in_place.upload_rows(parts), b = host.upload_rows(parts);
+          ASSERT_EQ(a.dtype(), DType::kF8E4M3) << what;
+          ASSERT_EQ(b.dtype(), DType::kF8E4M3) << what;
+          ASSERT_EQ(a.shape(), b.shape()) << what;
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.nbytes())) << what;
+          const WeightScales &sa = *a.scales(), &sb = *b.scales();
+          EXPECT_EQ(sa.block_rows, sb.block_rows) << what;
+          EXPECT_EQ(sa.block_cols, sb.block_cols) << what;
+          ASSERT_EQ(sa.grid.shape(), sb.grid.shape()) << what;
+          EXPECT_EQ(0, std::memcmp(sa.grid.data(), sb.grid.data(), sa.grid.nbytes())) << what;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace minivllm

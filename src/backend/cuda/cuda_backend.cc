@@ -213,6 +213,15 @@ void CudaBackend::fill_hashed_uniform(const Tensor& dst, const HashedUniform& h,
   launch_fill_hashed_uniform(dst.data(), dst.dtype() == DType::kBF16, rows, cols, h, base, row_stride, stream_);
 }
 
+void CudaBackend::fill_hashed_e4m3(const Tensor& dst, const HashedUniform& h, float scale, int64_t base,
+                                   int64_t row_stride) {
+  MINIVLLM_CHECK(dst.device() == DeviceKind::kCuda && dst.dtype() == DType::kF8E4M3 && dst.ndim() == 2 && scale > 0.0f)
+      << "fill_hashed_e4m3: dst " << dst.describe() << " must be a GPU FP8 [rows, cols] tensor, scale " << scale
+      << " positive";
+  launch_fill_hashed_e4m3(static_cast<uint8_t*>(dst.data()), dst.size(0), dst.size(1), h, scale, base, row_stride,
+                          stream_);
+}
+
 // Online FP8 of a weight made on the device (dummy weights): each row quantized over all its
 // columns by the same kernel that quantizes the FP8 GEMM's activations; per-row scales.
 Tensor CudaBackend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) {

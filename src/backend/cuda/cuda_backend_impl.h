@@ -46,6 +46,8 @@ class CudaBackend : public Backend {
   void copy(const Tensor& dst, const Tensor& src) override;
   void fill_bytes(const Tensor& dst, uint8_t value) override;
   void fill_hashed_uniform(const Tensor& dst, const HashedUniform& h, int64_t base, int64_t row_stride) override;
+  void fill_hashed_e4m3(const Tensor& dst, const HashedUniform& h, float scale, int64_t base,
+                        int64_t row_stride) override;
   // FP8 weights (MINIVLLM_FP8_WEIGHTS) and the ggml block types quant_gemv.h reads (Q4_K, Q6_K,
   // Q5_0, Q8_0; MINIVLLM_QUANT_WEIGHTS) stay as stored; other types are decoded to bf16 at load.
   bool keeps_weight_dtype(DType stored) const override {

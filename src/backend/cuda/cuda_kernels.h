@@ -35,6 +35,9 @@ void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t strea
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream);
 // out[r, c] (bf16, or fp32) = hashed_uniform_value(h, base + r * row_stride + c): dummy weights
 // made in place (Backend::fill_hashed_uniform).
+// e4m3(value / scale) of the same values, rounded to nearest and saturating (Backend::fill_hashed_e4m3).
+void launch_fill_hashed_e4m3(uint8_t* out, int64_t rows, int64_t cols, const HashedUniform& h, float scale,
+                             int64_t base, int64_t row_stride, cudaStream_t stream);
 void launch_fill_hashed_uniform(void* out, bool bf16, int64_t rows, int64_t cols, const HashedUniform& h, int64_t base,
                                 int64_t row_stride, cudaStream_t stream);
 // out (bf16, or fp32 when out_f32) += bias per row.

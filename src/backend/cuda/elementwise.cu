@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -145,6 +146,19 @@ __global__ void fill_hashed_uniform_kernel(void* out, bool bf16, int64_t rows, i
   }
 }
 
+// The same values as e4m3 codes of value / scale: an IEEE division (__fdiv_rn, whatever the
+// compiler's flags) and cvt.rn.satfinite, the host's f32_to_e4m3(value / scale) bit for bit.
+__global__ void fill_hashed_e4m3_kernel(uint8_t* out, int64_t rows, int64_t cols, HashedUniform h, float scale,
+                                        int64_t base, int64_t row_stride) {
+  const int64_t total = rows * cols;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    const float v = hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c));
+    out[i] = f32_to_e4m3_device(__fdiv_rn(v, scale));
+  }
+}
+
 __global__ void act_mul_kernel(const uint4* gate_up, int64_t tokens, int64_t chunks, Activation act, uint4* out) {
   pdl_launch_dependents();  // the down projection may start streaming its weights now
   pdl_wait();               // gate_up is the previous kernel's output (programmatic dependent launch)
@@ -244,6 +258,15 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream) {
   if (n == 0) return;
   launch_with_pdl(scale_f32_kernel, dim3(grid_for(n, 256)), dim3(256), 0, stream, x, n, factor);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill_hashed_e4m3(uint8_t* out, int64_t rows, int64_t cols, const HashedUniform& h, float scale,
+                             int64_t base, int64_t row_stride, cudaStream_t stream) {
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(grid_for(total, 256), 65535));
+  fill_hashed_e4m3_kernel<<<blocks, 256, 0, stream>>>(out, rows, cols, h, scale, base, row_stride);
   CUDA_CHECK_LAUNCH();
 }
 
