@@ -130,32 +130,27 @@ __global__ void scale_f32_kernel(float* x, int64_t n, float factor) {
   if (i < n) x[i] *= factor;
 }
 
-// One thread per element, grid-stride: a load-time kernel, run once per weight.
-__global__ void fill_hashed_uniform_kernel(void* out, bool bf16, int64_t rows, int64_t cols, HashedUniform h,
-                                           int64_t base, int64_t row_stride) {
+// One thread per element, grid-stride: a load-time kernel, run once per weight. The value is stored
+// as f32, bf16 (rounded to nearest) or, with scale > 0, as the e4m3 code of value / scale: an IEEE
+// division (__fdiv_rn, whatever the compiler's flags) and cvt.rn.satfinite, the host's
+// f32_to_e4m3(value / scale) bit for bit.
+enum class HashedOut { kF32, kBf16, kE4m3 };
+
+template <HashedOut O>
+__global__ void fill_hashed_kernel(void* out, int64_t rows, int64_t cols, HashedUniform h, float scale, int64_t base,
+                                   int64_t row_stride) {
   const int64_t total = rows * cols;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i - r * cols;
     const float v = hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c));
-    if (bf16) {
+    if constexpr (O == HashedOut::kBf16) {
       static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16_rn(v);
+    } else if constexpr (O == HashedOut::kE4m3) {
+      static_cast<uint8_t*>(out)[i] = f32_to_e4m3_device(__fdiv_rn(v, scale));
     } else {
       static_cast<float*>(out)[i] = v;
     }
-  }
-}
-
-// The same values as e4m3 codes of value / scale: an IEEE division (__fdiv_rn, whatever the
-// compiler's flags) and cvt.rn.satfinite, the host's f32_to_e4m3(value / scale) bit for bit.
-__global__ void fill_hashed_e4m3_kernel(uint8_t* out, int64_t rows, int64_t cols, HashedUniform h, float scale,
-                                        int64_t base, int64_t row_stride) {
-  const int64_t total = rows * cols;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i - r * cols;
-    const float v = hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c));
-    out[i] = f32_to_e4m3_device(__fdiv_rn(v, scale));
   }
 }
 
@@ -261,22 +256,29 @@ void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_fill_hashed_e4m3(uint8_t* out, int64_t rows, int64_t cols, const HashedUniform& h, float scale,
-                             int64_t base, int64_t row_stride, cudaStream_t stream) {
+namespace {
+
+template <HashedOut O>
+void launch_fill_hashed(void* out, int64_t rows, int64_t cols, const HashedUniform& h, float scale, int64_t base,
+                        int64_t row_stride, cudaStream_t stream) {
   const int64_t total = rows * cols;
   if (total == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>(grid_for(total, 256), 65535));
-  fill_hashed_e4m3_kernel<<<blocks, 256, 0, stream>>>(out, rows, cols, h, scale, base, row_stride);
+  fill_hashed_kernel<O><<<blocks, 256, 0, stream>>>(out, rows, cols, h, scale, base, row_stride);
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_fill_hashed_e4m3(uint8_t* out, int64_t rows, int64_t cols, const HashedUniform& h, float scale,
+                             int64_t base, int64_t row_stride, cudaStream_t stream) {
+  launch_fill_hashed<HashedOut::kE4m3>(out, rows, cols, h, scale, base, row_stride, stream);
 }
 
 void launch_fill_hashed_uniform(void* out, bool bf16, int64_t rows, int64_t cols, const HashedUniform& h, int64_t base,
                                 int64_t row_stride, cudaStream_t stream) {
-  const int64_t total = rows * cols;
-  if (total == 0) return;
-  const int blocks = static_cast<int>(std::min<int64_t>(grid_for(total, 256), 65535));
-  fill_hashed_uniform_kernel<<<blocks, 256, 0, stream>>>(out, bf16, rows, cols, h, base, row_stride);
-  CUDA_CHECK_LAUNCH();
+  if (bf16) return launch_fill_hashed<HashedOut::kBf16>(out, rows, cols, h, 0.0f, base, row_stride, stream);
+  launch_fill_hashed<HashedOut::kF32>(out, rows, cols, h, 0.0f, base, row_stride, stream);
 }
 
 void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activation act, void* out,
