@@ -8,6 +8,11 @@
 // projections uniform with std 1/sqrt(fan_in) (every sublayer reads an RMS-normed input), norm
 // weights in [0.5, 1.5] (around 0 for a (1 + w) norm), biases std 0.1, the embedding std 1 and an
 // untied lm_head std 1/sqrt(hidden) (logits of std ~1); a tied matrix takes the lm_head's scale.
+//
+// A config with an FP8 quantization_config gets an FP8 checkpoint of that format: each projection
+// (not in its ignore list) as e4m3 codes of those values over one scale, the largest value's, given
+// for every block, served through dequantize_weights as a real checkpoint is; a backend may make
+// the codes in place (WeightSource::hashed_fp8).
 #pragma once
 
 #include <cstdint>
