@@ -168,7 +168,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
   MINIVLLM_CHECK(e == Fp8Out::kStore) << op << ": " << tokens << " tokens take the unfused path";
   if (fp8_gemm_->run(x, w, b, bias_f32, out.data(), out_f32, stream_)) return;
   if (k % 8 == 0 && n % 8 == 0) {  // block scales: the weight decoded to bf16, then cuBLASLt's bf16 GEMM
-    const void* wb = s.decoded.defined() ? s.decoded.data() : fp8_gemm_->dequantized(w, stream_);
+    const void* wb = fp8_gemm_->dequantized(w, stream_);
     const bool fuse_bias = bias != nullptr && !bias_f32 && !out_f32;
     gemm_->run(x.data(), wb, fuse_bias ? b : nullptr, out.data(), out_f32, tokens, n, k, stream_);
     if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, b, bias_f32, tokens, n, stream_);
@@ -391,9 +391,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
       // Block scales: the decoded weight's cuBLASLt GEMM adds into the fp32 residual with beta = 1,
       // as the bf16 path does (no bf16 rounding of the product first).
       const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
-      const Tensor& decoded = weight.scales()->decoded;
-      gemm_->run(x.data(), decoded.defined() ? decoded.data() : fp8_gemm_->dequantized(weight, stream_), nullptr,
-                 residual.data(), /*out_f32=*/true, tokens,
+      gemm_->run(x.data(), fp8_gemm_->dequantized(weight, stream_), nullptr, residual.data(), /*out_f32=*/true, tokens,
                  n, k, stream_, /*accumulate=*/true);
       return;
     }

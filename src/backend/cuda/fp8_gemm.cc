@@ -130,6 +130,7 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
 }
 
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {
+  if (w.scales() && w.scales()->decoded.defined()) return w.scales()->decoded.data();  // kept at load
   const int64_t n = w.size(0), k = w.size(1);
   grow_device_scratch(&w_bf16_, &w_bf16_bytes_, static_cast<size_t>(n * k) * 2, stream, "FP8 linear", "decoded weight");
   launch_dequantize_fp8(fp8_weight_view(w), n, k, w_bf16_, stream);

@@ -45,7 +45,8 @@ class Fp8Gemm {
   // False (nothing launched) when fp8_gemm_takes is false or cuBLASLt has no algorithm.
   bool run(const Tensor& x, const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32,
            cudaStream_t stream);
-  // W's values as bf16 [N, K] in a scratch valid until the next call (stream-ordered).
+  // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
+  // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
 
  private:
