@@ -5,7 +5,6 @@
 #include "common/check.h"
 #include "common/fp8.h"
 #include "common/fp8_weight.h"
-#include "common/hashed_uniform.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -132,7 +131,7 @@ void Backend::fill_hashed_e4m3(const Tensor& dst, const HashedUniform& h, float 
 #pragma omp parallel for schedule(static) if (rows * cols >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
-      out[r * cols + c] = f32_to_e4m3(hashed_uniform_value(h, static_cast<uint64_t>(base + r * row_stride + c)) / scale);
+      out[r * cols + c] = hashed_e4m3_code(h, scale, static_cast<uint64_t>(base + r * row_stride + c));
     }
   }
   copy_from_host(dst, codes.data());

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "common/hashed_uniform.h"
+
 namespace minivllm {
 
 inline constexpr float kE4M3Max = 448.0f;
@@ -25,5 +27,11 @@ inline float e4m3_row_scale(float amax) { return amax / kE4M3Max; }
 void quantize_e4m3_row(const float* x, int64_t n, uint8_t* out, float* scale);
 // out[i] = e4m3_to_f32(q[i]) * scale.
 void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out);
+
+// Dummy FP8 weights: element `index`'s code, e4m3(value / scale) (HashedFp8; the CUDA kernel
+// computes the same bytes).
+inline uint8_t hashed_e4m3_code(const HashedUniform& h, float scale, uint64_t index) {
+  return f32_to_e4m3(hashed_uniform_value(h, index) / scale);
+}
 
 }  // namespace minivllm

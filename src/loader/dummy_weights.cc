@@ -140,8 +140,9 @@ class DummyWeightSource : public WeightSource {
     convert_slice_chunks(g, out.ptr<float>(), [&](int64_t first, int64_t count, float* dst) {
 #pragma omp parallel for schedule(static) if (count >= (1 << 16))
       for (int64_t i = 0; i < count; ++i) {
-        const float v = hashed_uniform_value(h, static_cast<uint64_t>(first + i));
-        dst[i] = s.fp8_scale > 0.0f ? e4m3_to_f32(f32_to_e4m3(v / s.fp8_scale)) * s.fp8_scale : v;
+        const uint64_t index = static_cast<uint64_t>(first + i);
+        dst[i] = s.fp8_scale > 0.0f ? e4m3_to_f32(hashed_e4m3_code(h, s.fp8_scale, index)) * s.fp8_scale
+                                    : hashed_uniform_value(h, index);
       }
     });
     return out;
@@ -166,8 +167,7 @@ class DummyWeightSource : public WeightSource {
 #pragma omp parallel for collapse(2) schedule(static) if (g.outer * n >= (1 << 16))
     for (int64_t o = 0; o < g.outer; ++o) {
       for (int64_t i = 0; i < n; ++i) {
-        const float v = hashed_uniform_value(h, static_cast<uint64_t>(g.chunk_begin(o) + i));
-        codes[o * n + i] = f32_to_e4m3(v / s.fp8_scale);
+        codes[o * n + i] = hashed_e4m3_code(h, s.fp8_scale, static_cast<uint64_t>(g.chunk_begin(o) + i));
       }
     }
     return out;

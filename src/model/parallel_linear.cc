@@ -207,24 +207,23 @@ std::optional<Tensor> ShardContext::make_fp8_codes_in_place(const std::vector<Sh
     return q.bc < cols && q.br == pieces.front().br && q.bc == pieces.front().bc;
   });
   if (!row_scales && !blocks) return std::nullopt;
-  for (size_t i = 0; i + 1 < pieces.size(); ++i) {
-    if (blocks && pieces[i].rows % pieces[i].br != 0) return std::nullopt;
+  if (blocks && std::any_of(pieces.begin(), pieces.end() - 1, [](const Piece& q) { return q.rows % q.br != 0; })) {
+    return std::nullopt;
   }
   const int64_t bc = row_scales ? cols : pieces.front().bc;
   const int64_t br = row_scales ? 1 : std::min(pieces.front().br, rows);
   const int64_t grid_cols = row_scales ? 1 : (cols + bc - 1) / bc;
+  auto grid_rows_of = [&](const Piece& q) { return row_scales ? q.rows : (q.rows + q.br - 1) / q.br; };
   int64_t grid_rows = 0;
-  for (const Piece& q : pieces) grid_rows += row_scales ? q.rows : (q.rows + q.br - 1) / q.br;
+  for (const Piece& q : pieces) grid_rows += grid_rows_of(q);
   Tensor grid_host = host_tensor(DType::kF32, {grid_rows, grid_cols});
   Tensor codes = backend.empty(DType::kF8E4M3, {rows, cols});
-  int64_t row = 0, grid_row = 0;
+  int64_t row = 0;
+  float* g = grid_host.ptr<float>();
   for (const Piece& q : pieces) {
     backend.fill_hashed_e4m3(codes.rows(row, row + q.rows), q.f.values, q.f.scale, q.base, q.full_cols);
-    const int64_t g = row_scales ? q.rows : (q.rows + q.br - 1) / q.br;
-    std::fill(grid_host.ptr<float>() + grid_row * grid_cols, grid_host.ptr<float>() + (grid_row + g) * grid_cols,
-              q.f.scale);
+    g = std::fill_n(g, grid_rows_of(q) * grid_cols, q.f.scale);
     row += q.rows;
-    grid_row += g;
   }
   Tensor grid = backend.empty(DType::kF32, {grid_rows, grid_cols});
   backend.copy_from_host(grid, grid_host.data());
