@@ -67,6 +67,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
+    {"MINIVLLM_MOE_SMALL_TILE_ROWS", G::kTuning, K::kInt, "", 0, 1 << 20, "48",
+     "the grouped expert GEMMs take 32-row tiles (not 64) while the experts average at most this many rows "
+     "(0: never; PERFORMANCE.md, \"The grouped expert GEMMs\")"},
     {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
     {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",

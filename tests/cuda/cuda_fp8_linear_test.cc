@@ -105,6 +105,8 @@ TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
   for (const Shape& s : {Shape{384, 512, Grid::kBlock128}, Shape{4224, 1024, Grid::kBlock128},
                          Shape{384, 512, Grid::kPerRow}, Shape{200, 256, Grid::kPerRow},
                          Shape{96, 160, Grid::kBlock32}, Shape{1, 2048, Grid::kPerRow},
+                         // rows longer than a staged tile (1,024 codes) and not a multiple of it
+                         Shape{264, 2240, Grid::kPerRow}, Shape{200, 1152, Grid::kBlock128},
                          // more CTAs than a GPU holds at once, and a last CTA with 11 of its 16 rows
                          Shape{17003, 512, Grid::kPerRow}}) {
     const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);

@@ -19,11 +19,14 @@
 namespace minivllm::cuda_test {
 namespace {
 
-// The gemv threshold is read when a backend is made: a GPU backend with MINIVLLM_MOE_GEMV_TOKENS set.
-std::unique_ptr<Backend> gpu_backend_with_gemv_tokens(const char* tokens) {
+// The gemv threshold and the grouped GEMMs' tile rule are read when a backend is made: a GPU
+// backend with MINIVLLM_MOE_GEMV_TOKENS (and MINIVLLM_MOE_SMALL_TILE_ROWS) set.
+std::unique_ptr<Backend> gpu_backend_with_gemv_tokens(const char* tokens, const char* small_tile_rows = "0") {
   setenv("MINIVLLM_MOE_GEMV_TOKENS", tokens, 1);
+  setenv("MINIVLLM_MOE_SMALL_TILE_ROWS", small_tile_rows, 1);
   std::unique_ptr<Backend> b = make_cuda_backend(0);
   unsetenv("MINIVLLM_MOE_GEMV_TOKENS");
+  unsetenv("MINIVLLM_MOE_SMALL_TILE_ROWS");
   return b;
 }
 
@@ -210,7 +213,8 @@ void expect_matches(const Outputs& o, bool out_f32, const std::string& what) {
 
 class CudaMoeExperts : public ::testing::TestWithParam<ExpertCase> {};
 
-// Both paths at every size (the threshold moved to 0 and to 8), into an fp32 residual and a bf16 out.
+// Both paths at every size (the threshold moved to 0 and to 8), into an fp32 residual and a bf16 out;
+// the grouped one with 64-row and with 32-row tiles.
 TEST_P(CudaMoeExperts, MatchTheCpuOnBothPaths) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const ExpertCase c = GetParam();
@@ -218,11 +222,15 @@ TEST_P(CudaMoeExperts, MatchTheCpuOnBothPaths) {
   const bool gemv_possible = c.tokens <= 8;
   for (const char* gemv_tokens : {"8", "0"}) {
     if (!gemv_possible && std::string(gemv_tokens) == "0") continue;  // the GEMMs already
-    auto gpu = gpu_backend_with_gemv_tokens(gemv_tokens);
-    const std::string path = gemv_possible && std::string(gemv_tokens) == "8" ? "gemv" : "grouped";
-    for (const bool out_f32 : {true, false}) {
-      const Outputs o = run_case(*cpu, *gpu, c, out_f32, c.tokens, 17);
-      expect_matches(o, out_f32, case_name(c) + " " + path + (out_f32 ? " f32" : " bf16"));
+    const bool gemv = gemv_possible && std::string(gemv_tokens) == "8";
+    for (const char* small_tile_rows : {"0", "1000000"}) {
+      if (gemv && std::string(small_tile_rows) != "0") continue;  // no tiles on the gemv path
+      auto gpu = gpu_backend_with_gemv_tokens(gemv_tokens, small_tile_rows);
+      const std::string path = gemv ? "gemv" : std::string(small_tile_rows) == "0" ? "grouped64" : "grouped32";
+      for (const bool out_f32 : {true, false}) {
+        const Outputs o = run_case(*cpu, *gpu, c, out_f32, c.tokens, 17);
+        expect_matches(o, out_f32, case_name(c) + " " + path + (out_f32 ? " f32" : " bf16"));
+      }
     }
   }
 }

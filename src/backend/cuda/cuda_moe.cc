@@ -150,6 +150,8 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
   for (int64_t t0 = 0; t0 < tokens; t0 += chunk) {
     MoeShape s = shape;
     s.tokens = std::min(chunk, tokens - t0);
+    // Few rows an expert (decode batches): 32-row tiles, half of a 64-row tile's work being padding.
+    s.tile_rows = s.tokens * k <= moe_small_tile_rows_ * s.num_local ? kMoeSmallTileRows : kMoeTileRows;
     const auto* ids = reinterpret_cast<const int32_t*>(byte_offset(topk_ids, t0 * k));
     const auto* weights = reinterpret_cast<const float*>(byte_offset(topk_weights, t0 * k));
     launch_moe_group(ids, s, offsets, entries, tiles, stream_);

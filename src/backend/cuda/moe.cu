@@ -108,8 +108,8 @@ constexpr int kGroupWarps = kGroupThreads / 32;
 // 32 at a time, a pair's rank among the equal experts of its 32 (match_any) added to that position.
 // Pairs whose expert is not local (another rank's, or an id out of range) are left out.
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t* ids, int pairs, int first,
-                                                                  int num_local, int32_t* offsets, int32_t* entries,
-                                                                  int32_t* tiles) {
+                                                                  int num_local, int tile_rows, int32_t* offsets,
+                                                                  int32_t* entries, int32_t* tiles) {
   __shared__ int base[kGroupWarps][kMoeMaxLocalExperts];  // 32 KB: counts, then positions
   __shared__ int expert_rows[kMoeMaxLocalExperts];
   __shared__ int expert_start[kMoeMaxLocalExperts];
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
     for (int i = 0; i < per; ++i) {
       if (e0 + i < num_local) {
         rows += expert_rows[e0 + i];
-        row_tiles += (expert_rows[e0 + i] + kMoeTileRows - 1) / kMoeTileRows;
+        row_tiles += (expert_rows[e0 + i] + tile_rows - 1) / tile_rows;
       }
     }
     int rows_incl = rows, tiles_incl = row_tiles;
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(const int32_t*
         offsets[e] = r0;
         tiles[e] = q0;
         r0 += expert_rows[e];
-        q0 += (expert_rows[e] + kMoeTileRows - 1) / kMoeTileRows;
+        q0 += (expert_rows[e] + tile_rows - 1) / tile_rows;
       }
     }
     if (lane == 31) {
@@ -270,13 +270,13 @@ void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, i
   MINIVLLM_CHECK(s.num_local >= 1 && s.num_local <= kMoeMaxLocalExperts && pairs >= 0 && pairs < (int64_t{1} << 30))
       << "moe_group: " << s.num_local << " local experts (1.." << kMoeMaxLocalExperts << "), " << pairs << " pairs";
   moe_group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, static_cast<int>(pairs), s.first_expert, s.num_local,
-                                                    offsets, entries, tiles);
+                                                    s.tile_rows, offsets, entries, tiles);
   CUDA_CHECK_LAUNCH();
 }
 
-int64_t moe_max_row_tiles(int64_t pairs, int num_local) {
+int64_t moe_max_row_tiles(int64_t pairs, int num_local, int tile_rows) {
   // Each non-empty expert wastes less than one tile: at most ceil(pairs / rows) + the non-empty experts.
-  return ceil_div(pairs, kMoeTileRows) + std::min<int64_t>(num_local, pairs);
+  return ceil_div(pairs, tile_rows) + std::min<int64_t>(num_local, pairs);
 }
 
 void launch_moe_combine(const void* y, const int32_t* ids, const float* weights, const MoeShape& s, void* out,

@@ -28,8 +28,11 @@ struct MoeExpertTable {
 
 // Routing keeps a row's logits in its warp's registers: up to 16 a lane.
 constexpr int kMoeRouteMaxExperts = 512;
-// The grouped GEMMs' row tile: `tiles` counts each expert's rows in tiles of this many.
+// The grouped GEMMs' row tiles: 64 rows, or 32 where the experts average few rows each (decode
+// batches), so that less of the tensor-core work and of A's shared-memory reads is padding.
+// `tiles` counts each expert's rows in tiles of MoeShape::tile_rows.
 constexpr int kMoeTileRows = 64;
+constexpr int kMoeSmallTileRows = 32;
 
 // One moe_experts_add call's shape: T tokens x top-k slots = pairs; this rank's experts are
 // [first_expert, first_expert + num_local) of the layer's (a pair routed elsewhere adds nothing).
@@ -40,6 +43,7 @@ struct MoeShape {
   int64_t inter;   // this rank's width of each expert, I_r
   int first_expert;
   int num_local;
+  int tile_rows = kMoeTileRows;  // the grouped path's row tile: kMoeTileRows or kMoeSmallTileRows
 };
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
@@ -50,13 +54,13 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
 // The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
 // moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
 // entries untouched), tiles i32[num_local + 1] (tiles[e]: the first row tile of expert e, rows in
-// tiles of kMoeTileRows; tiles[num_local] the total). One CTA; num_local <= kMoeMaxLocalExperts.
+// tiles of s.tile_rows; tiles[num_local] the total). One CTA; num_local <= kMoeMaxLocalExperts.
 void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, int32_t* entries, int32_t* tiles,
                       cudaStream_t stream);
 
 // The row tiles the grouped GEMMs can need for `pairs` pairs over num_local experts: the grid's
-// height, known on the host (sum over experts of ceil(n_e / kMoeTileRows) never exceeds it).
-int64_t moe_max_row_tiles(int64_t pairs, int num_local);
+// height, known on the host (sum over experts of ceil(n_e / tile_rows) never exceeds it).
+int64_t moe_max_row_tiles(int64_t pairs, int num_local, int tile_rows);
 
 // ---- the decode path (moe_gemv.cu) ----
 // act_out[t * k + j, :] (bf16 [T k, I]) = act(x[t] W_gate,e^T) * (x[t] W_up,e^T), e = ids[t, j], for

@@ -10,8 +10,9 @@
 //            written, in grouped order.
 //   down:    A = those act rows, B = W_down; row r's output goes to y's row entries[r] (pair order),
 //            for moe_combine's fixed-order weighted sum.
-// Tiles: 64 x 128 x 32, four warps of 32 x 64, three cp.async stages; fragments are 32-bit shared
-// loads in mma_sync.cuh's layouts from rows padded to 40 values (conflict-free). K tails and rows
+// Tiles: BM x 128 x 64 with BM = 64 (four warps of 32 x 64) or 32 (four warps of 32 x 32, for
+// experts of few rows: MoeShape::tile_rows), three cp.async stages; fragments are 32-bit shared
+// loads in mma_sync.cuh's layouts from rows padded to 72 values (conflict-free). K tails and rows
 // or columns past the ends are zero-filled by cp.async and not stored.
 #include <cuda_bf16.h>
 
@@ -26,14 +27,31 @@
 namespace minivllm::cuda {
 namespace {
 
-constexpr int kBM = kMoeTileRows;  // 64
 constexpr int kBN = 128;
-constexpr int kBK = 32;
-constexpr int kStride = kBK + 8;  // 80-byte rows: lanes (g, t) hit distinct banks
 constexpr int kStages = 3;
 constexpr int kThreads = 128;
-constexpr int kChunksPerRow = kBK / 8;
-static_assert(kBM == 64 && kBN == 128 && kThreads == 128, "the warp layout below is 2 x 2 warps of 32 x 64");
+
+// A K step of kBK = 64 values: each stage reads 128 bytes of every A and B row (64-byte steps ran
+// the decode batches' expert GEMMs 10% slower: PERFORMANCE.md). Rows padded by 8 values (144-byte
+// rows): lanes (g, t) of a fragment load hit distinct banks.
+constexpr int kBK = 64;
+template <int kBM>
+struct StageLayout {
+  static constexpr int kStride = kBK + 8;
+  static constexpr int kChunksPerRow = kBK / 8;
+  static constexpr size_t kABytes = static_cast<size_t>(kStages) * kBM * kStride * 2;
+  static constexpr size_t kSmem = kABytes + static_cast<size_t>(kStages) * kBN * kStride * 2;
+};
+static_assert(kBN == 128 && kThreads == 128, "the warp layouts below are four warps of 32 rows");
+
+// A BM-row tile's warps: kWM along the rows (32 each), kWN along the columns, kNT n8 tiles each.
+template <int kBM>
+struct WarpLayout {
+  static_assert(kBM == 64 || kBM == 32, "row tiles of 64 or 32");
+  static constexpr int kWM = kBM / 32;
+  static constexpr int kWN = 4 / kWM;
+  static constexpr int kNT = kBN / kWN / 8;  // 8 or 4
+};
 
 struct MoeGemmArgs {
   const __nv_bfloat16* a;  // act_mul: x [T, K]; down: act [pairs, K] in grouped order
@@ -50,19 +68,26 @@ struct MoeGemmArgs {
 
 __device__ __forceinline__ uint32_t lds32(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-// The shared row of warp column wn's n8 tile nt. Gated: tiles 0-3 are gate rows, 4-7 the up rows of
-// the same columns (64 rows further), so acc[.][nt] and acc[.][nt + 4] pair up in one thread.
-template <bool kGated>
+// The shared row of warp column wn's n8 tile nt. Gated: the first half of a warp's tiles are gate
+// rows, the second half the up rows of the same columns (64 rows further), so acc[.][nt] and
+// acc[.][nt + kNT / 2] pair up in one thread.
+template <bool kGated, int kBM>
 __device__ __forceinline__ int b_row(int wn, int nt) {
-  if constexpr (kGated) return (nt < 4 ? 0 : kBN / 2) + wn * 32 + (nt % 4) * 8;
-  return wn * 64 + nt * 8;
+  using L = WarpLayout<kBM>;
+  constexpr int kHalf = L::kNT / 2;
+  if constexpr (kGated) return (nt < kHalf ? 0 : kBN / 2) + wn * (kBN / 2 / L::kWN) + (nt % kHalf) * 8;
+  return wn * (kBN / L::kWN) + nt * 8;
 }
 
-template <bool kGated>
+template <bool kGated, int kBM>
 __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const __grid_constant__ MoeGemmArgs g,
                                                             const __grid_constant__ MoeExpertTable table) {
-  __shared__ __align__(16) __nv_bfloat16 sa[kStages][kBM][kStride];
-  __shared__ __align__(16) __nv_bfloat16 sb[kStages][kBN][kStride];
+  using L = WarpLayout<kBM>;
+  using S = StageLayout<kBM>;
+  constexpr int kNT = L::kNT, kStride = S::kStride, kChunksPerRow = S::kChunksPerRow;
+  extern __shared__ __align__(16) uint8_t smem[];  // sa [kStages][kBM][kStride], then sb [kStages][kBN][kStride]
+  auto sa = reinterpret_cast<__nv_bfloat16(*)[kBM][kStride]>(smem);
+  auto sb = reinterpret_cast<__nv_bfloat16(*)[kBN][kStride]>(smem + S::kABytes);
   __shared__ int s_tiles[kMoeMaxLocalExperts + 1];
   __shared__ int s_src[kBM];  // A's row for each tile row, -1 past the expert's rows
   __shared__ int s_dst[kBM];  // the output row, -1 likewise
@@ -128,17 +153,17 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const __grid_constan
     if (s < ktiles) load_stage(s, static_cast<int64_t>(s) * kBK);
     cp_async_commit();  // one group per stage, empty or not, so that the waits below count right
   }
-  float acc[2][8][4];
+  float acc[2][kNT][4];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
     }
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int wm = warp / 2, wn = warp % 2;
+  const int wm = warp / L::kWN, wn = warp % L::kWN;
   const int gq = lane >> 2, tq = lane & 3;
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<kStages - 2>();  // this thread's copies of stage kt have landed
@@ -161,8 +186,8 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const __grid_constan
         af[mt][3] = lds32(&sa[st][r + 8][ks + 2 * tq + 8]);
       }
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int br = b_row<kGated>(wn, nt) + gq;
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int br = b_row<kGated, kBM>(wn, nt) + gq;
         const uint32_t b0 = lds32(&sb[st][br][ks + 2 * tq]);
         const uint32_t b1 = lds32(&sb[st][br][ks + 2 * tq + 8]);
 #pragma unroll
@@ -183,17 +208,17 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const __grid_constan
       __nv_bfloat16* orow = g.out + static_cast<int64_t>(dst) * g.n;
       if constexpr (kGated) {
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int64_t col = n0 + wn * 32 + nt * 8 + 2 * tq;
+        for (int nt = 0; nt < kNT / 2; ++nt) {
+          const int64_t col = n0 + wn * (kBN / 2 / L::kWN) + nt * 8 + 2 * tq;
           if (col >= g.n) continue;
-          const float v0 = gate_act(acc[mt][nt][2 * h], g.act) * acc[mt][nt + 4][2 * h];
-          const float v1 = gate_act(acc[mt][nt][2 * h + 1], g.act) * acc[mt][nt + 4][2 * h + 1];
+          const float v0 = gate_act(acc[mt][nt][2 * h], g.act) * acc[mt][nt + kNT / 2][2 * h];
+          const float v1 = gate_act(acc[mt][nt][2 * h + 1], g.act) * acc[mt][nt + kNT / 2][2 * h + 1];
           *reinterpret_cast<uint32_t*>(orow + col) = pack_bf16x2(v0, v1);
         }
       } else {
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const int64_t col = n0 + wn * 64 + nt * 8 + 2 * tq;
+        for (int nt = 0; nt < kNT; ++nt) {
+          const int64_t col = n0 + wn * (kBN / L::kWN) + nt * 8 + 2 * tq;
           if (col >= g.n) continue;
           *reinterpret_cast<uint32_t*>(orow + col) = pack_bf16x2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
         }
@@ -205,19 +230,34 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const __grid_constan
 void check_shape(const char* op, const MoeShape& s) {
   MINIVLLM_CHECK(s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 && s.inter > 0 && s.inter % 8 == 0 &&
                  s.num_local >= 1 && s.num_local <= kMoeMaxLocalExperts &&
-                 moe_max_row_tiles(s.tokens * s.k, s.num_local) <= 65535 &&
+                 (s.tile_rows == kMoeTileRows || s.tile_rows == kMoeSmallTileRows) &&
+                 moe_max_row_tiles(s.tokens * s.k, s.num_local, s.tile_rows) <= 65535 &&
                  s.tokens * s.k * std::max(s.hidden, s.inter) < (int64_t{1} << 40))
       << op << ": " << s.tokens << " tokens x top-" << s.k << ", hidden " << s.hidden << ", inter " << s.inter
       << ", " << s.num_local << " local experts (widths multiples of 8, at most " << kMoeMaxLocalExperts
-      << " experts, and at most 65535 row tiles of " << kBM << ")";
+      << " experts, and at most 65535 row tiles of " << s.tile_rows << ", which is " << kMoeTileRows << " or "
+      << kMoeSmallTileRows << ")";
+}
+
+template <bool kGated, int kBM>
+void launch_tile(dim3 grid, const MoeGemmArgs& g, const MoeExpertTable& table, cudaStream_t stream) {
+  constexpr size_t smem = StageLayout<kBM>::kSmem;
+  static const bool attr = [] {  // past 48 KB a kernel must opt in, once a process
+    CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<kGated, kBM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    return true;
+  }();
+  (void)attr;
+  moe_gemm_kernel<kGated, kBM><<<grid, kThreads, smem, stream>>>(g, table);
+  CUDA_CHECK_LAUNCH();
 }
 
 template <bool kGated>
 void launch(const MoeGemmArgs& g, const MoeExpertTable& table, const MoeShape& s, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, kGated ? kBN / 2 : kBN)),
-                  static_cast<unsigned>(moe_max_row_tiles(s.tokens * s.k, s.num_local)));
-  moe_gemm_kernel<kGated><<<grid, kThreads, 0, stream>>>(g, table);
-  CUDA_CHECK_LAUNCH();
+                  static_cast<unsigned>(moe_max_row_tiles(s.tokens * s.k, s.num_local, s.tile_rows)));
+  if (s.tile_rows == kMoeSmallTileRows) return launch_tile<kGated, kMoeSmallTileRows>(grid, g, table, stream);
+  launch_tile<kGated, kMoeTileRows>(grid, g, table, stream);
 }
 
 MoeGemmArgs args(const void* a, const int32_t* offsets, const int32_t* entries, const int32_t* tiles, void* out,
