@@ -351,6 +351,22 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   }
 }
 
+// MINIVLLM_GEMV_SHORT_ROWS: batch 1 on rows of 129-256 chunks (K 1,032-2,048), where U = 4 leaves half
+// of a thread's loads past the row and their registers unused: U = 2 there (PERFORMANCE.md, "Stop 61,
+// second session"; twice the rows a CTA as well gained nothing and was removed).
+bool env_short_rows() {
+  static const bool on = knob_flag("MINIVLLM_GEMV_SHORT_ROWS");
+  return on;
+}
+
+template <int R, Epilogue E, bool kNorm>
+void launch_short_rows(const GemvArgs& g, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
+  const size_t smem = kNorm ? static_cast<size_t>(g.chunks) * sizeof(uint4) : 0;
+  launch_with_pdl(gemv_kernel<1, R, 2, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+  CUDA_CHECK_LAUNCH();
+}
+
 template <int M, int R, Epilogue E, bool kNorm>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
@@ -369,6 +385,11 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
 template <int M, Epilogue E, bool kNorm>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
+  if constexpr (M == 1) {
+    if (g.chunks > kGemvThreads && g.chunks <= 2 * kGemvThreads && env_short_rows()) {
+      return rows_of_w >= 4096 ? launch_short_rows<4, E, kNorm>(g, stream) : launch_short_rows<2, E, kNorm>(g, stream);
+    }
+  }
   if (rows_of_w >= 4096) {
     launch_for_mr<M, 4, E, kNorm>(g, stream);
   } else {
