@@ -183,6 +183,45 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   }
 }
 
+// MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made): past the gemv, per-row FP8 linears scale
+// their GEMM's bare product in one pass, fused with the bias, the residual add and act_mul. Against
+// the CPU, as the unfused path is (same tolerance: x is quantized to e4m3 per token either way).
+TEST(CudaFp8Linear, FusedEpiloguesMatchCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  setenv("MINIVLLM_FP8_FUSED_EPILOGUE", "1", 1);
+  Backends b;
+  unsetenv("MINIVLLM_FP8_FUSED_EPILOGUE");
+  std::mt19937 rng(83);
+  struct Dims {
+    int64_t inter, k;
+  };
+  for (const Dims d : {Dims{264, 384}, Dims{1536, 1024}}) {
+    const int64_t inter = d.inter, k = d.k;
+    const Fp8Case gu = make_case(b, 2 * inter, k, Grid::kPerRow, rng);
+    const Fp8Case down = make_case(b, k, inter, Grid::kPerRow, rng);
+    for (int64_t tokens : {9, 40, 300}) {
+      check_linear(b, gu, tokens, /*bias=*/tokens != 40, rng);
+      const std::string tag = gu.name + " M=" + std::to_string(tokens);
+      Tensor x = random_values({tokens, k}, rng);
+      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+      Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
+      Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+      b.gpu->fill_bytes(og, 0xFF);
+      b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
+      b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
+      expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "fused act_mul " + tag);
+
+      Tensor h = random_values({tokens, inter}, rng);
+      Tensor res = random_values({tokens, k}, rng);
+      Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+      Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
+      b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
+      b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+      expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "fused add_residual " + down.name);
+    }
+  }
+}
+
 // cuBLASLt's FP8 GEMM takes per-row scales (run() says whether it launched, so a fallback cannot
 // hide behind the comparisons above); block scales are decoded to bf16 instead.
 TEST(CudaFp8Linear, CublasLtTakesPerRowScales) {

@@ -23,6 +23,7 @@ namespace minivllm::cuda {
 class NcclCommunicator;
 struct RopeArgs;  // cuda_kernels.h
 struct GemvNorm;  // cuda_kernels.h
+enum class Fp8Epilogue;  // cuda_kernels.h
 
 // Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
 struct MemoryStats {
@@ -185,6 +186,8 @@ class CudaBackend : public Backend {
   bool gemv_rope_takes(int64_t n, const RopeStoreEpilogue& epi) const;
   // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
   // norm != nullptr, else x.
+  bool fp8_fused(const char* op, const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& out,
+                 Fp8Epilogue e, Activation act);
   void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,
                        const Tensor& qkv, const RopeStoreEpilogue& epi, int64_t tokens);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.

@@ -71,6 +71,16 @@ void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,
                         const float* col_scale, int64_t col_stride, const void* bias, bool bias_f32,
                         cudaStream_t stream);
+// The FP8 GEMM's epilogues in one pass each (MINIVLLM_FP8_FUSED_EPILOGUE): y (bf16 [tokens, ny]) is the
+// bare codes' product; v[t, c] = y[t, c] * row_scale[t] * col_scale[c * col_stride], in fp32.
+//   kStore:   out (bf16 [tokens, n], may be y) = v (+ bias[c], bf16 or f32)
+//   kAddF32:  out (f32 [tokens, n], the residual stream) += v (+ bias[c])
+//   kActMul:  out (bf16 [tokens, n]) = act(v[t, c]) * v[t, n + c]  (y holds [gate | up]: ny = 2n; no bias)
+// n a multiple of 8 (the FP8 GEMM's N is a multiple of 16), rows 16-byte aligned.
+enum class Fp8Epilogue { kStore, kAddF32, kActMul };
+void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
+                         int64_t col_stride, const void* bias, bool bias_f32, Fp8Epilogue e, Activation act, void* out,
+                         int64_t tokens, int64_t n, cudaStream_t stream);
 // out (bf16 [n, k]) = the weight's values, code * scale, rounded to bf16.
 void launch_dequantize_fp8(const Fp8Weight& w, int64_t n, int64_t k, void* out_bf16, cudaStream_t stream);
 

@@ -380,6 +380,30 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
                            gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
 }
 
+// Past the gemv, a per-row FP8 weight's bare codes' product into scratch (bf16 [T, N]), then one pass
+// that scales it and adds it into the fp32 residual (kAddF32) or forms act(gate) * up (kActMul; N =
+// 2I): the unfused path scales in place, then adds or multiplies in a second pass. False where the
+// FP8 GEMM does not take the weight.
+bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                            const Tensor& out, Fp8Epilogue e, Activation act) {
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (weight.scales() == nullptr || !fp8_gemm_takes(*weight.scales(), n, k)) return false;
+  check_gpu(x, DType::kBF16, op, "x");
+  check_gpu(scratch, DType::kBF16, op, "scratch");
+  const int64_t tokens = rows_with_cols(x, k, op, "x");
+  const int64_t out_n = e == Fp8Epilogue::kActMul ? n / 2 : n;
+  check_gpu(out, e == Fp8Epilogue::kAddF32 ? DType::kF32 : DType::kBF16, op, "out");
+  MINIVLLM_CHECK(scratch.numel() >= tokens * n && rows_with_cols(out, out_n, op, "out") == tokens)
+      << op << ": scratch " << scratch.describe() << " and out " << out.describe() << " for x " << x.describe()
+      << " and weight " << weight.describe();
+  const float* row_scales = fp8_gemm_->run_unscaled(x, weight, scratch.data(), stream_);
+  if (row_scales == nullptr) return false;
+  const WeightScales& s = *weight.scales();
+  launch_fp8_epilogue(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1), nullptr, false, e, act,
+                      out.data(), tokens, out_n, stream_);
+  return true;
+}
+
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                       const Tensor& residual) {
   if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
@@ -393,6 +417,10 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
       const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
       gemm_->run(x.data(), fp8_gemm_->dequantized(weight, stream_), nullptr, residual.data(), /*out_f32=*/true, tokens,
                  n, k, stream_, /*accumulate=*/true);
+      return;
+    }
+    if (fp8_gemm_->fused_epilogues() && fp8_fused("linear_add_residual", x, weight, scratch, residual,
+                                                  Fp8Epilogue::kAddF32, Activation::kSilu)) {
       return;
     }
     return Backend::linear_add_residual(x, weight, scratch, residual);
@@ -441,6 +469,10 @@ void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, 
   if (is_fp8(gate_up_weight)) {
     if (fp8_gemv_takes(x, gate_up_weight)) {
       return linear_fp8("linear_act_mul", x, gate_up_weight, nullptr, out, Fp8Out::kActMul, act);
+    }
+    if (fp8_gemm_->fused_epilogues() &&
+        fp8_fused("linear_act_mul", x, gate_up_weight, scratch, out, Fp8Epilogue::kActMul, act)) {
+      return;
     }
     return Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
   }

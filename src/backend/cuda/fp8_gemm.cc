@@ -31,7 +31,9 @@ bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
 // promoting partial sums to fp32 along K) is what inference engines run FP8 GEMMs with; measured
 // against the promoting kernels in PERFORMANCE.md. MINIVLLM_FP8_FAST_ACCUM=0 turns it off.
 Fp8Gemm::Fp8Gemm()
-    : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")), outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")) {
+    : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")),
+      outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")),
+      fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -105,6 +107,30 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   const bool outer = p != nullptr;
   if (!outer) p = plan_for(Key{tokens, n, k, out_f32, false});
   if (p == nullptr) return false;
+  const float* scales = multiply(x, w, p, outer, out, stream);
+  if (outer) return true;
+  if (fused_epilogues_ && !out_f32) {
+    launch_fp8_epilogue(out, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, Fp8Epilogue::kStore,
+                        Activation::kSilu, out, tokens, n, stream);
+  } else {
+    launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
+  }
+  return true;
+}
+
+const float* Fp8Gemm::run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream) {
+  const WeightScales& s = *w.scales();
+  const int64_t n = w.size(0), k = w.size(1), tokens = x.numel() / k;
+  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k)) return nullptr;
+  Plan* p = plan_for(Key{tokens, n, k, false, false});
+  if (p == nullptr) return nullptr;
+  return multiply(x, w, p, /*outer=*/false, out, stream);
+}
+
+const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out,
+                               cudaStream_t stream) {
+  const WeightScales& s = *w.scales();
+  const int64_t k = w.size(1), tokens = x.numel() / k;
   grow_device_scratch(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "FP8 linear",
                       "cuBLASLt workspace");
   grow_device_scratch(&x_codes_, &x_codes_bytes_, static_cast<size_t>(tokens * k), stream, "FP8 linear",
@@ -123,10 +149,7 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   }
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, codes, p->b, &beta, out, p->c, out, p->c,
                               &p->algo, workspace_, kWorkspaceBytes, stream));
-  if (!outer) {
-    launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
-  }
-  return true;
+  return scales;
 }
 
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {

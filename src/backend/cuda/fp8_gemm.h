@@ -45,6 +45,14 @@ class Fp8Gemm {
   // False (nothing launched) when fp8_gemm_takes is false or cuBLASLt has no algorithm.
   bool run(const Tensor& x, const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32,
            cudaStream_t stream);
+  // The bare codes' product, out (bf16 [T, N]) = codes(x) codes(W)^T, for the caller to scale with
+  // launch_fp8_epilogue: row scales = the returned per-token activation scales (valid until the next
+  // call, stream-ordered), column scales = W's grid. nullptr (nothing launched) where run() would
+  // return false.
+  const float* run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream);
+  // MINIVLLM_FP8_FUSED_EPILOGUE: run() scales a bf16 out with launch_fp8_epilogue, and the backend
+  // fuses the residual add and act_mul into it (run_unscaled).
+  bool fused_epilogues() const { return fused_epilogues_; }
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
@@ -57,10 +65,13 @@ class Fp8Gemm {
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
+  // x quantized per token, then the GEMM of plan p (outer: with the scales); returns x's scales.
+  const float* multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
   bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
+  bool fused_epilogues_ = false;
   std::map<Key, Plan> plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

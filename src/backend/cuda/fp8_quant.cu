@@ -67,6 +67,56 @@ __global__ void scale_outer_kernel(void* out, bool out_f32, int64_t n, int64_t t
   }
 }
 
+// Token t's columns c0 .. c0 + 7 (launch_fp8_epilogue's contract).
+template <Fp8Epilogue E>
+__device__ __forceinline__ void fp8_epilogue_row(const __nv_bfloat16* y, int64_t ny, const float* row_scale,
+                                                 const float* col_scale, int64_t col_stride, const void* bias,
+                                                 bool bias_f32, void* out, int64_t t, int64_t c0, int64_t n,
+                                                 Activation act) {
+  const float rs = row_scale[t];
+  float v[8];
+  bf16x8_to_f32(*reinterpret_cast<const uint4*>(y + t * ny + c0), v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] *= rs * col_scale[(c0 + i) * col_stride];
+  if constexpr (E == Fp8Epilogue::kActMul) {
+    float u[8];
+    bf16x8_to_f32(*reinterpret_cast<const uint4*>(y + t * ny + n + c0), u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = gate_act(v[i], act) * (u[i] * (rs * col_scale[(n + c0 + i) * col_stride]));
+    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = f32_to_bf16x8(v);
+  } else {
+    if (bias != nullptr) {
+      float b[8];
+      load_weight8(bias, bias_f32, c0, b);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] += b[i];
+    }
+    if constexpr (E == Fp8Epilogue::kAddF32) {
+      float* o = static_cast<float*>(out) + t * n + c0;
+      float r[8];
+      load_f32x8(o, r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] += v[i];
+      store_f32x8(o, r);
+    } else {
+      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = f32_to_bf16x8(v);
+    }
+  }
+}
+
+// launch_fp8_epilogue: eight columns a thread; grid row y takes tokens y, y + gridDim.y, ...
+template <Fp8Epilogue E>
+__global__ void __launch_bounds__(kThreads) fp8_epilogue_kernel(const __nv_bfloat16* y, int64_t ny,
+                                                                const float* row_scale, const float* col_scale,
+                                                                int64_t col_stride, const void* bias, bool bias_f32,
+                                                                void* out, int64_t tokens, int64_t n, Activation act) {
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;
+  if (c0 >= n) return;
+  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+    fp8_epilogue_row<E>(y, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, t, c0, n, act);
+  }
+}
+
 __global__ void dequantize_kernel(Fp8Weight w, int64_t k, int64_t total, __nv_bfloat16* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -104,6 +154,37 @@ void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, cons
   if (total == 0) return;
   scale_outer_kernel<<<grid_for(total), 256, 0, stream>>>(out, out_f32, n, total, row_scale, col_scale, col_stride,
                                                           bias, bias_f32);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
+                         int64_t col_stride, const void* bias, bool bias_f32, Fp8Epilogue e, Activation act, void* out,
+                         int64_t tokens, int64_t n, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  MINIVLLM_CHECK(n % 8 == 0 && ny % 8 == 0 && ny >= (e == Fp8Epilogue::kActMul ? 2 * n : n) &&
+                 (e != Fp8Epilogue::kActMul || bias == nullptr))
+      << "fp8_epilogue: " << n << " columns of rows of " << ny
+      << " (multiples of 8; [gate | up] for act_mul, which takes no bias)";
+  const dim3 grid(static_cast<unsigned>((n / 8 + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+  const auto* yb = static_cast<const __nv_bfloat16*>(y);
+  switch (e) {
+    case Fp8Epilogue::kStore:
+      fp8_epilogue_kernel<Fp8Epilogue::kStore>
+          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
+                                          act);
+      break;
+    case Fp8Epilogue::kAddF32:
+      fp8_epilogue_kernel<Fp8Epilogue::kAddF32>
+          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
+                                          act);
+      break;
+    case Fp8Epilogue::kActMul:
+      fp8_epilogue_kernel<Fp8Epilogue::kActMul>
+          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
+                                          act);
+      break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 
