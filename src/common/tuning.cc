@@ -91,8 +91,8 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): off until timed"},
     {"MINIVLLM_FP8_FUSED_EPILOGUE", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "past the gemv, a per-row FP8 linear's scales, residual add and act_mul in one pass after the GEMM "
-     "(launch_fp8_epilogue); off until run on a GPU"},
+     "past the gemv, a per-row FP8 linear quantizes x reading it once and applies its scales, residual add "
+     "and act_mul in one pass after the GEMM (launch_fp8_epilogue); off until run on a GPU"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

@@ -183,6 +183,44 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   }
 }
 
+// The per-token quantizer that reads x once gives the bytes and scales of the general one (whose
+// formula is the host's, above), at odd row counts and widths up to its 16,384 limit, including
+// rows of large values; and it declines widths it does not take.
+TEST(CudaFp8Linear, RowQuantizerGivesTheGroupQuantizersBytes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(85);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8}, {37, 1032}, {9, 4096}, {300, 1024}, {5, 14336},
+                            {3, 16384}}) {
+    Tensor x = random_values({rows, cols}, rng, cols == 1032 ? 300.0f : 1.0f);
+    std::vector<uint16_t> xb(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < xb.size(); ++i) xb[i] = f32_to_bf16(x.ptr<float>()[i]);
+    void *dx = nullptr, *codes = nullptr, *ref = nullptr, *sc = nullptr, *sref = nullptr;
+    CUDA_CHECK(cudaMalloc(&dx, xb.size() * 2));
+    CUDA_CHECK(cudaMalloc(&codes, xb.size()));
+    CUDA_CHECK(cudaMalloc(&ref, xb.size()));
+    CUDA_CHECK(cudaMalloc(&sc, static_cast<size_t>(rows) * 4));
+    CUDA_CHECK(cudaMalloc(&sref, static_cast<size_t>(rows) * 4));
+    CUDA_CHECK(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(codes, 0xFF, xb.size()));
+    cuda::launch_quantize_e4m3_groups(dx, false, rows, cols, cols, 0, cols, static_cast<uint8_t*>(ref),
+                                      static_cast<float*>(sref), nullptr);
+    ASSERT_TRUE(cuda::launch_quantize_e4m3_rows(dx, rows, cols, static_cast<uint8_t*>(codes), static_cast<float*>(sc),
+                                                nullptr));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint8_t> got(xb.size()), want(xb.size());
+    std::vector<float> gs(static_cast<size_t>(rows)), ws(static_cast<size_t>(rows));
+    CUDA_CHECK(cudaMemcpy(got.data(), codes, got.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(want.data(), ref, want.size(), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(gs.data(), sc, gs.size() * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(ws.data(), sref, ws.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, want) << rows << " x " << cols;
+    EXPECT_EQ(gs, ws) << rows << " x " << cols;
+    for (void* p : {dx, codes, ref, sc, sref}) cudaFree(p);
+  }
+  EXPECT_FALSE(cuda::launch_quantize_e4m3_rows(nullptr, 4, 1028, nullptr, nullptr, nullptr)) << "a width not of 8s";
+  EXPECT_FALSE(cuda::launch_quantize_e4m3_rows(nullptr, 4, 16392, nullptr, nullptr, nullptr)) << "past 16,384";
+}
+
 // MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made): past the gemv, per-row FP8 linears scale
 // their GEMM's bare product in one pass, fused with the bias, the residual add and act_mul. Against
 // the CPU, as the unfused path is (same tolerance: x is quantized to e4m3 per token either way).

@@ -66,6 +66,11 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
 void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_t cols, int64_t group,
                                  int64_t col_begin, int64_t col_end, uint8_t* codes, float* scales,
                                  cudaStream_t stream);
+// launch_quantize_e4m3_groups for bf16 x with one group a row (the FP8 GEMM's per-token activations),
+// the same bytes, each value read once: codes [rows, cols], scales [rows]. False (nothing launched)
+// unless cols is a multiple of 8 and at most 16,384.
+bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
+                               cudaStream_t stream);
 // The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
 // out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,

@@ -139,7 +139,9 @@ const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool o
                       "activation scales");
   auto* codes = static_cast<uint8_t*>(x_codes_);
   auto* scales = static_cast<float*>(x_scales_);
-  launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
+  if (!fused_epilogues_ || !launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream)) {
+    launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
+  }
   const float alpha = 1.0f, beta = 0.0f;
   if (outer) {  // W's grid is [N, 1] here (fp8_gemm_takes: one scale per row)
     const void* a_scales = s.grid.data();

@@ -67,6 +67,45 @@ __global__ void scale_outer_kernel(void* out, bool out_f32, int64_t n, int64_t t
   }
 }
 
+// launch_quantize_e4m3_rows: a CTA a row, each thread's kChunks x 8 values read once into registers
+// (quantize_groups_kernel reads them twice, one element a thread), then the codes eight at a time.
+template <int kChunks>
+__global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
+                                                                 float* scales) {
+  __shared__ float red[kThreads / 32];
+  const int64_t row = blockIdx.x, chunks = cols / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
+  uint4 v[kChunks];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+    v[i] = c < chunks ? xr[c] : make_uint4(0, 0, 0, 0);
+    float f[8];
+    bf16x8_to_f32(v[i], f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+  }
+  amax = warp_max(amax);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float mul = e4m3_multiplier_device(amax);
+  uint2* out = reinterpret_cast<uint2*>(codes + row * cols);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+    if (c >= chunks) break;
+    float f[8];
+    bf16x8_to_f32(v[i], f);
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) w[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(f[j], mul))) << (8 * (j % 4));
+    out[c] = make_uint2(w[0], w[1]);
+  }
+  if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
+}
+
 // Token t's columns c0 .. c0 + 7 (launch_fp8_epilogue's contract).
 template <Fp8Epilogue E>
 __device__ __forceinline__ void fp8_epilogue_row(const __nv_bfloat16* y, int64_t ny, const float* row_scale,
@@ -155,6 +194,20 @@ void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, cons
   scale_outer_kernel<<<grid_for(total), 256, 0, stream>>>(out, out_f32, n, total, row_scale, col_scale, col_stride,
                                                           bias, bias_f32);
   CUDA_CHECK_LAUNCH();
+}
+
+bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
+                               cudaStream_t stream) {
+  if (cols % 8 != 0 || cols > kThreads * 16 * 8 || rows >= (int64_t{1} << 31)) return false;
+  if (rows == 0) return true;
+  const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  if (cols <= kThreads * 8 * 8) {
+    quantize_rows_kernel<8><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xb, cols, codes, scales);
+  } else {
+    quantize_rows_kernel<16><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xb, cols, codes, scales);
+  }
+  CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
