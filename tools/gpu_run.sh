@@ -46,6 +46,10 @@
 #                 one of them, then batch-1 and 8-sequence decode against the layer path, interleaved
 #                 (bench_ab.sh, dummy weights of $shared's qwen3-0.6b and llama-3.2-1b-instruct
 #                 configs; MINIVLLM_PD_ROUNDS, default 2). Not part of the default run.
+# --only fp8-fused: MINIVLLM_FP8_FUSED_EPILOGUE's first run: CudaFp8Linear.* (its tests among them), then
+#                 the seeds' workload of llama-3.1-8b-instruct and qwen3-8b (MINIVLLM_MODEL_CONFIGS) with
+#                 --load-format dummy --quantization fp8, knob 0 against 1, interleaved (MINIVLLM_FP8_ROUNDS,
+#                 default 2; fp8_fused_ab.txt). Not part of the default run.
 # Needs python3 with torch and transformers for the HF reference (the e2e step).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [--prebuilt DIR] [--shared DIR] [--only STEP]...}"; shift
@@ -61,7 +65,8 @@ done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] &&
-         [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && [ "$1" != persistent ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+         [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && [ "$1" != persistent ] &&
+         [ "$1" != fp8-fused ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -173,6 +178,16 @@ if want models; then
     d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
     step "bench_dummy_$c" bash -c "'$bin/minivllm' bench --model '$d' --load-format dummy --json \
       ${MINIVLLM_MODEL_BENCH_ARGS:-} | tail -n 1 > '$out/bench_dummy_$c.json'"
+  done
+fi
+if want fp8-fused; then
+  step fp8_fused_tests "$bin/test_cuda" --gtest_filter='CudaFp8Linear.*'
+  for c in ${MINIVLLM_MODEL_CONFIGS:-llama-3.1-8b-instruct qwen3-8b}; do
+    cfg="$shared/models/configs/$c.json"; [ -f "$cfg" ] || cfg="tools/configs/$c.json"
+    d="$work/dummy/$c"; mkdir -p "$d"; cp "$cfg" "$d/config.json"
+    tools/bench_ab.sh --bin "$bin/minivllm" --model "$d" --rounds "${MINIVLLM_FP8_ROUNDS:-2}" \
+      --args "--load-format dummy --quantization fp8" unfused:MINIVLLM_FP8_FUSED_EPILOGUE=0 \
+      fused:MINIVLLM_FP8_FUSED_EPILOGUE=1 2>&1 | tail -n 2 | sed "s|^|   $c |" | tee -a "$out/fp8_fused_ab.txt"
   done
 fi
 if want persistent; then
