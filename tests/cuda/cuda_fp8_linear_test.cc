@@ -148,6 +148,30 @@ TEST(CudaFp8Linear, BlockScaledWeightsKeepADecodedCopy) {
   }
 }
 
+// linear_act_mul on gu ([W_gate; W_up], 2I x K) and linear_add_residual on down (K x I), GPU against
+// CPU, T tokens; the GPU's out starts as NaNs, so a row left unwritten fails.
+void check_gated_and_residual(Backends& b, const Fp8Case& gu, const Fp8Case& down, int64_t tokens,
+                              std::mt19937& rng, const std::string& prefix) {
+  const int64_t inter = gu.n / 2, k = gu.k;
+  const std::string tag = gu.name + " M=" + std::to_string(tokens);
+  Tensor x = random_values({tokens, k}, rng);
+  Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+  Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
+  Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
+  b.gpu->fill_bytes(og, 0xFF);
+  b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
+  b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
+  expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, prefix + "act_mul " + tag);
+
+  Tensor h = random_values({tokens, inter}, rng);
+  Tensor res = random_values({tokens, k}, rng);
+  Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+  Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
+  b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
+  b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+  expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, prefix + "add_residual " + down.name);
+}
+
 TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -161,24 +185,7 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
       const int64_t inter = d.inter, k = d.k;
       const Fp8Case gu = make_case(b, 2 * inter, k, g, rng);
       const Fp8Case down = make_case(b, k, inter, g, rng);
-      for (int64_t tokens : {1, 5, 40}) {
-        const std::string tag = gu.name + " M=" + std::to_string(tokens);
-        Tensor x = random_values({tokens, k}, rng);
-        Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
-        Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
-        Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
-        b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
-        b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
-        expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "act_mul " + tag);
-
-        Tensor h = random_values({tokens, inter}, rng);
-        Tensor res = random_values({tokens, k}, rng);
-        Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
-        Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
-        b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
-        b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
-        expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name);
-      }
+      for (int64_t tokens : {1, 5, 40}) check_gated_and_residual(b, gu, down, tokens, rng, "");
     }
   }
 }
@@ -239,23 +246,7 @@ TEST(CudaFp8Linear, FusedEpiloguesMatchCpu) {
     const Fp8Case down = make_case(b, k, inter, Grid::kPerRow, rng);
     for (int64_t tokens : {9, 40, 300}) {
       check_linear(b, gu, tokens, /*bias=*/tokens != 40, rng);
-      const std::string tag = gu.name + " M=" + std::to_string(tokens);
-      Tensor x = random_values({tokens, k}, rng);
-      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
-      Tensor sg = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
-      Tensor oc = b.cpu->empty(DType::kF32, {tokens, inter}), og = b.gpu->empty(DType::kBF16, {tokens, inter});
-      b.gpu->fill_bytes(og, 0xFF);
-      b.cpu->linear_act_mul(upload(*b.cpu, x), gu.wc, sc, oc, Activation::kSilu);
-      b.gpu->linear_act_mul(upload(*b.gpu, x), gu.wg, sg, og, Activation::kSilu);
-      expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "fused act_mul " + tag);
-
-      Tensor h = random_values({tokens, inter}, rng);
-      Tensor res = random_values({tokens, k}, rng);
-      Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
-      Tensor dc = b.cpu->empty(DType::kF32, {tokens, k}), dg = b.gpu->empty(DType::kBF16, {tokens, k});
-      b.cpu->linear_add_residual(upload(*b.cpu, h), down.wc, dc, rc);
-      b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
-      expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "fused add_residual " + down.name);
+      check_gated_and_residual(b, gu, down, tokens, rng, "fused ");
     }
   }
 }
