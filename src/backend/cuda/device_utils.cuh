@@ -76,6 +76,15 @@ __device__ __forceinline__ void store_f32x8(float* p, const float* v) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+// p[i] += v[i] for eight fp32 values at p (aligned as load_f32x8's).
+__device__ __forceinline__ void add_f32x8(float* p, const float* v) {
+  float r[8];
+  load_f32x8(p, r);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r[i] += v[i];
+  store_f32x8(p, r);
+}
+
 // Eight consecutive weights from index i (a multiple of 8), fp32 or bf16.
 __device__ __forceinline__ void load_weight8(const void* w, bool f32, int64_t i, float* out) {
   if (f32) {

@@ -112,16 +112,13 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
 __global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, float* residual) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= chunks) return;
-  float v[8], r[8];
+  float v[8];
   if (x_f32) {
     load_f32x8(static_cast<const float*>(x) + c * 8, v);
   } else {
     bf16x8_to_f32(static_cast<const uint4*>(x)[c], v);
   }
-  load_f32x8(residual + c * 8, r);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) r[i] += v[i];
-  store_f32x8(residual + c * 8, r);
+  add_f32x8(residual + c * 8, v);
 }
 
 __global__ void scale_f32_kernel(float* x, int64_t n, float factor) {

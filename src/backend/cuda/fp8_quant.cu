@@ -131,12 +131,7 @@ __device__ __forceinline__ void fp8_epilogue_row(const __nv_bfloat16* y, int64_t
       for (int i = 0; i < 8; ++i) v[i] += b[i];
     }
     if constexpr (E == Fp8Epilogue::kAddF32) {
-      float* o = static_cast<float*>(out) + t * n + c0;
-      float r[8];
-      load_f32x8(o, r);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) r[i] += v[i];
-      store_f32x8(o, r);
+      add_f32x8(static_cast<float*>(out) + t * n + c0, v);
     } else {
       *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = f32_to_bf16x8(v);
     }

@@ -221,12 +221,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv
       for (int i = 0; i < 8; ++i) acc[i] = fmaf(g, v[i], acc[i]);
     }
     if (out_f32) {
-      float* o = static_cast<float*>(out) + t * hidden + c * 8;
-      float cur[8];
-      load_f32x8(o, cur);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) cur[i] += acc[i];
-      store_f32x8(o, cur);
+      add_f32x8(static_cast<float*>(out) + t * hidden + c * 8, acc);
     } else {
       uint4* o = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * hidden + c * 8);
       float cur[8];
