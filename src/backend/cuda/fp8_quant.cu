@@ -100,7 +100,9 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
     bf16x8_to_f32(v[i], f);
     uint32_t w[2] = {0u, 0u};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) w[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(f[j], mul))) << (8 * (j % 4));
+    for (int j = 0; j < 8; ++j) {
+      w[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(f[j], mul))) << (8 * (j % 4));
+    }
     out[c] = make_uint2(w[0], w[1]);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
@@ -215,23 +217,14 @@ void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, cons
       << " (multiples of 8; [gate | up] for act_mul, which takes no bias)";
   const dim3 grid(static_cast<unsigned>((n / 8 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
-  const auto* yb = static_cast<const __nv_bfloat16*>(y);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride,
+                                          bias, bias_f32, out, tokens, n, act);
+  };
   switch (e) {
-    case Fp8Epilogue::kStore:
-      fp8_epilogue_kernel<Fp8Epilogue::kStore>
-          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
-                                          act);
-      break;
-    case Fp8Epilogue::kAddF32:
-      fp8_epilogue_kernel<Fp8Epilogue::kAddF32>
-          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
-                                          act);
-      break;
-    case Fp8Epilogue::kActMul:
-      fp8_epilogue_kernel<Fp8Epilogue::kActMul>
-          <<<grid, kThreads, 0, stream>>>(yb, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, tokens, n,
-                                          act);
-      break;
+    case Fp8Epilogue::kStore: launch(fp8_epilogue_kernel<Fp8Epilogue::kStore>); break;
+    case Fp8Epilogue::kAddF32: launch(fp8_epilogue_kernel<Fp8Epilogue::kAddF32>); break;
+    case Fp8Epilogue::kActMul: launch(fp8_epilogue_kernel<Fp8Epilogue::kActMul>); break;
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -359,20 +359,16 @@ bool env_short_rows() {
   return on;
 }
 
-template <int R, Epilogue E, bool kNorm>
-void launch_short_rows(const GemvArgs& g, cudaStream_t stream) {
-  const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
-  const size_t smem = kNorm ? static_cast<size_t>(g.chunks) * sizeof(uint4) : 0;
-  launch_with_pdl(gemv_kernel<1, R, 2, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
-  CUDA_CHECK_LAUNCH();
-}
-
 template <int M, int R, Epilogue E, bool kNorm>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
   const size_t smem = kNorm ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
   if (g.chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
     launch_with_pdl(gemv_kernel<M, R, 1, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+  } else if (M == 1 && g.chunks <= 2 * kGemvThreads && env_short_rows()) {  // two chunks cover the row
+    if constexpr (M == 1) {  // (no U = 2 kernels of M = 2-4 to compile)
+      launch_with_pdl(gemv_kernel<1, R, 2, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+    }
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
     launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream,
                     g);
@@ -385,11 +381,6 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
 template <int M, Epilogue E, bool kNorm>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
-  if constexpr (M == 1) {
-    if (g.chunks > kGemvThreads && g.chunks <= 2 * kGemvThreads && env_short_rows()) {
-      return rows_of_w >= 4096 ? launch_short_rows<4, E, kNorm>(g, stream) : launch_short_rows<2, E, kNorm>(g, stream);
-    }
-  }
   if (rows_of_w >= 4096) {
     launch_for_mr<M, 4, E, kNorm>(g, stream);
   } else {

@@ -31,9 +31,9 @@ constexpr int kBN = 128;
 constexpr int kStages = 3;
 constexpr int kThreads = 128;
 
-// A K step of kBK = 64 values: each stage reads 128 bytes of every A and B row (64-byte steps ran
-// the decode batches' expert GEMMs 10% slower: PERFORMANCE.md). Rows padded by 8 values (144-byte
-// rows): lanes (g, t) of a fragment load hit distinct banks.
+// A K step of kBK = 64 values: each stage reads 128 bytes of every A and B row, whole lines, where
+// 64-byte steps were slower (PERFORMANCE.md, "The grouped expert GEMMs"). Rows padded by 8 values
+// (144-byte rows): lanes (g, t) of a fragment load hit distinct banks.
 constexpr int kBK = 64;
 template <int kBM>
 struct StageLayout {
