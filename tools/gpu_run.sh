@@ -46,7 +46,7 @@
 #                 one of them, then batch-1 and 8-sequence decode against the layer path, interleaved
 #                 (bench_ab.sh, dummy weights of $shared's qwen3-0.6b and llama-3.2-1b-instruct
 #                 configs; MINIVLLM_PD_ROUNDS, default 2). Not part of the default run.
-# --only fp8-fused: MINIVLLM_FP8_FUSED_EPILOGUE's first run: CudaFp8Linear.* (its tests among them), then
+# --only fp8-fused: MINIVLLM_FP8_FUSED_EPILOGUE (on by default) against off: CudaFp8Linear.* (its tests among them), then
 #                 the seeds' workload of llama-3.1-8b-instruct and qwen3-8b (MINIVLLM_MODEL_CONFIGS) with
 #                 --load-format dummy --quantization fp8, knob 0 against 1, interleaved (MINIVLLM_FP8_ROUNDS,
 #                 default 2; fp8_fused_ab.txt). Not part of the default run.

@@ -90,9 +90,9 @@ constexpr Knob kKnobs[] = {
      "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row, whole cache lines (same entry)"},
     {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): off until timed"},
-    {"MINIVLLM_FP8_FUSED_EPILOGUE", G::kTuning, K::kSwitch, "", 0, 0, "0",
+    {"MINIVLLM_FP8_FUSED_EPILOGUE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "past the gemv, a per-row FP8 linear quantizes x reading it once and applies its scales, residual add "
-     "and act_mul in one pass after the GEMM (launch_fp8_epilogue); off until run on a GPU"},
+     "and act_mul in one pass after the GEMM (PERFORMANCE.md, \"FP8 epilogues in one pass\")"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

@@ -228,25 +228,30 @@ TEST(CudaFp8Linear, RowQuantizerGivesTheGroupQuantizersBytes) {
   EXPECT_FALSE(cuda::launch_quantize_e4m3_rows(nullptr, 4, 16392, nullptr, nullptr, nullptr)) << "past 16,384";
 }
 
-// MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made): past the gemv, per-row FP8 linears scale
-// their GEMM's bare product in one pass, fused with the bias, the residual add and act_mul. Against
-// the CPU, as the unfused path is (same tolerance: x is quantized to e4m3 per token either way).
-TEST(CudaFp8Linear, FusedEpiloguesMatchCpu) {
+// MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made; on by default): past the gemv, per-row
+// FP8 linears scale their GEMM's bare product in one pass, fused with the bias, the residual add and
+// act_mul; off, they run the quantizer, scale_outer and the add or act_mul apart. Both against the
+// CPU (same tolerance: x is quantized to e4m3 per token either way).
+TEST(CudaFp8Linear, EpiloguesMatchCpuFusedAndNot) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_FP8_FUSED_EPILOGUE", "1", 1);
-  Backends b;
-  unsetenv("MINIVLLM_FP8_FUSED_EPILOGUE");
-  std::mt19937 rng(83);
-  struct Dims {
-    int64_t inter, k;
-  };
-  for (const Dims d : {Dims{264, 384}, Dims{1536, 1024}}) {
-    const int64_t inter = d.inter, k = d.k;
-    const Fp8Case gu = make_case(b, 2 * inter, k, Grid::kPerRow, rng);
-    const Fp8Case down = make_case(b, k, inter, Grid::kPerRow, rng);
-    for (int64_t tokens : {9, 40, 300}) {
-      check_linear(b, gu, tokens, /*bias=*/tokens != 40, rng);
-      check_gated_and_residual(b, gu, down, tokens, rng, "fused ");
+  for (const char* fused : {"1", "0"}) {
+    setenv("MINIVLLM_FP8_FUSED_EPILOGUE", fused, 1);
+    Backends b;
+    unsetenv("MINIVLLM_FP8_FUSED_EPILOGUE");
+    std::mt19937 rng(83);
+    struct Dims {
+      int64_t inter, k;
+    };
+    const std::string prefix = std::string("fused=") + fused + " ";
+    for (const Dims d : {Dims{264, 384}, Dims{1536, 1024}}) {
+      const int64_t inter = d.inter, k = d.k;
+      const Fp8Case gu = make_case(b, 2 * inter, k, Grid::kPerRow, rng);
+      const Fp8Case down = make_case(b, k, inter, Grid::kPerRow, rng);
+      for (int64_t tokens : {9, 40, 300}) {
+        SCOPED_TRACE(prefix);
+        check_linear(b, gu, tokens, /*bias=*/tokens != 40, rng);
+        check_gated_and_residual(b, gu, down, tokens, rng, prefix);
+      }
     }
   }
 }

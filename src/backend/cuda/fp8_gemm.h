@@ -50,9 +50,10 @@ class Fp8Gemm {
   // call, stream-ordered), column scales = W's grid. nullptr (nothing launched) where run() would
   // return false.
   const float* run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream);
-  // MINIVLLM_FP8_FUSED_EPILOGUE: x is quantized by launch_quantize_e4m3_rows (one read), run() scales
-  // a bf16 out with launch_fp8_epilogue, and the backend fuses the residual add and act_mul into it
-  // (run_unscaled).
+  // MINIVLLM_FP8_FUSED_EPILOGUE (on by default): x is quantized by launch_quantize_e4m3_rows (one
+  // read), run() scales a bf16 out with launch_fp8_epilogue, and the backend fuses the residual add
+  // and act_mul into it (run_unscaled). Off: the group quantizer and scale_outer, then the add or
+  // act_mul apart.
   bool fused_epilogues() const { return fused_epilogues_; }
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
