@@ -89,10 +89,17 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row, whole cache lines (same entry)"},
     {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F): off until timed"},
+     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F) where it has an algorithm: "
+     "none on cuBLASLt 13.1 for sm_90 (PERFORMANCE.md, \"FP8 epilogues in one pass\"), so off"},
     {"MINIVLLM_FP8_FUSED_EPILOGUE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "past the gemv, a per-row FP8 linear quantizes x reading it once and applies its scales, residual add "
      "and act_mul in one pass after the GEMM (PERFORMANCE.md, \"FP8 epilogues in one pass\")"},
+    {"MINIVLLM_FP8_EPILOGUE_ROWS", G::kTuning, K::kInt, "", 1, 65535, "1024",
+     "grid rows of the FP8 GEMM's one-pass epilogue: each thread takes tokens / rows tokens with its column "
+     "scales loaded once (PERFORMANCE.md, \"The FP8 prefill, kernel by kernel\"; 65535: a token a thread)"},
+    {"MINIVLLM_FP8_NORMED_CODES", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "past the gemv, a per-row FP8 linear behind an RMSNorm takes x's codes from the residual in one kernel, "
+     "the normed rows never written (PERFORMANCE.md, \"The FP8 prefill, kernel by kernel\")"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

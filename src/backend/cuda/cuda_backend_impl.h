@@ -184,10 +184,17 @@ class CudaBackend : public Backend {
                        const char* op = "qk_norm_rope_store") const;
   // Whether the qkv gemv applies the rope itself (its caller has checked that the gemv takes it).
   bool gemv_rope_takes(int64_t n, const RopeStoreEpilogue& epi) const;
-  // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
-  // norm != nullptr, else x.
+  // Past the gemv, a per-row FP8 weight's GEMM into scratch, then one pass that scales it and adds it
+  // into the fp32 out (kAddF32) or forms act(gate) * up (kActMul). False where the FP8 GEMM declines.
   bool fp8_fused(const char* op, const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& out,
                  Fp8Epilogue e, Activation act);
+  // The same behind the prologue's RMSNorm: x's codes come straight from the residual, the normed
+  // rows never written (kStore: the product in out, + bias; kActMul: in scratch). False where the
+  // gemv takes the batch, the epilogues are unfused, or the FP8 GEMM declines.
+  bool fp8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                  const Tensor& scratch, const Tensor& out, Fp8Epilogue e, Activation act);
+  // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
+  // norm != nullptr, else x.
   void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,
                        const Tensor& qkv, const RopeStoreEpilogue& epi, int64_t tokens);
   // Whether a linear of this shape goes to gemv.cu rather than cuBLASLt.

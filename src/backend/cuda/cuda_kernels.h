@@ -71,6 +71,12 @@ void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_
 // unless cols is a multiple of 8 and at most 16,384.
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
                                cudaStream_t stream);
+// The RMSNorm of fp32 residual rows by w (fp32 or bf16; launch_rms_norm's arithmetic, its bf16 rounding
+// included) straight into launch_quantize_e4m3_rows's codes and scales: the bytes rms_norm then the
+// row quantizer give, without the normed rows in memory. False (nothing launched) unless cols is a
+// multiple of 8 and at most 16,384.
+bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
 // The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
 // out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,

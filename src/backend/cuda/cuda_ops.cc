@@ -338,7 +338,10 @@ bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, in
 
 void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                   const Tensor& out) {
-  if (stored_as_codes(weight)) return Backend::rms_norm_linear(pro, weight, bias, out);
+  if (stored_as_codes(weight)) {
+    if (fp8_normed("rms_norm_linear", pro, weight, bias, out, out, Fp8Epilogue::kStore, Activation::kSilu)) return;
+    return Backend::rms_norm_linear(pro, weight, bias, out);
+  }
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -362,7 +365,12 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
 
 void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
                                           const Tensor& out, Activation act) {
-  if (stored_as_codes(gate_up_weight)) return Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
+  if (stored_as_codes(gate_up_weight)) {
+    if (fp8_normed("rms_norm_linear_act_mul", pro, gate_up_weight, nullptr, scratch, out, Fp8Epilogue::kActMul, act)) {
+      return;
+    }
+    return Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
+  }
   check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
       << "rms_norm_linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
@@ -401,6 +409,35 @@ bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weigh
   const WeightScales& s = *weight.scales();
   launch_fp8_epilogue(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1), nullptr, false, e, act,
                       out.data(), tokens, out_n, stream_);
+  return true;
+}
+
+bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                             const Tensor& scratch, const Tensor& out, Fp8Epilogue e, Activation act) {
+  if (!is_fp8(weight) || !fp8_gemm_->normed_codes() || weight.ndim() != 2) return false;
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (weight.scales() == nullptr || !fp8_gemm_takes(*weight.scales(), n, k) || k % 8 != 0 || k > 16384) return false;
+  if (pro.residual.dtype() != DType::kF32 || pro.residual.device() != DeviceKind::kCuda || pro.residual.size(-1) != k ||
+      !aligned16(pro.residual) || fp8_gemv_takes(pro.normed, weight)) {
+    return false;
+  }
+  if (out.dtype() != DType::kBF16 || scratch.dtype() != DType::kBF16) return false;  // e.g. fp32 logits
+  const int64_t tokens = pro.residual.numel() / k;
+  const int64_t out_n = e == Fp8Epilogue::kActMul ? n / 2 : n;
+  check_gpu(out, DType::kBF16, op, "out");
+  check_gpu(scratch, DType::kBF16, op, "scratch");
+  MINIVLLM_CHECK(scratch.numel() >= tokens * n && rows_with_cols(out, out_n, op, "out") == tokens)
+      << op << ": scratch " << scratch.describe() << " and out " << out.describe() << " for residual "
+      << pro.residual.describe() << " and weight " << weight.describe();
+  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  const float* row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32,
+                                                           pro.eps, tokens, weight, scratch.data(), stream_);
+  if (row_scales == nullptr) return false;
+  const WeightScales& s = *weight.scales();
+  launch_fp8_epilogue(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1),
+                      bias == nullptr ? nullptr : bias->data(), bias_f32, e, act, out.data(), tokens, out_n, stream_);
   return true;
 }
 

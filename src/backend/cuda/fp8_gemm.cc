@@ -33,7 +33,8 @@ bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
 Fp8Gemm::Fp8Gemm()
     : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")),
       outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")),
-      fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")) {
+      fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")),
+      normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -127,31 +128,54 @@ const float* Fp8Gemm::run_unscaled(const Tensor& x, const Tensor& w, void* out, 
   return multiply(x, w, p, /*outer=*/false, out, stream);
 }
 
-const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out,
-                               cudaStream_t stream) {
+const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps,
+                                          int64_t tokens, const Tensor& w, void* out, cudaStream_t stream) {
   const WeightScales& s = *w.scales();
-  const int64_t k = w.size(1), tokens = x.numel() / k;
+  const int64_t n = w.size(0), k = w.size(1);
+  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k) || k > 16384) return nullptr;
+  Plan* p = plan_for(Key{tokens, n, k, false, false});
+  if (p == nullptr) return nullptr;
+  grow_activations(tokens, k, stream);
+  const bool made = launch_rms_norm_e4m3_rows(residual, norm, norm_f32, eps, tokens, k, static_cast<uint8_t*>(x_codes_),
+                                              static_cast<float*>(x_scales_), stream);
+  MINIVLLM_CHECK(made) << "FP8 linear: the normed row quantizer declined K = " << k;
+  multiply_codes(w, p, /*outer=*/false, out, stream);
+  return static_cast<const float*>(x_scales_);
+}
+
+void Fp8Gemm::grow_activations(int64_t tokens, int64_t k, cudaStream_t stream) {
   grow_device_scratch(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "FP8 linear",
                       "cuBLASLt workspace");
   grow_device_scratch(&x_codes_, &x_codes_bytes_, static_cast<size_t>(tokens * k), stream, "FP8 linear",
                       "activation codes");
   grow_device_scratch(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens) * sizeof(float), stream, "FP8 linear",
                       "activation scales");
+}
+
+const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out,
+                               cudaStream_t stream) {
+  const int64_t k = w.size(1), tokens = x.numel() / k;
+  grow_activations(tokens, k, stream);
   auto* codes = static_cast<uint8_t*>(x_codes_);
   auto* scales = static_cast<float*>(x_scales_);
   if (!fused_epilogues_ || !launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream)) {
     launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
   }
+  multiply_codes(w, p, outer, out, stream);
+  return scales;
+}
+
+void Fp8Gemm::multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream) {
+  const WeightScales& s = *w.scales();
   const float alpha = 1.0f, beta = 0.0f;
   if (outer) {  // W's grid is [N, 1] here (fp8_gemm_takes: one scale per row)
     const void* a_scales = s.grid.data();
-    const void* b_scales = scales;
+    const void* b_scales = x_scales_;
     set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
     set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
   }
-  CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, codes, p->b, &beta, out, p->c, out, p->c,
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, x_codes_, p->b, &beta, out, p->c, out, p->c,
                               &p->algo, workspace_, kWorkspaceBytes, stream));
-  return scales;
 }
 
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {

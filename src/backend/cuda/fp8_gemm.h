@@ -50,11 +50,19 @@ class Fp8Gemm {
   // call, stream-ordered), column scales = W's grid. nullptr (nothing launched) where run() would
   // return false.
   const float* run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream);
+  // run_unscaled of x = rms_norm(residual) by `norm` (fp32 [T, K] residual; fp32 or bf16 norm weight),
+  // x's codes made by launch_rms_norm_e4m3_rows straight from the residual (the normed bf16 rows are
+  // never written). nullptr (nothing launched) where run_unscaled would say so or K is past 16,384.
+  const float* run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
+                                   const Tensor& w, void* out, cudaStream_t stream);
   // MINIVLLM_FP8_FUSED_EPILOGUE (on by default): x is quantized by launch_quantize_e4m3_rows (one
   // read), run() scales a bf16 out with launch_fp8_epilogue, and the backend fuses the residual add
   // and act_mul into it (run_unscaled). Off: the group quantizer and scale_outer, then the add or
   // act_mul apart.
   bool fused_epilogues() const { return fused_epilogues_; }
+  // MINIVLLM_FP8_NORMED_CODES (with the fused epilogues): whether run_unscaled_normed serves the
+  // backend's norm-fused linears.
+  bool normed_codes() const { return normed_codes_; }
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
@@ -69,11 +77,16 @@ class Fp8Gemm {
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
   // x quantized per token, then the GEMM of plan p (outer: with the scales); returns x's scales.
   const float* multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
+  // The activation scratch for T x K codes and T scales, grown as needed.
+  void grow_activations(int64_t tokens, int64_t k, cudaStream_t stream);
+  // The GEMM of plan p on x's codes and scales (in the activation scratch).
+  void multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
   bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   bool fused_epilogues_ = false;
+  bool normed_codes_ = false;
   std::map<Key, Plan> plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

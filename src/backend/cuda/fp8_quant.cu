@@ -4,6 +4,8 @@
 // take). The quantization is common/fp8.h's formula step for step (amax, 448 / amax, x * that
 // rounded to nearest even with saturation; scale amax / 448), so a row quantized here has the
 // bytes quantize_e4m3_row gives on the host.
+#include <algorithm>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -12,11 +14,13 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kNormThreads = 256;  // rms_norm_kernel's threads a row (elementwise.cu kRowThreads)
 
 __device__ __forceinline__ float fp8_to_f32(uint8_t code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(code, __NV_E4M3);
@@ -67,6 +71,18 @@ __global__ void scale_outer_kernel(void* out, bool out_f32, int64_t n, int64_t t
   }
 }
 
+// Eight bf16 values' e4m3 codes at multiplier mul (the row's 448 / amax), packed little-endian.
+__device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
+  float f[8];
+  bf16x8_to_f32(v, f);
+  uint32_t q[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    q[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(f[j], mul))) << (8 * (j % 4));
+  }
+  return make_uint2(q[0], q[1]);
+}
+
 // launch_quantize_e4m3_rows: a CTA a row, each thread's kChunks x 8 values read once into registers
 // (quantize_groups_kernel reads them twice, one element a thread), then the codes eight at a time.
 template <int kChunks>
@@ -96,39 +112,103 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
     if (c >= chunks) break;
-    float f[8];
-    bf16x8_to_f32(v[i], f);
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      w[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(f[j], mul))) << (8 * (j % 4));
-    }
-    out[c] = make_uint2(w[0], w[1]);
+    out[c] = e4m3x8(v[i], mul);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
 
-// Token t's columns c0 .. c0 + 7 (launch_fp8_epilogue's contract).
-template <Fp8Epilogue E>
-__device__ __forceinline__ void fp8_epilogue_row(const __nv_bfloat16* y, int64_t ny, const float* row_scale,
-                                                 const float* col_scale, int64_t col_stride, const void* bias,
-                                                 bool bias_f32, void* out, int64_t t, int64_t c0, int64_t n,
-                                                 Activation act) {
-  const float rs = row_scale[t];
-  float v[8];
-  bf16x8_to_f32(*reinterpret_cast<const uint4*>(y + t * ny + c0), v);
+// launch_rms_norm_e4m3_rows: rms_norm_kernel's row (elementwise.cu: the same threads a row, the same
+// order of the sum of squares, the same bf16 rounding of the normed values), then quantize_rows_kernel's
+// codes of those bf16 values, without the normed row ever going to memory: a thread holds its
+// kChunks chunks of the fp32 residual from the load to the codes.
+template <int kChunks>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w,
+                                                                      bool w_f32, float eps, int64_t chunks,
+                                                                      uint8_t* codes, float* scales) {
+  __shared__ float scratch[32];
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  const float* xr = residual + row * chunks * 8;
+  float v[kChunks][8];
+  float sum_sq = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] *= rs * col_scale[(c0 + i) * col_stride];
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < chunks) {
+      load_f32x8(xr + c * 8, v[i]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];
+    }
+  }
+  sum_sq = block_sum(sum_sq, scratch);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+  uint4 packed[kChunks];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    packed[i] = make_uint4(0, 0, 0, 0);
+    if (c < chunks) {
+      float wt[8], f[8];
+      load_weight8(w, w_f32, c * 8, wt);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = (v[i][j] * inv) * wt[j];
+      packed[i] = f32_to_bf16x8(v[i]);
+      bf16x8_to_f32(packed[i], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+    }
+  }
+  amax = warp_max(amax);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = (threadIdx.x & 31) < ((blockDim.x + 31) >> 5) ? red[threadIdx.x & 31] : 0.0f;
+  amax = warp_max(amax);
+  const float mul = e4m3_multiplier_device(amax);
+  uint2* out = reinterpret_cast<uint2*>(codes + row * chunks * 8);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c >= chunks) break;
+    out[c] = e4m3x8(packed[i], mul);
+  }
+  if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
+}
+
+// launch_fp8_epilogue's per-thread pieces: a token's eight columns c0 .. c0 + 7 are loaded (and, for
+// act_mul, the up half's eight at n + c0), then scaled and stored. The loads come apart from the
+// math so that a thread can have two tokens' loads in flight before either's stores.
+struct Fp8EpilogueLoad {
+  uint4 g, u;  // u: act_mul's up half only
+};
+
+template <Fp8Epilogue E>
+__device__ __forceinline__ Fp8EpilogueLoad fp8_epilogue_load(const __nv_bfloat16* y, int64_t ny, int64_t t,
+                                                             int64_t c0, int64_t n) {
+  Fp8EpilogueLoad l;
+  l.g = *reinterpret_cast<const uint4*>(y + t * ny + c0);
+  if constexpr (E == Fp8Epilogue::kActMul) l.u = *reinterpret_cast<const uint4*>(y + t * ny + n + c0);
+  return l;
+}
+
+// cs / cu: the columns' scales (cu: the up half's), b: the bias (zeros where there is none), all
+// loaded once for every token the thread takes.
+template <Fp8Epilogue E>
+__device__ __forceinline__ void fp8_epilogue_finish(const Fp8EpilogueLoad& l, float rs, const float (&cs)[8],
+                                                    const float (&cu)[8], const float (&b)[8], bool has_bias,
+                                                    void* out, int64_t t, int64_t c0, int64_t n, Activation act) {
+  float v[8];
+  bf16x8_to_f32(l.g, v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] *= rs * cs[i];
   if constexpr (E == Fp8Epilogue::kActMul) {
     float u[8];
-    bf16x8_to_f32(*reinterpret_cast<const uint4*>(y + t * ny + n + c0), u);
+    bf16x8_to_f32(l.u, u);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = gate_act(v[i], act) * (u[i] * (rs * col_scale[(n + c0 + i) * col_stride]));
+    for (int i = 0; i < 8; ++i) v[i] = gate_act(v[i], act) * (u[i] * (rs * cu[i]));
     *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = f32_to_bf16x8(v);
   } else {
-    if (bias != nullptr) {
-      float b[8];
-      load_weight8(bias, bias_f32, c0, b);
+    if (has_bias) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] += b[i];
     }
@@ -140,7 +220,10 @@ __device__ __forceinline__ void fp8_epilogue_row(const __nv_bfloat16* y, int64_t
   }
 }
 
-// launch_fp8_epilogue: eight columns a thread; grid row y takes tokens y, y + gridDim.y, ...
+// launch_fp8_epilogue: eight columns a thread; grid row y takes tokens y, y + gridDim.y, ..., two at
+// a time. The grid has fewer rows than there are tokens (MINIVLLM_FP8_EPILOGUE_ROWS), so the column
+// scales and bias a thread loads serve many tokens and the GPU runs thousands of CTAs, not one a
+// token and 1,024 columns (PERFORMANCE.md, "The FP8 prefill, kernel by kernel").
 template <Fp8Epilogue E>
 __global__ void __launch_bounds__(kThreads) fp8_epilogue_kernel(const __nv_bfloat16* y, int64_t ny,
                                                                 const float* row_scale, const float* col_scale,
@@ -148,8 +231,27 @@ __global__ void __launch_bounds__(kThreads) fp8_epilogue_kernel(const __nv_bfloa
                                                                 void* out, int64_t tokens, int64_t n, Activation act) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;
   if (c0 >= n) return;
-  for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-    fp8_epilogue_row<E>(y, ny, row_scale, col_scale, col_stride, bias, bias_f32, out, t, c0, n, act);
+  float cs[8], cu[8], b[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    cs[i] = col_scale[(c0 + i) * col_stride];
+    cu[i] = E == Fp8Epilogue::kActMul ? col_scale[(n + c0 + i) * col_stride] : 0.0f;
+    b[i] = 0.0f;
+  }
+  if (bias != nullptr) load_weight8(bias, bias_f32, c0, b);
+  const bool has_bias = bias != nullptr;
+  const int64_t step = gridDim.y;
+  int64_t t = blockIdx.y;
+  for (; t + step < tokens; t += 2 * step) {  // rows t and t + step are distinct: in place is safe
+    const Fp8EpilogueLoad l0 = fp8_epilogue_load<E>(y, ny, t, c0, n);
+    const Fp8EpilogueLoad l1 = fp8_epilogue_load<E>(y, ny, t + step, c0, n);
+    const float r0 = row_scale[t], r1 = row_scale[t + step];
+    fp8_epilogue_finish<E>(l0, r0, cs, cu, b, has_bias, out, t, c0, n, act);
+    fp8_epilogue_finish<E>(l1, r1, cs, cu, b, has_bias, out, t + step, c0, n, act);
+  }
+  if (t < tokens) {
+    const Fp8EpilogueLoad l0 = fp8_epilogue_load<E>(y, ny, t, c0, n);
+    fp8_epilogue_finish<E>(l0, row_scale[t], cs, cu, b, has_bias, out, t, c0, n, act);
   }
 }
 
@@ -207,6 +309,26 @@ bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_
   return true;
 }
 
+bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
+  if (cols % 8 != 0 || cols > kNormThreads * 8 * 8 || rows >= (int64_t{1} << 31)) return false;
+  if (rows == 0) return true;
+  const int64_t chunks = cols / 8;
+  // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
+  const int threads = static_cast<int>(std::min<int64_t>(kNormThreads, ceil_div(chunks, 32) * 32));
+  const int per_thread = static_cast<int>(ceil_div(chunks, threads));
+  const dim3 grid(static_cast<unsigned>(rows));
+  if (per_thread <= 2) {
+    rms_norm_e4m3_kernel<2><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+  } else if (per_thread <= 4) {
+    rms_norm_e4m3_kernel<4><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+  } else {
+    rms_norm_e4m3_kernel<8><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+  }
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
                          int64_t col_stride, const void* bias, bool bias_f32, Fp8Epilogue e, Activation act, void* out,
                          int64_t tokens, int64_t n, cudaStream_t stream) {
@@ -215,8 +337,9 @@ void launch_fp8_epilogue(const void* y, int64_t ny, const float* row_scale, cons
                  (e != Fp8Epilogue::kActMul || bias == nullptr))
       << "fp8_epilogue: " << n << " columns of rows of " << ny
       << " (multiples of 8; [gate | up] for act_mul, which takes no bias)";
-  const dim3 grid(static_cast<unsigned>((n / 8 + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(tokens < 65535 ? tokens : 65535));
+  static const int64_t max_rows = knob_number("MINIVLLM_FP8_EPILOGUE_ROWS");
+  const int64_t rows = tokens < max_rows ? tokens : max_rows;
+  const dim3 grid(static_cast<unsigned>((n / 8 + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
   auto launch = [&](auto kernel) {
     kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride,
                                           bias, bias_f32, out, tokens, n, act);
