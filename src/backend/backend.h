@@ -282,6 +282,15 @@ class Backend {
     linear(x, weight, bias, qkv);
     qk_norm_rope_store(qkv, epi);
   }
+  // The dense gated MLP at one rank, after its RMSNorm: residual += act(x W_gate^T) * (x W_up^T) W_down^T
+  // with x = the prologue's normed rows. gate_up [T, 2I] and act [T, I] are scratch a backend may leave
+  // unwritten; down_scratch [T, K] may hold the down product.
+  virtual void rms_norm_mlp_add_residual(const NormPrologue& pro, const Tensor& gate_up_weight,
+                                         const Tensor& down_weight, const Tensor& gate_up, const Tensor& act,
+                                         const Tensor& down_scratch, const Tensor& residual, Activation a) {
+    rms_norm_linear_act_mul(pro, gate_up_weight, gate_up, act, a);
+    linear_add_residual(act, down_weight, down_scratch, residual);
+  }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
   virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                    const Tensor& residual) {

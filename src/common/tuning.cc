@@ -100,6 +100,10 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_NORMED_CODES", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "past the gemv, a per-row FP8 linear behind an RMSNorm takes x's codes from the residual in one kernel, "
      "the normed rows never written (PERFORMANCE.md, \"The FP8 prefill, kernel by kernel\")"},
+    {"MINIVLLM_FP8_MLP_CODES", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "the dense MLP past the gemv in one call: h = act(gate) * up straight into e4m3 codes for the down GEMM "
+     "(rms_norm_mlp_add_residual); off until its 512-thread kernel is timed (PERFORMANCE.md, \"The FP8 prefill, "
+     "kernel by kernel\")"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

@@ -224,6 +224,12 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Activation activation = cfg_.traits().activation;
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
+  if (!normed_ && world_ == 1 && l.ffn_output_norm.empty()) {  // norm, gate/up, down in one backend call
+    backend_.rms_norm_mlp_add_residual({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(),
+                                       l.down_proj.weight(), gate_up, act, hidden, residual, activation);
+    normed_ = false;
+    return;
+  }
   if (normed_) {  // the o projection's all-reduce normed the residual into hidden
     backend_.linear_act_mul(hidden, l.gate_up_proj.weight(), gate_up, act, activation);
   } else {

@@ -91,6 +91,9 @@ class CudaBackend : public Backend {
   void rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out) override;
   void rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
                                const Tensor& out, Activation act) override;
+  void rms_norm_mlp_add_residual(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& down_weight,
+                                 const Tensor& gate_up, const Tensor& act, const Tensor& down_scratch,
+                                 const Tensor& residual, Activation a) override;
   // Where the qkv projection takes the gemv (1-2 tokens) and there are no q/k norms, the gemv's
   // epilogue applies the rope and the cache store (gemv_rope_takes).
   void rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& qkv,

@@ -412,6 +412,43 @@ bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weigh
   return true;
 }
 
+// Past the gemv with both weights per-row FP8 and MINIVLLM_FP8_MLP_CODES: the norm's codes, the
+// gate/up GEMM, h's codes from its product in one pass, the down GEMM, and its epilogue into the
+// residual (Fp8Gemm::run_unscaled_mlp); neither the normed rows nor h is written. Elsewhere the two
+// calls it stands for.
+void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tensor& gate_up_weight,
+                                            const Tensor& down_weight, const Tensor& gate_up, const Tensor& act,
+                                            const Tensor& down_scratch, const Tensor& residual, Activation a) {
+  constexpr const char* kOp = "rms_norm_mlp_add_residual";
+  const bool fp8 = is_fp8(gate_up_weight) && is_fp8(down_weight) && fp8_gemm_->mlp_codes() &&
+                   gate_up_weight.ndim() == 2 && down_weight.ndim() == 2 && gate_up_weight.scales() != nullptr &&
+                   down_weight.scales() != nullptr;
+  const int64_t k = fp8 ? gate_up_weight.size(1) : 0;
+  if (!fp8 || k % 8 != 0 || pro.residual.dtype() != DType::kF32 || pro.residual.device() != DeviceKind::kCuda ||
+      pro.residual.size(-1) != k || !aligned16(pro.residual) || fp8_gemv_takes(pro.normed, gate_up_weight) ||
+      gate_up.dtype() != DType::kBF16 || down_scratch.dtype() != DType::kBF16) {
+    return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
+  }
+  const int64_t tokens = pro.residual.numel() / k;
+  check_gpu(gate_up, DType::kBF16, kOp, "gate_up");
+  check_gpu(down_scratch, DType::kBF16, kOp, "down_scratch");
+  check_gpu(residual, DType::kF32, kOp, "residual");
+  MINIVLLM_CHECK(gate_up.numel() >= tokens * gate_up_weight.size(0) && down_scratch.numel() >= tokens * k &&
+                 residual.numel() == tokens * k)
+      << kOp << ": gate_up " << gate_up.describe() << ", down_scratch " << down_scratch.describe() << " and residual "
+      << residual.describe() << " for " << tokens << " tokens of " << k;
+  const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
+  const float* h_scales =
+      fp8_gemm_->run_unscaled_mlp(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
+                                  gate_up_weight, down_weight, a, gate_up.data(), down_scratch.data(), stream_);
+  if (h_scales == nullptr) {
+    return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
+  }
+  const WeightScales& s = *down_weight.scales();
+  launch_fp8_epilogue(down_scratch.data(), k, h_scales, s.grid.ptr<float>(), s.grid.size(1), nullptr, false,
+                      Fp8Epilogue::kAddF32, a, residual.data(), tokens, k, stream_);
+}
+
 bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                              const Tensor& scratch, const Tensor& out, Fp8Epilogue e, Activation act) {
   if (!is_fp8(weight) || !fp8_gemm_->normed_codes() || weight.ndim() != 2) return false;
