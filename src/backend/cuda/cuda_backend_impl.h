@@ -196,6 +196,9 @@ class CudaBackend : public Backend {
   // gemv takes the batch, the epilogues are unfused, or the FP8 GEMM declines.
   bool fp8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                   const Tensor& scratch, const Tensor& out, Fp8Epilogue e, Activation act);
+  // Whether fp8_normed's codes-from-the-residual path takes this weight and prologue: a per-row FP8
+  // weight the FP8 GEMM takes, a batch past the gemv, K of 8s up to kE4m3RowMaxCols, the normed codes on.
+  bool fp8_norm_takes(const NormPrologue& pro, const Tensor& weight) const;
   // rms_norm_linear_rope_store / linear_rope_store once gemv_rope_takes: x is rms_norm(norm) when
   // norm != nullptr, else x.
   void gemv_rope_store(const char* op, const GemvNorm* norm, const Tensor* x, const Tensor& weight, const Tensor* bias,

@@ -66,6 +66,8 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
 void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_t cols, int64_t group,
                                  int64_t col_begin, int64_t col_end, uint8_t* codes, float* scales,
                                  cudaStream_t stream);
+// The widest row the per-row e4m3 quantizers below take (a CTA holds its row in registers).
+constexpr int64_t kE4m3RowMaxCols = 16384;
 // launch_quantize_e4m3_groups for bf16 x with one group a row (the FP8 GEMM's per-token activations),
 // the same bytes, each value read once: codes [rows, cols], scales [rows]. False (nothing launched)
 // unless cols is a multiple of 8 and at most 16,384.

@@ -420,16 +420,12 @@ void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tenso
                                             const Tensor& down_weight, const Tensor& gate_up, const Tensor& act,
                                             const Tensor& down_scratch, const Tensor& residual, Activation a) {
   constexpr const char* kOp = "rms_norm_mlp_add_residual";
-  const bool fp8 = is_fp8(gate_up_weight) && is_fp8(down_weight) && fp8_gemm_->mlp_codes() &&
-                   gate_up_weight.ndim() == 2 && down_weight.ndim() == 2 && gate_up_weight.scales() != nullptr &&
-                   down_weight.scales() != nullptr;
-  const int64_t k = fp8 ? gate_up_weight.size(1) : 0;
-  if (!fp8 || k % 8 != 0 || pro.residual.dtype() != DType::kF32 || pro.residual.device() != DeviceKind::kCuda ||
-      pro.residual.size(-1) != k || !aligned16(pro.residual) || fp8_gemv_takes(pro.normed, gate_up_weight) ||
-      gate_up.dtype() != DType::kBF16 || down_scratch.dtype() != DType::kBF16) {
+  if (!fp8_gemm_->mlp_codes() || !fp8_norm_takes(pro, gate_up_weight) || !is_fp8(down_weight) ||
+      down_weight.ndim() != 2 || down_weight.scales() == nullptr || gate_up.dtype() != DType::kBF16 ||
+      down_scratch.dtype() != DType::kBF16) {
     return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
   }
-  const int64_t tokens = pro.residual.numel() / k;
+  const int64_t k = gate_up_weight.size(1), tokens = pro.residual.numel() / k;
   check_gpu(gate_up, DType::kBF16, kOp, "gate_up");
   check_gpu(down_scratch, DType::kBF16, kOp, "down_scratch");
   check_gpu(residual, DType::kF32, kOp, "residual");
@@ -449,16 +445,19 @@ void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tenso
                       Fp8Epilogue::kAddF32, a, residual.data(), tokens, k, stream_);
 }
 
+bool CudaBackend::fp8_norm_takes(const NormPrologue& pro, const Tensor& weight) const {
+  if (!is_fp8(weight) || !fp8_gemm_->normed_codes() || weight.ndim() != 2 || weight.scales() == nullptr) return false;
+  const int64_t n = weight.size(0), k = weight.size(1);
+  return fp8_gemm_takes(*weight.scales(), n, k) && k % 8 == 0 && k <= kE4m3RowMaxCols &&
+         pro.residual.dtype() == DType::kF32 && pro.residual.device() == DeviceKind::kCuda &&
+         pro.residual.size(-1) == k && aligned16(pro.residual) && !fp8_gemv_takes(pro.normed, weight);
+}
+
 bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                              const Tensor& scratch, const Tensor& out, Fp8Epilogue e, Activation act) {
-  if (!is_fp8(weight) || !fp8_gemm_->normed_codes() || weight.ndim() != 2) return false;
-  const int64_t n = weight.size(0), k = weight.size(1);
-  if (weight.scales() == nullptr || !fp8_gemm_takes(*weight.scales(), n, k) || k % 8 != 0 || k > 16384) return false;
-  if (pro.residual.dtype() != DType::kF32 || pro.residual.device() != DeviceKind::kCuda || pro.residual.size(-1) != k ||
-      !aligned16(pro.residual) || fp8_gemv_takes(pro.normed, weight)) {
-    return false;
-  }
+  if (!fp8_norm_takes(pro, weight)) return false;
   if (out.dtype() != DType::kBF16 || scratch.dtype() != DType::kBF16) return false;  // e.g. fp32 logits
+  const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t tokens = pro.residual.numel() / k;
   const int64_t out_n = e == Fp8Epilogue::kActMul ? n / 2 : n;
   check_gpu(out, DType::kBF16, op, "out");

@@ -133,7 +133,7 @@ const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* nor
                                           int64_t tokens, const Tensor& w, void* out, cudaStream_t stream) {
   const WeightScales& s = *w.scales();
   const int64_t n = w.size(0), k = w.size(1);
-  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k) || k > 16384) return nullptr;
+  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k) || k > kE4m3RowMaxCols) return nullptr;
   Plan* p = plan_for(Key{tokens, n, k, false, false});
   if (p == nullptr) return nullptr;
   grow_activations(tokens, k, stream);
@@ -148,7 +148,7 @@ const float* Fp8Gemm::run_unscaled_mlp(const float* residual, const void* norm, 
                                        int64_t tokens, const Tensor& gate_up_w, const Tensor& down_w, Activation act,
                                        void* gate_up_out, void* down_out, cudaStream_t stream) {
   const int64_t n2 = gate_up_w.size(0), k = gate_up_w.size(1), inter = n2 / 2;
-  if (tokens == 0 || n2 % 2 != 0 || down_w.size(0) != k || down_w.size(1) != inter || k > 16384 || inter > 16384 ||
+  if (tokens == 0 || n2 % 2 != 0 || down_w.size(0) != k || down_w.size(1) != inter || k > kE4m3RowMaxCols || inter > kE4m3RowMaxCols ||
       inter % 8 != 0 || !fp8_gemm_takes(*gate_up_w.scales(), n2, k) || !fp8_gemm_takes(*down_w.scales(), k, inter)) {
     return nullptr;
   }

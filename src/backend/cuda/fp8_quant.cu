@@ -183,6 +183,10 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
 // by kernel"), and the column scales (one a row of W, so contiguous) come eight at a time in two
 // 16-byte loads.
 constexpr int kActThreads = 512;
+// Each row kernel holds a row of kE4m3RowMaxCols in its largest instantiation (16, 8 and 4 chunks of
+// eight a thread).
+static_assert(kThreads * 16 * 8 == kE4m3RowMaxCols && kNormThreads * 8 * 8 == kE4m3RowMaxCols &&
+              kActThreads * 4 * 8 == kE4m3RowMaxCols);
 
 template <int kChunks>
 __global__ void __launch_bounds__(kActThreads) act_mul_e4m3_kernel(const __nv_bfloat16* y, int64_t ny,
@@ -361,7 +365,7 @@ void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, cons
 
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
                                cudaStream_t stream) {
-  if (cols % 8 != 0 || cols > kThreads * 16 * 8 || rows >= (int64_t{1} << 31)) return false;
+  if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
   const auto* xb = static_cast<const __nv_bfloat16*>(x);
   if (cols <= kThreads * 8 * 8) {
@@ -375,7 +379,7 @@ bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_
 
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
                                int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
-  if (cols % 8 != 0 || cols > kNormThreads * 8 * 8 || rows >= (int64_t{1} << 31)) return false;
+  if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
   const int64_t chunks = cols / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
@@ -396,7 +400,7 @@ bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32,
 bool launch_fp8_act_mul_e4m3_rows(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
                                   int64_t col_stride, Activation act, int64_t tokens, int64_t n, uint8_t* codes,
                                   float* scales, cudaStream_t stream) {
-  if (n % 8 != 0 || ny % 8 != 0 || ny < 2 * n || n > kActThreads * 4 * 8 || tokens >= (int64_t{1} << 31) ||
+  if (n % 8 != 0 || ny % 8 != 0 || ny < 2 * n || n > kE4m3RowMaxCols || tokens >= (int64_t{1} << 31) ||
       col_stride != 1 || reinterpret_cast<uintptr_t>(col_scale) % 16 != 0) {
     return false;
   }
