@@ -67,6 +67,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
+    {"MINIVLLM_MOE_ROUTER_FUSED", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "decode batches of a sparse layer take the router's logits and the routing in one launch, the last CTA "
+     "routing (launch_moe_router_route); off until timed (KERNEL_NOTES.md, stop 62)"},
     {"MINIVLLM_MOE_SMALL_TILE_ROWS", G::kTuning, K::kInt, "", 0, 1 << 20, "48",
      "the grouped expert GEMMs take 32-row tiles (not 64) while the experts average at most this many rows "
      "(0: never; PERFORMANCE.md, \"The grouped expert GEMMs\")"},

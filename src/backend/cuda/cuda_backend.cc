@@ -77,6 +77,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
   }
+  moe_router_fused_ = knob_flag("MINIVLLM_MOE_ROUTER_FUSED");
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
     decode_max_tile_heads_ = static_cast<int>(*h);
@@ -98,6 +99,7 @@ CudaBackend::~CudaBackend() {
   for (NcclCommunicator* c : comms) c->on_backend_destroyed();
   gemm_.reset();
   cudaFree(decode_partial_o_);
+  if (moe_router_done_ != nullptr) cudaFree(moe_router_done_);
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);

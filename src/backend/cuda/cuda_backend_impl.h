@@ -113,6 +113,8 @@ class CudaBackend : public Backend {
                                   int64_t num_local) override;
   void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                  const Tensor& topk_weights) override;
+  void moe_router_route(const Tensor& x, const Tensor& router, const Tensor& router_logits, bool renormalize,
+                        const Tensor& topk_ids, const Tensor& topk_weights) override;
   // Up to moe_gemv_tokens_ tokens: the gemvs over the pairs (moe_gemv.cu); more: grouping by expert
   // and the grouped GEMMs (moe.cu, moe_gemm.cu).
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -237,6 +239,8 @@ class CudaBackend : public Backend {
   // so nothing is allocated inside a captured decode step.
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
+  unsigned* moe_router_done_ = nullptr;  // launch_moe_router_route's counter (allocate_moe_scratch makes it)
+  bool moe_router_fused_ = false;         // MINIVLLM_MOE_ROUTER_FUSED
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
   bool gemv_rope_ = false;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
