@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
@@ -305,6 +306,26 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv
 
 }  // namespace
 
+namespace {
+
+// f(std::integral_constant<int, kPer>) for the fewest experts a lane holds in route_row (1 to 16).
+template <typename F>
+void with_experts_per_lane(int experts, F&& f) {
+  if (experts <= 32) {
+    f(std::integral_constant<int, 1>{});
+  } else if (experts <= 64) {
+    f(std::integral_constant<int, 2>{});
+  } else if (experts <= 128) {
+    f(std::integral_constant<int, 4>{});
+  } else if (experts <= 256) {
+    f(std::integral_constant<int, 8>{});
+  } else {
+    f(std::integral_constant<int, 16>{});
+  }
+}
+
+}  // namespace
+
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
                       float* weights, cudaStream_t stream) {
   if (tokens == 0) return;
@@ -312,20 +333,10 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
       << "moe_route: top-" << k << " of " << experts << " experts (the CUDA kernel takes up to "
       << kMoeRouteMaxExperts << ")";
   const dim3 grid(static_cast<unsigned>(ceil_div(tokens, kRouteWarps)));
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
-  };
-  if (experts <= 32) {
-    launch(moe_route_kernel<1>);
-  } else if (experts <= 64) {
-    launch(moe_route_kernel<2>);
-  } else if (experts <= 128) {
-    launch(moe_route_kernel<4>);
-  } else if (experts <= 256) {
-    launch(moe_route_kernel<8>);
-  } else {
-    launch(moe_route_kernel<16>);
-  }
+  with_experts_per_lane(experts, [&](auto per) {
+    moe_route_kernel<decltype(per)::value>
+        <<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
@@ -340,21 +351,10 @@ bool launch_moe_router_route(const void* x, int64_t tokens, int64_t hidden, cons
   const auto* xb = static_cast<const __nv_bfloat16*>(x);
   const auto* wb = static_cast<const __nv_bfloat16*>(router);
   const int t = static_cast<int>(tokens);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, kRouterWarps * 32, 0, stream>>>(xb, t, hidden, wb, experts, logits, done, k, renormalize, ids,
-                                                   weights);
-  };
-  if (experts <= 32) {
-    launch(moe_router_route_kernel<1>);
-  } else if (experts <= 64) {
-    launch(moe_router_route_kernel<2>);
-  } else if (experts <= 128) {
-    launch(moe_router_route_kernel<4>);
-  } else if (experts <= 256) {
-    launch(moe_router_route_kernel<8>);
-  } else {
-    launch(moe_router_route_kernel<16>);
-  }
+  with_experts_per_lane(experts, [&](auto per) {
+    moe_router_route_kernel<decltype(per)::value><<<grid, kRouterWarps * 32, 0, stream>>>(
+        xb, t, hidden, wb, experts, logits, done, k, renormalize, ids, weights);
+  });
   CUDA_CHECK_LAUNCH();
   return true;
 }
