@@ -227,8 +227,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   if (!normed_ && world_ == 1 && l.ffn_output_norm.empty()) {  // norm, gate/up, down in one backend call
     backend_.rms_norm_mlp_add_residual({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(),
                                        l.down_proj.weight(), gate_up, act, hidden, residual, activation);
-    normed_ = false;
-    return;
+    return;  // normed_ stays false: nothing normed the residual after the add
   }
   if (normed_) {  // the o projection's all-reduce normed the residual into hidden
     backend_.linear_act_mul(hidden, l.gate_up_proj.weight(), gate_up, act, activation);

@@ -326,9 +326,7 @@ TEST(CudaFp8Linear, NormedRowQuantizerGivesNormThenQuantizerBytes) {
 // the unfused calls' (rms_norm, then linear or linear_act_mul) bit for bit, and near the CPU's.
 TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_FP8_NORMED_CODES", "1", 1);  // read when the backend is made (on by default)
-  Backends b;
-  unsetenv("MINIVLLM_FP8_NORMED_CODES");
+  Backends b = backends_with("MINIVLLM_FP8_NORMED_CODES", "1");  // on by default
   std::mt19937 rng(87);
   for (auto [inter, k] : {std::pair<int64_t, int64_t>{264, 384}, {1536, 1024}}) {
     const Fp8Case qkv = make_case(b, 2 * inter + 48, k, Grid::kPerRow, rng);
@@ -375,9 +373,7 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
 // with the normed codes (on by default), so the gate/up codes are the same bytes on both sides.
 TEST(CudaFp8Linear, MlpInOneCallEqualsItsParts) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_FP8_MLP_CODES", "1", 1);  // read when the backend is made (off by default)
-  Backends b;
-  unsetenv("MINIVLLM_FP8_MLP_CODES");
+  Backends b = backends_with("MINIVLLM_FP8_MLP_CODES", "1");  // off by default
   std::mt19937 rng(88);
   // 264 x 384: I not a multiple of 16, so the FP8 GEMM declines the down projection and the call
   // falls back to its parts; I of 6144 and 12288 (Qwen3-8B's): two and three chunks a thread in h's
@@ -418,9 +414,7 @@ TEST(CudaFp8Linear, MlpInOneCallEqualsItsParts) {
 TEST(CudaFp8Linear, EpiloguesMatchCpuFusedAndNot) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   for (const char* fused : {"1", "0"}) {
-    setenv("MINIVLLM_FP8_FUSED_EPILOGUE", fused, 1);
-    Backends b;
-    unsetenv("MINIVLLM_FP8_FUSED_EPILOGUE");
+    Backends b = backends_with("MINIVLLM_FP8_FUSED_EPILOGUE", fused);
     std::mt19937 rng(83);
     struct Dims {
       int64_t inter, k;

@@ -103,9 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeRoute,
 // its 8 tokens the call falls back to the linear and moe_route.
 TEST(CudaMoeRouterRoute, LogitsNearTheCpusRoutingExact) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_MOE_ROUTER_FUSED", "1", 1);  // read when the backend is made
-  Backends b;
-  unsetenv("MINIVLLM_MOE_ROUTER_FUSED");
+  Backends b = backends_with("MINIVLLM_MOE_ROUTER_FUSED", "1");  // off by default
   std::mt19937 rng(41);
   struct Case {
     int64_t tokens, experts, hidden;

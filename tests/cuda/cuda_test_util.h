@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +25,15 @@ struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   std::unique_ptr<Backend> gpu = make_cuda_backend(0);
 };
+
+// Backends whose GPU backend was made with the tuning knob `name` at `value` (CudaBackend reads its
+// knobs when it is made); the environment is as before afterwards.
+inline Backends backends_with(const char* name, const char* value) {
+  ::setenv(name, value, 1);
+  Backends b;
+  ::unsetenv(name);
+  return b;
+}
 
 // Normal(0, scale) values already rounded to bf16.
 inline Tensor random_values(const std::vector<int64_t>& shape, std::mt19937& rng, float scale = 1.0f,

@@ -406,9 +406,7 @@ bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weigh
       << " and weight " << weight.describe();
   const float* row_scales = fp8_gemm_->run_unscaled(x, weight, scratch.data(), stream_);
   if (row_scales == nullptr) return false;
-  const WeightScales& s = *weight.scales();
-  launch_fp8_epilogue(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1), nullptr, false, e, act,
-                      out.data(), tokens, out_n, stream_);
+  launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, nullptr, false, e, act, out.data(), tokens, stream_);
   return true;
 }
 
@@ -440,9 +438,8 @@ void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tenso
   if (h_scales == nullptr) {
     return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
   }
-  const WeightScales& s = *down_weight.scales();
-  launch_fp8_epilogue(down_scratch.data(), k, h_scales, s.grid.ptr<float>(), s.grid.size(1), nullptr, false,
-                      Fp8Epilogue::kAddF32, a, residual.data(), tokens, k, stream_);
+  launch_fp8_weight_epilogue(down_weight, down_scratch.data(), h_scales, nullptr, false, Fp8Epilogue::kAddF32, a,
+                             residual.data(), tokens, stream_);
 }
 
 bool CudaBackend::fp8_norm_takes(const NormPrologue& pro, const Tensor& weight) const {
@@ -471,9 +468,8 @@ bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tens
   const float* row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32,
                                                            pro.eps, tokens, weight, scratch.data(), stream_);
   if (row_scales == nullptr) return false;
-  const WeightScales& s = *weight.scales();
-  launch_fp8_epilogue(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1),
-                      bias == nullptr ? nullptr : bias->data(), bias_f32, e, act, out.data(), tokens, out_n, stream_);
+  launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, bias == nullptr ? nullptr : bias->data(), bias_f32, e,
+                             act, out.data(), tokens, stream_);
   return true;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/activation.h"
@@ -51,18 +52,21 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over the block; `scratch` holds 32 floats. Every thread gets the result.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Sum (kMax: max) over the block; `scratch` holds 32 floats. Every thread gets the result.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int warps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
+  v = kMax ? warp_max(v) : warp_sum(v);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < warps ? scratch[lane] : 0.0f;
-  return warp_sum(v);
+  v = lane < warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+  return kMax ? warp_max(v) : warp_sum(v);
 }
+__device__ __forceinline__ float block_sum(float v, float* scratch) { return block_reduce<false>(v, scratch); }
+__device__ __forceinline__ float block_max(float v, float* scratch) { return block_reduce<true>(v, scratch); }
 
 // Eight fp32 values at p (32-byte aligned run, 16-byte aligned p) as two 16-byte accesses.
 __device__ __forceinline__ void load_f32x8(const float* p, float* out) {

@@ -23,6 +23,15 @@ Fp8Weight fp8_weight_view(const Tensor& w) {
                    s.grid.size(1)};
 }
 
+void launch_fp8_weight_epilogue(const Tensor& w, const void* product, const float* row_scales, const void* bias,
+                                bool bias_f32, Fp8Epilogue e, Activation act, void* out, int64_t tokens,
+                                cudaStream_t stream) {
+  const WeightScales& s = *w.scales();
+  const int64_t n = w.size(0);
+  launch_fp8_epilogue(product, n, row_scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, e, act, out, tokens,
+                      e == Fp8Epilogue::kActMul ? n / 2 : n, stream);
+}
+
 bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
   return k % 16 == 0 && n % 16 == 0 && s.block_rows == 1 && s.block_cols >= k;
 }
@@ -112,29 +121,29 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   const float* scales = multiply(x, w, p, outer, out, stream);
   if (outer) return true;
   if (fused_epilogues_ && !out_f32) {
-    launch_fp8_epilogue(out, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, Fp8Epilogue::kStore,
-                        Activation::kSilu, out, tokens, n, stream);
+    launch_fp8_weight_epilogue(w, out, scales, bias, bias_f32, Fp8Epilogue::kStore, Activation::kSilu, out, tokens,
+                               stream);
   } else {
     launch_scale_outer(out, out_f32, tokens, n, scales, s.grid.ptr<float>(), s.grid.size(1), bias, bias_f32, stream);
   }
   return true;
 }
 
+Fp8Gemm::Plan* Fp8Gemm::plan_unscaled(const Tensor& w, int64_t tokens) {
+  const int64_t n = w.size(0), k = w.size(1);
+  if (tokens == 0 || n == 0 || !fp8_gemm_takes(*w.scales(), n, k)) return nullptr;
+  return plan_for(Key{tokens, n, k, false, false});
+}
+
 const float* Fp8Gemm::run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream) {
-  const WeightScales& s = *w.scales();
-  const int64_t n = w.size(0), k = w.size(1), tokens = x.numel() / k;
-  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k)) return nullptr;
-  Plan* p = plan_for(Key{tokens, n, k, false, false});
-  if (p == nullptr) return nullptr;
-  return multiply(x, w, p, /*outer=*/false, out, stream);
+  Plan* p = plan_unscaled(w, x.numel() / w.size(1));
+  return p == nullptr ? nullptr : multiply(x, w, p, /*outer=*/false, out, stream);
 }
 
 const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps,
                                           int64_t tokens, const Tensor& w, void* out, cudaStream_t stream) {
-  const WeightScales& s = *w.scales();
-  const int64_t n = w.size(0), k = w.size(1);
-  if (tokens == 0 || n == 0 || !fp8_gemm_takes(s, n, k) || k > kE4m3RowMaxCols) return nullptr;
-  Plan* p = plan_for(Key{tokens, n, k, false, false});
+  const int64_t k = w.size(1);
+  Plan* p = k > kE4m3RowMaxCols ? nullptr : plan_unscaled(w, tokens);
   if (p == nullptr) return nullptr;
   grow_activations(tokens, k, stream);
   const bool made = launch_rms_norm_e4m3_rows(residual, norm, norm_f32, eps, tokens, k, static_cast<uint8_t*>(x_codes_),
@@ -148,13 +157,13 @@ const float* Fp8Gemm::run_unscaled_mlp(const float* residual, const void* norm, 
                                        int64_t tokens, const Tensor& gate_up_w, const Tensor& down_w, Activation act,
                                        void* gate_up_out, void* down_out, cudaStream_t stream) {
   const int64_t n2 = gate_up_w.size(0), k = gate_up_w.size(1), inter = n2 / 2;
-  if (tokens == 0 || n2 % 2 != 0 || down_w.size(0) != k || down_w.size(1) != inter || k > kE4m3RowMaxCols || inter > kE4m3RowMaxCols ||
-      inter % 8 != 0 || !fp8_gemm_takes(*gate_up_w.scales(), n2, k) || !fp8_gemm_takes(*down_w.scales(), k, inter)) {
+  // One scale a row of gate/up: the act_mul quantizer loads the column scales eight at a time.
+  if (n2 % 2 != 0 || down_w.size(0) != k || down_w.size(1) != inter || k > kE4m3RowMaxCols ||
+      inter > kE4m3RowMaxCols || inter % 8 != 0 || gate_up_w.scales()->grid.size(1) != 1) {
     return nullptr;
   }
-  if (gate_up_w.scales()->grid.size(1) != 1) return nullptr;  // one scale a row: the act_mul quantizer's loads
-  Plan* gu = plan_for(Key{tokens, n2, k, false, false});
-  Plan* down = gu == nullptr ? nullptr : plan_for(Key{tokens, k, inter, false, false});
+  Plan* gu = plan_unscaled(gate_up_w, tokens);
+  Plan* down = gu == nullptr ? nullptr : plan_unscaled(down_w, tokens);
   if (down == nullptr) return nullptr;
   // Both GEMMs' activations in one scratch, grown first: h's codes overwrite x's once the gate/up
   // GEMM has read them (stream order), and h's scales x's row by row (launch_fp8_act_mul_e4m3_rows

@@ -30,6 +30,12 @@ namespace minivllm::cuda {
 // W's codes and scale grid as the kernels read them (cuda_kernels.h).
 Fp8Weight fp8_weight_view(const Tensor& w);
 
+// launch_fp8_epilogue on W's bare product (bf16 [T, N], N = W's rows; kActMul: [gate | up], out
+// [T, N / 2]): row_scales the tokens' (run_unscaled's return), W's scale grid the columns'.
+void launch_fp8_weight_epilogue(const Tensor& w, const void* product, const float* row_scales, const void* bias,
+                                bool bias_f32, Fp8Epilogue e, Activation act, void* out, int64_t tokens,
+                                cudaStream_t stream);
+
 // Whether run() takes W: one scale per row (block_rows 1, block_cols spanning K), K and N multiples
 // of 16 (FP8 operands' alignment).
 bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k);
@@ -86,6 +92,8 @@ class Fp8Gemm {
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
+  // The bare codes' plan for T tokens of W: null where fp8_gemm_takes is false, T or N is 0, or no algorithm.
+  Plan* plan_unscaled(const Tensor& w, int64_t tokens);
   // x quantized per token, then the GEMM of plan p (outer: with the scales); returns x's scales.
   const float* multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
   // The activation scratch for T x K codes and T scales, grown as needed.

@@ -35,17 +35,14 @@ __device__ __forceinline__ float load_x(const void* x, bool x_f32, int64_t i) {
 __global__ void __launch_bounds__(kThreads) quantize_groups_kernel(const void* x, bool x_f32, int64_t cols,
                                                                    int64_t group, int64_t col_begin, int64_t col_end,
                                                                    uint8_t* codes, float* scales) {
-  __shared__ float red[kThreads / 32];
+  __shared__ float red[32];
   const int64_t groups = cols / group;
   const int64_t row = blockIdx.x / groups, gi = blockIdx.x % groups;
   const int64_t c0 = gi * group;
   const int64_t base = row * cols + c0;
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < group; i += kThreads) amax = fmaxf(amax, fabsf(load_x(x, x_f32, base + i)));
-  amax = warp_max(amax);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  amax = block_max(amax, red);
   const float mul = e4m3_multiplier_device(amax);
   const int64_t out_cols = col_end - col_begin;
   const int64_t lo = c0 > col_begin ? c0 : col_begin, hi = c0 + group < col_end ? c0 + group : col_end;
@@ -83,12 +80,28 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
   return make_uint2(q[0], q[1]);
 }
 
+// act(gate) * up of eight columns of the bare [gate | up] product, g and u, scaled by the token's
+// row scale rs and the columns' scales cs (gate) and cu (up), rounded to bf16: the one arithmetic of
+// the act_mul epilogue and of act_mul_e4m3_kernel, so that the codes of the one are those of the other.
+__device__ __forceinline__ uint4 fp8_act_mul8(const uint4& g, const uint4& u, float rs, const float (&cs)[8],
+                                              const float (&cu)[8], Activation act) {
+  float v[8], w[8];
+  bf16x8_to_f32(g, v);
+  bf16x8_to_f32(u, w);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] *= rs * cs[j];
+    v[j] = gate_act(v[j], act) * (w[j] * (rs * cu[j]));
+  }
+  return f32_to_bf16x8(v);
+}
+
 // launch_quantize_e4m3_rows: a CTA a row, each thread's kChunks x 8 values read once into registers
 // (quantize_groups_kernel reads them twice, one element a thread), then the codes eight at a time.
 template <int kChunks>
 __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
                                                                  float* scales) {
-  __shared__ float red[kThreads / 32];
+  __shared__ float red[32];
   const int64_t row = blockIdx.x, chunks = cols / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
   uint4 v[kChunks];
@@ -102,10 +115,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
   }
-  amax = warp_max(amax);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  amax = block_max(amax, red);
   const float mul = e4m3_multiplier_device(amax);
   uint2* out = reinterpret_cast<uint2*>(codes + row * cols);
 #pragma unroll
@@ -125,8 +135,7 @@ template <int kChunks>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w,
                                                                       bool w_f32, float eps, int64_t chunks,
                                                                       uint8_t* codes, float* scales) {
-  __shared__ float scratch[32];
-  __shared__ float red[32];
+  __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
@@ -159,11 +168,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
       for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
     }
   }
-  amax = warp_max(amax);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = (threadIdx.x & 31) < ((blockDim.x + 31) >> 5) ? red[threadIdx.x & 31] : 0.0f;
-  amax = warp_max(amax);
+  amax = block_max(amax, scratch);
   const float mul = e4m3_multiplier_device(amax);
   uint2* out = reinterpret_cast<uint2*>(codes + row * chunks * 8);
 #pragma unroll
@@ -211,27 +216,16 @@ __global__ void __launch_bounds__(kActThreads) act_mul_e4m3_kernel(const __nv_bf
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kActThreads;
     if (c < chunks) {
-      float v[8], w[8], f[8], cs[8], cu[8];
+      float f[8], cs[8], cu[8];
       load_f32x8(col_scale + c * 8, cs);
       load_f32x8(col_scale + n + c * 8, cu);
-      bf16x8_to_f32(g[i], v);
-      bf16x8_to_f32(u[i], w);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        v[j] *= rs * cs[j];
-        v[j] = gate_act(v[j], act) * (w[j] * (rs * cu[j]));
-      }
-      g[i] = f32_to_bf16x8(v);  // h's bf16 values from here on
+      g[i] = fp8_act_mul8(g[i], u[i], rs, cs, cu, act);  // h's bf16 values from here on
       bf16x8_to_f32(g[i], f);
 #pragma unroll
       for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
     }
   }
-  amax = warp_max(amax);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = (threadIdx.x & 31) < (kActThreads / 32) ? red[threadIdx.x & 31] : 0.0f;
-  amax = warp_max(amax);
+  amax = block_max(amax, red);
   const float mul = e4m3_multiplier_device(amax);
   uint2* out = reinterpret_cast<uint2*>(codes + t * n);
 #pragma unroll
@@ -265,17 +259,13 @@ template <Fp8Epilogue E>
 __device__ __forceinline__ void fp8_epilogue_finish(const Fp8EpilogueLoad& l, float rs, const float (&cs)[8],
                                                     const float (&cu)[8], const float (&b)[8], bool has_bias,
                                                     void* out, int64_t t, int64_t c0, int64_t n, Activation act) {
-  float v[8];
-  bf16x8_to_f32(l.g, v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] *= rs * cs[i];
   if constexpr (E == Fp8Epilogue::kActMul) {
-    float u[8];
-    bf16x8_to_f32(l.u, u);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = gate_act(v[i], act) * (u[i] * (rs * cu[i]));
-    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = f32_to_bf16x8(v);
+    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + t * n + c0) = fp8_act_mul8(l.g, l.u, rs, cs, cu, act);
   } else {
+    float v[8];
+    bf16x8_to_f32(l.g, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= rs * cs[i];
     if (has_bias) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] += b[i];
