@@ -85,6 +85,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
      "to bf16 at load (A/B, and activations kept in bf16)"},
+    {"MINIVLLM_QUANT_GEMV_PIPELINE", G::kTuning, K::kSwitch, "", 0, 0, "auto: one token and rows < 40 a SM",
+     "the block-quantized gemv loads a lane's next unit before decoding this one (quant_gemv.h) "
+     "(PERFORMANCE.md, \"The K-quant gemv: loads before decoding\")"},
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",

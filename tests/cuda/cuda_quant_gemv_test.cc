@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -22,6 +23,7 @@
 #include "backend/cuda/quant_gemv.h"
 #include "common/quant_blocks.h"
 #include "cuda_test_util.h"
+#include "graph_timing.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -83,15 +85,20 @@ struct QuantBackends {
   ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
 };
 
-TEST(CudaQuantLinear, MatchesCpuBackend) {
+// Each gemv kernel (MINIVLLM_QUANT_GEMV_PIPELINE): a lane's next unit loaded before this one is
+// decoded (1: at one token; more tokens take the plain kernel), not (0), and the choice by rows (unset).
+class CudaQuantLinearKernels : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaQuantLinearKernels, MatchesCpuBackend) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;
-  Backends be;
+  Backends be = backends_with("MINIVLLM_QUANT_GEMV_PIPELINE", GetParam());
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
   for (DType t : kTypes) {
     const int64_t blk = dtype_block(t);
-    // 16 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows.
-    for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}}) {
+    // 16 and 56 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows.
+    for (const auto& [n, blocks] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}, {37, 56}}) {
       const int64_t k = blocks * blk;
       const Tensor w = random_blocks(t, n, k, static_cast<uint32_t>(n + k));
       std::vector<float> decoded(static_cast<size_t>(n * k));
@@ -138,6 +145,11 @@ TEST(CudaQuantLinear, MatchesCpuBackend) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaQuantLinearKernels, ::testing::Values("", "0", "1"), [](const auto& info) {
+                           const std::string p = info.param;
+                           return p.empty() ? std::string("by_rows") : p == "1" ? std::string("piped") : std::string("plain");
+                         });
 
 // A weight of parts of different types (WeightParts: llama-quantize's Q4_K q, k beside a Q6_K v),
 // as ShardContext::upload_rows stacks it, against the CPU backend on the parts decoded and stacked:
@@ -225,6 +237,54 @@ TEST(CudaQuantLinear, RefusesOtherTypesByName) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("q4_1"), std::string::npos) << e.what();
   }
+}
+
+// Kernel timings (prints, never asserts speed): the gemv plain and pipelined (one token), on Llama-3.1-8B's projections as llama-quantize's Q4_K_M types them,
+// at 1 and 4 tokens. Each graph rotates through enough weight copies (>= 256 MB) that L2 cannot
+// serve them; GB/s of blocks. x's codes and scales are constant (the values do not change the time).
+TEST(CudaQuantGemvBench, HalfKernelAgainstUnitKernel) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  struct Shape {
+    const char* name;
+    DType t;
+    int64_t n, k;
+  };
+  for (const Shape& sh : {Shape{"qk", DType::kQ4_K, 5120, 4096}, Shape{"v", DType::kQ6_K, 1024, 4096},
+                          Shape{"o", DType::kQ4_K, 4096, 4096}, Shape{"gate_up", DType::kQ4_K, 28672, 4096},
+                          Shape{"down", DType::kQ4_K, 4096, 14336}, Shape{"down", DType::kQ6_K, 4096, 14336},
+                          Shape{"lm_head", DType::kQ6_K, 128256, 4096}}) {
+    for (int64_t tokens : {1, 4}) {
+      const size_t row_bytes = dtype_nbytes(sh.t, sh.k), bytes = row_bytes * static_cast<size_t>(sh.n);
+      const RotatedWeights weights(sh.n, (bytes + 2 * sh.n - 1) / (2 * sh.n));  // at least `bytes` a copy
+      const int copies = weights.copies();
+      const int calls = copies * std::max(1, (40 + copies - 1) / copies);
+      int8_t* codes = nullptr;
+      float *scales = nullptr, *out = nullptr;
+      CUDA_CHECK(cudaMalloc(&codes, static_cast<size_t>(tokens * sh.k)));
+      CUDA_CHECK(cudaMalloc(&scales, static_cast<size_t>(tokens * sh.k / 32) * 4));
+      CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 4));
+      CUDA_CHECK(cudaMemset(codes, 0x11, static_cast<size_t>(tokens * sh.k)));
+      CUDA_CHECK(cudaMemset(scales, 0, static_cast<size_t>(tokens * sh.k / 32) * 4));
+      std::printf("quant_gemv %-7s %s M=%ld", sh.name, dtype_name(sh.t), static_cast<long>(tokens));
+      for (int pipeline : {0, 1}) {
+        const double us = graph_median_us_per_call(s, calls, [&] {
+          for (int c = 0; c < calls; ++c) {
+            cuda::launch_quant_gemv(sh.t, weights.at(c), row_bytes, cuda::QuantX{codes, scales}, nullptr, false, out,
+                                    true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, pipeline);
+          }
+        });
+        std::printf("  %s %6.2f us %5.0f GB/s", pipeline == 1 ? "piped" : "plain", us,
+                    static_cast<double>(bytes) / us / 1e3);
+      }
+      std::printf("\n");
+      cudaFree(codes);
+      cudaFree(scales);
+      cudaFree(out);
+    }
+  }
+  cudaStreamDestroy(s);
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   }
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   quant_weights_ = knob_flag("MINIVLLM_QUANT_WEIGHTS");
+  if (const std::optional<bool> p = knob_switch("MINIVLLM_QUANT_GEMV_PIPELINE")) quant_gemv_pipeline_ = *p ? 1 : 0;
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));

@@ -249,7 +249,8 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
         const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;
         launch_quant_gemv(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), q, pb, bias_f32,
                           static_cast<char*>(out.data()) + ((c0 + t0) * n + row0) * out_elem, out_f32,
-                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_);
+                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_,
+                          quant_gemv_pipeline_);
         row0 += p.size(0);
       }
     }

@@ -36,9 +36,9 @@ __device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
   return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
 }
 
-// Unit j (0..7) of the Q4_K super-block at b (16-byte aligned: 144-byte blocks in rows of whole blocks).
-__device__ __forceinline__ Unit unit_q4_k(const uint8_t* b, int j) {
-  const uint4 head = *reinterpret_cast<const uint4*>(b);  // d, dmin, scales[12]
+// Unit j (0..7) of a Q4_K super-block from its 16-byte head (d, dmin, scales[12]) and the unit's 32
+// bytes of nibbles (units 2i and 2i + 1 share bytes 32i.., low and high nibbles).
+__device__ __forceinline__ Unit unit_q4_k_from(const uint4& head, const uint4& lo, const uint4& hi, int j) {
   const uint32_t words[4] = {head.x, head.y, head.z, head.w};
   auto sbyte = [&](int i) { return static_cast<int>((words[1 + i / 4] >> (8 * (i % 4))) & 0xFF); };
   int sc, m;
@@ -54,8 +54,6 @@ __device__ __forceinline__ Unit unit_q4_k(const uint8_t* b, int j) {
   const float c = -(half_bits(head.x >> 16) * static_cast<float>(m));
   u.scale[0] = u.scale[1] = d;
   u.offset[0] = u.offset[1] = c;
-  const uint4* qs = reinterpret_cast<const uint4*>(b + 16 + 32 * (j / 2));
-  const uint4 lo = qs[0], hi = qs[1];
   const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   const int shift = 4 * (j & 1);
 #pragma unroll
@@ -80,34 +78,6 @@ __device__ __forceinline__ Unit q6_k_unit(const uint32_t (&ql)[8], const uint32_
     u.offset[half] = -32.0f * u.scale[half];
   }
   return u;
-}
-
-// Unit (0..7) of the Q6_K super-block at b: elements 32 unit .. +31, i.e. n = unit / 4, k = unit % 4.
-__device__ __forceinline__ Unit unit_q6_k(const uint8_t* b, int unit) {
-  const int n = unit / 4, k = unit % 4;
-  const uint8_t* ql = b + 64 * n + 32 * (k & 1);
-  const uint8_t* qh = b + 128 + 32 * n;
-  uint32_t lw[8], hw[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    lw[i] = load_u32_a2(ql + 4 * i);
-    hw[i] = load_u32_a2(qh + 4 * i);
-  }
-  return q6_k_unit(lw, hw, reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k,
-                   half_bits(*reinterpret_cast<const uint16_t*>(b + 208)), k);
-}
-
-// The same unit of a planar row (quant_gemv.h): super-block sb's fields lie in their planes, so its
-// words come in aligned 16-byte loads.
-__device__ __forceinline__ Unit unit_q6_k_planar(const uint8_t* row, int64_t nsb, int64_t sb, int unit) {
-  const int n = unit / 4, k = unit % 4;
-  const uint4* ql = reinterpret_cast<const uint4*>(row + sb * 128 + 64 * n + 32 * (k & 1));
-  const uint4* qh = reinterpret_cast<const uint4*>(row + nsb * 128 + sb * 64 + 32 * n);
-  const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
-  const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-  const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-  return q6_k_unit(lw, hw, reinterpret_cast<const int8_t*>(row + nsb * 192 + sb * 16) + 8 * n + 2 * k,
-                   half_bits(reinterpret_cast<const uint16_t*>(row + nsb * 208)[sb]), k);
 }
 
 // Bits 0..3 of b to bit 4 of bytes 0..3 (Q5_0's fifth bit).
@@ -140,19 +110,72 @@ __device__ __forceinline__ Unit unit_q8_0(const uint8_t* b) {
   return u;
 }
 
-// Unit `u` (0..k/32) of the row at wr. planar_nsb: a planar Q6_K row's super-blocks, else 0.
+// Unit u (0..k/32) of the row at wr, in two steps: fetch its bytes, then decode them, so that all
+// of a unit's loads (and, pipelined, the next unit's) go out before a decode waits on any of them.
+// Q4_K's scales sit in the block's head: decoding as loaded waited for the head before the
+// nibbles' loads were even issued (PERFORMANCE.md, "The K-quant gemv: loads before decoding").
+// Q5_0 and Q8_0 (2-byte-aligned blocks) decode as they load. planar_nsb: a planar Q6_K row's
+// super-blocks, else 0.
+template <DType T>
+struct Fetched {
+  Unit u;
+  __device__ __forceinline__ void fetch(const uint8_t* wr, int64_t u_index, int64_t) {
+    u = T == DType::kQ5_0 ? unit_q5_0(wr + u_index * 22) : unit_q8_0(wr + u_index * 34);
+  }
+  __device__ __forceinline__ Unit decode(int64_t) const { return u; }
+};
+
+template <>
+struct Fetched<DType::kQ4_K> {
+  uint4 head, lo, hi;
+  __device__ __forceinline__ void fetch(const uint8_t* wr, int64_t u, int64_t) {
+    const uint8_t* b = wr + (u / 8) * 144;
+    head = *reinterpret_cast<const uint4*>(b);
+    const uint4* qs = reinterpret_cast<const uint4*>(b + 16 + 32 * ((u % 8) / 2));
+    lo = qs[0];
+    hi = qs[1];
+  }
+  __device__ __forceinline__ Unit decode(int64_t u) const { return unit_q4_k_from(head, lo, hi, static_cast<int>(u % 8)); }
+};
+
+template <>
+struct Fetched<DType::kQ6_K> {
+  uint32_t lw[8], hw[8];
+  uint32_t sc;  // the unit's two int8 group scales, low half
+  unsigned short d;
+  __device__ __forceinline__ void fetch(const uint8_t* wr, int64_t u, int64_t nsb) {
+    const int64_t sb = u / 8;
+    const int unit = static_cast<int>(u % 8), n = unit / 4, k = unit % 4;
+    if (nsb > 0) {  // planar rows (quant_gemv.h): aligned 16-byte loads
+      const uint4* ql = reinterpret_cast<const uint4*>(wr + sb * 128 + 64 * n + 32 * (k & 1));
+      const uint4* qh = reinterpret_cast<const uint4*>(wr + nsb * 128 + sb * 64 + 32 * n);
+      const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+      lw[0] = l0.x, lw[1] = l0.y, lw[2] = l0.z, lw[3] = l0.w, lw[4] = l1.x, lw[5] = l1.y, lw[6] = l1.z, lw[7] = l1.w;
+      hw[0] = h0.x, hw[1] = h0.y, hw[2] = h0.z, hw[3] = h0.w, hw[4] = h1.x, hw[5] = h1.y, hw[6] = h1.z, hw[7] = h1.w;
+      sc = *reinterpret_cast<const unsigned short*>(wr + nsb * 192 + sb * 16 + 8 * n + 2 * k);
+      d = reinterpret_cast<const unsigned short*>(wr + nsb * 208)[sb];
+    } else {
+      const uint8_t* b = wr + sb * 210;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        lw[i] = load_u32_a2(b + 64 * n + 32 * (k & 1) + 4 * i);
+        hw[i] = load_u32_a2(b + 128 + 32 * n + 4 * i);
+      }
+      sc = *reinterpret_cast<const unsigned short*>(b + 192 + 8 * n + 2 * k);
+      d = *reinterpret_cast<const unsigned short*>(b + 208);
+    }
+  }
+  __device__ __forceinline__ Unit decode(int64_t u) const {
+    const int8_t s[2] = {static_cast<int8_t>(sc & 0xFF), static_cast<int8_t>(sc >> 8)};
+    return q6_k_unit(lw, hw, s, half_bits(d), static_cast<int>(u % 4));
+  }
+};
+
 template <DType T>
 __device__ __forceinline__ Unit load_unit(const uint8_t* wr, int64_t u, int64_t planar_nsb) {
-  if constexpr (T == DType::kQ4_K) {
-    return unit_q4_k(wr + (u / 8) * 144, static_cast<int>(u % 8));
-  } else if constexpr (T == DType::kQ6_K) {
-    if (planar_nsb > 0) return unit_q6_k_planar(wr, planar_nsb, u / 8, static_cast<int>(u % 8));
-    return unit_q6_k(wr + (u / 8) * 210, static_cast<int>(u % 8));
-  } else if constexpr (T == DType::kQ5_0) {
-    return unit_q5_0(wr + u * 22);
-  } else {
-    return unit_q8_0(wr + u * 34);
-  }
+  Fetched<T> f;
+  f.fetch(wr, u, planar_nsb);
+  return f.decode(u);
 }
 
 // Byte l of a code word, as the value it stands for (Q8_0's codes are signed).
@@ -179,7 +202,7 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   if (lane == 0) scales[unit] = s;
 }
 
-template <DType T, int NT>
+template <DType T, int NT, bool kPiped>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     quant_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
                       const float* __restrict__ xs, const void* __restrict__ bias, bool bias_f32,
@@ -195,13 +218,25 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (size_t off = static_cast<size_t>(lane) * 128; off < row_bytes; off += 32 * 128) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + off));
   }
-  pdl_wait();
+  // kPiped: the lane's first unit is loaded before the wait too (W only), and each step loads the
+  // next unit before decoding this one, two of a lane's units in flight; it costs registers, so
+  // fewer warps an SM (launch_quant_gemv's choice).
   const int64_t units = k / 32;
+  Fetched<T> next;
+  if (kPiped && lane < units) next.fetch(wr, lane, planar_nsb);
+  pdl_wait();
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   for (int64_t u = lane; u < units; u += 32) {
-    const Unit wu = load_unit<T>(wr, u, planar_nsb);
+    Fetched<T> f;
+    if constexpr (kPiped) {
+      f = next;
+      if (u + 32 < units) next.fetch(wr, u + 32, planar_nsb);
+    } else {
+      f.fetch(wr, u, planar_nsb);
+    }
+    const Unit wu = f.decode(u);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int4* xp = reinterpret_cast<const int4*>(xq + t * k + u * 32);
@@ -309,13 +344,28 @@ void by_type(DType wtype, F&& f) {
 // A planar Q6_K row's super-block count, else 0 (the kernels' planar_nsb).
 int64_t planar_nsb(DType wtype, int64_t k) { return wtype == DType::kQ6_K && q6_k_planar(k) ? k / 256 : 0; }
 
-template <DType T, int NT>
+template <DType T, int NT, bool kPiped>
 void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32, void* out,
                  bool out_f32, bool add, int64_t n, int64_t k, int64_t ldo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  launch_with_pdl(quant_gemv_kernel<T, NT>, grid, dim3(32 * kWarpsPerBlock), 0, stream,
+  launch_with_pdl(quant_gemv_kernel<T, NT, kPiped>, grid, dim3(32 * kWarpsPerBlock), 0, stream,
                   static_cast<const uint8_t*>(w), row_bytes, static_cast<const int8_t*>(q.codes),
                   static_cast<const float*>(q.scales), bias, bias_f32, out, out_f32, add, n, k, ldo, planar_nsb(T, k));
+}
+
+// The pipelined kernel for one token and fewer rows than the warps it keeps resident (about 40 an
+// SM at its registers): there the GPU's warps are not all busy, and each one's latency chain is
+// the limit. Past that, or with more tokens, the plain kernel's occupancy wins (PERFORMANCE.md,
+// "The K-quant gemv: loads before decoding").
+bool piped_gemv(int pipeline, int64_t tokens, int64_t n) {
+  if (pipeline >= 0) return pipeline == 1;
+  static const int64_t sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return static_cast<int64_t>(count);
+  }();
+  return tokens == 1 && n < 40 * sms;
 }
 
 }  // namespace
@@ -355,7 +405,7 @@ void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
                        void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k, int64_t ldo,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, int pipeline) {
   check_shape(wtype, row_bytes, k, "quant_gemv");
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0 && ldo >= n)
       << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows, out rows "
@@ -365,14 +415,20 @@ void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const Quant
   by_type(wtype, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     switch (tokens) {
-      case 1: gemv_launch<T, 1>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 2: gemv_launch<T, 2>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 3: gemv_launch<T, 3>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 4: gemv_launch<T, 4>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 5: gemv_launch<T, 5>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 6: gemv_launch<T, 6>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      case 7: gemv_launch<T, 7>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
-      default: gemv_launch<T, 8>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 1:
+        if (piped_gemv(pipeline, tokens, n)) {
+          gemv_launch<T, 1, true>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream);
+        } else {
+          gemv_launch<T, 1, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream);
+        }
+        break;
+      case 2: gemv_launch<T, 2, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 3: gemv_launch<T, 3, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 4: gemv_launch<T, 4, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 5: gemv_launch<T, 5, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 6: gemv_launch<T, 6, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      case 7: gemv_launch<T, 7, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
+      default: gemv_launch<T, 8, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream); break;
     }
   });
   CUDA_CHECK_LAUNCH();

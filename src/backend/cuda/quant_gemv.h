@@ -4,7 +4,7 @@
 //
 // Decode (1..kQuantGemvMaxTokens tokens a launch): x is quantized to int8 per 32 values (scale
 // amax / 127, as llama.cpp's q8_1 for its mmvq kernels), one warp takes a row and each lane whole
-// 32-value units of it: the unit's codes as eight 4-byte words, eight dp4a against each token's x
+// 32-value units of it: all of a unit's loads first, then its codes as eight 4-byte words, eight dp4a against each token's x
 // codes, the block scales applied in fp32. Every unit is decoded to the same form, value =
 // scale[h] * q + offset[h] for its two 16-value halves h, so one loop serves every type. Larger
 // batches decode W to bf16 for cuBLASLt (quant_dequantize_bf16); the embedding decodes its rows.
@@ -51,10 +51,12 @@ enum class QuantGemvOut {
 // 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
 // block (256 for the K-quants, 32 otherwise). bias: bf16 or f32 [n], or null.
 // out row t starts at t * ldo (>= n; a slice of a wider output). Launched with PDL: each row's
-// blocks are prefetched into L2 while the kernel before finishes.
+// blocks are prefetched into L2 while the kernel before finishes. pipeline (MINIVLLM_QUANT_GEMV_PIPELINE):
+// 1, each lane loads its next unit before decoding this one (one token only); 0, not; -1, by tokens and
+// rows.
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias,
                        bool bias_f32, void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
-                       int64_t ldo, cudaStream_t stream);
+                       int64_t ldo, cudaStream_t stream, int pipeline = -1);
 
 // W's rows decoded to bf16 [rows, k] (row-major, for cuBLASLt; out may be a row slice of a larger one).
 void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
