@@ -48,13 +48,9 @@
 #                 configs; MINIVLLM_PD_ROUNDS, default 2). Not part of the default run.
 # --only fp8-prefill: the FP8 prefill's variants (PERFORMANCE.md, "The FP8 prefill, kernel by kernel"): CudaFp8Linear.*,
 #                 then 16 prompts of 8,192 tokens (--max-model-len 8200 --decode-tokens 0) of llama-3.1-8b-instruct
-#                 and qwen3-8b with --quantization fp8, interleaved (MINIVLLM_FP8_ROUNDS, default 3): the default,
-#                 MINIVLLM_FP8_MLP_CODES=1 and MINIVLLM_FP8_NORMED_CODES=0 (time_s; fp8_prefill.txt), then the seeds'
-#                 workload default against MINIVLLM_FP8_MLP_CODES=1. Not part of the default run.
-# --only moe-router: MINIVLLM_MOE_ROUTER_FUSED's first run: *CudaMoe* (CudaMoeRouterRoute among them), then
-#                 qwen3-30b-a3b's batch-1 decode (--num-seqs 0 --decode-tokens 256, --load-format dummy) with the
-#                 knob 0 against 1, interleaved (MINIVLLM_MOE_ROUNDS, default 3; moe_router_ab.txt). Not part of
-#                 the default run.
+#                 and qwen3-8b with --quantization fp8, interleaved (MINIVLLM_FP8_ROUNDS, default 3): the default
+#                 and MINIVLLM_FP8_NORMED_CODES=0 (time_s, and TFLOP/s from tools/roofline.py; fp8_prefill.txt).
+#                 Not part of the default run.
 # --only fp8-fused: MINIVLLM_FP8_FUSED_EPILOGUE (on by default) against off: CudaFp8Linear.* (its tests among them), then
 #                 the seeds' workload of llama-3.1-8b-instruct and qwen3-8b (MINIVLLM_MODEL_CONFIGS) with
 #                 --load-format dummy --quantization fp8, knob 0 against 1, interleaved (MINIVLLM_FP8_ROUNDS,
@@ -75,7 +71,7 @@ mkdir -p "$out"
 cd "$(dirname "$0")/.."
 want() { [ ${#only[@]} -eq 0 ] && [ "$1" != tp ] && [ "$1" != fp8-check ] && [ "$1" != models ] &&
          [ "$1" != kquant-vs-llamacpp ] && [ "$1" != gguf-families ] && [ "$1" != persistent ] &&
-         [ "$1" != fp8-fused ] && [ "$1" != fp8-prefill ] && [ "$1" != moe-router ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+         [ "$1" != fp8-fused ] && [ "$1" != fp8-prefill ] && return 0; for s in "${only[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { local name="$1"; shift; echo "== $name: $*"; local t0=$SECONDS; "$@" >"$out/$name.log" 2>&1; local rc=$?;
          echo "   rc=$rc ($((SECONDS - t0)) s), log: $out/$name.log"; tail -n 5 "$out/$name.log" | sed 's/^/   | /';
@@ -208,25 +204,18 @@ json.dump({"prompt_token_ids": [[random.randrange(1000, 100000) for _ in range(8
   for c in llama-3.1-8b-instruct qwen3-8b; do
     d="$work/dummy/$c"; mkdir -p "$d"; cp "$shared/models/configs/$c.json" "$d/config.json"
     for r in $(seq "${MINIVLLM_FP8_ROUNDS:-3}"); do
-      for v in default MINIVLLM_FP8_MLP_CODES=1 MINIVLLM_FP8_NORMED_CODES=0; do
+      for v in default MINIVLLM_FP8_NORMED_CODES=0; do
         env $([ "$v" = default ] || echo "$v") "$bin/minivllm" bench --model "$d" --load-format dummy --quantization fp8 \
           --workload "$work/prefill16x8192.json" --max-model-len 8200 --decode-tokens 0 --json 2>/dev/null | tail -n 1 |
-          python3 -c 'import json, sys; j = json.loads(sys.stdin.read())
-print(sys.argv[1], sys.argv[2], "time_s %.3f" % j["time_s"], "tok/s %.0f" % (131072 / j["time_s"]))' "$c" "$v" |
+          python3 -c 'import json, subprocess, sys; j = json.loads(sys.stdin.read()); tps = 131072 / j["time_s"]
+r = subprocess.run([sys.executable, "tools/roofline.py", sys.argv[3], "--weight-dtype", "fp8", "--prefill-seqs", "16",
+                    "--prefill-len", "8192", "--measured-prefill-tok-s", str(tps)], capture_output=True, text=True).stdout
+tf = [l.split("measured ")[1].split(" =")[0] for l in r.splitlines() if "measured" in l and "TFLOP" in l]
+print(sys.argv[1], sys.argv[2], "time_s %.3f" % j["time_s"], "tok/s %.0f" % tps, *tf)' "$c" "$v" "$d/config.json" |
           tee -a "$out/fp8_prefill.txt"
       done
     done
   done
-  tools/bench_ab.sh --bin "$bin/minivllm" --model "$work/dummy/llama-3.1-8b-instruct" --rounds 2 \
-    --args "--load-format dummy --quantization fp8" default mlp_codes:MINIVLLM_FP8_MLP_CODES=1 2>&1 | tail -n 2 |
-    tee -a "$out/fp8_prefill.txt"
-fi
-if want moe-router; then
-  step moe_router_tests "$bin/test_cuda" --gtest_filter='*CudaMoe*'
-  d="$work/dummy/qwen3-30b-a3b"; mkdir -p "$d"; cp "$shared/models/configs/qwen3-30b-a3b.json" "$d/config.json"
-  tools/bench_ab.sh --bin "$bin/minivllm" --model "$d" --rounds "${MINIVLLM_MOE_ROUNDS:-3}" \
-    --args "--load-format dummy --num-seqs 0 --decode-tokens 256" apart:MINIVLLM_MOE_ROUTER_FUSED=0 \
-    fused:MINIVLLM_MOE_ROUTER_FUSED=1 2>&1 | tail -n 2 | tee -a "$out/moe_router_ab.txt"
 fi
 if want persistent; then
   step persistent_tests "$bin/test_cuda" --gtest_filter='*CudaPersistentDecode*'

@@ -237,13 +237,6 @@ class Backend {
   // (norm_topk_prob).
   virtual void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                          const Tensor& topk_weights);
-  // The router and the routing in one: router_logits f32[T, E] = x router^T (router [E, H] in the
-  // activation dtype, the replicated gate), then moe_route of them.
-  virtual void moe_router_route(const Tensor& x, const Tensor& router, const Tensor& router_logits, bool renormalize,
-                                const Tensor& topk_ids, const Tensor& topk_weights) {
-    linear(x, router, nullptr, router_logits);
-    moe_route(router_logits, renormalize, topk_ids, topk_weights);
-  }
   // out [T, H] (f32: the residual stream, or the activation dtype) += for each (t, j) whose expert
   // e = topk_ids[t, j] is one of w's: topk_weights[t, j] * (act(x[t] W_gate,e^T) * (x[t] W_up,e^T)) W_down,e^T.
   // x [T, H] in the activation dtype. The tokens are grouped by expert, each expert's tokens go

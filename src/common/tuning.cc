@@ -67,9 +67,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
-    {"MINIVLLM_MOE_ROUTER_FUSED", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "decode batches of a sparse layer take the router's logits and the routing in one launch, the last CTA "
-     "routing (launch_moe_router_route); off until timed (KERNEL_NOTES.md, stop 62)"},
     {"MINIVLLM_MOE_SMALL_TILE_ROWS", G::kTuning, K::kInt, "", 0, 1 << 20, "48",
      "the grouped expert GEMMs take 32-row tiles (not 64) while the experts average at most this many rows "
      "(0: never; PERFORMANCE.md, \"The grouped expert GEMMs\")"},
@@ -85,6 +82,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
      "to bf16 at load (A/B, and activations kept in bf16)"},
+    {"MINIVLLM_QUANT_FUSED_CODES", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "block-quantized linears behind a norm (and the MLP's down) take x's int8 codes from the norm's (act_mul's) "
+     "kernel at decode batches; 0: norm, act_mul and quantizer apart (PERFORMANCE.md, \"Stop 63\")"},
     {"MINIVLLM_QUANT_GEMV_PIPELINE", G::kTuning, K::kSwitch, "", 0, 0, "auto: one token and rows < 40 a SM",
      "the block-quantized gemv loads a lane's next unit before decoding this one (quant_gemv.h) "
      "(PERFORMANCE.md, \"The K-quant gemv: loads before decoding\")"},
@@ -106,10 +106,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_NORMED_CODES", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "past the gemv, a per-row FP8 linear behind an RMSNorm takes x's codes from the residual in one kernel, "
      "the normed rows never written (PERFORMANCE.md, \"The FP8 prefill, kernel by kernel\")"},
-    {"MINIVLLM_FP8_MLP_CODES", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the dense MLP past the gemv in one call: h = act(gate) * up straight into e4m3 codes for the down GEMM "
-     "(rms_norm_mlp_add_residual); off until its 512-thread kernel is timed (PERFORMANCE.md, \"The FP8 prefill, "
-     "kernel by kernel\")"},
     {"MINIVLLM_FP8_FAST_ACCUM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "cuBLASLt's fast FP8 accumulation (same agreement as without, measured)"},
     // --- CUDA elementwise, prefill, launch

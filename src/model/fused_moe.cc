@@ -83,7 +83,8 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const T
   const int64_t n = x.size(0);
   const Tensor logits = buf.router_logits.rows(0, n), ids = buf.topk_ids.rows(0, n);
   const Tensor weights = buf.topk_weights.rows(0, n);
-  b.moe_router_route(x, router_, logits, renormalize_, ids, weights);
+  b.linear(x, router_, nullptr, logits);
+  b.moe_route(logits, renormalize_, ids, weights);
   if (comm.world_size() == 1) {  // straight into the residual stream
     b.moe_experts_add(x, experts_, ids, weights, buf.scratch, residual, act);
     return false;

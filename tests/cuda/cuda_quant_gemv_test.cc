@@ -201,6 +201,64 @@ TEST(CudaQuantLinear, WeightOfMixedPartsMatchesCpuBackend) {
   }
 }
 
+// Block-quantized linears behind an RMSNorm at decode batches: x's codes come from the residual in
+// the norm's kernel (rms_norm_linear, rms_norm_linear_act_mul) and h's from act(gate) * up
+// (rms_norm_mlp_add_residual), the same bytes as the norm, act_mul and quantizer apart: outputs
+// equal their parts bit for bit, and the CPU's within the gemv's int8 bound. 17 tokens: gemv
+// launches of 8, 8 and 1; K of 2,304: a norm row of 288 chunks (two a thread, the second partial).
+TEST(CudaQuantLinear, NormedAndMlpCodesEqualTheirParts) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  QuantBackends on;
+  Backends be;
+  for (const auto& [k, inter] : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {2304, 1280}, {4096, 1536}}) {
+    const Tensor gu = random_blocks(DType::kQ4_K, 2 * inter, k, 5), down = random_blocks(DType::kQ6_K, k, inter, 6);
+    const Tensor gug = be.gpu->upload_stored_weight(gu), downg = be.gpu->upload_stored_weight(down);
+    const Tensor guc = be.cpu->upload_stored_weight(gu), downc = be.cpu->upload_stored_weight(down);
+    for (int64_t tokens : {1, 3, 17}) {
+      const std::string tag = "K " + std::to_string(k) + " I " + std::to_string(inter) + " tokens " + std::to_string(tokens);
+      std::mt19937 rng(static_cast<uint32_t>(k + tokens));
+      const Tensor res = random_values({tokens, k}, rng, 2.0f), nw = random_values({k}, rng, 0.2f, 1.0f);
+      const Tensor nwg = upload(*be.gpu, nw), nwc = upload(*be.cpu, nw);
+      const Tensor rg = upload_f32(*be.gpu, res);
+      Tensor normed = be.gpu->empty(DType::kBF16, {tokens, k});
+      Tensor gate_up = be.gpu->empty(DType::kBF16, {tokens, 2 * inter}), h = be.gpu->empty(DType::kBF16, {tokens, inter});
+      const float eps = 1e-6f;
+      // rms_norm_linear against the norm, then linear.
+      Tensor one = be.gpu->empty(DType::kF32, {tokens, 2 * inter}), parts = be.gpu->empty(DType::kF32, {tokens, 2 * inter});
+      be.gpu->rms_norm_linear({rg, nwg, eps, normed}, gug, nullptr, one);
+      be.gpu->rms_norm(rg, nwg, eps, normed);
+      be.gpu->linear(normed, gug, nullptr, parts);
+      EXPECT_EQ(download(*be.gpu, one), download(*be.gpu, parts)) << "rms_norm_linear " << tag;
+      // rms_norm_linear_act_mul against the norm, then linear_act_mul.
+      Tensor h_parts = be.gpu->empty(DType::kBF16, {tokens, inter});
+      be.gpu->rms_norm_linear_act_mul({rg, nwg, eps, normed}, gug, gate_up, h, Activation::kSilu);
+      be.gpu->linear_act_mul(normed, gug, gate_up, h_parts, Activation::kSilu);
+      EXPECT_EQ(download(*be.gpu, h), download(*be.gpu, h_parts)) << "rms_norm_linear_act_mul " << tag;
+      // The MLP in one call against its parts, and near the CPU's.
+      const Tensor r_one = upload_f32(*be.gpu, res), r_parts = upload_f32(*be.gpu, res), rc = upload_f32(*be.cpu, res);
+      Tensor scratch = be.gpu->empty(DType::kBF16, {tokens, k});
+      be.gpu->rms_norm_mlp_add_residual({r_one, nwg, eps, normed}, gug, downg, gate_up, h, scratch, r_one,
+                                        Activation::kSilu);
+      be.gpu->rms_norm_linear_act_mul({r_parts, nwg, eps, normed}, gug, gate_up, h_parts, Activation::kSilu);
+      be.gpu->linear_add_residual(h_parts, downg, scratch, r_parts);
+      const std::vector<float> got = download(*be.gpu, r_one);
+      EXPECT_EQ(got, download(*be.gpu, r_parts)) << "rms_norm_mlp_add_residual " << tag;
+      Tensor normed_c = be.cpu->empty(DType::kF32, {tokens, k}), gate_up_c = be.cpu->empty(DType::kF32, {tokens, 2 * inter});
+      Tensor h_c = be.cpu->empty(DType::kF32, {tokens, inter}), scratch_c = be.cpu->empty(DType::kF32, {tokens, k});
+      be.cpu->rms_norm_mlp_add_residual({rc, nwc, eps, normed_c}, guc, downc, gate_up_c, h_c, scratch_c, rc,
+                                        Activation::kSilu);
+      const std::vector<float> want = download(*be.cpu, rc);
+      double scale = 0;
+      for (float v : want) scale = std::max(scale, static_cast<double>(std::abs(v)));
+      for (size_t i = 0; i < want.size(); ++i) {
+        // int8 x and h (1/254 of each unit's amax a value) against the CPU's int16: a few parts in a
+        // thousand of the output's magnitude.
+        ASSERT_NEAR(got[i], want[i], 2e-2 * scale + 1e-3) << "MLP vs CPU " << tag << " value " << i;
+      }
+    }
+  }
+}
+
 TEST(CudaQuantLinear, EmbeddingDecodesTheCpuBackendsRows) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;

@@ -74,11 +74,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (StreamIdleProbe::enabled_by_env()) idle_probe_ = std::make_unique<StreamIdleProbe>();
   quant_weights_ = knob_flag("MINIVLLM_QUANT_WEIGHTS");
   if (const std::optional<bool> p = knob_switch("MINIVLLM_QUANT_GEMV_PIPELINE")) quant_gemv_pipeline_ = *p ? 1 : 0;
+  quant_fused_codes_ = knob_flag("MINIVLLM_QUANT_FUSED_CODES");
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
   }
-  moe_router_fused_ = knob_flag("MINIVLLM_MOE_ROUTER_FUSED");
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
     decode_max_tile_heads_ = static_cast<int>(*h);
@@ -100,7 +100,6 @@ CudaBackend::~CudaBackend() {
   for (NcclCommunicator* c : comms) c->on_backend_destroyed();
   gemm_.reset();
   cudaFree(decode_partial_o_);
-  if (moe_router_done_ != nullptr) cudaFree(moe_router_done_);
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);

@@ -31,6 +31,15 @@ struct MemoryStats {
   std::atomic<size_t> peak{0};
 };
 
+// Where linear_quant's int8 x comes from: x itself (bf16), or, up to kQuantChunkTokens tokens, the
+// RMSNorm of a residual (norm) or act(gate) * up of a gate/up product (gate_up), quantized in the
+// kernel that forms them (launch_rms_norm_quantize_x_q8, launch_act_mul_quantize_x_q8).
+struct QuantSource {
+  const NormPrologue* norm = nullptr;
+  const Tensor* gate_up = nullptr;
+  Activation act = Activation::kSilu;
+};
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int device_index);
@@ -113,8 +122,6 @@ class CudaBackend : public Backend {
                                   int64_t num_local) override;
   void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                  const Tensor& topk_weights) override;
-  void moe_router_route(const Tensor& x, const Tensor& router, const Tensor& router_logits, bool renormalize,
-                        const Tensor& topk_ids, const Tensor& topk_weights) override;
   // Up to moe_gemv_tokens_ tokens: the gemvs over the pairs (moe_gemv.cu); more: grouping by expert
   // and the grouped GEMMs (moe.cu, moe_gemm.cu).
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -219,8 +226,14 @@ class CudaBackend : public Backend {
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and
   // the gemv on the blocks, 8 tokens a launch; more tokens (N and K multiples of 8), W decoded into
-  // a bf16 scratch for cuBLASLt. add: out (f32) += x W^T, no bias.
-  void linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, bool add);
+  // a bf16 scratch for cuBLASLt. add: out (f32) += x W^T, no bias. x is unused with a norm or
+  // gate_up source.
+  void linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, bool add,
+                    const QuantSource& src = {});
+  // Whether a block-quantized weight behind pro takes x's codes straight from the residual
+  // (MINIVLLM_QUANT_FUSED_CODES): a decode batch (at most kQuantChunkTokens tokens) of an fp32
+  // residual, K a multiple of 32 up to 16,384.
+  bool quant_norm_takes(const NormPrologue& pro, const Tensor& weight) const;
   static constexpr int64_t kQuantChunkTokens = 64;
   static constexpr int64_t kQuantMaxK = 65536;
   // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
@@ -239,8 +252,6 @@ class CudaBackend : public Backend {
   // so nothing is allocated inside a captured decode step.
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
-  unsigned* moe_router_done_ = nullptr;  // launch_moe_router_route's counter (allocate_moe_scratch makes it)
-  bool moe_router_fused_ = false;         // MINIVLLM_MOE_ROUTER_FUSED
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
   bool gemv_rope_ = false;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
@@ -254,6 +265,7 @@ class CudaBackend : public Backend {
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
   int quant_gemv_pipeline_ = -1;     // launch_quant_gemv's pipeline: -1 by tokens and rows
+  bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture

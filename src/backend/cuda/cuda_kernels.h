@@ -79,14 +79,6 @@ bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_
 // multiple of 8 and at most 16,384.
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
                                int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
-// launch_fp8_epilogue's act_mul (kActMul: y = the bare [gate | up] product, bf16 [tokens, ny], scaled
-// by row_scale and col_scale) straight into launch_quantize_e4m3_rows's codes [tokens, n] and scales:
-// the bytes the epilogue then the row quantizer give, without h in memory. False (nothing launched)
-// unless n is a multiple of 8 and at most 16,384 and the column scales are one a row (col_stride 1,
-// 16-byte aligned).
-bool launch_fp8_act_mul_e4m3_rows(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
-                                  int64_t col_stride, Activation act, int64_t tokens, int64_t n, uint8_t* codes,
-                                  float* scales, cudaStream_t stream);
 // The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
 // out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,

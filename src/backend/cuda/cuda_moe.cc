@@ -7,10 +7,8 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend_impl.h"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "common/check.h"
-#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -98,32 +96,7 @@ MoeScratch CudaBackend::allocate_moe_scratch(int64_t max_tokens, int64_t hidden,
   s.entries = empty(DType::kI32, {pairs});
   s.offsets = empty(DType::kI32, {num_local + 1});
   s.tiles = empty(DType::kI32, {num_local + 1});
-  if (moe_router_done_ == nullptr) {  // at load, before any capture; the kernel leaves it at zero
-    CUDA_CHECK(cudaMalloc(&moe_router_done_, sizeof(unsigned)));
-    CUDA_CHECK(cudaMemset(moe_router_done_, 0, sizeof(unsigned)));
-  }
   return s;
-}
-
-// MINIVLLM_MOE_ROUTER_FUSED: decode batches of bf16 x take the router's logits and the routing in one
-// launch (launch_moe_router_route), instead of the gemv and the routing kernel.
-void CudaBackend::moe_router_route(const Tensor& x, const Tensor& router, const Tensor& router_logits,
-                                   bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) {
-  const bool shapes = x.dtype() == DType::kBF16 && router.dtype() == DType::kBF16 && router.ndim() == 2 &&
-                      x.device() == DeviceKind::kCuda && router.device() == DeviceKind::kCuda &&
-                      router_logits.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.shape() == topk_weights.shape() &&
-                      router_logits.dtype() == DType::kF32 && topk_ids.dtype() == DType::kI32 &&
-                      topk_weights.dtype() == DType::kF32 && router.size(1) > 0 &&
-                      x.numel() % router.size(1) == 0 && router_logits.size(0) == x.numel() / router.size(1) &&
-                      router_logits.size(1) == router.size(0) && topk_ids.size(0) == router_logits.size(0);
-  if (moe_router_fused_ && shapes && moe_router_done_ != nullptr &&
-      launch_moe_router_route(x.data(), router_logits.size(0), router.size(1), router.data(),
-                              static_cast<int>(router.size(0)), router_logits.ptr<float>(), moe_router_done_,
-                              static_cast<int>(topk_ids.size(1)), renormalize, topk_ids.ptr<int32_t>(),
-                              topk_weights.ptr<float>(), stream_)) {
-    return;
-  }
-  Backend::moe_router_route(x, router, router_logits, renormalize, topk_ids, topk_weights);
 }
 
 void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,

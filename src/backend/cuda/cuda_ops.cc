@@ -192,14 +192,25 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
 // parts (WeightParts: Q4_K q, k beside a Q6_K v) runs each part into its rows of the output, from
 // the same quantized x, or is decoded part by part into one bf16 weight.
 void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
-                               bool add) {
-  check_gpu(x, DType::kBF16, op, "x");
+                               bool add, const QuantSource& src) {
   MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.ndim() == 2)
       << op << ": weight " << w.describe() << " must be a CUDA [out, in] tensor";
   const int64_t n = w.size(0), k = w.size(1);
-  const int64_t tokens = rows_with_cols(x, k, op, "x");
-  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, op, "out"), tokens) << op << ": out " << out.describe() << " for x "
-                                                               << x.describe();
+  const bool from_x = src.norm == nullptr && src.gate_up == nullptr;
+  int64_t tokens = 0;
+  if (src.norm != nullptr) {
+    check_gpu(src.norm->residual, DType::kF32, op, "residual");
+    tokens = rows_with_cols(src.norm->residual, k, op, "residual");
+  } else if (src.gate_up != nullptr) {
+    check_gpu(*src.gate_up, DType::kBF16, op, "gate_up");
+    tokens = rows_with_cols(*src.gate_up, 2 * k, op, "gate_up");
+  } else {
+    check_gpu(x, DType::kBF16, op, "x");
+    tokens = rows_with_cols(x, k, op, "x");
+  }
+  MINIVLLM_CHECK(from_x || tokens <= kQuantChunkTokens) << op << ": " << tokens << " tokens from a fused source";
+  MINIVLLM_CHECK_EQ(rows_with_cols(out, n, op, "out"), tokens) << op << ": out " << out.describe() << " for "
+                                                               << tokens << " tokens";
   const bool out_f32 = out.dtype() == DType::kF32;
   MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (out_f32 || out.dtype() == DType::kBF16) && (!add || out_f32))
       << op << ": out " << out.describe() << " must be a bf16 or f32 CUDA tensor (f32 for the residual)";
@@ -237,10 +248,20 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   }
   MINIVLLM_CHECK(quant_x_codes_ != nullptr && k <= kQuantMaxK)
       << op << ": rows of " << k << " values (the quantized gemv's x scratch holds " << kQuantMaxK << ")";
+  const QuantX codes{quant_x_codes_, quant_x_scales_};
   for (int64_t c0 = 0; c0 < tokens; c0 += kQuantChunkTokens) {
     const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
-    launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k,
-                         QuantX{quant_x_codes_, quant_x_scales_}, stream_);
+    if (src.norm != nullptr) {
+      const bool norm_f32 = check_weight(src.norm->weight, k, op, "norm_weight");
+      MINIVLLM_CHECK(launch_rms_norm_quantize_x_q8(src.norm->residual.ptr<float>(), src.norm->weight.data(), norm_f32,
+                                                   src.norm->eps, chunk, k, codes, stream_))
+          << op << ": the normed quantizer declined K = " << k;
+    } else if (src.gate_up != nullptr) {
+      MINIVLLM_CHECK(launch_act_mul_quantize_x_q8(src.gate_up->data(), chunk, k, src.act, codes, stream_))
+          << op << ": the act_mul quantizer declined I = " << k;
+    } else {
+      launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k, codes, stream_);
+    }
     for (int64_t t0 = 0; t0 < chunk; t0 += kQuantGemvMaxTokens) {
       const int64_t t = std::min<int64_t>(kQuantGemvMaxTokens, chunk - t0);
       const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32)};
@@ -341,6 +362,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
                                   const Tensor& out) {
   if (stored_as_codes(weight)) {
     if (fp8_normed("rms_norm_linear", pro, weight, bias, out, out, Fp8Epilogue::kStore, Activation::kSilu)) return;
+    if (quant_norm_takes(pro, weight)) return linear_quant("rms_norm_linear", Tensor(), weight, bias, out, false, {&pro});
     return Backend::rms_norm_linear(pro, weight, bias, out);
   }
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
@@ -369,6 +391,10 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
   if (stored_as_codes(gate_up_weight)) {
     if (fp8_normed("rms_norm_linear_act_mul", pro, gate_up_weight, nullptr, scratch, out, Fp8Epilogue::kActMul, act)) {
       return;
+    }
+    if (quant_norm_takes(pro, gate_up_weight)) {
+      linear_quant("rms_norm_linear_act_mul", Tensor(), gate_up_weight, nullptr, scratch, false, {&pro});
+      return act_mul(scratch, out, act);
     }
     return Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
   }
@@ -411,36 +437,34 @@ bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weigh
   return true;
 }
 
-// Past the gemv with both weights per-row FP8 and MINIVLLM_FP8_MLP_CODES: the norm's codes, the
-// gate/up GEMM, h's codes from its product in one pass, the down GEMM, and its epilogue into the
-// residual (Fp8Gemm::run_unscaled_mlp); neither the normed rows nor h is written. Elsewhere the two
-// calls it stands for.
+// The dense MLP with block-quantized weights at decode batches: x's codes from the norm, the gate/up
+// gemv, h's codes from act(gate) * up, the down gemv into the residual; neither the normed rows nor
+// h is written in bf16, two kernels fewer than its parts (the same codes, bit for bit). Elsewhere the
+// two calls it stands for.
 void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tensor& gate_up_weight,
                                             const Tensor& down_weight, const Tensor& gate_up, const Tensor& act,
                                             const Tensor& down_scratch, const Tensor& residual, Activation a) {
   constexpr const char* kOp = "rms_norm_mlp_add_residual";
-  if (!fp8_gemm_->mlp_codes() || !fp8_norm_takes(pro, gate_up_weight) || !is_fp8(down_weight) ||
-      down_weight.ndim() != 2 || down_weight.scales() == nullptr || gate_up.dtype() != DType::kBF16 ||
-      down_scratch.dtype() != DType::kBF16) {
+  if (!quant_norm_takes(pro, gate_up_weight) || !is_block_quant(down_weight) || down_weight.ndim() != 2 ||
+      down_weight.size(1) % 32 != 0) {
     return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
   }
-  const int64_t k = gate_up_weight.size(1), tokens = pro.residual.numel() / k;
-  check_gpu(gate_up, DType::kBF16, kOp, "gate_up");
-  check_gpu(down_scratch, DType::kBF16, kOp, "down_scratch");
-  check_gpu(residual, DType::kF32, kOp, "residual");
-  MINIVLLM_CHECK(gate_up.numel() >= tokens * gate_up_weight.size(0) && down_scratch.numel() >= tokens * k &&
-                 residual.numel() == tokens * k)
-      << kOp << ": gate_up " << gate_up.describe() << ", down_scratch " << down_scratch.describe() << " and residual "
-      << residual.describe() << " for " << tokens << " tokens of " << k;
-  const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
-  const float* h_scales =
-      fp8_gemm_->run_unscaled_mlp(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
-                                  gate_up_weight, down_weight, a, gate_up.data(), down_scratch.data(), stream_);
-  if (h_scales == nullptr) {
-    return Backend::rms_norm_mlp_add_residual(pro, gate_up_weight, down_weight, gate_up, act, down_scratch, residual, a);
+  linear_quant(kOp, Tensor(), gate_up_weight, nullptr, gate_up, false, {&pro});
+  QuantSource h;
+  h.gate_up = &gate_up;
+  h.act = a;
+  linear_quant(kOp, Tensor(), down_weight, nullptr, residual, /*add=*/true, h);
+}
+
+bool CudaBackend::quant_norm_takes(const NormPrologue& pro, const Tensor& weight) const {
+  if (!quant_fused_codes_ || !is_block_quant(weight) || weight.ndim() != 2 || quant_x_codes_ == nullptr) return false;
+  const int64_t k = weight.size(1);
+  if (k % 32 != 0 || k > 16384 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
+      pro.residual.device() != DeviceKind::kCuda || pro.residual.size(-1) != k) {
+    return false;
   }
-  launch_fp8_weight_epilogue(down_weight, down_scratch.data(), h_scales, nullptr, false, Fp8Epilogue::kAddF32, a,
-                             residual.data(), tokens, stream_);
+  const int64_t tokens = pro.residual.numel() / k;
+  return tokens >= 1 && tokens <= kQuantChunkTokens;
 }
 
 bool CudaBackend::fp8_norm_takes(const NormPrologue& pro, const Tensor& weight) const {

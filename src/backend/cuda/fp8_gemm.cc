@@ -43,8 +43,7 @@ Fp8Gemm::Fp8Gemm()
     : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")),
       outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")),
       fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")),
-      normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")),
-      mlp_codes_(normed_codes_ && knob_flag("MINIVLLM_FP8_MLP_CODES")) {
+      normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -151,35 +150,6 @@ const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* nor
   MINIVLLM_CHECK(made) << "FP8 linear: the normed row quantizer declined K = " << k;
   multiply_codes(w, p, /*outer=*/false, out, stream);
   return static_cast<const float*>(x_scales_);
-}
-
-const float* Fp8Gemm::run_unscaled_mlp(const float* residual, const void* norm, bool norm_f32, float eps,
-                                       int64_t tokens, const Tensor& gate_up_w, const Tensor& down_w, Activation act,
-                                       void* gate_up_out, void* down_out, cudaStream_t stream) {
-  const int64_t n2 = gate_up_w.size(0), k = gate_up_w.size(1), inter = n2 / 2;
-  // One scale a row of gate/up: the act_mul quantizer loads the column scales eight at a time.
-  if (n2 % 2 != 0 || down_w.size(0) != k || down_w.size(1) != inter || k > kE4m3RowMaxCols ||
-      inter > kE4m3RowMaxCols || inter % 8 != 0 || gate_up_w.scales()->grid.size(1) != 1) {
-    return nullptr;
-  }
-  Plan* gu = plan_unscaled(gate_up_w, tokens);
-  Plan* down = gu == nullptr ? nullptr : plan_unscaled(down_w, tokens);
-  if (down == nullptr) return nullptr;
-  // Both GEMMs' activations in one scratch, grown first: h's codes overwrite x's once the gate/up
-  // GEMM has read them (stream order), and h's scales x's row by row (launch_fp8_act_mul_e4m3_rows
-  // reads a row's scale before it writes it).
-  grow_activations(tokens, k > inter ? k : inter, stream);
-  auto* codes = static_cast<uint8_t*>(x_codes_);
-  auto* scales = static_cast<float*>(x_scales_);
-  const bool normed = launch_rms_norm_e4m3_rows(residual, norm, norm_f32, eps, tokens, k, codes, scales, stream);
-  MINIVLLM_CHECK(normed) << "FP8 MLP: the normed row quantizer declined K = " << k;
-  multiply_codes(gate_up_w, gu, /*outer=*/false, gate_up_out, stream);
-  const WeightScales& s = *gate_up_w.scales();
-  const bool made = launch_fp8_act_mul_e4m3_rows(gate_up_out, n2, scales, s.grid.ptr<float>(), s.grid.size(1), act,
-                                                 tokens, inter, codes, scales, stream);
-  MINIVLLM_CHECK(made) << "FP8 MLP: the act_mul quantizer declined I = " << inter;
-  multiply_codes(down_w, down, /*outer=*/false, down_out, stream);
-  return scales;
 }
 
 void Fp8Gemm::grow_activations(int64_t tokens, int64_t k, cudaStream_t stream) {

@@ -61,14 +61,6 @@ class Fp8Gemm {
   // never written). nullptr (nothing launched) where run_unscaled would say so or K is past 16,384.
   const float* run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
                                    const Tensor& w, void* out, cudaStream_t stream);
-  // The dense MLP's two GEMMs behind its RMSNorm, both weights per-row FP8: x's codes from the residual
-  // (as run_unscaled_normed), gate_up's bare product into gate_up_out (bf16 [T, 2I]), h = act(gate) * up
-  // straight into codes (launch_fp8_act_mul_e4m3_rows: h never written), down's bare product into
-  // down_out (bf16 [T, K]). Returns h's row scales for the caller's epilogue on down_out; nullptr
-  // (nothing launched) where either GEMM declines or K or I is past 16,384.
-  const float* run_unscaled_mlp(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
-                                const Tensor& gate_up_w, const Tensor& down_w, Activation act, void* gate_up_out,
-                                void* down_out, cudaStream_t stream);
   // MINIVLLM_FP8_FUSED_EPILOGUE (on by default): x is quantized by launch_quantize_e4m3_rows (one
   // read), run() scales a bf16 out with launch_fp8_epilogue, and the backend fuses the residual add
   // and act_mul into it (run_unscaled). Off: the group quantizer and scale_outer, then the add or
@@ -77,9 +69,6 @@ class Fp8Gemm {
   // MINIVLLM_FP8_NORMED_CODES (with the fused epilogues): whether run_unscaled_normed serves the
   // backend's norm-fused linears.
   bool normed_codes() const { return normed_codes_; }
-  // MINIVLLM_FP8_MLP_CODES (with the normed codes): whether run_unscaled_mlp serves the backend's
-  // rms_norm_mlp_add_residual.
-  bool mlp_codes() const { return mlp_codes_; }
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
@@ -106,7 +95,6 @@ class Fp8Gemm {
   bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   bool fused_epilogues_ = false;
   bool normed_codes_ = false;
-  bool mlp_codes_ = false;
   std::map<Key, Plan> plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

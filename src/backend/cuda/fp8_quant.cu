@@ -81,8 +81,8 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
 }
 
 // act(gate) * up of eight columns of the bare [gate | up] product, g and u, scaled by the token's
-// row scale rs and the columns' scales cs (gate) and cu (up), rounded to bf16: the one arithmetic of
-// the act_mul epilogue and of act_mul_e4m3_kernel, so that the codes of the one are those of the other.
+// row scale rs and the columns' scales cs (gate) and cu (up), rounded to bf16 (the act_mul epilogue's
+// arithmetic).
 __device__ __forceinline__ uint4 fp8_act_mul8(const uint4& g, const uint4& u, float rs, const float (&cs)[8],
                                               const float (&cu)[8], Activation act) {
   float v[8], w[8];
@@ -180,62 +180,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
 
-// launch_fp8_act_mul_e4m3_rows: a CTA of kActThreads a token. The one-pass epilogue's act_mul of the
-// bare [gate | up] product (fp8_epilogue_finish<kActMul>'s arithmetic and bf16 rounding), then
-// quantize_rows_kernel's codes of those bf16 values; h itself never goes to memory. Every chunk of
-// the row a thread takes is requested before any is used (a first version that loaded and used
-// them chunk by chunk, 256 threads a row, ran at 1.5 TB/s: PERFORMANCE.md, "The FP8 prefill, kernel
-// by kernel"), and the column scales (one a row of W, so contiguous) come eight at a time in two
-// 16-byte loads.
-constexpr int kActThreads = 512;
-// Each row kernel holds a row of kE4m3RowMaxCols in its largest instantiation (16, 8 and 4 chunks of
+// Each row kernel holds a row of kE4m3RowMaxCols in its largest instantiation (16 and 8 chunks of
 // eight a thread).
-static_assert(kThreads * 16 * 8 == kE4m3RowMaxCols && kNormThreads * 8 * 8 == kE4m3RowMaxCols &&
-              kActThreads * 4 * 8 == kE4m3RowMaxCols);
-
-template <int kChunks>
-__global__ void __launch_bounds__(kActThreads) act_mul_e4m3_kernel(const __nv_bfloat16* y, int64_t ny,
-                                                                    const float* row_scale, const float* col_scale,
-                                                                    int64_t chunks, Activation act, uint8_t* codes,
-                                                                    float* scales) {
-  __shared__ float red[32];
-  const int64_t t = blockIdx.x, n = chunks * 8;
-  uint4 g[kChunks], u[kChunks];
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kActThreads;
-    g[i] = u[i] = make_uint4(0, 0, 0, 0);
-    if (c < chunks) {
-      g[i] = *reinterpret_cast<const uint4*>(y + t * ny + c * 8);
-      u[i] = *reinterpret_cast<const uint4*>(y + t * ny + n + c * 8);
-    }
-  }
-  const float rs = row_scale[t];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kActThreads;
-    if (c < chunks) {
-      float f[8], cs[8], cu[8];
-      load_f32x8(col_scale + c * 8, cs);
-      load_f32x8(col_scale + n + c * 8, cu);
-      g[i] = fp8_act_mul8(g[i], u[i], rs, cs, cu, act);  // h's bf16 values from here on
-      bf16x8_to_f32(g[i], f);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
-    }
-  }
-  amax = block_max(amax, red);
-  const float mul = e4m3_multiplier_device(amax);
-  uint2* out = reinterpret_cast<uint2*>(codes + t * n);
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kActThreads;
-    if (c >= chunks) break;
-    out[c] = e4m3x8(g[i], mul);
-  }
-  if (threadIdx.x == 0) scales[t] = e4m3_scale_device(amax);
-}
+static_assert(kThreads * 16 * 8 == kE4m3RowMaxCols && kNormThreads * 8 * 8 == kE4m3RowMaxCols);
 
 // launch_fp8_epilogue's per-thread pieces: a token's eight columns c0 .. c0 + 7 are loaded (and, for
 // act_mul, the up half's eight at n + c0), then scaled and stored. The loads come apart from the
@@ -382,29 +329,6 @@ bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32,
     rms_norm_e4m3_kernel<4><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
   } else {
     rms_norm_e4m3_kernel<8><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
-  }
-  CUDA_CHECK_LAUNCH();
-  return true;
-}
-
-bool launch_fp8_act_mul_e4m3_rows(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
-                                  int64_t col_stride, Activation act, int64_t tokens, int64_t n, uint8_t* codes,
-                                  float* scales, cudaStream_t stream) {
-  if (n % 8 != 0 || ny % 8 != 0 || ny < 2 * n || n > kE4m3RowMaxCols || tokens >= (int64_t{1} << 31) ||
-      col_stride != 1 || reinterpret_cast<uintptr_t>(col_scale) % 16 != 0) {
-    return false;
-  }
-  if (tokens == 0) return true;
-  const int64_t chunks = n / 8;
-  const int64_t per_thread = ceil_div(chunks, kActThreads);
-  const dim3 grid(static_cast<unsigned>(tokens));
-  const auto* yb = static_cast<const __nv_bfloat16*>(y);
-  if (per_thread <= 1) {
-    act_mul_e4m3_kernel<1><<<grid, kActThreads, 0, stream>>>(yb, ny, row_scale, col_scale, chunks, act, codes, scales);
-  } else if (per_thread <= 2) {
-    act_mul_e4m3_kernel<2><<<grid, kActThreads, 0, stream>>>(yb, ny, row_scale, col_scale, chunks, act, codes, scales);
-  } else {
-    act_mul_e4m3_kernel<4><<<grid, kActThreads, 0, stream>>>(yb, ny, row_scale, col_scale, chunks, act, codes, scales);
   }
   CUDA_CHECK_LAUNCH();
   return true;

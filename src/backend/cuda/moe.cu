@@ -23,18 +23,20 @@ constexpr int kRouteWarps = kRouteThreads / 32;
 // Lane l holds experts l, l + 32, ... (kPer of them). The selection is the CPU's (cpu_moe.cc): k
 // passes, each taking the largest logit not yet taken, the lower id on equal logits; the
 // probabilities are exp(l - max) / sum over every expert in double, as the CPU computes them.
-// One token's routing by one warp: row = its E logits, id_out / w_out = its k ids and weights. The
-// logits are read through L2 (ld.cg): in moe_router_route_kernel other CTAs of the same launch wrote
-// them.
 template <int kPer>
-__device__ void route_row(const float* row, int experts, int k, bool renormalize, int32_t* id_out, float* w_out,
-                          int lane) {
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* logits, int64_t tokens, int experts,
+                                                                  int k, bool renormalize, int32_t* ids,
+                                                                  float* weights) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
+  if (t >= tokens) return;  // the whole warp: t is the warp's
+  const float* row = logits + t * experts;
   float v[kPer];
   float max = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int e = i * 32 + lane;
-    v[i] = e < experts ? __ldcg(row + e) : -INFINITY;
+    v[i] = e < experts ? row[e] : -INFINITY;
     if (e < experts) max = fmaxf(max, v[i]);
   }
   max = warp_max(max);
@@ -45,6 +47,8 @@ __device__ void route_row(const float* row, int experts, int k, bool renormalize
   }
   sum = warp_sum(sum);
 
+  int32_t* id_out = ids + t * k;
+  float* w_out = weights + t * k;
   uint32_t taken = 0;  // bit i: expert i * 32 + lane was chosen
   double chosen_sum = 0.0;
   float sel = 0.0f;  // lane j & 31 keeps choice j of the current round of 32
@@ -91,80 +95,6 @@ __device__ void route_row(const float* row, int experts, int k, bool renormalize
   }
   if (renormalize && k > 32) {  // each lane rereads only its own writes
     for (int j = lane; j < k; j += 32) w_out[j] = static_cast<float>(w_out[j] / chosen_sum);
-  }
-}
-
-template <int kPer>
-__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* logits, int64_t tokens, int experts,
-                                                                  int k, bool renormalize, int32_t* ids,
-                                                                  float* weights) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
-  if (t >= tokens) return;  // the whole warp: t is the warp's
-  route_row<kPer>(logits + t * experts, experts, k, renormalize, ids + t * k, weights + t * k, threadIdx.x & 31);
-}
-
-// ---- the router's logits and the routing in one launch (decode batches) ----
-
-constexpr int kRouterWarps = 4;       // a warp an expert
-constexpr int kRouterMaxChunks = 16;  // 8-value chunks of the hidden row a lane holds
-
-// Warp w of CTA c computes expert e = 4c + w's logit for every token: its lanes hold the whole W row
-// (all its loads in flight at once) and sum its products with each token's x. The last CTA to finish
-// (threadFenceReduction's pattern: each CTA fences its logits, then counts itself in `done`) routes
-// every token with route_row and zeroes `done` for the next launch (a graph's replays included).
-template <int kPer>
-__global__ void __launch_bounds__(kRouterWarps * 32) moe_router_route_kernel(
-    const __nv_bfloat16* x, int tokens, int64_t hidden, const __nv_bfloat16* w, int experts, float* logits,
-    unsigned* done, int k, bool renormalize, int32_t* ids, float* weights) {
-  __shared__ bool last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int e = blockIdx.x * kRouterWarps + warp;
-  const int64_t chunks = hidden / 8;
-  if (e < experts) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(e) * hidden);
-    uint4 wv[kRouterMaxChunks];
-#pragma unroll
-    for (int i = 0; i < kRouterMaxChunks; ++i) {
-      const int64_t c = lane + static_cast<int64_t>(i) * 32;
-      wv[i] = c < chunks ? wr[c] : make_uint4(0, 0, 0, 0);
-    }
-    float acc[kMoeRouterMaxTokens];
-#pragma unroll
-    for (int m = 0; m < kMoeRouterMaxTokens; ++m) acc[m] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kRouterMaxChunks; ++i) {
-      const int64_t c = lane + static_cast<int64_t>(i) * 32;
-      if (c >= chunks) break;
-      float wf[8];
-      bf16x8_to_f32(wv[i], wf);
-#pragma unroll
-      for (int m = 0; m < kMoeRouterMaxTokens; ++m) {
-        if (m < tokens) {
-          float xf[8];
-          bf16x8_to_f32(reinterpret_cast<const uint4*>(x + m * hidden)[c], xf);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[m] = fmaf(wf[j], xf[j], acc[m]);
-        }
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kMoeRouterMaxTokens; ++m) {
-      if (m < tokens) {
-        const float sum = warp_sum(acc[m]);
-        if (lane == 0) logits[static_cast<int64_t>(m) * experts + e] = sum;
-      }
-    }
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (threadIdx.x == 0) *done = 0u;  // every CTA has counted itself
-  for (int t = warp; t < tokens; t += kRouterWarps) {
-    route_row<kPer>(logits + static_cast<int64_t>(t) * experts, experts, k, renormalize, ids + t * k, weights + t * k,
-                    lane);
   }
 }
 
@@ -304,11 +234,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv
   }
 }
 
-}  // namespace
-
-namespace {
-
-// f(std::integral_constant<int, kPer>) for the fewest experts a lane holds in route_row (1 to 16).
+// f(std::integral_constant<int, kPer>) for the fewest experts a lane holds in moe_route_kernel (1 to 16).
 template <typename F>
 void with_experts_per_lane(int experts, F&& f) {
   if (experts <= 32) {
@@ -338,25 +264,6 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
         <<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
   });
   CUDA_CHECK_LAUNCH();
-}
-
-bool launch_moe_router_route(const void* x, int64_t tokens, int64_t hidden, const void* router, int experts,
-                             float* logits, unsigned* done, int k, bool renormalize, int32_t* ids, float* weights,
-                             cudaStream_t stream) {
-  if (tokens < 1 || tokens > kMoeRouterMaxTokens || hidden % 8 != 0 || hidden > 8 * 32 * kRouterMaxChunks ||
-      experts < 1 || experts > kMoeRouteMaxExperts || k < 1 || k > experts) {
-    return false;
-  }
-  const dim3 grid(static_cast<unsigned>(ceil_div(experts, kRouterWarps)));
-  const auto* xb = static_cast<const __nv_bfloat16*>(x);
-  const auto* wb = static_cast<const __nv_bfloat16*>(router);
-  const int t = static_cast<int>(tokens);
-  with_experts_per_lane(experts, [&](auto per) {
-    moe_router_route_kernel<decltype(per)::value><<<grid, kRouterWarps * 32, 0, stream>>>(
-        xb, t, hidden, wb, experts, logits, done, k, renormalize, ids, weights);
-  });
-  CUDA_CHECK_LAUNCH();
-  return true;
 }
 
 void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, int32_t* entries, int32_t* tiles,

@@ -51,15 +51,6 @@ struct MoeShape {
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
                       float* weights, cudaStream_t stream);
 
-// The router's logits f32[T, E] = x router^T (x bf16 [T, H], router bf16 [E, H]) and launch_moe_route's
-// ids and weights from them, in one launch: the last CTA to finish routes. `done` is a device counter
-// at zero (the kernel leaves it at zero). False (nothing launched) past kMoeRouterMaxTokens tokens,
-// H past 4,096 or not of 8s, or E past kMoeRouteMaxExperts.
-constexpr int kMoeRouterMaxTokens = 8;
-bool launch_moe_router_route(const void* x, int64_t tokens, int64_t hidden, const void* router, int experts,
-                             float* logits, unsigned* done, int k, bool renormalize, int32_t* ids, float* weights,
-                             cudaStream_t stream);
-
 // The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
 // moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
 // entries untouched), tiles i32[num_local + 1] (tiles[e]: the first row tile of expert e, rows in

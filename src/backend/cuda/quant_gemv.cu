@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -199,6 +200,93 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   const float s = amax / 127.0f;
   const int q = amax > 0.0f ? __float2int_rn(v / s) : 0;
   codes[unit * 32 + lane] = static_cast<int8_t>(q);
+  if (lane == 0) scales[unit] = s;
+}
+
+// A unit's 32 values v (lane l holds value l of the unit, or a thread of four lanes holds eight
+// each: `group` lanes share the unit) to quantize_x_q8's codes and scale.
+template <int kLanes>
+__device__ __forceinline__ float unit_amax(float amax) {
+#pragma unroll
+  for (int o = 1; o < kLanes; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  return amax;
+}
+
+// launch_rms_norm_quantize_x_q8: rms_norm_kernel's row (elementwise.cu: min(256, chunks in whole
+// warps) threads a row, the same order of the sum of squares, the same bf16 rounding of the normed
+// values), then quantize_x_q8_kernel's codes of those values; the normed row never goes to memory.
+// A thread holds its kChunks chunks of eight from the load to the codes; four neighbouring lanes
+// hold a 32-value unit (chunks 4u .. 4u + 3), so the unit's amax takes two shuffles.
+template <int kChunks>
+__global__ void __launch_bounds__(256) rms_norm_q8_kernel(const float* __restrict__ residual, const void* w,
+                                                          bool w_f32, float eps, int64_t chunks,
+                                                          int8_t* __restrict__ codes, float* __restrict__ scales) {
+  __shared__ float scratch[32];
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  float wt[kChunks][8];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {  // the norm's weights: no earlier kernel writes them
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < chunks) load_weight8(w, w_f32, c * 8, wt[i]);
+  }
+  pdl_wait();  // the residual is the kernel before's output, and the gemv before may still read codes
+  const float* xr = residual + row * chunks * 8;
+  float v[kChunks][8];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < chunks) {
+      load_f32x8(xr + c * 8, v[i]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];
+    }
+  }
+  sum_sq = block_sum(sum_sq, scratch);
+  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    float f[8];
+    float amax = 0.0f;
+    if (c < chunks) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = (v[i][j] * inv) * wt[i][j];
+      bf16x8_to_f32(f32_to_bf16x8(v[i]), f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+    }
+    amax = unit_amax<4>(amax);  // every lane: the shuffles need the whole warp
+    if (c >= chunks) continue;
+    const float s = amax / 127.0f;
+    uint32_t packed[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int q = amax > 0.0f ? __float2int_rn(f[j] / s) : 0;
+      packed[j / 4] |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * (j % 4));
+    }
+    *reinterpret_cast<uint2*>(codes + (row * chunks + c) * 8) = make_uint2(packed[0], packed[1]);
+    if (c % 4 == 0) scales[row * (chunks / 4) + c / 4] = s;
+  }
+}
+
+// launch_act_mul_quantize_x_q8: act_mul_kernel's h = act(gate) * up rounded to bf16 (elementwise.cu),
+// then quantize_x_q8_kernel's codes of it, a warp a unit; h never goes to memory.
+__global__ void act_mul_q8_kernel(const __nv_bfloat16* __restrict__ gate_up, int64_t inter, int64_t units,
+                                  Activation act, int8_t* __restrict__ codes, float* __restrict__ scales) {
+  pdl_launch_dependents();
+  pdl_wait();  // gate_up is the kernel before's output, and the gemv before may still read codes
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (unit >= units) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t per_token = inter / 32, t = unit / per_token, col = (unit % per_token) * 32 + lane;
+  const float g = __bfloat162float(gate_up[t * 2 * inter + col]);
+  const float u = __bfloat162float(gate_up[t * 2 * inter + inter + col]);
+  const float v = __bfloat162float(__float2bfloat16(gate_act(g, act) * u));
+  const float amax = warp_max(fabsf(v));
+  const float s = amax / 127.0f;
+  codes[unit * 32 + lane] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(v / s) : 0);
   if (lane == 0) scales[unit] = s;
 }
 
@@ -401,6 +489,41 @@ void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX
   launch_with_pdl(quantize_x_q8_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)), dim3(32 * kWarps), 0,
                   stream, static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales);
   CUDA_CHECK_LAUNCH();
+}
+
+bool launch_rms_norm_quantize_x_q8(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
+                                   int64_t k, const QuantX& q, cudaStream_t stream) {
+  if (k % 32 != 0 || k > 256 * 8 * 8 || tokens < 0 || tokens >= (int64_t{1} << 31)) return false;
+  if (tokens == 0) return true;
+  const int64_t chunks = k / 8;
+  // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
+  const int threads = static_cast<int>(std::min<int64_t>(256, (chunks + 31) / 32 * 32));
+  const int64_t per_thread = (chunks + threads - 1) / threads;
+  const dim3 grid(static_cast<unsigned>(tokens));
+  if (per_thread <= 2) {
+    launch_with_pdl(rms_norm_q8_kernel<2>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
+                    q.codes, q.scales);
+  } else if (per_thread <= 4) {
+    launch_with_pdl(rms_norm_q8_kernel<4>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
+                    q.codes, q.scales);
+  } else {
+    launch_with_pdl(rms_norm_q8_kernel<8>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
+                    q.codes, q.scales);
+  }
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t inter, Activation act, const QuantX& q,
+                                  cudaStream_t stream) {
+  if (inter % 32 != 0 || tokens < 0) return false;
+  const int64_t units = tokens * inter / 32;
+  if (units == 0) return true;
+  constexpr int kWarps = 8;
+  launch_with_pdl(act_mul_q8_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)), dim3(32 * kWarps), 0,
+                  stream, static_cast<const __nv_bfloat16*>(gate_up), inter, units, act, q.codes, q.scales);
+  CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,

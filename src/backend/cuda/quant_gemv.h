@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/activation.h"
 #include "common/dtype.h"
 
 namespace minivllm::cuda {
@@ -42,6 +43,15 @@ void pack_q6_k_planar(const void* src, void* dst, int64_t rows, int64_t k);
 
 // x bf16 [tokens, k] -> q; k a multiple of 32, the buffers 16-byte aligned.
 void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream);
+
+// The same codes from the RMSNorm of an fp32 residual [tokens, k] (rms_norm's bf16 values, bit for
+// bit; norm: its weight, bf16 or f32) and from h = act(gate) * up of a gate/up product (bf16
+// [tokens, 2 inter], act_mul's bf16 values), without the normed row or h in memory. False (nothing
+// launched) unless k (inter) is a multiple of 32, and k at most 16,384.
+bool launch_rms_norm_quantize_x_q8(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
+                                   int64_t k, const QuantX& q, cudaStream_t stream);
+bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t inter, Activation act, const QuantX& q,
+                                  cudaStream_t stream);
 
 enum class QuantGemvOut {
   kStore,   // out (bf16, or f32 when out_f32) = x W^T + bias
