@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/fp8_kv.cuh"
 #include "common/tuning.h"
 
@@ -139,18 +140,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
   const int64_t row = blockIdx.x;
   const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (c < chunks) {
-      load_f32x8(xr + c * 8, v[i]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];
-    }
-  }
-  sum_sq = block_sum(sum_sq, scratch);
-  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+  const float inv = load_row_inv_rms<kChunks>(xr, chunks, eps, v, scratch);
   uint4 packed[kChunks];
   float amax = 0.0f;
 #pragma unroll

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/pdl_launch.h"
 #include "common/check.h"
@@ -233,18 +234,7 @@ __global__ void __launch_bounds__(256) rms_norm_q8_kernel(const float* __restric
   pdl_wait();  // the residual is the kernel before's output, and the gemv before may still read codes
   const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (c < chunks) {
-      load_f32x8(xr + c * 8, v[i]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];
-    }
-  }
-  sum_sq = block_sum(sum_sq, scratch);
-  const float inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+  const float inv = load_row_inv_rms<kChunks>(xr, chunks, eps, v, scratch);
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
