@@ -253,11 +253,12 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
     const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
     if (src.norm != nullptr) {
       const bool norm_f32 = check_weight(src.norm->weight, k, op, "norm_weight");
-      MINIVLLM_CHECK(launch_rms_norm_quantize_x_q8(src.norm->residual.ptr<float>(), src.norm->weight.data(), norm_f32,
-                                                   src.norm->eps, chunk, k, codes, stream_))
+      MINIVLLM_CHECK(launch_rms_norm_quantize_x_q8(src.norm->residual.ptr<float>() + c0 * k, src.norm->weight.data(),
+                                                   norm_f32, src.norm->eps, chunk, k, codes, stream_))
           << op << ": the normed quantizer declined K = " << k;
     } else if (src.gate_up != nullptr) {
-      MINIVLLM_CHECK(launch_act_mul_quantize_x_q8(src.gate_up->data(), chunk, k, src.act, codes, stream_))
+      MINIVLLM_CHECK(launch_act_mul_quantize_x_q8(static_cast<const char*>(src.gate_up->data()) + c0 * 2 * k * 2, chunk,
+                                                  k, src.act, codes, stream_))
           << op << ": the act_mul quantizer declined I = " << k;
     } else {
       launch_quantize_x_q8(static_cast<const char*>(x.data()) + c0 * k * 2, chunk, k, codes, stream_);
