@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
@@ -234,22 +233,6 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv
   }
 }
 
-// f(std::integral_constant<int, kPer>) for the fewest experts a lane holds in moe_route_kernel (1 to 16).
-template <typename F>
-void with_experts_per_lane(int experts, F&& f) {
-  if (experts <= 32) {
-    f(std::integral_constant<int, 1>{});
-  } else if (experts <= 64) {
-    f(std::integral_constant<int, 2>{});
-  } else if (experts <= 128) {
-    f(std::integral_constant<int, 4>{});
-  } else if (experts <= 256) {
-    f(std::integral_constant<int, 8>{});
-  } else {
-    f(std::integral_constant<int, 16>{});
-  }
-}
-
 }  // namespace
 
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
@@ -259,10 +242,20 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
       << "moe_route: top-" << k << " of " << experts << " experts (the CUDA kernel takes up to "
       << kMoeRouteMaxExperts << ")";
   const dim3 grid(static_cast<unsigned>(ceil_div(tokens, kRouteWarps)));
-  with_experts_per_lane(experts, [&](auto per) {
-    moe_route_kernel<decltype(per)::value>
-        <<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
-  });
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
+  };
+  if (experts <= 32) {
+    launch(moe_route_kernel<1>);
+  } else if (experts <= 64) {
+    launch(moe_route_kernel<2>);
+  } else if (experts <= 128) {
+    launch(moe_route_kernel<4>);
+  } else if (experts <= 256) {
+    launch(moe_route_kernel<8>);
+  } else {
+    launch(moe_route_kernel<16>);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
