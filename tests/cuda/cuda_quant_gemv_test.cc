@@ -297,8 +297,8 @@ TEST(CudaQuantLinear, RefusesOtherTypesByName) {
   }
 }
 
-// Kernel timings (prints, never asserts speed): the gemv plain and pipelined (one token), on Llama-3.1-8B's projections as llama-quantize's Q4_K_M types them,
-// at 1 and 4 tokens. Each graph rotates through enough weight copies (>= 256 MB) that L2 cannot
+// Kernel timings (prints, never asserts speed): the gemv plain and pipelined (one token), on
+// Llama-3.1-8B's projections as llama-quantize's Q4_K_M types them, at 1 and 4 tokens. Each graph rotates through enough weight copies (>= 256 MB) that L2 cannot
 // serve them; GB/s of blocks. x's codes and scales are constant (the values do not change the time).
 TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
@@ -326,14 +326,14 @@ TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
       CUDA_CHECK(cudaMemset(codes, 0x11, static_cast<size_t>(tokens * sh.k)));
       CUDA_CHECK(cudaMemset(scales, 0, static_cast<size_t>(tokens * sh.k / 32) * 4));
       std::printf("quant_gemv %-7s %s M=%ld", sh.name, dtype_name(sh.t), static_cast<long>(tokens));
-      for (int pipeline : {0, 1}) {
+      for (bool piped : {false, true}) {
         const double us = graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {
             cuda::launch_quant_gemv(sh.t, weights.at(c), row_bytes, cuda::QuantX{codes, scales}, nullptr, false, out,
-                                    true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, pipeline);
+                                    true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, piped);
           }
         });
-        std::printf("  %s %6.2f us %5.0f GB/s", pipeline == 1 ? "piped" : "plain", us,
+        std::printf("  %s %6.2f us %5.0f GB/s", piped ? "piped" : "plain", us,
                     static_cast<double>(bytes) / us / 1e3);
       }
       std::printf("\n");

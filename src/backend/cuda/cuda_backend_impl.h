@@ -232,7 +232,7 @@ class CudaBackend : public Backend {
                     const QuantSource& src = {});
   // Whether a block-quantized weight behind pro takes x's codes straight from the residual
   // (MINIVLLM_QUANT_FUSED_CODES): a decode batch (at most kQuantChunkTokens tokens) of an fp32
-  // residual, K a multiple of 32 up to 16,384.
+  // residual, K a multiple of 32 up to kQuantNormMaxK.
   bool quant_norm_takes(const NormPrologue& pro, const Tensor& weight) const;
   static constexpr int64_t kQuantChunkTokens = 64;
   static constexpr int64_t kQuantMaxK = 65536;
@@ -264,7 +264,7 @@ class CudaBackend : public Backend {
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
-  int quant_gemv_pipeline_ = -1;     // launch_quant_gemv's pipeline: -1 by tokens and rows
+  int quant_gemv_pipeline_ = -1;     // MINIVLLM_QUANT_GEMV_PIPELINE: 0 / 1 forced, -1 quant_gemv_piped's choice
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]

@@ -269,10 +269,11 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
       int64_t row0 = 0;
       for (const Tensor& p : pieces) {
         const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;
+        const bool piped =
+            quant_gemv_pipeline_ >= 0 ? quant_gemv_pipeline_ == 1 : quant_gemv_piped(t, p.size(0), num_sms_);
         launch_quant_gemv(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), q, pb, bias_f32,
                           static_cast<char*>(out.data()) + ((c0 + t0) * n + row0) * out_elem, out_f32,
-                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_,
-                          quant_gemv_pipeline_);
+                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_, piped);
         row0 += p.size(0);
       }
     }
@@ -460,7 +461,7 @@ void CudaBackend::rms_norm_mlp_add_residual(const NormPrologue& pro, const Tenso
 bool CudaBackend::quant_norm_takes(const NormPrologue& pro, const Tensor& weight) const {
   if (!quant_fused_codes_ || !is_block_quant(weight) || weight.ndim() != 2 || quant_x_codes_ == nullptr) return false;
   const int64_t k = weight.size(1);
-  if (k % 32 != 0 || k > 16384 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
+  if (k % 32 != 0 || k > kQuantNormMaxK || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
       pro.residual.device() != DeviceKind::kCuda || pro.residual.size(-1) != k) {
     return false;
   }

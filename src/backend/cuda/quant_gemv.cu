@@ -187,6 +187,13 @@ __device__ __forceinline__ float code_at(int word, int l) {
   return static_cast<float>(T == DType::kQ8_0 ? static_cast<int>(static_cast<int8_t>(byte)) : byte);
 }
 
+// A value's int8 code in a unit of amax amax (the unit's scale is q8_scale(amax)): the one arithmetic
+// of the three x quantizers below, whose codes must be the same bytes.
+__device__ __forceinline__ float q8_scale(float amax) { return amax / 127.0f; }
+__device__ __forceinline__ int q8_code(float v, float amax) {
+  return amax > 0.0f ? __float2int_rn(v / q8_scale(amax)) : 0;
+}
+
 // One warp per unit of 32 values: codes = round(x / s), s = amax / 127 (a unit's values are then
 // s * code; its sum, which the offsets need, comes out of the gemv's dp4a against 1s).
 __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_t units, int8_t* __restrict__ codes,
@@ -198,14 +205,12 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   const int lane = threadIdx.x % 32;
   const float v = __bfloat162float(x[unit * 32 + lane]);
   const float amax = warp_max(fabsf(v));
-  const float s = amax / 127.0f;
-  const int q = amax > 0.0f ? __float2int_rn(v / s) : 0;
-  codes[unit * 32 + lane] = static_cast<int8_t>(q);
-  if (lane == 0) scales[unit] = s;
+  codes[unit * 32 + lane] = static_cast<int8_t>(q8_code(v, amax));
+  if (lane == 0) scales[unit] = q8_scale(amax);
 }
 
-// A unit's 32 values v (lane l holds value l of the unit, or a thread of four lanes holds eight
-// each: `group` lanes share the unit) to quantize_x_q8's codes and scale.
+// The amax of a unit whose values kLanes neighbouring lanes hold (lane l's share, amax, in; the
+// unit's out, in every one of them).
 template <int kLanes>
 __device__ __forceinline__ float unit_amax(float amax) {
 #pragma unroll
@@ -249,15 +254,11 @@ __global__ void __launch_bounds__(256) rms_norm_q8_kernel(const float* __restric
     }
     amax = unit_amax<4>(amax);  // every lane: the shuffles need the whole warp
     if (c >= chunks) continue;
-    const float s = amax / 127.0f;
     uint32_t packed[2] = {0, 0};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int q = amax > 0.0f ? __float2int_rn(f[j] / s) : 0;
-      packed[j / 4] |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * (j % 4));
-    }
+    for (int j = 0; j < 8; ++j) packed[j / 4] |= (static_cast<uint32_t>(q8_code(f[j], amax)) & 0xFFu) << (8 * (j % 4));
     *reinterpret_cast<uint2*>(codes + (row * chunks + c) * 8) = make_uint2(packed[0], packed[1]);
-    if (c % 4 == 0) scales[row * (chunks / 4) + c / 4] = s;
+    if (c % 4 == 0) scales[row * (chunks / 4) + c / 4] = q8_scale(amax);
   }
 }
 
@@ -275,9 +276,8 @@ __global__ void act_mul_q8_kernel(const __nv_bfloat16* __restrict__ gate_up, int
   const float u = __bfloat162float(gate_up[t * 2 * inter + inter + col]);
   const float v = __bfloat162float(__float2bfloat16(gate_act(g, act) * u));
   const float amax = warp_max(fabsf(v));
-  const float s = amax / 127.0f;
-  codes[unit * 32 + lane] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(v / s) : 0);
-  if (lane == 0) scales[unit] = s;
+  codes[unit * 32 + lane] = static_cast<int8_t>(q8_code(v, amax));
+  if (lane == 0) scales[unit] = q8_scale(amax);
 }
 
 template <DType T, int NT, bool kPiped>
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
   // kPiped: the lane's first unit is loaded before the wait too (W only), and each step loads the
   // next unit before decoding this one, two of a lane's units in flight; it costs registers, so
-  // fewer warps an SM (launch_quant_gemv's choice).
+  // fewer warps an SM (quant_gemv_piped's choice).
   const int64_t units = k / 32;
   Fetched<T> next;
   if (kPiped && lane < units) next.fetch(wr, lane, planar_nsb);
@@ -431,22 +431,11 @@ void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* b
                   static_cast<const float*>(q.scales), bias, bias_f32, out, out_f32, add, n, k, ldo, planar_nsb(T, k));
 }
 
-// The pipelined kernel for one token and fewer rows than the warps it keeps resident (about 40 an
-// SM at its registers): there the GPU's warps are not all busy, and each one's latency chain is
-// the limit. Past that, or with more tokens, the plain kernel's occupancy wins (PERFORMANCE.md,
-// "The K-quant gemv: loads before decoding").
-bool piped_gemv(int pipeline, int64_t tokens, int64_t n) {
-  if (pipeline >= 0) return pipeline == 1;
-  static const int64_t sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return static_cast<int64_t>(count);
-  }();
-  return tokens == 1 && n < 40 * sms;
-}
-
 }  // namespace
+
+bool quant_gemv_piped(int64_t tokens, int64_t n, int num_sms) {
+  return tokens == 1 && n < 40 * static_cast<int64_t>(num_sms);
+}
 
 bool quant_gemv_supports(DType wtype) {
   return wtype == DType::kQ4_K || wtype == DType::kQ6_K || wtype == DType::kQ5_0 || wtype == DType::kQ8_0;
@@ -483,7 +472,7 @@ void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX
 
 bool launch_rms_norm_quantize_x_q8(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
                                    int64_t k, const QuantX& q, cudaStream_t stream) {
-  if (k % 32 != 0 || k > 256 * 8 * 8 || tokens < 0 || tokens >= (int64_t{1} << 31)) return false;
+  if (k % 32 != 0 || k > kQuantNormMaxK || tokens < 0 || tokens >= (int64_t{1} << 31)) return false;
   if (tokens == 0) return true;
   const int64_t chunks = k / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
@@ -518,7 +507,7 @@ bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t i
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
                        void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k, int64_t ldo,
-                       cudaStream_t stream, int pipeline) {
+                       cudaStream_t stream, bool piped) {
   check_shape(wtype, row_bytes, k, "quant_gemv");
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0 && ldo >= n)
       << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows, out rows "
@@ -529,7 +518,7 @@ void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const Quant
     constexpr DType T = decltype(type)::value;
     switch (tokens) {
       case 1:
-        if (piped_gemv(pipeline, tokens, n)) {
+        if (piped) {
           gemv_launch<T, 1, true>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream);
         } else {
           gemv_launch<T, 1, false>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, ldo, stream);

@@ -4,8 +4,8 @@
 //
 // Decode (1..kQuantGemvMaxTokens tokens a launch): x is quantized to int8 per 32 values (scale
 // amax / 127, as llama.cpp's q8_1 for its mmvq kernels), one warp takes a row and each lane whole
-// 32-value units of it: all of a unit's loads first, then its codes as eight 4-byte words, eight dp4a against each token's x
-// codes, the block scales applied in fp32. Every unit is decoded to the same form, value =
+// 32-value units of it: all of a unit's loads first, then its codes as eight 4-byte words, eight
+// dp4a against each token's x codes, the block scales applied in fp32. Every unit is decoded to the same form, value =
 // scale[h] * q + offset[h] for its two 16-value halves h, so one loop serves every type. Larger
 // batches decode W to bf16 for cuBLASLt (quant_dequantize_bf16); the embedding decodes its rows.
 // The formulas are common/quant_blocks*.cc's; tests/cuda/cuda_quant_gemv_test.cc checks each
@@ -44,10 +44,13 @@ void pack_q6_k_planar(const void* src, void* dst, int64_t rows, int64_t k);
 // x bf16 [tokens, k] -> q; k a multiple of 32, the buffers 16-byte aligned.
 void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX& q, cudaStream_t stream);
 
+// The longest row launch_rms_norm_quantize_x_q8 takes: eight chunks of eight values a thread, 256 threads.
+constexpr int64_t kQuantNormMaxK = 16384;
+
 // The same codes from the RMSNorm of an fp32 residual [tokens, k] (rms_norm's bf16 values, bit for
 // bit; norm: its weight, bf16 or f32) and from h = act(gate) * up of a gate/up product (bf16
 // [tokens, 2 inter], act_mul's bf16 values), without the normed row or h in memory. False (nothing
-// launched) unless k (inter) is a multiple of 32, and k at most 16,384.
+// launched) unless k (inter) is a multiple of 32, and k at most kQuantNormMaxK.
 bool launch_rms_norm_quantize_x_q8(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
                                    int64_t k, const QuantX& q, cudaStream_t stream);
 bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t inter, Activation act, const QuantX& q,
@@ -61,12 +64,18 @@ enum class QuantGemvOut {
 // 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
 // block (256 for the K-quants, 32 otherwise). bias: bf16 or f32 [n], or null.
 // out row t starts at t * ldo (>= n; a slice of a wider output). Launched with PDL: each row's
-// blocks are prefetched into L2 while the kernel before finishes. pipeline (MINIVLLM_QUANT_GEMV_PIPELINE):
-// 1, each lane loads its next unit before decoding this one (one token only); 0, not; -1, by tokens and
-// rows.
+// blocks are prefetched into L2 while the kernel before finishes. piped (one token only; more take the
+// plain kernel): each lane loads its next unit before decoding this one.
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias,
                        bool bias_f32, void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
-                       int64_t ldo, cudaStream_t stream, int pipeline = -1);
+                       int64_t ldo, cudaStream_t stream, bool piped = false);
+
+// Whether a call of `tokens` tokens and n rows takes the pipelined gemv on a GPU of num_sms SMs: one
+// token and fewer rows than the warps it keeps resident (about 40 an SM at its registers), where
+// the GPU's warps are not all busy and each one's chain of loads is the limit. Past that, or with
+// more tokens, the plain kernel's occupancy wins (PERFORMANCE.md, "The K-quant gemv: loads before
+// decoding").
+bool quant_gemv_piped(int64_t tokens, int64_t n, int num_sms);
 
 // W's rows decoded to bf16 [rows, k] (row-major, for cuBLASLt; out may be a row slice of a larger one).
 void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
