@@ -90,6 +90,12 @@ constexpr Knob kKnobs[] = {
      "(PERFORMANCE.md, \"The K-quant gemv: loads before decoding\")"},
     {"MINIVLLM_FP8_GEMV_MMA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the FP8 gemv on tensor cores; 0: the FMA kernel"},
+    {"MINIVLLM_FP8_GEMV_W8A8", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "FP8 linears of 1-8 tokens quantize x per token to e4m3 (in the norm's kernel where one precedes) and "
+     "run the e4m3 x e4m3 tensor-core gemv; 0: bf16 x and the f16 tensor-core gemv (PERFORMANCE.md, \"Stop 64\")"},
+    {"MINIVLLM_FP8_W8A8_LANE_BYTES", G::kTuning, K::kChoice, "32|64|128|256", 0, 0,
+     "by the grid: 128, or 64 where only that fits the CTAs in one wave",
+     "weight bytes each lane of the W8A8 gemv keeps in flight (same entry)"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (PERFORMANCE.md, \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",

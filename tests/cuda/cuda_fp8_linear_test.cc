@@ -72,6 +72,11 @@ Fp8Case make_case(Backends& b, int64_t n, int64_t k, Grid g, std::mt19937& rng) 
   return c;
 }
 
+struct Shape32 {
+  int64_t n, k;
+  Grid g;
+};
+
 // The gemv paths are exact but for bf16 rounding; the GEMMs quantize x to e4m3.
 void expect_fp8_close(const std::vector<float>& got, const std::vector<float>& ref, int64_t tokens,
                       const std::string& what) {
@@ -125,7 +130,7 @@ void check_linear(Backends& b, const Fp8Case& c, int64_t tokens, bool bias, std:
 
 TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b;
+  Backends b = backends_with("MINIVLLM_FP8_GEMV_W8A8", "0");  // the bf16-x gemv (W8A8: the test below)
   std::mt19937 rng(81);
   struct Shape {
     int64_t n, k;
@@ -212,7 +217,7 @@ void check_gated_and_residual(Backends& b, const Fp8Case& gu, const Fp8Case& dow
 
 TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b;
+  Backends b = backends_with("MINIVLLM_FP8_GEMV_W8A8", "0");
   std::mt19937 rng(82);
   struct Dims {
     int64_t inter, k;
@@ -224,6 +229,79 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
       const Fp8Case gu = make_case(b, 2 * inter, k, g, rng);
       const Fp8Case down = make_case(b, k, inter, g, rng);
       for (int64_t tokens : {1, 5, 40}) check_gated_and_residual(b, gu, down, tokens, rng, "");
+    }
+  }
+}
+
+// x's rows as the W8A8 gemv multiplies them: each row's e4m3 codes (the device quantizer's bytes,
+// common/fp8.h) times its scale, in fp32. x is bf16-exact (random_values), so the GPU, given x in
+// bf16, quantizes the same values.
+Tensor e4m3_rows_values(Tensor x) {
+  const int64_t k = x.size(-1), rows = x.numel() / k;
+  std::vector<uint8_t> q(static_cast<size_t>(k));
+  float* p = x.ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale = 0.0f;
+    quantize_e4m3_row(p + r * k, k, q.data(), &scale);
+    dequantize_e4m3_row(q.data(), k, scale, p + r * k);
+  }
+  return x;
+}
+
+// The W8A8 gemv (MINIVLLM_FP8_GEMV_W8A8, on by default: x quantized per token, e4m3 x e4m3 on the
+// tensor cores) against the CPU fed the same codes' values: what is left is the order of the fp32 sums
+// and the bf16 output. Every epilogue, 1-8 tokens, per-row and 128 x 128 grids, odd row counts (a last
+// CTA part full), K of 64s long and short (one chunk a warp or many); a grid of 32-column blocks and a
+// K of 16s that it declines fall back to the bf16-x gemv. Outputs start as NaNs.
+TEST(CudaFp8Linear, W8A8GemvMatchesCpuOnTheSameCodes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  for (const char* bytes : {"by the grid", "32", "64", "256"}) {
+    Backends b = bytes[0] == 'b' ? Backends() : backends_with("MINIVLLM_FP8_W8A8_LANE_BYTES", bytes);
+    std::mt19937 rng(91);
+    struct Dims {
+      int64_t inter, k;
+      Grid g;
+      int64_t down_k;  // the residual case's K: 208 is not of 64s (declined, the bf16-x gemv)
+    };
+    for (const Dims d : {Dims{204, 384, Grid::kPerRow, 208}, Dims{1544, 1024, Grid::kBlock128, 1600},
+                         Dims{1000, 4096, Grid::kPerRow, 14336}, Dims{264, 192, Grid::kBlock128, 256}}) {
+      const Fp8Case gu = make_case(b, 2 * d.inter, d.k, d.g, rng);
+      const Fp8Case down = make_case(b, d.k, d.down_k, d.g, rng);
+      for (int64_t tokens : {1, 2, 5, 8}) {
+        const std::string tag = gu.name + " M=" + std::to_string(tokens) + " lane bytes " + bytes;
+        Tensor x = random_values({tokens, d.k}, rng);
+        const Tensor xq = upload(*b.cpu, e4m3_rows_values(x));
+        const Tensor xg = upload(*b.gpu, x);
+        // store, with a bias (gate/up's rows as one plain weight)
+        Tensor bias = random_values({gu.n}, rng);
+        const Tensor bc = upload(*b.cpu, bias), bg = upload(*b.gpu, bias);
+        Tensor oc = b.cpu->empty(DType::kF32, {tokens, gu.n}), og = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+        b.gpu->fill_bytes(og, 0xFF);
+        b.cpu->linear(xq, gu.wc, &bc, oc);
+        b.gpu->linear(xg, gu.wg, &bg, og);
+        expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "store " + tag);
+        // act(gate) * up
+        Tensor sc = b.cpu->empty(DType::kF32, {tokens, gu.n}), sg = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+        Tensor hc = b.cpu->empty(DType::kF32, {tokens, d.inter}), hg = b.gpu->empty(DType::kBF16, {tokens, d.inter});
+        b.gpu->fill_bytes(hg, 0xFF);
+        b.cpu->linear_act_mul(xq, gu.wc, sc, hc, Activation::kSilu);
+        b.gpu->linear_act_mul(xg, gu.wg, sg, hg, Activation::kSilu);
+        expect_fp8_close(download(*b.gpu, hg), download(*b.cpu, hc), tokens, "act_mul " + tag);
+        // into the fp32 residual
+        Tensor h = random_values({tokens, d.down_k}, rng);
+        Tensor res = random_values({tokens, d.k}, rng);
+        Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+        Tensor dc = b.cpu->empty(DType::kF32, {tokens, d.k}), dg = b.gpu->empty(DType::kBF16, {tokens, d.k});
+        const bool takes = d.down_k % 64 == 0;
+        b.cpu->linear_add_residual(upload(*b.cpu, takes ? e4m3_rows_values(h) : h), down.wc, dc, rc);
+        b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+        expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name + " " + tag);
+      }
+    }
+    // Declined: 32 x 32 blocks and K = 160 take the bf16-x gemv (exact but for bf16 rounding on raw x).
+    for (const Shape32 s : {Shape32{96, 160, Grid::kBlock32}, Shape32{96, 256, Grid::kBlock32}}) {
+      const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
+      for (int64_t tokens : {1, 3}) check_linear(b, c, tokens, true, rng);
     }
   }
 }
@@ -331,7 +409,7 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
   for (auto [inter, k] : {std::pair<int64_t, int64_t>{264, 384}, {1536, 1024}}) {
     const Fp8Case qkv = make_case(b, 2 * inter + 48, k, Grid::kPerRow, rng);
     const Fp8Case gu = make_case(b, 2 * inter, k, Grid::kPerRow, rng);
-    for (int64_t tokens : {40, 300}) {
+    for (int64_t tokens : {1, 5, 40, 300}) {  // 1 and 5: the normed quantizer then the W8A8 gemv
       const std::string tag = "K=" + std::to_string(k) + " M=" + std::to_string(tokens);
       Tensor res = random_values({tokens, k}, rng, 3.0f);
       Tensor nw = random_values({k}, rng, 0.2f, 1.0f);
@@ -464,6 +542,8 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int num_sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
   struct Shape {
     const char* name;
     int64_t n, k;
@@ -493,9 +573,30 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
                                 tokens, gated ? sh.n / 2 : sh.n, sh.k, s);
         }
       });
+      // W8A8: x's codes (0x38, 1.0) made once; each call as the decode step runs it, quantizer and gemv.
+      void* xc = nullptr;
+      CUDA_CHECK(cudaMalloc(&xc, static_cast<size_t>(tokens * sh.k) + 64));
+      CUDA_CHECK(cudaMemset(xc, 0x38, static_cast<size_t>(tokens * sh.k)));
+      float* xs = reinterpret_cast<float*>(static_cast<uint8_t*>(xc) + ((tokens * sh.k + 15) / 16) * 16);
+      const auto w8a8 = [&](bool quantize, int lane_bytes) {
+        return graph_median_us_per_call(s, calls, [&] {
+          for (int c = 0; c < calls; ++c) {
+            const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1, sh.k,
+                                    1};
+            const bool gated = sh.e == cuda::Fp8GemvOut::kActMul;
+            if (quantize) cuda::launch_quantize_e4m3_rows(x, tokens, sh.k, static_cast<uint8_t*>(xc), xs, s);
+            cuda::launch_gemv_fp8_codes(static_cast<const uint8_t*>(xc), xs, w, nullptr, false, out,
+                                        sh.e == cuda::Fp8GemvOut::kAddF32, sh.e, Activation::kSilu, tokens,
+                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, s);
+          }
+        });
+      };
       const double bytes = static_cast<double>(sh.n * sh.k);
-      std::printf("gemv %-8s M=%ld  bf16 %7.2f us %5.0f GB/s   fp8 %7.2f us %5.0f GB/s\n", sh.name,
-                  static_cast<long>(tokens), bf16_us, 2 * bytes / bf16_us / 1e3, fp8_us, bytes / fp8_us / 1e3);
+      std::printf("gemv %-8s M=%ld  bf16 %7.2f us %5.0f GB/s   fp8 %7.2f us %5.0f GB/s   w8a8 (lane bytes: GB/s)",
+                  sh.name, static_cast<long>(tokens), bf16_us, 2 * bytes / bf16_us / 1e3, fp8_us, bytes / fp8_us / 1e3);
+      for (int lb : {0, 64, 128, 256}) std::printf(" %d: %5.0f", lb, bytes / w8a8(false, lb) / 1e3);
+      std::printf("   quantizer + w8a8 (chosen) %7.2f us\n", w8a8(true, 0));
+      cudaFree(xc);
       cudaFree(x);
       cudaFree(out);
       cudaFree(grid);

@@ -75,6 +75,10 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   quant_weights_ = knob_flag("MINIVLLM_QUANT_WEIGHTS");
   if (const std::optional<bool> p = knob_switch("MINIVLLM_QUANT_GEMV_PIPELINE")) quant_gemv_pipeline_ = *p ? 1 : 0;
   quant_fused_codes_ = knob_flag("MINIVLLM_QUANT_FUSED_CODES");
+  fp8_w8a8_ = knob_flag("MINIVLLM_FP8_GEMV_W8A8");
+  fp8_w8a8_lane_bytes_ = static_cast<int>(knob_int("MINIVLLM_FP8_W8A8_LANE_BYTES").value_or(0));
+  CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
+  CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
@@ -103,6 +107,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);
+  cudaFree(fp8_x_codes_);
+  cudaFree(fp8_x_scales_);
   cudaFree(quant_w_bf16_);
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);

@@ -222,6 +222,12 @@ class CudaBackend : public Backend {
   // (+ bias) into out, act(gate) * up into out (w = [gate; up]), or add into the fp32 out.
   enum class Fp8Out { kStore, kActMul, kAddF32 };
   bool fp8_gemv_takes(const Tensor& x, const Tensor& w) const;
+  // W8A8 at gemv batches (MINIVLLM_FP8_GEMV_W8A8): whether the e4m3-codes gemv takes w for this many
+  // tokens (K of 64s up to kE4m3RowMaxCols, scale blocks of whole chunks), and, behind a norm, the
+  // normed quantizer then that gemv (false where it does not take them: the caller goes on).
+  bool fp8_w8a8_takes(const Tensor& w, int64_t tokens) const;
+  bool fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                       const Tensor& out, Fp8Out e, Activation act);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and
@@ -266,6 +272,10 @@ class CudaBackend : public Backend {
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
   int quant_gemv_pipeline_ = -1;     // MINIVLLM_QUANT_GEMV_PIPELINE: 0 / 1 forced, -1 quant_gemv_piped's choice
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
+  bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)
+  int fp8_w8a8_lane_bytes_ = 0;       // MINIVLLM_FP8_W8A8_LANE_BYTES; 0: by the grid
+  uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
+  float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture

@@ -135,6 +135,44 @@ bool CudaBackend::fp8_gemv_takes(const Tensor& x, const Tensor& w) const {
   return tokens >= 1 && tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w);
 }
 
+bool CudaBackend::fp8_w8a8_takes(const Tensor& w, int64_t tokens) const {
+  if (!fp8_w8a8_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr || !aligned16(w)) return false;
+  const int64_t k = w.size(1);
+  return tokens >= 1 && tokens <= kGemvMaxTokens && k <= kE4m3RowMaxCols && k % 8 == 0 &&
+         gemv_fp8_codes_takes(fp8_weight_view(w), k);
+}
+
+// Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes (the bytes rms_norm then
+// the row quantizer give), then the W8A8 gemv; the normed rows never go to memory.
+bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                  const Tensor& out, Fp8Out e, Activation act) {
+  if (!is_fp8(weight) || weight.ndim() != 2 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
+      pro.residual.device() != DeviceKind::kCuda || !aligned16(pro.residual)) {
+    return false;
+  }
+  const int64_t k = weight.size(1);
+  if (k == 0 || pro.residual.size(-1) != k) return false;
+  const int64_t tokens = pro.residual.numel() / k;
+  if (!fp8_w8a8_takes(weight, tokens)) return false;
+  const int64_t n = e == Fp8Out::kActMul ? weight.size(0) / 2 : weight.size(0);
+  const bool out_f32 = out.dtype() == DType::kF32;
+  MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (out_f32 ? e == Fp8Out::kStore : out.dtype() == DType::kBF16) &&
+                 rows_with_cols(out, n, op, "out") == tokens)
+      << op << ": out " << out.describe() << " for residual " << pro.residual.describe() << " and weight "
+      << weight.describe();
+  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
+                                           fp8_x_codes_, fp8_x_scales_, stream_))
+      << op << ": the normed row quantizer declined K = " << k;
+  const Fp8GemvOut ge = e == Fp8Out::kStore ? Fp8GemvOut::kStore : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul
+                                                                                          : Fp8GemvOut::kAddF32;
+  launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(weight), bias == nullptr ? nullptr : bias->data(),
+                        bias_f32, out.data(), out_f32, ge, act, tokens, n, k, num_sms_, fp8_w8a8_lane_bytes_, stream_);
+  return true;
+}
+
 // FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to
 // cuBLASLt's FP8 GEMM (x quantized per token on the fly; per-row weight scales), or, for block
 // scales, to the weight decoded to bf16 and cuBLASLt's bf16 GEMM; shapes neither takes run the
@@ -161,6 +199,13 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
                         : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul
                                                : Fp8GemvOut::kAddF32;
   const void* b = bias == nullptr ? nullptr : bias->data();
+  if (fp8_w8a8_takes(w, tokens) && aligned16(x)) {  // x's codes, then the e4m3 x e4m3 gemv
+    MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_))
+        << op << ": the row quantizer declined K = " << k;
+    launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k,
+                          num_sms_, fp8_w8a8_lane_bytes_, stream_);
+    return;
+  }
   if (tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w)) {
     launch_gemv_fp8(x.data(), fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k, stream_);
     return;
@@ -363,6 +408,7 @@ bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, in
 void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                   const Tensor& out) {
   if (stored_as_codes(weight)) {
+    if (fp8_w8a8_normed("rms_norm_linear", pro, weight, bias, out, Fp8Out::kStore, Activation::kSilu)) return;
     if (fp8_normed("rms_norm_linear", pro, weight, bias, out, out, Fp8Epilogue::kStore, Activation::kSilu)) return;
     if (quant_norm_takes(pro, weight)) return linear_quant("rms_norm_linear", Tensor(), weight, bias, out, false, {&pro});
     return Backend::rms_norm_linear(pro, weight, bias, out);
@@ -391,6 +437,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
 void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
                                           const Tensor& out, Activation act) {
   if (stored_as_codes(gate_up_weight)) {
+    if (fp8_w8a8_normed("rms_norm_linear_act_mul", pro, gate_up_weight, nullptr, out, Fp8Out::kActMul, act)) return;
     if (fp8_normed("rms_norm_linear_act_mul", pro, gate_up_weight, nullptr, scratch, out, Fp8Epilogue::kActMul, act)) {
       return;
     }

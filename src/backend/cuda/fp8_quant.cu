@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/norm_row.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/fp8_kv.cuh"
 #include "common/tuning.h"
 
@@ -105,6 +106,9 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
   __shared__ float red[32];
   const int64_t row = blockIdx.x, chunks = cols / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
+  // At decode batches the W8A8 gemv follows (PDL): let its CTAs start their weight loads now.
+  pdl_launch_dependents();
+  pdl_wait();
   uint4 v[kChunks];
   float amax = 0.0f;
 #pragma unroll
@@ -138,6 +142,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
                                                                       uint8_t* codes, float* scales) {
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
+  pdl_launch_dependents();  // as quantize_rows_kernel
+  pdl_wait();
   const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
   const float inv = load_row_inv_rms<kChunks>(xr, chunks, eps, v, scratch);
@@ -295,10 +301,11 @@ bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
   const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  const dim3 grid(static_cast<unsigned>(rows));
   if (cols <= kThreads * 8 * 8) {
-    quantize_rows_kernel<8><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xb, cols, codes, scales);
+    launch_with_pdl(quantize_rows_kernel<8>, grid, dim3(kThreads), 0, stream, xb, cols, codes, scales);
   } else {
-    quantize_rows_kernel<16><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xb, cols, codes, scales);
+    launch_with_pdl(quantize_rows_kernel<16>, grid, dim3(kThreads), 0, stream, xb, cols, codes, scales);
   }
   CUDA_CHECK_LAUNCH();
   return true;
@@ -314,11 +321,14 @@ bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32,
   const int per_thread = static_cast<int>(ceil_div(chunks, threads));
   const dim3 grid(static_cast<unsigned>(rows));
   if (per_thread <= 2) {
-    rms_norm_e4m3_kernel<2><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<2>, grid, dim3(threads), 0, stream, residual, w, w_f32, eps, chunks, codes,
+                    scales);
   } else if (per_thread <= 4) {
-    rms_norm_e4m3_kernel<4><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<4>, grid, dim3(threads), 0, stream, residual, w, w_f32, eps, chunks, codes,
+                    scales);
   } else {
-    rms_norm_e4m3_kernel<8><<<grid, threads, 0, stream>>>(residual, w, w_f32, eps, chunks, codes, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<8>, grid, dim3(threads), 0, stream, residual, w, w_f32, eps, chunks, codes,
+                    scales);
   }
   CUDA_CHECK_LAUNCH();
   return true;

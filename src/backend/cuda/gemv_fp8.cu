@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -381,6 +383,190 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
   finish<E>(g, m, row, s, up);
 }
 
+// ---- W8A8: x as per-token e4m3 codes too, on the FP8 tensor cores (mma.m16n8k32.e4m3) ----
+// The kernel above spends a conversion per pair of weight codes (and per pair of x values) on its way
+// to the f16 mma, and the conversions, not the bytes, bound it at 2-3 TB/s (PERFORMANCE.md, "The FP8
+// gemv"). Here x arrives as e4m3 codes with one scale a token (launch_quantize_e4m3_rows or the
+// normed quantizer, the bytes the FP8 GEMM past 8 tokens multiplies) and the weight's codes go to the
+// mma as loaded: no instruction a weight byte but the load and a fraction of an mma. W is the A
+// operand (16 rows a group), x the B operand (8 tokens, zero past M). Lane (g, t) loads 16 codes of
+// rows g and g + 8 at columns 64c + 16t .. + 15, and 16 of token g's x at the same columns: the
+// first eight feed mma 0 (k slots 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the
+// same permutation of the chunk's 64 columns for A and B. Products are exact, sums fp32.
+struct CodesArgs {
+  const uint8_t* x;      // [M, K] e4m3
+  const float* x_scale;  // [M]
+  Fp8Weight w;
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
+  int64_t k;
+  int tokens;
+  Activation act;
+};
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against 16 codes of x: two mmas into c.
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4& x) {
+  mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, x.x, x.y);
+  mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, x.z, x.w);
+}
+
+// One CTA: 16 weight rows, the mma's 16 (kStore / kAddF32: output rows 16b .. 16b + 15; kActMul: gate
+// rows 8b .. 8b + 7 as mma rows 0-7 and their up rows as 8-15, so lane (g, t) holds a gate sum and
+// its up sum side by side), K split over the warps U consecutive 64-column chunks at a time, partial
+// sums met in shared memory. kRowScale: one scale a row, applied once at the end; else a scale per
+// block of whole chunks, applied per chunk. The first U chunks of W are loaded before the PDL wait
+// (W depends on no kernel; x does).
+// A step loads, then computes: requesting the next step's chunks before this step's mmas (twice the
+// registers for W, fewer CTAs an SM) was slower (PERFORMANCE.md, "Stop 64").
+template <Fp8GemvOut E, bool kRowScale, int U>
+__global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g) {
+  constexpr bool kGated = E == Fp8GemvOut::kActMul;
+  constexpr int kOut = kGated ? 8 : 16;  // output rows a CTA
+  __shared__ float partial[kMmaWarps][16][8];  // [warp][mma row][token]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gi = lane >> 2, t = lane & 3;
+  const int64_t n = g.n, k = g.k, chunks = k / kChunk;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kOut;
+  // This lane's two weight rows (past the end: the last row of their half).
+  int64_t rlo, rhi;
+  if constexpr (kGated) {
+    rlo = min(row0 + gi, n - 1);
+    rhi = n + rlo;
+  } else {
+    rlo = min(row0 + gi, n - 1);
+    rhi = min(row0 + gi + 8, n - 1);
+  }
+  const uint8_t* wlo = g.w.codes + rlo * k + 16 * t;
+  const uint8_t* whi = g.w.codes + rhi * k + 16 * t;
+  const float* slo = g.w.grid + (rlo / g.w.block_rows) * g.w.grid_cols;  // the rows' scale-grid rows
+  const float* shi = g.w.grid + (rhi / g.w.block_rows) * g.w.grid_cols;
+  const int chunks_per_block = kRowScale ? 1 : static_cast<int>(g.w.block_cols / kChunk);
+  const int64_t first = static_cast<int64_t>(warp) * U;
+
+  const int64_t step = kMmaWarps * U;
+  uint4 wv[U][2];
+  const auto load_w = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u;
+      const bool in = c < chunks;
+      wv[u][0] = in ? load_streaming(reinterpret_cast<const uint4*>(wlo + c * kChunk)) : make_uint4(0, 0, 0, 0);
+      wv[u][1] = in ? load_streaming(reinterpret_cast<const uint4*>(whi + c * kChunk)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_w(first);
+  pdl_launch_dependents();
+  pdl_wait();
+
+  float acc[4] = {};
+  const bool has_token = gi < g.tokens;
+  const uint8_t* xrow = g.x + static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t;
+  for (int64_t c0 = first; c0 < chunks; c0 += step) {
+    if (c0 != first) load_w(c0);
+    uint4 xv[U];  // x (a few KB, from L1), all of the step's first: one round trip, not U
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u;
+      xv[u] = c < chunks && has_token ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kChunk)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u;
+      if (c >= chunks) break;
+      if constexpr (kRowScale) {
+        mma_chunk(acc, wv[u][0], wv[u][1], xv[u]);
+      } else {
+        float part[4] = {};
+        mma_chunk(part, wv[u][0], wv[u][1], xv[u]);
+        const int kb = static_cast<int>(c) / chunks_per_block;
+        const float a = __ldg(slo + kb), b = __ldg(shi + kb);
+        acc[0] = fmaf(part[0], a, acc[0]);
+        acc[1] = fmaf(part[1], a, acc[1]);
+        acc[2] = fmaf(part[2], b, acc[2]);
+        acc[3] = fmaf(part[3], b, acc[3]);
+      }
+    }
+  }
+  if constexpr (kRowScale) {
+    const float a = __ldg(slo), b = __ldg(shi);
+    acc[0] *= a;
+    acc[1] *= a;
+    acc[2] *= b;
+    acc[3] *= b;
+  }
+  // c[0], c[1]: mma row g, tokens 2t and 2t + 1; c[2], c[3]: row g + 8.
+  partial[warp][gi][2 * t] = acc[0];
+  partial[warp][gi][2 * t + 1] = acc[1];
+  partial[warp][gi + 8][2 * t] = acc[2];
+  partial[warp][gi + 8][2 * t + 1] = acc[3];
+  __syncthreads();
+  // Thread (m, r) finishes token m's output row row0 + r (kActMul: gate mma row r, up mma row r + 8).
+  if (threadIdx.x >= 8 * kOut) return;
+  const int m = threadIdx.x / kOut, r = threadIdx.x % kOut;
+  const int64_t row = row0 + r;
+  if (m >= g.tokens || row >= n) return;
+  float s = 0.0f, up = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMmaWarps; ++w) {
+    s += partial[w][r][m];
+    if constexpr (kGated) up += partial[w][r + 8][m];
+  }
+  const float xs = __ldg(g.x_scale + m);
+  finish<E>(g, m, row, s * xs, up * xs);
+}
+
+template <Fp8GemvOut E, bool kRowScale, int U>
+int codes_ctas_per_sm() {
+  static const int ctas = [] {
+    int c = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, gemv_fp8_codes_kernel<E, kRowScale, U>, kMmaThreads,
+                                                             0));
+    return c;
+  }();
+  return ctas;
+}
+
+// U chunks a step (32 bytes a lane a chunk). By the grid: 128 bytes a lane, or 64 where only that
+// fits the CTAs in one wave (a last wave of few CTAs leaves SMs idle: PERFORMANCE.md, "Stop 64").
+template <Fp8GemvOut E, bool kRowScale>
+void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
+  const int64_t ctas = ceil_div(g.n, E == Fp8GemvOut::kActMul ? 8 : 16);
+  int u = lane_bytes / 32;
+  if (u == 0) {
+    const auto fits = [&](int ctas_per_sm) { return ctas <= static_cast<int64_t>(ctas_per_sm) * num_sms; };
+    u = fits(codes_ctas_per_sm<E, kRowScale, 4>()) ? 4 : fits(codes_ctas_per_sm<E, kRowScale, 2>()) ? 2 : 4;
+  }
+  const dim3 grid(static_cast<unsigned>(ctas)), block(kMmaThreads);
+  if (u >= 8) {
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 8>, grid, block, 0, stream, g);
+  } else if (u >= 4) {
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 4>, grid, block, 0, stream, g);
+  } else if (u >= 2) {
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 2>, grid, block, 0, stream, g);
+  } else {
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 1>, grid, block, 0, stream, g);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+template <Fp8GemvOut E>
+void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
+  if (g.w.block_cols >= g.k) return launch_codes<E, true>(g, num_sms, lane_bytes, stream);
+  launch_codes<E, false>(g, num_sms, lane_bytes, stream);
+}
+
 // Row groups a CTA of the register kernel takes (MINIVLLM_FP8_GEMV_GROUPS).
 int env_row_groups() {
   static const int groups = static_cast<int>(knob_number("MINIVLLM_FP8_GEMV_GROUPS"));
@@ -458,6 +644,37 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
     case Fp8GemvOut::kStore: return dispatch<Fp8GemvOut::kStore>(g, tokens, stream);
     case Fp8GemvOut::kActMul: return dispatch<Fp8GemvOut::kActMul>(g, tokens, stream);
     case Fp8GemvOut::kAddF32: return dispatch<Fp8GemvOut::kAddF32>(g, tokens, stream);
+  }
+}
+
+bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k) {
+  return k % kChunk == 0 && (w.block_cols >= k || w.block_cols % kChunk == 0) && w.block_rows > 0;
+}
+
+void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
+                           bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream) {
+  if (tokens == 0 || n == 0) return;
+  MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && gemv_fp8_codes_takes(w, k))
+      << "gemv_fp8_codes: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
+      << " rows, K a multiple of 64 and scale blocks of whole 64-column chunks (got " << w.block_rows << "x"
+      << w.block_cols << ")";
+  CodesArgs g{};
+  g.x = x_codes;
+  g.x_scale = x_scales;
+  g.w = w;
+  g.bias = bias;
+  g.bias_f32 = bias_f32;
+  g.out = out;
+  g.out_f32 = out_f32;
+  g.n = n;
+  g.k = k;
+  g.tokens = static_cast<int>(tokens);
+  g.act = act;
+  switch (e) {
+    case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, stream);
+    case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, stream);
+    case Fp8GemvOut::kAddF32: return launch_codes<Fp8GemvOut::kAddF32>(g, num_sms, lane_bytes, stream);
   }
 }
 
