@@ -58,7 +58,7 @@ TEST(CudaGemv, MatchesCpuOnOddShapes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(71);
-  for (int64_t k : {8, 1024, 1544, 2048, 2056, 3072}) {
+  for (int64_t k : {8, 1024, 1544, 2048, 2056, 3072, 5000}) {  // 5000: two rows a CTA (MINIVLLM_GEMV_TWO_ROWS_K)
     for (int64_t n : {1, 7, 129, 4097}) {
       const LinearCase c = make_case(b, n, k, rng);
       for (int64_t tokens : kTokens) {

@@ -378,10 +378,20 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
 
 // Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
 // gives several CTAs per SM; two for the 1-2K-row projections.
+// MINIVLLM_GEMV_TWO_ROWS_K: one-token gemvs on rows of at least this many values (every linear of the
+// 8B models but the rope-fused qkv) take two rows a CTA, not four: twice the CTAs, each half the
+// registers, for the GPU to balance (PERFORMANCE.md, "Stop 64").
+int64_t env_two_rows_k() {
+  static const int64_t k = knob_number("MINIVLLM_GEMV_TWO_ROWS_K");
+  return k;
+}
+
 template <int M, Epilogue E, bool kNorm>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
-  if (rows_of_w >= 4096) {
+  if (M == 1 && E != Epilogue::kRope && env_two_rows_k() > 0 && g.chunks * 8 >= env_two_rows_k()) {
+    launch_for_mr<M, 2, E, kNorm>(g, stream);
+  } else if (rows_of_w >= 4096) {
     launch_for_mr<M, 4, E, kNorm>(g, stream);
   } else {
     launch_for_mr<M, 2, E, kNorm>(g, stream);
