@@ -1,10 +1,12 @@
 // The decode gemv on FP8 weights: out[M, N] = x[M, K] W[N, K]^T for M <= 8 tokens, W e4m3 codes
-// times their scale grid, x bf16, fp32 accumulation. A linear at these sizes is a stream over W,
-// and FP8 halves it: a CTA of 128 threads owns R rows, its threads split K into 16-code chunks (one
-// 16-byte load each) and keep U chunks of every row in flight. A chunk never straddles two scales
-// (block_cols % 16 == 0), so its 16 products are summed first and scaled once. x (M x K bf16) is
-// read through L1, which holds it because W bypasses L1. Epilogues as gemv.cu's: store (+ bias),
-// the gated act(gate) * up of [W_gate; W_up], and the add into the fp32 residual stream.
+// times their scale grid, fp32 accumulation. A linear at these sizes is a stream over W, and FP8
+// halves it. Three kernels: the W8A8 one at the end (x as e4m3 codes; the default where K is whole
+// 64-column chunks), and two on bf16 x for the shapes it declines. The FMA kernel first: a CTA of 128
+// threads owns R rows, its threads split K into 16-code chunks (one 16-byte load each) and keep U
+// chunks of every row in flight. A chunk never straddles two scales (block_cols % 16 == 0), so its 16
+// products are summed first and scaled once. x (M x K bf16) is read through L1, which holds it because
+// W bypasses L1. Epilogues as gemv.cu's: store (+ bias), the gated act(gate) * up of [W_gate; W_up],
+// and the add into the fp32 residual stream.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
