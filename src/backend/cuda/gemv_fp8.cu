@@ -385,16 +385,17 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
   finish<E>(g, m, row, s, up);
 }
 
-// ---- W8A8: x as per-token e4m3 codes too, on the FP8 tensor cores (mma.m16n8k32.e4m3) ----
-// The kernel above spends a conversion per pair of weight codes (and per pair of x values) on its way
-// to the f16 mma, and the conversions, not the bytes, bound it at 2-3 TB/s (PERFORMANCE.md, "The FP8
-// gemv"). Here x arrives as e4m3 codes with one scale a token (launch_quantize_e4m3_rows or the
-// normed quantizer, the bytes the FP8 GEMM past 8 tokens multiplies) and the weight's codes go to the
-// mma as loaded: no instruction a weight byte but the load and a fraction of an mma. W is the A
-// operand (16 rows a group), x the B operand (8 tokens, zero past M). Lane (g, t) loads 16 codes of
-// rows g and g + 8 at columns 64c + 16t .. + 15, and 16 of token g's x at the same columns: the
-// first eight feed mma 0 (k slots 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the
-// same permutation of the chunk's 64 columns for A and B. Products are exact, sums fp32.
+// ---- W8A8: x as per-token e4m3 codes too (mma.m16n8k32.e4m3) ----
+// x arrives as e4m3 codes with one scale a token (launch_quantize_e4m3_rows or the normed quantizer:
+// the bytes the FP8 GEMM past 8 tokens multiplies). On sm_90 ptxas lowers this mma.sync to F2FP
+// unpacks of both operands and two f16 HMMAs (Hopper's FP8 tensor cores are wgmma's alone), so the
+// weight's codes are still converted, about as many instructions a byte as the kernel above; what it
+// gains (PERFORMANCE.md, "Stop 64") is its CTA: 16 rows, the gated pair in one accumulator, row
+// scales applied once, and no bf16 unpacking of x. W is the A operand (16 rows a group), x the B
+// operand (8 tokens, zero past M). Lane (g, t) loads 16 codes of rows g and g + 8 at columns
+// 64c + 16t .. + 15, and 16 of token g's x at the same columns: the first eight feed mma 0 (k slots
+// 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the same permutation of the chunk's 64
+// columns for A and B. Products are exact, sums fp32.
 struct CodesArgs {
   const uint8_t* x;      // [M, K] e4m3
   const float* x_scale;  // [M]
