@@ -87,11 +87,10 @@ void expect_fp8_close(const std::vector<float>& got, const std::vector<float>& r
   }
 }
 
-// x's rows through e4m3 per token and back, then bf16 (as the GPU receives them). Past the gemv the
-// GPU multiplies x's per-token e4m3 codes (W8A8); fed values that are already such codes, the CPU's
-// fp32 reference leaves out the format's own rounding (PERFORMANCE.md: on random weights it moves
-// outputs by a few percent of their range) and the comparison sees only the kernels'.
-Tensor through_e4m3_rows(Tensor x) {
+// x's rows as the W8A8 gemv multiplies them: each row's e4m3 codes (the device quantizer's bytes,
+// common/fp8.h) times its scale, in fp32. x is bf16-exact (random_values), so the GPU, given x in
+// bf16, quantizes the same values.
+Tensor e4m3_rows_values(Tensor x) {
   const int64_t k = x.size(-1), rows = x.numel() / k;
   std::vector<uint8_t> q(static_cast<size_t>(k));
   float* p = x.ptr<float>();
@@ -99,8 +98,18 @@ Tensor through_e4m3_rows(Tensor x) {
     float scale = 0.0f;
     quantize_e4m3_row(p + r * k, k, q.data(), &scale);
     dequantize_e4m3_row(q.data(), k, scale, p + r * k);
-    for (int64_t i = 0; i < k; ++i) p[r * k + i] = bf16_to_f32(f32_to_bf16(p[r * k + i]));
   }
+  return x;
+}
+
+// x's rows through e4m3 per token and back, then bf16 (as the GPU receives them). Past the gemv the
+// GPU multiplies x's per-token e4m3 codes (W8A8); fed values that are already such codes, the CPU's
+// fp32 reference leaves out the format's own rounding (PERFORMANCE.md: on random weights it moves
+// outputs by a few percent of their range) and the comparison sees only the kernels'.
+Tensor through_e4m3_rows(Tensor x) {
+  x = e4m3_rows_values(x);
+  float* p = x.ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
   return x;
 }
 
@@ -231,21 +240,6 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
       for (int64_t tokens : {1, 5, 40}) check_gated_and_residual(b, gu, down, tokens, rng, "");
     }
   }
-}
-
-// x's rows as the W8A8 gemv multiplies them: each row's e4m3 codes (the device quantizer's bytes,
-// common/fp8.h) times its scale, in fp32. x is bf16-exact (random_values), so the GPU, given x in
-// bf16, quantizes the same values.
-Tensor e4m3_rows_values(Tensor x) {
-  const int64_t k = x.size(-1), rows = x.numel() / k;
-  std::vector<uint8_t> q(static_cast<size_t>(k));
-  float* p = x.ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    float scale = 0.0f;
-    quantize_e4m3_row(p + r * k, k, q.data(), &scale);
-    dequantize_e4m3_row(q.data(), k, scale, p + r * k);
-  }
-  return x;
 }
 
 // The W8A8 gemv (MINIVLLM_FP8_GEMV_W8A8, on by default: x quantized per token, e4m3 x e4m3 on the

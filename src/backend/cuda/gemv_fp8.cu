@@ -45,10 +45,20 @@ __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
   }
 }
 
+// The output fields every kernel's arguments share (finish reads them).
+struct OutArgs {
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;  // output rows (kActMul: the gate's rows; W has 2n)
+  Activation act;
+};
+
 // Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
-// epilogue says; both kernels' argument structs name the output fields alike.
-template <Fp8GemvOut E, typename A>
-__device__ __forceinline__ void finish(const A& g, int m, int64_t row, float s, float up) {
+// epilogue says.
+template <Fp8GemvOut E>
+__device__ __forceinline__ void finish(const OutArgs& g, int m, int64_t row, float s, float up) {
   if constexpr (E == Fp8GemvOut::kActMul) {
     s = gate_act(s, g.act) * up;
   } else if (g.bias != nullptr) {
@@ -63,16 +73,10 @@ __device__ __forceinline__ void finish(const A& g, int m, int64_t row, float s, 
   }
 }
 
-struct Args {
+struct Args : OutArgs {
   const uint4* x;  // [M, K / 8] bf16
   Fp8Weight w;
-  const void* bias;
-  bool bias_f32;
-  void* out;
-  bool out_f32;
-  int64_t n;       // output rows (kActMul: the gate's rows; W has 2n)
   int64_t chunks;  // K / 16
-  Activation act;
 };
 
 template <int M, int R, int U, Fp8GemvOut E>
@@ -225,17 +229,11 @@ constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
 
-struct MmaArgs {
+struct MmaArgs : OutArgs {
   const __nv_bfloat16* x;  // [M, K]
   Fp8Weight w;
-  const void* bias;
-  bool bias_f32;
-  void* out;
-  bool out_f32;
-  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
   int64_t k;
   int tokens;
-  Activation act;
   bool consecutive;  // a warp's chunks of a step are consecutive (MINIVLLM_FP8_GEMV_CONSECUTIVE)
 };
 
@@ -396,18 +394,12 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
 // 64c + 16t .. + 15, and 16 of token g's x at the same columns: the first eight feed mma 0 (k slots
 // 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the same permutation of the chunk's 64
 // columns for A and B. Products are exact, sums fp32.
-struct CodesArgs {
+struct CodesArgs : OutArgs {
   const uint8_t* x;      // [M, K] e4m3
   const float* x_scale;  // [M]
   Fp8Weight w;
-  const void* bias;
-  bool bias_f32;
-  void* out;
-  bool out_f32;
-  int64_t n;  // output rows (kActMul: the gate's; W has 2n)
   int64_t k;
   int tokens;
-  Activation act;
 };
 
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -616,16 +608,11 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
       << w.block_cols << ")";
   if (mma_takes(w, k)) {
     MmaArgs m{};
+    static_cast<OutArgs&>(m) = OutArgs{bias, bias_f32, out, out_f32, n, act};
     m.x = static_cast<const __nv_bfloat16*>(x);
     m.w = w;
-    m.bias = bias;
-    m.bias_f32 = bias_f32;
-    m.out = out;
-    m.out_f32 = out_f32;
-    m.n = n;
     m.k = k;
     m.tokens = static_cast<int>(tokens);
-    m.act = act;
     m.consecutive = env_consecutive();
     switch (e) {
       case Fp8GemvOut::kStore: return launch_mma<Fp8GemvOut::kStore>(m, stream);
@@ -634,15 +621,10 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
     }
   }
   Args g{};
+  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
   g.x = static_cast<const uint4*>(x);
   g.w = w;
-  g.bias = bias;
-  g.bias_f32 = bias_f32;
-  g.out = out;
-  g.out_f32 = out_f32;
-  g.n = n;
   g.chunks = k / kCodes;
-  g.act = act;
   switch (e) {
     case Fp8GemvOut::kStore: return dispatch<Fp8GemvOut::kStore>(g, tokens, stream);
     case Fp8GemvOut::kActMul: return dispatch<Fp8GemvOut::kActMul>(g, tokens, stream);
@@ -663,17 +645,12 @@ void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const 
       << " rows, K a multiple of 64 and scale blocks of whole 64-column chunks (got " << w.block_rows << "x"
       << w.block_cols << ")";
   CodesArgs g{};
+  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
   g.x = x_codes;
   g.x_scale = x_scales;
   g.w = w;
-  g.bias = bias;
-  g.bias_f32 = bias_f32;
-  g.out = out;
-  g.out_f32 = out_f32;
-  g.n = n;
   g.k = k;
   g.tokens = static_cast<int>(tokens);
-  g.act = act;
   switch (e) {
     case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, stream);
     case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, stream);
