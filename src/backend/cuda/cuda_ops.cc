@@ -164,12 +164,13 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
   MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
-                                           fp8_x_codes_, fp8_x_scales_, stream_))
+                                           fp8_x_codes_, fp8_x_scales_, stream_, fp8_w8a8_x_f16_))
       << op << ": the normed row quantizer declined K = " << k;
   const Fp8GemvOut ge = e == Fp8Out::kStore ? Fp8GemvOut::kStore : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul
                                                                                           : Fp8GemvOut::kAddF32;
   launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(weight), bias == nullptr ? nullptr : bias->data(),
-                        bias_f32, out.data(), out_f32, ge, act, tokens, n, k, num_sms_, fp8_w8a8_lane_bytes_, stream_);
+                        bias_f32, out.data(), out_f32, ge, act, tokens, n, k, num_sms_, fp8_w8a8_lane_bytes_,
+                        fp8_w8a8_x_f16_, stream_);
   return true;
 }
 
@@ -200,10 +201,10 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
                                                : Fp8GemvOut::kAddF32;
   const void* b = bias == nullptr ? nullptr : bias->data();
   if (fp8_w8a8_takes(w, tokens) && aligned16(x)) {  // x's codes, then the e4m3 x e4m3 gemv
-    MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_))
+    MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_, fp8_w8a8_x_f16_))
         << op << ": the row quantizer declined K = " << k;
     launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k,
-                          num_sms_, fp8_w8a8_lane_bytes_, stream_);
+                          num_sms_, fp8_w8a8_lane_bytes_, fp8_w8a8_x_f16_, stream_);
     return;
   }
   if (tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w)) {

@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
 // 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the same permutation of the chunk's 64
 // columns for A and B. Products are exact, sums fp32.
 struct CodesArgs : OutArgs {
-  const uint8_t* x;      // [M, K] e4m3
+  const uint8_t* x;      // [M, K] e4m3, or (kF16X) f16 values of the same scale
   const float* x_scale;  // [M]
   Fp8Weight w;
   int64_t k;
@@ -411,10 +411,27 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against 16 codes of x: two mmas into c.
-__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4& x) {
-  mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, x.x, x.y);
-  mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, x.z, x.w);
+// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 columns of x: kF16X
+// false, x's 16 codes in xv[0], two e4m3 mmas into c; true, x's 16 f16 values in xv[0..1] and the
+// codes turned to f16 here, four m16n8k16 f16 mmas: lane t's columns 4q .. 4q + 3 are mma q's k
+// slots 2t, 2t + 1 (A's a[0], a[1], B's b0) and 2t + 8, 2t + 9 (a[2], a[3], b1). sm_90 runs the e4m3
+// mma as conversions of both operands and two f16 mmas (PERFORMANCE.md, "Stop 64"), so the f16
+// form of x spends a third fewer conversions a weight byte.
+template <bool kF16X>
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4 (&xv)[2]) {
+  if constexpr (kF16X) {
+    const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
+    const uint32_t xw[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t a[4] = {e4m3x2_to_f16x2(lw[q]), e4m3x2_to_f16x2(hw[q]), e4m3x2_to_f16x2(lw[q] >> 16),
+                             e4m3x2_to_f16x2(hw[q] >> 16)};
+      mma_f16(c, a, xw[2 * q], xw[2 * q + 1]);
+    }
+  } else {
+    mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, xv[0].x, xv[0].y);
+    mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, xv[0].z, xv[0].w);
+  }
 }
 
 // One CTA: 16 weight rows, the mma's 16 (kStore / kAddF32: output rows 16b .. 16b + 15; kActMul: gate
@@ -425,7 +442,7 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const 
 // (W depends on no kernel; x does).
 // A step loads, then computes: requesting the next step's chunks before this step's mmas (twice the
 // registers for W, fewer CTAs an SM) was slower (PERFORMANCE.md, "Stop 64").
-template <Fp8GemvOut E, bool kRowScale, int U>
+template <Fp8GemvOut E, bool kRowScale, int U, bool kF16X>
 __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g) {
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? 8 : 16;  // output rows a CTA
@@ -467,24 +484,28 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
 
   float acc[4] = {};
   const bool has_token = gi < g.tokens;
-  const uint8_t* xrow = g.x + static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t;
+  constexpr int kXBytes = kF16X ? 2 : 1;  // x's bytes a value
+  const uint8_t* xrow = g.x + (static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t) * kXBytes;
   for (int64_t c0 = first; c0 < chunks; c0 += step) {
     if (c0 != first) load_w(c0);
-    uint4 xv[U];  // x (a few KB, from L1), all of the step's first: one round trip, not U
+    uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first: one round trip, not U
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u;
-      xv[u] = c < chunks && has_token ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kChunk)) : make_uint4(0, 0, 0, 0);
+      const uint4* xp = reinterpret_cast<const uint4*>(xrow + c * kChunk * kXBytes);
+#pragma unroll
+      for (int i = 0; i < kXBytes; ++i) xv[u][i] = c < chunks && has_token ? __ldg(xp + i) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u;
       if (c >= chunks) break;
+      const uint4 xu[2] = {xv[u][0], xv[u][kXBytes - 1]};
       if constexpr (kRowScale) {
-        mma_chunk(acc, wv[u][0], wv[u][1], xv[u]);
+        mma_chunk<kF16X>(acc, wv[u][0], wv[u][1], xu);
       } else {
         float part[4] = {};
-        mma_chunk(part, wv[u][0], wv[u][1], xv[u]);
+        mma_chunk<kF16X>(part, wv[u][0], wv[u][1], xu);
         const int kb = static_cast<int>(c) / chunks_per_block;
         const float a = __ldg(slo + kb), b = __ldg(shi + kb);
         acc[0] = fmaf(part[0], a, acc[0]);
@@ -522,12 +543,12 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
   finish<E>(g, m, row, s * xs, up * xs);
 }
 
-template <Fp8GemvOut E, bool kRowScale, int U>
+template <Fp8GemvOut E, bool kRowScale, int U, bool kF16X>
 int codes_ctas_per_sm() {
   static const int ctas = [] {
     int c = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, gemv_fp8_codes_kernel<E, kRowScale, U>, kMmaThreads,
-                                                             0));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, gemv_fp8_codes_kernel<E, kRowScale, U, kF16X>,
+                                                             kMmaThreads, 0));
     return c;
   }();
   return ctas;
@@ -535,31 +556,38 @@ int codes_ctas_per_sm() {
 
 // U chunks a step (32 bytes a lane a chunk). By the grid: 128 bytes a lane, or 64 where only that
 // fits the CTAs in one wave (a last wave of few CTAs leaves SMs idle: PERFORMANCE.md, "Stop 64").
-template <Fp8GemvOut E, bool kRowScale>
+template <Fp8GemvOut E, bool kRowScale, bool kF16X>
 void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
   const int64_t ctas = ceil_div(g.n, E == Fp8GemvOut::kActMul ? 8 : 16);
   int u = lane_bytes / 32;
   if (u == 0) {
     const auto fits = [&](int ctas_per_sm) { return ctas <= static_cast<int64_t>(ctas_per_sm) * num_sms; };
-    u = fits(codes_ctas_per_sm<E, kRowScale, 4>()) ? 4 : fits(codes_ctas_per_sm<E, kRowScale, 2>()) ? 2 : 4;
+    u = fits(codes_ctas_per_sm<E, kRowScale, 4, kF16X>())   ? 4
+        : fits(codes_ctas_per_sm<E, kRowScale, 2, kF16X>()) ? 2
+                                                            : 4;
   }
   const dim3 grid(static_cast<unsigned>(ctas)), block(kMmaThreads);
   if (u >= 8) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 8>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 8, kF16X>, grid, block, 0, stream, g);
   } else if (u >= 4) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 4>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 4, kF16X>, grid, block, 0, stream, g);
   } else if (u >= 2) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 2>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 2, kF16X>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 1>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 1, kF16X>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
 
 template <Fp8GemvOut E>
-void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
-  if (g.w.block_cols >= g.k) return launch_codes<E, true>(g, num_sms, lane_bytes, stream);
-  launch_codes<E, false>(g, num_sms, lane_bytes, stream);
+void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, bool x_f16, cudaStream_t stream) {
+  const bool row_scale = g.w.block_cols >= g.k;
+  if (x_f16) {
+    if (row_scale) return launch_codes<E, true, true>(g, num_sms, lane_bytes, stream);
+    return launch_codes<E, false, true>(g, num_sms, lane_bytes, stream);
+  }
+  if (row_scale) return launch_codes<E, true, false>(g, num_sms, lane_bytes, stream);
+  launch_codes<E, false, false>(g, num_sms, lane_bytes, stream);
 }
 
 // Row groups a CTA of the register kernel takes (MINIVLLM_FP8_GEMV_GROUPS).
@@ -638,7 +666,7 @@ bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k) {
 
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream) {
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, bool x_f16, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && gemv_fp8_codes_takes(w, k))
       << "gemv_fp8_codes: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
@@ -652,9 +680,9 @@ void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const 
   g.k = k;
   g.tokens = static_cast<int>(tokens);
   switch (e) {
-    case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, stream);
-    case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, stream);
-    case Fp8GemvOut::kAddF32: return launch_codes<Fp8GemvOut::kAddF32>(g, num_sms, lane_bytes, stream);
+    case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, x_f16, stream);
+    case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, x_f16, stream);
+    case Fp8GemvOut::kAddF32: return launch_codes<Fp8GemvOut::kAddF32>(g, num_sms, lane_bytes, x_f16, stream);
   }
 }
 
