@@ -249,12 +249,14 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
 // K of 16s that it declines fall back to the bf16-x gemv. Outputs start as NaNs.
 TEST(CudaFp8Linear, W8A8GemvMatchesCpuOnTheSameCodes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  for (const char* bytes : {"by the grid", "32", "64", "256", "f16"}) {
-    // f16: x's f16 form (MINIVLLM_FP8_GEMV_X), x * 448 / amax rounded to f16: the CPU takes x itself
+  for (const char* bytes : {"by the grid", "32", "64", "256", "f16", "wgmma"}) {
+    // f16: x's f16 form (MINIVLLM_FP8_GEMV_X), x * 448 / amax rounded to f16: the CPU takes x itself.
+    // wgmma: the gated product of per-row weights on QGMMA (MINIVLLM_FP8_GEMV_WGMMA).
     const bool f16 = bytes[0] == 'f';
-    Backends b = bytes[0] == 'b' ? Backends()
-                 : f16           ? backends_with("MINIVLLM_FP8_GEMV_X", "f16")
-                                 : backends_with("MINIVLLM_FP8_W8A8_LANE_BYTES", bytes);
+    Backends b = bytes[0] == 'b'   ? Backends()
+                 : f16             ? backends_with("MINIVLLM_FP8_GEMV_X", "f16")
+                 : bytes[0] == 'w' ? backends_with("MINIVLLM_FP8_GEMV_WGMMA", "1")
+                                   : backends_with("MINIVLLM_FP8_W8A8_LANE_BYTES", bytes);
     std::mt19937 rng(91);
     struct Dims {
       int64_t inter, k;
@@ -578,7 +580,7 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
       CUDA_CHECK(cudaMalloc(&xc, static_cast<size_t>(2 * tokens * sh.k) + 64));  // codes, or the f16 form
       CUDA_CHECK(cudaMemset(xc, 0x38, static_cast<size_t>(2 * tokens * sh.k)));
       float* xs = reinterpret_cast<float*>(static_cast<uint8_t*>(xc) + 2 * tokens * sh.k);
-      const auto w8a8 = [&](bool quantize, int lane_bytes, bool x_f16) {
+      const auto w8a8 = [&](bool quantize, int lane_bytes, bool x_f16, bool wgmma = false) {
         return graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {
             const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1, sh.k,
@@ -587,7 +589,7 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
             if (quantize) cuda::launch_quantize_e4m3_rows(x, tokens, sh.k, static_cast<uint8_t*>(xc), xs, s, x_f16);
             cuda::launch_gemv_fp8_codes(static_cast<const uint8_t*>(xc), xs, w, nullptr, false, out,
                                         sh.e == cuda::Fp8GemvOut::kAddF32, sh.e, Activation::kSilu, tokens,
-                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, x_f16, s);
+                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, x_f16, wgmma, s);
           }
         });
       };
@@ -596,6 +598,7 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
                   sh.name, static_cast<long>(tokens), bf16_us, 2 * bytes / bf16_us / 1e3, fp8_us, bytes / fp8_us / 1e3);
       for (int lb : {0, 64, 128, 256}) std::printf(" %d: %5.0f", lb, bytes / w8a8(false, lb, false) / 1e3);
       std::printf("  f16 x: %5.0f", bytes / w8a8(false, 0, true) / 1e3);
+      if (sh.e == cuda::Fp8GemvOut::kActMul) std::printf("  wgmma: %5.0f", bytes / w8a8(false, 0, false, true) / 1e3);
       std::printf("   quantizer + w8a8 (chosen) %7.2f us, f16 x %7.2f us\n", w8a8(true, 0, false), w8a8(true, 0, true));
       cudaFree(xc);
       cudaFree(x);

@@ -63,11 +63,13 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
 // x_scales[t]: launch_quantize_e4m3_rows or launch_rms_norm_e4m3_rows), on the FP8 tensor cores.
 // Takes K a multiple of 64 and scale blocks of whole 64-column chunks (or one scale a row):
 // gemv_fp8_codes_takes. lane_bytes: W bytes a lane keeps in flight (32-256), 0: chosen by the grid
-// against num_sms (the device's). x_f16: x is launch_quantize_e4m3_rows's f16 form, not codes.
+// against num_sms (the device's). x_f16: x is launch_quantize_e4m3_rows's f16 form, not codes. wgmma:
+// the gated product of row-scaled weights on QGMMA (MINIVLLM_FP8_GEMV_WGMMA).
 bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k);
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, bool x_f16, cudaStream_t stream);
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, bool x_f16, bool wgmma,
+                           cudaStream_t stream);
 // Each of `rows` rows of x ([rows, cols], bf16 or f32) in groups of `group` columns (group divides
 // cols): codes = e4m3(x * 448 / amax) with scale amax / 448 per (row, group), as common/fp8.h's
 // quantize_e4m3_row does for one group; only columns [col_begin, col_end) of the codes are written,

@@ -170,7 +170,7 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
                                                                                           : Fp8GemvOut::kAddF32;
   launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(weight), bias == nullptr ? nullptr : bias->data(),
                         bias_f32, out.data(), out_f32, ge, act, tokens, n, k, num_sms_, fp8_w8a8_lane_bytes_,
-                        fp8_w8a8_x_f16_, stream_);
+                        fp8_w8a8_x_f16_, fp8_w8a8_wgmma_, stream_);
   return true;
 }
 
@@ -204,7 +204,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
     MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_, fp8_w8a8_x_f16_))
         << op << ": the row quantizer declined K = " << k;
     launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k,
-                          num_sms_, fp8_w8a8_lane_bytes_, fp8_w8a8_x_f16_, stream_);
+                          num_sms_, fp8_w8a8_lane_bytes_, fp8_w8a8_x_f16_, fp8_w8a8_wgmma_, stream_);
     return;
   }
   if (tokens <= kGemvMaxTokens && fp8_gemv_shape(x, w)) {
