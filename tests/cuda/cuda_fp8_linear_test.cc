@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -606,6 +607,64 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
       cudaFree(grid);
     }
   }
+  cudaStreamDestroy(s);
+}
+
+// The FP8 prefill's element-wise kernels on one 8,192-token step of Qwen3-8B's shapes (prints, never
+// asserts speed): the epilogues (store, add into the residual, act_mul), the row quantizer (the
+// attention's output and h) and the normed quantizer, GB/s of the bytes each reads and writes. In the
+// prefill they run at 1.2-1.95 TB/s (PERFORMANCE.md, "Stop 64"); this measures a change to them alone.
+TEST(CudaFp8LinearBench, PrefillElementwiseBandwidth) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int64_t tokens = 8192, hidden = 4096, inter = 12288, qkv_n = 6144;
+  const int64_t big = tokens * 2 * inter;  // the largest buffer, [T, 2I] bf16
+  void *y = nullptr, *out = nullptr, *res = nullptr, *codes = nullptr, *scales = nullptr, *cols = nullptr,
+       *w = nullptr;
+  CUDA_CHECK(cudaMalloc(&y, static_cast<size_t>(big) * 2));
+  CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * inter) * 2));
+  CUDA_CHECK(cudaMalloc(&res, static_cast<size_t>(tokens * hidden) * 4));
+  CUDA_CHECK(cudaMalloc(&codes, static_cast<size_t>(tokens * inter)));
+  CUDA_CHECK(cudaMalloc(&scales, static_cast<size_t>(tokens) * 4));
+  CUDA_CHECK(cudaMalloc(&cols, static_cast<size_t>(2 * inter) * 4));
+  CUDA_CHECK(cudaMalloc(&w, static_cast<size_t>(hidden) * 4));
+  CUDA_CHECK(cudaMemset(y, 0x3C, static_cast<size_t>(big) * 2));
+  CUDA_CHECK(cudaMemset(res, 0, static_cast<size_t>(tokens * hidden) * 4));
+  CUDA_CHECK(cudaMemset(scales, 0, static_cast<size_t>(tokens) * 4));
+  CUDA_CHECK(cudaMemset(cols, 0, static_cast<size_t>(2 * inter) * 4));
+  CUDA_CHECK(cudaMemset(w, 0, static_cast<size_t>(hidden) * 4));
+  const auto* sc = static_cast<const float*>(scales);
+  const auto report = [&](const char* what, double bytes, const std::function<void()>& call) {
+    const double us = graph_median_us_per_call(s, 4, [&] {
+      for (int i = 0; i < 4; ++i) call();
+    });
+    std::printf("prefill %-32s %8.1f us %6.0f GB/s\n", what, us, bytes / us / 1e3);
+  };
+  const double t = static_cast<double>(tokens);
+  report("epilogue store (qkv)", t * qkv_n * 4, [&] {
+    cuda::launch_fp8_epilogue(y, qkv_n, sc, static_cast<const float*>(cols), 1, nullptr, false,
+                              cuda::Fp8Epilogue::kStore, Activation::kSilu, y, tokens, qkv_n, s);
+  });
+  report("epilogue add into residual (o)", t * hidden * (2 + 8), [&] {
+    cuda::launch_fp8_epilogue(y, hidden, sc, static_cast<const float*>(cols), 1, nullptr, false,
+                              cuda::Fp8Epilogue::kAddF32, Activation::kSilu, res, tokens, hidden, s);
+  });
+  report("epilogue act_mul (gate/up)", t * inter * 6, [&] {
+    cuda::launch_fp8_epilogue(y, 2 * inter, sc, static_cast<const float*>(cols), 1, nullptr, false,
+                              cuda::Fp8Epilogue::kActMul, Activation::kSilu, out, tokens, inter, s);
+  });
+  report("row quantizer (attention output)", t * hidden * 3, [&] {
+    cuda::launch_quantize_e4m3_rows(y, tokens, hidden, static_cast<uint8_t*>(codes), static_cast<float*>(scales), s);
+  });
+  report("row quantizer (h)", t * inter * 3, [&] {
+    cuda::launch_quantize_e4m3_rows(y, tokens, inter, static_cast<uint8_t*>(codes), static_cast<float*>(scales), s);
+  });
+  report("normed quantizer (residual)", t * hidden * 5, [&] {
+    cuda::launch_rms_norm_e4m3_rows(static_cast<const float*>(res), w, true, 1e-6f, tokens, hidden,
+                                    static_cast<uint8_t*>(codes), static_cast<float*>(scales), s);
+  });
+  for (void* p : {y, out, res, codes, scales, cols, w}) cudaFree(p);
   cudaStreamDestroy(s);
 }
 
