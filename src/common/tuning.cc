@@ -72,7 +72,7 @@ constexpr Knob kKnobs[] = {
      "(0: never; PERFORMANCE.md, \"The grouped expert GEMMs\")"},
     {"MINIVLLM_GEMV_TWO_ROWS_K", G::kTuning, K::kInt, "0: never", 0, kIntMax, "4096",
      "one-token bf16 gemvs on rows of at least this many values take two rows a CTA instead of four "
-     "(PERFORMANCE.md, \"Stop 64\": Qwen3-8B batch 1 +5.4% at 4,096)"},
+     "(PERFORMANCE.md, \"Stop 64\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},

@@ -228,6 +228,10 @@ class CudaBackend : public Backend {
   bool fp8_w8a8_takes(const Tensor& w, int64_t tokens) const;
   bool fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& out, Fp8Out e, Activation act);
+  // The W8A8 gemv on the x codes the caller's quantizer just wrote (fp8_x_codes_), with this backend's knobs.
+  void w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32, Fp8GemvOut e,
+                 Activation act, int64_t tokens, int64_t n);
+  static Fp8GemvOut gemv_out(Fp8Out e);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and

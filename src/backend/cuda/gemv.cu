@@ -376,8 +376,6 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-// Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
-// gives several CTAs per SM; two for the 1-2K-row projections.
 // MINIVLLM_GEMV_TWO_ROWS_K: one-token gemvs on rows of at least this many values (every linear of the
 // 8B models but the rope-fused qkv) take two rows a CTA, not four: twice the CTAs, each half the
 // registers, for the GPU to balance (PERFORMANCE.md, "Stop 64").
@@ -386,6 +384,8 @@ int64_t env_two_rows_k() {
   return k;
 }
 
+// Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
+// gives several CTAs per SM; two for the 1-2K-row projections, and at one token on long rows.
 template <int M, Epilogue E, bool kNorm>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;

@@ -435,6 +435,19 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const 
   }
 }
 
+// A lane's 16 bytes of its two rows lo and hi in each of chunks c0 .. c0 + U - 1 (zeros past the end).
+template <int U>
+__device__ __forceinline__ void load_row_pair(uint4 (&wv)[U][2], const uint8_t* lo, const uint8_t* hi, int64_t c0,
+                                              int64_t chunks) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = c0 + u;
+    const bool in = c < chunks;
+    wv[u][0] = in ? load_streaming(reinterpret_cast<const uint4*>(lo + c * kChunk)) : make_uint4(0, 0, 0, 0);
+    wv[u][1] = in ? load_streaming(reinterpret_cast<const uint4*>(hi + c * kChunk)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // One CTA: 16 weight rows, the mma's 16 (kStore / kAddF32: output rows 16b .. 16b + 15; kActMul: gate
 // rows 8b .. 8b + 7 as mma rows 0-7 and their up rows as 8-15, so lane (g, t) holds a gate sum and
 // its up sum side by side), K split over the warps U consecutive 64-column chunks at a time, partial
@@ -470,15 +483,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
 
   const int64_t step = kMmaWarps * U;
   uint4 wv[U][2];
-  const auto load_w = [&](int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + u;
-      const bool in = c < chunks;
-      wv[u][0] = in ? load_streaming(reinterpret_cast<const uint4*>(wlo + c * kChunk)) : make_uint4(0, 0, 0, 0);
-      wv[u][1] = in ? load_streaming(reinterpret_cast<const uint4*>(whi + c * kChunk)) : make_uint4(0, 0, 0, 0);
-    }
-  };
+  const auto load_w = [&](int64_t c0) { load_row_pair<U>(wv, wlo, whi, c0, chunks); };
   load_w(first);
   pdl_launch_dependents();
   pdl_wait();
@@ -582,15 +587,7 @@ __global__ void __launch_bounds__(kWgThreads) gemv_fp8_wgmma_gated_kernel(CodesA
   const uint8_t* wlo = g.w.codes + rg * k + 16 * t;
   const uint8_t* whi = g.w.codes + (n + rg) * k + 16 * t;
   uint4 wv[U][2];
-  const auto load_w = [&](int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + u;
-      const bool in = c < chunks;
-      wv[u][0] = in ? load_streaming(reinterpret_cast<const uint4*>(wlo + c * kChunk)) : make_uint4(0, 0, 0, 0);
-      wv[u][1] = in ? load_streaming(reinterpret_cast<const uint4*>(whi + c * kChunk)) : make_uint4(0, 0, 0, 0);
-    }
-  };
+  const auto load_w = [&](int64_t c0) { load_row_pair<U>(wv, wlo, whi, c0, chunks); };
   load_w(0);
   pdl_launch_dependents();
   pdl_wait();
