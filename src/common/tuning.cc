@@ -99,12 +99,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_W8A8_LANE_BYTES", G::kTuning, K::kChoice, "32|64|128|256", 0, 0,
      "by the grid: 128, or 64 where only that fits the CTAs in one wave",
      "weight bytes each lane of the W8A8 gemv keeps in flight (same entry)"},
-    {"MINIVLLM_FP8_GEMV_WGMMA", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the W8A8 gemv's gated gate/up product of row-scaled weights on wgmma (QGMMA, W's codes straight from "
-     "registers), a warpgroup a 64-row tile; not yet timed (PERFORMANCE.md, \"Stop 64\")"},
-    {"MINIVLLM_FP8_GEMV_X", G::kTuning, K::kWord, "e4m3|f16", 0, 0, "e4m3",
-     "x of the W8A8 gemv: e4m3 codes, or the same scaled values in f16 into f16 mmas (a third fewer "
-     "conversions a weight byte on sm_90; not yet timed: PERFORMANCE.md, \"Stop 64\")"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (PERFORMANCE.md, \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",

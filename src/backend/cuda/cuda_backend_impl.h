@@ -278,9 +278,7 @@ class CudaBackend : public Backend {
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)
   int fp8_w8a8_lane_bytes_ = 0;       // MINIVLLM_FP8_W8A8_LANE_BYTES; 0: by the grid
-  bool fp8_w8a8_x_f16_ = false;       // MINIVLLM_FP8_GEMV_X=f16: x's f16 form, not codes
-  bool fp8_w8a8_wgmma_ = false;       // MINIVLLM_FP8_GEMV_WGMMA: the gated product on QGMMA
-  uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols] x 2 bytes: fixed, so a captured step never grows it
+  uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]

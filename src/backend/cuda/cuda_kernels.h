@@ -60,16 +60,14 @@ enum class Fp8GemvOut { kStore, kActMul, kAddF32 };
 void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out, bool out_f32,
                      Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);
 // The same linears on W8A8 inputs: x as e4m3 codes [tokens, k] with one scale a token (x ~ code *
-// x_scales[t]: launch_quantize_e4m3_rows or launch_rms_norm_e4m3_rows), on the FP8 tensor cores.
-// Takes K a multiple of 64 and scale blocks of whole 64-column chunks (or one scale a row):
+// x_scales[t]: launch_quantize_e4m3_rows or launch_rms_norm_e4m3_rows), on the tensor cores. Takes K
+// a multiple of 64 and scale blocks of whole 64-column chunks (or one scale a row):
 // gemv_fp8_codes_takes. lane_bytes: W bytes a lane keeps in flight (32-256), 0: chosen by the grid
-// against num_sms (the device's). x_f16: x is launch_quantize_e4m3_rows's f16 form, not codes. wgmma:
-// the gated product of row-scaled weights on QGMMA (MINIVLLM_FP8_GEMV_WGMMA).
+// against num_sms (the device's).
 bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k);
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, bool x_f16, bool wgmma,
-                           cudaStream_t stream);
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream);
 // Each of `rows` rows of x ([rows, cols], bf16 or f32) in groups of `group` columns (group divides
 // cols): codes = e4m3(x * 448 / amax) with scale amax / 448 per (row, group), as common/fp8.h's
 // quantize_e4m3_row does for one group; only columns [col_begin, col_end) of the codes are written,
@@ -82,16 +80,14 @@ constexpr int64_t kE4m3RowMaxCols = 16384;
 // launch_quantize_e4m3_groups for bf16 x with one group a row (the FP8 GEMM's per-token activations),
 // the same bytes, each value read once: codes [rows, cols], scales [rows]. False (nothing launched)
 // unless cols is a multiple of 8 and at most 16,384.
-// f16: instead of the codes, x * 448 / amax rounded to f16 (2 bytes a value; the same scales): the
-// W8A8 gemv's f16 form of x (MINIVLLM_FP8_GEMV_X=f16).
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                               cudaStream_t stream, bool f16 = false);
+                               cudaStream_t stream);
 // The RMSNorm of fp32 residual rows by w (fp32 or bf16; launch_rms_norm's arithmetic, its bf16 rounding
 // included) straight into launch_quantize_e4m3_rows's codes and scales: the bytes rms_norm then the
 // row quantizer give, without the normed rows in memory. False (nothing launched) unless cols is a
 // multiple of 8 and at most 16,384.
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
-                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream, bool f16 = false);
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
 // The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
 // out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,

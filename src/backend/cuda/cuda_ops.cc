@@ -168,7 +168,7 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
   MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
-                                           fp8_x_codes_, fp8_x_scales_, stream_, fp8_w8a8_x_f16_))
+                                           fp8_x_codes_, fp8_x_scales_, stream_))
       << op << ": the normed row quantizer declined K = " << k;
   w8a8_gemv(weight, bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32, gemv_out(e), act, tokens,
             n);
@@ -178,7 +178,7 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
 void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32, Fp8GemvOut e,
                             Activation act, int64_t tokens, int64_t n) {
   launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(w), bias, bias_f32, out, out_f32, e, act, tokens,
-                        n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, fp8_w8a8_x_f16_, fp8_w8a8_wgmma_, stream_);
+                        n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, stream_);
 }
 
 // FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to
@@ -206,7 +206,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
   const Fp8GemvOut ge = gemv_out(e);
   const void* b = bias == nullptr ? nullptr : bias->data();
   if (fp8_w8a8_takes(w, tokens) && aligned16(x)) {  // x's codes, then the e4m3 x e4m3 gemv
-    MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_, fp8_w8a8_x_f16_))
+    MINIVLLM_CHECK(launch_quantize_e4m3_rows(x.data(), tokens, k, fp8_x_codes_, fp8_x_scales_, stream_))
         << op << ": the row quantizer declined K = " << k;
     w8a8_gemv(w, b, bias_f32, out.data(), out_f32, ge, act, tokens, n);
     return;

@@ -82,29 +82,10 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
   return make_uint2(q[0], q[1]);
 }
 
-// The same eight values times mul rounded to f16 (the f16 form of x for the gemv: scaled into e4m3's
-// range, |v| <= 448, with f16's precision).
-__device__ __forceinline__ uint4 f16x8_scaled(const uint4& v, float mul) {
-  float f[8];
-  bf16x8_to_f32(v, f);
-  uint32_t q[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const __half2 h = __floats2half2_rn(__fmul_rn(f[2 * j], mul), __fmul_rn(f[2 * j + 1], mul));
-    q[j] = *reinterpret_cast<const uint32_t*>(&h);
-  }
-  return make_uint4(q[0], q[1], q[2], q[3]);
-}
-
-// Eight values of a row into out (void: e4m3 codes, or with kF16 the f16 form above) at chunk c.
-template <bool kF16>
-__device__ __forceinline__ void store_row_chunk(void* out, int64_t row, int64_t cols, int64_t c, const uint4& v,
+// Eight values of a row's codes at chunk c.
+__device__ __forceinline__ void store_row_chunk(uint8_t* codes, int64_t row, int64_t cols, int64_t c, const uint4& v,
                                                 float mul) {
-  if constexpr (kF16) {
-    reinterpret_cast<uint4*>(static_cast<__half*>(out) + row * cols)[c] = f16x8_scaled(v, mul);
-  } else {
-    reinterpret_cast<uint2*>(static_cast<uint8_t*>(out) + row * cols)[c] = e4m3x8(v, mul);
-  }
+  reinterpret_cast<uint2*>(codes + row * cols)[c] = e4m3x8(v, mul);
 }
 
 // act(gate) * up of eight columns of the bare [gate | up] product, g and u, scaled by the token's
@@ -125,8 +106,8 @@ __device__ __forceinline__ uint4 fp8_act_mul8(const uint4& g, const uint4& u, fl
 
 // launch_quantize_e4m3_rows: a CTA a row, each thread's kChunks x 8 values read once into registers
 // (quantize_groups_kernel reads them twice, one element a thread), then the codes eight at a time.
-template <int kChunks, bool kF16>
-__global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, void* codes,
+template <int kChunks>
+__global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
                                                                  float* scales) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x, chunks = cols / 8;
@@ -151,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
     if (c >= chunks) break;
-    store_row_chunk<kF16>(codes, row, cols, c, v[i], mul);
+    store_row_chunk(codes, row, cols, c, v[i], mul);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
@@ -160,10 +141,10 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
 // order of the sum of squares, the same bf16 rounding of the normed values), then quantize_rows_kernel's
 // codes of those bf16 values, without the normed row ever going to memory: a thread holds its
 // kChunks chunks of the fp32 residual from the load to the codes.
-template <int kChunks, bool kF16>
+template <int kChunks>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w,
                                                                       bool w_f32, float eps, int64_t chunks,
-                                                                      void* codes, float* scales) {
+                                                                      uint8_t* codes, float* scales) {
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   pdl_launch_dependents();  // as quantize_rows_kernel
@@ -194,7 +175,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     if (c >= chunks) break;
-    store_row_chunk<kF16>(codes, row, chunks * 8, c, packed[i], mul);
+    store_row_chunk(codes, row, chunks * 8, c, packed[i], mul);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
@@ -321,18 +302,16 @@ void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, cons
 
 namespace {
 
-template <bool kF16>
-void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, void* out, float* scales, cudaStream_t stream) {
+void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t* out, float* scales, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows));
   if (cols <= kThreads * 8 * 8) {
-    launch_with_pdl(quantize_rows_kernel<8, kF16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
+    launch_with_pdl(quantize_rows_kernel<8>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
   } else {
-    launch_with_pdl(quantize_rows_kernel<16, kF16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
+    launch_with_pdl(quantize_rows_kernel<16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
   }
 }
 
-template <bool kF16>
-void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, void* out,
+void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
                    float* scales, cudaStream_t stream) {
   const int64_t chunks = cols / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
@@ -340,39 +319,30 @@ void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, 
   const int per_thread = static_cast<int>(ceil_div(chunks, threads));
   const dim3 grid(static_cast<unsigned>(rows)), block(threads);
   if (per_thread <= 2) {
-    launch_with_pdl(rms_norm_e4m3_kernel<2, kF16>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<2>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
   } else if (per_thread <= 4) {
-    launch_with_pdl(rms_norm_e4m3_kernel<4, kF16>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<4>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
   } else {
-    launch_with_pdl(rms_norm_e4m3_kernel<8, kF16>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch_with_pdl(rms_norm_e4m3_kernel<8>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
   }
 }
 
 }  // namespace
 
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                               cudaStream_t stream, bool f16) {
+                               cudaStream_t stream) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  const auto* xb = static_cast<const __nv_bfloat16*>(x);
-  if (f16) {
-    quantize_rows<true>(xb, rows, cols, codes, scales, stream);
-  } else {
-    quantize_rows<false>(xb, rows, cols, codes, scales, stream);
-  }
+  quantize_rows(static_cast<const __nv_bfloat16*>(x), rows, cols, codes, scales, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
 
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
-                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream, bool f16) {
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  if (f16) {
-    rms_norm_rows<true>(residual, w, w_f32, eps, rows, cols, codes, scales, stream);
-  } else {
-    rms_norm_rows<false>(residual, w, w_f32, eps, rows, cols, codes, scales, stream);
-  }
+  rms_norm_rows(residual, w, w_f32, eps, rows, cols, codes, scales, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }

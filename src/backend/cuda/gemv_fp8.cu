@@ -18,7 +18,6 @@
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
-#include "backend/cuda/wgmma.cuh"
 #include "common/tuning.h"
 
 namespace minivllm::cuda {
@@ -396,7 +395,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
 // 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the same permutation of the chunk's 64
 // columns for A and B. Products are exact, sums fp32.
 struct CodesArgs : OutArgs {
-  const uint8_t* x;      // [M, K] e4m3, or (kF16X) f16 values of the same scale
+  const uint8_t* x;      // [M, K] e4m3
   const float* x_scale;  // [M]
   Fp8Weight w;
   int64_t k;
@@ -412,27 +411,10 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 columns of x: kF16X
-// false, x's 16 codes in xv[0], two e4m3 mmas into c; true, x's 16 f16 values in xv[0..1] and the
-// codes turned to f16 here, four m16n8k16 f16 mmas: lane t's columns 4q .. 4q + 3 are mma q's k
-// slots 2t, 2t + 1 (A's a[0], a[1], B's b0) and 2t + 8, 2t + 9 (a[2], a[3], b1). sm_90 runs the e4m3
-// mma as conversions of both operands and two f16 mmas (PERFORMANCE.md, "Stop 64"), so the f16
-// form of x spends a third fewer conversions a weight byte.
-template <bool kF16X>
-__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4 (&xv)[2]) {
-  if constexpr (kF16X) {
-    const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
-    const uint32_t xw[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint32_t a[4] = {e4m3x2_to_f16x2(lw[q]), e4m3x2_to_f16x2(hw[q]), e4m3x2_to_f16x2(lw[q] >> 16),
-                             e4m3x2_to_f16x2(hw[q] >> 16)};
-      mma_f16(c, a, xw[2 * q], xw[2 * q + 1]);
-    }
-  } else {
-    mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, xv[0].x, xv[0].y);
-    mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, xv[0].z, xv[0].w);
-  }
+// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 codes of x.
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4& xv) {
+  mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
+  mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
 }
 
 // A lane's 16 bytes of its two rows lo and hi in each of chunks c0 .. c0 + U - 1 (zeros past the end).
@@ -455,8 +437,9 @@ __device__ __forceinline__ void load_row_pair(uint4 (&wv)[U][2], const uint8_t* 
 // block of whole chunks, applied per chunk. The first U chunks of W are loaded before the PDL wait
 // (W depends on no kernel; x does).
 // A step loads, then computes: requesting the next step's chunks before this step's mmas (twice the
-// registers for W, fewer CTAs an SM) was slower (PERFORMANCE.md, "Stop 64").
-template <Fp8GemvOut E, bool kRowScale, int U, bool kF16X>
+// registers for W, fewer CTAs an SM) was slower (PERFORMANCE.md, "Stop 64"); so was each CTA
+// quantizing x itself instead of a quantizer kernel before it (PERFORMANCE.md, "Stop 65").
+template <Fp8GemvOut E, bool kRowScale, int U>
 __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g) {
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? 8 : 16;  // output rows a CTA
@@ -488,30 +471,26 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
   pdl_launch_dependents();
   pdl_wait();
 
-  float acc[4] = {};
   const bool has_token = gi < g.tokens;
-  constexpr int kXBytes = kF16X ? 2 : 1;  // x's bytes a value
-  const uint8_t* xrow = g.x + (static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t) * kXBytes;
+  const uint8_t* xrow = g.x + static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t;
+  float acc[4] = {};
   for (int64_t c0 = first; c0 < chunks; c0 += step) {
     if (c0 != first) load_w(c0);
-    uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first: one round trip, not U
+    uint4 xv[U];  // x (a few KB, from L1), all of the step's first: one round trip, not U
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u;
-      const uint4* xp = reinterpret_cast<const uint4*>(xrow + c * kChunk * kXBytes);
-#pragma unroll
-      for (int i = 0; i < kXBytes; ++i) xv[u][i] = c < chunks && has_token ? __ldg(xp + i) : make_uint4(0, 0, 0, 0);
+      xv[u] = c < chunks && has_token ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kChunk)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u;
       if (c >= chunks) break;
-      const uint4 xu[2] = {xv[u][0], xv[u][kXBytes - 1]};
       if constexpr (kRowScale) {
-        mma_chunk<kF16X>(acc, wv[u][0], wv[u][1], xu);
+        mma_chunk(acc, wv[u][0], wv[u][1], xv[u]);
       } else {
         float part[4] = {};
-        mma_chunk<kF16X>(part, wv[u][0], wv[u][1], xu);
+        mma_chunk(part, wv[u][0], wv[u][1], xv[u]);
         const int kb = static_cast<int>(c) / chunks_per_block;
         const float a = __ldg(slo + kb), b = __ldg(shi + kb);
         acc[0] = fmaf(part[0], a, acc[0]);
@@ -549,112 +528,11 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
   finish<E>(g, m, row, s * xs, up * xs);
 }
 
-// ---- W8A8 on wgmma: the gated gate/up product with no conversion at all ----
-// sm_90's FP8 tensor cores are reached through wgmma only (the mma.sync above is emulated, PERFORMANCE.md,
-// "Stop 64"). QGMMA m64n8k32 takes A, the weight's codes, from registers in mma.m16n8k32's fragment
-// (each warp its 16 rows), and B, x's codes, from shared memory: the codes go to the tensor cores as
-// loaded. A CTA is one warpgroup of 64 weight rows: warp w's mma rows 16w .. 16w + 7 are gate rows
-// 32b + 8w .. + 7 and rows 16w + 8 .. + 15 their up rows, so each lane ends with a gate sum and its up
-// sum side by side; it walks all of K (no partial sums to meet). x is staged once a CTA in the
-// permutation the lanes' 16-byte loads of W imply (as the mma kernel's: lane t's bytes 8j .. 8j + 3
-// of a chunk are k32 step j's slots 4t .. 4t + 3, bytes 8j + 4 .. 8j + 7 its slots 16 + 4t ..), as
-// K-major core matrices of 8 tokens x 16 bytes, no swizzle: step s's two cores (slots 0-15, 16-31)
-// at s * 256 and s * 256 + 128. Row scales only (block-scaled weights keep the mma kernel).
-constexpr int kWgThreads = 128;
-
-__device__ __forceinline__ uint64_t smem_desc_plain(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lead_bytes >> 4) << 16) |
-         (static_cast<uint64_t>(stride_bytes >> 4) << 32);  // layout type 0: no swizzle
-}
-
-__device__ __forceinline__ void qgmma_m64n8k32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                               uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1));
-}
-
-template <int U>
-__global__ void __launch_bounds__(kWgThreads) gemv_fp8_wgmma_gated_kernel(CodesArgs g) {
-  extern __shared__ __align__(128) uint4 xs[];  // [chunks][2 steps][2 cores][8 tokens] of 16 bytes
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int gi = lane >> 2, t = lane & 3;
-  const int64_t n = g.n, k = g.k, chunks = k / kChunk;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 32 + 8 * warp + gi;  // this lane's gate row
-  const int64_t rg = min(row, n - 1);
-  const uint8_t* wlo = g.w.codes + rg * k + 16 * t;
-  const uint8_t* whi = g.w.codes + (n + rg) * k + 16 * t;
-  uint4 wv[U][2];
-  const auto load_w = [&](int64_t c0) { load_row_pair<U>(wv, wlo, whi, c0, chunks); };
-  load_w(0);
-  pdl_launch_dependents();
-  pdl_wait();
-
-  // Stage x: core row (chunk c, step j, core h, token m) holds slots 16h + 4q .. + 3 for q = 0..3, the
-  // columns 64c + 16q + 8j + 4h .. + 3 (zeros past the tokens).
-  const uint32_t* x32 = reinterpret_cast<const uint32_t*>(g.x);
-  for (int64_t i = threadIdx.x; i < chunks * 32; i += kWgThreads) {
-    const int m = static_cast<int>(i & 7), h = static_cast<int>((i >> 3) & 1), j = static_cast<int>((i >> 4) & 1);
-    const int64_t c = i >> 5;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (m < g.tokens) {
-      const int64_t w0 = (m * k + 64 * c + 8 * j + 4 * h) / 4;  // the word of q = 0; q steps 16 columns
-      v = make_uint4(__ldg(x32 + w0), __ldg(x32 + w0 + 4), __ldg(x32 + w0 + 8), __ldg(x32 + w0 + 12));
-    }
-    xs[i] = v;  // i = ((c * 2 + j) * 2 + h) * 8 + m
-  }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma reads
-  __syncthreads();
-
-  const uint32_t xs_addr = static_cast<uint32_t>(__cvta_generic_to_shared(xs));
-  float acc[4] = {};
-  for (int64_t c0 = 0; c0 < chunks; c0 += U) {
-    if (c0 != 0) load_w(c0);
-    wgmma_fence();
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = c0 + u;
-      if (c < chunks) {  // the same for every warp of the warpgroup
-        const uint32_t base = xs_addr + static_cast<uint32_t>(c) * 512;
-        qgmma_m64n8k32(acc, wv[u][0].x, wv[u][1].x, wv[u][0].y, wv[u][1].y, smem_desc_plain(base, 128, 256));
-        qgmma_m64n8k32(acc, wv[u][0].z, wv[u][1].z, wv[u][0].w, wv[u][1].w, smem_desc_plain(base + 256, 128, 256));
-      }
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-    pin(acc);
-  }
-  // d[0], d[1]: mma row 16w + g (the gate row), tokens 2t, 2t + 1; d[2], d[3]: its up row.
-  if (row >= n) return;
-  const float sg = __ldg(g.w.grid + (row / g.w.block_rows) * g.w.grid_cols);
-  const float su = __ldg(g.w.grid + ((n + row) / g.w.block_rows) * g.w.grid_cols);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int m = 2 * t + i;
-    if (m < g.tokens) {
-      const float xsc = __ldg(g.x_scale + m);
-      finish<Fp8GemvOut::kActMul>(g, m, row, acc[i] * sg * xsc, acc[2 + i] * su * xsc);
-    }
-  }
-}
-
-bool wgmma_takes(const CodesArgs& g) { return g.w.block_cols >= g.k && g.k * 8 <= 96 * 1024; }
-
-void launch_wgmma_gated(const CodesArgs& g, cudaStream_t stream) {
-  constexpr auto kKernel = gemv_fp8_wgmma_gated_kernel<4>;
-  const int smem = static_cast<int>(g.k * 8);
-  allow_dynamic_smem<kKernel>(96 * 1024);
-  launch_with_pdl(kKernel, dim3(static_cast<unsigned>(ceil_div(g.n, 32))), dim3(kWgThreads), smem, stream, g);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <Fp8GemvOut E, bool kRowScale, int U, bool kF16X>
+template <Fp8GemvOut E, bool kRowScale, int U>
 int codes_ctas_per_sm() {
   static const int ctas = [] {
     int c = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, gemv_fp8_codes_kernel<E, kRowScale, U, kF16X>,
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, gemv_fp8_codes_kernel<E, kRowScale, U>,
                                                              kMmaThreads, 0));
     return c;
   }();
@@ -663,39 +541,33 @@ int codes_ctas_per_sm() {
 
 // U chunks a step (32 bytes a lane a chunk). By the grid: 128 bytes a lane, or 64 where only that
 // fits the CTAs in one wave (a last wave of few CTAs leaves SMs idle: PERFORMANCE.md, "Stop 64").
-template <Fp8GemvOut E, bool kRowScale, bool kF16X>
+template <Fp8GemvOut E, bool kRowScale>
 void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
   const int64_t ctas = ceil_div(g.n, E == Fp8GemvOut::kActMul ? 8 : 16);
   int u = lane_bytes / 32;
   if (u == 0) {
     const auto fits = [&](int ctas_per_sm) { return ctas <= static_cast<int64_t>(ctas_per_sm) * num_sms; };
-    u = fits(codes_ctas_per_sm<E, kRowScale, 4, kF16X>())   ? 4
-        : fits(codes_ctas_per_sm<E, kRowScale, 2, kF16X>()) ? 2
-                                                            : 4;
+    u = fits(codes_ctas_per_sm<E, kRowScale, 4>())   ? 4
+        : fits(codes_ctas_per_sm<E, kRowScale, 2>()) ? 2
+                                                     : 4;
   }
   const dim3 grid(static_cast<unsigned>(ctas)), block(kMmaThreads);
   if (u >= 8) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 8, kF16X>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 8>, grid, block, 0, stream, g);
   } else if (u >= 4) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 4, kF16X>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 4>, grid, block, 0, stream, g);
   } else if (u >= 2) {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 2, kF16X>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 2>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 1, kF16X>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_codes_kernel<E, kRowScale, 1>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
 
 template <Fp8GemvOut E>
-void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, bool x_f16, bool wgmma, cudaStream_t stream) {
-  if (E == Fp8GemvOut::kActMul && wgmma && !x_f16 && wgmma_takes(g)) return launch_wgmma_gated(g, stream);
-  const bool row_scale = g.w.block_cols >= g.k;
-  if (x_f16) {
-    if (row_scale) return launch_codes<E, true, true>(g, num_sms, lane_bytes, stream);
-    return launch_codes<E, false, true>(g, num_sms, lane_bytes, stream);
-  }
-  if (row_scale) return launch_codes<E, true, false>(g, num_sms, lane_bytes, stream);
-  launch_codes<E, false, false>(g, num_sms, lane_bytes, stream);
+void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
+  if (g.w.block_cols >= g.k) return launch_codes<E, true>(g, num_sms, lane_bytes, stream);
+  launch_codes<E, false>(g, num_sms, lane_bytes, stream);
 }
 
 // Row groups a CTA of the register kernel takes (MINIVLLM_FP8_GEMV_GROUPS).
@@ -774,7 +646,7 @@ bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k) {
 
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, bool x_f16, bool wgmma, cudaStream_t stream) {
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && gemv_fp8_codes_takes(w, k))
       << "gemv_fp8_codes: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
@@ -788,9 +660,9 @@ void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const 
   g.k = k;
   g.tokens = static_cast<int>(tokens);
   switch (e) {
-    case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, x_f16, wgmma, stream);
-    case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, x_f16, wgmma, stream);
-    case Fp8GemvOut::kAddF32: return launch_codes<Fp8GemvOut::kAddF32>(g, num_sms, lane_bytes, x_f16, wgmma, stream);
+    case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, stream);
+    case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, stream);
+    case Fp8GemvOut::kAddF32: return launch_codes<Fp8GemvOut::kAddF32>(g, num_sms, lane_bytes, stream);
   }
 }
 
