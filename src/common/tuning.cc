@@ -36,6 +36,12 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_HELD_SPLITS", G::kTuning, K::kInt, "0: off", 0, 64, "8",
      "tensor-core decode: the most splits that hold a sequence's keys; a split grows past the plan's "
      "length with its sequence's context (long contexts at small batches: fewer, longer splits)"},
+    {"MINIVLLM_DECODE_ONE_SPLIT_KEYS", G::kTuning, K::kInt, "0: off", 0, kIntMax, "decode_policy.h (384)",
+     "tensor-core decode of one sequence: a context of at most this many keys is one split (below it one "
+     "CTA's key loop costs less than the split merge: PERFORMANCE.md, \"Stop 65\")"},
+    {"MINIVLLM_DECODE_PREFETCH_SPLIT", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "tensor-core decode of one sequence: each CTA pulls its whole split (up to 1,024 keys) into L2 before "
+     "its PDL wait; 0: its first tiles only (same entry)"},
     {"MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", G::kTuning, K::kInt, "100: never", 0, 100, "35",
      "FP8 weights with block scales also keep a bf16 copy (for batches past the gemv) while the GPU's free "
      "memory stays above this percent of its total"},

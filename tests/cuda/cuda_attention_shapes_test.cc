@@ -240,11 +240,14 @@ TEST(CudaAttentionShapes, DecodeTensorCores) {
 // whole table, one short one, and four mixed (a split ending mid-block, one key, one mid-tile),
 // bf16 and fp8 caches in turn (fp8 in registers and in the ring), block sizes 16 and 256,
 // NaN-poisoned rows past the contexts. The one-key case checks the floor: a split never shrinks
-// below the plan's length.
+// below the plan's length. One sequence of at most MINIVLLM_DECODE_ONE_SPLIT_KEYS keys (384 but with
+// 0 held splits, where it is 0) is one split: 384 and 385 keys are either side of it; one sequence's
+// CTAs also pull their whole split into L2 first (MINIVLLM_DECODE_PREFETCH_SPLIT), off every other
+// case.
 TEST(CudaAttentionShapes, DecodeSplitsFollowTheContext) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const Heads heads[] = {{16, 8, 128}, {32, 8, 128}, {32, 4, 128}, {16, 8, 64}, {32, 4, 64}};
-  const std::vector<std::vector<int>> contexts = {{4096}, {300}, {1500, 1, 701, 4001}};
+  const std::vector<std::vector<int>> contexts = {{4096}, {300}, {384}, {385}, {1500, 1, 701, 4001}};
   uint32_t seed = 1100;
   int i = 0;
   for (const char* held : {"0", "1", "2", "8"}) {
@@ -262,7 +265,9 @@ TEST(CudaAttentionShapes, DecodeSplitsFollowTheContext) {
         const ScopedEnv env(EnvVars{{"MINIVLLM_DECODE_MMA", "1"},
                                     {"MINIVLLM_DECODE_WIDE", "0"},
                                     {"MINIVLLM_DECODE_MMA_RING", ring ? "1" : "0"},
-                                    {"MINIVLLM_DECODE_HELD_SPLITS", held}});
+                                    {"MINIVLLM_DECODE_HELD_SPLITS", held},
+                                    {"MINIVLLM_DECODE_ONE_SPLIT_KEYS", held[0] == '0' ? "0" : "384"},
+                                    {"MINIVLLM_DECODE_PREFETCH_SPLIT", i % 3 == 0 ? "0" : "1"}});
         check(c,
               std::string("decode, ") + held + " held splits, " + std::to_string(ctx.size()) + " seqs from " +
                   std::to_string(ctx[0]) + (fp8 ? ring ? ", fp8, ring" : ", fp8" : ""),

@@ -234,6 +234,10 @@ TEST(CudaBench, DecodeAttentionBatchOne) {
                               {"minpart16", "MINIVLLM_DECODE_MIN_PARTITION", "16"},
                               {"minpart256", "MINIVLLM_DECODE_MIN_PARTITION", "256"},
                               {"narrow", "MINIVLLM_DECODE_WIDE", "0"},
+                              {"onesplit0", "MINIVLLM_DECODE_ONE_SPLIT_KEYS", "0"},
+                              {"noprefetch", "MINIVLLM_DECODE_PREFETCH_SPLIT", "0"},
+                              {"held1", "MINIVLLM_DECODE_HELD_SPLITS", "1"},
+                              {"held2", "MINIVLLM_DECODE_HELD_SPLITS", "2"},
                               {"held4", "MINIVLLM_DECODE_HELD_SPLITS", "4"},
                               {"held8", "MINIVLLM_DECODE_HELD_SPLITS", "8"},
                               {"held16", "MINIVLLM_DECODE_HELD_SPLITS", "16"}};

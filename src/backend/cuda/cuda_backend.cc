@@ -68,6 +68,9 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (const std::optional<bool> ring = knob_switch("MINIVLLM_DECODE_MMA_RING")) decode_mma_ring_ = *ring ? 1 : 0;
   decode_mma_pipe_ = knob_flag("MINIVLLM_DECODE_MMA_PIPE");
   decode_held_splits_ = static_cast<int>(knob_number("MINIVLLM_DECODE_HELD_SPLITS"));
+  decode_one_split_keys_ =
+      static_cast<int>(knob_int("MINIVLLM_DECODE_ONE_SPLIT_KEYS").value_or(kDefaultDecodeOneSplitKeys));
+  decode_prefetch_split_ = knob_flag("MINIVLLM_DECODE_PREFETCH_SPLIT");
   if (const std::optional<int64_t> t = knob_int("MINIVLLM_DECODE_MMA_TILES")) {
     decode_mma_tiles_ = static_cast<int>(*t);
   }

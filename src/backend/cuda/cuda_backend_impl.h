@@ -269,6 +269,8 @@ class CudaBackend : public Backend {
   int decode_max_partition_ = 0;     // most keys per split, 0 = no limit (decode_policy.h)
   int decode_mma_max_partition_ = 0;  // the same for the tensor-core kernels
   int decode_held_splits_ = 8;        // MINIVLLM_DECODE_HELD_SPLITS: tensor-core splits follow the context (0: off)
+  int decode_one_split_keys_ = 0;     // batch 1: contexts up to this are one split (decode_policy.h)
+  bool decode_prefetch_split_ = true;  // MINIVLLM_DECODE_PREFETCH_SPLIT: batch 1's splits into L2 whole
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off

@@ -237,6 +237,12 @@ struct AttentionArgs {
   // lengthens the plan's split (graph-constant, from the table's capacity) to cover its sequence's
   // keys in that many, in whole 64-key granules (decode_attention_mma.cu: mma_prologue).
   int held_splits;
+  // Decode, tensor-core kernels: a sequence of at most this many keys is held by one split (0: off):
+  // below it one CTA's key loop costs less than the split merge (PERFORMANCE.md, "Stop 65").
+  int one_split_keys;
+  // Decode, tensor-core kernels, one sequence: each CTA pulls all of its split's keys (up to
+  // kDecodePrefetchMaxKeys) into L2 before the PDL wait, not only its first tiles.
+  bool prefetch_split;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };

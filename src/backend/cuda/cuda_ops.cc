@@ -943,6 +943,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     loads.tiles = decode_mma_tiles_;
     loads.pipe = decode_mma_pipe_;  // tuning only: no shape gained from it (decode_attention_mma.cu)
     a.held_splits = decode_held_splits_;
+    a.one_split_keys = meta.num_seqs == 1 ? decode_one_split_keys_ : 0;
+    a.prefetch_split = meta.num_seqs == 1 && decode_prefetch_split_;
     launch_decode_attention_mma(a, split.num_splits, split.partition, ring, loads, scratch, stream_);
     return;
   }

@@ -171,21 +171,31 @@ __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int& partit
   c.ctx = a.context_lens[c.seq];
   c.first = decode_first_key(a, c.ctx);
   c.origin = decode_key_origin(a, c.first);
-  if (a.held_splits > 0) {
-    const int per_split = (c.ctx - c.origin + a.held_splits - 1) / a.held_splits;
+  const int keys = c.ctx - c.origin;
+  const int held = a.one_split_keys > 0 && keys <= a.one_split_keys ? 1 : a.held_splits;
+  if (held > 0) {
+    const int per_split = (keys + held - 1) / held;
     partition = max(partition, (per_split + kDecodeMmaGranule - 1) / kDecodeMmaGranule * kDecodeMmaGranule);
   }
   c.start = c.origin + c.split * partition;
   const typename S::T* kc = static_cast<const typename S::T*>(a.k_cache);
   const typename S::T* vc = static_cast<const typename S::T*>(a.v_cache);
+  // A warp's tile: 16 rows of 2 x 128 bytes (the lanes' halves) of K and of V.
+  const auto prefetch_tile = [&](int key0) {
+    const int64_t row0 = c.tile_row(a, key0);
+    const int64_t e = (row0 + (c.lane & 15)) * kHeadDim + (c.lane >> 4) * (kHeadDim / 2);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + e));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + e));
+  };
+  const int end = min(c.ctx, c.start + partition);
+  if (a.prefetch_split) {  // one sequence: its whole split (the CTAs are few, L2 holds them)
+    const int last = min(end, c.start + kDecodePrefetchMaxKeys);
+    for (int key0 = c.start + c.warp * kTileKeys; key0 < last; key0 += kMmaWarps * kTileKeys) prefetch_tile(key0);
+  } else {
 #pragma unroll
-  for (int u = 0; u < kFirstTiles; ++u) {
-    const int key0 = c.start + (u * kMmaWarps + c.warp) * kTileKeys;
-    if (key0 < c.ctx && key0 < c.start + partition) {
-      const int64_t row0 = c.tile_row(a, key0);
-      const int64_t e = (row0 + (c.lane & 15)) * kHeadDim + (c.lane >> 4) * (kHeadDim / 2);
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + e));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + e));
+    for (int u = 0; u < kFirstTiles; ++u) {
+      const int key0 = c.start + (u * kMmaWarps + c.warp) * kTileKeys;
+      if (key0 < end) prefetch_tile(key0);
     }
   }
   if (c.start >= c.ctx) {  // past this sequence: the merge counts only the splits that hold keys

@@ -22,6 +22,14 @@ constexpr int kDefaultMinDecodePartition = 64;
 // head_dim 64/128) do not use it.
 constexpr int kDefaultDecodeTileHeads = 4;
 
+// Decode at one sequence, tensor-core kernels: a context of at most this many keys is one split
+// (AttentionArgs::one_split_keys): below it one CTA's key loop costs less than the split merge
+// (PERFORMANCE.md, "Stop 65"). MINIVLLM_DECODE_ONE_SPLIT_KEYS overrides it (0: off).
+constexpr int kDefaultDecodeOneSplitKeys = 384;
+// ... and each CTA pulls at most this many of its split's keys into L2 before its PDL wait
+// (AttentionArgs::prefetch_split; MINIVLLM_DECODE_PREFETCH_SPLIT=0: its first tiles only).
+constexpr int kDecodePrefetchMaxKeys = 1024;
+
 // Default most keys per split, at any batch size. Without it a large batch ran one CTA per
 // (sequence, kv head): the kernel lasted as long as its longest context, and while the long
 // CTAs streamed their keys alone the short ones had left their SMs idle (the seeds' workload,
