@@ -31,6 +31,7 @@
 // its finished score. Its v scale multiplies p relative to the largest v scale the warp has seen,
 // so p * scale stays in (0, 1] for f16; when that largest scale grows, the accumulators are
 // rescaled with the softmax correction, in the same multiply.
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <type_traits>
@@ -155,8 +156,9 @@ struct MmaCta {
 // false (a padded row's first split writes zeros). Then griddepcontrol.wait.
 // partition: the plan's keys a split; with a.held_splits it grows to cover this sequence's keys in
 // at most that many splits (every CTA of the sequence computes the same length from the same
-// context, and the merge counts the splits by it: decode_finish.cuh). The grid's splits cover the
-// table's capacity at the plan's length, so the longer splits never need more CTAs than it has.
+// context, and the merge counts the splits by it: decode_finish.cuh); a sequence of at most
+// a.one_split_keys keys is held by one. The grid launches min(plan's splits, held splits) CTAs along
+// the splits (grid_splits), which is every split that can hold keys.
 template <int kHeadDim, int kGroup, bool kFp8, int kFirstTiles>
 __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int& partition, MmaCta& c) {
   using S = MmaShape<kHeadDim, kFp8>;
@@ -589,6 +591,14 @@ __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(Attenti
 // The register kernel with kTiles tiles a step, pipelined or not, where it does not spill: within
 // 16 KB of bf16 tiles a warp (two register sets of a head_dim-128 tile take 250 registers), 8 KB of
 // fp8 ones (whose conversions take registers too: 16 KB at head_dim 128 spills 150-340 bytes).
+// The CTAs along the splits. With held splits at most that many hold a sequence's keys
+// (mma_prologue lengthens a split to make it so, and the merge counts only those), so only they are
+// launched: at small batches the plan's splits for the table's capacity were mostly CTAs that
+// returned at once. num_splits stays the partials' row stride.
+unsigned grid_splits(const AttentionArgs& a, int num_splits) {
+  return static_cast<unsigned>(a.held_splits > 0 ? std::min(num_splits, a.held_splits) : num_splits);
+}
+
 template <int kHeadDim, int kGroup, bool kFp8, int kTiles, bool kPipe>
 bool launch_loads(const AttentionArgs& a, int num_splits, int partition, const DecodeMmaLoads& loads,
                   const DecodeScratch& sc, cudaStream_t st) {
@@ -597,7 +607,7 @@ bool launch_loads(const AttentionArgs& a, int num_splits, int partition, const D
     return false;
   } else {
     if (loads.tiles != kTiles || loads.pipe != kPipe) return false;
-    const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+    const dim3 grid(grid_splits(a, num_splits), a.num_kv_heads, a.num_seqs);
     launch_with_pdl(decode_mma_kernel<kHeadDim, kGroup, kFp8, kTiles, kPipe>, grid, dim3(kMmaThreads), 0, st, a,
                     partition, num_splits, sc);
     return true;
@@ -607,7 +617,7 @@ bool launch_loads(const AttentionArgs& a, int num_splits, int partition, const D
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ring, const DecodeMmaLoads& loads,
                   const DecodeScratch& sc, cudaStream_t st) {
-  const dim3 grid(num_splits, a.num_kv_heads, a.num_seqs);
+  const dim3 grid(grid_splits(a, num_splits), a.num_kv_heads, a.num_seqs);
   if (ring) {
     constexpr int kBytes = MmaRing<kHeadDim, kFp8>::kCtaBytes;
     allow_dynamic_smem<decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>>(kBytes);  // past 48 KB
