@@ -105,6 +105,10 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_W8A8_LANE_BYTES", G::kTuning, K::kChoice, "32|64|128|256", 0, 0,
      "by the grid: 128, or 64 where only that fits the CTAs in one wave",
      "weight bytes each lane of the W8A8 gemv keeps in flight (same entry)"},
+    {"MINIVLLM_FP8_ROPE_SCALES", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "FP8 qkv projections past the gemv write the GEMM's bare product and the rope kernel applies the "
+     "store epilogue's scales as it reads it (one pass over qkv fewer; PERFORMANCE.md, \"Stop 65\"); 0: the "
+     "epilogue, then the rope"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (PERFORMANCE.md, \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",

@@ -441,6 +441,71 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
   }
 }
 
+// MINIVLLM_FP8_ROPE_SCALES (on by default): past the gemv, rms_norm_linear_rope_store on a per-row
+// FP8 qkv weight writes the GEMM's bare product and the rope kernel applies the store epilogue's
+// scales (and bias) as it reads it. qkv and both caches equal the knob off's (epilogue, then rope)
+// bit for bit, v and unrotated dims included, with and without q/k norms and a bias, a padding slot
+// and a partial rotary; near the CPU's unquantized path.
+TEST(CudaFp8Linear, RopeAppliesTheQkvScalesAsTheEpilogueWould) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends on, off = backends_with("MINIVLLM_FP8_ROPE_SCALES", "0");
+  struct Shape {
+    int nq, nkv, hd, rd;
+  };
+  for (const Shape sh : {Shape{16, 4, 128, 128}, Shape{8, 2, 64, 32}}) {
+    for (const bool norms : {true, false}) {
+      for (const bool with_bias : {false, true}) {
+        const int64_t k = 512, n = static_cast<int64_t>(sh.nq + 2 * sh.nkv) * sh.hd;
+        std::mt19937 rng(97), rng_off(97);
+        const Fp8Case w = make_case(on, n, k, Grid::kPerRow, rng), w_off = make_case(off, n, k, Grid::kPerRow, rng_off);
+        for (const int64_t tokens : {40, 300}) {
+          const std::string tag = "hd=" + std::to_string(sh.hd) + " rotary=" + std::to_string(sh.rd) +
+                                  (norms ? " norms" : "") + (with_bias ? " bias" : "") + " T=" + std::to_string(tokens);
+          Tensor res = random_values({tokens, k}, rng, 3.0f);
+          Tensor nw = random_values({k}, rng, 0.2f, 1.0f);
+          Tensor qn = random_values({sh.hd}, rng, 0.2f, 1.0f), kn = random_values({sh.hd}, rng, 0.2f, 1.0f);
+          Tensor bias = random_values({n}, rng);
+          Tensor table = rope_table(4096, sh.rd);
+          std::vector<int32_t> pos(tokens), slot(tokens);
+          for (int64_t t = 0; t < tokens; ++t) {
+            pos[t] = static_cast<int32_t>((t * 37) % 4096);
+            slot[t] = t == 5 ? -1 : static_cast<int32_t>(tokens - 1 - t);  // one padding token
+          }
+          struct Out {
+            std::vector<float> qkv, k, v;
+          };
+          const auto run = [&](Backend& g, const Fp8Case& c) {
+            const Tensor rg = upload_f32(g, res), nwg = upload(g, nw), qng = upload(g, qn), kng = upload(g, kn),
+                         bg = upload(g, bias), tg = upload_f32(g, table), pg = upload_i32(g, pos);
+            Tensor normed = g.empty(DType::kBF16, {tokens, k}), qkv = g.empty(DType::kBF16, {tokens, n});
+            KVCache cache = g.allocate_kv_cache(static_cast<int>((tokens + 15) / 16), 16, sh.nkv, sh.hd);
+            g.fill_bytes(cache.k, 0x11);
+            g.fill_bytes(cache.v, 0x11);
+            AttentionMetadata meta;
+            meta.slot_mapping = upload_i32(g, slot);
+            g.rms_norm_linear_rope_store({rg, nwg, 1e-6f, normed}, c.wg, with_bias ? &bg : nullptr, qkv,
+                                         {sh.nq, sh.nkv, sh.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
+                                          pg, tg, cache, meta});
+            return Out{download(g, qkv), download(g, cache.k), download(g, cache.v)};
+          };
+          const Out a = run(*on.gpu, w), b = run(*off.gpu, w_off);
+          EXPECT_EQ(a.qkv, b.qkv) << "qkv " << tag;
+          EXPECT_EQ(a.k, b.k) << "k cache " << tag;
+          EXPECT_EQ(a.v, b.v) << "v cache " << tag;
+          // Against the CPU (fp32 x): the format's own error.
+          Tensor qc = on.cpu->empty(DType::kF32, {tokens, n}), nc = on.cpu->empty(DType::kF32, {tokens, k});
+          const Tensor bc = upload(*on.cpu, bias), qnc = upload(*on.cpu, qn), knc = upload(*on.cpu, kn);
+          on.cpu->rms_norm_linear({upload_f32(*on.cpu, res), upload(*on.cpu, nw), 1e-6f, nc}, w.wc,
+                                  with_bias ? &bc : nullptr, qc);
+          on.cpu->qk_norm_rope(qc, sh.nq, sh.nkv, sh.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
+                               upload_i32(*on.cpu, pos), upload_f32(*on.cpu, table));
+          expect_close(a.qkv, download(*on.cpu, qc), 3e-3, 1.0, "qkv vs CPU " + tag);
+        }
+      }
+    }
+  }
+}
+
 // MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made; on by default): past the gemv, per-row
 // FP8 linears scale their GEMM's bare product in one pass, fused with the bias, the residual add and
 // act_mul; off, they run the quantizer, scale_outer and the add or act_mul apart. Both against the

@@ -232,6 +232,10 @@ class CudaBackend : public Backend {
   void w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32, Fp8GemvOut e,
                  Activation act, int64_t tokens, int64_t n);
   static Fp8GemvOut gemv_out(Fp8Out e);
+  // rms_norm_linear_rope_store on FP8 weights past the gemv: the bare product into qkv, scaled by the
+  // rope kernel (false where it does not take them: the caller goes on).
+  bool fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                       const Tensor& qkv, const RopeStoreEpilogue& epi);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and
@@ -280,6 +284,7 @@ class CudaBackend : public Backend {
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)
   int fp8_w8a8_lane_bytes_ = 0;       // MINIVLLM_FP8_W8A8_LANE_BYTES; 0: by the grid
+  bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]

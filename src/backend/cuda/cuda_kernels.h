@@ -188,7 +188,19 @@ struct RopeArgs {
   bool kv_fp8;
   void* k_scale;
   void* v_scale;
+  // Optional (row_scale == nullptr: qkv is final): qkv holds an FP8 linear's bare product of codes,
+  // and every value (v too) is first made what the store epilogue would write (launch_fp8_epilogue
+  // kStore: y * (row_scale[t] * col_scale[c * col_stride]) (+ bias[c]), rounded to bf16), then
+  // written back with the rotated q and k: one pass over qkv fewer (qk_norm_rope_takes_scales).
+  const float* row_scale;
+  const float* col_scale;
+  int64_t col_stride;
+  const void* bias;
+  bool bias_f32;
 };
+// Whether launch_qk_norm_rope takes RopeArgs::row_scale for these arguments (its 16-byte kernel
+// over a bf16 cache or none).
+bool qk_norm_rope_takes_scales(const RopeArgs& a);
 void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream);
 // The qkv projection by the gemv with the rotary embedding and the cache store in its epilogue:
 // rope.qkv [tokens, n] = rope(x w^T (+ bias)), k and v also into rope's bf16 cache (k_cache ==

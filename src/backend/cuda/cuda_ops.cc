@@ -775,10 +775,43 @@ void CudaBackend::gemv_rope_store(const char* op, const GemvNorm* norm, const Te
   launch_gemv_rope(norm, x == nullptr ? nullptr : x->data(), weight.data(), b, bias_f32, a, tokens, n, k, stream_);
 }
 
+// FP8 qkv past the gemv's batches: the GEMM's bare product goes into qkv and the rope kernel makes
+// each value what the store epilogue would have (RopeArgs::row_scale) as it reads it, so the
+// epilogue's pass over qkv is gone (MINIVLLM_FP8_ROPE_SCALES). The prefill runs at the power cap,
+// where bytes not moved are clock gained (PERFORMANCE.md, "Stop 65").
+bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                  const Tensor& qkv, const RopeStoreEpilogue& epi) {
+  if (!fp8_rope_scales_ || !fp8_norm_takes(pro, weight) || !fp8_gemm_->fused_epilogues()) return false;
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (n != static_cast<int64_t>(epi.num_q_heads + 2 * epi.num_kv_heads) * epi.head_dim) return false;
+  RopeArgs a = rope_args(qkv, epi.num_q_heads, epi.num_kv_heads, epi.head_dim, epi.q_norm, epi.k_norm, epi.eps,
+                         epi.positions, epi.cos_sin, op);
+  rope_cache_args(a, qkv, epi.cache, epi.meta, op);
+  const int64_t tokens = pro.residual.numel() / k;
+  if (a.tokens != tokens || !qk_norm_rope_takes_scales(a)) return false;
+  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
+  const float* row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32,
+                                                           pro.eps, tokens, weight, qkv.data(), stream_);
+  if (row_scales == nullptr) return false;
+  const WeightScales& s = *weight.scales();
+  a.row_scale = row_scales;
+  a.col_scale = s.grid.ptr<float>();
+  a.col_stride = s.grid.size(1);
+  a.bias = bias == nullptr ? nullptr : bias->data();
+  a.bias_f32 = bias_f32;
+  launch_qk_norm_rope(a, stream_);
+  return true;
+}
+
 void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                              const Tensor& qkv, const RopeStoreEpilogue& epi) {
   constexpr const char* kOp = "rms_norm_linear_rope_store";
-  if (stored_as_codes(weight)) return Backend::rms_norm_linear_rope_store(pro, weight, bias, qkv, epi);
+  if (stored_as_codes(weight)) {
+    if (fp8_rope_scales(kOp, pro, weight, bias, qkv, epi)) return;
+    return Backend::rms_norm_linear_rope_store(pro, weight, bias, qkv, epi);
+  }
   check_gpu(weight, DType::kBF16, kOp, "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << kOp << ": weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);

@@ -154,14 +154,29 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
 // bytes per lane per load and runs its whole latency chain (position, cos/sin, x, reduction) for
 // 256 bytes of q or k, which left prefill's rope at a fraction of copy bandwidth; here each lane
 // keeps two 16-byte x loads, four of cos/sin and its norm weights in flight at once.
-template <int G>
+// RopeArgs::row_scale: eight values of qkv row t at columns col .. col + 7 as the FP8 store epilogue
+// makes them (fp8_quant.cu: fp8_epilogue_finish's kStore arithmetic, then its bf16 rounding).
+__device__ __forceinline__ void fp8_store_scale8(const RopeArgs& a, float rs, int64_t col, float (&x)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) x[j] *= rs * a.col_scale[(col + j) * a.col_stride];
+  if (a.bias != nullptr) {
+    float b[8];
+    load_weight8(a.bias, a.bias_f32, col, b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] += b[j];
+  }
+  bf16x8_to_f32(f32_to_bf16x8(x), x);
+}
+
+template <int G, bool kScaled>
 __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   static_assert(G == 4 || G == 8 || G == 16, "a group is a power-of-two part of a warp (head_dim 64..256)");
   pdl_launch_dependents();
   const int64_t gid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t item = gid / G;
   const int c = static_cast<int>(gid % G);
-  const int heads = a.num_q_heads + a.num_kv_heads;
+  // kScaled: the v heads are items too (scaled, written back, into the v cache).
+  const int heads = a.num_q_heads + a.num_kv_heads + (kScaled ? a.num_kv_heads : 0);
   const int64_t t = item / heads;
   if (t >= a.tokens) return;  // whole groups: G divides the block
   const int h = static_cast<int>(item - t * heads);
@@ -170,6 +185,31 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   const RopeSlot sl = rope_slot(active ? 8 * c : 0, a.head_dim, a.rotary_dim);
   const int i0 = sl.lo, span = sl.span;
   const bool is_q = h < a.num_q_heads;
+  if (kScaled && h >= a.num_q_heads + a.num_kv_heads) {  // a v head
+    const int64_t slot = a.k_cache != nullptr ? a.slot_mapping[t] : -1;
+    pdl_wait();
+    if (!active) return;
+    __nv_bfloat16* v = static_cast<__nv_bfloat16*>(a.qkv) +
+                       t * static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim +
+                       static_cast<int64_t>(h) * a.head_dim;
+    float y1[8], y2[8];
+    bf16x8_to_f32(*reinterpret_cast<const uint4*>(v + i0), y1);
+    bf16x8_to_f32(*reinterpret_cast<const uint4*>(v + i0 + span), y2);
+    const float rs = a.row_scale[t];
+    fp8_store_scale8(a, rs, static_cast<int64_t>(h) * a.head_dim + i0, y1);
+    fp8_store_scale8(a, rs, static_cast<int64_t>(h) * a.head_dim + i0 + span, y2);
+    const uint4 lo8 = f32_to_bf16x8(y1), hi8 = f32_to_bf16x8(y2);
+    *reinterpret_cast<uint4*>(v + i0) = lo8;
+    *reinterpret_cast<uint4*>(v + i0 + span) = hi8;
+    if (slot >= 0 && slot < a.num_slots) {
+      const int64_t dst =
+          kv_cache_row(slot, a.block_size, a.num_kv_heads, h - a.num_q_heads - a.num_kv_heads) * a.head_dim;
+      __nv_bfloat16* v_dst = static_cast<__nv_bfloat16*>(a.v_cache) + dst;
+      *reinterpret_cast<uint4*>(v_dst + i0) = lo8;
+      *reinterpret_cast<uint4*>(v_dst + i0 + span) = hi8;
+    }
+    return;
+  }
   const void* norm = is_q ? a.q_norm : a.k_norm;
   const bool norm_f32 = is_q ? a.q_norm_f32 : a.k_norm_f32;
   const unsigned lane = threadIdx.x & 31;
@@ -202,6 +242,13 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   float x1[8], x2[8];
   bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0), x1);
   bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0 + span), x2);
+  constexpr bool scaled = kScaled;  // a.row_scale set (a template argument: the plain kernel keeps its registers)
+  if (scaled && active) {
+    const float rs = a.row_scale[t];
+    const int64_t col = static_cast<int64_t>(h) * a.head_dim;
+    fp8_store_scale8(a, rs, col + i0, x1);
+    fp8_store_scale8(a, rs, col + i0 + span, x2);
+  }
   if (norm != nullptr) {
     float sum_sq = 0.0f;
     if (active) {
@@ -229,7 +276,7 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
     }
   }
   const uint4 lo8 = f32_to_bf16x8(lo), hi8 = f32_to_bf16x8(hi);
-  if (sl.rotary || norm != nullptr) {  // an unnormed pass-through run already holds its values
+  if (sl.rotary || norm != nullptr || scaled) {  // an unnormed, unscaled pass-through run already holds its values
     *reinterpret_cast<uint4*>(x + i0) = lo8;
     *reinterpret_cast<uint4*>(x + i0 + span) = hi8;
   }
@@ -240,8 +287,10 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
     const __nv_bfloat16* v_src = x + static_cast<int64_t>(a.num_kv_heads) * a.head_dim;
     *reinterpret_cast<uint4*>(k_dst + i0) = lo8;
     *reinterpret_cast<uint4*>(k_dst + i0 + span) = hi8;
-    *reinterpret_cast<uint4*>(v_dst + i0) = *reinterpret_cast<const uint4*>(v_src + i0);
-    *reinterpret_cast<uint4*>(v_dst + i0 + span) = *reinterpret_cast<const uint4*>(v_src + i0 + span);
+    if (!scaled) {  // (scaled: the v heads' own items store them)
+      *reinterpret_cast<uint4*>(v_dst + i0) = *reinterpret_cast<const uint4*>(v_src + i0);
+      *reinterpret_cast<uint4*>(v_dst + i0 + span) = *reinterpret_cast<const uint4*>(v_src + i0 + span);
+    }
   }
 }
 
@@ -286,10 +335,10 @@ __global__ void store_kvcache_fp8_kernel(const __nv_bfloat16* qkv, int64_t token
 
 }  // namespace
 
-void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
-  const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
-  if (items == 0) return;
-  constexpr int kWarps = 8;
+namespace {
+
+// The 16-byte kernel's conditions.
+bool rope_vec_takes(const RopeArgs& a) {
   const bool fp8 = a.kv_fp8 && a.k_cache != nullptr;
   // MINIVLLM_ROPE_VEC=0: the warp-per-head kernel everywhere (A/B measurements).
   static const bool vec = knob_flag("MINIVLLM_ROPE_VEC");
@@ -299,13 +348,35 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
                        a16(a.v_cache);
   // Both widths multiples of 16: a lane's 8 slots are all rotary or all pass-through, each half a
   // 16-byte run (rope_slot), and its cos / sin loads 16-byte aligned.
-  if (vec && aligned && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256 && a.rotary_dim % 16 == 0) {
+  return vec && aligned && !fp8 && a.head_dim % 16 == 0 && a.head_dim <= 256 && a.rotary_dim % 16 == 0;
+}
+
+}  // namespace
+
+bool qk_norm_rope_takes_scales(const RopeArgs& a) { return rope_vec_takes(a); }
+
+void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
+  const int64_t items = a.tokens * (a.num_q_heads + a.num_kv_heads);
+  if (items == 0) return;
+  constexpr int kWarps = 8;
+  const bool fp8 = a.kv_fp8 && a.k_cache != nullptr;
+  MINIVLLM_CHECK(a.row_scale == nullptr || rope_vec_takes(a))
+      << "qk_norm_rope: an FP8 product's scales need the 16-byte kernel (qk_norm_rope_takes_scales)";
+  if (rope_vec_takes(a)) {
+    const int64_t vec_items = a.row_scale != nullptr ? a.tokens * (a.num_q_heads + 2 * a.num_kv_heads) : items;
     const int half_chunks = a.head_dim / 16;  // 16-byte chunks in each half of a head
     const int g = half_chunks <= 4 ? 4 : (half_chunks <= 8 ? 8 : 16);
-    const dim3 grid(static_cast<unsigned>(ceil_div(items * g, 256)));
-    if (g == 4) launch_with_pdl(qk_norm_rope_vec_kernel<4>, grid, dim3(256), 0, stream, a);
-    if (g == 8) launch_with_pdl(qk_norm_rope_vec_kernel<8>, grid, dim3(256), 0, stream, a);
-    if (g == 16) launch_with_pdl(qk_norm_rope_vec_kernel<16>, grid, dim3(256), 0, stream, a);
+    const dim3 grid(static_cast<unsigned>(ceil_div(vec_items * g, 256)));
+    const auto launch = [&](auto kernel) { launch_with_pdl(kernel, grid, dim3(256), 0, stream, a); };
+    if (a.row_scale != nullptr) {
+      if (g == 4) launch(qk_norm_rope_vec_kernel<4, true>);
+      if (g == 8) launch(qk_norm_rope_vec_kernel<8, true>);
+      if (g == 16) launch(qk_norm_rope_vec_kernel<16, true>);
+    } else {
+      if (g == 4) launch(qk_norm_rope_vec_kernel<4, false>);
+      if (g == 8) launch(qk_norm_rope_vec_kernel<8, false>);
+      if (g == 16) launch(qk_norm_rope_vec_kernel<16, false>);
+    }
     return;
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(items, kWarps)));
