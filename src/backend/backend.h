@@ -291,6 +291,13 @@ class Backend {
     rms_norm_linear_act_mul(pro, gate_up_weight, gate_up, act, a);
     linear_add_residual(act, down_weight, down_scratch, residual);
   }
+  // A hint: the next linear_add_residual into `residual` is followed by rms_norm(residual) by
+  // norm_weight, eps (a fused call's prologue). A backend may make that norm's output for the next
+  // linear in the add's own pass, and use it where that prologue comes with the same residual and
+  // norm; it must still write the residual. Ignoring it is always correct.
+  virtual void note_next_norm(const Tensor& residual, const Tensor& norm_weight, float eps) {
+    (void)residual, (void)norm_weight, (void)eps;
+  }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
   virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                    const Tensor& residual) {

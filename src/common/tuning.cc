@@ -109,6 +109,10 @@ constexpr Knob kKnobs[] = {
      "FP8 qkv projections past the gemv write the GEMM's bare product and the rope kernel applies the "
      "store epilogue's scales as it reads it (one pass over qkv fewer; PERFORMANCE.md, \"Stop 65\"); 0: the "
      "epilogue, then the rope"},
+    {"MINIVLLM_FP8_ADD_NORM", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "FP8 o / down projections past the gemv add into the residual and make the next RMSNorm's codes in one "
+     "kernel, for the next FP8 linear (the norm's own read of the residual is gone; PERFORMANCE.md, "
+     "\"Stop 65\"); 0: the add epilogue, then the normed quantizer"},
     {"MINIVLLM_FP8_GEMV_GROUPS", G::kTuning, K::kChoice, "1|2|4", 0, 0, "2",
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (PERFORMANCE.md, \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",

@@ -271,6 +271,7 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
                                                   const Tensor& residual, const Tensor& norm_weight, float eps,
                                                   const Tensor& normed) const {
   if (comm.world_size() == 1) {
+    b.note_next_norm(residual, norm_weight, eps);  // a backend may make that norm's input in the add's pass
     b.linear_add_residual(x, weight_, scratch, residual);
     return false;
   }

@@ -224,7 +224,9 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Activation activation = cfg_.traits().activation;
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
+  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
   if (!normed_ && world_ == 1 && l.ffn_output_norm.empty()) {  // norm, gate/up, down in one backend call
+    backend_.note_next_norm(residual, next_norm, eps);  // what follows the down projection's add
     backend_.rms_norm_mlp_add_residual({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(),
                                        l.down_proj.weight(), gate_up, act, hidden, residual, activation);
     return;  // normed_ stays false: nothing normed the residual after the add
@@ -235,7 +237,6 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
     backend_.rms_norm_linear_act_mul({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(), gate_up, act,
                                      activation);
   }
-  const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
   if (!l.ffn_output_norm.empty()) {
     add_sandwiched(l.down_proj, act, l.ffn_output_norm, next_norm, n);
     return;

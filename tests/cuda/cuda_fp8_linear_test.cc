@@ -506,6 +506,74 @@ TEST(CudaFp8Linear, RopeAppliesTheQkvScalesAsTheEpilogueWould) {
   }
 }
 
+// MINIVLLM_FP8_ADD_NORM (on by default): past the gemv, an FP8 linear_add_residual after
+// note_next_norm adds into the residual and makes that norm's codes in one kernel, and the next FP8
+// linear with that norm as its prologue multiplies them. The residual and every output equal the
+// knob off's (the add epilogue, then the normed quantizer) bit for bit: the o projection then the
+// gate/up product, the down projection then a plain normed linear, and a note whose norm is not the
+// next prologue's (its codes must go unused).
+TEST(CudaFp8Linear, AddNormCodesEqualTheAddThenTheNormedQuantizer) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends on, off = backends_with("MINIVLLM_FP8_ADD_NORM", "0");
+  for (const int64_t hidden : {512, 2048}) {
+    const int64_t kx = 384, inter = 264;
+    struct Weights {
+      Fp8Case o, gu, down, q;
+    };
+    const auto make = [&](Backends& b) {
+      std::mt19937 r(99);
+      Weights w;
+      w.o = make_case(b, hidden, kx, Grid::kPerRow, r);
+      w.gu = make_case(b, 2 * inter, hidden, Grid::kPerRow, r);
+      w.down = make_case(b, hidden, inter, Grid::kPerRow, r);
+      w.q = make_case(b, 3 * 64, hidden, Grid::kPerRow, r);
+      return w;
+    };
+    const Weights won = make(on), woff = make(off);
+    for (const int64_t tokens : {40, 300}) {
+      std::mt19937 rng(101);
+      Tensor res = random_values({tokens, hidden}, rng, 3.0f), x = random_values({tokens, kx}, rng);
+      Tensor nw = random_values({hidden}, rng, 0.2f, 1.0f), nw2 = random_values({hidden}, rng, 0.2f, 1.0f);
+      struct Out {
+        std::vector<float> res1, h, res2, q, q2;
+      };
+      const auto run = [&](Backend& g, const Weights& w) {
+        const Tensor rg = upload_f32(g, res), xg = upload(g, x), n1 = upload(g, nw), n2 = upload(g, nw2);
+        Tensor scratch = g.empty(DType::kBF16, {tokens, std::max<int64_t>(hidden, 2 * inter)});
+        Tensor normed = g.empty(DType::kBF16, {tokens, hidden}), h = g.empty(DType::kBF16, {tokens, inter});
+        Tensor gu = g.empty(DType::kBF16, {tokens, 2 * inter}), q = g.empty(DType::kBF16, {tokens, 3 * 64});
+        Tensor q2 = g.empty(DType::kBF16, {tokens, 3 * 64});
+        Out o;
+        g.note_next_norm(rg, n1, 1e-6f);
+        g.linear_add_residual(xg, w.o.wg, scratch, rg);
+        o.res1 = download(g, rg);
+        g.rms_norm_linear_act_mul({rg, n1, 1e-6f, normed}, w.gu.wg, gu, h, Activation::kSilu);
+        o.h = download(g, h);
+        g.note_next_norm(rg, n2, 1e-6f);
+        g.linear_add_residual(h, w.down.wg, scratch, rg);
+        o.res2 = download(g, rg);
+        g.rms_norm_linear({rg, n2, 1e-6f, normed}, w.q.wg, nullptr, q);
+        o.q = download(g, q);
+        g.note_next_norm(rg, n2, 1e-6f);  // then a prologue with the other norm: the staged codes are not its
+        g.linear_add_residual(h, w.down.wg, scratch, rg);
+        g.rms_norm_linear({rg, n1, 1e-6f, normed}, w.q.wg, nullptr, q2);
+        o.q2 = download(g, q2);
+        return o;
+      };
+      const Out a = run(*on.gpu, won), b = run(*off.gpu, woff);
+      const std::string tag = "hidden=" + std::to_string(hidden) + " T=" + std::to_string(tokens);
+      EXPECT_EQ(a.res1, b.res1) << "residual after o " << tag;
+      EXPECT_EQ(a.h, b.h) << "act(gate) * up " << tag;
+      EXPECT_EQ(a.res2, b.res2) << "residual after down " << tag;
+      EXPECT_EQ(a.q, b.q) << "normed linear " << tag;
+      EXPECT_EQ(a.q2, b.q2) << "normed linear of another norm " << tag;
+      bool moved = false;
+      for (size_t i = 0; i < a.res1.size() && !moved; ++i) moved = a.res1[i] != a.res2[i];
+      EXPECT_TRUE(moved) << tag;
+    }
+  }
+}
+
 // MINIVLLM_FP8_FUSED_EPILOGUE (read when the backend is made; on by default): past the gemv, per-row
 // FP8 linears scale their GEMM's bare product in one pass, fused with the bias, the residual add and
 // act_mul; off, they run the quantizer, scale_outer and the add or act_mul apart. Both against the

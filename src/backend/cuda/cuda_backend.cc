@@ -81,6 +81,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_w8a8_ = knob_flag("MINIVLLM_FP8_GEMV_W8A8");
   fp8_w8a8_lane_bytes_ = static_cast<int>(knob_int("MINIVLLM_FP8_W8A8_LANE_BYTES").value_or(0));
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
+  fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
   CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them

@@ -109,6 +109,7 @@ class CudaBackend : public Backend {
                                   const RopeStoreEpilogue& epi) override;
   void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
                          const RopeStoreEpilogue& epi) override;
+  void note_next_norm(const Tensor& residual, const Tensor& norm_weight, float eps) override;
   void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                            const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
@@ -236,6 +237,27 @@ class CudaBackend : public Backend {
   // rope kernel (false where it does not take them: the caller goes on).
   bool fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& qkv, const RopeStoreEpilogue& epi);
+  // An RMSNorm of the residual (note_next_norm's, or the one whose codes fp8_add_norm left staged).
+  struct PendingNorm {
+    const void* residual = nullptr;
+    const void* weight = nullptr;
+    bool weight_f32 = false;
+    int64_t width = 0;  // the residual's and the weight's
+    float eps = 0.0f;
+    int64_t tokens = 0;
+    bool matches(const NormPrologue& pro, int64_t t) const {
+      return residual != nullptr && residual == pro.residual.data() && weight == pro.weight.data() &&
+             eps == pro.eps && tokens == t;
+    }
+  };
+  // linear_add_residual on FP8 weights past the gemv with note_next_norm's norm pending: the GEMM,
+  // then the add and that norm's codes in one kernel, staged for the next FP8 linear (false where
+  // it does not take them: the caller goes on).
+  bool fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
+                    const PendingNorm& next);
+  // x's codes for the next FP8 GEMM with this prologue: the staged ones when they are its norm's
+  // (else nullptr, and the staging is dropped, as the GEMM will overwrite it).
+  const float* fp8_staged_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, void* out);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and
@@ -285,6 +307,9 @@ class CudaBackend : public Backend {
   bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)
   int fp8_w8a8_lane_bytes_ = 0;       // MINIVLLM_FP8_W8A8_LANE_BYTES; 0: by the grid
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
+  bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
+  PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual
+  PendingNorm staged_norm_;           // whose codes sit in fp8_gemm_'s activation scratch
   uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]

@@ -88,6 +88,14 @@ bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_
 // multiple of 8 and at most 16,384.
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
                                int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
+// residual [rows, cols] += y * (row_scale[t] * col_scale[c * col_stride]) (the kAddF32 FP8 epilogue
+// on a bare product y [rows, ny]), then launch_rms_norm_e4m3_rows's codes and scales of the new rows,
+// in one pass: the same bytes as the epilogue then the normed quantizer. row_scale may be `scales`
+// (a CTA reads its row's before it writes it). False (nothing launched) where the normed quantizer
+// would decline cols.
+bool launch_fp8_add_norm_e4m3(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
+                              int64_t col_stride, float* residual, const void* w, bool w_f32, float eps, int64_t rows,
+                              int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
 // The FP8 GEMM's epilogue, in place on out [tokens, n] (bf16, or f32 when out_f32):
 // out[t, c] = out[t, c] * row_scale[t] * col_scale[c * col_stride] (+ bias[c], bf16 or f32).
 void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, const float* row_scale,

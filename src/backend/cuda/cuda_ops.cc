@@ -216,6 +216,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
     return;
   }
   MINIVLLM_CHECK(e == Fp8Out::kStore) << op << ": " << tokens << " tokens take the unfused path";
+  staged_norm_ = PendingNorm{};  // the GEMM overwrites the activation scratch
   if (fp8_gemm_->run(x, w, b, bias_f32, out.data(), out_f32, stream_)) return;
   if (k % 8 == 0 && n % 8 == 0) {  // block scales: the weight decoded to bf16, then cuBLASLt's bf16 GEMM
     const void* wb = fp8_gemm_->dequantized(w, stream_);
@@ -485,6 +486,7 @@ bool CudaBackend::fp8_fused(const char* op, const Tensor& x, const Tensor& weigh
   MINIVLLM_CHECK(scratch.numel() >= tokens * n && rows_with_cols(out, out_n, op, "out") == tokens)
       << op << ": scratch " << scratch.describe() << " and out " << out.describe() << " for x " << x.describe()
       << " and weight " << weight.describe();
+  staged_norm_ = PendingNorm{};  // the GEMM overwrites the activation scratch
   const float* row_scales = fp8_gemm_->run_unscaled(x, weight, scratch.data(), stream_);
   if (row_scales == nullptr) return false;
   launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, nullptr, false, e, act, out.data(), tokens, stream_);
@@ -544,19 +546,83 @@ bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tens
   const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const float* row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32,
-                                                           pro.eps, tokens, weight, scratch.data(), stream_);
+  const float* row_scales = fp8_staged_product(pro, tokens, weight, scratch.data());
+  if (row_scales == nullptr) {
+    row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
+                                                weight, scratch.data(), stream_);
+  }
   if (row_scales == nullptr) return false;
   launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, bias == nullptr ? nullptr : bias->data(), bias_f32, e,
                              act, out.data(), tokens, stream_);
   return true;
 }
 
+void CudaBackend::note_next_norm(const Tensor& residual, const Tensor& norm_weight, float eps) {
+  next_norm_ = PendingNorm{};
+  if (!residual.defined() || !norm_weight.defined() || norm_weight.numel() != residual.size(-1)) return;
+  next_norm_.residual = residual.data();
+  next_norm_.weight = norm_weight.data();
+  next_norm_.weight_f32 = norm_weight.dtype() == DType::kF32;
+  next_norm_.width = residual.size(-1);
+  next_norm_.eps = eps;
+}
+
+// The o and down projections of an FP8 prefill: the bare product, then one kernel adds it into the
+// residual and makes the next RMSNorm's codes from the new rows (launch_fp8_add_norm_e4m3), where
+// the next FP8 GEMM finds them (fp8_staged_product): the normed quantizer's read of the residual
+// is gone. Bit-equal to the add epilogue then the normed quantizer.
+bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
+                               const PendingNorm& next) {
+  constexpr const char* kOp = "linear_add_residual";
+  if (!fp8_add_norm_ || !fp8_gemm_->fused_epilogues() || !fp8_gemm_->normed_codes() || next.residual == nullptr ||
+      next.residual != residual.data() || weight.scales() == nullptr) {
+    return false;
+  }
+  const int64_t n = weight.size(0), k = weight.size(1);
+  if (!fp8_gemm_takes(*weight.scales(), n, k) || next.width != n || n % 8 != 0 || n > kE4m3RowMaxCols) return false;
+  check_gpu(x, DType::kBF16, kOp, "x");
+  check_gpu(scratch, DType::kBF16, kOp, "scratch");
+  check_gpu(residual, DType::kF32, kOp, "residual");
+  const int64_t tokens = rows_with_cols(x, k, kOp, "x");
+  if (rows_with_cols(residual, n, kOp, "residual") != tokens || scratch.numel() < tokens * n || !aligned16(residual) ||
+      !aligned16(scratch)) {
+    return false;
+  }
+  // The scratch grown first for both x's codes and the new ones, so the GEMM's codes and scales are
+  // never reallocated under it; the kernel then overwrites them (each CTA reads its row's scale
+  // before it writes the new one).
+  const auto [codes, scales] = fp8_gemm_->activation_codes(tokens, std::max(n, k), stream_);
+  staged_norm_ = PendingNorm{};
+  const float* row_scales = fp8_gemm_->run_unscaled(x, weight, scratch.data(), stream_);
+  if (row_scales == nullptr) return false;
+  const WeightScales& s = *weight.scales();
+  if (row_scales != scales ||
+      !launch_fp8_add_norm_e4m3(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1),
+                                residual.ptr<float>(), next.weight, next.weight_f32, next.eps, tokens, n, codes, scales,
+                                stream_)) {
+    launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, nullptr, false, Fp8Epilogue::kAddF32,
+                               Activation::kSilu, residual.data(), tokens, stream_);
+    return true;
+  }
+  staged_norm_ = next;
+  staged_norm_.tokens = tokens;
+  return true;
+}
+
+const float* CudaBackend::fp8_staged_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, void* out) {
+  const bool mine = staged_norm_.matches(pro, tokens) && staged_norm_.width == weight.size(1);
+  staged_norm_ = PendingNorm{};
+  return mine ? fp8_gemm_->run_unscaled_staged(tokens, weight, out, stream_) : nullptr;
+}
+
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                       const Tensor& residual) {
+  const PendingNorm next = next_norm_;  // note_next_norm's hint holds for this call only
+  next_norm_ = PendingNorm{};
   if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
+    if (fp8_add_norm(x, weight, scratch, residual, next)) return;
     check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
     const int64_t n = weight.size(0), k = weight.size(1);
     if (weight.scales() != nullptr && !fp8_gemm_takes(*weight.scales(), n, k) && k % 8 == 0 && n % 8 == 0) {
@@ -792,8 +858,11 @@ bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const
   const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const float* row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32,
-                                                           pro.eps, tokens, weight, qkv.data(), stream_);
+  const float* row_scales = fp8_staged_product(pro, tokens, weight, qkv.data());
+  if (row_scales == nullptr) {
+    row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
+                                                weight, qkv.data(), stream_);
+  }
   if (row_scales == nullptr) return false;
   const WeightScales& s = *weight.scales();
   a.row_scale = row_scales;

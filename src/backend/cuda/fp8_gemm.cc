@@ -152,6 +152,19 @@ const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* nor
   return static_cast<const float*>(x_scales_);
 }
 
+std::pair<uint8_t*, float*> Fp8Gemm::activation_codes(int64_t tokens, int64_t k, cudaStream_t stream) {
+  grow_activations(tokens, k, stream);
+  return {static_cast<uint8_t*>(x_codes_), static_cast<float*>(x_scales_)};
+}
+
+const float* Fp8Gemm::run_unscaled_staged(int64_t tokens, const Tensor& w, void* out, cudaStream_t stream) {
+  Plan* p = plan_unscaled(w, tokens);
+  if (p == nullptr) return nullptr;
+  grow_activations(tokens, w.size(1), stream);  // (already that size: the staging grew it)
+  multiply_codes(w, p, /*outer=*/false, out, stream);
+  return static_cast<const float*>(x_scales_);
+}
+
 void Fp8Gemm::grow_activations(int64_t tokens, int64_t k, cudaStream_t stream) {
   grow_device_scratch(&workspace_, &workspace_bytes_, kWorkspaceBytes, stream, "FP8 linear",
                       "cuBLASLt workspace");

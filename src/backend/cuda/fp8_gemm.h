@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "backend/cuda/cuda_kernels.h"
 #include "common/tensor.h"
@@ -61,6 +62,12 @@ class Fp8Gemm {
   // never written). nullptr (nothing launched) where run_unscaled would say so or K is past 16,384.
   const float* run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps, int64_t tokens,
                                    const Tensor& w, void* out, cudaStream_t stream);
+  // The activation scratch for `tokens` rows of K codes and their scales, for a kernel that writes
+  // the next x's codes itself (launch_fp8_add_norm_e4m3); run_unscaled_staged then multiplies them.
+  // Valid until the next call that quantizes x (stream-ordered).
+  std::pair<uint8_t*, float*> activation_codes(int64_t tokens, int64_t k, cudaStream_t stream);
+  // run_unscaled on the codes and scales already in the activation scratch; returns those scales.
+  const float* run_unscaled_staged(int64_t tokens, const Tensor& w, void* out, cudaStream_t stream);
   // MINIVLLM_FP8_FUSED_EPILOGUE (on by default): x is quantized by launch_quantize_e4m3_rows (one
   // read), run() scales a bf16 out with launch_fp8_epilogue, and the backend fuses the residual add
   // and act_mul into it (run_unscaled). Off: the group quantizer and scale_outer, then the add or

@@ -141,17 +141,52 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
 // order of the sum of squares, the same bf16 rounding of the normed values), then quantize_rows_kernel's
 // codes of those bf16 values, without the normed row ever going to memory: a thread holds its
 // kChunks chunks of the fp32 residual from the load to the codes.
-template <int kChunks>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w,
-                                                                      bool w_f32, float eps, int64_t chunks,
-                                                                      uint8_t* codes, float* scales) {
+// kAdd (launch_fp8_add_norm_e4m3): first residual += the FP8 product's row scaled as the kAddF32
+// epilogue scales it (y * (row_scale * col_scale), unfused, then the add), the new row kept in
+// registers for the norm: the add epilogue and the norm's read of the residual in one pass.
+struct Fp8AddRow {
+  const __nv_bfloat16* y;  // the bare product [rows, ny]
+  int64_t ny;
+  const float* row_scale;  // read before scales (which may be the same buffer) is written
+  const float* col_scale;
+  int64_t col_stride;
+};
+
+template <int kChunks, bool kAdd>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(float* residual, const void* w, bool w_f32,
+                                                                      float eps, int64_t chunks, uint8_t* codes,
+                                                                      float* scales, Fp8AddRow add) {
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   pdl_launch_dependents();  // as quantize_rows_kernel
   pdl_wait();
-  const float* xr = residual + row * chunks * 8;
+  float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
-  const float inv = load_row_inv_rms<kChunks>(xr, chunks, eps, v, scratch);
+  float inv;
+  if constexpr (kAdd) {
+    const float rs = add.row_scale[row];
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      if (c < chunks) {
+        float y[8];
+        bf16x8_to_f32(*reinterpret_cast<const uint4*>(add.y + row * add.ny + c * 8), y);
+        load_f32x8(xr + c * 8, v[i]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          v[i][j] = __fadd_rn(v[i][j], __fmul_rn(y[j], __fmul_rn(rs, add.col_scale[(c * 8 + j) * add.col_stride])));
+        }
+        store_f32x8(xr + c * 8, v[i]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];  // load_row_inv_rms's order
+      }
+    }
+    sum_sq = block_sum(sum_sq, scratch);
+    inv = 1.0f / sqrtf(sum_sq / static_cast<float>(chunks * 8) + eps);
+  } else {
+    inv = load_row_inv_rms<kChunks>(xr, chunks, eps, v, scratch);
+  }
   uint4 packed[kChunks];
   float amax = 0.0f;
 #pragma unroll
@@ -311,19 +346,23 @@ void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t*
   }
 }
 
-void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
-                   float* scales, cudaStream_t stream) {
+template <bool kAdd>
+void rms_norm_rows(float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
+                   float* scales, const Fp8AddRow& add, cudaStream_t stream) {
   const int64_t chunks = cols / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
   const int threads = static_cast<int>(std::min<int64_t>(kNormThreads, ceil_div(chunks, 32) * 32));
   const int per_thread = static_cast<int>(ceil_div(chunks, threads));
   const dim3 grid(static_cast<unsigned>(rows)), block(threads);
+  const auto launch = [&](auto kernel) {
+    launch_with_pdl(kernel, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales, add);
+  };
   if (per_thread <= 2) {
-    launch_with_pdl(rms_norm_e4m3_kernel<2>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch(rms_norm_e4m3_kernel<2, kAdd>);
   } else if (per_thread <= 4) {
-    launch_with_pdl(rms_norm_e4m3_kernel<4>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch(rms_norm_e4m3_kernel<4, kAdd>);
   } else {
-    launch_with_pdl(rms_norm_e4m3_kernel<8>, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales);
+    launch(rms_norm_e4m3_kernel<8, kAdd>);
   }
 }
 
@@ -342,7 +381,19 @@ bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32,
                                int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  rms_norm_rows(residual, w, w_f32, eps, rows, cols, codes, scales, stream);
+  // (The plain kernel never writes the residual.)
+  rms_norm_rows<false>(const_cast<float*>(residual), w, w_f32, eps, rows, cols, codes, scales, Fp8AddRow{}, stream);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+bool launch_fp8_add_norm_e4m3(const void* y, int64_t ny, const float* row_scale, const float* col_scale,
+                              int64_t col_stride, float* residual, const void* w, bool w_f32, float eps, int64_t rows,
+                              int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
+  if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31) || ny < cols || ny % 8 != 0) return false;
+  if (rows == 0) return true;
+  const Fp8AddRow add{static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride};
+  rms_norm_rows<true>(residual, w, w_f32, eps, rows, cols, codes, scales, add, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
