@@ -255,9 +255,10 @@ class CudaBackend : public Backend {
   // it does not take them: the caller goes on).
   bool fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
                     const PendingNorm& next);
-  // x's codes for the next FP8 GEMM with this prologue: the staged ones when they are its norm's
-  // (else nullptr, and the staging is dropped, as the GEMM will overwrite it).
-  const float* fp8_staged_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, void* out);
+  // The bare product of rms_norm(pro)'s codes and weight into out (fp8_gemm_'s run_unscaled_normed),
+  // on the codes fp8_add_norm staged when they are that norm's; returns x's scales (nullptr: no plan).
+  const float* fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, bool norm_f32,
+                                  void* out);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
                   Activation act = Activation::kSilu);
   // Block-quantized weights (quant_gemv.h): up to kQuantChunkTokens tokens, x quantized to int8 and

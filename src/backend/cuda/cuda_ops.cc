@@ -546,11 +546,7 @@ bool CudaBackend::fp8_normed(const char* op, const NormPrologue& pro, const Tens
   const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const float* row_scales = fp8_staged_product(pro, tokens, weight, scratch.data());
-  if (row_scales == nullptr) {
-    row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
-                                                weight, scratch.data(), stream_);
-  }
+  const float* row_scales = fp8_normed_product(pro, tokens, weight, norm_f32, scratch.data());
   if (row_scales == nullptr) return false;
   launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, bias == nullptr ? nullptr : bias->data(), bias_f32, e,
                              act, out.data(), tokens, stream_);
@@ -569,7 +565,7 @@ void CudaBackend::note_next_norm(const Tensor& residual, const Tensor& norm_weig
 
 // The o and down projections of an FP8 prefill: the bare product, then one kernel adds it into the
 // residual and makes the next RMSNorm's codes from the new rows (launch_fp8_add_norm_e4m3), where
-// the next FP8 GEMM finds them (fp8_staged_product): the normed quantizer's read of the residual
+// the next FP8 GEMM finds them (fp8_normed_product): the normed quantizer's read of the residual
 // is gone. Bit-equal to the add epilogue then the normed quantizer.
 bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
                                const PendingNorm& next) {
@@ -609,10 +605,13 @@ bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tens
   return true;
 }
 
-const float* CudaBackend::fp8_staged_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, void* out) {
-  const bool mine = staged_norm_.matches(pro, tokens) && staged_norm_.width == weight.size(1);
-  staged_norm_ = PendingNorm{};
-  return mine ? fp8_gemm_->run_unscaled_staged(tokens, weight, out, stream_) : nullptr;
+const float* CudaBackend::fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight,
+                                             bool norm_f32, void* out) {
+  const bool staged = staged_norm_.matches(pro, tokens) && staged_norm_.width == weight.size(1);
+  staged_norm_ = PendingNorm{};  // used now, or overwritten by the normed quantizer
+  if (staged) return fp8_gemm_->run_unscaled_staged(tokens, weight, out, stream_);
+  return fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, weight,
+                                        out, stream_);
 }
 
 void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
@@ -858,11 +857,7 @@ bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const
   const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  const float* row_scales = fp8_staged_product(pro, tokens, weight, qkv.data());
-  if (row_scales == nullptr) {
-    row_scales = fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens,
-                                                weight, qkv.data(), stream_);
-  }
+  const float* row_scales = fp8_normed_product(pro, tokens, weight, norm_f32, qkv.data());
   if (row_scales == nullptr) return false;
   const WeightScales& s = *weight.scales();
   a.row_scale = row_scales;
