@@ -242,7 +242,6 @@ class CudaBackend : public Backend {
     const void* residual = nullptr;
     const void* weight = nullptr;
     bool weight_f32 = false;
-    int64_t width = 0;  // the residual's and the weight's
     float eps = 0.0f;
     int64_t tokens = 0;
     bool matches(const NormPrologue& pro, int64_t t) const {

@@ -559,7 +559,6 @@ void CudaBackend::note_next_norm(const Tensor& residual, const Tensor& norm_weig
   next_norm_.residual = residual.data();
   next_norm_.weight = norm_weight.data();
   next_norm_.weight_f32 = norm_weight.dtype() == DType::kF32;
-  next_norm_.width = residual.size(-1);
   next_norm_.eps = eps;
 }
 
@@ -570,12 +569,13 @@ void CudaBackend::note_next_norm(const Tensor& residual, const Tensor& norm_weig
 bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
                                const PendingNorm& next) {
   constexpr const char* kOp = "linear_add_residual";
-  if (!fp8_add_norm_ || !fp8_gemm_->fused_epilogues() || !fp8_gemm_->normed_codes() || next.residual == nullptr ||
-      next.residual != residual.data() || weight.scales() == nullptr) {
+  if (!fp8_add_norm_ || !fp8_gemm_->normed_codes() || next.residual == nullptr || next.residual != residual.data() ||
+      weight.scales() == nullptr) {
     return false;
   }
   const int64_t n = weight.size(0), k = weight.size(1);
-  if (!fp8_gemm_takes(*weight.scales(), n, k) || next.width != n || n % 8 != 0 || n > kE4m3RowMaxCols) return false;
+  // (note_next_norm took a norm as wide as the residual; the add checks the residual is n wide.)
+  if (!fp8_gemm_takes(*weight.scales(), n, k) || n % 8 != 0 || n > kE4m3RowMaxCols) return false;
   check_gpu(x, DType::kBF16, kOp, "x");
   check_gpu(scratch, DType::kBF16, kOp, "scratch");
   check_gpu(residual, DType::kF32, kOp, "residual");
@@ -592,14 +592,12 @@ bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tens
   const float* row_scales = fp8_gemm_->run_unscaled(x, weight, scratch.data(), stream_);
   if (row_scales == nullptr) return false;
   const WeightScales& s = *weight.scales();
-  if (row_scales != scales ||
-      !launch_fp8_add_norm_e4m3(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1),
-                                residual.ptr<float>(), next.weight, next.weight_f32, next.eps, tokens, n, codes, scales,
-                                stream_)) {
-    launch_fp8_weight_epilogue(weight, scratch.data(), row_scales, nullptr, false, Fp8Epilogue::kAddF32,
-                               Activation::kSilu, residual.data(), tokens, stream_);
-    return true;
-  }
+  // n is of 8s and at most kE4m3RowMaxCols (above), so the kernel takes it.
+  MINIVLLM_CHECK(row_scales == scales &&
+                 launch_fp8_add_norm_e4m3(scratch.data(), n, row_scales, s.grid.ptr<float>(), s.grid.size(1),
+                                          residual.ptr<float>(), next.weight, next.weight_f32, next.eps, tokens, n,
+                                          codes, scales, stream_))
+      << kOp << ": the add and norm codes kernel declined " << tokens << " x " << n;
   staged_norm_ = next;
   staged_norm_.tokens = tokens;
   return true;
@@ -607,7 +605,7 @@ bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tens
 
 const float* CudaBackend::fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight,
                                              bool norm_f32, void* out) {
-  const bool staged = staged_norm_.matches(pro, tokens) && staged_norm_.width == weight.size(1);
+  const bool staged = staged_norm_.matches(pro, tokens);  // (the callers' weights are as wide as pro.residual)
   staged_norm_ = PendingNorm{};  // used now, or overwritten by the normed quantizer
   if (staged) return fp8_gemm_->run_unscaled_staged(tokens, weight, out, stream_);
   return fp8_gemm_->run_unscaled_normed(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, weight,
@@ -846,7 +844,7 @@ void CudaBackend::gemv_rope_store(const char* op, const GemvNorm* norm, const Te
 // where bytes not moved are clock gained (PERFORMANCE.md, "Stop 65").
 bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                   const Tensor& qkv, const RopeStoreEpilogue& epi) {
-  if (!fp8_rope_scales_ || !fp8_norm_takes(pro, weight) || !fp8_gemm_->fused_epilogues()) return false;
+  if (!fp8_rope_scales_ || !fp8_norm_takes(pro, weight)) return false;  // (normed codes: the fused epilogues)
   const int64_t n = weight.size(0), k = weight.size(1);
   if (n != static_cast<int64_t>(epi.num_q_heads + 2 * epi.num_kv_heads) * epi.head_dim) return false;
   RopeArgs a = rope_args(qkv, epi.num_q_heads, epi.num_kv_heads, epi.head_dim, epi.q_norm, epi.k_norm, epi.eps,

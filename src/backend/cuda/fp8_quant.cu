@@ -145,6 +145,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
 // epilogue scales it (y * (row_scale * col_scale), unfused, then the add), the new row kept in
 // registers for the norm: the add epilogue and the norm's read of the residual in one pass.
 struct Fp8AddRow {
+  float* residual;         // the rows the kernel reads, written back with the product added
   const __nv_bfloat16* y;  // the bare product [rows, ny]
   int64_t ny;
   const float* row_scale;  // read before scales (which may be the same buffer) is written
@@ -153,17 +154,18 @@ struct Fp8AddRow {
 };
 
 template <int kChunks, bool kAdd>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(float* residual, const void* w, bool w_f32,
+__global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w, bool w_f32,
                                                                       float eps, int64_t chunks, uint8_t* codes,
                                                                       float* scales, Fp8AddRow add) {
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   pdl_launch_dependents();  // as quantize_rows_kernel
   pdl_wait();
-  float* xr = residual + row * chunks * 8;
+  const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
   float inv;
   if constexpr (kAdd) {
+    float* xw = add.residual + row * chunks * 8;
     const float rs = add.row_scale[row];
     float sum_sq = 0.0f;
 #pragma unroll
@@ -172,12 +174,12 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(float* resi
       if (c < chunks) {
         float y[8];
         bf16x8_to_f32(*reinterpret_cast<const uint4*>(add.y + row * add.ny + c * 8), y);
-        load_f32x8(xr + c * 8, v[i]);
+        load_f32x8(xw + c * 8, v[i]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           v[i][j] = __fadd_rn(v[i][j], __fmul_rn(y[j], __fmul_rn(rs, add.col_scale[(c * 8 + j) * add.col_stride])));
         }
-        store_f32x8(xr + c * 8, v[i]);
+        store_f32x8(xw + c * 8, v[i]);
 #pragma unroll
         for (int j = 0; j < 8; ++j) sum_sq += v[i][j] * v[i][j];  // load_row_inv_rms's order
       }
@@ -347,7 +349,7 @@ void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t*
 }
 
 template <bool kAdd>
-void rms_norm_rows(float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
+void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
                    float* scales, const Fp8AddRow& add, cudaStream_t stream) {
   const int64_t chunks = cols / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
@@ -381,8 +383,7 @@ bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32,
                                int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  // (The plain kernel never writes the residual.)
-  rms_norm_rows<false>(const_cast<float*>(residual), w, w_f32, eps, rows, cols, codes, scales, Fp8AddRow{}, stream);
+  rms_norm_rows<false>(residual, w, w_f32, eps, rows, cols, codes, scales, Fp8AddRow{}, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -392,7 +393,7 @@ bool launch_fp8_add_norm_e4m3(const void* y, int64_t ny, const float* row_scale,
                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31) || ny < cols || ny % 8 != 0) return false;
   if (rows == 0) return true;
-  const Fp8AddRow add{static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride};
+  const Fp8AddRow add{residual, static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride};
   rms_norm_rows<true>(residual, w, w_f32, eps, rows, cols, codes, scales, add, stream);
   CUDA_CHECK_LAUNCH();
   return true;

@@ -185,22 +185,21 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   const RopeSlot sl = rope_slot(active ? 8 * c : 0, a.head_dim, a.rotary_dim);
   const int i0 = sl.lo, span = sl.span;
   const bool is_q = h < a.num_q_heads;
+  const int64_t stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim;
+  __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
   if (kScaled && h >= a.num_q_heads + a.num_kv_heads) {  // a v head
     const int64_t slot = a.k_cache != nullptr ? a.slot_mapping[t] : -1;
     pdl_wait();
     if (!active) return;
-    __nv_bfloat16* v = static_cast<__nv_bfloat16*>(a.qkv) +
-                       t * static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim +
-                       static_cast<int64_t>(h) * a.head_dim;
     float y1[8], y2[8];
-    bf16x8_to_f32(*reinterpret_cast<const uint4*>(v + i0), y1);
-    bf16x8_to_f32(*reinterpret_cast<const uint4*>(v + i0 + span), y2);
+    bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0), y1);
+    bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0 + span), y2);
     const float rs = a.row_scale[t];
     fp8_store_scale8(a, rs, static_cast<int64_t>(h) * a.head_dim + i0, y1);
     fp8_store_scale8(a, rs, static_cast<int64_t>(h) * a.head_dim + i0 + span, y2);
     const uint4 lo8 = f32_to_bf16x8(y1), hi8 = f32_to_bf16x8(y2);
-    *reinterpret_cast<uint4*>(v + i0) = lo8;
-    *reinterpret_cast<uint4*>(v + i0 + span) = hi8;
+    *reinterpret_cast<uint4*>(x + i0) = lo8;
+    *reinterpret_cast<uint4*>(x + i0 + span) = hi8;
     if (slot >= 0 && slot < a.num_slots) {
       const int64_t dst =
           kv_cache_row(slot, a.block_size, a.num_kv_heads, h - a.num_q_heads - a.num_kv_heads) * a.head_dim;
@@ -237,8 +236,6 @@ __global__ void qk_norm_rope_vec_kernel(RopeArgs a) {
   if (a.k_cache != nullptr && !is_q) slot = a.slot_mapping[t];
   pdl_wait();
 
-  const int64_t stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * a.head_dim;
-  __nv_bfloat16* x = static_cast<__nv_bfloat16*>(a.qkv) + t * stride + static_cast<int64_t>(h) * a.head_dim;
   float x1[8], x2[8];
   bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0), x1);
   bf16x8_to_f32(*reinterpret_cast<const uint4*>(x + i0 + span), x2);
