@@ -41,8 +41,12 @@ __device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
 // Unit j (0..7) of a Q4_K super-block from its 16-byte head (d, dmin, scales[12]) and the unit's 32
 // bytes of nibbles (units 2i and 2i + 1 share bytes 32i.., low and high nibbles).
 __device__ __forceinline__ Unit unit_q4_k_from(const uint4& head, const uint4& lo, const uint4& hi, int j) {
-  const uint32_t words[4] = {head.x, head.y, head.z, head.w};
-  auto sbyte = [&](int i) { return static_cast<int>((words[1 + i / 4] >> (8 * (i % 4))) & 0xFF); };
+  // Scale byte i (0..11) of head.y..w, by selects: an array indexed by a lane's unit would go to
+  // local memory.
+  auto sbyte = [&](int i) {
+    const uint32_t word = i < 4 ? head.y : i < 8 ? head.z : head.w;
+    return static_cast<int>((word >> (8 * (i % 4))) & 0xFF);
+  };
   int sc, m;
   if (j < 4) {
     sc = sbyte(j) & 63;
