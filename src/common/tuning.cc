@@ -94,6 +94,13 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_QUANT_FUSED_CODES", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "block-quantized linears behind a norm (and the MLP's down) take x's int8 codes from the norm's (act_mul's) "
      "kernel at decode batches; 0: norm, act_mul and quantizer apart (PERFORMANCE.md, \"Stop 63\")"},
+    {"MINIVLLM_QUANT_GEMV_STREAM", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "one-token Q4_K / planar Q6_K gemvs of rows of 2,048s stream each warp's rows through shared memory by bulk "
+     "copies (quant_gemv.h) (PERFORMANCE.md, \"The streamed K-quant gemv\")"},
+    {"MINIVLLM_QUANT_STREAM_STAGES", G::kTuning, K::kChoice, "2|3|4|6|8", 0, 0, "2",
+     "segments of 2,048 values each warp of the streamed K-quant gemv keeps in flight"},
+    {"MINIVLLM_QUANT_STREAM_CTAS", G::kTuning, K::kChoice, "1|2|3|4", 0, 0, "4",
+     "CTAs of 8 warps an SM in the streamed K-quant gemv's grid"},
     {"MINIVLLM_QUANT_GEMV_PIPELINE", G::kTuning, K::kSwitch, "", 0, 0, "auto: one token and rows < 40 a SM",
      "the block-quantized gemv loads a lane's next unit before decoding this one (quant_gemv.h) "
      "(PERFORMANCE.md, \"The K-quant gemv: loads before decoding\")"},

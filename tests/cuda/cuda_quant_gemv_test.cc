@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,20 +86,47 @@ struct QuantBackends {
   ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
 };
 
-// Each gemv kernel (MINIVLLM_QUANT_GEMV_PIPELINE): a lane's next unit loaded before this one is
-// decoded (1: at one token; more tokens take the plain kernel), not (0), and the choice by rows (unset).
-class CudaQuantLinearKernels : public ::testing::TestWithParam<const char*> {};
+// Each gemv kernel: the streamed one (MINIVLLM_QUANT_GEMV_STREAM, one token of Q4_K and planar
+// Q6_K rows of 2,048s; also at 3 stages and one CTA an SM, where a warp's ring wraps at an odd
+// count), and with it off, a lane's next unit loaded before this one is decoded
+// (MINIVLLM_QUANT_GEMV_PIPELINE 1: at one token; more tokens take the plain kernel), not (0), and
+// the choice by rows (unset).
+struct KernelKnobs {
+  const char* label;
+  const char* stream;    // MINIVLLM_QUANT_GEMV_STREAM
+  const char* pipeline;  // MINIVLLM_QUANT_GEMV_PIPELINE, "" unset
+  const char* stages;    // MINIVLLM_QUANT_STREAM_STAGES, "" unset
+  const char* ctas;      // MINIVLLM_QUANT_STREAM_CTAS, "" unset
+};
+
+void PrintTo(const KernelKnobs& k, std::ostream* os) { *os << k.label; }
+
+class CudaQuantLinearKernels : public ::testing::TestWithParam<KernelKnobs> {};
+
+Backends backends_with_knobs(const KernelKnobs& k) {
+  const std::pair<const char*, const char*> set[] = {{"MINIVLLM_QUANT_GEMV_STREAM", k.stream},
+                                                     {"MINIVLLM_QUANT_GEMV_PIPELINE", k.pipeline},
+                                                     {"MINIVLLM_QUANT_STREAM_STAGES", k.stages},
+                                                     {"MINIVLLM_QUANT_STREAM_CTAS", k.ctas}};
+  for (const auto& [name, value] : set) {
+    if (*value != '\0') ::setenv(name, value, 1);
+  }
+  Backends b;
+  for (const auto& [name, value] : set) ::unsetenv(name);
+  return b;
+}
 
 TEST_P(CudaQuantLinearKernels, MatchesCpuBackend) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;
-  Backends be = backends_with("MINIVLLM_QUANT_GEMV_PIPELINE", GetParam());
+  Backends be = backends_with_knobs(GetParam());
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
   for (DType t : kTypes) {
     const int64_t blk = dtype_block(t);
-    // 16 and 56 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows.
-    for (const auto& [n, blocks] :
-         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 3}, {129, 9}, {304, 16}, {37, 56}}) {
+    // 16 and 56 K-quant blocks: Q6_K's planar rows (quant_gemv.h); 9: its ggml rows. 8, 16 and 56:
+    // rows of 1, 2 and 7 of the streamed kernel's segments; 5,000 rows of 8: 2 or 3 rows a warp.
+    for (const auto& [n, blocks] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {37, 3}, {129, 9}, {304, 16}, {37, 56}, {5000, 8}, {3, 8}}) {
       const int64_t k = blocks * blk;
       const Tensor w = random_blocks(t, n, k, static_cast<uint32_t>(n + k));
       std::vector<float> decoded(static_cast<size_t>(n * k));
@@ -106,6 +134,7 @@ TEST_P(CudaQuantLinearKernels, MatchesCpuBackend) {
       const Tensor wc = be.cpu->upload_stored_weight(w), wg = be.gpu->upload_stored_weight(w);
       ASSERT_EQ(wg.dtype(), t) << "the GPU kept no blocks";
       for (int64_t tokens : {1, 3, 8, 17, 80}) {
+        if (n * tokens > 40000) continue;  // the wide shape is the streamed kernel's, at one token
         SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " k " + std::to_string(k) + " tokens " +
                      std::to_string(tokens));
         std::mt19937 rng(static_cast<uint32_t>(tokens * 7 + k));
@@ -146,10 +175,13 @@ TEST_P(CudaQuantLinearKernels, MatchesCpuBackend) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, CudaQuantLinearKernels, ::testing::Values("", "0", "1"), [](const auto& info) {
-                           const std::string p = info.param;
-                           return p.empty() ? std::string("by_rows") : p == "1" ? std::string("piped") : std::string("plain");
-                         });
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaQuantLinearKernels,
+                         ::testing::Values(KernelKnobs{"streamed", "1", "", "", ""},
+                                           KernelKnobs{"streamed_3_stages_1_cta", "1", "", "3", "1"},
+                                           KernelKnobs{"by_rows", "0", "", "", ""},
+                                           KernelKnobs{"plain", "0", "0", "", ""},
+                                           KernelKnobs{"piped", "0", "1", "", ""}),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 // A weight of parts of different types (WeightParts: llama-quantize's Q4_K q, k beside a Q6_K v),
 // as ShardContext::upload_rows stacks it, against the CPU backend on the parts decoded and stacked:
@@ -302,6 +334,8 @@ TEST(CudaQuantLinear, RefusesOtherTypesByName) {
 // serve them; GB/s of blocks. x's codes and scales are constant (the values do not change the time).
 TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   struct Shape {
@@ -326,15 +360,23 @@ TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
       CUDA_CHECK(cudaMemset(codes, 0x11, static_cast<size_t>(tokens * sh.k)));
       CUDA_CHECK(cudaMemset(scales, 0, static_cast<size_t>(tokens * sh.k / 32) * 4));
       std::printf("quant_gemv %-7s %s M=%ld", sh.name, dtype_name(sh.t), static_cast<long>(tokens));
-      for (bool piped : {false, true}) {
+      struct Variant {
+        const char* name;
+        cuda::QuantGemvPlan plan;
+      };
+      const cuda::QuantGemvKernel kS = cuda::QuantGemvKernel::kStreamed;
+      for (const Variant& v : {Variant{"plain", {}}, Variant{"piped", {cuda::QuantGemvKernel::kPiped}},
+                               Variant{"s4x2", {kS, sms, 4, 2}}, Variant{"s4x3", {kS, sms, 4, 3}},
+                               Variant{"s3x4", {kS, sms, 3, 4}}, Variant{"s2x4", {kS, sms, 2, 4}},
+                               Variant{"s4x2sb8", {kS, sms, 4, 2, 8}}}) {
+        if (v.plan.kernel == kS && !cuda::quant_gemv_streams(sh.t, tokens, sh.k, weights.at(0), row_bytes)) continue;
         const double us = graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {
             cuda::launch_quant_gemv(sh.t, weights.at(c), row_bytes, cuda::QuantX{codes, scales}, nullptr, false, out,
-                                    true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, piped);
+                                    true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, v.plan);
           }
         });
-        std::printf("  %s %6.2f us %5.0f GB/s", piped ? "piped" : "plain", us,
-                    static_cast<double>(bytes) / us / 1e3);
+        std::printf("  %s %6.2f us %5.0f GB/s", v.name, us, static_cast<double>(bytes) / us / 1e3);
       }
       std::printf("\n");
       cudaFree(codes);

@@ -270,6 +270,9 @@ class CudaBackend : public Backend {
   // (MINIVLLM_QUANT_FUSED_CODES): a decode batch (at most kQuantChunkTokens tokens) of an fp32
   // residual, K a multiple of 32 up to kQuantNormMaxK.
   bool quant_norm_takes(const NormPrologue& pro, const Tensor& weight) const;
+  // The gemv kernel (and the streamed one's grid) for a call of `tokens` tokens on n rows of W.
+  QuantGemvPlan quant_gemv_plan(DType wtype, int64_t tokens, int64_t n, int64_t k, const void* w,
+                                size_t row_bytes) const;
   static constexpr int64_t kQuantChunkTokens = 64;
   static constexpr int64_t kQuantMaxK = 65536;
   // Whether a linear the gemv does not take goes to decode_gemm.cu rather than cuBLASLt.
@@ -302,6 +305,9 @@ class CudaBackend : public Backend {
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)
   bool quant_weights_ = false;       // keep GGUF block types as stored (MINIVLLM_QUANT_WEIGHTS=1), else decoded to bf16
+  bool quant_gemv_stream_ = true;    // MINIVLLM_QUANT_GEMV_STREAM: the streamed gemv where it applies
+  int quant_stream_stages_ = 2;      // MINIVLLM_QUANT_STREAM_STAGES
+  int quant_stream_ctas_ = 4;        // MINIVLLM_QUANT_STREAM_CTAS
   int quant_gemv_pipeline_ = -1;     // MINIVLLM_QUANT_GEMV_PIPELINE: 0 / 1 forced, -1 quant_gemv_piped's choice
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)

@@ -320,15 +320,31 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
       int64_t row0 = 0;
       for (const Tensor& p : pieces) {
         const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;
-        const bool piped =
-            quant_gemv_pipeline_ >= 0 ? quant_gemv_pipeline_ == 1 : quant_gemv_piped(t, p.size(0), num_sms_);
-        launch_quant_gemv(p.dtype(), p.data(), dtype_nbytes(p.dtype(), k), q, pb, bias_f32,
+        const size_t row_bytes = dtype_nbytes(p.dtype(), k);
+        launch_quant_gemv(p.dtype(), p.data(), row_bytes, q, pb, bias_f32,
                           static_cast<char*>(out.data()) + ((c0 + t0) * n + row0) * out_elem, out_f32,
-                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_, piped);
+                          add ? QuantGemvOut::kAddF32 : QuantGemvOut::kStore, t, p.size(0), k, n, stream_,
+                          quant_gemv_plan(p.dtype(), t, p.size(0), k, p.data(), row_bytes));
         row0 += p.size(0);
       }
     }
   }
+}
+
+// The streamed gemv where it takes the call (MINIVLLM_QUANT_GEMV_STREAM), else the plain or
+// pipelined one by quant_gemv_piped (or MINIVLLM_QUANT_GEMV_PIPELINE).
+cuda::QuantGemvPlan CudaBackend::quant_gemv_plan(DType wtype, int64_t tokens, int64_t n, int64_t k, const void* w,
+                                                 size_t row_bytes) const {
+  QuantGemvPlan plan;
+  plan.num_sms = num_sms_;
+  plan.ctas_per_sm = quant_stream_ctas_;
+  plan.stages = quant_stream_stages_;
+  if (quant_gemv_stream_ && quant_gemv_streams(wtype, tokens, k, w, row_bytes)) {
+    plan.kernel = QuantGemvKernel::kStreamed;
+  } else if (quant_gemv_pipeline_ >= 0 ? quant_gemv_pipeline_ == 1 : quant_gemv_piped(tokens, n, num_sms_)) {
+    plan.kernel = QuantGemvKernel::kPiped;
+  }
+  return plan;
 }
 
 // Decode: cuBLASLt's kernels for a handful of tokens leave bandwidth unused, but the gemv's cost

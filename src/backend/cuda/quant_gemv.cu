@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/norm_row.cuh"
@@ -284,6 +285,48 @@ __global__ void act_mul_q8_kernel(const __nv_bfloat16* __restrict__ gate_up, int
   if (lane == 0) scales[unit] = q8_scale(amax);
 }
 
+// A unit's 32 x codes as eight words (16-byte aligned).
+__device__ __forceinline__ void load_x_unit(const int8_t* p, int (&x)[8]) {
+  const int4* xp = reinterpret_cast<const int4*>(p);
+  const int4 a = xp[0], b = xp[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+// sum over the unit's values of w * (x's code), in units of x's scale: per 16-value half, scale *
+// dot(codes, x) + offset * sum(x).
+__device__ __forceinline__ float unit_dot(const Unit& wu, const int (&x)[8]) {
+  float part = 0.0f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int dot = 0, sum = 0;
+#pragma unroll
+    for (int i = 4 * h; i < 4 * h + 4; ++i) {
+      dot = __dp4a(wu.q[i], x[i], dot);
+      sum = __dp4a(0x01010101, x[i], sum);
+    }
+    part += wu.scale[h] * static_cast<float>(dot) + wu.offset[h] * static_cast<float>(sum);
+  }
+  return part;
+}
+
+// A gemv's row result to out (the plain and streamed kernels' epilogue, lane 0 of the row's warp).
+__device__ __forceinline__ void store_row(float acc, int64_t o, int64_t row, const void* bias, bool bias_f32,
+                                          void* out, bool out_f32, bool add) {
+  if (add) {
+    static_cast<float*>(out)[o] += acc;
+    return;
+  }
+  if (bias != nullptr) {
+    acc += bias_f32 ? static_cast<const float*>(bias)[row]
+                    : __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[row]);
+  }
+  if (out_f32) {
+    static_cast<float*>(out)[o] = acc;
+  } else {
+    static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16(acc);
+  }
+}
+
 template <DType T, int NT, bool kPiped>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     quant_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
@@ -321,40 +364,124 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     const Unit wu = f.decode(u);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int4* xp = reinterpret_cast<const int4*>(xq + t * k + u * 32);
-      const int4 a = xp[0], b = xp[1];
-      const int x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      float part = 0.0f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int dot = 0, sum = 0;
-#pragma unroll
-        for (int i = 4 * h; i < 4 * h + 4; ++i) {
-          dot = __dp4a(wu.q[i], x[i], dot);
-          sum = __dp4a(0x01010101, x[i], sum);
-        }
-        part += wu.scale[h] * static_cast<float>(dot) + wu.offset[h] * static_cast<float>(sum);
-      }
-      acc[t] += xs[t * units + u] * part;  // the unit's x scale
+      int x[8];
+      load_x_unit(xq + t * k + u * 32, x);
+      acc[t] += xs[t * units + u] * unit_dot(wu, x);  // the unit's x scale
     }
   }
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = warp_sum(acc[t]);
   if (lane != 0) return;
-  float b = 0.0f;
-  if (bias != nullptr) {
-    b = bias_f32 ? static_cast<const float*>(bias)[row]
-                 : __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[row]);
-  }
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const int64_t o = t * ldo + row;
-    if (add) {
-      static_cast<float*>(out)[o] += acc[t];
-    } else if (out_f32) {
-      static_cast<float*>(out)[o] = acc[t] + b;
-    } else {
-      static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16(acc[t] + b);
+  for (int t = 0; t < NT; ++t) store_row(acc[t], t * ldo + row, row, bias, bias_f32, out, out_f32, add);
+}
+
+// The streamed gemv (one token; Q4_K, and planar Q6_K): rows split evenly over the warps of a grid
+// of CTAs filling every SM (4 of 8 warps at 64 registers), each warp owning whole rows, their
+// bytes one contiguous range. A warp walks its rows in segments of kSb super-blocks (16 where a
+// row allows, else 8), each brought into shared memory by one bulk copy (four for planar Q6_K,
+// whose planes land as a kSb-super-block planar row) on a ring of `stages` buffers: lane 0 refills
+// a buffer as soon as the warp has read it, and the first ones go out before the PDL wait (W does
+// not depend on the kernel before). Unlike the plain kernel, no lane's loads wait on its decode and
+// every request is a whole contiguous range. Measured (PERFORMANCE.md, "The streamed K-quant
+// gemv"): warps an SM decide its speed, stages past 2 do not; the short calls still lose about
+// 3 us each to launch, ramp and tail.
+constexpr int kStreamWarps = 8;
+constexpr int kMaxStreamStages = 8;
+constexpr int kStreamSb = 8;  // the least segment, in super-blocks; kSb is 8 or 16 of them
+
+template <DType T, int kSb>
+struct StreamSeg;
+template <int kSb>
+struct StreamSeg<DType::kQ4_K, kSb> {
+  static constexpr uint32_t kBytes = kSb * 144;
+  static constexpr int64_t kNsb = 0;  // Fetched<Q4_K> reads ggml's blocks
+  // kSb super-blocks from sb0 of the row at wr (nsb super-blocks) into dst.
+  __device__ static void copy(uint32_t dst, const uint8_t* wr, int64_t sb0, int64_t, uint32_t bar) {
+    bulk_copy_to_smem(dst, wr + sb0 * 144, kBytes, bar);
+  }
+};
+template <int kSb>
+struct StreamSeg<DType::kQ6_K, kSb> {
+  static constexpr uint32_t kBytes = kSb * 210;
+  static constexpr int64_t kNsb = kSb;  // the segment is a planar row of kSb super-blocks
+  __device__ static void copy(uint32_t dst, const uint8_t* wr, int64_t sb0, int64_t nsb, uint32_t bar) {
+    bulk_copy_to_smem(dst, wr + sb0 * 128, kSb * 128, bar);
+    bulk_copy_to_smem(dst + kSb * 128, wr + nsb * 128 + sb0 * 64, kSb * 64, bar);
+    bulk_copy_to_smem(dst + kSb * 192, wr + nsb * 192 + sb0 * 16, kSb * 16, bar);
+    bulk_copy_to_smem(dst + kSb * 208, wr + nsb * 208 + sb0 * 2, kSb * 2, bar);
+  }
+};
+
+template <DType T, int kSb>
+__global__ void __launch_bounds__(32 * kStreamWarps)
+    quant_gemv_stream_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
+                             const float* __restrict__ xs, const void* __restrict__ bias, bool bias_f32,
+                             void* __restrict__ out, bool out_f32, bool add, int64_t n, int64_t k, int stages) {
+  using Seg = StreamSeg<T, kSb>;
+  constexpr int kUnits = kSb / 4;  // a lane's units a segment
+  extern __shared__ __align__(128) uint8_t stream_smem[];
+  pdl_launch_dependents();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kStreamWarps;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kStreamWarps + warp;
+  const int64_t row0 = gw * n / warps, row1 = (gw + 1) * n / warps;
+  const int64_t nsb = k / 256, per_row = nsb / kSb, segs = (row1 - row0) * per_row;
+  uint8_t* ring = stream_smem + static_cast<size_t>(warp) * stages * Seg::kBytes;
+  const uint32_t bars = smem_addr(stream_smem + static_cast<size_t>(kStreamWarps) * stages * Seg::kBytes) +
+                        8u * static_cast<uint32_t>(warp * stages);
+  // Cursors, not divisions (a 64-bit division by a runtime value is a long subroutine): the next
+  // segment to issue (its row, its place in the row, its buffer) and the one to read.
+  const uint8_t* issue_row = w + static_cast<size_t>(row0) * row_bytes;
+  int64_t issue_seg = 0, issued = 0;
+  int issue_buf = 0;
+  auto issue = [&]() {  // lane 0: the next segment into its buffer
+    const uint32_t bar = bars + 8u * issue_buf;
+    mbar_expect_tx(bar, Seg::kBytes);
+    Seg::copy(smem_addr(ring + static_cast<size_t>(issue_buf) * Seg::kBytes), issue_row, issue_seg * kSb, nsb,
+              bar);
+    ++issued;
+    if (++issue_buf == stages) issue_buf = 0;
+    if (++issue_seg == per_row) {
+      issue_seg = 0;
+      issue_row += row_bytes;
+    }
+  };
+  if (lane == 0 && segs > 0) {
+    for (int b = 0; b < stages; ++b) mbar_init(bars + 8u * b, 1);
+    mbar_init_fence();
+    while (issued < stages && issued < segs) issue();
+  }
+  __syncwarp();
+  pdl_wait();  // x is the kernel before's output
+  if (segs == 0) return;
+  float acc = 0.0f;
+  int64_t row = row0, in_row = 0;
+  int buf = 0, parity = 0;
+  for (int64_t s = 0; s < segs; ++s) {
+    const int64_t u0 = in_row * (kSb * 8);  // the segment's first unit in the row
+    mbar_wait(bars + 8u * buf, parity);
+    const uint8_t* seg = ring + static_cast<size_t>(buf) * Seg::kBytes;
+#pragma unroll
+    for (int i = 0; i < kUnits; ++i) {
+      Fetched<T> f;
+      f.fetch(seg, lane + 32 * i, Seg::kNsb);
+      int x[8];
+      load_x_unit(xq + (u0 + lane + 32 * i) * 32, x);
+      acc += xs[u0 + lane + 32 * i] * unit_dot(f.decode(lane + 32 * i), x);
+    }
+    __syncwarp();  // every lane has read the buffer: refill it
+    if (lane == 0 && issued < segs) issue();
+    if (++buf == stages) {
+      buf = 0;
+      parity ^= 1;
+    }
+    if (++in_row == per_row) {
+      const float total = warp_sum(acc);
+      acc = 0.0f;
+      if (lane == 0) store_row(total, row, row, bias, bias_f32, out, out_f32, add);
+      in_row = 0;
+      ++row;
     }
   }
 }
@@ -435,7 +562,48 @@ void gemv_launch(const void* w, size_t row_bytes, const QuantX& q, const void* b
                   static_cast<const float*>(q.scales), bias, bias_f32, out, out_f32, add, n, k, ldo, planar_nsb(T, k));
 }
 
+template <DType T, int kSb>
+void stream_launch(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32, void* out,
+                   bool out_f32, bool add, int64_t n, int64_t k, const QuantGemvPlan& plan, cudaStream_t stream) {
+  constexpr auto kKernel = quant_gemv_stream_kernel<T, kSb>;
+  constexpr int kBytes = static_cast<int>(StreamSeg<T, kSb>::kBytes) + 8;  // a buffer and its barrier
+  const int64_t ctas = std::min<int64_t>(static_cast<int64_t>(plan.num_sms) * plan.ctas_per_sm,
+                                         (n + kStreamWarps - 1) / kStreamWarps);
+  const int most = kStreamWarps * kMaxStreamStages * kBytes;
+  MINIVLLM_CHECK(most <= 227 * 1024) << "quant_gemv: " << most << " bytes of stream buffers";
+  allow_dynamic_smem<kKernel>(most);
+  const int64_t smem = kStreamWarps * plan.stages * kBytes;
+  launch_with_pdl(kKernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kStreamWarps),
+                  static_cast<size_t>(smem), stream, static_cast<const uint8_t*>(w),
+                  row_bytes, static_cast<const int8_t*>(q.codes), static_cast<const float*>(q.scales), bias, bias_f32,
+                  out, out_f32, add, n, k, plan.stages);
+}
+
+template <DType T>
+void stream_launch_by_segment(const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
+                              void* out, bool out_f32, bool add, int64_t n, int64_t k, const QuantGemvPlan& plan,
+                              cudaStream_t stream) {
+  MINIVLLM_CHECK(plan.num_sms > 0 && plan.ctas_per_sm >= 1 && plan.stages >= 1 && plan.stages <= kMaxStreamStages &&
+                 (plan.segment_sb == 0 || plan.segment_sb == 8 || plan.segment_sb == 16))
+      << "quant_gemv: a streamed plan of " << plan.num_sms << " SMs, " << plan.ctas_per_sm << " CTAs an SM, "
+      << plan.stages << " stages, segments of " << plan.segment_sb << " super-blocks";
+  const int64_t nsb = k / 256;
+  const int sb = plan.segment_sb != 0 ? plan.segment_sb : nsb % 16 == 0 ? 16 : 8;
+  MINIVLLM_CHECK(nsb % sb == 0) << "quant_gemv: rows of " << nsb << " super-blocks in segments of " << sb;
+  if (sb == 16) {
+    stream_launch<T, 16>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, plan, stream);
+  } else {
+    stream_launch<T, 8>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, plan, stream);
+  }
+}
+
 }  // namespace
+
+bool quant_gemv_streams(DType wtype, int64_t tokens, int64_t k, const void* w, size_t row_bytes) {
+  const bool type = wtype == DType::kQ4_K || (wtype == DType::kQ6_K && q6_k_planar(k));
+  return type && tokens == 1 && k % (256 * kStreamSb) == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+         row_bytes % 16 == 0;
+}
 
 bool quant_gemv_piped(int64_t tokens, int64_t n, int num_sms) {
   return tokens == 1 && n < 40 * static_cast<int64_t>(num_sms);
@@ -511,13 +679,27 @@ bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t i
 
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias, bool bias_f32,
                        void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k, int64_t ldo,
-                       cudaStream_t stream, bool piped) {
+                       cudaStream_t stream, const QuantGemvPlan& plan) {
   check_shape(wtype, row_bytes, k, "quant_gemv");
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kQuantGemvMaxTokens && n > 0 && ldo >= n)
       << "quant_gemv: " << tokens << " tokens (1.." << kQuantGemvMaxTokens << "), " << n << " rows, out rows "
       << ldo << " apart";
   const bool add = mode == QuantGemvOut::kAddF32;
   MINIVLLM_CHECK(!add || (out_f32 && bias == nullptr)) << "quant_gemv: the residual add takes an f32 out, no bias";
+  if (plan.kernel == QuantGemvKernel::kStreamed) {
+    MINIVLLM_CHECK(quant_gemv_streams(wtype, tokens, k, w, row_bytes))
+        << "quant_gemv: the streamed kernel takes one token of 16-byte-aligned Q4_K or planar Q6_K rows of a "
+           "multiple of 2048 values, not "
+        << tokens << " tokens of " << dtype_name(wtype) << " rows of " << k;
+    if (wtype == DType::kQ4_K) {
+      stream_launch_by_segment<DType::kQ4_K>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, plan, stream);
+    } else {
+      stream_launch_by_segment<DType::kQ6_K>(w, row_bytes, q, bias, bias_f32, out, out_f32, add, n, k, plan, stream);
+    }
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const bool piped = plan.kernel == QuantGemvKernel::kPiped;
   by_type(wtype, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     switch (tokens) {

@@ -61,14 +61,29 @@ enum class QuantGemvOut {
   kAddF32,  // out (f32) += x W^T
 };
 
+// Which gemv kernel a call takes (quant_gemv.cu has each one's loop).
+enum class QuantGemvKernel {
+  kPlain,     // a warp a row, a lane a unit: its loads, then its decode
+  kPiped,     // one token: each lane also loads its next unit before decoding this one
+  kStreamed,  // one token, Q4_K or planar Q6_K rows of a multiple of 2,048 values (quant_gemv_streams):
+              // each warp streams whole rows through shared memory by bulk copies, `stages` in flight
+};
+struct QuantGemvPlan {
+  QuantGemvKernel kernel = QuantGemvKernel::kPlain;
+  int num_sms = 0;      // kStreamed: the grid is ctas_per_sm CTAs of each SM
+  int ctas_per_sm = 4;
+  int stages = 2;       // kStreamed: segments in flight a warp (at most 8)
+  int segment_sb = 0;   // kStreamed: super-blocks a segment, 8 or 16; 0: 16 where the row allows
+};
+
 // 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
 // block (256 for the K-quants, 32 otherwise). bias: bf16 or f32 [n], or null.
-// out row t starts at t * ldo (>= n; a slice of a wider output). Launched with PDL: each row's
-// blocks are prefetched into L2 while the kernel before finishes. piped (one token only; more take the
-// plain kernel): each lane loads its next unit before decoding this one.
+// out row t starts at t * ldo (>= n; a slice of a wider output). Launched with PDL: W's first
+// loads (prefetches into L2, or the streamed kernel's copies) go out while the kernel before
+// finishes.
 void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const QuantX& q, const void* bias,
                        bool bias_f32, void* out, bool out_f32, QuantGemvOut mode, int64_t tokens, int64_t n, int64_t k,
-                       int64_t ldo, cudaStream_t stream, bool piped = false);
+                       int64_t ldo, cudaStream_t stream, const QuantGemvPlan& plan = {});
 
 // Whether a call of `tokens` tokens and n rows takes the pipelined gemv on a GPU of num_sms SMs: one
 // token and fewer rows than the warps it keeps resident (about 40 an SM at its registers), where
@@ -76,6 +91,10 @@ void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const Quant
 // more tokens, the plain kernel's occupancy wins (PERFORMANCE.md, "The K-quant gemv: loads before
 // decoding").
 bool quant_gemv_piped(int64_t tokens, int64_t n, int num_sms);
+
+// Whether the streamed kernel can take a call: one token, Q4_K or Q6_K (planar) rows of a multiple
+// of 2,048 values, W and its rows 16-byte aligned (the bulk copies' rule).
+bool quant_gemv_streams(DType wtype, int64_t tokens, int64_t k, const void* w, size_t row_bytes);
 
 // W's rows decoded to bf16 [rows, k] (row-major, for cuBLASLt; out may be a row slice of a larger one).
 void launch_quant_dequantize_bf16(DType wtype, const void* w, size_t row_bytes, int64_t rows, int64_t k, void* out,
