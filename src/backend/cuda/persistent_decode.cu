@@ -422,13 +422,8 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
     for (int i = 0; i < HD / 8; ++i) {
       k[i] = valid ? *reinterpret_cast<const uint4*>(kc + krow + i * 8) : make_uint4(0, 0, 0, 0);
     }
-    // This lane's dims of every key's value row, kept packed (issued before the scores need the keys).
-    VPack vv[32];
-#pragma unroll
-    for (int jj = 0; jj < 32; ++jj) {
-      const int64_t r = __shfl_sync(kAll, krow, jj);
-      vv[jj] = jj < n ? *reinterpret_cast<const VPack*>(vc + r + lane * kDims) : VPack{};
-    }
+    // The value rows are loaded after the scores, 16 keys at a time: 32 of them held beside the keys
+    // (64 + 64 registers at HD 128) spilled to local memory, which the key loop then waited on.
     float sc[GROUP];
 #pragma unroll
     for (int gq = 0; gq < GROUP; ++gq) sc[gq] = 0.f;
@@ -445,6 +440,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
       }
     }
     if (first) pd_sub_mark_after(p, layer, 9, warp, lane, sc[0]);  // the key rows loaded and scored
+    float p_lane[GROUP];  // each query's weight of this lane's key
 #pragma unroll
     for (int gq = 0; gq < GROUP; ++gq) {
       const float sv = valid ? sc[gq] : -INFINITY;
@@ -455,13 +451,28 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
       m[gq] = mn;
 #pragma unroll
       for (int d = 0; d < kDims; ++d) acc[gq][d] *= corr;
+      p_lane[gq] = pr;
+    }
 #pragma unroll
-      for (int jj = 0; jj < 32; ++jj) {
-        const float pj = __shfl_sync(kAll, pr, jj);
-        float vf[kDims];
-        ValuePack<kDims>::unpack(vv[jj], vf);
+    for (int half = 0; half < 2; ++half) {
+      // This lane's dims of 16 keys' value rows, packed, all loads issued before any is used.
+      VPack vv[16];
 #pragma unroll
-        for (int d = 0; d < kDims; ++d) acc[gq][d] += pj * vf[d];
+      for (int jj = 0; jj < 16; ++jj) {
+        const int key = 16 * half + jj;
+        const int64_t r = __shfl_sync(kAll, krow, key);
+        vv[jj] = key < n ? *reinterpret_cast<const VPack*>(vc + r + lane * kDims) : VPack{};
+      }
+#pragma unroll
+      for (int gq = 0; gq < GROUP; ++gq) {
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj) {
+          const float pj = __shfl_sync(kAll, p_lane[gq], 16 * half + jj);
+          float vf[kDims];
+          ValuePack<kDims>::unpack(vv[jj], vf);
+#pragma unroll
+          for (int d = 0; d < kDims; ++d) acc[gq][d] += pj * vf[d];
+        }
       }
     }
     if (first) pd_sub_mark_after(p, layer, 10, warp, lane, acc[0][0]);  // the values added
