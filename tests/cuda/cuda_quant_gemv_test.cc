@@ -238,12 +238,16 @@ TEST(CudaQuantLinear, WeightOfMixedPartsMatchesCpuBackend) {
 // (rms_norm_mlp_add_residual), the same bytes as the norm, act_mul and quantizer apart: outputs
 // equal their parts bit for bit, and the CPU's within the gemv's int8 bound. 17 tokens: gemv
 // launches of 8, 8 and 1; K of 2,304: a norm row of 288 chunks (two a thread, the second partial).
+// K (and I) of 2,048s at one token take the streamed gemv, which reads the codes' sums too (a Q4_K
+// down projection at I 2,048: the act_mul quantizer's sums).
 TEST(CudaQuantLinear, NormedAndMlpCodesEqualTheirParts) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;
   Backends be;
-  for (const auto& [k, inter] : std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {2304, 1280}, {4096, 1536}}) {
-    const Tensor gu = random_blocks(DType::kQ4_K, 2 * inter, k, 5), down = random_blocks(DType::kQ6_K, k, inter, 6);
+  for (const auto& [k, inter] :
+       std::vector<std::pair<int64_t, int64_t>>{{512, 768}, {2304, 1280}, {4096, 1536}, {2048, 2048}}) {
+    const DType down_t = inter % 2048 == 0 ? DType::kQ4_K : DType::kQ6_K;
+    const Tensor gu = random_blocks(DType::kQ4_K, 2 * inter, k, 5), down = random_blocks(down_t, k, inter, 6);
     const Tensor gug = be.gpu->upload_stored_weight(gu), downg = be.gpu->upload_stored_weight(down);
     const Tensor guc = be.cpu->upload_stored_weight(gu), downc = be.cpu->upload_stored_weight(down);
     for (int64_t tokens : {1, 3, 17}) {
@@ -353,9 +357,11 @@ TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
       const int copies = weights.copies();
       const int calls = copies * std::max(1, (40 + copies - 1) / copies);
       int8_t* codes = nullptr;
-      float *scales = nullptr, *out = nullptr;
+      float *scales = nullptr, *sums = nullptr, *out = nullptr;
       CUDA_CHECK(cudaMalloc(&codes, static_cast<size_t>(tokens * sh.k)));
       CUDA_CHECK(cudaMalloc(&scales, static_cast<size_t>(tokens * sh.k / 32) * 4));
+      CUDA_CHECK(cudaMalloc(&sums, static_cast<size_t>(tokens * sh.k / 32) * 4));
+      CUDA_CHECK(cudaMemset(sums, 0, static_cast<size_t>(tokens * sh.k / 32) * 4));
       CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 4));
       CUDA_CHECK(cudaMemset(codes, 0x11, static_cast<size_t>(tokens * sh.k)));
       CUDA_CHECK(cudaMemset(scales, 0, static_cast<size_t>(tokens * sh.k / 32) * 4));
@@ -372,7 +378,7 @@ TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
         if (v.plan.kernel == kS && !cuda::quant_gemv_streams(sh.t, tokens, sh.k, weights.at(0), row_bytes)) continue;
         const double us = graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {
-            cuda::launch_quant_gemv(sh.t, weights.at(c), row_bytes, cuda::QuantX{codes, scales}, nullptr, false, out,
+            cuda::launch_quant_gemv(sh.t, weights.at(c), row_bytes, cuda::QuantX{codes, scales, sums}, nullptr, false, out,
                                     true, cuda::QuantGemvOut::kAddF32, tokens, sh.n, sh.k, sh.n, s, v.plan);
           }
         });
@@ -381,6 +387,7 @@ TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
       std::printf("\n");
       cudaFree(codes);
       cudaFree(scales);
+      cudaFree(sums);
       cudaFree(out);
     }
   }

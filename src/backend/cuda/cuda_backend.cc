@@ -90,6 +90,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&quant_x_codes_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK)));
     CUDA_CHECK(cudaMalloc(&quant_x_scales_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&quant_x_sums_, static_cast<size_t>(kQuantChunkTokens * kQuantMaxK / 32) * sizeof(float)));
   }
   decode_max_tile_heads_ = kDefaultDecodeTileHeads;
   if (const std::optional<int64_t> h = knob_int("MINIVLLM_DECODE_TILE_HEADS")) {
@@ -115,6 +116,7 @@ CudaBackend::~CudaBackend() {
   cudaFree(decode_partial_lse_);
   cudaFree(quant_x_codes_);
   cudaFree(quant_x_scales_);
+  cudaFree(quant_x_sums_);
   cudaFree(fp8_x_codes_);
   cudaFree(fp8_x_scales_);
   cudaFree(quant_w_bf16_);

@@ -320,6 +320,7 @@ class CudaBackend : public Backend {
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
   int8_t* quant_x_codes_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK]
   float* quant_x_scales_ = nullptr;  // [kQuantChunkTokens, kQuantMaxK / 32]
+  float* quant_x_sums_ = nullptr;    // [kQuantChunkTokens, kQuantMaxK / 32] (QuantX::sums)
   void* quant_w_bf16_ = nullptr;     // a weight decoded for cuBLASLt, grown outside graph capture
   size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)

@@ -299,7 +299,7 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
   }
   MINIVLLM_CHECK(quant_x_codes_ != nullptr && k <= kQuantMaxK)
       << op << ": rows of " << k << " values (the quantized gemv's x scratch holds " << kQuantMaxK << ")";
-  const QuantX codes{quant_x_codes_, quant_x_scales_};
+  const QuantX codes{quant_x_codes_, quant_x_scales_, quant_x_sums_};
   for (int64_t c0 = 0; c0 < tokens; c0 += kQuantChunkTokens) {
     const int64_t chunk = std::min(kQuantChunkTokens, tokens - c0);
     if (src.norm != nullptr) {
@@ -316,7 +316,7 @@ void CudaBackend::linear_quant(const char* op, const Tensor& x, const Tensor& w,
     }
     for (int64_t t0 = 0; t0 < chunk; t0 += kQuantGemvMaxTokens) {
       const int64_t t = std::min<int64_t>(kQuantGemvMaxTokens, chunk - t0);
-      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32)};
+      const QuantX q{quant_x_codes_ + t0 * k, quant_x_scales_ + t0 * (k / 32), quant_x_sums_ + t0 * (k / 32)};
       int64_t row0 = 0;
       for (const Tensor& p : pieces) {
         const void* pb = b == nullptr ? nullptr : static_cast<const char*>(b) + row0 * bias_elem;

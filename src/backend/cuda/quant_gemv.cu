@@ -195,10 +195,18 @@ __device__ __forceinline__ int q8_code(float v, float amax) {
   return amax > 0.0f ? __float2int_rn(v / q8_scale(amax)) : 0;
 }
 
+// A unit's scale, and (sums set) its scale times the sum of its codes, from the lane `writer`.
+__device__ __forceinline__ void store_unit_scale(float* scales, float* sums, int64_t unit, float amax, int code_sum,
+                                                 bool writer) {
+  if (!writer) return;
+  scales[unit] = q8_scale(amax);
+  if (sums != nullptr) sums[unit] = q8_scale(amax) * static_cast<float>(code_sum);
+}
+
 // One warp per unit of 32 values: codes = round(x / s), s = amax / 127 (a unit's values are then
 // s * code; its sum, which the offsets need, comes out of the gemv's dp4a against 1s).
 __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_t units, int8_t* __restrict__ codes,
-                                     float* __restrict__ scales) {
+                                     float* __restrict__ scales, float* __restrict__ sums) {
   pdl_launch_dependents();
   pdl_wait();  // x is the kernel before's output, and the gemv before may still read codes
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -206,8 +214,9 @@ __global__ void quantize_x_q8_kernel(const __nv_bfloat16* __restrict__ x, int64_
   const int lane = threadIdx.x % 32;
   const float v = __bfloat162float(x[unit * 32 + lane]);
   const float amax = warp_max(fabsf(v));
-  codes[unit * 32 + lane] = static_cast<int8_t>(q8_code(v, amax));
-  if (lane == 0) scales[unit] = q8_scale(amax);
+  const int code = q8_code(v, amax);
+  codes[unit * 32 + lane] = static_cast<int8_t>(code);
+  store_unit_scale(scales, sums, unit, amax, __reduce_add_sync(0xffffffffu, code), lane == 0);
 }
 
 // The amax of a unit whose values kLanes neighbouring lanes hold (lane l's share, amax, in; the
@@ -227,7 +236,8 @@ __device__ __forceinline__ float unit_amax(float amax) {
 template <int kChunks>
 __global__ void __launch_bounds__(256) rms_norm_q8_kernel(const float* __restrict__ residual, const void* w,
                                                           bool w_f32, float eps, int64_t chunks,
-                                                          int8_t* __restrict__ codes, float* __restrict__ scales) {
+                                                          int8_t* __restrict__ codes, float* __restrict__ scales,
+                                                          float* __restrict__ sums) {
   __shared__ float scratch[32];
   pdl_launch_dependents();
   const int64_t row = blockIdx.x;
@@ -254,19 +264,29 @@ __global__ void __launch_bounds__(256) rms_norm_q8_kernel(const float* __restric
       for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
     }
     amax = unit_amax<4>(amax);  // every lane: the shuffles need the whole warp
-    if (c >= chunks) continue;
     uint32_t packed[2] = {0, 0};
+    int code_sum = 0;
+    if (c < chunks) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) packed[j / 4] |= (static_cast<uint32_t>(q8_code(f[j], amax)) & 0xFFu) << (8 * (j % 4));
+      for (int j = 0; j < 8; ++j) {
+        const int code = q8_code(f[j], amax);
+        code_sum += code;
+        packed[j / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (j % 4));
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) code_sum += __shfl_xor_sync(0xffffffffu, code_sum, o);  // the unit's four lanes
+    if (c >= chunks) continue;
     *reinterpret_cast<uint2*>(codes + (row * chunks + c) * 8) = make_uint2(packed[0], packed[1]);
-    if (c % 4 == 0) scales[row * (chunks / 4) + c / 4] = q8_scale(amax);
+    store_unit_scale(scales, sums, row * (chunks / 4) + c / 4, amax, code_sum, c % 4 == 0);
   }
 }
 
 // launch_act_mul_quantize_x_q8: act_mul_kernel's h = act(gate) * up rounded to bf16 (elementwise.cu),
 // then quantize_x_q8_kernel's codes of it, a warp a unit; h never goes to memory.
 __global__ void act_mul_q8_kernel(const __nv_bfloat16* __restrict__ gate_up, int64_t inter, int64_t units,
-                                  Activation act, int8_t* __restrict__ codes, float* __restrict__ scales) {
+                                  Activation act, int8_t* __restrict__ codes, float* __restrict__ scales,
+                                  float* __restrict__ sums) {
   pdl_launch_dependents();
   pdl_wait();  // gate_up is the kernel before's output, and the gemv before may still read codes
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -277,8 +297,9 @@ __global__ void act_mul_q8_kernel(const __nv_bfloat16* __restrict__ gate_up, int
   const float u = __bfloat162float(gate_up[t * 2 * inter + inter + col]);
   const float v = __bfloat162float(__float2bfloat16(gate_act(g, act) * u));
   const float amax = warp_max(fabsf(v));
-  codes[unit * 32 + lane] = static_cast<int8_t>(q8_code(v, amax));
-  if (lane == 0) scales[unit] = q8_scale(amax);
+  const int code = q8_code(v, amax);
+  codes[unit * 32 + lane] = static_cast<int8_t>(code);
+  store_unit_scale(scales, sums, unit, amax, __reduce_add_sync(0xffffffffu, code), lane == 0);
 }
 
 // A unit's 32 x codes as eight words (16-byte aligned).
@@ -312,11 +333,12 @@ __device__ __forceinline__ int dp4a_u8_s8(uint32_t a, int b, int c) {
   return d;
 }
 
-// unit_dot of unit j of a Q4_K super-block, from its fetched bytes, in fewer instructions: both
-// halves share one scale (one dot, one sum), and a high-nibble unit multiplies its nibbles in
-// place (masked, not shifted: 16 times the codes, exactly, so the scale takes 1/16).
+// A Q4_K unit's contribution, unit j of its super-block from its fetched bytes, against x's codes,
+// scale xs and scaled sum xsum (QuantX::sums): d sc xs dot(codes, x) - dmin m xsum. Fewer
+// instructions than unit_dot: one dot (both halves share a scale), no dp4a for the sum, and a
+// high-nibble unit's nibbles masked in place (16 times the codes, exactly: the scale takes 1/16).
 __device__ __forceinline__ float q4_k_unit_dot(const uint4& head, const uint4& lo, const uint4& hi, int j,
-                                               const int (&x)[8]) {
+                                               const int (&x)[8], float xs, float xsum) {
   const int sh = 8 * (j & 3);
   const int yb = static_cast<int>((head.y >> sh) & 0xFF), zb = static_cast<int>((head.z >> sh) & 0xFF),
             wb = static_cast<int>((head.w >> sh) & 0xFF);
@@ -325,14 +347,11 @@ __device__ __forceinline__ float q4_k_unit_dot(const uint4& head, const uint4& l
   const int m = high ? (wb >> 4) | ((zb >> 6) << 4) : zb & 63;
   const uint32_t mask = (j & 1) != 0 ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
   const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  int dot = 0, sum = 0;
+  int dot = 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    dot = dp4a_u8_s8(v[i] & mask, x[i], dot);
-    sum = __dp4a(0x01010101, x[i], sum);
-  }
+  for (int i = 0; i < 8; ++i) dot = dp4a_u8_s8(v[i] & mask, x[i], dot);
   const float d = half_bits(head.x & 0xFFFF) * static_cast<float>(sc) * ((j & 1) != 0 ? 0.0625f : 1.0f);
-  return d * static_cast<float>(dot) - half_bits(head.x >> 16) * static_cast<float>(m) * static_cast<float>(sum);
+  return xs * d * static_cast<float>(dot) - half_bits(head.x >> 16) * static_cast<float>(m) * xsum;
 }
 
 // A gemv's row result to out (the plain and streamed kernels' epilogue, lane 0 of the row's warp).
@@ -442,7 +461,8 @@ struct StreamSeg<DType::kQ6_K, kSb> {
 template <DType T, int kSb>
 __global__ void __launch_bounds__(32 * kStreamWarps)
     quant_gemv_stream_kernel(const uint8_t* __restrict__ w, size_t row_bytes, const int8_t* __restrict__ xq,
-                             const float* __restrict__ xs, const void* __restrict__ bias, bool bias_f32,
+                             const float* __restrict__ xs, const float* __restrict__ xsums,
+                             const void* __restrict__ bias, bool bias_f32,
                              void* __restrict__ out, bool out_f32, bool add, int64_t n, int64_t k, int stages) {
   using Seg = StreamSeg<T, kSb>;
   constexpr int kUnits = kSb / 4;  // a lane's units a segment
@@ -495,7 +515,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps)
       int x[8];
       load_x_unit(xq + (u0 + lane + 32 * i) * 32, x);
       if constexpr (T == DType::kQ4_K) {  // the lane's units are all unit lane % 8 of their super-blocks
-        acc += xs[u0 + lane + 32 * i] * q4_k_unit_dot(f.head, f.lo, f.hi, lane & 7, x);
+        acc += q4_k_unit_dot(f.head, f.lo, f.hi, lane & 7, x, xs[u0 + lane + 32 * i], xsums[u0 + lane + 32 * i]);
       } else {
         acc += xs[u0 + lane + 32 * i] * unit_dot(f.decode(lane + 32 * i), x);
       }
@@ -605,7 +625,8 @@ void stream_launch(const void* w, size_t row_bytes, const QuantX& q, const void*
   const int64_t smem = kStreamWarps * plan.stages * kBytes;
   launch_with_pdl(kKernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kStreamWarps),
                   static_cast<size_t>(smem), stream, static_cast<const uint8_t*>(w),
-                  row_bytes, static_cast<const int8_t*>(q.codes), static_cast<const float*>(q.scales), bias, bias_f32,
+                  row_bytes, static_cast<const int8_t*>(q.codes), static_cast<const float*>(q.scales),
+                  static_cast<const float*>(q.sums), bias, bias_f32,
                   out, out_f32, add, n, k, plan.stages);
 }
 
@@ -668,7 +689,7 @@ void launch_quantize_x_q8(const void* x, int64_t tokens, int64_t k, const QuantX
   if (units == 0) return;
   constexpr int kWarps = 8;
   launch_with_pdl(quantize_x_q8_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)), dim3(32 * kWarps), 0,
-                  stream, static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales);
+                  stream, static_cast<const __nv_bfloat16*>(x), units, q.codes, q.scales, q.sums);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -683,13 +704,13 @@ bool launch_rms_norm_quantize_x_q8(const float* residual, const void* norm, bool
   const dim3 grid(static_cast<unsigned>(tokens));
   if (per_thread <= 2) {
     launch_with_pdl(rms_norm_q8_kernel<2>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
-                    q.codes, q.scales);
+                    q.codes, q.scales, q.sums);
   } else if (per_thread <= 4) {
     launch_with_pdl(rms_norm_q8_kernel<4>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
-                    q.codes, q.scales);
+                    q.codes, q.scales, q.sums);
   } else {
     launch_with_pdl(rms_norm_q8_kernel<8>, grid, dim3(threads), 0, stream, residual, norm, norm_f32, eps, chunks,
-                    q.codes, q.scales);
+                    q.codes, q.scales, q.sums);
   }
   CUDA_CHECK_LAUNCH();
   return true;
@@ -702,7 +723,7 @@ bool launch_act_mul_quantize_x_q8(const void* gate_up, int64_t tokens, int64_t i
   if (units == 0) return true;
   constexpr int kWarps = 8;
   launch_with_pdl(act_mul_q8_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)), dim3(32 * kWarps), 0,
-                  stream, static_cast<const __nv_bfloat16*>(gate_up), inter, units, act, q.codes, q.scales);
+                  stream, static_cast<const __nv_bfloat16*>(gate_up), inter, units, act, q.codes, q.scales, q.sums);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -717,6 +738,7 @@ void launch_quant_gemv(DType wtype, const void* w, size_t row_bytes, const Quant
   const bool add = mode == QuantGemvOut::kAddF32;
   MINIVLLM_CHECK(!add || (out_f32 && bias == nullptr)) << "quant_gemv: the residual add takes an f32 out, no bias";
   if (plan.kernel == QuantGemvKernel::kStreamed) {
+    MINIVLLM_CHECK(wtype != DType::kQ4_K || q.sums != nullptr) << "quant_gemv: the streamed Q4_K gemv needs x's sums";
     MINIVLLM_CHECK(quant_gemv_streams(wtype, tokens, k, w, row_bytes))
         << "quant_gemv: the streamed kernel takes one token of 16-byte-aligned Q4_K or planar Q6_K rows of a "
            "multiple of 2048 values, not "

@@ -27,10 +27,14 @@ constexpr int kQuantGemvMaxTokens = 8;
 // True for the weight dtypes these kernels read.
 bool quant_gemv_supports(DType wtype);
 
-// x's int8 codes [tokens, k] and each 32-value unit's scale [tokens, k / 32].
+// x's int8 codes [tokens, k], each 32-value unit's scale [tokens, k / 32] and, where sums is set,
+// each unit's scale times the sum of its codes (as llama.cpp's q8_1 keeps it: a Q4_K unit's min
+// term needs only that). The quantizers write sums when it is set; the streamed gemv needs it for
+// Q4_K.
 struct QuantX {
   int8_t* codes = nullptr;
   float* scales = nullptr;
+  float* sums = nullptr;
 };
 
 // Q6_K on the GPU, for rows of k values where k / 256 is a multiple of 8: each row's super-blocks
