@@ -333,10 +333,12 @@ TEST(CudaQuantLinear, RefusesOtherTypesByName) {
   }
 }
 
-// Kernel timings (prints, never asserts speed): the gemv plain and pipelined (one token), on
-// Llama-3.1-8B's projections as llama-quantize's Q4_K_M types them, at 1 and 4 tokens. Each graph rotates through enough weight copies (>= 256 MB) that L2 cannot
-// serve them; GB/s of blocks. x's codes and scales are constant (the values do not change the time).
-TEST(CudaQuantGemvBench, PlainAgainstPipelined) {
+// Kernel timings (prints, never asserts speed): the gemv plain, pipelined and streamed (one token;
+// sCxS: C CTAs an SM, S stages), on Llama-3.1-8B's projections as llama-quantize's Q4_K_M types
+// them, at 1 and 4 tokens. Each graph rotates through enough weight copies (>= 256 MB) that L2
+// cannot serve them; GB/s of blocks. x's codes, scales and sums are constant (the values do not
+// change the time).
+TEST(CudaQuantGemvBench, Kernels) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));

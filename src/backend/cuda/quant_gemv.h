@@ -6,8 +6,11 @@
 // amax / 127, as llama.cpp's q8_1 for its mmvq kernels), one warp takes a row and each lane whole
 // 32-value units of it: all of a unit's loads first, then its codes as eight 4-byte words, eight
 // dp4a against each token's x codes, the block scales applied in fp32. Every unit is decoded to the same form, value =
-// scale[h] * q + offset[h] for its two 16-value halves h, so one loop serves every type. Larger
-// batches decode W to bf16 for cuBLASLt (quant_dequantize_bf16); the embedding decodes its rows.
+// scale[h] * q + offset[h] for its two 16-value halves h, so one loop serves every type. One token
+// of Q4_K or planar Q6_K rows of 2,048s takes the streamed kernel instead (QuantGemvKernel): each
+// warp streams whole rows through shared memory by bulk copies, and Q4_K's min term comes from x's
+// code sums (QuantX::sums). Larger batches decode W to bf16 for cuBLASLt (quant_dequantize_bf16);
+// the embedding decodes its rows.
 // The formulas are common/quant_blocks*.cc's; tests/cuda/cuda_quant_gemv_test.cc checks each
 // kernel against the CPU backend.
 #pragma once
