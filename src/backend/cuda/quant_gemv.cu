@@ -428,9 +428,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // whose planes land as a kSb-super-block planar row) on a ring of `stages` buffers: lane 0 refills
 // a buffer as soon as the warp has read it, and the first ones go out before the PDL wait (W does
 // not depend on the kernel before). Unlike the plain kernel, no lane's loads wait on its decode and
-// every request is a whole contiguous range. Measured (PERFORMANCE.md, "The streamed K-quant
-// gemv"): warps an SM decide its speed, stages past 2 do not; the short calls still lose about
-// 3 us each to launch, ramp and tail.
+// every request is a whole contiguous range. Its speed follows the warps an SM and the
+// instructions a unit, not the stages in flight (PERFORMANCE.md, "The streamed K-quant gemv" and
+// "Fewer instructions a Q4_K unit").
 constexpr int kStreamWarps = 8;
 constexpr int kMaxStreamStages = 8;
 constexpr int kStreamSb = 8;  // the least segment, in super-blocks; kSb is 8 or 16 of them
