@@ -364,7 +364,10 @@ namespace {
 
 // Where a step of the persistent kernel goes (issue 50's profile, not a check): Qwen3-0.6B's and
 // Llama-3.2-1B's shapes at full depth, random weights made on the device, one sequence at 300
-// keys; prints each phase's mean over the middle layers, for CTA 0 and the slowest CTA.
+// keys and at 2,400; prints each phase's mean over the middle layers, for CTA 0 and the slowest
+// CTA. At 2,400 keys each warp's key loop runs ~10 chunks where at 300 it runs one or two: if the
+// first chunk's code arrives cold each layer (PERFORMANCE.md, "Stop 66"), the keys' time grows far
+// less than the chunks.
 TEST(CudaPersistentDecodeBench, PhaseTimes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const PdShape shapes[] = {{"qwen3_0_6b", 1024, 3072, 16, 8, 128, 28, true},
@@ -395,51 +398,58 @@ TEST(CudaPersistentDecodeBench, PhaseTimes) {
       L.down = fill({shape.hidden, shape.inter}, -0.02f, 0.02f);
       m.layers.push_back(L);
     }
-    const int cols = 40;
+    const int cols = 160;  // 2,560 keys
     m.cos_sin = upload_f32(b, rope_table(cols * kBlock + 1, shape.hd));
     set_shape(m, shape);
     ASSERT_EQ(b.prepare_persistent_decode(m), "");
-    Side s;
-    s.b = &b;
-    for (int l = 0; l < shape.layers; ++l) s.caches.push_back(b.allocate_kv_cache(60, kBlock, shape.nkv, shape.hd));
-    std::mt19937 rng(5);
-    const Step st = make_step({300}, 60, cols, false, 1);
-    set_step(s, st, random_values({1, shape.hidden}, rng));
-    const int sms = 132;  // H200, H100
-    m.trace = b.empty(DType::kI64, {sms * 2, kPersistentTraceEvents});
-    b.fill_bytes(m.trace, 0);
-    for (int i = 0; i < 20; ++i) b.persistent_decode(m, s.residual, s.positions, s.caches, s.meta);
-    b.synchronize();
-    std::vector<int64_t> tr(static_cast<size_t>(m.trace.numel()));
-    b.copy_to_host(tr.data(), m.trace);
-    const char* names[] = {"norm (qkv)", "qkv gemv", "attention (waits on its heads)", "barrier", "copy (o)", "o gemv",
-                           "barrier", "norm (gate/up)", "gate/up gemv", "barrier + copy (down)", "down gemv",
-                           "barrier"};
-    const int per = 12;
-    int ctas = 0;
-    while (ctas < 2 * sms && tr[static_cast<size_t>(ctas) * kPersistentTraceEvents] != 0) ++ctas;
-    const auto at = [&](int cta, int ev) { return tr[static_cast<size_t>(cta) * kPersistentTraceEvents + ev]; };
-    std::printf("[pd-trace] %s: %d CTAs, step %.1f us (CTA 0, last stamp - first)\n", shape.name, ctas,
-                (at(0, per * shape.layers) - at(0, 0)) / 1e3);
-    for (int k = 0; k < per; ++k) {
-      double mean0 = 0, mean_max = 0;
-      int n = 0;
-      for (int l = 2; l + 2 < shape.layers; ++l, ++n) {
-        const int e0 = 1 + per * l + k, e1 = e0 + 1;  // stamp 1 + per l + k opens phase k of layer l
-        mean0 += (at(0, e1) - at(0, e0)) / 1e3;
-        double mx = 0;
-        for (int c = 0; c < ctas; ++c) mx = std::max(mx, (at(c, e1) - at(c, e0)) / 1e3);
-        mean_max += mx;
+    for (const int keys : {300, 2400}) {
+      Side s;
+      s.b = &b;
+      for (int l = 0; l < shape.layers; ++l) {
+        s.caches.push_back(b.allocate_kv_cache(cols, kBlock, shape.nkv, shape.hd));
       }
-      std::printf("[pd-trace]   %-22s CTA 0 %7.2f us, slowest CTA %7.2f us\n", names[k], mean0 / n, mean_max / n);
+      std::mt19937 rng(5);
+      const Step st = make_step({keys}, cols, cols, false, 1);
+      set_step(s, st, random_values({1, shape.hidden}, rng));
+      const int sms = 132;  // H200, H100
+      m.trace = b.empty(DType::kI64, {sms * 2, kPersistentTraceEvents});
+      b.fill_bytes(m.trace, 0);
+      for (int i = 0; i < 20; ++i) b.persistent_decode(m, s.residual, s.positions, s.caches, s.meta);
+      b.synchronize();
+      std::vector<int64_t> tr(static_cast<size_t>(m.trace.numel()));
+      b.copy_to_host(tr.data(), m.trace);
+      const char* names[] = {"norm (qkv)",     "qkv gemv",     "attention (waits on its heads)",
+                             "barrier",        "copy (o)",     "o gemv",
+                             "barrier",        "norm (gate/up)", "gate/up gemv",
+                             "barrier + copy (down)", "down gemv", "barrier"};
+      const int per = 12;
+      int ctas = 0;
+      while (ctas < 2 * sms && tr[static_cast<size_t>(ctas) * kPersistentTraceEvents] != 0) ++ctas;
+      const auto at = [&](int cta, int ev) { return tr[static_cast<size_t>(cta) * kPersistentTraceEvents + ev]; };
+      std::printf("[pd-trace] %s, %d keys: %d CTAs, step %.1f us (CTA 0, last stamp - first)\n", shape.name, keys, ctas,
+                  (at(0, per * shape.layers) - at(0, 0)) / 1e3);
+      for (int k = 0; k < per; ++k) {
+        double mean0 = 0, mean_max = 0;
+        int n = 0;
+        for (int l = 2; l + 2 < shape.layers; ++l, ++n) {
+          const int e0 = 1 + per * l + k, e1 = e0 + 1;  // stamp 1 + per l + k opens phase k of layer l
+          mean0 += (at(0, e1) - at(0, e0)) / 1e3;
+          double mx = 0;
+          for (int c = 0; c < ctas; ++c) mx = std::max(mx, (at(c, e1) - at(c, e0)) / 1e3);
+          mean_max += mx;
+        }
+        std::printf("[pd-trace]   %-22s CTA 0 %7.2f us, slowest CTA %7.2f us\n", names[k], mean0 / n,
+                    mean_max / n);
+      }
+      // CTA 0's attention item of layer 3, in parts (the kernel's sub-stamps).
+      const auto sub = [&](int k) { return at(0, static_cast<int>(kPersistentTraceEvents) - 16 + k); };
+      std::printf("[pd-trace]   layer 3 attention: wait %.2f, q rope %.2f, new k/v %.2f, keys %.2f, "
+                  "merge barrier %.2f, merge %.2f us\n",
+                  (sub(6) - sub(7)) / 1e3, (sub(1) - sub(0)) / 1e3, (sub(2) - sub(1)) / 1e3, (sub(3) - sub(2)) / 1e3,
+                  (sub(4) - sub(3)) / 1e3, (sub(5) - sub(4)) / 1e3);
+      std::printf("[pd-trace]   its first chunk of 32 keys: rows and scores %.2f, softmax and values %.2f us\n",
+                  (sub(9) - sub(8)) / 1e3, (sub(10) - sub(9)) / 1e3);
     }
-    // CTA 0's attention item of layer 3, in parts (the kernel's sub-stamps).
-    const auto sub = [&](int k) { return at(0, static_cast<int>(kPersistentTraceEvents) - 16 + k); };
-    std::printf("[pd-trace]   layer 3 attention: wait %.2f, q rope %.2f, new k/v %.2f, keys %.2f, merge barrier %.2f, "
-                "merge %.2f us\n", (sub(6) - sub(7)) / 1e3, (sub(1) - sub(0)) / 1e3, (sub(2) - sub(1)) / 1e3,
-                (sub(3) - sub(2)) / 1e3, (sub(4) - sub(3)) / 1e3, (sub(5) - sub(4)) / 1e3);
-    std::printf("[pd-trace]   its first chunk of 32 keys: rows and scores %.2f, softmax and values %.2f us\n",
-                (sub(9) - sub(8)) / 1e3, (sub(10) - sub(9)) / 1e3);
   }
 }
 
