@@ -39,19 +39,24 @@ __device__ __forceinline__ uint32_t load_u32_a2(const uint8_t* p) {
   return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
 }
 
-// Unit j (0..7) of a Q4_K super-block from its 16-byte head (d, dmin, scales[12]) and the unit's 32
-// bytes of nibbles (units 2i and 2i + 1 share bytes 32i.., low and high nibbles).
-__device__ __forceinline__ Unit unit_q4_k_from(const uint4& head, const uint4& lo, const uint4& hi, int j) {
-  // Byte j % 4 of each of the three scale words, then both forms by selects: units 0-3 read six
-  // bits of scales[j] and scales[j + 4]; units 4-7 four bits of scales[j + 4] and the top two bits
-  // of scales[j - 4] and scales[j]. No branch (j varies across a warp's lanes: a branch ran both
-  // sides) and no array indexed by j (local memory).
+// Unit j's six-bit scale and min from a Q4_K head: byte j % 4 of each of the three scale words,
+// then both forms by selects (units 0-3 read six bits of scales[j] and scales[j + 4]; units 4-7
+// four bits of scales[j + 4] and the top two bits of scales[j - 4] and scales[j]). No branch (j
+// varies across a warp's lanes: a branch ran both sides) and no array indexed by j (local memory).
+__device__ __forceinline__ void q4_k_scale_min(const uint4& head, int j, int& sc, int& m) {
   const int sh = 8 * (j & 3);
   const int yb = static_cast<int>((head.y >> sh) & 0xFF), zb = static_cast<int>((head.z >> sh) & 0xFF),
             wb = static_cast<int>((head.w >> sh) & 0xFF);
   const bool high = j >= 4;
-  const int sc = high ? (wb & 15) | ((yb >> 6) << 4) : yb & 63;
-  const int m = high ? (wb >> 4) | ((zb >> 6) << 4) : zb & 63;
+  sc = high ? (wb & 15) | ((yb >> 6) << 4) : yb & 63;
+  m = high ? (wb >> 4) | ((zb >> 6) << 4) : zb & 63;
+}
+
+// Unit j (0..7) of a Q4_K super-block from its 16-byte head (d, dmin, scales[12]) and the unit's 32
+// bytes of nibbles (units 2i and 2i + 1 share bytes 32i.., low and high nibbles).
+__device__ __forceinline__ Unit unit_q4_k_from(const uint4& head, const uint4& lo, const uint4& hi, int j) {
+  int sc, m;
+  q4_k_scale_min(head, j, sc, m);
   Unit u;
   const float d = half_bits(head.x & 0xFFFF) * static_cast<float>(sc);
   const float c = -(half_bits(head.x >> 16) * static_cast<float>(m));
@@ -339,12 +344,8 @@ __device__ __forceinline__ int dp4a_u8_s8(uint32_t a, int b, int c) {
 // high-nibble unit's nibbles masked in place (16 times the codes, exactly: the scale takes 1/16).
 __device__ __forceinline__ float q4_k_unit_dot(const uint4& head, const uint4& lo, const uint4& hi, int j,
                                                const int (&x)[8], float xs, float xsum) {
-  const int sh = 8 * (j & 3);
-  const int yb = static_cast<int>((head.y >> sh) & 0xFF), zb = static_cast<int>((head.z >> sh) & 0xFF),
-            wb = static_cast<int>((head.w >> sh) & 0xFF);
-  const bool high = j >= 4;
-  const int sc = high ? (wb & 15) | ((yb >> 6) << 4) : yb & 63;
-  const int m = high ? (wb >> 4) | ((zb >> 6) << 4) : zb & 63;
+  int sc, m;
+  q4_k_scale_min(head, j, sc, m);
   const uint32_t mask = (j & 1) != 0 ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
   const uint32_t v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   int dot = 0;
