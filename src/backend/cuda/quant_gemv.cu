@@ -427,8 +427,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 // bytes one contiguous range. A warp walks its rows in segments of kSb super-blocks (16 where a
 // row allows, else 8), each brought into shared memory by one bulk copy (four for planar Q6_K,
 // whose planes land as a kSb-super-block planar row) on a ring of `stages` buffers: lane 0 refills
-// a buffer as soon as the warp has read it, and the first ones go out before the PDL wait (W does
-// not depend on the kernel before). Unlike the plain kernel, no lane's loads wait on its decode and
+// a buffer once the warp has decoded it, so the other stages stay in flight meanwhile, and the first
+// ones go out before the PDL wait (W does not depend on the kernel before). Unlike the plain kernel, no lane's loads wait on its decode and
 // every request is a whole contiguous range. Its speed follows the warps an SM and the
 // instructions a unit, not the stages in flight (PERFORMANCE.md, "The streamed K-quant gemv" and
 // "Fewer instructions a Q4_K unit").

@@ -75,11 +75,12 @@ enum class QuantGemvKernel {
   kStreamed,  // one token, Q4_K or planar Q6_K rows of a multiple of 2,048 values (quant_gemv_streams):
               // each warp streams whole rows through shared memory by bulk copies, `stages` in flight
 };
+// kStreamed's grid and ring come from the caller (the tuning table's MINIVLLM_QUANT_STREAM_*).
 struct QuantGemvPlan {
   QuantGemvKernel kernel = QuantGemvKernel::kPlain;
   int num_sms = 0;      // kStreamed: the grid is ctas_per_sm CTAs of each SM
-  int ctas_per_sm = 4;
-  int stages = 2;       // kStreamed: segments in flight a warp (at most 8)
+  int ctas_per_sm = 0;
+  int stages = 0;       // kStreamed: segments in flight a warp (1..8)
   int segment_sb = 0;   // kStreamed: super-blocks a segment, 8 or 16; 0: 16 where the row allows
 };
 
