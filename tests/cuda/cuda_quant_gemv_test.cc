@@ -103,23 +103,14 @@ void PrintTo(const KernelKnobs& k, std::ostream* os) { *os << k.label; }
 
 class CudaQuantLinearKernels : public ::testing::TestWithParam<KernelKnobs> {};
 
-Backends backends_with_knobs(const KernelKnobs& k) {
-  const std::pair<const char*, const char*> set[] = {{"MINIVLLM_QUANT_GEMV_STREAM", k.stream},
-                                                     {"MINIVLLM_QUANT_GEMV_PIPELINE", k.pipeline},
-                                                     {"MINIVLLM_QUANT_STREAM_STAGES", k.stages},
-                                                     {"MINIVLLM_QUANT_STREAM_CTAS", k.ctas}};
-  for (const auto& [name, value] : set) {
-    if (*value != '\0') ::setenv(name, value, 1);
-  }
-  Backends b;
-  for (const auto& [name, value] : set) ::unsetenv(name);
-  return b;
-}
-
 TEST_P(CudaQuantLinearKernels, MatchesCpuBackend) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   QuantBackends on;
-  Backends be = backends_with_knobs(GetParam());
+  const KernelKnobs& k = GetParam();
+  Backends be = backends_with({{"MINIVLLM_QUANT_GEMV_STREAM", k.stream},
+                               {"MINIVLLM_QUANT_GEMV_PIPELINE", k.pipeline},
+                               {"MINIVLLM_QUANT_STREAM_STAGES", k.stages},
+                               {"MINIVLLM_QUANT_STREAM_CTAS", k.ctas}});
   ASSERT_TRUE(be.gpu->keeps_weight_dtype(DType::kQ4_K));
   for (DType t : kTypes) {
     const int64_t blk = dtype_block(t);

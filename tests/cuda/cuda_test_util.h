@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -26,14 +28,18 @@ struct Backends {
   std::unique_ptr<Backend> gpu = make_cuda_backend(0);
 };
 
-// Backends whose GPU backend was made with the tuning knob `name` at `value` (CudaBackend reads its
-// knobs when it is made); the environment is as before afterwards.
-inline Backends backends_with(const char* name, const char* value) {
-  ::setenv(name, value, 1);
+// Backends whose GPU backend was made with the tuning knobs `knobs` (name, value) set, a value of
+// "" leaving its knob unset (CudaBackend reads its knobs when it is made); the knobs are unset
+// afterwards.
+inline Backends backends_with(std::initializer_list<std::pair<const char*, const char*>> knobs) {
+  for (const auto& [name, value] : knobs) {
+    if (*value != '\0') ::setenv(name, value, 1);
+  }
   Backends b;
-  ::unsetenv(name);
+  for (const auto& [name, value] : knobs) ::unsetenv(name);
   return b;
 }
+inline Backends backends_with(const char* name, const char* value) { return backends_with({{name, value}}); }
 
 // Normal(0, scale) values already rounded to bf16.
 inline Tensor random_values(const std::vector<int64_t>& shape, std::mt19937& rng, float scale = 1.0f,
