@@ -25,6 +25,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_PERSISTENT", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "decode batches the kernel takes (1-8 sequences, dense bf16 models on one GPU) run every layer in one "
      "launch; 0: layer by layer (off by default: slower than the layer path so far, PERFORMANCE.md)"},
+    {"MINIVLLM_DECODE_PERSISTENT_PREFETCH", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the persistent kernel's attention items fetch their key and value rows into L2 before the wait for "
+     "their heads (PERFORMANCE.md, \"Stop 67\")"},
     {"MINIVLLM_DECODE_PERSISTENT_RING", G::kTuning, K::kInt, "", 2, 32, "as many as shared memory holds",
      "weight tiles (16 KB) each SM of the persistent decode kernel keeps in flight"},
     // --- CUDA decode attention (backend/cuda/decode_policy.h picks by shape where a knob is unset)

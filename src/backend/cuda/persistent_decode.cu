@@ -509,6 +509,30 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
   pd_sub_mark(p, layer, 5, warp, lane);
 }
 
+// The key and value rows of sequence b's kv head kvh that attend() will have this warp read, into
+// L2, before the wait for the heads' qkv tiles. Without it each of the key loop's dependent loads
+// went to DRAM: ptxas (168 registers) spreads a lane's 16 key-row loads over the scoring, so a
+// chunk of 32 keys paid several DRAM round trips in a row, ~12 us (PERFORMANCE.md, "Stop 67").
+// The new token's row may be stale here; its write reaches L2 before it is read.
+template <int HD>
+__device__ __forceinline__ void prefetch_item_rows(const PdParams& p, const PdLayer& L, const Smem& s, int b, int kvh,
+                                                   int warp, int lane) {
+  constexpr int kLines = HD * static_cast<int>(sizeof(bf16)) / 128;  // 128-byte lines a row
+  const int ctx = s.meta[b];
+  const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
+  const bf16* kc = static_cast<const bf16*>(L.k_cache);
+  const bf16* vc = static_cast<const bf16*>(L.v_cache);
+  for (int j = warp * 32 + lane; j < ctx; j += W * 32) {  // this warp's chunks, a key a lane
+    const int blk = table[j / p.block_size];
+    const int64_t row = ((static_cast<int64_t>(blk) * p.num_kv_heads + kvh) * p.block_size + (j % p.block_size)) * HD;
+#pragma unroll
+    for (int i = 0; i < kLines; ++i) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + row + i * 64));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + row + i * 64));
+    }
+  }
+}
+
 // Every (sequence, kv head) of the batch, one per CTA: each starts once the qkv tiles of its heads
 // are in (their CTAs count them in head_ready), not at a grid barrier.
 template <int HD, int GROUP>
@@ -518,6 +542,7 @@ __device__ void attention_phase(const PdParams& p, const PdLayer& L, const Smem&
   const unsigned* ready = p.head_ready + static_cast<int64_t>(layer) * heads;
   for (int it = blockIdx.x; it < p.batch * nkv; it += gridDim.x) {
     const int b = it / nkv, kvh = it - b * nkv;
+    if (p.prefetch_kv) prefetch_item_rows<HD>(p, L, s, b, kvh, warp, lane);
     pd_sub_mark(p, layer, 7, warp, lane);
     if (warp == 0 && lane < GROUP + 2) {
       const int h = lane < GROUP ? kvh * GROUP + lane : (lane == GROUP ? nq + kvh : nq + nkv + kvh);

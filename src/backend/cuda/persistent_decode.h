@@ -34,6 +34,7 @@ struct PdParams {
   int hidden = 0, inter = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0;
   int block_size = 0, max_blocks = 0, activation = 0;
   int ring_slots = 0;
+  int prefetch_kv = 1;  // attention items fetch their key and value rows into L2 first
   int chunk_hidden = 0, chunk_attn = 0, chunk_inter = 0;  // ring tile widths of the K = H, nq hd, I linears
   float eps = 0, scale = 0;
   const int32_t* positions = nullptr;
