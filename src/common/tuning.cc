@@ -73,6 +73,9 @@ constexpr Knob kKnobs[] = {
      "Hopper's wgmma decode GEMM for small batches (sm_90 only, whatever the knob)"},
     {"MINIVLLM_DECODE_GEMM_TOKENS", G::kTuning, K::kInt, "", 0, 256, "64",
      "the decode GEMM serves every linear up to this many tokens"},
+    {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
+     "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
+     "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -85,11 +86,13 @@ __global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid
 // memory once per slot it takes. (A warp per output row over all k slots waited k I / 256 times a
 // lane, and was slower: PERFORMANCE.md.) Each warp's slots are summed in slot order, the warps'
 // sums in warp order: deterministic.
+// kDownRows rows a CTA (MINIVLLM_MOE_DOWN_ROWS, 4): a warp's slot then has 4 x 1.5 KB in flight
+// per wait at I = 768 instead of 2 x; 8 rows or two gate/up columns a warp did not pay
+// (PERFORMANCE.md, "Stop 67"). kDownSteps chunks of each row a lane.
 constexpr int kDownWarps = 8;
 constexpr int kDownThreads = kDownWarps * 32;
-constexpr int kDownRows = 2;    // output rows a CTA takes
-constexpr int kDownSteps = 4;   // chunks of each row a lane has in flight
 
+template <int kDownRows, int kDownSteps>
 __global__ void __launch_bounds__(kDownThreads)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   __shared__ float part[kDownWarps][kDownRows];
@@ -189,8 +192,13 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.weights = weights;
   a.out = out;
   a.out_f32 = out_f32;
-  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, kDownRows)), static_cast<unsigned>(s.tokens));
-  moe_gemv_down_add_kernel<<<grid, kDownThreads, 0, stream>>>(a, down);
+  static const int rows = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_ROWS"));
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, rows)), static_cast<unsigned>(s.tokens));
+  if (rows == 4) {
+    moe_gemv_down_add_kernel<4, 3><<<grid, kDownThreads, 0, stream>>>(a, down);
+  } else {
+    moe_gemv_down_add_kernel<2, 4><<<grid, kDownThreads, 0, stream>>>(a, down);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
