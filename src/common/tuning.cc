@@ -103,6 +103,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_QUANT_GEMV_STREAM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "one-token Q4_K / planar Q6_K gemvs of rows of 2,048s stream each warp's rows through shared memory by bulk "
      "copies (quant_gemv.h) (PERFORMANCE.md, \"The streamed K-quant gemv\")"},
+    {"MINIVLLM_QUANT_STREAM_SPREAD", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "a streamed K-quant gemv grid of fewer CTAs than the SMs hold takes shared memory enough to spread them "
+     "one or a few an SM (PERFORMANCE.md, \"Stop 67\")"},
     {"MINIVLLM_QUANT_STREAM_STAGES", G::kTuning, K::kChoice, "2|3|4|6|8", 0, 0, "2",
      "segments of 2,048 values each warp of the streamed K-quant gemv keeps in flight"},
     {"MINIVLLM_QUANT_STREAM_CTAS", G::kTuning, K::kChoice, "1|2|3|4", 0, 0, "4",

@@ -367,7 +367,8 @@ TEST(CudaQuantGemvBench, Kernels) {
       for (const Variant& v : {Variant{"plain", {}}, Variant{"piped", {cuda::QuantGemvKernel::kPiped}},
                                Variant{"s4x2", {kS, sms, 4, 2}}, Variant{"s4x3", {kS, sms, 4, 3}},
                                Variant{"s3x4", {kS, sms, 3, 4}}, Variant{"s2x4", {kS, sms, 2, 4}},
-                               Variant{"s4x2sb8", {kS, sms, 4, 2, 8}}}) {
+                               Variant{"s4x2sb8", {kS, sms, 4, 2, 8}},
+                               Variant{"s4x2spread", {kS, sms, 4, 2, 0, true}}}) {
         if (v.plan.kernel == kS && !cuda::quant_gemv_streams(sh.t, tokens, sh.k, weights.at(0), row_bytes)) continue;
         const double us = graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {

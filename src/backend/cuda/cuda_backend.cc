@@ -81,6 +81,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   quant_gemv_stream_ = knob_flag("MINIVLLM_QUANT_GEMV_STREAM");
   quant_stream_stages_ = static_cast<int>(knob_number("MINIVLLM_QUANT_STREAM_STAGES"));
   quant_stream_ctas_ = static_cast<int>(knob_number("MINIVLLM_QUANT_STREAM_CTAS"));
+  quant_stream_spread_ = knob_flag("MINIVLLM_QUANT_STREAM_SPREAD");
   fp8_w8a8_ = knob_flag("MINIVLLM_FP8_GEMV_W8A8");
   fp8_w8a8_lane_bytes_ = static_cast<int>(knob_int("MINIVLLM_FP8_W8A8_LANE_BYTES").value_or(0));
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");

@@ -308,6 +308,7 @@ class CudaBackend : public Backend {
   bool quant_gemv_stream_ = true;    // MINIVLLM_QUANT_GEMV_STREAM: the streamed gemv where it applies
   int quant_stream_stages_ = 2;      // MINIVLLM_QUANT_STREAM_STAGES
   int quant_stream_ctas_ = 4;        // MINIVLLM_QUANT_STREAM_CTAS
+  bool quant_stream_spread_ = true;  // MINIVLLM_QUANT_STREAM_SPREAD
   int quant_gemv_pipeline_ = -1;     // MINIVLLM_QUANT_GEMV_PIPELINE: 0 / 1 forced, -1 quant_gemv_piped's choice
   bool quant_fused_codes_ = true;    // quant_norm_takes's paths (MINIVLLM_QUANT_FUSED_CODES)
   bool fp8_w8a8_ = true;              // fp8_w8a8_takes's paths (MINIVLLM_FP8_GEMV_W8A8)

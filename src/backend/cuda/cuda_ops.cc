@@ -339,6 +339,7 @@ cuda::QuantGemvPlan CudaBackend::quant_gemv_plan(DType wtype, int64_t tokens, in
   plan.num_sms = num_sms_;
   plan.ctas_per_sm = quant_stream_ctas_;
   plan.stages = quant_stream_stages_;
+  plan.spread = quant_stream_spread_;
   if (quant_gemv_stream_ && quant_gemv_streams(wtype, tokens, k, w, row_bytes)) {
     plan.kernel = QuantGemvKernel::kStreamed;
   } else if (quant_gemv_pipeline_ >= 0 ? quant_gemv_pipeline_ == 1 : quant_gemv_piped(tokens, n, num_sms_)) {

@@ -623,7 +623,15 @@ void stream_launch(const void* w, size_t row_bytes, const QuantX& q, const void*
   const int most = kStreamWarps * kMaxStreamStages * kBytes;
   MINIVLLM_CHECK(most <= 227 * 1024) << "quant_gemv: " << most << " bytes of stream buffers";
   allow_dynamic_smem<kKernel>(most);
-  const int64_t smem = kStreamWarps * plan.stages * kBytes;
+  int64_t smem = kStreamWarps * plan.stages * kBytes;
+  if (plan.spread && ctas < static_cast<int64_t>(plan.num_sms) * plan.ctas_per_sm) {
+    // A partial grid (few rows: Llama's Q6_K v projection): shared memory sized so that an SM holds at
+    // most ceil(ctas / SMs) of the CTAs; otherwise the block scheduler may stack 4 on one SM and
+    // leave others without any (PERFORMANCE.md, "Stop 67").
+    constexpr int64_t kSmemPerSm = 228 * 1024;  // sm_90, 1 KB of it reserved per CTA
+    const int64_t per = (ctas + plan.num_sms - 1) / plan.num_sms;
+    smem = std::min<int64_t>(most, std::max<int64_t>(smem, kSmemPerSm / (per + 1) + 1));
+  }
   launch_with_pdl(kKernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kStreamWarps),
                   static_cast<size_t>(smem), stream, static_cast<const uint8_t*>(w),
                   row_bytes, static_cast<const int8_t*>(q.codes), static_cast<const float*>(q.scales),

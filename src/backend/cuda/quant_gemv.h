@@ -82,6 +82,7 @@ struct QuantGemvPlan {
   int ctas_per_sm = 0;
   int stages = 0;       // kStreamed: segments in flight a warp (1..8)
   int segment_sb = 0;   // kStreamed: super-blocks a segment, 8 or 16; 0: 16 where the row allows
+  bool spread = false;  // kStreamed: a grid short of ctas_per_sm an SM spreads its CTAs over the SMs
 };
 
 // 1..kQuantGemvMaxTokens tokens of q (launch_quantize_x_q8's) against W; k a multiple of the type's
