@@ -342,6 +342,14 @@ struct ValuePack<2> {
   }
 };
 
+// A float4 of shared memory at shared-space address a (ld.shared, not the generic LD that a pointer
+// carved from the dynamic shared memory compiles to).
+__device__ __forceinline__ float4 lds_f4(uint32_t a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+  return v;
+}
+
 __device__ __forceinline__ unsigned long long pd_clock() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -407,6 +415,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
   }
   const int32_t* table = p.block_tables + static_cast<int64_t>(b) * p.max_blocks;
   using VPack = typename ValuePack<kDims>::type;
+  const uint32_t qs_s = smem_addr(qs);  // shared-space loads: a generic pointer here compiles to LD
   for (int c0 = warp * 32; c0 < ctx; c0 += W * 32) {
     const bool first = c0 == warp * 32;
     if (first) pd_sub_mark(p, layer, 8, warp, lane);
@@ -433,8 +442,8 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
       bf16x8_to_f32(k[i], kf);
 #pragma unroll
       for (int gq = 0; gq < GROUP; ++gq) {
-        const float4 qa = *reinterpret_cast<const float4*>(qs + gq * HD + i * 8);
-        const float4 qb = *reinterpret_cast<const float4*>(qs + gq * HD + i * 8 + 4);
+        const float4 qa = lds_f4(qs_s + 4u * (gq * HD + i * 8));
+        const float4 qb = lds_f4(qs_s + 4u * (gq * HD + i * 8 + 4));
         sc[gq] += kf[0] * qa.x + kf[1] * qa.y + kf[2] * qa.z + kf[3] * qa.w + kf[4] * qb.x + kf[5] * qb.y +
                   kf[6] * qb.z + kf[7] * qb.w;
       }
