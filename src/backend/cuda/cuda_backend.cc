@@ -57,6 +57,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_gemm_tokens_ = knob_number("MINIVLLM_DECODE_GEMM_TOKENS");
   moe_gemv_tokens_ = knob_number("MINIVLLM_MOE_GEMV_TOKENS");
   moe_small_tile_rows_ = knob_number("MINIVLLM_MOE_SMALL_TILE_ROWS");
+  moe_down_rows_ = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_ROWS"));
   decode_staged_ = knob_flag("MINIVLLM_DECODE_STAGED");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {

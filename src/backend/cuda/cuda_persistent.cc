@@ -117,7 +117,7 @@ void CudaBackend::persistent_decode(const PersistentDecodeModel& m, const Tensor
   const int group = m.num_q_heads / m.num_kv_heads;
   p.ring_slots = pd_ring_slots(batch, widest_k(m), m.head_dim, group);
   if (const auto ring = knob_int("MINIVLLM_DECODE_PERSISTENT_RING")) p.ring_slots = std::min<int>(p.ring_slots, *ring);
-  p.prefetch_kv = knob_switch("MINIVLLM_DECODE_PERSISTENT_PREFETCH").value_or(true) ? 1 : 0;
+  p.prefetch_kv = knob_flag("MINIVLLM_DECODE_PERSISTENT_PREFETCH") ? 1 : 0;
   p.chunk_hidden = pd_chunk(m.hidden);
   p.chunk_attn = pd_chunk(static_cast<int64_t>(m.num_q_heads) * m.head_dim);
   p.chunk_inter = pd_chunk(m.inter);

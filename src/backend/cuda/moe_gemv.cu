@@ -9,7 +9,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
-#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -192,9 +191,8 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.weights = weights;
   a.out = out;
   a.out_f32 = out_f32;
-  static const int rows = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_ROWS"));
-  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, rows)), static_cast<unsigned>(s.tokens));
-  if (rows == 4) {
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
+  if (s.down_rows == 4) {
     moe_gemv_down_add_kernel<4, 3><<<grid, kDownThreads, 0, stream>>>(a, down);
   } else {
     moe_gemv_down_add_kernel<2, 4><<<grid, kDownThreads, 0, stream>>>(a, down);

@@ -342,6 +342,13 @@ struct ValuePack<2> {
   }
 };
 
+// The first element of key j's row (kv head kvh) in a layer's paged cache; table: its sequence's blocks.
+template <int HD>
+__device__ __forceinline__ int64_t key_row(const PdParams& p, const int32_t* table, int j, int kvh) {
+  const int blk = table[j / p.block_size];
+  return ((static_cast<int64_t>(blk) * p.num_kv_heads + kvh) * p.block_size + (j % p.block_size)) * HD;
+}
+
 // A float4 of shared memory at shared-space address a (ld.shared, not the generic LD that a pointer
 // carved from the dynamic shared memory compiles to).
 __device__ __forceinline__ float4 lds_f4(uint32_t a) {
@@ -421,11 +428,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
     if (first) pd_sub_mark(p, layer, 8, warp, lane);
     const int j = c0 + lane, n = min(32, ctx - c0);
     const bool valid = lane < n;
-    int64_t krow = 0;
-    if (valid) {
-      const int blk = table[j / p.block_size];
-      krow = ((static_cast<int64_t>(blk) * nkv + kvh) * p.block_size + (j % p.block_size)) * HD;
-    }
+    const int64_t krow = valid ? key_row<HD>(p, table, j, kvh) : 0;
     uint4 k[HD / 8];
 #pragma unroll
     for (int i = 0; i < HD / 8; ++i) {
@@ -521,7 +524,7 @@ __device__ void attend(const PdParams& p, const PdLayer& L, const Smem& s, int l
 // The key and value rows of sequence b's kv head kvh that attend() will have this warp read, into
 // L2, before the wait for the heads' qkv tiles. Without it each of the key loop's dependent loads
 // went to DRAM: ptxas (168 registers) spreads a lane's 16 key-row loads over the scoring, so a
-// chunk of 32 keys paid several DRAM round trips in a row, ~12 us (PERFORMANCE.md, "Stop 67").
+// chunk of 32 keys paid several DRAM round trips in a row (PERFORMANCE.md, "Stop 67").
 // The new token's row may be stale here; its write reaches L2 before it is read.
 template <int HD>
 __device__ __forceinline__ void prefetch_item_rows(const PdParams& p, const PdLayer& L, const Smem& s, int b, int kvh,
@@ -532,8 +535,7 @@ __device__ __forceinline__ void prefetch_item_rows(const PdParams& p, const PdLa
   const bf16* kc = static_cast<const bf16*>(L.k_cache);
   const bf16* vc = static_cast<const bf16*>(L.v_cache);
   for (int j = warp * 32 + lane; j < ctx; j += W * 32) {  // this warp's chunks, a key a lane
-    const int blk = table[j / p.block_size];
-    const int64_t row = ((static_cast<int64_t>(blk) * p.num_kv_heads + kvh) * p.block_size + (j % p.block_size)) * HD;
+    const int64_t row = key_row<HD>(p, table, j, kvh);
 #pragma unroll
     for (int i = 0; i < kLines; ++i) {
       asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + row + i * 64));
