@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -26,6 +27,8 @@ template <int kPer>
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* logits, int64_t tokens, int experts,
                                                                   int k, bool renormalize, int32_t* ids,
                                                                   float* weights) {
+  pdl_launch_dependents();  // the experts' gate/up gemv may launch and wait for these ids
+  pdl_wait();               // the logits are the router gemv's output
   const int lane = threadIdx.x & 31;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
   if (t >= tokens) return;  // the whole warp: t is the warp's
@@ -243,7 +246,8 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
       << kMoeRouteMaxExperts << ")";
   const dim3 grid(static_cast<unsigned>(ceil_div(tokens, kRouteWarps)));
   auto launch = [&](auto kernel) {
-    kernel<<<grid, kRouteThreads, 0, stream>>>(logits, tokens, experts, k, renormalize, ids, weights);
+    launch_with_pdl(kernel, grid, dim3(kRouteThreads), 0, stream, logits, tokens, experts, k, renormalize, ids,
+                    weights);
   };
   if (experts <= 32) {
     launch(moe_route_kernel<1>);

@@ -49,6 +49,7 @@ struct MoeShape {
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
 // kMoeRouteMaxExperts, 1 <= k <= E.
+// A programmatic dependent launch, as the gemvs around it at decode.
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
                       float* weights, cudaStream_t stream);
 

@@ -3,12 +3,13 @@
 // row's reduction into 16-byte chunks, several in flight a lane, the weights read through
 // load_streaming and the activations through L1 (gate/up: a warp an output; down: a warp a slot of
 // two output rows). Only the chosen experts' rows are read; a pair routed to another rank's expert
-// costs nothing (moe.h).
+// costs nothing (moe.h). Programmatic dependent launches, as the dense gemvs.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -44,6 +45,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // dot products of x[t] with gate row i and up row I + i of the pair's expert.
 __global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a,
                                                                     const __grid_constant__ MoeExpertTable table) {
+  pdl_launch_dependents();  // the down gemv may launch and wait
+  pdl_wait();               // the ids are the route kernel's output
   const int64_t pair = blockIdx.y;
   const int e = a.ids[pair] - a.first_expert;
   if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
@@ -99,6 +102,8 @@ __global__ void __launch_bounds__(kDownThreads)
   const int64_t t = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   const int chunks = static_cast<int>(a.inter / 8);
+  pdl_launch_dependents();
+  pdl_wait();  // act is the gate/up gemv's output; out is read and written
   float acc[kDownRows] = {};
   for (int j = warp; j < a.k; j += kDownWarps) {
     const int e = a.ids[t * a.k + j] - a.first_expert;
@@ -179,7 +184,7 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
   a.out = act_out;
   a.act = act;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.inter, kWarps)), static_cast<unsigned>(s.tokens * s.k));
-  moe_gemv_act_mul_kernel<<<grid, kThreads, 0, stream>>>(a, gate_up);
+  launch_with_pdl(moe_gemv_act_mul_kernel, grid, dim3(kThreads), 0, stream, a, gate_up);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -193,9 +198,9 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
   if (s.down_rows == 4) {
-    moe_gemv_down_add_kernel<4, 3><<<grid, kDownThreads, 0, stream>>>(a, down);
+    launch_with_pdl(moe_gemv_down_add_kernel<4, 3>, grid, dim3(kDownThreads), 0, stream, a, down);
   } else {
-    moe_gemv_down_add_kernel<2, 4><<<grid, kDownThreads, 0, stream>>>(a, down);
+    launch_with_pdl(moe_gemv_down_add_kernel<2, 4>, grid, dim3(kDownThreads), 0, stream, a, down);
   }
   CUDA_CHECK_LAUNCH();
 }
