@@ -16,7 +16,10 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 8;  // chunks of each weight row in flight a lane (the whole row at H = 2048)
+// Chunks of each weight row in flight a lane (half the row at H = 2048). 8 (the whole row) took 94
+// registers, 5 CTAs an SM: a batch-1 grid of 1,536 CTAs ran in 2.3 waves; 4 takes 56, 9 an SM
+// (PERFORMANCE.md, "Stop 68").
+constexpr int kUnroll = 4;
 
 struct MoeGemvArgs {
   const uint4* in;  // act_mul: x [T, H]; down: act [T k, I]
