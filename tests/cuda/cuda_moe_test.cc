@@ -57,10 +57,15 @@ void PrintTo(const RouteCase& c, std::ostream* os) {
 
 class CudaMoeRoute : public ::testing::TestWithParam<RouteCase> {};
 
+// Both GPU kernels: a warp a token, and a CTA a token (MINIVLLM_MOE_ROUTE_CTA, up to 64 tokens; past
+// that the warp kernel runs whatever the knob).
 TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const auto [tokens, experts, k] = GetParam();
   Backends b;
+  setenv("MINIVLLM_MOE_ROUTE_CTA", "1", 1);
+  std::unique_ptr<Backend> cta = make_cuda_backend(0);
+  unsetenv("MINIVLLM_MOE_ROUTE_CTA");
   std::mt19937 rng(static_cast<uint32_t>(tokens * 131 + experts * 7 + k));
   for (const bool ties : {false, true}) {  // whole-number logits: many equal ones, the lower id first
     Tensor logits = random_values({tokens, experts}, rng, 2.0f);
@@ -68,15 +73,18 @@ TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
       for (int64_t i = 0; i < logits.numel(); ++i) logits.ptr<float>()[i] = std::round(logits.ptr<float>()[i]);
     }
     for (const bool renormalize : {false, true}) {
-      const std::string tag = std::string(ties ? " ties" : "") + (renormalize ? " renormalized" : "");
       Tensor ic = b.cpu->empty(DType::kI32, {tokens, k}), wc = b.cpu->empty(DType::kF32, {tokens, k});
-      Tensor ig = b.gpu->empty(DType::kI32, {tokens, k}), wg = b.gpu->empty(DType::kF32, {tokens, k});
-      b.gpu->fill_bytes(ig, 0xFF);
-      b.gpu->fill_bytes(wg, 0xFF);
       b.cpu->moe_route(upload_f32(*b.cpu, logits), renormalize, ic, wc);
-      b.gpu->moe_route(upload_f32(*b.gpu, logits), renormalize, ig, wg);
-      EXPECT_EQ(download_i32(*b.gpu, ig), download_i32(*b.cpu, ic)) << "ids" << tag;
-      expect_close(download(*b.gpu, wg), download(*b.cpu, wc), 1e-12, 1e-6, "weights" + tag);
+      for (Backend* gpu : {b.gpu.get(), cta.get()}) {
+        const std::string tag = std::string(gpu == cta.get() ? " (a CTA a token)" : "") + (ties ? " ties" : "") +
+                                (renormalize ? " renormalized" : "");
+        Tensor ig = gpu->empty(DType::kI32, {tokens, k}), wg = gpu->empty(DType::kF32, {tokens, k});
+        gpu->fill_bytes(ig, 0xFF);
+        gpu->fill_bytes(wg, 0xFF);
+        gpu->moe_route(upload_f32(*gpu, logits), renormalize, ig, wg);
+        EXPECT_EQ(download_i32(*gpu, ig), download_i32(*b.cpu, ic)) << "ids" << tag;
+        expect_close(download(*gpu, wg), download(*b.cpu, wc), 1e-12, 1e-6, "weights" + tag);
+      }
     }
   }
 }

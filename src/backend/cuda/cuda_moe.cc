@@ -110,7 +110,7 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const
       << ", topk_weights " << topk_weights.describe();
   launch_moe_route(router_logits.ptr<float>(), router_logits.size(0), static_cast<int>(router_logits.size(1)),
                    static_cast<int>(topk_ids.size(1)), renormalize, topk_ids.ptr<int32_t>(),
-                   topk_weights.ptr<float>(), stream_);
+                   topk_weights.ptr<float>(), moe_route_cta_, stream_);
 }
 
 void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,

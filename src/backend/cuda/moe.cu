@@ -100,6 +100,88 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* l
   }
 }
 
+// ---- routing: a CTA per token (MINIVLLM_MOE_ROUTE_CTA) ----
+
+// The warp kernel's arithmetic is one dependent chain of ~1,400 instructions (k selection rounds
+// of shuffles, the double exps and divisions) on one warp: at decode it sits on the critical path
+// between the router gemv and the experts' gemv (PERFORMANCE.md, "Stop 68"). Here thread i takes
+// experts i, i + 128, ...: one double exp each, block sums, and each expert's place among the
+// chosen ones by counting the experts ahead of it (the larger logit, the lower id on equal logits:
+// the CPU's order; a NaN logit counts as -inf so that the places stay distinct). The chosen
+// probabilities are summed in choice order, as the CPU sums them.
+constexpr int kRouteCtaThreads = 128;
+constexpr int kRouteCtaPer = kMoeRouteMaxExperts / kRouteCtaThreads;
+static_assert(kMoeRouteMaxExperts % kRouteCtaThreads == 0, "experts a thread");
+
+__global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const float* logits, int experts, int k,
+                                                                         bool renormalize, int32_t* ids,
+                                                                         float* weights) {
+  __shared__ float s_v[kMoeRouteMaxExperts];  // the logits, NaN as -inf
+  __shared__ float s_p[kMoeRouteMaxExperts];  // the chosen ones' probabilities, in choice order
+  __shared__ float s_max[kRouteCtaThreads / 32];
+  __shared__ double s_sum[kRouteCtaThreads / 32];
+  pdl_launch_dependents();  // the experts' gate/up gemv may launch and wait for these ids
+  pdl_wait();               // the logits are the router gemv's output
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.x;
+  const float* row = logits + t * experts;
+  float v[kRouteCtaPer];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kRouteCtaPer; ++i) {
+    const int e = tid + i * kRouteCtaThreads;
+    v[i] = e < experts ? row[e] : -INFINITY;
+    if (e < experts) {
+      s_v[e] = isnan(v[i]) ? -INFINITY : v[i];
+      mx = fmaxf(mx, v[i]);
+    }
+  }
+  mx = warp_max(mx);
+  if (lane == 0) s_max[warp] = mx;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kRouteCtaThreads / 32; ++w) mx = fmaxf(mx, s_max[w]);
+  double ex[kRouteCtaPer];
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < kRouteCtaPer; ++i) {
+    ex[i] = tid + i * kRouteCtaThreads < experts ? exp(static_cast<double>(v[i] - mx)) : 0.0;
+    sum += ex[i];
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) s_sum[warp] = sum;
+  __syncthreads();
+  sum = 0.0;
+#pragma unroll
+  for (int w = 0; w < kRouteCtaThreads / 32; ++w) sum += s_sum[w];
+#pragma unroll
+  for (int i = 0; i < kRouteCtaPer; ++i) {
+    const int e = tid + i * kRouteCtaThreads;
+    if (e >= experts) break;
+    const float key = s_v[e];
+    int place = 0;  // experts ahead of e
+#pragma unroll 8
+    for (int j = 0; j < experts; ++j) {
+      const float o = s_v[j];
+      place += (o > key || (o == key && j < e)) ? 1 : 0;
+    }
+    if (place < k) {
+      ids[t * k + place] = e;
+      s_p[place] = static_cast<float>(ex[i] / sum);
+    }
+  }
+  __syncthreads();
+  for (int j = tid; j < k; j += kRouteCtaThreads) {
+    float p = s_p[j];
+    if (renormalize) {
+      double chosen = 0.0;
+      for (int i = 0; i < k; ++i) chosen += s_p[i];
+      p = static_cast<float>(p / chosen);
+    }
+    weights[t * k + j] = p;
+  }
+}
+
 // ---- grouping: one CTA, a counting sort stable in pair order ----
 
 constexpr int kGroupThreads = 1024;
@@ -239,11 +321,17 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(const __nv
 }  // namespace
 
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
-                      float* weights, cudaStream_t stream) {
+                      float* weights, bool cta_per_token, cudaStream_t stream) {
   if (tokens == 0) return;
   MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && k >= 1 && k <= experts)
       << "moe_route: top-" << k << " of " << experts << " experts (the CUDA kernel takes up to "
       << kMoeRouteMaxExperts << ")";
+  if (cta_per_token && tokens <= kMoeRouteCtaMaxTokens) {
+    launch_with_pdl(moe_route_cta_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kRouteCtaThreads), 0, stream,
+                    logits, experts, k, renormalize, ids, weights);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(tokens, kRouteWarps)));
   auto launch = [&](auto kernel) {
     launch_with_pdl(kernel, grid, dim3(kRouteThreads), 0, stream, logits, tokens, experts, k, renormalize, ids,

@@ -49,9 +49,11 @@ struct MoeShape {
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
 // kMoeRouteMaxExperts, 1 <= k <= E.
-// A programmatic dependent launch, as the gemvs around it at decode.
+// A programmatic dependent launch, as the gemvs around it at decode. cta_per_token (at most
+// kMoeRouteCtaMaxTokens tokens): a CTA a token instead of a warp (moe.cu).
+constexpr int64_t kMoeRouteCtaMaxTokens = 64;
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
-                      float* weights, cudaStream_t stream);
+                      float* weights, bool cta_per_token, cudaStream_t stream);
 
 // The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
 // moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
