@@ -16,8 +16,8 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Chunks of each weight row in flight a lane (half the row at H = 2048). 8 (the whole row) took 94
-// registers, 5 CTAs an SM: a batch-1 grid of 1,536 CTAs ran in 2.3 waves; 4 takes 56, 9 an SM
+// Chunks of each weight row in flight a lane (half the row at H = 2048). The whole row's registers
+// left fewer CTAs an SM, and batch 1's grid (8 experts' columns) ran in one more wave
 // (PERFORMANCE.md, "Stop 68").
 constexpr int kUnroll = 4;
 
