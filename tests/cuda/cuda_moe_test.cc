@@ -63,9 +63,8 @@ TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const auto [tokens, experts, k] = GetParam();
   Backends b;
-  setenv("MINIVLLM_MOE_ROUTE_CTA", "1", 1);
-  std::unique_ptr<Backend> cta = make_cuda_backend(0);
-  unsetenv("MINIVLLM_MOE_ROUTE_CTA");
+  Backends cta_b = backends_with("MINIVLLM_MOE_ROUTE_CTA", "1");
+  Backend* cta = cta_b.gpu.get();
   std::mt19937 rng(static_cast<uint32_t>(tokens * 131 + experts * 7 + k));
   for (const bool ties : {false, true}) {  // whole-number logits: many equal ones, the lower id first
     Tensor logits = random_values({tokens, experts}, rng, 2.0f);
@@ -75,8 +74,8 @@ TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
     for (const bool renormalize : {false, true}) {
       Tensor ic = b.cpu->empty(DType::kI32, {tokens, k}), wc = b.cpu->empty(DType::kF32, {tokens, k});
       b.cpu->moe_route(upload_f32(*b.cpu, logits), renormalize, ic, wc);
-      for (Backend* gpu : {b.gpu.get(), cta.get()}) {
-        const std::string tag = std::string(gpu == cta.get() ? " (a CTA a token)" : "") + (ties ? " ties" : "") +
+      for (Backend* gpu : {b.gpu.get(), cta}) {
+        const std::string tag = std::string(gpu == cta ? " (a CTA a token)" : "") + (ties ? " ties" : "") +
                                 (renormalize ? " renormalized" : "");
         Tensor ig = gpu->empty(DType::kI32, {tokens, k}), wg = gpu->empty(DType::kF32, {tokens, k});
         gpu->fill_bytes(ig, 0xFF);

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const f
                                                                          float* weights) {
   __shared__ float s_v[kMoeRouteMaxExperts];  // the logits, NaN as -inf
   __shared__ float s_p[kMoeRouteMaxExperts];  // the chosen ones' probabilities, in choice order
-  __shared__ float s_max[kRouteCtaThreads / 32];
+  __shared__ float s_scratch[32];  // block_max's
   __shared__ double s_sum[kRouteCtaThreads / 32];
   pdl_launch_dependents();  // the experts' gate/up gemv may launch and wait for these ids
   pdl_wait();               // the logits are the router gemv's output
@@ -136,11 +136,7 @@ __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const f
       mx = fmaxf(mx, v[i]);
     }
   }
-  mx = warp_max(mx);
-  if (lane == 0) s_max[warp] = mx;
-  __syncthreads();
-#pragma unroll
-  for (int w = 0; w < kRouteCtaThreads / 32; ++w) mx = fmaxf(mx, s_max[w]);
+  mx = block_max(mx, s_scratch);  // its barriers also publish s_v
   double ex[kRouteCtaPer];
   double sum = 0.0;
 #pragma unroll
