@@ -78,7 +78,7 @@ constexpr Knob kKnobs[] = {
      "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
     {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
-     "k selection rounds (moe.cu; written in stop 68 without device time: to measure)"},
+     "k selection rounds (moe.cu; off until measured: PERFORMANCE.md, \"Stop 68\")"},
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
