@@ -76,9 +76,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
      "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
      "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
-    {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "0",
+    {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
-     "k selection rounds (moe.cu; off until measured: PERFORMANCE.md, \"Stop 68\")"},
+     "k selection rounds (moe.cu; PERFORMANCE.md, \"Stop 69\")"},
     {"MINIVLLM_MOE_GEMV_TOKENS", G::kTuning, K::kInt, "", 0, 8, "8",
      "mixture-of-experts batches up to this many tokens take the gemvs over (token, expert) pairs, larger "
      "ones the grouped GEMMs (0: always the GEMMs; not yet measured)"},
