@@ -14,6 +14,7 @@
 
 #include "attention_case.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/decode_policy.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -154,6 +155,44 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
       const ScopedEnv env(unstaged ? EnvVars{{"MINIVLLM_DECODE_STAGED", "0"}} : EnvVars{});
       check(c, std::string("decode, wide CTAs, ") + std::to_string(ctx.size()) + " seqs from " + std::to_string(ctx[0]) +
                    ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") + (unstaged ? ", unstaged" : ""), seed++);
+    }
+  }
+}
+
+// Groups too large for one wide CTA (group x head_dim > 256) in wide CTAs of two q heads each
+// (MINIVLLM_DECODE_WIDE_PAIRS): the 8B models' group 4 and Qwen3-30B-A3B's 8 at head_dim 128, 8 and
+// 12 at 64 and 128, against the CPU backend, at small batch (the pairs' rule) and forced past it;
+// split and unsplit (contexts within and past one wide step), staged and not, bf16 and fp8 caches,
+// block sizes 16 and 256, NaN-poisoned rows past the contexts. With staged splits
+// (MINIVLLM_DECODE_WIDE_STAGED_SPLITS) 3,999 keys and the 2,500 of four sequences take more staged
+// CTAs than a wave, so those sequences take twice-long unstaged splits while 300 keys beside them
+// stay staged.
+TEST(CudaAttentionShapes, DecodeWidePairs) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const Heads pairs[] = {{32, 8, 128}, {32, 4, 128}, {64, 8, 64}, {48, 4, 128}};
+  const std::vector<std::vector<int>> contexts = {{5}, {256}, {300}, {3999}, {300, 1, 2500, 129}, {1}};
+  uint32_t seed = 1700;
+  int i = 0;
+  for (const Heads& h : pairs) {
+    for (const std::vector<int>& ctx : contexts) {
+      const int bs = i % 2 == 0 ? 16 : 256;
+      const bool fp8 = (i / 2) % 2 == 1;
+      ++i;
+      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx);
+      const int longest = *std::max_element(ctx.begin(), ctx.end());
+      c.extra_table_cols = (4096 - longest) / bs;  // the engine's 4096-key tables
+      c.fp8 = fp8;
+      c.poison_cache = true;
+      const bool unstaged = i % 3 == 0;
+      const bool forced = i % 4 == 0;
+      const ScopedEnv env(EnvVars{{"MINIVLLM_DECODE_WIDE_PAIRS", "1"},
+                                  {"MINIVLLM_DECODE_WIDE", forced ? "force" : "1"},
+                                  {"MINIVLLM_DECODE_STAGED", unstaged ? "0" : "1"},
+                                  // 256-key splits, staged, or the plan's 512-key ones, unstaged
+                                  {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", i % 2 == 0 ? "1" : "0"}});
+      check(c, std::string("decode, wide pairs, ") + std::to_string(ctx.size()) + " seqs from " +
+                   std::to_string(ctx[0]) + ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") +
+                   (unstaged ? ", unstaged" : "") + (forced ? ", forced" : ""), seed++);
     }
   }
 }
@@ -427,6 +466,22 @@ TEST(CudaAttentionShapes, DecodeKernelChoice) {
   EXPECT_EQ(tiles(256, 2, 8), "2x1 tiled");
   EXPECT_EQ(tiles(256, 8, 8), "8x1 tiled");
   EXPECT_EQ(tiles(256, 16, 4), "4x4 tiled");
+  // Wide CTAs of two heads: only even groups past one wide CTA's 256 q values at head_dim 64 / 128.
+  auto pairs = [](int hd, int group) { return cuda::decode_wide_head_pairs(hd, group).tiles; };
+  EXPECT_EQ(pairs(128, 4), 2);  // the 8B models
+  EXPECT_EQ(pairs(128, 8), 4);  // Qwen3-30B-A3B
+  EXPECT_EQ(pairs(64, 8), 4);
+  EXPECT_EQ(pairs(128, 2), 0);  // one wide CTA holds it
+  EXPECT_EQ(pairs(64, 4), 0);
+  EXPECT_EQ(pairs(128, 3), 0);  // odd
+  EXPECT_EQ(pairs(96, 4), 0);
+  EXPECT_EQ(pairs(256, 2), 0);
+  EXPECT_TRUE(cuda::decode_wide_fits(128, cuda::decode_wide_head_pairs(128, 4)));
+  EXPECT_FALSE(cuda::decode_wide_fits(128, cuda::decode_wide_head_pairs(128, 2)));
+  EXPECT_FALSE(cuda::decode_wide_fits(128, cuda::decode_head_tiles(128, 4, 8)));
+  // The longest wide split that stages (160 KB of k and v rows), in whole wide steps.
+  EXPECT_EQ(cuda::decode_wide_staged_partition(128, cuda::decode_wide_granule(128, 2)), 256);
+  EXPECT_EQ(cuda::decode_wide_staged_partition(64, cuda::decode_wide_granule(64, 4)), 512);
 }
 
 std::string error_of(const std::function<void()>& f) {

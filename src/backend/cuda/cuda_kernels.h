@@ -263,6 +263,10 @@ struct AttentionArgs {
   // Decode, tensor-core kernels, one sequence: each CTA pulls all of its split's keys (up to
   // kDecodePrefetchMaxKeys) into L2 before the PDL wait, not only its first tiles.
   bool prefetch_split;
+  // Decode, staged wide CTAs: 0, or the CTAs of one wave (decode_policy.h:
+  // decode_wide_staged_partition). A sequence whose staged splits would take more CTAs than that
+  // takes splits of twice the plan's length, unstaged, instead.
+  int wide_wave_ctas;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };
@@ -317,7 +321,8 @@ void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int par
                                  const DecodeMmaLoads& loads, const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
-// The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256; its step.
+// The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256, and the
+// head pairs of decode_wide_head_pairs; its step.
 bool decode_wide_fits(int head_dim, const DecodeHeadTiles& tiles);
 int decode_wide_granule(int head_dim, int group);
 // How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`
@@ -329,6 +334,11 @@ struct DecodeHeadTiles {
   bool exact;  // the exact kernel of heads_per_cta == group; else the tiled kernel of heads_per_cta
 };
 DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads);
+// Wide CTAs of two q heads each (group / 2 CTAs a kv head, each reading the kv head's keys) for
+// the even groups whose q heads would not fit one wide CTA's registers (group x head_dim > 256 at
+// head_dim 64 / 128: the 8B models' group 4, Qwen3-30B-A3B's 8); tiles = 0 for any other shape.
+// MINIVLLM_DECODE_WIDE_PAIRS.
+DecodeHeadTiles decode_wide_head_pairs(int head_dim, int group);
 
 // ---- sampler.cu ----
 struct SampleParamsDevice {

@@ -1032,16 +1032,23 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const int64_t max_blocks = std::max<int64_t>(a.table_cols, meta.max_num_blocks);
   // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
   // policy counts CTAs and the q heads each one writes.
-  const DecodeHeadTiles tiles = decode_head_tiles(hd, num_q_heads / nkv, decode_max_tile_heads_);
-  // Small batches take wide CTAs (decode_policy.h: decode_use_wide).
-  const bool wide = decode_wide_ && decode_wide_fits(hd, tiles) &&
-                    (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * tiles.tiles, num_sms_));
+  const int group = num_q_heads / nkv;
+  DecodeHeadTiles tiles = decode_head_tiles(hd, group, decode_max_tile_heads_);
+  // Small batches take wide CTAs (decode_policy.h: decode_use_wide); groups too large for one wide
+  // CTA, wide CTAs of two heads each where MINIVLLM_DECODE_WIDE_PAIRS (decode_wide_head_pairs).
+  const auto wide_at = [&](const DecodeHeadTiles& t) {
+    return decode_wide_ && decode_wide_fits(hd, t) &&
+           (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * t.tiles, num_sms_));
+  };
+  if (decode_wide_pairs_ && !decode_wide_fits(hd, tiles) && wide_at(decode_wide_head_pairs(hd, group))) {
+    tiles = decode_wide_head_pairs(hd, group);
+  }
+  const bool wide = wide_at(tiles);
   // A sliding window's splits cover its keys and the few before them up to decode_key_origin.
   int64_t max_context = max_blocks * cache.block_size;
   if (window > 0) max_context = std::min<int64_t>(max_context, window + kDecodeKeyAlign - 1);
   // The tensor-core kernel where it fits and pays (decode_policy.h: decode_use_mma), never for the
   // wide CTAs of small batches.
-  const int group = num_q_heads / nkv;
   const bool mma = !wide && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
                    (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group));
   const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
@@ -1060,10 +1067,20 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     launch_decode_attention_mma(a, split.num_splits, split.partition, ring, loads, scratch, stream_);
     return;
   }
+  const int wide_granule = wide ? decode_wide_granule(hd, tiles.heads_per_cta) : 0;
+  int wide_max_partition = decode_max_partition_;
+  // The head pairs' splits no longer than staged (decode_wide_staged_partition; the exact wide
+  // kernels keep the plan's: Qwen3-0.6B's moved by under 1% either way).
+  if (wide && !tiles.exact && decode_wide_staged_splits_ && decode_staged_ && !a.kv_fp8) {
+    const int staged = decode_wide_staged_partition(hd, wide_granule);
+    if (staged > 0 && (wide_max_partition <= 0 || staged < wide_max_partition)) {
+      wide_max_partition = staged;
+      a.wide_wave_ctas = num_sms_;  // past a wave of staged CTAs, twice the length unstaged
+    }
+  }
   const DecodeSplit split =
-      wide ? plan_wide_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
-                                    decode_wide_granule(hd, tiles.heads_per_cta), num_sms_, decode_partial_rows(hd),
-                                    decode_min_partition_, decode_max_partition_)
+      wide ? plan_wide_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context, wide_granule,
+                                    num_sms_, decode_partial_rows(hd), decode_min_partition_, wide_max_partition)
            : plan_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context,
                                decode_partition_granule(hd), num_sms_, decode_partial_rows(hd), decode_min_partition_,
                                decode_max_partition_);

@@ -28,6 +28,8 @@
 // kGroup heads each (the last one padded with heads whose q is zero and which are never stored),
 // so group 3 runs as one CTA of 4 heads and group 12 as two CTAs of 8 (each reading the kv head).
 // head_dim 96 uses 16 lanes per key (12 of them loading); 256 uses a whole warp per key.
+// At small batch, even groups too large for one wide CTA's registers may take wide CTAs of two q
+// heads each, tiled the same way (launch_wide_pairs; MINIVLLM_DECODE_WIDE_PAIRS).
 //
 // FP8 cache (kFp8): the same lanes own the same 8 dims of a key, loaded as 8 bytes instead of 16,
 // plus the key's k and v scales (one f32 each, the same address for a lane group). The k scale
@@ -143,8 +145,8 @@ struct LaneWords {
 // the bytes in flight do not wait on the warps' arithmetic or their registers.
 template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8,
           bool kStaged = false, int kRing = 0>
-__global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int partition, int num_splits,
-                                                                      DecodeScratch scratch) {
+__global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int plan_partition,
+                                                                      int num_splits, DecodeScratch scratch) {
   static_assert(!kStaged || (!kFp8 && kElems == 8), "staged keys: bf16, 8 elements a lane");
   static_assert(kRing == 0 || (!kFp8 && !kStaged && kExact && kCtaWarps == kWarps), "ring: exact 4-warp bf16 CTAs");
   constexpr int kCtaThreads = kCtaWarps * 32;
@@ -174,6 +176,14 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int ctx = a.context_lens[seq];
   const int first_key = decode_first_key(a, ctx);            // the window's first key (0: none)
   const int origin = decode_key_origin(a, first_key);        // the splits' key 0, block-aligned
+  // kStaged: a sequence whose staged splits would take more CTAs than a wave takes splits twice as
+  // long, unstaged (AttentionArgs::wide_wave_ctas); every CTA of the sequence decides alike.
+  bool long_unstaged = false;
+  if constexpr (kStaged) {
+    const int64_t used = (ctx - origin + plan_partition - 1) / plan_partition;
+    long_unstaged = a.wide_wave_ctas > 0 && used * gridDim.y * gridDim.z > a.wide_wave_ctas;
+  }
+  const int partition = long_unstaged ? 2 * plan_partition : plan_partition;
   const int start = origin + split * partition;
   const int first_col = start >> a.block_size_log2;
   const int32_t first_block = first_col < a.table_cols ? table[first_col] : -1;
@@ -208,7 +218,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   extern __shared__ __align__(128) uint8_t staged_smem[];
   constexpr int kBars = kRing > 0 ? kRing : 1;
   __shared__ __align__(8) uint64_t staged_bar[kBars];
-  const int staged_end = kStaged || kRing > 0 ? min(end, ctx - 1) : start;
+  const int staged_end = (kStaged && !long_unstaged) || kRing > 0 ? min(end, ctx - 1) : start;
   constexpr uint32_t kRowBytes = kHeadDim * 2;
   constexpr uint32_t kStageBytes = 2u * S::kStep * kRowBytes;  // kRing: one loop step's k and v
   // Keys [j0, j1) to shared memory at k_dst (k rows) and v_dst (v rows): one bulk copy per block
@@ -517,6 +527,27 @@ void launch_split(const AttentionArgs& a, int num_splits, int partition, const D
   }
 }
 
+// Wide CTAs of two q heads (decode_wide_head_pairs): group / 2 CTAs a kv head, each the wide
+// group-2 kernel's work on its pair of heads, staged as that kernel is.
+template <int kHeadDim, bool kFp8>
+void launch_wide_pairs(const AttentionArgs& a, int num_splits, int partition, const DecodeVariant& v,
+                       const DecodeScratch& sc, cudaStream_t st) {
+  constexpr int kUnroll = wide_unroll(2);
+  const int tiles = a.num_q_heads / a.num_kv_heads / 2;
+  const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
+  if constexpr (!kFp8) {
+    if (v.staged && decode_use_staged(kHeadDim, partition)) {
+      constexpr auto k = decode_split_kernel<kHeadDim, 2, kUnroll, false, false, kWideWarps, 8, true>;
+      allow_dynamic_smem<k>(static_cast<int>(kMaxDecodeStagedSmemBytes));
+      launch_with_pdl(k, grid, dim3(kWideWarps * 32), decode_staged_smem_bytes(kHeadDim, partition), st, a, partition,
+                      num_splits, sc);
+      return;
+    }
+  }
+  launch_with_pdl(decode_split_kernel<kHeadDim, 2, kUnroll, false, kFp8, kWideWarps>, grid, dim3(kWideWarps * 32), 0,
+                  st, a, partition, num_splits, sc);
+}
+
 // Any group: ceil(group / kGroup) CTAs per kv head.
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
@@ -547,6 +578,7 @@ void dispatch(const AttentionArgs& a, const DecodeHeadTiles& t, int num_splits, 
     }
   }
   if constexpr (kHeadDim == 64 || kHeadDim == 128) {  // tiles of 4 or 8 only (decode_head_tiles)
+    if (v.wide) return launch_wide_pairs<kHeadDim, kFp8>(a, num_splits, partition, v, sc, st);  // decode_wide_fits
     if (t.heads_per_cta == 4) return launch_tiled<kHeadDim, 4, kFp8>(a, num_splits, partition, sc, st);
     return launch_tiled<kHeadDim, 8, kFp8>(a, num_splits, partition, sc, st);
   } else {
@@ -590,8 +622,15 @@ int decode_partition_granule(int head_dim) {
   }
 }
 
+DecodeHeadTiles decode_wide_head_pairs(int head_dim, int group) {
+  const bool fits = (head_dim == 64 || head_dim == 128) && group % 2 == 0 && group * head_dim > kMaxWideGroupDims;
+  return fits ? DecodeHeadTiles{2, group / 2, false} : DecodeHeadTiles{2, 0, false};
+}
+
 bool decode_wide_fits(int head_dim, const DecodeHeadTiles& tiles) {
-  return tiles.exact && (head_dim == 64 || head_dim == 128) && tiles.heads_per_cta * head_dim <= kMaxWideGroupDims;
+  const bool pairs = !tiles.exact && tiles.heads_per_cta == 2 && tiles.tiles > 0;  // decode_wide_head_pairs
+  return (tiles.exact || pairs) && (head_dim == 64 || head_dim == 128) &&
+         tiles.heads_per_cta * head_dim <= kMaxWideGroupDims;
 }
 
 int decode_wide_granule(int head_dim, int group) {

@@ -96,6 +96,21 @@ inline bool decode_use_staged(int head_dim, int partition) {
   return bytes > 0 && bytes <= kMaxDecodeStagedSmemBytes;
 }
 
+// Wide CTAs over a bf16 cache stage their split only where it fits (decode_use_staged): 256 keys at
+// head_dim 128, while the plan's 512-key bound (kDefaultMaxDecodePartition) left the engine's
+// 4,096-key tables in unstaged 512-key splits. Capping a wide split at the largest staged length (a
+// multiple of the wide step; 0 if not even one step fits) keeps short contexts staged. A staged CTA
+// holds an SM alone (its shared memory), so a long context's staged splits would outnumber the SMs:
+// each CTA checks its sequence's context, and where its staged splits would take more than a wave
+// (AttentionArgs::wide_wave_ctas) it takes splits twice as long, unstaged. At the 8B and MoE shapes
+// staged 256-key splits won at short contexts and 512-key unstaged ones at 3,000 keys (PERFORMANCE.md,
+// "Stop 69"). For the head pairs only (decode_wide_head_pairs): Qwen3-0.6B's exact wide kernel moved
+// by under 1% either way, so it keeps the plan's splits. MINIVLLM_DECODE_WIDE_STAGED_SPLITS=0 turns it off.
+inline int decode_wide_staged_partition(int head_dim, int wide_granule) {
+  const int keys = static_cast<int>(kMaxDecodeStagedSmemBytes / decode_staged_smem_bytes(head_dim, 1));
+  return keys / wide_granule * wide_granule;
+}
+
 // Wide decode CTAs (16 warps instead of 4; decode_attention.cu): at small batches a split of one
 // wide step holds the keys that four 4-warp CTAs would, so fewer contexts need the merge across
 // CTAs. Up to half a (sequence, kv head) CTA per SM before splitting: 8 sequences of 8 kv heads on
@@ -149,6 +164,8 @@ inline bool decode_use_ring(bool kv_fp8, int head_dim, int group, bool exact) {
 // Qwen3-0.6B workload and on every kernel shape measured but the first 16 mixed contexts (measured:
 // PERFORMANCE.md, "Decode attention: a ring of bulk copies, and group 2 on the tensor cores").
 // MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
+// At small batches groups 4 and 8 take the wide CTAs of two q heads instead (cuda_kernels.h:
+// decode_wide_head_pairs), which beat this kernel there (PERFORMANCE.md, "Stop 69").
 constexpr int kDecodeMmaGranule = 64;
 inline bool decode_use_mma(bool kv_fp8, int group) { return kv_fp8 || group >= 2; }
 
