@@ -126,6 +126,33 @@ TEST(CudaAttentionShapes, DecodeOneSplit) {
   }
 }
 
+// Decode cases of the wide kernels: every head shape with every context set, in the engine's
+// 4096-key tables, NaN-poisoned cache rows past the contexts. Each case builds both backends, so the
+// (block size, cache type) pairs rotate over the cases rather than multiplying them: each pair meets
+// every head shape and most contexts. knobs(i) gives case i's MINIVLLM_* settings (i from 1) and
+// their tag in the case's name.
+using CaseKnobs = std::function<std::pair<EnvVars, std::string>(int)>;
+void check_wide_cases(const std::string& what, const std::vector<Heads>& heads,
+                      const std::vector<std::vector<int>>& contexts, uint32_t seed, const CaseKnobs& knobs) {
+  int i = 0;
+  for (const Heads& h : heads) {
+    for (const std::vector<int>& ctx : contexts) {
+      const int bs = i % 2 == 0 ? 16 : 256;
+      const bool fp8 = (i / 2) % 2 == 1;
+      ++i;
+      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx);
+      const int longest = *std::max_element(ctx.begin(), ctx.end());
+      c.extra_table_cols = (4096 - longest) / bs;
+      c.fp8 = fp8;
+      c.poison_cache = true;
+      const auto [vars, tag] = knobs(i);
+      const ScopedEnv env(vars);
+      check(c, "decode, " + what + ", " + std::to_string(ctx.size()) + " seqs from " + std::to_string(ctx[0]) +
+                   ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") + tag, seed++);
+    }
+  }
+}
+
 // Small batches take 16-warp CTAs (decode_wide_fits: the exact kernels with group x head_dim <=
 // 256) whose warps merge their lane groups by shuffles: one sequence (a context inside one wide
 // step, one a key past it, one split short of a 4096-key table, and 4000 keys: 16 splits merged
@@ -135,28 +162,12 @@ TEST(CudaAttentionShapes, DecodeOneSplit) {
 // (MINIVLLM_DECODE_STAGED=0); a one-key context and a split holding only the newest key stage nothing.
 TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const Heads wide[] = {{16, 8, 128}, {32, 8, 64}, {8, 8, 128}, {8, 8, 64}, {16, 8, 64}};
-  const std::vector<std::vector<int>> contexts = {{5}, {256}, {257}, {3999}, {4000}, {300, 1, 2500, 129}, {64, 77}, {1}};
-  // Each case builds both backends, so the (block size, cache type) pairs rotate over the cases
-  // rather than multiplying them: each pair meets every head shape and most contexts.
-  uint32_t seed = 400;
-  int i = 0;
-  for (const Heads& h : wide) {
-    for (const std::vector<int>& ctx : contexts) {
-      const int bs = i % 2 == 0 ? 16 : 256;
-      const bool fp8 = (i / 2) % 2 == 1;
-      ++i;
-      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx);
-      const int longest = *std::max_element(ctx.begin(), ctx.end());
-      c.extra_table_cols = (4096 - longest) / bs;  // the engine's 4096-key tables
-      c.fp8 = fp8;
-      c.poison_cache = true;
-      const bool unstaged = i % 3 == 0;
-      const ScopedEnv env(unstaged ? EnvVars{{"MINIVLLM_DECODE_STAGED", "0"}} : EnvVars{});
-      check(c, std::string("decode, wide CTAs, ") + std::to_string(ctx.size()) + " seqs from " + std::to_string(ctx[0]) +
-                   ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") + (unstaged ? ", unstaged" : ""), seed++);
-    }
-  }
+  check_wide_cases("wide CTAs", {{16, 8, 128}, {32, 8, 64}, {8, 8, 128}, {8, 8, 64}, {16, 8, 64}},
+                   {{5}, {256}, {257}, {3999}, {4000}, {300, 1, 2500, 129}, {64, 77}, {1}}, 400, [](int i) {
+                     const bool unstaged = i % 3 == 0;
+                     return std::pair(unstaged ? EnvVars{{"MINIVLLM_DECODE_STAGED", "0"}} : EnvVars{},
+                                      std::string(unstaged ? ", unstaged" : ""));
+                   });
 }
 
 // Groups too large for one wide CTA (group x head_dim > 256) in wide CTAs of two q heads each
@@ -164,37 +175,23 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
 // 12 at 64 and 128, against the CPU backend, at small batch (the pairs' rule) and forced past it;
 // split and unsplit (contexts within and past one wide step), staged and not, bf16 and fp8 caches,
 // block sizes 16 and 256, NaN-poisoned rows past the contexts. With staged splits
-// (MINIVLLM_DECODE_WIDE_STAGED_SPLITS) 3,999 keys and the 2,500 of four sequences take more staged
-// CTAs than a wave, so those sequences take twice-long unstaged splits while 300 keys beside them
-// stay staged.
+// (MINIVLLM_DECODE_WIDE_STAGED_SPLITS, two cases in three) 3,999 keys and the 2,500 of four
+// sequences take more staged CTAs than a wave, so those sequences take twice-long unstaged splits
+// while 300 keys beside them stay staged; without, the plan's 512-key splits, unstaged.
 TEST(CudaAttentionShapes, DecodeWidePairs) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const Heads pairs[] = {{32, 8, 128}, {32, 4, 128}, {64, 8, 64}, {48, 4, 128}};
-  const std::vector<std::vector<int>> contexts = {{5}, {256}, {300}, {3999}, {300, 1, 2500, 129}, {1}};
-  uint32_t seed = 1700;
-  int i = 0;
-  for (const Heads& h : pairs) {
-    for (const std::vector<int>& ctx : contexts) {
-      const int bs = i % 2 == 0 ? 16 : 256;
-      const bool fp8 = (i / 2) % 2 == 1;
-      ++i;
-      AttentionCase c = decode_case(h.nq, h.nkv, h.hd, bs, ctx);
-      const int longest = *std::max_element(ctx.begin(), ctx.end());
-      c.extra_table_cols = (4096 - longest) / bs;  // the engine's 4096-key tables
-      c.fp8 = fp8;
-      c.poison_cache = true;
-      const bool unstaged = i % 3 == 0;
-      const bool forced = i % 4 == 0;
-      const ScopedEnv env(EnvVars{{"MINIVLLM_DECODE_WIDE_PAIRS", "1"},
-                                  {"MINIVLLM_DECODE_WIDE", forced ? "force" : "1"},
-                                  {"MINIVLLM_DECODE_STAGED", unstaged ? "0" : "1"},
-                                  // 256-key splits, staged, or the plan's 512-key ones, unstaged
-                                  {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", i % 2 == 0 ? "1" : "0"}});
-      check(c, std::string("decode, wide pairs, ") + std::to_string(ctx.size()) + " seqs from " +
-                   std::to_string(ctx[0]) + ", bs " + std::to_string(bs) + (fp8 ? ", fp8" : "") +
-                   (unstaged ? ", unstaged" : "") + (forced ? ", forced" : ""), seed++);
-    }
-  }
+  check_wide_cases("wide pairs", {{32, 8, 128}, {32, 4, 128}, {64, 8, 64}, {48, 4, 128}},
+                   {{5}, {256}, {300}, {3999}, {300, 1, 2500, 129}, {1}}, 1700, [](int i) {
+                     const bool unstaged = i % 3 == 0;
+                     const bool staged_splits = i % 3 != 1;
+                     const bool forced = i % 4 == 0;
+                     return std::pair(EnvVars{{"MINIVLLM_DECODE_WIDE_PAIRS", "1"},
+                                              {"MINIVLLM_DECODE_WIDE", forced ? "force" : "1"},
+                                              {"MINIVLLM_DECODE_STAGED", unstaged ? "0" : "1"},
+                                              {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", staged_splits ? "1" : "0"}},
+                                      std::string(unstaged ? ", unstaged" : "") +
+                                          (staged_splits ? ", staged splits" : "") + (forced ? ", forced" : ""));
+                   });
 }
 
 // The exact 4-warp kernels of groups 1, 2 and 4 over a bf16 cache may give each lane 16 elements
