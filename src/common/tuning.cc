@@ -50,12 +50,15 @@ constexpr Knob kKnobs[] = {
      "memory stays above this percent of its total"},
     {"MINIVLLM_DECODE_WIDE", G::kTuning, K::kWord, "0|1|force", 0, 0, "1",
      "16-warp CTAs at small batch; force: at every batch size (tests, tuning)"},
-    {"MINIVLLM_DECODE_WIDE_PAIRS", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "groups of 4 and 8 at head_dim 128 (and 8 at 64) take wide CTAs of two q heads each at small batch "
-     "(decode_wide_head_pairs; PERFORMANCE.md, \"Stop 69\")"},
+    {"MINIVLLM_DECODE_WIDE_PAIRS", G::kTuning, K::kInt, "0: off", 0, 8, "decode_policy.h (1)",
+     "decode batches of up to this many sequences take wide CTAs of two q heads each for groups of 4 and 8 "
+     "at head_dim 128 (and 8 at 64) (decode_wide_head_pairs; PERFORMANCE.md, \"Stop 69\")"},
     {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "wide CTAs of two q heads over a bf16 cache take splits no longer than they can stage in shared memory "
      "(decode_wide_staged_partition; PERFORMANCE.md, \"Stop 69\")"},
+    {"MINIVLLM_DECODE_WIDE_ONE_SPLIT", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "one sequence's wide pairs hold a context of up to MINIVLLM_DECODE_ONE_SPLIT_KEYS (at most 384 at "
+     "head_dim 128) in one staged split, with no merge (decode_wide_one_split_keys; not yet measured)"},
     {"MINIVLLM_DECODE_STAGED", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "wide CTAs stage a split's keys in shared memory with bulk copies before the PDL wait"},
     {"MINIVLLM_DECODE_LANE_ELEMS", G::kTuning, K::kChoice, "8|16", 0, 0, "auto (decode_use_lane16)",

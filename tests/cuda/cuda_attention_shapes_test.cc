@@ -129,12 +129,13 @@ TEST(CudaAttentionShapes, DecodeOneSplit) {
 // Decode cases of the wide kernels: every head shape with every context set, in the engine's
 // 4096-key tables, NaN-poisoned cache rows past the contexts. Each case builds both backends, so the
 // (block size, cache type) pairs rotate over the cases rather than multiplying them: each pair meets
-// every head shape and most contexts. knobs(i) gives case i's MINIVLLM_* settings (i from 1) and
-// their tag in the case's name.
+// every head shape and most contexts; `first` shifts the rotation. knobs(i) gives case i's
+// MINIVLLM_* settings (i from first + 1) and their tag in the case's name.
 using CaseKnobs = std::function<std::pair<EnvVars, std::string>(int)>;
 void check_wide_cases(const std::string& what, const std::vector<Heads>& heads,
-                      const std::vector<std::vector<int>>& contexts, uint32_t seed, const CaseKnobs& knobs) {
-  int i = 0;
+                      const std::vector<std::vector<int>>& contexts, uint32_t seed, const CaseKnobs& knobs,
+                      int first = 0) {
+  int i = first;
   for (const Heads& h : heads) {
     for (const std::vector<int>& ctx : contexts) {
       const int bs = i % 2 == 0 ? 16 : 256;
@@ -172,26 +173,38 @@ TEST(CudaAttentionShapes, DecodeWideCtasAtSmallBatch) {
 
 // Groups too large for one wide CTA (group x head_dim > 256) in wide CTAs of two q heads each
 // (MINIVLLM_DECODE_WIDE_PAIRS): the 8B models' group 4 and Qwen3-30B-A3B's 8 at head_dim 128, 8 and
-// 12 at 64 and 128, against the CPU backend, at small batch (the pairs' rule) and forced past it;
-// split and unsplit (contexts within and past one wide step), staged and not, bf16 and fp8 caches,
-// block sizes 16 and 256, NaN-poisoned rows past the contexts. With staged splits
-// (MINIVLLM_DECODE_WIDE_STAGED_SPLITS, two cases in three) 3,999 keys and the 2,500 of four
-// sequences take more staged CTAs than a wave, so those sequences take twice-long unstaged splits
-// while 300 keys beside them stay staged; without, the plan's 512-key splits, unstaged.
+// 12 at 64 and 128, against the CPU backend, forced (MINIVLLM_DECODE_WIDE=force: the engine takes
+// them at one sequence only, kDecodeWidePairsMaxSeqs) at one and four sequences, bf16 and fp8
+// caches, block sizes 16 and 256, NaN-poisoned rows past the contexts, under three settings:
+// - the defaults: 256-key staged splits (MINIVLLM_DECODE_WIDE_STAGED_SPLITS), where 3,999 keys and
+//   the 2,500 of four sequences take more staged CTAs than a wave, so those sequences take
+//   twice-long unstaged splits while 300 keys beside them stay staged;
+// - one sequence's context of up to 384 keys in one staged split (MINIVLLM_DECODE_WIDE_ONE_SPLIT);
+// - the plan's 512-key splits, unstaged, and every third case no staging at all.
 TEST(CudaAttentionShapes, DecodeWidePairs) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  check_wide_cases("wide pairs", {{32, 8, 128}, {32, 4, 128}, {64, 8, 64}, {48, 4, 128}},
-                   {{5}, {256}, {300}, {3999}, {300, 1, 2500, 129}, {1}}, 1700, [](int i) {
-                     const bool unstaged = i % 3 == 0;
-                     const bool staged_splits = i % 3 != 1;
-                     const bool forced = i % 4 == 0;
-                     return std::pair(EnvVars{{"MINIVLLM_DECODE_WIDE_PAIRS", "1"},
-                                              {"MINIVLLM_DECODE_WIDE", forced ? "force" : "1"},
-                                              {"MINIVLLM_DECODE_STAGED", unstaged ? "0" : "1"},
-                                              {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", staged_splits ? "1" : "0"}},
-                                      std::string(unstaged ? ", unstaged" : "") +
-                                          (staged_splits ? ", staged splits" : "") + (forced ? ", forced" : ""));
-                   });
+  const std::vector<Heads> heads = {{32, 8, 128}, {32, 4, 128}, {64, 8, 64}, {48, 4, 128}};
+  const std::vector<std::vector<int>> contexts = {{5}, {256}, {300}, {3999}, {300, 1, 2500, 129}, {1}};
+  const auto with = [](EnvVars more) {
+    EnvVars vars = {{"MINIVLLM_DECODE_WIDE_PAIRS", "1"}, {"MINIVLLM_DECODE_WIDE", "force"}};
+    vars.insert(vars.end(), more.begin(), more.end());
+    return vars;
+  };
+  check_wide_cases("wide pairs", heads, contexts, 1700,
+                   [&](int) { return std::pair(with({}), std::string(", staged splits")); });
+  check_wide_cases(
+      "wide pairs", heads, contexts, 1800,
+      [&](int) { return std::pair(with({{"MINIVLLM_DECODE_WIDE_ONE_SPLIT", "1"}}), std::string(", one split")); },
+      1);
+  check_wide_cases(
+      "wide pairs", heads, contexts, 1900,
+      [&](int i) {
+        const bool unstaged = i % 3 == 0;
+        return std::pair(with({{"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", "0"},
+                               {"MINIVLLM_DECODE_STAGED", unstaged ? "0" : "1"}}),
+                         std::string(", 512-key splits") + (unstaged ? ", unstaged" : ""));
+      },
+      2);
 }
 
 // The exact 4-warp kernels of groups 1, 2 and 4 over a bf16 cache may give each lane 16 elements

@@ -1040,7 +1040,8 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     return decode_wide_ && decode_wide_fits(hd, t) &&
            (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * t.tiles, num_sms_));
   };
-  if (decode_wide_pairs_ && !decode_wide_fits(hd, tiles) && wide_at(decode_wide_head_pairs(hd, group))) {
+  if (decode_wide_pairs_ > 0 && (decode_wide_always_ || meta.num_seqs <= decode_wide_pairs_) &&
+      !decode_wide_fits(hd, tiles) && wide_at(decode_wide_head_pairs(hd, group))) {
     tiles = decode_wide_head_pairs(hd, group);
   }
   const bool wide = wide_at(tiles);
@@ -1076,6 +1077,10 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     if (staged > 0 && (wide_max_partition <= 0 || staged < wide_max_partition)) {
       wide_max_partition = staged;
       a.wide_wave_ctas = num_sms_;  // past a wave of staged CTAs, twice the length unstaged
+    }
+    // One sequence: a short context in one staged split (decode_wide_one_split_keys).
+    if (decode_wide_one_split_ && meta.num_seqs == 1) {
+      a.wide_one_split_keys = decode_wide_one_split_keys(hd, decode_one_split_keys_);
     }
   }
   const DecodeSplit split =

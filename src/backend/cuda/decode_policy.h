@@ -96,6 +96,12 @@ inline bool decode_use_staged(int head_dim, int partition) {
   return bytes > 0 && bytes <= kMaxDecodeStagedSmemBytes;
 }
 
+// Wide CTAs of two q heads (cuda_kernels.h: decode_wide_head_pairs) replace the tensor-core kernel
+// at up to this many sequences: measured at one (PERFORMANCE.md, "Stop 69"); batches of 2-4, which
+// the wide rule would also give them, keep the tensor cores until measured.
+// MINIVLLM_DECODE_WIDE_PAIRS overrides it (0: off).
+constexpr int kDecodeWidePairsMaxSeqs = 1;
+
 // Wide CTAs over a bf16 cache stage their split only where it fits (decode_use_staged): 256 keys at
 // head_dim 128, while the plan's 512-key bound (kDefaultMaxDecodePartition) left the engine's
 // 4,096-key tables in unstaged 512-key splits. Capping a wide split at the largest staged length (a
@@ -109,6 +115,16 @@ inline bool decode_use_staged(int head_dim, int partition) {
 inline int decode_wide_staged_partition(int head_dim, int wide_granule) {
   const int keys = static_cast<int>(kMaxDecodeStagedSmemBytes / decode_staged_smem_bytes(head_dim, 1));
   return keys / wide_granule * wide_granule;
+}
+
+// One sequence's wide pairs may hold a short context in one staged split, with no merge across
+// CTAs, up to MINIVLLM_DECODE_ONE_SPLIT_KEYS (384) keys where its rows fit this much shared memory
+// beside the kernel's 17 KB of merge rows (an SM has 227 KB): 384 keys at head_dim 128.
+// MINIVLLM_DECODE_WIDE_ONE_SPLIT=1 turns it on (compiled only: not yet measured, stop 69).
+constexpr size_t kMaxDecodeOneSplitSmemBytes = 192 * 1024;
+inline int decode_wide_one_split_keys(int head_dim, int keys) {
+  const int fit = static_cast<int>(kMaxDecodeOneSplitSmemBytes / decode_staged_smem_bytes(head_dim, 1));
+  return std::max(0, std::min(keys, fit));
 }
 
 // Wide decode CTAs (16 warps instead of 4; decode_attention.cu): at small batches a split of one
@@ -164,7 +180,7 @@ inline bool decode_use_ring(bool kv_fp8, int head_dim, int group, bool exact) {
 // Qwen3-0.6B workload and on every kernel shape measured but the first 16 mixed contexts (measured:
 // PERFORMANCE.md, "Decode attention: a ring of bulk copies, and group 2 on the tensor cores").
 // MINIVLLM_DECODE_MMA=0|1 overrides it. Partitions are multiples of a CTA's 4 warp tiles of 16 keys.
-// At small batches groups 4 and 8 take the wide CTAs of two q heads instead (cuda_kernels.h:
+// At one sequence groups 4 and 8 take the wide CTAs of two q heads instead (cuda_kernels.h:
 // decode_wide_head_pairs), which beat this kernel there (PERFORMANCE.md, "Stop 69").
 constexpr int kDecodeMmaGranule = 64;
 inline bool decode_use_mma(bool kv_fp8, int group) { return kv_fp8 || group >= 2; }
