@@ -479,14 +479,13 @@ void launch_ring(dim3 grid, const AttentionArgs& a, int num_splits, int partitio
 }
 
 // A staged wide kernel: shared memory for the k and v rows of its split, or of one split of
-// a.wide_one_split_keys where that is longer.
-template <auto kKernel, int kHeadDim>
+// a.wide_one_split_keys where that is longer (the pairs only: kMaxBytes, kMaxDecodeOneSplitSmemBytes).
+template <auto kKernel, int kHeadDim, size_t kMaxBytes = kMaxDecodeStagedSmemBytes>
 void launch_staged(dim3 grid, const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc,
                    cudaStream_t st) {
-  static_assert(kMaxDecodeOneSplitSmemBytes >= kMaxDecodeStagedSmemBytes, "the larger of the two bounds");
-  allow_dynamic_smem<kKernel>(static_cast<int>(kMaxDecodeOneSplitSmemBytes));
+  allow_dynamic_smem<kKernel>(static_cast<int>(kMaxBytes));
   const size_t bytes = decode_staged_smem_bytes(kHeadDim, std::max(partition, a.wide_one_split_keys));
-  MINIVLLM_CHECK(bytes <= kMaxDecodeOneSplitSmemBytes) << "decode attention: " << bytes << " bytes of staged keys";
+  MINIVLLM_CHECK(bytes <= kMaxBytes) << "decode attention: " << bytes << " bytes of staged keys";
   launch_with_pdl(kKernel, grid, dim3(kWideWarps * 32), bytes, st, a, partition, num_splits, sc);
 }
 
@@ -555,8 +554,8 @@ void launch_wide_pairs(const AttentionArgs& a, int num_splits, int partition, co
   const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
   if constexpr (!kFp8) {
     if (v.staged && decode_use_staged(kHeadDim, partition)) {
-      return launch_staged<decode_split_kernel<kHeadDim, 2, kUnroll, false, false, kWideWarps, 8, true>, kHeadDim>(
-          grid, a, num_splits, partition, sc, st);
+      return launch_staged<decode_split_kernel<kHeadDim, 2, kUnroll, false, false, kWideWarps, 8, true>, kHeadDim,
+                           kMaxDecodeOneSplitSmemBytes>(grid, a, num_splits, partition, sc, st);
     }
   }
   launch_with_pdl(decode_split_kernel<kHeadDim, 2, kUnroll, false, kFp8, kWideWarps>, grid, dim3(kWideWarps * 32), 0,
