@@ -57,14 +57,14 @@ void PrintTo(const RouteCase& c, std::ostream* os) {
 
 class CudaMoeRoute : public ::testing::TestWithParam<RouteCase> {};
 
-// Both GPU kernels: a warp a token, and a CTA a token (MINIVLLM_MOE_ROUTE_CTA, up to 64 tokens; past
-// that the warp kernel runs whatever the knob).
+// Both GPU kernels: a CTA a token (the default, MINIVLLM_MOE_ROUTE_CTA, up to 64 tokens; past that
+// the warp kernel runs whatever the knob), and a warp a token (the knob at 0).
 TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const auto [tokens, experts, k] = GetParam();
-  Backends b;
-  Backends cta_b = backends_with("MINIVLLM_MOE_ROUTE_CTA", "1");
-  Backend* cta = cta_b.gpu.get();
+  Backends b = backends_with("MINIVLLM_MOE_ROUTE_CTA", "1");
+  Backends warp_b = backends_with("MINIVLLM_MOE_ROUTE_CTA", "0");
+  Backend* warp = warp_b.gpu.get();
   std::mt19937 rng(static_cast<uint32_t>(tokens * 131 + experts * 7 + k));
   for (const bool ties : {false, true}) {  // whole-number logits: many equal ones, the lower id first
     Tensor logits = random_values({tokens, experts}, rng, 2.0f);
@@ -74,9 +74,9 @@ TEST_P(CudaMoeRoute, SameExpertsAndWeightsAsTheCpu) {
     for (const bool renormalize : {false, true}) {
       Tensor ic = b.cpu->empty(DType::kI32, {tokens, k}), wc = b.cpu->empty(DType::kF32, {tokens, k});
       b.cpu->moe_route(upload_f32(*b.cpu, logits), renormalize, ic, wc);
-      for (Backend* gpu : {b.gpu.get(), cta}) {
-        const std::string tag = std::string(gpu == cta ? " (a CTA a token)" : "") + (ties ? " ties" : "") +
-                                (renormalize ? " renormalized" : "");
+      for (Backend* gpu : {b.gpu.get(), warp}) {
+        const std::string tag = std::string(gpu == warp ? " (a warp a token)" : " (a CTA a token)") +
+                                (ties ? " ties" : "") + (renormalize ? " renormalized" : "");
         Tensor ig = gpu->empty(DType::kI32, {tokens, k}), wg = gpu->empty(DType::kF32, {tokens, k});
         gpu->fill_bytes(ig, 0xFF);
         gpu->fill_bytes(wg, 0xFF);

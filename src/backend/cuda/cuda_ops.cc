@@ -1040,9 +1040,10 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     return decode_wide_ && decode_wide_fits(hd, t) &&
            (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * t.tiles, num_sms_));
   };
+  const DecodeHeadTiles pairs = decode_wide_head_pairs(hd, group);
   if (decode_wide_pairs_ > 0 && (decode_wide_always_ || meta.num_seqs <= decode_wide_pairs_) &&
-      !decode_wide_fits(hd, tiles) && wide_at(decode_wide_head_pairs(hd, group))) {
-    tiles = decode_wide_head_pairs(hd, group);
+      !decode_wide_fits(hd, tiles) && wide_at(pairs)) {
+    tiles = pairs;
   }
   const bool wide = wide_at(tiles);
   // A sliding window's splits cover its keys and the few before them up to decode_key_origin.
@@ -1071,7 +1072,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const int wide_granule = wide ? decode_wide_granule(hd, tiles.heads_per_cta) : 0;
   int wide_max_partition = decode_max_partition_;
   // The head pairs' splits no longer than staged (decode_wide_staged_partition; the exact wide
-  // kernels keep the plan's: Qwen3-0.6B's moved by under 1% either way).
+  // kernels keep the plan's).
   if (wide && !tiles.exact && decode_wide_staged_splits_ && decode_staged_ && !a.kv_fp8) {
     const int staged = decode_wide_staged_partition(hd, wide_granule);
     if (staged > 0 && (wide_max_partition <= 0 || staged < wide_max_partition)) {

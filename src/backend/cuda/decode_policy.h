@@ -110,8 +110,8 @@ constexpr int kDecodeWidePairsMaxSeqs = 1;
 // each CTA checks its sequence's context, and where its staged splits would take more than a wave
 // (AttentionArgs::wide_wave_ctas) it takes splits twice as long, unstaged. At the 8B and MoE shapes
 // staged 256-key splits won at short contexts and 512-key unstaged ones at 3,000 keys (PERFORMANCE.md,
-// "Stop 69"). For the head pairs only (decode_wide_head_pairs): Qwen3-0.6B's exact wide kernel moved
-// by under 1% either way, so it keeps the plan's splits. MINIVLLM_DECODE_WIDE_STAGED_SPLITS=0 turns it off.
+// "Stop 69"). For the head pairs only (decode_wide_head_pairs): Qwen3-0.6B's exact wide kernel did not
+// move with it, so it keeps the plan's splits. MINIVLLM_DECODE_WIDE_STAGED_SPLITS=0 turns it off.
 inline int decode_wide_staged_partition(int head_dim, int wide_granule) {
   const int keys = static_cast<int>(kMaxDecodeStagedSmemBytes / decode_staged_smem_bytes(head_dim, 1));
   return keys / wide_granule * wide_granule;
