@@ -133,6 +133,12 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_W8A8_LANE_BYTES", G::kTuning, K::kChoice, "32|64|128|256", 0, 0,
      "by the grid: 128, or 64 where only that fits the CTAs in one wave",
      "weight bytes each lane of the W8A8 gemv keeps in flight (same entry)"},
+    {"MINIVLLM_FP8_GEMV_ONE", G::kTuning, K::kChoice, "0|1|2|4", 0, 0, "2",
+     "row pairs a CTA of the one-token W8A8 gemv whose mma rows are 2 weight rows x 8 slices of K "
+     "(gemv_fp8_one.cu); 0: one token takes the 16-row kernel too (PERFORMANCE.md, \"Stop 70\")"},
+    {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "32",
+     "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
+     "the smaller ones ran no faster on it (same entry)"},
     {"MINIVLLM_FP8_ROPE_SCALES", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "FP8 qkv projections past the gemv write the GEMM's bare product and the rope kernel applies the "
      "store epilogue's scales as it reads it (one pass over qkv fewer; PERFORMANCE.md, \"Stop 65\"); 0: the "

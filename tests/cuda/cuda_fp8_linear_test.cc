@@ -243,6 +243,50 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
   }
 }
 
+// One W8A8 case: gate/up's rows stored with a bias, then act(gate) * up, then a down projection of
+// K down_k into the fp32 residual, each against the CPU fed the same codes' values.
+struct W8a8Dims {
+  int64_t inter, k;
+  Grid g;
+  int64_t down_k;  // the residual case's K: one not of 64s (208) is declined (the bf16-x gemv)
+};
+
+void check_w8a8_case(Backends& b, const W8a8Dims& d, std::initializer_list<int64_t> token_counts,
+                     const std::string& setting, std::mt19937& rng) {
+  const Fp8Case gu = make_case(b, 2 * d.inter, d.k, d.g, rng);
+  const Fp8Case down = make_case(b, d.k, d.down_k, d.g, rng);
+  for (int64_t tokens : token_counts) {
+    const std::string tag = gu.name + " M=" + std::to_string(tokens) + " " + setting;
+    Tensor x = random_values({tokens, d.k}, rng);
+    const Tensor xq = upload(*b.cpu, e4m3_rows_values(x));
+    const Tensor xg = upload(*b.gpu, x);
+    // store, with a bias (gate/up's rows as one plain weight)
+    Tensor bias = random_values({gu.n}, rng);
+    const Tensor bc = upload(*b.cpu, bias), bg = upload(*b.gpu, bias);
+    Tensor oc = b.cpu->empty(DType::kF32, {tokens, gu.n}), og = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+    b.gpu->fill_bytes(og, 0xFF);
+    b.cpu->linear(xq, gu.wc, &bc, oc);
+    b.gpu->linear(xg, gu.wg, &bg, og);
+    expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "store " + tag);
+    // act(gate) * up
+    Tensor sc = b.cpu->empty(DType::kF32, {tokens, gu.n}), sg = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+    Tensor hc = b.cpu->empty(DType::kF32, {tokens, d.inter}), hg = b.gpu->empty(DType::kBF16, {tokens, d.inter});
+    b.gpu->fill_bytes(hg, 0xFF);
+    b.cpu->linear_act_mul(xq, gu.wc, sc, hc, Activation::kSilu);
+    b.gpu->linear_act_mul(xg, gu.wg, sg, hg, Activation::kSilu);
+    expect_fp8_close(download(*b.gpu, hg), download(*b.cpu, hc), tokens, "act_mul " + tag);
+    // into the fp32 residual
+    Tensor h = random_values({tokens, d.down_k}, rng);
+    Tensor res = random_values({tokens, d.k}, rng);
+    Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
+    Tensor dc = b.cpu->empty(DType::kF32, {tokens, d.k}), dg = b.gpu->empty(DType::kBF16, {tokens, d.k});
+    const bool takes = d.down_k % 64 == 0;
+    b.cpu->linear_add_residual(upload(*b.cpu, takes ? e4m3_rows_values(h) : h), down.wc, dc, rc);
+    b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
+    expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name + " " + tag);
+  }
+}
+
 // The W8A8 gemv (MINIVLLM_FP8_GEMV_W8A8, on by default: x quantized per token, e4m3 x e4m3 on the
 // tensor cores) against the CPU fed the same codes' values: what is left is the order of the fp32 sums
 // and the bf16 output. Every epilogue, 1-8 tokens, per-row and 128 x 128 grids, odd row counts (a last
@@ -251,52 +295,33 @@ TEST(CudaFp8Linear, GatedAndResidualVariantsMatchCpu) {
 TEST(CudaFp8Linear, W8A8GemvMatchesCpuOnTheSameCodes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   for (const char* bytes : {"by the grid", "32", "64", "256"}) {
-    Backends b = bytes[0] == 'b' ? Backends() : backends_with("MINIVLLM_FP8_W8A8_LANE_BYTES", bytes);
+    // (one token: the 16-row kernel here too, not gemv_fp8_one.cu's, which the next test checks)
+    Backends b = backends_with({{"MINIVLLM_FP8_W8A8_LANE_BYTES", bytes[0] == 'b' ? "" : bytes}, {"MINIVLLM_FP8_GEMV_ONE", "0"}});
     std::mt19937 rng(91);
-    struct Dims {
-      int64_t inter, k;
-      Grid g;
-      int64_t down_k;  // the residual case's K: 208 is not of 64s (declined, the bf16-x gemv)
-    };
-    for (const Dims d : {Dims{204, 384, Grid::kPerRow, 208}, Dims{1544, 1024, Grid::kBlock128, 1600},
-                         Dims{1000, 4096, Grid::kPerRow, 14336}, Dims{264, 192, Grid::kBlock128, 256}}) {
-      const Fp8Case gu = make_case(b, 2 * d.inter, d.k, d.g, rng);
-      const Fp8Case down = make_case(b, d.k, d.down_k, d.g, rng);
-      for (int64_t tokens : {1, 2, 5, 8}) {
-        const std::string tag = gu.name + " M=" + std::to_string(tokens) + " lane bytes " + bytes;
-        Tensor x = random_values({tokens, d.k}, rng);
-        const Tensor xq = upload(*b.cpu, e4m3_rows_values(x));
-        const Tensor xg = upload(*b.gpu, x);
-        // store, with a bias (gate/up's rows as one plain weight)
-        Tensor bias = random_values({gu.n}, rng);
-        const Tensor bc = upload(*b.cpu, bias), bg = upload(*b.gpu, bias);
-        Tensor oc = b.cpu->empty(DType::kF32, {tokens, gu.n}), og = b.gpu->empty(DType::kBF16, {tokens, gu.n});
-        b.gpu->fill_bytes(og, 0xFF);
-        b.cpu->linear(xq, gu.wc, &bc, oc);
-        b.gpu->linear(xg, gu.wg, &bg, og);
-        expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, "store " + tag);
-        // act(gate) * up
-        Tensor sc = b.cpu->empty(DType::kF32, {tokens, gu.n}), sg = b.gpu->empty(DType::kBF16, {tokens, gu.n});
-        Tensor hc = b.cpu->empty(DType::kF32, {tokens, d.inter}), hg = b.gpu->empty(DType::kBF16, {tokens, d.inter});
-        b.gpu->fill_bytes(hg, 0xFF);
-        b.cpu->linear_act_mul(xq, gu.wc, sc, hc, Activation::kSilu);
-        b.gpu->linear_act_mul(xg, gu.wg, sg, hg, Activation::kSilu);
-        expect_fp8_close(download(*b.gpu, hg), download(*b.cpu, hc), tokens, "act_mul " + tag);
-        // into the fp32 residual
-        Tensor h = random_values({tokens, d.down_k}, rng);
-        Tensor res = random_values({tokens, d.k}, rng);
-        Tensor rc = upload_f32(*b.cpu, res), rg = upload_f32(*b.gpu, res);
-        Tensor dc = b.cpu->empty(DType::kF32, {tokens, d.k}), dg = b.gpu->empty(DType::kBF16, {tokens, d.k});
-        const bool takes = d.down_k % 64 == 0;
-        b.cpu->linear_add_residual(upload(*b.cpu, takes ? e4m3_rows_values(h) : h), down.wc, dc, rc);
-        b.gpu->linear_add_residual(upload(*b.gpu, h), down.wg, dg, rg);
-        expect_fp8_close(download(*b.gpu, rg), download(*b.cpu, rc), tokens, "add_residual " + down.name + " " + tag);
-      }
+    for (const W8a8Dims d : {W8a8Dims{204, 384, Grid::kPerRow, 208}, W8a8Dims{1544, 1024, Grid::kBlock128, 1600},
+                             W8a8Dims{1000, 4096, Grid::kPerRow, 14336}, W8a8Dims{264, 192, Grid::kBlock128, 256}}) {
+      check_w8a8_case(b, d, {1, 2, 5, 8}, std::string("lane bytes ") + bytes, rng);
     }
     // Declined: 32 x 32 blocks and K = 160 take the bf16-x gemv (exact but for bf16 rounding on raw x).
     for (const Shape32 s : {Shape32{96, 160, Grid::kBlock32}, Shape32{96, 256, Grid::kBlock32}}) {
       const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
       for (int64_t tokens : {1, 3}) check_linear(b, c, tokens, true, rng);
+    }
+  }
+}
+
+// The one-token W8A8 gemv whose mma rows are 2 weight rows x 8 slices of K (MINIVLLM_FP8_GEMV_ONE,
+// gemv_fp8_one.cu) at each CTA size, against the CPU as above: odd row counts (a last pair or CTA part
+// full), K of 32 chunks and of 37 and 71 (a last step where some of a warp's slices are past the end),
+// 224 chunks (two steps of 4); two tokens, 128 x 128 grids and K = 1,024 take the 16-row kernel.
+TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  for (const char* pairs : {"1", "2", "4"}) {
+    Backends b = backends_with({{"MINIVLLM_FP8_GEMV_ONE", pairs}, {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", "0"}});
+    std::mt19937 rng(92);
+    for (const W8a8Dims d : {W8a8Dims{1001, 2368, Grid::kPerRow, 4544}, W8a8Dims{203, 4096, Grid::kBlock128, 2368},
+                             W8a8Dims{99, 2048, Grid::kPerRow, 14336}, W8a8Dims{77, 1024, Grid::kBlock128, 2048}}) {
+      check_w8a8_case(b, d, {1, 2}, std::string("pairs ") + pairs, rng);
     }
   }
 }
@@ -677,18 +702,24 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
     const char* name;
     int64_t n, k;
     cuda::Fp8GemvOut e = cuda::Fp8GemvOut::kStore;  // kActMul: n counts W's rows, gate and up
+    bool block = false;                              // 128 x 128 scale blocks (Qwen3-*-FP8), one token only
   };
   for (const Shape& sh : {Shape{"qkv", 6144, 4096}, Shape{"o", 4096, 4096}, Shape{"gate_up", 28672, 4096},
                           Shape{"gate_up*", 28672, 4096, cuda::Fp8GemvOut::kActMul}, Shape{"down", 4096, 14336},
-                          Shape{"down*", 4096, 14336, cuda::Fp8GemvOut::kAddF32}}) {
+                          Shape{"down*", 4096, 14336, cuda::Fp8GemvOut::kAddF32},
+                          Shape{"qkv b128", 6144, 4096, cuda::Fp8GemvOut::kStore, true},
+                          Shape{"o b128", 4096, 4096, cuda::Fp8GemvOut::kAddF32, true},
+                          Shape{"gu* b128", 24576, 4096, cuda::Fp8GemvOut::kActMul, true},
+                          Shape{"down*b128", 4096, 12288, cuda::Fp8GemvOut::kAddF32, true}}) {
     for (int64_t tokens : {1, 4}) {
+      if (sh.block && tokens > 1) continue;
       const RotatedWeights weights(sh.n, sh.k);  // bf16 bytes; the FP8 gemv reads the first half of each as codes
       const int copies = weights.copies();
       const int calls = copies * std::max(1, (40 + copies - 1) / copies);
       void *x = nullptr, *out = nullptr, *grid = nullptr;
       CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(tokens * sh.k) * 2));
       CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(tokens * sh.n) * 4));  // fp32 for kAddF32
-      CUDA_CHECK(cudaMalloc(&grid, static_cast<size_t>(sh.n) * 4));
+      CUDA_CHECK(cudaMalloc(&grid, static_cast<size_t>(sh.n) * 4));  // (>= the 128 x 128 grid's (n / 128) (k / 128))
       CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(tokens * sh.k) * 2));
       CUDA_CHECK(cudaMemset(grid, 0, static_cast<size_t>(sh.n) * 4));
       const double bf16_us = graph_median_us_per_call(s, calls, [&] {
@@ -707,16 +738,18 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
       CUDA_CHECK(cudaMalloc(&xc, static_cast<size_t>(tokens * sh.k) + 64));
       CUDA_CHECK(cudaMemset(xc, 0x38, static_cast<size_t>(tokens * sh.k)));
       float* xs = reinterpret_cast<float*>(static_cast<uint8_t*>(xc) + tokens * sh.k);
-      const auto w8a8 = [&](bool quantize, int lane_bytes) {
+      const auto w8a8 = [&](bool quantize, int lane_bytes, int one_pairs = 0) {
         return graph_median_us_per_call(s, calls, [&] {
           for (int c = 0; c < calls; ++c) {
-            const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1, sh.k,
-                                    1};
+            const cuda::Fp8Weight w = sh.block ? cuda::Fp8Weight{static_cast<const uint8_t*>(weights.at(c)),
+                                                                 static_cast<const float*>(grid), 128, 128, sh.k / 128}
+                                               : cuda::Fp8Weight{static_cast<const uint8_t*>(weights.at(c)),
+                                                                 static_cast<const float*>(grid), 1, sh.k, 1};
             const bool gated = sh.e == cuda::Fp8GemvOut::kActMul;
             if (quantize) cuda::launch_quantize_e4m3_rows(x, tokens, sh.k, static_cast<uint8_t*>(xc), xs, s);
             cuda::launch_gemv_fp8_codes(static_cast<const uint8_t*>(xc), xs, w, nullptr, false, out,
                                         sh.e == cuda::Fp8GemvOut::kAddF32, sh.e, Activation::kSilu, tokens,
-                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, s);
+                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, one_pairs, s);
           }
         });
       };
@@ -724,6 +757,11 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
       std::printf("gemv %-8s M=%ld  bf16 %7.2f us %5.0f GB/s   fp8 %7.2f us %5.0f GB/s   w8a8 (lane bytes: GB/s)",
                   sh.name, static_cast<long>(tokens), bf16_us, 2 * bytes / bf16_us / 1e3, fp8_us, bytes / fp8_us / 1e3);
       for (int lb : {0, 64, 128, 256}) std::printf(" %d: %5.0f", lb, bytes / w8a8(false, lb) / 1e3);
+      // One token: gemv_fp8_one.cu's kernel (K's slices as the mma's rows), by row pairs a CTA.
+      if (tokens == 1) {
+        std::printf("   one (pairs: GB/s)");
+        for (int p : {1, 2, 4}) std::printf(" %d: %5.0f", p, bytes / w8a8(false, 0, p) / 1e3);
+      }
       std::printf("   quantizer + w8a8 (chosen) %7.2f us\n", w8a8(true, 0));
       cudaFree(xc);
       cudaFree(x);

@@ -65,9 +65,16 @@ void launch_gemv_fp8(const void* x, const Fp8Weight& w, const void* bias, bool b
 // gemv_fp8_codes_takes. lane_bytes: W bytes a lane keeps in flight (32-256), 0: chosen by the grid
 // against num_sms (the device's).
 bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k);
+// one_pairs > 0: one token on K >= 2,048 takes gemv_fp8_one.cu's kernel, one_pairs row pairs a CTA.
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream);
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, int one_pairs, cudaStream_t stream);
+// gemv_fp8_one.cu: the same at one token, the mma's rows two weight rows x 8 slices of K (pairs:
+// row pairs a CTA, 1, 2 or 4). False, launching nothing, where it declines (tokens != 1, K < 2,048
+// or not of 64s, or more than one scale a row).
+bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
+                         bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
+                         int64_t n, int64_t k, int pairs, cudaStream_t stream);
 // Each of `rows` rows of x ([rows, cols], bf16 or f32) in groups of `group` columns (group divides
 // cols): codes = e4m3(x * 448 / amax) with scale amax / 448 per (row, group), as common/fp8.h's
 // quantize_e4m3_row does for one group; only columns [col_begin, col_end) of the codes are written,

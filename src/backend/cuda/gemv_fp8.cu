@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/gemv_fp8.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "common/tuning.h"
@@ -42,34 +43,6 @@ __device__ __forceinline__ void fp8x16_to_f32(const uint4& u, float* f) {
     const float2 t = __half22float2(*reinterpret_cast<const __half2*>(&raw));
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
-  }
-}
-
-// The output fields every kernel's arguments share (finish reads them).
-struct OutArgs {
-  const void* bias;
-  bool bias_f32;
-  void* out;
-  bool out_f32;
-  int64_t n;  // output rows (kActMul: the gate's rows; W has 2n)
-  Activation act;
-};
-
-// Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
-// epilogue says.
-template <Fp8GemvOut E>
-__device__ __forceinline__ void finish(const OutArgs& g, int m, int64_t row, float s, float up) {
-  if constexpr (E == Fp8GemvOut::kActMul) {
-    s = gate_act(s, g.act) * up;
-  } else if (g.bias != nullptr) {
-    s += load_weight(g.bias, g.bias_f32, row);
-  }
-  if constexpr (E == Fp8GemvOut::kAddF32) {
-    static_cast<float*>(g.out)[m * g.n + row] += s;  // this CTA owns the element: no race
-  } else if (g.out_f32) {
-    static_cast<float*>(g.out)[m * g.n + row] = s;
-  } else {
-    static_cast<__nv_bfloat16*>(g.out)[m * g.n + row] = __float2bfloat16(s);
   }
 }
 
@@ -393,29 +366,8 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
 // operand (8 tokens, zero past M). Lane (g, t) loads 16 codes of rows g and g + 8 at columns
 // 64c + 16t .. + 15, and 16 of token g's x at the same columns: the first eight feed mma 0 (k slots
 // 4t .. 4t + 3 and 16 + 4t .. + 3), the second eight mma 1, the same permutation of the chunk's 64
-// columns for A and B. Products are exact, sums fp32.
-struct CodesArgs : OutArgs {
-  const uint8_t* x;      // [M, K] e4m3
-  const float* x_scale;  // [M]
-  Fp8Weight w;
-  int64_t k;
-  int tokens;
-};
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 codes of x.
-__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4& xv) {
-  mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
-  mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
-}
+// columns for A and B. Products are exact, sums fp32. (CodesArgs and mma_chunk: gemv_fp8.cuh; one
+// token on rows of at least 32 chunks: gemv_fp8_one.cu.)
 
 // A lane's 16 bytes of its two rows lo and hi in each of chunks c0 .. c0 + U - 1 (zeros past the end).
 template <int U>
@@ -646,8 +598,11 @@ bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k) {
 
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                           int64_t n, int64_t k, int num_sms, int lane_bytes, cudaStream_t stream) {
+                           int64_t n, int64_t k, int num_sms, int lane_bytes, int one_pairs, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
+  if (launch_gemv_fp8_one(x_codes, x_scales, w, bias, bias_f32, out, out_f32, e, act, tokens, n, k, one_pairs, stream)) {
+    return;
+  }
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && gemv_fp8_codes_takes(w, k))
       << "gemv_fp8_codes: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
       << " rows, K a multiple of 64 and scale blocks of whole 64-column chunks (got " << w.block_rows << "x"

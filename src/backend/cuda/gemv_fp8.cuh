@@ -1,0 +1,68 @@
+// Pieces the FP8 decode gemvs share (gemv_fp8.cu, gemv_fp8_one.cu): the output epilogue and the
+// W8A8 tensor-core step on 64-column chunks.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/device_utils.cuh"
+
+namespace minivllm::cuda {
+namespace {
+
+// The output fields every kernel's arguments share (finish reads them).
+struct OutArgs {
+  const void* bias;
+  bool bias_f32;
+  void* out;
+  bool out_f32;
+  int64_t n;  // output rows (kActMul: the gate's rows; W has 2n)
+  Activation act;
+};
+
+// Token m's output `row` from its sum s (kActMul: the gate's, and up the up row's), as the
+// epilogue says.
+template <Fp8GemvOut E>
+__device__ __forceinline__ void finish(const OutArgs& g, int m, int64_t row, float s, float up) {
+  if constexpr (E == Fp8GemvOut::kActMul) {
+    s = gate_act(s, g.act) * up;
+  } else if (g.bias != nullptr) {
+    s += load_weight(g.bias, g.bias_f32, row);
+  }
+  if constexpr (E == Fp8GemvOut::kAddF32) {
+    static_cast<float*>(g.out)[m * g.n + row] += s;  // this CTA owns the element: no race
+  } else if (g.out_f32) {
+    static_cast<float*>(g.out)[m * g.n + row] = s;
+  } else {
+    static_cast<__nv_bfloat16*>(g.out)[m * g.n + row] = __float2bfloat16(s);
+  }
+}
+
+// The W8A8 kernels' arguments: x as e4m3 codes with one scale a token.
+struct CodesArgs : OutArgs {
+  const uint8_t* x;      // [M, K] e4m3
+  const float* x_scale;  // [M]
+  Fp8Weight w;
+  int64_t k;
+  int tokens;
+};
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 codes of x.
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& lo, const uint4& hi, const uint4& xv) {
+  mma_e4m3(c, lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
+  mma_e4m3(c, lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
+}
+
+}  // namespace
+}  // namespace minivllm::cuda
