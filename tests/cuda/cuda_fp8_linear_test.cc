@@ -332,7 +332,7 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
 TEST(CudaFp8Linear, RowQuantizerGivesTheGroupQuantizersBytes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(85);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8}, {37, 1032}, {9, 4096}, {300, 1024}, {5, 14336},
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8}, {37, 1032}, {9, 4096}, {300, 1024}, {5, 14336}, {7, 6000},
                             {3, 16384}}) {
     Tensor x = random_values({rows, cols}, rng, cols == 1032 ? 300.0f : 1.0f);
     std::vector<uint16_t> xb(static_cast<size_t>(rows * cols));
@@ -370,7 +370,7 @@ TEST(CudaFp8Linear, RowQuantizerGivesTheGroupQuantizersBytes) {
 TEST(CudaFp8Linear, NormedRowQuantizerGivesNormThenQuantizerBytes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(86);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8}, {37, 1032}, {9, 4096}, {300, 1024}, {5, 14336},
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 8}, {37, 1032}, {9, 4096}, {300, 1024}, {5, 14336}, {7, 6000},
                             {3, 16384}, {4, 2056}}) {
     for (bool w_f32 : {false, true}) {
       Tensor x = random_values({rows, cols}, rng, cols == 1032 ? 30.0f : 1.0f);

@@ -104,11 +104,14 @@ __device__ __forceinline__ uint4 fp8_act_mul8(const uint4& g, const uint4& u, fl
   return f32_to_bf16x8(v);
 }
 
-// launch_quantize_e4m3_rows: a CTA a row, each thread's kChunks x 8 values read once into registers
-// (quantize_groups_kernel reads them twice, one element a thread), then the codes eight at a time.
-template <int kChunks>
-__global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
-                                                                 float* scales) {
+// launch_quantize_e4m3_rows: a CTA of kT threads a row, each thread's kChunks x 8 values read once
+// into registers (quantize_groups_kernel reads them twice, one element a thread), then the codes
+// eight at a time. At decode batches (a few rows, each CTA's chain on the step's critical path) 512
+// threads a row, so that a thread's chain of loads, maxima and codes is short (PERFORMANCE.md,
+// "Stop 70").
+template <int kChunks, int kT = kThreads>
+__global__ void __launch_bounds__(kT) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
+                                                           float* scales) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x, chunks = cols / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
@@ -119,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kT;
     v[i] = c < chunks ? xr[c] : make_uint4(0, 0, 0, 0);
     float f[8];
     bf16x8_to_f32(v[i], f);
@@ -130,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const __nv_bflo
   const float mul = e4m3_multiplier_device(amax);
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kThreads;
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kT;
     if (c >= chunks) break;
     store_row_chunk(codes, row, cols, c, v[i], mul);
   }
@@ -160,6 +163,14 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   pdl_launch_dependents();  // as quantize_rows_kernel
+  // The norm weights depend on no kernel: loaded before the wait, they are not a second round trip
+  // after the residual's (PERFORMANCE.md, "Stop 70").
+  float wt[kChunks][8];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < chunks) load_weight8(w, w_f32, c * 8, wt[i]);
+  }
   pdl_wait();
   const float* xr = residual + row * chunks * 8;
   float v[kChunks][8];
@@ -196,10 +207,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     packed[i] = make_uint4(0, 0, 0, 0);
     if (c < chunks) {
-      float wt[8], f[8];
-      load_weight8(w, w_f32, c * 8, wt);
+      float f[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[i][j] = (v[i][j] * inv) * wt[j];
+      for (int j = 0; j < 8; ++j) v[i][j] = (v[i][j] * inv) * wt[i][j];
       packed[i] = f32_to_bf16x8(v[i]);
       bf16x8_to_f32(packed[i], f);
 #pragma unroll
@@ -339,9 +349,24 @@ void launch_scale_outer(void* out, bool out_f32, int64_t tokens, int64_t n, cons
 
 namespace {
 
+// MINIVLLM_FP8_QUANTIZE_WIDE: decode batches' row quantizer at 512 threads a row (0: 128).
+bool env_quantize_wide() {
+  static const bool on = knob_flag("MINIVLLM_FP8_QUANTIZE_WIDE");
+  return on;
+}
+
 void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t* out, float* scales, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows));
-  if (cols <= kThreads * 8 * 8) {
+  constexpr int kWide = 512;
+  if (rows <= kGemvMaxTokens && env_quantize_wide()) {  // (kE4m3RowMaxCols = kWide * 4 * 8)
+    if (cols <= kWide * 8) {
+      launch_with_pdl(quantize_rows_kernel<1, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+    } else if (cols <= kWide * 2 * 8) {
+      launch_with_pdl(quantize_rows_kernel<2, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+    } else {
+      launch_with_pdl(quantize_rows_kernel<4, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+    }
+  } else if (cols <= kThreads * 8 * 8) {
     launch_with_pdl(quantize_rows_kernel<8>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
   } else {
     launch_with_pdl(quantize_rows_kernel<16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
