@@ -318,6 +318,7 @@ class CudaBackend : public Backend {
   int fp8_w8a8_lane_bytes_ = 0;       // MINIVLLM_FP8_W8A8_LANE_BYTES; 0: by the grid
   int fp8_gemv_one_pairs_ = 0;        // MINIVLLM_FP8_GEMV_ONE; 0: one token takes the 16-row kernel too
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
+  bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual

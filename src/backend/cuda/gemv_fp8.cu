@@ -216,12 +216,6 @@ __device__ __forceinline__ uint32_t bf16_pair_to_f16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Two e4m3 codes (the low 16 bits) as f16x2.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 // mma q's A operand from this lane's 16 bf16 values of x (eight 32-bit words): k pairs (4q, 4q + 1)
 // and (4q + 2, 4q + 3), rows past the tokens zero.
 __device__ __forceinline__ void x_fragment(const uint32_t (&xw)[8], int q, uint32_t (&a)[4]) {

@@ -13,12 +13,20 @@
 // columns as gemv_fp8.cu (mma_chunk), so the products are the same exact e4m3 products. Weights with
 // one scale a row only: with 128 x 128 blocks (a scale a chunk) it ran slower than the 16-row kernel
 // (PERFORMANCE.md, "Stop 70").
+//
+// kX16 (W8A16): x in bf16 as it is, no per-token quantizer kernel before it: the o and down
+// projections' x (attention's output, act(gate) * up) then needs no kernel of its own, which stood on
+// the step's critical path (PERFORMANCE.md, "Stop 70"). The codes go to f16 (exact) and x to f16
+// times 2^-4, into mma.m16n8k16.f16 with fp32 sums, scaled back by 2^4 at the end: f16's range then
+// holds |x| up to 2^20, and x keeps f16's 11 bits down to 2^-10 (e4m3 codes of x keep 4).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/gemv_fp8.cuh"
+#include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -28,10 +36,36 @@ constexpr int kOneWarps = 4;
 constexpr int kOneThreads = kOneWarps * 32;
 constexpr int kSlices = kOneWarps * 8;  // one per lane group; also one per lane of the final warp
 constexpr int kOneChunk = 64;           // columns of one mma_chunk
+constexpr float kX16Pre = 1.0f / 16.0f;  // kX16: x into f16 times this, the sums times 16
+constexpr float kX16Post = 16.0f;
+
+// kX16: a lane's 16 bf16 values of x (two 16-byte loads) as 8 f16x2 words, values 2i and 2i + 1 in
+// word i, times kX16Pre.
+__device__ __forceinline__ void x16_words(const uint4& a, const uint4& b, uint32_t (&w)[8]) {
+  const uint32_t in[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const __half2 h = __floats2half2_rn(__uint_as_float(in[i] << 16) * kX16Pre,
+                                        __uint_as_float(in[i] & 0xffff0000u) * kX16Pre);
+    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+// kX16: rows lo and hi's 16 codes against this lane's 16 values of x, as four m16n8k16 mmas: mma q
+// takes codes (and values) 4q .. 4q + 3, k slots 2t, 2t + 1 and 2t + 8, 2t + 9 for A and B alike.
+__device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, const uint4& hi, const uint32_t (&xw)[8]) {
+  const uint32_t l[4] = {lo.x, lo.y, lo.z, lo.w}, h[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t a[4] = {e4m3x2_to_f16x2(l[q]), e4m3x2_to_f16x2(h[q]), e4m3x2_to_f16x2(l[q] >> 16),
+                           e4m3x2_to_f16x2(h[q] >> 16)};
+    mma_f16(c, a, xw[2 * q], xw[2 * q + 1]);
+  }
+}
 
 // One CTA: NP row pairs, U chunks of each slice a step (the first U before the PDL wait: W depends
 // on no kernel); the rows' scales applied at the end.
-template <Fp8GemvOut E, int NP, int U>
+template <Fp8GemvOut E, int NP, int U, bool kX16>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
@@ -71,23 +105,35 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   pdl_launch_dependents();
   pdl_wait();
 
-  const uint8_t* xrow = g.x + 16 * t;
+  constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
+  const uint8_t* xrow = g.x + 16 * t * kXBytes;
   float acc[NP][4] = {};
   for (int64_t u0 = 0; u0 < steps; u0 += U) {
     if (u0 != 0) load_w(u0);
-    uint4 xv[U];  // x (a few KB, from L1), all of the step's first
+    uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = (u0 + u) * kSlices + slice;
-      xv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kOneChunk)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < kXBytes; ++i) {
+        xv[u][i] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kOneChunk * kXBytes) + i)
+                              : make_uint4(0, 0, 0, 0);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       // mma.sync wants the whole warp: stop only where every lane's chunk is past the end (the
       // lanes past it multiply zeros).
       if ((u0 + u) * kSlices + warp * 8 >= chunks) break;
+      if constexpr (kX16) {
+        uint32_t xw[8];
+        x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
 #pragma unroll
-      for (int p = 0; p < NP; ++p) mma_chunk(acc[p], wv[u][p][0], wv[u][p][1], xv[u]);
+        for (int p = 0; p < NP; ++p) mma_chunk_x16(acc[p], wv[u][p][0], wv[u][p][1], xw);
+      } else {
+#pragma unroll
+        for (int p = 0; p < NP; ++p) mma_chunk(acc[p], wv[u][p][0], wv[u][p][1], xv[u][0]);
+      }
     }
   }
   // c[0], c[1]: mma row g (lo), columns 2t, 2t + 1; c[2], c[3]: row g + 8 (hi). Column g is the lane
@@ -111,7 +157,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == v) mine = s;
   }
-  const float xs = __ldg(g.x_scale);
+  const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
   if constexpr (kGated) {
     const float s = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float up = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
@@ -127,25 +173,40 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
 }
 
-template <Fp8GemvOut E, int NP>
+template <Fp8GemvOut E, int NP, bool kX16>
 void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = (g.k / kOneChunk + kSlices - 1) / kSlices;
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
-  if (steps <= 2) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2>, grid, block, 0, stream, g);
+  // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
+  // chunks a step would take 150 registers at two pairs, three CTAs an SM).
+  if (steps <= 2 || kX16) {
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
 
-template <Fp8GemvOut E>
+template <Fp8GemvOut E, bool kX16>
 void launch_one(const CodesArgs& g, int pairs, cudaStream_t stream) {
   switch (pairs) {
-    case 1: return launch_np<E, 1>(g, stream);
-    case 4: return launch_np<E, 4>(g, stream);
-    default: return launch_np<E, 2>(g, stream);
+    case 1: return launch_np<E, 1, kX16>(g, stream);
+    case 4: return launch_np<E, 4, kX16>(g, stream);
+    default: return launch_np<E, 2, kX16>(g, stream);
   }
+}
+
+template <bool kX16>
+void launch_epilogue(const CodesArgs& g, Fp8GemvOut e, int pairs, cudaStream_t stream) {
+  switch (e) {
+    case Fp8GemvOut::kStore: return launch_one<Fp8GemvOut::kStore, kX16>(g, pairs, stream);
+    case Fp8GemvOut::kActMul: return launch_one<Fp8GemvOut::kActMul, kX16>(g, pairs, stream);
+    case Fp8GemvOut::kAddF32: return launch_one<Fp8GemvOut::kAddF32, kX16>(g, pairs, stream);
+  }
+}
+
+bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
+  return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0 && w.block_cols >= k;
 }
 
 }  // namespace
@@ -153,7 +214,7 @@ void launch_one(const CodesArgs& g, int pairs, cudaStream_t stream) {
 bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                          int64_t n, int64_t k, int pairs, cudaStream_t stream) {
-  if (tokens != 1 || pairs <= 0 || k < kSlices * kOneChunk || k % kOneChunk != 0 || w.block_cols < k) return false;
+  if (!one_takes(w, tokens, k, pairs)) return false;
   CodesArgs g{};
   static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
   g.x = x_codes;
@@ -161,11 +222,22 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
   g.w = w;
   g.k = k;
   g.tokens = 1;
-  switch (e) {
-    case Fp8GemvOut::kStore: launch_one<Fp8GemvOut::kStore>(g, pairs, stream); break;
-    case Fp8GemvOut::kActMul: launch_one<Fp8GemvOut::kActMul>(g, pairs, stream); break;
-    case Fp8GemvOut::kAddF32: launch_one<Fp8GemvOut::kAddF32>(g, pairs, stream); break;
-  }
+  launch_epilogue<false>(g, e, pairs, stream);
+  return true;
+}
+
+bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out,
+                             bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
+                             cudaStream_t stream) {
+  if (!one_takes(w, tokens, k, pairs)) return false;
+  CodesArgs g{};
+  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
+  g.x = static_cast<const uint8_t*>(x);  // bf16 values, read as kX16 says
+  g.x_scale = nullptr;
+  g.w = w;
+  g.k = k;
+  g.tokens = 1;
+  launch_epilogue<true>(g, e, pairs, stream);
   return true;
 }
 
