@@ -56,9 +56,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "wide CTAs of two q heads over a bf16 cache take splits no longer than they can stage in shared memory "
      "(decode_wide_staged_partition; PERFORMANCE.md, \"Stop 69\")"},
-    {"MINIVLLM_DECODE_WIDE_ONE_SPLIT", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "one sequence's wide pairs hold a context of up to MINIVLLM_DECODE_ONE_SPLIT_KEYS (at most 384 at "
-     "head_dim 128) in one staged split, with no merge (decode_wide_one_split_keys; not yet measured)"},
     {"MINIVLLM_DECODE_STAGED", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "wide CTAs stage a split's keys in shared memory with bulk copies before the PDL wait"},
     {"MINIVLLM_DECODE_LANE_ELEMS", G::kTuning, K::kChoice, "8|16", 0, 0, "auto (decode_use_lane16)",

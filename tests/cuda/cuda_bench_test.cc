@@ -241,8 +241,7 @@ TEST(CudaBench, DecodeAttentionBatchOne) {
                               {"held4", "MINIVLLM_DECODE_HELD_SPLITS", "4"},
                               {"held8", "MINIVLLM_DECODE_HELD_SPLITS", "8"},
                               {"held16", "MINIVLLM_DECODE_HELD_SPLITS", "16"},
-                              {"nopairs", "MINIVLLM_DECODE_WIDE_PAIRS", "0"},
-                              {"wideone", "MINIVLLM_DECODE_WIDE_ONE_SPLIT", "1"}};
+                              {"nopairs", "MINIVLLM_DECODE_WIDE_PAIRS", "0"}};
   const std::vector<std::string> wanted = env_list("MINIVLLM_BENCH_B1_VARIANTS");
   for (const Shape& sh : {Shape{"qwen3_0_6b", 16, 8, 128}, Shape{"llama_1b", 32, 8, 64}, Shape{"llama_8b", 32, 8, 128},
                           Shape{"qwen3_30b_a3b", 32, 4, 128}}) {

@@ -63,7 +63,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_wide_pairs_ =
       static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_PAIRS").value_or(kDecodeWidePairsMaxSeqs));
   decode_wide_staged_splits_ = knob_flag("MINIVLLM_DECODE_WIDE_STAGED_SPLITS");
-  decode_wide_one_split_ = knob_flag("MINIVLLM_DECODE_WIDE_ONE_SPLIT");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {
     decode_lane_elems_ = static_cast<int>(*e);

@@ -303,7 +303,6 @@ class CudaBackend : public Backend {
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   int decode_wide_pairs_ = 1;        // most sequences for wide CTAs of two q heads (MINIVLLM_DECODE_WIDE_PAIRS)
-  bool decode_wide_one_split_ = false;     // a short context, one staged split (MINIVLLM_DECODE_WIDE_ONE_SPLIT)
   bool decode_wide_staged_splits_ = true;  // the pairs' bf16 splits staged (MINIVLLM_DECODE_WIDE_STAGED_SPLITS)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
   bool fp8_weights_ = true;          // compute on FP8 weights; MINIVLLM_FP8_WEIGHTS=0: their values in bf16 (A/B)

@@ -279,10 +279,6 @@ struct AttentionArgs {
   // decode_wide_staged_partition). A sequence whose staged splits would take more CTAs than that
   // takes splits of twice the plan's length, unstaged, instead.
   int wide_wave_ctas;
-  // Decode, staged wide CTAs of one sequence: 0, or the most keys one split holds (decode_policy.h:
-  // decode_wide_one_split_keys). A context of at most that many keys is one staged split, with no
-  // merge; shared memory is sized for it.
-  int wide_one_split_keys;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
 };

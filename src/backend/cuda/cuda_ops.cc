@@ -1086,10 +1086,6 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
       wide_max_partition = staged;
       a.wide_wave_ctas = num_sms_;  // past a wave of staged CTAs, twice the length unstaged
     }
-    // One sequence: a short context in one staged split (decode_wide_one_split_keys).
-    if (decode_wide_one_split_ && meta.num_seqs == 1) {
-      a.wide_one_split_keys = decode_wide_one_split_keys(hd, decode_one_split_keys_);
-    }
   }
   const DecodeSplit split =
       wide ? plan_wide_decode_split(meta.num_seqs, nkv * tiles.tiles, tiles.heads_per_cta, max_context, wide_granule,

@@ -176,23 +176,17 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int ctx = a.context_lens[seq];
   const int first_key = decode_first_key(a, ctx);            // the window's first key (0: none)
   const int origin = decode_key_origin(a, first_key);        // the splits' key 0, block-aligned
-  // kStaged: a context of at most a.wide_one_split_keys is one split, staged whole; a sequence whose
-  // staged splits would take more CTAs than a wave takes splits twice as long, unstaged
-  // (AttentionArgs::wide_wave_ctas). Every CTA of the sequence decides alike.
+  // kStaged: a sequence whose staged splits would take more CTAs than a wave takes splits twice as
+  // long, unstaged (AttentionArgs::wide_wave_ctas). Every CTA of the sequence decides alike.
   int partition = plan_partition;
   bool long_unstaged = false;
   if constexpr (kStaged) {
-    const int keys = ctx - origin;
-    if (keys <= a.wide_one_split_keys) {
-      partition = max(plan_partition, a.wide_one_split_keys);
-    } else {
-      const int64_t used = (keys + plan_partition - 1) / plan_partition;
-      long_unstaged = a.wide_wave_ctas > 0 && used * gridDim.y * gridDim.z > a.wide_wave_ctas;
-      if (long_unstaged) partition = 2 * plan_partition;
-    }
+    const int64_t used = (ctx - origin + plan_partition - 1) / plan_partition;
+    long_unstaged = a.wide_wave_ctas > 0 && used * gridDim.y * gridDim.z > a.wide_wave_ctas;
+    if (long_unstaged) partition = 2 * plan_partition;
   }
   // kStaged: the shared memory's k rows (its v rows follow them), as launch_staged sized it.
-  const int stage_rows = kStaged ? max(plan_partition, a.wide_one_split_keys) : 0;
+  const int stage_rows = kStaged ? plan_partition : 0;
   const int start = origin + split * partition;
   const int first_col = start >> a.block_size_log2;
   const int32_t first_block = first_col < a.table_cols ? table[first_col] : -1;
@@ -478,13 +472,13 @@ void launch_ring(dim3 grid, const AttentionArgs& a, int num_splits, int partitio
   launch_with_pdl(k, grid, dim3(kThreads), kBytes, st, a, partition, num_splits, sc);
 }
 
-// A staged wide kernel: shared memory for the k and v rows of its split, or of one split of
-// a.wide_one_split_keys where that is longer (the pairs only: kMaxBytes, kMaxDecodeOneSplitSmemBytes).
-template <auto kKernel, int kHeadDim, size_t kMaxBytes = kMaxDecodeStagedSmemBytes>
+// A staged wide kernel: shared memory for the k and v rows of its split.
+template <auto kKernel, int kHeadDim>
 void launch_staged(dim3 grid, const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc,
                    cudaStream_t st) {
+  constexpr size_t kMaxBytes = kMaxDecodeStagedSmemBytes;
   allow_dynamic_smem<kKernel>(static_cast<int>(kMaxBytes));
-  const size_t bytes = decode_staged_smem_bytes(kHeadDim, std::max(partition, a.wide_one_split_keys));
+  const size_t bytes = decode_staged_smem_bytes(kHeadDim, partition);
   MINIVLLM_CHECK(bytes <= kMaxBytes) << "decode attention: " << bytes << " bytes of staged keys";
   launch_with_pdl(kKernel, grid, dim3(kWideWarps * 32), bytes, st, a, partition, num_splits, sc);
 }
@@ -554,8 +548,8 @@ void launch_wide_pairs(const AttentionArgs& a, int num_splits, int partition, co
   const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
   if constexpr (!kFp8) {
     if (v.staged && decode_use_staged(kHeadDim, partition)) {
-      return launch_staged<decode_split_kernel<kHeadDim, 2, kUnroll, false, false, kWideWarps, 8, true>, kHeadDim,
-                           kMaxDecodeOneSplitSmemBytes>(grid, a, num_splits, partition, sc, st);
+      return launch_staged<decode_split_kernel<kHeadDim, 2, kUnroll, false, false, kWideWarps, 8, true>, kHeadDim>(
+          grid, a, num_splits, partition, sc, st);
     }
   }
   launch_with_pdl(decode_split_kernel<kHeadDim, 2, kUnroll, false, kFp8, kWideWarps>, grid, dim3(kWideWarps * 32), 0,

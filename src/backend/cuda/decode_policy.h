@@ -117,16 +117,6 @@ inline int decode_wide_staged_partition(int head_dim, int wide_granule) {
   return keys / wide_granule * wide_granule;
 }
 
-// One sequence's wide pairs may hold a short context in one staged split, with no merge across
-// CTAs, up to MINIVLLM_DECODE_ONE_SPLIT_KEYS (384) keys where its rows fit this much shared memory
-// beside the kernel's 17 KB of merge rows (an SM has 227 KB): 384 keys at head_dim 128.
-// MINIVLLM_DECODE_WIDE_ONE_SPLIT=1 turns it on (compiled only: not yet measured, stop 69).
-constexpr size_t kMaxDecodeOneSplitSmemBytes = 192 * 1024;
-inline int decode_wide_one_split_keys(int head_dim, int keys) {
-  const int fit = static_cast<int>(kMaxDecodeOneSplitSmemBytes / decode_staged_smem_bytes(head_dim, 1));
-  return std::max(0, std::min(keys, fit));
-}
-
 // Wide decode CTAs (16 warps instead of 4; decode_attention.cu): at small batches a split of one
 // wide step holds the keys that four 4-warp CTAs would, so fewer contexts need the merge across
 // CTAs. Up to half a (sequence, kv head) CTA per SM before splitting: 8 sequences of 8 kv heads on
