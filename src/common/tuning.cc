@@ -141,8 +141,8 @@ constexpr Knob kKnobs[] = {
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
      "the smaller ones ran no faster on it (same entry)"},
     {"MINIVLLM_FP8_QUANTIZE_WIDE", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "decode batches' per-token e4m3 row quantizer (the o and down projections' x) runs 512 threads a row, "
-     "not 128 (PERFORMANCE.md, \"Stop 70\")"},
+     "decode batches' per-token e4m3 row quantizer (the o and down projections' x, where the one-token kernel "
+     "does not take it in bf16) runs 512 threads a row, not 128 (PERFORMANCE.md, \"Stop 70\")"},
     {"MINIVLLM_FP8_ROPE_SCALES", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "FP8 qkv projections past the gemv write the GEMM's bare product and the rope kernel applies the "
      "store epilogue's scales as it reads it (one pass over qkv fewer; PERFORMANCE.md, \"Stop 65\"); 0: the "

@@ -1,7 +1,8 @@
 // The decode gemv on FP8 weights: out[M, N] = x[M, K] W[N, K]^T for M <= 8 tokens, W e4m3 codes
 // times their scale grid, fp32 accumulation. A linear at these sizes is a stream over W, and FP8
 // halves it. Three kernels: the W8A8 one at the end (x as e4m3 codes; the default where K is whole
-// 64-column chunks), and two on bf16 x for the shapes it declines. The FMA kernel first: a CTA of 128
+// 64-column chunks), and two on bf16 x for the shapes it declines. (One token on K >= 2,048 with one
+// scale a row: gemv_fp8_one.cu.) The FMA kernel first: a CTA of 128
 // threads owns R rows, its threads split K into 16-code chunks (one 16-byte load each) and keep U
 // chunks of every row in flight. A chunk never straddles two scales (block_cols % 16 == 0), so its 16
 // products are summed first and scaled once. x (M x K bf16) is read through L1, which holds it because
@@ -601,13 +602,7 @@ void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const 
       << "gemv_fp8_codes: x [" << tokens << ", " << k << "] needs 1.." << kGemvMaxTokens
       << " rows, K a multiple of 64 and scale blocks of whole 64-column chunks (got " << w.block_rows << "x"
       << w.block_cols << ")";
-  CodesArgs g{};
-  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
-  g.x = x_codes;
-  g.x_scale = x_scales;
-  g.w = w;
-  g.k = k;
-  g.tokens = static_cast<int>(tokens);
+  const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, tokens);
   switch (e) {
     case Fp8GemvOut::kStore: return launch_codes<Fp8GemvOut::kStore>(g, num_sms, lane_bytes, stream);
     case Fp8GemvOut::kActMul: return launch_codes<Fp8GemvOut::kActMul>(g, num_sms, lane_bytes, stream);

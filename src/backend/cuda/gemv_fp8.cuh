@@ -51,6 +51,19 @@ struct CodesArgs : OutArgs {
   int tokens;
 };
 
+// x: e4m3 codes with x_scale, or (gemv_fp8_one.cu's kX16) bf16 values with none.
+inline CodesArgs codes_args(const void* x, const float* x_scale, const Fp8Weight& w, const void* bias, bool bias_f32,
+                            void* out, bool out_f32, Activation act, int64_t n, int64_t k, int64_t tokens) {
+  CodesArgs g{};
+  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
+  g.x = static_cast<const uint8_t*>(x);
+  g.x_scale = x_scale;
+  g.w = w;
+  g.k = k;
+  g.tokens = static_cast<int>(tokens);
+  return g;
+}
+
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
   asm volatile(

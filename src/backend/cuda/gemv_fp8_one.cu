@@ -215,14 +215,7 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                          int64_t n, int64_t k, int pairs, cudaStream_t stream) {
   if (!one_takes(w, tokens, k, pairs)) return false;
-  CodesArgs g{};
-  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
-  g.x = x_codes;
-  g.x_scale = x_scales;
-  g.w = w;
-  g.k = k;
-  g.tokens = 1;
-  launch_epilogue<false>(g, e, pairs, stream);
+  launch_epilogue<false>(codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
   return true;
 }
 
@@ -230,14 +223,7 @@ bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias
                              bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
                              cudaStream_t stream) {
   if (!one_takes(w, tokens, k, pairs)) return false;
-  CodesArgs g{};
-  static_cast<OutArgs&>(g) = OutArgs{bias, bias_f32, out, out_f32, n, act};
-  g.x = static_cast<const uint8_t*>(x);  // bf16 values, read as kX16 says
-  g.x_scale = nullptr;
-  g.w = w;
-  g.k = k;
-  g.tokens = 1;
-  launch_epilogue<true>(g, e, pairs, stream);
+  launch_epilogue<true>(codes_args(x, nullptr, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
   return true;
 }
 
