@@ -559,6 +559,62 @@ TEST(CudaFp8Linear, RopeAppliesTheQkvScalesAsTheEpilogueWould) {
   }
 }
 
+// MINIVLLM_FP8_GEMV_ONE_ROPE (off by default): one token's FP8 qkv behind its norm on the one-token
+// W8A8 kernel with the rope and the cache store in its epilogue, against the rope kernel after the
+// 16-row W8A8 gemv (the same codes; the sums' order differs, so to bf16 rounding): qkv and both
+// caches, full and partial rotary, with and without a bias, a token's slot and a padding slot (-1:
+// no cache write); with q / k norms it declines and the two paths are one. Caches start as 0x11.
+TEST(CudaFp8Linear, OneTokenQkvRopeMatchesTheRopeKernel) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends on = backends_with({{"MINIVLLM_FP8_GEMV_ONE_ROPE", "1"}}), off;
+  struct Shape {
+    int nq, nkv, hd, rd;
+  };
+  for (const Shape sh : {Shape{16, 4, 128, 128}, Shape{8, 2, 64, 32}}) {
+    for (const bool norms : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        for (const int32_t slot : {5, -1}) {
+          const int64_t k = 2048 + 64 * 5, n = static_cast<int64_t>(sh.nq + 2 * sh.nkv) * sh.hd;
+          std::mt19937 rng(98), rng_off(98);
+          const Fp8Case w = make_case(on, n, k, Grid::kPerRow, rng), w_off = make_case(off, n, k, Grid::kPerRow, rng_off);
+          const std::string tag = "hd=" + std::to_string(sh.hd) + " rotary=" + std::to_string(sh.rd) +
+                                  (norms ? " norms" : "") + (with_bias ? " bias" : "") + " slot " + std::to_string(slot);
+          Tensor res = random_values({1, k}, rng, 3.0f);
+          Tensor nw = random_values({k}, rng, 0.2f, 1.0f);
+          Tensor qn = random_values({sh.hd}, rng, 0.2f, 1.0f), kn = random_values({sh.hd}, rng, 0.2f, 1.0f);
+          Tensor bias = random_values({n}, rng);
+          Tensor table = rope_table(4096, sh.rd);
+          const std::vector<int32_t> pos = {1234}, slots = {slot};
+          struct Out {
+            std::vector<float> qkv, k, v;
+          };
+          const auto run = [&](Backend& g, const Fp8Case& c) {
+            const Tensor rg = upload_f32(g, res), nwg = upload(g, nw), qng = upload(g, qn), kng = upload(g, kn),
+                         bg = upload(g, bias), tg = upload_f32(g, table), pg = upload_i32(g, pos);
+            Tensor normed = g.empty(DType::kBF16, {1, k}), qkv = g.empty(DType::kBF16, {1, n});
+            KVCache cache = g.allocate_kv_cache(1, 16, sh.nkv, sh.hd);
+            g.fill_bytes(cache.k, 0x11);
+            g.fill_bytes(cache.v, 0x11);
+            AttentionMetadata meta;
+            meta.slot_mapping = upload_i32(g, slots);
+            g.rms_norm_linear_rope_store({rg, nwg, 1e-6f, normed}, c.wg, with_bias ? &bg : nullptr, qkv,
+                                         {sh.nq, sh.nkv, sh.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
+                                          pg, tg, cache, meta});
+            return Out{download(g, qkv), download(g, cache.k), download(g, cache.v)};
+          };
+          const Out a = run(*on.gpu, w), b = run(*off.gpu, w_off);
+          expect_close(a.qkv, b.qkv, 2e-5, 0.05, "qkv " + tag);
+          expect_close(a.k, b.k, 2e-5, 0.05, "k cache " + tag);
+          expect_close(a.v, b.v, 2e-5, 0.05, "v cache " + tag);
+          if (slot < 0) {
+            EXPECT_EQ(a.k, b.k) << "a padding token writes no cache row: " << tag;
+          }
+        }
+      }
+    }
+  }
+}
+
 // MINIVLLM_FP8_ADD_NORM (on by default): past the gemv, an FP8 linear_add_residual after
 // note_next_norm adds into the residual and makes that norm's codes in one kernel, and the next FP8
 // linear with that norm as its prologue multiplies them. The residual and every output equal the

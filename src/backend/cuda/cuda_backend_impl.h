@@ -237,6 +237,10 @@ class CudaBackend : public Backend {
   // rope kernel (false where it does not take them: the caller goes on).
   bool fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& qkv, const RopeStoreEpilogue& epi);
+  // rms_norm_linear_rope_store of one token on an FP8 weight: the one-token W8A8 kernel with the
+  // rope epilogue (MINIVLLM_FP8_GEMV_ONE_ROPE); false where it does not take it.
+  bool fp8_one_rope(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                    const Tensor& qkv, const RopeStoreEpilogue& epi);
   // An RMSNorm of the residual (note_next_norm's, or the one whose codes fp8_add_norm left staged).
   struct PendingNorm {
     const void* residual = nullptr;
@@ -318,6 +322,7 @@ class CudaBackend : public Backend {
   int fp8_gemv_one_pairs_ = 0;        // MINIVLLM_FP8_GEMV_ONE; 0: one token takes the 16-row kernel too
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
   bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
+  bool fp8_gemv_one_rope_ = false;      // MINIVLLM_FP8_GEMV_ONE_ROPE
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual

@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/gemv_fp8.cuh"
+#include "backend/cuda/gemv_rope.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 
@@ -64,9 +65,12 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 }
 
 // One CTA: NP row pairs, U chunks of each slice a step (the first U before the PDL wait: W depends
-// on no kernel); the rows' scales applied at the end.
-template <Fp8GemvOut E, int NP, int U, bool kX16>
-__global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
+// on no kernel); the rows' scales applied at the end. kRope (kStore, the qkv projection): the pairs
+// are qkv's rotary pairs (gemv_rope.cuh's rope_pair_row), rotated and stored, k and v into the
+// cache, as gemv.cu's kRope.
+template <Fp8GemvOut E, int NP, int U, bool kX16, bool kRope = false>
+__global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, const RopeArgs rope) {
+  static_assert(!kRope || (E == Fp8GemvOut::kStore && !kX16), "the rope epilogue stores W8A8 qkv");
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
   __shared__ float partial[kSlices][2 * NP];  // [slice][pair p's lo, hi]
@@ -80,8 +84,9 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
 #pragma unroll
   for (int p = 0; p < NP; ++p) {
     // Rows past the end reread the last one and are not written.
-    const int64_t rlo = kGated ? min(row0 + p, n - 1) : min(row0 + 2 * p, n - 1);
-    const int64_t rhi = kGated ? n + rlo : min(row0 + 2 * p + 1, n - 1);
+    const int64_t pair = static_cast<int64_t>(blockIdx.x) * NP + p;
+    const int64_t rlo = kRope ? rope_pair_row(rope, pair, 0, n) : kGated ? min(row0 + p, n - 1) : min(row0 + 2 * p, n - 1);
+    const int64_t rhi = kRope ? rope_pair_row(rope, pair, 1, n) : kGated ? n + rlo : min(row0 + 2 * p + 1, n - 1);
     wlo[p] = g.w.codes + rlo * k + 16 * t;
     whi[p] = g.w.codes + rhi * k + 16 * t;
   }
@@ -103,6 +108,14 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   };
   load_w(0);
   pdl_launch_dependents();
+  // kRope: the epilogue lane's pair (lane p < NP of warp 0): its position, cos / sin and slot,
+  // uploaded before the graph ran.
+  const int64_t rope_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
+  const int64_t rope_row = kRope ? rope_pair_row(rope, rope_pair, 0, n) : 0;
+  RopeLane rl{};
+  if constexpr (kRope) {
+    if (warp == 0 && lane < NP) rl = rope_lane(rope, 0, rope_row);
+  }
   pdl_wait();
 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
@@ -158,7 +171,14 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     if (lane == v) mine = s;
   }
   const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
-  if constexpr (kGated) {
+  if constexpr (kRope) {
+    const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
+    const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
+    if (lane >= NP || rope_pair >= n / 2) return;  // pairs past the end reread the last one
+    const int64_t hi_row = rope_pair_row(rope, rope_pair, 1, n);
+    const float a = __ldg(g.w.grid + rope_row / g.w.block_rows), b = __ldg(g.w.grid + hi_row / g.w.block_rows);
+    rope_store_pair(rope, g.bias, g.bias_f32, g.out, n, 0, rope_row, lo * a * xs, hi * b * xs, rl);
+  } else if constexpr (kGated) {
     const float s = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float up = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
     const int64_t row = row0 + lane;
@@ -173,16 +193,16 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
 }
 
-template <Fp8GemvOut E, int NP, bool kX16>
-void launch_np(const CodesArgs& g, cudaStream_t stream) {
+template <Fp8GemvOut E, int NP, bool kX16, bool kRope = false>
+void launch_np(const CodesArgs& g, cudaStream_t stream, const RopeArgs& rope = {}) {
   const int64_t steps = (g.k / kOneChunk + kSlices - 1) / kSlices;
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
   if (steps <= 2 || kX16) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kRope>, grid, block, 0, stream, g, rope);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kRope>, grid, block, 0, stream, g, rope);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -216,6 +236,24 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
                          int64_t n, int64_t k, int pairs, cudaStream_t stream) {
   if (!one_takes(w, tokens, k, pairs)) return false;
   launch_epilogue<false>(codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
+  return true;
+}
+
+bool gemv_fp8_one_takes(const Fp8Weight& w, int64_t tokens, int64_t k) { return one_takes(w, tokens, k, 1); }
+
+bool launch_gemv_fp8_one_rope(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
+                              bool bias_f32, const RopeArgs& rope, int64_t tokens, int64_t n, int64_t k, int pairs,
+                              cudaStream_t stream) {
+  if (!one_takes(w, tokens, k, pairs) || !gemv_rope_fits(n, rope.head_dim) || rope.kv_fp8 || rope.q_norm != nullptr ||
+      rope.k_norm != nullptr || rope.row_scale != nullptr) {
+    return false;
+  }
+  const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, rope.qkv, false, Activation::kSilu, n, k, 1);
+  if (pairs == 4) {
+    launch_np<Fp8GemvOut::kStore, 4, false, true>(g, stream, rope);
+  } else {
+    launch_np<Fp8GemvOut::kStore, 2, false, true>(g, stream, rope);
+  }
   return true;
 }
 
