@@ -494,6 +494,34 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
   }
 }
 
+// rms_norm_linear_rope_store's inputs for the two rope tests below, and what it writes.
+struct QkvRopeCase {
+  int nq, nkv, hd;
+  bool norms, with_bias;
+  Tensor res, nw, qn, kn, bias, table;
+  std::vector<int32_t> pos, slots;
+};
+struct QkvRopeOut {
+  std::vector<float> qkv, k, v;
+};
+
+// Runs the case on g with weight c (caches of 16-row blocks, filled with 0x11 first).
+QkvRopeOut run_qkv_rope(Backend& g, const Fp8Case& c, const QkvRopeCase& q) {
+  const int64_t tokens = static_cast<int64_t>(q.pos.size()), k = c.k, n = c.n;
+  const Tensor rg = upload_f32(g, q.res), nwg = upload(g, q.nw), qng = upload(g, q.qn), kng = upload(g, q.kn),
+               bg = upload(g, q.bias), tg = upload_f32(g, q.table), pg = upload_i32(g, q.pos);
+  Tensor normed = g.empty(DType::kBF16, {tokens, k}), qkv = g.empty(DType::kBF16, {tokens, n});
+  KVCache cache = g.allocate_kv_cache(static_cast<int>((tokens + 15) / 16), 16, q.nkv, q.hd);
+  g.fill_bytes(cache.k, 0x11);
+  g.fill_bytes(cache.v, 0x11);
+  AttentionMetadata meta;
+  meta.slot_mapping = upload_i32(g, q.slots);
+  g.rms_norm_linear_rope_store({rg, nwg, 1e-6f, normed}, c.wg, q.with_bias ? &bg : nullptr, qkv,
+                               {q.nq, q.nkv, q.hd, q.norms ? &qng : nullptr, q.norms ? &kng : nullptr, 1e-6f, pg, tg,
+                                cache, meta});
+  return QkvRopeOut{download(g, qkv), download(g, cache.k), download(g, cache.v)};
+}
+
 // MINIVLLM_FP8_ROPE_SCALES (on by default): past the gemv, rms_norm_linear_rope_store on a per-row
 // FP8 qkv weight writes the GEMM's bare product and the rope kernel applies the store epilogue's
 // scales (and bias) as it reads it. qkv and both caches equal the knob off's (epilogue, then rope)
@@ -524,24 +552,8 @@ TEST(CudaFp8Linear, RopeAppliesTheQkvScalesAsTheEpilogueWould) {
             pos[t] = static_cast<int32_t>((t * 37) % 4096);
             slot[t] = t == 5 ? -1 : static_cast<int32_t>(tokens - 1 - t);  // one padding token
           }
-          struct Out {
-            std::vector<float> qkv, k, v;
-          };
-          const auto run = [&](Backend& g, const Fp8Case& c) {
-            const Tensor rg = upload_f32(g, res), nwg = upload(g, nw), qng = upload(g, qn), kng = upload(g, kn),
-                         bg = upload(g, bias), tg = upload_f32(g, table), pg = upload_i32(g, pos);
-            Tensor normed = g.empty(DType::kBF16, {tokens, k}), qkv = g.empty(DType::kBF16, {tokens, n});
-            KVCache cache = g.allocate_kv_cache(static_cast<int>((tokens + 15) / 16), 16, sh.nkv, sh.hd);
-            g.fill_bytes(cache.k, 0x11);
-            g.fill_bytes(cache.v, 0x11);
-            AttentionMetadata meta;
-            meta.slot_mapping = upload_i32(g, slot);
-            g.rms_norm_linear_rope_store({rg, nwg, 1e-6f, normed}, c.wg, with_bias ? &bg : nullptr, qkv,
-                                         {sh.nq, sh.nkv, sh.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
-                                          pg, tg, cache, meta});
-            return Out{download(g, qkv), download(g, cache.k), download(g, cache.v)};
-          };
-          const Out a = run(*on.gpu, w), b = run(*off.gpu, w_off);
+          const QkvRopeCase q{sh.nq, sh.nkv, sh.hd, norms, with_bias, res, nw, qn, kn, bias, table, pos, slot};
+          const QkvRopeOut a = run_qkv_rope(*on.gpu, w, q), b = run_qkv_rope(*off.gpu, w_off, q);
           EXPECT_EQ(a.qkv, b.qkv) << "qkv " << tag;
           EXPECT_EQ(a.k, b.k) << "k cache " << tag;
           EXPECT_EQ(a.v, b.v) << "v cache " << tag;
@@ -584,25 +596,8 @@ TEST(CudaFp8Linear, OneTokenQkvRopeMatchesTheRopeKernel) {
           Tensor qn = random_values({sh.hd}, rng, 0.2f, 1.0f), kn = random_values({sh.hd}, rng, 0.2f, 1.0f);
           Tensor bias = random_values({n}, rng);
           Tensor table = rope_table(4096, sh.rd);
-          const std::vector<int32_t> pos = {1234}, slots = {slot};
-          struct Out {
-            std::vector<float> qkv, k, v;
-          };
-          const auto run = [&](Backend& g, const Fp8Case& c) {
-            const Tensor rg = upload_f32(g, res), nwg = upload(g, nw), qng = upload(g, qn), kng = upload(g, kn),
-                         bg = upload(g, bias), tg = upload_f32(g, table), pg = upload_i32(g, pos);
-            Tensor normed = g.empty(DType::kBF16, {1, k}), qkv = g.empty(DType::kBF16, {1, n});
-            KVCache cache = g.allocate_kv_cache(1, 16, sh.nkv, sh.hd);
-            g.fill_bytes(cache.k, 0x11);
-            g.fill_bytes(cache.v, 0x11);
-            AttentionMetadata meta;
-            meta.slot_mapping = upload_i32(g, slots);
-            g.rms_norm_linear_rope_store({rg, nwg, 1e-6f, normed}, c.wg, with_bias ? &bg : nullptr, qkv,
-                                         {sh.nq, sh.nkv, sh.hd, norms ? &qng : nullptr, norms ? &kng : nullptr, 1e-6f,
-                                          pg, tg, cache, meta});
-            return Out{download(g, qkv), download(g, cache.k), download(g, cache.v)};
-          };
-          const Out a = run(*on.gpu, w), b = run(*off.gpu, w_off);
+          const QkvRopeCase q{sh.nq, sh.nkv, sh.hd, norms, with_bias, res, nw, qn, kn, bias, table, {1234}, {slot}};
+          const QkvRopeOut a = run_qkv_rope(*on.gpu, w, q), b = run_qkv_rope(*off.gpu, w_off, q);
           expect_close(a.qkv, b.qkv, 2e-5, 0.05, "qkv " + tag);
           expect_close(a.k, b.k, 2e-5, 0.05, "k cache " + tag);
           expect_close(a.v, b.v, 2e-5, 0.05, "v cache " + tag);
