@@ -494,7 +494,7 @@ bool env_block_gated_64() {
 
 // U chunks a step (32 bytes a lane a chunk). By the grid: 128 bytes a lane, or 64 where only that
 // fits the CTAs in one wave (a last wave of few CTAs leaves SMs idle: PERFORMANCE.md, "Stop 64");
-// optionally 64 for the gated kernel on block scales (alone 15% faster: PERFORMANCE.md, "Stop 70").
+// optionally 64 for the gated kernel on block scales (faster alone: PERFORMANCE.md, "Stop 70").
 template <Fp8GemvOut E, bool kRowScale>
 void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
   const int64_t ctas = ceil_div(g.n, E == Fp8GemvOut::kActMul ? 8 : 16);

@@ -2,8 +2,8 @@
 //
 // At one token the tensor-core W8A8 gemv (gemv_fp8.cu) needs 16 weight rows a CTA, the mma's M,
 // while 7 of its 8 x columns are zeros. Its CTAs are big (64 KB of W at K = 4,096) and few an SM,
-// and the shorter linears ran at 2.9-3.0 TB/s where the bf16 gemv's small CTAs (two rows, one round
-// trip) stream 3.4-4.3 (PERFORMANCE.md, "Stop 70"). Here the 8 x columns hold 8 slices of the one
+// and it streamed well below the bf16 gemv, whose small CTAs (two rows, one round trip) run near
+// copy speed (PERFORMANCE.md, "Stop 70"). Here the 8 x columns hold 8 slices of the one
 // token's x instead, and the mma's rows are 2 weight rows x the same 8 slices: lane (g, t) loads 16
 // codes of rows lo and hi and 16 of x, all at slice g's chunk, so C[g][g] (row lo) and C[g + 8][g]
 // (row hi) are the two rows' sums over slice g; the other 7 columns of C mix slices and go unused.
