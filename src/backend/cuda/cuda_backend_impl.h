@@ -227,6 +227,8 @@ class CudaBackend : public Backend {
   // tokens (K of 64s up to kE4m3RowMaxCols, scale blocks of whole chunks), and, behind a norm, the
   // normed quantizer then that gemv (false where it does not take them: the caller goes on).
   bool fp8_w8a8_takes(const Tensor& w, int64_t tokens) const;
+  int64_t fp8_w8a8_prologue_tokens(const NormPrologue& pro, const Tensor& weight) const;
+  void fp8_normed_codes(const char* op, const NormPrologue& pro, int64_t tokens, int64_t k);
   bool fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& out, Fp8Out e, Activation act);
   // The W8A8 gemv on the x codes the caller's quantizer just wrote (fp8_x_codes_), with this backend's knobs.

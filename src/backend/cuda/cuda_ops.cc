@@ -146,30 +146,44 @@ bool CudaBackend::fp8_w8a8_takes(const Tensor& w, int64_t tokens) const {
          gemv_fp8_codes_takes(fp8_weight_view(w), k);
 }
 
-// Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes (the bytes rms_norm then
-// the row quantizer give), then the W8A8 gemv; the normed rows never go to memory.
-bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
-                                  const Tensor& out, Fp8Out e, Activation act) {
+// The tokens of an RMSNorm prologue whose codes the W8A8 gemvs of an FP8 weight can take (the fp32
+// residual on the GPU, 16-byte aligned, rows of the weight's K, fp8_w8a8_takes); 0 where they cannot.
+int64_t CudaBackend::fp8_w8a8_prologue_tokens(const NormPrologue& pro, const Tensor& weight) const {
   if (!is_fp8(weight) || weight.ndim() != 2 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
       pro.residual.device() != DeviceKind::kCuda || !aligned16(pro.residual)) {
-    return false;
+    return 0;
   }
   const int64_t k = weight.size(1);
-  if (k == 0 || pro.residual.size(-1) != k) return false;
+  if (k == 0 || pro.residual.size(-1) != k) return 0;
   const int64_t tokens = pro.residual.numel() / k;
-  if (!fp8_w8a8_takes(weight, tokens)) return false;
+  return fp8_w8a8_takes(weight, tokens) ? tokens : 0;
+}
+
+// x's codes from the prologue's residual and norm into fp8_x_codes_ / fp8_x_scales_ (the normed
+// quantizer: the bytes rms_norm then the row quantizer give).
+void CudaBackend::fp8_normed_codes(const char* op, const NormPrologue& pro, int64_t tokens, int64_t k) {
+  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
+  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
+                                           fp8_x_codes_, fp8_x_scales_, stream_))
+      << op << ": the normed row quantizer declined K = " << k;
+}
+
+// Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes, then the W8A8 gemv; the
+// normed rows never go to memory.
+bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
+                                  const Tensor& out, Fp8Out e, Activation act) {
+  const int64_t tokens = fp8_w8a8_prologue_tokens(pro, weight);
+  if (tokens == 0) return false;
+  const int64_t k = weight.size(1);
   const int64_t n = e == Fp8Out::kActMul ? weight.size(0) / 2 : weight.size(0);
   const bool out_f32 = out.dtype() == DType::kF32;
   MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (out_f32 ? e == Fp8Out::kStore : out.dtype() == DType::kBF16) &&
                  rows_with_cols(out, n, op, "out") == tokens)
       << op << ": out " << out.describe() << " for residual " << pro.residual.describe() << " and weight "
       << weight.describe();
-  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
-                                           fp8_x_codes_, fp8_x_scales_, stream_))
-      << op << ": the normed row quantizer declined K = " << k;
+  fp8_normed_codes(op, pro, tokens, k);
   w8a8_gemv(weight, bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32, gemv_out(e), act, tokens,
             n);
   return true;
@@ -897,29 +911,19 @@ bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const
 // bf16 cache.
 bool CudaBackend::fp8_one_rope(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                const Tensor& qkv, const RopeStoreEpilogue& epi) {
-  if (!fp8_gemv_one_rope_ || fp8_gemv_one_pairs_ <= 0 || !is_fp8(weight) || weight.ndim() != 2 ||
-      !pro.residual.defined() || pro.residual.dtype() != DType::kF32 || pro.residual.device() != DeviceKind::kCuda ||
-      !aligned16(pro.residual)) {
-    return false;
-  }
+  if (!fp8_gemv_one_rope_ || fp8_gemv_one_pairs_ <= 0 || fp8_w8a8_prologue_tokens(pro, weight) != 1) return false;
   const int64_t n = weight.size(0), k = weight.size(1);
-  if (pro.residual.size(-1) != k || pro.residual.numel() != k) return false;  // one token
-  if (!fp8_w8a8_takes(weight, 1) || !gemv_fp8_one_takes(fp8_weight_view(weight), 1, k) || !gemv_rope_takes(n, epi)) {
-    return false;
-  }
+  const Fp8Weight fw = fp8_weight_view(weight);
+  if (!gemv_fp8_one_takes(fw, 1, k) || !gemv_rope_takes(n, epi)) return false;
   RopeArgs a = rope_args(qkv, epi.num_q_heads, epi.num_kv_heads, epi.head_dim, nullptr, nullptr, 0.0f, epi.positions,
                          epi.cos_sin, op);
   if (a.tokens != 1) return false;
   rope_cache_args(a, qkv, epi.cache, epi.meta, op);
-  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, 1, k,
-                                           fp8_x_codes_, fp8_x_scales_, stream_))
-      << op << ": the normed row quantizer declined K = " << k;
-  MINIVLLM_CHECK(launch_gemv_fp8_one_rope(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(weight),
-                                          bias == nullptr ? nullptr : bias->data(), bias_f32, a, 1, n, k,
-                                          fp8_gemv_one_pairs_ == 4 ? 4 : 2, stream_))
+  fp8_normed_codes(op, pro, 1, k);
+  MINIVLLM_CHECK(launch_gemv_fp8_one_rope(fp8_x_codes_, fp8_x_scales_, fw, bias == nullptr ? nullptr : bias->data(),
+                                          bias_f32, a, 1, n, k, fp8_gemv_one_pairs_ == 4 ? 4 : 2, stream_))
       << op << ": the one-token rope gemv declined qkv " << qkv.describe();
   return true;
 }

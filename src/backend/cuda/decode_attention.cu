@@ -183,10 +183,8 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   if constexpr (kStaged) {
     const int64_t used = (ctx - origin + plan_partition - 1) / plan_partition;
     long_unstaged = a.wide_wave_ctas > 0 && used * gridDim.y * gridDim.z > a.wide_wave_ctas;
-    if (long_unstaged) partition = 2 * plan_partition;
+    if (long_unstaged) partition = 2 * plan_partition;  // (then nothing is staged)
   }
-  // kStaged: the shared memory's k rows (its v rows follow them), as launch_staged sized it.
-  const int stage_rows = kStaged ? plan_partition : 0;
   const int start = origin + split * partition;
   const int first_col = start >> a.block_size_log2;
   const int32_t first_block = first_col < a.table_cols ? table[first_col] : -1;
@@ -255,7 +253,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       if constexpr (kStaged) {
         if (staged_end > start) {
           const uint32_t k_dst = smem_addr(staged_smem);
-          copy_rows(k_dst, k_dst + static_cast<uint32_t>(stage_rows) * kRowBytes, start, staged_end,
+          copy_rows(k_dst, k_dst + static_cast<uint32_t>(partition) * kRowBytes, start, staged_end,
                     smem_addr(&staged_bar[0]));
         }
       } else {
@@ -315,7 +313,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
       valid[u] = j < end && j >= first_key;
       if (kStaged && valid[u] && j < staged_end) {
         const Word* kp = W::at(staged_smem, j - start, kChunks, dl);
-        const Word* vp = W::at(staged_smem + static_cast<int64_t>(stage_rows) * kRowBytes, j - start, kChunks, dl);
+        const Word* vp = W::at(staged_smem + static_cast<int64_t>(partition) * kRowBytes, j - start, kChunks, dl);
 #pragma unroll
         for (int i = 0; i < W::kWords; ++i) {
           kr[u][i] = kp[i];
@@ -476,10 +474,9 @@ void launch_ring(dim3 grid, const AttentionArgs& a, int num_splits, int partitio
 template <auto kKernel, int kHeadDim>
 void launch_staged(dim3 grid, const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc,
                    cudaStream_t st) {
-  constexpr size_t kMaxBytes = kMaxDecodeStagedSmemBytes;
-  allow_dynamic_smem<kKernel>(static_cast<int>(kMaxBytes));
+  allow_dynamic_smem<kKernel>(static_cast<int>(kMaxDecodeStagedSmemBytes));
   const size_t bytes = decode_staged_smem_bytes(kHeadDim, partition);
-  MINIVLLM_CHECK(bytes <= kMaxBytes) << "decode attention: " << bytes << " bytes of staged keys";
+  MINIVLLM_CHECK(bytes <= kMaxDecodeStagedSmemBytes) << "decode attention: " << bytes << " bytes of staged keys";
   launch_with_pdl(kKernel, grid, dim3(kWideWarps * 32), bytes, st, a, partition, num_splits, sc);
 }
 

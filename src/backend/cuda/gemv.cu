@@ -13,8 +13,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
-#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/gemv_rope.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/rope_math.cuh"
 
 namespace minivllm::cuda {
@@ -142,11 +142,6 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
   __syncthreads();
 }
 
-// Writes token m's pair (row, row + span) of qkv (rope_store_pair, gemv_rope.cuh).
-__device__ __forceinline__ void rope_epilogue(const GemvArgs& g, int m, int64_t row, float lo, float hi, const RopeLane& l) {
-  rope_store_pair(g.rope, g.bias, g.bias_f32, g.out, g.n, m, row, lo, hi, l);
-}
-
 // One CTA: R rows of W (rows past n reread the last one and are not written).
 // kStore / kAddF32: rows [blockIdx.x * R, + R) of W. kRope: R / 2 pairs of rows, pairs
 // [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kActMul: W is [W_gate; W_up] ([2n, K]); the
@@ -254,7 +249,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         hi += partial[i][m * R + 2 * j + 1];
       }
       // Pairs past the end reread the last pair: only the CTA that owns it writes it.
-      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_epilogue(g, m, pair_row, lo, hi, rl);
+      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_store_pair(g.rope, g.bias, g.bias_f32, g.out, n, m, pair_row, lo, hi, rl);
     }
     return;
   }

@@ -40,6 +40,9 @@ constexpr int kOneChunk = 64;           // columns of one mma_chunk
 constexpr float kX16Pre = 1.0f / 16.0f;  // kX16: x into f16 times this, the sums times 16
 constexpr float kX16Post = 16.0f;
 
+// Chunks a slice holds at K (the loop's steps of one chunk).
+__host__ __device__ constexpr int64_t slice_chunks(int64_t k) { return (k / kOneChunk + kSlices - 1) / kSlices; }
+
 // kX16: a lane's 16 bf16 values of x (two 16-byte loads) as 8 f16x2 words, values 2i and 2i + 1 in
 // word i, times kX16Pre.
 __device__ __forceinline__ void x16_words(const uint4& a, const uint4& b, uint32_t (&w)[8]) {
@@ -79,18 +82,30 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   const int slice = warp * 8 + gi;
   const int64_t n = g.n, k = g.k, chunks = k / kOneChunk;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kOut;
+  // Pair `pair`'s two weight rows: qkv's rotary pair (kRope), gate row `pair` and its up row
+  // (kActMul), or rows 2 pair and 2 pair + 1. Past the end, the last rows: reread, not written.
+  const auto pair_rows = [&](int64_t pair, int64_t& lo, int64_t& hi) {
+    if constexpr (kRope) {
+      lo = rope_pair_row(rope, pair, 0, n);
+      hi = rope_pair_row(rope, pair, 1, n);
+    } else if constexpr (kGated) {
+      lo = min(pair, n - 1);
+      hi = n + lo;
+    } else {
+      lo = min(2 * pair, n - 1);
+      hi = min(2 * pair + 1, n - 1);
+    }
+  };
   const uint8_t* wlo[NP];
   const uint8_t* whi[NP];
 #pragma unroll
   for (int p = 0; p < NP; ++p) {
-    // Rows past the end reread the last one and are not written.
-    const int64_t pair = static_cast<int64_t>(blockIdx.x) * NP + p;
-    const int64_t rlo = kRope ? rope_pair_row(rope, pair, 0, n) : kGated ? min(row0 + p, n - 1) : min(row0 + 2 * p, n - 1);
-    const int64_t rhi = kRope ? rope_pair_row(rope, pair, 1, n) : kGated ? n + rlo : min(row0 + 2 * p + 1, n - 1);
+    int64_t rlo, rhi;
+    pair_rows(static_cast<int64_t>(blockIdx.x) * NP + p, rlo, rhi);
     wlo[p] = g.w.codes + rlo * k + 16 * t;
     whi[p] = g.w.codes + rhi * k + 16 * t;
   }
-  const int64_t steps = (chunks + kSlices - 1) / kSlices;  // chunks a slice holds
+  const int64_t steps = slice_chunks(k);
 
   uint4 wv[U][NP][2];
   const auto load_w = [&](int64_t u0) {
@@ -108,13 +123,12 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   };
   load_w(0);
   pdl_launch_dependents();
-  // kRope: the epilogue lane's pair (lane p < NP of warp 0): its position, cos / sin and slot,
-  // uploaded before the graph ran.
-  const int64_t rope_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
-  const int64_t rope_row = kRope ? rope_pair_row(rope, rope_pair, 0, n) : 0;
+  // kActMul, kRope: lane p < NP of warp 0 finishes the CTA's pair p; kRope: the pair's position,
+  // cos / sin and slot, uploaded before the graph ran.
+  const int64_t out_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
   RopeLane rl{};
   if constexpr (kRope) {
-    if (warp == 0 && lane < NP) rl = rope_lane(rope, 0, rope_row);
+    if (warp == 0 && lane < NP) rl = rope_lane(rope, 0, rope_pair_row(rope, out_pair, 0, n));
   }
   pdl_wait();
 
@@ -171,31 +185,29 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
     if (lane == v) mine = s;
   }
   const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
-  if constexpr (kRope) {
+  const auto row_scale = [&](int64_t row) { return __ldg(g.w.grid + row / g.w.block_rows); };
+  if constexpr (kGated || kRope) {
     const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
-    if (lane >= NP || rope_pair >= n / 2) return;  // pairs past the end reread the last one
-    const int64_t hi_row = rope_pair_row(rope, rope_pair, 1, n);
-    const float a = __ldg(g.w.grid + rope_row / g.w.block_rows), b = __ldg(g.w.grid + hi_row / g.w.block_rows);
-    rope_store_pair(rope, g.bias, g.bias_f32, g.out, n, 0, rope_row, lo * a * xs, hi * b * xs, rl);
-  } else if constexpr (kGated) {
-    const float s = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
-    const float up = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
-    const int64_t row = row0 + lane;
-    if (lane >= NP || row >= n) return;
-    const float a = __ldg(g.w.grid + row / g.w.block_rows), b = __ldg(g.w.grid + (n + row) / g.w.block_rows);
-    finish<E>(g, 0, row, s * a * xs, up * b * xs);
+    if (lane >= NP || out_pair >= (kRope ? n / 2 : n)) return;  // pairs past the end reread the last one
+    int64_t out_lo, out_hi;
+    pair_rows(out_pair, out_lo, out_hi);
+    const float slo = lo * row_scale(out_lo) * xs, shi = hi * row_scale(out_hi) * xs;
+    if constexpr (kRope) {
+      rope_store_pair(rope, g.bias, g.bias_f32, g.out, n, 0, out_lo, slo, shi, rl);
+    } else {
+      finish<E>(g, 0, out_pair, slo, shi);  // out_pair: the gate row, out_hi = n + out_pair
+    }
   } else {
     const int64_t row = row0 + lane;
     if (lane >= kOut || row >= n) return;
-    const float a = __ldg(g.w.grid + row / g.w.block_rows);
-    finish<E>(g, 0, row, mine * a * xs, 0.0f);
+    finish<E>(g, 0, row, mine * row_scale(row) * xs, 0.0f);
   }
 }
 
 template <Fp8GemvOut E, int NP, bool kX16, bool kRope = false>
 void launch_np(const CodesArgs& g, cudaStream_t stream, const RopeArgs& rope = {}) {
-  const int64_t steps = (g.k / kOneChunk + kSlices - 1) / kSlices;
+  const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
