@@ -130,10 +130,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_W8A8_LANE_BYTES", G::kTuning, K::kChoice, "32|64|128|256", 0, 0,
      "by the grid: 128, or 64 where only that fits the CTAs in one wave",
      "weight bytes each lane of the W8A8 gemv keeps in flight (same entry)"},
-    {"MINIVLLM_FP8_W8A8_BLOCK_GATED_64", G::kTuning, K::kSwitch, "", 0, 0, "0",
+    {"MINIVLLM_FP8_W8A8_BLOCK_GATED_64", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the gated W8A8 gemv (gate/up) on 128 x 128 scale blocks keeps 64 weight bytes a lane in flight, not the "
-     "grid's choice (faster alone on Qwen3-8B-FP8's shape: PERFORMANCE.md, \"Stop 70\"; not yet run in the "
-     "engine)"},
+     "grid's choice (Qwen3-8B-FP8 batch 1: PERFORMANCE.md, \"Stop 71\"); 0: the grid's choice"},
     {"MINIVLLM_FP8_GEMV_ONE", G::kTuning, K::kChoice, "0|1|2|4", 0, 0, "2",
      "row pairs a CTA of the one-token W8A8 gemv whose mma rows are 2 weight rows x 8 slices of K "
      "(gemv_fp8_one.cu); 0: one token takes the 16-row kernel too (PERFORMANCE.md, \"Stop 70\")"},

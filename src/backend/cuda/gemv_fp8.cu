@@ -486,15 +486,16 @@ int codes_ctas_per_sm() {
   return ctas;
 }
 
-// MINIVLLM_FP8_W8A8_BLOCK_GATED_64: the gated kernel on 128 x 128 blocks at 64 bytes a lane.
+// MINIVLLM_FP8_W8A8_BLOCK_GATED_64 (on; 0: the grid's choice): the gated kernel on 128 x 128 blocks
+// at 64 bytes a lane.
 bool env_block_gated_64() {
-  static const bool on = knob_flag("MINIVLLM_FP8_W8A8_BLOCK_GATED_64");
+  static const bool on = knob_switch("MINIVLLM_FP8_W8A8_BLOCK_GATED_64").value_or(true);
   return on;
 }
 
 // U chunks a step (32 bytes a lane a chunk). By the grid: 128 bytes a lane, or 64 where only that
 // fits the CTAs in one wave (a last wave of few CTAs leaves SMs idle: PERFORMANCE.md, "Stop 64");
-// optionally 64 for the gated kernel on block scales (faster alone: PERFORMANCE.md, "Stop 70").
+// and 64 for the gated kernel on block scales (PERFORMANCE.md, "Stop 71").
 template <Fp8GemvOut E, bool kRowScale>
 void launch_codes(const CodesArgs& g, int num_sms, int lane_bytes, cudaStream_t stream) {
   const int64_t ctas = ceil_div(g.n, E == Fp8GemvOut::kActMul ? 8 : 16);
