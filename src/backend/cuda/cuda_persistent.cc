@@ -8,7 +8,6 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/persistent_decode.h"
 #include "common/check.h"
-#include "common/tuning.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -116,8 +115,8 @@ void CudaBackend::persistent_decode(const PersistentDecodeModel& m, const Tensor
   p.activation = static_cast<int>(m.activation);
   const int group = m.num_q_heads / m.num_kv_heads;
   p.ring_slots = pd_ring_slots(batch, widest_k(m), m.head_dim, group);
-  if (const auto ring = knob_int("MINIVLLM_DECODE_PERSISTENT_RING")) p.ring_slots = std::min<int>(p.ring_slots, *ring);
-  p.prefetch_kv = knob_flag("MINIVLLM_DECODE_PERSISTENT_PREFETCH") ? 1 : 0;
+  if (persistent_ring_ > 0) p.ring_slots = std::min(p.ring_slots, persistent_ring_);
+  p.prefetch_kv = persistent_prefetch_ ? 1 : 0;
   p.chunk_hidden = pd_chunk(m.hidden);
   p.chunk_attn = pd_chunk(static_cast<int64_t>(m.num_q_heads) * m.head_dim);
   p.chunk_inter = pd_chunk(m.inter);

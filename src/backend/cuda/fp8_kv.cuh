@@ -16,6 +16,13 @@ namespace minivllm::cuda {
 
 constexpr float kE4M3MaxDevice = 448.0f;
 
+// Two e4m3 codes (the low 16 bits, the lower byte first) as f16x2, exactly: the tensor-core kernels'
+// operand (decode_attention_mma.cu, the FP8 gemvs).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
 // Eight e4m3 values (the first in the low byte) to fp32, unscaled; exact (through fp16).
 __device__ __forceinline__ void fp8x8_to_f32(const uint2& u, float* f) {
   const __nv_fp8x2_storage_t* p = reinterpret_cast<const __nv_fp8x2_storage_t*>(&u);

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/fp8_kv.cuh"
 
 namespace minivllm::cuda {
 namespace {
@@ -71,12 +72,6 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Two e4m3 codes (the low 16 bits) as f16x2 (exact).
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t u) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u & 0xffffu), __NV_E4M3);
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 // Rows lo (g) and hi (g + 8) of a group, 16 codes each, against this lane's 16 codes of x.
