@@ -140,9 +140,6 @@ constexpr Knob kKnobs[] = {
      "one-token FP8 linears on bf16 x (the o and down projections) take the one-token kernel on x as it is "
      "(W8A16: f16 mmas, 4 row pairs a CTA), with no per-token quantizer kernel before them (PERFORMANCE.md, "
      "\"Stop 70\")"},
-    {"MINIVLLM_FP8_GEMV_ONE_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "one-token FP8 qkv projections without q / k norms, over a bf16 cache, take the one-token W8A8 kernel "
-     "with the rope and the cache store in its epilogue (no rope kernel); off: compiled only, not yet run"},
     {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "32",
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
      "the smaller ones ran no faster on it (same entry)"},

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -120,9 +121,11 @@ void expect_w8a8_close(const std::vector<float>& got, const std::vector<float>& 
   expect_close(got, ref, 1e-4, 0.12, what);
 }
 
-void check_linear(Backends& b, const Fp8Case& c, int64_t tokens, bool bias, std::mt19937& rng, bool w8a8 = false) {
-  const std::string tag = c.name + " M=" + std::to_string(tokens) + (bias ? " bias" : "");
-  Tensor x = random_values({tokens, c.k}, rng);
+void check_linear(Backends& b, const Fp8Case& c, int64_t tokens, bool bias, std::mt19937& rng, bool w8a8 = false,
+                  float x_scale = 1.0f) {
+  const std::string tag = c.name + " M=" + std::to_string(tokens) + (bias ? " bias" : "") +
+                          (x_scale != 1.0f ? " |x| to " + std::to_string(x_scale) : "");
+  Tensor x = random_values({tokens, c.k}, rng, x_scale);
   if (w8a8) x = through_e4m3_rows(x);
   Tensor bh = random_values({c.n}, rng);
   Tensor bc = upload(*b.cpu, bh), bg = upload(*b.gpu, bh);
@@ -133,6 +136,8 @@ void check_linear(Backends& b, const Fp8Case& c, int64_t tokens, bool bias, std:
   b.gpu->linear(upload(*b.gpu, x), c.wg, bias ? &bg : nullptr, og);
   if (w8a8) {
     expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), "w8a8 " + tag);
+  } else if (x_scale != 1.0f) {  // outputs to ~1e6: bf16's rounding is ~1e3 absolute, so the nmse decides
+    expect_close(download(*b.gpu, og), download(*b.cpu, oc), 2e-5, 0.01 * x_scale, tag);
   } else {
     expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), tokens, tag);
   }
@@ -155,6 +160,19 @@ TEST(CudaFp8Linear, MatchesCpuOnEveryGrid) {
                          Shape{17003, 512, Grid::kPerRow}}) {
     const Fp8Case c = make_case(b, s.n, s.k, s.g, rng);
     for (int64_t tokens : {1, 2, 3, 8, 9, 37, 300}) check_linear(b, c, tokens, tokens % 2 == 1, rng);
+  }
+}
+
+// The bf16-x tensor-core gemv on x past f16's range (|x| up to 200,000; such activations come out
+// of the MLPs of large trained models): x goes into f16 times 2^-4, so it stays finite and matches the
+// CPU, per-row and 128 x 128 block scales, 2 and 8 tokens (one token takes the one-token kernel).
+TEST(CudaFp8Linear, Bf16xGemvTakesXPastF16Range) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b = backends_with("MINIVLLM_FP8_GEMV_W8A8", "0");
+  std::mt19937 rng(82);
+  for (const auto& [n, k, g] : {std::tuple{384, 512, Grid::kPerRow}, std::tuple{200, 1152, Grid::kBlock128}}) {
+    const Fp8Case c = make_case(b, n, k, g, rng);
+    for (int64_t tokens : {2, 8}) check_linear(b, c, tokens, false, rng, false, 2.0e5f);
   }
 }
 
@@ -565,45 +583,6 @@ TEST(CudaFp8Linear, RopeAppliesTheQkvScalesAsTheEpilogueWould) {
           on.cpu->qk_norm_rope(qc, sh.nq, sh.nkv, sh.hd, norms ? &qnc : nullptr, norms ? &knc : nullptr, 1e-6f,
                                upload_i32(*on.cpu, pos), upload_f32(*on.cpu, table));
           expect_close(a.qkv, download(*on.cpu, qc), 3e-3, 1.0, "qkv vs CPU " + tag);
-        }
-      }
-    }
-  }
-}
-
-// MINIVLLM_FP8_GEMV_ONE_ROPE (off by default): one token's FP8 qkv behind its norm on the one-token
-// W8A8 kernel with the rope and the cache store in its epilogue, against the rope kernel after the
-// 16-row W8A8 gemv (the same codes; the sums' order differs, so to bf16 rounding): qkv and both
-// caches, full and partial rotary, with and without a bias, a token's slot and a padding slot (-1:
-// no cache write); with q / k norms it declines and the two paths are one. Caches start as 0x11.
-TEST(CudaFp8Linear, OneTokenQkvRopeMatchesTheRopeKernel) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends on = backends_with({{"MINIVLLM_FP8_GEMV_ONE_ROPE", "1"}}), off;
-  struct Shape {
-    int nq, nkv, hd, rd;
-  };
-  for (const Shape sh : {Shape{16, 4, 128, 128}, Shape{8, 2, 64, 32}}) {
-    for (const bool norms : {false, true}) {
-      for (const bool with_bias : {false, true}) {
-        for (const int32_t slot : {5, -1}) {
-          const int64_t k = 2048 + 64 * 5, n = static_cast<int64_t>(sh.nq + 2 * sh.nkv) * sh.hd;
-          std::mt19937 rng(98), rng_off(98);
-          const Fp8Case w = make_case(on, n, k, Grid::kPerRow, rng), w_off = make_case(off, n, k, Grid::kPerRow, rng_off);
-          const std::string tag = "hd=" + std::to_string(sh.hd) + " rotary=" + std::to_string(sh.rd) +
-                                  (norms ? " norms" : "") + (with_bias ? " bias" : "") + " slot " + std::to_string(slot);
-          Tensor res = random_values({1, k}, rng, 3.0f);
-          Tensor nw = random_values({k}, rng, 0.2f, 1.0f);
-          Tensor qn = random_values({sh.hd}, rng, 0.2f, 1.0f), kn = random_values({sh.hd}, rng, 0.2f, 1.0f);
-          Tensor bias = random_values({n}, rng);
-          Tensor table = rope_table(4096, sh.rd);
-          const QkvRopeCase q{sh.nq, sh.nkv, sh.hd, norms, with_bias, res, nw, qn, kn, bias, table, {1234}, {slot}};
-          const QkvRopeOut a = run_qkv_rope(*on.gpu, w, q), b = run_qkv_rope(*off.gpu, w_off, q);
-          expect_close(a.qkv, b.qkv, 2e-5, 0.05, "qkv " + tag);
-          expect_close(a.k, b.k, 2e-5, 0.05, "k cache " + tag);
-          expect_close(a.v, b.v, 2e-5, 0.05, "v cache " + tag);
-          if (slot < 0) {
-            EXPECT_EQ(a.k, b.k) << "a padding token writes no cache row: " << tag;
-          }
         }
       }
     }

@@ -63,6 +63,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   decode_wide_pairs_ =
       static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_PAIRS").value_or(kDecodeWidePairsMaxSeqs));
   decode_wide_staged_splits_ = knob_flag("MINIVLLM_DECODE_WIDE_STAGED_SPLITS");
+  persistent_ring_ = static_cast<int>(knob_int("MINIVLLM_DECODE_PERSISTENT_RING").value_or(0));
+  persistent_prefetch_ = knob_flag("MINIVLLM_DECODE_PERSISTENT_PREFETCH");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {
     decode_lane_elems_ = static_cast<int>(*e);
@@ -92,7 +94,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_gemv_one_pairs_ = static_cast<int>(knob_number("MINIVLLM_FP8_GEMV_ONE"));
   fp8_gemv_one_min_codes_ = knob_number("MINIVLLM_FP8_GEMV_ONE_MIN_MB") << 20;
   fp8_gemv_one_x16_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16");
-  fp8_gemv_one_rope_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_ROPE");
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
   fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));

@@ -239,10 +239,6 @@ class CudaBackend : public Backend {
   // rope kernel (false where it does not take them: the caller goes on).
   bool fp8_rope_scales(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& qkv, const RopeStoreEpilogue& epi);
-  // rms_norm_linear_rope_store of one token on an FP8 weight: the one-token W8A8 kernel with the
-  // rope epilogue (MINIVLLM_FP8_GEMV_ONE_ROPE); false where it does not take it.
-  bool fp8_one_rope(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
-                    const Tensor& qkv, const RopeStoreEpilogue& epi);
   // An RMSNorm of the residual (note_next_norm's, or the one whose codes fp8_add_norm left staged).
   struct PendingNorm {
     const void* residual = nullptr;
@@ -308,6 +304,8 @@ class CudaBackend : public Backend {
   bool decode_prefetch_split_ = true;  // MINIVLLM_DECODE_PREFETCH_SPLIT: batch 1's splits into L2 whole
   bool decode_wide_ = true;          // 16-warp decode CTAs at small batch; MINIVLLM_DECODE_WIDE=0: off
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
+  int persistent_ring_ = 0;           // most ring slots of the persistent kernel, 0: its own (MINIVLLM_DECODE_PERSISTENT_RING)
+  bool persistent_prefetch_ = true;   // MINIVLLM_DECODE_PERSISTENT_PREFETCH
   int decode_wide_pairs_ = 1;        // most sequences for wide CTAs of two q heads (MINIVLLM_DECODE_WIDE_PAIRS)
   bool decode_wide_staged_splits_ = true;  // the pairs' bf16 splits staged (MINIVLLM_DECODE_WIDE_STAGED_SPLITS)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
@@ -324,7 +322,6 @@ class CudaBackend : public Backend {
   int fp8_gemv_one_pairs_ = 0;        // MINIVLLM_FP8_GEMV_ONE; 0: one token takes the 16-row kernel too
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
   bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
-  bool fp8_gemv_one_rope_ = false;      // MINIVLLM_FP8_GEMV_ONE_ROPE
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual

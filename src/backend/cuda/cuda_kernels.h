@@ -75,17 +75,6 @@ void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const 
 bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                          int64_t n, int64_t k, int pairs, cudaStream_t stream);
-// Whether the one-token kernels below take this weight and shape (one token, K >= 2,048 of 64s, one
-// scale a row).
-bool gemv_fp8_one_takes(const Fp8Weight& w, int64_t tokens, int64_t k);
-struct RopeArgs;
-// The same W8A8 kernel as the qkv projection with gemv.cu's rope epilogue (launch_gemv_rope): rope.qkv
-// [1, n] = rope(x W^T (+ bias)), k and v also into rope's bf16 cache; CTAs of `pairs` (2 or 4) rotary
-// pairs. False where it declines: as launch_gemv_fp8_one, or q / k norms, an fp8 cache, row_scale set,
-// n not of whole heads.
-bool launch_gemv_fp8_one_rope(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
-                              bool bias_f32, const RopeArgs& rope, int64_t tokens, int64_t n, int64_t k, int pairs,
-                              cudaStream_t stream);
 // The same kernel on bf16 x as it is (W8A16: codes and x into f16 mmas), with no quantizer kernel
 // before it; x 16-byte aligned. False where it declines, as above.
 bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out,

@@ -905,35 +905,11 @@ bool CudaBackend::fp8_rope_scales(const char* op, const NormPrologue& pro, const
   return true;
 }
 
-// One token behind an RMSNorm (MINIVLLM_FP8_GEMV_ONE_ROPE): the normed quantizer's codes, then the
-// one-token W8A8 kernel with the rope epilogue (gemv_rope_store's for bf16 weights): the rope
-// kernel's launch, and its wait on a whole qkv, are gone. Where gemv_rope_takes: no q / k norms, a
-// bf16 cache.
-bool CudaBackend::fp8_one_rope(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
-                               const Tensor& qkv, const RopeStoreEpilogue& epi) {
-  if (!fp8_gemv_one_rope_ || fp8_gemv_one_pairs_ <= 0 || fp8_w8a8_prologue_tokens(pro, weight) != 1) return false;
-  const int64_t n = weight.size(0), k = weight.size(1);
-  const Fp8Weight fw = fp8_weight_view(weight);
-  if (!gemv_fp8_one_takes(fw, 1, k) || !gemv_rope_takes(n, epi)) return false;
-  RopeArgs a = rope_args(qkv, epi.num_q_heads, epi.num_kv_heads, epi.head_dim, nullptr, nullptr, 0.0f, epi.positions,
-                         epi.cos_sin, op);
-  if (a.tokens != 1) return false;
-  rope_cache_args(a, qkv, epi.cache, epi.meta, op);
-  bool bias_f32 = false;
-  if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  fp8_normed_codes(op, pro, 1, k);
-  MINIVLLM_CHECK(launch_gemv_fp8_one_rope(fp8_x_codes_, fp8_x_scales_, fw, bias == nullptr ? nullptr : bias->data(),
-                                          bias_f32, a, 1, n, k, fp8_gemv_one_pairs_ == 4 ? 4 : 2, stream_))
-      << op << ": the one-token rope gemv declined qkv " << qkv.describe();
-  return true;
-}
-
 void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                              const Tensor& qkv, const RopeStoreEpilogue& epi) {
   constexpr const char* kOp = "rms_norm_linear_rope_store";
   if (stored_as_codes(weight)) {
     if (fp8_rope_scales(kOp, pro, weight, bias, qkv, epi)) return;
-    if (fp8_one_rope(kOp, pro, weight, bias, qkv, epi)) return;
     return Backend::rms_norm_linear_rope_store(pro, weight, bias, qkv, epi);
   }
   check_gpu(weight, DType::kBF16, kOp, "weight");

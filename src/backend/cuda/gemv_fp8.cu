@@ -196,12 +196,15 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
 // is converted once per chunk for all of a CTA's row groups. A mma's 16 k slots are a permutation
 // of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns columns 16t + 4j .. + 3 of
 // chunk mma j, so it loads 16 contiguous codes of its weight row and 16 contiguous values of token
-// g's x. Products are exact (e4m3 and bf16 values fit f16 but for x below f16's normal range), sums
-// fp32.
+// g's x, times 2^-4 (the sums times 2^4 at the end, as gemv_fp8_one.cu's kX16): f16's range then
+// holds |x| up to 2^20 (bf16 x past 65,504 went to inf before). Products are exact but for x below
+// 2^-10 (f16's subnormals after the 2^-4), sums fp32.
 // Decoding the codes with integer operations instead of cvt was slower (PERFORMANCE.md).
 constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
+constexpr float kXPre = 1.0f / 16.0f;  // x into f16 times this, the sums times kXPost
+constexpr float kXPost = 16.0f;
 
 struct MmaArgs : OutArgs {
   const __nv_bfloat16* x;  // [M, K]
@@ -221,9 +224,9 @@ __device__ __forceinline__ uint32_t bf16_pair_to_f16x2(float lo, float hi) {
 // and (4q + 2, 4q + 3), rows past the tokens zero.
 __device__ __forceinline__ void x_fragment(const uint32_t (&xw)[8], int q, uint32_t (&a)[4]) {
   const uint32_t x01 = xw[2 * q], x23 = xw[2 * q + 1];
-  a[0] = bf16_pair_to_f16x2(__uint_as_float(x01 << 16), __uint_as_float(x01 & 0xffff0000u));
+  a[0] = bf16_pair_to_f16x2(__uint_as_float(x01 << 16) * kXPre, __uint_as_float(x01 & 0xffff0000u) * kXPre);
   a[1] = 0u;
-  a[2] = bf16_pair_to_f16x2(__uint_as_float(x23 << 16), __uint_as_float(x23 & 0xffff0000u));
+  a[2] = bf16_pair_to_f16x2(__uint_as_float(x23 << 16) * kXPre, __uint_as_float(x23 & 0xffff0000u) * kXPre);
   a[3] = 0u;
 }
 
@@ -333,8 +336,8 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
       acc[j][0] *= __ldg(g.w.grid + soff[j][0]);
       acc[j][1] *= __ldg(g.w.grid + soff[j][1]);
     }
-    partial[warp][j][gi][2 * t] = acc[j][0];  // c[0], c[1]: token gi, rows 2t and 2t + 1
-    partial[warp][j][gi][2 * t + 1] = acc[j][1];
+    partial[warp][j][gi][2 * t] = acc[j][0] * kXPost;  // c[0], c[1]: token gi, rows 2t and 2t + 1
+    partial[warp][j][gi][2 * t + 1] = acc[j][1] * kXPost;
   }
   __syncthreads();
   // Thread (m, r) of the 64 * NG finishes token m's output row row0 + r.

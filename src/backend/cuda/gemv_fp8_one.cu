@@ -26,7 +26,6 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/gemv_fp8.cuh"
-#include "backend/cuda/gemv_rope.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 
@@ -68,12 +67,9 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 }
 
 // One CTA: NP row pairs, U chunks of each slice a step (the first U before the PDL wait: W depends
-// on no kernel); the rows' scales applied at the end. kRope (kStore, the qkv projection): the pairs
-// are qkv's rotary pairs (gemv_rope.cuh's rope_pair_row), rotated and stored, k and v into the
-// cache, as gemv.cu's kRope.
-template <Fp8GemvOut E, int NP, int U, bool kX16, bool kRope = false>
-__global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, const RopeArgs rope) {
-  static_assert(!kRope || (E == Fp8GemvOut::kStore && !kX16), "the rope epilogue stores W8A8 qkv");
+// on no kernel); the rows' scales applied at the end.
+template <Fp8GemvOut E, int NP, int U, bool kX16>
+__global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
   __shared__ float partial[kSlices][2 * NP];  // [slice][pair p's lo, hi]
@@ -82,13 +78,10 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   const int slice = warp * 8 + gi;
   const int64_t n = g.n, k = g.k, chunks = k / kOneChunk;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kOut;
-  // Pair `pair`'s two weight rows: qkv's rotary pair (kRope), gate row `pair` and its up row
-  // (kActMul), or rows 2 pair and 2 pair + 1. Past the end, the last rows: reread, not written.
+  // Pair `pair`'s two weight rows: gate row `pair` and its up row (kActMul), or rows 2 pair and
+  // 2 pair + 1. Past the end, the last rows: reread, not written.
   const auto pair_rows = [&](int64_t pair, int64_t& lo, int64_t& hi) {
-    if constexpr (kRope) {
-      lo = rope_pair_row(rope, pair, 0, n);
-      hi = rope_pair_row(rope, pair, 1, n);
-    } else if constexpr (kGated) {
+    if constexpr (kGated) {
       lo = min(pair, n - 1);
       hi = n + lo;
     } else {
@@ -123,13 +116,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   };
   load_w(0);
   pdl_launch_dependents();
-  // kActMul, kRope: lane p < NP of warp 0 finishes the CTA's pair p; kRope: the pair's position,
-  // cos / sin and slot, uploaded before the graph ran.
+  // kActMul: lane p < NP of warp 0 finishes the CTA's pair p.
   const int64_t out_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
-  RopeLane rl{};
-  if constexpr (kRope) {
-    if (warp == 0 && lane < NP) rl = rope_lane(rope, 0, rope_pair_row(rope, out_pair, 0, n));
-  }
   pdl_wait();
 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
@@ -186,18 +174,13 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   }
   const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
   const auto row_scale = [&](int64_t row) { return __ldg(g.w.grid + row / g.w.block_rows); };
-  if constexpr (kGated || kRope) {
+  if constexpr (kGated) {
     const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
-    if (lane >= NP || out_pair >= (kRope ? n / 2 : n)) return;  // pairs past the end reread the last one
+    if (lane >= NP || out_pair >= n) return;  // pairs past the end reread the last one
     int64_t out_lo, out_hi;
     pair_rows(out_pair, out_lo, out_hi);
-    const float slo = lo * row_scale(out_lo) * xs, shi = hi * row_scale(out_hi) * xs;
-    if constexpr (kRope) {
-      rope_store_pair(rope, g.bias, g.bias_f32, g.out, n, 0, out_lo, slo, shi, rl);
-    } else {
-      finish<E>(g, 0, out_pair, slo, shi);  // out_pair: the gate row, out_hi = n + out_pair
-    }
+    finish<E>(g, 0, out_pair, lo * row_scale(out_lo) * xs, hi * row_scale(out_hi) * xs);  // gate row, up n + it
   } else {
     const int64_t row = row0 + lane;
     if (lane >= kOut || row >= n) return;
@@ -205,16 +188,16 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g, 
   }
 }
 
-template <Fp8GemvOut E, int NP, bool kX16, bool kRope = false>
-void launch_np(const CodesArgs& g, cudaStream_t stream, const RopeArgs& rope = {}) {
+template <Fp8GemvOut E, int NP, bool kX16>
+void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
   if (steps <= 2 || kX16) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kRope>, grid, block, 0, stream, g, rope);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kRope>, grid, block, 0, stream, g, rope);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -248,24 +231,6 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
                          int64_t n, int64_t k, int pairs, cudaStream_t stream) {
   if (!one_takes(w, tokens, k, pairs)) return false;
   launch_epilogue<false>(codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
-  return true;
-}
-
-bool gemv_fp8_one_takes(const Fp8Weight& w, int64_t tokens, int64_t k) { return one_takes(w, tokens, k, 1); }
-
-bool launch_gemv_fp8_one_rope(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
-                              bool bias_f32, const RopeArgs& rope, int64_t tokens, int64_t n, int64_t k, int pairs,
-                              cudaStream_t stream) {
-  if (!one_takes(w, tokens, k, pairs) || !gemv_rope_fits(n, rope.head_dim) || rope.kv_fp8 || rope.q_norm != nullptr ||
-      rope.k_norm != nullptr || rope.row_scale != nullptr) {
-    return false;
-  }
-  const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, rope.qkv, false, Activation::kSilu, n, k, 1);
-  if (pairs == 4) {
-    launch_np<Fp8GemvOut::kStore, 4, false, true>(g, stream, rope);
-  } else {
-    launch_np<Fp8GemvOut::kStore, 2, false, true>(g, stream, rope);
-  }
   return true;
 }
 

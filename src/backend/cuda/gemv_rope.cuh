@@ -1,4 +1,4 @@
-// The decode gemvs' rope epilogue (gemv.cu's kRope, gemv_fp8_one.cu's): a CTA owns rotary pairs of
+// The decode gemv's rope epilogue (gemv.cu's kRope): a CTA owns rotary pairs of
 // qkv's rows, rotates each pair's two sums and stores them, k and v also into the bf16 cache; the
 // rope kernel's launch, wait and round trip through qkv are gone.
 #pragma once
