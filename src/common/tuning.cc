@@ -140,6 +140,10 @@ constexpr Knob kKnobs[] = {
      "one-token FP8 linears on bf16 x (the o and down projections) take the one-token kernel on x as it is "
      "(W8A16: f16 mmas, 4 row pairs a CTA), with no per-token quantizer kernel before them (PERFORMANCE.md, "
      "\"Stop 70\")"},
+    {"MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the same for weights with 128 x 128 scale blocks (Qwen3-*-FP8's o and down): each chunk's product "
+     "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
+     "per-token quantizer"},
     {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "32",
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
      "the smaller ones ran no faster on it (same entry)"},

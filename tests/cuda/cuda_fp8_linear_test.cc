@@ -359,7 +359,8 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
 // The same kernel on bf16 x as it is (MINIVLLM_FP8_GEMV_ONE_X16: f16 mmas, x times 2^-4 into f16, 4
 // row pairs a CTA), where a one-token linear takes bf16 x (store, act_mul and the residual's add here;
 // the engine's o and down projections), against the CPU on the same unquantized x: the shapes above,
-// and x and h of spread 1,000 and 1 / 1,000 (f16's range and its subnormals after the 2^-4).
+// and x and h of spread 1,000 and 1 / 1,000 (f16's range and its subnormals after the 2^-4); then
+// with scale blocks.
 TEST(CudaFp8Linear, OneTokenW8A16GemvMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -368,6 +369,22 @@ TEST(CudaFp8Linear, OneTokenW8A16GemvMatchesCpu) {
     for (float spread : {1.0f, 1000.0f, 0.001f}) {
       check_w8a8_case(b, d, {1}, "w8a16 spread " + std::to_string(spread), rng, true, spread);
     }
+  }
+  // 128 x 128 scale blocks (MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS, on; Qwen3-*-FP8's o and down): the store with
+  // a bias and the residual's add, K of whole blocks and of a half block at the end (2,368), rows
+  // ending inside a block. Against the CPU on x unquantized: the W8A8 gemv it replaces (x in e4m3)
+  // would miss the bound, so passing shows the W8A16 kernel ran.
+  Backends bb = backends_with("MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS", "1");
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1001, 2368}, std::pair<int64_t, int64_t>{4096, 12288},
+                             std::pair<int64_t, int64_t>{200, 2048}}) {
+    const Fp8Case c = make_case(bb, n, k, Grid::kBlock128, rng);
+    check_linear(bb, c, 1, /*bias=*/true, rng);
+    Tensor x = random_values({1, k}, rng), res = random_values({1, n}, rng);
+    Tensor rc = upload_f32(*bb.cpu, res), rg = upload_f32(*bb.gpu, res);
+    Tensor dc = bb.cpu->empty(DType::kF32, {1, n}), dg = bb.gpu->empty(DType::kBF16, {1, n});
+    bb.cpu->linear_add_residual(upload(*bb.cpu, x), c.wc, dc, rc);
+    bb.gpu->linear_add_residual(upload(*bb.gpu, x), c.wg, dg, rg);
+    expect_fp8_close(download(*bb.gpu, rg), download(*bb.cpu, rc), 1, "add_residual, blocks " + c.name);
   }
 }
 

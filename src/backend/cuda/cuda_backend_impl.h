@@ -306,6 +306,7 @@ class CudaBackend : public Backend {
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   int persistent_ring_ = 0;           // most ring slots of the persistent kernel, 0: its own (MINIVLLM_DECODE_PERSISTENT_RING)
   bool persistent_prefetch_ = true;   // MINIVLLM_DECODE_PERSISTENT_PREFETCH
+  bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
   int decode_wide_pairs_ = 1;        // most sequences for wide CTAs of two q heads (MINIVLLM_DECODE_WIDE_PAIRS)
   bool decode_wide_staged_splits_ = true;  // the pairs' bf16 splits staged (MINIVLLM_DECODE_WIDE_STAGED_SPLITS)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off

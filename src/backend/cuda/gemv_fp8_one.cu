@@ -68,8 +68,13 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 
 // One CTA: NP row pairs, U chunks of each slice a step (the first U before the PDL wait: W depends
 // on no kernel); the rows' scales applied at the end.
-template <Fp8GemvOut E, int NP, int U, bool kX16>
+// kBlock (kX16, not gated: the o and down projections of checkpoints with 128 x 128 scale blocks): a
+// CTA's 2 NP rows lie in one block row, and each chunk's product is scaled by its block's scale as
+// it is added: a lane's diagonal sums are its own slice's chunk, so the lane scales by that chunk's
+// block (the other elements of C go unused).
+template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
+  static_assert(!kBlock || (kX16 && E != Fp8GemvOut::kActMul), "block scales: the W8A16 store and add kernels");
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
   __shared__ float partial[kSlices][2 * NP];  // [slice][pair p's lo, hi]
@@ -123,6 +128,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
   const uint8_t* xrow = g.x + 16 * t * kXBytes;
   float acc[NP][4] = {};
+  // kBlock: this CTA's row of scale blocks (its rows share it: block_rows a multiple of 2 NP).
+  const float* block_scales = kBlock ? g.w.grid + (row0 / g.w.block_rows) * g.w.grid_cols : nullptr;
   for (int64_t u0 = 0; u0 < steps; u0 += U) {
     if (u0 != 0) load_w(u0);
     uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first
@@ -140,7 +147,19 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
       // mma.sync wants the whole warp: stop only where every lane's chunk is past the end (the
       // lanes past it multiply zeros).
       if ((u0 + u) * kSlices + warp * 8 >= chunks) break;
-      if constexpr (kX16) {
+      if constexpr (kBlock) {
+        uint32_t xw[8];
+        x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
+        const int64_t c = (u0 + u) * kSlices + slice;
+        const float s = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+          float part[4] = {};
+          mma_chunk_x16(part, wv[u][p][0], wv[u][p][1], xw);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[p][i] = fmaf(part[i], s, acc[p][i]);
+        }
+      } else if constexpr (kX16) {
         uint32_t xw[8];
         x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
 #pragma unroll
@@ -173,7 +192,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     if (lane == v) mine = s;
   }
   const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
-  const auto row_scale = [&](int64_t row) { return __ldg(g.w.grid + row / g.w.block_rows); };
+  // (kBlock: the chunks' scales are in the sums already.)
+  const auto row_scale = [&](int64_t row) { return kBlock ? 1.0f : __ldg(g.w.grid + row / g.w.block_rows); };
   if constexpr (kGated) {
     const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
@@ -188,16 +208,16 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
 }
 
-template <Fp8GemvOut E, int NP, bool kX16>
+template <Fp8GemvOut E, int NP, bool kX16, bool kBlock = false>
 void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
   if (steps <= 2 || kX16) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -236,9 +256,22 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
 
 bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out,
                              bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
-                             cudaStream_t stream) {
-  if (!one_takes(w, tokens, k, pairs)) return false;
-  launch_epilogue<true>(codes_args(x, nullptr, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
+                             cudaStream_t stream, bool blocks) {
+  const CodesArgs g = codes_args(x, nullptr, w, bias, bias_f32, out, out_f32, act, n, k, 1);
+  if (one_takes(w, tokens, k, pairs)) {
+    launch_epilogue<true>(g, e, pairs, stream);
+    return true;
+  }
+  // Scale blocks: whole 64-column chunks a block, block rows holding whole CTAs (four pairs: 8 rows).
+  if (!blocks || tokens != 1 || pairs != 4 || e == Fp8GemvOut::kActMul || k < kSlices * kOneChunk ||
+      k % kOneChunk != 0 || w.block_cols % kOneChunk != 0 || w.block_rows % 8 != 0) {
+    return false;
+  }
+  if (e == Fp8GemvOut::kStore) {
+    launch_np<Fp8GemvOut::kStore, 4, true, true>(g, stream);
+  } else {
+    launch_np<Fp8GemvOut::kAddF32, 4, true, true>(g, stream);
+  }
   return true;
 }
 
