@@ -144,6 +144,10 @@ constexpr Knob kKnobs[] = {
      "the same for weights with 128 x 128 scale blocks (Qwen3-*-FP8's o and down): each chunk's product "
      "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
      "per-token quantizer"},
+    {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below MINIVLLM_FP8_GEMV_ONE_MIN_MB "
+     "(Qwen3-*-FP8's qkv): the bf16 norm, then the one-token W8A16 kernel, instead of the normed quantizer "
+     "and the 16-row W8A8 gemv (PERFORMANCE.md, \"Stop 71\"; per-row weights keep W8A8)"},
     {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "32",
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
      "the smaller ones ran no faster on it (same entry)"},

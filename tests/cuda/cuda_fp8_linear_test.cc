@@ -481,6 +481,35 @@ TEST(CudaFp8Linear, NormedRowQuantizerGivesNormThenQuantizerBytes) {
       << "past 16,384";
 }
 
+// MINIVLLM_FP8_NORMED_X16 (on): one token's rms_norm_linear on a 128 x 128 block-scaled weight below
+// the one-token W8A8 size (Qwen3-*-FP8's qkv) writes the bf16 normed row and runs the one-token W8A16
+// kernel on it: bit for bit rms_norm then linear (which at one token takes that kernel on bf16 x),
+// with a bias, K of whole blocks and of a half block; near the CPU (its normed row is not rounded to
+// bf16).
+TEST(CudaFp8Linear, NormedX16EqualsNormThenLinear) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(88);
+  for (const int64_t k : {4096, 2112}) {
+    const Grid g = Grid::kBlock128;
+    const Fp8Case qkv = make_case(b, 1080, k, g, rng);
+    Tensor res = random_values({1, k}, rng, 3.0f), nw = random_values({k}, rng, 0.2f, 1.0f);
+    Tensor bias = random_values({qkv.n}, rng);
+    const Tensor rg = upload_f32(*b.gpu, res), nwg = upload(*b.gpu, nw), bg = upload(*b.gpu, bias);
+    const Tensor rc = upload_f32(*b.cpu, res), nwc = upload(*b.cpu, nw), bc = upload(*b.cpu, bias);
+    Tensor normed = b.gpu->empty(DType::kBF16, {1, k}), normed_c = b.cpu->empty(DType::kF32, {1, k});
+    Tensor fused = b.gpu->empty(DType::kBF16, {1, qkv.n}), plain = b.gpu->empty(DType::kBF16, {1, qkv.n});
+    Tensor cpu = b.cpu->empty(DType::kF32, {1, qkv.n});
+    b.gpu->fill_bytes(fused, 0xFF);
+    b.gpu->rms_norm_linear({rg, nwg, 1e-6f, normed}, qkv.wg, &bg, fused);
+    b.gpu->rms_norm(rg, nwg, 1e-6f, normed);
+    b.gpu->linear(normed, qkv.wg, &bg, plain);
+    b.cpu->rms_norm_linear({rc, nwc, 1e-6f, normed_c}, qkv.wc, &bc, cpu);
+    EXPECT_EQ(download(*b.gpu, fused), download(*b.gpu, plain)) << qkv.name;
+    expect_close(download(*b.gpu, fused), download(*b.cpu, cpu), 1e-4, 0.1, "normed x16 vs CPU " + qkv.name);
+  }
+}
+
 // Past the gemv, rms_norm_linear and rms_norm_linear_act_mul on per-row FP8 weights make x's codes
 // from the residual (CudaBackend::fp8_normed) instead of writing the normed rows: the outputs are
 // the unfused calls' (rms_norm, then linear or linear_act_mul) bit for bit, and near the CPU's. (One

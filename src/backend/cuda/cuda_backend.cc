@@ -95,6 +95,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_gemv_one_min_codes_ = knob_number("MINIVLLM_FP8_GEMV_ONE_MIN_MB") << 20;
   fp8_gemv_one_x16_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16");
   fp8_gemv_one_x16_blocks_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS");
+  fp8_normed_x16_ = knob_flag("MINIVLLM_FP8_NORMED_X16");
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
   fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));

@@ -307,6 +307,7 @@ class CudaBackend : public Backend {
   int persistent_ring_ = 0;           // most ring slots of the persistent kernel, 0: its own (MINIVLLM_DECODE_PERSISTENT_RING)
   bool persistent_prefetch_ = true;   // MINIVLLM_DECODE_PERSISTENT_PREFETCH
   bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
+  bool fp8_normed_x16_ = true;           // MINIVLLM_FP8_NORMED_X16
   int decode_wide_pairs_ = 1;        // most sequences for wide CTAs of two q heads (MINIVLLM_DECODE_WIDE_PAIRS)
   bool decode_wide_staged_splits_ = true;  // the pairs' bf16 splits staged (MINIVLLM_DECODE_WIDE_STAGED_SPLITS)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
