@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The figures that need two GPUs (nvidia-h200-x2), one part a device call (each well under its 10 minutes):
+# The figures that need two or four GPUs (nvidia-h200-x2, nvidia-h200-x4), one part a device call (each
+# well under its 10 minutes):
 #
 #   tools/gpu_ws2.sh OUTDIR BIN PART
 #
@@ -12,6 +13,12 @@
 #   dense70  issue 45: Llama-3.1-70B at world_size 2, bf16 (70 GB a GPU) and FP8.
 #   moe      issue 48: Qwen3-30B-A3B at world_size 1, 2 and 2 with --enable-expert-parallel (must 1.6x),
 #            and greedy generation at world_size 2.
+#   Four GPUs (issue 51):
+#   70x4-bf16, 70x4-fp8  Llama-3.1-70B at world_size 2 and 4 in one call (the ratios' musts: batch-1
+#            latency 0.6x, workload 1.7x), then greedy generation at world_size 4.
+#   configs4 the published configs (all have heads that divide by 4) at world_sizes 1 and 4.
+#   comm4    the communicator's tests over every visible GPU (CudaComm.*: the one-shot all-reduce and its
+#            NCCL fallback with four peers), then the worker-fault tests on the GPUs at world_size 4.
 # Each bench is tools/gpu_run.sh's models step (`minivllm bench --load-format dummy`: the seeds'
 # workload, then batch-1 decode) under one setting, into OUTDIR/<name>/bench_dummy_<config>.json,
 # with a summary line here. SHARED (default ../shared) holds models/configs.
@@ -65,6 +72,27 @@ case "$part" in
       { echo "generate at world_size 2: failed"; status=1; }
     tail -n 2 "$out/moe_generate_tp2.txt"
     ;;
-  *) echo "gpu_ws2: unknown part $part (configs, dense32, dense70, moe)" >&2; exit 2 ;;
+  70x4-bf16|70x4-fp8)
+    q=$([ "$part" = 70x4-fp8 ] && echo "--quantization fp8" || echo "")
+    for ws in 2 4; do bench "llama-70b_${part#70x4-}_tp$ws" llama-3.1-70b-instruct --tensor-parallel-size "$ws" $q; done
+    d="$out/generate70"; mkdir -p "$d" && cp "$shared/models/configs/llama-3.1-70b-instruct.json" "$d/config.json"
+    timeout 300 "$bin/minivllm" generate --model "$d" --load-format dummy --tensor-parallel-size 4 $q \
+      --prompt-ids '[[1,2,3,4]]' --max-tokens 8 > "$out/70b_generate_tp4.txt" 2>&1 ||
+      { echo "generate at world_size 4: failed"; status=1; }
+    tail -n 2 "$out/70b_generate_tp4.txt"
+    ;;
+  configs4)
+    tools/gpu_configs_check.sh "$out/configs4" "$bin" "$shared/models/configs" \
+      "llama-3.1-8b-instruct qwen3-8b qwen3-32b llama-3.1-70b-instruct qwen3-8b-fp8" 2 "1 4" || status=1
+    ;;
+  comm4)
+    timeout 300 "$bin/test_cuda" --gtest_filter='CudaComm.*' > "$out/comm4.txt" 2>&1 || status=1
+    grep -E "PASSED|FAILED|SKIPPED" "$out/comm4.txt" | tail -n 12
+    # The worker-fault tests on the GPUs at four ranks (tests/tp/tp_faults_test.cc's device and world knobs).
+    MINIVLLM_TP_TEST_DEVICE=cuda MINIVLLM_TP_TEST_WORLD=4 timeout 200 "$bin/test_tp" \
+      --gtest_filter='TensorParallel.*:Signals/*' > "$out/faults4.txt" 2>&1 || status=1
+    grep -E "PASSED|FAILED" "$out/faults4.txt" | tail -n 12
+    ;;
+  *) echo "gpu_ws2: unknown part $part (configs, dense32, dense70, moe, 70x4-bf16, 70x4-fp8, configs4, comm4)" >&2; exit 2 ;;
 esac
 exit $status
