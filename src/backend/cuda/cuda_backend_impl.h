@@ -227,8 +227,6 @@ class CudaBackend : public Backend {
   // tokens (K of 64s up to kE4m3RowMaxCols, scale blocks of whole chunks), and, behind a norm, the
   // normed quantizer then that gemv (false where it does not take them: the caller goes on).
   bool fp8_w8a8_takes(const Tensor& w, int64_t tokens) const;
-  int64_t fp8_w8a8_prologue_tokens(const NormPrologue& pro, const Tensor& weight) const;
-  void fp8_normed_codes(const char* op, const NormPrologue& pro, int64_t tokens, int64_t k);
   bool fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                        const Tensor& out, Fp8Out e, Activation act);
   // The W8A8 gemv on the x codes the caller's quantizer just wrote (fp8_x_codes_), with this backend's knobs.
@@ -306,8 +304,6 @@ class CudaBackend : public Backend {
   bool decode_wide_always_ = false;  // MINIVLLM_DECODE_WIDE=force: at every batch size (tuning, tests)
   int persistent_ring_ = 0;           // most ring slots of the persistent kernel, 0: its own (MINIVLLM_DECODE_PERSISTENT_RING)
   bool persistent_prefetch_ = true;   // MINIVLLM_DECODE_PERSISTENT_PREFETCH
-  bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
-  bool fp8_normed_x16_ = true;           // MINIVLLM_FP8_NORMED_X16
   int decode_wide_pairs_ = 1;        // most sequences for wide CTAs of two q heads (MINIVLLM_DECODE_WIDE_PAIRS)
   bool decode_wide_staged_splits_ = true;  // the pairs' bf16 splits staged (MINIVLLM_DECODE_WIDE_STAGED_SPLITS)
   bool decode_gemm_ = false;         // Hopper only (sm_90a code); MINIVLLM_DECODE_GEMM=0: off
@@ -324,6 +320,8 @@ class CudaBackend : public Backend {
   int fp8_gemv_one_pairs_ = 0;        // MINIVLLM_FP8_GEMV_ONE; 0: one token takes the 16-row kernel too
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
   bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
+  bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
+  bool fp8_normed_x16_ = true;           // MINIVLLM_FP8_NORMED_X16
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual

@@ -146,35 +146,18 @@ bool CudaBackend::fp8_w8a8_takes(const Tensor& w, int64_t tokens) const {
          gemv_fp8_codes_takes(fp8_weight_view(w), k);
 }
 
-// The tokens of an RMSNorm prologue whose codes the W8A8 gemvs of an FP8 weight can take (the fp32
-// residual on the GPU, 16-byte aligned, rows of the weight's K, fp8_w8a8_takes); 0 where they cannot.
-int64_t CudaBackend::fp8_w8a8_prologue_tokens(const NormPrologue& pro, const Tensor& weight) const {
-  if (!is_fp8(weight) || weight.ndim() != 2 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
-      pro.residual.device() != DeviceKind::kCuda || !aligned16(pro.residual)) {
-    return 0;
-  }
-  const int64_t k = weight.size(1);
-  if (k == 0 || pro.residual.size(-1) != k) return 0;
-  const int64_t tokens = pro.residual.numel() / k;
-  return fp8_w8a8_takes(weight, tokens) ? tokens : 0;
-}
-
-// x's codes from the prologue's residual and norm into fp8_x_codes_ / fp8_x_scales_ (the normed
-// quantizer: the bytes rms_norm then the row quantizer give).
-void CudaBackend::fp8_normed_codes(const char* op, const NormPrologue& pro, int64_t tokens, int64_t k) {
-  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
-  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
-                                           fp8_x_codes_, fp8_x_scales_, stream_))
-      << op << ": the normed row quantizer declined K = " << k;
-}
-
-// Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes, then the W8A8 gemv; the
-// normed rows never go to memory.
+// Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes (the bytes rms_norm then
+// the row quantizer give), then the W8A8 gemv; the normed rows never go to memory.
 bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                   const Tensor& out, Fp8Out e, Activation act) {
-  const int64_t tokens = fp8_w8a8_prologue_tokens(pro, weight);
-  if (tokens == 0) return false;
+  if (!is_fp8(weight) || weight.ndim() != 2 || !pro.residual.defined() || pro.residual.dtype() != DType::kF32 ||
+      pro.residual.device() != DeviceKind::kCuda || !aligned16(pro.residual)) {
+    return false;
+  }
   const int64_t k = weight.size(1);
+  if (k == 0 || pro.residual.size(-1) != k) return false;
+  const int64_t tokens = pro.residual.numel() / k;
+  if (!fp8_w8a8_takes(weight, tokens)) return false;
   const int64_t n = e == Fp8Out::kActMul ? weight.size(0) / 2 : weight.size(0);
   const bool out_f32 = out.dtype() == DType::kF32;
   MINIVLLM_CHECK(out.device() == DeviceKind::kCuda && (out_f32 ? e == Fp8Out::kStore : out.dtype() == DType::kBF16) &&
@@ -194,11 +177,14 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
     rms_norm(pro.residual, pro.weight, pro.eps, pro.normed);
     if (launch_gemv_fp8_one_x16(pro.normed.data(), fp8_weight_view(weight), bias == nullptr ? nullptr : bias->data(),
                                 bias_f32, out.data(), out_f32, Fp8GemvOut::kStore, act, 1, n, k, 4, stream_,
-                                fp8_gemv_one_x16_blocks_)) {
+                                /*blocks=*/true)) {
       return true;
     }
   }
-  fp8_normed_codes(op, pro, tokens, k);
+  const bool norm_f32 = check_weight(pro.weight, k, op, "norm_weight");
+  MINIVLLM_CHECK(launch_rms_norm_e4m3_rows(pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, tokens, k,
+                                           fp8_x_codes_, fp8_x_scales_, stream_))
+      << op << ": the normed row quantizer declined K = " << k;
   w8a8_gemv(weight, bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32, gemv_out(e), act, tokens,
             n);
   return true;

@@ -249,7 +249,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         hi += partial[i][m * R + 2 * j + 1];
       }
       // Pairs past the end reread the last pair: only the CTA that owns it writes it.
-      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) rope_store_pair(g.rope, g.bias, g.bias_f32, g.out, n, m, pair_row, lo, hi, rl);
+      if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) {
+        rope_store_pair(g.rope, g.bias, g.bias_f32, g.out, n, m, pair_row, lo, hi, rl);
+      }
     }
     return;
   }

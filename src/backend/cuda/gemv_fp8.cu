@@ -196,15 +196,12 @@ void dispatch(const Args& g, int64_t tokens, cudaStream_t stream) {
 // is converted once per chunk for all of a CTA's row groups. A mma's 16 k slots are a permutation
 // of 16 of the chunk's 64 columns, the same for x and W: lane (g, t) owns columns 16t + 4j .. + 3 of
 // chunk mma j, so it loads 16 contiguous codes of its weight row and 16 contiguous values of token
-// g's x, times 2^-4 (the sums times 2^4 at the end, as gemv_fp8_one.cu's kX16): f16's range then
-// holds |x| up to 2^20 (bf16 x past 65,504 went to inf before). Products are exact but for x below
-// 2^-10 (f16's subnormals after the 2^-4), sums fp32.
+// g's x, times kX16Pre (gemv_fp8.cuh: bf16 x past 65,504 would be inf in f16 unscaled). Products are
+// exact but for x below 2^-10 (f16's subnormals after the scaling), sums fp32.
 // Decoding the codes with integer operations instead of cvt was slower (PERFORMANCE.md).
 constexpr int kMmaWarps = 8;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kChunk = 64;  // columns a warp takes per step: 4 mmas of k16
-constexpr float kXPre = 1.0f / 16.0f;  // x into f16 times this, the sums times kXPost
-constexpr float kXPost = 16.0f;
 
 struct MmaArgs : OutArgs {
   const __nv_bfloat16* x;  // [M, K]
@@ -214,19 +211,13 @@ struct MmaArgs : OutArgs {
   bool consecutive;  // a warp's chunks of a step are consecutive (MINIVLLM_FP8_GEMV_CONSECUTIVE)
 };
 
-// Two bf16 (the high halves of lo and hi, or their low halves) as f16x2.
-__device__ __forceinline__ uint32_t bf16_pair_to_f16x2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 // mma q's A operand from this lane's 16 bf16 values of x (eight 32-bit words): k pairs (4q, 4q + 1)
 // and (4q + 2, 4q + 3), rows past the tokens zero.
 __device__ __forceinline__ void x_fragment(const uint32_t (&xw)[8], int q, uint32_t (&a)[4]) {
   const uint32_t x01 = xw[2 * q], x23 = xw[2 * q + 1];
-  a[0] = bf16_pair_to_f16x2(__uint_as_float(x01 << 16) * kXPre, __uint_as_float(x01 & 0xffff0000u) * kXPre);
+  a[0] = bf16x2_to_f16x2_pre(x01);
   a[1] = 0u;
-  a[2] = bf16_pair_to_f16x2(__uint_as_float(x23 << 16) * kXPre, __uint_as_float(x23 & 0xffff0000u) * kXPre);
+  a[2] = bf16x2_to_f16x2_pre(x23);
   a[3] = 0u;
 }
 
@@ -336,8 +327,8 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_mma_kernel(MmaArgs g) {
       acc[j][0] *= __ldg(g.w.grid + soff[j][0]);
       acc[j][1] *= __ldg(g.w.grid + soff[j][1]);
     }
-    partial[warp][j][gi][2 * t] = acc[j][0] * kXPost;  // c[0], c[1]: token gi, rows 2t and 2t + 1
-    partial[warp][j][gi][2 * t + 1] = acc[j][1] * kXPost;
+    partial[warp][j][gi][2 * t] = acc[j][0] * kX16Post;  // c[0], c[1]: token gi, rows 2t and 2t + 1
+    partial[warp][j][gi][2 * t + 1] = acc[j][1] * kX16Post;
   }
   __syncthreads();
   // Thread (m, r) of the 64 * NG finishes token m's output row row0 + r.
@@ -492,7 +483,7 @@ int codes_ctas_per_sm() {
 // MINIVLLM_FP8_W8A8_BLOCK_GATED_64 (on; 0: the grid's choice): the gated kernel on 128 x 128 blocks
 // at 64 bytes a lane.
 bool env_block_gated_64() {
-  static const bool on = knob_switch("MINIVLLM_FP8_W8A8_BLOCK_GATED_64").value_or(true);
+  static const bool on = knob_flag("MINIVLLM_FP8_W8A8_BLOCK_GATED_64");
   return on;
 }
 

@@ -1,5 +1,5 @@
-// Pieces the FP8 decode gemvs share (gemv_fp8.cu, gemv_fp8_one.cu): the output epilogue and the
-// W8A8 tensor-core step on 64-column chunks.
+// Pieces the FP8 decode gemvs share (gemv_fp8.cu, gemv_fp8_one.cu): the output epilogue, the W8A8
+// tensor-core step on 64-column chunks, and bf16 x into the W8A16 kernels' f16 operands.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,6 +14,17 @@
 
 namespace minivllm::cuda {
 namespace {
+
+// The W8A16 kernels take bf16 x into f16 times kX16Pre and their sums times kX16Post: f16's range
+// then holds |x| up to 2^20 (65,504 unscaled), and x keeps f16's 11 bits down to 2^-10.
+constexpr float kX16Pre = 1.0f / 16.0f;
+constexpr float kX16Post = 16.0f;
+
+// Two bf16 values (one 32-bit word, the first in the low half) as f16x2, times kX16Pre.
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2_pre(uint32_t w) {
+  const __half2 h = __floats2half2_rn(__uint_as_float(w << 16) * kX16Pre, __uint_as_float(w & 0xffff0000u) * kX16Pre);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
 
 // The output fields every kernel's arguments share (finish reads them).
 struct OutArgs {

@@ -36,22 +36,16 @@ constexpr int kOneWarps = 4;
 constexpr int kOneThreads = kOneWarps * 32;
 constexpr int kSlices = kOneWarps * 8;  // one per lane group; also one per lane of the final warp
 constexpr int kOneChunk = 64;           // columns of one mma_chunk
-constexpr float kX16Pre = 1.0f / 16.0f;  // kX16: x into f16 times this, the sums times 16
-constexpr float kX16Post = 16.0f;
 
 // Chunks a slice holds at K (the loop's steps of one chunk).
 __host__ __device__ constexpr int64_t slice_chunks(int64_t k) { return (k / kOneChunk + kSlices - 1) / kSlices; }
 
 // kX16: a lane's 16 bf16 values of x (two 16-byte loads) as 8 f16x2 words, values 2i and 2i + 1 in
-// word i, times kX16Pre.
+// word i, times kX16Pre (gemv_fp8.cuh).
 __device__ __forceinline__ void x16_words(const uint4& a, const uint4& b, uint32_t (&w)[8]) {
   const uint32_t in[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const __half2 h = __floats2half2_rn(__uint_as_float(in[i] << 16) * kX16Pre,
-                                        __uint_as_float(in[i] & 0xffff0000u) * kX16Pre);
-    w[i] = *reinterpret_cast<const uint32_t*>(&h);
-  }
+  for (int i = 0; i < 8; ++i) w[i] = bf16x2_to_f16x2_pre(in[i]);
 }
 
 // kX16: rows lo and hi's 16 codes against this lane's 16 values of x, as four m16n8k16 mmas: mma q
@@ -147,23 +141,23 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
       // mma.sync wants the whole warp: stop only where every lane's chunk is past the end (the
       // lanes past it multiply zeros).
       if ((u0 + u) * kSlices + warp * 8 >= chunks) break;
-      if constexpr (kBlock) {
+      if constexpr (kX16) {
         uint32_t xw[8];
         x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
-        const int64_t c = (u0 + u) * kSlices + slice;
-        const float s = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
+        if constexpr (kBlock) {
+          const int64_t c = (u0 + u) * kSlices + slice;
+          const float s = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
 #pragma unroll
-        for (int p = 0; p < NP; ++p) {
-          float part[4] = {};
-          mma_chunk_x16(part, wv[u][p][0], wv[u][p][1], xw);
+          for (int p = 0; p < NP; ++p) {
+            float part[4] = {};
+            mma_chunk_x16(part, wv[u][p][0], wv[u][p][1], xw);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[p][i] = fmaf(part[i], s, acc[p][i]);
+            for (int i = 0; i < 4; ++i) acc[p][i] = fmaf(part[i], s, acc[p][i]);
+          }
+        } else {
+#pragma unroll
+          for (int p = 0; p < NP; ++p) mma_chunk_x16(acc[p], wv[u][p][0], wv[u][p][1], xw);
         }
-      } else if constexpr (kX16) {
-        uint32_t xw[8];
-        x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
-#pragma unroll
-        for (int p = 0; p < NP; ++p) mma_chunk_x16(acc[p], wv[u][p][0], wv[u][p][1], xw);
       } else {
 #pragma unroll
         for (int p = 0; p < NP; ++p) mma_chunk(acc[p], wv[u][p][0], wv[u][p][1], xv[u][0]);
@@ -214,10 +208,12 @@ void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
-  if (steps <= 2 || kX16) {
+  if constexpr (kX16) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
+  } else if (steps <= 2) {
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -240,8 +236,14 @@ void launch_epilogue(const CodesArgs& g, Fp8GemvOut e, int pairs, cudaStream_t s
   }
 }
 
+// One token, K of at least a chunk a slice, in whole chunks.
+bool one_shape(int64_t tokens, int64_t k, int pairs) {
+  return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0;
+}
+
+// ... with one scale a row.
 bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
-  return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0 && w.block_cols >= k;
+  return one_shape(tokens, k, pairs) && w.block_cols >= k;
 }
 
 }  // namespace
@@ -262,9 +264,9 @@ bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias
     launch_epilogue<true>(g, e, pairs, stream);
     return true;
   }
-  // Scale blocks: whole 64-column chunks a block, block rows holding whole CTAs (four pairs: 8 rows).
-  if (!blocks || tokens != 1 || pairs != 4 || e == Fp8GemvOut::kActMul || k < kSlices * kOneChunk ||
-      k % kOneChunk != 0 || w.block_cols % kOneChunk != 0 || w.block_rows % 8 != 0) {
+  // Scale blocks: whole chunks a block, block rows holding whole CTAs (four pairs: 8 rows).
+  if (!blocks || !one_shape(tokens, k, pairs) || pairs != 4 || e == Fp8GemvOut::kActMul ||
+      w.block_cols % kOneChunk != 0 || w.block_rows % (2 * pairs) != 0) {
     return false;
   }
   if (e == Fp8GemvOut::kStore) {
