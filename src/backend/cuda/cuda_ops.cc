@@ -168,8 +168,8 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
   // One token's store on scale blocks below the one-token W8A8 kernel's size (Qwen3-*-FP8's qkv
   // projection), MINIVLLM_FP8_NORMED_X16: the bf16 norm into pro.normed, then the W8A16 kernel on it,
-  // instead of the normed quantizer and the 16-row W8A8 gemv (+1.6%; per-row weights lost 1.5%:
-  // PERFORMANCE.md, "Stop 71").
+  // instead of the normed quantizer and the 16-row W8A8 gemv (faster on blocks, slower on per-row
+  // weights: PERFORMANCE.md, "Stop 71").
   if (tokens == 1 && fp8_normed_x16_ && fp8_gemv_one_x16_ && fp8_gemv_one_x16_blocks_ && e == Fp8Out::kStore &&
       weight.scales()->block_cols < k && weight.numel() < fp8_gemv_one_min_codes_ && pro.normed.defined() &&
       pro.normed.device() == DeviceKind::kCuda && pro.normed.dtype() == DType::kBF16 && pro.normed.numel() == k &&
