@@ -16,7 +16,8 @@
 #   Four GPUs (issue 51):
 #   70x4-bf16, 70x4-fp8  Llama-3.1-70B at world_size 2 and 4 in one call (the ratios' musts: batch-1
 #            latency 0.6x, workload 1.7x), then greedy generation at world_size 4.
-#   configs4 the published configs (all have heads that divide by 4) at world_sizes 1 and 4.
+#   configs4 the published configs (all have heads that divide by 4) at world_sizes 1 and 4, then graph
+#            replay against eager at world_size 4 (MINIVLLM_CONFIGS4 picks the configs).
 #   comm4    the communicator's tests over every visible GPU (CudaComm.*: the one-shot all-reduce and its
 #            NCCL fallback with four peers), then the worker-fault tests on the GPUs at world_size 4.
 # Each bench is tools/gpu_run.sh's models step (`minivllm bench --load-format dummy`: the seeds'
@@ -82,8 +83,17 @@ case "$part" in
     tail -n 2 "$out/70b_generate_tp4.txt"
     ;;
   configs4)
-    tools/gpu_configs_check.sh "$out/configs4" "$bin" "$shared/models/configs" \
-      "llama-3.1-8b-instruct qwen3-8b qwen3-32b llama-3.1-70b-instruct qwen3-8b-fp8" 2 "1 4" || status=1
+    # MINIVLLM_CONFIGS4 picks the configs (one call holds about three of them). Then graph replay
+    # against eager at world_size 4 on each one's checkpoint (teacher_forced_check generate).
+    c4="${MINIVLLM_CONFIGS4:-llama-3.1-70b-instruct qwen3-32b qwen3-8b-fp8 llama-3.1-8b-instruct qwen3-8b}"
+    tools/gpu_configs_check.sh "$out/configs4" "$bin" "$shared/models/configs" "$c4" 2 "1 4" || status=1
+    for c in $c4; do
+      d="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/configs/$c-l2"
+      timeout 200 "$bin/teacher_forced_check" generate --model "$d/model" --prompts "$d/reference.json" \
+        --tensor-parallel-size 4 --out "$out/configs4/generate_${c}_tp4.json" > "$out/configs4/generate_${c}_tp4.log" 2>&1 ||
+        status=1
+      echo "$c tp4: $(tail -n 1 "$out/configs4/generate_${c}_tp4.log")"
+    done
     ;;
   comm4)
     timeout 300 "$bin/test_cuda" --gtest_filter='CudaComm.*' > "$out/comm4.txt" 2>&1 || status=1

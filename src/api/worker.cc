@@ -6,8 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,7 @@
 #include "common/check.h"
 #include "common/host_profile.h"
 #include "common/tuning.h"
+#include "runtime/backend_select.h"
 #include "runtime/model_runner.h"
 #include "runtime/runner_config_json.h"
 #include "runtime/shm_channel.h"
@@ -48,6 +52,32 @@ void maybe_inject_fault(int rank, const std::string& method) {
   if (f && *f == std::to_string(rank) + ":" + method) std::abort();
 }
 
+// Rank 0 aborts the channel when a peer dies or it gives up on the group. A worker inside the
+// communicator (its init waiting for a rank that will never join, a collective waiting for a dead
+// peer) reads no channel, so this thread carries the abort to this process's communicator: the
+// worker then fails and leaves at once instead of rank 0 killing it after its grace period.
+class AbortRelay {
+ public:
+  AbortRelay(const ShmChannel& channel, BackendKind backend, std::string bootstrap)
+      : thread_([this, &channel, backend, bootstrap = std::move(bootstrap)] {
+          while (!stop_.load()) {
+            if (channel.aborted()) {
+              abort_comm_bootstrap(backend, bootstrap, "rank 0 aborted the tensor-parallel group");
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }) {}
+  ~AbortRelay() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 int worker_main(int argc, char** argv) {
@@ -74,6 +104,7 @@ int worker_main(int argc, char** argv) {
   auto alive = [parent] { return getppid() == parent; };
   ModelSource source;
   std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<AbortRelay> relay;  // declared after the runner: it stops before the runner goes
   std::string method, payload;
   try {
     for (;;) {
@@ -92,10 +123,11 @@ int worker_main(int argc, char** argv) {
       if (method == "init") {
         const nlohmann::json init = nlohmann::json::parse(payload);
         const RunnerConfig cfg = runner_config_from_json(init.at("config"));
+        const std::string bootstrap = init.at("bootstrap").get<std::string>();
+        relay = std::make_unique<AbortRelay>(channel, resolve_backend_kind(cfg.backend), bootstrap);
         source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true,
                             WeightLoad{cfg.load_format, cfg.dummy_seed});
-        runner = std::make_unique<ModelRunner>(cfg, source.config, *source.weights, rank,
-                                               init.at("bootstrap").get<std::string>());
+        runner = std::make_unique<ModelRunner>(cfg, source.config, *source.weights, rank, bootstrap);
       } else if (method == "launch") {
         MINIVLLM_CHECK(runner != nullptr) << "'launch' before 'init'";
         const StepInput in = [&] {
