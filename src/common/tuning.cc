@@ -192,6 +192,8 @@ constexpr Knob kKnobs[] = {
      "1: NCCL for every all-reduce, no one-shot NVLink all-reduce"},
     {"MINIVLLM_CUSTOM_AR_MAX_BYTES", G::kTuning, K::kInt, "a multiple of 16", 16, int64_t{1} << 30,
      "8 MiB at world_size 2, else 512 KiB", "largest all-reduce the one-shot kernel takes; NCCL above"},
+    {"MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", G::kTuning, K::kInt, "a multiple of 16", 0, int64_t{1} << 30, "0",
+     "largest all-reduce the Lamport kernel's two-shot form takes past the one-shot limit; NCCL above"},
     {"MINIVLLM_CUSTOM_AR_LAMPORT", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the one-shot all-reduce flags data with Lamport sentinels instead of barriers"},
     {"MINIVLLM_CUSTOM_AR_PULL", G::kTuning, K::kSwitch, "", 0, 0, "0",

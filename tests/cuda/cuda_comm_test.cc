@@ -394,10 +394,13 @@ TEST(CudaComm, CollectivesThreads) {
 // and with bf16 partial sums (an fp32 residual either way), on the push, pull and Lamport kernels.
 TEST(CudaComm, AllReduceSumIntoEqualsUnfused) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  for (const char* kernel_name : {"push", "pull", "lamport"}) {
+  for (const char* kernel_name : {"push", "pull", "lamport", "two-shot"}) {
     const std::string k = kernel_name;
     ScopedEnv pull_env("MINIVLLM_CUSTOM_AR_PULL", k == "pull" ? "1" : "0");
-    ScopedEnv lamport_env("MINIVLLM_CUSTOM_AR_LAMPORT", k == "lamport" ? "1" : "0");
+    ScopedEnv lamport_env("MINIVLLM_CUSTOM_AR_LAMPORT", k == "lamport" || k == "two-shot" ? "1" : "0");
+    // two-shot: every size here past the one-shot limit.
+    ScopedEnv one_shot_env("MINIVLLM_CUSTOM_AR_MAX_BYTES", k == "two-shot" ? "16" : nullptr);
+    ScopedEnv two_shot_env("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", k == "two-shot" ? "16777216" : nullptr);
     expect_no_errors(run_ranks(2, [kernel_name](int rank, Backend& b, Communicator& c) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
         for (int64_t n : {int64_t{1024}, int64_t{5 * 4096 + 8}, int64_t{262144}, int64_t{1 << 21}}) {
@@ -552,8 +555,9 @@ TEST(CudaComm, AbortWakesPendingCall) {
 // limit, every tenth one through NCCL), in place on distinct slices, no host sync between them.
 // The values are small integers, so every sum is exact: a block reading a stale half or a wrong
 // epoch's data shows.
-void all_reduce_stress() {
-  ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", "524288");
+void all_reduce_stress(const char* one_shot_max = "524288", const char* two_shot_max = nullptr) {
+  ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", one_shot_max);
+  ScopedEnv two_shot("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", two_shot_max);
   const int world = std::min(cuda_device_count(), 8);
   expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {
     std::mt19937 rng(99);  // the same sizes on every rank
@@ -598,6 +602,24 @@ void all_reduce_stress() {
 TEST(CudaComm, AllReduceStressThreads) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   all_reduce_stress();
+}
+
+// The Lamport kernel's two-shot form between 64 and 512 KiB: the random sizes take one-shot (up to
+// 64 KiB), two-shot and NCCL calls in turn, so each call empties what a call of the other form
+// filled.
+TEST(CudaComm, AllReduceStressThreadsTwoShot) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  all_reduce_stress("65536", "524288");
+}
+
+// The collectives' script with every sum past 4 KB on the two-shot form (up to 16 MiB: the
+// graph's 10 MB all-reduce too).
+TEST(CudaComm, CollectivesThreadsTwoShot) {
+  MINIVLLM_SKIP_WITHOUT_2_GPUS();
+  ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", "4096");
+  ScopedEnv two_shot("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", "16777216");
+  const int world = std::min(cuda_device_count(), 8);
+  expect_no_errors(run_ranks(world, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
 // The same on the flag kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0), which all-gathers always take.
@@ -765,16 +787,18 @@ CallTimes time_calls(Backend& b, Communicator& c, const std::function<void()>& c
 
 // Time per bf16 all-reduce, the one-shot Lamport (default) and flag kernels vs NCCL: graphs of 50
 // calls (median of 7 replays) and 50 eager calls (the host's enqueue cost included). Not pass/fail.
-// The one-shot rows take every size (the limit raised to 32 MiB: where should the default be?).
+// The one-shot rows take every size (the limit raised to 32 MiB: where should the default be?), the
+// two-shot row every size past 16 bytes.
 // MINIVLLM_COMM_BENCH_WORLD ranks (default 2; 4 on a four-GPU machine).
 TEST(CudaCommBench, AllReduce) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();
   const char* w = std::getenv("MINIVLLM_COMM_BENCH_WORLD");
   const int world = std::min(w != nullptr ? std::atoi(w) : 2, cuda_device_count());
   std::printf("all_reduce bench at world_size %d\n", world);
-  const char* names[] = {"one-shot Lamport", "one-shot flag", "NCCL only"};
-  ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", "33554432");
-  for (int mode : {0, 1, 2}) {
+  const char* names[] = {"one-shot Lamport", "one-shot flag", "NCCL only", "two-shot Lamport"};
+  for (int mode : {0, 3, 1, 2}) {
+    ScopedEnv limit("MINIVLLM_CUSTOM_AR_MAX_BYTES", mode == 3 ? "16" : "33554432");
+    ScopedEnv two_shot("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", mode == 3 ? "33554432" : nullptr);
     ScopedEnv env("MINIVLLM_NO_CUSTOM_AR", mode == 2 ? "1" : nullptr);
     ScopedEnv flag("MINIVLLM_CUSTOM_AR_LAMPORT", mode == 1 ? "0" : nullptr);
     expect_no_errors(run_ranks(world, [&](int rank, Backend& b, Communicator& c) {

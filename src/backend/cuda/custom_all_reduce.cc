@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -46,6 +47,11 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
     MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << *n << " must be a multiple of 16";
     max_bytes = static_cast<size_t>(*n);
   }
+  size_t two_shot_bytes = 0;
+  if (const std::optional<int64_t> n = knob_int("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES")) {
+    MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES=" << *n << " must be a multiple of 16";
+    two_shot_bytes = static_cast<size_t>(*n);
+  }
 
   // Scratch for the agreements and the all-gather.
   int32_t* scratch = nullptr;
@@ -68,13 +74,17 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   const int tile_kb = static_cast<int>(knob_number("MINIVLLM_AR_TILE_KB"));
   // Every choice is agreed: ranks on different kernels (or Lamport tiles: a block's buffer turns
   // follow its calls) would wait for each other forever.
-  const std::vector<int32_t> first = min_over_ranks(
-      {wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0, tile_kb, stamped ? 1 : 0});
+  const std::vector<int32_t> first =
+      min_over_ranks({wanted ? 1 : 0, static_cast<int32_t>(max_bytes / 16), lamport ? 1 : 0, push ? 1 : 0, tile_kb,
+                      stamped ? 1 : 0, static_cast<int32_t>(two_shot_bytes / 16)});
   if (first[0] != 1) return nullptr;
-  max_bytes = static_cast<size_t>(first[1]) * 16;
+  const size_t one_shot_max = static_cast<size_t>(first[1]) * 16;
+  // Two-shot is a Lamport form: with the flag kernel every sum stays one-shot.
+  max_bytes = first[2] == 1 ? std::max(one_shot_max, static_cast<size_t>(first[6]) * 16) : one_shot_max;
 
   std::unique_ptr<CustomAllReduce> ar(new CustomAllReduce(rank, world, device, stream));
   ar->max_bytes_ = max_bytes;
+  ar->one_shot_max_ = one_shot_max;
   ar->push_ = first[3] == 1;  // pull (=1) on any rank pulls on all
   ar->lamport_ = first[2] == 1;
   ar->lamport_tile_kb_ = first[4];
@@ -209,6 +219,7 @@ void CustomAllReduce::all_reduce_sum(const Tensor& t, float* accumulate) {
   a.accumulate = accumulate;
   a.bf16 = t.dtype() == DType::kBF16;
   a.lamport = lamport_;
+  a.two_shot = lamport_ && t.nbytes() > one_shot_max_;
   launch_custom_all_reduce(a, stream_);
 }
 
@@ -218,7 +229,7 @@ bool CustomAllReduce::all_reduce_sum_norm(const Tensor& t, const Tensor& accumul
   // power of two: whole warps of a tile, and the width whose unfused rms_norm sums in the same
   // order), an fp32 residual and a bf16 output of t's shape. Otherwise the caller norms.
   const int64_t h = norm_weight.numel();
-  if (!lamport_ || !handles(t) || t.dtype() != DType::kBF16 || accumulator.dtype() != DType::kF32 ||
+  if (!lamport_ || !handles(t) || t.nbytes() > one_shot_max_ || t.dtype() != DType::kBF16 || accumulator.dtype() != DType::kF32 ||
       accumulator.numel() != t.numel() || normed.dtype() != DType::kBF16 || normed.numel() != t.numel() ||
       h < 256 || h > 2048 || (h & (h - 1)) != 0 || t.numel() % h != 0 ||
       reinterpret_cast<uintptr_t>(normed.data()) % 16 != 0 ||
@@ -246,7 +257,7 @@ bool CustomAllReduce::stamped_gather(const Tensor& in) const {
 bool CustomAllReduce::handles_gather(const Tensor& in, const Tensor& out) const {
   if (out.nbytes() != world_ * in.nbytes()) return false;
   if (stamped_gather(in)) return reinterpret_cast<uintptr_t>(out.data()) % 4 == 0;
-  return in.nbytes() <= max_bytes_ && in.nbytes() % 16 == 0 && reinterpret_cast<uintptr_t>(in.data()) % 16 == 0 &&
+  return in.nbytes() <= one_shot_max_ && in.nbytes() % 16 == 0 && reinterpret_cast<uintptr_t>(in.data()) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(out.data()) % 16 == 0;
 }
 

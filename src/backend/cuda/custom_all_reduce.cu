@@ -110,6 +110,25 @@ __device__ __forceinline__ void add_bf16x8_to_f32(float* accumulate, int64_t off
   x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
 }
 
+// One summed vector s at byte offset `off`: written in place, or added into `accumulate`.
+__device__ __forceinline__ void store_sum(const CustomAllReduceArgs& a, char* data, int64_t off, const uint4& s) {
+  if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
+    float updated[8];
+    add_bf16x8_to_f32(a.accumulate, off, s, updated);
+  } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
+    float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
+    const float4 f = *reinterpret_cast<const float4*>(&s);
+    float4 acc = *r;
+    acc.x += f.x;
+    acc.y += f.y;
+    acc.z += f.z;
+    acc.w += f.w;
+    *r = acc;
+  } else {
+    *reinterpret_cast<uint4*>(data + off) = s;
+  }
+}
+
 // The tile's sums (v[k][q]: rank q's vectors k), in rank order, written in place or added into
 // `accumulate`.
 template <int V = kVecs, int T = kThreads>
@@ -119,22 +138,7 @@ __device__ __forceinline__ void sum_tile(const CustomAllReduceArgs& a, int64_t t
   for (int k = 0; k < V; ++k) {
     const int64_t off = vec_offset<V, T>(t, k);
     if (off >= a.bytes) continue;
-    const uint4 s = sum_vectors(v[k], a.world, a.bf16);
-    if (a.accumulate != nullptr && a.bf16) {  // f32 residual + the bf16-rounded sum, 8 floats
-      float updated[8];
-      add_bf16x8_to_f32(a.accumulate, off, s, updated);
-    } else if (a.accumulate != nullptr) {  // residual + sum: the unfused add's result, bit for bit
-      float4* r = reinterpret_cast<float4*>(reinterpret_cast<char*>(a.accumulate) + off);
-      const float4 f = *reinterpret_cast<const float4*>(&s);
-      float4 acc = *r;
-      acc.x += f.x;
-      acc.y += f.y;
-      acc.z += f.z;
-      acc.w += f.w;
-      *r = acc;
-    } else {
-      *reinterpret_cast<uint4*>(data + off) = s;
-    }
+    store_sum(a, data, off, sum_vectors(v[k], a.world, a.bf16));
   }
 }
 
@@ -246,6 +250,18 @@ __global__ void __launch_bounds__(kThreads) custom_all_reduce_kernel(const __gri
 // whose every word it saw arrive then. A peer writes into a buffer again only two calls later,
 // after it saw this rank's data of the call in between, which this rank sent after the emptying
 // (kernel order).
+//
+// Two-shot (a.two_shot; messages past the one-shot limit at more than two ranks): block b's tiles
+// belong to rank b % world, their owner. A non-owner pushes its tiles into slot `rank` of the
+// owner's buffer and waits for the sums in slot `owner` of its own; the owner waits for the other
+// ranks' tiles, sums them in rank order, cleans the sum (so every rank keeps the same bits) and
+// pushes it into slot `owner` of every peer. Each rank then sends 2 (world - 1) / world of the
+// message instead of world - 1 times it. At one offset a rank uses slots q != rank (its own tiles)
+// or the owner's (the others'), never both, so the buffers are the one-shot kernel's. The same
+// turn argument holds: a peer writes a rank's buffer again two calls later only after that rank's
+// data of the call in between (the owner's sums need every rank's tiles; a non-owner's tiles reach
+// an owner that waited for them). lamport_prev holds -bytes after a two-shot call, so that the
+// emptying knows which slots the call filled.
 constexpr uint32_t kEmpty = 0x80008000u;
 
 // Blocks of the Lamport kernel at T threads a block: one per SM for 512 (its registers), two for 256.
@@ -314,7 +330,73 @@ __device__ __forceinline__ void sum_tile_norm(const CustomAllReduceArgs& a, int6
   __syncthreads();  // s_warp is the next tile's
 }
 
+// The two-shot body (see above) of block blockIdx.x, whose tiles `owner` sums; `now` is this
+// call's buffer. A peer that died leaves the spins through the abort flag (the output is garbage).
 template <int T, int V>
+__device__ __forceinline__ void lamport_two_shot(const CustomAllReduceArgs& a, int owner, int64_t now) {
+  constexpr int64_t kTile = int64_t{T} * 16 * V;
+  constexpr int kBlocks = lamport_max_blocks(T);
+  const int64_t ntiles = (a.bytes + kTile - 1) / kTile;
+  char* data = static_cast<char*>(a.data);
+  const char* mine = static_cast<const char*>(a.buffers[a.rank]) + now;
+  if (owner != a.rank) {
+    char* dst = nullptr;  // the owner's buffer, picked by unrolled compares (no indexed copy of the params)
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (q == owner) dst = static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes;
+    }
+    for (int64_t t = blockIdx.x; t < ntiles; t += kBlocks) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t off = vec_offset<V, T>(t, k);
+        if (off < a.bytes) *reinterpret_cast<uint4*>(dst + off) = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+      }
+    }
+    for (int64_t t = blockIdx.x; t < ntiles; t += kBlocks) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t off = vec_offset<V, T>(t, k);
+        if (off >= a.bytes) continue;
+        const char* src = mine + owner * a.slot_bytes + off;
+        uint4 got;
+        if (!spin_until([&] { return lamport_arrived(got = ld_volatile16(src)); }, a.abort_flag)) return;
+        store_sum(a, data, off, got);
+      }
+    }
+    return;
+  }
+  for (int64_t t = blockIdx.x; t < ntiles; t += kBlocks) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t off = vec_offset<V, T>(t, k);
+      if (off >= a.bytes) continue;
+      uint4 v[kMaxRanks];
+      bool aborted = false;  // a flag, not a return inside the loop: the loop must unroll (v in registers)
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q >= a.world) continue;
+        if (q == a.rank) {
+          v[q] = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+          continue;
+        }
+        const char* src = mine + q * a.slot_bytes + off;
+        uint4& got = v[q];
+        if (!spin_until([&] { return lamport_arrived(got = ld_volatile16(src)); }, a.abort_flag)) aborted = true;
+      }
+      if (aborted) return;
+      const uint4 sum = lamport_clean(sum_vectors(v, a.world, a.bf16), a.bf16);
+#pragma unroll
+      for (int q = 0; q < kMaxRanks; ++q) {
+        if (q < a.world && q != a.rank) {
+          *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = sum;
+        }
+      }
+      store_sum(a, data, off, sum);
+    }
+  }
+}
+
+template <int T, int V, bool kTwoShot>
 __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_constant__ CustomAllReduceArgs a) {
   constexpr int64_t kTile = int64_t{T} * 16 * V;
   constexpr int kBlocks = lamport_max_blocks(T);
@@ -333,7 +415,11 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   //    this kernel has ended, since nothing between the two lets a successor start early (this
   //    kernel never calls pdl_launch_dependents), and no peer writes this buffer before the next
   //    call (see above).
-  const int64_t last_bytes = a.lamport_prev[b];
+  //    After a two-shot call, only the slots it filled: the other ranks' (owner) or the owner's.
+  const int owner = b % a.world;
+  const int64_t prev = a.lamport_prev[b];
+  const bool prev_two_shot = prev < 0;
+  const int64_t last_bytes = prev_two_shot ? -prev : prev;
   const uint4 empty = make_uint4(kEmpty, kEmpty, kEmpty, kEmpty);
   for (int64_t t = b; t * kTile < last_bytes; t += kBlocks) {
 #pragma unroll
@@ -342,7 +428,9 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
       if (off >= last_bytes) continue;
 #pragma unroll
       for (int q = 0; q < kMaxRanks; ++q) {
-        if (q < a.world && q != a.rank) *reinterpret_cast<uint4*>(mine + last + q * a.slot_bytes + off) = empty;
+        if (q < a.world && q != a.rank && (!prev_two_shot || owner == a.rank || q == owner)) {
+          *reinterpret_cast<uint4*>(mine + last + q * a.slot_bytes + off) = empty;
+        }
       }
     }
   }
@@ -350,61 +438,65 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (a.normed_out != nullptr) load_weight8(a.norm_weight, a.norm_w_f32, (tid * 8) & (a.row_elems - 1), w);
   pdl_wait();  // `data` is the GEMM's output, and the kernels before may still read normed_out
-  // 2. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
-  for (int64_t t = b; t < ntiles; t += kBlocks) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t off = vec_offset<V, T>(t, k);
-      if (off >= a.bytes) continue;
-      const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q) {
-        if (q < a.world && q != a.rank) {
-          *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
+  if constexpr (kTwoShot) {
+    lamport_two_shot<T, V>(a, owner, now);
+  } else {
+    // 2. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
+    for (int64_t t = b; t < ntiles; t += kBlocks) {
+  #pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t off = vec_offset<V, T>(t, k);
+        if (off >= a.bytes) continue;
+        const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+  #pragma unroll
+        for (int q = 0; q < kMaxRanks; ++q) {
+          if (q < a.world && q != a.rank) {
+            *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
+          }
         }
       }
     }
-  }
-  // 3. Wait for each peer's words, then sum in rank order as the flag kernel does. An abort is
-  //    made block-wide before the sums (as in the build that ran on the H100s, where a fused norm
-  //    synchronised the block).
-  __shared__ int s_aborted;
-  if (tid == 0) s_aborted = 0;
-  __syncthreads();
-  bool aborted = false;
-  for (int64_t t = b; t < ntiles; t += kBlocks) {
-    uint4 v[V][kMaxRanks];
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t off = vec_offset<V, T>(t, k);
-      if (off >= a.bytes) continue;
-#pragma unroll
-      for (int q = 0; q < kMaxRanks; ++q) {
-        if (q >= a.world) continue;
-        if (q == a.rank) {
-          v[k][q] = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
-          continue;
-        }
-        const char* src = mine + now + q * a.slot_bytes + off;
-        uint4& got = v[k][q];
-        if (!spin_until([&] { return lamport_arrived(got = ld_volatile16(src)); }, a.abort_flag)) aborted = true;
-      }
-    }
-    if (aborted) s_aborted = 1;
+    // 3. Wait for each peer's words, then sum in rank order as the flag kernel does. An abort is
+    //    made block-wide before the sums (as in the build that ran on the H100s, where a fused norm
+    //    synchronised the block).
+    __shared__ int s_aborted;
+    if (tid == 0) s_aborted = 0;
     __syncthreads();
-    if (s_aborted) break;
-    if (a.normed_out != nullptr) {
-      sum_tile_norm<V, T>(a, t, v, w);
-    } else {
-      sum_tile<V, T>(a, t, v);
+    bool aborted = false;
+    for (int64_t t = b; t < ntiles; t += kBlocks) {
+      uint4 v[V][kMaxRanks];
+  #pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t off = vec_offset<V, T>(t, k);
+        if (off >= a.bytes) continue;
+  #pragma unroll
+        for (int q = 0; q < kMaxRanks; ++q) {
+          if (q >= a.world) continue;
+          if (q == a.rank) {
+            v[k][q] = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+            continue;
+          }
+          const char* src = mine + now + q * a.slot_bytes + off;
+          uint4& got = v[k][q];
+          if (!spin_until([&] { return lamport_arrived(got = ld_volatile16(src)); }, a.abort_flag)) aborted = true;
+        }
+      }
+      if (aborted) s_aborted = 1;
+      __syncthreads();
+      if (s_aborted) break;
+      if (a.normed_out != nullptr) {
+        sum_tile_norm<V, T>(a, t, v, w);
+      } else {
+        sum_tile<V, T>(a, t, v);
+      }
     }
-  }
+  }  // one-shot
   // Every thread of the block read the counters before; the next call of this block comes after
   // the kernel ends.
   __syncthreads();
   if (tid == 0) {
     a.lamport_epochs[b] = epoch;
-    a.lamport_prev[b] = a.bytes;
+    a.lamport_prev[b] = kTwoShot ? -a.bytes : a.bytes;
   }
 }
 
@@ -498,7 +590,11 @@ void launch_lamport(const CustomAllReduceArgs& args, cudaStream_t stream) {
   const int64_t ntiles = (args.bytes + kTile - 1) / kTile;
   const int blocks = static_cast<int>(ntiles < lamport_max_blocks(T) ? ntiles : lamport_max_blocks(T));
   if (blocks == 0) return;
-  launch_collective(lamport_all_reduce_kernel<T, V>, blocks, T, args, stream);
+  if (args.two_shot) {
+    launch_collective(lamport_all_reduce_kernel<T, V, true>, blocks, T, args, stream);
+  } else {
+    launch_collective(lamport_all_reduce_kernel<T, V, false>, blocks, T, args, stream);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // then reads what a ring would move, so one-shot loses nothing on bandwidth and saves NCCL's
 // latency and its non-blocking launch cost), 512 KiB for more ranks (each reads world - 1 peers'
 // messages); MINIVLLM_CUSTOM_AR_MAX_BYTES overrides it (the smallest value over the ranks wins).
+// Past it, up to MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES, the Lamport kernel's two-shot form: each rank
+// sums 1/world of the message and sends the sum to the others (custom_all_reduce.cu), so a rank
+// sends 2 (world - 1) / world of the message, as NCCL's ring does, in one kernel.
 //
 // Set-up (collective, inside the NcclCommunicator constructor, through NCCL): every rank allocates
 // one buffer (two halves of world slots of max_bytes, then per-block flags), exports it with
@@ -83,9 +86,11 @@ class CustomAllReduce {
   CustomAllReduce(const CustomAllReduce&) = delete;
   CustomAllReduce& operator=(const CustomAllReduce&) = delete;
 
-  // f32 or bf16, at most max_bytes(), a multiple of 16 bytes, 16-byte aligned.
+  // f32 or bf16, at most max_bytes(), a multiple of 16 bytes, 16-byte aligned. Past
+  // one_shot_max_bytes() the Lamport kernel's two-shot form sums it.
   bool handles(const Tensor& t) const;
   size_t max_bytes() const { return max_bytes_; }
+  size_t one_shot_max_bytes() const { return one_shot_max_; }
   // t = sum over ranks of t, in place, one kernel on the stream. With `accumulate` (f32, t's
   // element count): instead accumulate[i] += that sum (t bf16: the sum rounded to bf16 first, as
   // the unfused all-reduce then add would), t unchanged (the row-parallel linear's residual add).
@@ -119,7 +124,8 @@ class CustomAllReduce {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   bool leak_ = false;
-  size_t max_bytes_ = 0;                   // one rank's slot of a half
+  size_t max_bytes_ = 0;                   // one rank's slot of a half: the largest sum taken
+  size_t one_shot_max_ = 0;                // the largest one-shot sum (and gather); two-shot above
   bool push_ = true;                       // MINIVLLM_CUSTOM_AR_PULL=1: the pull kernel
   bool lamport_ = true;                    // sums by the Lamport kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0 on any rank: not)
   int lamport_tile_kb_ = kDefaultLamportTileKb;
@@ -149,6 +155,7 @@ struct CustomAllReduceArgs {
   int64_t slot_bytes;  // max_bytes: rank q's tiles at q * slot_bytes of a half (push)
   bool push;           // push into the peers' slots (else each rank's own slot 0 is pulled)
   bool lamport;        // sums through the Lamport kernel (three sentinel-filled buffers, no flags)
+  bool two_shot;       // the Lamport kernel's two-shot form (past the one-shot limit, no norm)
   int lamport_tile_kb;  // its tile: 16, 8 or 4 KB (the same for every call of a communicator)
   uint32_t* lamport_epochs;  // kLamportMaxBlocks counters of the Lamport kernel's calls
   int64_t* lamport_prev;     // per block: the bytes of its last Lamport call (emptied in the next)
