@@ -4,10 +4,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>

@@ -42,16 +42,15 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   // Every rank inherits rank 0's environment: a bad value stops all of them here, before the
   // agreements below.
   const bool wanted = !knob_flag("MINIVLLM_NO_CUSTOM_AR") && world <= kMaxRanks;
-  size_t max_bytes = world == 2 ? size_t{8} << 20 : size_t{512} << 10;
-  if (const std::optional<int64_t> n = knob_int("MINIVLLM_CUSTOM_AR_MAX_BYTES")) {
-    MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_MAX_BYTES=" << *n << " must be a multiple of 16";
-    max_bytes = static_cast<size_t>(*n);
-  }
-  size_t two_shot_bytes = 0;
-  if (const std::optional<int64_t> n = knob_int("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES")) {
-    MINIVLLM_CHECK(*n % 16 == 0) << "MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES=" << *n << " must be a multiple of 16";
-    two_shot_bytes = static_cast<size_t>(*n);
-  }
+  // A byte limit knob (whole 16-byte vectors), or `fallback` when unset.
+  auto bytes_knob = [](const char* name, size_t fallback) {
+    const std::optional<int64_t> n = knob_int(name);
+    if (!n) return fallback;
+    MINIVLLM_CHECK(*n % 16 == 0) << name << "=" << *n << " must be a multiple of 16";
+    return static_cast<size_t>(*n);
+  };
+  size_t max_bytes = bytes_knob("MINIVLLM_CUSTOM_AR_MAX_BYTES", world == 2 ? size_t{8} << 20 : size_t{512} << 10);
+  const size_t two_shot_bytes = bytes_knob("MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES", 0);
 
   // Scratch for the agreements and the all-gather.
   int32_t* scratch = nullptr;
@@ -229,9 +228,9 @@ bool CustomAllReduce::all_reduce_sum_norm(const Tensor& t, const Tensor& accumul
   // power of two: whole warps of a tile, and the width whose unfused rms_norm sums in the same
   // order), an fp32 residual and a bf16 output of t's shape. Otherwise the caller norms.
   const int64_t h = norm_weight.numel();
-  if (!lamport_ || !handles(t) || t.nbytes() > one_shot_max_ || t.dtype() != DType::kBF16 || accumulator.dtype() != DType::kF32 ||
-      accumulator.numel() != t.numel() || normed.dtype() != DType::kBF16 || normed.numel() != t.numel() ||
-      h < 256 || h > 2048 || (h & (h - 1)) != 0 || t.numel() % h != 0 ||
+  if (!lamport_ || !handles(t) || t.nbytes() > one_shot_max_ || t.dtype() != DType::kBF16 ||
+      accumulator.dtype() != DType::kF32 || accumulator.numel() != t.numel() || normed.dtype() != DType::kBF16 ||
+      normed.numel() != t.numel() || h < 256 || h > 2048 || (h & (h - 1)) != 0 || t.numel() % h != 0 ||
       reinterpret_cast<uintptr_t>(normed.data()) % 16 != 0 ||
       (norm_weight.dtype() != DType::kBF16 && norm_weight.dtype() != DType::kF32)) {
     return false;

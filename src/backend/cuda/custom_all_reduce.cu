@@ -349,7 +349,9 @@ __device__ __forceinline__ void lamport_two_shot(const CustomAllReduceArgs& a, i
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         const int64_t off = vec_offset<V, T>(t, k);
-        if (off < a.bytes) *reinterpret_cast<uint4*>(dst + off) = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+        if (off < a.bytes) {
+          *reinterpret_cast<uint4*>(dst + off) = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
+        }
       }
     }
     for (int64_t t = blockIdx.x; t < ntiles; t += kBlocks) {
@@ -443,12 +445,12 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   } else {
     // 2. Push this block's tiles, cleaned, into slot `rank` of every peer's buffer.
     for (int64_t t = b; t < ntiles; t += kBlocks) {
-  #pragma unroll
+#pragma unroll
       for (int k = 0; k < V; ++k) {
         const int64_t off = vec_offset<V, T>(t, k);
         if (off >= a.bytes) continue;
         const uint4 v = lamport_clean(*reinterpret_cast<const uint4*>(data + off), a.bf16);
-  #pragma unroll
+#pragma unroll
         for (int q = 0; q < kMaxRanks; ++q) {
           if (q < a.world && q != a.rank) {
             *reinterpret_cast<uint4*>(static_cast<char*>(a.buffers[q]) + now + a.rank * a.slot_bytes + off) = v;
@@ -465,11 +467,11 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
     bool aborted = false;
     for (int64_t t = b; t < ntiles; t += kBlocks) {
       uint4 v[V][kMaxRanks];
-  #pragma unroll
+#pragma unroll
       for (int k = 0; k < V; ++k) {
         const int64_t off = vec_offset<V, T>(t, k);
         if (off >= a.bytes) continue;
-  #pragma unroll
+#pragma unroll
         for (int q = 0; q < kMaxRanks; ++q) {
           if (q >= a.world) continue;
           if (q == a.rank) {
