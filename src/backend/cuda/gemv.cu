@@ -10,6 +10,7 @@
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
 // reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
 #include "backend/cuda/attention_shapes.h"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -194,6 +195,16 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
     if (threadIdx.x < M * (R / 2)) rl = rope_lane(g.rope, rope_m, pair_row);
   }
   pdl_wait();
+  // kAddF32: the epilogue thread's residual value, copied into shared memory now (cp.async: no
+  // register held over the products), so that no load stands on the tail (PERFORMANCE.md, "Stop 73").
+  __shared__ float residual[E == Epilogue::kAddF32 ? M * kRowsOut : 1];
+  if constexpr (E == Epilogue::kAddF32) {
+    if (threadIdx.x < M * kRowsOut && row0 + threadIdx.x % kRowsOut < n) {
+      cp_async4(residual + threadIdx.x,
+                static_cast<const float*>(g.out) + (threadIdx.x / kRowsOut) * n + row0 + threadIdx.x % kRowsOut);
+      cp_async_commit();
+    }
+  }
 
   float acc[P];
 #pragma unroll
@@ -271,7 +282,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         s += load_weight(g.bias, g.bias_f32, row);
       }
       if constexpr (E == Epilogue::kAddF32) {
-        static_cast<float*>(g.out)[m * n + row] += s;  // this CTA owns the element: no race
+        cp_async_wait<0>();  // (this thread's own copy)
+        static_cast<float*>(g.out)[m * n + row] = residual[threadIdx.x] + s;  // this CTA owns the element
       } else if (g.out_f32) {
         static_cast<float*>(g.out)[m * n + row] = s;
       } else {

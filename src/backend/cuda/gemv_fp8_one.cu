@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -118,6 +119,18 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   // kActMul: lane p < NP of warp 0 finishes the CTA's pair p.
   const int64_t out_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
   pdl_wait();
+  // kAddF32: lane v < kOut of warp 0 adds into row row0 + v. Its residual value is copied into
+  // shared memory now (cp.async: no register held over the products), so that no load stands on
+  // the kernel's tail after them (PERFORMANCE.md, "Stop 73"; scale blocks keep the load on the
+  // tail, where the early copy measured slower).
+  constexpr bool kEarlyResidual = E == Fp8GemvOut::kAddF32 && !kBlock;
+  __shared__ float residual[kEarlyResidual ? kOut : 1];
+  if constexpr (kEarlyResidual) {
+    if (warp == 0 && lane < kOut && row0 + lane < n) {
+      cp_async4(residual + lane, static_cast<const float*>(g.out) + row0 + lane);
+      cp_async_commit();
+    }
+  }
 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
   const uint8_t* xrow = g.x + 16 * t * kXBytes;
@@ -198,7 +211,14 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   } else {
     const int64_t row = row0 + lane;
     if (lane >= kOut || row >= n) return;
-    finish<E>(g, 0, row, mine * row_scale(row) * xs, 0.0f);
+    if constexpr (kEarlyResidual) {
+      float v = mine * row_scale(row) * xs;
+      if (g.bias != nullptr) v += load_weight(g.bias, g.bias_f32, row);
+      cp_async_wait<0>();  // (this lane's own copy)
+      static_cast<float*>(g.out)[row] = residual[lane] + v;  // this CTA owns the element: no race
+    } else {
+      finish<E>(g, 0, row, mine * row_scale(row) * xs, 0.0f);
+    }
   }
 }
 

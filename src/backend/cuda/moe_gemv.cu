@@ -107,6 +107,13 @@ __global__ void __launch_bounds__(kDownThreads)
   const int chunks = static_cast<int>(a.inter / 8);
   pdl_launch_dependents();
   pdl_wait();  // act is the gate/up gemv's output; out is read and written
+  // Thread r < kDownRows's value of out, loaded now, not on the tail (PERFORMANCE.md, "Stop 73").
+  float base = 0.0f;
+  if (threadIdx.x < kDownRows && row0 + threadIdx.x < a.hidden) {
+    const int64_t o = t * a.hidden + row0 + threadIdx.x;
+    base = a.out_f32 ? static_cast<const float*>(a.out)[o]
+                     : __bfloat162float(static_cast<const __nv_bfloat16*>(a.out)[o]);
+  }
   float acc[kDownRows] = {};
   for (int j = warp; j < a.k; j += kDownWarps) {
     const int e = a.ids[t * a.k + j] - a.first_expert;
@@ -149,10 +156,9 @@ __global__ void __launch_bounds__(kDownThreads)
 #pragma unroll
   for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
   if (a.out_f32) {
-    static_cast<float*>(a.out)[t * a.hidden + row] += sum;
+    static_cast<float*>(a.out)[t * a.hidden + row] = base + sum;
   } else {
-    __nv_bfloat16* o = static_cast<__nv_bfloat16*>(a.out) + t * a.hidden + row;
-    *o = __float2bfloat16(__bfloat162float(*o) + sum);
+    static_cast<__nv_bfloat16*>(a.out)[t * a.hidden + row] = __float2bfloat16(base + sum);
   }
 }
 
