@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -410,7 +411,23 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
   const auto load_w = [&](int64_t c0) { load_row_pair<U>(wv, wlo, whi, c0, chunks); };
   load_w(first);
   pdl_launch_dependents();
+  // The tail's scales copied into shared memory now (cp.async: no register held over the products),
+  // so that no load stands on the tail (PERFORMANCE.md, "Stop 73"), with one scale a row: thread r <
+  // kOut the row scales of output row row0 + r ([0]; kActMul: [0] its gate row, [1] its up row),
+  // before the wait; thread m < tokens x's scale of token m, after it.
+  __shared__ float tail_rs[kOut][2];
+  __shared__ float tail_xs[8];
+  if (kRowScale && threadIdx.x < kOut) {
+    const int64_t r = min(row0 + threadIdx.x, n - 1);
+    cp_async4(&tail_rs[threadIdx.x][0], g.w.grid + (r / g.w.block_rows) * g.w.grid_cols);
+    if (kGated) cp_async4(&tail_rs[threadIdx.x][1], g.w.grid + ((n + r) / g.w.block_rows) * g.w.grid_cols);
+    cp_async_commit();
+  }
   pdl_wait();
+  if (kRowScale && threadIdx.x < g.tokens) {  // (scale blocks load it on the tail: 6 registers fewer)
+    cp_async4(&tail_xs[threadIdx.x], g.x_scale + threadIdx.x);
+    cp_async_commit();
+  }
 
   const bool has_token = gi < g.tokens;
   const uint8_t* xrow = g.x + static_cast<int64_t>(has_token ? gi : 0) * k + 16 * t;
@@ -441,18 +458,13 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
       }
     }
   }
-  if constexpr (kRowScale) {
-    const float a = __ldg(slo), b = __ldg(shi);
-    acc[0] *= a;
-    acc[1] *= a;
-    acc[2] *= b;
-    acc[3] *= b;
-  }
-  // c[0], c[1]: mma row g, tokens 2t and 2t + 1; c[2], c[3]: row g + 8.
+  // c[0], c[1]: mma row g, tokens 2t and 2t + 1; c[2], c[3]: row g + 8. (kRowScale: the rows' scales
+  // at the tail.)
   partial[warp][gi][2 * t] = acc[0];
   partial[warp][gi][2 * t + 1] = acc[1];
   partial[warp][gi + 8][2 * t] = acc[2];
   partial[warp][gi + 8][2 * t + 1] = acc[3];
+  cp_async_wait<0>();  // this thread's copies, before the barrier shows them to the others
   __syncthreads();
   // Thread (m, r) finishes token m's output row row0 + r (kActMul: gate mma row r, up mma row r + 8).
   if (threadIdx.x >= 8 * kOut) return;
@@ -465,7 +477,11 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
     s += partial[w][r][m];
     if constexpr (kGated) up += partial[w][r + 8][m];
   }
-  const float xs = __ldg(g.x_scale + m);
+  const float xs = kRowScale ? tail_xs[m] : __ldg(g.x_scale + m);
+  if constexpr (kRowScale) {
+    s *= tail_rs[r][0];
+    if constexpr (kGated) up *= tail_rs[r][1];
+  }
   finish<E>(g, m, row, s * xs, up * xs);
 }
 

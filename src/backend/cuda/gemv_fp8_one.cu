@@ -118,7 +118,30 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   pdl_launch_dependents();
   // kActMul: lane p < NP of warp 0 finishes the CTA's pair p.
   const int64_t out_pair = static_cast<int64_t>(blockIdx.x) * NP + lane;
+  // The tail's row scales (one a row: not kBlock), and after the wait x's scale (W8A8), copied into
+  // shared memory by warp 0 now (cp.async: no register held over the products), so that no load
+  // stands on the kernel's tail (PERFORMANCE.md, "Stop 73"). kActMul: [p] pair p's gate row, [NP +
+  // p] its up row; else [v] row row0 + v.
+  __shared__ float tail_scale[2 * NP];
+  __shared__ float tail_x_scale;
+  if (!kBlock && warp == 0) {
+    if constexpr (kGated) {
+      if (lane < NP) {
+        int64_t lo, hi;
+        pair_rows(out_pair, lo, hi);
+        cp_async4(tail_scale + lane, g.w.grid + lo / g.w.block_rows);
+        cp_async4(tail_scale + NP + lane, g.w.grid + hi / g.w.block_rows);
+      }
+    } else if (lane < kOut) {
+      cp_async4(tail_scale + lane, g.w.grid + min(row0 + lane, n - 1) / g.w.block_rows);
+    }
+    cp_async_commit();
+  }
   pdl_wait();
+  if (!kX16 && warp == 0 && lane == 0) {
+    cp_async4(&tail_x_scale, g.x_scale);
+    cp_async_commit();
+  }
   // kAddF32: lane v < kOut of warp 0 adds into row row0 + v. Its residual value is copied into
   // shared memory now (cp.async: no register held over the products), so that no load stands on
   // the kernel's tail after them (PERFORMANCE.md, "Stop 73"; scale blocks keep the load on the
@@ -198,26 +221,25 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == v) mine = s;
   }
-  const float xs = kX16 ? kX16Post : __ldg(g.x_scale);
+  cp_async_wait<0>();  // the tail's scales and residual values (warp 0's copies)
+  __syncwarp();
+  const float xs = kX16 ? kX16Post : tail_x_scale;
   // (kBlock: the chunks' scales are in the sums already.)
-  const auto row_scale = [&](int64_t row) { return kBlock ? 1.0f : __ldg(g.w.grid + row / g.w.block_rows); };
+  const auto row_scale = [&](int i) { return kBlock ? 1.0f : tail_scale[i]; };
   if constexpr (kGated) {
     const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
     if (lane >= NP || out_pair >= n) return;  // pairs past the end reread the last one
-    int64_t out_lo, out_hi;
-    pair_rows(out_pair, out_lo, out_hi);
-    finish<E>(g, 0, out_pair, lo * row_scale(out_lo) * xs, hi * row_scale(out_hi) * xs);  // gate row, up n + it
+    finish<E>(g, 0, out_pair, lo * row_scale(lane) * xs, hi * row_scale(NP + lane) * xs);  // gate row, up n + it
   } else {
     const int64_t row = row0 + lane;
     if (lane >= kOut || row >= n) return;
     if constexpr (kEarlyResidual) {
-      float v = mine * row_scale(row) * xs;
+      float v = mine * row_scale(lane) * xs;
       if (g.bias != nullptr) v += load_weight(g.bias, g.bias_f32, row);
-      cp_async_wait<0>();  // (this lane's own copy)
       static_cast<float*>(g.out)[row] = residual[lane] + v;  // this CTA owns the element: no race
     } else {
-      finish<E>(g, 0, row, mine * row_scale(row) * xs, 0.0f);
+      finish<E>(g, 0, row, mine * row_scale(lane) * xs, 0.0f);
     }
   }
 }
