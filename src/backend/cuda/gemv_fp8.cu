@@ -435,10 +435,16 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
   for (int64_t c0 = first; c0 < chunks; c0 += step) {
     if (c0 != first) load_w(c0);
     uint4 xv[U];  // x (a few KB, from L1), all of the step's first: one round trip, not U
+    float sa[kRowScale ? 1 : U], sb[kRowScale ? 1 : U];  // scale blocks: the chunks' scales, with x
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + u;
       xv[u] = c < chunks && has_token ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kChunk)) : make_uint4(0, 0, 0, 0);
+      if constexpr (!kRowScale) {
+        const int kb = static_cast<int>(min(c, chunks - 1)) / chunks_per_block;
+        sa[u] = __ldg(slo + kb);
+        sb[u] = __ldg(shi + kb);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -449,8 +455,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
       } else {
         float part[4] = {};
         mma_chunk(part, wv[u][0], wv[u][1], xv[u]);
-        const int kb = static_cast<int>(c) / chunks_per_block;
-        const float a = __ldg(slo + kb), b = __ldg(shi + kb);
+        const float a = sa[u], b = sb[u];
         acc[0] = fmaf(part[0], a, acc[0]);
         acc[1] = fmaf(part[1], a, acc[1]);
         acc[2] = fmaf(part[2], b, acc[2]);

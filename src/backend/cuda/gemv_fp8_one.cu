@@ -163,6 +163,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   for (int64_t u0 = 0; u0 < steps; u0 += U) {
     if (u0 != 0) load_w(u0);
     uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first
+    float bs[U];           // kBlock: the chunks' block scales, loaded with x, not where they are used
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = (u0 + u) * kSlices + slice;
@@ -171,6 +172,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         xv[u][i] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kOneChunk * kXBytes) + i)
                               : make_uint4(0, 0, 0, 0);
       }
+      if constexpr (kBlock) bs[u] = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -181,8 +183,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         uint32_t xw[8];
         x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
         if constexpr (kBlock) {
-          const int64_t c = (u0 + u) * kSlices + slice;
-          const float s = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
+          const float s = bs[u];
 #pragma unroll
           for (int p = 0; p < NP; ++p) {
             float part[4] = {};
