@@ -145,12 +145,12 @@ constexpr Knob kKnobs[] = {
      "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
      "per-token quantizer"},
     {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below MINIVLLM_FP8_GEMV_ONE_MIN_MB "
+     "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below 32 MB of codes "
      "(Qwen3-*-FP8's qkv): the bf16 norm, then the one-token W8A16 kernel, instead of the normed quantizer "
      "and the 16-row W8A8 gemv (PERFORMANCE.md, \"Stop 71\"; per-row weights keep W8A8)"},
-    {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "32",
-     "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE); "
-     "the smaller ones ran no faster on it (same entry)"},
+    {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "16",
+     "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE): the "
+     "8B models' qkv too since its tail loads went (PERFORMANCE.md, \"Stop 73\"; 32 before)"},
     {"MINIVLLM_FP8_QUANTIZE_WIDE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "decode batches' per-token e4m3 row quantizer (the o and down projections' x, where the one-token kernel "
      "does not take it in bf16) runs 512 threads a row, not 128 (PERFORMANCE.md, \"Stop 70\")"},

@@ -146,6 +146,10 @@ bool CudaBackend::fp8_w8a8_takes(const Tensor& w, int64_t tokens) const {
          gemv_fp8_codes_takes(fp8_weight_view(w), k);
 }
 
+// MINIVLLM_FP8_NORMED_X16 takes block-scaled weights below this many codes (Qwen3-*-FP8's qkv, 25 MB;
+// measured there: PERFORMANCE.md, "Stop 71").
+constexpr int64_t kNormedX16MaxCodes = int64_t{32} << 20;
+
 // Behind an RMSNorm at gemv batches: the normed quantizer writes x's codes (the bytes rms_norm then
 // the row quantizer give), then the W8A8 gemv; the normed rows never go to memory.
 bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
@@ -171,7 +175,7 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
   // instead of the normed quantizer and the 16-row W8A8 gemv (faster on blocks, slower on per-row
   // weights: PERFORMANCE.md, "Stop 71").
   if (tokens == 1 && fp8_normed_x16_ && fp8_gemv_one_x16_ && fp8_gemv_one_x16_blocks_ && e == Fp8Out::kStore &&
-      weight.scales()->block_cols < k && weight.numel() < fp8_gemv_one_min_codes_ && pro.normed.defined() &&
+      weight.scales()->block_cols < k && weight.numel() < kNormedX16MaxCodes && pro.normed.defined() &&
       pro.normed.device() == DeviceKind::kCuda && pro.normed.dtype() == DType::kBF16 && pro.normed.numel() == k &&
       aligned16(pro.normed)) {
     rms_norm(pro.residual, pro.weight, pro.eps, pro.normed);
