@@ -20,6 +20,9 @@
 #            replay against eager at world_size 4 (MINIVLLM_CONFIGS4 picks the configs).
 #   comm4    the communicator's tests over every visible GPU (CudaComm.*: the one-shot all-reduce and its
 #            NCCL fallback with four peers), then the worker-fault tests on the GPUs at world_size 4.
+#   ar4      the all-reduce bench at four ranks (one-shot, two-shot, NCCL), then Llama-3.1-70B's seeds'
+#            workload at world_size 4, bf16 and FP8, with and without the two-shot all-reduce from 8 MiB
+#            (MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES, off by default: unmeasured at four GPUs), interleaved.
 # Each bench is tools/gpu_run.sh's models step (`minivllm bench --load-format dummy`: the seeds'
 # workload, then batch-1 decode) under one setting, into OUTDIR/<name>/bench_dummy_<config>.json,
 # with a summary line here. SHARED (default ../shared) holds models/configs.
@@ -103,6 +106,18 @@ case "$part" in
       --gtest_filter='TensorParallel.*:Signals/*' > "$out/faults4.txt" 2>&1 || status=1
     grep -E "PASSED|FAILED" "$out/faults4.txt" | tail -n 12
     ;;
-  *) echo "gpu_ws2: unknown part $part (configs, dense32, dense70, moe, 70x4-bf16, 70x4-fp8, configs4, comm4)" >&2; exit 2 ;;
+  ar4)
+    MINIVLLM_COMM_BENCH_WORLD=4 timeout 120 "$bin/test_cuda" --gtest_filter='CudaCommBench.AllReduce' \
+      > "$out/ar4_bench.txt" 2>&1 || status=1
+    grep -vE "^\[ *(RUN|==|--)" "$out/ar4_bench.txt" | tail -n 20
+    export MINIVLLM_WORKER="$bin/minivllm-worker"  # (as gpu_run.sh does)
+    d="$out/model70"; mkdir -p "$d" && cp "$shared/models/configs/llama-3.1-70b-instruct.json" "$d/config.json"
+    for q in "" "--quantization fp8"; do
+      tools/bench_ab.sh --bin "$bin/minivllm" --model "$d" --rounds 1 \
+        --args "--load-format dummy --tensor-parallel-size 4 --decode-tokens 0 $q" \
+        base two_shot_8m:MINIVLLM_CUSTOM_AR_TWO_SHOT_BYTES=8388608 || status=1
+    done
+    ;;
+  *) echo "gpu_ws2: unknown part $part (configs, dense32, dense70, moe, 70x4-bf16, 70x4-fp8, configs4, comm4, ar4)" >&2; exit 2 ;;
 esac
 exit $status
