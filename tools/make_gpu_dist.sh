@@ -12,8 +12,12 @@
 # against) may be copied into OUT_DIR first and go in the same archive.
 set -euo pipefail
 build="${1:?build dir}"; out="${2:?output dir}"; archive="${3:-}"
-rm -rf "$out"; mkdir -p "$out/lib"
-for b in minivllm minivllm-worker test_cuda test_golden test_tp teacher_forced_check; do
+bins="minivllm minivllm-worker test_cuda test_golden test_tp teacher_forced_check"
+# This build's binaries and libraries replace any earlier ones; other files already in OUT_DIR (a
+# second build's binary to compare against) stay and go into the archive.
+mkdir -p "$out"; rm -rf "$out/lib"; mkdir -p "$out/lib"
+for b in $bins; do rm -f "$out/$b"; done
+for b in $bins; do
   f=$(find "$build" -maxdepth 3 -type f -name "$b" | head -n 1)
   [ -n "$f" ] && cp "$f" "$out/"
 done
