@@ -150,7 +150,7 @@ constexpr Knob kKnobs[] = {
      "and the 16-row W8A8 gemv (PERFORMANCE.md, \"Stop 71\"; per-row weights keep W8A8)"},
     {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "16",
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE): the "
-     "8B models' qkv too since its tail loads went (PERFORMANCE.md, \"Stop 73\"; 32 before)"},
+     "8B models' qkv too (PERFORMANCE.md, \"Stop 73\")"},
     {"MINIVLLM_FP8_QUANTIZE_WIDE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "decode batches' per-token e4m3 row quantizer (the o and down projections' x, where the one-token kernel "
      "does not take it in bf16) runs 512 threads a row, not 128 (PERFORMANCE.md, \"Stop 70\")"},

@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(kMmaThreads) gemv_fp8_codes_kernel(CodesArgs g
     cp_async_commit();
   }
   pdl_wait();
-  if (kRowScale && threadIdx.x < g.tokens) {  // (scale blocks load it on the tail: 6 registers fewer)
+  if (kRowScale && threadIdx.x < g.tokens) {  // (scale blocks load it on the tail: staging cost them registers)
     cp_async4(&tail_xs[threadIdx.x], g.x_scale + threadIdx.x);
     cp_async_commit();
   }
