@@ -136,6 +136,10 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_GEMV_ONE", G::kTuning, K::kChoice, "0|1|2|4", 0, 0, "2",
      "row pairs a CTA of the one-token W8A8 gemv whose mma rows are 2 weight rows x 8 slices of K "
      "(gemv_fp8_one.cu); 0: one token takes the 16-row kernel too (PERFORMANCE.md, \"Stop 70\")"},
+    {"MINIVLLM_FP8_GEMV_ONE_BLOCKS", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "the one-token W8A8 gemv also on 128 x 128 scale blocks (Qwen3-*-FP8's gate/up; its qkv too with "
+     "MINIVLLM_FP8_NORMED_X16=0), each chunk's product scaled by its block as it is added; 0: their 16-row "
+     "W8A8 gemv (PERFORMANCE.md, \"Stop 74\")"},
     {"MINIVLLM_FP8_GEMV_ONE_X16", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "one-token FP8 linears on bf16 x (the o and down projections) take the one-token kernel on x as it is "
      "(W8A16: f16 mmas, 4 row pairs a CTA), with no per-token quantizer kernel before them (PERFORMANCE.md, "

@@ -356,6 +356,74 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
   }
 }
 
+// The one-token W8A8 kernel on 128 x 128 scale blocks (MINIVLLM_FP8_GEMV_ONE_BLOCKS), called directly
+// so that a decline fails the test: the store and act_mul at 1, 2 and 4 pairs, K of whole blocks and of
+// a half block at the end (2,368), rows ending inside a CTA and a block; against the CPU on the same
+// codes' values. Then the shapes it must decline (the residual's add, gate rows not of whole blocks).
+TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(94);
+  struct S {
+    int64_t rows, k;  // W's rows (act_mul: gate and up)
+    cuda::Fp8GemvOut e;
+  };
+  const auto codes_of = [&](const Tensor& x, Tensor& codes, Tensor& scale) {
+    const int64_t k = x.size(-1);
+    std::vector<uint8_t> q(static_cast<size_t>(k));
+    float sc = 0.0f;
+    quantize_e4m3_row(x.ptr<float>(), k, q.data(), &sc);
+    codes = b.gpu->empty(DType::kF8E4M3, {1, k});
+    scale = b.gpu->empty(DType::kF32, {1});
+    b.gpu->copy_from_host(codes, q.data());
+    b.gpu->copy_from_host(scale, &sc);
+  };
+  for (int pairs : {1, 2, 4}) {
+    for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
+                      S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul}}) {
+      const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
+      const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
+      const int64_t n = gated ? s.rows / 2 : s.rows;
+      const std::string tag = c.name + (gated ? " act_mul" : " store") + " pairs " + std::to_string(pairs);
+      const Tensor x = random_values({1, s.k}, rng);
+      Tensor codes, scale;
+      codes_of(x, codes, scale);
+      Tensor og = b.gpu->empty(DType::kBF16, {1, n});
+      b.gpu->fill_bytes(og, 0xFF);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ASSERT_TRUE(cuda::launch_gemv_fp8_one(codes.ptr<uint8_t>(), scale.ptr<float>(), cuda::fp8_weight_view(c.wg),
+                                            nullptr, false, og.data(), false, s.e, Activation::kSilu, 1, n, s.k, pairs,
+                                            nullptr, /*blocks=*/true))
+          << tag;
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const Tensor xc = upload(*b.cpu, e4m3_rows_values(x));
+      Tensor oc = b.cpu->empty(DType::kF32, {1, n});
+      if (gated) {
+        Tensor sc = b.cpu->empty(DType::kF32, {1, s.rows});
+        b.cpu->linear_act_mul(xc, c.wc, sc, oc, Activation::kSilu);
+      } else {
+        b.cpu->linear(xc, c.wc, nullptr, oc);
+      }
+      expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), tag);
+    }
+  }
+  const Fp8Case add = make_case(b, 512, 2048, Grid::kBlock128, rng);
+  const Fp8Case ragged = make_case(b, 2 * 1000, 2048, Grid::kBlock128, rng);  // up rows start inside a block
+  const cuda::Fp8Weight aw = cuda::fp8_weight_view(add.wg), rw = cuda::fp8_weight_view(ragged.wg);
+  EXPECT_FALSE(cuda::launch_gemv_fp8_one(nullptr, nullptr, aw, nullptr, false, nullptr, true, cuda::Fp8GemvOut::kAddF32,
+                                         Activation::kSilu, 1, 512, 2048, 2, nullptr, true));
+  EXPECT_FALSE(cuda::launch_gemv_fp8_one(nullptr, nullptr, rw, nullptr, false, nullptr, false, cuda::Fp8GemvOut::kActMul,
+                                         Activation::kSilu, 1, 1000, 2048, 2, nullptr, true));
+  EXPECT_FALSE(cuda::launch_gemv_fp8_one(nullptr, nullptr, aw, nullptr, false, nullptr, false, cuda::Fp8GemvOut::kStore,
+                                         Activation::kSilu, 1, 512, 2048, 2, nullptr, false));
+  // Through the backend (MINIVLLM_FP8_GEMV_ONE_BLOCKS=1; the W8A16 kernel off, which would take the
+  // one-token store on x unquantized): gate/up's store and act_mul take it.
+  Backends bb = backends_with({{"MINIVLLM_FP8_GEMV_ONE_BLOCKS", "1"},
+                               {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", "0"},
+                               {"MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS", "0"}});
+  check_w8a8_case(bb, W8a8Dims{1152, 2368, Grid::kBlock128, 2048}, {1, 2}, "one-token blocks", rng);
+}
+
 // The same kernel on bf16 x as it is (MINIVLLM_FP8_GEMV_ONE_X16: f16 mmas, x times 2^-4 into f16, 4
 // row pairs a CTA), where a one-token linear takes bf16 x (store, act_mul and the residual's add here;
 // the engine's o and down projections), against the CPU on the same unquantized x: the shapes above,
@@ -853,7 +921,8 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
             if (quantize) cuda::launch_quantize_e4m3_rows(x, tokens, sh.k, static_cast<uint8_t*>(xc), xs, s);
             cuda::launch_gemv_fp8_codes(static_cast<const uint8_t*>(xc), xs, w, nullptr, false, out,
                                         sh.e == cuda::Fp8GemvOut::kAddF32, sh.e, Activation::kSilu, tokens,
-                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, one_pairs, s);
+                                        gated ? sh.n / 2 : sh.n, sh.k, num_sms, lane_bytes, one_pairs, s,
+                                        /*one_blocks=*/sh.block);
           }
         });
       };
@@ -869,11 +938,14 @@ TEST(CudaFp8LinearBench, GemvBandwidth) {
         for (int p : {2, 4}) {
           const double us = graph_median_us_per_call(s, calls, [&] {
             for (int c = 0; c < calls; ++c) {
-              const cuda::Fp8Weight w{static_cast<const uint8_t*>(weights.at(c)), static_cast<const float*>(grid), 1,
-                                      sh.k, 1};
+              const cuda::Fp8Weight w = sh.block ? cuda::Fp8Weight{static_cast<const uint8_t*>(weights.at(c)),
+                                                                   static_cast<const float*>(grid), 128, 128, sh.k / 128}
+                                                 : cuda::Fp8Weight{static_cast<const uint8_t*>(weights.at(c)),
+                                                                   static_cast<const float*>(grid), 1, sh.k, 1};
               const bool gated = sh.e == cuda::Fp8GemvOut::kActMul;
+              // (on scale blocks it declines all but four pairs' store and add: those print inf)
               cuda::launch_gemv_fp8_one_x16(x, w, nullptr, false, out, sh.e == cuda::Fp8GemvOut::kAddF32, sh.e,
-                                            Activation::kSilu, tokens, gated ? sh.n / 2 : sh.n, sh.k, p, s);
+                                            Activation::kSilu, tokens, gated ? sh.n / 2 : sh.n, sh.k, p, s, sh.block);
             }
           });
           std::printf(" %d: %5.0f", p, bytes / us / 1e3);

@@ -320,6 +320,7 @@ class CudaBackend : public Backend {
   int fp8_gemv_one_pairs_ = 0;        // MINIVLLM_FP8_GEMV_ONE; 0: one token takes the 16-row kernel too
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
   bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
+  bool fp8_gemv_one_blocks_ = true;     // MINIVLLM_FP8_GEMV_ONE_BLOCKS
   bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
   bool fp8_normed_x16_ = true;           // MINIVLLM_FP8_NORMED_X16
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path

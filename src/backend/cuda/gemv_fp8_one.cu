@@ -11,8 +11,9 @@
 // (warp w's group g: slice 8w + g), slice s holding chunks s, s + 32, s + 64, ... of 64 columns, so
 // a warp's load of a chunk covers 512 consecutive bytes of a row. Same mma permutation of a chunk's
 // columns as gemv_fp8.cu (mma_chunk), so the products are the same exact e4m3 products. Weights with
-// one scale a row only: with 128 x 128 blocks (a scale a chunk) it ran slower than the 16-row kernel
-// (PERFORMANCE.md, "Stop 70").
+// one scale a row, or (MINIVLLM_FP8_GEMV_ONE_BLOCKS) 128 x 128 blocks, a scale a chunk, staged in
+// shared memory (loaded from global memory in the loop, they made it slower than the 16-row kernel:
+// PERFORMANCE.md, "Stop 70", "Stop 74").
 //
 // kX16 (W8A16): x in bf16 as it is, no per-token quantizer kernel before it: the o and down
 // projections' x (attention's output, act(gate) * up) then needs no kernel of its own, which stood on
@@ -37,6 +38,7 @@ constexpr int kOneWarps = 4;
 constexpr int kOneThreads = kOneWarps * 32;
 constexpr int kSlices = kOneWarps * 8;  // one per lane group; also one per lane of the final warp
 constexpr int kOneChunk = 64;           // columns of one mma_chunk
+constexpr int kOneMaxGridCols = 256;    // kBlock: scale blocks a row the CTA stages (K up to 32,768 at 128)
 
 // Chunks a slice holds at K (the loop's steps of one chunk).
 __host__ __device__ constexpr int64_t slice_chunks(int64_t k) { return (k / kOneChunk + kSlices - 1) / kSlices; }
@@ -63,13 +65,15 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 
 // One CTA: NP row pairs, U chunks of each slice a step (the first U before the PDL wait: W depends
 // on no kernel); the rows' scales applied at the end.
-// kBlock (kX16, not gated: the o and down projections of checkpoints with 128 x 128 scale blocks): a
-// CTA's 2 NP rows lie in one block row, and each chunk's product is scaled by its block's scale as
-// it is added: a lane's diagonal sums are its own slice's chunk, so the lane scales by that chunk's
-// block (the other elements of C go unused).
+// kBlock (checkpoints with 128 x 128 scale blocks): a CTA's 2 NP rows lie in one block row (kActMul:
+// its NP gate rows in one, their up rows in one), and each chunk's product is scaled by its block's
+// scale as it is added: a lane's diagonal sums are its own slice's chunk, so the lane scales by that
+// chunk's block (the other elements of C go unused). W8A16 (the o and down projections) stores and
+// adds; W8A8 (gate/up, and qkv behind the normed quantizer) stores and gates.
 template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
-  static_assert(!kBlock || (kX16 && E != Fp8GemvOut::kActMul), "block scales: the W8A16 store and add kernels");
+  static_assert(!kBlock || (kX16 ? E != Fp8GemvOut::kActMul : E != Fp8GemvOut::kAddF32),
+                "block scales: the W8A16 store and add kernels, the W8A8 store and gated ones");
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
   __shared__ float partial[kSlices][2 * NP];  // [slice][pair p's lo, hi]
@@ -137,7 +141,27 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     }
     cp_async_commit();
   }
+  // kBlock: this CTA's row of scale blocks (its rows share it: block_rows a multiple of 2 NP), and
+  // kActMul's: its gate rows' (block_rows a multiple of NP) and its up rows' (n a multiple of block_rows),
+  // copied into shared memory before the PDL wait (they depend on no kernel): the loop then reads
+  // each chunk's scale where it uses it, with no global load and no register held over the products.
+  __shared__ float block_scale[kBlock ? (kGated ? 2 : 1) * kOneMaxGridCols : 1];
+  if constexpr (kBlock) {
+    const int64_t first_lo = kGated ? static_cast<int64_t>(blockIdx.x) * NP : row0;
+    const int cols = static_cast<int>(g.w.grid_cols);
+    const float* lo_row = g.w.grid + (first_lo / g.w.block_rows) * g.w.grid_cols;
+    for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + i, lo_row + i);
+    if constexpr (kGated) {
+      const float* hi_row = g.w.grid + ((n + first_lo) / g.w.block_rows) * g.w.grid_cols;
+      for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + kOneMaxGridCols + i, hi_row + i);
+    }
+    cp_async_commit();
+  }
   pdl_wait();
+  if constexpr (kBlock) {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   if (!kX16 && warp == 0 && lane == 0) {
     cp_async4(&tail_x_scale, g.x_scale);
     cp_async_commit();
@@ -158,12 +182,16 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
   const uint8_t* xrow = g.x + 16 * t * kXBytes;
   float acc[NP][4] = {};
-  // kBlock: this CTA's row of scale blocks (its rows share it: block_rows a multiple of 2 NP).
-  const float* block_scales = kBlock ? g.w.grid + (row0 / g.w.block_rows) * g.w.grid_cols : nullptr;
+  // kBlock: step u's chunk's column of scale blocks (lanes past the end read the last: their products
+  // are zeros). The launcher takes blocks of a power of two of chunks: a 64-bit division here, a long
+  // subroutine, once cost a kernel a fifth of its speed (PERFORMANCE.md, "Stop 66").
+  const int block_shift = kBlock ? __ffsll(g.w.block_cols / kOneChunk) - 1 : 0;
+  const auto block_col = [&](int64_t step) {
+    return static_cast<int>(min(step * kSlices + slice, chunks - 1)) >> block_shift;
+  };
   for (int64_t u0 = 0; u0 < steps; u0 += U) {
     if (u0 != 0) load_w(u0);
     uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first
-    float bs[U];           // kBlock: the chunks' block scales, loaded with x, not where they are used
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = (u0 + u) * kSlices + slice;
@@ -172,7 +200,6 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         xv[u][i] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kOneChunk * kXBytes) + i)
                               : make_uint4(0, 0, 0, 0);
       }
-      if constexpr (kBlock) bs[u] = c < chunks ? __ldg(block_scales + c * kOneChunk / g.w.block_cols) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -183,7 +210,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         uint32_t xw[8];
         x16_words(xv[u][0], xv[u][kXBytes - 1], xw);
         if constexpr (kBlock) {
-          const float s = bs[u];
+          const float s = block_scale[block_col(u0 + u)];
 #pragma unroll
           for (int p = 0; p < NP; ++p) {
             float part[4] = {};
@@ -194,6 +221,19 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         } else {
 #pragma unroll
           for (int p = 0; p < NP; ++p) mma_chunk_x16(acc[p], wv[u][p][0], wv[u][p][1], xw);
+        }
+      } else if constexpr (kBlock) {
+        // c[0], c[1] are row lo's (the gate's), c[2], c[3] row hi's (the up row's)
+        const int col = block_col(u0 + u);
+        const float s_lo = block_scale[col], s_hi = block_scale[kGated ? kOneMaxGridCols + col : col];
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+          float part[4] = {};
+          mma_chunk(part, wv[u][p][0], wv[u][p][1], xv[u][0]);
+          acc[p][0] = fmaf(part[0], s_lo, acc[p][0]);
+          acc[p][1] = fmaf(part[1], s_lo, acc[p][1]);
+          acc[p][2] = fmaf(part[2], s_hi, acc[p][2]);
+          acc[p][3] = fmaf(part[3], s_hi, acc[p][3]);
         }
       } else {
 #pragma unroll
@@ -254,9 +294,9 @@ void launch_np(const CodesArgs& g, cudaStream_t stream) {
   if constexpr (kX16) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
   } else if (steps <= 2) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
   } else {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -267,6 +307,16 @@ void launch_one(const CodesArgs& g, int pairs, cudaStream_t stream) {
     case 1: return launch_np<E, 1, kX16>(g, stream);
     case 4: return launch_np<E, 4, kX16>(g, stream);
     default: return launch_np<E, 2, kX16>(g, stream);
+  }
+}
+
+// W8A8 on scale blocks.
+template <Fp8GemvOut E>
+void launch_one_blocks(const CodesArgs& g, int pairs, cudaStream_t stream) {
+  switch (pairs) {
+    case 1: return launch_np<E, 1, false, true>(g, stream);
+    case 4: return launch_np<E, 4, false, true>(g, stream);
+    default: return launch_np<E, 2, false, true>(g, stream);
   }
 }
 
@@ -284,6 +334,13 @@ bool one_shape(int64_t tokens, int64_t k, int pairs) {
   return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0;
 }
 
+// Scale blocks of a power of two of whole chunks wide (the kernel shifts a chunk's index to its block),
+// at most kOneMaxGridCols of them a row (the CTA stages its rows of scales in shared memory).
+bool block_cols_take(const Fp8Weight& w) {
+  const int64_t c = w.block_cols / kOneChunk;
+  return w.block_cols % kOneChunk == 0 && c > 0 && (c & (c - 1)) == 0 && w.grid_cols <= kOneMaxGridCols;
+}
+
 // ... with one scale a row.
 bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
   return one_shape(tokens, k, pairs) && w.block_cols >= k;
@@ -293,9 +350,24 @@ bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
 
 bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                         int64_t n, int64_t k, int pairs, cudaStream_t stream) {
-  if (!one_takes(w, tokens, k, pairs)) return false;
-  launch_epilogue<false>(codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1), e, pairs, stream);
+                         int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks) {
+  const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1);
+  if (one_takes(w, tokens, k, pairs)) {
+    launch_epilogue<false>(g, e, pairs, stream);
+    return true;
+  }
+  // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (kActMul: NP gate rows, and the
+  // up rows starting on a block row).
+  const bool gated = e == Fp8GemvOut::kActMul;
+  if (!blocks || !one_shape(tokens, k, pairs) || e == Fp8GemvOut::kAddF32 || !block_cols_take(w) ||
+      w.block_rows % (gated ? pairs : 2 * pairs) != 0 || (gated && n % w.block_rows != 0)) {
+    return false;
+  }
+  if (gated) {
+    launch_one_blocks<Fp8GemvOut::kActMul>(g, pairs, stream);
+  } else {
+    launch_one_blocks<Fp8GemvOut::kStore>(g, pairs, stream);
+  }
   return true;
 }
 
@@ -307,9 +379,9 @@ bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias
     launch_epilogue<true>(g, e, pairs, stream);
     return true;
   }
-  // Scale blocks: whole chunks a block, block rows holding whole CTAs (four pairs: 8 rows).
-  if (!blocks || !one_shape(tokens, k, pairs) || pairs != 4 || e == Fp8GemvOut::kActMul ||
-      w.block_cols % kOneChunk != 0 || w.block_rows % (2 * pairs) != 0) {
+  // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (four pairs: 8 rows).
+  if (!blocks || !one_shape(tokens, k, pairs) || pairs != 4 || e == Fp8GemvOut::kActMul || !block_cols_take(w) ||
+      w.block_rows % (2 * pairs) != 0) {
     return false;
   }
   if (e == Fp8GemvOut::kStore) {
