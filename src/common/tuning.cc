@@ -79,6 +79,9 @@ constexpr Knob kKnobs[] = {
      "Hopper's wgmma decode GEMM for small batches (sm_90 only, whatever the knob)"},
     {"MINIVLLM_DECODE_GEMM_TOKENS", G::kTuning, K::kInt, "", 0, 256, "64",
      "the decode GEMM serves every linear up to this many tokens"},
+    {"MINIVLLM_MOE_GATE_CHUNKS", G::kTuning, K::kChoice, "2|4", 0, 0, "2",
+     "chunks of each weight row in flight a lane of the MoE decode gate/up gemv: at 2, batch 1's grid fits "
+     "one wave (PERFORMANCE.md, \"Stop 74\")"},
     {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
      "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
      "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},

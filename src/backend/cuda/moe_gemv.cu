@@ -16,10 +16,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Chunks of each weight row in flight a lane (half the row at H = 2048). The whole row's registers
-// left fewer CTAs an SM, and batch 1's grid (8 experts' columns) ran in one more wave
-// (PERFORMANCE.md, "Stop 68").
-constexpr int kUnroll = 4;
 
 struct MoeGemvArgs {
   const uint4* in;  // act_mul: x [T, H]; down: act [T k, I]
@@ -45,8 +41,12 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 }
 
 // Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
-// dot products of x[t] with gate row i and up row I + i of the pair's expert.
-__global__ void __launch_bounds__(kThreads) moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a,
+// dot products of x[t] with gate row i and up row I + i of the pair's expert. kUnroll chunks of each
+// row in flight a lane (MINIVLLM_MOE_GATE_CHUNKS, 2): the whole row's registers left fewer CTAs an SM,
+// and batch 1's grid (8 experts' columns) ran in one more wave (PERFORMANCE.md, "Stop 68"); at 2, 40
+// registers hold 12 CTAs an SM, batch 1's 1,536 CTAs in one wave on 132 SMs ("Stop 74").
+template <int kUnroll>
+__global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1) moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a,
                                                                     const __grid_constant__ MoeExpertTable table) {
   pdl_launch_dependents();  // the down gemv may launch and wait
   pdl_wait();               // the ids are the route kernel's output
@@ -193,7 +193,11 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
   a.out = act_out;
   a.act = act;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.inter, kWarps)), static_cast<unsigned>(s.tokens * s.k));
-  launch_with_pdl(moe_gemv_act_mul_kernel, grid, dim3(kThreads), 0, stream, a, gate_up);
+  if (s.gate_chunks == 2) {
+    launch_with_pdl(moe_gemv_act_mul_kernel<2>, grid, dim3(kThreads), 0, stream, a, gate_up);
+  } else {
+    launch_with_pdl(moe_gemv_act_mul_kernel<4>, grid, dim3(kThreads), 0, stream, a, gate_up);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
