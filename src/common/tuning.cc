@@ -140,9 +140,8 @@ constexpr Knob kKnobs[] = {
      "row pairs a CTA of the one-token W8A8 gemv whose mma rows are 2 weight rows x 8 slices of K "
      "(gemv_fp8_one.cu); 0: one token takes the 16-row kernel too (PERFORMANCE.md, \"Stop 70\")"},
     {"MINIVLLM_FP8_GEMV_ONE_BLOCKS", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "the one-token W8A8 gemv also on 128 x 128 scale blocks (Qwen3-*-FP8's gate/up; its qkv too with "
-     "MINIVLLM_FP8_NORMED_X16=0), each chunk's product scaled by its block as it is added; 0: their 16-row "
-     "W8A8 gemv (PERFORMANCE.md, \"Stop 74\")"},
+     "the one-token W8A8 gemv also on 128 x 128 scale blocks (Qwen3-*-FP8's gate/up and qkv), each chunk's "
+     "product scaled by its block as it is added; 0: their 16-row W8A8 gemv (PERFORMANCE.md, \"Stop 74\")"},
     {"MINIVLLM_FP8_GEMV_ONE_X16", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "one-token FP8 linears on bf16 x (the o and down projections) take the one-token kernel on x as it is "
      "(W8A16: f16 mmas, 4 row pairs a CTA), with no per-token quantizer kernel before them (PERFORMANCE.md, "
@@ -151,10 +150,11 @@ constexpr Knob kKnobs[] = {
      "the same for weights with 128 x 128 scale blocks (Qwen3-*-FP8's o and down): each chunk's product "
      "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
      "per-token quantizer"},
-    {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "1",
+    {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below 32 MB of codes "
      "(Qwen3-*-FP8's qkv): the bf16 norm, then the one-token W8A16 kernel, instead of the normed quantizer "
-     "and the 16-row W8A8 gemv (PERFORMANCE.md, \"Stop 71\"; per-row weights keep W8A8)"},
+     "and the W8A8 gemv (won against the 16-row one, stop 71; level with or 0.8% behind the one-token one "
+     "on blocks: PERFORMANCE.md, \"Stop 74\")"},
     {"MINIVLLM_FP8_GEMV_ONE_MIN_MB", G::kTuning, K::kInt, "", 0, kIntMax, "16",
      "weights of at least this many MB of codes take the one-token W8A8 gemv (MINIVLLM_FP8_GEMV_ONE): the "
      "8B models' qkv too (PERFORMANCE.md, \"Stop 73\")"},

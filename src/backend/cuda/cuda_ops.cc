@@ -170,10 +170,10 @@ bool CudaBackend::fp8_w8a8_normed(const char* op, const NormPrologue& pro, const
       << weight.describe();
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, op, "bias");
-  // One token's store on scale blocks below the one-token W8A8 kernel's size (Qwen3-*-FP8's qkv
-  // projection), MINIVLLM_FP8_NORMED_X16: the bf16 norm into pro.normed, then the W8A16 kernel on it,
-  // instead of the normed quantizer and the 16-row W8A8 gemv (faster on blocks, slower on per-row
-  // weights: PERFORMANCE.md, "Stop 71").
+  // One token's store on scale blocks below 32 MB of codes (Qwen3-*-FP8's qkv projection),
+  // MINIVLLM_FP8_NORMED_X16 (off): the bf16 norm into pro.normed, then the W8A16 kernel on it, instead
+  // of the normed quantizer and the W8A8 gemv (it beat the 16-row kernel, PERFORMANCE.md "Stop 71";
+  // the one-token kernel on blocks, "Stop 74", is as fast or faster).
   if (tokens == 1 && fp8_normed_x16_ && fp8_gemv_one_x16_ && fp8_gemv_one_x16_blocks_ && e == Fp8Out::kStore &&
       weight.scales()->block_cols < k && weight.numel() < kNormedX16MaxCodes && pro.normed.defined() &&
       pro.normed.device() == DeviceKind::kCuda && pro.normed.dtype() == DType::kBF16 && pro.normed.numel() == k &&
