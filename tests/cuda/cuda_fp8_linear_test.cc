@@ -442,17 +442,22 @@ TEST(CudaFp8Linear, OneTokenW8A16GemvMatchesCpu) {
   // a bias and the residual's add, K of whole blocks and of a half block at the end (2,368), rows
   // ending inside a block. Against the CPU on x unquantized: the W8A8 gemv it replaces (x in e4m3)
   // would miss the bound, so passing shows the W8A16 kernel ran.
-  Backends bb = backends_with("MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS", "1");
-  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1001, 2368}, std::pair<int64_t, int64_t>{4096, 12288},
-                             std::pair<int64_t, int64_t>{200, 2048}}) {
-    const Fp8Case c = make_case(bb, n, k, Grid::kBlock128, rng);
-    check_linear(bb, c, 1, /*bias=*/true, rng);
-    Tensor x = random_values({1, k}, rng), res = random_values({1, n}, rng);
-    Tensor rc = upload_f32(*bb.cpu, res), rg = upload_f32(*bb.gpu, res);
-    Tensor dc = bb.cpu->empty(DType::kF32, {1, n}), dg = bb.gpu->empty(DType::kBF16, {1, n});
-    bb.cpu->linear_add_residual(upload(*bb.cpu, x), c.wc, dc, rc);
-    bb.gpu->linear_add_residual(upload(*bb.gpu, x), c.wg, dg, rg);
-    expect_fp8_close(download(*bb.gpu, rg), download(*bb.cpu, rc), 1, "add_residual, blocks " + c.name);
+  // And the add with the residual copied early (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL).
+  for (const char* early : {"0", "1"}) {
+    Backends bb =
+        backends_with({{"MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS", "1"}, {"MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL", early}});
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1001, 2368}, std::pair<int64_t, int64_t>{4096, 12288},
+                               std::pair<int64_t, int64_t>{200, 2048}}) {
+      const Fp8Case c = make_case(bb, n, k, Grid::kBlock128, rng);
+      check_linear(bb, c, 1, /*bias=*/true, rng);
+      Tensor x = random_values({1, k}, rng), res = random_values({1, n}, rng);
+      Tensor rc = upload_f32(*bb.cpu, res), rg = upload_f32(*bb.gpu, res);
+      Tensor dc = bb.cpu->empty(DType::kF32, {1, n}), dg = bb.gpu->empty(DType::kBF16, {1, n});
+      bb.cpu->linear_add_residual(upload(*bb.cpu, x), c.wc, dc, rc);
+      bb.gpu->linear_add_residual(upload(*bb.gpu, x), c.wg, dg, rg);
+      expect_fp8_close(download(*bb.gpu, rg), download(*bb.cpu, rc), 1,
+                       "add_residual, blocks " + c.name + " early " + early);
+    }
   }
 }
 

@@ -82,10 +82,10 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
 // The same kernel on bf16 x as it is (W8A16: codes and x into f16 mmas), with no quantizer kernel
 // before it; x 16-byte aligned. False where it declines, as above. blocks: also weights with scale
 // blocks (64 columns times a power of two wide, 8-row multiples tall), for kStore and kAddF32 at four
-// pairs.
+// pairs; block_early_residual: their add copies the residual before the products, as per-row weights do.
 bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out,
                              bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
-                             cudaStream_t stream, bool blocks = false);
+                             cudaStream_t stream, bool blocks = false, bool block_early_residual = false);
 // Each of `rows` rows of x ([rows, cols], bf16 or f32) in groups of `group` columns (group divides
 // cols): codes = e4m3(x * 448 / amax) with scale amax / 448 per (row, group), as common/fp8.h's
 // quantize_e4m3_row does for one group; only columns [col_begin, col_end) of the codes are written,

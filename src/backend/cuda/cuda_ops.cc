@@ -229,7 +229,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
   // row pairs a CTA: with bf16 x two chunks a step, and two pairs ran slower on the down projection).
   if (tokens == 1 && fp8_gemv_one_x16_ && aligned16(x) &&
       launch_gemv_fp8_one_x16(x.data(), fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k, 4, stream_,
-                              fp8_gemv_one_x16_blocks_)) {
+                              fp8_gemv_one_x16_blocks_, fp8_block_early_residual_)) {
     return;
   }
   if (fp8_w8a8_takes(w, tokens) && aligned16(x)) {  // x's codes, then the e4m3 x e4m3 gemv

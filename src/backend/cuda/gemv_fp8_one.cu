@@ -70,7 +70,7 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 // scale as it is added: a lane's diagonal sums are its own slice's chunk, so the lane scales by that
 // chunk's block (the other elements of C go unused). W8A16 (the o and down projections) stores and
 // adds; W8A8 (gate/up, and qkv behind the normed quantizer) stores and gates.
-template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false>
+template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false, bool kBlockEarly = false>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
   static_assert(!kBlock || (kX16 ? E != Fp8GemvOut::kActMul : E != Fp8GemvOut::kAddF32),
                 "block scales: the W8A16 store and add kernels, the W8A8 store and gated ones");
@@ -168,9 +168,11 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
   // kAddF32: lane v < kOut of warp 0 adds into row row0 + v. Its residual value is copied into
   // shared memory now (cp.async: no register held over the products), so that no load stands on
-  // the kernel's tail after them (PERFORMANCE.md, "Stop 73"; scale blocks keep the load on the
-  // tail, where the early copy measured slower).
-  constexpr bool kEarlyResidual = E == Fp8GemvOut::kAddF32 && !kBlock;
+  // the kernel's tail after them (PERFORMANCE.md, "Stop 73"). Scale blocks keep the load on the
+  // tail, where the early copy measured slower while their scales took registers (stop 73);
+  // kBlockEarly (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL, off) copies it early there too: 128 registers
+  // either way since the scales are staged in shared memory, not yet measured alone.
+  constexpr bool kEarlyResidual = E == Fp8GemvOut::kAddF32 && (!kBlock || kBlockEarly);
   __shared__ float residual[kEarlyResidual ? kOut : 1];
   if constexpr (kEarlyResidual) {
     if (warp == 0 && lane < kOut && row0 + lane < n) {
@@ -285,14 +287,14 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
 }
 
-template <Fp8GemvOut E, int NP, bool kX16, bool kBlock = false>
+template <Fp8GemvOut E, int NP, bool kX16, bool kBlock = false, bool kBlockEarly = false>
 void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
   // chunks a step would take 150 registers at two pairs, three CTAs an SM).
   if constexpr (kX16) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock, kBlockEarly>, grid, block, 0, stream, g);
   } else if (steps <= 2) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
   } else {
@@ -373,7 +375,7 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
 
 bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias, bool bias_f32, void* out,
                              bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
-                             cudaStream_t stream, bool blocks) {
+                             cudaStream_t stream, bool blocks, bool block_early_residual) {
   const CodesArgs g = codes_args(x, nullptr, w, bias, bias_f32, out, out_f32, act, n, k, 1);
   if (one_takes(w, tokens, k, pairs)) {
     launch_epilogue<true>(g, e, pairs, stream);
@@ -386,6 +388,8 @@ bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias
   }
   if (e == Fp8GemvOut::kStore) {
     launch_np<Fp8GemvOut::kStore, 4, true, true>(g, stream);
+  } else if (block_early_residual) {
+    launch_np<Fp8GemvOut::kAddF32, 4, true, true, true>(g, stream);
   } else {
     launch_np<Fp8GemvOut::kAddF32, 4, true, true>(g, stream);
   }
