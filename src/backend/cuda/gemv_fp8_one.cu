@@ -169,9 +169,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   // kAddF32: lane v < kOut of warp 0 adds into row row0 + v. Its residual value is copied into
   // shared memory now (cp.async: no register held over the products), so that no load stands on
   // the kernel's tail after them (PERFORMANCE.md, "Stop 73"). Scale blocks keep the load on the
-  // tail, where the early copy measured slower while their scales took registers (stop 73);
-  // kBlockEarly (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL, off) copies it early there too: 128 registers
-  // either way since the scales are staged in shared memory, not yet measured alone.
+  // tail unless kBlockEarly (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL, off: not yet measured, "Stop 74").
   constexpr bool kEarlyResidual = E == Fp8GemvOut::kAddF32 && (!kBlock || kBlockEarly);
   __shared__ float residual[kEarlyResidual ? kOut : 1];
   if constexpr (kEarlyResidual) {
@@ -303,22 +301,12 @@ void launch_np(const CodesArgs& g, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-template <Fp8GemvOut E, bool kX16>
+template <Fp8GemvOut E, bool kX16, bool kBlock = false>
 void launch_one(const CodesArgs& g, int pairs, cudaStream_t stream) {
   switch (pairs) {
-    case 1: return launch_np<E, 1, kX16>(g, stream);
-    case 4: return launch_np<E, 4, kX16>(g, stream);
-    default: return launch_np<E, 2, kX16>(g, stream);
-  }
-}
-
-// W8A8 on scale blocks.
-template <Fp8GemvOut E>
-void launch_one_blocks(const CodesArgs& g, int pairs, cudaStream_t stream) {
-  switch (pairs) {
-    case 1: return launch_np<E, 1, false, true>(g, stream);
-    case 4: return launch_np<E, 4, false, true>(g, stream);
-    default: return launch_np<E, 2, false, true>(g, stream);
+    case 1: return launch_np<E, 1, kX16, kBlock>(g, stream);
+    case 4: return launch_np<E, 4, kX16, kBlock>(g, stream);
+    default: return launch_np<E, 2, kX16, kBlock>(g, stream);
   }
 }
 
@@ -358,17 +346,17 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
     launch_epilogue<false>(g, e, pairs, stream);
     return true;
   }
-  // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (kActMul: NP gate rows, and the
-  // up rows starting on a block row).
+  // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (kActMul: NP gate
+  // rows, and the up rows starting on a block row).
   const bool gated = e == Fp8GemvOut::kActMul;
   if (!blocks || !one_shape(tokens, k, pairs) || e == Fp8GemvOut::kAddF32 || !block_cols_take(w) ||
       w.block_rows % (gated ? pairs : 2 * pairs) != 0 || (gated && n % w.block_rows != 0)) {
     return false;
   }
   if (gated) {
-    launch_one_blocks<Fp8GemvOut::kActMul>(g, pairs, stream);
+    launch_one<Fp8GemvOut::kActMul, false, true>(g, pairs, stream);
   } else {
-    launch_one_blocks<Fp8GemvOut::kStore>(g, pairs, stream);
+    launch_one<Fp8GemvOut::kStore, false, true>(g, pairs, stream);
   }
   return true;
 }

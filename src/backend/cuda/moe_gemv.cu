@@ -46,8 +46,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // and batch 1's grid (8 experts' columns) ran in one more wave (PERFORMANCE.md, "Stop 68"); at 2, 40
 // registers hold 12 CTAs an SM, batch 1's 1,536 CTAs in one wave on 132 SMs ("Stop 74").
 template <int kUnroll>
-__global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1) moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a,
-                                                                    const __grid_constant__ MoeExpertTable table) {
+__global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
+    moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   pdl_launch_dependents();  // the down gemv may launch and wait
   pdl_wait();               // the ids are the route kernel's output
   const int64_t pair = blockIdx.y;
