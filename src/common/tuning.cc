@@ -150,10 +150,9 @@ constexpr Knob kKnobs[] = {
      "the same for weights with 128 x 128 scale blocks (Qwen3-*-FP8's o and down): each chunk's product "
      "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
      "per-token quantizer"},
-    {"MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL", G::kTuning, K::kSwitch, "", 0, 0, "0",
+    {"MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the one-token W8A16 add on 128 x 128 scale blocks (Qwen3-*-FP8's o and down) copies its residual values "
-     "before the products, as on per-row weights (written in stop 74, not yet measured: PERFORMANCE.md, "
-     "\"Stop 74\")"},
+     "before the products, as on per-row weights (+0.7%: PERFORMANCE.md, \"Stop 75\")"},
     {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below 32 MB of codes "
      "(Qwen3-*-FP8's qkv): the bf16 norm, then the one-token W8A16 kernel, instead of the normed quantizer "

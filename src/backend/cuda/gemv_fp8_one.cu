@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
   // kAddF32: lane v < kOut of warp 0 adds into row row0 + v. Its residual value is copied into
   // shared memory now (cp.async: no register held over the products), so that no load stands on
-  // the kernel's tail after them (PERFORMANCE.md, "Stop 73"). Scale blocks keep the load on the
-  // tail unless kBlockEarly (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL, off: not yet measured, "Stop 74").
+  // the kernel's tail after them (PERFORMANCE.md, "Stop 73"). Scale blocks too where kBlockEarly
+  // (MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL, on: "Stop 75").
   constexpr bool kEarlyResidual = E == Fp8GemvOut::kAddF32 && (!kBlock || kBlockEarly);
   __shared__ float residual[kEarlyResidual ? kOut : 1];
   if constexpr (kEarlyResidual) {
