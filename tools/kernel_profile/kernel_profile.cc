@@ -14,6 +14,9 @@
 // last kernel and the next step's first is the host's; a gap between two kernels of one graph is
 // a dependency bubble (launch latency the graph did not hide). Table in the same file.
 //
+// And, for runs with programmatic dependent launch left on (MINIVLLM_NO_PDL unset), what each kernel
+// adds to the chain's end: report_exposed.
+//
 // Build: tools/kernel_profile/build.sh (CUPTI's headers and library come from NVIDIA's
 // nvidia-cuda-cupti wheel). Tracing adds a little time to each kernel; use it for shares, and
 // `minivllm bench` without it for speed.
@@ -136,6 +139,39 @@ void report_idle(FILE* f) {
   }
 }
 
+// Under programmatic dependent launch (the engine's default) a kernel starts before its predecessor
+// ends, so its own time includes its wait and the table above double-counts. What the chain pays for
+// a kernel is how much later the work ends because of it: with the intervals in order of their ends,
+// end - max(the previous end, its own start) (time before its start, when nothing ran, is the idle
+// table's). Summed, these are the busy span; by kernel, they say which kernels the step waits on.
+void report_exposed(FILE* f) {
+  std::vector<Interval> ivs = g_intervals;
+  std::sort(ivs.begin(), ivs.end(), [](const Interval& a, const Interval& b) { return a.end < b.end; });
+  std::map<const std::string*, Totals> exposed;
+  uint64_t prev_end = 0, overlapped = 0, total = 0;
+  for (const Interval& iv : ivs) {
+    const uint64_t from = std::max(prev_end, iv.start);
+    Totals& t = exposed[iv.name];
+    t.count += 1;
+    if (iv.end > from) {
+      t.ns += iv.end - from;
+      total += iv.end - from;
+    }
+    if (iv.start < prev_end) ++overlapped;
+    prev_end = std::max(prev_end, iv.end);
+  }
+  std::vector<std::pair<const std::string*, Totals>> rows(exposed.begin(), exposed.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::fprintf(f, "\n# exposed: %.3f s by the ends of %zu intervals (%llu started before the previous one ended)\n",
+               total * 1e-9, ivs.size(), static_cast<unsigned long long>(overlapped));
+  std::fprintf(f, "%8s %6s %10s %10s  %s\n", "total_ms", "share", "count", "mean_us", "where|kernel");
+  for (size_t i = 0; i < rows.size() && i < 40; ++i) {
+    const auto& [k, t] = rows[i];
+    std::fprintf(f, "%8.1f %5.1f%% %10llu %10.2f  %s\n", t.ns * 1e-6, total != 0 ? 100.0 * t.ns / total : 0.0,
+                 static_cast<unsigned long long>(t.count), t.ns * 1e-3 / t.count, k->c_str());
+  }
+}
+
 void report() {
   if (g_reported) return;
   g_reported = true;
@@ -167,6 +203,7 @@ void report() {
                  static_cast<unsigned long long>(t.count), t.count != 0 ? t.ns * 1e-3 / t.count : 0.0, k.c_str());
   }
   report_idle(f);
+  report_exposed(f);
   if (f != stderr) std::fclose(f);
 }
 
