@@ -158,10 +158,6 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     cp_async_commit();
   }
   pdl_wait();
-  if constexpr (kBlock) {
-    cp_async_wait<0>();
-    __syncthreads();
-  }
   if (!kX16 && warp == 0 && lane == 0) {
     cp_async4(&tail_x_scale, g.x_scale);
     cp_async_commit();
@@ -199,6 +195,15 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
       for (int i = 0; i < kXBytes; ++i) {
         xv[u][i] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(xrow + c * kOneChunk * kXBytes) + i)
                               : make_uint4(0, 0, 0, 0);
+      }
+    }
+    // kBlock: the staged scale blocks visible to every warp before the first products, waited for
+    // only now, with the first x loads in flight (waited before them, each CTA's x round trip came
+    // after the scales' one; the later waves' CTAs then ran the two in a row).
+    if constexpr (kBlock) {
+      if (u0 == 0) {
+        cp_async_wait<0>();
+        __syncthreads();
       }
     }
 #pragma unroll
