@@ -28,6 +28,7 @@ struct MoeGemvArgs {
   int num_local;
   int64_t hidden, inter;
   Activation act;
+  bool down_early;  // MoeShape::down_early
 };
 
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
@@ -48,8 +49,11 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 template <int kUnroll>
 __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
     moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
-  pdl_launch_dependents();  // the down gemv may launch and wait
-  pdl_wait();               // the ids are the route kernel's output
+  if (!a.down_early) pdl_launch_dependents();  // the down gemv may launch and wait
+  pdl_wait();                                  // the ids are the route kernel's output
+  // down_early: the down gemv launches once every CTA here is past its wait, so the route kernel has
+  // completed when it reads the ids before its own wait.
+  if (a.down_early) pdl_launch_dependents();
   const int64_t pair = blockIdx.y;
   const int e = a.ids[pair] - a.first_expert;
   if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
 constexpr int kDownWarps = 8;
 constexpr int kDownThreads = kDownWarps * 32;
 
-template <int kDownRows, int kDownSteps>
+template <int kDownRows, int kDownSteps, bool kEarly = false>
 __global__ void __launch_bounds__(kDownThreads)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   __shared__ float part[kDownWarps][kDownRows];
@@ -106,6 +110,26 @@ __global__ void __launch_bounds__(kDownThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   const int chunks = static_cast<int>(a.inter / 8);
   pdl_launch_dependents();
+  // kEarly (MINIVLLM_MOE_DOWN_EARLY; one step holds a row: I <= 32 kDownSteps x 8, down_early_fits):
+  // the warp's first slot's expert read and its weight rows pulled into L2 before the wait (a
+  // prefetch: no register held over it; holding the rows took 128 registers, or spills at 64). The
+  // gate/up gemv (a.down_early) signals only once past its own wait, so the route kernel's ids are
+  // complete; read through L2 (__ldcg), not a line an earlier kernel left in L1.
+  if (kEarly && warp < a.k) {
+    const int e = __ldcg(a.ids + t * a.k + warp) - a.first_expert;
+    if (e >= 0 && e < a.num_local) {
+      const uint4* w = static_cast<const uint4*>(table.w[e]);
+#pragma unroll
+      for (int u = 0; u < kDownSteps; ++u) {
+        const int c = lane + 32 * u;
+#pragma unroll
+        for (int r = 0; r < kDownRows; ++r) {
+          const int64_t row = min(row0 + r, a.hidden - 1);
+          if (c < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + row * chunks + c));
+        }
+      }
+    }
+  }
   pdl_wait();  // act is the gate/up gemv's output; out is read and written
   // Thread r < kDownRows's value of out, loaded now, not on the tail (PERFORMANCE.md, "Stop 73").
   float base = 0.0f;
@@ -162,6 +186,10 @@ __global__ void __launch_bounds__(kDownThreads)
   }
 }
 
+// MoeShape::down_early where the down gemv's one step holds an expert row (its kDownSteps: 3 at 4
+// rows a CTA, 4 at 2). Both launchers decide alike: the gate/up gemv's late signal goes with it.
+bool down_early_fits(const MoeShape& s) { return s.down_early && s.inter / 8 <= 32 * (s.down_rows == 4 ? 3 : 4); }
+
 void check_shape(const char* op, const MoeShape& s) {
   MINIVLLM_CHECK(s.tokens >= 0 && s.tokens <= 65535 && s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 &&
                  s.inter > 0 && s.inter % 8 == 0 && s.tokens * s.k * (s.inter / 8) < (int64_t{1} << 31) &&
@@ -179,6 +207,7 @@ MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
   a.num_local = s.num_local;
   a.hidden = s.hidden;
   a.inter = s.inter;
+  a.down_early = down_early_fits(s);
   return a;
 }
 
@@ -211,9 +240,11 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
   if (s.down_rows == 4) {
-    launch_with_pdl(moe_gemv_down_add_kernel<4, 3>, grid, dim3(kDownThreads), 0, stream, a, down);
+    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<4, 3, true> : moe_gemv_down_add_kernel<4, 3>, grid,
+                    dim3(kDownThreads), 0, stream, a, down);
   } else {
-    launch_with_pdl(moe_gemv_down_add_kernel<2, 4>, grid, dim3(kDownThreads), 0, stream, a, down);
+    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<2, 4, true> : moe_gemv_down_add_kernel<2, 4>, grid,
+                    dim3(kDownThreads), 0, stream, a, down);
   }
   CUDA_CHECK_LAUNCH();
 }
