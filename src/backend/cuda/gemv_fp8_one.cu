@@ -161,7 +161,6 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   float reg_scale[kRegScales ? U : 1][2];  // kRegScales: step u's scales of row lo (the gate's) and hi
   if constexpr (kBlock) {
     const int64_t first_lo = kGated ? static_cast<int64_t>(blockIdx.x) * NP : row0;
-    const int cols = static_cast<int>(g.w.grid_cols);
     const float* lo_row = g.w.grid + (first_lo / g.w.block_rows) * g.w.grid_cols;
     const float* hi_row = kGated ? g.w.grid + ((n + first_lo) / g.w.block_rows) * g.w.grid_cols : lo_row;
     if constexpr (kRegScales) {
@@ -172,6 +171,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         reg_scale[u][1] = kGated ? __ldg(hi_row + col) : reg_scale[u][0];
       }
     } else {
+      const int cols = static_cast<int>(g.w.grid_cols);
       for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + i, lo_row + i);
       if constexpr (kGated) {
         for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + kOneMaxGridCols + i, hi_row + i);
