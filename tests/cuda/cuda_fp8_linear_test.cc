@@ -380,36 +380,36 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
     b.gpu->copy_from_host(codes, q.data());
     b.gpu->copy_from_host(scale, &sc);
   };
-  for (int variant = 0; variant < 6; ++variant) {
-    const int pairs = variant % 3 == 0 ? 1 : variant % 3 == 1 ? 2 : 4;
-    const bool regs = variant >= 3;
-    for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
-                      S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul}}) {
-      const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
-      const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
-      const int64_t n = gated ? s.rows / 2 : s.rows;
-      const std::string tag = c.name + (gated ? " act_mul" : " store") + " pairs " + std::to_string(pairs) +
-                              (regs ? " scale registers" : "");
-      const Tensor x = random_values({1, s.k}, rng);
-      Tensor codes, scale;
-      codes_of(x, codes, scale);
-      Tensor og = b.gpu->empty(DType::kBF16, {1, n});
-      b.gpu->fill_bytes(og, 0xFF);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      ASSERT_TRUE(cuda::launch_gemv_fp8_one(codes.ptr<uint8_t>(), scale.ptr<float>(), cuda::fp8_weight_view(c.wg),
-                                            nullptr, false, og.data(), false, s.e, Activation::kSilu, 1, n, s.k, pairs,
-                                            nullptr, /*blocks=*/true, /*block_scale_regs=*/regs))
-          << tag;
-      CUDA_CHECK(cudaDeviceSynchronize());
-      const Tensor xc = upload(*b.cpu, e4m3_rows_values(x));
-      Tensor oc = b.cpu->empty(DType::kF32, {1, n});
-      if (gated) {
-        Tensor sc = b.cpu->empty(DType::kF32, {1, s.rows});
-        b.cpu->linear_act_mul(xc, c.wc, sc, oc, Activation::kSilu);
-      } else {
-        b.cpu->linear(xc, c.wc, nullptr, oc);
+  for (const bool regs : {false, true}) {
+    for (const int pairs : {1, 2, 4}) {
+      for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
+                        S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul}}) {
+        const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
+        const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
+        const int64_t n = gated ? s.rows / 2 : s.rows;
+        const std::string tag = c.name + (gated ? " act_mul" : " store") + " pairs " + std::to_string(pairs) +
+                                (regs ? " scale registers" : "");
+        const Tensor x = random_values({1, s.k}, rng);
+        Tensor codes, scale;
+        codes_of(x, codes, scale);
+        Tensor og = b.gpu->empty(DType::kBF16, {1, n});
+        b.gpu->fill_bytes(og, 0xFF);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        ASSERT_TRUE(cuda::launch_gemv_fp8_one(codes.ptr<uint8_t>(), scale.ptr<float>(), cuda::fp8_weight_view(c.wg),
+                                              nullptr, false, og.data(), false, s.e, Activation::kSilu, 1, n, s.k,
+                                              pairs, nullptr, /*blocks=*/true, /*block_scale_regs=*/regs))
+            << tag;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const Tensor xc = upload(*b.cpu, e4m3_rows_values(x));
+        Tensor oc = b.cpu->empty(DType::kF32, {1, n});
+        if (gated) {
+          Tensor sc = b.cpu->empty(DType::kF32, {1, s.rows});
+          b.cpu->linear_act_mul(xc, c.wc, sc, oc, Activation::kSilu);
+        } else {
+          b.cpu->linear(xc, c.wc, nullptr, oc);
+        }
+        expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), tag);
       }
-      expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), tag);
     }
   }
   const Fp8Case add = make_case(b, 512, 2048, Grid::kBlock128, rng);

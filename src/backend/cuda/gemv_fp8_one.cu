@@ -244,11 +244,15 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         }
       } else if constexpr (kBlock) {
         // c[0], c[1] are row lo's (the gate's), c[2], c[3] row hi's (the up row's)
-        // (kRegScales: one step covers K, so u0 is 0 and u indexes the registers at compile time)
-        const int col = kRegScales ? 0 : block_col(u0 + u);
-        const float s_lo = kRegScales ? reg_scale[kRegScales ? u : 0][0] : block_scale[col];
-        const float s_hi = kRegScales ? reg_scale[kRegScales ? u : 0][1]
-                                      : block_scale[kGated ? kOneMaxGridCols + col : col];
+        float s_lo, s_hi;
+        if constexpr (kRegScales) {  // one step covers K: u0 is 0, u indexes the registers at compile time
+          s_lo = reg_scale[u][0];
+          s_hi = reg_scale[u][1];
+        } else {
+          const int col = block_col(u0 + u);
+          s_lo = block_scale[col];
+          s_hi = block_scale[kGated ? kOneMaxGridCols + col : col];
+        }
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
           float part[4] = {};
@@ -380,11 +384,13 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
     return false;
   }
   const bool regs = block_scale_regs && slice_chunks(k) <= 2;  // one step of two chunks covers K
-  if (gated) {
-    if (regs) return launch_one<Fp8GemvOut::kActMul, false, true, true>(g, pairs, stream), true;
+  if (gated && regs) {
+    launch_one<Fp8GemvOut::kActMul, false, true, true>(g, pairs, stream);
+  } else if (gated) {
     launch_one<Fp8GemvOut::kActMul, false, true>(g, pairs, stream);
+  } else if (regs) {
+    launch_one<Fp8GemvOut::kStore, false, true, true>(g, pairs, stream);
   } else {
-    if (regs) return launch_one<Fp8GemvOut::kStore, false, true, true>(g, pairs, stream), true;
     launch_one<Fp8GemvOut::kStore, false, true>(g, pairs, stream);
   }
   return true;

@@ -100,6 +100,8 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
 // (PERFORMANCE.md, "Stop 67"). kDownSteps chunks of each row a lane.
 constexpr int kDownWarps = 8;
 constexpr int kDownThreads = kDownWarps * 32;
+// Chunks of each row a lane loads a step, by rows a CTA (MINIVLLM_MOE_DOWN_ROWS: 4 or 2).
+constexpr int down_steps(int rows) { return rows == 4 ? 3 : 4; }
 
 template <int kDownRows, int kDownSteps, bool kEarly = false>
 __global__ void __launch_bounds__(kDownThreads)
@@ -186,9 +188,9 @@ __global__ void __launch_bounds__(kDownThreads)
   }
 }
 
-// MoeShape::down_early where the down gemv's one step holds an expert row (its kDownSteps: 3 at 4
-// rows a CTA, 4 at 2). Both launchers decide alike: the gate/up gemv's late signal goes with it.
-bool down_early_fits(const MoeShape& s) { return s.down_early && s.inter / 8 <= 32 * (s.down_rows == 4 ? 3 : 4); }
+// MoeShape::down_early where the down gemv's one step holds an expert row. Both launchers decide
+// alike: the gate/up gemv's late signal goes with it.
+bool down_early_fits(const MoeShape& s) { return s.down_early && s.inter / 8 <= 32 * down_steps(s.down_rows); }
 
 void check_shape(const char* op, const MoeShape& s) {
   MINIVLLM_CHECK(s.tokens >= 0 && s.tokens <= 65535 && s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 &&
@@ -240,11 +242,13 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
   if (s.down_rows == 4) {
-    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<4, 3, true> : moe_gemv_down_add_kernel<4, 3>, grid,
-                    dim3(kDownThreads), 0, stream, a, down);
+    constexpr int kSteps = down_steps(4);
+    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<4, kSteps, true> : moe_gemv_down_add_kernel<4, kSteps>,
+                    grid, dim3(kDownThreads), 0, stream, a, down);
   } else {
-    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<2, 4, true> : moe_gemv_down_add_kernel<2, 4>, grid,
-                    dim3(kDownThreads), 0, stream, a, down);
+    constexpr int kSteps = down_steps(2);
+    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<2, kSteps, true> : moe_gemv_down_add_kernel<2, kSteps>,
+                    grid, dim3(kDownThreads), 0, stream, a, down);
   }
   CUDA_CHECK_LAUNCH();
 }
