@@ -85,10 +85,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
      "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
      "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
-    {"MINIVLLM_MOE_DOWN_EARLY", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the experts' decode down projection loads its first slot's weight rows before its PDL wait, the "
-     "gate/up gemv signalling only past its own wait (written in stop 75, not yet measured: PERFORMANCE.md, "
-     "\"Stop 75\")"},
     {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
      "k selection rounds (moe.cu; PERFORMANCE.md, \"Stop 69\")"},

@@ -340,7 +340,6 @@ class CudaBackend : public Backend {
   int64_t moe_gemv_tokens_ = 8;      // MoE batches up to this many tokens take the gemvs (MINIVLLM_MOE_GEMV_TOKENS)
   int moe_gate_chunks_ = 2;          // MoE decode gate/up gemv: row chunks a lane (MINIVLLM_MOE_GATE_CHUNKS)
   int moe_down_rows_ = 4;            // MoE decode down gemv: output rows a CTA (MINIVLLM_MOE_DOWN_ROWS)
-  bool moe_down_early_ = false;      // MINIVLLM_MOE_DOWN_EARLY: its first slot's rows before its PDL wait
   bool moe_route_cta_ = true;        // MoE route: a CTA a token at decode sizes (MINIVLLM_MOE_ROUTE_CTA)
   int64_t moe_small_tile_rows_ = 48;  // grouped GEMMs take 32-row tiles up to this many rows an expert
                                      // on average (MINIVLLM_MOE_SMALL_TILE_ROWS)

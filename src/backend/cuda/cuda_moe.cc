@@ -139,7 +139,6 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
   MoeShape shape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
   shape.down_rows = moe_down_rows_;
   shape.gate_chunks = moe_gate_chunks_;
-  shape.down_early = moe_down_early_;
   const bool out_f32 = out.dtype() == DType::kF32;
   if (tokens <= moe_gemv_tokens_ && tokens <= chunk) {  // decode: only the chosen experts' rows are read
     launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), gate_up, shape, act, scratch.act.data(), stream_);

@@ -46,9 +46,6 @@ struct MoeShape {
   int tile_rows = kMoeTileRows;  // the grouped path's row tile: kMoeTileRows or kMoeSmallTileRows
   int down_rows = 4;             // the decode down gemv's output rows a CTA: 2 or 4 (MINIVLLM_MOE_DOWN_ROWS)
   int gate_chunks = 2;           // the decode gate/up gemv's chunks of each row in flight a lane: 2 or 4
-  // The decode down gemv loads its first slot's weight rows before its PDL wait, the gate/up gemv
-  // signalling its dependents only past its own wait (MINIVLLM_MOE_DOWN_EARLY).
-  bool down_early = false;
 };
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=

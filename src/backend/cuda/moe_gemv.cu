@@ -28,7 +28,6 @@ struct MoeGemvArgs {
   int num_local;
   int64_t hidden, inter;
   Activation act;
-  bool down_early;  // MoeShape::down_early
 };
 
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
@@ -49,11 +48,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 template <int kUnroll>
 __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
     moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
-  if (!a.down_early) pdl_launch_dependents();  // the down gemv may launch and wait
-  pdl_wait();                                  // the ids are the route kernel's output
-  // down_early: the down gemv launches once every CTA here is past its wait, so the route kernel has
-  // completed when it reads the ids before its own wait.
-  if (a.down_early) pdl_launch_dependents();
+  pdl_launch_dependents();  // the down gemv may launch and wait
+  pdl_wait();               // the ids are the route kernel's output
   const int64_t pair = blockIdx.y;
   const int e = a.ids[pair] - a.first_expert;
   if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
@@ -103,7 +99,7 @@ constexpr int kDownThreads = kDownWarps * 32;
 // Chunks of each row a lane loads a step, by rows a CTA (MINIVLLM_MOE_DOWN_ROWS: 4 or 2).
 constexpr int down_steps(int rows) { return rows == 4 ? 3 : 4; }
 
-template <int kDownRows, int kDownSteps, bool kEarly = false>
+template <int kDownRows, int kDownSteps>
 __global__ void __launch_bounds__(kDownThreads)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   __shared__ float part[kDownWarps][kDownRows];
@@ -112,26 +108,6 @@ __global__ void __launch_bounds__(kDownThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   const int chunks = static_cast<int>(a.inter / 8);
   pdl_launch_dependents();
-  // kEarly (MINIVLLM_MOE_DOWN_EARLY; one step holds a row: I <= 32 kDownSteps x 8, down_early_fits):
-  // the warp's first slot's expert read and its weight rows pulled into L2 before the wait (a
-  // prefetch: no register held over it; holding the rows took 128 registers, or spills at 64). The
-  // gate/up gemv (a.down_early) signals only once past its own wait, so the route kernel's ids are
-  // complete; read through L2 (__ldcg), not a line an earlier kernel left in L1.
-  if (kEarly && warp < a.k) {
-    const int e = __ldcg(a.ids + t * a.k + warp) - a.first_expert;
-    if (e >= 0 && e < a.num_local) {
-      const uint4* w = static_cast<const uint4*>(table.w[e]);
-#pragma unroll
-      for (int u = 0; u < kDownSteps; ++u) {
-        const int c = lane + 32 * u;
-#pragma unroll
-        for (int r = 0; r < kDownRows; ++r) {
-          const int64_t row = min(row0 + r, a.hidden - 1);
-          if (c < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + row * chunks + c));
-        }
-      }
-    }
-  }
   pdl_wait();  // act is the gate/up gemv's output; out is read and written
   // Thread r < kDownRows's value of out, loaded now, not on the tail (PERFORMANCE.md, "Stop 73").
   float base = 0.0f;
@@ -188,10 +164,6 @@ __global__ void __launch_bounds__(kDownThreads)
   }
 }
 
-// MoeShape::down_early where the down gemv's one step holds an expert row. Both launchers decide
-// alike: the gate/up gemv's late signal goes with it.
-bool down_early_fits(const MoeShape& s) { return s.down_early && s.inter / 8 <= 32 * down_steps(s.down_rows); }
-
 void check_shape(const char* op, const MoeShape& s) {
   MINIVLLM_CHECK(s.tokens >= 0 && s.tokens <= 65535 && s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 &&
                  s.inter > 0 && s.inter % 8 == 0 && s.tokens * s.k * (s.inter / 8) < (int64_t{1} << 31) &&
@@ -209,7 +181,6 @@ MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
   a.num_local = s.num_local;
   a.hidden = s.hidden;
   a.inter = s.inter;
-  a.down_early = down_early_fits(s);
   return a;
 }
 
@@ -243,12 +214,10 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
   if (s.down_rows == 4) {
     constexpr int kSteps = down_steps(4);
-    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<4, kSteps, true> : moe_gemv_down_add_kernel<4, kSteps>,
-                    grid, dim3(kDownThreads), 0, stream, a, down);
+    launch_with_pdl(moe_gemv_down_add_kernel<4, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
   } else {
     constexpr int kSteps = down_steps(2);
-    launch_with_pdl(a.down_early ? moe_gemv_down_add_kernel<2, kSteps, true> : moe_gemv_down_add_kernel<2, kSteps>,
-                    grid, dim3(kDownThreads), 0, stream, a, down);
+    launch_with_pdl(moe_gemv_down_add_kernel<2, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
   }
   CUDA_CHECK_LAUNCH();
 }
