@@ -150,11 +150,6 @@ constexpr Knob kKnobs[] = {
      "the same for weights with 128 x 128 scale blocks (Qwen3-*-FP8's o and down): each chunk's product "
      "scaled by its block as it is added (PERFORMANCE.md, \"Stop 71\"); 0: their 16-row W8A8 gemv after a "
      "per-token quantizer"},
-    {"MINIVLLM_FP8_BLOCK_SCALE_REGS", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the one-token W8A8 gemv on 128 x 128 scale blocks (Qwen3-*-FP8's gate/up and qkv), where one loop "
-     "step covers K (4,096): each lane's block scales in registers, loaded before the PDL wait, instead of "
-     "the CTA's rows in shared memory behind a barrier (written in stop 75, not yet measured: "
-     "PERFORMANCE.md, \"Stop 75\")"},
     {"MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the one-token W8A16 add on 128 x 128 scale blocks (Qwen3-*-FP8's o and down) copies its residual values "
      "before the products, as on per-row weights (+0.7%: PERFORMANCE.md, \"Stop 75\")"},

@@ -359,9 +359,8 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
 // The one-token W8A8 kernel on 128 x 128 scale blocks (MINIVLLM_FP8_GEMV_ONE_BLOCKS), called directly
 // so that a decline fails the test: the store and act_mul at 1, 2 and 4 pairs, K of whole blocks and of
 // a half block at the end (2,368), rows ending inside a CTA and a block; against the CPU on the same
-// codes' values; the scales staged in shared memory and in registers (MINIVLLM_FP8_BLOCK_SCALE_REGS:
-// both Ks are one step). Then the shapes it must decline (the residual's add, gate rows not of whole
-// blocks).
+// codes' values (those Ks one loop step, kOneStep), and K = 12,352 (four steps, the last partial). Then
+// the shapes it must decline (the residual's add, gate rows not of whole blocks).
 TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -380,36 +379,34 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
     b.gpu->copy_from_host(codes, q.data());
     b.gpu->copy_from_host(scale, &sc);
   };
-  for (const bool regs : {false, true}) {
-    for (const int pairs : {1, 2, 4}) {
-      for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
-                        S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul}}) {
-        const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
-        const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
-        const int64_t n = gated ? s.rows / 2 : s.rows;
-        const std::string tag = c.name + (gated ? " act_mul" : " store") + " pairs " + std::to_string(pairs) +
-                                (regs ? " scale registers" : "");
-        const Tensor x = random_values({1, s.k}, rng);
-        Tensor codes, scale;
-        codes_of(x, codes, scale);
-        Tensor og = b.gpu->empty(DType::kBF16, {1, n});
-        b.gpu->fill_bytes(og, 0xFF);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        ASSERT_TRUE(cuda::launch_gemv_fp8_one(codes.ptr<uint8_t>(), scale.ptr<float>(), cuda::fp8_weight_view(c.wg),
-                                              nullptr, false, og.data(), false, s.e, Activation::kSilu, 1, n, s.k,
-                                              pairs, nullptr, /*blocks=*/true, /*block_scale_regs=*/regs))
-            << tag;
-        CUDA_CHECK(cudaDeviceSynchronize());
-        const Tensor xc = upload(*b.cpu, e4m3_rows_values(x));
-        Tensor oc = b.cpu->empty(DType::kF32, {1, n});
-        if (gated) {
-          Tensor sc = b.cpu->empty(DType::kF32, {1, s.rows});
-          b.cpu->linear_act_mul(xc, c.wc, sc, oc, Activation::kSilu);
-        } else {
-          b.cpu->linear(xc, c.wc, nullptr, oc);
-        }
-        expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), tag);
+  for (const int pairs : {1, 2, 4}) {
+    for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
+                      S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul},
+                      S{1001, 12352, cuda::Fp8GemvOut::kStore}, S{512, 12352, cuda::Fp8GemvOut::kActMul}}) {
+      const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
+      const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
+      const int64_t n = gated ? s.rows / 2 : s.rows;
+      const std::string tag = c.name + (gated ? " act_mul" : " store") + " pairs " + std::to_string(pairs);
+      const Tensor x = random_values({1, s.k}, rng);
+      Tensor codes, scale;
+      codes_of(x, codes, scale);
+      Tensor og = b.gpu->empty(DType::kBF16, {1, n});
+      b.gpu->fill_bytes(og, 0xFF);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ASSERT_TRUE(cuda::launch_gemv_fp8_one(codes.ptr<uint8_t>(), scale.ptr<float>(), cuda::fp8_weight_view(c.wg),
+                                            nullptr, false, og.data(), false, s.e, Activation::kSilu, 1, n, s.k,
+                                            pairs, nullptr, /*blocks=*/true))
+          << tag;
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const Tensor xc = upload(*b.cpu, e4m3_rows_values(x));
+      Tensor oc = b.cpu->empty(DType::kF32, {1, n});
+      if (gated) {
+        Tensor sc = b.cpu->empty(DType::kF32, {1, s.rows});
+        b.cpu->linear_act_mul(xc, c.wc, sc, oc, Activation::kSilu);
+      } else {
+        b.cpu->linear(xc, c.wc, nullptr, oc);
       }
+      expect_w8a8_close(download(*b.gpu, og), download(*b.cpu, oc), tag);
     }
   }
   const Fp8Case add = make_case(b, 512, 2048, Grid::kBlock128, rng);

@@ -96,7 +96,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_gemv_one_min_codes_ = knob_number("MINIVLLM_FP8_GEMV_ONE_MIN_MB") << 20;
   fp8_gemv_one_x16_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16");
   fp8_gemv_one_blocks_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_BLOCKS");
-  fp8_block_scale_regs_ = knob_flag("MINIVLLM_FP8_BLOCK_SCALE_REGS");
   fp8_block_early_residual_ = knob_flag("MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL");
   fp8_gemv_one_x16_blocks_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS");
   fp8_normed_x16_ = knob_flag("MINIVLLM_FP8_NORMED_X16");

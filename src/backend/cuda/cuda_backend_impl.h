@@ -321,7 +321,6 @@ class CudaBackend : public Backend {
   int64_t fp8_gemv_one_min_codes_ = 0;  // MINIVLLM_FP8_GEMV_ONE_MIN_MB, in codes
   bool fp8_gemv_one_x16_ = false;       // MINIVLLM_FP8_GEMV_ONE_X16
   bool fp8_gemv_one_blocks_ = true;     // MINIVLLM_FP8_GEMV_ONE_BLOCKS
-  bool fp8_block_scale_regs_ = false;   // MINIVLLM_FP8_BLOCK_SCALE_REGS
   bool fp8_block_early_residual_ = true;  // MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL
   bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
   bool fp8_normed_x16_ = false;          // MINIVLLM_FP8_NORMED_X16

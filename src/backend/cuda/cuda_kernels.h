@@ -70,17 +70,15 @@ bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k);
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                            int64_t n, int64_t k, int num_sms, int lane_bytes, int one_pairs, cudaStream_t stream,
-                           bool one_blocks = false, bool block_scale_regs = false);
+                           bool one_blocks = false);
 // gemv_fp8_one.cu: the same at one token, the mma's rows two weight rows x 8 slices of K (pairs:
 // row pairs a CTA, 1, 2 or 4). False, launching nothing, where it declines (tokens != 1, K < 2,048
 // or not of 64s, or more than one scale a row). blocks: also weights with scale blocks (64 columns
 // times a power of two wide; as tall as 2 pairs times a whole number, kActMul pairs, and dividing n),
-// for kStore and kActMul; block_scale_regs: their scales in registers where one step covers K
-// (MINIVLLM_FP8_BLOCK_SCALE_REGS).
+// for kStore and kActMul.
 bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                         int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks = false,
-                         bool block_scale_regs = false);
+                         int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks = false);
 // The same kernel on bf16 x as it is (W8A16: codes and x into f16 mmas), with no quantizer kernel
 // before it; x 16-byte aligned. False where it declines, as above. blocks: also weights with scale
 // blocks (64 columns times a power of two wide, 8-row multiples tall), for kStore and kAddF32 at four

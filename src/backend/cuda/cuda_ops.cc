@@ -198,8 +198,7 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
                             Activation act, int64_t tokens, int64_t n) {
   const int one_pairs = w.numel() >= fp8_gemv_one_min_codes_ ? fp8_gemv_one_pairs_ : 0;
   launch_gemv_fp8_codes(fp8_x_codes_, fp8_x_scales_, fp8_weight_view(w), bias, bias_f32, out, out_f32, e, act, tokens,
-                        n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, one_pairs, stream_, fp8_gemv_one_blocks_,
-                        fp8_block_scale_regs_);
+                        n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, one_pairs, stream_, fp8_gemv_one_blocks_);
 }
 
 // FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to

@@ -618,10 +618,10 @@ bool gemv_fp8_codes_takes(const Fp8Weight& w, int64_t k) {
 void launch_gemv_fp8_codes(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                            bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                            int64_t n, int64_t k, int num_sms, int lane_bytes, int one_pairs, cudaStream_t stream,
-                           bool one_blocks, bool block_scale_regs) {
+                           bool one_blocks) {
   if (tokens == 0 || n == 0) return;
   if (launch_gemv_fp8_one(x_codes, x_scales, w, bias, bias_f32, out, out_f32, e, act, tokens, n, k, one_pairs, stream,
-                          one_blocks, block_scale_regs)) {
+                          one_blocks)) {
     return;
   }
   MINIVLLM_CHECK(tokens >= 1 && tokens <= kGemvMaxTokens && gemv_fp8_codes_takes(w, k))

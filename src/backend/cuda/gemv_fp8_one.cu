@@ -70,15 +70,15 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 // scale as it is added: a lane's diagonal sums are its own slice's chunk, so the lane scales by that
 // chunk's block (the other elements of C go unused). W8A16 (the o and down projections) stores and
 // adds; W8A8 (gate/up, and qkv behind the normed quantizer) stores and gates.
-// kRegScales (MINIVLLM_FP8_BLOCK_SCALE_REGS, W8A8 on blocks where one loop step covers K: steps <=
-// U): each lane loads its U chunks' block scales into registers before the PDL wait, not the CTA's
-// rows into shared memory, so no cp.async wait and no CTA barrier stand before the products.
+// kOneStep: the launcher found that one step of U chunks a slice covers K, so the loop's later loads
+// are dead code and the rows' addresses die after the first: 6-15 registers fewer, which at two
+// pairs takes the block-scaled gate/up from 6 CTAs an SM to 7 and the qkv from 5 to 7 (bytes in
+// flight: PERFORMANCE.md, "Stop 76").
 template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false, bool kBlockEarly = false,
-          bool kRegScales = false>
+          bool kOneStep = false>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
   static_assert(!kBlock || (kX16 ? E != Fp8GemvOut::kActMul : E != Fp8GemvOut::kAddF32),
                 "block scales: the W8A16 store and add kernels, the W8A8 store and gated ones");
-  static_assert(!kRegScales || (kBlock && !kX16), "scale registers: the W8A8 kernel on blocks");
   constexpr bool kGated = E == Fp8GemvOut::kActMul;
   constexpr int kOut = kGated ? NP : 2 * NP;  // output rows a CTA
   __shared__ float partial[kSlices][2 * NP];  // [slice][pair p's lo, hi]
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   // kActMul's: its gate rows' (block_rows a multiple of NP) and its up rows' (n a multiple of block_rows),
   // copied into shared memory before the PDL wait (they depend on no kernel): the loop then reads
   // each chunk's scale where it uses it, with no global load and no register held over the products.
-  __shared__ float block_scale[kBlock && !kRegScales ? (kGated ? 2 : 1) * kOneMaxGridCols : 1];
+  __shared__ float block_scale[kBlock ? (kGated ? 2 : 1) * kOneMaxGridCols : 1];
   // kBlock: step u's chunk's column of scale blocks (lanes past the end read the last: their products
   // are zeros). The launcher takes blocks of a power of two of chunks: a 64-bit division here, a long
   // subroutine, once cost a kernel a fifth of its speed (PERFORMANCE.md, "Stop 66").
@@ -158,26 +158,16 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   const auto block_col = [&](int64_t step) {
     return static_cast<int>(min(step * kSlices + slice, chunks - 1)) >> block_shift;
   };
-  float reg_scale[kRegScales ? U : 1][2];  // kRegScales: step u's scales of row lo (the gate's) and hi
   if constexpr (kBlock) {
     const int64_t first_lo = kGated ? static_cast<int64_t>(blockIdx.x) * NP : row0;
     const float* lo_row = g.w.grid + (first_lo / g.w.block_rows) * g.w.grid_cols;
     const float* hi_row = kGated ? g.w.grid + ((n + first_lo) / g.w.block_rows) * g.w.grid_cols : lo_row;
-    if constexpr (kRegScales) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int col = block_col(u);
-        reg_scale[u][0] = __ldg(lo_row + col);
-        reg_scale[u][1] = kGated ? __ldg(hi_row + col) : reg_scale[u][0];
-      }
-    } else {
-      const int cols = static_cast<int>(g.w.grid_cols);
-      for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + i, lo_row + i);
-      if constexpr (kGated) {
-        for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + kOneMaxGridCols + i, hi_row + i);
-      }
-      cp_async_commit();
+    const int cols = static_cast<int>(g.w.grid_cols);
+    for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + i, lo_row + i);
+    if constexpr (kGated) {
+      for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + kOneMaxGridCols + i, hi_row + i);
     }
+    cp_async_commit();
   }
   pdl_wait();
   if (!kX16 && warp == 0 && lane == 0) {
@@ -200,7 +190,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   constexpr int kXBytes = kX16 ? 2 : 1;  // x's bytes a value
   const uint8_t* xrow = g.x + 16 * t * kXBytes;
   float acc[NP][4] = {};
-  for (int64_t u0 = 0; u0 < steps; u0 += U) {
+  const int64_t loop_steps = kOneStep ? 1 : steps;
+  for (int64_t u0 = 0; u0 < loop_steps; u0 += U) {
     if (u0 != 0) load_w(u0);
     uint4 xv[U][kXBytes];  // x (a few KB, from L1), all of the step's first
 #pragma unroll
@@ -215,7 +206,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
     // kBlock: the staged scale blocks visible to every warp before the first products, waited for
     // only now, with the first x loads in flight (waited before them, each CTA's x round trip came
     // after the scales' one; the later waves' CTAs then ran the two in a row).
-    if constexpr (kBlock && !kRegScales) {
+    if constexpr (kBlock) {
       if (u0 == 0) {
         cp_async_wait<0>();
         __syncthreads();
@@ -244,15 +235,9 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
         }
       } else if constexpr (kBlock) {
         // c[0], c[1] are row lo's (the gate's), c[2], c[3] row hi's (the up row's)
-        float s_lo, s_hi;
-        if constexpr (kRegScales) {  // one step covers K: u0 is 0, u indexes the registers at compile time
-          s_lo = reg_scale[u][0];
-          s_hi = reg_scale[u][1];
-        } else {
-          const int col = block_col(u0 + u);
-          s_lo = block_scale[col];
-          s_hi = block_scale[kGated ? kOneMaxGridCols + col : col];
-        }
+        const int col = block_col(u0 + u);
+        const float s_lo = block_scale[col];
+        const float s_hi = block_scale[kGated ? kOneMaxGridCols + col : col];
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
           float part[4] = {};
@@ -312,31 +297,28 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   }
 }
 
-template <Fp8GemvOut E, int NP, bool kX16, bool kBlock = false, bool kBlockEarly = false, bool kRegScales = false>
+template <Fp8GemvOut E, int NP, bool kX16, bool kBlock = false, bool kBlockEarly = false>
 void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
-  // Two chunks a step where a slice holds at most two, or x is bf16 (two 16-byte loads a chunk: four
-  // chunks a step would take 150 registers at two pairs, three CTAs an SM).
-  if constexpr (kRegScales) {
-    MINIVLLM_CHECK(steps <= 2) << "gemv_fp8_one: scale registers for one step, K = " << g.k;
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, false, true, false, true>, grid, block, 0, stream, g);
+  // Two chunks a step where a slice holds at most two (then one step: kOneStep), or x is bf16 (two
+  // 16-byte loads a chunk: four chunks a step would take 150 registers at two pairs, three CTAs an SM).
+  if (steps <= 2) {
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock, kBlockEarly, true>, grid, block, 0, stream, g);
   } else if constexpr (kX16) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock, kBlockEarly>, grid, block, 0, stream, g);
-  } else if (steps <= 2) {
-    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock>, grid, block, 0, stream, g);
   } else {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock>, grid, block, 0, stream, g);
   }
   CUDA_CHECK_LAUNCH();
 }
 
-template <Fp8GemvOut E, bool kX16, bool kBlock = false, bool kRegScales = false>
+template <Fp8GemvOut E, bool kX16, bool kBlock = false>
 void launch_one(const CodesArgs& g, int pairs, cudaStream_t stream) {
   switch (pairs) {
-    case 1: return launch_np<E, 1, kX16, kBlock, false, kRegScales>(g, stream);
-    case 4: return launch_np<E, 4, kX16, kBlock, false, kRegScales>(g, stream);
-    default: return launch_np<E, 2, kX16, kBlock, false, kRegScales>(g, stream);
+    case 1: return launch_np<E, 1, kX16, kBlock>(g, stream);
+    case 4: return launch_np<E, 4, kX16, kBlock>(g, stream);
+    default: return launch_np<E, 2, kX16, kBlock>(g, stream);
   }
 }
 
@@ -370,7 +352,7 @@ bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
 
 bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp8Weight& w, const void* bias,
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
-                         int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks, bool block_scale_regs) {
+                         int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks) {
   const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1);
   if (one_takes(w, tokens, k, pairs)) {
     launch_epilogue<false>(g, e, pairs, stream);
@@ -383,13 +365,8 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
       w.block_rows % (gated ? pairs : 2 * pairs) != 0 || (gated && n % w.block_rows != 0)) {
     return false;
   }
-  const bool regs = block_scale_regs && slice_chunks(k) <= 2;  // one step of two chunks covers K
-  if (gated && regs) {
-    launch_one<Fp8GemvOut::kActMul, false, true, true>(g, pairs, stream);
-  } else if (gated) {
+  if (gated) {
     launch_one<Fp8GemvOut::kActMul, false, true>(g, pairs, stream);
-  } else if (regs) {
-    launch_one<Fp8GemvOut::kStore, false, true, true>(g, pairs, stream);
   } else {
     launch_one<Fp8GemvOut::kStore, false, true>(g, pairs, stream);
   }
