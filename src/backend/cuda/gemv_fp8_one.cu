@@ -133,16 +133,22 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   // p] its up row; else [v] row row0 + v.
   __shared__ float tail_scale[2 * NP];
   __shared__ float tail_x_scale;
+  // A row's row of scale blocks, in 32 bits: a 64-bit division is a subroutine whose registers, beside
+  // the W loads in flight, set the kernel's count (5 more: 7 CTAs an SM, not 8). The launcher takes
+  // fewer than 2^31 rows.
+  const auto block_row = [&](int64_t row) -> int64_t {
+    return static_cast<uint32_t>(row) / static_cast<uint32_t>(g.w.block_rows);
+  };
   if (!kBlock && warp == 0) {
     if constexpr (kGated) {
       if (lane < NP) {
         int64_t lo, hi;
         pair_rows(out_pair, lo, hi);
-        cp_async4(tail_scale + lane, g.w.grid + lo / g.w.block_rows);
-        cp_async4(tail_scale + NP + lane, g.w.grid + hi / g.w.block_rows);
+        cp_async4(tail_scale + lane, g.w.grid + block_row(lo));
+        cp_async4(tail_scale + NP + lane, g.w.grid + block_row(hi));
       }
     } else if (lane < kOut) {
-      cp_async4(tail_scale + lane, g.w.grid + min(row0 + lane, n - 1) / g.w.block_rows);
+      cp_async4(tail_scale + lane, g.w.grid + block_row(min(row0 + lane, n - 1)));
     }
     cp_async_commit();
   }
@@ -160,8 +166,8 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   };
   if constexpr (kBlock) {
     const int64_t first_lo = kGated ? static_cast<int64_t>(blockIdx.x) * NP : row0;
-    const float* lo_row = g.w.grid + (first_lo / g.w.block_rows) * g.w.grid_cols;
-    const float* hi_row = kGated ? g.w.grid + ((n + first_lo) / g.w.block_rows) * g.w.grid_cols : lo_row;
+    const float* lo_row = g.w.grid + block_row(first_lo) * g.w.grid_cols;
+    const float* hi_row = kGated ? g.w.grid + block_row(n + first_lo) * g.w.grid_cols : lo_row;
     const int cols = static_cast<int>(g.w.grid_cols);
     for (int i = threadIdx.x; i < cols; i += kOneThreads) cp_async4(block_scale + i, lo_row + i);
     if constexpr (kGated) {
@@ -282,10 +288,11 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   if constexpr (kGated) {
     const float lo = __shfl_sync(0xffffffffu, mine, (2 * lane) & 31);
     const float hi = __shfl_sync(0xffffffffu, mine, (2 * lane + 1) & 31);
-    if (lane >= NP || out_pair >= n) return;  // pairs past the end reread the last one
-    finish<E>(g, 0, out_pair, lo * row_scale(lane) * xs, hi * row_scale(NP + lane) * xs);  // gate row, up n + it
+    const int64_t pair = static_cast<int64_t>(blockIdx.x) * NP + lane;  // (recomputed: no register held)
+    if (lane >= NP || pair >= n) return;  // pairs past the end reread the last one
+    finish<E>(g, 0, pair, lo * row_scale(lane) * xs, hi * row_scale(NP + lane) * xs);  // gate row, up n + it
   } else {
-    const int64_t row = row0 + lane;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kOut + lane;
     if (lane >= kOut || row >= n) return;
     if constexpr (kEarlyResidual) {
       float v = mine * row_scale(lane) * xs;
@@ -331,9 +338,9 @@ void launch_epilogue(const CodesArgs& g, Fp8GemvOut e, int pairs, cudaStream_t s
   }
 }
 
-// One token, K of at least a chunk a slice, in whole chunks.
-bool one_shape(int64_t tokens, int64_t k, int pairs) {
-  return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0;
+// One token, K of at least a chunk a slice, in whole chunks; rows (gate and up) that fit 32 bits.
+bool one_shape(int64_t tokens, int64_t n, int64_t k, int pairs) {
+  return tokens == 1 && pairs > 0 && k >= kSlices * kOneChunk && k % kOneChunk == 0 && 2 * n < (int64_t{1} << 31);
 }
 
 // Scale blocks of a power of two of whole chunks wide (the kernel shifts a chunk's index to its block),
@@ -344,8 +351,8 @@ bool block_cols_take(const Fp8Weight& w) {
 }
 
 // ... with one scale a row.
-bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t k, int pairs) {
-  return one_shape(tokens, k, pairs) && w.block_cols >= k;
+bool one_takes(const Fp8Weight& w, int64_t tokens, int64_t n, int64_t k, int pairs) {
+  return one_shape(tokens, n, k, pairs) && w.block_cols >= k;
 }
 
 }  // namespace
@@ -354,14 +361,14 @@ bool launch_gemv_fp8_one(const uint8_t* x_codes, const float* x_scales, const Fp
                          bool bias_f32, void* out, bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens,
                          int64_t n, int64_t k, int pairs, cudaStream_t stream, bool blocks) {
   const CodesArgs g = codes_args(x_codes, x_scales, w, bias, bias_f32, out, out_f32, act, n, k, 1);
-  if (one_takes(w, tokens, k, pairs)) {
+  if (one_takes(w, tokens, n, k, pairs)) {
     launch_epilogue<false>(g, e, pairs, stream);
     return true;
   }
   // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (kActMul: NP gate
   // rows, and the up rows starting on a block row).
   const bool gated = e == Fp8GemvOut::kActMul;
-  if (!blocks || !one_shape(tokens, k, pairs) || e == Fp8GemvOut::kAddF32 || !block_cols_take(w) ||
+  if (!blocks || !one_shape(tokens, n, k, pairs) || e == Fp8GemvOut::kAddF32 || !block_cols_take(w) ||
       w.block_rows % (gated ? pairs : 2 * pairs) != 0 || (gated && n % w.block_rows != 0)) {
     return false;
   }
@@ -377,12 +384,12 @@ bool launch_gemv_fp8_one_x16(const void* x, const Fp8Weight& w, const void* bias
                              bool out_f32, Fp8GemvOut e, Activation act, int64_t tokens, int64_t n, int64_t k, int pairs,
                              cudaStream_t stream, bool blocks, bool block_early_residual) {
   const CodesArgs g = codes_args(x, nullptr, w, bias, bias_f32, out, out_f32, act, n, k, 1);
-  if (one_takes(w, tokens, k, pairs)) {
+  if (one_takes(w, tokens, n, k, pairs)) {
     launch_epilogue<true>(g, e, pairs, stream);
     return true;
   }
   // Scale blocks: a power of two of whole chunks wide, block rows holding whole CTAs (four pairs: 8 rows).
-  if (!blocks || !one_shape(tokens, k, pairs) || pairs != 4 || e == Fp8GemvOut::kActMul || !block_cols_take(w) ||
+  if (!blocks || !one_shape(tokens, n, k, pairs) || pairs != 4 || e == Fp8GemvOut::kActMul || !block_cols_take(w) ||
       w.block_rows % (2 * pairs) != 0) {
     return false;
   }
