@@ -309,11 +309,14 @@ void launch_np(const CodesArgs& g, cudaStream_t stream) {
   const int64_t steps = slice_chunks(g.k);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.n, E == Fp8GemvOut::kActMul ? NP : 2 * NP))), block(kOneThreads);
   // Two chunks a step where a slice holds at most two (then one step: kOneStep), or x is bf16 (two
-  // 16-byte loads a chunk: four chunks a step would take 150 registers at two pairs, three CTAs an SM).
+  // 16-byte loads a chunk: four chunks a step would take 150 registers at two pairs, three CTAs an SM);
+  // else four, one step where a slice holds at most four (K up to 8,192: the 32B and 70B shapes).
   if (steps <= 2) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock, kBlockEarly, true>, grid, block, 0, stream, g);
   } else if constexpr (kX16) {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 2, kX16, kBlock, kBlockEarly>, grid, block, 0, stream, g);
+  } else if (steps <= 4) {
+    launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock, false, true>, grid, block, 0, stream, g);
   } else {
     launch_with_pdl(gemv_fp8_one_kernel<E, NP, 4, kX16, kBlock>, grid, block, 0, stream, g);
   }
