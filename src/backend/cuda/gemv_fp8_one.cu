@@ -71,9 +71,9 @@ __device__ __forceinline__ void mma_chunk_x16(float (&c)[4], const uint4& lo, co
 // chunk's block (the other elements of C go unused). W8A16 (the o and down projections) stores and
 // adds; W8A8 (gate/up, and qkv behind the normed quantizer) stores and gates.
 // kOneStep: the launcher found that one step of U chunks a slice covers K, so the loop's later loads
-// are dead code and the rows' addresses die after the first: 6-15 registers fewer, which at two
-// pairs takes the block-scaled gate/up from 6 CTAs an SM to 7 and the qkv from 5 to 7 (bytes in
-// flight: PERFORMANCE.md, "Stop 76").
+// are dead code and the rows' addresses die after the first. The registers decide how many CTAs an SM
+// holds, so how many bytes are in flight: with block_row's 32-bit division, two pairs on scale blocks
+// fit 8 CTAs an SM where the multi-step kernel fit 5-6 (PERFORMANCE.md, "Stop 76").
 template <Fp8GemvOut E, int NP, int U, bool kX16, bool kBlock = false, bool kBlockEarly = false,
           bool kOneStep = false>
 __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) {
@@ -134,8 +134,7 @@ __global__ void __launch_bounds__(kOneThreads) gemv_fp8_one_kernel(CodesArgs g) 
   __shared__ float tail_scale[2 * NP];
   __shared__ float tail_x_scale;
   // A row's row of scale blocks, in 32 bits: a 64-bit division is a subroutine whose registers, beside
-  // the W loads in flight, set the kernel's count (5 more: 7 CTAs an SM, not 8). The launcher takes
-  // fewer than 2^31 rows.
+  // the W loads in flight, count in the kernel's total. one_shape takes fewer than 2^30 rows.
   const auto block_row = [&](int64_t row) -> int64_t {
     return static_cast<uint32_t>(row) / static_cast<uint32_t>(g.w.block_rows);
   };
