@@ -359,8 +359,9 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvMatchesCpu) {
 // The one-token W8A8 kernel on 128 x 128 scale blocks (MINIVLLM_FP8_GEMV_ONE_BLOCKS), called directly
 // so that a decline fails the test: the store and act_mul at 1, 2 and 4 pairs, K of whole blocks and of
 // a half block at the end (2,368), rows ending inside a CTA and a block; against the CPU on the same
-// codes' values (those Ks one loop step, kOneStep), and K = 12,352 (four steps, the last partial). Then
-// the shapes it must decline (the residual's add, gate rows not of whole blocks).
+// codes' values (those Ks one loop step of two chunks, kOneStep), K = 5,120 (one step of four:
+// Qwen3-32B's width) and K = 12,352 (four steps, the last partial). Then the shapes it must decline (the
+// residual's add, gate rows not of whole blocks).
 TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -382,6 +383,7 @@ TEST(CudaFp8Linear, OneTokenW8A8GemvTakesScaleBlocks) {
   for (const int pairs : {1, 2, 4}) {
     for (const S s : {S{1001, 2368, cuda::Fp8GemvOut::kStore}, S{6144, 4096, cuda::Fp8GemvOut::kStore},
                       S{2304, 2368, cuda::Fp8GemvOut::kActMul}, S{512, 4096, cuda::Fp8GemvOut::kActMul},
+                      S{1001, 5120, cuda::Fp8GemvOut::kStore}, S{512, 5120, cuda::Fp8GemvOut::kActMul},
                       S{1001, 12352, cuda::Fp8GemvOut::kStore}, S{512, 12352, cuda::Fp8GemvOut::kActMul}}) {
       const bool gated = s.e == cuda::Fp8GemvOut::kActMul;
       const Fp8Case c = make_case(b, s.rows, s.k, Grid::kBlock128, rng);
