@@ -2,7 +2,7 @@
 """Rooflines of a model from its config.json alone: the ceilings docs/PERFORMANCE.md measures against.
 
 Usage:
-    python3 tools/roofline.py CONFIG.json [--world-size N] [--weight-dtype bf16|fp16|fp32|fp8|BITS]
+    python3 tools/roofline.py CONFIG.json [--world-size N] [--weight-dtype auto|bf16|fp16|fp32|fp8|BITS]
         [--kv-cache-dtype bf16|fp8] [--bandwidth-tbs 4.3] [--bf16-tflops 790] [--fp8-tflops 1580]
         [--workload FILE.json] [--num-seqs N] [--prefill-len L] [--prefill-seqs N] [--json]
         [--measured-decode-tok-s X] [--measured-workload-tok-s X] [--measured-prefill-tok-s X]
@@ -40,6 +40,21 @@ def dtype_bytes(name):
     if not 1 <= bits <= 32:
         raise ValueError(f"bits per weight must be in [1, 32], got {bits}")
     return bits / 8
+
+
+def config_weight_dtype(cfg):
+    """The weights' dtype a checkpoint's config.json implies: fp8 for an FP8 quantization_config (Qwen's
+    128 x 128 blocks, llm-compressor's compressed-tensors with 8-bit float weights), else bf16."""
+    q = cfg.get("quantization_config") or {}
+    method = q.get("quant_method")
+    if method == "fp8":
+        return "fp8"
+    if method == "compressed-tensors":
+        for group in (q.get("config_groups") or {}).values():
+            w = (group or {}).get("weights") or {}
+            if w.get("type") == "float" and w.get("num_bits") == 8:
+                return "fp8"
+    return "bf16"
 
 
 def default_head_dtype(weight_dtype):
@@ -287,7 +302,8 @@ def kv_capacity(m, args):
 def report(args):
     with open(args.config) as f:
         cfg = json.load(f)
-    m = Model(cfg, args.world_size, args.weight_dtype, args.head_dtype, args.kv_cache_dtype)
+    weight_dtype = config_weight_dtype(cfg) if args.weight_dtype == "auto" else args.weight_dtype
+    m = Model(cfg, args.world_size, weight_dtype, args.head_dtype, args.kv_cache_dtype)
     hw = Ceilings(args.bandwidth_tbs, args.bf16_tflops, args.fp8_tflops)
     capacity, capacity_note = kv_capacity(m, args)
     prompts, outputs = load_workload(args.workload, args.num_seqs)
@@ -352,7 +368,9 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", help="a Hugging Face config.json")
     ap.add_argument("--world-size", type=int, default=1, help="tensor-parallel ranks (default 1)")
-    ap.add_argument("--weight-dtype", default="bf16", help="bf16, fp16, fp32, fp8 or bits per weight (default bf16)")
+    ap.add_argument("--weight-dtype", default="auto",
+                    help="bf16, fp16, fp32, fp8 or bits per weight (default auto: fp8 for a config whose "
+                         "quantization_config is FP8, else bf16)")
     ap.add_argument("--head-dtype", help="embedding and LM head (default: bf16 for fp8 weights, else --weight-dtype)")
     ap.add_argument("--kv-cache-dtype", default="bf16", help="bf16 or fp8 (default bf16)")
     ap.add_argument("--bandwidth-tbs", type=float, default=4.3, help="copy bandwidth, TB/s (default 4.3: H200)")

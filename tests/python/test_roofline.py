@@ -46,6 +46,17 @@ class WeightBytes(unittest.TestCase):
         self.assertEqual(m.head_dtype, "bf16")
         self.assertEqual(m.memory_bytes(), LLAMA8B_LINEAR + 2 * (LLAMA8B_NORMS + 2 * VOCAB * H))
 
+    def test_an_fp8_checkpoints_config_defaults_to_fp8_weights(self):
+        self.assertEqual(roofline.config_weight_dtype(config("qwen3-8b-fp8")), "fp8")  # 128 x 128 blocks
+        self.assertEqual(roofline.config_weight_dtype(config("qwen3-8b")), "bf16")
+        fp8_ct = {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+            "group_0": {"weights": {"type": "float", "num_bits": 8}}}}}
+        int8_ct = {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+            "group_0": {"weights": {"type": "int", "num_bits": 8}}}}}
+        self.assertEqual(roofline.config_weight_dtype(fp8_ct), "fp8")
+        self.assertEqual(roofline.config_weight_dtype(int8_ct), "bf16")
+        self.assertEqual(roofline.parse_args([str(CONFIGS / "qwen3-8b-fp8.json")]).weight_dtype, "auto")
+
     def test_bits_per_weight_apply_to_the_head_too(self):
         m = roofline.Model(config("llama-3.1-8b-instruct"), weight_dtype="4.5")
         self.assertEqual(m.memory_bytes(), (LLAMA8B_LINEAR + 2 * VOCAB * H) * 4.5 / 8 + 2 * LLAMA8B_NORMS)
