@@ -152,7 +152,7 @@ constexpr Knob kKnobs[] = {
      "per-token quantizer"},
     {"MINIVLLM_FP8_BLOCK_EARLY_RESIDUAL", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the one-token W8A16 add on 128 x 128 scale blocks (Qwen3-*-FP8's o and down) copies its residual values "
-     "before the products, as on per-row weights (+0.7%: PERFORMANCE.md, \"Stop 75\")"},
+     "before the products, as on per-row weights (PERFORMANCE.md, \"Stop 75\")"},
     {"MINIVLLM_FP8_NORMED_X16", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "one token's FP8 linear on 128 x 128 scale blocks behind an RMSNorm, below 32 MB of codes "
      "(Qwen3-*-FP8's qkv): the bf16 norm, then the one-token W8A16 kernel, instead of the normed quantizer "

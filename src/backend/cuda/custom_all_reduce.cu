@@ -421,10 +421,10 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   char* mine = static_cast<char*>(a.buffers[a.rank]);
 
   // 1. Empty the last call's buffer: this block's words of its message. Before the PDL wait (with
-  //    MINIVLLM_AR_PDL the kernel may start while the GEMM before it still runs): the last call of
-  //    this kernel has ended, since nothing between the two lets a successor start early (this
-  //    kernel calls pdl_launch_dependents only with a.early_trigger, which waits first), and no
-  //    peer writes this buffer before the next call (see above).
+  //    MINIVLLM_AR_PDL the kernel may start while the GEMM before it still runs), or after it with
+  //    a.early_trigger: the last call of this kernel has ended, since nothing between the two lets
+  //    a successor start early (this kernel calls pdl_launch_dependents only with a.early_trigger,
+  //    which waits first), and no peer writes this buffer before the next call (see above).
   //    After a two-shot call, only the slots it filled: the other ranks' (owner) or the owner's.
   const int owner = b % a.world;
   const int64_t prev = a.lamport_prev[b];
