@@ -214,10 +214,6 @@ constexpr Knob kKnobs[] = {
      "a Lamport all-reduce block's tile"},
     {"MINIVLLM_AR_PDL", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the one-shot all-reduce overlaps the kernel before it (PDL)"},
-    {"MINIVLLM_AR_EARLY_TRIGGER", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the Lamport all-reduce lets the kernel after it launch at once (its weight loads overlap the exchange), "
-     "its own counters and buffer clearing after its PDL wait (written in stop 76, not yet measured: "
-     "PERFORMANCE.md, \"Stop 76\")"},
     {"MINIVLLM_TP_FUSED_NORM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a row-parallel linear's all-reduce is fused with the next RMSNorm"},
     {"MINIVLLM_TP_PARTIALS", G::kTuning, K::kWord, "act|f32", 0, 0, "act",

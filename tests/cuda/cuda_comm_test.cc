@@ -622,18 +622,6 @@ TEST(CudaComm, CollectivesThreadsTwoShot) {
   expect_no_errors(run_ranks(world, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
 }
 
-// MINIVLLM_AR_EARLY_TRIGGER: the Lamport kernel lets its successor launch at once, so a call right
-// after another starts while that one still runs (its counters and its clearing wait for its PDL
-// wait): the stress scripts (one-shot; one- and two-shot mixed) and the collectives' script hold.
-TEST(CudaComm, AllReduceEarlyTrigger) {
-  MINIVLLM_SKIP_WITHOUT_2_GPUS();
-  ScopedEnv early("MINIVLLM_AR_EARLY_TRIGGER", "1");
-  all_reduce_stress();
-  all_reduce_stress("65536", "524288");
-  const int world = std::min(cuda_device_count(), 8);
-  expect_no_errors(run_ranks(world, [](int, Backend& b, Communicator& c) { comm_script(b, c); }));
-}
-
 // The same on the flag kernel (MINIVLLM_CUSTOM_AR_LAMPORT=0), which all-gathers always take.
 TEST(CudaComm, AllReduceStressThreadsFlag) {
   MINIVLLM_SKIP_WITHOUT_2_GPUS();

@@ -89,7 +89,6 @@ std::unique_ptr<CustomAllReduce> CustomAllReduce::create_if_enabled(NcclCommunic
   ar->lamport_tile_kb_ = first[4];
   ar->stamped_ = first[5] == 1;
   ar->pdl_ = knob_flag("MINIVLLM_AR_PDL");
-  ar->early_trigger_ = knob_flag("MINIVLLM_AR_EARLY_TRIGGER");
   const size_t buffer_bytes = custom_ar_buffer_bytes(max_bytes, world, ar->lamport_);
   // Local steps never throw before the agreement: a rank that failed alone must still take part
   // in the collectives below.
@@ -211,7 +210,6 @@ CustomAllReduceArgs CustomAllReduce::args_for(const Tensor& t) const {
   a.lamport_base = static_cast<int64_t>(custom_ar_lamport_base(max_bytes_, world_));
   a.lamport_tile_kb = lamport_tile_kb_;
   a.pdl = pdl_;
-  a.early_trigger = pdl_ && early_trigger_;
   return a;
 }
 

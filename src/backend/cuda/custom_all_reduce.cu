@@ -405,14 +405,6 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   const int b = blockIdx.x;
   const int tid = threadIdx.x;
   const int64_t ntiles = (a.bytes + kTile - 1) / kTile;
-  // a.early_trigger (MINIVLLM_AR_EARLY_TRIGGER): the successor may launch at once, so that the next
-  // gemv's weight loads overlap the exchange. A later call of this kernel may then start before this
-  // one ends, so the counters' read and step 1 come after the PDL wait: by then every earlier kernel
-  // has ended (each one waits for the one before it). The norm's weights (constant) come first.
-  if (a.early_trigger) pdl_launch_dependents();
-  float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // the norm's weights of this thread's column
-  if (a.normed_out != nullptr) load_weight8(a.norm_weight, a.norm_w_f32, (tid * 8) & (a.row_elems - 1), w);
-  if (a.early_trigger) pdl_wait();
   const uint32_t epoch = a.lamport_epochs[b] + 1;
   const int64_t region = a.world * a.slot_bytes;  // one buffer: a slot per rank
   const int64_t now = a.lamport_base + (epoch % 3) * region;
@@ -421,10 +413,10 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
   char* mine = static_cast<char*>(a.buffers[a.rank]);
 
   // 1. Empty the last call's buffer: this block's words of its message. Before the PDL wait (with
-  //    MINIVLLM_AR_PDL the kernel may start while the GEMM before it still runs), or after it with
-  //    a.early_trigger: the last call of this kernel has ended, since nothing between the two lets
-  //    a successor start early (this kernel calls pdl_launch_dependents only with a.early_trigger,
-  //    which waits first), and no peer writes this buffer before the next call (see above).
+  //    MINIVLLM_AR_PDL the kernel may start while the GEMM before it still runs): the last call of
+  //    this kernel has ended, since nothing between the two lets a successor start early (this
+  //    kernel never calls pdl_launch_dependents), and no peer writes this buffer before the next
+  //    call (see above).
   //    After a two-shot call, only the slots it filled: the other ranks' (owner) or the owner's.
   const int owner = b % a.world;
   const int64_t prev = a.lamport_prev[b];
@@ -444,7 +436,10 @@ __global__ void __launch_bounds__(T) lamport_all_reduce_kernel(const __grid_cons
       }
     }
   }
-  if (!a.early_trigger) pdl_wait();  // `data` is the GEMM's output; the kernels before may still read normed_out
+  // The norm's weights of this thread's column (constant over its tiles: see sum_tile_norm).
+  float w[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (a.normed_out != nullptr) load_weight8(a.norm_weight, a.norm_w_f32, (tid * 8) & (a.row_elems - 1), w);
+  pdl_wait();  // `data` is the GEMM's output, and the kernels before may still read normed_out
   if constexpr (kTwoShot) {
     lamport_two_shot<T, V>(a, owner, now);
   } else {

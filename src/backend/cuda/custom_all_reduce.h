@@ -136,7 +136,6 @@ class CustomAllReduce {
   std::vector<bool> opened_;               // peers_[q] came from cudaIpcOpenMemHandle
   uint32_t* epochs_ = nullptr;             // kMaxBlocks counters, this device only
   bool pdl_ = true;                        // MINIVLLM_AR_PDL=0: plain launches
-  bool early_trigger_ = false;             // MINIVLLM_AR_EARLY_TRIGGER
   bool stamped_ = true;                    // small gathers by the stamped kernel (MINIVLLM_STAMPED_GATHER=0: not)
   uint32_t* stamped_epoch_ = nullptr;      // the stamped kernel's call counter, this device only
   volatile int* abort_host_ = nullptr;     // pinned, mapped
@@ -180,8 +179,6 @@ struct CustomAllReduceArgs {
   // the kernel before them drains, waiting for its writes inside. MINIVLLM_AR_PDL=0 (or
   // MINIVLLM_NO_PDL=1): plain launches. Per rank: stream order only.
   bool pdl;
-  // The Lamport kernel lets its successor launch at once (with pdl; MINIVLLM_AR_EARLY_TRIGGER).
-  bool early_trigger;
 };
 void launch_custom_all_reduce(const CustomAllReduceArgs& args, cudaStream_t stream);
 // Fills `bytes` (a multiple of 4) with the Lamport kernel's empty pattern.
