@@ -635,6 +635,47 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
   }
 }
 
+// Block-scaled FP8 weights past the gemv (MINIVLLM_FP8_BLOCK_GEMM: decode_gemm.cu's e4m3 kernel, a
+// fresh accumulator a 128-wide scale block), against the CPU fed the same codes' values: store with a
+// bias on N = 1,000 (a last tile past N), act_mul with the up rows starting inside a block (I = 704)
+// and on whole blocks (I = 640), the residual add on K = 640 (one token tile) and 704 (declined: K
+// not of 128s; the bf16 copy's GEMM); 9 to 256 tokens (130 and 256: two token tiles). Then the normed
+// quantizer ahead of it equals rms_norm then the linear bit for bit.
+TEST(CudaFp8Linear, BlockScaledGemmMatchesCpuOnTheSameCodes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", "256");
+  std::mt19937 rng(95);
+  const Fp8Case store = make_case(b, 1000, 1152, Grid::kBlock128, rng);
+  for (int64_t tokens : {9, 37, 130, 256}) check_linear(b, store, tokens, /*bias=*/true, rng, /*w8a8=*/true);
+  for (const int64_t inter : {704, 640}) {
+    const Fp8Case gu = make_case(b, 2 * inter, 1152, Grid::kBlock128, rng);
+    const Fp8Case down = make_case(b, 1152, inter, Grid::kBlock128, rng);
+    for (int64_t tokens : {9, 128, 200}) check_gated_and_residual(b, gu, down, tokens, rng, "block gemm ", true);
+  }
+  const int64_t k = 1152;
+  const Fp8Case gu = make_case(b, 2 * 640, k, Grid::kBlock128, rng);
+  for (int64_t tokens : {40, 256}) {
+    const std::string tag = "M=" + std::to_string(tokens);
+    Tensor res = random_values({tokens, k}, rng, 3.0f);
+    Tensor nw = random_values({k}, rng, 0.2f, 1.0f);
+    const Tensor rg = upload_f32(*b.gpu, res), nwg = upload(*b.gpu, nw);
+    Tensor normed = b.gpu->empty(DType::kBF16, {tokens, k});
+    Tensor fused = b.gpu->empty(DType::kBF16, {tokens, gu.n}), plain = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+    b.gpu->fill_bytes(fused, 0xFF);
+    b.gpu->rms_norm_linear({rg, nwg, 1e-6f, normed}, gu.wg, nullptr, fused);
+    b.gpu->rms_norm(rg, nwg, 1e-6f, normed);
+    b.gpu->linear(normed, gu.wg, nullptr, plain);
+    EXPECT_EQ(download(*b.gpu, fused), download(*b.gpu, plain)) << "rms_norm_linear " << tag;
+    Tensor scratch = b.gpu->empty(DType::kBF16, {tokens, gu.n});
+    Tensor hf = b.gpu->empty(DType::kBF16, {tokens, 640}), hp = b.gpu->empty(DType::kBF16, {tokens, 640});
+    b.gpu->fill_bytes(hf, 0xFF);
+    b.gpu->rms_norm_linear_act_mul({rg, nwg, 1e-6f, normed}, gu.wg, scratch, hf, Activation::kSilu);
+    b.gpu->rms_norm(rg, nwg, 1e-6f, normed);
+    b.gpu->linear_act_mul(normed, gu.wg, scratch, hp, Activation::kSilu);
+    EXPECT_EQ(download(*b.gpu, hf), download(*b.gpu, hp)) << "rms_norm_linear_act_mul " << tag;
+  }
+}
+
 // rms_norm_linear_rope_store's inputs for the two rope tests below, and what it writes.
 struct QkvRopeCase {
   int nq, nkv, hd;

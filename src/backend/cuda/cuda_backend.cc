@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
+#include "backend/cuda/device_scratch.h"
 #include "backend/cuda/nccl_communicator.h"
 #include "common/tuning.h"
 
@@ -101,6 +102,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_normed_x16_ = knob_flag("MINIVLLM_FP8_NORMED_X16");
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
   fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
+  fp8_block_gemm_tokens_ = knob_number("MINIVLLM_FP8_BLOCK_GEMM");
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
   CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
@@ -135,6 +137,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(quant_x_sums_);
   cudaFree(fp8_x_codes_);
   cudaFree(fp8_x_scales_);
+  cudaFree(fp8_block_x_codes_);
+  cudaFree(fp8_block_x_scales_);
   cudaFree(quant_w_bf16_);
   cudaFree(decode_counters_);
   if (sample_host_ != nullptr) cudaFreeHost(sample_host_);
@@ -284,6 +288,12 @@ Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
       << "decoded_fp8_copy: " << w.describe() << " must be a GPU FP8 weight with its scale grid";
   const int64_t n = w.size(0), k = w.size(1);
   if (fp8_gemm_takes(*w.scales(), n, k) || k % 8 != 0 || n % 8 != 0) return Tensor();
+  if (fp8_block_gemm_tokens_ > 0 && decode_gemm_) {  // fp8_block_gemm's x scratch, at load (outside any capture)
+    grow_device_scratch(&fp8_block_x_codes_, &fp8_block_x_codes_bytes_, static_cast<size_t>(fp8_block_gemm_tokens_ * k),
+                        stream_, "FP8 block GEMM", "activation codes");
+    grow_device_scratch(&fp8_block_x_scales_, &fp8_block_x_scales_bytes_, fp8_block_gemm_tokens_ * sizeof(float), stream_,
+                        "FP8 block GEMM", "activation scales");
+  }
   const int64_t bytes = n * k * 2;
   size_t free_b = 0, total_b = 0;
   memory_info(&free_b, &total_b);

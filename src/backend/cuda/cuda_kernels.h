@@ -182,8 +182,16 @@ struct DecodeGemmArgs {
   DecodeGemmEpilogue epilogue;
   int splits;  // CTAs sharing a tile's K (a cluster, at most 8); 0: chosen from the shape
   Activation act = Activation::kSilu;  // kActMul's gate activation
+  // FP8 when x_scales is set: x is e4m3 codes [tokens, k] with x = code * x_scales[t], and the weight
+  // is w_fp8 (w unused), scale blocks of 64-row multiples by 128-column multiples (Qwen3-*-FP8's 128
+  // x 128): decode_gemm_fp8_takes.
+  const float* x_scales = nullptr;
+  Fp8Weight w_fp8{};
 };
 void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream);
+// Whether launch_decode_gemm takes this FP8 weight and shape: K a multiple of 128, n of 8 (of 64 for
+// kActMul, whose n is the gated half), scale blocks of 64-row and 128-column multiples.
+bool decode_gemm_fp8_takes(const Fp8Weight& w, int64_t tokens, int64_t n, int64_t k, bool gated);
 // The split count launch_decode_gemm picks for `tiles` weight tiles of k_chunks 64-wide K chunks,
 // given how many clusters of s CTAs the GPU holds at once (cluster_capacity[s], s = 1..8).
 int decode_gemm_splits(int64_t tiles, int64_t k_chunks, const int* cluster_capacity);

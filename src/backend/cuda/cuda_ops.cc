@@ -201,6 +201,53 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
                         n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, one_pairs, stream_, fp8_gemv_one_blocks_);
 }
 
+// Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: before, their linears
+// ran cuBLASLt's bf16 GEMM on the weight's decoded copy (twice the bytes; fp8_gemm.h says why).
+bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
+                                 const Tensor& out, DecodeGemmEpilogue e, Activation act) {
+  if (!decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr) return false;
+  const int64_t k = w.size(1);
+  const bool gated = e == DecodeGemmEpilogue::kActMul;
+  const int64_t n = gated ? w.size(0) / 2 : w.size(0);
+  if (k == 0 || fp8_gemm_takes(*w.scales(), w.size(0), k)) return false;
+  const Tensor& src = pro != nullptr ? pro->residual : x;
+  if (!src.defined() || src.device() != DeviceKind::kCuda || src.size(-1) != k || !aligned16(src) ||
+      src.dtype() != (pro != nullptr ? DType::kF32 : DType::kBF16)) {
+    return false;
+  }
+  const int64_t tokens = src.numel() / k;
+  if (tokens > fp8_block_gemm_tokens_) return false;
+  const Fp8Weight fw = fp8_weight_view(w);
+  if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(tokens * k) > fp8_block_x_codes_bytes_ ||
+      !out.defined() || out.device() != DeviceKind::kCuda || !aligned16(out)) {
+    return false;
+  }
+  const bool out_f32 = out.dtype() == DType::kF32;
+  if (e == DecodeGemmEpilogue::kAddF32 ? !out_f32 : (gated && out_f32) || (!out_f32 && out.dtype() != DType::kBF16)) {
+    return false;
+  }
+  if (rows_with_cols(out, n, "fp8_block_gemm", "out") != tokens) return false;
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "fp8_block_gemm", "bias");
+  auto* codes = static_cast<uint8_t*>(fp8_block_x_codes_);
+  auto* scales = static_cast<float*>(fp8_block_x_scales_);
+  if (pro != nullptr) {
+    const bool norm_f32 = check_weight(pro->weight, k, "fp8_block_gemm", "norm_weight");
+    if (!launch_rms_norm_e4m3_rows(pro->residual.ptr<float>(), pro->weight.data(), norm_f32, pro->eps, tokens, k, codes,
+                                   scales, stream_)) {
+      return false;
+    }
+  } else if (!launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream_)) {
+    launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream_);  // rows past 16,384
+  }
+  DecodeGemmArgs a{codes, nullptr, bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32, tokens, n, k,
+                   e, 0, act};
+  a.x_scales = scales;
+  a.w_fp8 = fw;
+  launch_decode_gemm(a, stream_);
+  return true;
+}
+
 // FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to
 // cuBLASLt's FP8 GEMM (x quantized per token on the fly; per-row weight scales), or, for block
 // scales, to the weight decoded to bf16 and cuBLASLt's bf16 GEMM; shapes neither takes run the
@@ -242,6 +289,10 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
     launch_gemv_fp8(x.data(), fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k, stream_);
     return;
   }
+  const DecodeGemmEpilogue de = e == Fp8Out::kStore    ? DecodeGemmEpilogue::kStore
+                                : e == Fp8Out::kActMul ? DecodeGemmEpilogue::kActMul
+                                                       : DecodeGemmEpilogue::kAddF32;
+  if (fp8_block_gemm(nullptr, x, w, bias, out, de, act)) return;
   MINIVLLM_CHECK(e == Fp8Out::kStore) << op << ": " << tokens << " tokens take the unfused path";
   staged_norm_ = PendingNorm{};  // the GEMM overwrites the activation scratch
   if (fp8_gemm_->run(x, w, b, bias_f32, out.data(), out_f32, stream_)) return;
@@ -460,6 +511,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
   if (stored_as_codes(weight)) {
     if (fp8_w8a8_normed("rms_norm_linear", pro, weight, bias, out, Fp8Out::kStore, Activation::kSilu)) return;
     if (fp8_normed("rms_norm_linear", pro, weight, bias, out, out, Fp8Epilogue::kStore, Activation::kSilu)) return;
+    if (fp8_block_gemm(&pro, Tensor(), weight, bias, out, DecodeGemmEpilogue::kStore, Activation::kSilu)) return;
     if (quant_norm_takes(pro, weight)) return linear_quant("rms_norm_linear", Tensor(), weight, bias, out, false, {&pro});
     return Backend::rms_norm_linear(pro, weight, bias, out);
   }
@@ -491,6 +543,7 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
     if (fp8_normed("rms_norm_linear_act_mul", pro, gate_up_weight, nullptr, scratch, out, Fp8Epilogue::kActMul, act)) {
       return;
     }
+    if (fp8_block_gemm(&pro, Tensor(), gate_up_weight, nullptr, out, DecodeGemmEpilogue::kActMul, act)) return;
     if (quant_norm_takes(pro, gate_up_weight)) {
       linear_quant("rms_norm_linear_act_mul", Tensor(), gate_up_weight, nullptr, scratch, false, {&pro});
       return act_mul(scratch, out, act);
@@ -664,6 +717,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
     if (fp8_add_norm(x, weight, scratch, residual, next)) return;
+    if (fp8_block_gemm(nullptr, x, weight, nullptr, residual, DecodeGemmEpilogue::kAddF32, Activation::kSilu)) return;
     check_gpu(residual, DType::kF32, "linear_add_residual", "residual");
     const int64_t n = weight.size(0), k = weight.size(1);
     if (weight.scales() != nullptr && !fp8_gemm_takes(*weight.scales(), n, k) && k % 8 == 0 && n % 8 == 0) {
@@ -725,6 +779,7 @@ void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, 
     if (fp8_gemv_takes(x, gate_up_weight)) {
       return linear_fp8("linear_act_mul", x, gate_up_weight, nullptr, out, Fp8Out::kActMul, act);
     }
+    if (fp8_block_gemm(nullptr, x, gate_up_weight, nullptr, out, DecodeGemmEpilogue::kActMul, act)) return;
     if (fp8_gemm_->fused_epilogues() &&
         fp8_fused("linear_act_mul", x, gate_up_weight, scratch, out, Fp8Epilogue::kActMul, act)) {
       return;

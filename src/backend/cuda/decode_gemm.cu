@@ -19,6 +19,13 @@
 //   kAddF32:  out (fp32, the residual stream) += acc: o and down add themselves in;
 //   kActMul: w = [W_gate; W_up]; warpgroup 0 takes 64 gate rows, warpgroup 1 the matching up
 //             rows, and out (bf16) = act(g) * u, so the [T, 2I] product never goes to memory.
+//
+// FP8 (kFp8): x and w are e4m3 codes, x with one scale a token, w with a scale a block of its grid
+// (Qwen3-*-FP8's 128 x 128; cuBLASLt on sm_90 has no GEMM for these, fp8_gemm.h). A stage's chunk is
+// then 128 k (the same 128 bytes a row), one block of the grid wide: its four k32 wgmmas go into a
+// fresh accumulator, which is added to the main one times the warpgroup's block scale (the
+// promotion DeepGEMM does), and the epilogue multiplies by the token's scale. The fresh accumulator
+// doubles the registers, so the tokens go in tiles of at most 128 (grid y).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -70,6 +77,11 @@ struct GemmParams {
   int k_chunks;
   int splits;
   Activation act;  // kActMul
+  // kFp8: x = codes * x_scales[t]; w = codes * w_grid[(row / block_rows) * grid_cols + chunk /
+  // chunks_a_block], rows past w's last grid row clamped to it (TMA reads those rows as zeros).
+  const float* x_scales;
+  const float* w_grid;
+  int grid_cols, grid_rows, block_rows, chunks_a_block;
 };
 
 __device__ __forceinline__ void cluster_sync() {
@@ -98,11 +110,13 @@ __device__ __forceinline__ float4 cluster_sum_f4(const float* p, int splits) {
   return s;
 }
 
-template <int kN, DecodeGemmEpilogue E>
+template <int kN, DecodeGemmEpilogue E, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_constant__ GemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = GemmLayout<kN>;
   constexpr bool kGated = E == DecodeGemmEpilogue::kActMul;
+  constexpr int kChunkElems = kFp8 ? 128 : 64;  // a chunk is 128 bytes of a row either way
+  static_assert(!kFp8 || kN <= 128, "FP8: two accumulators of kN / 2");
   constexpr int kStages = L::kStages;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
@@ -111,7 +125,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   float* tile_f = reinterpret_cast<float*>(smem_raw + (base - raw));  // the partial tile, over the stages
 
   const int split = blockIdx.x;  // the CTA's rank in its cluster (cluster dims (splits, 1, 1))
-  const int tile = blockIdx.y;
+  const int t0 = blockIdx.y * kN;  // the token tile's first token
+  const int tile = blockIdx.z;
   const int c_begin = split * p.k_chunks / p.splits;
   const int n_chunks = (split + 1) * p.k_chunks / p.splits - c_begin;
   // Tiles start at different chunks of their K run: CTAs in lockstep at the same column of rows
@@ -139,14 +154,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
     if ((tid & 31) == 0) {
       auto load_w = [&](int i) {
         const uint32_t st = base + (i % kStages) * L::kStageBytes;
-        const int col = (c_begin + (i + rot) % n_chunks) * 64;
+        const int col = (c_begin + (i + rot) % n_chunks) * kChunkElems;
         mbar_expect_tx(full + 8 * (i % kStages), L::kStageBytes);
         tma_load_2d(st, &p.w_map, full + 8 * (i % kStages), col, w_row0);
         tma_load_2d(st + kWgRows * 128, &p.w_map, full + 8 * (i % kStages), col, w_row1);
       };
       auto load_x = [&](int i) {
         const uint32_t st = base + (i % kStages) * L::kStageBytes;
-        tma_load_2d(st + kWBytes, &p.x_map, full + 8 * (i % kStages), (c_begin + (i + rot) % n_chunks) * 64, 0);
+        tma_load_2d(st + kWBytes, &p.x_map, full + 8 * (i % kStages), (c_begin + (i + rot) % n_chunks) * kChunkElems,
+                    t0);
       };
       const int pre = n_chunks < kStages ? n_chunks : kStages;
       for (int i = 0; i < pre; ++i) load_w(i);  // weights do not depend on the previous kernel
@@ -165,21 +181,46 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
     float acc[kN / 2];
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+    // kFp8: a chunk's product, and the grid row of this warpgroup's weight rows (64 rows inside one
+    // block: launch_decode_gemm checks that block_rows is a multiple of 64).
+    float fresh[kFp8 ? kN / 2 : 1];
+#pragma unroll
+    for (int i = 0; i < (kFp8 ? kN / 2 : 1); ++i) fresh[i] = 0.0f;
+    [[maybe_unused]] const float* w_scales = nullptr;
+    if constexpr (kFp8) w_scales = p.w_grid + min((wg == 0 ? w_row0 : w_row1) / p.block_rows, p.grid_rows - 1) * p.grid_cols;
     for (int i = 0; i < n_chunks; ++i) {
       const int s = i % kStages;
+      float w_scale = 1.0f;  // read before the wait: its latency hides behind the stage's
+      if constexpr (kFp8) w_scale = __ldg(w_scales + (c_begin + (i + rot) % n_chunks) / p.chunks_a_block);
       mbar_wait(full + 8 * s, (i / kStages) & 1);
       const uint32_t w_tile = base + s * L::kStageBytes + wg * kWgRows * 128;
       const uint32_t x_tile = base + s * L::kStageBytes + kWBytes;
-      pin(acc);
-      wgmma_fence();
+      if constexpr (kFp8) {
+        pin(fresh);
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        WgmmaSS<kN>::run(acc, smem_desc(w_tile + kk * 32, 16, 1024), smem_desc(x_tile + kk * 32, 16, 1024), 1);
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaSSE4m3<kN>::run(fresh, smem_desc(w_tile + kk * 32, 16, 1024), smem_desc(x_tile + kk * 32, 16, 1024),
+                               kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        pin(fresh);
+        mbar_arrive(empty + 8 * s);
+#pragma unroll
+        for (int j = 0; j < kN / 2; ++j) acc[j] = fmaf(fresh[j], w_scale, acc[j]);
+      } else {
+        pin(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaSS<kN>::run(acc, smem_desc(w_tile + kk * 32, 16, 1024), smem_desc(x_tile + kk * 32, 16, 1024), 1);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        pin(acc);
+        mbar_arrive(empty + 8 * s);
       }
-      wgmma_commit();
-      wgmma_wait_all();
-      pin(acc);
-      mbar_arrive(empty + 8 * s);
     }
     // Both warpgroups are past their last wgmma (and every TMA write has landed): the partial
     // tile may overwrite the stages. Accumulator i of a thread is weight row 16 w + g (+ 8) of its
@@ -204,28 +245,35 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   }
   pdl_wait();  // before touching out (the previous kernels may still read or write it)
 
-  // This CTA's token rows of the summed tile, four features per item.
-  const int t_begin = split * p.tokens / p.splits;
-  const int t_end = (split + 1) * p.tokens / p.splits;
+  // This CTA's token rows of the summed tile (t local to the token tile), four features per item.
+  const int tile_tokens = min(kN, p.tokens - t0);
+  const int t_begin = split * tile_tokens / p.splits;
+  const int t_end = (split + 1) * tile_tokens / p.splits;
   constexpr int kGroups = (kGated ? kWgRows : kCtaRows) / 4;
   const int items = (t_end - t_begin) * kGroups;
   for (int it = tid; it < items; it += kThreads) {
     const int t = t_begin + it / kGroups;
     const int j = (it % kGroups) * 4;
     const float* at = tile_f + t * kTileLd + j;
-    const float4 a = cluster_sum_f4(at, p.splits);
+    float4 a = cluster_sum_f4(at, p.splits);
+    [[maybe_unused]] float x_scale = 1.0f;
+    if constexpr (kFp8) {
+      x_scale = p.x_scales[t0 + t];
+      a = make_float4(a.x * x_scale, a.y * x_scale, a.z * x_scale, a.w * x_scale);
+    }
     if constexpr (kGated) {
       const int col = tile * kWgRows + j;
       if (col >= p.n) continue;
-      const float4 u = cluster_sum_f4(at + kWgRows, p.splits);
+      float4 u = cluster_sum_f4(at + kWgRows, p.splits);
+      if constexpr (kFp8) u = make_float4(u.x * x_scale, u.y * x_scale, u.z * x_scale, u.w * x_scale);
       const float o[4] = {gate_act(a.x, p.act) * u.x, gate_act(a.y, p.act) * u.y, gate_act(a.z, p.act) * u.z,
                           gate_act(a.w, p.act) * u.w};
-      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t) * p.n + col) =
+      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t0 + t) * p.n + col) =
           make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
     } else {
       const int col = tile * kCtaRows + j;
       if (col >= p.n) continue;
-      const int64_t at_out = static_cast<int64_t>(t) * p.n + col;
+      const int64_t at_out = static_cast<int64_t>(t0 + t) * p.n + col;
       float o[4] = {a.x, a.y, a.z, a.w};
       if constexpr (E == DecodeGemmEpilogue::kAddF32) {
         float4* dst = reinterpret_cast<float4*>(static_cast<float*>(p.out) + at_out);
@@ -252,10 +300,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
 #endif
 }
 
-template <int kN, DecodeGemmEpilogue E>
-cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cudaLaunchAttribute (&attr)[2]) {
+template <int kN>
+cudaLaunchConfig_t launch_config(int splits, int token_tiles, int tiles, cudaStream_t stream,
+                                 cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(splits, tiles);
+  cfg.gridDim = dim3(splits, token_tiles, tiles);  // a weight tile's token tiles adjacent: they share its rows in L2
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = GemmLayout<kN>::kSmemBytes;
   cfg.stream = stream;
@@ -278,7 +327,7 @@ cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cud
 // How many clusters of s CTAs of this kernel the GPU holds at once, for s = 0..kMaxSplits (entry 0
 // unused), once per device: a cluster's CTAs share a GPC, and GPCs differ in their SM counts.
 // Eager launches ask on every call, so only the first on a device takes the lock.
-template <int kN, DecodeGemmEpilogue E>
+template <int kN, DecodeGemmEpilogue E, bool kFp8>
 const std::array<int, kMaxSplits + 1>& cluster_capacity() {
   constexpr int kMaxDevices = 64;
   static std::mutex mu;
@@ -290,30 +339,34 @@ const std::array<int, kMaxSplits + 1>& cluster_capacity() {
   if (ready[dev].load(std::memory_order_acquire)) return cap[dev];
   std::lock_guard<std::mutex> lock(mu);
   if (!ready[dev].load(std::memory_order_relaxed)) {
-    allow_dynamic_smem<decode_gemm_kernel<kN, E>>(GemmLayout<kN>::kSmemBytes);
+    allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8>>(GemmLayout<kN>::kSmemBytes);
     cap[dev][0] = 0;
     for (int s = 1; s <= kMaxSplits; ++s) {
       cudaLaunchAttribute attr[2];
-      const cudaLaunchConfig_t cfg = launch_config<kN, E>(s, 1, nullptr, attr);
-      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E>, &cfg));
+      const cudaLaunchConfig_t cfg = launch_config<kN>(s, 1, 1, nullptr, attr);
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E, kFp8>, &cfg));
     }
     ready[dev].store(true, std::memory_order_release);  // cap[dev] is complete before anyone reads it unlocked
   }
   return cap[dev];
 }
 
-template <int kN, DecodeGemmEpilogue E>
-void launch_of(GemmParams p, int tiles, cudaStream_t stream) {
-  allow_dynamic_smem<decode_gemm_kernel<kN, E>>(GemmLayout<kN>::kSmemBytes);
-  if (p.splits == 0) p.splits = decode_gemm_splits(tiles, p.k_chunks, cluster_capacity<kN, E>().data());
+template <int kN, DecodeGemmEpilogue E, bool kFp8>
+void launch_of(GemmParams p, int token_tiles, int tiles, cudaStream_t stream) {
+  allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8>>(GemmLayout<kN>::kSmemBytes);
+  if (p.splits == 0) {
+    p.splits = decode_gemm_splits(int64_t{tiles} * token_tiles, p.k_chunks, cluster_capacity<kN, E, kFp8>().data());
+  }
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = launch_config<kN, E>(p.splits, tiles, stream, attr);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E>, p));
+  const cudaLaunchConfig_t cfg = launch_config<kN>(p.splits, token_tiles, tiles, stream, attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E, kFp8>, p));
 }
 
 // The token counts a kernel is built for (wgmma's N, the x box's rows): a batch takes the first
-// that holds it.
+// that holds it. FP8 kernels stop at kFp8MaxBox (their second accumulator): a batch past it goes in
+// equal tiles, each in the first box that holds it.
 constexpr int kTokenBoxes[] = {16, 32, 64, 96, 128, 160, 192, 224, 256};
+constexpr int kFp8MaxBox = 128;
 
 int token_box(int tokens) {
   for (int b : kTokenBoxes) {
@@ -323,13 +376,29 @@ int token_box(int tokens) {
 }
 
 // The kernel built for box kTokenBoxes[I] if `box` is it, else the next one's.
-template <DecodeGemmEpilogue E, size_t I = 0>
-void launch_for_box(int box, const GemmParams& p, int tiles, cudaStream_t stream) {
+template <DecodeGemmEpilogue E, bool kFp8, size_t I = 0>
+void launch_for_box(int box, const GemmParams& p, int token_tiles, int tiles, cudaStream_t stream) {
   constexpr int kBox = kTokenBoxes[I];
-  if constexpr (I + 1 < std::size(kTokenBoxes)) {
-    if (box != kBox) return launch_for_box<E, I + 1>(box, p, tiles, stream);
+  if constexpr (I + 1 < std::size(kTokenBoxes) && !(kFp8 && kBox >= kFp8MaxBox)) {
+    if (box != kBox) return launch_for_box<E, kFp8, I + 1>(box, p, token_tiles, tiles, stream);
   }
-  launch_of<kBox, E>(p, tiles, stream);
+  launch_of<kBox, E, kFp8>(p, token_tiles, tiles, stream);
+}
+
+template <bool kFp8>
+void launch_with_epilogue(DecodeGemmEpilogue e, int box, const GemmParams& p, int token_tiles, int tiles,
+                          cudaStream_t stream) {
+  switch (e) {
+    case DecodeGemmEpilogue::kStore:
+      launch_for_box<DecodeGemmEpilogue::kStore, kFp8>(box, p, token_tiles, tiles, stream);
+      break;
+    case DecodeGemmEpilogue::kAddF32:
+      launch_for_box<DecodeGemmEpilogue::kAddF32, kFp8>(box, p, token_tiles, tiles, stream);
+      break;
+    case DecodeGemmEpilogue::kActMul:
+      launch_for_box<DecodeGemmEpilogue::kActMul, kFp8>(box, p, token_tiles, tiles, stream);
+      break;
+  }
 }
 
 }  // namespace
@@ -351,37 +420,58 @@ int decode_gemm_splits(int64_t tiles, int64_t k_chunks, const int* cluster_capac
   return best;
 }
 
+bool decode_gemm_fp8_takes(const Fp8Weight& w, int64_t tokens, int64_t n, int64_t k, bool gated) {
+  const int64_t rows = gated ? 2 * n : n;
+  return tokens >= 1 && tokens <= kDecodeGemmMaxTokens && n % 8 == 0 && k % 128 == 0 && (!gated || n % 64 == 0) &&
+         w.block_rows >= 64 && w.block_rows % 64 == 0 && w.block_cols % 128 == 0 &&
+         w.grid_cols == (k + w.block_cols - 1) / w.block_cols && rows <= INT32_MAX &&
+         reinterpret_cast<uintptr_t>(w.codes) % 16 == 0;
+}
+
 void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   MINIVLLM_CHECK(a.tokens >= 1 && a.tokens <= kDecodeGemmMaxTokens && a.k % 8 == 0 && a.n % 8 == 0)
       << "decode_gemm: x [" << a.tokens << ", " << a.k << "], " << a.n << " outputs (needs 1.." << kDecodeGemmMaxTokens
       << " tokens and multiples of 8)";
   const bool gated = a.epilogue == DecodeGemmEpilogue::kActMul;
+  const bool fp8 = a.x_scales != nullptr;
+  MINIVLLM_CHECK(!fp8 || decode_gemm_fp8_takes(a.w_fp8, a.tokens, a.n, a.k, gated))
+      << "decode_gemm: FP8 weight of " << a.w_fp8.block_rows << " x " << a.w_fp8.block_cols << " blocks for x ["
+      << a.tokens << ", " << a.k << "], " << a.n << " outputs (needs K of 128s, blocks of 64-row and 128-column "
+      << "multiples" << (gated ? ", and the gated half of 64s" : "") << ")";
   GemmParams p;
   std::memset(&p, 0, sizeof(p));
   const int64_t w_rows = gated ? 2 * a.n : a.n;
-  p.w_map = make_bf16_tma_map(a.w, w_rows, a.k, a.k, kWgRows, "decode_gemm");
-  const int box = token_box(static_cast<int>(a.tokens));
-  p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
+  // FP8: token tiles of at most kFp8MaxBox, as equal as the boxes allow.
+  const int token_tiles = fp8 ? static_cast<int>((a.tokens + kFp8MaxBox - 1) / kFp8MaxBox) : 1;
+  const int box = token_box(static_cast<int>((a.tokens + token_tiles - 1) / token_tiles));
+  if (fp8) {
+    p.w_map = make_e4m3_tma_map(a.w_fp8.codes, w_rows, a.k, a.k, kWgRows, "decode_gemm");
+    p.x_map = make_e4m3_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
+    p.x_scales = a.x_scales;
+    p.w_grid = a.w_fp8.grid;
+    p.grid_cols = static_cast<int>(a.w_fp8.grid_cols);
+    p.grid_rows = static_cast<int>((w_rows + a.w_fp8.block_rows - 1) / a.w_fp8.block_rows);
+    p.block_rows = static_cast<int>(a.w_fp8.block_rows);
+    p.chunks_a_block = static_cast<int>(a.w_fp8.block_cols / 128);
+  } else {
+    p.w_map = make_bf16_tma_map(a.w, w_rows, a.k, a.k, kWgRows, "decode_gemm");
+    p.x_map = make_bf16_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
+  }
   p.out = a.out;
   p.bias = a.bias;
   p.bias_f32 = a.bias_f32;
   p.out_f32 = a.out_f32;
   p.tokens = static_cast<int>(a.tokens);
   p.n = static_cast<int>(a.n);
-  p.k_chunks = static_cast<int>((a.k + 63) / 64);
+  p.k_chunks = static_cast<int>(fp8 ? a.k / 128 : (a.k + 63) / 64);
   p.act = a.act;
   const int64_t tiles = (a.n + (gated ? kWgRows : kCtaRows) - 1) / (gated ? kWgRows : kCtaRows);
+  MINIVLLM_CHECK(tiles <= 65535) << "decode_gemm: " << a.n << " outputs (at most 65,535 tiles of 128)";
   p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
-  switch (a.epilogue) {
-    case DecodeGemmEpilogue::kStore:
-      launch_for_box<DecodeGemmEpilogue::kStore>(box, p, static_cast<int>(tiles), stream);
-      break;
-    case DecodeGemmEpilogue::kAddF32:
-      launch_for_box<DecodeGemmEpilogue::kAddF32>(box, p, static_cast<int>(tiles), stream);
-      break;
-    case DecodeGemmEpilogue::kActMul:
-      launch_for_box<DecodeGemmEpilogue::kActMul>(box, p, static_cast<int>(tiles), stream);
-      break;
+  if (fp8) {
+    launch_with_epilogue<true>(a.epilogue, box, p, token_tiles, static_cast<int>(tiles), stream);
+  } else {
+    launch_with_epilogue<false>(a.epilogue, box, p, token_tiles, static_cast<int>(tiles), stream);
   }
   CUDA_CHECK_LAUNCH();
 }

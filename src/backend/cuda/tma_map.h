@@ -14,5 +14,8 @@ namespace minivllm::cuda {
 // `who` names the caller in the error.
 CUtensorMap make_bf16_tma_map(const void* ptr, int64_t rows, int64_t cols, int64_t row_elems, int box_rows,
                               const char* who);
+// The same for e4m3 codes (one byte each): boxes of 128 columns x box_rows rows.
+CUtensorMap make_e4m3_tma_map(const void* ptr, int64_t rows, int64_t cols, int64_t row_elems, int box_rows,
+                              const char* who);
 
 }  // namespace minivllm::cuda
