@@ -1,7 +1,7 @@
 // Linear layers on FP8 weights (gemv_fp8.cu, fp8_gemm.cc through CudaBackend::linear and its fused
 // variants) against the CPU backend computing in fp32 on the dequantized weights: 128 x 128 blocks
-// (decoded to bf16 past 8 tokens), per-row scales (cuBLASLt's FP8 GEMM), and 32 x 32 blocks and
-// odd N, on odd shapes. The gemv reads bf16 x as it is,
+// (a bf16 copy past 8 tokens, else the e4m3 decode GEMM), per-row scales (cuBLASLt's FP8 GEMM),
+// and 32 x 32 blocks and odd N, on odd shapes. The gemv reads bf16 x as it is,
 // so it matches to bf16 rounding; the FP8 GEMM quantizes x to e4m3 per token, so it carries FP8's
 // activation error as well. Also: the device's online quantization gives the
 // host's bytes.
@@ -179,7 +179,8 @@ TEST(CudaFp8Linear, Bf16xGemvTakesXPastF16Range) {
 // Block-scaled weights keep a bf16 copy of their values for the batches past the gemv
 // (CudaBackend::decoded_fp8_copy), equal to the CPU's dequantized values rounded to bf16; per-row
 // weights (cuBLASLt's FP8 GEMM) and MINIVLLM_FP8_BLOCK_BF16_FREE_PCT=100 keep none, and the
-// linear then decodes per call: both match the CPU past the gemv's 8 tokens.
+// linear then takes the e4m3 decode GEMM up to 256 tokens (W8A8): both match the CPU past the
+// gemv's 8 tokens.
 TEST(CudaFp8Linear, BlockScaledWeightsKeepADecodedCopy) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(84);
@@ -643,7 +644,7 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
 // quantizer ahead of it equals rms_norm then the linear bit for bit.
 TEST(CudaFp8Linear, BlockScaledGemmMatchesCpuOnTheSameCodes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", "256");
+  Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", "all");
   std::mt19937 rng(95);
   const Fp8Case store = make_case(b, 1000, 1152, Grid::kBlock128, rng);
   for (int64_t tokens : {9, 37, 130, 256}) check_linear(b, store, tokens, /*bias=*/true, rng, /*w8a8=*/true);

@@ -233,7 +233,8 @@ class CudaBackend : public Backend {
   void w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32, Fp8GemvOut e,
                  Activation act, int64_t tokens, int64_t n);
   static Fp8GemvOut gemv_out(Fp8Out e);
-  // Block-scaled FP8 weights past the gemv, up to MINIVLLM_FP8_BLOCK_GEMM tokens: x's codes, one scale a token
+  // Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens (MINIVLLM_FP8_BLOCK_GEMM: those
+  // without a bf16 copy by default): x's codes, one scale a token
   // (from rms_norm(pro->residual) when pro is set, else from x), then decode_gemm.cu's e4m3 kernel.
   // False where it does not take the weight or shape (nothing launched: the caller goes on).
   bool fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
@@ -335,8 +336,11 @@ class CudaBackend : public Backend {
   PendingNorm staged_norm_;           // whose codes sit in fp8_gemm_'s activation scratch
   uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]
-  int64_t fp8_block_gemm_tokens_ = 0;  // MINIVLLM_FP8_BLOCK_GEMM: fp8_block_gemm up to this many tokens
-  // fp8_block_gemm's x codes [fp8_block_gemm_tokens_, K] and scales, grown at load (decoded_fp8_copy)
+  // MINIVLLM_FP8_BLOCK_GEMM: which block-scaled weights fp8_block_gemm takes (those without a bf16
+  // copy, all, or none)
+  enum class Fp8BlockGemm { kOff, kUncopied, kAll };
+  Fp8BlockGemm fp8_block_gemm_ = Fp8BlockGemm::kUncopied;
+  // fp8_block_gemm's x codes [kDecodeGemmMaxTokens, K] and scales, grown at load (decoded_fp8_copy)
   // to the widest block-scaled weight's K, so that a captured step never grows them.
   void* fp8_block_x_codes_ = nullptr;
   size_t fp8_block_x_codes_bytes_ = 0;

@@ -201,11 +201,17 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
                         n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, one_pairs, stream_, fp8_gemv_one_blocks_);
 }
 
-// Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: before, their linears
-// ran cuBLASLt's bf16 GEMM on the weight's decoded copy (twice the bytes; fp8_gemm.h says why).
+// Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: W8A8 on the codes, where
+// otherwise the weight would be decoded to bf16 on every call (no copy kept: a write and a read of
+// twice its bytes each time; fp8_gemm.h says why cuBLASLt takes no blocks). With a bf16 copy kept,
+// cuBLASLt's bf16 GEMM on x unquantized stays the default: W8A8 was 3% faster on the seeds' workload
+// but cost random-weight models 19 points of teacher-forced agreement (PERFORMANCE.md, "Stop 77").
 bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& out, DecodeGemmEpilogue e, Activation act) {
-  if (!decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr) return false;
+  if (fp8_block_gemm_ == Fp8BlockGemm::kOff || !decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr ||
+      (fp8_block_gemm_ == Fp8BlockGemm::kUncopied && w.scales()->decoded.defined())) {
+    return false;
+  }
   const int64_t k = w.size(1);
   const bool gated = e == DecodeGemmEpilogue::kActMul;
   const int64_t n = gated ? w.size(0) / 2 : w.size(0);
@@ -216,7 +222,6 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
     return false;
   }
   const int64_t tokens = src.numel() / k;
-  if (tokens > fp8_block_gemm_tokens_) return false;
   const Fp8Weight fw = fp8_weight_view(w);
   if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(tokens * k) > fp8_block_x_codes_bytes_ ||
       !out.defined() || out.device() != DeviceKind::kCuda || !aligned16(out)) {
