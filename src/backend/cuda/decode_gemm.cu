@@ -364,22 +364,36 @@ void launch_of(GemmParams p, int token_tiles, int tiles, cudaStream_t stream) {
 
 // The token counts a kernel is built for (wgmma's N, the x box's rows): a batch takes the first
 // that holds it. FP8 kernels stop at kFp8MaxBox (their second accumulator): a batch past it goes in
-// equal tiles, each in the first box that holds it.
+// equal tiles, each in the first box that holds it. The FP8 boxes step by 16: their steps are
+// compute-bound past ~64 tokens, so a box's padding tokens cost their share of the time.
 constexpr int kTokenBoxes[] = {16, 32, 64, 96, 128, 160, 192, 224, 256};
+constexpr int kFp8TokenBoxes[] = {16, 32, 48, 64, 80, 96, 112, 128};
 constexpr int kFp8MaxBox = 128;
 
-int token_box(int tokens) {
-  for (int b : kTokenBoxes) {
-    if (tokens <= b) return b;
+template <bool kFp8>
+constexpr const auto& token_boxes() {
+  if constexpr (kFp8) {
+    return kFp8TokenBoxes;
+  } else {
+    return kTokenBoxes;
   }
-  return kTokenBoxes[std::size(kTokenBoxes) - 1];
 }
 
-// The kernel built for box kTokenBoxes[I] if `box` is it, else the next one's.
+int token_box(int tokens, bool fp8) {
+  const int* boxes = fp8 ? kFp8TokenBoxes : kTokenBoxes;
+  const size_t count = fp8 ? std::size(kFp8TokenBoxes) : std::size(kTokenBoxes);
+  for (size_t i = 0; i < count; ++i) {
+    if (tokens <= boxes[i]) return boxes[i];
+  }
+  return boxes[count - 1];
+}
+
+// The kernel built for box token_boxes<kFp8>()[I] if `box` is it, else the next one's.
 template <DecodeGemmEpilogue E, bool kFp8, size_t I = 0>
 void launch_for_box(int box, const GemmParams& p, int token_tiles, int tiles, cudaStream_t stream) {
-  constexpr int kBox = kTokenBoxes[I];
-  if constexpr (I + 1 < std::size(kTokenBoxes) && !(kFp8 && kBox >= kFp8MaxBox)) {
+  constexpr int kBox = token_boxes<kFp8>()[I];
+  static_assert(!kFp8 || kBox <= kFp8MaxBox, "FP8 boxes");
+  if constexpr (I + 1 < std::size(token_boxes<kFp8>())) {
     if (box != kBox) return launch_for_box<E, kFp8, I + 1>(box, p, token_tiles, tiles, stream);
   }
   launch_of<kBox, E, kFp8>(p, token_tiles, tiles, stream);
@@ -443,7 +457,7 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   const int64_t w_rows = gated ? 2 * a.n : a.n;
   // FP8: token tiles of at most kFp8MaxBox, as equal as the boxes allow.
   const int token_tiles = fp8 ? static_cast<int>((a.tokens + kFp8MaxBox - 1) / kFp8MaxBox) : 1;
-  const int box = token_box(static_cast<int>((a.tokens + token_tiles - 1) / token_tiles));
+  const int box = token_box(static_cast<int>((a.tokens + token_tiles - 1) / token_tiles), fp8);
   if (fp8) {
     p.w_map = make_e4m3_tma_map(a.w_fp8.codes, w_rows, a.k, a.k, kWgRows, "decode_gemm");
     p.x_map = make_e4m3_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
