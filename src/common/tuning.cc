@@ -47,8 +47,8 @@ constexpr Knob kKnobs[] = {
      "its PDL wait; 0: its first tiles only (same entry)"},
     {"MINIVLLM_FP8_BLOCK_GEMM", G::kTuning, K::kWord, "uncopied|all|0", 0, 0, "uncopied",
      "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel (W8A8) from 9 to 256 tokens: those "
-     "without a bf16 copy (else decoded per call), or all (+3.2% on the seeds' workload, but W8A8 prefill "
-     "costs teacher-forced agreement on random weights: PERFORMANCE.md, \"Stop 77\"), or none"},
+     "without a bf16 copy (else decoded per call), or all (faster, but W8A8 prompts cost random-weight models "
+     "teacher-forced agreement: PERFORMANCE.md, \"Stop 77\"), or none"},
     {"MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", G::kTuning, K::kInt, "100: never", 0, 100, "35",
      "FP8 weights with block scales also keep a bf16 copy (for batches past the gemv) while the GPU's free "
      "memory stays above this percent of its total"},

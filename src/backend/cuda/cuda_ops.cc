@@ -204,8 +204,8 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
 // Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: W8A8 on the codes, where
 // otherwise the weight would be decoded to bf16 on every call (no copy kept: a write and a read of
 // twice its bytes each time; fp8_gemm.h says why cuBLASLt takes no blocks). With a bf16 copy kept,
-// cuBLASLt's bf16 GEMM on x unquantized stays the default: W8A8 was 3% faster on the seeds' workload
-// but cost random-weight models 19 points of teacher-forced agreement (PERFORMANCE.md, "Stop 77").
+// cuBLASLt's bf16 GEMM on x unquantized stays the default: W8A8 is faster but costs random-weight
+// models teacher-forced agreement on their prompts (PERFORMANCE.md, "Stop 77").
 bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& out, DecodeGemmEpilogue e, Activation act) {
   if (fp8_block_gemm_ == Fp8BlockGemm::kOff || !decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr ||
