@@ -219,7 +219,8 @@ class CudaBackend : public Backend {
   // Whether rms_norm_linear(_act_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
   // FP8 weights (Tensor::scales()): the FP8 gemv up to kGemvMaxTokens tokens, else cuBLASLt's FP8
-  // GEMM (fp8_gemm.h), else the decoded weight's bf16 GEMM (block scales). `e`: store
+  // GEMM (fp8_gemm.h), else (block scales) the e4m3 decode GEMM (fp8_block_gemm) or the decoded
+  // weight's bf16 GEMM. `e`: store
   // (+ bias) into out, act(gate) * up into out (w = [gate; up]), or add into the fp32 out.
   enum class Fp8Out { kStore, kActMul, kAddF32 };
   bool fp8_gemv_takes(const Tensor& x, const Tensor& w) const;

@@ -8,8 +8,9 @@
 // MINIVLLM_FP8_OUTER_VEC=1 the GEMM applies those two scale vectors itself (cuBLASLt's OUTER_VEC_32F
 // mode, one pass over y fewer) where cuBLASLt has an algorithm for it and there is no bias; else the
 // epilogue as before.
-// Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no and
-// the caller decodes the weight to bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
+// Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no, and the
+// caller takes decode_gemm.cu's e4m3 kernel (up to 256 tokens, MINIVLLM_FP8_BLOCK_GEMM) or decodes
+// the weight to bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
 // Plans are cached per shape, as LtGemm's; scratch (x's codes and scales, the decoded weight)
 // grows outside graph capture only (the runner's warm-up runs the largest batch first), so a
 // captured step allocates nothing.
