@@ -29,34 +29,27 @@ struct WgmmaSS;
 template <int N>
 struct WgmmaSSE4m3;
 """)
+def emit(struct, n, shape_types, tail):
+    """One specialization: `struct`<n>, the wgmma `shape_types` (e.g. "k16.f32.bf16.bf16") and the
+    immediates after the scale-d predicate."""
+    regs = n // 2
+    dlist = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    print(f"""template <>
+struct {struct}<{n}> {{
+  static __device__ __forceinline__ void run(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int accumulate) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}{shape_types} {{{dlist}}}, %{regs}, %{regs + 1}, p, {tail};\\n}}\\n"
+        : {outs}
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }}
+}};
+""")
+
+
 for n in NS:
-    regs = n // 2
-    dlist = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    print(f"""template <>
-struct WgmmaSS<{n}> {{
-  static __device__ __forceinline__ void run(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int accumulate) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {outs}
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  }}
-}};
-""")
+    emit("WgmmaSS", n, "k16.f32.bf16.bf16", "1, 1, 0, 0")  # scale-a, scale-b, no transposes
 for n in [n for n in NS if n <= E4M3_MAX_N]:
-    regs = n // 2
-    dlist = ", ".join(f"%{i}" for i in range(regs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    print(f"""template <>
-struct WgmmaSSE4m3<{n}> {{
-  static __device__ __forceinline__ void run(float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int accumulate) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{dlist}}}, %{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"
-        : {outs}
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  }}
-}};
-""")
+    emit("WgmmaSSE4m3", n, "k32.f32.e4m3.e4m3", "1, 1")  # FP8 takes no transpose operands
 print("}  // namespace minivllm::cuda")
