@@ -46,9 +46,12 @@ constexpr Knob kKnobs[] = {
      "tensor-core decode of one sequence: each CTA pulls its whole split (up to 1,024 keys) into L2 before "
      "its PDL wait; 0: its first tiles only (same entry)"},
     {"MINIVLLM_FP8_BLOCK_GEMM", G::kTuning, K::kWord, "uncopied|all|0", 0, 0, "uncopied",
-     "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel (W8A8) from 9 to 256 tokens: those "
-     "without a bf16 copy (else decoded per call), or all (faster, but W8A8 prompts cost random-weight models "
-     "teacher-forced agreement: PERFORMANCE.md, \"Stop 77\"), or none"},
+     "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel from 9 to 256 tokens: those without a "
+     "bf16 copy (else decoded per call), or all (faster where the weights' bytes dominate, slower where "
+     "compute does: PERFORMANCE.md, \"Stop 77\"), or none"},
+    {"MINIVLLM_FP8_BLOCK_GEMM_X", G::kTuning, K::kWord, "two|one", 0, 0, "two",
+     "the e4m3 block GEMM's activations: two e4m3 terms a value (about bf16's precision, twice the tensor "
+     "work) or one (W8A8: random-weight models lose teacher-forced agreement; PERFORMANCE.md, \"Stop 77\")"},
     {"MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", G::kTuning, K::kInt, "100: never", 0, 100, "35",
      "FP8 weights with block scales also keep a bf16 copy (for batches past the gemv) while the GPU's free "
      "memory stays above this percent of its total"},

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <tuple>
 
 #include "backend/cuda/cuda_check.h"
@@ -674,6 +675,64 @@ TEST(CudaFp8Linear, BlockScaledGemmMatchesCpuOnTheSameCodes) {
     b.gpu->rms_norm(rg, nwg, 1e-6f, normed);
     b.gpu->linear_act_mul(normed, gu.wg, scratch, hp, Activation::kSilu);
     EXPECT_EQ(download(*b.gpu, hf), download(*b.gpu, hp)) << "rms_norm_linear_act_mul " << tag;
+  }
+}
+
+// The e4m3 block GEMM's two-term activations (MINIVLLM_FP8_BLOCK_GEMM_X=two, the default): x ~ scale
+// * (code + lo), so against the CPU on x unquantized the outputs are within bf16-level error, where
+// one term (W8A8) carries e4m3's 3-bit mantissa: two terms must come 10x closer than one, and within
+// the gemv's bf16 tolerance. Store with a bias (N = 1,000, 9 and 130 tokens: one and two token
+// tiles), the residual add and act_mul, on the same weights and inputs for both settings.
+TEST(CudaFp8Linear, BlockScaledGemmTwoTermsMatchUnquantizedX) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(96);
+  const int64_t k = 1152, n = 1000, inter = 640;
+  const Tensor w_store = quantize_blocks(random_values({n, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
+  const Tensor w_gu = quantize_blocks(random_values({2 * inter, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
+  const Tensor w_down = quantize_blocks(random_values({k, inter}, rng, 1.0f / std::sqrt(float{inter})), 128, 128);
+  for (int64_t tokens : {9, 130}) {
+    const Tensor x = random_values({tokens, k}, rng), h = random_values({tokens, inter}, rng);
+    const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
+    std::map<std::string, std::vector<Diff>> diffs;  // by setting: store, add, act_mul
+    for (const char* terms : {"two", "one"}) {
+      Backends b = backends_with({{"MINIVLLM_FP8_BLOCK_GEMM", "all"}, {"MINIVLLM_FP8_BLOCK_GEMM_X", terms}});
+      const Tensor sg = b.gpu->upload_stored_weight(w_store), gug = b.gpu->upload_stored_weight(w_gu),
+                   dg = b.gpu->upload_stored_weight(w_down);
+      const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w_store)), guc = upload(*b.cpu, dequantize_fp8_weight(w_gu)),
+                   dc = upload(*b.cpu, dequantize_fp8_weight(w_down));
+      const Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x), hg = upload(*b.gpu, h), hc = upload(*b.cpu, h);
+      const Tensor bg = upload(*b.gpu, bias), bc = upload(*b.cpu, bias);
+      Tensor og = b.gpu->empty(DType::kBF16, {tokens, n}), oc = b.cpu->empty(DType::kF32, {tokens, n});
+      b.gpu->fill_bytes(og, 0xFF);
+      b.gpu->linear(xg, sg, &bg, og);
+      b.cpu->linear(xc, sc, &bc, oc);
+      Tensor rg = upload_f32(*b.gpu, res), rc = upload_f32(*b.cpu, res);
+      Tensor scratch_g = b.gpu->empty(DType::kBF16, {tokens, k}), scratch_c = b.cpu->empty(DType::kF32, {tokens, k});
+      b.gpu->linear_add_residual(hg, dg, scratch_g, rg);
+      b.cpu->linear_add_residual(hc, dc, scratch_c, rc);
+      Tensor ug = b.gpu->empty(DType::kBF16, {tokens, 2 * inter}), uc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+      Tensor ag = b.gpu->empty(DType::kBF16, {tokens, inter}), ac = b.cpu->empty(DType::kF32, {tokens, inter});
+      b.gpu->fill_bytes(ag, 0xFF);
+      b.gpu->linear_act_mul(xg, gug, ug, ag, Activation::kSilu);
+      b.cpu->linear_act_mul(xc, guc, uc, ac, Activation::kSilu);
+      // The add's product alone: the residual's own values would hide its error.
+      std::vector<float> add_g = download(*b.gpu, rg), add_c = download(*b.cpu, rc);
+      const std::vector<float> r0 = download(*b.cpu, upload_f32(*b.cpu, res));
+      for (size_t i = 0; i < add_g.size(); ++i) {
+        add_g[i] -= r0[i];
+        add_c[i] -= r0[i];
+      }
+      diffs[terms] = {diff(download(*b.gpu, og), download(*b.cpu, oc)), diff(add_g, add_c),
+                      diff(download(*b.gpu, ag), download(*b.cpu, ac))};
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      const char* what[] = {"store", "add", "act_mul"};
+      const Diff& two = diffs["two"][i];
+      const Diff& one = diffs["one"][i];
+      EXPECT_EQ(two.nonfinite, 0) << what[i] << " M=" << tokens;
+      EXPECT_LE(two.nmse, 2e-5) << what[i] << " M=" << tokens << " (one term: " << one.nmse << ")";
+      EXPECT_LE(two.nmse * 10, one.nmse) << what[i] << " M=" << tokens;
+    }
   }
 }
 

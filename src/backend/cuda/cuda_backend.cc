@@ -105,6 +105,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   const std::string block_gemm = knob_mode("MINIVLLM_FP8_BLOCK_GEMM");
   fp8_block_gemm_ = block_gemm == "all" ? Fp8BlockGemm::kAll : block_gemm == "0" ? Fp8BlockGemm::kOff
                                                                                 : Fp8BlockGemm::kUncopied;
+  fp8_block_gemm_two_terms_ = knob_mode("MINIVLLM_FP8_BLOCK_GEMM_X") == "two";
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
   CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
@@ -291,7 +292,7 @@ Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
   const int64_t n = w.size(0), k = w.size(1);
   if (fp8_gemm_takes(*w.scales(), n, k) || k % 8 != 0 || n % 8 != 0) return Tensor();
   if (fp8_block_gemm_ != Fp8BlockGemm::kOff && decode_gemm_) {  // fp8_block_gemm's x scratch, at load (outside any capture)
-    grow_device_scratch(&fp8_block_x_codes_, &fp8_block_x_codes_bytes_, static_cast<size_t>(kDecodeGemmMaxTokens * k),
+    grow_device_scratch(&fp8_block_x_codes_, &fp8_block_x_codes_bytes_, static_cast<size_t>(2 * kDecodeGemmMaxTokens * k),
                         stream_, "FP8 block GEMM", "activation codes");
     grow_device_scratch(&fp8_block_x_scales_, &fp8_block_x_scales_bytes_, kDecodeGemmMaxTokens * sizeof(float), stream_,
                         "FP8 block GEMM", "activation scales");

@@ -341,7 +341,9 @@ class CudaBackend : public Backend {
   // copy, all, or none)
   enum class Fp8BlockGemm { kOff, kUncopied, kAll };
   Fp8BlockGemm fp8_block_gemm_ = Fp8BlockGemm::kUncopied;
-  // fp8_block_gemm's x codes [kDecodeGemmMaxTokens, K] and scales, grown at load (decoded_fp8_copy)
+  bool fp8_block_gemm_two_terms_ = true;  // MINIVLLM_FP8_BLOCK_GEMM_X: x as two e4m3 terms
+  // fp8_block_gemm's x codes [kDecodeGemmMaxTokens, K] (twice: the second terms) and scales, grown
+  // at load (decoded_fp8_copy)
   // to the widest block-scaled weight's K, so that a captured step never grows them.
   void* fp8_block_x_codes_ = nullptr;
   size_t fp8_block_x_codes_bytes_ = 0;

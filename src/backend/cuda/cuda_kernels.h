@@ -97,15 +97,17 @@ void launch_quantize_e4m3_groups(const void* x, bool x_f32, int64_t rows, int64_
 constexpr int64_t kE4m3RowMaxCols = 16384;
 // launch_quantize_e4m3_groups for bf16 x with one group a row (the FP8 GEMM's per-token activations),
 // the same bytes, each value read once: codes [rows, cols], scales [rows]. False (nothing launched)
-// unless cols is a multiple of 8 and at most 16,384.
+// unless cols is a multiple of 8 and at most 16,384. lo_codes (nullptr: none), [rows, cols]: a
+// second term at the same scale, e4m3(x / scale - code's value), so that x ~ scale * (code + lo).
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                               cudaStream_t stream);
+                               cudaStream_t stream, uint8_t* lo_codes = nullptr);
 // The RMSNorm of fp32 residual rows by w (fp32 or bf16; launch_rms_norm's arithmetic, its bf16 rounding
 // included) straight into launch_quantize_e4m3_rows's codes and scales: the bytes rms_norm then the
 // row quantizer give, without the normed rows in memory. False (nothing launched) unless cols is a
-// multiple of 8 and at most 16,384.
+// multiple of 8 and at most 16,384. lo_codes as launch_quantize_e4m3_rows's.
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
-                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream);
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream,
+                               uint8_t* lo_codes = nullptr);
 // residual [rows, cols] += y * (row_scale[t] * col_scale[c * col_stride]) (the kAddF32 FP8 epilogue
 // on a bare product y [rows, ny]), then launch_rms_norm_e4m3_rows's codes and scales of the new rows,
 // in one pass: the same bytes as the epilogue then the normed quantizer. row_scale may be `scales`
@@ -187,6 +189,10 @@ struct DecodeGemmArgs {
   // x 128): decode_gemm_fp8_takes.
   const float* x_scales = nullptr;
   Fp8Weight w_fp8{};
+  // FP8, optional: x's second term (launch_quantize_e4m3_rows's lo_codes, [tokens, k]) right after
+  // x's codes in memory, multiplied as well: x ~ x_scales[t] * (codes + lo), about bf16's precision
+  // for twice the tensor work.
+  bool x_two_terms = false;
 };
 void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream);
 // Whether launch_decode_gemm takes this FP8 weight and shape: K a multiple of 128, n of 8 (of 64 for

@@ -201,11 +201,12 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
                         n, w.size(1), num_sms_, fp8_w8a8_lane_bytes_, one_pairs, stream_, fp8_gemv_one_blocks_);
 }
 
-// Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: W8A8 on the codes, where
-// otherwise the weight would be decoded to bf16 on every call (no copy kept: a write and a read of
-// twice its bytes each time; fp8_gemm.h says why cuBLASLt takes no blocks). With a bf16 copy kept,
-// cuBLASLt's bf16 GEMM on x unquantized stays the default: W8A8 is faster but costs random-weight
-// models teacher-forced agreement on their prompts (PERFORMANCE.md, "Stop 77").
+// Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens tokens: e4m3 x e4m3 on the codes,
+// where otherwise the weight would be decoded to bf16 on every call (no copy kept: a write and a read
+// of twice its bytes each time; fp8_gemm.h says why cuBLASLt takes no blocks). x goes as two e4m3
+// terms (MINIVLLM_FP8_BLOCK_GEMM_X), since one (W8A8) costs random-weight models teacher-forced
+// agreement. With a bf16 copy kept, cuBLASLt's bf16 GEMM stays the default: twice the FP8 tensor work
+// is bf16's, so the kernel wins only where the weights' bytes dominate (PERFORMANCE.md, "Stop 77").
 bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& out, DecodeGemmEpilogue e, Activation act) {
   if (fp8_block_gemm_ == Fp8BlockGemm::kOff || !decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr ||
@@ -223,7 +224,7 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
   }
   const int64_t tokens = src.numel() / k;
   const Fp8Weight fw = fp8_weight_view(w);
-  if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(tokens * k) > fp8_block_x_codes_bytes_ ||
+  if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(2 * tokens * k) > fp8_block_x_codes_bytes_ ||
       !out.defined() || out.device() != DeviceKind::kCuda || !aligned16(out)) {
     return false;
   }
@@ -236,19 +237,23 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "fp8_block_gemm", "bias");
   auto* codes = static_cast<uint8_t*>(fp8_block_x_codes_);
   auto* scales = static_cast<float*>(fp8_block_x_scales_);
+  // Two terms: the second's codes right after the first's (decode_gemm reads them as rows T..2T-1).
+  uint8_t* lo = fp8_block_gemm_two_terms_ ? codes + tokens * k : nullptr;
   if (pro != nullptr) {
     const bool norm_f32 = check_weight(pro->weight, k, "fp8_block_gemm", "norm_weight");
     if (!launch_rms_norm_e4m3_rows(pro->residual.ptr<float>(), pro->weight.data(), norm_f32, pro->eps, tokens, k, codes,
-                                   scales, stream_)) {
+                                   scales, stream_, lo)) {
       return false;
     }
-  } else if (!launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream_)) {
-    launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream_);  // rows past 16,384
+  } else if (!launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream_, lo)) {
+    lo = nullptr;  // rows past 16,384: the group quantizer's one term
+    launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream_);
   }
   DecodeGemmArgs a{codes, nullptr, bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out_f32, tokens, n, k,
                    e, 0, act};
   a.x_scales = scales;
   a.w_fp8 = fw;
+  a.x_two_terms = lo != nullptr;
   launch_decode_gemm(a, stream_);
   return true;
 }

@@ -53,9 +53,10 @@ constexpr int kTileLd = kCtaRows + 4;        // result tile [token][row], padded
 constexpr int kMaxSmem = 227 * 1024;
 constexpr int kMaxSplits = 8;                // the portable cluster size
 
-template <int kN>
+// kXPlanes: x's tiles a stage (FP8 with two terms: the codes and the second term's).
+template <int kN, int kXPlanes = 1>
 struct GemmLayout {
-  static constexpr int kXBytes = kN * 128;
+  static constexpr int kXBytes = kN * 128 * kXPlanes;
   static constexpr int kStageBytes = kWBytes + kXBytes;
   static constexpr int kTileBytes = kN * kTileLd * 4;
   static constexpr int kStages = std::min(8, (kMaxSmem - 2048) / kStageBytes);
@@ -82,6 +83,7 @@ struct GemmParams {
   const float* x_scales;
   const float* w_grid;
   int grid_cols, grid_rows, block_rows, chunks_a_block;
+  int x_lo_row;  // kXPlanes 2: the x map's row of the second term's token 0 (x has 2 tokens rows)
 };
 
 __device__ __forceinline__ void cluster_sync() {
@@ -110,10 +112,10 @@ __device__ __forceinline__ float4 cluster_sum_f4(const float* p, int splits) {
   return s;
 }
 
-template <int kN, DecodeGemmEpilogue E, bool kFp8>
+template <int kN, DecodeGemmEpilogue E, bool kFp8, int kXPlanes = 1>
 __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_constant__ GemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = GemmLayout<kN>;
+  using L = GemmLayout<kN, kXPlanes>;
   constexpr bool kGated = E == DecodeGemmEpilogue::kActMul;
   constexpr int kChunkElems = kFp8 ? 128 : 64;  // a chunk is 128 bytes of a row either way
   static_assert(!kFp8 || kN <= 128, "FP8: two accumulators of kN / 2");
@@ -163,6 +165,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
         const uint32_t st = base + (i % kStages) * L::kStageBytes;
         tma_load_2d(st + kWBytes, &p.x_map, full + 8 * (i % kStages), (c_begin + (i + rot) % n_chunks) * kChunkElems,
                     t0);
+        if constexpr (kXPlanes == 2) {
+          tma_load_2d(st + kWBytes + kN * 128, &p.x_map, full + 8 * (i % kStages),
+                      (c_begin + (i + rot) % n_chunks) * kChunkElems, p.x_lo_row + t0);
+        }
       };
       const int pre = n_chunks < kStages ? n_chunks : kStages;
       for (int i = 0; i < pre; ++i) load_w(i);  // weights do not depend on the previous kernel
@@ -199,9 +205,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
         pin(fresh);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          WgmmaSSE4m3<kN>::run(fresh, smem_desc(w_tile + kk * 32, 16, 1024), smem_desc(x_tile + kk * 32, 16, 1024),
-                               kk > 0);
+        for (int kk = 0; kk < 4 * kXPlanes; ++kk) {  // (the second term's tile right after the first's)
+          WgmmaSSE4m3<kN>::run(fresh, smem_desc(w_tile + (kk % 4) * 32, 16, 1024),
+                               smem_desc(x_tile + (kk / 4) * kN * 128 + (kk % 4) * 32, 16, 1024), kk > 0);
         }
         wgmma_commit();
         wgmma_wait_all();
@@ -300,13 +306,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
 #endif
 }
 
-template <int kN>
+template <int kN, int kXPlanes = 1>
 cudaLaunchConfig_t launch_config(int splits, int token_tiles, int tiles, cudaStream_t stream,
                                  cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(splits, token_tiles, tiles);  // a weight tile's token tiles adjacent: they share its rows in L2
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = GemmLayout<kN>::kSmemBytes;
+  cfg.dynamicSmemBytes = GemmLayout<kN, kXPlanes>::kSmemBytes;
   cfg.stream = stream;
   int n_attr = 0;
   attr[n_attr].id = cudaLaunchAttributeClusterDimension;
@@ -327,7 +333,7 @@ cudaLaunchConfig_t launch_config(int splits, int token_tiles, int tiles, cudaStr
 // How many clusters of s CTAs of this kernel the GPU holds at once, for s = 0..kMaxSplits (entry 0
 // unused), once per device: a cluster's CTAs share a GPC, and GPCs differ in their SM counts.
 // Eager launches ask on every call, so only the first on a device takes the lock.
-template <int kN, DecodeGemmEpilogue E, bool kFp8>
+template <int kN, DecodeGemmEpilogue E, bool kFp8, int kXPlanes>
 const std::array<int, kMaxSplits + 1>& cluster_capacity() {
   constexpr int kMaxDevices = 64;
   static std::mutex mu;
@@ -339,27 +345,36 @@ const std::array<int, kMaxSplits + 1>& cluster_capacity() {
   if (ready[dev].load(std::memory_order_acquire)) return cap[dev];
   std::lock_guard<std::mutex> lock(mu);
   if (!ready[dev].load(std::memory_order_relaxed)) {
-    allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8>>(GemmLayout<kN>::kSmemBytes);
+    allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8, kXPlanes>>(GemmLayout<kN, kXPlanes>::kSmemBytes);
     cap[dev][0] = 0;
     for (int s = 1; s <= kMaxSplits; ++s) {
       cudaLaunchAttribute attr[2];
-      const cudaLaunchConfig_t cfg = launch_config<kN>(s, 1, 1, nullptr, attr);
-      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E, kFp8>, &cfg));
+      const cudaLaunchConfig_t cfg = launch_config<kN, kXPlanes>(s, 1, 1, nullptr, attr);
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&cap[dev][s], decode_gemm_kernel<kN, E, kFp8, kXPlanes>, &cfg));
     }
     ready[dev].store(true, std::memory_order_release);  // cap[dev] is complete before anyone reads it unlocked
   }
   return cap[dev];
 }
 
-template <int kN, DecodeGemmEpilogue E, bool kFp8>
-void launch_of(GemmParams p, int token_tiles, int tiles, cudaStream_t stream) {
-  allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8>>(GemmLayout<kN>::kSmemBytes);
+template <int kN, DecodeGemmEpilogue E, bool kFp8, int kXPlanes>
+void launch_planes(GemmParams p, int token_tiles, int tiles, cudaStream_t stream) {
+  allow_dynamic_smem<decode_gemm_kernel<kN, E, kFp8, kXPlanes>>(GemmLayout<kN, kXPlanes>::kSmemBytes);
   if (p.splits == 0) {
-    p.splits = decode_gemm_splits(int64_t{tiles} * token_tiles, p.k_chunks, cluster_capacity<kN, E, kFp8>().data());
+    p.splits = decode_gemm_splits(int64_t{tiles} * token_tiles, p.k_chunks,
+                                  cluster_capacity<kN, E, kFp8, kXPlanes>().data());
   }
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = launch_config<kN>(p.splits, token_tiles, tiles, stream, attr);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E, kFp8>, p));
+  const cudaLaunchConfig_t cfg = launch_config<kN, kXPlanes>(p.splits, token_tiles, tiles, stream, attr);
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_gemm_kernel<kN, E, kFp8, kXPlanes>, p));
+}
+
+template <int kN, DecodeGemmEpilogue E, bool kFp8>
+void launch_of(const GemmParams& p, int token_tiles, int tiles, cudaStream_t stream) {
+  if constexpr (kFp8) {
+    if (p.x_lo_row > 0) return launch_planes<kN, E, true, 2>(p, token_tiles, tiles, stream);
+  }
+  launch_planes<kN, E, kFp8, 1>(p, token_tiles, tiles, stream);
 }
 
 // The token counts a kernel is built for (wgmma's N, the x box's rows): a batch takes the first
@@ -460,7 +475,8 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   const int box = token_box(static_cast<int>((a.tokens + token_tiles - 1) / token_tiles), fp8);
   if (fp8) {
     p.w_map = make_e4m3_tma_map(a.w_fp8.codes, w_rows, a.k, a.k, kWgRows, "decode_gemm");
-    p.x_map = make_e4m3_tma_map(a.x, a.tokens, a.k, a.k, box, "decode_gemm");
+    p.x_map = make_e4m3_tma_map(a.x, a.x_two_terms ? 2 * a.tokens : a.tokens, a.k, a.k, box, "decode_gemm");
+    p.x_lo_row = a.x_two_terms ? static_cast<int>(a.tokens) : 0;
     p.x_scales = a.x_scales;
     p.w_grid = a.w_fp8.grid;
     p.grid_cols = static_cast<int>(a.w_fp8.grid_cols);

@@ -82,10 +82,24 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
   return make_uint2(q[0], q[1]);
 }
 
-// Eight values of a row's codes at chunk c.
+// Eight values of a row's codes at chunk c. lo (nullptr: none) gets the second term's codes at the
+// same scale: e4m3(x * mul - hi) for hi the first term's value, so that x ~ scale * (hi + lo) to
+// about bf16's precision (the e4m3 block GEMM's two-term activations, decode_gemm.cu).
 __device__ __forceinline__ void store_row_chunk(uint8_t* codes, int64_t row, int64_t cols, int64_t c, const uint4& v,
-                                                float mul) {
-  reinterpret_cast<uint2*>(codes + row * cols)[c] = e4m3x8(v, mul);
+                                                float mul, uint8_t* lo) {
+  const uint2 hi = e4m3x8(v, mul);
+  reinterpret_cast<uint2*>(codes + row * cols)[c] = hi;
+  if (lo == nullptr) return;
+  float f[8];
+  bf16x8_to_f32(v, f);
+  const uint32_t h[2] = {hi.x, hi.y};
+  uint32_t q[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float rest = __fsub_rn(__fmul_rn(f[j], mul), fp8_to_f32(static_cast<uint8_t>(h[j / 4] >> (8 * (j % 4)))));
+    q[j / 4] |= static_cast<uint32_t>(f32_to_e4m3_device(rest)) << (8 * (j % 4));
+  }
+  reinterpret_cast<uint2*>(lo + row * cols)[c] = make_uint2(q[0], q[1]);
 }
 
 // act(gate) * up of eight columns of the bare [gate | up] product, g and u, scaled by the token's
@@ -111,7 +125,7 @@ __device__ __forceinline__ uint4 fp8_act_mul8(const uint4& g, const uint4& u, fl
 // "Stop 70").
 template <int kChunks, int kT = kThreads>
 __global__ void __launch_bounds__(kT) quantize_rows_kernel(const __nv_bfloat16* x, int64_t cols, uint8_t* codes,
-                                                           float* scales) {
+                                                           float* scales, uint8_t* lo) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x, chunks = cols / 8;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * cols);
@@ -135,7 +149,7 @@ __global__ void __launch_bounds__(kT) quantize_rows_kernel(const __nv_bfloat16* 
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * kT;
     if (c >= chunks) break;
-    store_row_chunk(codes, row, cols, c, v[i], mul);
+    store_row_chunk(codes, row, cols, c, v[i], mul, lo);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
@@ -159,7 +173,7 @@ struct Fp8AddRow {
 template <int kChunks, bool kAdd>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float* residual, const void* w, bool w_f32,
                                                                       float eps, int64_t chunks, uint8_t* codes,
-                                                                      float* scales, Fp8AddRow add) {
+                                                                      float* scales, Fp8AddRow add, uint8_t* lo) {
   __shared__ float scratch[32];  // block_sum's, then block_max's
   const int64_t row = blockIdx.x;
   pdl_launch_dependents();  // as quantize_rows_kernel
@@ -222,7 +236,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_e4m3_kernel(const float
   for (int i = 0; i < kChunks; ++i) {
     const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     if (c >= chunks) break;
-    store_row_chunk(codes, row, chunks * 8, c, packed[i], mul);
+    store_row_chunk(codes, row, chunks * 8, c, packed[i], mul, lo);
   }
   if (threadIdx.x == 0) scales[row] = e4m3_scale_device(amax);
 }
@@ -355,34 +369,35 @@ bool env_quantize_wide() {
   return on;
 }
 
-void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t* out, float* scales, cudaStream_t stream) {
+void quantize_rows(const __nv_bfloat16* xb, int64_t rows, int64_t cols, uint8_t* out, float* scales, uint8_t* lo,
+                   cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows));
   constexpr int kWide = 512;
   if (rows <= kGemvMaxTokens && env_quantize_wide()) {  // (kE4m3RowMaxCols = kWide * 4 * 8)
     if (cols <= kWide * 8) {
-      launch_with_pdl(quantize_rows_kernel<1, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+      launch_with_pdl(quantize_rows_kernel<1, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales, lo);
     } else if (cols <= kWide * 2 * 8) {
-      launch_with_pdl(quantize_rows_kernel<2, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+      launch_with_pdl(quantize_rows_kernel<2, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales, lo);
     } else {
-      launch_with_pdl(quantize_rows_kernel<4, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales);
+      launch_with_pdl(quantize_rows_kernel<4, kWide>, grid, dim3(kWide), 0, stream, xb, cols, out, scales, lo);
     }
   } else if (cols <= kThreads * 8 * 8) {
-    launch_with_pdl(quantize_rows_kernel<8>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
+    launch_with_pdl(quantize_rows_kernel<8>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales, lo);
   } else {
-    launch_with_pdl(quantize_rows_kernel<16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales);
+    launch_with_pdl(quantize_rows_kernel<16>, grid, dim3(kThreads), 0, stream, xb, cols, out, scales, lo);
   }
 }
 
 template <bool kAdd>
 void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows, int64_t cols, uint8_t* out,
-                   float* scales, const Fp8AddRow& add, cudaStream_t stream) {
+                   float* scales, const Fp8AddRow& add, uint8_t* lo, cudaStream_t stream) {
   const int64_t chunks = cols / 8;
   // rms_norm_kernel's launch: min(256, chunks rounded up to warps) threads, the sum's order with them.
   const int threads = static_cast<int>(std::min<int64_t>(kNormThreads, ceil_div(chunks, 32) * 32));
   const int per_thread = static_cast<int>(ceil_div(chunks, threads));
   const dim3 grid(static_cast<unsigned>(rows)), block(threads);
   const auto launch = [&](auto kernel) {
-    launch_with_pdl(kernel, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales, add);
+    launch_with_pdl(kernel, grid, block, 0, stream, residual, w, w_f32, eps, chunks, out, scales, add, lo);
   };
   if (per_thread <= 2) {
     launch(rms_norm_e4m3_kernel<2, kAdd>);
@@ -396,19 +411,19 @@ void rms_norm_rows(const float* residual, const void* w, bool w_f32, float eps, 
 }  // namespace
 
 bool launch_quantize_e4m3_rows(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, uint8_t* lo_codes) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  quantize_rows(static_cast<const __nv_bfloat16*>(x), rows, cols, codes, scales, stream);
+  quantize_rows(static_cast<const __nv_bfloat16*>(x), rows, cols, codes, scales, lo_codes, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
 
 bool launch_rms_norm_e4m3_rows(const float* residual, const void* w, bool w_f32, float eps, int64_t rows,
-                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream) {
+                               int64_t cols, uint8_t* codes, float* scales, cudaStream_t stream, uint8_t* lo_codes) {
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31)) return false;
   if (rows == 0) return true;
-  rms_norm_rows<false>(residual, w, w_f32, eps, rows, cols, codes, scales, Fp8AddRow{}, stream);
+  rms_norm_rows<false>(residual, w, w_f32, eps, rows, cols, codes, scales, Fp8AddRow{}, lo_codes, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -419,7 +434,7 @@ bool launch_fp8_add_norm_e4m3(const void* y, int64_t ny, const float* row_scale,
   if (cols % 8 != 0 || cols > kE4m3RowMaxCols || rows >= (int64_t{1} << 31) || ny < cols || ny % 8 != 0) return false;
   if (rows == 0) return true;
   const Fp8AddRow add{residual, static_cast<const __nv_bfloat16*>(y), ny, row_scale, col_scale, col_stride};
-  rms_norm_rows<true>(residual, w, w_f32, eps, rows, cols, codes, scales, add, stream);
+  rms_norm_rows<true>(residual, w, w_f32, eps, rows, cols, codes, scales, add, nullptr, stream);
   CUDA_CHECK_LAUNCH();
   return true;
 }
