@@ -291,9 +291,11 @@ Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
       << "decoded_fp8_copy: " << w.describe() << " must be a GPU FP8 weight with its scale grid";
   const int64_t n = w.size(0), k = w.size(1);
   if (fp8_gemm_takes(*w.scales(), n, k) || k % 8 != 0 || n % 8 != 0) return Tensor();
-  if (fp8_block_gemm_ != Fp8BlockGemm::kOff && decode_gemm_) {  // fp8_block_gemm's x scratch, at load (outside any capture)
-    grow_device_scratch(&fp8_block_x_codes_, &fp8_block_x_codes_bytes_, static_cast<size_t>(2 * kDecodeGemmMaxTokens * k),
-                        stream_, "FP8 block GEMM", "activation codes");
+  // fp8_block_gemm's x scratch, at load (outside any capture): two terms of up to 256 tokens.
+  if (fp8_block_gemm_ != Fp8BlockGemm::kOff && decode_gemm_) {
+    grow_device_scratch(&fp8_block_x_codes_, &fp8_block_x_codes_bytes_,
+                        static_cast<size_t>(2 * kDecodeGemmMaxTokens * k), stream_, "FP8 block GEMM",
+                        "activation codes");
     grow_device_scratch(&fp8_block_x_scales_, &fp8_block_x_scales_bytes_, kDecodeGemmMaxTokens * sizeof(float), stream_,
                         "FP8 block GEMM", "activation scales");
   }

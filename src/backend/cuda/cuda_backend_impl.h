@@ -235,9 +235,10 @@ class CudaBackend : public Backend {
                  Activation act, int64_t tokens, int64_t n);
   static Fp8GemvOut gemv_out(Fp8Out e);
   // Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens (MINIVLLM_FP8_BLOCK_GEMM: those
-  // without a bf16 copy by default): x's codes, one scale a token
-  // (from rms_norm(pro->residual) when pro is set, else from x), then decode_gemm.cu's e4m3 kernel.
-  // False where it does not take the weight or shape (nothing launched: the caller goes on).
+  // without a bf16 copy by default): x's codes, one scale a token, in two e4m3 terms
+  // (MINIVLLM_FP8_BLOCK_GEMM_X), from rms_norm(pro->residual) when pro is set, else from x; then
+  // decode_gemm.cu's e4m3 kernel. False where it does not take the weight or shape (nothing
+  // launched: the caller goes on).
   bool fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                       DecodeGemmEpilogue e, Activation act);
   // rms_norm_linear_rope_store on FP8 weights past the gemv: the bare product into qkv, scaled by the
@@ -343,8 +344,8 @@ class CudaBackend : public Backend {
   Fp8BlockGemm fp8_block_gemm_ = Fp8BlockGemm::kUncopied;
   bool fp8_block_gemm_two_terms_ = true;  // MINIVLLM_FP8_BLOCK_GEMM_X: x as two e4m3 terms
   // fp8_block_gemm's x codes [kDecodeGemmMaxTokens, K] (twice: the second terms) and scales, grown
-  // at load (decoded_fp8_copy)
-  // to the widest block-scaled weight's K, so that a captured step never grows them.
+  // at load (decoded_fp8_copy) to the widest block-scaled weight's K, so that a captured step never
+  // grows them.
   void* fp8_block_x_codes_ = nullptr;
   size_t fp8_block_x_codes_bytes_ = 0;
   void* fp8_block_x_scales_ = nullptr;

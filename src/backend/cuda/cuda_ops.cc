@@ -260,8 +260,8 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
 
 // FP8 weights: decode-sized batches stream the codes through the FP8 gemv; larger ones go to
 // cuBLASLt's FP8 GEMM (x quantized per token on the fly; per-row weight scales), or, for block
-// scales, to the weight decoded to bf16 and cuBLASLt's bf16 GEMM; shapes neither takes run the
-// gemv 8 tokens at a time.
+// scales, to fp8_block_gemm or the weight decoded to bf16 and cuBLASLt's bf16 GEMM; shapes none
+// takes run the gemv 8 tokens at a time.
 void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out,
                              Fp8Out e, Activation act) {
   check_gpu(x, DType::kBF16, op, "x");
