@@ -935,20 +935,26 @@ TEST(CudaFp8Linear, CublasLtTakesPerRowScales) {
 
 TEST(CudaFp8Linear, GemmReplaysInsideAGraph) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b;
-  std::mt19937 rng(83);
-  const Fp8Case c = make_case(b, 384, 512, Grid::kBlock128, rng);
-  Tensor x = random_values({64, c.k}, rng);
-  Tensor xg = upload(*b.gpu, x);
-  Tensor oc = b.cpu->empty(DType::kF32, {64, c.n}), og = b.gpu->empty(DType::kBF16, {64, c.n});
-  b.cpu->linear(upload(*b.cpu, x), c.wc, nullptr, oc);
-  b.gpu->linear(xg, c.wg, nullptr, og);  // warm-up outside the capture: the scratch and the plan
-  b.gpu->synchronize();
-  const int graph = b.gpu->capture_graph([&] { b.gpu->linear(xg, c.wg, nullptr, og); });
-  b.gpu->fill_bytes(og, 0xFF);
-  b.gpu->replay_graph(graph);
-  b.gpu->synchronize();
-  expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), 64, "graph replay");
+  // The bf16 copy's GEMM (default), and the e4m3 block GEMM with two terms (all): the replay writes
+  // the eager call's bytes, near the CPU's.
+  for (const char* block_gemm : {"uncopied", "all"}) {
+    Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", block_gemm);
+    std::mt19937 rng(83);
+    const Fp8Case c = make_case(b, 384, 512, Grid::kBlock128, rng);
+    Tensor x = random_values({64, c.k}, rng);
+    Tensor xg = upload(*b.gpu, x);
+    Tensor oc = b.cpu->empty(DType::kF32, {64, c.n}), og = b.gpu->empty(DType::kBF16, {64, c.n});
+    b.cpu->linear(upload(*b.cpu, x), c.wc, nullptr, oc);
+    b.gpu->linear(xg, c.wg, nullptr, og);  // warm-up outside the capture: the scratch and the plan
+    b.gpu->synchronize();
+    const std::vector<float> eager = download(*b.gpu, og);
+    const int graph = b.gpu->capture_graph([&] { b.gpu->linear(xg, c.wg, nullptr, og); });
+    b.gpu->fill_bytes(og, 0xFF);
+    b.gpu->replay_graph(graph);
+    b.gpu->synchronize();
+    EXPECT_EQ(download(*b.gpu, og), eager) << block_gemm;
+    expect_fp8_close(download(*b.gpu, og), download(*b.cpu, oc), 64, std::string("graph replay ") + block_gemm);
+  }
 }
 
 TEST(CudaFp8Linear, OnlineQuantizationGivesTheHostBytes) {
