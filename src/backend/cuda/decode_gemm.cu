@@ -25,7 +25,11 @@
 // then 128 k (the same 128 bytes a row), one block of the grid wide: its four k32 wgmmas go into a
 // fresh accumulator, which is added to the main one times the warpgroup's block scale (the
 // promotion DeepGEMM does), and the epilogue multiplies by the token's scale. The fresh accumulator
-// doubles the registers, so the tokens go in tiles of at most 128 (grid y).
+// doubles the registers, so the tokens go in tiles of at most 128 (grid y). kXPlanes 2: x in two
+// e4m3 terms at the same scale (the quantizer's lo codes, rows T..2T-1 of the x map), their tiles
+// side by side in a stage and both multiplied into the fresh accumulator (eight wgmmas): about
+// bf16's precision for x, where one term's 3-bit mantissa cost random-weight models 19 points of
+// teacher-forced agreement (PERFORMANCE.md, "Stop 77").
 #include <algorithm>
 #include <array>
 #include <atomic>
