@@ -49,6 +49,10 @@ constexpr Knob kKnobs[] = {
      "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel from 9 to 256 tokens: those without a "
      "bf16 copy (else decoded per call), or all (faster where the weights' bytes dominate, slower where "
      "compute does: PERFORMANCE.md, \"Stop 77\"), or none"},
+    {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", G::kTuning, K::kInt, "", 9, 256, "256",
+     "with MINIVLLM_FP8_BLOCK_GEMM=all, the most tokens a weight with a bf16 copy takes the e4m3 kernel for "
+     "(larger batches: the copy's GEMM, at the same tensor rate as two terms but cuBLASLt's tiles; not yet "
+     "measured below 256: PERFORMANCE.md, \"Stop 77\")"},
     {"MINIVLLM_FP8_BLOCK_GEMM_X", G::kTuning, K::kWord, "two|one", 0, 0, "two",
      "the e4m3 block GEMM's activations: two e4m3 terms a value (about bf16's precision, twice the tensor "
      "work) or one (W8A8: random-weight models lose teacher-forced agreement; PERFORMANCE.md, \"Stop 77\")"},

@@ -106,6 +106,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_block_gemm_ = block_gemm == "all" ? Fp8BlockGemm::kAll : block_gemm == "0" ? Fp8BlockGemm::kOff
                                                                                 : Fp8BlockGemm::kUncopied;
   fp8_block_gemm_two_terms_ = knob_mode("MINIVLLM_FP8_BLOCK_GEMM_X") == "two";
+  fp8_block_gemm_copied_tokens_ = knob_number("MINIVLLM_FP8_BLOCK_GEMM_TOKENS");
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
   CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them

@@ -223,6 +223,7 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
     return false;
   }
   const int64_t tokens = src.numel() / k;
+  if (w.scales()->decoded.defined() && tokens > fp8_block_gemm_copied_tokens_) return false;  // (all mode)
   const Fp8Weight fw = fp8_weight_view(w);
   if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(2 * tokens * k) > fp8_block_x_codes_bytes_ ||
       !out.defined() || out.device() != DeviceKind::kCuda || !aligned16(out)) {
