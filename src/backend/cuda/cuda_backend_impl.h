@@ -234,6 +234,7 @@ class CudaBackend : public Backend {
   void w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, void* out, bool out_f32, Fp8GemvOut e,
                  Activation act, int64_t tokens, int64_t n);
   static Fp8GemvOut gemv_out(Fp8Out e);
+  static DecodeGemmEpilogue gemm_out(Fp8Out e);  // the same for decode_gemm.cu
   // Block-scaled FP8 weights past the gemv, up to kDecodeGemmMaxTokens (MINIVLLM_FP8_BLOCK_GEMM: those
   // without a bf16 copy by default): x's codes, one scale a token, in two e4m3 terms
   // (MINIVLLM_FP8_BLOCK_GEMM_X), from rms_norm(pro->residual) when pro is set, else from x; then

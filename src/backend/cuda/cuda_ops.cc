@@ -139,6 +139,12 @@ Fp8GemvOut CudaBackend::gemv_out(Fp8Out e) {
   return e == Fp8Out::kStore ? Fp8GemvOut::kStore : e == Fp8Out::kActMul ? Fp8GemvOut::kActMul : Fp8GemvOut::kAddF32;
 }
 
+DecodeGemmEpilogue CudaBackend::gemm_out(Fp8Out e) {
+  return e == Fp8Out::kStore    ? DecodeGemmEpilogue::kStore
+         : e == Fp8Out::kActMul ? DecodeGemmEpilogue::kActMul
+                                : DecodeGemmEpilogue::kAddF32;
+}
+
 bool CudaBackend::fp8_w8a8_takes(const Tensor& w, int64_t tokens) const {
   if (!fp8_w8a8_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr || !aligned16(w)) return false;
   const int64_t k = w.size(1);
@@ -300,10 +306,7 @@ void CudaBackend::linear_fp8(const char* op, const Tensor& x, const Tensor& w, c
     launch_gemv_fp8(x.data(), fw, b, bias_f32, out.data(), out_f32, ge, act, tokens, n, k, stream_);
     return;
   }
-  const DecodeGemmEpilogue de = e == Fp8Out::kStore    ? DecodeGemmEpilogue::kStore
-                                : e == Fp8Out::kActMul ? DecodeGemmEpilogue::kActMul
-                                                       : DecodeGemmEpilogue::kAddF32;
-  if (fp8_block_gemm(nullptr, x, w, bias, out, de, act)) return;
+  if (fp8_block_gemm(nullptr, x, w, bias, out, gemm_out(e), act)) return;
   MINIVLLM_CHECK(e == Fp8Out::kStore) << op << ": " << tokens << " tokens take the unfused path";
   staged_norm_ = PendingNorm{};  // the GEMM overwrites the activation scratch
   if (fp8_gemm_->run(x, w, b, bias_f32, out.data(), out_f32, stream_)) return;

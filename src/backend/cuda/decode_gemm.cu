@@ -398,13 +398,12 @@ constexpr const auto& token_boxes() {
   }
 }
 
-int token_box(int tokens, bool fp8) {
-  const int* boxes = fp8 ? kFp8TokenBoxes : kTokenBoxes;
-  const size_t count = fp8 ? std::size(kFp8TokenBoxes) : std::size(kTokenBoxes);
-  for (size_t i = 0; i < count; ++i) {
-    if (tokens <= boxes[i]) return boxes[i];
+template <bool kFp8>
+int token_box(int tokens) {
+  for (int b : token_boxes<kFp8>()) {
+    if (tokens <= b) return b;
   }
-  return boxes[count - 1];
+  return token_boxes<kFp8>()[std::size(token_boxes<kFp8>()) - 1];
 }
 
 // The kernel built for box token_boxes<kFp8>()[I] if `box` is it, else the next one's.
@@ -476,7 +475,8 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   const int64_t w_rows = gated ? 2 * a.n : a.n;
   // FP8: token tiles of at most kFp8MaxBox, as equal as the boxes allow.
   const int token_tiles = fp8 ? static_cast<int>((a.tokens + kFp8MaxBox - 1) / kFp8MaxBox) : 1;
-  const int box = token_box(static_cast<int>((a.tokens + token_tiles - 1) / token_tiles), fp8);
+  const int tile_tokens = static_cast<int>((a.tokens + token_tiles - 1) / token_tiles);
+  const int box = fp8 ? token_box<true>(tile_tokens) : token_box<false>(tile_tokens);
   if (fp8) {
     p.w_map = make_e4m3_tma_map(a.w_fp8.codes, w_rows, a.k, a.k, kWgRows, "decode_gemm");
     p.x_map = make_e4m3_tma_map(a.x, a.x_two_terms ? 2 * a.tokens : a.tokens, a.k, a.k, box, "decode_gemm");

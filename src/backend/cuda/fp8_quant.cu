@@ -70,10 +70,8 @@ __global__ void scale_outer_kernel(void* out, bool out_f32, int64_t n, int64_t t
   }
 }
 
-// Eight bf16 values' e4m3 codes at multiplier mul (the row's 448 / amax), packed little-endian.
-__device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
-  float f[8];
-  bf16x8_to_f32(v, f);
+// Eight values' e4m3 codes at multiplier mul (the row's 448 / amax), packed little-endian.
+__device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float mul) {
   uint32_t q[2] = {0u, 0u};
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -87,11 +85,11 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float mul) {
 // about bf16's precision (the e4m3 block GEMM's two-term activations, decode_gemm.cu).
 __device__ __forceinline__ void store_row_chunk(uint8_t* codes, int64_t row, int64_t cols, int64_t c, const uint4& v,
                                                 float mul, uint8_t* lo) {
-  const uint2 hi = e4m3x8(v, mul);
-  reinterpret_cast<uint2*>(codes + row * cols)[c] = hi;
-  if (lo == nullptr) return;
   float f[8];
   bf16x8_to_f32(v, f);
+  const uint2 hi = e4m3x8(f, mul);
+  reinterpret_cast<uint2*>(codes + row * cols)[c] = hi;
+  if (lo == nullptr) return;
   const uint32_t h[2] = {hi.x, hi.y};
   uint32_t q[2] = {0u, 0u};
 #pragma unroll
