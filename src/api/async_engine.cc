@@ -16,6 +16,7 @@ struct RequestHandle::Core {
   std::deque<std::function<void()>> commands;  // run on the engine thread, in order
   std::vector<int64_t> aborts;
   bool stopping = false;
+  bool paused = false;  // pause_generation(): commands are still run, no step is taken
 
   // False once the engine thread has stopped taking work.
   bool push(std::function<void()> command) {
@@ -88,6 +89,19 @@ AsyncEngine::AsyncEngine(EngineConfig config) : core_(std::make_shared<RequestHa
 
 AsyncEngine::~AsyncEngine() { shutdown(); }
 
+void AsyncEngine::pause_generation() {
+  std::lock_guard<std::mutex> lock(core_->mutex);
+  core_->paused = true;
+}
+
+void AsyncEngine::resume_generation() {
+  {
+    std::lock_guard<std::mutex> lock(core_->mutex);
+    core_->paused = false;
+  }
+  core_->cv.notify_all();
+}
+
 void AsyncEngine::shutdown() {
   {
     std::lock_guard<std::mutex> lock(core_->mutex);
@@ -119,8 +133,11 @@ void AsyncEngine::run_engine_thread(EngineConfig config, std::promise<void> read
     {
       std::unique_lock<std::mutex> lock(core_->mutex);
       if (core_->stopping) break;
-      if (engine_->is_finished()) {
-        core_->cv.wait(lock, [&] { return core_->stopping || !core_->commands.empty() || !core_->aborts.empty(); });
+      if (engine_->is_finished() || core_->paused) {
+        core_->cv.wait(lock, [&] {
+          return core_->stopping || !core_->commands.empty() || !core_->aborts.empty() ||
+                 (!core_->paused && !engine_->is_finished());
+        });
         continue;
       }
     }

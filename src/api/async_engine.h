@@ -121,6 +121,12 @@ class AsyncEngine {
   // Ends every request in flight with `finish_reason` (and `error`): a server shutting down ends its
   // streams first. Thread-safe.
   void abort_all(const std::string& finish_reason = "abort", const std::string& error = "");
+  // pause_generation(): no step is taken after the one in progress. Submits and aborts are still
+  // handled, so requests queue (and a full queue refuses) while paused, as with vLLM's
+  // pause_generation; deadlines are checked again once stepping resumes. resume_generation()
+  // steps again. Thread-safe.
+  void pause_generation();
+  void resume_generation();
   // Ends every request in flight with finish_reason "abort", stops the engine thread and exits the
   // engine (its worker processes end). Idempotent; later submits throw, tokenizing still works.
   void shutdown();
