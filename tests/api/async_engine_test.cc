@@ -23,20 +23,23 @@ EngineConfig stories_config() {
 }
 
 // Reads a whole stream: the concatenated text and the final outputs. first_token, when given, is
-// raised once the stream has delivered a token.
+// raised once the stream has delivered a token, after pausing pause_engine when one is given.
 struct Collected {
   std::string text;
   std::vector<int32_t> token_ids;
   int finals = 0;
   RequestOutput output;
 };
-Collected collect(RequestHandle& h, std::atomic<bool>* first_token = nullptr) {
+Collected collect(RequestHandle& h, std::atomic<bool>* first_token = nullptr, AsyncEngine* pause_engine = nullptr) {
   Collected c;
   while (!h.finished()) {
     for (StreamEvent& e : h.next(milliseconds(1000))) {
       c.text += e.text;
       c.token_ids.insert(c.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
-      if (first_token != nullptr && !c.token_ids.empty()) first_token->store(true);
+      if (first_token != nullptr && !c.token_ids.empty() && !first_token->load()) {
+        if (pause_engine != nullptr) pause_engine->pause_generation();
+        first_token->store(true);
+      }
       if (e.final) {
         ++c.finals;
         c.output = *e.final;
@@ -101,7 +104,8 @@ TEST(AsyncEngine, RejectionsReachTheSubmitterAndTheEngineGoesOn) {
 }
 
 // The other thread aborts once the stream is under way, not after a fixed delay: stories260K can
-// generate all its tokens in under 20 ms (a fixed 20 ms sleep let the request finish first).
+// generate all its tokens in under 20 ms (a fixed 20 ms sleep let the request finish first). The
+// engine is paused at the first token the consumer sees, so the aborter's wake-up races nothing.
 TEST(AsyncEngine, AbortFromAnotherThreadEndsTheStream) {
   AsyncEngine engine(stories_config());
   auto h = engine.submit_text("Once upon a time", greedy(240));
@@ -109,8 +113,9 @@ TEST(AsyncEngine, AbortFromAnotherThreadEndsTheStream) {
   std::thread aborter([&] {
     while (!started.load()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     engine.abort(h->id());
+    engine.resume_generation();
   });
-  const Collected c = collect(*h, &started);
+  const Collected c = collect(*h, &started, &engine);
   started = true;  // a stream that ended without a token must not leave the aborter waiting
   aborter.join();
   EXPECT_EQ(c.finals, 1);
