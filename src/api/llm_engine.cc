@@ -33,6 +33,8 @@ struct LLMEngine::InFlight {
   std::vector<Sequence*> mask_rows;
   bool awaiting_masks = false;
   std::string mask_error;
+  // The sequence of each prompt logprob row (StepInput::prompt_logprob_seqs), for the results.
+  std::vector<Sequence*> prompt_logprob_seqs;
 };
 
 // One request in flight: its n choices, each a sequence and its output state.
@@ -161,6 +163,7 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const Samp
     if (!so.empty()) seqs.back()->constraint = structured().make_constraint(so, "structured_outputs");
     r->choices.emplace_back(seqs.back(), source_.tokenizer.get());
   }
+  seqs[0]->prompt_logprobs_top = params.prompt_logprobs;
   scheduler_->add(seqs[0]);  // throws when the sequence can never fit
   r->id = next_id_++;
   r->num_admitted = 1;
@@ -236,6 +239,8 @@ void LLMEngine::emit(Request& r, int index, StepResult& out, bool want_deltas) {
   o.request_id = r.id;
   o.index = index;
   c.fill_output(o);
+  // Choice 0 computed them for every choice (the others reuse its prompt's blocks).
+  if (c.seq().params().prompt_logprobs >= 0) o.prompt_logprobs = r.choices[0].seq().prompt_logprobs;
   out.finished.push_back(std::move(o));
   choice_of_seq_.erase(c.seq().seq_id());
   if (--r.num_unfinished == 0) requests_.erase(r.id);  // r dies here
@@ -320,6 +325,7 @@ std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch, boo
       return build_step_input(batch.seqs, batch.is_prefill, runners_->runner().max_blocks_per_seq(),
                               /*draw_samples=*/true, /*defer_bitmask=*/overlap_grammar_masks_);
     }();
+    for (int32_t i : in.prompt_logprob_seqs) step->prompt_logprob_seqs.push_back(batch.seqs[static_cast<size_t>(i)]);
     if (in.defer_bitmask) {
       for (Sequence* s : batch.seqs) {
         if (s->samples()) step->mask_rows.push_back(s);
@@ -410,6 +416,8 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
     }
     if (observer_) observer_(StepEvent::kCollect, step.number);
     MINIVLLM_CHECK(step.mask_error.empty()) << "grammar masks: " << step.mask_error;
+    MINIVLLM_CHECK_EQ(sampled.prompt_logprobs.size(), step.prompt_logprob_seqs.size())
+        << "prompt logprobs returned by the step, against its rows";
   } catch (const std::exception& e) {
     fail_batch(batch, e.what(), out);
     if (inflight_) {  // launched on this step's tokens: it fails with it
@@ -427,6 +435,9 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
   }
   out.num_tokens = step.num_tokens;
   HostScope resolve_scope("engine.resolve");
+  for (size_t i = 0; i < sampled.prompt_logprobs.size(); ++i) {
+    step.prompt_logprob_seqs[i]->prompt_logprobs.push_back(std::move(sampled.prompt_logprobs[i]));
+  }
   std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
   if (!sampled.logprobs.empty()) {
     size_t num_rows = 0;

@@ -37,7 +37,10 @@ struct RequestOutput {
   std::string finish_reason;       // "stop", "length", "abort", or "error"
   std::string error;               // why the request failed, when finish_reason is "error"
   std::vector<TokenLogprob> logprobs;  // one per completion token when params.logprobs >= 0
-  int num_cached_tokens = 0;           // prompt tokens whose KV came from the prefix cache
+  // When params.prompt_logprobs >= 0: one per prompt token after the first (entry j - 1 scores
+  // prompt token j), the same for every choice.
+  std::vector<TokenLogprob> prompt_logprobs;
+  int num_cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
 // What one step produced for one request still in flight or just finished (for streaming).

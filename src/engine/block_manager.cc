@@ -21,6 +21,9 @@ int BlockManager::ref_count(int32_t block_id) const {
 
 std::vector<int32_t> BlockManager::match_prefix(const Sequence& seq) const {
   std::vector<int32_t> hits;
+  // Positions whose prompt logprobs are still owed must be computed (their blocks are still hashed
+  // for later requests when written).
+  if (seq.needs_prompt_logprobs()) return hits;
   std::optional<uint64_t> prefix;
   // Block i is eligible only when it ends before the last token.
   for (int i = 0; (i + 1) * block_size_ < seq.num_tokens(); ++i) {

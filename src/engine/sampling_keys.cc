@@ -78,6 +78,15 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
                        .sentinel = -1,
                        .sentinel_meaning = "none",
                        .cli = CliUse::kOptIn}),
+    key<&P::prompt_logprobs>({.name = "prompt_logprobs",
+                              .help = "each prompt token's logprob (after the first) and the K most likely tokens'",
+                              .value_name = "K",
+                              .min = 0,
+                              .max = P::kMaxLogprobs,
+                              .has_sentinel = true,
+                              .sentinel = -1,
+                              .sentinel_meaning = "none",
+                              .cli = CliUse::kOptIn}),
 });
 
 }  // namespace

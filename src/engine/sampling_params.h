@@ -35,6 +35,10 @@ struct SamplingParams {
   int n = 1;
   // -1: none; 0: the chosen token's logprob; k in 1..kMaxLogprobs: also the k most likely tokens.
   int logprobs = -1;
+  // vLLM's prompt_logprobs, the same values for the prompt: each prompt token after the first,
+  // scored by the logits of the position before it (what OpenAI's echo with logprobs returns).
+  // Computed once per request, during its prefill, which then takes no prefix-cache hits.
+  int prompt_logprobs = -1;
   // OpenAI's penalties on the generated tokens, in [-2, 2]: logit -= presence * (count > 0) +
   // frequency * count. repetition_penalty > 0 (HF / vLLM, 1 = off) over prompt and generated
   // tokens: a positive logit is divided by it, a negative one multiplied.

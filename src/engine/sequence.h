@@ -66,6 +66,16 @@ class Sequence {
   // grammar state stays as it is; only a sequence that lost tokens would roll it back.
   std::shared_ptr<TokenConstraint> constraint;
 
+  // Prompt logprobs (SamplingParams::prompt_logprobs; set by the engine on the one choice that
+  // computes them, -1 on the others): entry j - 1 scores prompt token j, from position j - 1's
+  // logits. build_step_input asks for each position once (prompt_logprobs_asked: the positions
+  // [0, asked) went into a step), and the engine appends the results in order.
+  int prompt_logprobs_top = -1;
+  int prompt_logprobs_asked = 0;
+  std::vector<TokenLogprob> prompt_logprobs;
+  // Its prefill must compute every prompt position, so it takes no prefix-cache hits.
+  bool needs_prompt_logprobs() const { return prompt_logprobs_top >= 0 && prompt_logprobs_asked < num_prompt_tokens_ - 1; }
+
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   bool is_finished() const { return status == SequenceStatus::kFinished; }

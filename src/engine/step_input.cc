@@ -73,7 +73,7 @@ std::string StepInput::serialize() const {
   w.pod<int32_t>(max_seqlen_q);
   w.pod<int32_t>(max_seqlen_k);
   for (const auto* v : {&input_ids, &positions, &slot_mapping, &cu_seqlens_q, &cu_seqlens_k, &last_indices,
-                        &context_lens, &block_tables, &sampling.top_k}) {
+                        &context_lens, &block_tables, &sampling.top_k, &prompt_logprob_rows}) {
     w.vec(*v);
   }
   for (const auto* v : {&sampling.temperature, &sampling.top_p, &sampling.min_p, &sampling.uniform}) w.vec(*v);
@@ -91,7 +91,7 @@ StepInput StepInput::deserialize(const std::string& bytes) {
   s.max_seqlen_q = r.pod<int32_t>();
   s.max_seqlen_k = r.pod<int32_t>();
   for (auto* v : {&s.input_ids, &s.positions, &s.slot_mapping, &s.cu_seqlens_q, &s.cu_seqlens_k, &s.last_indices,
-                  &s.context_lens, &s.block_tables, &s.sampling.top_k}) {
+                  &s.context_lens, &s.block_tables, &s.sampling.top_k, &s.prompt_logprob_rows}) {
     *v = r.vec<int32_t>();
   }
   for (auto* v : {&s.sampling.temperature, &s.sampling.top_p, &s.sampling.min_p, &s.sampling.uniform}) {
@@ -185,6 +185,24 @@ void add_logit_bias(const std::vector<Sequence*>& seqs, StepInput& s) {
   }
 }
 
+// The span's positions p that score prompt token p + 1 and were not asked for by an earlier step
+// (a sequence recomputed after a preemption asks for none twice). `first_row`: the span's first
+// token row.
+void add_prompt_logprob_rows(Sequence& seq, int seq_index, int first_row, StepInput& s) {
+  if (!seq.needs_prompt_logprobs()) return;
+  const int begin = seq.num_computed_tokens, end = std::min(begin + seq.num_new_tokens, seq.num_prompt_tokens() - 1);
+  MINIVLLM_CHECK(begin <= seq.prompt_logprobs_asked)
+      << "sequence " << seq.seq_id() << " skips prompt positions [" << seq.prompt_logprobs_asked << ", " << begin
+      << ") whose logprobs are owed (a prefix-cache hit?)";
+  for (int p = std::max(begin, seq.prompt_logprobs_asked); p < end; ++p) {
+    s.prompt_logprob_rows.push_back(first_row + p - begin);
+    s.prompt_logprob_targets.push_back(seq.token_ids()[static_cast<size_t>(p) + 1]);
+    s.prompt_logprob_top.push_back(seq.prompt_logprobs_top);
+    s.prompt_logprob_seqs.push_back(seq_index);
+  }
+  seq.prompt_logprobs_asked = std::max(seq.prompt_logprobs_asked, end);
+}
+
 }  // namespace
 
 std::vector<int32_t> fill_token_bitmask(const std::vector<Sequence*>& seqs, int& words) {
@@ -235,6 +253,7 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
         s.positions.push_back(p);
         s.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
       }
+      add_prompt_logprob_rows(*seqs[i], static_cast<int>(i), s.cu_seqlens_q.back(), s);
       s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + end - begin);
       s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + end);
       if (seq.samples()) s.last_indices.push_back(s.cu_seqlens_q.back() - 1);

@@ -44,6 +44,11 @@ struct StepInput {
   // count_offsets[r + 1]), the first count_num_prompt[r] of them its prompt. A decode row (an empty
   // range) counts its input token as generated.
   std::vector<int32_t> penalty_slots, count_offsets, count_num_prompt, count_tokens;
+  // Prompt logprobs (prefill only): the token rows whose logits score the next prompt token. Every
+  // rank computes those rows' logits (gathered at world_size > 1), so the rows travel to the
+  // workers; the scored tokens, how many top alternatives each row wants and the step's sequence
+  // of each row are rank 0's alone.
+  std::vector<int32_t> prompt_logprob_rows, prompt_logprob_targets, prompt_logprob_top, prompt_logprob_seqs;
   // The workers' copy lacks the penalties and logprobs: it carries rank 0's needs_full_logits().
   bool full_logits = false;
   // Rank 0: some sampling row has a grammar whose mask is filled after the launch, beside the

@@ -160,6 +160,11 @@ void ModelRunner::check_input(const StepInput& in) const {
                  in.block_tables.size() == ss * static_cast<size_t>(max_blocks_per_seq_) &&
                  k >= 0 && k <= s && in.sampling.size() == k)
       << "StepInput arrays disagree in length";
+  const size_t np = in.prompt_logprob_rows.size();
+  MINIVLLM_CHECK(np == 0 || in.is_prefill) << "prompt logprob rows in a decode step";
+  MINIVLLM_CHECK(rank_ != 0 || (in.prompt_logprob_targets.size() == np && in.prompt_logprob_top.size() == np))
+      << "StepInput prompt logprob arrays disagree in length";
+  for (int32_t r : in.prompt_logprob_rows) MINIVLLM_CHECK(r >= 0 && r < n) << "prompt logprob row " << r;
   if (in.is_prefill) {
     MINIVLLM_CHECK(in.cu_seqlens_q.size() == ss + 1 && in.cu_seqlens_k.size() == ss + 1) << "StepInput cu_seqlens";
   } else {
@@ -350,6 +355,23 @@ std::vector<TokenLogprob> ModelRunner::compute_logprobs(const std::vector<int32_
   return out;
 }
 
+std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const StepInput& in, const Tensor& hidden) {
+  const int64_t n = static_cast<int64_t>(in.prompt_logprob_rows.size()), chunk = cfg_.max_num_seqs;
+  std::vector<TokenLogprob> out;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t rows = std::min(chunk, n - start);
+    backend_->copy_from_host(last_indices_.rows(0, rows), in.prompt_logprob_rows.data() + start);
+    Tensor logits = model_->gather_logits(model_->compute_logits(hidden, &last_indices_, rows));
+    if (rank_ != 0) continue;
+    const auto at = [&](const std::vector<int32_t>& v) {
+      return std::vector<int32_t>(v.begin() + start, v.begin() + start + rows);
+    };
+    std::vector<TokenLogprob> part = compute_logprobs(at(in.prompt_logprob_top), logits, at(in.prompt_logprob_targets));
+    out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  return out;
+}
+
 SampledTokens ModelRunner::run(const StepInput& in) {
   launch(in);
   return collect();
@@ -370,13 +392,21 @@ void ModelRunner::launch(const StepInput& in) {
       HostScope t("runner.prefill_forward");
       return model_->forward(input_ids_, positions_, kv_caches_, meta);
     }();
+    std::vector<TokenLogprob> prompt_lp;
+    if (!in.prompt_logprob_rows.empty()) {
+      prompt_lp = prompt_logprobs(in, hidden);
+      const int k = in.num_samples();
+      if (k > 0) backend_->copy_from_host(last_indices_.rows(0, k), in.last_indices.data());
+    }
     if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample
       Launched none;
       none.num_samples = -1;
+      none.prompt_logprobs = std::move(prompt_lp);
       launched_.push_back(std::move(none));
       return;
     }
     sample(in, model_->compute_logits(hidden, &last_indices_, in.num_samples()));
+    launched_.back().prompt_logprobs = std::move(prompt_lp);
     return;
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
@@ -425,11 +455,12 @@ SampledTokens ModelRunner::collect() {
   MINIVLLM_CHECK(!deferred_ || launched_.size() > 1) << "collect() of a step that awaits sample_deferred";
   const Launched l = std::move(launched_.front());
   launched_.erase(launched_.begin());
+  SampledTokens out;
+  out.prompt_logprobs = std::move(l.prompt_logprobs);
   if (l.num_samples < 0) {  // nothing sampled here: wait for the step itself
     backend_->synchronize();
-    return {};
+    return out;
   }
-  SampledTokens out;
   out.token_ids.resize(static_cast<size_t>(l.num_samples));
   HostScope t("runner.take_sampled");
   backend_->take_sampled(out.token_ids.data(), l.num_samples);

@@ -29,6 +29,8 @@ struct SampledTokens {
   std::vector<int32_t> token_ids;  // one per sequence, in order
   // One per sequence when some row asked for logprobs (rows that did not: empty entries), else empty.
   std::vector<TokenLogprob> logprobs;
+  // One per StepInput::prompt_logprob_rows entry, in order.
+  std::vector<TokenLogprob> prompt_logprobs;
 };
 
 class ModelRunner {
@@ -96,6 +98,10 @@ class ModelRunner {
   void apply_penalties(const StepInput& in, const Tensor& logits);
   std::vector<TokenLogprob> compute_logprobs(const std::vector<int32_t>& want, const Tensor& logits,
                                              const std::vector<int32_t>& tokens);
+  // The prompt_logprob_rows' logits from the prefill's hidden states, a chunk of rows at a time
+  // through last_indices_ (collective at world_size > 1; rank 0 returns the logprobs). The caller
+  // uploads the sampling rows' indices again afterwards.
+  std::vector<TokenLogprob> prompt_logprobs(const StepInput& in, const Tensor& hidden);
   void check_input(const StepInput& in) const;
 
   RunnerConfig cfg_;
@@ -132,6 +138,7 @@ class ModelRunner {
     std::vector<int32_t> logprobs;  // the rows' logprobs requests, empty when none asks
     Tensor logits;                  // read by collect() for the logprobs
     bool profiled = false;          // a decode step the StepProfiler times
+    std::vector<TokenLogprob> prompt_logprobs;  // computed at launch (rank 0)
   };
   std::vector<Launched> launched_;
   // Rank 0: the last launched step, launched with defer_bitmask, until sample_deferred: its

@@ -45,7 +45,8 @@ json sampling_sample() {
           {"top_p", 0.75},            {"min_p", 0.125},          {"seed", 42},
           {"ignore_eos", true},       {"stop", {"a", "bc"}},     {"stop_token_ids", {5, 6}},
           {"presence_penalty", 0.5},  {"frequency_penalty", -0.25}, {"repetition_penalty", 1.5},
-          {"n", 3},                   {"logprobs", 2},           {"logit_bias", {{"5", 1.5}}},
+          {"n", 3},                   {"logprobs", 2},           {"prompt_logprobs", 1},
+          {"logit_bias", {{"5", 1.5}}},
           {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}}};
 }
 
@@ -107,6 +108,7 @@ TEST(ConfigTable, EverySamplingKeyReachesItsMember) {
   EXPECT_EQ(p.repetition_penalty, 1.5f);
   EXPECT_EQ(p.n, 3);
   EXPECT_EQ(p.logprobs, 2);
+  EXPECT_EQ(p.prompt_logprobs, 1);
   EXPECT_EQ(p.logit_bias, (std::map<int32_t, float>{{5, 1.5f}}));
   EXPECT_EQ(p.min_tokens, 2);
   EXPECT_EQ(p.bad_words, std::vector<std::string>{"x"});

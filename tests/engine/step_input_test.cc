@@ -70,6 +70,7 @@ void expect_same(const StepInput& a, const StepInput& b) {
   EXPECT_EQ(a.last_indices, b.last_indices);
   EXPECT_EQ(a.context_lens, b.context_lens);
   EXPECT_EQ(a.block_tables, b.block_tables);
+  EXPECT_EQ(a.prompt_logprob_rows, b.prompt_logprob_rows);
   EXPECT_EQ(a.sampling.temperature, b.sampling.temperature);
   EXPECT_EQ(a.sampling.top_k, b.sampling.top_k);
   EXPECT_EQ(a.sampling.top_p, b.sampling.top_p);
@@ -389,6 +390,46 @@ TEST(StepInputImage, RoundTripPrefill) {
   EXPECT_EQ(back.last_indices, (std::vector<int32_t>{4, 24, 57}));
 }
 
+// Sequence b (prompt 200..219, token rows 5..24) asks for prompt logprobs: rows 5..23 score tokens
+// 201..219 (the last row samples instead). In chunks, each position is asked for once; a
+// recomputation after a preemption asks for none again.
+TEST(StepInput, PromptLogprobRowsScoreTheNextPromptToken) {
+  MixedPrefill m;
+  m.b.prompt_logprobs_top = 2;
+  const StepInput s = build(m.batch(), true, 4);
+  EXPECT_EQ(s.prompt_logprob_rows, span(5, 23));
+  EXPECT_EQ(s.prompt_logprob_targets, span(201, 219));
+  EXPECT_EQ(s.prompt_logprob_top, std::vector<int32_t>(19, 2));
+  EXPECT_EQ(s.prompt_logprob_seqs, std::vector<int32_t>(19, 1));
+  EXPECT_EQ(StepInput::deserialize(s.serialize()).prompt_logprob_rows, span(5, 23));
+  EXPECT_FALSE(m.b.needs_prompt_logprobs());
+
+  Sequence c = make_seq(4, span(300, 332), {12, 0, 5});
+  c.prompt_logprobs_top = 0;
+  std::vector<Sequence*> one{&c};
+  c.num_computed_tokens = 0;
+  c.num_new_tokens = 16;
+  StepInput first = build_step_input(one, true, 4);
+  EXPECT_EQ(first.prompt_logprob_targets, span(301, 316));
+  c.num_computed_tokens = 0;  // preempted and recomputed: 20 tokens now, the first 16 asked already
+  c.num_new_tokens = 20;
+  StepInput again = build_step_input(one, true, 4);
+  EXPECT_EQ(again.prompt_logprob_rows, span(16, 19));
+  EXPECT_EQ(again.prompt_logprob_targets, span(317, 320));
+  c.num_computed_tokens = 20;
+  c.num_new_tokens = 13;  // the last chunk: position 32 samples
+  StepInput last = build_step_input(one, true, 4);
+  EXPECT_EQ(last.prompt_logprob_targets, span(321, 332));
+  EXPECT_FALSE(c.needs_prompt_logprobs());
+  // A span that starts past what was asked for would lose positions: refused.
+  Sequence d = make_seq(5, span(300, 332), {12, 0, 5});
+  d.prompt_logprobs_top = 0;
+  d.num_computed_tokens = 16;
+  d.num_new_tokens = 17;
+  std::vector<Sequence*> skipping{&d};
+  EXPECT_THROW(build_step_input(skipping, true, 4), Error);
+}
+
 TEST(StepInputImage, RoundTripPrefixCached) {
   Sequence y = make_seq(0, span(500, 539), {6, 2, 11});
   y.num_cached_tokens = 32;
@@ -427,15 +468,15 @@ TEST(StepInputImage, RoundTripHandMadeValues) {
 }
 
 TEST(StepInputImage, LayoutSize) {
-  // Decode of 2 sequences, 2 columns: header 4 (magic) + 2 (flags) + 4 * 4 = 22 bytes; 13 vectors of
-  // a 4-byte count each = 52; elements: ids 2, positions 2, slots 2, cu_q 0, cu_k 0, last 0,
+  // Decode of 2 sequences, 2 columns: header 4 (magic) + 2 (flags) + 4 * 4 = 22 bytes; 14 vectors of
+  // a 4-byte count each = 56 (the prompt logprob rows' empty); elements: ids 2, positions 2, slots 2, cu_q 0, cu_k 0, last 0,
   // context 2, tables 4, top_k 2, temperature 2, top_p 2, min_p 2, uniform 2 = 22 * 4 = 88.
   Sequence a = make_seq(0, span(0, 16), {3, 4});
   Sequence b = make_seq(1, span(0, 2), {5});
   std::vector<Sequence*> batch{&a, &b};
   const StepInput s = build(batch, false, 2);
   const std::string img = s.serialize();
-  EXPECT_EQ(img.size(), 162u);
+  EXPECT_EQ(img.size(), 166u);
   EXPECT_EQ(static_cast<uint8_t>(img[4]), 0u);  // is_prefill
   EXPECT_EQ(static_cast<uint8_t>(img[5]), 0u);  // full_logits: no penalties, logprobs or filters
   int32_t block_size = 0;
