@@ -28,6 +28,7 @@ struct Submitted {
   int n = 1;
   bool include_usage = false;
   int logprobs = -1;
+  int prompt_logprobs = -1;  // vLLM's field, as asked
   TokenNamer name_token;
   ReplyParsing parsing;  // chat: how each choice's text is split (reasoning, tool calls)
 };
@@ -120,6 +121,7 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
   s.n = req.n;
   s.include_usage = req.include_usage;
   s.logprobs = req.logprobs;
+  s.prompt_logprobs = req.prompt_logprobs;
   s.name_token = TokenNamer{ctx.engine.tokenizer(), req.tokens_as_ids};
   s.parsing = reply_parsing(ctx, req);
   const size_t num_prompts = req.chat ? 1 : req.prompts.size();
@@ -231,13 +233,28 @@ void respond_whole(const ServingContext& ctx, Submitted& s, ClientWatch& client,
       } else {
         const std::string echo = s.echo_texts.empty() ? "" : s.echo_texts[i];
         size_t offset = echo.size();
-        if (s.logprobs >= 0) lp = completion_logprobs(s.name_token, logprobs[i][c], offset);
+        if (s.logprobs >= 0) {
+          lp = completion_logprobs(s.name_token, logprobs[i][c], offset);
+          if (!s.echo_texts.empty()) {  // the prompt's tokens first
+            json all = completion_prompt_logprobs(s.name_token, s.handles[i]->prompt_token_ids(), o.prompt_logprobs,
+                                                  s.logprobs);
+            append_completion_logprobs(all, lp);
+            lp = std::move(all);
+          }
+        }
         choices.push_back(completion_choice(index, std::string(echo).append(o.text), o.finish_reason, std::move(lp)));
+        if (s.prompt_logprobs >= 0) {
+          choices.back()["prompt_logprobs"] = vllm_prompt_logprobs(s.name_token, o.prompt_logprobs, s.prompt_logprobs);
+        }
       }
     }
   }
+  json body = full_response(s.header, std::move(choices), usage_of(s, outputs));
+  if (s.header.chat && s.prompt_logprobs >= 0) {  // vLLM's: beside the choices, for the one prompt
+    body["prompt_logprobs"] = vllm_prompt_logprobs(s.name_token, outputs[0][0].prompt_logprobs, s.prompt_logprobs);
+  }
   res.status = 200;
-  res.set_content(dump_body(full_response(s.header, std::move(choices), usage_of(s, outputs))), "application/json");
+  res.set_content(dump_body(std::move(body)), "application/json");
 }
 
 // ---------------------------------------------------------------------------------------------

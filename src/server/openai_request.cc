@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -178,6 +179,19 @@ void read_response_format(const json& body, SamplingParams& p) {
 void finish_params(GenerationRequest& r) {
   if (r.max_tokens) r.params.max_tokens = *r.max_tokens;
   r.params.logprobs = r.logprobs;
+  // Prompt logprobs go in the whole response only (vLLM refuses them streamed too).
+  r.prompt_logprobs = r.params.prompt_logprobs;
+  if (r.stream && r.prompt_logprobs >= 0) {
+    throw bad_param("prompt_logprobs", "is not available with stream: true (the prompt's logprobs come in the whole "
+                                       "response)");
+  }
+  if (r.echo && r.logprobs >= 0) {
+    if (r.stream) {
+      throw bad_param("echo", "with logprobs is not available with stream: true (the prompt's logprobs come in the "
+                              "whole response)");
+    }
+    r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.logprobs);
+  }
   try {
     r.params.validate();
   } catch (const ConfigKeyError& e) {  // a rule across keys (min_tokens <= max_tokens) names its key
@@ -235,9 +249,6 @@ GenerationRequest parse_completion_request(const json& body) {
   read_sampling_key(body, sampling_row("logprobs"), "logprobs", r.params);
   r.logprobs = r.params.logprobs;
   r.echo = read_bool(body, "echo", false);
-  if (r.echo && r.logprobs >= 0) {
-    throw bad_param("echo", "echo with logprobs is not supported (the prompt's logprobs are not computed)");
-  }
   if (r.prompts.size() * static_cast<size_t>(r.n) > static_cast<size_t>(kMaxPrompts)) {
     throw bad_param("n", "prompts x n must be at most " + std::to_string(kMaxPrompts));
   }

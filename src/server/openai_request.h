@@ -34,7 +34,10 @@ struct GenerationRequest {
   int n = 1;
   int logprobs = -1;                  // -1: none; else how many top entries (completions' logprobs,
                                       // chat's top_logprobs when logprobs is true)
-  bool echo = false;                  // completions: the prompt text before the completion
+  bool echo = false;                  // completions: the prompt text before the completion (with
+                                      // logprobs: the prompt tokens' logprobs before the completion's)
+  int prompt_logprobs = -1;           // vLLM's prompt_logprobs as asked (params.prompt_logprobs may be
+                                      // raised to logprobs for echo)
   bool tokens_as_ids = false;         // vLLM's return_tokens_as_token_ids: logprob tokens as
                                       // "token_id:N", so a client can feed them back exactly
   bool stream = false;

@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -75,6 +76,59 @@ json completion_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(top_logprobs)},
           {"text_offset", std::move(offsets)}};
+}
+
+json completion_prompt_logprobs(const TokenNamer& name, const std::vector<int32_t>& prompt,
+                                const std::vector<TokenLogprob>& lps, int top) {
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (size_t j = 0; j < prompt.size(); ++j) {
+    const std::string t = name(prompt[j]);
+    tokens.push_back(t);
+    offsets.push_back(offset);
+    offset += t.size();
+    if (j == 0 || j > lps.size()) {
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprob& lp = lps[j - 1];
+    token_logprobs.push_back(lp.logprob);
+    json alternatives = json::object();
+    for (size_t r = 0; r < lp.top.size() && r < static_cast<size_t>(std::max(top, 0)); ++r) {
+      alternatives[name(lp.top[r].first)] = lp.top[r].second;
+    }
+    top_logprobs.push_back(std::move(alternatives));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
+void append_completion_logprobs(json& a, const json& b) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    for (const json& v : b.at(key)) a.at(key).push_back(v);
+  }
+}
+
+json vllm_prompt_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps, int top) {
+  json out = json::array({nullptr});
+  for (const TokenLogprob& lp : lps) {
+    json entry = json::object();
+    const size_t shown = std::min(lp.top.size(), static_cast<size_t>(std::max(top, 0)));
+    json own_rank = nullptr;
+    for (size_t r = 0; r < lp.top.size(); ++r) {
+      if (lp.top[r].first == lp.token_id) own_rank = r + 1;
+    }
+    entry[std::to_string(lp.token_id)] = {{"logprob", lp.logprob}, {"rank", own_rank}, {"decoded_token", name(lp.token_id)}};
+    for (size_t r = 0; r < shown; ++r) {
+      const auto& [id, v] = lp.top[r];
+      entry[std::to_string(id)] = {{"logprob", v}, {"rank", r + 1}, {"decoded_token", name(id)}};
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 json chat_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps) {

@@ -37,6 +37,18 @@ struct TokenNamer {
 // Completions' logprobs object {tokens, token_logprobs, top_logprobs, text_offset}; `text_offset`
 // is where the first token's text starts in the choice's text, and moves past the tokens' text.
 nlohmann::json completion_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps, size_t& text_offset);
+// Echo with logprobs (completions): the same object for the prompt's tokens, as OpenAI's legacy API
+// and vLLM give it: the first token's logprob and alternatives are null (nothing predicts it), each
+// later token has at most `top` alternatives; text_offset counts from 0 through the tokens' text.
+// `lps` holds prompt tokens 1.. (RequestOutput::prompt_logprobs).
+nlohmann::json completion_prompt_logprobs(const TokenNamer& name, const std::vector<int32_t>& prompt,
+                                          const std::vector<TokenLogprob>& lps, int top);
+// b's four arrays after a's (the prompt's, then the completion's).
+void append_completion_logprobs(nlohmann::json& a, const nlohmann::json& b);
+// vLLM's prompt_logprobs: null for the first prompt token, then for each later one an object keyed
+// by token id, {logprob, rank, decoded_token}, of the token itself and its `top` most likely
+// alternatives; rank counts from 1 among those, and is null for a token outside them.
+nlohmann::json vllm_prompt_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps, int top);
 // Chat's logprobs object {content: [{token, logprob, bytes, top_logprobs: [...]}]}.
 nlohmann::json chat_logprobs(const TokenNamer& name, const std::vector<TokenLogprob>& lps);
 

@@ -116,7 +116,8 @@ TEST(OpenAiRequest, EverySamplingKeyIsAParameter) {
                        {"presence_penalty", 0.5},  {"frequency_penalty", -0.25},
                        {"repetition_penalty", 1.5}, {"n", 3},
                        {"logit_bias", {{"5", 1.5}}}, {"min_tokens", 2},
-                       {"bad_words", {"x"}}, {"structured_outputs", {{"regex", "a+"}}}};
+                       {"bad_words", {"x"}}, {"structured_outputs", {{"regex", "a+"}}},
+                       {"prompt_logprobs", 2}};
   for (const ConfigKey& k : sampling_keys()) {
     const std::string name(k.spec.name);
     if (name == "max_tokens" || name == "logprobs") continue;
@@ -244,6 +245,32 @@ TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
   // The deadline is read by the server (request_deadline.h), not by this parser: known, not refused.
   EXPECT_EQ(completion(R"({"prompt": "x", "request_timeout": 5})").prompts.size(), 1u);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}], "request_timeout": 5})").messages.size(), 1u);
+}
+
+// Echo with logprobs asks the engine for the prompt's logprobs (as many alternatives as logprobs);
+// vLLM's prompt_logprobs is a key of both endpoints; neither is streamed (vLLM refuses it too).
+TEST(OpenAiRequest, EchoWithLogprobsAndPromptLogprobs) {
+  const GenerationRequest echo = completion(R"({"prompt": "x", "echo": true, "logprobs": 3})");
+  EXPECT_EQ(echo.params.prompt_logprobs, 3);
+  EXPECT_EQ(echo.prompt_logprobs, -1) << "vLLM's field is not asked for";
+  EXPECT_EQ(completion(R"({"prompt": "x", "echo": true})").params.prompt_logprobs, -1);
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 2})").params.prompt_logprobs, -1);
+  const GenerationRequest both = completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})");
+  EXPECT_EQ(both.params.prompt_logprobs, 4);
+  EXPECT_EQ(both.prompt_logprobs, 4);
+  const GenerationRequest c = chat(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 0})");
+  EXPECT_EQ(c.params.prompt_logprobs, 0);
+  EXPECT_EQ(c.prompt_logprobs, 0);
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "stream": true})"); }),
+            std::make_pair(400, std::string("echo")));
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})"); }),
+            std::make_pair(400, std::string("prompt_logprobs")));
+  EXPECT_EQ(error_of([] {
+              chat(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1, "stream": true})");
+            }),
+            std::make_pair(400, std::string("prompt_logprobs")));
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "prompt_logprobs": 21})"); }),
+            std::make_pair(400, std::string("prompt_logprobs")));
 }
 
 TEST(OpenAiRequest, LogitBiasMinTokensBadWords) {

@@ -69,12 +69,58 @@ class ParametersTest(unittest.TestCase):
         self.assert_400("reasoning_effort", self.chat, messages=msgs, reasoning_effort="low")
         self.assert_400("suffix", self.complete, prompt="Hi", suffix="!")
         self.assert_400("best_of", self.complete, prompt="Hi", best_of=2)
-        self.assert_400("echo", self.complete, prompt="Hi", echo=True, logprobs=1)  # the prompt's logprobs
+        # The prompt's logprobs come in whole responses only (vLLM refuses them streamed too).
+        self.assert_400("echo", self.complete, prompt="Hi", echo=True, logprobs=1, stream=True)
+        self.assert_400("prompt_logprobs", self.complete, prompt="Hi", stream=True, extra_body={"prompt_logprobs": 1})
 
     def test_bookkeeping_fields_are_accepted(self):
         r = self.chat(messages=[{"role": "user", "content": "Hi"}], max_tokens=2, user="u-1",
                       metadata={"run": "test"}, store=False, service_tier="auto")
         self.assertEqual(len(r.choices), 1)
+
+    # -- the prompt's logprobs ------------------------------------------------------------------
+
+    def test_echo_with_logprobs_scores_the_prompt(self):
+        """What lm-evaluation-harness's loglikelihood requests send (echo, logprobs 1, max_tokens 1): the
+        prompt's tokens come first, the first without a logprob, and a continuation's prompt logprob
+        is what generating it scored."""
+        ids = json.loads(http(self.base + "/tokenize", {"prompt": "The capital of France is"}, self.auth)[1])["tokens"]
+        as_ids = {"return_tokens_as_token_ids": True}
+        first = self.complete(prompt=ids, max_tokens=1, temperature=0, logprobs=1, extra_body=as_ids).choices[0]
+        token = int(first.logprobs.tokens[0].split(":")[1])
+        r = self.complete(prompt=ids + [token], max_tokens=1, temperature=0, logprobs=1, echo=True,
+                          extra_body=as_ids).choices[0]
+        lp = r.logprobs
+        self.assertEqual([int(t.split(":")[1]) for t in lp.tokens[:len(ids) + 1]], ids + [token])
+        self.assertEqual(len(lp.tokens), len(ids) + 2)  # the prompt, then the one generated token
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertTrue(all(v <= 0 for v in lp.token_logprobs[1:]))
+        self.assertTrue(all(len(t) == 1 for t in lp.top_logprobs[1:]))
+        # Greedy took the most likely token, so it is its own top alternative.
+        self.assertEqual(list(lp.top_logprobs[len(ids)].keys()), [f"token_id:{token}"])
+        self.assertAlmostEqual(lp.token_logprobs[len(ids)], first.logprobs.token_logprobs[0], delta=0.02)
+        self.assertEqual(lp.text_offset[0], 0)
+        self.assertEqual(r.text[:len("The capital of France is")], "The capital of France is")
+
+    def test_vllm_prompt_logprobs(self):
+        ids = json.loads(http(self.base + "/tokenize", {"prompt": "Once upon a time"}, self.auth)[1])["tokens"]
+        r = self.complete(prompt=ids, max_tokens=2, temperature=0, n=2, extra_body={"prompt_logprobs": 2})
+        for choice in r.choices:
+            pl = choice.model_extra["prompt_logprobs"]
+            self.assertEqual(len(pl), len(ids))
+            self.assertIsNone(pl[0])
+            for j in range(1, len(ids)):
+                self.assertIn(str(ids[j]), pl[j])  # the prompt token itself, beside at most 2 others
+                self.assertLessEqual(len(pl[j]), 3)
+                ranks = sorted(e["rank"] for e in pl[j].values() if e["rank"] is not None)
+                self.assertEqual(ranks[:2], [1, 2])
+            self.assertEqual(pl, r.choices[0].model_extra["prompt_logprobs"])
+        c = self.chat(messages=[{"role": "user", "content": "Hi"}], max_tokens=2, extra_body={"prompt_logprobs": 0})
+        pl = c.model_extra["prompt_logprobs"]
+        self.assertEqual(len(pl), c.usage.prompt_tokens)
+        self.assertIsNone(pl[0])
+        self.assertTrue(all(len(e) == 1 and next(iter(e.values()))["logprob"] <= 0 for e in pl[1:]))
 
     # -- logit_bias, min_tokens, bad_words --------------------------------------------------------
 
