@@ -119,7 +119,8 @@ class LLMEngine:
         """Runs every prompt (strings or token-id lists) to completion. `sampling_params` is one
         SamplingParams for all or a list with one per prompt. Returns one dict per prompt, in input
         order: {"text", "token_ids", "finish_reason", "prompt_token_ids", "num_cached_tokens"}, plus
-        "logprobs" when asked for and "choices" (one such dict per choice) when n > 1."""
+        "logprobs" and "prompt_logprobs" when asked for and "choices" (one such dict per choice) when
+        n > 1."""
         prompts = _prompt_list(prompts)
         return self._run(prompts, self._params_for(sampling_params, len(prompts)), use_tqdm,
                          lambda p, sp: self.add_request(p, sp))
@@ -228,6 +229,8 @@ def _result(choices, sp):
     d = _choice(first, sp.logprobs >= 0)
     d["prompt_token_ids"] = first.prompt_token_ids
     d["num_cached_tokens"] = first.num_cached_tokens
+    if sp.prompt_logprobs >= 0:  # one per prompt token after the first, the same for every choice
+        d["prompt_logprobs"] = first.prompt_logprobs
     if sp.n > 1:
         d["choices"] = [dict(_choice(c, sp.logprobs >= 0), index=c.index) for c in choices]
     return d

@@ -43,22 +43,25 @@ std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
   return prompts;
 }
 
-nlohmann::json to_json(const RequestOutput& o, bool with_logprobs) {
+nlohmann::json logprobs_json(const std::vector<TokenLogprob>& lps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TokenLogprob& lp : lps) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [id, value] : lp.top) top.push_back({id, value});
+    out.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
+  }
+  return out;
+}
+
+nlohmann::json to_json(const RequestOutput& o, const SamplingParams& params) {
   nlohmann::json j = {{"index", o.index},
                       {"token_ids", o.token_ids},
                       {"text", o.text},
                       {"finish_reason", o.finish_reason},
                       {"prompt_token_ids", o.prompt_token_ids},
                       {"num_cached_tokens", o.num_cached_tokens}};
-  if (with_logprobs) {
-    nlohmann::json lps = nlohmann::json::array();
-    for (const TokenLogprob& lp : o.logprobs) {
-      nlohmann::json top = nlohmann::json::array();
-      for (const auto& [id, value] : lp.top) top.push_back({id, value});
-      lps.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
-    }
-    j["logprobs"] = lps;
-  }
+  if (params.logprobs >= 0) j["logprobs"] = logprobs_json(o.logprobs);
+  if (params.prompt_logprobs >= 0) j["prompt_logprobs"] = logprobs_json(o.prompt_logprobs);  // tokens 1..: the first has none
   if (o.finish_reason == "error") j["error"] = user_message(Error(o.error));
   return j;
 }
@@ -68,7 +71,7 @@ int print_outputs(const std::vector<RequestOutput>& outputs, const SamplingParam
   int status = kExitOk;
   if (as_json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const RequestOutput& o : outputs) arr.push_back(to_json(o, params.logprobs >= 0));
+    for (const RequestOutput& o : outputs) arr.push_back(to_json(o, params));
     std::cout << dump_json(arr) << "\n";
   } else {
     for (const RequestOutput& o : outputs) {
@@ -92,14 +95,15 @@ int run_generate(const std::vector<std::string>& argv) {
               "generate --model M (--prompt-ids JSON | --prompt TEXT... | --chat TEXT...) [options]",
               "Completes each prompt and prints its text (one per line; --n N: N lines per prompt), or with\n"
               "--json a JSON array of {index, token_ids, text, finish_reason, prompt_token_ids,\n"
-              "num_cached_tokens[, logprobs][, error]}, N per prompt, in prompt order. Exits 1 when a\n"
+              "num_cached_tokens[, logprobs][, prompt_logprobs][, error]}, N per prompt, in prompt order\n"
+              "(prompt_logprobs: one per prompt token after the first). Exits 1 when a\n"
               "prompt was rejected (after printing every output).");
   p.option("--prompt-ids", "JSON", "prompts as token ids, e.g. '[[1,2,3],[4,5]]'")
       .option("--prompt", "TEXT", "a text prompt (repeatable)")
       .option("--chat", "TEXT", "a user message, rendered with the chat template (repeatable)")
-      .flag("--json", "print JSON (needed for --logprobs)");
+      .flag("--json", "print JSON (needed for --logprobs and --prompt-logprobs)");
   add_template_var_option(p);
-  add_sampling_options(p, kDefaultMaxTokens, /*with_opt_in=*/true);  // --n, --logprobs
+  add_sampling_options(p, kDefaultMaxTokens, /*with_opt_in=*/true);  // --n, --logprobs, --prompt-logprobs
   add_engine_options(p);
   return run_command(p, argv, [](const ParsedArgs& a) {
     const int sources = a.has("--prompt-ids") + a.has("--prompt") + a.has("--chat");
@@ -108,6 +112,7 @@ int run_generate(const std::vector<std::string>& argv) {
     const EngineConfig config = engine_config_from(a);
     SamplingParams params = sampling_params_from(a, kDefaultMaxTokens);
     if (params.logprobs >= 0 && !a.has("--json")) throw UsageError("--logprobs needs --json");
+    if (params.prompt_logprobs >= 0 && !a.has("--json")) throw UsageError("--prompt-logprobs needs --json");
     const nlohmann::json vars = template_vars_from(a);
     const bool as_json = a.has("--json");
     std::vector<std::vector<int32_t>> prompt_ids;

@@ -124,6 +124,9 @@ void bind_outputs(nb::module_& m) {
                    "why the request failed, when finish_reason is error")
       .def_ro("num_cached_tokens", &RequestOutput::num_cached_tokens, "prompt tokens found in the prefix cache")
       .def_prop_ro("logprobs", [](const RequestOutput& o) { return logprobs_list(o.logprobs); })
+      .def_prop_ro(
+          "prompt_logprobs", [](const RequestOutput& o) { return logprobs_list(o.prompt_logprobs); },
+          "with prompt_logprobs: one per prompt token after the first (scored by the position before it)")
       .def("__iter__", [](const RequestOutput& o) { return nb::iter(nb::make_tuple(o.request_id, o.token_ids)); })
       .def("__repr__", [](const RequestOutput& o) {
         return std::string("RequestOutput(request_id=")

@@ -97,6 +97,30 @@ TEST(CliGenerate, NLogprobsAndPenalties) {
   }
 }
 
+// --prompt-logprobs K: one entry per prompt token after the first, that token with K alternatives;
+// without --json it is a usage error (nothing would show them).
+TEST(CliGenerate, PromptLogprobs) {
+  SKIP_WITHOUT(kTiny + "/model.safetensors");
+  const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[5,6,7,8,9],[3]]", "--max-tokens",
+                                      "2", "--prompt-logprobs", "1", "--ignore-eos", "--json"},
+                                     kSmallEngine));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[0]["prompt_logprobs"].size(), 4u);
+  for (size_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(out[0]["prompt_logprobs"][j]["token_id"], 6 + static_cast<int>(j));
+    EXPECT_LE(out[0]["prompt_logprobs"][j]["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(out[0]["prompt_logprobs"][j]["top"].size(), 1u);
+  }
+  EXPECT_TRUE(out[1]["prompt_logprobs"].empty());
+  EXPECT_FALSE(out[0].contains("logprobs"));
+  const CliResult text =
+      run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[5,6]]", "--prompt-logprobs", "0"}, kSmallEngine));
+  EXPECT_NE(text.exit_code, 0);
+  EXPECT_NE(text.err.find("--prompt-logprobs needs --json"), std::string::npos) << text.err;
+}
+
 TEST(CliGenerate, RejectedPromptIsReportedAndTheOthersRun) {
   SKIP_WITHOUT(kTiny + "/model.safetensors");
   const CliResult r = run_cli(concat({"generate", "--model", kTiny, "--prompt-ids", "[[1,2,3],[600],[4]]",

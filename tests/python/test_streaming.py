@@ -54,6 +54,10 @@ def test_n_choices_and_logprobs(stories):
     assert [c["index"] for c in out["choices"]] == [0, 1, 2]
     assert out["token_ids"] == out["choices"][0]["token_ids"]
     assert len(out["logprobs"]) == len(out["token_ids"]) and len(out["logprobs"][0]["top"]) == 2
+    scored = llm.generate(["Once upon a time"], SamplingParams(max_tokens=1, prompt_logprobs=1), use_tqdm=False)[0]
+    prompt = scored["prompt_token_ids"]
+    assert [e["token_id"] for e in scored["prompt_logprobs"]] == prompt[1:]
+    assert all(e["logprob"] <= 0 and len(e["top"]) == 1 for e in scored["prompt_logprobs"])
     llm.exit()
 
 
