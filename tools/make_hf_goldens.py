@@ -8,7 +8,8 @@ Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, g
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
 made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
 phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
-experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse), OUTDIR/<model>/:
+experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
+experts under its own names), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -42,7 +43,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Gemma3TextConfig, GenerationConfig, LlamaConfig, MistralConfig,
-                          Phi3Config, Qwen3Config, Qwen3MoeConfig)
+                          MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -210,6 +211,18 @@ def qwen3_moe_tiny_gguf_config():
     return config
 
 
+def mixtral_tiny_config():
+    # MixtralForCausalLM (Mixtral-8x7B's layout): every layer sparse, 8 experts of width 32
+    # (intermediate_size), top-2 renormalised (always, in Mixtral), untied, no sliding window.
+    # Widths, heads and experts divide by 2, for world_size 2 with and without expert parallelism.
+    return MixtralConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_theta=1e6, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD,
+        num_local_experts=8, num_experts_per_tok=2, sliding_window=None, bos_token_id=1, eos_token_id=2,
+        architectures=["MixtralForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -247,6 +260,7 @@ MODELS = {
     "qwen3-moe-tiny": (qwen3_moe_tiny_config, False),
     "qwen3-moe-tiny-gguf": (qwen3_moe_tiny_gguf_config, False),
     "phi3-tiny-longrope": (phi3_tiny_longrope_config, False),
+    "mixtral-tiny": (mixtral_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -304,8 +318,34 @@ def per_expert(sd):
     return out
 
 
+# Mixtral's checkpoints (and transformers' save_pretrained) name a layer's MoE block
+# block_sparse_moe, its experts' gate, up and down w1, w3 and w2.
+MIXTRAL_PARTS = {"gate": "w1", "up": "w3", "down": "w2"}
+MIXTRAL_EXPERT = re.compile(r"(.*)\.block_sparse_moe\.experts\.(\d+)\.(w1|w3|w2)\.weight$")
+
+
+def mixtral_names(sd):
+    out = {}
+    for k, v in sd.items():
+        if m := PER_EXPERT.match(k):
+            k = (m.group(1).replace(".mlp.experts.", ".block_sparse_moe.experts.") + m.group(2) + "."
+                 + MIXTRAL_PARTS[m.group(3)] + ".weight")
+        out[k.replace(".mlp.gate.weight", ".block_sparse_moe.gate.weight")] = v
+    return out
+
+
+def internal_name(name):
+    """A Mixtral checkpoint name as per_expert's (Qwen3-MoE's) form; others unchanged."""
+    if m := MIXTRAL_EXPERT.match(name):
+        part = {v: k for k, v in MIXTRAL_PARTS.items()}[m.group(3)]
+        return f"{m.group(1)}.mlp.experts.{m.group(2)}.{part}_proj.weight"
+    return name.replace(".block_sparse_moe.gate.weight", ".mlp.gate.weight")
+
+
 def bf16_state_dict(model, store_lm_head):
     sd = per_expert({k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()})
+    if model.config.model_type == "mixtral":
+        sd = mixtral_names(sd)
     if not model.config.tie_word_embeddings:
         return sd  # lm_head.weight is a matrix of its own
     if store_lm_head:
@@ -333,6 +373,7 @@ def load_reference(outdir):
     stored = load_file(os.path.join(outdir, "model.safetensors"))
     params = dict(model.named_parameters())
     for name, t in stored.items():
+        name = internal_name(name)
         if name in params:
             assert torch.equal(params[name].detach(), t.float()), f"{outdir}: {name} not loaded exactly"
         elif m := PER_EXPERT.match(name):  # one expert's part of the stacked parameter

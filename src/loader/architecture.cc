@@ -75,6 +75,18 @@ constexpr WeightNameTable kQwen3MoeGgufNames = [] {
   return t;
 }();
 
+// Mixtral (Mixtral-8x7B, 8x22B): Mistral's attention; every layer's MLP is a router
+// ("block_sparse_moe.gate") and experts of w1 (gate), w3 (up) and w2 (down), as the published
+// checkpoints name them.
+constexpr WeightNameTable kMixtralHfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kMoeRouter)] = "model.layers.{L}.block_sparse_moe.gate";
+  t[static_cast<size_t>(R::kExpertGateProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.w1";
+  t[static_cast<size_t>(R::kExpertUpProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.w3";
+  t[static_cast<size_t>(R::kExpertDownProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.w2";
+  return t;
+}();
+
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
 constexpr ArchitectureTraits kMistralTraits{.sliding_window_all_layers = true, .gguf_rope_permuted = true};
 
@@ -127,6 +139,10 @@ const ArchitectureSpec kArchitectures[] = {
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
+    // Mixtral: a GGUF of it is a "llama" file with experts, which that row does not read (refused).
+    {"MixtralForCausalLM", nullptr,
+     {.sliding_window_all_layers = true, .gguf_rope_permuted = true, .moe = true, .moe_mixtral_keys = true},
+     &kMixtralHfNames, &kLlamaGgufNames, nullptr},
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},

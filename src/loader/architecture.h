@@ -89,6 +89,9 @@ struct ArchitectureTraits {
   // Reads config.json's mixture-of-experts keys (loader/moe_config.h): its sparse layers' MLP is a
   // router and experts (Qwen3-MoE), the other layers' the dense MLP.
   bool moe = false;
+  // Mixtral's form of those keys: every layer sparse, each expert intermediate_size wide, the top-k
+  // routing weights always renormalised (transformers' MixtralSparseMoeBlock).
+  bool moe_mixtral_keys = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

@@ -335,7 +335,7 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
   c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
   c.qk_norm = c.traits().qk_norm;
-  if (c.traits().moe) c.moe = parse_moe_config(j, path);
+  if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_mixtral_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {
       c.torch_dtype = r.get_string(j, key);

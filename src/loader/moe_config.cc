@@ -39,7 +39,7 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
   }
 }
 
-MoeConfig parse_moe_config(const json& j, const std::string& path) {
+MoeConfig parse_moe_config(const json& j, const std::string& path, bool mixtral_keys) {
   MoeConfig m;
   // The published configs say num_experts; transformers 5 writes it as num_local_experts.
   m.num_experts = read_int(j, "num_experts", read_int(j, "num_local_experts", 0, path), path);
@@ -48,6 +48,17 @@ MoeConfig parse_moe_config(const json& j, const std::string& path) {
       << read_int(j, "num_local_experts", 0, path) << " disagree";
   MINIVLLM_CHECK_GE(m.num_experts, 0) << path << ": num_experts must be >= 0";
   if (m.num_experts == 0) return m;
+  if (mixtral_keys) {
+    for (const char* key : {"moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"}) {
+      MINIVLLM_CHECK(!j.contains(key) || j.at(key).is_null())
+          << path << ": key " << key << " is Qwen3-MoE's, not Mixtral's (whose experts are intermediate_size "
+          << "wide, every layer sparse, its top-k weights renormalised)";
+    }
+    m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 2, path);
+    m.moe_intermediate_size = read_int(j, "intermediate_size", 0, path);
+    m.norm_topk_prob = true;
+    return m;
+  }
   m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
   m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 0, path);
   m.decoder_sparse_step = read_int(j, "decoder_sparse_step", 1, path);

@@ -28,7 +28,9 @@ struct MoeConfig {
 };
 
 // The keys read from config.json's object `j` (file `path`, for messages); defaults as
-// transformers' Qwen3MoeConfig where a key is absent.
-MoeConfig parse_moe_config(const nlohmann::json& j, const std::string& path);
+// transformers' Qwen3MoeConfig where a key is absent. `mixtral_keys`: transformers' MixtralConfig
+// instead (ArchitectureTraits::moe_mixtral_keys): the expert width is intermediate_size, every
+// layer is sparse and the top-k weights are renormalised; keys Mixtral does not have are refused.
+MoeConfig parse_moe_config(const nlohmann::json& j, const std::string& path, bool mixtral_keys = false);
 
 }  // namespace minivllm

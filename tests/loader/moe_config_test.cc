@@ -126,6 +126,39 @@ TEST(MoeConfig, DummyWeightsNameWhatTheCheckpointStores) {
   EXPECT_EQ(a, b);
 }
 
+// Mixtral's row: its config's keys (the expert width is intermediate_size, every layer sparse, the
+// top-k renormalised; Qwen3-MoE's keys refused by name) and its experts' names, which the dummy
+// source and transformers' saved tiny checkpoint agree on.
+TEST(MoeConfig, MixtralKeysAndNames) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/mixtral-tiny";
+  const ModelConfig c = load_hf_model_config(dir);
+  EXPECT_STREQ(c.arch->hf_name, "MixtralForCausalLM");
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 32);
+  EXPECT_TRUE(c.moe.norm_topk_prob);
+  EXPECT_EQ(sparse_layers(c), (std::vector<bool>{true, true}));
+  const ArchitectureSpec& a = *c.arch;
+  EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertGateProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w1.weight");
+  EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertUpProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w3.weight");
+  EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertDownProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w2.weight");
+  const auto dummy = make_dummy_weight_source(c, 0);
+  const auto file = open_safetensors_dir(dir);
+  std::vector<std::string> names = dummy->names(), saved = file->names();
+  std::sort(names.begin(), names.end());
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(names, saved);
+  std::ifstream f(dir + "/config.json");
+  const json published = json::parse(f);
+  for (const char* key : {"moe_intermediate_size", "norm_topk_prob", "mlp_only_layers", "decoder_sparse_step"}) {
+    json j = published;
+    j[key] = key == std::string("norm_topk_prob") ? json(false) : json(4);
+    ScratchDir scratch("mixtral_cfg");
+    write_text(scratch.file("config.json"), j.dump());
+    expect_error_naming([&] { load_hf_model_config(scratch.str()); }, {key, "Mixtral"});
+  }
+}
+
 // The real shape from config.json alone: every expert of every layer, of its shape.
 TEST(MoeConfig, DummyWeightsForQwen3_30B_A3B) {
   const ModelConfig c = load_config(qwen3_30b_a3b());
