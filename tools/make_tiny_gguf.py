@@ -10,6 +10,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mistral-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/llama3-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-moe-tiny-gguf
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mixtral-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -28,6 +29,9 @@ converter does per family, and the engine must read back:
     one 3-D tensor per role (ffn_gate_exps, ffn_up_exps, ffn_down_exps), the router as
     ffn_gate_inp in f32; expert_count, expert_used_count, expert_feed_forward_length. It has no
     dense layer, so qwen3-moe-tiny (mlp_only_layers) is refused by the converter.
+  llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
+    with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
+    expert width (the experts are feed_forward_length wide).
 
 The checkpoints have no tokenizer (the goldens are token ids), and the converter's tokenizer step
 needs a real one (it fingerprints the pre-tokenizer), so that one step is replaced: the vocabulary
@@ -48,6 +52,7 @@ FAMILIES = {
     "mistral": ("llama", "LlamaModel", "mistral-tiny"),
     "llama": ("llama", "LlamaModel", "llama3-tiny"),
     "qwen3_moe": ("qwen", "Qwen3MoeModel", "qwen3-moe-tiny"),
+    "mixtral": ("llama", "LlamaModel", "mixtral-tiny"),
 }
 
 

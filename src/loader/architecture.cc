@@ -63,7 +63,7 @@ constexpr WeightNameTable kQwen3MoeHfNames = [] {
   return t;
 }();
 
-// llama.cpp's "qwen3moe": each layer's experts as one 3-D tensor per role ([E, I, H] for gate and up,
+// llama.cpp's "qwen3moe" (and its "llama" files of Mixtral): each layer's experts as one 3-D tensor per role ([E, I, H] for gate and up,
 // [E, H, I] for down in HF's order), which the GGUF source serves as the per-expert weights
 // above; the router is ffn_gate_inp. Its layers are all sparse (no dense MLP).
 constexpr WeightNameTable kQwen3MoeGgufNames = [] {
@@ -139,10 +139,10 @@ const ArchitectureSpec kArchitectures[] = {
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
-    // Mixtral: a GGUF of it is a "llama" file with experts, which that row does not read (refused).
+    // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).
     {"MixtralForCausalLM", nullptr,
      {.sliding_window_all_layers = true, .gguf_rope_permuted = true, .moe = true, .moe_mixtral_keys = true},
-     &kMixtralHfNames, &kLlamaGgufNames, nullptr},
+     &kMixtralHfNames, &kQwen3MoeGgufNames, nullptr, "llama"},
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
@@ -186,7 +186,10 @@ const ArchitectureSpec& find_hf_architecture(std::string_view name, const std::s
                   << " (supported: " << list_names([](const ArchitectureSpec& a) { return a.hf_name; }) << ")";
 }
 
-const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where) {
+const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where, bool has_experts) {
+  for (const ArchitectureSpec& a : kArchitectures) {
+    if (has_experts && a.gguf_name_with_experts != nullptr && name == a.gguf_name_with_experts) return a;
+  }
   for (const ArchitectureSpec& a : kArchitectures) {
     if (a.gguf_name != nullptr && name == a.gguf_name) return a;
   }

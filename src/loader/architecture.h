@@ -114,6 +114,9 @@ struct ArchitectureSpec {
   const WeightNameTable* hf_names;
   const WeightNameTable* gguf_names;
   const FusedWeightTable* hf_fused = nullptr;  // checkpoints whose tensors fuse roles (Phi-3)
+  // A GGUF of this general.architecture that has experts (its expert_count > 0) is this row:
+  // llama.cpp writes Mixtral as "llama" with experts. nullptr: none.
+  const char* gguf_name_with_experts = nullptr;
 };
 
 // Whether the row's GGUF files store `gguf_module` (e.g. "blk.{L}.attn_qkv") as a fused tensor.
@@ -122,7 +125,9 @@ bool gguf_fuses(const ArchitectureSpec& arch, std::string_view gguf_module);
 // The row for an HF architecture string or a GGUF general.architecture; throws an Error that
 // names `name`, `where` (the file) and the supported names when there is none.
 const ArchitectureSpec& find_hf_architecture(std::string_view name, const std::string& where);
-const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where);
+// `has_experts`: the file's <name>.expert_count is > 0, which picks a row's gguf_name_with_experts.
+const ArchitectureSpec& find_gguf_architecture(std::string_view name, const std::string& where,
+                                               bool has_experts = false);
 
 // The module name of `role` in `format` for layer `layer` (ignored for a model-wide role) and
 // `expert` (an expert role's; ignored otherwise), e.g. "model.layers.3.self_attn.q_proj"; "" when

@@ -62,8 +62,8 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
   if (!c.traits().moe && f.find(experts)) {
     const int64_t n = f.get_int(experts);
     MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n << " for " << a
-                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe only; other families "
-                            << "from Hugging Face safetensors)";
+                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe, and llama with experts as "
+                            << "Mixtral; other families from Hugging Face safetensors)";
   }
   // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {
@@ -172,7 +172,9 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   m.num_experts_per_tok = f.get_int(a + ".expert_used_count");
   MINIVLLM_CHECK_GT(m.num_experts_per_tok, 0) << f.path() << ": " << a << ".expert_used_count must be > 0";
   const std::string width = a + ".expert_feed_forward_length";
-  m.moe_intermediate_size = f.find(width) ? f.get_int(width) : c->intermediate_size / m.num_experts_per_tok;
+  // Mixtral's converter writes no expert width: its experts are feed_forward_length wide.
+  const int64_t fallback = c->traits().moe_mixtral_keys ? c->intermediate_size : c->intermediate_size / m.num_experts_per_tok;
+  m.moe_intermediate_size = f.find(width) ? f.get_int(width) : fallback;
   m.norm_topk_prob = true;
   m.decoder_sparse_step = 1;
   const std::string norm = a + ".expert_weights_norm";
@@ -202,7 +204,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   c.source = f.path();
   const std::string a = f.get_string("general.architecture", "");
   MINIVLLM_CHECK(!a.empty()) << f.path() << ": missing GGUF metadata key general.architecture";
-  c.arch = &find_gguf_architecture(a, f.path());
+  c.arch = &find_gguf_architecture(a, f.path(), f.find(a + ".expert_count") && f.get_int(a + ".expert_count") > 0);
   c.arch_name = a;
   c.hidden_size = f.get_int(a + ".embedding_length");
   c.num_layers = f.get_int(a + ".block_count");

@@ -52,7 +52,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // (every layer sparse, as llama.cpp's qwen3moe must be) runs from its safetensors and from its GGUF
 // (each role's experts one 3-D tensor), the GGUF also split both ways. mixtral-tiny is Mixtral's
 // registry row: its experts under their own names (block_sparse_moe, w1 / w3 / w2), every layer
-// sparse, the top-2 weights renormalised.
+// sparse, the top-2 weights renormalised; and its GGUF, which llama.cpp writes as "llama" with
+// experts (no expert width: feed_forward_length), the same goldens.
 // phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
 // max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
 // 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
@@ -194,6 +195,9 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"mixtral-tiny", 1}, GoldenParam{"mixtral-tiny", 2},
                                            GoldenParam{"mixtral-tiny", 2, 1024, "none", "", "", 0, true},
                                            GoldenParam{"mixtral-tiny", 1, 16},
+                                           GoldenParam{"mixtral-tiny", 1, 1024, "none", "mixtral-tiny.bf16.gguf"},
+                                           GoldenParam{"mixtral-tiny", 2, 1024, "none", "mixtral-tiny.bf16.gguf",
+                                                       "", 0, true},
                                            GoldenParam{"phi3-tiny-longrope", 1},
                                            GoldenParam{"phi3-tiny-longrope", 2},
                                            GoldenParam{"phi3-tiny-longrope", 1, 16},
