@@ -137,5 +137,59 @@ INSTANTIATE_TEST_SUITE_P(Budgets, CudaEngineFeatures, ::testing::Values(1024, 64
                            return info.param == 1024 ? std::string("whole_prompts") : "chunk" + std::to_string(info.param);
                          });
 
+// Prompt logprobs on the GPU, on dummy weights of a real shape ($MINIVLLM_QWEN3_DIR: a folder with
+// Qwen3-0.6B's config.json; the device copy has no ../shared): each prompt token after the first
+// against a log-softmax of score()'s row before it, the top 3 too. Three prompts in one batch (with
+// 64-token chunks, over several steps), the first already in the prefix cache (computed again).
+class CudaPromptLogprobs : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaPromptLogprobs, MatchScore) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const char* dir = std::getenv("MINIVLLM_QWEN3_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "MINIVLLM_QWEN3_DIR is not set";
+  EngineConfig c;
+  c.model = dir;
+  c.load_format = "dummy";
+  c.device = "cuda";
+  c.block_size = 16;
+  c.max_num_seqs = 8;
+  c.max_model_length = 512;
+  c.max_num_batched_tokens = GetParam();
+  c.num_kvcache_blocks = 128;
+  LLMEngine engine(c);
+  const std::vector<std::vector<int32_t>> prompts = {prompt_of(70, 4), prompt_of(33, 5), prompt_of(130, 6)};
+  SamplingParams plain;
+  plain.temperature = 0;
+  plain.max_tokens = 2;
+  engine.generate({prompts[0]}, plain);  // prompt 0's blocks are cached now
+  SamplingParams p = plain;
+  p.prompt_logprobs = 3;
+  const std::vector<RequestOutput> outs = engine.generate(prompts, p);
+  const int64_t vocab = engine.model_config().vocab_size;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(outs[i].num_cached_tokens, 0) << "prompt " << i;
+    ASSERT_EQ(outs[i].prompt_logprobs.size(), prompts[i].size() - 1) << "prompt " << i;
+    const std::vector<float> logits = engine.score(prompts[i]);
+    std::vector<int32_t> ids(3);
+    std::vector<float> lps(3);
+    for (size_t j = 1; j < prompts[i].size(); ++j) {
+      const TokenLogprob& lp = outs[i].prompt_logprobs[j - 1];
+      float chosen = 0;
+      logprobs_row(logits.data() + (j - 1) * vocab, vocab, prompts[i][j], 3, &chosen, ids.data(), lps.data());
+      EXPECT_EQ(lp.token_id, prompts[i][j]);
+      EXPECT_NEAR(lp.logprob, chosen, 0.1) << "prompt " << i << " token " << j;
+      ASSERT_EQ(lp.top.size(), 3u);
+      for (int r = 0; r < 3; ++r) EXPECT_NEAR(lp.top[r].second, lps[r], 0.1) << "prompt " << i << " token " << j;
+    }
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Budgets, CudaPromptLogprobs, ::testing::Values(1024, 64),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 1024 ? std::string("whole_prompts") : "chunk" + std::to_string(info.param);
+                         });
+
 }  // namespace
 }  // namespace minivllm::cuda_test
