@@ -68,8 +68,9 @@ class Shape:
 
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
-        if arch not in ("llama", "qwen2", "qwen3", "qwen3_moe"):
-            raise ValueError(f"model_type '{arch}' is not one of llama, qwen2, qwen3, qwen3_moe")
+        families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral")
+        if arch not in families:
+            raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
         self.hidden = cfg["hidden_size"]
         self.layers = cfg["num_hidden_layers"]
@@ -80,10 +81,11 @@ class Shape:
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
         self.qk_norm = arch.startswith("qwen3")
-        moe = arch == "qwen3_moe"
-        self.experts = cfg["num_experts"] if moe else 1
+        moe = arch in ("qwen3_moe", "mixtral")
+        # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
+        self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
         self.experts_per_token = cfg["num_experts_per_tok"] if moe else 1
-        self.mlp_width = cfg["moe_intermediate_size"] if moe else cfg["intermediate_size"]
+        self.mlp_width = cfg.get("moe_intermediate_size", cfg["intermediate_size"]) if moe else cfg["intermediate_size"]
 
 
 def weight_counts(s):

@@ -2,6 +2,7 @@
 // Qwen2 spellings, and on broken files whose errors must name the key and the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -237,10 +238,19 @@ TEST(ModelConfig, ToolsConfigsLoad) {
     } else if (name == "mistral-7b-instruct-v0.3") {
       EXPECT_EQ(c.arch_name, "MistralForCausalLM");
       EXPECT_EQ(c.vocab_size, 32768);
+    } else if (name == "mixtral-8x7b-instruct-v0.1") {
+      EXPECT_EQ(c.arch_name, "MixtralForCausalLM");
+      EXPECT_EQ(c.moe.num_experts, 8);
+      EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+      EXPECT_EQ(c.moe.moe_intermediate_size, 14336);
+      EXPECT_TRUE(c.moe.norm_topk_prob);
+      EXPECT_TRUE(c.moe.is_sparse_layer(31));
+      EXPECT_TRUE(std::all_of(c.layer_sliding_window.begin(), c.layer_sliding_window.end(),
+                              [](int64_t w) { return w == 0; }));
     }
     ++loaded;
   }
-  EXPECT_GE(loaded, 3);
+  EXPECT_GE(loaded, 4);
 }
 
 }  // namespace

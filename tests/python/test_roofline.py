@@ -67,6 +67,13 @@ class WeightBytes(unittest.TestCase):
         self.assertAlmostEqual(m.step_read_bytes(1), m.memory_bytes() - 2 * 151936 * 2048 - 120 * expert)
         self.assertAlmostEqual(m.step_read_bytes(4096), m.memory_bytes() - 2 * 151936 * 2048, delta=expert)
 
+    def test_mixtral_names_its_experts_and_their_width_its_own_way(self):
+        path = ROOT / "tools" / "configs" / "mixtral-8x7b-instruct-v0.1.json"
+        m = roofline.Model(json.loads(path.read_text()))
+        expert = 2 * 32 * 3 * 4096 * 14336  # bf16 gate/up/down of one expert over 32 layers
+        self.assertEqual((m.s.experts, m.s.experts_per_token, m.s.mlp_width), (8, 2, 14336))
+        self.assertAlmostEqual(m.step_read_bytes(1), m.memory_bytes() - 2 * 32000 * 4096 - 6 * expert)
+
     def test_a_world_size_that_does_not_divide_is_named(self):
         with self.assertRaisesRegex(ValueError, "world size 3 does not divide the attention heads"):
             roofline.Model(config("llama-3.1-8b-instruct"), world_size=3)
