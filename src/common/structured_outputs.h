@@ -19,6 +19,11 @@ struct StructuredOutputs {
   // qwen3, thinking on). The constrained reply may follow one <think>...</think> block (free text,
   // then up to 8 whitespace characters), as vLLM applies the grammar once reasoning ends.
   bool think_first = false;
+  // Not a request key either: the prompt already opened the block (the chat template ends the
+  // generation prompt with <think>: DeepSeek-R1's distills, QwQ, Qwen3's thinking-only models), so
+  // the reply's thoughts run until </think> (then up to 8 whitespace characters) before the
+  // constrained part.
+  bool think_open = false;
 
   // How many of the five are set: 0 (unconstrained) or 1 (more is refused when read).
   int num_set() const {

@@ -27,9 +27,10 @@ struct ReplyDelta {
 
 class ChatReplyParser {
  public:
-  // `tools` null: no tool calls are parsed. `stream_arguments`: ToolCallStream's.
+  // `tools` null: no tool calls are parsed. `stream_arguments`: ToolCallStream's. `thinking_open`:
+  // the prompt opened a think block (Qwen3ReasoningStream's opened_in_prompt).
   ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls,
-                  bool stream_arguments = false);
+                  bool stream_arguments = false, bool thinking_open = false);
 
   ReplyDelta feed(std::string_view text);
   ReplyDelta finish();
@@ -45,6 +46,7 @@ class ChatReplyParser {
 // What a request's chat replies are parsed with: the server's parsers and the request's tools.
 struct ReplyParsing {
   bool reasoning = false;                  // the reasoning parser is on
+  bool thinking_open = false;              // and the prompt opened a think block (prompt_opens_think)
   ToolChoice choice = ToolChoice::kNone;
   std::optional<ToolParserKind> syntax;    // the model's call syntax (auto); none: not parsed
   std::string named_function;              // kNamed

@@ -6,6 +6,8 @@
 #include "common/config_key.h"
 #include "server/api_error.h"
 #include "server/openai_response.h"
+#include "server/reasoning/qwen3_reasoning.h"
+#include "tokenizer/tokenizer.h"
 
 namespace minivllm::server {
 
@@ -75,14 +77,30 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
   return ids;
 }
 
+// Whether a chat prompt ends inside a think block its template opened (the reply then starts
+// with thoughts): the text of its last few tokens.
+bool chat_prompt_opens_think(const ServingContext& ctx, const GenerationRequest& req, const std::vector<int32_t>& ids) {
+  if (!req.chat || !ctx.reasoning_parser || ctx.engine.tokenizer() == nullptr) return false;
+  constexpr size_t kTail = 8;  // "<think>" and the newlines after it, in any tokenizer's pieces
+  const size_t from = ids.size() > kTail ? ids.size() - kTail : 0;
+  // Special tokens kept: a tokenizer may mark <think> special.
+  return prompt_opens_think(
+      ctx.engine.tokenizer()->decode(std::vector<int32_t>(ids.begin() + from, ids.end()), /*skip_special_tokens=*/false));
+}
+
 // Parameters checked against the prompt: the default and the limit of max_tokens.
-SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& req, size_t num_prompt_tokens) {
+SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& req, size_t num_prompt_tokens,
+                          bool thinking_open) {
   SamplingParams p = req.params;
   // A thinking model may think before a constrained reply (a forced tool call, response_format):
-  // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first.
-  if (req.chat && ctx.reasoning_parser && ctx.model_thinks && !p.structured_outputs.empty() &&
-      qwen3_thinking_enabled(req.chat_template_kwargs)) {
-    p.structured_outputs.think_first = true;
+  // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first,
+  // or, when the prompt opened it, the rest of that block.
+  if (req.chat && ctx.reasoning_parser && !p.structured_outputs.empty()) {
+    if (thinking_open) {
+      p.structured_outputs.think_open = true;
+    } else if (ctx.model_thinks && qwen3_thinking_enabled(req.chat_template_kwargs)) {
+      p.structured_outputs.think_first = true;
+    }
   }
   const int room = ctx.engine.config().max_model_length - static_cast<int>(num_prompt_tokens);
   if (!req.max_tokens) {
@@ -130,7 +148,9 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
   std::vector<SamplingParams> params(num_prompts);
   for (size_t i = 0; i < num_prompts; ++i) {
     ids[i] = prompt_ids(ctx, req, req.chat ? nullptr : &req.prompts[i]);
-    params[i] = params_for(ctx, req, ids[i].size());
+    const bool thinking_open = chat_prompt_opens_think(ctx, req, ids[i]);
+    if (thinking_open) s.parsing.thinking_open = true;  // chat: one prompt
+    params[i] = params_for(ctx, req, ids[i].size(), thinking_open);
     if (req.echo) {
       const PromptInput& p = req.prompts[i];
       s.echo_texts.push_back(p.is_text ? p.text : ctx.engine.detokenize(p.token_ids));

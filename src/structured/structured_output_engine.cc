@@ -60,8 +60,10 @@ std::string xgrammar_reason(const std::string& what) {
 // (think_leave); the thoughts may end inside a part of the tag (think_tail). The tag's characters
 // are all different, so no other overlap can occur. Special tokens are no text (raw_vocab), so
 // none can be thought. (No lookahead: xgrammar does not enforce it.)
+// think_open's prefix is the same block without its opening tag, and not optional.
 constexpr const char* kThinkPrefix = R"(root ::= think_block | ""
-think_block ::= "<think>" think_piece* think_tail "</think>" [ \t\r\n]{0,8}
+think_block ::= "<think>" think_thoughts
+think_thoughts ::= think_piece* think_tail "</think>" [ \t\r\n]{0,8}
 think_piece ::= [^<] | "<" think_restart* think_leave
 think_restart ::= think_part "<"
 think_part ::= "" | "/" | "/t" | "/th" | "/thi" | "/thin" | "/think"
@@ -86,6 +88,7 @@ struct StructuredOutputEngine::Impl {
   // Compact JSON (any_whitespace off): a small model left free to add whitespace can spend its
   // whole budget on newlines, and no schema asks for it.
   xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
+    if (s.think_open) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_open_prefix(), grammar(s)}));
     if (s.think_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_prefix(), grammar(s)}));
     if (!s.json.empty()) return compiler.CompileJSONSchema(s.json, /*any_whitespace=*/false);
     if (s.json_object) return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
@@ -111,6 +114,10 @@ struct StructuredOutputEngine::Impl {
 
   static const xgrammar::Grammar& think_prefix() {
     static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kThinkPrefix);
+    return g;
+  }
+  static const xgrammar::Grammar& think_open_prefix() {
+    static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kThinkPrefix, "think_thoughts");
     return g;
   }
 };

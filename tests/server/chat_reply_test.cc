@@ -51,6 +51,33 @@ TEST(Qwen3Reasoning, ThoughtsApartFromTheAnswer) {
   EXPECT_EQ(d.content, "Short.");
 }
 
+// A prompt that opened the block (DeepSeek-R1's distills, QwQ, Qwen3's thinking-only models end
+// the generation prompt with <think>): the reply reasons from its start until </think>, a <think>
+// it writes anyway is dropped, and a reply that never closes the block is all reasoning (vLLM's
+// deepseek_r1 parser).
+TEST(Qwen3Reasoning, APromptThatOpenedTheBlock) {
+  ReplyParsing open = qwen3();
+  open.thinking_open = true;
+  ReplyDelta d = split(open, "The user greets me.\n</think>\n\nHello!");
+  EXPECT_EQ(d.reasoning, "The user greets me.");
+  EXPECT_EQ(d.content, "Hello!");
+  d = split(open, "<think>\nHmm.\n</think>\n\nHi.");
+  EXPECT_EQ(d.reasoning, "Hmm.");
+  EXPECT_EQ(d.content, "Hi.");
+  d = split(open, "Hello! <think> is a tag, no answer yet");
+  EXPECT_EQ(d.reasoning, "Hello! <think> is a tag, no answer yet");
+  EXPECT_EQ(d.content, "");
+  d = split(open, "</think>\n\nJust the answer.");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Just the answer.");
+  // The tail of a rendered prompt says which: an open block (whitespace after it allowed), or not.
+  EXPECT_TRUE(prompt_opens_think("<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(prompt_opens_think("<｜Assistant｜><think>"));
+  EXPECT_FALSE(prompt_opens_think("<|im_start|>assistant\n"));
+  EXPECT_FALSE(prompt_opens_think("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(prompt_opens_think(""));
+}
+
 // Thinking is on unless the request turns it off as Qwen3's template reads it (`is false`).
 TEST(Qwen3Reasoning, ThinkingEnabledUnlessTurnedOff) {
   EXPECT_TRUE(qwen3_thinking_enabled(nlohmann::json::object()));

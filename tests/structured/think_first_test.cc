@@ -96,6 +96,25 @@ TEST_F(ThinkFirst, WithoutItAThoughtIsRefused) {
   EXPECT_TRUE(refuses_a_token(false, "<think>hmm</think>{\"city\": \"Paris\"}"));
 }
 
+// think_open: the prompt opened the block, so the reply's thoughts come first (no <think> of its
+// own) and must end with </think> before the call; a call without thoughts is still thought text.
+TEST_F(ThinkFirst, AnOpenBlockMustCloseBeforeTheCall) {
+  auto reads_open = [](const std::string& reply) {
+    StructuredOutputs so;
+    so.json = kSchema;
+    so.think_open = true;
+    std::unique_ptr<TokenConstraint> c = engine_->make_constraint(so, "structured_outputs");
+    if (feed(*c, reply) != num_tokens(reply)) return false;
+    return c->accept(eos_) && c->is_terminated();
+  };
+  EXPECT_TRUE(reads_open("The user wants Paris's weather.\n</think>\n\n{\"city\": \"Paris\"}"));
+  EXPECT_TRUE(reads_open("</think>{\"city\": \"Oslo\"}"));
+  EXPECT_TRUE(reads_open("a < b, </thin, <</th<x </thinking? no</think>{\"city\": \"Rome\"}"));
+  EXPECT_FALSE(reads_open("{\"city\": \"Paris\"}"));  // thoughts, never closed
+  EXPECT_FALSE(reads_open("hmm</think>{\"town\": \"Paris\"}"));
+  EXPECT_FALSE(reads_open("hmm</think>{\"city\": \"Paris\"}</think>"));
+}
+
 // The thoughts' end is found in whatever pieces the tokens cut it into: "</think>" in the middle of
 // a thought's tokens ends them, and only one block is allowed.
 TEST_F(ThinkFirst, TheTagEndsThoughtsInAnyPieces) {

@@ -32,6 +32,11 @@ size_t partial_tag_tail(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
+bool prompt_opens_think(std::string_view prompt_tail) {
+  while (!prompt_tail.empty() && is_space(prompt_tail.back())) prompt_tail.remove_suffix(1);
+  return prompt_tail.ends_with(kThink);
+}
+
 void Qwen3ReasoningStream::step(ReasoningDelta& d, bool final) {
   if (phase_ == Phase::kStart) {
     const size_t first = skip_newlines(pending_);
@@ -42,7 +47,7 @@ void Qwen3ReasoningStream::step(ReasoningDelta& d, bool final) {
     } else if (!final && kThink.starts_with(rest)) {
       return;  // may still open with <think>
     } else {
-      phase_ = Phase::kAnswer;
+      phase_ = opened_in_prompt_ ? Phase::kThinking : Phase::kAnswer;
     }
   }
   if (phase_ == Phase::kThinking) {

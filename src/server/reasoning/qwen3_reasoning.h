@@ -1,7 +1,10 @@
 // Qwen3ReasoningStream: a Qwen3 reply's <think>...</think> apart from its answer, as vLLM's
 // `--reasoning-parser qwen3` returns it (message.reasoning_content, delta.reasoning_content). A
 // reply that opens with <think> reasons until </think>; one that does not (enable_thinking false:
-// the template wrote an empty think block into the prompt) is all content. The newlines Qwen3
+// the template wrote an empty think block into the prompt) is all content, unless the prompt
+// opened the block itself (`opened_in_prompt`: a template whose generation prompt ends with
+// <think>, as DeepSeek-R1's distills, QwQ and Qwen3's thinking-only models have; vLLM's
+// deepseek_r1 parser): then the reply reasons from its start (a <think> it repeats is dropped). The newlines Qwen3
 // writes around its thoughts and before its answer are dropped. A reply cut inside its thoughts
 // is all reasoning, as it was streamed.
 #pragma once
@@ -22,8 +25,12 @@ struct ReasoningDelta {
   std::string content;
 };
 
+// Whether a prompt's text ends inside an open think block (its last non-space text is <think>).
+bool prompt_opens_think(std::string_view prompt_tail);
+
 class Qwen3ReasoningStream {
  public:
+  explicit Qwen3ReasoningStream(bool opened_in_prompt = false) : opened_in_prompt_(opened_in_prompt) {}
   ReasoningDelta feed(std::string_view text);
   ReasoningDelta finish();
 
@@ -31,6 +38,7 @@ class Qwen3ReasoningStream {
   enum class Phase { kStart, kThinking, kAnswerStart, kAnswer };
   void step(ReasoningDelta& d, bool final);
 
+  bool opened_in_prompt_;
   Phase phase_ = Phase::kStart;
   std::string pending_;         // text not yet handed out
   bool sent_reasoning_ = false;  // some thought was handed out (its leading newlines are gone)
