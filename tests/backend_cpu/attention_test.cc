@@ -2,8 +2,8 @@
 // each sequence's logical keys and values, never on the paged cache: prefill with and without a
 // cached prefix, decode batches of mixed context lengths, GQA groups 1/2/4, head_dim 64/128,
 // block sizes 16/256, contexts ending mid-block, scattered (non-contiguous) blocks, decode keys cut
-// into spans when there are few sequences and kv heads. Every case runs
-// on an f32 cache and on an fp8 one (against the reference over the values the fp8 cache holds).
+// into spans when there are few sequences and kv heads. Every case runs on an f32 cache, an fp8
+// one and a bf16 one (the last two against the reference over the values their caches hold).
 // Sliding windows (window > 0): the block-table entries of blocks wholly before the first query
 // row's window point at a never-written (NaN) block, so reading one fails the case.
 #include <gtest/gtest.h>
@@ -145,6 +145,29 @@ TEST_P(AttentionTest, Fp8CacheMatchesReferenceOnItsValues) {
   }
   EXPECT_GT(err / norm, 1e-8) << "the fp8 cache gave the unquantised result";
   EXPECT_LT(err / norm, 5e-3) << "fp8 error far beyond e4m3's";
+}
+
+// The bf16 cache (kv_cache_dtype bf16, as llama.cpp's f16 one): the fp32 computation over the
+// bf16-rounded keys and values, and not over the unrounded ones.
+TEST_P(AttentionTest, Bf16CacheMatchesReferenceOnItsValues) {
+  const AttnCase c = GetParam();
+  std::vector<SeqData> seqs;
+  const std::vector<float> out = run(c, DType::kBF16, &seqs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const std::vector<double> exact = attention_ref(c, seqs, scale);
+  for (SeqData& s : seqs) {
+    for (std::vector<float>* x : {&s.k, &s.v}) {
+      for (float& v : *x) v = bf16_to_f32(f32_to_bf16(v));
+    }
+  }
+  expect_close(out, attention_ref(c, seqs, scale), "bf16 attention");
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    err += (out[i] - exact[i]) * (out[i] - exact[i]);
+    norm += exact[i] * exact[i];
+  }
+  EXPECT_GT(err / norm, 1e-12) << "the bf16 cache gave the unrounded result";
+  EXPECT_LT(err / norm, 1e-4) << "bf16 error far beyond 8 mantissa bits'";
 }
 
 std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out) {

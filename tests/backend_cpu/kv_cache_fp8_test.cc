@@ -182,12 +182,37 @@ TEST(CpuFp8Cache, StoreWritesEachRowsQuantisationAndSkipsMinusOne) {
   }
 }
 
-TEST(CpuFp8Cache, CpuBackendRefusesBf16) {
+// The bf16 cache: each element rounded to nearest even (common/dtype.h), slot -1 untouched; other
+// element types are refused by name.
+TEST(CpuBf16Cache, StoreRoundsEachElementAndSkipsMinusOne) {
   auto b = make_cpu_backend();
   EXPECT_TRUE(b->supports_kv_cache_dtype(DType::kF32));
   EXPECT_TRUE(b->supports_kv_cache_dtype(DType::kF8E4M3));
-  EXPECT_FALSE(b->supports_kv_cache_dtype(DType::kBF16));
-  EXPECT_THROW(b->allocate_kv_cache(2, 16, 1, 64, DType::kBF16), Error);
+  EXPECT_TRUE(b->supports_kv_cache_dtype(DType::kBF16));
+  EXPECT_FALSE(b->supports_kv_cache_dtype(DType::kF16));
+  EXPECT_THROW(b->allocate_kv_cache(2, 16, 1, 64, DType::kF16), Error);
+  const int nq = 2, nkv = 1, hd = 64, bs = 16;
+  KVCache cache = b->allocate_kv_cache(2, bs, nkv, hd, DType::kBF16);
+  std::vector<uint16_t> sentinel(static_cast<size_t>(2 * bs * nkv * hd), 0x7fc1);
+  b->copy_from_host(cache.k, sentinel.data());
+  b->copy_from_host(cache.v, sentinel.data());
+  const int64_t stride = (nq + 2 * nkv) * hd;
+  const std::vector<float> rows = random_floats(static_cast<size_t>(2 * stride), 5, -3, 3);
+  AttentionMetadata meta;
+  meta.slot_mapping = upload_i32(*b, {17, -1}, {2});
+  b->store_kvcache(upload(*b, rows, {2, stride}), nq, cache, meta);
+  std::vector<uint16_t> k(sentinel.size()), v(sentinel.size());
+  b->copy_to_host(k.data(), cache.k);
+  b->copy_to_host(v.data(), cache.v);
+  for (int i = 0; i < hd; ++i) {
+    EXPECT_EQ(k[17 * hd + i], f32_to_bf16(rows[nq * hd + i])) << i;
+    EXPECT_EQ(v[17 * hd + i], f32_to_bf16(rows[(nq + nkv) * hd + i])) << i;
+  }
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (i / hd == 17) continue;
+    ASSERT_EQ(k[i], 0x7fc1) << i;
+    ASSERT_EQ(v[i], 0x7fc1) << i;
+  }
 }
 
 }  // namespace

@@ -49,18 +49,33 @@ struct KeySource {
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
   int64_t scale_stride = 0;
+  // A bf16 cache (k and v unused): elements at k16 / v16 (cache base + kv head offset).
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
 };
 
+// A key or value element as fp32: fp32 as it is, bf16 widened (the top half of a float).
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return bf16_to_f32(x); }
+
 // Keys [j0, j0 + len) within one page: sets their first key and value and the stride between
-// keys, returns len. An fp8 tile is dequantised into this thread's scratch first.
+// keys, returns len. An fp8 tile is dequantised into this thread's scratch first; a bf16 one is
+// read where it is (*k16, *v16 set, *k and *v not), widened in registers by the tile loops.
 inline int64_t key_tile(const KeySource& src, int64_t j0, int64_t limit, int64_t hd, const float** k,
-                        const float** v, int64_t* stride) {
+                        const float** v, const uint16_t** k16, const uint16_t** v16, int64_t* stride) {
   int64_t len = std::min(kKeyTile, limit - j0);
   int64_t row = j0;
   if (src.block_table != nullptr) {
     const int64_t in_block = j0 % src.block_size;
     len = std::min(len, src.block_size - in_block);
     row = static_cast<int64_t>(src.block_table[j0 / src.block_size]) * src.block_size + in_block;
+  }
+  *k16 = *v16 = nullptr;
+  if (src.k16 != nullptr) {
+    *k16 = src.k16 + row * src.key_stride;
+    *v16 = src.v16 + row * src.key_stride;
+    *stride = src.key_stride;
+    return len;
   }
   if (src.k8 == nullptr) {
     *k = src.k + row * src.key_stride;
@@ -84,17 +99,25 @@ inline int64_t key_tile(const KeySource& src, int64_t j0, int64_t limit, int64_t
 }
 
 #ifdef __AVX2__
+// Eight elements as fp32: fp32 loaded, bf16 widened in the register (half the bytes from memory).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 // The four dot products of q with k0..k3 (hd a multiple of 8), reduced across lanes together.
 // Plain loops with `omp simd reduction` spill every lane to the stack and add them one by one,
 // which cost as much as the products themselves.
-inline __m128 dot4(const float* q, const float* k0, const float* k1, const float* k2, const float* k3, int64_t hd) {
+template <typename E>
+inline __m128 dot4(const float* q, const E* k0, const E* k1, const E* k2, const E* k3, int64_t hd) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   for (int64_t i = 0; i < hd; i += 8) {
     const __m256 qi = _mm256_loadu_ps(q + i);
-    a0 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k0 + i), a0);
-    a1 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k1 + i), a1);
-    a2 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k2 + i), a2);
-    a3 = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k3 + i), a3);
+    a0 = _mm256_fmadd_ps(qi, load8(k0 + i), a0);
+    a1 = _mm256_fmadd_ps(qi, load8(k1 + i), a1);
+    a2 = _mm256_fmadd_ps(qi, load8(k2 + i), a2);
+    a3 = _mm256_fmadd_ps(qi, load8(k3 + i), a3);
   }
   const __m256 pairs = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   return _mm_add_ps(_mm256_castps256_ps128(pairs), _mm256_extractf128_ps(pairs, 1));
@@ -103,14 +126,15 @@ inline __m128 dot4(const float* q, const float* k0, const float* k1, const float
 
 // score[j] = q . k_j for the keys of one tile, four keys at a time so four independent FMA
 // chains are in flight (one chain per key would wait on the FMA latency). Returns the max score.
-inline float tile_scores(const float* q, const float* k, int64_t stride, int64_t len, int64_t hd, float* score) {
+template <typename E>
+inline float tile_scores(const float* q, const E* k, int64_t stride, int64_t len, int64_t hd, float* score) {
   float max_score = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
 #ifdef __AVX2__
   if (hd % 8 == 0) {
     __m128 max4 = _mm_set1_ps(max_score);
     for (; j + 4 <= len; j += 4) {
-      const float* k0 = k + j * stride;
+      const E* k0 = k + j * stride;
       const __m128 d = dot4(q, k0, k0 + stride, k0 + 2 * stride, k0 + 3 * stride, hd);
       _mm_storeu_ps(score + j, d);
       max4 = _mm_max_ps(max4, d);
@@ -121,10 +145,10 @@ inline float tile_scores(const float* q, const float* k, int64_t stride, int64_t
   }
 #endif
   for (; j < len; ++j) {
-    const float* kj = k + j * stride;
+    const E* kj = k + j * stride;
     float d = 0.0f;
 #pragma omp simd reduction(+ : d)
-    for (int64_t i = 0; i < hd; ++i) d += q[i] * kj[i];
+    for (int64_t i = 0; i < hd; ++i) d += q[i] * widen(kj[i]);
     score[j] = d;
     max_score = std::max(max_score, d);
   }
@@ -133,19 +157,20 @@ inline float tile_scores(const float* q, const float* k, int64_t stride, int64_t
 
 // acc += sum_j p[j] v_j. With AVX2, 32 columns of acc stay in registers across the whole tile;
 // otherwise four values per pass over acc.
-inline void tile_values(const float* p, const float* v, int64_t stride, int64_t len, int64_t hd, float* acc) {
+template <typename E>
+inline void tile_values(const float* p, const E* v, int64_t stride, int64_t len, int64_t hd, float* acc) {
 #ifdef __AVX2__
   if (hd % 32 == 0) {
     for (int64_t c = 0; c < hd; c += 32) {
       __m256 a0 = _mm256_loadu_ps(acc + c), a1 = _mm256_loadu_ps(acc + c + 8);
       __m256 a2 = _mm256_loadu_ps(acc + c + 16), a3 = _mm256_loadu_ps(acc + c + 24);
       for (int64_t j = 0; j < len; ++j) {
-        const float* vj = v + j * stride + c;
+        const E* vj = v + j * stride + c;
         const __m256 pj = _mm256_set1_ps(p[j]);
-        a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
-        a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
-        a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
-        a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
+        a0 = _mm256_fmadd_ps(pj, load8(vj), a0);
+        a1 = _mm256_fmadd_ps(pj, load8(vj + 8), a1);
+        a2 = _mm256_fmadd_ps(pj, load8(vj + 16), a2);
+        a3 = _mm256_fmadd_ps(pj, load8(vj + 24), a3);
       }
       _mm256_storeu_ps(acc + c, a0);
       _mm256_storeu_ps(acc + c + 8, a1);
@@ -157,19 +182,21 @@ inline void tile_values(const float* p, const float* v, int64_t stride, int64_t 
 #endif
   int64_t j = 0;
   for (; j + 4 <= len; j += 4) {
-    const float* v0 = v + j * stride;
-    const float* v1 = v0 + stride;
-    const float* v2 = v1 + stride;
-    const float* v3 = v2 + stride;
+    const E* v0 = v + j * stride;
+    const E* v1 = v0 + stride;
+    const E* v2 = v1 + stride;
+    const E* v3 = v2 + stride;
     const float p0 = p[j], p1 = p[j + 1], p2 = p[j + 2], p3 = p[j + 3];
 #pragma omp simd
-    for (int64_t i = 0; i < hd; ++i) acc[i] += (p0 * v0[i] + p1 * v1[i]) + (p2 * v2[i] + p3 * v3[i]);
+    for (int64_t i = 0; i < hd; ++i) {
+      acc[i] += (p0 * widen(v0[i]) + p1 * widen(v1[i])) + (p2 * widen(v2[i]) + p3 * widen(v3[i]));
+    }
   }
   for (; j < len; ++j) {
-    const float* vj = v + j * stride;
+    const E* vj = v + j * stride;
     const float pj = p[j];
 #pragma omp simd
-    for (int64_t i = 0; i < hd; ++i) acc[i] += pj * vj[i];
+    for (int64_t i = 0; i < hd; ++i) acc[i] += pj * widen(vj[i]);
   }
 }
 
@@ -191,12 +218,15 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
   }
   int64_t len = 0;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += len) {
-    const float* kt;
-    const float* vt;
+    const float* kt = nullptr;
+    const float* vt = nullptr;
+    const uint16_t* kt16;
+    const uint16_t* vt16;
     int64_t stride;
-    len = key_tile(src, j0, j_end, hd, &kt, &vt, &stride);
+    len = key_tile(src, j0, j_end, hd, &kt, &vt, &kt16, &vt16, &stride);
     for (int h = 0; h < heads; ++h) {
-      const float tile_max = tile_scores(qs[h], kt, stride, len, hd, score);
+      const float tile_max = kt16 != nullptr ? tile_scores(qs[h], kt16, stride, len, hd, score)
+                                             : tile_scores(qs[h], kt, stride, len, hd, score);
       const float m_new = std::max(m[h], tile_max);
       const float correction = std::exp(m[h] - m_new);  // 0 on the first tile (m = -inf)
       cpu::exp_shifted(score, len, m_new);
@@ -208,7 +238,11 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
 #pragma omp simd
         for (int64_t i = 0; i < hd; ++i) ah[i] *= correction;
       }
-      tile_values(score, vt, stride, len, hd, ah);
+      if (vt16 != nullptr) {
+        tile_values(score, vt16, stride, len, hd, ah);
+      } else {
+        tile_values(score, vt, stride, len, hd, ah);
+      }
       l[h] = l[h] * correction + sum;
       m[h] = m_new;
     }
@@ -249,6 +283,8 @@ struct AttentionPlan {
   const float* v_cache;
   const uint8_t* k_cache8;  // fp8 cache: elements and per-(slot, kv head) scales (k_cache unused)
   const uint8_t* v_cache8;
+  const uint16_t* k_cache16 = nullptr;  // bf16 cache (k_cache unused)
+  const uint16_t* v_cache16 = nullptr;
   const float* k_scale;
   const float* v_scale;
   int64_t block_size;
@@ -310,6 +346,10 @@ void AttentionPlan::run_item(int64_t item) const {
     src.k_scale = k_scale + kvh;
     src.v_scale = v_scale + kvh;
     src.scale_stride = nkv;
+  } else if (paged && k_cache16 != nullptr) {
+    src = {nullptr, nullptr, nkv * hd, block_tables + s * table_cols, block_size};
+    src.k16 = k_cache16 + kvh * hd;
+    src.v16 = v_cache16 + kvh * hd;
   } else if (paged) {
     src = {k_cache + kvh * hd, v_cache + kvh * hd, nkv * hd, block_tables + s * table_cols, block_size};
   } else {
@@ -424,9 +464,10 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   p.out = out.ptr<float>();
   p.paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
   if (p.paged) {
-    const bool fp8 = cache.dtype() == DType::kF8E4M3;
-    cpu::check_tensor(cache.k, fp8 ? DType::kF8E4M3 : DType::kF32, "attention", "cache.k");
-    cpu::check_tensor(cache.v, fp8 ? DType::kF8E4M3 : DType::kF32, "attention", "cache.v");
+    const bool fp8 = cache.dtype() == DType::kF8E4M3, bf16 = cache.dtype() == DType::kBF16;
+    const DType elem = fp8 ? DType::kF8E4M3 : bf16 ? DType::kBF16 : DType::kF32;
+    cpu::check_tensor(cache.k, elem, "attention", "cache.k");
+    cpu::check_tensor(cache.v, elem, "attention", "cache.v");
     cpu::check_tensor(meta.block_tables, DType::kI32, "attention", "block_tables");
     MINIVLLM_CHECK(meta.block_size == 0 || meta.block_size == cache.block_size)
         << "attention: meta.block_size " << meta.block_size << " vs cache " << cache.block_size;
@@ -441,6 +482,9 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
       p.v_cache8 = cache.v.ptr<uint8_t>();
       p.k_scale = cache.k_scale.ptr<float>();
       p.v_scale = cache.v_scale.ptr<float>();
+    } else if (bf16) {
+      p.k_cache16 = cache.k.ptr<uint16_t>();
+      p.v_cache16 = cache.v.ptr<uint16_t>();
     } else {
       p.k_cache = cache.k.ptr<float>();
       p.v_cache = cache.v.ptr<float>();

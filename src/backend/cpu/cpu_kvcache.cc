@@ -3,9 +3,10 @@
 // store_kvcache is a memcpy per token. Slot s lives in block s / block_size, row s % block_size,
 // i.e. at row s of the cache seen as [num_blocks * block_size, kv_heads * head_dim].
 //
-// Elements are fp32 (kv_cache_dtype auto), or fp8 e4m3 (fp8): each (slot, kv head) row of k and of
-// v quantised on its own (common/fp8.h), its f32 scale at [slot, kv head] of k_scale / v_scale.
-// The fp8 cache is the reference of the CUDA backend's: the same bytes from the same inputs.
+// Elements are fp32 (kv_cache_dtype auto), bf16 (bf16: half the bytes, as llama.cpp's f16 cache;
+// rounded to nearest even), or fp8 e4m3 (fp8): each (slot, kv head) row of k and of v quantised on
+// its own (common/fp8.h), its f32 scale at [slot, kv head] of k_scale / v_scale. The fp8 cache is
+// the reference of the CUDA backend's: the same bytes from the same inputs.
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
@@ -15,10 +16,10 @@
 namespace minivllm {
 
 bool CpuBackend::supports_kv_cache_dtype(DType dtype) const {
-  return dtype == DType::kF32 || dtype == DType::kF8E4M3;
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3;
 }
 
-std::string CpuBackend::supported_kv_cache_dtypes() const { return "auto (f32), fp8 (e4m3)"; }
+std::string CpuBackend::supported_kv_cache_dtypes() const { return "auto (f32), bf16, fp8 (e4m3)"; }
 
 KVCache CpuBackend::allocate_kv_cache(int num_blocks, int block_size, int num_kv_heads, int head_dim, DType dtype) {
   MINIVLLM_CHECK(num_blocks > 0 && block_size > 0 && num_kv_heads > 0 && head_dim > 0)
@@ -45,8 +46,8 @@ void CpuBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache
                                const AttentionMetadata& meta) {
   // Before the cache exists (the warm-up pass) there is nothing to store, as in nano-vllm.
   if (!cache.k.defined() || cache.k.empty()) return;
-  const bool fp8 = cache.dtype() == DType::kF8E4M3;
-  const DType elem = fp8 ? DType::kF8E4M3 : DType::kF32;
+  const bool fp8 = cache.dtype() == DType::kF8E4M3, bf16 = cache.dtype() == DType::kBF16;
+  const DType elem = fp8 ? DType::kF8E4M3 : bf16 ? DType::kBF16 : DType::kF32;
   cpu::check_tensor(qkv, DType::kF32, "store_kvcache", "qkv");
   cpu::check_tensor(cache.k, elem, "store_kvcache", "cache.k");
   cpu::check_tensor(cache.v, elem, "store_kvcache", "cache.v");
@@ -86,6 +87,20 @@ void CpuBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache
         const int64_t r = slots[t] * nkv + h;  // the (slot, kv head) row
         quantize_e4m3_row(k + h * hd, hd, k_cache + r * hd, k_scale + r);
         quantize_e4m3_row(k + row + h * hd, hd, v_cache + r * hd, v_scale + r);
+      }
+    }
+    return;
+  }
+  if (bf16) {
+    uint16_t* k_cache = cache.k.ptr<uint16_t>();
+    uint16_t* v_cache = cache.v.ptr<uint16_t>();
+#pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (slots[t] < 0) continue;
+      const float* k = src + t * stride + k_offset;
+      for (int64_t i = 0; i < row; ++i) {
+        k_cache[slots[t] * row + i] = f32_to_bf16(k[i]);
+        v_cache[slots[t] * row + i] = f32_to_bf16(k[row + i]);
       }
     }
     return;
