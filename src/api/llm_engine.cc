@@ -33,8 +33,9 @@ struct LLMEngine::InFlight {
   std::vector<Sequence*> mask_rows;
   bool awaiting_masks = false;
   std::string mask_error;
-  // The sequence of each prompt logprob row (StepInput::prompt_logprob_seqs), for the results.
-  std::vector<Sequence*> prompt_logprob_seqs;
+  // The sequence of each prompt logprob row (StepInput::prompt_logprob_seqs), for the results; of
+  // each pooled row (StepInput::pool_seqs) likewise.
+  std::vector<Sequence*> prompt_logprob_seqs, pool_seqs;
 };
 
 // One request in flight: its n choices, each a sequence and its output state.
@@ -241,6 +242,7 @@ void LLMEngine::emit(Request& r, int index, StepResult& out, bool want_deltas) {
   c.fill_output(o);
   // Choice 0 computed them for every choice (the others reuse its prompt's blocks).
   if (c.seq().params().prompt_logprobs >= 0) o.prompt_logprobs = r.choices[0].seq().prompt_logprobs;
+  o.embedding = std::move(c.seq().embedding);
   out.finished.push_back(std::move(o));
   choice_of_seq_.erase(c.seq().seq_id());
   if (--r.num_unfinished == 0) requests_.erase(r.id);  // r dies here
@@ -326,6 +328,7 @@ std::unique_ptr<LLMEngine::InFlight> LLMEngine::launch(ScheduledBatch batch, boo
                               /*draw_samples=*/true, /*defer_bitmask=*/overlap_grammar_masks_);
     }();
     for (int32_t i : in.prompt_logprob_seqs) step->prompt_logprob_seqs.push_back(batch.seqs[static_cast<size_t>(i)]);
+    for (int32_t i : in.pool_seqs) step->pool_seqs.push_back(batch.seqs[static_cast<size_t>(i)]);
     if (in.defer_bitmask) {
       for (Sequence* s : batch.seqs) {
         if (s->samples()) step->mask_rows.push_back(s);
@@ -418,6 +421,7 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
     MINIVLLM_CHECK(step.mask_error.empty()) << "grammar masks: " << step.mask_error;
     MINIVLLM_CHECK_EQ(sampled.prompt_logprobs.size(), step.prompt_logprob_seqs.size())
         << "prompt logprobs returned by the step, against its rows";
+    MINIVLLM_CHECK_EQ(sampled.pooled.size(), step.pool_seqs.size()) << "pooled rows returned by the step";
   } catch (const std::exception& e) {
     fail_batch(batch, e.what(), out);
     if (inflight_) {  // launched on this step's tokens: it fails with it
@@ -438,6 +442,7 @@ void LLMEngine::finish_step(InFlight& step, StepResult& out, bool want_deltas) {
   for (size_t i = 0; i < sampled.prompt_logprobs.size(); ++i) {
     step.prompt_logprob_seqs[i]->prompt_logprobs.push_back(std::move(sampled.prompt_logprobs[i]));
   }
+  for (size_t i = 0; i < sampled.pooled.size(); ++i) step.pool_seqs[i]->embedding = std::move(sampled.pooled[i]);
   std::unordered_map<const Sequence*, size_t> row;  // sampled row of each sequence, for its logprobs
   if (!sampled.logprobs.empty()) {
     size_t num_rows = 0;

@@ -40,6 +40,9 @@ struct RequestOutput {
   // When params.prompt_logprobs >= 0: one per prompt token after the first (entry j - 1 scores
   // prompt token j), the same for every choice.
   std::vector<TokenLogprob> prompt_logprobs;
+  // When params.pooling: the final-normed hidden state of the prompt's last token (f32, hidden_size
+  // values, not normalised).
+  std::vector<float> embedding;
   int num_cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
 };
 

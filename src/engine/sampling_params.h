@@ -63,6 +63,10 @@ struct SamplingParams {
   // the tokenizer and the model's eos ids, as vLLM resolves bad_words once per request.
   std::vector<std::vector<int32_t>> bad_words_token_ids;
   std::vector<int32_t> min_tokens_banned_ids;  // eos ids (unless ignore_eos) and stop_token_ids
+  // Not a key: an embedding request (the server's /v1/embeddings). Its prefill also hands back the
+  // final-normed hidden state of its last token (RequestOutput::embedding, last-token pooling, as
+  // vLLM's for Qwen3-Embedding); the one token it then samples is not its point.
+  bool pooling = false;
 
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;

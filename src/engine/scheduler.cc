@@ -78,7 +78,9 @@ void Scheduler::schedule_tokens(const std::shared_ptr<Sequence>& seq, int num_ne
       << "sequence " << seq->seq_id() << ": " << num_new << " new tokens after " << seq->num_computed_tokens << " of "
       << seq->num_tokens();
   seq->num_new_tokens = num_new;
-  if (num_new != 1 || !seq->samples()) batch.is_prefill = true;  // a prefill chunk: the varlen path
+  // A prefill chunk takes the varlen path; so does a pooled prompt of one token (the decode graphs
+  // hand back no hidden state).
+  if (num_new != 1 || !seq->samples() || (seq->params().pooling && !seq->prefilled)) batch.is_prefill = true;
   batch.num_tokens += num_new;
   batch.seqs.push_back(seq.get());
   batch.owners.push_back(seq);

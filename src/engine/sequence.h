@@ -73,6 +73,8 @@ class Sequence {
   int prompt_logprobs_top = -1;
   int prompt_logprobs_asked = 0;
   std::vector<TokenLogprob> prompt_logprobs;
+  // SamplingParams::pooling: the last prompt token's final-normed hidden state, once its prefill ran.
+  std::vector<float> embedding;
   // Its prefill must compute every prompt position, so it takes no prefix-cache hits.
   bool needs_prompt_logprobs() const { return prompt_logprobs_top >= 0 && prompt_logprobs_asked < num_prompt_tokens_ - 1; }
 

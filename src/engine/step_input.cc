@@ -257,6 +257,10 @@ StepInput build_step_input(const std::vector<Sequence*>& seqs, bool is_prefill, 
       s.cu_seqlens_q.push_back(s.cu_seqlens_q.back() + end - begin);
       s.cu_seqlens_k.push_back(s.cu_seqlens_k.back() + end);
       if (seq.samples()) s.last_indices.push_back(s.cu_seqlens_q.back() - 1);
+      if (seq.samples() && seq.params().pooling && !seq.prefilled) {
+        s.pool_rows.push_back(s.cu_seqlens_q.back() - 1);
+        s.pool_seqs.push_back(static_cast<int32_t>(i));
+      }
       s.max_seqlen_q = std::max(s.max_seqlen_q, end - begin);
       s.max_seqlen_k = std::max(s.max_seqlen_k, end);
     } else {

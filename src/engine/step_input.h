@@ -49,6 +49,10 @@ struct StepInput {
   // workers; the scored tokens, how many top alternatives each row wants and the step's sequence
   // of each row are rank 0's alone.
   std::vector<int32_t> prompt_logprob_rows, prompt_logprob_targets, prompt_logprob_top, prompt_logprob_seqs;
+  // Pooling (SamplingParams::pooling, prefill only): the token rows whose final-normed hidden state
+  // rank 0 hands back (each embedding request's last token), and the step's sequence of each. Rank
+  // 0's alone: every rank holds the whole hidden state.
+  std::vector<int32_t> pool_rows, pool_seqs;
   // The workers' copy lacks the penalties and logprobs: it carries rank 0's needs_full_logits().
   bool full_logits = false;
   // Rank 0: some sampling row has a grammar whose mask is filled after the launch, beside the

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/check.h"
+#include "common/quant_blocks.h"
 #include "common/tuning.h"
 #include "model/rope.h"
 
@@ -324,6 +325,18 @@ Tensor Transformer::compute_logits(const Tensor& hidden, const Tensor* row_indic
   const Tensor logits = logits_f32_.rows(0, num_rows);
   lm_head_.forward(backend_, rows, logits);
   return logits;
+}
+
+std::vector<float> Transformer::hidden_rows_to_host(const Tensor& hidden, const Tensor& row_indices,
+                                                    int64_t num_rows) {
+  MINIVLLM_CHECK(num_rows >= 1 && num_rows <= max_num_seqs_) << "hidden states of " << num_rows << " rows";
+  const Tensor rows = last_hidden_.rows(0, num_rows);
+  backend_.gather_rows(hidden, row_indices.rows(0, num_rows), rows);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows.nbytes()));
+  backend_.copy_to_host(bytes.data(), rows);
+  std::vector<float> out(static_cast<size_t>(rows.numel()));
+  dequantize_to_f32(rows.dtype(), bytes.data(), out.data(), rows.numel());
+  return out;
 }
 
 Tensor Transformer::gather_logits(const Tensor& local) {

@@ -42,6 +42,10 @@ class Transformer {
   Tensor gather_logits(const Tensor& local);
   int64_t vocab_start() const { return lm_head_.vocab_start(); }
 
+  // Rows `row_indices` (device i32, num_rows <= max_num_seqs of them) of forward()'s final-normed
+  // hidden states, f32 on the host, row-major [num_rows, H]: an embedding request's pooled state.
+  // Every rank holds the whole hidden state, so no rank but the caller takes part.
+  std::vector<float> hidden_rows_to_host(const Tensor& hidden, const Tensor& row_indices, int64_t num_rows);
   // The f32 logits buffer [max_num_seqs, V / ws] that compute_logits writes (read after a graph replay).
   const Tensor& logits_buffer() const { return logits_f32_; }
 

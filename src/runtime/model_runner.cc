@@ -165,6 +165,8 @@ void ModelRunner::check_input(const StepInput& in) const {
   MINIVLLM_CHECK(rank_ != 0 || (in.prompt_logprob_targets.size() == np && in.prompt_logprob_top.size() == np))
       << "StepInput prompt logprob arrays disagree in length";
   for (int32_t r : in.prompt_logprob_rows) MINIVLLM_CHECK(r >= 0 && r < n) << "prompt logprob row " << r;
+  MINIVLLM_CHECK(in.pool_rows.empty() || in.is_prefill) << "pooled rows in a decode step";
+  for (int32_t r : in.pool_rows) MINIVLLM_CHECK(r >= 0 && r < n) << "pooled row " << r;
   if (in.is_prefill) {
     MINIVLLM_CHECK(in.cu_seqlens_q.size() == ss + 1 && in.cu_seqlens_k.size() == ss + 1) << "StepInput cu_seqlens";
   } else {
@@ -372,6 +374,19 @@ std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const StepInput& in, cons
   return out;
 }
 
+std::vector<std::vector<float>> ModelRunner::pooled_rows(const StepInput& in, const Tensor& hidden) {
+  const int64_t n = static_cast<int64_t>(in.pool_rows.size()), chunk = cfg_.max_num_seqs;
+  const int64_t h = model_cfg_.hidden_size;
+  std::vector<std::vector<float>> out;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t rows = std::min(chunk, n - start);
+    backend_->copy_from_host(last_indices_.rows(0, rows), in.pool_rows.data() + start);
+    const std::vector<float> flat = model_->hidden_rows_to_host(hidden, last_indices_, rows);
+    for (int64_t r = 0; r < rows; ++r) out.emplace_back(flat.begin() + r * h, flat.begin() + (r + 1) * h);
+  }
+  return out;
+}
+
 SampledTokens ModelRunner::run(const StepInput& in) {
   launch(in);
   return collect();
@@ -393,9 +408,11 @@ void ModelRunner::launch(const StepInput& in) {
       return model_->forward(input_ids_, positions_, kv_caches_, meta);
     }();
     std::vector<TokenLogprob> prompt_lp;
-    if (!in.prompt_logprob_rows.empty()) {
-      prompt_lp = prompt_logprobs(in, hidden);
-      const int k = in.num_samples();
+    std::vector<std::vector<float>> pooled;
+    if (!in.prompt_logprob_rows.empty() || (rank_ == 0 && !in.pool_rows.empty())) {
+      if (!in.prompt_logprob_rows.empty()) prompt_lp = prompt_logprobs(in, hidden);
+      if (rank_ == 0 && !in.pool_rows.empty()) pooled = pooled_rows(in, hidden);
+      const int k = in.num_samples();  // last_indices_ held those rows: the sampling rows again
       if (k > 0) backend_->copy_from_host(last_indices_.rows(0, k), in.last_indices.data());
     }
     if (in.num_samples() == 0) {  // only partial prefill chunks: KV written, nothing to sample
@@ -407,6 +424,7 @@ void ModelRunner::launch(const StepInput& in) {
     }
     sample(in, model_->compute_logits(hidden, &last_indices_, in.num_samples()));
     launched_.back().prompt_logprobs = std::move(prompt_lp);
+    launched_.back().pooled = std::move(pooled);
     return;
   }
   // Decode runs at the graph batch sizes, eager or not, so that both compute the same GEMM shapes and
@@ -457,6 +475,7 @@ SampledTokens ModelRunner::collect() {
   launched_.erase(launched_.begin());
   SampledTokens out;
   out.prompt_logprobs = std::move(l.prompt_logprobs);
+  out.pooled = std::move(l.pooled);
   if (l.num_samples < 0) {  // nothing sampled here: wait for the step itself
     backend_->synchronize();
     return out;

@@ -31,6 +31,8 @@ struct SampledTokens {
   std::vector<TokenLogprob> logprobs;
   // One per StepInput::prompt_logprob_rows entry, in order.
   std::vector<TokenLogprob> prompt_logprobs;
+  // One f32 row of H per StepInput::pool_rows entry, in order (rank 0).
+  std::vector<std::vector<float>> pooled;
 };
 
 class ModelRunner {
@@ -102,6 +104,8 @@ class ModelRunner {
   // through last_indices_ (collective at world_size > 1; rank 0 returns the logprobs). The caller
   // uploads the sampling rows' indices again afterwards.
   std::vector<TokenLogprob> prompt_logprobs(const StepInput& in, const Tensor& hidden);
+  // Rank 0: the pool_rows' final-normed hidden states (the same chunks through last_indices_).
+  std::vector<std::vector<float>> pooled_rows(const StepInput& in, const Tensor& hidden);
   void check_input(const StepInput& in) const;
 
   RunnerConfig cfg_;
@@ -139,6 +143,7 @@ class ModelRunner {
     Tensor logits;                  // read by collect() for the logprobs
     bool profiled = false;          // a decode step the StepProfiler times
     std::vector<TokenLogprob> prompt_logprobs;  // computed at launch (rank 0)
+    std::vector<std::vector<float>> pooled;     // the same
   };
   std::vector<Launched> launched_;
   // Rank 0: the last launched step, launched with defer_bitmask, until sample_deferred: its
