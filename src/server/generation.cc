@@ -60,20 +60,7 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
   } catch (const std::exception& e) {
     throw bad_param(prompt_param(req), public_message(e));
   }
-  const int64_t vocab = ctx.engine.model_config().vocab_size;
-  for (int32_t id : ids) {
-    if (id >= vocab) {
-      throw bad_param("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                    std::to_string(vocab) + ")");
-    }
-  }
-  const int max_len = ctx.engine.config().max_model_length;
-  if (ids.empty()) throw bad_param(prompt_param(req), "the prompt has no tokens");
-  if (static_cast<int>(ids.size()) >= max_len) {
-    throw bad_param(prompt_param(req), "the prompt has " + std::to_string(ids.size()) +
-                                           " tokens; max_model_len is " + std::to_string(max_len) +
-                                           ", which leaves no room to generate");
-  }
+  check_prompt_ids(ctx, ids, req.chat ? "messages" : "prompt");
   return ids;
 }
 
@@ -403,6 +390,22 @@ void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<Acti
 }
 
 }  // namespace
+
+void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids, const char* param) {
+  const int64_t vocab = ctx.engine.model_config().vocab_size;
+  for (int32_t id : ids) {
+    if (id >= vocab) {
+      throw bad_param(param, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(vocab) + ")");
+    }
+  }
+  const int max_len = ctx.engine.config().max_model_length;
+  if (ids.empty()) throw bad_param(param, "the prompt has no tokens");
+  if (static_cast<int>(ids.size()) >= max_len) {
+    throw bad_param(param, "the prompt has " + std::to_string(ids.size()) + " tokens; max_model_len is " +
+                               std::to_string(max_len) + ", which leaves no room to generate");
+  }
+}
 
 void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
                       std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res) {

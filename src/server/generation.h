@@ -47,6 +47,10 @@ class ActiveCall {
 // does not fit or is not in the vocabulary: 400; the waiting queue full: 503 with Retry-After). A
 // failure during generation, a deadline passed included, is a 500 (whole response) or an error
 // event (stream).
+// A prompt's token ids against the model (inside the vocabulary, not empty, shorter than
+// max_model_len); a 400 naming `param` otherwise.
+void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids, const char* param);
+
 void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
                       std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res);
 

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "server/api_error.h"
+#include "server/embeddings.h"
 #include "server/generation.h"
 #include "server/json_body.h"
 #include "server/metrics_text.h"
@@ -232,6 +233,15 @@ void HttpServer::add_routes() {
   };
   s.Post("/v1/completions", generation(false));
   s.Post("/v1/chat/completions", generation(true));
+  s.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) {
+           auto active = std::make_shared<ActiveCall>(context_->num_active);
+           if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
+           if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+           const auto now = AsyncEngine::Clock::now();
+           const json body = parse_json_body(req.body);
+           const EmbeddingRequest e = parse_embedding_request(body, engine_.model_config().hidden_size);
+           serve_embeddings(*context_, e, request_deadline(body, options_.request_timeout_s, now), res);
+         }));
 }
 
 }  // namespace minivllm::server

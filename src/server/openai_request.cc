@@ -48,48 +48,6 @@ std::vector<int32_t> token_ids(const json& v, const char* key) {
   return ids;
 }
 
-// "prompt": a string, a list of strings, a list of token ids, or a list of token id lists.
-std::vector<PromptInput> read_prompts(const json& body) {
-  const json* v = field(body, "prompt");
-  if (!v) throw bad_param("prompt", "is required");
-  std::vector<PromptInput> prompts;
-  auto text = [](const json& s) {
-    PromptInput p;
-    p.text = s.get<std::string>();
-    return p;
-  };
-  auto ids = [](const json& s) {
-    PromptInput p;
-    p.is_text = false;
-    p.token_ids = token_ids(s, "prompt");
-    return p;
-  };
-  if (v->is_string()) {
-    prompts.push_back(text(*v));
-  } else if (!v->is_array() || v->empty()) {
-    throw bad_param("prompt", "must be a string, a list of strings, a list of token ids or a list of token id lists");
-  } else if ((*v)[0].is_number()) {
-    prompts.push_back(ids(*v));
-  } else {
-    if (v->size() > static_cast<size_t>(kMaxPrompts)) {
-      throw bad_param("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts per request, got " +
-                                    std::to_string(v->size()));
-    }
-    for (const json& p : *v) {
-      if (p.is_string()) {
-        prompts.push_back(text(p));
-      } else if (p.is_array()) {
-        prompts.push_back(ids(p));
-      } else {
-        throw bad_param("prompt", "a list of prompts must hold strings or token id lists only");
-      }
-    }
-  }
-  for (const PromptInput& p : prompts) {
-    if (p.is_text && p.text.empty()) throw bad_param("prompt", "must not be empty");
-  }
-  return prompts;
-}
 
 // Sets the sampling key of `row` from body[param] (absent or null: not set). The table gives the
 // type and range; a sentinel (logprobs -1) is no value here: OpenAI's "not set" is null.
@@ -240,10 +198,52 @@ json read_messages(const json& body) {
 
 }  // namespace
 
+std::vector<PromptInput> read_prompts(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) throw bad_param(key, "is required");
+  std::vector<PromptInput> prompts;
+  auto text = [](const json& s) {
+    PromptInput p;
+    p.text = s.get<std::string>();
+    return p;
+  };
+  auto ids = [key](const json& s) {
+    PromptInput p;
+    p.is_text = false;
+    p.token_ids = token_ids(s, key);
+    return p;
+  };
+  if (v->is_string()) {
+    prompts.push_back(text(*v));
+  } else if (!v->is_array() || v->empty()) {
+    throw bad_param(key, "must be a string, a list of strings, a list of token ids or a list of token id lists");
+  } else if ((*v)[0].is_number()) {
+    prompts.push_back(ids(*v));
+  } else {
+    if (v->size() > static_cast<size_t>(kMaxPrompts)) {
+      throw bad_param(key, "at most " + std::to_string(kMaxPrompts) + " prompts per request, got " +
+                                    std::to_string(v->size()));
+    }
+    for (const json& p : *v) {
+      if (p.is_string()) {
+        prompts.push_back(text(p));
+      } else if (p.is_array()) {
+        prompts.push_back(ids(p));
+      } else {
+        throw bad_param(key, "a list of prompts must hold strings or token id lists only");
+      }
+    }
+  }
+  for (const PromptInput& p : prompts) {
+    if (p.is_text && p.text.empty()) throw bad_param(key, "must not be empty");
+  }
+  return prompts;
+}
+
 GenerationRequest parse_completion_request(const json& body) {
   check_request_fields(body, Endpoint::kCompletions);
   GenerationRequest r;
-  r.prompts = read_prompts(body);
+  r.prompts = read_prompts(body, "prompt");
   read_common(body, r);
   r.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
   read_sampling_key(body, sampling_row("logprobs"), "logprobs", r.params);

@@ -49,6 +49,10 @@ inline constexpr int kMaxPrompts = 256;  // prompts x n in one completions reque
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
 
+// The prompts under `key` (completions' "prompt", embeddings' "input"): a string, strings, token ids
+// or lists of them, at most kMaxPrompts; a 400 naming `key` otherwise.
+std::vector<PromptInput> read_prompts(const nlohmann::json& body, const char* key);
+
 GenerationRequest parse_completion_request(const nlohmann::json& body);
 GenerationRequest parse_chat_request(const nlohmann::json& body);
 

@@ -122,6 +122,36 @@ class ParametersTest(unittest.TestCase):
         self.assertIsNone(pl[0])
         self.assertTrue(all(len(e) == 1 and next(iter(e.values()))["logprob"] <= 0 for e in pl[1:]))
 
+    # -- /v1/embeddings ---------------------------------------------------------------------------
+
+    def test_embeddings(self):
+        """OpenAI's embeddings endpoint: the last token's final-normed state, L2-normalised, per input
+        (text or token ids), in input order; base64 is the same floats; bad values are 400s naming them."""
+        import base64
+        import struct
+        texts = ["Paris is the capital of France.", "Bananas are yellow.", "Paris is the capital of France."]
+        r = self.client.embeddings.create(model=NAME, input=texts)
+        self.assertEqual([d.index for d in r.data], [0, 1, 2])
+        vecs = [d.embedding for d in r.data]
+        self.assertEqual(len(vecs[0]), 576)  # SmolLM2-135M's hidden size
+        for v in vecs:
+            self.assertAlmostEqual(sum(x * x for x in v), 1.0, places=4)
+        cos = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+        self.assertAlmostEqual(cos(vecs[0], vecs[2]), 1.0, places=4)  # the same text, again (a cache hit)
+        self.assertLess(cos(vecs[0], vecs[1]), 0.99)
+        ids = json.loads(http(self.base + "/tokenize", {"prompt": texts[1]}, self.auth)[1])["tokens"]
+        by_ids = self.client.embeddings.create(model=NAME, input=[ids]).data[0].embedding
+        self.assertAlmostEqual(cos(by_ids, vecs[1]), 1.0, places=4)
+        self.assertEqual(r.usage.prompt_tokens, r.usage.total_tokens)
+        self.assertGreater(r.usage.prompt_tokens, 10)
+        raw = json.loads(http(self.base + "/v1/embeddings", {"input": texts[1], "encoding_format": "base64"},
+                              self.auth)[1])["data"][0]["embedding"]
+        floats = struct.unpack(f"<{576}f", base64.b64decode(raw))
+        self.assertAlmostEqual(cos(floats, vecs[1]), 1.0, places=4)
+        self.assert_400("dimensions", self.client.embeddings.create, model=NAME, input="x", dimensions=64)
+        self.assert_400("input", self.client.embeddings.create, model=NAME, input="")
+        self.assert_400("foo", self.client.embeddings.create, model=NAME, input="x", extra_body={"foo": 1})
+
     # -- logit_bias, min_tokens, bad_words --------------------------------------------------------
 
     def test_logit_bias(self):

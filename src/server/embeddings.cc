@@ -1,0 +1,129 @@
+#include "server/embeddings.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "server/api_error.h"
+#include "server/openai_response.h"
+
+namespace minivllm::server {
+
+using nlohmann::json;
+
+namespace {
+
+// A whole response's wait: requests that finish within a step or two each.
+constexpr int kRetryAfterS = 1;
+
+}  // namespace
+
+EmbeddingRequest parse_embedding_request(const json& body, int64_t hidden_size) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  for (const auto& [name, value] : body.items()) {
+    if (value.is_null() || name == "input" || name == "model" || name == "encoding_format" || name == "dimensions" ||
+        name == "user" || name == "request_timeout") {
+      continue;
+    }
+    throw bad_param(name, "unknown parameter of /v1/embeddings (refused rather than ignored)");
+  }
+  EmbeddingRequest r;
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) throw bad_param("model", "must be a string");
+    r.model = body["model"].get<std::string>();
+  }
+  r.inputs = read_prompts(body, "input");
+  if (body.contains("encoding_format") && !body["encoding_format"].is_null()) {
+    const json& f = body["encoding_format"];
+    if (!f.is_string() || (f != "float" && f != "base64")) throw bad_param("encoding_format", "must be float or base64");
+    r.base64 = f == "base64";
+  }
+  if (body.contains("dimensions") && !body["dimensions"].is_null()) {
+    const json& d = body["dimensions"];
+    if (!d.is_number_integer() || d.get<int64_t>() != hidden_size) {
+      throw bad_param("dimensions", "this model's embeddings have " + std::to_string(hidden_size) +
+                                        " dimensions and no shorter (Matryoshka) form; omit dimensions or give " +
+                                        std::to_string(hidden_size));
+    }
+  }
+  return r;
+}
+
+std::vector<float> l2_normalised(std::vector<float> v) {
+  double sum = 0;
+  for (float x : v) sum += static_cast<double>(x) * x;
+  if (sum == 0) return v;
+  const double inv = 1.0 / std::sqrt(sum);
+  for (float& x : v) x = static_cast<float>(x * inv);
+  return v;
+}
+
+std::string base64_f32(const std::vector<float>& v) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(v.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());  // little-endian hosts only (x86-64, aarch64)
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b0 = static_cast<uint8_t>(bytes[i]);
+    const uint32_t b1 = i + 1 < bytes.size() ? static_cast<uint8_t>(bytes[i + 1]) : 0;
+    const uint32_t b2 = i + 2 < bytes.size() ? static_cast<uint8_t>(bytes[i + 2]) : 0;
+    const uint32_t n = (b0 << 16) | (b1 << 8) | b2;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+void serve_embeddings(const ServingContext& ctx, const EmbeddingRequest& req, AsyncEngine::Clock::time_point deadline,
+                      httplib::Response& res) {
+  if (!req.model.empty() && req.model != ctx.model_name) {
+    throw ApiError(404, "The model `" + req.model + "` does not exist; this server serves `" + ctx.model_name + "`",
+                   "model");
+  }
+  // Tokenize and check every input before submitting any, so a bad one costs the others nothing.
+  std::vector<std::vector<int32_t>> ids;
+  for (const PromptInput& p : req.inputs) {
+    try {
+      ids.push_back(p.is_text ? ctx.engine.tokenize_text(p.text) : p.token_ids);
+    } catch (const std::exception& e) {
+      throw bad_param("input", public_message(e));
+    }
+    check_prompt_ids(ctx, ids.back(), "input");
+  }
+  SamplingParams params;
+  params.pooling = true;
+  params.temperature = 0;
+  params.max_tokens = 1;  // the one token its prefill samples is not returned
+  params.ignore_eos = true;
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  int64_t prompt_tokens = 0;
+  for (std::vector<int32_t>& p : ids) {
+    prompt_tokens += static_cast<int64_t>(p.size());
+    try {
+      handles.push_back(ctx.engine.submit_tokens(std::move(p), params, deadline));
+    } catch (const QueueFullError& e) {
+      throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
+    } catch (const std::exception& e) {
+      if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+      throw ApiError(400, public_message(e), "input");
+    }
+  }
+  json data = json::array();
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const RequestOutput o = handles[i]->wait().at(0);
+    if (o.finish_reason == "error") throw ApiError(500, "embedding failed: " + o.error);
+    if (o.embedding.empty()) throw ApiError(500, "embedding failed: the request ended (" + o.finish_reason + ") unpooled");
+    const std::vector<float> e = l2_normalised(o.embedding);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", req.base64 ? json(base64_f32(e)) : json(e)}});
+  }
+  json body = {{"object", "list"},
+               {"data", std::move(data)},
+               {"model", ctx.model_name},
+               {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  res.status = 200;
+  res.set_content(dump_body(body), "application/json");
+}
+
+}  // namespace minivllm::server
