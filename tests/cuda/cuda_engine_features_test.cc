@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -184,6 +185,50 @@ TEST_P(CudaPromptLogprobs, MatchScore) {
   }
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+}
+
+// Pooling on the GPU (the server's /v1/embeddings): the last token's final-normed hidden state of
+// dummy Qwen3-0.6B weights against the CPU backend's on the same seeded weights, cosine > 0.999
+// (bf16 activations against f32), whole and chunked prompts of 1 to 130 tokens.
+TEST_P(CudaPromptLogprobs, PooledStateMatchesTheCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const char* dir = std::getenv("MINIVLLM_QWEN3_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "MINIVLLM_QWEN3_DIR is not set";
+  EngineConfig c;
+  c.model = dir;
+  c.load_format = "dummy";
+  c.block_size = 16;
+  c.max_num_seqs = 8;
+  c.max_model_length = 512;
+  c.max_num_batched_tokens = GetParam();
+  c.num_kvcache_blocks = 64;
+  const std::vector<std::vector<int32_t>> prompts = {{42}, prompt_of(33, 5), prompt_of(130, 6)};
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 1;
+  p.pooling = true;
+  std::vector<RequestOutput> gpu, cpu;
+  {
+    c.device = "cuda";
+    LLMEngine engine(c);
+    gpu = engine.generate(prompts, p);
+  }
+  {
+    c.device = "cpu";
+    LLMEngine engine(c);
+    cpu = engine.generate(prompts, p);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(gpu[i].embedding.size(), static_cast<size_t>(1024)) << "prompt " << i;
+    ASSERT_EQ(cpu[i].embedding.size(), gpu[i].embedding.size());
+    double dot = 0, gg = 0, cc = 0;
+    for (size_t j = 0; j < gpu[i].embedding.size(); ++j) {
+      dot += static_cast<double>(gpu[i].embedding[j]) * cpu[i].embedding[j];
+      gg += static_cast<double>(gpu[i].embedding[j]) * gpu[i].embedding[j];
+      cc += static_cast<double>(cpu[i].embedding[j]) * cpu[i].embedding[j];
+    }
+    EXPECT_GT(dot / std::sqrt(gg * cc), 0.999) << "prompt " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Budgets, CudaPromptLogprobs, ::testing::Values(1024, 64),
