@@ -125,6 +125,23 @@ class LLMEngine:
         return self._run(prompts, self._params_for(sampling_params, len(prompts)), use_tqdm,
                          lambda p, sp: self.add_request(p, sp))
 
+    def embed(self, prompts, use_tqdm=True):
+        """Embeds every prompt (strings or token-id lists): the final-normed hidden state of its last
+        token, L2-normalised, as vLLM's LLM.embed gives decoder embedding models (Qwen3-Embedding).
+        Returns one dict per prompt, in input order: {"embedding", "prompt_token_ids",
+        "num_cached_tokens"}."""
+        prompts = _prompt_list(prompts)
+        params = [SamplingParams(max_tokens=1)] * len(prompts)
+        outs = self._run(prompts, params, use_tqdm, lambda p, sp: self._engine.add_embedding_request(
+            p if isinstance(p, str) else list(p)))
+        result = []
+        for out in outs:
+            norm = sum(x * x for x in out["embedding"]) ** 0.5
+            result.append({"embedding": [x / norm for x in out["embedding"]] if norm > 0 else out["embedding"],
+                           "prompt_token_ids": out["prompt_token_ids"],
+                           "num_cached_tokens": out["num_cached_tokens"]})
+        return result
+
     def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
         """Like generate() for conversations: `messages` is one conversation (a list of
         {"role", "content"}) or a list of them, each rendered with the model's chat template and
@@ -229,6 +246,8 @@ def _result(choices, sp):
     d = _choice(first, sp.logprobs >= 0)
     d["prompt_token_ids"] = first.prompt_token_ids
     d["num_cached_tokens"] = first.num_cached_tokens
+    if first.embedding:  # an embedding request (embed())
+        d["embedding"] = first.embedding
     if sp.prompt_logprobs >= 0:  # one per prompt token after the first, the same for every choice
         d["prompt_logprobs"] = first.prompt_logprobs
     if sp.n > 1:

@@ -124,6 +124,8 @@ void bind_outputs(nb::module_& m) {
                    "why the request failed, when finish_reason is error")
       .def_ro("num_cached_tokens", &RequestOutput::num_cached_tokens, "prompt tokens found in the prefix cache")
       .def_prop_ro("logprobs", [](const RequestOutput& o) { return logprobs_list(o.logprobs); })
+      .def_ro("embedding", &RequestOutput::embedding,
+              "an embedding request's last-token state after the final norm (not normalised)")
       .def_prop_ro(
           "prompt_logprobs", [](const RequestOutput& o) { return logprobs_list(o.prompt_logprobs); },
           "with prompt_logprobs: one per prompt token after the first (scored by the position before it)")
@@ -166,6 +168,20 @@ void bind_engine(nb::module_& m) {
             });
           },
           nb::arg("prompt"), nb::arg("params"))
+      .def(
+          "add_embedding_request",
+          [](Engine& self, const Prompt& prompt) {
+            return self.call(PyExc_ValueError, [&](LLMEngine& e) {
+              SamplingParams params;  // pooling: the prefill's last state; the one token it samples is dropped
+              params.pooling = true;
+              params.temperature = 0;
+              params.max_tokens = 1;
+              params.ignore_eos = true;
+              if (const auto* text = std::get_if<std::string>(&prompt)) return e.add_request(*text, params);
+              return e.add_request(to_token_ids(std::get<std::vector<int64_t>>(prompt)), params);
+            });
+          },
+          nb::arg("prompt"))
       .def(
           "add_chat_request",
           [](Engine& self, const std::string& messages_json, const SamplingParams& params, const std::string& vars_json) {

@@ -68,3 +68,18 @@ def test_text_prompts_equal_cli(stories, cli):
     expected = json.loads(r.stdout)
     assert [(o["text"], o["token_ids"]) for o in outputs] == [(o["text"], o["token_ids"]) for o in expected]
     assert all(len(o["token_ids"]) == 24 and o["text"] for o in outputs)
+
+
+def test_embed_equals_hf_last_hidden_state():
+    """LLM.embed: each prompt's last-token state after the final norm, L2-normalised, against
+    transformers' (tests/goldens/qwen3-tiny/embeddings.json, tools/make_embedding_goldens.py)."""
+    with open(GOLDENS / "qwen3-tiny" / "embeddings.json") as f:
+        cases = json.load(f)["cases"]
+    llm = LLM(str(GOLDENS / "qwen3-tiny"), **TINY)
+    outs = llm.embed([c["prompt_ids"] for c in cases], use_tqdm=False)
+    for c, o in zip(cases, outs):
+        want = c["embedding"]
+        norm = sum(x * x for x in want) ** 0.5
+        assert o["prompt_token_ids"] == c["prompt_ids"]
+        assert max(abs(a - b / norm) for a, b in zip(o["embedding"], want)) < 1e-3
+    llm.exit()
