@@ -9,7 +9,7 @@ sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the
 made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
 phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
-experts under its own names), OUTDIR/<model>/:
+experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -42,8 +42,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Gemma3TextConfig, GenerationConfig, LlamaConfig, MistralConfig,
-                          MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, LlamaConfig,
+                          MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -223,6 +223,21 @@ def mixtral_tiny_config():
         architectures=["MixtralForCausalLM"])
 
 
+def gemma2_tiny_config():
+    # Gemma2ForCausalLM: Gemma 3's layout without q/k norms, one rope base (10,000), and soft-capping:
+    # each attention score and each final logit x becomes cap * tanh(x / cap). The caps are far below
+    # the published 50 and 30 so that these random weights' scores and logits (std ~8) are bent;
+    # layers 0 and 2 slide over 8 keys (shorter than most prompts), layer 1 is global.
+    return Gemma2Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=512,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=INIT_STD,
+        query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=5.0, final_logit_softcapping=10.0,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        hidden_activation="gelu_pytorch_tanh", bos_token_id=2, eos_token_id=1, pad_token_id=0,
+        architectures=["Gemma2ForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -244,7 +259,8 @@ def phi3_tiny_longrope_config():
 
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
-EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8}
+EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
+             "gemma2-tiny": INIT_STD / 8}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -261,6 +277,7 @@ MODELS = {
     "qwen3-moe-tiny-gguf": (qwen3_moe_tiny_gguf_config, False),
     "phi3-tiny-longrope": (phi3_tiny_longrope_config, False),
     "mixtral-tiny": (mixtral_tiny_config, False),
+    "gemma2-tiny": (gemma2_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

@@ -39,6 +39,18 @@ void Backend::take_sampled(int32_t* out_tokens, int rows) {
   std::copy(oldest.begin(), oldest.end(), out_tokens);
 }
 
+void Backend::set_attention_softcap(float cap) {
+  MINIVLLM_CHECK(cap == 0.0f) << "the " << (device() == DeviceKind::kCuda ? "cuda" : "cpu")
+                              << " backend's attention implements no logit soft-capping (attn_logit_softcapping "
+                              << cap << ", Gemma 2); run the model on the cpu backend (--device cpu)";
+}
+
+void Backend::softcap(const Tensor&, float cap) {
+  MINIVLLM_CHECK(cap == 0.0f) << "the " << (device() == DeviceKind::kCuda ? "cuda" : "cpu")
+                              << " backend implements no logit soft-capping (final_logit_softcapping " << cap
+                              << ", Gemma 2); run the model on the cpu backend (--device cpu)";
+}
+
 std::string Backend::moe_missing() const {
   return "the " + name() + " backend has no mixture-of-experts kernels yet (routing, grouping by expert, the "
          "expert MLPs: Backend::moe_route and moe_experts_add); run the model on the cpu backend (--device cpu)";

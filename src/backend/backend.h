@@ -219,6 +219,13 @@ class Backend {
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
   // x (f32) *= factor, in place (Gemma's embedding scale on the residual stream).
   virtual void scale(const Tensor& x, float factor) = 0;
+  // Gemma 2's soft-capping (0: none). set_attention_softcap: every later attention() passes each
+  // scaled score s through cap * tanh(s / cap) before its softmax; softcap: x (f32) -> cap *
+  // tanh(x / cap) in place (the final logits; an undefined x only asks whether it is supported).
+  // The defaults take only 0 and otherwise throw naming what this backend lacks, which refuses such
+  // a model at start-up (the Transformer calls both there).
+  virtual void set_attention_softcap(float cap);
+  virtual void softcap(const Tensor& x, float cap);
 
   // ---- mixture of experts (model/fused_moe.h; a backend without them refuses MoE models at
   // start-up through supports_moe, naming the missing piece) ----

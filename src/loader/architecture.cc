@@ -113,6 +113,16 @@ constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
                                            .gguf_swa_pattern = 6,
                                            .tied_by_default = true};
 
+// transformers' Gemma2Model: Gemma 3's modules and norms without the q/k norms, one rope base, and
+// its scores and final logits soft-capped.
+constexpr ArchitectureTraits kGemma2Traits{.activation = Activation::kGeluTanh,
+                                           .norm = NormForm::kRmsOnePlusWeight,
+                                           .embed_scale_sqrt_hidden = true,
+                                           .post_norms = true,
+                                           .gguf_swa_pattern = 2,
+                                           .tied_by_default = true,
+                                           .logit_softcapping = true};
+
 // transformers' Phi3Model: Llama's modules, with q/k/v and gate/up each stored as one fused
 // tensor (split by role on load; the row's names are the parts'). llama.cpp's "phi3" files fuse
 // them the same way (attn_qkv; ffn_up holds gate then up), so its table names no q/k/v, gate or
@@ -146,6 +156,9 @@ const ArchitectureSpec kArchitectures[] = {
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
+    // Gemma 2 (gemma-2-2b-it, 9b, 27b): Hugging Face checkpoints, on the CPU backend (the CUDA
+    // attention kernels implement no soft-capping yet: refused at load).
+    {"Gemma2ForCausalLM", nullptr, kGemma2Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
     // Phi-3 (Phi-3-mini, Phi-4-mini): Llama-like but for its fused tensors; sliding_window binds
     // every layer when set (transformers' Phi3Attention). Its rope may rotate part of each head
     // (partial_rotary_factor) and scale by longrope (ModelConfig, model/rope.h). llama.cpp's

@@ -92,6 +92,9 @@ struct ArchitectureTraits {
   // Mixtral's form of those keys: every layer sparse, each expert intermediate_size wide, the top-k
   // routing weights always renormalised (transformers' MixtralSparseMoeBlock).
   bool moe_mixtral_keys = false;
+  // Reads attn_logit_softcapping and final_logit_softcapping (Gemma 2): each attention score and
+  // each final logit x becomes cap * tanh(x / cap). Other rows refuse the keys.
+  bool logit_softcapping = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

@@ -227,8 +227,9 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
-    MINIVLLM_CHECK(!r.has(key)) << p << ": unsupported " << key << " " << j.at(key).dump()
-                                << " (minivllm implements no tanh soft-capping)";
+    MINIVLLM_CHECK(!r.has(key) || c.traits().logit_softcapping)
+        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
+        << " (minivllm soft-caps Gemma 2's only)";
   }
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
       << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
@@ -327,6 +328,13 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   parse_rope(r, &c);
   parse_sliding_windows(r, &c);
   refuse_unsupported_features(r, c);
+  if (c.traits().logit_softcapping) {
+    c.attn_logit_softcapping = r.has("attn_logit_softcapping") ? r.get_double("attn_logit_softcapping") : 0.0;
+    c.final_logit_softcapping = r.has("final_logit_softcapping") ? r.get_double("final_logit_softcapping") : 0.0;
+    MINIVLLM_CHECK(c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0)
+        << path << ": attn_logit_softcapping and final_logit_softcapping must be >= 0 (0 or null: none), got "
+        << c.attn_logit_softcapping << " and " << c.final_logit_softcapping;
+  }
   if (r.has("query_pre_attn_scalar")) {
     const double s = r.get_double("query_pre_attn_scalar");
     MINIVLLM_CHECK(s > 0) << path << ": query_pre_attn_scalar must be > 0, got " << s;

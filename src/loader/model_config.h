@@ -63,6 +63,10 @@ struct ModelConfig {
   // count, top-k and width. num_experts 0: every layer's MLP is dense.
   MoeConfig moe;
   double attention_scale = 0;     // q k^T scale; 0: 1 / sqrt(head_dim) (Gemma 3: query_pre_attn_scalar^-1/2)
+  // Gemma 2's soft-capping (ArchitectureTraits::logit_softcapping): x -> cap * tanh(x / cap) on each
+  // scaled attention score and on each final logit; 0: none.
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;
   std::string torch_dtype = "bfloat16";
   // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).
   WeightQuantization quantization;

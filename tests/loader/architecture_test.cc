@@ -175,10 +175,21 @@ TEST(Architecture, Gemma3TraitsAndLayerKinds) {
             "model.layers.2.pre_feedforward_layernorm.weight");
   EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kAttnOutputNorm, 2),
             "model.layers.2.post_attention_layernorm.weight");
-  // Soft-capping is not implemented: refused, not ignored.
+  // Soft-capping is Gemma 2's only: refused here, not ignored.
   j["final_logit_softcapping"] = 30.0;
   write_text(dir.file("config.json"), j.dump());
-  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"final_logit_softcapping", "30"});
+  expect_error_naming([&] { load_hf_model_config(dir.str()); }, {"final_logit_softcapping", "30", "Gemma 2"});
+}
+
+// Gemma 2 (tests/goldens/gemma2-tiny): Gemma 3's traits without q/k norms, its soft-caps read.
+TEST(Architecture, Gemma2ReadsItsSoftCaps) {
+  const ModelConfig c = load_hf_model_config(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/gemma2-tiny");
+  EXPECT_STREQ(c.arch->hf_name, "Gemma2ForCausalLM");
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.attn_logit_softcapping, 5.0);
+  EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 10.0);
+  EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 0, 8}));
 }
 
 // Phi-3-mini-4k-instruct's published config.json: Llama-like, every layer sliding over 2,047 keys.

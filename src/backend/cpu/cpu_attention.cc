@@ -204,7 +204,7 @@ inline void tile_values(const float* p, const E* v, int64_t stride, int64_t len,
 // head the running max m, the sum l of exp(score - m), and acc = sum of exp(score - m) v (hd values
 // per head, unnormalised). An empty span leaves m = -inf, l = 0, acc = 0.
 void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, int64_t j_begin, int64_t j_end,
-                 float scale, float* m, float* l, float* acc) {
+                 float scale, float softcap, float* m, float* l, float* acc) {
   alignas(64) float qs[kMaxHeadsPerItem][kMaxHeadDim];
   alignas(64) float score[kKeyTile];
   for (int h = 0; h < heads; ++h) {
@@ -225,8 +225,15 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
     int64_t stride;
     len = key_tile(src, j0, j_end, hd, &kt, &vt, &kt16, &vt16, &stride);
     for (int h = 0; h < heads; ++h) {
-      const float tile_max = kt16 != nullptr ? tile_scores(qs[h], kt16, stride, len, hd, score)
-                                             : tile_scores(qs[h], kt, stride, len, hd, score);
+      float tile_max = kt16 != nullptr ? tile_scores(qs[h], kt16, stride, len, hd, score)
+                                       : tile_scores(qs[h], kt, stride, len, hd, score);
+      if (softcap > 0.0f) {  // Gemma 2: each scaled score through cap * tanh(score / cap)
+        tile_max = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < len; ++j) {
+          score[j] = softcap * std::tanh(score[j] / softcap);
+          tile_max = std::max(tile_max, score[j]);
+        }
+      }
       const float m_new = std::max(m[h], tile_max);
       const float correction = std::exp(m[h] - m_new);  // 0 on the first tile (m = -inf)
       cpu::exp_shifted(score, len, m_new);
@@ -251,11 +258,11 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
 
 // softmax(q k^T * scale) v over keys [j_begin, n_keys) for `heads` q heads sharing one kv head.
 void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t j_begin,
-                int64_t n_keys, float scale) {
+                int64_t n_keys, float scale, float softcap) {
   alignas(64) float acc[kMaxHeadsPerItem * kMaxHeadDim];
   float m[kMaxHeadsPerItem];
   float l[kMaxHeadsPerItem];
-  attend_span(q, heads, hd, src, j_begin, n_keys, scale, m, l, acc);
+  attend_span(q, heads, hd, src, j_begin, n_keys, scale, softcap, m, l, acc);
   for (int h = 0; h < heads; ++h) {
     const float inv = 1.0f / l[h];
 #pragma omp simd
@@ -294,6 +301,7 @@ struct AttentionPlan {
   const int32_t* cu_k;
   const int32_t* context_lens;
   float scale;
+  float softcap = 0.0f;  // Gemma 2's score cap; 0: none
   int64_t window;  // 0: every earlier key
 
   // The first key a query row seeing keys [0, n_keys) attends.
@@ -359,7 +367,7 @@ void AttentionPlan::run_item(int64_t item) const {
   if (splits > 1) {  // decode: one span of this sequence's keys
     const int64_t first = first_key(len_k), span = len_k - first;
     const int64_t j0 = first + span * split / splits, j1 = first + span * (split + 1) / splits;
-    attend_span(qkv + q_row0 * qkv_stride + h0 * hd, heads, hd, src, j0, j1, scale, partial,
+    attend_span(qkv + q_row0 * qkv_stride + h0 * hd, heads, hd, src, j0, j1, scale, softcap, partial,
                 partial + heads_per_item, partial + 2 * heads_per_item);
     return;
   }
@@ -367,7 +375,7 @@ void AttentionPlan::run_item(int64_t item) const {
     const int64_t row = q_row0 + r;
     const int64_t n_keys = len_k - len_q + r + 1;  // the query rows are the last of the key span
     attend_row(qkv + row * qkv_stride + h0 * hd, out + row * out_stride + h0 * hd, heads, hd, src,
-               first_key(n_keys), n_keys, scale);
+               first_key(n_keys), n_keys, scale, softcap);
   }
 }
 
@@ -436,6 +444,11 @@ int64_t check_sequences(const AttentionPlan& p, int64_t tokens, int64_t num_bloc
 
 }  // namespace
 
+void CpuBackend::set_attention_softcap(float cap) {
+  MINIVLLM_CHECK(cap >= 0.0f) << "attention soft-cap must be >= 0, got " << cap;
+  attention_softcap_ = cap;
+}
+
 void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                            float scale, int window, const Tensor& out) {
   cpu::check_tensor(qkv, DType::kF32, "attention", "qkv");
@@ -456,6 +469,7 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   p.qkv_stride = (static_cast<int64_t>(p.nq) + 2 * p.nkv) * p.hd;
   p.out_stride = static_cast<int64_t>(p.nq) * p.hd;
   p.scale = scale;
+  p.softcap = attention_softcap_;
   p.window = window;
   const int64_t tokens = cpu::rows_with_cols(qkv, p.qkv_stride, "attention", "qkv");
   MINIVLLM_CHECK(cpu::rows_with_cols(out, p.out_stride, "attention", "out") == tokens)

@@ -65,6 +65,8 @@ class CpuBackend : public Backend {
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                  float scale, int window, const Tensor& out) override;
+  void set_attention_softcap(float cap) override;
+  void softcap(const Tensor& x, float cap) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
   // Row-wise memcpy of src[R, c] into columns [col_start, col_start + c) of dst[R, C], any dtype (cpu_tp.cc).
@@ -112,6 +114,7 @@ class CpuBackend : public Backend {
   int num_threads_;
   cpu::ActScratch act_scratch_;  // linear's quantised activations (grown once, reused)
   std::vector<float> attention_partials_;  // decode attention's per-span softmax states (grown once)
+  float attention_softcap_ = 0.0f;         // set_attention_softcap (Gemma 2); 0: none
   std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
 };
 

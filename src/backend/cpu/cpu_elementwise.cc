@@ -64,6 +64,16 @@ void CpuBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation ac
   }
 }
 
+void CpuBackend::softcap(const Tensor& x, float cap) {
+  MINIVLLM_CHECK(cap > 0.0f) << "softcap: the cap must be > 0, got " << cap;
+  if (!x.defined()) return;  // the Transformer's start-up probe: supported
+  cpu::check_tensor(x, DType::kF32, "softcap", "x");
+  float* p = x.ptr<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for num_threads(num_threads_) if (n >= 65536) schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = cap * std::tanh(p[i] / cap);  // as transformers: x / cap, tanh, * cap
+}
+
 void CpuBackend::scale(const Tensor& x, float factor) {
   cpu::check_tensor(x, DType::kF32, "scale", "x");
   float* v = x.ptr<float>();
