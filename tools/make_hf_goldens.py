@@ -9,7 +9,8 @@ sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the
 made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
 phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
-experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits), OUTDIR/<model>/:
+experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
+the source of its GGUF), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -238,6 +239,16 @@ def gemma2_tiny_config():
         architectures=["Gemma2ForCausalLM"])
 
 
+def gemma2_tiny_gguf_config():
+    # The Gemma 2 that llama.cpp's GGUF describes (tools/make_tiny_gguf.py converts it): gemma2-tiny
+    # with its attention scaled by head_dim^-1/2 (query_pre_attn_scalar = head_dim, as the 2B and 9B
+    # publish it; GGUF has no key for it), its layers alternating sliding and global from layer 0
+    # (llama.cpp's gemma2 pattern).
+    config = gemma2_tiny_config()
+    config.query_pre_attn_scalar = 32
+    return config
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -260,7 +271,7 @@ def phi3_tiny_longrope_config():
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
-             "gemma2-tiny": INIT_STD / 8}
+             "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -278,6 +289,7 @@ MODELS = {
     "phi3-tiny-longrope": (phi3_tiny_longrope_config, False),
     "mixtral-tiny": (mixtral_tiny_config, False),
     "gemma2-tiny": (gemma2_tiny_config, False),
+    "gemma2-tiny-gguf": (gemma2_tiny_gguf_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

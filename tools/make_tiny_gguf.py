@@ -11,6 +11,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/llama3-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-moe-tiny-gguf
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mixtral-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma2-tiny-gguf
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -29,6 +30,9 @@ converter does per family, and the engine must read back:
     one 3-D tensor per role (ffn_gate_exps, ffn_up_exps, ffn_down_exps), the router as
     ffn_gate_inp in f32; expert_count, expert_used_count, expert_feed_forward_length. It has no
     dense layer, so qwen3-moe-tiny (mlp_only_layers) is refused by the converter.
+  gemma2 (gemma2-tiny.bf16.gguf, from gemma2-tiny-gguf): norms stored with the 1 added, as gemma3's;
+    attn_logit_softcapping, final_logit_softcapping and the sliding window as metadata, no layer
+    pattern (llama.cpp's gemma2 alternates from layer 0) and no query_pre_attn_scalar.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -53,6 +57,7 @@ FAMILIES = {
     "llama": ("llama", "LlamaModel", "llama3-tiny"),
     "qwen3_moe": ("qwen", "Qwen3MoeModel", "qwen3-moe-tiny"),
     "mixtral": ("llama", "LlamaModel", "mixtral-tiny"),
+    "gemma2": ("gemma", "Gemma2Model", "gemma2-tiny"),
 }
 
 
@@ -81,8 +86,8 @@ def placeholder_vocab(config, gguf, model_type):
         w.add_bos_token_id(ids["bos"])
         w.add_unk_token_id(unk)
         w.add_add_bos_token(True)
-        if model_type == "gemma3_text":
-            w.add_add_space_prefix(False)  # as Gemma3Model.set_vocab writes it
+        if model_type in ("gemma3_text", "gemma2"):
+            w.add_add_space_prefix(False)  # as Gemma3Model.set_vocab / Gemma2Model.set_vocab write it
 
     return set_vocab, pieces
 

@@ -156,9 +156,9 @@ const ArchitectureSpec kArchitectures[] = {
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
-    // Gemma 2 (gemma-2-2b-it, 9b, 27b): Hugging Face checkpoints, on the CPU backend (the CUDA
-    // attention kernels implement no soft-capping yet: refused at load).
-    {"Gemma2ForCausalLM", nullptr, kGemma2Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
+    // Gemma 2 (gemma-2-2b-it, 9b, 27b): Hugging Face checkpoints or llama.cpp's gemma2 GGUF, on the
+    // CPU backend (the CUDA attention kernels implement no soft-capping yet: refused at load).
+    {"Gemma2ForCausalLM", "gemma2", kGemma2Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},
     // Phi-3 (Phi-3-mini, Phi-4-mini): Llama-like but for its fused tensors; sliding_window binds
     // every layer when set (transformers' Phi3Attention). Its rope may rotate part of each head
     // (partial_rotary_factor) and scale by longrope (ModelConfig, model/rope.h). llama.cpp's

@@ -49,11 +49,12 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
     MINIVLLM_CHECK(type.empty() || type == "none")
         << f.path() << ": unsupported " << scaling << " \"" << type << "\" (minivllm implements none)";
   }
-  const std::string softcap = a + ".final_logit_softcapping";
-  if (f.find(softcap)) {
+  for (const char* key : {".final_logit_softcapping", ".attn_logit_softcapping"}) {
+    const std::string softcap = a + key;
+    if (!f.find(softcap) || c.traits().logit_softcapping) continue;
     const double cap = f.get_float(softcap, 0);
     MINIVLLM_CHECK(cap == 0) << f.path() << ": unsupported " << softcap << " = " << cap
-                             << " (minivllm implements no logit soft-capping)";
+                             << " (minivllm soft-caps Gemma 2's only)";
   }
   MINIVLLM_CHECK(!f.find_tensor("blk.0.attn_qkv.weight") || gguf_fuses(*c.arch, "blk.{L}.attn_qkv"))
       << f.path() << ": unsupported tensor 'blk.0.attn_qkv.weight' (q, k and v fused; minivllm reads them apart "
@@ -228,11 +229,18 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   read_rope(f, a, &c);
   read_sliding_windows(f, a, &c);
   if (c.traits().moe) read_moe(f, a, &c);
+  if (c.traits().logit_softcapping) {  // gemma2: both caps as metadata
+    c.attn_logit_softcapping = f.get_float(a + ".attn_logit_softcapping", 0);
+    c.final_logit_softcapping = f.get_float(a + ".final_logit_softcapping", 0);
+    MINIVLLM_CHECK(c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0)
+        << f.path() << ": " << a << "'s soft-caps must be >= 0, got " << c.attn_logit_softcapping << " and "
+        << c.final_logit_softcapping;
+  }
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
-  // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 3's queries by head_dim^-1/2, but
-  // by (hidden / heads)^-1/2 in the 62-layer model (the 27B), as gemma_pytorch does.
-  if (a == "gemma3" && c.num_layers == 62) {
+  // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 2's and 3's queries by head_dim^-1/2,
+  // but by (hidden / heads)^-1/2 in their 27Bs (46 and 62 layers), as gemma_pytorch does.
+  if ((a == "gemma3" && c.num_layers == 62) || (a == "gemma2" && c.num_layers == 46)) {  // the 27Bs
     c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads));
   }
   const bool all_f32 = std::all_of(f.tensors().begin(), f.tensors().end(),

@@ -54,7 +54,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // registry row: its experts under their own names (block_sparse_moe, w1 / w3 / w2), every layer
 // sparse, the top-2 weights renormalised; and its GGUF, which llama.cpp writes as "llama" with
 // experts (no expert width: feed_forward_length), the same goldens. gemma2-tiny soft-caps its
-// attention scores (cap 5) and final logits (cap 10), its layers 0 and 2 sliding over 8 keys.
+// attention scores (cap 5) and final logits (cap 10), its layers 0 and 2 sliding over 8 keys;
+// gemma2-tiny-gguf's GGUF (llama.cpp's gemma2: caps and window as metadata) gives its goldens.
 // phi3-tiny-longrope rotates 12 of 16 dims with longrope factors switched at 64 tokens: at
 // max_model_length 256 the engine uses the long factors (HF's goldens.json: prompts past 64), at
 // 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
@@ -195,6 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                                        "qwen3-moe-tiny.bf16.gguf", "", 0, true},
                                            GoldenParam{"gemma2-tiny", 1}, GoldenParam{"gemma2-tiny", 2},
                                            GoldenParam{"gemma2-tiny", 1, 16},
+                                           GoldenParam{"gemma2-tiny-gguf", 1, 1024, "none", "gemma2-tiny.bf16.gguf"},
+                                           GoldenParam{"gemma2-tiny-gguf", 2, 1024, "none", "gemma2-tiny.bf16.gguf"},
                                            GoldenParam{"mixtral-tiny", 1}, GoldenParam{"mixtral-tiny", 2},
                                            GoldenParam{"mixtral-tiny", 2, 1024, "none", "", "", 0, true},
                                            GoldenParam{"mixtral-tiny", 1, 16},
