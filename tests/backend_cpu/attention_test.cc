@@ -118,6 +118,16 @@ std::vector<float> fp8_round_trip_rows(const std::vector<float>& x, int hd) {
   return out;
 }
 
+// sum (out - exact)^2 / sum exact^2: how far a lossy cache's result is from the exact one.
+double relative_sq_error(const std::vector<float>& out, const std::vector<double>& exact) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    err += (out[i] - exact[i]) * (out[i] - exact[i]);
+    norm += exact[i] * exact[i];
+  }
+  return err / norm;
+}
+
 TEST_P(AttentionTest, MatchesReference) {
   const AttnCase c = GetParam();
   std::vector<SeqData> seqs;
@@ -138,13 +148,9 @@ TEST_P(AttentionTest, Fp8CacheMatchesReferenceOnItsValues) {
     s.v = fp8_round_trip_rows(s.v, c.hd);
   }
   expect_close(out, attention_ref(c, seqs, scale), "fp8 attention");
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    err += (out[i] - exact[i]) * (out[i] - exact[i]);
-    norm += exact[i] * exact[i];
-  }
-  EXPECT_GT(err / norm, 1e-8) << "the fp8 cache gave the unquantised result";
-  EXPECT_LT(err / norm, 5e-3) << "fp8 error far beyond e4m3's";
+  const double err = relative_sq_error(out, exact);
+  EXPECT_GT(err, 1e-8) << "the fp8 cache gave the unquantised result";
+  EXPECT_LT(err, 5e-3) << "fp8 error far beyond e4m3's";
 }
 
 // The bf16 cache (kv_cache_dtype bf16, as llama.cpp's f16 one): the fp32 computation over the
@@ -161,13 +167,9 @@ TEST_P(AttentionTest, Bf16CacheMatchesReferenceOnItsValues) {
     }
   }
   expect_close(out, attention_ref(c, seqs, scale), "bf16 attention");
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    err += (out[i] - exact[i]) * (out[i] - exact[i]);
-    norm += exact[i] * exact[i];
-  }
-  EXPECT_GT(err / norm, 1e-12) << "the bf16 cache gave the unrounded result";
-  EXPECT_LT(err / norm, 1e-4) << "bf16 error far beyond 8 mantissa bits'";
+  const double err = relative_sq_error(out, exact);
+  EXPECT_GT(err, 1e-12) << "the bf16 cache gave the unrounded result";
+  EXPECT_LT(err, 1e-4) << "bf16 error far beyond 8 mantissa bits'";
 }
 
 std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out) {

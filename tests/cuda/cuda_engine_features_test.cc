@@ -142,22 +142,31 @@ INSTANTIATE_TEST_SUITE_P(Budgets, CudaEngineFeatures, ::testing::Values(1024, 64
 // Qwen3-0.6B's config.json; the device copy has no ../shared): each prompt token after the first
 // against a log-softmax of score()'s row before it, the top 3 too. Three prompts in one batch (with
 // 64-token chunks, over several steps), the first already in the prefix cache (computed again).
-class CudaPromptLogprobs : public ::testing::TestWithParam<int> {};
+class CudaPromptLogprobs : public ::testing::TestWithParam<int> {
+ protected:
+  // Dummy weights of the config in $MINIVLLM_QWEN3_DIR, the test's token budget.
+  static EngineConfig dummy_qwen3(const char* dir, const char* device) {
+    EngineConfig c;
+    c.model = dir;
+    c.load_format = "dummy";
+    c.device = device;
+    c.block_size = 16;
+    c.max_num_seqs = 8;
+    c.max_model_length = 512;
+    c.max_num_batched_tokens = GetParam();
+    c.num_kvcache_blocks = 128;
+    return c;
+  }
+};
+
+#define MINIVLLM_QWEN3_DIR_OR_SKIP(dir)              \
+  MINIVLLM_SKIP_WITHOUT_CUDA();                        \
+  const char* dir = std::getenv("MINIVLLM_QWEN3_DIR"); \
+  if (dir == nullptr) GTEST_SKIP() << "MINIVLLM_QWEN3_DIR is not set"
 
 TEST_P(CudaPromptLogprobs, MatchScore) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  const char* dir = std::getenv("MINIVLLM_QWEN3_DIR");
-  if (dir == nullptr) GTEST_SKIP() << "MINIVLLM_QWEN3_DIR is not set";
-  EngineConfig c;
-  c.model = dir;
-  c.load_format = "dummy";
-  c.device = "cuda";
-  c.block_size = 16;
-  c.max_num_seqs = 8;
-  c.max_model_length = 512;
-  c.max_num_batched_tokens = GetParam();
-  c.num_kvcache_blocks = 128;
-  LLMEngine engine(c);
+  MINIVLLM_QWEN3_DIR_OR_SKIP(dir);
+  LLMEngine engine(dummy_qwen3(dir, "cuda"));
   const std::vector<std::vector<int32_t>> prompts = {prompt_of(70, 4), prompt_of(33, 5), prompt_of(130, 6)};
   SamplingParams plain;
   plain.temperature = 0;
@@ -191,17 +200,7 @@ TEST_P(CudaPromptLogprobs, MatchScore) {
 // dummy Qwen3-0.6B weights against the CPU backend's on the same seeded weights, cosine > 0.999
 // (bf16 activations against f32), whole and chunked prompts of 1 to 130 tokens.
 TEST_P(CudaPromptLogprobs, PooledStateMatchesTheCpu) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  const char* dir = std::getenv("MINIVLLM_QWEN3_DIR");
-  if (dir == nullptr) GTEST_SKIP() << "MINIVLLM_QWEN3_DIR is not set";
-  EngineConfig c;
-  c.model = dir;
-  c.load_format = "dummy";
-  c.block_size = 16;
-  c.max_num_seqs = 8;
-  c.max_model_length = 512;
-  c.max_num_batched_tokens = GetParam();
-  c.num_kvcache_blocks = 64;
+  MINIVLLM_QWEN3_DIR_OR_SKIP(dir);
   const std::vector<std::vector<int32_t>> prompts = {{42}, prompt_of(33, 5), prompt_of(130, 6)};
   SamplingParams p;
   p.temperature = 0;
@@ -209,13 +208,11 @@ TEST_P(CudaPromptLogprobs, PooledStateMatchesTheCpu) {
   p.pooling = true;
   std::vector<RequestOutput> gpu, cpu;
   {
-    c.device = "cuda";
-    LLMEngine engine(c);
+    LLMEngine engine(dummy_qwen3(dir, "cuda"));
     gpu = engine.generate(prompts, p);
   }
   {
-    c.device = "cpu";
-    LLMEngine engine(c);
+    LLMEngine engine(dummy_qwen3(dir, "cpu"));
     cpu = engine.generate(prompts, p);
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
