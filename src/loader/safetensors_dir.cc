@@ -100,6 +100,55 @@ std::unique_ptr<WeightSource> open_sharded(const std::string& dir, const std::st
   return source;
 }
 
+// A base model's checkpoint (transformers' Qwen3Model / LlamaModel saved alone, as embedding models
+// such as Qwen3-Embedding ship): its tensors lack the causal LM's "model." prefix. Served under the
+// prefixed names the registry asks for; names without the prefix (lm_head.weight) pass through.
+class BaseModelNames : public WeightSource {
+ public:
+  explicit BaseModelNames(std::unique_ptr<WeightSource> inner) : inner_(std::move(inner)) {}
+
+  bool has(const std::string& name) const override { return inner_->has(strip(name)); }
+  Tensor get_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const override {
+    return inner_->get_f32(strip(name), expected_shape);
+  }
+  Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                       int64_t length) const override {
+    return inner_->get_f32_slice(strip(name), full_shape, dim, start, length);
+  }
+  DType stored_dtype(const std::string& name) const override { return inner_->stored_dtype(strip(name)); }
+  Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
+                          int64_t length) const override {
+    return inner_->get_stored_slice(strip(name), full_shape, dim, start, length);
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out = inner_->names();
+    for (std::string& n : out) n = kPrefix + n;
+    return out;
+  }
+  std::string describe() const override { return inner_->describe(); }
+
+  // No tensor has the prefix, and the embedding is there without it.
+  static bool applies(const WeightSource& s) {
+    if (!s.has("embed_tokens.weight")) return false;
+    for (const std::string& n : s.names()) {
+      if (n.rfind(kPrefix, 0) == 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  static constexpr const char* kPrefix = "model.";
+  static std::string strip(const std::string& name) {
+    return name.rfind(kPrefix, 0) == 0 ? name.substr(std::char_traits<char>::length(kPrefix)) : name;
+  }
+  std::unique_ptr<WeightSource> inner_;
+};
+
+std::unique_ptr<WeightSource> with_base_model_names(std::unique_ptr<WeightSource> source) {
+  if (!BaseModelNames::applies(*source)) return source;
+  return std::make_unique<BaseModelNames>(std::move(source));
+}
+
 }  // namespace
 
 std::unique_ptr<WeightSource> open_safetensors_dir(const std::string& dir) {
@@ -108,11 +157,11 @@ std::unique_ptr<WeightSource> open_safetensors_dir(const std::string& dir) {
   if (fs::exists(single)) {
     auto source = std::make_unique<SafetensorsWeightSource>(dir);
     source->add_file(std::make_unique<SafetensorsFile>(single));
-    return source;
+    return with_base_model_names(std::move(source));
   }
   const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
   MINIVLLM_CHECK(fs::exists(index_path)) << "no model.safetensors or model.safetensors.index.json in " << dir;
-  return open_sharded(dir, index_path);
+  return with_base_model_names(open_sharded(dir, index_path));
 }
 
 }  // namespace minivllm

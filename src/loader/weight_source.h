@@ -50,7 +50,9 @@ class WeightSource {
   virtual std::string describe() const = 0;  // the path, for messages
 };
 
-// <dir>/model.safetensors or <dir>/model.safetensors.index.json with its shards, memory-mapped.
+// <dir>/model.safetensors or <dir>/model.safetensors.index.json with its shards, memory-mapped. A
+// base model's checkpoint (its tensors without the causal LM's "model." prefix, as embedding models
+// such as Qwen3-Embedding ship) is served under the prefixed names.
 std::unique_ptr<WeightSource> open_safetensors_dir(const std::string& dir);
 
 }  // namespace minivllm

@@ -4,13 +4,19 @@
 // and in chunks, a prompt already in the prefix cache, beside generation, and at world_size 2.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "api/llm_engine.h"
 #include "engine_test_util.h"
+#include "loader/safetensors.h"
+#include "loader/weight_source.h"
 
 namespace minivllm {
 namespace {
@@ -75,6 +81,34 @@ TEST_P(Embeddings, LastTokenStateMatchesTransformers) {
   const RequestOutput generated = engine.generate({prompts[2]}, greedy(3))[0];
   EXPECT_TRUE(generated.embedding.empty());
   EXPECT_EQ(generated.token_ids.size(), 3u);
+}
+
+// A base model's checkpoint (no "model." prefix, no lm_head: how embedding models such as
+// Qwen3-Embedding ship): qwen3-tiny's tensors so renamed load and give the same embeddings.
+TEST(EmbeddingsOfABaseModel, TensorsWithoutTheModelPrefixLoad) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("minivllm_base_model_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    const auto weights = open_safetensors_dir(golden_dir("qwen3-tiny"));
+    std::map<std::string, Tensor> stripped;
+    for (const std::string& name : weights->names()) {
+      if (name == "lm_head.weight") continue;  // tied
+      ASSERT_EQ(name.rfind("model.", 0), 0u) << name;
+      stripped[name.substr(6)] = weights->get_f32(name);
+    }
+    write_safetensors((dir / "model.safetensors").string(), stripped);
+    fs::copy_file(fs::path(golden_dir("qwen3-tiny")) / "config.json", dir / "config.json");
+  }
+  EngineConfig c = tiny_config("qwen3-tiny");
+  c.model = dir.string();
+  const std::vector<EmbeddingCase> cases = load_embeddings("qwen3-tiny");
+  {
+    LLMEngine engine(c);
+    const RequestOutput out = engine.generate({cases[2].prompt}, pooling())[0];
+    expect_embedding(out.embedding, cases[2].embedding, "base model");
+  }
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Embeddings,
