@@ -40,15 +40,11 @@ void Backend::take_sampled(int32_t* out_tokens, int rows) {
 }
 
 void Backend::set_attention_softcap(float cap) {
-  MINIVLLM_CHECK(cap == 0.0f) << "the " << (device() == DeviceKind::kCuda ? "cuda" : "cpu")
-                              << " backend's attention implements no logit soft-capping (attn_logit_softcapping "
-                              << cap << ", Gemma 2); run the model on the cpu backend (--device cpu)";
+  MINIVLLM_CHECK(cap == 0.0f) << "this backend's attention implements no logit soft-capping (cap " << cap << ")";
 }
 
 void Backend::softcap(const Tensor&, float cap) {
-  MINIVLLM_CHECK(cap == 0.0f) << "the " << (device() == DeviceKind::kCuda ? "cuda" : "cpu")
-                              << " backend implements no logit soft-capping (final_logit_softcapping " << cap
-                              << ", Gemma 2); run the model on the cpu backend (--device cpu)";
+  MINIVLLM_FAIL() << "this backend implements no logit soft-capping (cap " << cap << ")";
 }
 
 std::string Backend::moe_missing() const {

@@ -219,11 +219,11 @@ class Backend {
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
   // x (f32) *= factor, in place (Gemma's embedding scale on the residual stream).
   virtual void scale(const Tensor& x, float factor) = 0;
-  // Gemma 2's soft-capping (0: none). set_attention_softcap: every later attention() passes each
-  // scaled score s through cap * tanh(s / cap) before its softmax; softcap: x (f32) -> cap *
-  // tanh(x / cap) in place (the final logits; an undefined x only asks whether it is supported).
-  // The defaults take only 0 and otherwise throw naming what this backend lacks, which refuses such
-  // a model at start-up (the Transformer calls both there).
+  // Gemma 2's soft-capping; a backend without it refuses such a model at start-up through
+  // supports_softcap (the Transformer names it). set_attention_softcap: every later attention()
+  // passes each scaled score s through cap * tanh(s / cap) before its softmax (0: none); softcap:
+  // x (f32) -> cap * tanh(x / cap) in place (the final logits). The defaults throw.
+  virtual bool supports_softcap() const { return false; }
   virtual void set_attention_softcap(float cap);
   virtual void softcap(const Tensor& x, float cap);
 

@@ -67,6 +67,15 @@ struct SamplingParams {
   // final-normed hidden state of its last token (RequestOutput::embedding, last-token pooling, as
   // vLLM's for Qwen3-Embedding); the one token it then samples is not its point.
   bool pooling = false;
+  // An embedding request's parameters: pooling, one greedy token (eos ignored) that is not returned.
+  static SamplingParams embedding_request() {
+    SamplingParams p;
+    p.pooling = true;
+    p.temperature = 0;
+    p.max_tokens = 1;
+    p.ignore_eos = true;
+    return p;
+  }
 
   bool has_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;

@@ -232,9 +232,6 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   if (c.traits().logit_softcapping) {  // gemma2: both caps as metadata
     c.attn_logit_softcapping = f.get_float(a + ".attn_logit_softcapping", 0);
     c.final_logit_softcapping = f.get_float(a + ".final_logit_softcapping", 0);
-    MINIVLLM_CHECK(c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0)
-        << f.path() << ": " << a << "'s soft-caps must be >= 0, got " << c.attn_logit_softcapping << " and "
-        << c.final_logit_softcapping;
   }
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;

@@ -331,9 +331,6 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   if (c.traits().logit_softcapping) {
     c.attn_logit_softcapping = r.has("attn_logit_softcapping") ? r.get_double("attn_logit_softcapping") : 0.0;
     c.final_logit_softcapping = r.has("final_logit_softcapping") ? r.get_double("final_logit_softcapping") : 0.0;
-    MINIVLLM_CHECK(c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0)
-        << path << ": attn_logit_softcapping and final_logit_softcapping must be >= 0 (0 or null: none), got "
-        << c.attn_logit_softcapping << " and " << c.final_logit_softcapping;
   }
   if (r.has("query_pre_attn_scalar")) {
     const double s = r.get_double("query_pre_attn_scalar");
@@ -396,6 +393,9 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK_EQ(head_dim % 2, 0) << src << ": head_dim must be even (rotary pairs)";
   MINIVLLM_CHECK(rms_norm_eps > 0) << src << ": rms_norm_eps must be > 0, got " << rms_norm_eps;
   MINIVLLM_CHECK(rope_theta > 0) << src << ": rope_theta must be > 0, got " << rope_theta;
+  MINIVLLM_CHECK(attn_logit_softcapping >= 0 && final_logit_softcapping >= 0)
+      << src << ": attn_logit_softcapping and final_logit_softcapping must be >= 0 (0 or null: none), got "
+      << attn_logit_softcapping << " and " << final_logit_softcapping;
   MINIVLLM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
       << src << ": the rope's rotary dims (" << rotary_dim << ") must be even and at most head_dim " << head_dim;
   MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope" ||

@@ -47,9 +47,12 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
       << cfg_.source << ": " << cfg_.arch_name << " is a mixture-of-experts model, and " << backend_.moe_missing();
   backend_.check_attention_shape(num_local_heads(), num_local_kv_heads(), static_cast<int>(cfg_.head_dim));
   backend_.check_rotary_dim(static_cast<int>(cfg_.head_dim), static_cast<int>(cfg_.rope_dim()));
-  // Gemma 2's soft-capping: a backend without it refuses the model here, naming it.
-  backend_.set_attention_softcap(static_cast<float>(cfg_.attn_logit_softcapping));
-  if (cfg_.final_logit_softcapping > 0) backend_.softcap(Tensor(), static_cast<float>(cfg_.final_logit_softcapping));
+  MINIVLLM_CHECK((cfg_.attn_logit_softcapping == 0 && cfg_.final_logit_softcapping == 0) || backend_.supports_softcap())
+      << cfg_.source << ": " << cfg_.arch_name << " soft-caps its attention scores and logits "
+      << "(attn_logit_softcapping " << cfg_.attn_logit_softcapping << ", final_logit_softcapping "
+      << cfg_.final_logit_softcapping << "), which the " << (backend_.device() == DeviceKind::kCuda ? "cuda" : "cpu")
+      << " backend does not implement; run the model on the cpu backend (--device cpu)";
+  if (cfg_.attn_logit_softcapping > 0) backend_.set_attention_softcap(static_cast<float>(cfg_.attn_logit_softcapping));
   MINIVLLM_CHECK(max_num_tokens >= max_num_seqs && max_num_seqs >= 1)
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
   const ShardContext ctx{src, backend_, comm_};

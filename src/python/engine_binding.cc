@@ -172,11 +172,7 @@ void bind_engine(nb::module_& m) {
           "add_embedding_request",
           [](Engine& self, const Prompt& prompt) {
             return self.call(PyExc_ValueError, [&](LLMEngine& e) {
-              SamplingParams params;  // pooling: the prefill's last state; the one token it samples is dropped
-              params.pooling = true;
-              params.temperature = 0;
-              params.max_tokens = 1;
-              params.ignore_eos = true;
+              const SamplingParams params = SamplingParams::embedding_request();
               if (const auto* text = std::get_if<std::string>(&prompt)) return e.add_request(*text, params);
               return e.add_request(to_token_ids(std::get<std::vector<int64_t>>(prompt)), params);
             });

@@ -1,6 +1,7 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -357,33 +358,37 @@ std::vector<TokenLogprob> ModelRunner::compute_logprobs(const std::vector<int32_
   return out;
 }
 
-std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const StepInput& in, const Tensor& hidden) {
-  const int64_t n = static_cast<int64_t>(in.prompt_logprob_rows.size()), chunk = cfg_.max_num_seqs;
-  std::vector<TokenLogprob> out;
+void ModelRunner::for_row_chunks(const std::vector<int32_t>& row_ids,
+                                 const std::function<void(int64_t start, int64_t rows)>& f) {
+  const int64_t n = static_cast<int64_t>(row_ids.size()), chunk = cfg_.max_num_seqs;
   for (int64_t start = 0; start < n; start += chunk) {
     const int64_t rows = std::min(chunk, n - start);
-    backend_->copy_from_host(last_indices_.rows(0, rows), in.prompt_logprob_rows.data() + start);
+    backend_->copy_from_host(last_indices_.rows(0, rows), row_ids.data() + start);
+    f(start, rows);
+  }
+}
+
+std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const StepInput& in, const Tensor& hidden) {
+  std::vector<TokenLogprob> out;
+  for_row_chunks(in.prompt_logprob_rows, [&](int64_t start, int64_t rows) {
     Tensor logits = model_->gather_logits(model_->compute_logits(hidden, &last_indices_, rows));
-    if (rank_ != 0) continue;
+    if (rank_ != 0) return;
     const auto at = [&](const std::vector<int32_t>& v) {
       return std::vector<int32_t>(v.begin() + start, v.begin() + start + rows);
     };
     std::vector<TokenLogprob> part = compute_logprobs(at(in.prompt_logprob_top), logits, at(in.prompt_logprob_targets));
     out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
-  }
+  });
   return out;
 }
 
 std::vector<std::vector<float>> ModelRunner::pooled_rows(const StepInput& in, const Tensor& hidden) {
-  const int64_t n = static_cast<int64_t>(in.pool_rows.size()), chunk = cfg_.max_num_seqs;
   const int64_t h = model_cfg_.hidden_size;
   std::vector<std::vector<float>> out;
-  for (int64_t start = 0; start < n; start += chunk) {
-    const int64_t rows = std::min(chunk, n - start);
-    backend_->copy_from_host(last_indices_.rows(0, rows), in.pool_rows.data() + start);
+  for_row_chunks(in.pool_rows, [&](int64_t, int64_t rows) {
     const std::vector<float> flat = model_->hidden_rows_to_host(hidden, last_indices_, rows);
     for (int64_t r = 0; r < rows; ++r) out.emplace_back(flat.begin() + r * h, flat.begin() + (r + 1) * h);
-  }
+  });
   return out;
 }
 
@@ -548,17 +553,14 @@ std::vector<float> ModelRunner::prefill_all_logits(const StepInput& in) {
   MINIVLLM_CHECK(in.is_prefill && in.num_seqs() == 1) << "prefill_all_logits takes a one-sequence prefill";
   AttentionMetadata meta = prepare_prefill(in);
   Tensor hidden = model_->forward(input_ids_, positions_, kv_caches_, meta);
-  const int64_t n = meta.num_tokens, v = model_cfg_.vocab_size, chunk = cfg_.max_num_seqs;
+  const int64_t n = meta.num_tokens, v = model_cfg_.vocab_size;
   std::vector<float> out(rank_ == 0 ? static_cast<size_t>(n * v) : 0);
-  std::vector<int32_t> idx;
-  for (int64_t start = 0; start < n; start += chunk) {
-    const int64_t rows = std::min(chunk, n - start);
-    idx.resize(rows);
-    for (int64_t i = 0; i < rows; ++i) idx[i] = static_cast<int32_t>(start + i);
-    backend_->copy_from_host(last_indices_.rows(0, rows), idx.data());
+  std::vector<int32_t> every_row(static_cast<size_t>(n));
+  std::iota(every_row.begin(), every_row.end(), 0);
+  for_row_chunks(every_row, [&](int64_t start, int64_t rows) {
     Tensor logits = model_->gather_logits(model_->compute_logits(hidden, &last_indices_, rows));
     if (rank_ == 0) backend_->copy_to_host(out.data() + start * v, logits);
-  }
+  });
   return out;
 }
 

@@ -100,11 +100,14 @@ class ModelRunner {
   void apply_penalties(const StepInput& in, const Tensor& logits);
   std::vector<TokenLogprob> compute_logprobs(const std::vector<int32_t>& want, const Tensor& logits,
                                              const std::vector<int32_t>& tokens);
+  // f(start, rows) for consecutive chunks of at most max_num_seqs of `row_ids` (token rows), each
+  // chunk uploaded into last_indices_ first, the rows compute_logits and hidden_rows_to_host read.
+  void for_row_chunks(const std::vector<int32_t>& row_ids, const std::function<void(int64_t start, int64_t rows)>& f);
   // The prompt_logprob_rows' logits from the prefill's hidden states, a chunk of rows at a time
-  // through last_indices_ (collective at world_size > 1; rank 0 returns the logprobs). The caller
-  // uploads the sampling rows' indices again afterwards.
+  // (collective at world_size > 1; rank 0 returns the logprobs). The caller uploads the sampling
+  // rows' indices again afterwards.
   std::vector<TokenLogprob> prompt_logprobs(const StepInput& in, const Tensor& hidden);
-  // Rank 0: the pool_rows' final-normed hidden states (the same chunks through last_indices_).
+  // Rank 0: the pool_rows' final-normed hidden states (the same chunks).
   std::vector<std::vector<float>> pooled_rows(const StepInput& in, const Tensor& hidden);
   void check_input(const StepInput& in) const;
 

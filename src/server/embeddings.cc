@@ -84,19 +84,8 @@ void serve_embeddings(const ServingContext& ctx, const EmbeddingRequest& req, As
   }
   // Tokenize and check every input before submitting any, so a bad one costs the others nothing.
   std::vector<std::vector<int32_t>> ids;
-  for (const PromptInput& p : req.inputs) {
-    try {
-      ids.push_back(p.is_text ? ctx.engine.tokenize_text(p.text) : p.token_ids);
-    } catch (const std::exception& e) {
-      throw bad_param("input", public_message(e));
-    }
-    check_prompt_ids(ctx, ids.back(), "input");
-  }
-  SamplingParams params;
-  params.pooling = true;
-  params.temperature = 0;
-  params.max_tokens = 1;  // the one token its prefill samples is not returned
-  params.ignore_eos = true;
+  for (const PromptInput& p : req.inputs) ids.push_back(prompt_input_ids(ctx, p, "input"));
+  const SamplingParams params = SamplingParams::embedding_request();
   std::vector<std::unique_ptr<RequestHandle>> handles;
   int64_t prompt_tokens = 0;
   for (std::vector<int32_t>& p : ids) {

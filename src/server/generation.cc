@@ -38,29 +38,24 @@ struct Submitted {
 const char* prompt_param(const GenerationRequest& req) { return req.chat ? "messages" : "prompt"; }
 
 std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationRequest& req, const PromptInput* p) {
+  if (!req.chat) return prompt_input_ids(ctx, *p, "prompt");
   std::vector<int32_t> ids;
   try {
-    if (req.chat) {
-      if (!req.tools.tools_in_order.is_null()) {  // the template shows the tools to the model, as written
-        nlohmann::ordered_json vars = nlohmann::ordered_json::parse(req.chat_template_kwargs.dump());
-        vars["tools"] = req.tools.tools_in_order;
-        ids = ctx.engine.tokenize_chat(nlohmann::ordered_json::parse(req.messages.dump()), vars);
-      } else {
-        nlohmann::json vars = req.chat_template_kwargs;
-        if (!req.tools.tools.is_null()) vars["tools"] = req.tools.tools;
-        ids = ctx.engine.tokenize_chat(req.messages, vars);
-      }
-    } else if (p->is_text) {
-      ids = ctx.engine.tokenize_text(p->text);
+    if (!req.tools.tools_in_order.is_null()) {  // the template shows the tools to the model, as written
+      nlohmann::ordered_json vars = nlohmann::ordered_json::parse(req.chat_template_kwargs.dump());
+      vars["tools"] = req.tools.tools_in_order;
+      ids = ctx.engine.tokenize_chat(nlohmann::ordered_json::parse(req.messages.dump()), vars);
     } else {
-      ids = p->token_ids;
+      nlohmann::json vars = req.chat_template_kwargs;
+      if (!req.tools.tools.is_null()) vars["tools"] = req.tools.tools;
+      ids = ctx.engine.tokenize_chat(req.messages, vars);
     }
   } catch (const ApiError&) {
     throw;
   } catch (const std::exception& e) {
-    throw bad_param(prompt_param(req), public_message(e));
+    throw bad_param("messages", public_message(e));
   }
-  check_prompt_ids(ctx, ids, req.chat ? "messages" : "prompt");
+  check_prompt_ids(ctx, ids, "messages");
   return ids;
 }
 
@@ -390,6 +385,19 @@ void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<Acti
 }
 
 }  // namespace
+
+std::vector<int32_t> prompt_input_ids(const ServingContext& ctx, const PromptInput& p, const char* param) {
+  std::vector<int32_t> ids;
+  try {
+    ids = p.is_text ? ctx.engine.tokenize_text(p.text) : p.token_ids;
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw bad_param(param, public_message(e));
+  }
+  check_prompt_ids(ctx, ids, param);
+  return ids;
+}
 
 void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids, const char* param) {
   const int64_t vocab = ctx.engine.model_config().vocab_size;

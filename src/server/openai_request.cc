@@ -48,7 +48,6 @@ std::vector<int32_t> token_ids(const json& v, const char* key) {
   return ids;
 }
 
-
 // Sets the sampling key of `row` from body[param] (absent or null: not set). The table gives the
 // type and range; a sentinel (logprobs -1) is no value here: OpenAI's "not set" is null.
 void read_sampling_key(const json& body, const KeyRow<SamplingParams>& row, const char* param, SamplingParams& p) {

@@ -227,12 +227,9 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
     for (int h = 0; h < heads; ++h) {
       float tile_max = kt16 != nullptr ? tile_scores(qs[h], kt16, stride, len, hd, score)
                                        : tile_scores(qs[h], kt, stride, len, hd, score);
-      if (softcap > 0.0f) {  // Gemma 2: each scaled score through cap * tanh(score / cap)
-        tile_max = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < len; ++j) {
-          score[j] = softcap * std::tanh(score[j] / softcap);
-          tile_max = std::max(tile_max, score[j]);
-        }
+      if (softcap > 0.0f) {  // Gemma 2: each scaled score through cap * tanh(score / cap), which keeps the max
+        for (int64_t j = 0; j < len; ++j) score[j] = softcap * std::tanh(score[j] / softcap);
+        tile_max = softcap * std::tanh(tile_max / softcap);
       }
       const float m_new = std::max(m[h], tile_max);
       const float correction = std::exp(m[h] - m_new);  // 0 on the first tile (m = -inf)

@@ -65,6 +65,7 @@ class CpuBackend : public Backend {
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
                  float scale, int window, const Tensor& out) override;
+  bool supports_softcap() const override { return true; }
   void set_attention_softcap(float cap) override;
   void softcap(const Tensor& x, float cap) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;

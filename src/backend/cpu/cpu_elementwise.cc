@@ -66,7 +66,6 @@ void CpuBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation ac
 
 void CpuBackend::softcap(const Tensor& x, float cap) {
   MINIVLLM_CHECK(cap > 0.0f) << "softcap: the cap must be > 0, got " << cap;
-  if (!x.defined()) return;  // the Transformer's start-up probe: supported
   cpu::check_tensor(x, DType::kF32, "softcap", "x");
   float* p = x.ptr<float>();
   const int64_t n = x.numel();
