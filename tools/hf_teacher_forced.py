@@ -148,6 +148,11 @@ def save_weights(model, config, model_dir, fp8_block=None):
     weights set to what the file holds (bf16 upcast, projections dequantized) so that it is the
     fp32 reference on the dequantized weights."""
     sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
+    if config.model_type == "mixtral":
+        # transformers 5 names Mixtral's MoE block mlp in memory (gate, stacked experts); its
+        # save_pretrained and the published checkpoints keep block_sparse_moe, w1 / w3 / w2 per expert.
+        import make_hf_goldens as goldens  # noqa: E402  (the goldens' renaming, one copy)
+        sd = goldens.mixtral_names(goldens.per_expert(sd))
     tied = getattr(config, "tie_word_embeddings", False)
     if tied and config.model_type != "qwen3":
         sd.pop("lm_head.weight", None)
