@@ -68,7 +68,7 @@ class Shape:
 
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
-        families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral")
+        families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -78,9 +78,12 @@ class Shape:
         self.kv_heads = cfg.get("num_key_value_heads", self.q_heads)
         self.head_dim = cfg.get("head_dim") or self.hidden // self.q_heads
         self.vocab = cfg["vocab_size"]
-        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        gemma = arch.startswith("gemma")
+        # Gemma's configs leave tie_word_embeddings out: tied, transformers' default for them.
+        self.tied = bool(cfg.get("tie_word_embeddings", gemma))
+        self.norms_per_layer = 4 if gemma else 2  # Gemma 2 and 3 also norm each sublayer's output
         self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
-        self.qk_norm = arch.startswith("qwen3")
+        self.qk_norm = arch.startswith("qwen3") or arch == "gemma3_text"
         moe = arch in ("qwen3_moe", "mixtral")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
         self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
@@ -97,7 +100,7 @@ def weight_counts(s):
         "attention": s.layers * (h * q + 2 * h * kv + q * h),   # q, k, v, o at --weight-dtype
         "expert": s.layers * 3 * h * s.mlp_width,               # gate, up, down of one expert (dense: the MLP)
         "bias": s.layers * (q + 2 * kv) if s.qkv_bias else 0,   # bf16
-        "replicated": s.layers * (2 * h + (2 * s.head_dim if s.qk_norm else 0)
+        "replicated": s.layers * (s.norms_per_layer * h + (2 * s.head_dim if s.qk_norm else 0)
                                   + (h * s.experts if s.experts > 1 else 0)) + h,  # bf16, + the final norm
         "head": s.vocab * h,                                    # at --head-dtype
         "embedding": 0 if s.tied else s.vocab * h,              # at --head-dtype; one row read per token

@@ -110,7 +110,7 @@ constexpr ArchitectureTraits kGemma3Traits{.activation = Activation::kGeluTanh,
                                            .qk_norm = true,
                                            .embed_scale_sqrt_hidden = true,
                                            .post_norms = true,
-                                           .gguf_swa_pattern = 6,
+                                           .swa_pattern = 6,
                                            .tied_by_default = true};
 
 // transformers' Gemma2Model: Gemma 3's modules and norms without the q/k norms, one rope base, and
@@ -119,7 +119,7 @@ constexpr ArchitectureTraits kGemma2Traits{.activation = Activation::kGeluTanh,
                                            .norm = NormForm::kRmsOnePlusWeight,
                                            .embed_scale_sqrt_hidden = true,
                                            .post_norms = true,
-                                           .gguf_swa_pattern = 2,
+                                           .swa_pattern = 2,
                                            .tied_by_default = true,
                                            .logit_softcapping = true};
 

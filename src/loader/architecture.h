@@ -79,10 +79,11 @@ struct ArchitectureTraits {
   // Sandwich norms: each sublayer's output normed (kAttnOutputNorm, kFfnOutputNorm) before its
   // residual add (Gemma 2 and 3).
   bool post_norms = false;
-  // GGUF: which layers slide when the file sets attention.sliding_window but no
-  // attention.sliding_window_pattern. 0: every layer (llama.cpp's "llama" files from Mistral); n:
-  // llama.cpp's default pattern for the architecture, every n-th layer global (Gemma 3: 6).
-  int gguf_swa_pattern = 0;
+  // Which layers slide when the model sets a sliding window but names no layer kinds. 0: every
+  // layer (GGUF: llama.cpp's "llama" files from Mistral; HF: sliding_window_all_layers decides);
+  // n: every n-th layer global, the others sliding, the family's default in both transformers and
+  // llama.cpp (Gemma 3: 6; Gemma 2: 2, whose published configs have no layer_types).
+  int swa_pattern = 0;
   // tie_word_embeddings when config.json leaves it out (transformers' default for the family:
   // false for Llama's, true for Gemma 3's, whose published configs omit it).
   bool tied_by_default = false;

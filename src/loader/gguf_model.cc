@@ -133,7 +133,7 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
   const int64_t w = f.find(window) ? f.get_int(window) : 0;
   if (w <= 0) return;
   const std::string pattern_key = a + ".attention.sliding_window_pattern";
-  int64_t pattern = c->traits().gguf_swa_pattern;
+  int64_t pattern = c->traits().swa_pattern;
   std::vector<bool> sliding(n, true);
   if (const GgufValue* p = f.find(pattern_key); p && p->type == GgufValueType::kArray) {
     MINIVLLM_CHECK(p->ints.size() == n) << f.path() << ": " << pattern_key << " must hold one bool per layer ("
@@ -156,7 +156,7 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
   const std::string swa_base = a + ".rope.freq_base_swa";
   if (f.find(swa_base)) {
     c->rope_theta_sliding = f.get_float(swa_base, 0);
-  } else if (c->traits().gguf_swa_pattern > 0) {
+  } else if (c->traits().swa_pattern > 0) {
     c->rope_theta_sliding = 10000.0;
   }
 }

@@ -236,7 +236,7 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   // A sliding_window on a row without sliding layers (Llama: transformers ignores the key there):
   // refused where it would bind, rather than guessed at. parse_sliding_windows read the others.
   if (r.has("layer_types") || r.has("sliding_window_pattern") || !r.has("sliding_window")) return;
-  if (c.traits().use_sliding_window_key || c.traits().sliding_window_all_layers) return;
+  if (c.traits().use_sliding_window_key || c.traits().sliding_window_all_layers || c.traits().swa_pattern > 0) return;
   const int64_t window = r.get_int("sliding_window");
   if (window >= c.max_position_embeddings) return;
   MINIVLLM_CHECK(r.has("use_sliding_window") && !r.get_bool("use_sliding_window", false))
@@ -246,8 +246,9 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
 
 // Which layers slide, and over how many keys. transformers 5 lists each layer's kind in
 // layer_types, which then decides (4.x Gemma 3: sliding_window_pattern, every pattern-th layer
-// global); otherwise Qwen2/Qwen3 slide only with use_sliding_window: true, from layer
-// max_window_layers on, and Mistral slides every layer whenever sliding_window is set. A
+// global; 4.x Gemma 2: neither, the row's swa_pattern); otherwise Qwen2/Qwen3 slide only with
+// use_sliding_window: true, from layer max_window_layers on, and Mistral slides every layer
+// whenever sliding_window is set. A
 // "sliding_attention" layer takes the sliding rope (rope_theta_sliding); its window is 0 where it
 // never binds (no shorter than max_position_embeddings, where the engine caps the context).
 void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
@@ -279,6 +280,11 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
     }
   } else if (c->traits().sliding_window_all_layers && r.has("sliding_window")) {
     types.assign(static_cast<size_t>(c->num_layers), "sliding_attention");
+  } else if (c->traits().swa_pattern > 0 && r.has("sliding_window")) {  // Gemma 2's 4.x configs
+    const int64_t pattern = c->traits().swa_pattern;
+    for (int64_t i = 0; i < c->num_layers; ++i) {
+      types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
+    }
   } else {
     return;
   }

@@ -3,6 +3,8 @@
 // added to the registry alone) loading with its traits.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "loader/architecture.h"
@@ -190,6 +192,19 @@ TEST(Architecture, Gemma2ReadsItsSoftCaps) {
   EXPECT_DOUBLE_EQ(c.attn_logit_softcapping, 5.0);
   EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 10.0);
   EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 0, 8}));
+}
+
+// Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
+// transformers 4.42: a sliding_window and no layer_types, so the family's pattern decides, as 4.x
+// transformers' (layer i slides when i is even).
+TEST(Architecture, Gemma2PublishedConfigAlternatesSlidingLayers) {
+  std::ifstream in(std::string(MINIVLLM_SOURCE_DIR) + "/tools/configs/gemma-2-9b-it.json");
+  ASSERT_TRUE(in) << "tools/configs/gemma-2-9b-it.json";
+  const ModelConfig c = load_config(json::parse(in));
+  ASSERT_EQ(c.layer_sliding_window.size(), 42u);
+  for (size_t i = 0; i < 42; ++i) EXPECT_EQ(c.layer_sliding_window[i], i % 2 == 0 ? 4096 : 0) << "layer " << i;
+  EXPECT_DOUBLE_EQ(c.attn_logit_softcapping, 50.0);
+  EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 30.0);
 }
 
 // Phi-3-mini-4k-instruct's published config.json: Llama-like, every layer sliding over 2,047 keys.

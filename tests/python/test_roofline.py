@@ -74,6 +74,15 @@ class WeightBytes(unittest.TestCase):
         self.assertEqual((m.s.experts, m.s.experts_per_token, m.s.mlp_width), (8, 2, 14336))
         self.assertAlmostEqual(m.step_read_bytes(1), m.memory_bytes() - 2 * 32000 * 4096 - 6 * expert)
 
+    def test_gemma2_ties_its_head_and_norms_each_sublayer_twice(self):
+        path = ROOT / "tools" / "configs" / "gemma-2-9b-it.json"
+        m = roofline.Model(json.loads(path.read_text()))
+        h, layers = 3584, 42
+        linear = layers * (2 * h * 16 * 256 + 2 * h * 8 * 256 + 3 * h * 14336)
+        params = linear + layers * 4 * h + h + 256000 * h  # four norms a layer, one tied table
+        self.assertEqual(params, 9_241_705_984)  # the published 9.24B
+        self.assertEqual(m.memory_bytes(), 2 * params)
+
     def test_a_world_size_that_does_not_divide_is_named(self):
         with self.assertRaisesRegex(ValueError, "world size 3 does not divide the attention heads"):
             roofline.Model(config("llama-3.1-8b-instruct"), world_size=3)
