@@ -279,6 +279,8 @@ void Transformer::prepare_persistent_decode() {
     persistent_why_ = "sliding-window layers or a partial rotary";
   } else if (layers_.empty() || layers_[0].qkv_proj.bias() != nullptr) {
     persistent_why_ = "q/k/v biases";
+  } else if (cfg_.attn_logit_softcapping > 0) {
+    persistent_why_ = "soft-capped attention scores";
   }
   if (!persistent_why_.empty()) return;
   PersistentDecodeModel m;

@@ -27,12 +27,16 @@ struct AttentionCase {
   // sequence's keys stay NaN, so a kernel that lets them reach its output (0 * NaN) fails.
   bool poison_cache = false;
   // Multiply the q heads of the query rows and the k heads of every row: with q_gain * k_gain = 1
-  // the scores are the random ones while q's and k's magnitudes move far from theirs.
+  // the scores are the random ones while q's and k's magnitudes move far from theirs. The products
+  // are rounded to bf16 on the host, so both backends attend with the same q and k (the GPU's qkv
+  // is bf16): at large gains the softmax is nearly one-hot, and q rounded on one side only moved
+  // single outputs by 0.1.
   float q_gain = 1.0f;
   float k_gain = 1.0f;
   // Decode: AttentionMetadata::seq_order of both sides (empty: none, batch order).
   std::vector<int32_t> seq_order = {};
   int window = 0;  // Backend::attention's sliding window (0: none)
+  float softcap = 0.0f;  // Backend::set_attention_softcap on both sides (Gemma 2; 0: none)
 };
 
 struct AttentionOutputs {
@@ -114,7 +118,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   if (c.k_gain != 1.0f) {
     for (int64_t r = 0; r < history_rows; ++r) {
       float* k = history.ptr<float>() + r * width + static_cast<int64_t>(c.nq) * c.hd;
-      for (int64_t i = 0; i < static_cast<int64_t>(c.nkv) * c.hd; ++i) k[i] *= c.k_gain;
+      for (int64_t i = 0; i < static_cast<int64_t>(c.nkv) * c.hd; ++i) k[i] = bf16_to_f32(f32_to_bf16(k[i] * c.k_gain));
     }
   }
   // Query rows: the last len_q (decode: 1) history rows of each sequence.
@@ -127,7 +131,10 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   Tensor qkv = host_tensor(DType::kF32, {tokens, width});
   for (int64_t t = 0; t < tokens; ++t) {
     std::copy_n(history.ptr<float>() + rows[t] * width, width, qkv.ptr<float>() + t * width);
-    for (int64_t i = 0; i < static_cast<int64_t>(c.nq) * c.hd; ++i) qkv.ptr<float>()[t * width + i] *= c.q_gain;
+    for (int64_t i = 0; i < static_cast<int64_t>(c.nq) * c.hd; ++i) {
+      float& q = qkv.ptr<float>()[t * width + i];
+      q = bf16_to_f32(f32_to_bf16(q * c.q_gain));
+    }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   if (c.window > 0 && !c.no_cache) {  // blocks before every query's window: as if freed
@@ -141,6 +148,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   {
     SideMeta s = build_side(*b.cpu, c, history, slots, tables, table_cols, num_blocks);
     Tensor o = b.cpu->empty(DType::kF32, {tokens, static_cast<int64_t>(c.nq) * c.hd});
+    b.cpu->set_attention_softcap(c.softcap);
     b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o);
     out.cpu = download(*b.cpu, o);
   }
@@ -149,6 +157,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     const int64_t width_out = static_cast<int64_t>(c.nq) * c.hd;
     Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
     b.gpu->fill_bytes(o_and_sentinel, 0xFF);
+    b.gpu->set_attention_softcap(c.softcap);
     b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o_and_sentinel.rows(0, tokens));
     out.gpu = download(*b.gpu, o_and_sentinel);
     out.sentinel_intact = std::all_of(out.gpu.end() - width_out, out.gpu.end(), [](float v) { return std::isnan(v); });

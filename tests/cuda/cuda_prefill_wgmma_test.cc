@@ -46,6 +46,9 @@ TEST(CudaPrefillWgmma, ChoiceOfKernel) {  // host only
   EXPECT_EQ(pick(128, true, false, 256, 8), PrefillKernel::kMmaSync);
   EXPECT_EQ(pick(128, true, false, 256, 10), PrefillKernel::kMmaSync);
   EXPECT_EQ(pick(128, true, false, 256, 9, true), PrefillKernel::kMmaSync);
+  cuda::PrefillShape capped{128, true, false, 256, 9, false};
+  capped.softcap = true;  // Gemma 2's scores: only the mma.sync kernel caps them
+  EXPECT_EQ(cuda::prefill_kernel_choice(capped), PrefillKernel::kMmaSync);
 }
 
 TEST(CudaPrefillWgmma, WgmmaIsChosenOnHopper) {

@@ -72,6 +72,11 @@ class CudaBackend : public Backend {
   Tensor quantize_weight_fp8(const Tensor& w, int64_t col_begin, int64_t col_end) override;
   Tensor decoded_fp8_copy(const Tensor& w) override;
   void scale(const Tensor& x, float factor) override;
+  // Gemma 2: the decode kernels of decode_attention.cu and the mma.sync prefill kernel cap scores;
+  // a capped model's attention goes to them (cuda_ops.cc).
+  bool supports_softcap() const override { return true; }
+  void set_attention_softcap(float cap) override;
+  void softcap(const Tensor& x, float cap) override;
   void synchronize() override;
   void memory_info(size_t* free_bytes, size_t* total_bytes) override;
   size_t peak_memory_used() override { return stats_->peak.load(); }
@@ -369,6 +374,7 @@ class CudaBackend : public Backend {
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma
+  float attention_softcap_ = 0.0f;   // set_attention_softcap (Gemma 2); 0: none
   bool decode_seq_order_ = true;     // MINIVLLM_DECODE_SEQ_ORDER, else decode_use_seq_order: CTAs take seq_order
   int decode_mma_ring_ = -1;         // MINIVLLM_DECODE_MMA_RING: 0 registers, 1 ring, -1 decode_mma_ring
   int decode_mma_tiles_ = 0;         // MINIVLLM_DECODE_MMA_TILES: tiles a step of the register kernel, 0 = its default

@@ -33,6 +33,8 @@ void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
 // x[i] *= factor for n fp32 values.
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream);
+// x[i] = cap * tanh(x[i] / cap) for n fp32 values (Gemma 2's final-logit soft-capping).
+void launch_softcap_f32(float* x, int64_t n, float cap, cudaStream_t stream);
 // out[r, c] (bf16, or fp32) = hashed_uniform_value(h, base + r * row_stride + c): dummy weights
 // made in place (Backend::fill_hashed_uniform).
 // e4m3(value / scale) of the same values, rounded to nearest and saturating (Backend::fill_hashed_e4m3).
@@ -301,6 +303,10 @@ struct AttentionArgs {
   int wide_wave_ctas;
   int64_t num_tokens;  // prefill: rows of qkv (the extent of its TMA tensor map)
   float scale;
+  // Gemma 2: each scaled score s becomes softcap * tanh(s / softcap) before the softmax (0: none).
+  // The mma.sync prefill kernel and decode_attention.cu's kernels apply it; the launches send a
+  // capped model there (prefill_policy.h, CudaBackend::attention).
+  float softcap;
 };
 // Picks the kernel by prefill_kernel_choice (prefill_policy.h): the Hopper one
 // (launch_prefill_attention_wgmma, prefill_attention_wgmma.cu) or the mma.sync one.
@@ -359,13 +365,14 @@ bool decode_wide_fits(int head_dim, const DecodeHeadTiles& tiles);
 int decode_wide_granule(int head_dim, int group);
 // How the decode kernel covers the q heads of one kv head: `tiles` CTAs of up to `heads_per_cta`
 // heads each (tiles = 1 for the exact kernels: groups 1, 2, 4, 8 at head_dim 64 and 128). Other
-// groups take tiles of at most max_tile_heads (4 or 8) heads.
+// groups take tiles of at most max_tile_heads (4 or 8) heads; so does every group with exact false
+// (soft-capped scores: only the tiled kernels cap them).
 struct DecodeHeadTiles {
   int heads_per_cta;
   int tiles;
   bool exact;  // the exact kernel of heads_per_cta == group; else the tiled kernel of heads_per_cta
 };
-DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads);
+DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads, bool exact = true);
 // Wide CTAs of two q heads each (group / 2 CTAs a kv head, each reading the kv head's keys) for
 // the even groups whose q heads would not fit one wide CTA's registers (group x head_dim > 256 at
 // head_dim 64 / 128: the 8B models' group 4, Qwen3-30B-A3B's 8); tiles = 0 for any other shape.

@@ -1,6 +1,7 @@
 // The ops of CudaBackend: argument checks that name the tensor at fault, then one launch on the
 // backend's stream. No op allocates or synchronises, so a decode step can be captured.
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_backend_impl.h"
@@ -1069,6 +1070,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   a.num_kv_heads = nkv;
   a.head_dim = hd;
   a.scale = scale;
+  a.softcap = attention_softcap_;
   MINIVLLM_CHECK_GE(window, 0) << "attention: sliding window";
   a.window = window;
   const bool paged = cache.k.defined() && !cache.k.empty() && meta.block_tables.defined() && !meta.block_tables.empty();
@@ -1129,11 +1131,13 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   // Groups without an exact kernel take several CTAs per kv head (decode_head_tiles): the split
   // policy counts CTAs and the q heads each one writes.
   const int group = num_q_heads / nkv;
-  DecodeHeadTiles tiles = decode_head_tiles(hd, group, decode_max_tile_heads_);
+  // Soft-capped scores (Gemma 2) take the tiled kernels, the only ones with a capped instance.
+  const bool capped = a.softcap > 0.0f;
+  DecodeHeadTiles tiles = decode_head_tiles(hd, group, decode_max_tile_heads_, /*exact=*/!capped);
   // Small batches take wide CTAs (decode_policy.h: decode_use_wide); groups too large for one wide
   // CTA, wide CTAs of two heads each where MINIVLLM_DECODE_WIDE_PAIRS (decode_wide_head_pairs).
   const auto wide_at = [&](const DecodeHeadTiles& t) {
-    return decode_wide_ && decode_wide_fits(hd, t) &&
+    return !capped && decode_wide_ && decode_wide_fits(hd, t) &&
            (decode_wide_always_ || decode_use_wide(meta.num_seqs, nkv * t.tiles, num_sms_));
   };
   const DecodeHeadTiles pairs = decode_wide_head_pairs(hd, group);
@@ -1147,7 +1151,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   if (window > 0) max_context = std::min<int64_t>(max_context, window + kDecodeKeyAlign - 1);
   // The tensor-core kernel where it fits and pays (decode_policy.h: decode_use_mma), never for the
   // wide CTAs of small batches.
-  const bool mma = !wide && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
+  const bool mma = !wide && !capped && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
                    (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group));
   const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
   if (mma) {
@@ -1197,6 +1201,17 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
 void CudaBackend::scale(const Tensor& x, float factor) {
   check_gpu(x, DType::kF32, "scale", "x");
   launch_scale_f32(x.ptr<float>(), x.numel(), factor, stream_);
+}
+
+void CudaBackend::set_attention_softcap(float cap) {
+  MINIVLLM_CHECK(cap >= 0.0f && std::isfinite(cap)) << "attention soft-cap must be finite and >= 0, got " << cap;
+  attention_softcap_ = cap;
+}
+
+void CudaBackend::softcap(const Tensor& x, float cap) {
+  MINIVLLM_CHECK(cap > 0.0f && std::isfinite(cap)) << "softcap: the cap must be finite and > 0, got " << cap;
+  check_gpu(x, DType::kF32, "softcap", "x");
+  launch_softcap_f32(x.ptr<float>(), x.numel(), cap, stream_);
 }
 
 void CudaBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation act) {

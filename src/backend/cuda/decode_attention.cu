@@ -144,7 +144,7 @@ struct LaneWords {
 // registers, so the copies stay kRing - 1 steps ahead of the arithmetic. Unlike register loads,
 // the bytes in flight do not wait on the warps' arithmetic or their registers.
 template <int kHeadDim, int kGroup, int kUnroll, bool kExact, bool kFp8, int kCtaWarps = kWarps, int kElems = 8,
-          bool kStaged = false, int kRing = 0>
+          bool kStaged = false, int kRing = 0, bool kCap = false>
 __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionArgs a, int plan_partition,
                                                                       int num_splits, DecodeScratch scratch) {
   static_assert(!kStaged || (!kFp8 && kElems == 8), "staged keys: bf16, 8 elements a lane");
@@ -266,6 +266,9 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 
   const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
   const float qscale = a.scale * kLog2e;
+  // Soft-capping in the log2 domain the scores are in: cap * tanh(s / cap) of the natural score s,
+  // times log2(e), is c * tanh(d / c) of d = s log2(e), with c = cap log2(e).
+  const float cap_log2 = a.softcap * kLog2e;
 
   float q[kGroup][kElems];
 #pragma unroll
@@ -360,6 +363,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
 #pragma unroll
         for (int o = S::kLanes / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
         if constexpr (kFp8) d *= ks[u];  // after the sum: idle lanes (scale 0) keep no state that is read
+        if constexpr (kCap) d = cap_log2 * tanhf(d / cap_log2);
         s[u][g] = valid[u] ? d : -INFINITY;
       }
     }
@@ -554,10 +558,18 @@ void launch_wide_pairs(const AttentionArgs& a, int num_splits, int partition, co
 }
 
 // Any group: ceil(group / kGroup) CTAs per kv head.
+// Soft-capped scores (Gemma 2) take these kernels only, as their own instances (kCap): a uniform
+// branch on the cap in every kernel cost the uncapped models' batch-1 decode 2% (PERFORMANCE.md,
+// stop 79).
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const int tiles = (a.num_q_heads / a.num_kv_heads + kGroup - 1) / kGroup;
   const dim3 grid(num_splits, a.num_kv_heads * tiles, a.num_seqs);
+  if (a.softcap > 0.0f) {
+    launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false, kFp8, kWarps, 8, false, 0, true>, grid,
+                    dim3(kThreads), 0, st, a, partition, num_splits, sc);
+    return;
+  }
   launch_with_pdl(decode_split_kernel<kHeadDim, kGroup, 4, false, kFp8>, grid, dim3(kThreads), 0, st, a, partition,
                   num_splits, sc);
 }
@@ -609,8 +621,8 @@ void dispatch_head_dim(const AttentionArgs& a, const DecodeHeadTiles& tiles, int
 
 }  // namespace
 
-DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads) {
-  if (has_exact_kernel(head_dim, group)) return {group, 1, true};
+DecodeHeadTiles decode_head_tiles(int head_dim, int group, int max_tile_heads, bool exact) {
+  if (exact && has_exact_kernel(head_dim, group)) return {group, 1, true};
   // The smallest instantiated tile holding the group, at most max_tile_heads (4 or 8).
   int per_cta = group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8;
   per_cta = std::min(per_cta, max_tile_heads <= 4 ? 4 : 8);
@@ -648,6 +660,8 @@ void launch_decode_attention(const AttentionArgs& a, const DecodeHeadTiles& tile
                              const DecodeVariant& v, const DecodeScratch& scratch, cudaStream_t stream) {
   if (a.num_seqs == 0) return;
   MINIVLLM_CHECK(!v.wide || decode_wide_fits(a.head_dim, tiles)) << "decode attention: no wide kernel for this shape";
+  MINIVLLM_CHECK(a.softcap == 0.0f || (!tiles.exact && !v.wide))
+      << "decode attention: soft-capped scores take the tiled kernels (decode_head_tiles without exact ones)";
   if (a.kv_fp8) {  // the staged and ring kernels copy bf16 rows
     DecodeVariant fp8 = v;
     fp8.staged = fp8.ring = false;

@@ -127,6 +127,12 @@ __global__ void scale_f32_kernel(float* x, int64_t n, float factor) {
   if (i < n) x[i] *= factor;
 }
 
+__global__ void softcap_f32_kernel(float* x, int64_t n, float cap) {
+  pdl_wait();  // x is the previous kernel's output (the LM head's logits)
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = cap * tanhf(x[i] / cap);  // tanhf, not tanh.approx: the CPU's std::tanh to an ulp or two
+}
+
 // One thread per element, grid-stride: a load-time kernel, run once per weight. The value is stored
 // as f32, bf16 (rounded to nearest) or, with scale > 0, as the e4m3 code of value / scale: an IEEE
 // division (__fdiv_rn, whatever the compiler's flags) and cvt.rn.satfinite, the host's
@@ -250,6 +256,12 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream) {
   if (n == 0) return;
   launch_with_pdl(scale_f32_kernel, dim3(grid_for(n, 256)), dim3(256), 0, stream, x, n, factor);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_softcap_f32(float* x, int64_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_with_pdl(softcap_f32_kernel, dim3(grid_for(n, 256)), dim3(256), 0, stream, x, n, cap);
   CUDA_CHECK_LAUNCH();
 }
 

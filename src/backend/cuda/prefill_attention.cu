@@ -82,7 +82,9 @@ __device__ __forceinline__ uint4 load_fp8_chunk(const void* cache, const float* 
   return f32_to_bf16x8(f);
 }
 
-template <int kHeadDim, bool kFp8>
+// kCap: Gemma 2's soft-capped scores (AttentionArgs::softcap), a separate instance so that the
+// other models' kernel is unchanged.
+template <int kHeadDim, bool kFp8, bool kCap>
 __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   using T = PrefillTile<kHeadDim>;
   constexpr int kChunks = T::kChunks;
@@ -159,6 +161,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   cp_async_commit();
 
   const float scale_log2 = a.scale * kLog2e;
+  const float cap_log2 = a.softcap * kLog2e;  // Gemma 2's soft-cap in the scores' log2 domain (0: none)
   const int g = lane >> 2;  // fragment row (and row + 8)
   const int t4 = lane & 3;  // fragment column pair
   const int wr = warp * 16;
@@ -215,6 +218,7 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         float v = s[nt][c] * scale_log2;
+        if constexpr (kCap) v = cap_log2 * tanhf(v / cap_log2);  // before the mask: -inf stays -inf
         if (need_mask) {
           const int key = key0 + nt * 8 + t4 * 2 + (c & 1);
           const int limit = offset + q0 + wr + g + (c >> 1) * 8;
@@ -290,20 +294,26 @@ __global__ __launch_bounds__(kThreads) void prefill_kernel(AttentionArgs a) {
   }
 }
 
-template <int kHeadDim, bool kFp8>
+template <int kHeadDim, bool kFp8, bool kCap>
 void launch_prefill_of(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int bytes = PrefillTile<kHeadDim>::kSmemBytes;
-  allow_dynamic_smem<prefill_kernel<kHeadDim, kFp8>>(bytes);
+  allow_dynamic_smem<prefill_kernel<kHeadDim, kFp8, kCap>>(bytes);
   const dim3 grid((a.max_seqlen_q + kBlockM - 1) / kBlockM, a.num_seqs, a.num_q_heads);
-  prefill_kernel<kHeadDim, kFp8><<<grid, kThreads, bytes, stream>>>(a);
+  prefill_kernel<kHeadDim, kFp8, kCap><<<grid, kThreads, bytes, stream>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, bool kFp8>
+void launch_prefill_capped(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.softcap > 0.0f) return launch_prefill_of<kHeadDim, kFp8, true>(a, stream);
+  launch_prefill_of<kHeadDim, kFp8, false>(a, stream);
 }
 
 // The fp8 kernel only where there is an fp8 cache to read (without a cache keys come from qkv).
 template <int kHeadDim>
 void launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
-  if (a.kv_fp8 && a.k_cache != nullptr) return launch_prefill_of<kHeadDim, true>(a, stream);
-  launch_prefill_of<kHeadDim, false>(a, stream);
+  if (a.kv_fp8 && a.k_cache != nullptr) return launch_prefill_capped<kHeadDim, true>(a, stream);
+  launch_prefill_capped<kHeadDim, false>(a, stream);
 }
 
 }  // namespace
@@ -322,6 +332,7 @@ void launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   shape.sm_major = device_sm_major();
   shape.force_mma = prefill_kernel_checked() == "mma";
   shape.sliding_window = a.window > 0;
+  shape.softcap = a.softcap > 0.0f;
   if (prefill_kernel_choice(shape) == PrefillKernel::kWgmma) return launch_prefill_attention_wgmma(a, stream);
   switch (a.head_dim) {  // a supported shape (attention_shape_supported, checked in cuda_ops.cc)
     case 64: return launch_prefill<64>(a, stream);

@@ -3,8 +3,8 @@
 // The Hopper kernel (prefill_attention_wgmma.cu: wgmma, TMA, warp-specialised) takes the shapes
 // that matter for speed: bf16 keys (a bf16 cache, or no cache), head_dim 64 or 128, any GQA
 // group, block sizes from 16 up (TMA boxes of min(block_size, 128) rows), on an sm_90 device.
-// Everything else (an fp8 cache, head_dim 96 / 256, other devices) takes the mma.sync kernel
-// (prefill_attention.cu). MINIVLLM_PREFILL_KERNEL=mma forces the latter (tests, comparisons).
+// Everything else (an fp8 cache, head_dim 96 / 256, sliding windows, soft-capped scores, other
+// devices) takes the mma.sync kernel (prefill_attention.cu). MINIVLLM_PREFILL_KERNEL=mma forces the latter (tests, comparisons).
 #pragma once
 
 namespace minivllm::cuda {
@@ -19,6 +19,7 @@ struct PrefillShape {
   int sm_major;    // compute capability of the device
   bool force_mma;  // MINIVLLM_PREFILL_KERNEL=mma
   bool sliding_window = false;  // a sliding-window layer (AttentionArgs::window > 0)
+  bool softcap = false;         // soft-capped scores (AttentionArgs::softcap > 0, Gemma 2)
 };
 
 constexpr int kWgmmaMinBlockSize = 16;
@@ -27,6 +28,8 @@ inline PrefillKernel prefill_kernel_choice(const PrefillShape& s) {
   if (s.force_mma || s.sm_major != 9) return PrefillKernel::kMmaSync;
   // The wgmma kernel has no sliding window yet (its producer and V zeroing assume keys from 0).
   if (s.sliding_window) return PrefillKernel::kMmaSync;
+  // Nor soft-capping: the mma.sync kernel caps each score before its mask and max.
+  if (s.softcap) return PrefillKernel::kMmaSync;
   if (s.head_dim != 64 && s.head_dim != 128) return PrefillKernel::kMmaSync;
   if (s.has_cache && (s.kv_fp8 || s.block_size < kWgmmaMinBlockSize)) return PrefillKernel::kMmaSync;
   return PrefillKernel::kWgmma;
