@@ -45,14 +45,14 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_PREFETCH_SPLIT", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "tensor-core decode of one sequence: each CTA pulls its whole split (up to 1,024 keys) into L2 before "
      "its PDL wait; 0: its first tiles only (same entry)"},
-    {"MINIVLLM_FP8_BLOCK_GEMM", G::kTuning, K::kWord, "uncopied|all|0", 0, 0, "uncopied",
-     "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel from 9 to 256 tokens: those without a "
-     "bf16 copy (else decoded per call), or all (faster where the weights' bytes dominate, slower where "
-     "compute does: PERFORMANCE.md, \"Stop 77\"), or none"},
-    {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", G::kTuning, K::kInt, "", 9, 256, "256",
+    {"MINIVLLM_FP8_BLOCK_GEMM", G::kTuning, K::kWord, "uncopied|all|0", 0, 0, "all",
+     "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel from 9 tokens: all of them (those with "
+     "a bf16 copy up to MINIVLLM_FP8_BLOCK_GEMM_TOKENS), those without a copy (else decoded per call), or "
+     "none (PERFORMANCE.md, \"Stop 77\", \"Stop 79\")"},
+    {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", G::kTuning, K::kInt, "", 9, 256, "64",
      "with MINIVLLM_FP8_BLOCK_GEMM=all, the most tokens a weight with a bf16 copy takes the e4m3 kernel for "
-     "(larger batches: the copy's GEMM, at the same tensor rate as two terms but cuBLASLt's tiles; not yet "
-     "measured below 256: PERFORMANCE.md, \"Stop 77\")"},
+     "(larger batches: the copy's GEMM, at two terms' tensor rate with cuBLASLt's tiles). 64: Qwen3-32B-FP8 "
+     "+15.7% at 64 sequences, Qwen3-8B-FP8's workload level; 256 cost the latter 5% (PERFORMANCE.md, \"Stop 79\")"},
     {"MINIVLLM_FP8_BLOCK_GEMM_X", G::kTuning, K::kWord, "two|one", 0, 0, "two",
      "the e4m3 block GEMM's activations: two e4m3 terms a value (about bf16's precision, twice the tensor "
      "work) or one (W8A8: random-weight models lose teacher-forced agreement; PERFORMANCE.md, \"Stop 77\")"},

@@ -935,7 +935,7 @@ TEST(CudaFp8Linear, CublasLtTakesPerRowScales) {
 
 TEST(CudaFp8Linear, GemmReplaysInsideAGraph) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  // The bf16 copy's GEMM (default), and the e4m3 block GEMM with two terms (all): the replay writes
+  // The bf16 copy's GEMM (uncopied), and the e4m3 block GEMM with two terms (all): the replay writes
   // the eager call's bytes, near the CPU's.
   for (const char* block_gemm : {"uncopied", "all"}) {
     Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", block_gemm);

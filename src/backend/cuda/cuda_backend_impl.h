@@ -347,9 +347,9 @@ class CudaBackend : public Backend {
   // MINIVLLM_FP8_BLOCK_GEMM: which block-scaled weights fp8_block_gemm takes (those without a bf16
   // copy, all, or none)
   enum class Fp8BlockGemm { kOff, kUncopied, kAll };
-  Fp8BlockGemm fp8_block_gemm_ = Fp8BlockGemm::kUncopied;
+  Fp8BlockGemm fp8_block_gemm_ = Fp8BlockGemm::kAll;
   bool fp8_block_gemm_two_terms_ = true;  // MINIVLLM_FP8_BLOCK_GEMM_X: x as two e4m3 terms
-  int64_t fp8_block_gemm_copied_tokens_ = 256;  // MINIVLLM_FP8_BLOCK_GEMM_TOKENS (all: copied weights up to it)
+  int64_t fp8_block_gemm_copied_tokens_ = 64;  // MINIVLLM_FP8_BLOCK_GEMM_TOKENS (all: copied weights up to it)
   // fp8_block_gemm's x codes [kDecodeGemmMaxTokens, K] (twice: the second terms) and scales, grown
   // at load (decoded_fp8_copy) to the widest block-scaled weight's K, so that a captured step never
   // grows them.
