@@ -1,7 +1,7 @@
 // Fuzzes the HTTP request handlers' parsing, the part of the server a remote client reaches with
 // arbitrary bytes: the body through parse_json_body (size, nesting and syntax checks), then every
-// request kind's parser (completions, chat, tokenize, detokenize), which turn the JSON into prompts
-// and SamplingParams. The only allowed rejection is ApiError (or the engine's Error); whatever a
+// request kind's parser (completions, chat, tokenize, detokenize, embeddings), which turn the JSON
+// into prompts and SamplingParams. The only allowed rejection is ApiError (or the engine's Error); whatever a
 // parser accepts must also pass SamplingParams::validate, so the engine never sees a bad value.
 // The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
 // the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
@@ -13,6 +13,7 @@
 
 #include "server/api_error.h"
 #include "server/chat_reply.h"
+#include "server/embedding_request.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
 
@@ -35,11 +36,16 @@ void run(uint8_t kind, std::string_view body) {
     return;
   }
   try {
-    switch (kind % 4) {
+    switch (kind % 5) {
       case 0: check_accepted(server::parse_completion_request(j)); break;
       case 1: check_accepted(server::parse_chat_request(j)); break;
       case 2: (void)server::parse_tokenize_request(j); break;
-      default: (void)server::parse_detokenize_request(j); break;
+      case 3: (void)server::parse_detokenize_request(j); break;
+      default: {
+        const server::EmbeddingRequest e = server::parse_embedding_request(j, 1024);
+        if (e.inputs.empty() || e.inputs.size() > static_cast<size_t>(server::kMaxPrompts)) __builtin_trap();
+        break;
+      }
     }
   } catch (const server::ApiError& e) {
     if (e.status() < 400 || e.status() >= 500) __builtin_trap();
