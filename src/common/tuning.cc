@@ -51,8 +51,8 @@ constexpr Knob kKnobs[] = {
      "none (PERFORMANCE.md, \"Stop 77\", \"Stop 79\")"},
     {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", G::kTuning, K::kInt, "", 9, 256, "64",
      "with MINIVLLM_FP8_BLOCK_GEMM=all, the most tokens a weight with a bf16 copy takes the e4m3 kernel for "
-     "(larger batches: the copy's GEMM, at two terms' tensor rate with cuBLASLt's tiles). 64: Qwen3-32B-FP8 "
-     "+15.7% at 64 sequences, Qwen3-8B-FP8's workload level; 256 cost the latter 5% (PERFORMANCE.md, \"Stop 79\")"},
+     "(larger batches: the copy's GEMM, at two terms' tensor rate with cuBLASLt's tiles); past 64 the "
+     "compute-bound batches lose with it (PERFORMANCE.md, \"Stop 79\")"},
     {"MINIVLLM_FP8_BLOCK_GEMM_X", G::kTuning, K::kWord, "two|one", 0, 0, "two",
      "the e4m3 block GEMM's activations: two e4m3 terms a value (about bf16's precision, twice the tensor "
      "work) or one (W8A8: random-weight models lose teacher-forced agreement; PERFORMANCE.md, \"Stop 77\")"},

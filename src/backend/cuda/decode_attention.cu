@@ -559,8 +559,8 @@ void launch_wide_pairs(const AttentionArgs& a, int num_splits, int partition, co
 
 // Any group: ceil(group / kGroup) CTAs per kv head.
 // Soft-capped scores (Gemma 2) take these kernels only, as their own instances (kCap): a uniform
-// branch on the cap in every kernel cost the uncapped models' batch-1 decode 2% (PERFORMANCE.md,
-// stop 79).
+// branch on the cap in every kernel slowed the uncapped models' batch-1 decode (PERFORMANCE.md,
+// "Stop 79").
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_tiled(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
   const int tiles = (a.num_q_heads / a.num_kv_heads + kGroup - 1) / kGroup;
