@@ -207,39 +207,67 @@ std::unique_ptr<RequestHandle> AsyncEngine::submit_chat(const nlohmann::json& me
   return submit_tokens(tokenize_chat(messages, template_vars), params);
 }
 
+int64_t AsyncEngine::add_tracked(std::vector<int32_t> ids, const SamplingParams& params,
+                                 std::shared_ptr<RequestStream> stream, Clock::time_point deadline) {
+  MINIVLLM_CHECK(!dead_.load()) << "the engine died (" << death() << ") and takes no requests";
+  refuse_when_full(stream->num_choices());
+  const int64_t id = engine_->add_request(std::move(ids), params);
+  Tracked& t = tracked_[id];
+  t.arrival = Clock::now();
+  t.deadline = deadline;
+  t.last_token_at.assign(stream->num_choices(), t.arrival);
+  t.got_first_token.assign(stream->num_choices(), false);
+  t.stream = std::move(stream);
+  return id;
+}
+
 std::unique_ptr<RequestHandle> AsyncEngine::submit_tokens(std::vector<int32_t> prompt_token_ids,
                                                           const SamplingParams& params, Clock::time_point deadline) {
+  std::vector<std::vector<int32_t>> one;
+  one.push_back(std::move(prompt_token_ids));
+  return std::move(submit_tokens_batch(std::move(one), {params}, deadline).at(0));
+}
+
+std::vector<std::unique_ptr<RequestHandle>> AsyncEngine::submit_tokens_batch(std::vector<std::vector<int32_t>> prompts,
+                                                                             const std::vector<SamplingParams>& params,
+                                                                             Clock::time_point deadline) {
+  MINIVLLM_CHECK_EQ(prompts.size(), params.size()) << "submit_tokens_batch: prompts and params";
   // A new schema compiles here, on the submitter's thread, not on the engine's between two steps.
-  engine_->compile_structured_outputs(params);
-  auto stream = std::make_shared<RequestStream>(std::max(1, params.n));
-  auto added = std::make_shared<std::promise<int64_t>>();
-  std::future<int64_t> id_future = added->get_future();
-  const bool queued = core_->push([this, ids = prompt_token_ids, params, stream, added, deadline]() mutable {
-    int64_t id = -1;
+  for (const SamplingParams& p : params) engine_->compile_structured_outputs(p);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const SamplingParams& p : params) streams.push_back(std::make_shared<RequestStream>(std::max(1, p.n)));
+  auto added = std::make_shared<std::promise<std::vector<int64_t>>>();
+  std::future<std::vector<int64_t>> ids_future = added->get_future();
+  const bool queued = core_->push([this, prompts, params, streams, added, deadline]() mutable {
+    std::vector<int64_t> ids;
     try {
-      MINIVLLM_CHECK(!dead_.load()) << "the engine died (" << death() << ") and takes no requests";
-      refuse_when_full(stream->num_choices());
-      id = engine_->add_request(std::move(ids), params);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        ids.push_back(add_tracked(std::move(prompts[i]), params[i], streams[i], deadline));
+      }
     } catch (...) {
+      for (int64_t id : ids) end_request(id, "abort", "");  // all or none: those added before go
       added->set_exception(std::current_exception());
       return;
     }
-    Tracked& t = tracked_[id];
-    t.stream = stream;
-    t.arrival = Clock::now();
-    t.deadline = deadline;
-    t.last_token_at.assign(stream->num_choices(), t.arrival);
-    t.got_first_token.assign(stream->num_choices(), false);
-    added->set_value(id);
+    {  // counted before the submitter returns (publish_stats comes after the whole batch of commands)
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.num_requests_in_flight = static_cast<int>(tracked_.size());
+    }
+    added->set_value(std::move(ids));
   });
   MINIVLLM_CHECK(queued) << "the engine has shut down";
-  int64_t id = -1;
+  std::vector<int64_t> ids;
   try {
-    id = id_future.get();
+    ids = ids_future.get();
   } catch (const std::future_error&) {
     MINIVLLM_FAIL() << "the engine shut down before the request was added";
   }
-  return std::unique_ptr<RequestHandle>(new RequestHandle(core_, id, std::move(stream), std::move(prompt_token_ids)));
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    handles.push_back(std::unique_ptr<RequestHandle>(
+        new RequestHandle(core_, ids[i], std::move(streams[i]), std::move(prompts[i]))));
+  }
+  return handles;
 }
 
 void AsyncEngine::abort(int64_t id) { core_->push_abort(id); }

@@ -104,6 +104,13 @@ class AsyncEngine {
   // request ends with finish_reason "error". Thread-safe.
   std::unique_ptr<RequestHandle> submit_tokens(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
                                                Clock::time_point deadline = kNoDeadline);
+  // Several requests (one HTTP call's prompts or inputs) added between the same two steps, so that
+  // they are scheduled together; submitted one by one, each would wait for the step in progress.
+  // All or none: when one is refused, those added before it are aborted and its error thrown.
+  // prompts and params have the same length.
+  std::vector<std::unique_ptr<RequestHandle>> submit_tokens_batch(std::vector<std::vector<int32_t>> prompts,
+                                                                  const std::vector<SamplingParams>& params,
+                                                                  Clock::time_point deadline = kNoDeadline);
   std::unique_ptr<RequestHandle> submit_text(const std::string& prompt, const SamplingParams& params);
   std::unique_ptr<RequestHandle> submit_chat(const nlohmann::json& messages, const SamplingParams& params,
                                              const nlohmann::json& template_vars = nlohmann::json::object());
@@ -152,6 +159,9 @@ class AsyncEngine {
   void process_commands();
   void step_once();
   void refuse_when_full(int num_choices);
+  // Engine thread: refuse_when_full, then the engine's add_request, then the request tracked.
+  int64_t add_tracked(std::vector<int32_t> ids, const SamplingParams& params, std::shared_ptr<RequestStream> stream,
+                      Clock::time_point deadline);
   void end_expired(Clock::time_point now);
   void check_alive();
   void dispatch(StepResult& result);

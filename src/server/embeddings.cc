@@ -1,7 +1,9 @@
 #include "server/embeddings.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "server/api_error.h"
 #include "server/openai_response.h"
@@ -46,7 +48,7 @@ std::string base64_f32(const std::vector<float>& v) {
 }
 
 void serve_embeddings(const ServingContext& ctx, const EmbeddingRequest& req, AsyncEngine::Clock::time_point deadline,
-                      httplib::Response& res) {
+                      ClientWatch& client, httplib::Response& res) {
   if (!req.model.empty() && req.model != ctx.model_name) {
     throw ApiError(404, "The model `" + req.model + "` does not exist; this server serves `" + ctx.model_name + "`",
                    "model");
@@ -55,22 +57,37 @@ void serve_embeddings(const ServingContext& ctx, const EmbeddingRequest& req, As
   std::vector<std::vector<int32_t>> ids;
   for (const PromptInput& p : req.inputs) ids.push_back(prompt_input_ids(ctx, p, "input"));
   const SamplingParams params = SamplingParams::embedding_request();
-  std::vector<std::unique_ptr<RequestHandle>> handles;
   int64_t prompt_tokens = 0;
-  for (std::vector<int32_t>& p : ids) {
-    prompt_tokens += static_cast<int64_t>(p.size());
-    try {
-      handles.push_back(ctx.engine.submit_tokens(std::move(p), params, deadline));
-    } catch (const QueueFullError& e) {
-      throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
-    } catch (const std::exception& e) {
+  for (const std::vector<int32_t>& p : ids) prompt_tokens += static_cast<int64_t>(p.size());
+  // Every input between the same two steps, so they are pooled together (all or none).
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  try {
+    handles = ctx.engine.submit_tokens_batch(std::move(ids), std::vector<SamplingParams>(req.inputs.size(), params),
+                                             deadline);
+  } catch (const QueueFullError& e) {
+    throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);
+  } catch (const std::exception& e) {
+    if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+    throw ApiError(400, public_message(e), "input");
+  }
+  // Each input's output as it ends. Returning early drops the handles, which aborts what is left.
+  std::vector<std::optional<RequestOutput>> outputs(handles.size());
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < handles.size(); ++i) {
+    while (!outputs[i]) {
       if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
-      throw ApiError(400, public_message(e), "input");
+      if (std::chrono::steady_clock::now() - start >= kKeepAliveInterval && client.gone()) {
+        res.status = 499;  // nginx's "client closed request": nobody reads it
+        return;
+      }
+      for (StreamEvent& e : handles[i]->next(kPollInterval)) {
+        if (e.final) outputs[i] = std::move(*e.final);
+      }
     }
   }
   json data = json::array();
   for (size_t i = 0; i < handles.size(); ++i) {
-    const RequestOutput o = handles[i]->wait().at(0);
+    const RequestOutput& o = *outputs[i];
     if (o.finish_reason == "error") throw ApiError(500, "embedding failed: " + o.error);
     if (o.embedding.empty()) throw ApiError(500, "embedding failed: the request ended (" + o.finish_reason + ") unpooled");
     const std::vector<float> e = l2_normalised(o.embedding);

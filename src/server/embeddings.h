@@ -16,9 +16,11 @@
 
 namespace minivllm::server {
 
-// One pooling request per input through the AsyncEngine; the whole response written to `res`.
+// One pooling request per input through the AsyncEngine; the whole response written to `res`. As a
+// whole generation: a shutdown answers 503, and a client that hung up (ClientWatch, looked at past
+// kKeepAliveInterval) gets nothing (499) and its requests are aborted.
 void serve_embeddings(const ServingContext& ctx, const EmbeddingRequest& req, AsyncEngine::Clock::time_point deadline,
-                      httplib::Response& res);
+                      ClientWatch& client, httplib::Response& res);
 
 // The L2-normalised vector (a zero vector stays zero), and its base64 form (little-endian f32).
 std::vector<float> l2_normalised(std::vector<float> v);

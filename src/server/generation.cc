@@ -15,12 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::chrono::milliseconds kPollInterval{200};
 // What a refused client is told to wait: a few steps' worth, long enough for the queue to move.
 constexpr int kRetryAfterS = 1;
-// A stream with nothing to send writes an SSE comment this often: it keeps proxies from timing
-// out, and a failed write is how a client that went away is noticed (httplib 0.11 does not tell).
-constexpr std::chrono::milliseconds kKeepAliveInterval{1000};
 
 // Every request of one HTTP call: one per prompt, each with n choices.
 struct Submitted {
@@ -138,20 +134,19 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
       s.echo_texts.push_back(p.is_text ? p.text : ctx.engine.detokenize(p.token_ids));
     }
   }
-  for (size_t i = 0; i < num_prompts; ++i) {
-    try {
-      s.handles.push_back(ctx.engine.submit_tokens(std::move(ids[i]), params[i], deadline));
-    } catch (const QueueFullError& e) {
-      throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);  // those submitted are aborted
-    } catch (const ConfigKeyError& e) {  // a sampling key the model refuses (a logit_bias id past its vocabulary)
-      if (req.tools.forces_calls() && e.key() == "structured_outputs") {  // the grammar made from the tools
-        throw bad_param("tools", "the functions' parameters " + e.problem());
-      }
-      throw bad_param(e.key(), e.problem());
-    } catch (const std::exception& e) {
-      if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
-      throw ApiError(400, public_message(e), prompt_param(req));  // those submitted are aborted
+  // All of them between the same two steps, so they are scheduled together (all or none).
+  try {
+    s.handles = ctx.engine.submit_tokens_batch(std::move(ids), params, deadline);
+  } catch (const QueueFullError& e) {
+    throw ApiError(503, public_message(e)).with_retry_after(kRetryAfterS);
+  } catch (const ConfigKeyError& e) {  // a sampling key the model refuses (a logit_bias id past its vocabulary)
+    if (req.tools.forces_calls() && e.key() == "structured_outputs") {  // the grammar made from the tools
+      throw bad_param("tools", "the functions' parameters " + e.problem());
     }
+    throw bad_param(e.key(), e.problem());
+  } catch (const std::exception& e) {
+    if (ctx.stopping.load()) throw ApiError(503, "the server is shutting down");
+    throw ApiError(400, public_message(e), prompt_param(req));
   }
   return s;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,13 @@
 #include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
+
+// How long a handler waits on the engine between looks at the server's state and its client.
+inline constexpr std::chrono::milliseconds kPollInterval{200};
+// A stream with nothing to send writes an SSE comment this often: it keeps proxies from timing
+// out, and a failed write is how a client that went away is noticed (httplib 0.11 does not tell).
+// A whole response first watches its client once it has waited this long.
+inline constexpr std::chrono::milliseconds kKeepAliveInterval{1000};
 
 struct ServingContext {
   AsyncEngine& engine;

@@ -240,7 +240,8 @@ void HttpServer::add_routes() {
            const auto now = AsyncEngine::Clock::now();
            const json body = parse_json_body(req.body);
            const EmbeddingRequest e = parse_embedding_request(body, engine_.model_config().hidden_size);
-           serve_embeddings(*context_, e, request_deadline(body, options_.request_timeout_s, now), res);
+           ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+           serve_embeddings(*context_, e, request_deadline(body, options_.request_timeout_s, now), client, res);
          }));
 }
 

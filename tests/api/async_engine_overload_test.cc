@@ -57,6 +57,23 @@ TEST(AsyncEngineOverload, AFullWaitingQueueRefusesAndCounts) {
   EXPECT_NO_THROW(engine.submit_tokens(ids, long_greedy())->wait());
 }
 
+// One HTTP call's prompts go in together, all or none: a batch that the queue cannot take whole is
+// refused, and the requests of it already added are aborted, not left running for nobody.
+TEST(AsyncEngineOverload, ABatchIsAddedWholeOrNotAtAll) {
+  AsyncEngine engine(pressure_config(/*max_num_seqs=*/1, /*max_waiting_requests=*/3));
+  const std::vector<int32_t> ids = engine.tokenize_text("Once upon a time");
+  engine.pause_generation();
+  EXPECT_THROW(engine.submit_tokens_batch({ids, ids, ids, ids}, std::vector<SamplingParams>(4, long_greedy())),
+               QueueFullError);
+  EXPECT_EQ(engine.stats().num_requests_in_flight, 0) << "a refused batch left some of its requests";
+  auto batch = engine.submit_tokens_batch({ids, ids, ids}, std::vector<SamplingParams>(3, long_greedy()));
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(engine.stats().num_requests_in_flight, 3);
+  EXPECT_EQ(batch[2]->prompt_token_ids(), ids);
+  engine.resume_generation();
+  for (auto& h : batch) EXPECT_EQ(h->wait().at(0).finish_reason, "length");
+}
+
 TEST(AsyncEngineOverload, ARequestPastItsDeadlineEndsWithAnErrorAndFreesItsBlocks) {
   AsyncEngine engine(pressure_config(/*max_num_seqs=*/16, /*max_waiting_requests=*/16));
   const std::vector<int32_t> ids = engine.tokenize_text("Once upon a time");

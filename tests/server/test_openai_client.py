@@ -337,6 +337,25 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertLess(made, 1000, "the request ran to max_tokens after its client left")
         self.assert_serves()
 
+    def test_disconnect_while_waiting_for_embeddings_aborts(self):
+        """An embeddings request whose client hangs up is aborted: most of its inputs are never pooled."""
+        before = metrics(self.base)["minivllm:prompt_tokens_total"]
+        inputs = [[(7 * i + 13 * j) % 20000 + 100 for j in range(1000)] for i in range(64)]  # 64,000 prompt tokens
+        body = json.dumps({"model": NAME, "input": inputs}).encode()
+        host, port = self.base.split("//", 1)[1].rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + API_KEY.encode() + b"\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        deadline = time.time() + 30  # the inputs are added together, in one batch of the engine's commands
+        while metrics(self.base).get("minivllm:num_requests_in_flight", 0) < 64 and time.time() < deadline:
+            time.sleep(0.05)
+        sock.close()
+        self.wait_idle(timeout=120)
+        pooled = metrics(self.base)["minivllm:prompt_tokens_total"] - before
+        self.assertLess(pooled, 32000, "the inputs were pooled after their client left")
+        self.assert_serves()
+
     # -- errors ----------------------------------------------------------------------------------
 
     def test_bad_parameters_are_400_naming_them(self):
