@@ -9,7 +9,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 
 #include "cuda_test_util.h"
 
@@ -85,6 +87,25 @@ inline SideMeta build_side(Backend& be, const AttentionCase& c, const Tensor& hi
   s.meta.context_lens = upload_i32(be, std::vector<int32_t>(c.len_k.begin(), c.len_k.end()));
   if (!c.seq_order.empty()) s.meta.seq_order = upload_i32(be, c.seq_order);
   return s;
+}
+
+// The knobs that pick each decode kernel the policy or a user can reach (CudaBackend reads them when
+// it is made); value nullptr leaves the policy's choice.
+struct DecodeSwitch {
+  const char* name;
+  const char* value;
+};
+inline constexpr DecodeSwitch kDecodeSwitches[] = {
+    {"MINIVLLM_DECODE_MMA", nullptr},    {"MINIVLLM_DECODE_MMA", "0"},    {"MINIVLLM_DECODE_MMA", "1"},
+    {"MINIVLLM_DECODE_WIDE", "force"},   {"MINIVLLM_DECODE_RING", "1"},   {"MINIVLLM_DECODE_STAGED", "1"},
+    {"MINIVLLM_DECODE_LANE_ELEMS", "16"}};
+
+// fn(tag) with the switch set (backends made inside see it), unset after; tag names it in failures.
+template <typename F>
+void with_decode_switch(const DecodeSwitch& s, F&& fn) {
+  if (s.value != nullptr) setenv(s.name, s.value, 1);
+  fn(std::string(s.name) + "=" + (s.value ? s.value : "policy"));
+  if (s.value != nullptr) unsetenv(s.name);
 }
 
 inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, uint32_t seed) {

@@ -5,8 +5,6 @@
 // point at a never-written NaN block (attention_case.h), so a kernel reading one fails.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "attention_case.h"
 
 namespace minivllm::cuda_test {
@@ -44,33 +42,23 @@ TEST(CudaSlidingWindow, Prefill) {
   check(no_cache, 16, "prefill without cache", 66);
 }
 
-struct DecodeSwitch {
-  const char* name;
-  const char* value;  // nullptr: the policy's choice
-};
-
 TEST(CudaSlidingWindow, DecodeEveryKernel) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  const DecodeSwitch switches[] = {{"MINIVLLM_DECODE_MMA", nullptr},    {"MINIVLLM_DECODE_MMA", "0"},
-                                   {"MINIVLLM_DECODE_MMA", "1"},        {"MINIVLLM_DECODE_WIDE", "force"},
-                                   {"MINIVLLM_DECODE_RING", "1"},       {"MINIVLLM_DECODE_STAGED", "1"},
-                                   {"MINIVLLM_DECODE_LANE_ELEMS", "16"}};
-  for (const DecodeSwitch& s : switches) {
-    if (s.value != nullptr) setenv(s.name, s.value, 1);  // read when the backend is made
-    const std::string tag = std::string(s.name) + "=" + (s.value ? s.value : "policy");
-    for (int window : {8, 100, 1000}) {
-      AttentionCase qwen{16, 8, 128, 16, {}, contexts_around(window)};
-      qwen.decode = true;
-      check(qwen, window, "decode qwen3 shapes bs 16, " + tag, 71);
-      AttentionCase llama{32, 8, 64, 256, {}, contexts_around(window)};
-      llama.decode = true;
-      llama.extra_table_cols = 3;
-      check(llama, window, "decode llama shapes bs 256, " + tag, 72);
-      AttentionCase one{16, 8, 128, 16, {}, {4097}};  // batch 1: many splits, one of them partial
-      one.decode = true;
-      check(one, window, "decode batch 1, " + tag, 73);
-    }
-    if (s.value != nullptr) unsetenv(s.name);
+  for (const DecodeSwitch& s : kDecodeSwitches) {
+    with_decode_switch(s, [](const std::string& tag) {
+      for (int window : {8, 100, 1000}) {
+        AttentionCase qwen{16, 8, 128, 16, {}, contexts_around(window)};
+        qwen.decode = true;
+        check(qwen, window, "decode qwen3 shapes bs 16, " + tag, 71);
+        AttentionCase llama{32, 8, 64, 256, {}, contexts_around(window)};
+        llama.decode = true;
+        llama.extra_table_cols = 3;
+        check(llama, window, "decode llama shapes bs 256, " + tag, 72);
+        AttentionCase one{16, 8, 128, 16, {}, {4097}};  // batch 1: many splits, one of them partial
+        one.decode = true;
+        check(one, window, "decode batch 1, " + tag, 73);
+      }
+    });
   }
 }
 

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 
 #include "attention_case.h"
 #include "common/check.h"
@@ -62,39 +61,30 @@ TEST(CudaSoftcap, Prefill) {
   }
 }
 
-struct DecodeSwitch {
-  const char* name;
-  const char* value;  // nullptr: the policy's choice
-};
-
 TEST(CudaSoftcap, DecodeEveryKernel) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  // MINIVLLM_DECODE_MMA=1 asks for the tensor-core kernel wherever it fits: a capped model still
-  // takes decode_attention.cu's.
-  const DecodeSwitch switches[] = {{"MINIVLLM_DECODE_MMA", nullptr},  {"MINIVLLM_DECODE_MMA", "1"},
-                                   {"MINIVLLM_DECODE_WIDE", "force"}, {"MINIVLLM_DECODE_RING", "1"},
-                                   {"MINIVLLM_DECODE_STAGED", "1"},   {"MINIVLLM_DECODE_LANE_ELEMS", "16"}};
-  const float cap = 50.0f, gain = cap / 4;
-  for (const DecodeSwitch& s : switches) {
-    if (s.value != nullptr) setenv(s.name, s.value, 1);  // read when the backend is made
-    const std::string tag = std::string(s.name) + "=" + (s.value ? s.value : "policy");
-    AttentionCase nine{16, 8, 256, 16, {}, {1, 17, 300, 2000, 4097}};
-    nine.decode = true;
-    nine.q_gain = gain;
-    check(nine, cap, "decode hd 256 group 2, " + tag, 101);
-    AttentionCase big{32, 16, 128, 256, {}, {1, 255, 1000, 4097}};
-    big.decode = true;
-    big.q_gain = gain;
-    big.extra_table_cols = 3;
-    check(big, cap, "decode hd 128 group 2, " + tag, 102);
-    AttentionCase one{16, 8, 256, 16, {}, {4097}};  // batch 1: many splits, one of them partial
-    one.decode = true;
-    one.q_gain = gain;
-    check(one, cap, "decode batch 1, " + tag, 103);
-    AttentionCase window = nine;
-    window.window = 100;
-    check(window, cap, "decode window 100, " + tag, 104);
-    if (s.value != nullptr) unsetenv(s.name);
+  // Whatever a switch asks (MINIVLLM_DECODE_MMA=1: the tensor-core kernel wherever it fits; WIDE=force),
+  // a capped model takes decode_attention.cu's tiled kernels.
+  for (const DecodeSwitch& s : kDecodeSwitches) {
+    with_decode_switch(s, [](const std::string& tag) {
+      const float cap = 50.0f, gain = cap / 4;
+      AttentionCase nine{16, 8, 256, 16, {}, {1, 17, 300, 2000, 4097}};
+      nine.decode = true;
+      nine.q_gain = gain;
+      check(nine, cap, "decode hd 256 group 2, " + tag, 101);
+      AttentionCase big{32, 16, 128, 256, {}, {1, 255, 1000, 4097}};
+      big.decode = true;
+      big.q_gain = gain;
+      big.extra_table_cols = 3;
+      check(big, cap, "decode hd 128 group 2, " + tag, 102);
+      AttentionCase one{16, 8, 256, 16, {}, {4097}};  // batch 1: many splits, one of them partial
+      one.decode = true;
+      one.q_gain = gain;
+      check(one, cap, "decode batch 1, " + tag, 103);
+      AttentionCase window = nine;
+      window.window = 100;
+      check(window, cap, "decode window 100, " + tag, 104);
+    });
   }
 }
 
