@@ -248,9 +248,9 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
 // layer_types, which then decides (4.x Gemma 3: sliding_window_pattern, every pattern-th layer
 // global; 4.x Gemma 2: neither, the row's swa_pattern); otherwise Qwen2/Qwen3 slide only with
 // use_sliding_window: true, from layer max_window_layers on, and Mistral slides every layer
-// whenever sliding_window is set. A
-// "sliding_attention" layer takes the sliding rope (rope_theta_sliding); its window is 0 where it
-// never binds (no shorter than max_position_embeddings, where the engine caps the context).
+// whenever sliding_window is set. A "sliding_attention" layer takes the sliding rope
+// (rope_theta_sliding); its window is 0 where it never binds (no shorter than
+// max_position_embeddings, where the engine caps the context).
 void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
   const json& j = r.root();
   const std::string& p = r.path();
@@ -266,8 +266,10 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
       MINIVLLM_CHECK(x.is_string()) << p << ": layer_types must hold strings, got " << t.dump();
       types.push_back(x.get<std::string>());
     }
-  } else if (r.has("sliding_window_pattern")) {
-    const int64_t pattern = r.get_int("sliding_window_pattern");
+  } else if (r.has("sliding_window_pattern") || (c->traits().swa_pattern > 0 && r.has("sliding_window"))) {
+    // Every pattern-th layer global: the config's (4.x Gemma 3), else the row's (4.x Gemma 2).
+    const int64_t pattern =
+        r.has("sliding_window_pattern") ? r.get_int("sliding_window_pattern") : c->traits().swa_pattern;
     MINIVLLM_CHECK_GT(pattern, 0) << p << ": sliding_window_pattern must be > 0";
     for (int64_t i = 0; i < c->num_layers; ++i) {
       types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
@@ -280,11 +282,6 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
     }
   } else if (c->traits().sliding_window_all_layers && r.has("sliding_window")) {
     types.assign(static_cast<size_t>(c->num_layers), "sliding_attention");
-  } else if (c->traits().swa_pattern > 0 && r.has("sliding_window")) {  // Gemma 2's 4.x configs
-    const int64_t pattern = c->traits().swa_pattern;
-    for (int64_t i = 0; i < c->num_layers; ++i) {
-      types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
-    }
   } else {
     return;
   }
