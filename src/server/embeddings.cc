@@ -12,13 +12,6 @@ namespace minivllm::server {
 
 using nlohmann::json;
 
-namespace {
-
-// A whole response's wait: requests that finish within a step or two each.
-constexpr int kRetryAfterS = 1;
-
-}  // namespace
-
 std::vector<float> l2_normalised(std::vector<float> v) {
   double sum = 0;
   for (float x : v) sum += static_cast<double>(x) * x;

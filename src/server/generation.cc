@@ -15,9 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-// What a refused client is told to wait: a few steps' worth, long enough for the queue to move.
-constexpr int kRetryAfterS = 1;
-
 // Every request of one HTTP call: one per prompt, each with n choices.
 struct Submitted {
   ResponseHeader header;

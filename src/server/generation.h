@@ -24,6 +24,9 @@ inline constexpr std::chrono::milliseconds kPollInterval{200};
 // out, and a failed write is how a client that went away is noticed (httplib 0.11 does not tell).
 // A whole response first watches its client once it has waited this long.
 inline constexpr std::chrono::milliseconds kKeepAliveInterval{1000};
+// What a refused client is told to wait (Retry-After, seconds): a few steps' worth, long enough for
+// the queue to move.
+inline constexpr int kRetryAfterS = 1;
 
 struct ServingContext {
   AsyncEngine& engine;
