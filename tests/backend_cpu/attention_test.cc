@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "common/fp8.h"
@@ -101,8 +102,15 @@ class AttentionTest : public ::testing::TestWithParam<AttnCase> {
   }
 
   // store_kvcache of the cached prefix, then of the step's tokens, then attention over a cache of
-  // `kv_dtype` (f32 or fp8). Returns the output; *seqs_out the sequences' q, k, v.
+  // `kv_dtype` (f32, bf16 or fp8). Returns the output; *seqs_out the sequences' q, k, v.
   std::vector<float> run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out);
+
+  // A lossy cache of `kv_dtype`: exactly the fp32 computation over the values it holds (`held`:
+  // the keys or values as the cache gives them back), and measurably not over the exact ones (the
+  // relative squared error from the exact result lies in (min_err, max_err)). `what` names it.
+  void expect_lossy_cache(const AttnCase& c, DType kv_dtype,
+                          const std::function<std::vector<float>(const std::vector<float>&)>& held,
+                          double min_err, double max_err, const std::string& what);
 };
 
 // k and v as an fp8 cache holds them: each (position, kv head) row quantised on its own and read
@@ -128,6 +136,23 @@ double relative_sq_error(const std::vector<float>& out, const std::vector<double
   return err / norm;
 }
 
+void AttentionTest::expect_lossy_cache(const AttnCase& c, DType kv_dtype,
+                                       const std::function<std::vector<float>(const std::vector<float>&)>& held,
+                                       double min_err, double max_err, const std::string& what) {
+  std::vector<SeqData> seqs;
+  const std::vector<float> out = run(c, kv_dtype, &seqs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const std::vector<double> exact = attention_ref(c, seqs, scale);
+  for (SeqData& s : seqs) {
+    s.k = held(s.k);
+    s.v = held(s.v);
+  }
+  expect_close(out, attention_ref(c, seqs, scale), (what + " attention").c_str());
+  const double err = relative_sq_error(out, exact);
+  EXPECT_GT(err, min_err) << "the " << what << " cache gave the exact result";
+  EXPECT_LT(err, max_err) << what << " error far beyond its format's";
+}
+
 TEST_P(AttentionTest, MatchesReference) {
   const AttnCase c = GetParam();
   std::vector<SeqData> seqs;
@@ -135,41 +160,23 @@ TEST_P(AttentionTest, MatchesReference) {
   expect_close(out, attention_ref(c, seqs, 1.0f / std::sqrt(static_cast<float>(c.hd))), "attention");
 }
 
-// The fp8 cache: exactly the fp32 computation over the values the cache holds (quantised the same
-// way here), and measurably not the unquantised values (the cache really is fp8).
+// The fp8 cache: each (position, kv head) row quantised on its own (the cache really is fp8).
 TEST_P(AttentionTest, Fp8CacheMatchesReferenceOnItsValues) {
   const AttnCase c = GetParam();
-  std::vector<SeqData> seqs;
-  const std::vector<float> out = run(c, DType::kF8E4M3, &seqs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  const std::vector<double> exact = attention_ref(c, seqs, scale);
-  for (SeqData& s : seqs) {
-    s.k = fp8_round_trip_rows(s.k, c.hd);
-    s.v = fp8_round_trip_rows(s.v, c.hd);
-  }
-  expect_close(out, attention_ref(c, seqs, scale), "fp8 attention");
-  const double err = relative_sq_error(out, exact);
-  EXPECT_GT(err, 1e-8) << "the fp8 cache gave the unquantised result";
-  EXPECT_LT(err, 5e-3) << "fp8 error far beyond e4m3's";
+  expect_lossy_cache(
+      c, DType::kF8E4M3, [&](const std::vector<float>& x) { return fp8_round_trip_rows(x, c.hd); }, 1e-8, 5e-3,
+      "fp8");
 }
 
-// The bf16 cache (kv_cache_dtype bf16, as llama.cpp's f16 one): the fp32 computation over the
-// bf16-rounded keys and values, and not over the unrounded ones.
+// The bf16 cache (kv_cache_dtype bf16, as llama.cpp's f16 one): each value rounded to bf16.
 TEST_P(AttentionTest, Bf16CacheMatchesReferenceOnItsValues) {
-  const AttnCase c = GetParam();
-  std::vector<SeqData> seqs;
-  const std::vector<float> out = run(c, DType::kBF16, &seqs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  const std::vector<double> exact = attention_ref(c, seqs, scale);
-  for (SeqData& s : seqs) {
-    for (std::vector<float>* x : {&s.k, &s.v}) {
-      for (float& v : *x) v = bf16_to_f32(f32_to_bf16(v));
-    }
-  }
-  expect_close(out, attention_ref(c, seqs, scale), "bf16 attention");
-  const double err = relative_sq_error(out, exact);
-  EXPECT_GT(err, 1e-12) << "the bf16 cache gave the unrounded result";
-  EXPECT_LT(err, 1e-4) << "bf16 error far beyond 8 mantissa bits'";
+  expect_lossy_cache(
+      GetParam(), DType::kBF16,
+      [](std::vector<float> x) {
+        for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
+        return x;
+      },
+      1e-12, 1e-4, "bf16");
 }
 
 std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out) {
