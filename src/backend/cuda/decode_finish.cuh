@@ -17,9 +17,10 @@ namespace minivllm::cuda {
 // runner's longest-context-first order). The block scheduler starts CTAs in blockIdx order, so the
 // long sequences' CTAs start in the first waves and the short ones fill in behind them, instead of
 // a long one starting last and running on while the other SMs have nothing left. A step input,
-// uploaded before the graph: safe to read before griddepcontrol.wait.
+// uploaded before the graph: safe to read before griddepcontrol.wait. One sequence needs no load (an
+// order of one is the identity), and the CTA's next loads depend on this one.
 __device__ __forceinline__ int decode_cta_seq(const AttentionArgs& a) {
-  return a.seq_order != nullptr ? __ldg(a.seq_order + blockIdx.z) : static_cast<int>(blockIdx.z);
+  return a.seq_order != nullptr && gridDim.z > 1 ? __ldg(a.seq_order + blockIdx.z) : static_cast<int>(blockIdx.z);
 }
 
 // The first key a decode query over ctx keys sees: 0, or the first of a sliding window's.
