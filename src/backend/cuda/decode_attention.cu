@@ -176,7 +176,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   // The split's first block, guessed without the context: with no window the splits start at key 0
   // (decode_key_origin), so this load goes out beside the context length's instead of after it. A
   // CTA often becomes resident only as its predecessor ends, so each dependent load before the copies
-  // is on the step's critical path (PERFORMANCE.md, "Session 80").
+  // is on the step's critical path (PERFORMANCE.md, "Stop 80").
   const int guess_col = (split * plan_partition) >> a.block_size_log2;
   const bool guess = a.window == 0 && guess_col < a.table_cols;
   const int32_t guess_block = guess ? table[guess_col] : -1;
