@@ -5,10 +5,11 @@
 //   nvcc -O3 -arch=sm_90a -std=c++17 tools/gpu_probes/icache_probe.cu -o icache_probe
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } } while (0)
 
 __device__ __forceinline__ uint64_t gtime() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
@@ -46,10 +47,12 @@ int run(const char* name, int grid, int threads, float* out, uint64_t* t, uint64
     f0<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f); f1<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f);
     f2<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f); f3<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f);
     k<<<grid, threads, 0, s>>>(out, t, 1.0f);
+    CK(cudaGetLastError());
     CK(cudaMemcpyAsync(th, t, grid * 8, cudaMemcpyDeviceToHost, s)); CK(cudaStreamSynchronize(s));
     if (rep >= 2) { uint64_t mx = 0; for (int i = 0; i < grid; ++i) mx = std::max(mx, th[i]); cold.push_back(mx / 1000.0); }
     // hot: the same kernel again
     k<<<grid, threads, 0, s>>>(out, t, 1.0f);
+    CK(cudaGetLastError());
     CK(cudaMemcpyAsync(th, t, grid * 8, cudaMemcpyDeviceToHost, s)); CK(cudaStreamSynchronize(s));
     if (rep >= 2) { uint64_t mx = 0; for (int i = 0; i < grid; ++i) mx = std::max(mx, th[i]); hot.push_back(mx / 1000.0); }
   }

@@ -5,11 +5,12 @@
 //   nvcc -O3 -arch=sm_90a -std=c++17 tools/gpu_probes/loaded_latency.cu -o loaded_latency
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 #include <random>
 #include <algorithm>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } } while (0)
 
 __device__ __forceinline__ uint64_t gtime() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
@@ -98,7 +99,9 @@ int main() {
   const int smem = 120 * 1024;
   auto run_chase = [&](const uint64_t* ring, int hops, bool wait) -> double {
     chase<<<1, 1, 0, s2>>>(ring, 0, hops, wait ? go : nullptr, out);
-    cudaMemcpyAsync(hout, out, 16, cudaMemcpyDeviceToHost, s2); cudaStreamSynchronize(s2);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(hout, out, 16, cudaMemcpyDeviceToHost, s2));
+    CK(cudaStreamSynchronize(s2));
     return hout[0] / double(hops);
   };
   // idle
@@ -111,13 +114,19 @@ int main() {
     const int iters = int(std::min<double>(1000000, 16e9 / (double(grid) * threads * U * 16)));  // ~16 GB: longer than the chase
     for (int which = 0; which < 2; ++which) {
       CK(cudaMemsetAsync(go, 0, 4, s1)); CK(cudaStreamSynchronize(s1));
-      cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-      cudaEventRecord(e0, s1);
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      CK(cudaEventRecord(e0, s1));
       kern<<<grid, threads, smem, s1>>>(buf, bytes / 16, iters, go, sink);
-      cudaEventRecord(e1, s1);
+      CK(cudaGetLastError());
+      CK(cudaEventRecord(e1, s1));
       double ns = run_chase(which ? dram_ring : l2_ring, which ? 1000 : 2000, true);
       CK(cudaStreamSynchronize(s1));
-      float ms; cudaEventElapsedTime(&ms, e0, e1);
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CK(cudaEventDestroy(e0));
+      CK(cudaEventDestroy(e1));
       const double tbs = double(grid) * threads * U * 16 * iters / (ms * 1e-3) / 1e12;
       printf("stream %4d thr x U=%2d on %d SMs: %6.1f MB in flight, %.2f TB/s: %s chase %5.0f ns/hop\n", threads, U, grid,
              inflight_mb, tbs, which ? "DRAM" : "L2  ", ns);
@@ -137,6 +146,7 @@ int main() {
     for (int which = 0; which < 2; ++which) {
       const int hops = which ? 500 : 1000;
       kern<<<1, threads, 0, s2>>>(which ? dram_ring : l2_ring, hops, buf, bytes / 16, out, sink);
+      CK(cudaGetLastError());
       CK(cudaMemcpyAsync(hout, out, 16, cudaMemcpyDeviceToHost, s2)); CK(cudaStreamSynchronize(s2));
       printf("same SM: %4d streaming threads x U=%2d (%.0f KB in flight): %s chase %5.0f ns/hop\n", threads - 32, U,
              (threads - 32) * U * 16 / 1024.0, which ? "DRAM" : "L2  ", hout[0] / double(hops));
