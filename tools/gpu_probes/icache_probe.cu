@@ -40,21 +40,27 @@ int run(const char* name, int grid, int threads, float* out, uint64_t* t, uint64
   auto k = straight<N, SALT>;
   // flushers: 4 x 64 KB of other code, on every SM
   auto f0 = straight<4096, 1001>; auto f1 = straight<4096, 1002>; auto f2 = straight<4096, 1003>; auto f3 = straight<4096, 1004>;
-  const int sms = 132;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // k once: its slowest CTA's time, us.
+  auto timed_k = [&] {
+    k<<<grid, threads, 0, s>>>(out, t, 1.0f);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(th, t, grid * 8, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    return *std::max_element(th, th + grid) / 1000.0;
+  };
   std::vector<double> hot, cold;
   for (int rep = 0; rep < 12; ++rep) {
     // cold: flush, then k
     f0<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f); f1<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f);
     f2<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f); f3<<<sms * 4, 256, 0, s>>>(out, t + 4096, 1.0f);
-    k<<<grid, threads, 0, s>>>(out, t, 1.0f);
-    CK(cudaGetLastError());
-    CK(cudaMemcpyAsync(th, t, grid * 8, cudaMemcpyDeviceToHost, s)); CK(cudaStreamSynchronize(s));
-    if (rep >= 2) { uint64_t mx = 0; for (int i = 0; i < grid; ++i) mx = std::max(mx, th[i]); cold.push_back(mx / 1000.0); }
-    // hot: the same kernel again
-    k<<<grid, threads, 0, s>>>(out, t, 1.0f);
-    CK(cudaGetLastError());
-    CK(cudaMemcpyAsync(th, t, grid * 8, cudaMemcpyDeviceToHost, s)); CK(cudaStreamSynchronize(s));
-    if (rep >= 2) { uint64_t mx = 0; for (int i = 0; i < grid; ++i) mx = std::max(mx, th[i]); hot.push_back(mx / 1000.0); }
+    const double c = timed_k();
+    const double h = timed_k();  // hot: the same kernel again
+    if (rep >= 2) {
+      cold.push_back(c);
+      hot.push_back(h);
+    }
   }
   std::sort(hot.begin(), hot.end()); std::sort(cold.begin(), cold.end());
   printf("%-8s N=%5d (%3d KB) grid %4d x %3d: hot %7.2f us  cold %7.2f us  (cold-hot %6.2f us, %.1f ns/KB)\n", name, N, N * 16 / 1024,
