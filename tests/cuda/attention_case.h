@@ -98,7 +98,7 @@ struct DecodeSwitch {
 inline constexpr DecodeSwitch kDecodeSwitches[] = {
     {"MINIVLLM_DECODE_MMA", nullptr},    {"MINIVLLM_DECODE_MMA", "0"},    {"MINIVLLM_DECODE_MMA", "1"},
     {"MINIVLLM_DECODE_WIDE", "force"},   {"MINIVLLM_DECODE_RING", "1"},   {"MINIVLLM_DECODE_STAGED", "1"},
-    {"MINIVLLM_DECODE_LANE_ELEMS", "16"}};
+    {"MINIVLLM_DECODE_LANE_ELEMS", "16"}, {"MINIVLLM_DECODE_WIDE_MMA", "0"}};
 
 // fn(tag) with the switch set (backends made inside see it), unset after; tag names it in failures.
 template <typename F>

@@ -202,6 +202,32 @@ TEST(CudaAttentionShapes, DecodeWidePairs) {
       1);
 }
 
+// The wide CTAs' small batches on the tensor cores (MINIVLLM_DECODE_WIDE_MMA: 8-warp CTAs of 1, 2,
+// 4 or 8 q heads in turn, each split's tiles brought into shared memory by TMA boxes before the
+// wait, the newest key's rows after it; past a wave of CTAs, splits of several staged rounds:
+// 3,999 keys) against the CPU backend, at every batch size of the test
+// and forced (MINIVLLM_DECODE_WIDE=force): groups 1, 2, 4 and 8 at head_dim 64 and 128, one to four
+// sequences, contexts of one key, inside and at the edges of a 16-key tile and of the 256- and
+// 640-key splits, the longest past a wave of CTAs; block sizes 16 and 256, NaN-poisoned rows past the
+// contexts (fp8 caches keep the CUDA-core kernels: the rotation runs them too). Every other case
+// caps the splits at 128 keys (MINIVLLM_DECODE_MAX_PARTITION), so that most contexts merge splits.
+TEST(CudaAttentionShapes, DecodeWideOnTheTensorCores) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  const std::vector<Heads> heads = {{16, 8, 128}, {32, 8, 64}, {32, 4, 128}, {8, 8, 128}, {16, 2, 64}};
+  const std::vector<std::vector<int>> contexts = {{1},   {5},    {16},   {17},   {255}, {256},
+                                                  {257}, {641},  {3999}, {300, 1, 2500, 129}, {64, 77}};
+  check_wide_cases("wide, tensor cores", heads, contexts, 2300, [](int i) {
+    const bool short_splits = i % 2 == 0;
+    static constexpr const char* kHeads[] = {"1", "2", "4", "8"};
+    const char* heads = kHeads[i / 4 % 4];  // both block sizes each
+    EnvVars vars = {{"MINIVLLM_DECODE_WIDE_MMA", "64"},
+                    {"MINIVLLM_DECODE_WIDE_MMA_HEADS", heads},
+                    {"MINIVLLM_DECODE_WIDE", "force"}};
+    if (short_splits) vars.push_back({"MINIVLLM_DECODE_MAX_PARTITION", "128"});
+    return std::pair(vars, std::string(", ") + heads + " heads a CTA" + (short_splits ? ", 128-key splits" : ""));
+  });
+}
+
 // The exact 4-warp kernels of groups 1, 2 and 4 over a bf16 cache may give each lane 16 elements
 // of a key instead of 8 (the kernel's "Lane width"; decode_use_lane16). Both, forced by
 // MINIVLLM_DECODE_LANE_ELEMS, against the CPU backend: past the wide-CTA bound (20 sequences),

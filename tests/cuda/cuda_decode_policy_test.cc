@@ -67,6 +67,19 @@ TEST(DecodePolicy, TensorCoresWhereTheyPay) {
   EXPECT_FALSE(decode_mma_ring(false, 256, 8, kSms));
 }
 
+// The staged tensor-core kernel's q heads a CTA: up to 128 of their dims, within the group, for the
+// exact wide kernels' shapes; the head pairs' shapes keep the CUDA cores.
+TEST(DecodePolicy, WideTensorCoreCtasOfAtMost128Dims) {
+  EXPECT_EQ(decode_wide_mma_heads(128, 1), 1);
+  EXPECT_EQ(decode_wide_mma_heads(128, 2), 1);
+  EXPECT_EQ(decode_wide_mma_heads(128, 4), 0);
+  EXPECT_EQ(decode_wide_mma_heads(64, 1), 1);
+  EXPECT_EQ(decode_wide_mma_heads(64, 2), 2);
+  EXPECT_EQ(decode_wide_mma_heads(64, 4), 2);
+  EXPECT_EQ(decode_wide_mma_heads(128, 8), 0);
+  EXPECT_EQ(decode_wide_mma_heads(64, 8), 0);
+}
+
 TEST(DecodePolicy, WideSplitsAreWholeWideSteps) {
   constexpr int kWideStep = 256;  // Qwen3's and Llama's wide kernels
   // Batch 1 in a 4096-key table: 16 splits of one step (a context up to 256 keys has one split).

@@ -62,6 +62,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   moe_gate_chunks_ = static_cast<int>(knob_number("MINIVLLM_MOE_GATE_CHUNKS"));
   moe_route_cta_ = knob_flag("MINIVLLM_MOE_ROUTE_CTA");
   decode_staged_ = knob_flag("MINIVLLM_DECODE_STAGED");
+  decode_wide_mma_ = static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_MMA").value_or(kDecodeWideMmaMaxSeqs));
+  decode_wide_mma_heads_ = static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_MMA_HEADS").value_or(0));
   decode_wide_pairs_ =
       static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_PAIRS").value_or(kDecodeWidePairsMaxSeqs));
   decode_wide_staged_splits_ = knob_flag("MINIVLLM_DECODE_WIDE_STAGED_SPLITS");

@@ -371,6 +371,9 @@ class CudaBackend : public Backend {
                                      // on average (MINIVLLM_MOE_SMALL_TILE_ROWS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring
   bool decode_staged_ = false;       // wide CTAs stage their keys in shared memory; MINIVLLM_DECODE_STAGED=0: off
+  int decode_wide_mma_ = 0;          // their batches of up to this many sequences on the tensor cores, staged
+                                     // (MINIVLLM_DECODE_WIDE_MMA; decode_policy.h)
+  int decode_wide_mma_heads_ = 0;    // its q heads a CTA, 0: decode_wide_mma_heads (MINIVLLM_DECODE_WIDE_MMA_HEADS)
   int decode_max_tile_heads_ = 0;    // q heads per CTA of the tiled decode kernels (decode_policy.h)
   int decode_lane_elems_ = 0;        // MINIVLLM_DECODE_LANE_ELEMS: 8 or 16 key elements a lane, 0 = decode_use_lane16
   int decode_mma_ = -1;              // MINIVLLM_DECODE_MMA: 0 off, 1 wherever it fits, -1 = decode_use_mma

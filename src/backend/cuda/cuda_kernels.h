@@ -357,6 +357,15 @@ struct DecodeMmaLoads {
 bool decode_mma_fits(int head_dim, int group, int block_size);
 void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int partition, bool ring,
                                  const DecodeMmaLoads& loads, const DecodeScratch& scratch, cudaStream_t stream);
+// Small batches on the tensor cores with the split staged in shared memory before the wait
+// (decode_attention_mma.cu, MINIVLLM_DECODE_WIDE_MMA): bf16 caches of decode_mma_fits' shapes, 8-warp
+// CTAs of decode_mma_staged_heads(group) q heads (grid.y: kv heads x group / heads), partition a
+// multiple of kDecodeMmaStagedGranule up to decode_mma_staged_keys(head_dim).
+constexpr int kDecodeMmaStagedGranule = 128;  // 8 warps x one 16-key tile
+int decode_mma_staged_keys(int head_dim);
+int decode_mma_staged_heads(int group, int max_heads);  // q heads a CTA: a power of two, at most both
+void launch_decode_attention_mma_staged(const AttentionArgs& a, int heads, int num_splits, int partition,
+                                        const DecodeScratch& scratch, cudaStream_t stream);
 // Keys handled by one step of a decode CTA: partitions are multiples of it.
 int decode_partition_granule(int head_dim);
 // The wide kernel: the exact kernels at head_dim 64 / 128 with group x head_dim <= 256, and the

@@ -1154,6 +1154,25 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   const bool mma = !wide && !capped && decode_mma_ != 0 && decode_mma_fits(hd, group, cache.block_size) &&
                    (decode_mma_ == 1 || decode_use_mma(a.kv_fp8, group));
   const DecodeScratch scratch{decode_partial_o_, decode_partial_lse_, decode_counters_};
+  // The wide CTAs' small batches on the tensor cores, each split staged in shared memory before the
+  // wait (decode_policy.h: kDecodeWideMmaMaxSeqs, decode_wide_mma_heads; bf16 caches of the
+  // tensor-core shapes): 8-warp CTAs of a few q heads and a split, splits of at most what they stage.
+  const int wide_mma_heads = decode_wide_mma_heads_ > 0 ? decode_wide_mma_heads_ : decode_wide_mma_heads(hd, group);
+  if (wide && meta.num_seqs <= decode_wide_mma_ && wide_mma_heads > 0 && !a.kv_fp8 &&
+      decode_mma_fits(hd, group, cache.block_size)) {
+    int cap = decode_mma_staged_keys(hd);
+    if (decode_max_partition_ > 0) {
+      cap = std::min(cap, std::max(kDecodeMmaStagedGranule,
+                                   decode_max_partition_ / kDecodeMmaStagedGranule * kDecodeMmaStagedGranule));
+    }
+    const int heads = decode_mma_staged_heads(group, wide_mma_heads);
+    const DecodeSplit split =
+        plan_wide_decode_split(meta.num_seqs, nkv * (group / heads), heads, max_context, kDecodeMmaStagedGranule,
+                               num_sms_, decode_partial_rows(hd), std::min(decode_min_partition_, cap), cap);
+    a.wide_wave_ctas = num_sms_;  // past a wave, splits of several staged rounds
+    launch_decode_attention_mma_staged(a, heads, split.num_splits, split.partition, scratch, stream_);
+    return;
+  }
   if (mma) {
     const DecodeSplit split = plan_decode_split(meta.num_seqs, nkv, group, max_context, kDecodeMmaGranule, num_sms_,
                                                 decode_partial_rows(hd), decode_min_partition_,

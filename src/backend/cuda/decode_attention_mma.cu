@@ -45,6 +45,7 @@
 #include "backend/cuda/fp8_kv.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/tma_map.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -356,16 +357,16 @@ __device__ __forceinline__ void mma_consume(MmaState<kHeadDim / 8>& st, const ui
 }
 
 // The warps' states into shared memory, then the CTA's end (decode_finish.cuh).
-template <int kHeadDim, int kGroup, bool kFp8>
+template <int kHeadDim, int kGroup, bool kFp8, int kWarps = kMmaWarps>
 __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const AttentionArgs& a, const MmaCta& c,
                                            int partition, int num_splits, const DecodeScratch& scratch) {
   using S = MmaShape<kHeadDim, kFp8>;
   // The quad's partial sums of l.
   st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
   st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
-  __shared__ float sm_m[kMmaWarps][kGroup];
-  __shared__ float sm_l[kMmaWarps][kGroup];
-  __shared__ float sm_acc[kMmaWarps][kGroup][kHeadDim];
+  __shared__ float sm_m[kWarps][kGroup];
+  __shared__ float sm_l[kWarps][kGroup];
+  __shared__ float sm_acc[kWarps][kGroup][kHeadDim];
   if (c.g < kGroup) {
     const float back = kFp8 ? st.vref : 1.0f;  // fp8: the accumulators were in units of vref
 #pragma unroll
@@ -378,7 +379,7 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
       sm_l[c.warp][c.g] = st.l;
     }
   }
-  decode_finish_cta<kHeadDim, kGroup, kMmaWarps, kMmaThreads>(a, scratch, sm_m, sm_l, sm_acc, c.seq, c.kvh * kGroup,
+  decode_finish_cta<kHeadDim, kGroup, kWarps, kWarps * 32>(a, scratch, sm_m, sm_l, sm_acc, c.seq, c.kvh * kGroup,
                                                               kGroup, c.split, num_splits, partition, c.ctx - c.origin,
                                                               static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
 }
@@ -649,6 +650,302 @@ void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition
   }
 }
 
+
+// ---- staged: a small batch's split in shared memory before the wait (MINIVLLM_DECODE_WIDE_MMA) ----
+//
+// At small batches a CTA becomes resident about when its predecessor ends, and the CUDA-core wide
+// kernels then spend ~3 us on 256 keys of one SM's shuffles and exps; on the tensor cores the same
+// keys take ~1.6 us (PERFORMANCE.md, "Stop 80"). 8 warps take a split's 16-key tiles round robin
+// (mma_consume). Each CTA serves kHeads q heads of a kv head (two, as the CUDA cores' head pairs: one
+// CTA merging a group of 8 took 7-8 us). Before griddepcontrol.wait warp 0's lanes issue a TMA box
+// a tile and 64 dims (the prefill kernel's 128-byte-swizzled maps of the cache), which is a few
+// dozen requests a CTA: 32 cp.async a thread, or a bulk copy a key row, were slower to issue than
+// the key loop they fed (Stop 81). The newest key's rows are this step's (the rope kernel writes
+// them): the tile's warp loads them after the wait and writes them over what the box brought, and
+// zeroes the rows past the context (a cache row there may hold anything, NaN included).
+//
+// The fragment loads meet no bank conflict in that layout (a 16-byte piece c of row r sits at
+// piece c ^ (r & 7) of its 128 bytes). q.k: thread (g, t) takes the pieces 2t + (p & 1) + 8 (p >> 1)
+// of keys g and g + 8 (a permutation of the mma's k index that q's fragments follow too): a quarter
+// warp's two rows then read pieces of opposite parity. p.v keeps the register kernel's layout (dims
+// g * D/8 .. of keys 2t, 2t + 1, ...); at head_dim 128 (two pieces a key) odd g read theirs in the
+// other order, for the same reason.
+template <int kHeadDim>
+struct StagedLayout {
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kKeyBytes = 2 * kRowBytes;  // k and v
+  static constexpr int kDBlocks = kHeadDim / 64;   // 128-byte column blocks, one TMA box wide each
+  static constexpr int kBoxBytes = 16 * 128;       // a tile's rows of one column block
+  // Byte offset of 16-byte piece pc of row r in a region of `rows` rows (k or v).
+  __device__ static int offset(int rows, int r, int pc) {
+    return (pc >> 3) * rows * 128 + r * 128 + (((pc & 7) ^ (r & 7)) << 4);
+  }
+  // The k pieces' order: thread t's p-th piece.
+  __device__ static int k_piece(int t, int p) { return 2 * t + (p & 1) + 8 * (p >> 1); }
+};
+
+struct StagedMaps {
+  CUtensorMap k, v;  // the caches as [blocks x kv heads x block rows, head_dim], boxes of 16 x 64
+};
+
+constexpr int kStagedWarps = 8;
+constexpr int kStagedThreads = kStagedWarps * 32;
+constexpr int kStagedAlign = 1024;  // the 128-byte swizzle repeats every 1024 bytes
+constexpr int kStagedMaxRounds = 8;
+
+template <int kHeadDim>
+constexpr int staged_key_cap() {
+  return static_cast<int>((kMaxDecodeStagedSmemBytes - kStagedAlign) / StagedLayout<kHeadDim>::kKeyBytes) /
+         kDecodeMmaStagedGranule * kDecodeMmaStagedGranule;
+}
+
+// q heads head0 + g (g < heads; the other rows zero) as A fragments in the staged kernel's k order:
+// words 4p .. 4p + 3 are piece k_piece(t, p) of the head (8 dims).
+template <int kHeadDim>
+__device__ __forceinline__ float staged_q_fragments(const AttentionArgs& a, const MmaCta& c, int head0, int heads,
+                                                    uint32_t (&qa)[kHeadDim / 16][4]) {
+  using S = MmaShape<kHeadDim, false>;
+  using L = StagedLayout<kHeadDim>;
+  const bool real_head = c.g < heads;
+  const int64_t qkv_stride = static_cast<int64_t>(a.num_q_heads + 2 * a.num_kv_heads) * kHeadDim;
+  const uint4* qp = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(a.qkv) + c.seq * qkv_stride +
+                                                   static_cast<int64_t>(head0 + (real_head ? c.g : 0)) * kHeadDim);
+  uint32_t qw[S::kKElems / 2];
+#pragma unroll
+  for (int p = 0; p < S::kKElems / 8; ++p) {
+    const uint4 u = real_head ? __ldg(qp + L::k_piece(c.t, p)) : make_uint4(0, 0, 0, 0);
+    qw[4 * p] = u.x, qw[4 * p + 1] = u.y, qw[4 * p + 2] = u.z, qw[4 * p + 3] = u.w;
+  }
+#pragma unroll
+  for (int st = 0; st < S::kKSteps; ++st) {
+    qa[st][0] = qw[2 * st];
+    qa[st][2] = qw[2 * st + 1];
+    qa[st][1] = qa[st][3] = 0u;
+  }
+  return a.scale * kLog2e;
+}
+
+// launch_heads: the q heads a CTA of the grid stands for (grid.x: num_q_heads / launch_heads); a CTA
+// serves up to kMaxHeads (below).
+template <int kHeadDim, int kMaxHeads>
+__global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(AttentionArgs a, int launch_heads,
+                                                                            int partition, int num_splits,
+                                                                            DecodeScratch scratch,
+                                                                            const __grid_constant__ StagedMaps maps) {
+  using S = MmaShape<kHeadDim, false>;
+  using L = StagedLayout<kHeadDim>;
+  static_assert(kMaxHeads <= 8, "q heads are the rows g < 8 of the mma");
+  extern __shared__ __align__(128) uint8_t staged_raw[];  // aligned up: [partition] k rows, then v rows
+  __shared__ __align__(8) uint64_t bar;
+  pdl_launch_dependents();  // the o projection may start streaming its weights now
+  const uint32_t bar_addr = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    mbar_init(bar_addr, 1);
+    mbar_init_fence();
+  }
+  const int group = a.num_q_heads / a.num_kv_heads;
+  MmaCta c;
+  // grid.x the head CTAs, grid.y the splits: the CTAs of the splits that hold keys (the first ones)
+  // come first in the launch order, ahead of those past the context.
+  c.split = blockIdx.y;
+  const int head0 = static_cast<int>(blockIdx.x) * launch_heads;  // among the sequence's q heads
+  c.kvh = head0 / group;
+  c.seq = decode_cta_seq(a);
+  c.lane = threadIdx.x & 31;
+  c.warp = threadIdx.x >> 5;
+  c.g = c.lane >> 2;
+  c.t = c.lane & 3;
+  c.table = a.block_tables + static_cast<int64_t>(c.seq) * a.table_cols;
+  // The split's first block, loaded beside the context length where there is no window (the
+  // splits then start at key 0): decode_attention.cu's prologue.
+  const int guess_col = (c.split * partition) >> a.block_size_log2;
+  const bool guess = a.window == 0 && guess_col < a.table_cols;
+  const int32_t guess_block = guess ? c.table[guess_col] : -1;
+  c.ctx = a.context_lens[c.seq];
+  __syncthreads();  // the barrier is initialised before anyone uses it
+  c.first = decode_first_key(a, c.ctx);
+  c.origin = decode_key_origin(a, c.first);
+  // A sequence whose splits would take more CTAs than a wave (AttentionArgs::wide_wave_ctas) first
+  // takes CTAs of twice the heads (up to kMaxHeads and the group: the others return at once), then
+  // splits of 2, 4 or 8 rounds of `partition` keys, each staged in turn, the first before the wait.
+  // Every CTA of the sequence decides alike, and the merge counts splits of that length.
+  int heads = launch_heads, rounds = 1;
+  if (a.wide_wave_ctas > 0) {
+    const int keys = c.ctx - c.origin;
+    const int64_t seqs = gridDim.z;
+    const int64_t splits = (keys + partition - 1) / partition;
+    while (heads < min(kMaxHeads, group) && splits * (a.num_q_heads / heads) * seqs > a.wide_wave_ctas) heads *= 2;
+    while (rounds < kStagedMaxRounds &&
+           (keys + rounds * partition - 1) / (rounds * partition) * (a.num_q_heads / heads) * seqs > a.wide_wave_ctas) {
+      rounds *= 2;
+    }
+  }
+  if (head0 % heads != 0) return;  // the CTA of the heads before serves these
+  const int span = rounds * partition;
+  c.start = c.origin + c.split * span;
+  if (c.start >= c.ctx) {  // past this sequence: the merge counts only the splits that hold keys
+    if (c.ctx <= 0 && c.split == 0) {  // no keys at all (a padded row): zeros, never garbage
+      pdl_wait();  // an earlier kernel may still read out
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.out) +
+                           static_cast<int64_t>(c.seq) * a.num_q_heads * kHeadDim + static_cast<int64_t>(head0) * kHeadDim;
+      for (int i = threadIdx.x; i < heads * kHeadDim; i += kStagedThreads) out[i] = __float2bfloat16(0.0f);
+    }
+    return;
+  }
+  c.end = min(c.ctx, c.start + span);
+  const int my_rounds = (c.end - c.start + partition - 1) / partition;
+  const uint32_t kbase = (smem_addr(staged_raw) + kStagedAlign - 1) & ~static_cast<uint32_t>(kStagedAlign - 1);
+  uint8_t* kst = staged_raw + (kbase - smem_addr(staged_raw));
+  uint8_t* vst = kst + partition * L::kRowBytes;
+  // Cache row of a key (its block from the table, the guessed one for the split's first).
+  const int bs_mask = (1 << a.block_size_log2) - 1;
+  auto cache_row = [&](int key) {
+    const int col = key >> a.block_size_log2;
+    const int64_t block = guess && col == guess_col ? guess_block : c.table[col];
+    return ((block * a.num_kv_heads + c.kvh) << a.block_size_log2) + (key & bs_mask);
+  };
+  // Warp 0: round r's tiles, a TMA box a tile and 64 dims, on the barrier's phase r & 1.
+  auto issue_round = [&](int r) {
+    const int rs = c.start + r * partition;
+    const int tiles = (min(c.end, rs + partition) - rs + kTileKeys - 1) / kTileKeys;
+    if (c.lane == 0) mbar_expect_tx(bar_addr, static_cast<uint32_t>(tiles * L::kDBlocks * 2 * L::kBoxBytes));
+    __syncwarp();
+    for (int i = c.lane; i < tiles; i += 32) {
+      const int row = static_cast<int>(cache_row(rs + i * kTileKeys));
+#pragma unroll
+      for (int d = 0; d < L::kDBlocks; ++d) {
+        const uint32_t off = d * partition * 128 + i * L::kBoxBytes;
+        tma_load_2d(kbase + off, &maps.k, bar_addr, d * 64, row);
+        tma_load_2d(kbase + partition * L::kRowBytes + off, &maps.v, bar_addr, d * 64, row);
+      }
+    }
+  };
+  if (c.warp == 0) issue_round(0);
+  // The last round's last tile's warp: the newest key's rows (this step's) once the rope kernel is
+  // done, and the rows past the context.
+  const int last_start = c.start + (my_rounds - 1) * partition;
+  const int last_rows = c.end - last_start;
+  const int last_warp = ((last_rows + kTileKeys - 1) / kTileKeys - 1) % kStagedWarps;
+  const bool has_newest = c.end == c.ctx;  // the last split of its sequence
+  uint4 fresh = make_uint4(0, 0, 0, 0);
+  const int fresh_piece = c.lane % (kHeadDim / 8);
+  const bool fresh_v = c.lane >= kHeadDim / 8;
+  int64_t fresh_row = 0;
+  if (c.warp == last_warp && has_newest) fresh_row = cache_row(c.ctx - 1);
+  pdl_wait();
+  if (c.warp == last_warp && has_newest && c.lane < kHeadDim / 4) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(fresh_v ? a.v_cache : a.k_cache) +
+                                                      fresh_row * L::kRowBytes);
+    fresh = src[fresh_piece];
+  }
+  uint32_t qa[S::kKSteps][4];
+  const float qmul = staged_q_fragments<kHeadDim>(a, c, head0, heads, qa);
+  MmaState<S::kNBlocks> st;
+  const int col[4] = {2 * c.t, 2 * c.t + 1, 2 * c.t + 8, 2 * c.t + 9};
+  constexpr int kKPieces = S::kKWords / 4, kVPieces = S::kVWords / 4;
+  for (int round = 0; round < my_rounds; ++round) {
+    if (round > 0) {
+      __syncthreads();  // every warp is done with the last round's rows
+      if (c.warp == 0) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic reads -> the boxes' writes
+        issue_round(round);
+      }
+    }
+    mbar_wait(bar_addr, round & 1);
+    const int rs = c.start + round * partition;
+    const int rows = min(c.end, rs + partition) - rs;
+    const int tiles = (rows + kTileKeys - 1) / kTileKeys;
+    if (round == my_rounds - 1 && c.warp == last_warp) {
+      if (has_newest && c.lane < kHeadDim / 4) {
+        *reinterpret_cast<uint4*>((fresh_v ? vst : kst) + L::offset(partition, rows - 1, fresh_piece)) = fresh;
+      }
+      for (int i = c.lane; i < (tiles * kTileKeys - rows) * (kHeadDim / 8); i += 32) {
+        const int r = rows + i / (kHeadDim / 8), pc = i % (kHeadDim / 8);
+        *reinterpret_cast<uint4*>(kst + L::offset(partition, r, pc)) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vst + L::offset(partition, r, pc)) = make_uint4(0, 0, 0, 0);
+      }
+      __syncwarp();
+    }
+    for (int i = c.warp; i < tiles; i += kStagedWarps) {
+      uint32_t kw[1][2][S::kKWords];
+      uint32_t vw[1][4][S::kVWords];
+      float ks[1][4] = {}, vs[1][4] = {};
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int r = i * kTileKeys + c.g + 8 * n;  // rows of this round
+#pragma unroll
+        for (int p = 0; p < kKPieces; ++p) {
+          const uint4 u = *reinterpret_cast<const uint4*>(kst + L::offset(partition, r, L::k_piece(c.t, p)));
+          kw[0][n][4 * p] = u.x, kw[0][n][4 * p + 1] = u.y, kw[0][n][4 * p + 2] = u.z, kw[0][n][4 * p + 3] = u.w;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int r = i * kTileKeys + col[k];
+        if constexpr (kVPieces == 2) {  // odd g read their two pieces in the other order
+          const int swap = c.g & 1;
+          const uint4 u0 = *reinterpret_cast<const uint4*>(vst + L::offset(partition, r, 2 * c.g + swap));
+          const uint4 u1 = *reinterpret_cast<const uint4*>(vst + L::offset(partition, r, 2 * c.g + 1 - swap));
+          const uint4 lo = swap ? u1 : u0, hi = swap ? u0 : u1;
+          vw[0][k][0] = lo.x, vw[0][k][1] = lo.y, vw[0][k][2] = lo.z, vw[0][k][3] = lo.w;
+          vw[0][k][4] = hi.x, vw[0][k][5] = hi.y, vw[0][k][6] = hi.z, vw[0][k][7] = hi.w;
+        } else {
+          static_assert(kVPieces == 1, "head_dim 64 or 128");
+          const uint4 u = *reinterpret_cast<const uint4*>(vst + L::offset(partition, r, c.g));
+          vw[0][k][0] = u.x, vw[0][k][1] = u.y, vw[0][k][2] = u.z, vw[0][k][3] = u.w;
+        }
+      }
+      const int key0[1] = {rs + i * kTileKeys};
+      mma_consume<kHeadDim, false, 1>(st, qa, qmul, kw, vw, ks, vs, key0, c.first, c.end, c.t);
+    }
+  }
+  // The warps' states (mma_finish's layout), then the CTA's end for its heads.
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
+  st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
+  __shared__ float sm_m[kStagedWarps][kMaxHeads];
+  __shared__ float sm_l[kStagedWarps][kMaxHeads];
+  __shared__ float sm_acc[kStagedWarps][kMaxHeads][kHeadDim];
+  if (c.g < heads) {
+#pragma unroll
+    for (int j = 0; j < S::kNBlocks; ++j) {
+      sm_acc[c.warp][c.g][c.t * S::kKElems + j] = st.o[j][0];
+      sm_acc[c.warp][c.g][c.t * S::kKElems + S::kVElems + j] = st.o[j][1];
+    }
+    if (c.t == 0) {
+      sm_m[c.warp][c.g] = st.m;
+      sm_l[c.warp][c.g] = st.l;
+    }
+  }
+  decode_finish_cta<kHeadDim, kMaxHeads, kStagedWarps, kStagedThreads>(
+      a, scratch, sm_m, sm_l, sm_acc, c.seq, head0, heads, c.split, num_splits, span, c.ctx - c.origin,
+      static_cast<int64_t>(c.seq) * gridDim.x + blockIdx.x);
+}
+
+// A grid of `heads` q heads a CTA, whose CTAs may take up to kMaxHeads.
+template <int kHeadDim, int kMaxHeads>
+void launch_staged_heads(const AttentionArgs& a, int heads, int num_splits, int partition, const DecodeScratch& sc,
+                         cudaStream_t st) {
+  allow_dynamic_smem<decode_mma_staged_kernel<kHeadDim, kMaxHeads>>(static_cast<int>(kMaxDecodeStagedSmemBytes));
+  const size_t bytes = static_cast<size_t>(partition) * StagedLayout<kHeadDim>::kKeyBytes + kStagedAlign;
+  const int64_t cache_rows = static_cast<int64_t>(a.num_blocks) * a.num_kv_heads * (int64_t{1} << a.block_size_log2);
+  StagedMaps maps;
+  maps.k = make_bf16_tma_map(a.k_cache, cache_rows, kHeadDim, kHeadDim, kTileKeys, "decode attention (staged)");
+  maps.v = make_bf16_tma_map(a.v_cache, cache_rows, kHeadDim, kHeadDim, kTileKeys, "decode attention (staged)");
+  launch_with_pdl(decode_mma_staged_kernel<kHeadDim, kMaxHeads>, dim3(a.num_q_heads / heads, num_splits, a.num_seqs),
+                  dim3(kStagedThreads), bytes, st, a, heads, partition, num_splits, sc, maps);
+}
+
+template <int kHeadDim>
+void launch_staged_head_dim(const AttentionArgs& a, int heads, int num_splits, int partition, const DecodeScratch& sc,
+                            cudaStream_t st) {
+  switch (heads) {  // CTAs of up to twice the grid's heads where a wave asks for them
+    case 1: return launch_staged_heads<kHeadDim, 2>(a, 1, num_splits, partition, sc, st);
+    case 2: return launch_staged_heads<kHeadDim, 4>(a, 2, num_splits, partition, sc, st);
+    case 4: return launch_staged_heads<kHeadDim, 8>(a, 4, num_splits, partition, sc, st);
+    default: return launch_staged_heads<kHeadDim, 8>(a, 8, num_splits, partition, sc, st);
+  }
+}
+
 }  // namespace
 
 bool decode_mma_fits(int head_dim, int group, int block_size) {
@@ -669,6 +966,29 @@ void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int par
   }
   if (a.head_dim == 64) return launch_mma<64, false>(a, group, num_splits, partition, ring, loads, scratch, stream);
   launch_mma<128, false>(a, group, num_splits, partition, ring, loads, scratch, stream);
+}
+
+int decode_mma_staged_keys(int head_dim) {
+  return head_dim == 64 ? staged_key_cap<64>() : staged_key_cap<128>();
+}
+
+int decode_mma_staged_heads(int group, int max_heads) {
+  int heads = 1;
+  while (heads * 2 <= std::min(group, max_heads)) heads *= 2;
+  return heads;
+}
+
+void launch_decode_attention_mma_staged(const AttentionArgs& a, int heads, int num_splits, int partition,
+                                        const DecodeScratch& scratch, cudaStream_t stream) {
+  if (a.num_seqs == 0) return;
+  const int group = a.num_q_heads / a.num_kv_heads;
+  MINIVLLM_CHECK(!a.kv_fp8 && decode_mma_fits(a.head_dim, group, 1 << a.block_size_log2) &&
+                 partition % kTileKeys == 0 && partition <= decode_mma_staged_keys(a.head_dim) &&
+                 (heads == 1 || heads == 2 || heads == 4 || heads == 8) && group % heads == 0)
+      << "decode attention (staged, tensor cores): no kernel for head_dim " << a.head_dim << ", group " << group
+      << ", block size " << (1 << a.block_size_log2) << ", partition " << partition << ", " << heads << " heads a CTA" << (a.kv_fp8 ? ", fp8" : "");
+  if (a.head_dim == 64) return launch_staged_head_dim<64>(a, heads, num_splits, partition, scratch, stream);
+  launch_staged_head_dim<128>(a, heads, num_splits, partition, scratch, stream);
 }
 
 }  // namespace minivllm::cuda

@@ -96,6 +96,20 @@ inline bool decode_use_staged(int head_dim, int partition) {
   return bytes > 0 && bytes <= kMaxDecodeStagedSmemBytes;
 }
 
+// The wide CTAs' batches on the tensor cores, staged (decode_attention_mma.cu's staged kernel,
+// cuda_kernels.h: launch_decode_attention_mma_staged), at up to this many sequences: measured at one
+// (PERFORMANCE.md, "Stop 81"). MINIVLLM_DECODE_WIDE_MMA overrides it (0: off).
+constexpr int kDecodeWideMmaMaxSeqs = 1;
+// Its q heads a CTA: at most 128 of their dims (one head at head_dim 128, two at 64), which beat
+// larger CTAs on every shape measured. Only the exact wide kernels' shapes (group x head_dim <=
+// 256) take it; the head pairs' shapes keep the CUDA cores (0): at group 8 they beat it at any
+// head count, and at group 4, head_dim 128 the 32 CTAs a split need staged rounds past ~1,000 keys
+// and lost there (PERFORMANCE.md, "Stop 81"). MINIVLLM_DECODE_WIDE_MMA_HEADS overrides it.
+inline int decode_wide_mma_heads(int head_dim, int group) {
+  if (head_dim <= 0 || group * head_dim > 256) return 0;
+  return std::max(1, std::min(group, 128 / head_dim));
+}
+
 // Wide CTAs of two q heads (cuda_kernels.h: decode_wide_head_pairs) replace the tensor-core kernel
 // at up to this many sequences: measured at one (PERFORMANCE.md, "Stop 69"); batches of 2-4, which
 // the wide rule would also give them, keep the tensor cores until measured.
