@@ -138,6 +138,15 @@ struct MmaState {
 struct MmaCta {
   int split, kvh, seq, lane, warp, g, t, start, ctx, end, first, origin;
   const int32_t* table;
+  // The CTA's sequence and block table, and this thread's place in the mma fragments.
+  __device__ void place(const AttentionArgs& a) {
+    seq = decode_cta_seq(a);
+    lane = threadIdx.x & 31;
+    warp = threadIdx.x >> 5;
+    g = lane >> 2;
+    t = lane & 3;
+    table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
+  }
   // Cache row of the first key of the tile at key0 (a tile is 16-aligned and blocks hold >= 16
   // keys, so all of a tile's keys share one block).
   __device__ int64_t tile_row(const AttentionArgs& a, int key0) const {
@@ -159,12 +168,7 @@ __device__ __forceinline__ bool mma_prologue(const AttentionArgs& a, int& partit
   using S = MmaShape<kHeadDim, kFp8>;
   c.split = blockIdx.x;
   c.kvh = blockIdx.y;
-  c.seq = decode_cta_seq(a);
-  c.lane = threadIdx.x & 31;
-  c.warp = threadIdx.x >> 5;
-  c.g = c.lane >> 2;
-  c.t = c.lane & 3;
-  c.table = a.block_tables + static_cast<int64_t>(c.seq) * a.table_cols;
+  c.place(a);
   c.ctx = a.context_lens[c.seq];
   c.first = decode_first_key(a, c.ctx);
   c.origin = decode_key_origin(a, c.first);
@@ -356,10 +360,12 @@ __device__ __forceinline__ void mma_consume(MmaState<kHeadDim / 8>& st, const ui
   }
 }
 
-// The warps' states into shared memory, then the CTA's end (decode_finish.cuh).
-template <int kHeadDim, int kGroup, bool kFp8, int kWarps = kMmaWarps>
-__device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const AttentionArgs& a, const MmaCta& c,
-                                           int partition, int num_splits, const DecodeScratch& scratch) {
+// The warps' states into shared memory, then the CTA's end (decode_finish.cuh) for the q heads
+// head0 .. head0 + heads - 1 (heads <= kGroup: the mma rows g < heads).
+template <int kHeadDim, int kGroup, bool kFp8, int kWarps>
+__device__ __forceinline__ void mma_finish_heads(MmaState<kHeadDim / 8>& st, const AttentionArgs& a, const MmaCta& c,
+                                                 int head0, int heads, int partition, int num_splits,
+                                                 const DecodeScratch& scratch, int64_t counter_index) {
   using S = MmaShape<kHeadDim, kFp8>;
   // The quad's partial sums of l.
   st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
@@ -367,7 +373,7 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
   __shared__ float sm_m[kWarps][kGroup];
   __shared__ float sm_l[kWarps][kGroup];
   __shared__ float sm_acc[kWarps][kGroup][kHeadDim];
-  if (c.g < kGroup) {
+  if (c.g < heads) {
     const float back = kFp8 ? st.vref : 1.0f;  // fp8: the accumulators were in units of vref
 #pragma unroll
     for (int j = 0; j < S::kNBlocks; ++j) {
@@ -379,9 +385,17 @@ __device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const Att
       sm_l[c.warp][c.g] = st.l;
     }
   }
-  decode_finish_cta<kHeadDim, kGroup, kWarps, kWarps * 32>(a, scratch, sm_m, sm_l, sm_acc, c.seq, c.kvh * kGroup,
-                                                              kGroup, c.split, num_splits, partition, c.ctx - c.origin,
-                                                              static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
+  decode_finish_cta<kHeadDim, kGroup, kWarps, kWarps * 32>(a, scratch, sm_m, sm_l, sm_acc, c.seq, head0, heads,
+                                                              c.split, num_splits, partition, c.ctx - c.origin,
+                                                              counter_index);
+}
+
+// The same for a CTA of a whole group (the kv head's q heads).
+template <int kHeadDim, int kGroup, bool kFp8, int kWarps = kMmaWarps>
+__device__ __forceinline__ void mma_finish(MmaState<kHeadDim / 8>& st, const AttentionArgs& a, const MmaCta& c,
+                                           int partition, int num_splits, const DecodeScratch& scratch) {
+  mma_finish_heads<kHeadDim, kGroup, kFp8, kWarps>(st, a, c, c.kvh * kGroup, kGroup, partition, num_splits, scratch,
+                                                   static_cast<int64_t>(c.seq) * a.num_kv_heads + c.kvh);
 }
 
 // A warp's kTiles tiles of the step at `base` (tile u's first key: base + (u * kMmaWarps + warp) * 16),
@@ -750,12 +764,7 @@ __global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(At
   c.split = blockIdx.y;
   const int head0 = static_cast<int>(blockIdx.x) * launch_heads;  // among the sequence's q heads
   c.kvh = head0 / group;
-  c.seq = decode_cta_seq(a);
-  c.lane = threadIdx.x & 31;
-  c.warp = threadIdx.x >> 5;
-  c.g = c.lane >> 2;
-  c.t = c.lane & 3;
-  c.table = a.block_tables + static_cast<int64_t>(c.seq) * a.table_cols;
+  c.place(a);
   // The split's first block, loaded beside the context length where there is no window (the
   // splits then start at key 0): decode_attention.cu's prologue.
   const int guess_col = (c.split * partition) >> a.block_size_log2;
@@ -899,26 +908,8 @@ __global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(At
       mma_consume<kHeadDim, false, 1>(st, qa, qmul, kw, vw, ks, vs, key0, c.first, c.end, c.t);
     }
   }
-  // The warps' states (mma_finish's layout), then the CTA's end for its heads.
-  st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
-  st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
-  __shared__ float sm_m[kStagedWarps][kMaxHeads];
-  __shared__ float sm_l[kStagedWarps][kMaxHeads];
-  __shared__ float sm_acc[kStagedWarps][kMaxHeads][kHeadDim];
-  if (c.g < heads) {
-#pragma unroll
-    for (int j = 0; j < S::kNBlocks; ++j) {
-      sm_acc[c.warp][c.g][c.t * S::kKElems + j] = st.o[j][0];
-      sm_acc[c.warp][c.g][c.t * S::kKElems + S::kVElems + j] = st.o[j][1];
-    }
-    if (c.t == 0) {
-      sm_m[c.warp][c.g] = st.m;
-      sm_l[c.warp][c.g] = st.l;
-    }
-  }
-  decode_finish_cta<kHeadDim, kMaxHeads, kStagedWarps, kStagedThreads>(
-      a, scratch, sm_m, sm_l, sm_acc, c.seq, head0, heads, c.split, num_splits, span, c.ctx - c.origin,
-      static_cast<int64_t>(c.seq) * gridDim.x + blockIdx.x);
+  mma_finish_heads<kHeadDim, kMaxHeads, false, kStagedWarps>(st, a, c, head0, heads, span, num_splits, scratch,
+                                                            static_cast<int64_t>(c.seq) * gridDim.x + blockIdx.x);
 }
 
 // A grid of `heads` q heads a CTA, whose CTAs may take up to kMaxHeads.
