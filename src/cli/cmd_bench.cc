@@ -1,6 +1,7 @@
 // `minivllm bench`: nano-vllm's bench.py (256 random prompts, ignore_eos, per-sequence max_tokens,
 // temperature 0.6: output tokens per second over the whole run) plus single-sequence decode speed
-// (one prompt of 128 tokens or --decode-context's, greedy, timing only the decode steps).
+// (one prompt of 128 tokens or --decode-context's, greedy, timing only the decode steps; with
+// --decode-batch N, N such prompts decoding together).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,16 +77,21 @@ ThroughputResult run_throughput(LLMEngine& engine, const BenchWorkload& w, float
   return r;
 }
 
-// The decode run's prompt: context_len tokens of the workload's first prompt, repeated as needed.
-DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_tokens, int context_len) {
+// The decode run's prompts: context_len tokens of the workload's first prompt, repeated as needed,
+// the j-th of `batch` starting j tokens further into it and its first token replaced by j, so that
+// no two share a cached block (each sequence reads its own KV, as separate users' would).
+DecodeResult run_decode(LLMEngine& engine, const BenchWorkload& w, int decode_tokens, int context_len, int batch) {
   const auto& src = w.prompt_token_ids.at(0);
-  std::vector<int32_t> prompt(static_cast<size_t>(context_len));
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = src[i % src.size()];
   SamplingParams sp;
   sp.temperature = 0;
   sp.ignore_eos = true;
   sp.max_tokens = decode_tokens;
-  engine.add_request(prompt, sp);
+  for (int j = 0; j < batch; ++j) {
+    std::vector<int32_t> prompt(static_cast<size_t>(context_len));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = src[(i + static_cast<size_t>(j)) % src.size()];
+    if (j > 0) prompt[0] = j;
+    engine.add_request(prompt, sp);
+  }
   DecodeResult r;
   while (!engine.is_finished()) {
     const Clock::time_point t0 = Clock::now();
@@ -146,6 +152,9 @@ int run_bench(const std::vector<std::string>& argv) {
       .option("--decode-context", "N",
               "prompt tokens of the decode run (default 128): batch-1 decode at a long context, as\n"
               "llama-bench's -d; prompt plus decode tokens must fit max_model_len")
+      .option("--decode-batch", "N",
+              "sequences of the decode run, decoding together (default 1); decode_tok_s is then their\n"
+              "tokens together a second; at most --max-num-seqs")
       .option("--repeat", "N",
               "run the workload N times, the prefix cache emptied before each, and report the median run\n"
               "(as llama-bench's -r; default 1)")
@@ -158,6 +167,7 @@ int run_bench(const std::vector<std::string>& argv) {
     if (temperature < 0) throw UsageError("--temperature must be >= 0, got " + *a.get("--temperature"));
     const int decode_tokens = static_cast<int>(a.get_int("--decode-tokens", 256, 0, 1 << 20));
     const int decode_context = static_cast<int>(a.get_int("--decode-context", 128, 1, 1 << 24));
+    const int decode_batch = static_cast<int>(a.get_int("--decode-batch", 1, 1, 1 << 16));
     const int repeat = static_cast<int>(a.get_int("--repeat", 1, 1, 1000));
     const bool as_json = a.has("--json");
     if (a.has("--dry-run")) {
@@ -165,6 +175,10 @@ int run_bench(const std::vector<std::string>& argv) {
       return kExitOk;
     }
     const EngineConfig config = engine_config_from(a);
+    if (decode_batch > config.max_num_seqs) {
+      throw UsageError("--decode-batch " + std::to_string(decode_batch) + " exceeds --max-num-seqs " +
+                       std::to_string(config.max_num_seqs) + ": the sequences would not decode together");
+    }
     const BenchWorkload w = workload_from(a, num_seqs);
     const auto load_start = Clock::now();
     LLMEngine engine(config);  // weights (or dummy ones) loaded, KV sized, graphs captured
@@ -225,16 +239,18 @@ int run_bench(const std::vector<std::string>& argv) {
       }
     }
     if (decode_tokens > 0) {
-      const DecodeResult d = run_decode(engine, w, decode_tokens, decode_context);
+      const DecodeResult d = run_decode(engine, w, decode_tokens, decode_context, decode_batch);
       const double tok_s = d.seconds > 0 ? d.tokens / d.seconds : 0.0;
       report.update({{"decode_tokens", d.tokens},
                      {"decode_context", decode_context},
+                     {"decode_batch", decode_batch},
                      {"decode_time_s", d.seconds},
                      {"decode_tok_s", tok_s}});
       if (!as_json) {
         std::cout << format("Decode: %.0ftok, Time: %.2fs, Throughput: %.2ftok/s", static_cast<double>(d.tokens),
                             d.seconds, tok_s)
-                  << " (batch 1, " << decode_context << "-token prompt)" << std::endl;
+                  << " (batch " << decode_batch << ", " << decode_context << "-token prompt"
+                  << (decode_batch > 1 ? "s" : "") << ")" << std::endl;
       }
     }
     if (as_json) std::cout << dump_json(report) << std::endl;

@@ -207,6 +207,27 @@ TEST(CliBench, DecodeContextSetsTheDecodeRunsPrompt) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(batch 1, 7-token prompt)"), std::string::npos) << text.out;
 
+  // --decode-batch: that many prompts decode together; every sequence's tokens past its prefill count.
+  const CliResult batch = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--num-seqs", "0",
+                                          "--decode-tokens", "5", "--decode-context", "20", "--decode-batch", "3",
+                                          "--json"},
+                                         kSmallEngine));
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  const nlohmann::json batch_report = nlohmann::json::parse(batch.out);
+  EXPECT_EQ(batch_report["decode_batch"], 3);
+  EXPECT_EQ(batch_report["decode_tokens"], 12);  // 3 x (5 - the prefill step's token)
+  const CliResult batch_text = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--num-seqs", "0",
+                                               "--decode-tokens", "2", "--decode-context", "7", "--decode-batch", "2"},
+                                              kSmallEngine));
+  ASSERT_EQ(batch_text.exit_code, 0) << batch_text.err;
+  EXPECT_NE(batch_text.out.find("Decode: 2tok"), std::string::npos) << batch_text.out;
+  EXPECT_NE(batch_text.out.find("(batch 2, 7-token prompts)"), std::string::npos) << batch_text.out;
+  const CliResult too_many = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--num-seqs", "0",
+                                             "--decode-batch", "9"},
+                                            kSmallEngine));
+  EXPECT_NE(too_many.exit_code, 0);
+  EXPECT_NE(too_many.err.find("--decode-batch 9 exceeds --max-num-seqs 8"), std::string::npos) << too_many.err;
+
   const CliResult too_long = run_cli(concat(
       {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "16", "--decode-context", "500"}, kSmallEngine));
   EXPECT_NE(too_long.exit_code, 0);
