@@ -1169,7 +1169,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
     const DecodeSplit split =
         plan_wide_decode_split(meta.num_seqs, nkv * (group / heads), heads, max_context, kDecodeMmaStagedGranule,
                                num_sms_, decode_partial_rows(hd), std::min(decode_min_partition_, cap), cap);
-    a.wide_wave_ctas = num_sms_;  // past a wave, splits of several staged rounds
+    a.wide_wave_ctas = num_sms_;  // past a wave: CTAs of twice the heads, then splits of staged rounds
     launch_decode_attention_mma_staged(a, heads, split.num_splits, split.partition, scratch, stream_);
     return;
   }
