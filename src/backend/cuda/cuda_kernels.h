@@ -359,8 +359,8 @@ void launch_decode_attention_mma(const AttentionArgs& a, int num_splits, int par
                                  const DecodeMmaLoads& loads, const DecodeScratch& scratch, cudaStream_t stream);
 // Small batches on the tensor cores with the split staged in shared memory before the wait
 // (decode_attention_mma.cu, MINIVLLM_DECODE_WIDE_MMA): bf16 caches of decode_mma_fits' shapes, 8-warp
-// CTAs of decode_mma_staged_heads(group) q heads (grid.y: kv heads x group / heads), partition a
-// multiple of kDecodeMmaStagedGranule up to decode_mma_staged_keys(head_dim).
+// CTAs of `heads` q heads (decode_mma_staged_heads; grid.x: num_q_heads / heads, grid.y: the
+// splits), partition a multiple of kDecodeMmaStagedGranule up to decode_mma_staged_keys(head_dim).
 constexpr int kDecodeMmaStagedGranule = 128;  // 8 warps x one 16-key tile
 int decode_mma_staged_keys(int head_dim);
 int decode_mma_staged_heads(int group, int max_heads);  // q heads a CTA: a power of two, at most both

@@ -173,13 +173,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   const int group = warp * S::kKeysPerWarp + lane / S::kLanes;
   constexpr int kChunks = S::kChunks;
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.table_cols;
-  // The split's first block, guessed without the context: with no window the splits start at key 0
-  // (decode_key_origin), so this load goes out beside the context length's instead of after it. A
-  // CTA often becomes resident only as its predecessor ends, so each dependent load before the copies
-  // is on the step's critical path (PERFORMANCE.md, "Stop 80").
-  const int guess_col = (split * plan_partition) >> a.block_size_log2;
-  const bool guess = a.window == 0 && guess_col < a.table_cols;
-  const int32_t guess_block = guess ? table[guess_col] : -1;
+  const SplitBlockGuess guess = guess_split_block(a, table, split, plan_partition);
   const int ctx = a.context_lens[seq];
   const int first_key = decode_first_key(a, ctx);            // the window's first key (0: none)
   const int origin = decode_key_origin(a, first_key);        // the splits' key 0, block-aligned
@@ -194,8 +188,7 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   }
   const int start = origin + split * partition;
   const int first_col = start >> a.block_size_log2;
-  const int32_t first_block =
-      first_col >= a.table_cols ? -1 : guess && first_col == guess_col ? guess_block : table[first_col];
+  const int32_t first_block = first_col >= a.table_cols ? -1 : guess.block_of(table, first_col);
   if (start < ctx && first_block >= 0) {
     // Older keys are not rewritten by this step; the newest one is, and L2 sees that write.
     const int bs_mask = (1 << a.block_size_log2) - 1;

@@ -670,8 +670,8 @@ void launch_mma(const AttentionArgs& a, int group, int num_splits, int partition
 // At small batches a CTA becomes resident about when its predecessor ends, and the CUDA-core wide
 // kernels then spend ~3 us on 256 keys of one SM's shuffles and exps; on the tensor cores the same
 // keys take ~1.6 us (PERFORMANCE.md, "Stop 80"). 8 warps take a split's 16-key tiles round robin
-// (mma_consume). Each CTA serves kHeads q heads of a kv head (two, as the CUDA cores' head pairs: one
-// CTA merging a group of 8 took 7-8 us). Before griddepcontrol.wait warp 0's lanes issue a TMA box
+// (mma_consume). Each CTA serves a few q heads of a kv head (at most 128 of their dims:
+// decode_wide_mma_heads; one CTA merging a group of 8 took 7-8 us). Before griddepcontrol.wait warp 0's lanes issue a TMA box
 // a tile and 64 dims (the prefill kernel's 128-byte-swizzled maps of the cache), which is a few
 // dozen requests a CTA: 32 cp.async a thread, or a bulk copy a key row, were slower to issue than
 // the key loop they fed (Stop 81). The newest key's rows are this step's (the rope kernel writes
@@ -765,11 +765,7 @@ __global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(At
   const int head0 = static_cast<int>(blockIdx.x) * launch_heads;  // among the sequence's q heads
   c.kvh = head0 / group;
   c.place(a);
-  // The split's first block, loaded beside the context length where there is no window (the
-  // splits then start at key 0): decode_attention.cu's prologue.
-  const int guess_col = (c.split * partition) >> a.block_size_log2;
-  const bool guess = a.window == 0 && guess_col < a.table_cols;
-  const int32_t guess_block = guess ? c.table[guess_col] : -1;
+  const SplitBlockGuess guess = guess_split_block(a, c.table, c.split, partition);
   c.ctx = a.context_lens[c.seq];
   __syncthreads();  // the barrier is initialised before anyone uses it
   c.first = decode_first_key(a, c.ctx);
@@ -809,8 +805,7 @@ __global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(At
   // Cache row of a key (its block from the table, the guessed one for the split's first).
   const int bs_mask = (1 << a.block_size_log2) - 1;
   auto cache_row = [&](int key) {
-    const int col = key >> a.block_size_log2;
-    const int64_t block = guess && col == guess_col ? guess_block : c.table[col];
+    const int64_t block = guess.block_of(c.table, key >> a.block_size_log2);
     return ((block * a.num_kv_heads + c.kvh) << a.block_size_log2) + (key & bs_mask);
   };
   // Warp 0: round r's tiles, a TMA box a tile and 64 dims, on the barrier's phase r & 1.
@@ -977,7 +972,8 @@ void launch_decode_attention_mma_staged(const AttentionArgs& a, int heads, int n
                  partition % kTileKeys == 0 && partition <= decode_mma_staged_keys(a.head_dim) &&
                  (heads == 1 || heads == 2 || heads == 4 || heads == 8) && group % heads == 0)
       << "decode attention (staged, tensor cores): no kernel for head_dim " << a.head_dim << ", group " << group
-      << ", block size " << (1 << a.block_size_log2) << ", partition " << partition << ", " << heads << " heads a CTA" << (a.kv_fp8 ? ", fp8" : "");
+      << ", block size " << (1 << a.block_size_log2) << ", partition " << partition << ", " << heads
+      << " heads a CTA" << (a.kv_fp8 ? ", fp8" : "");
   if (a.head_dim == 64) return launch_staged_head_dim<64>(a, heads, num_splits, partition, scratch, stream);
   launch_staged_head_dim<128>(a, heads, num_splits, partition, scratch, stream);
 }

@@ -37,6 +37,26 @@ __device__ __forceinline__ int decode_key_origin(const AttentionArgs& a, int fir
   return first_key & ~(align - 1);
 }
 
+// A split's first block-table entry, loaded beside the context length instead of after it: with no
+// window the splits start at key 0 (decode_key_origin), so split * partition keys in is where the
+// split starts, context or not. A CTA often becomes resident only as its predecessor ends, so each
+// dependent load before its copies is on the step's critical path (PERFORMANCE.md, "Stop 80").
+struct SplitBlockGuess {
+  int col;        // the guessed column
+  bool on;        // false: no guess (a window, or past the table)
+  int32_t block;  // table[col] where on
+  // The block of table column c (c < the table's columns): the guess's load where it is that column.
+  __device__ int32_t block_of(const int32_t* table, int c) const { return on && c == col ? block : table[c]; }
+};
+__device__ __forceinline__ SplitBlockGuess guess_split_block(const AttentionArgs& a, const int32_t* table, int split,
+                                                             int partition) {
+  SplitBlockGuess g;
+  g.col = (split * partition) >> a.block_size_log2;
+  g.on = a.window == 0 && g.col < a.table_cols;
+  g.block = g.on ? table[g.col] : -1;
+  return g;
+}
+
 // head0: the CTA's first q head (it writes heads head0 .. head0 + heads - 1). counter_index: this
 // CTA's (sequence, kv head or head tile) counter. ctx: the sequence's keys from the splits' origin
 // (decode_key_origin); partition: keys per split.
