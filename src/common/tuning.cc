@@ -94,6 +94,11 @@ constexpr Knob kKnobs[] = {
     // --- CUDA linears
     {"MINIVLLM_DECODE_GEMM", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "Hopper's wgmma decode GEMM for small batches (sm_90 only, whatever the knob)"},
+    {"MINIVLLM_DECODE_GEMM_NORM_FOLD", G::kTuning, K::kInt, "0: off", 0, kIntMax, "8192",
+     "3-64 tokens: the decode GEMM's residual add also writes the next RMSNorm's input (times its weight) "
+     "and each 128 columns' sum of squares, and the linear after it scales by 1 / rms: no norm kernel "
+     "between them; an add the gemv would take by shape goes to the decode GEMM for it from this tokens x N "
+     "(PERFORMANCE.md, \"Stop 82\")"},
     {"MINIVLLM_DECODE_GEMM_TOKENS", G::kTuning, K::kInt, "", 0, 256, "64",
      "the decode GEMM serves every linear up to this many tokens"},
     {"MINIVLLM_MOE_GATE_CHUNKS", G::kTuning, K::kChoice, "2|4", 0, 0, "2",

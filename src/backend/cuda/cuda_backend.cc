@@ -109,6 +109,11 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
                                                                                 : Fp8BlockGemm::kUncopied;
   fp8_block_gemm_two_terms_ = knob_mode("MINIVLLM_FP8_BLOCK_GEMM_X") == "two";
   fp8_block_gemm_copied_tokens_ = knob_number("MINIVLLM_FP8_BLOCK_GEMM_TOKENS");
+  norm_fold_ = decode_gemm_ ? knob_number("MINIVLLM_DECODE_GEMM_NORM_FOLD") : 0;
+  if (norm_fold_ > 0) {  // fixed, so that a captured step never grows them
+    CUDA_CHECK(cudaMalloc(&fold_x_, static_cast<size_t>(kFoldMaxTokens * kFoldMaxCols) * 2));
+    CUDA_CHECK(cudaMalloc(&fold_parts_, static_cast<size_t>(kFoldMaxCols / 128 * kFoldMaxTokens) * sizeof(float)));
+  }
   CUDA_CHECK(cudaMalloc(&fp8_x_codes_, static_cast<size_t>(kGemvMaxTokens * kE4m3RowMaxCols)));
   CUDA_CHECK(cudaMalloc(&fp8_x_scales_, static_cast<size_t>(kGemvMaxTokens) * sizeof(float)));
   if (quant_weights_) {  // the block-quantized gemv's x codes, fixed so that a captured step never grows them
@@ -142,6 +147,8 @@ CudaBackend::~CudaBackend() {
   cudaFree(quant_x_scales_);
   cudaFree(quant_x_sums_);
   cudaFree(fp8_x_codes_);
+  cudaFree(fold_x_);
+  cudaFree(fold_parts_);
   cudaFree(fp8_x_scales_);
   cudaFree(fp8_block_x_codes_);
   cudaFree(fp8_block_x_scales_);

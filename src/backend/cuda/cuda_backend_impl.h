@@ -270,6 +270,10 @@ class CudaBackend : public Backend {
                     const PendingNorm& next);
   // The bare product of rms_norm(pro)'s codes and weight into out (fp8_gemm_'s run_unscaled_normed),
   // on the codes fp8_add_norm staged when they are that norm's; returns x's scales (nullptr: no plan).
+  // rms_norm(pro) W^T (+ bias) as one decode GEMM on the folded norm's input, where folded_ is pro's
+  // norm (kStore, or kActMul with W = [W_gate; W_up]); false otherwise. folded_ is used up either way.
+  bool folded_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                     DecodeGemmEpilogue e, Activation act);
   const float* fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, bool norm_f32,
                                   void* out);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,
@@ -341,6 +345,13 @@ class CudaBackend : public Backend {
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual
+  // The folded norm (MINIVLLM_DECODE_GEMM_NORM_FOLD): a bf16 decode GEMM's residual add made the next
+  // RMSNorm's input in fold_x_ and its partial sums of squares in fold_parts_ (DecodeGemmArgs::fold_w);
+  // folded_ names that norm until the linear after it takes them (folded_linear) or anything else runs.
+  int64_t norm_fold_ = 0;  // 0: off; else the least tokens x N at which an add the gemv would take folds
+  void* fold_x_ = nullptr;       // bf16 [kFoldMaxTokens, kFoldMaxCols]
+  float* fold_parts_ = nullptr;  // [kFoldMaxCols / 128, kFoldMaxTokens]
+  PendingNorm folded_;
   PendingNorm staged_norm_;           // whose codes sit in fp8_gemm_'s activation scratch
   uint8_t* fp8_x_codes_ = nullptr;   // [kGemvMaxTokens, kE4m3RowMaxCols]: fixed, so a captured step never grows it
   float* fp8_x_scales_ = nullptr;    // [kGemvMaxTokens]

@@ -81,6 +81,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& weight, int64_t voc
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) {
+  folded_ = PendingNorm{};
   MINIVLLM_CHECK(x.defined() && x.device() == DeviceKind::kCuda && (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32))
       << "rms_norm: x " << x.describe() << " must be a bf16 or f32 CUDA tensor";
   check_gpu(out, DType::kBF16, "rms_norm", "out");
@@ -530,6 +531,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
     if (quant_norm_takes(pro, weight)) return linear_quant("rms_norm_linear", Tensor(), weight, bias, out, false, {&pro});
     return Backend::rms_norm_linear(pro, weight, bias, out);
   }
+  if (folded_linear(pro, weight, bias, out, DecodeGemmEpilogue::kStore, Activation::kSilu)) return;
   check_gpu(weight, DType::kBF16, "rms_norm_linear", "weight");
   MINIVLLM_CHECK(weight.ndim() == 2) << "rms_norm_linear: weight " << weight.describe() << " must be [out, in]";
   const int64_t n = weight.size(0), k = weight.size(1);
@@ -565,6 +567,7 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
     }
     return Backend::rms_norm_linear_act_mul(pro, gate_up_weight, scratch, out, act);
   }
+  if (folded_linear(pro, gate_up_weight, nullptr, out, DecodeGemmEpilogue::kActMul, act)) return;
   check_gpu(gate_up_weight, DType::kBF16, "rms_norm_linear_act_mul", "gate_up_weight");
   MINIVLLM_CHECK(gate_up_weight.ndim() == 2 && gate_up_weight.size(0) % 2 == 0)
       << "rms_norm_linear_act_mul: gate_up_weight " << gate_up_weight.describe() << " must be [2 * inter, in]";
@@ -715,6 +718,36 @@ bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tens
   return true;
 }
 
+bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                                DecodeGemmEpilogue e, Activation act) {
+  const PendingNorm f = folded_;
+  folded_ = PendingNorm{};
+  if (f.residual == nullptr || weight.dtype() != DType::kBF16 || weight.device() != DeviceKind::kCuda ||
+      weight.ndim() != 2 || !pro.residual.defined() || pro.residual.size(-1) != weight.size(1)) {
+    return false;
+  }
+  const bool gated = e == DecodeGemmEpilogue::kActMul;
+  const int64_t k = weight.size(1), n = gated ? weight.size(0) / 2 : weight.size(0);
+  const int64_t tokens = pro.residual.numel() / k;
+  if (!f.matches(pro, tokens) || !out.defined() || out.device() != DeviceKind::kCuda ||
+      (gated ? out.dtype() != DType::kBF16 : out.dtype() != DType::kBF16 && out.dtype() != DType::kF32) ||
+      out.numel() != tokens * n || !use_decode_gemm(pro.residual, weight, out, tokens, n, k, gated)) {
+    return false;
+  }
+  bool bias_f32 = false;
+  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
+  DecodeGemmArgs g{fold_x_, weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(),
+                   out.dtype() == DType::kF32, tokens, n, k, e, 0};
+  g.act = act;
+  g.fold_stride = kFoldMaxTokens;
+  g.norm_parts = fold_parts_;
+  g.norm_nparts = static_cast<int>((k + 127) / 128);
+  g.norm_k = k;
+  g.norm_eps = pro.eps;
+  launch_decode_gemm(g, stream_);
+  return true;
+}
+
 const float* CudaBackend::fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight,
                                              bool norm_f32, void* out) {
   const bool staged = staged_norm_.matches(pro, tokens);  // (the callers' weights are as wide as pro.residual)
@@ -728,6 +761,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
                                       const Tensor& residual) {
   const PendingNorm next = next_norm_;  // note_next_norm's hint holds for this call only
   next_norm_ = PendingNorm{};
+  folded_ = PendingNorm{};
   if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
@@ -757,14 +791,34 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
   MINIVLLM_CHECK_EQ(rows_with_cols(residual, n, "linear_add_residual", "residual"), tokens)
       << "linear_add_residual: residual " << residual.describe() << " for x " << x.describe();
-  if (use_gemv(x, weight, tokens, n, k)) {
+  // The folded norm: past the gemv's 1-2 tokens, the add also makes the next norm's input.
+  // The folded norm: past the gemv's 1-2 tokens, the add also makes the next norm's input. An add the
+  // gemv takes by shape moves to the decode GEMM for it where tokens x N >= norm_fold_: Llama-3.2-1B's
+  // o at 4 tokens and Qwen3-0.6B's o and down at 8 gained so, Qwen3's at 4 lost (PERFORMANCE.md,
+  // "Stop 82").
+  const bool gemv = use_gemv(x, weight, tokens, n, k);
+  const bool fold = norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 && tokens <= kFoldMaxTokens &&
+                    n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_) &&
+                    use_decode_gemm(x, weight, residual, tokens, n, k);
+  if (!fold && gemv) {
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
     return;
   }
-  if (use_decode_gemm(x, weight, residual, tokens, n, k)) {
-    launch_decode_gemm(DecodeGemmArgs{x.data(), weight.data(), nullptr, false, residual.data(), true, tokens, n, k,
-                                      DecodeGemmEpilogue::kAddF32, 0},
-                       stream_);
+  if (fold || use_decode_gemm(x, weight, residual, tokens, n, k)) {
+    DecodeGemmArgs g{x.data(), weight.data(), nullptr, false, residual.data(), true, tokens, n, k,
+                     DecodeGemmEpilogue::kAddF32, 0};
+    if (fold) {
+      g.fold_w = next.weight;
+      g.fold_w_f32 = next.weight_f32;
+      g.fold_out = fold_x_;
+      g.fold_parts = fold_parts_;
+      g.fold_stride = kFoldMaxTokens;
+    }
+    launch_decode_gemm(g, stream_);
+    if (fold) {
+      folded_ = next;
+      folded_.tokens = tokens;
+    }
     return;
   }
   if (k % 8 == 0 && n % 8 == 0) {  // cuBLASLt with beta = 1 into the fp32 residual: no add kernel

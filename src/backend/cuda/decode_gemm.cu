@@ -88,7 +88,23 @@ struct GemmParams {
   const float* w_grid;
   int grid_cols, grid_rows, block_rows, chunks_a_block;
   int x_lo_row;  // kXPlanes 2: the x map's row of the second term's token 0 (x has 2 tokens rows)
+  // kAddF32, bf16, up to kFoldMaxTokens (fold_w set): the next RMSNorm's input made in the add's pass
+  // (DecodeGemmArgs::fold_w).
+  const void* fold_w;
+  bool fold_w_f32;
+  __nv_bfloat16* fold_out;
+  float* fold_parts;
+  int fold_stride;
+  // kStore / kActMul, bf16, up to kFoldMaxTokens (norm_parts set): x is such a fold_out, and every
+  // product of token t is scaled by its 1 / rms (DecodeGemmArgs::norm_parts).
+  const float* norm_parts;
+  int norm_nparts, norm_stride, norm_k;
+  float norm_eps;
 };
+
+// The folded norm's instances: bf16 token boxes of at most kFoldMaxTokens.
+template <int kN, bool kFp8>
+constexpr bool kFoldable = !kFp8 && kN <= kFoldMaxTokens;
 
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -139,6 +155,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
   // 2-4 KB apart would all address the same few DRAM channels.
   const int rot = n_chunks > 0 ? tile % n_chunks : 0;
   const int tid = threadIdx.x;
+  // The folded norm: each token's 1 / rms (a consumer), and each (token, 4 columns) item's sum of
+  // squares of the new residual (a producer), summed in column order after the epilogue.
+  constexpr bool kFold = kFoldable<kN, kFp8>;
+  __shared__ float norm_inv[kFold && E != DecodeGemmEpilogue::kAddF32 ? kN : 1];
+  __shared__ float fold_red[kFold && E == DecodeGemmEpilogue::kAddF32 ? kN * (kCtaRows / 4) : 1];
   // Weight rows of each warpgroup: 128 consecutive rows, or 64 gate rows and their up rows.
   const int w_row0 = kGated ? tile * kWgRows : tile * kCtaRows;
   const int w_row1 = kGated ? p.n + tile * kWgRows : tile * kCtaRows + kWgRows;
@@ -186,6 +207,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
     }
     __syncwarp();
   } else {
+    if constexpr (kFold && E != DecodeGemmEpilogue::kAddF32) {
+      // The producer's partial sums of squares: after the wait, while the first stages arrive (the
+      // consumers wait for x, which the producer warp loads only after its own wait, anyway).
+      if (p.norm_parts != nullptr) {
+        pdl_wait();
+        if (tid < kN && t0 + tid < p.tokens) {
+          float ss = 0.0f;
+          for (int i = 0; i < p.norm_nparts; ++i) ss += p.norm_parts[static_cast<int64_t>(i) * p.norm_stride + t0 + tid];
+          norm_inv[tid] = rsqrtf(ss / static_cast<float>(p.norm_k) + p.norm_eps);
+        }
+      }
+    }
     const int wg = warp >> 2;
     const int wt = tid & 127;
     float acc[kN / 2];
@@ -271,24 +304,43 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
       x_scale = p.x_scales[t0 + t];
       a = make_float4(a.x * x_scale, a.y * x_scale, a.z * x_scale, a.w * x_scale);
     }
+    if constexpr (kFold && E != DecodeGemmEpilogue::kAddF32) {
+      if (p.norm_parts != nullptr) {  // x = rms_norm(r) * rms(r): the product times 1 / rms
+        x_scale = norm_inv[t];
+        a = make_float4(a.x * x_scale, a.y * x_scale, a.z * x_scale, a.w * x_scale);
+      }
+    }
     if constexpr (kGated) {
       const int col = tile * kWgRows + j;
       if (col >= p.n) continue;
       float4 u = cluster_sum_f4(at + kWgRows, p.splits);
-      if constexpr (kFp8) u = make_float4(u.x * x_scale, u.y * x_scale, u.z * x_scale, u.w * x_scale);
+      if constexpr (kFp8 || kFold) u = make_float4(u.x * x_scale, u.y * x_scale, u.z * x_scale, u.w * x_scale);
       const float o[4] = {gate_act(a.x, p.act) * u.x, gate_act(a.y, p.act) * u.y, gate_act(a.z, p.act) * u.z,
                           gate_act(a.w, p.act) * u.w};
       *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t0 + t) * p.n + col) =
           make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
     } else {
       const int col = tile * kCtaRows + j;
-      if (col >= p.n) continue;
+      if (col >= p.n) {
+        if constexpr (kFold && E == DecodeGemmEpilogue::kAddF32) fold_red[t * (kCtaRows / 4) + j / 4] = 0.0f;
+        continue;
+      }
       const int64_t at_out = static_cast<int64_t>(t0 + t) * p.n + col;
       float o[4] = {a.x, a.y, a.z, a.w};
       if constexpr (E == DecodeGemmEpilogue::kAddF32) {
         float4* dst = reinterpret_cast<float4*>(static_cast<float*>(p.out) + at_out);
         const float4 r = *dst;
-        *dst = make_float4(r.x + o[0], r.y + o[1], r.z + o[2], r.w + o[3]);
+        const float4 v = make_float4(r.x + o[0], r.y + o[1], r.z + o[2], r.w + o[3]);
+        *dst = v;
+        if constexpr (kFold) {
+          if (p.fold_w != nullptr) {  // the next norm's input, times its weight, and the squares
+            const float g0 = load_weight(p.fold_w, p.fold_w_f32, col), g1 = load_weight(p.fold_w, p.fold_w_f32, col + 1);
+            const float g2 = load_weight(p.fold_w, p.fold_w_f32, col + 2), g3 = load_weight(p.fold_w, p.fold_w_f32, col + 3);
+            *reinterpret_cast<uint2*>(p.fold_out + at_out) =
+                make_uint2(pack_bf16x2(v.x * g0, v.y * g1), pack_bf16x2(v.z * g2, v.w * g3));
+            fold_red[t * (kCtaRows / 4) + j / 4] = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+          }
+        }
       } else {
         if (p.bias != nullptr) {
 #pragma unroll
@@ -300,6 +352,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_gemm_kernel(const __grid_c
           *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.out) + at_out) =
               make_uint2(pack_bf16x2(o[0], o[1]), pack_bf16x2(o[2], o[3]));
         }
+      }
+    }
+  }
+  if constexpr (kFold && E == DecodeGemmEpilogue::kAddF32) {
+    if (p.fold_w != nullptr) {  // this CTA's token rows: the tile's sum of squares, columns in order
+      __syncthreads();
+      if (tid < t_end - t_begin) {
+        const int t = t_begin + tid;
+        float ss = 0.0f;
+#pragma unroll 8
+        for (int g = 0; g < kCtaRows / 4; ++g) ss += fold_red[t * (kCtaRows / 4) + g];
+        p.fold_parts[static_cast<int64_t>(tile) * p.fold_stride + t0 + t] = ss;
       }
     }
   }
@@ -502,6 +566,26 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   const int64_t tiles = (a.n + (gated ? kWgRows : kCtaRows) - 1) / (gated ? kWgRows : kCtaRows);
   MINIVLLM_CHECK(tiles <= 65535) << "decode_gemm: " << a.n << " outputs (at most 65,535 tiles of 128)";
   p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
+  if (a.fold_w != nullptr || a.norm_parts != nullptr) {
+    MINIVLLM_CHECK(!fp8 && a.tokens <= kFoldMaxTokens && a.fold_stride >= a.tokens &&
+                   (a.fold_w == nullptr ? a.epilogue != DecodeGemmEpilogue::kAddF32 && a.norm_k == a.k &&
+                                              a.norm_nparts == (a.k + kCtaRows - 1) / kCtaRows
+                                        : a.epilogue == DecodeGemmEpilogue::kAddF32 && a.fold_out != nullptr &&
+                                              a.fold_parts != nullptr && a.norm_parts == nullptr))
+        << "decode_gemm: a folded norm needs bf16 x of at most " << kFoldMaxTokens << " tokens (" << a.tokens
+        << "), the add's epilogue to make it and a store or gated epilogue to take it, " << a.norm_nparts
+        << " partial sums for K " << a.k;
+    p.fold_w = a.fold_w;
+    p.fold_w_f32 = a.fold_w_f32;
+    p.fold_out = static_cast<__nv_bfloat16*>(a.fold_out);
+    p.fold_parts = a.fold_parts;
+    p.fold_stride = static_cast<int>(a.fold_stride);
+    p.norm_parts = a.norm_parts;
+    p.norm_nparts = a.norm_nparts;
+    p.norm_stride = static_cast<int>(a.fold_stride);
+    p.norm_k = static_cast<int>(a.norm_k);
+    p.norm_eps = a.norm_eps;
+  }
   if (fp8) {
     launch_with_epilogue<true>(a.epilogue, box, p, token_tiles, static_cast<int>(tiles), stream);
   } else {
