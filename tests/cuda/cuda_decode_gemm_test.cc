@@ -21,13 +21,6 @@ using cuda::DecodeGemmEpilogue;
 
 constexpr int64_t kGuard = 64;
 
-bool on_hopper() {
-  if (!cuda_device_available()) return false;
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  return prop.major == 9 && prop.minor == 0;
-}
-
 #define SKIP_OFF_HOPPER() \
   if (!on_hopper()) GTEST_SKIP() << "decode_gemm needs an sm_90 GPU"
 

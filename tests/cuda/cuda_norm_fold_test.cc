@@ -3,7 +3,6 @@
 // sums of squares, and the rms_norm_linear / rms_norm_linear_act_mul after it takes them instead of a
 // norm kernel. Against the CPU backend's unfused ops; the normed rows (pro.normed) stay poisoned
 // exactly when the fold ran, so each case also shows which path it took.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,13 +12,6 @@
 
 namespace minivllm::cuda_test {
 namespace {
-
-bool on_hopper() {
-  if (!cuda_device_available()) return false;
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return false;
-  return prop.major == 9 && prop.minor == 0;
-}
 
 bool all_nan(const std::vector<float>& v) {
   for (float x : v) {

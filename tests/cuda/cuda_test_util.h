@@ -2,6 +2,7 @@
 // (both backends see the same values), uploads, downloads and the NMSE / max-abs comparison.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "common/dtype.h"
 #include "common/tensor.h"
@@ -22,6 +24,14 @@ namespace minivllm::cuda_test {
 
 #define MINIVLLM_SKIP_WITHOUT_CUDA() \
   if (!::minivllm::cuda_device_available()) GTEST_SKIP() << "no CUDA device"
+
+// Device 0 is an sm_90 GPU (the decode GEMM's wgmma and TMA kernels).
+inline bool on_hopper() {
+  if (!cuda_device_available()) return false;
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.major == 9 && prop.minor == 0;
+}
 
 struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();

@@ -268,12 +268,12 @@ class CudaBackend : public Backend {
   // it does not take them: the caller goes on).
   bool fp8_add_norm(const Tensor& x, const Tensor& weight, const Tensor& scratch, const Tensor& residual,
                     const PendingNorm& next);
-  // The bare product of rms_norm(pro)'s codes and weight into out (fp8_gemm_'s run_unscaled_normed),
-  // on the codes fp8_add_norm staged when they are that norm's; returns x's scales (nullptr: no plan).
   // rms_norm(pro) W^T (+ bias) as one decode GEMM on the folded norm's input, where folded_ is pro's
   // norm (kStore, or kActMul with W = [W_gate; W_up]); false otherwise. folded_ is used up either way.
   bool folded_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out,
                      DecodeGemmEpilogue e, Activation act);
+  // The bare product of rms_norm(pro)'s codes and weight into out (fp8_gemm_'s run_unscaled_normed),
+  // on the codes fp8_add_norm staged when they are that norm's; returns x's scales (nullptr: no plan).
   const float* fp8_normed_product(const NormPrologue& pro, int64_t tokens, const Tensor& weight, bool norm_f32,
                                   void* out);
   void linear_fp8(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out, Fp8Out e,

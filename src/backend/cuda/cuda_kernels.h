@@ -198,8 +198,8 @@ struct DecodeGemmArgs {
   // A folded RMSNorm between two bf16 decode GEMMs of at most kFoldMaxTokens tokens: the residual
   // add (kAddF32) also writes fold_out[t, c] = bf16(residual'[t, c] * fold_w[c]) and, for each tile
   // of 128 columns i, fold_parts[i * fold_stride + t] = the sum of residual'[t, c]^2 over its columns.
-  // The next GEMM (kStore, kActMul) takes x = fold_out with norm_parts = fold_parts, norm_nparts =
-  // ceil(K / 128) and scales token t's products by 1 / sqrt(sum / norm_k + norm_eps): rms_norm(r) W^T
+  // The next GEMM (kStore, kActMul) takes x = fold_out with norm_parts = fold_parts (its ceil(K / 128)
+  // tiles) and scales token t's products by 1 / sqrt(sum / K + norm_eps): rms_norm(r) W^T
   // with no norm kernel between them (the weight multiplied before the bf16 rounding, the 1 / rms
   // after the product).
   const void* fold_w = nullptr;
@@ -208,8 +208,6 @@ struct DecodeGemmArgs {
   float* fold_parts = nullptr;
   int64_t fold_stride = 0;  // both sides: the parts' row stride (tokens at most)
   const float* norm_parts = nullptr;
-  int norm_nparts = 0;
-  int64_t norm_k = 0;
   float norm_eps = 0.0f;
 };
 constexpr int kFoldMaxTokens = 64;

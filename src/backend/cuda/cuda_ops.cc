@@ -741,8 +741,6 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
   g.act = act;
   g.fold_stride = kFoldMaxTokens;
   g.norm_parts = fold_parts_;
-  g.norm_nparts = static_cast<int>((k + 127) / 128);
-  g.norm_k = k;
   g.norm_eps = pro.eps;
   launch_decode_gemm(g, stream_);
   return true;
@@ -791,20 +789,19 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
   MINIVLLM_CHECK_EQ(rows_with_cols(residual, n, "linear_add_residual", "residual"), tokens)
       << "linear_add_residual: residual " << residual.describe() << " for x " << x.describe();
-  // The folded norm: past the gemv's 1-2 tokens, the add also makes the next norm's input.
   // The folded norm: past the gemv's 1-2 tokens, the add also makes the next norm's input. An add the
   // gemv takes by shape moves to the decode GEMM for it where tokens x N >= norm_fold_: Llama-3.2-1B's
   // o at 4 tokens and Qwen3-0.6B's o and down at 8 gained so, Qwen3's at 4 lost (PERFORMANCE.md,
   // "Stop 82").
   const bool gemv = use_gemv(x, weight, tokens, n, k);
-  const bool fold = norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 && tokens <= kFoldMaxTokens &&
-                    n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_) &&
-                    use_decode_gemm(x, weight, residual, tokens, n, k);
+  const bool decode_gemm = use_decode_gemm(x, weight, residual, tokens, n, k);
+  const bool fold = decode_gemm && norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 &&
+                    tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
     return;
   }
-  if (fold || use_decode_gemm(x, weight, residual, tokens, n, k)) {
+  if (decode_gemm) {
     DecodeGemmArgs g{x.data(), weight.data(), nullptr, false, residual.data(), true, tokens, n, k,
                      DecodeGemmEpilogue::kAddF32, 0};
     if (fold) {

@@ -568,22 +568,21 @@ void launch_decode_gemm(const DecodeGemmArgs& a, cudaStream_t stream) {
   p.splits = a.splits > 0 ? std::min<int>({a.splits, kMaxSplits, p.k_chunks}) : 0;  // 0: launch_of picks
   if (a.fold_w != nullptr || a.norm_parts != nullptr) {
     MINIVLLM_CHECK(!fp8 && a.tokens <= kFoldMaxTokens && a.fold_stride >= a.tokens &&
-                   (a.fold_w == nullptr ? a.epilogue != DecodeGemmEpilogue::kAddF32 && a.norm_k == a.k &&
-                                              a.norm_nparts == (a.k + kCtaRows - 1) / kCtaRows
+                   (a.fold_w == nullptr ? a.epilogue != DecodeGemmEpilogue::kAddF32
                                         : a.epilogue == DecodeGemmEpilogue::kAddF32 && a.fold_out != nullptr &&
                                               a.fold_parts != nullptr && a.norm_parts == nullptr))
         << "decode_gemm: a folded norm needs bf16 x of at most " << kFoldMaxTokens << " tokens (" << a.tokens
-        << "), the add's epilogue to make it and a store or gated epilogue to take it, " << a.norm_nparts
-        << " partial sums for K " << a.k;
+        << ", parts of stride " << a.fold_stride << "), the add's epilogue to make it and a store or gated "
+        << "epilogue to take it";
     p.fold_w = a.fold_w;
     p.fold_w_f32 = a.fold_w_f32;
     p.fold_out = static_cast<__nv_bfloat16*>(a.fold_out);
     p.fold_parts = a.fold_parts;
     p.fold_stride = static_cast<int>(a.fold_stride);
     p.norm_parts = a.norm_parts;
-    p.norm_nparts = a.norm_nparts;
+    p.norm_nparts = static_cast<int>((a.k + kCtaRows - 1) / kCtaRows);  // the producer's tiles of K
     p.norm_stride = static_cast<int>(a.fold_stride);
-    p.norm_k = static_cast<int>(a.norm_k);
+    p.norm_k = static_cast<int>(a.k);
     p.norm_eps = a.norm_eps;
   }
   if (fp8) {
