@@ -122,6 +122,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},
+    {"MINIVLLM_GEMV_NORM_LATE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "1-2 tokens, rows of up to 1,024: the normed gemv takes residual x norm weight as it streams and scales "
+     "by 1 / rms at the end, instead of normalising the row before its first product (PERFORMANCE.md, \"Stop 83\")"},
     {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
     {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",

@@ -1,6 +1,6 @@
 // The residual-stream fusions of the CUDA backend against the CPU backend's unfused ops:
 // rms_norm_linear and rms_norm_linear_act_mul (the RMSNorm of the fp32 residual computed inside
-// the gemv's CTAs), linear_add_residual (the gemv adding into the fp32 residual), the fp32-input
+// the gemv's CTAs: late, or with MINIVLLM_GEMV_NORM_LATE=0 in a prologue), linear_add_residual (the gemv adding into the fp32 residual), the fp32-input
 // rms_norm and add_to_residual (their unfused halves, taken where CudaBackend::use_gemv says
 // cuBLASLt: beyond 8 tokens, and from 3 tokens for the norm-fused shapes with N % 8 == 0), and decode
 // attention's in-kernel merge of splits, called repeatedly on one backend. Outputs are poisoned
@@ -39,7 +39,9 @@ int64_t guard_writes(const std::vector<float>& all, int64_t used) {
 // Residual values of a mid-network stream: mean 0, std 3, so the norm's scale matters.
 Tensor residual_values(int64_t tokens, int64_t k, std::mt19937& rng) { return random_values({tokens, k}, rng, 3.0f); }
 
-void check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool bias_on, bool norm_f32, bool silu,
+// Returns whether the GPU wrote the normed row (the norm kernel ran: neither the gemv's prologue nor
+// its late norm writes it).
+bool check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool bias_on, bool norm_f32, bool silu,
                        std::mt19937& rng, Activation act = Activation::kSilu) {
   const std::string tag = shape_tag(silu ? "rms_norm_linear_act_mul" : "rms_norm_linear", tokens, n, k) +
                           (bias_on ? " bias" : "") + (norm_f32 ? " f32 norm" : "") +
@@ -77,23 +79,46 @@ void check_norm_linear(Backends& b, int64_t tokens, int64_t n, int64_t k, bool b
   EXPECT_EQ(guard_writes(all, tokens * n), 0) << tag << ": writes past the output";
   // The residual is read, never written.
   EXPECT_EQ(download(*b.gpu, res_g), download(*b.cpu, upload_f32(*b.cpu, res))) << tag << ": residual changed";
+  const std::vector<float> normed = download(*b.gpu, normed_whole);
+  return guard_writes(normed, 0) > 0;
 }
 
 TEST(CudaResidualFusion, RmsNormLinearMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(91);
-  // 1 token: the fused gemv for K <= 1024, past it the norm kernel + the plain gemv (use_gemv_norm).
+  // 1-2 tokens: the gemv's late norm for K <= 1024 (use_gemv_norm), which never writes the normed
+  // row; past it the norm kernel + the plain gemv.
   // 3 and 8 tokens: the norm kernel + the plain gemv where N % 8 != 0, else + decode_gemm (Hopper)
   // or cuBLASLt. 129 tokens: the norm kernel + cuBLASLt (N a multiple of 8).
-  for (int64_t tokens : {1, 3, 8, 129}) {
-    for (int64_t k : {1024, 2048, 1032}) {
+  for (int64_t tokens : {1, 2, 3, 8, 129}) {
+    for (int64_t k : {1024, 2048, 1032, 1000}) {
       for (int64_t n : {7, 129, 4096}) {
-        if (tokens > 8 || (tokens > 1 && k <= 1024)) n = (n + 7) / 8 * 8;
-        // fp32 norm weights at K = 2048 and, so that the fused prologue still reads them, at one
-        // token of K = 1024 too.
+        if (tokens > 8 || (tokens > 2 && k <= 1024)) n = (n + 7) / 8 * 8;
+        // fp32 norm weights at K = 2048 and, so that the fused norms still read them, at one token
+        // of K = 1024 too.
         const bool norm_f32 = k == 2048 || (tokens == 1 && k == 1024 && n == 129);
-        check_norm_linear(b, tokens, n, k, n % 8 != 0 || n == 136, norm_f32, false, rng);
+        const bool normed = check_norm_linear(b, tokens, n, k, n % 8 != 0 || n == 136, norm_f32, false, rng);
+        if (tokens <= 2) {
+          EXPECT_EQ(normed, k > 1024) << "M=" << tokens << " K=" << k << ": the norm kernel ran only past 1,024";
+        }
+      }
+    }
+  }
+}
+
+// MINIVLLM_GEMV_NORM_LATE=0: at 1-2 tokens the gemv's prologue normalises rows of up to 1,024 into
+// shared memory (longer rows take the norm kernel and the plain gemv, as with the late norm).
+TEST(CudaResidualFusion, RmsNormLinearWithoutTheLateNormMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b = backends_with("MINIVLLM_GEMV_NORM_LATE", "0");
+  std::mt19937 rng(94);
+  for (int64_t tokens : {1, 2}) {
+    for (int64_t k : {1024, 2048}) {
+      for (int64_t n : {129, 4096}) {
+        const bool normed = check_norm_linear(b, tokens, n, k, n == 129, k == 2048, false, rng);
+        EXPECT_EQ(normed, k > 1024) << "M=" << tokens << " K=" << k << ": the norm kernel ran only past 1,024";
+        check_norm_linear(b, tokens, n, k, false, tokens == 1, true, rng);
       }
     }
   }
@@ -103,11 +128,14 @@ TEST(CudaResidualFusion, RmsNormLinearActMulMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   std::mt19937 rng(92);
-  for (int64_t tokens : {1, 3, 8, 129}) {
+  for (int64_t tokens : {1, 2, 3, 8, 129}) {
     for (int64_t k : {1024, 2048}) {
       for (int64_t inter : {129, 3072}) {
-        if (tokens > 8 || (tokens > 1 && k <= 1024)) inter = (inter + 7) / 8 * 8;
-        check_norm_linear(b, tokens, inter, k, false, tokens == 1, true, rng);
+        if (tokens > 8 || (tokens > 2 && k <= 1024)) inter = (inter + 7) / 8 * 8;
+        const bool normed = check_norm_linear(b, tokens, inter, k, false, tokens == 1, true, rng);
+        if (tokens <= 2) {
+          EXPECT_EQ(normed, k > 1024) << "M=" << tokens << " K=" << k << ": the norm kernel ran only past 1,024";
+        }
         check_norm_linear(b, tokens, inter, k, false, tokens == 1, true, rng, Activation::kGeluTanh);
       }
     }

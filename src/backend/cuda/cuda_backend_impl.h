@@ -223,6 +223,7 @@ class CudaBackend : public Backend {
                 bool norm_prologue = false) const;
   // Whether rms_norm_linear(_act_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
+  bool gemv_norm_late(int64_t tokens) const;  // GemvNorm::late for a normed gemv of `tokens` rows
   // FP8 weights (Tensor::scales()): the FP8 gemv up to kGemvMaxTokens tokens, else cuBLASLt's FP8
   // GEMM (fp8_gemm.h), else (block scales) the e4m3 decode GEMM (fp8_block_gemm) or the decoded
   // weight's bf16 GEMM. `e`: store
@@ -310,6 +311,7 @@ class CudaBackend : public Backend {
   float* decode_partial_o_ = nullptr;
   float* decode_partial_lse_ = nullptr;
   int* decode_counters_ = nullptr;   // one per (seq, kv head): decode_partial_rows_ of them, zeroed
+  bool gemv_norm_late_ = false;  // the normed gemvs scale by 1 / rms at the end (GemvNorm::late); MINIVLLM_GEMV_NORM_LATE
   bool gemv_rope_ = false;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64
   int decode_min_partition_ = 0;     // least keys per split (decode_policy.h)

@@ -158,8 +158,13 @@ struct GemvNorm {
   const void* weight;     // [k] bf16 or fp32
   bool weight_f32;
   float eps;
+  // The norm applied late (gemv.cu's NormMode::kLate; at most kGemvNormLateMaxTokens tokens): the
+  // products take residual * weight as they stream and each output is scaled by 1 / rms at the end,
+  // so no reduction or shared-memory row stands before the first product (any k).
+  bool late = false;
 };
 constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;
+constexpr int64_t kGemvNormLateMaxTokens = 2;
 bool gemv_norm_fits(int64_t tokens, int64_t k);  // the bf16 x fits the shared memory of one CTA
 void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, bool bias_f32, void* out, bool out_f32,
                       int64_t tokens, int64_t n, int64_t k, cudaStream_t stream);

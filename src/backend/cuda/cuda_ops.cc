@@ -515,11 +515,20 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
 // norm prologue by row length").
 constexpr int64_t kGemvNormMaxK = 1024;
 
+// At 1-2 tokens the norm is applied late (MINIVLLM_GEMV_NORM_LATE): its reduction rides on the
+// products' pass and is needed only at the end, so no CTA waits on it before its first product.
+// Past kGemvNormMaxK it is not taken either: every CTA would still read the fp32 row and the norm
+// weight, 1.5-3x the bf16 row the norm kernel writes once (PERFORMANCE.md, "Stop 83").
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
   if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
   if (k > kGemvNormMaxK) return false;
   const int64_t tokens = residual.numel() / k;
-  return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) && gemv_norm_fits(tokens, k);
+  return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) &&
+         (gemv_norm_late(tokens) || gemv_norm_fits(tokens, k));
+}
+
+bool CudaBackend::gemv_norm_late(int64_t tokens) const {
+  return gemv_norm_late_ && tokens >= 1 && tokens <= kGemvNormLateMaxTokens;
 }
 
 void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
@@ -548,7 +557,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear", "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear", "bias");
-  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps}, weight.data(),
+  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)}, weight.data(),
                    bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out.dtype() == DType::kF32, tokens, n,
                    k, stream_);
 }
@@ -581,7 +590,7 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
   MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_act_mul", "out"), tokens)
       << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << pro.residual.describe();
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear_act_mul", "norm_weight");
-  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps},
+  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)},
                            gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
 }
 
@@ -1055,7 +1064,7 @@ void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tens
   }
   if (prologue) {
     const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
-    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps};
+    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)};
     gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, epi, tokens);
   } else {
     rms_norm(residual, pro.weight, pro.eps, pro.normed);

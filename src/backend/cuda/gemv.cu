@@ -1,7 +1,9 @@
 // Skinny GEMM for decode: out[M, N] = x[M, K] w[N, K]^T (+ bias) for M <= 8 tokens, bf16 in, bf16
 // or fp32 out (the logits), fp32 accumulation; its gate/up variant that writes act(g) * u; its
 // residual variant that adds into the fp32 residual stream; and, for either of the first two, a
-// prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own); and
+// prologue that computes x = rms_norm(residual) * w in every CTA (no norm launch of its own), or
+// the same norm applied late: the products of residual * w and the row's sum of squares in one
+// pass, each output scaled by 1 / rms at the end (no reduction before the first product); and
 // a qkv variant whose CTAs own rotary pairs of rows and apply the rotary embedding and the cache
 // store in their epilogue (no rope launch; models without q/k norms, bf16 caches).
 // At these sizes a linear is a stream over W, so the kernel is built to
@@ -69,6 +71,11 @@ enum class Epilogue {
   kRope,     // W = the qkv projection, a CTA owning pairs of rows (rope_slot): out = rope(x W^T (+ bias)), k, v stored
 };
 
+// Where the RMSNorm of GemvArgs::norm_in happens: nowhere (x is given), in a prologue that writes the
+// normed row into shared memory before the first product, or late: each product takes residual * w
+// as it streams and the CTA's sum of squares (the prologue's, in the same order) scales the outputs.
+enum class NormMode { kNone, kPrologue, kLate };
+
 struct GemvArgs {
   const uint4* x;  // [M, chunks] bf16 (unused with kNorm)
   const uint4* w;
@@ -78,7 +85,8 @@ struct GemvArgs {
   bool out_f32;
   int64_t n;
   int64_t chunks;
-  // kNorm: x = rms_norm(norm_in) * norm_w, rounded to bf16 as the unfused norm's output would be.
+  // kPrologue: x = rms_norm(norm_in) * norm_w, rounded to bf16 as the unfused norm's output would be.
+  // kLate: the products take norm_in * norm_w in fp32, times 1 / rms at the end.
   const float* norm_in;  // [M, chunks * 8] fp32
   const void* norm_w;
   bool norm_w_f32;
@@ -148,14 +156,17 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
 // [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kActMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
 // act(g) * u (bf16), so the [T, 2n] product never goes through memory.
-template <int M, int R, int U, Epilogue E, bool kNorm>
+template <int M, int R, int U, Epilogue E, NormMode NM>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
+  constexpr bool kNorm = NM == NormMode::kPrologue;
+  constexpr bool kLate = NM == NormMode::kLate;
   constexpr bool kGated = E == Epilogue::kActMul;
   constexpr int V = M * R;
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
   __shared__ float partial[kGemvWarps][V];
+  __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
   extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]
   const int64_t n = g.n, chunks = g.chunks;
 
@@ -209,6 +220,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   float acc[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0.0f;
+  float ss[kLate ? M : 1];  // kLate: this thread's share of each row's sum of squares
+#pragma unroll
+  for (int m = 0; m < (kLate ? M : 1); ++m) ss[m] = 0.0f;
 
   uint4 wv[U][R];
   auto load_w = [&](int64_t c0) {
@@ -231,10 +245,21 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         float wf[R][8];
 #pragma unroll
         for (int r = 0; r < R; ++r) bf16x8_to_f32(wv[u][r], wf[r]);
+        float nw[8];  // kLate: the norm weights of chunk c (the same 4-8 KB for every CTA: L1 / L2)
+        if constexpr (kLate) load_weight8(g.norm_w, g.norm_w_f32, c * 8, nw);
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           float xf[8];
-          bf16x8_to_f32(kNorm ? xs[m * chunks + c] : __ldg(g.x + m * chunks + c), xf);
+          if constexpr (kLate) {
+            load_f32x8(g.norm_in + (m * chunks + c) * 8, xf);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              ss[m] = fmaf(xf[i], xf[i], ss[m]);
+              xf[i] *= nw[i];
+            }
+          } else {
+            bf16x8_to_f32(kNorm ? xs[m * chunks + c] : __ldg(g.x + m * chunks + c), xf);
+          }
 #pragma unroll
           for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -249,7 +274,21 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   reduce_scatter<P, 16>(acc, lane);
   const int idx = reduce_scatter_index<P>(lane);
   if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
+  if constexpr (kLate) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(ss[m]);
+      if (lane == 0) late_ss[warp][m] = v;
+    }
+  }
   __syncthreads();
+  // kLate: token m's 1 / rms, as normalize_rows computes it (the same sums in the same order).
+  auto late_inv = [&](int m) {
+    float tot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGemvWarps; ++i) tot += late_ss[i][kLate ? m : 0];
+    return 1.0f / sqrtf(tot / static_cast<float>(chunks * 8) + g.eps);
+  };
   if constexpr (E == Epilogue::kRope) {
     if (threadIdx.x < M * (R / 2)) {
       const int m = rope_m, j = rope_j;
@@ -258,6 +297,11 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       for (int i = 0; i < kGemvWarps; ++i) {
         lo += partial[i][m * R + 2 * j];
         hi += partial[i][m * R + 2 * j + 1];
+      }
+      if constexpr (kLate) {
+        const float inv = late_inv(m);
+        lo *= inv;
+        hi *= inv;
       }
       // Pairs past the end reread the last pair: only the CTA that owns it writes it.
       if (static_cast<int64_t>(blockIdx.x) * (R / 2) + j < n / 2) {
@@ -273,10 +317,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < kGemvWarps; ++i) s += partial[i][m * R + r];
+      const float inv = kLate ? late_inv(m) : 1.0f;
+      if constexpr (kLate) s *= inv;
       if constexpr (kGated) {
         float u = 0.0f;
 #pragma unroll
         for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
+        if constexpr (kLate) u *= inv;
         s = gate_act(s, g.act) * u;
       } else if (g.bias != nullptr) {
         s += load_weight(g.bias, g.bias_f32, row);
@@ -301,18 +348,18 @@ bool env_short_rows() {
   return on;
 }
 
-template <int M, int R, Epilogue E, bool kNorm>
+template <int M, int R, Epilogue E, NormMode NM>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
-  const size_t smem = kNorm ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
+  const size_t smem = NM == NormMode::kPrologue ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
   if (g.chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    launch_with_pdl(gemv_kernel<M, R, 1, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+    launch_with_pdl(gemv_kernel<M, R, 1, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
   } else if (M == 1 && g.chunks <= 2 * kGemvThreads && env_short_rows()) {  // two chunks cover the row
     if constexpr (M == 1) {  // (no U = 2 kernels of M = 2-4 to compile)
-      launch_with_pdl(gemv_kernel<1, R, 2, E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+      launch_with_pdl(gemv_kernel<1, R, 2, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
     }
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
-    launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, kNorm>, dim3(grid), dim3(kGemvThreads), smem, stream,
+    launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream,
                     g);
   }
   CUDA_CHECK_LAUNCH();
@@ -328,29 +375,29 @@ int64_t env_two_rows_k() {
 
 // Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
 // gives several CTAs per SM; two for the 1-2K-row projections, and at one token on long rows.
-template <int M, Epilogue E, bool kNorm>
+template <int M, Epilogue E, NormMode NM>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
   if (M == 1 && E != Epilogue::kRope && env_two_rows_k() > 0 && g.chunks * 8 >= env_two_rows_k()) {
-    launch_for_mr<M, 2, E, kNorm>(g, stream);
+    launch_for_mr<M, 2, E, NM>(g, stream);
   } else if (rows_of_w >= 4096) {
-    launch_for_mr<M, 4, E, kNorm>(g, stream);
+    launch_for_mr<M, 4, E, NM>(g, stream);
   } else {
-    launch_for_mr<M, 2, E, kNorm>(g, stream);
+    launch_for_mr<M, 2, E, NM>(g, stream);
   }
 }
 
-template <Epilogue E, bool kNorm>
+template <Epilogue E, NormMode NM>
 void dispatch_tokens(const GemvArgs& g, int64_t tokens, cudaStream_t stream) {
   switch (tokens) {
-    case 1: return launch_for_m<1, E, kNorm>(g, stream);
-    case 2: return launch_for_m<2, E, kNorm>(g, stream);
-    case 3: return launch_for_m<3, E, kNorm>(g, stream);
-    case 4: return launch_for_m<4, E, kNorm>(g, stream);
-    case 5: return launch_for_m<5, E, kNorm>(g, stream);
-    case 6: return launch_for_m<6, E, kNorm>(g, stream);
-    case 7: return launch_for_m<7, E, kNorm>(g, stream);
-    default: return launch_for_m<8, E, kNorm>(g, stream);
+    case 1: return launch_for_m<1, E, NM>(g, stream);
+    case 2: return launch_for_m<2, E, NM>(g, stream);
+    case 3: return launch_for_m<3, E, NM>(g, stream);
+    case 4: return launch_for_m<4, E, NM>(g, stream);
+    case 5: return launch_for_m<5, E, NM>(g, stream);
+    case 6: return launch_for_m<6, E, NM>(g, stream);
+    case 7: return launch_for_m<7, E, NM>(g, stream);
+    default: return launch_for_m<8, E, NM>(g, stream);
   }
 }
 
@@ -378,6 +425,21 @@ GemvArgs norm_args(const GemvNorm& norm, const void* w, void* out, int64_t n, in
   return g;
 }
 
+// The normed gemvs: the prologue (x in shared memory) or the late norm (GemvNorm::late: 1 or 2
+// tokens, any K).
+template <Epilogue E>
+void dispatch_normed(const GemvArgs& g, const GemvNorm& norm, int64_t tokens, const char* op, cudaStream_t stream) {
+  const int64_t k = g.chunks * 8;
+  if (!norm.late) {
+    MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << op << ": x [" << tokens << ", " << k << "] exceeds shared memory";
+    return dispatch_tokens<E, NormMode::kPrologue>(g, tokens, stream);
+  }
+  MINIVLLM_CHECK(tokens <= kGemvNormLateMaxTokens)
+      << op << ": the late norm takes 1.." << kGemvNormLateMaxTokens << " tokens, not " << tokens;
+  if (tokens == 1) return launch_for_m<1, E, NormMode::kLate>(g, stream);
+  launch_for_m<2, E, NormMode::kLate>(g, stream);
+}
+
 }  // namespace
 
 bool gemv_norm_fits(int64_t tokens, int64_t k) { return tokens * k * 2 <= kGemvNormMaxSmemBytes; }
@@ -390,7 +452,7 @@ void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, 
   g.bias = bias;
   g.bias_f32 = bias_f32;
   g.out_f32 = out_f32;
-  dispatch_tokens<Epilogue::kStore, false>(g, tokens, stream);
+  dispatch_tokens<Epilogue::kStore, NormMode::kNone>(g, tokens, stream);
 }
 
 void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
@@ -399,14 +461,14 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
   check_shape("gemv_act_mul", tokens, k);
   GemvArgs g = plain_args(x, gate_up_w, out, inter, k);
   g.act = act;
-  dispatch_tokens<Epilogue::kActMul, false>(g, tokens, stream);
+  dispatch_tokens<Epilogue::kActMul, NormMode::kNone>(g, tokens, stream);
 }
 
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
                          cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   check_shape("gemv_add_f32", tokens, k);
-  dispatch_tokens<Epilogue::kAddF32, false>(plain_args(x, w, residual, n, k), tokens, stream);
+  dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(plain_args(x, w, residual, n, k), tokens, stream);
 }
 
 bool gemv_rope_fits(int64_t n, int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && n % head_dim == 0; }
@@ -425,10 +487,9 @@ void launch_gemv_rope(const GemvNorm* norm, const void* x, const void* w, const 
   g.bias_f32 = bias_f32;
   g.rope = rope;
   if (norm != nullptr) {
-    MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << "gemv_rope: x [" << tokens << ", " << k << "] exceeds shared memory";
-    dispatch_tokens<Epilogue::kRope, true>(g, tokens, stream);
+    dispatch_normed<Epilogue::kRope>(g, *norm, tokens, "gemv_rope", stream);
   } else {
-    dispatch_tokens<Epilogue::kRope, false>(g, tokens, stream);
+    dispatch_tokens<Epilogue::kRope, NormMode::kNone>(g, tokens, stream);
   }
 }
 
@@ -436,23 +497,20 @@ void launch_gemv_norm(const GemvNorm& norm, const void* w, const void* bias, boo
                       int64_t tokens, int64_t n, int64_t k, cudaStream_t stream) {
   if (tokens == 0 || n == 0) return;
   check_shape("gemv_norm", tokens, k);
-  MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << "gemv_norm: x [" << tokens << ", " << k << "] exceeds shared memory";
   GemvArgs g = norm_args(norm, w, out, n, k);
   g.bias = bias;
   g.bias_f32 = bias_f32;
   g.out_f32 = out_f32;
-  dispatch_tokens<Epilogue::kStore, true>(g, tokens, stream);
+  dispatch_normed<Epilogue::kStore>(g, norm, tokens, "gemv_norm", stream);
 }
 
 void launch_gemv_norm_act_mul(const GemvNorm& norm, const void* gate_up_w, void* out, int64_t tokens, int64_t inter,
                               int64_t k, Activation act, cudaStream_t stream) {
   if (tokens == 0 || inter == 0) return;
   check_shape("gemv_norm_act_mul", tokens, k);
-  MINIVLLM_CHECK(gemv_norm_fits(tokens, k))
-      << "gemv_norm_act_mul: x [" << tokens << ", " << k << "] exceeds shared memory";
   GemvArgs g = norm_args(norm, gate_up_w, out, inter, k);
   g.act = act;
-  dispatch_tokens<Epilogue::kActMul, true>(g, tokens, stream);
+  dispatch_normed<Epilogue::kActMul>(g, norm, tokens, "gemv_norm_act_mul", stream);
 }
 
 }  // namespace minivllm::cuda
