@@ -64,10 +64,10 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_DECODE_WIDE_PAIRS", G::kTuning, K::kInt, "0: off", 0, 8, "decode_policy.h (1)",
      "decode batches of up to this many sequences take wide CTAs of two q heads each for groups of 4 and 8 "
      "at head_dim 128 (and 8 at 64) (decode_wide_head_pairs; PERFORMANCE.md, \"Stop 69\")"},
-    {"MINIVLLM_DECODE_WIDE_MMA", G::kTuning, K::kInt, "0: off", 0, 64, "decode_policy.h (1)",
+    {"MINIVLLM_DECODE_WIDE_MMA", G::kTuning, K::kInt, "0: off", 0, 64, "decode_policy.h (2)",
      "decode batches of up to this many sequences that take wide CTAs over a bf16 cache run on the tensor "
      "cores instead, 8 warps a CTA, each split staged in shared memory by TMA boxes before the wait "
-     "(decode_attention_mma.cu; PERFORMANCE.md, \"Stop 81\")"},
+     "(decode_attention_mma.cu; PERFORMANCE.md, \"Stop 81\", \"Stop 83\")"},
     {"MINIVLLM_DECODE_WIDE_MMA_HEADS", G::kTuning, K::kInt, "0: decode_policy.h", 0, 8, "decode_policy.h",
      "q heads a CTA of that kernel (the largest power of two up to it and the group); 0: decode_wide_mma_heads"},
     {"MINIVLLM_DECODE_WIDE_STAGED_SPLITS", G::kTuning, K::kSwitch, "", 0, 0, "1",
