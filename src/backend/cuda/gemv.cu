@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         float wf[R][8];
 #pragma unroll
         for (int r = 0; r < R; ++r) bf16x8_to_f32(wv[u][r], wf[r]);
-        float nw[8];  // kLate: the norm weights of chunk c (the same 2 KB row for every CTA: L1 / L2)
+        float nw[8];  // kLate: the norm weights of chunk c (the same 2-4 KB row for every CTA: L1 / L2)
         if constexpr (kLate) load_weight8(g.norm_w, g.norm_w_f32, c * 8, nw);
 #pragma unroll
         for (int m = 0; m < M; ++m) {
