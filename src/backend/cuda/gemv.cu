@@ -97,6 +97,26 @@ struct GemvArgs {
   RopeArgs rope;
 };
 
+// The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
+// that both get the same 1 / rms: each warp's share goes to sums[warp][m] (before a barrier), and
+// row m's total is taken in warp order (after it).
+template <int M>
+__device__ __forceinline__ void publish_sums(const float (&ss)[M], float (&sums)[kGemvWarps][M]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = warp_sum(ss[m]);
+    if (lane == 0) sums[warp][m] = v;
+  }
+}
+template <int M>
+__device__ __forceinline__ float inv_rms(const float (&sums)[kGemvWarps][M], int m, int64_t k, float eps) {
+  float tot = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGemvWarps; ++i) tot += sums[i][m];
+  return 1.0f / sqrtf(tot / static_cast<float>(k) + eps);
+}
+
 // kNorm: every CTA normalises the M rows of the fp32 residual stream itself (they are a few KB,
 // read from L2) into shared memory, so the RMSNorm costs no launch of its own. Ends in a barrier.
 // w0: the norm weights of this thread's first chunk, loaded by the caller before the PDL wait, so
@@ -116,21 +136,11 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
       for (int i = 0; i < 8; ++i) ss[m] += v[i] * v[i];
     }
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float v = warp_sum(ss[m]);
-    if (lane == 0) red[warp][m] = v;
-  }
+  publish_sums<M>(ss, red);
   __syncthreads();
   float inv[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kGemvWarps; ++i) tot += red[i][m];
-    inv[m] = 1.0f / sqrtf(tot / static_cast<float>(g.chunks * 8) + g.eps);
-  }
+  for (int m = 0; m < M; ++m) inv[m] = inv_rms<M>(red, m, g.chunks * 8, g.eps);
   for (int64_t c = threadIdx.x; c < g.chunks; c += kGemvThreads) {
     float wt[8];
     if (c == threadIdx.x) {
@@ -274,21 +284,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   reduce_scatter<P, 16>(acc, lane);
   const int idx = reduce_scatter_index<P>(lane);
   if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
-  if constexpr (kLate) {
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float v = warp_sum(ss[m]);
-      if (lane == 0) late_ss[warp][m] = v;
-    }
-  }
+  if constexpr (kLate) publish_sums<M>(ss, late_ss);
   __syncthreads();
-  // kLate: token m's 1 / rms, as normalize_rows computes it (the same sums in the same order).
-  auto late_inv = [&](int m) {
-    float tot = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kGemvWarps; ++i) tot += late_ss[i][kLate ? m : 0];
-    return 1.0f / sqrtf(tot / static_cast<float>(chunks * 8) + g.eps);
-  };
+  // kLate: token m's 1 / rms, as normalize_rows computes it.
+  auto late_inv = [&](int m) { return inv_rms<kLate ? M : 1>(late_ss, m, chunks * 8, g.eps); };
   if constexpr (E == Epilogue::kRope) {
     if (threadIdx.x < M * (R / 2)) {
       const int m = rope_m, j = rope_j;
