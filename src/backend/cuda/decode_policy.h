@@ -97,9 +97,9 @@ inline bool decode_use_staged(int head_dim, int partition) {
 }
 
 // The wide CTAs' batches on the tensor cores, staged (decode_attention_mma.cu's staged kernel,
-// cuda_kernels.h: launch_decode_attention_mma_staged), at up to this many sequences: won at one
-// (PERFORMANCE.md, "Stop 81") and two (+3.7-3.9%), lost at four on Qwen3-0.6B (-11.4%; Llama-3.2-1B
-// +2.0%) ("Stop 83"). MINIVLLM_DECODE_WIDE_MMA overrides it (0: off).
+// cuda_kernels.h: launch_decode_attention_mma_staged), at up to this many sequences: it won at one
+// and two, and lost at four on Qwen3-0.6B (PERFORMANCE.md, "Stop 81", "Stop 83").
+// MINIVLLM_DECODE_WIDE_MMA overrides it (0: off).
 constexpr int kDecodeWideMmaMaxSeqs = 2;
 // Its q heads a CTA: at most 128 of their dims (one head at head_dim 128, two at 64), which beat
 // larger CTAs on every shape measured. Only the exact wide kernels' shapes (group x head_dim <=
