@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -68,6 +69,42 @@ TEST(CudaGemvBench, QwenShapesVsCublasLt) {
 TEST(CudaGemvBench, LlamaShapesVsCublasLt) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   bench_tokens(1, kLlamaLinears, "Llama-3.2-1B");
+}
+
+// One token through the gate/up (act_mul) and residual-add (o, down) gemvs as the decode layers call
+// them, on the same rotated weights as above: what the plain rows do not show.
+TEST(CudaGemvBench, GatedAndResidualAtOneToken) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (const auto* shapes : {&kQwen3Linears, &kLlamaLinears}) {
+    for (const LinearShape& sh : *shapes) {
+      const bool gated = std::string(sh.name) == "gate_up";
+      if (!gated && !sh.adds_to_residual) continue;
+      const RotatedWeights weights(sh.n, sh.k);
+      const int calls = weights.copies() * std::max(1, (40 + weights.copies() - 1) / weights.copies());
+      void *x = nullptr, *out = nullptr;
+      CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(sh.k) * 2));
+      CUDA_CHECK(cudaMalloc(&out, static_cast<size_t>(sh.n) * 4));
+      CUDA_CHECK(cudaMemset(x, 0x3C, static_cast<size_t>(sh.k) * 2));
+      CUDA_CHECK(cudaMemset(out, 0, static_cast<size_t>(sh.n) * 4));
+      const double us = graph_median_us_per_call(s, calls, [&] {
+        for (int c = 0; c < calls; ++c) {
+          if (gated) {
+            cuda::launch_gemv_act_mul(x, weights.at(c), out, 1, sh.n / 2, sh.k, Activation::kSilu, s);
+          } else {
+            cuda::launch_gemv_add_f32(x, weights.at(c), static_cast<float*>(out), 1, sh.n, sh.k, s);
+          }
+        }
+      });
+      std::printf("[bench] %s %-7s M=1 [%lld x %lld] %s: %.2f us (%.0f GB/s)\n", shapes == &kQwen3Linears ? "Qwen3" : "Llama",
+                  sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+                  gated ? "act_mul" : "add_f32", us, weights.bytes() / us / 1e3);
+      CUDA_CHECK(cudaFree(x));
+      CUDA_CHECK(cudaFree(out));
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // The batch sizes of the small decode graphs (2, 4, 8): the routing in use_gemv reads these rows.
