@@ -5,7 +5,8 @@
 # seeds are never modified). NAMEs (e.g. gguf chat_template) pick some; default: all.
 # A crash, a sanitizer report, a timeout (-timeout=10 per input), running out of memory
 # (-rss_limit_mb=2048) or a leak fails the script: it prints the reproducer's path and the command
-# that replays it. Work files: build/fuzz/run/<name>/ (corpus/, artifacts/, log).
+# that replays it. Work files: build/fuzz/run/<name>/ (corpus/, artifacts/, log, rc). They run
+# MINIVLLM_JOBS at a time.
 # Environment: MINIVLLM_JOBS (build parallelism, default 2), MINIVLLM_FUZZ_TOKENIZER (the
 # tokenizer.json of tokenizer_encode; default ../shared/models/qwen3-0.6b/tokenizer.json),
 # MINIVLLM_FUZZ_CC / MINIVLLM_FUZZ_CXX (default clang-16 / clang++-16: clang 14 and 15 cannot
@@ -56,7 +57,19 @@ if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ]; then
 fi
 tokenizer="${MINIVLLM_FUZZ_TOKENIZER:-$root/../shared/models/qwen3-0.6b/tokenizer.json}"
 
-failed=()
+# One fuzzer in build/fuzz/run/<name>: its exit code goes to rc there. They run MINIVLLM_JOBS at a
+# time (each is one process on one core), so every one still fuzzes for SECONDS.
+fuzz_one() {
+  local n=$1 work="$build/run/$1" rc dict=()
+  [ -f "fuzz/dicts/$n.dict" ] && dict=(-dict="$root/fuzz/dicts/$n.dict")
+  (cd "$work" && MINIVLLM_FUZZ_TOKENIZER="$tokenizer" "$root/$build/${n}_fuzz" \
+     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$n]}" \
+     -artifact_prefix=artifacts/ -print_final_stats=1 -print_funcs=0 "${dict[@]}" corpus >log 2>&1) && rc=0 || rc=$?
+  echo "$rc" > "$work/rc"
+}
+
+ran=()
+running=0
 for n in "${names[@]}"; do
   if [ "$n" = tokenizer_encode ] && [ ! -f "$tokenizer" ]; then
     echo "run_fuzzers: SKIP $n: no tokenizer at $tokenizer (set MINIVLLM_FUZZ_TOKENIZER)"
@@ -66,17 +79,23 @@ for n in "${names[@]}"; do
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   cp -R "fuzz/corpus/$n/." "$work/corpus/"
-  dict=()
-  [ -f "fuzz/dicts/$n.dict" ] && dict=(-dict="$root/fuzz/dicts/$n.dict")
   echo "run_fuzzers: $n for ${seconds} s (max_len ${max_len[$n]})"
-  set +e
-  (cd "$work" && MINIVLLM_FUZZ_TOKENIZER="$tokenizer" "$root/$build/${n}_fuzz" \
-     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$n]}" \
-     -artifact_prefix=artifacts/ -print_final_stats=1 -print_funcs=0 "${dict[@]}" corpus >log 2>&1)
-  rc=$?
-  set -e
+  fuzz_one "$n" &
+  ran+=("$n")
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+failed=()
+for n in "${ran[@]}"; do
+  work="$build/run/$n"
+  rc=$(cat "$work/rc" 2>/dev/null || echo 1)
   artifacts=$(find "$work/artifacts" -type f | sort)
-  if [ $rc -ne 0 ] || [ -n "$artifacts" ]; then
+  if [ "$rc" -ne 0 ] || [ -n "$artifacts" ]; then
     echo "run_fuzzers: FAIL $n (exit $rc); the end of $work/log:"
     tail -n 60 "$work/log" | sed 's/^/    /'
     for a in $artifacts; do
