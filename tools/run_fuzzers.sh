@@ -5,9 +5,8 @@
 # seeds are never modified). NAMEs (e.g. gguf chat_template) pick some; default: all.
 # A crash, a sanitizer report, a timeout (-timeout=10 per input), running out of memory
 # (-rss_limit_mb=2048) or a leak fails the script: it prints the reproducer's path and the command
-# that replays it. Work files: build/fuzz/run/<name>/ (corpus/, artifacts/, log, rc). They run
-# MINIVLLM_JOBS at a time.
-# Environment: MINIVLLM_JOBS (build parallelism, default 2), MINIVLLM_FUZZ_TOKENIZER (the
+# that replays it. Work files: build/fuzz/run/<name>/ (corpus/, artifacts/, log, rc).
+# Environment: MINIVLLM_JOBS (build parallelism, and fuzzers run at a time; default 2), MINIVLLM_FUZZ_TOKENIZER (the
 # tokenizer.json of tokenizer_encode; default ../shared/models/qwen3-0.6b/tokenizer.json),
 # MINIVLLM_FUZZ_CC / MINIVLLM_FUZZ_CXX (default clang-16 / clang++-16: clang 14 and 15 cannot
 # compile the sources, which capture structured bindings in lambdas).
