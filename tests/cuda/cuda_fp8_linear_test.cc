@@ -645,7 +645,8 @@ TEST(CudaFp8Linear, NormedLinearsEqualNormThenLinear) {
 // quantizer ahead of it equals rms_norm then the linear bit for bit.
 TEST(CudaFp8Linear, BlockScaledGemmMatchesCpuOnTheSameCodes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends b = backends_with("MINIVLLM_FP8_BLOCK_GEMM", "all");
+  // TOKENS 256: past the default 64, copied weights would take the bf16 copy's GEMM instead.
+  Backends b = backends_with({{"MINIVLLM_FP8_BLOCK_GEMM", "all"}, {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", "256"}});
   std::mt19937 rng(95);
   const Fp8Case store = make_case(b, 1000, 1152, Grid::kBlock128, rng);
   for (int64_t tokens : {9, 37, 130, 256}) check_linear(b, store, tokens, /*bias=*/true, rng, /*w8a8=*/true);
@@ -695,7 +696,10 @@ TEST(CudaFp8Linear, BlockScaledGemmTwoTermsMatchUnquantizedX) {
     const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
     std::map<std::string, std::vector<Diff>> diffs;  // by setting: store, add, act_mul
     for (const char* terms : {"two", "one"}) {
-      Backends b = backends_with({{"MINIVLLM_FP8_BLOCK_GEMM", "all"}, {"MINIVLLM_FP8_BLOCK_GEMM_X", terms}});
+      // (TOKENS 256: the default, 64, would give the 130-token calls to the bf16 copy's GEMM.)
+      Backends b = backends_with({{"MINIVLLM_FP8_BLOCK_GEMM", "all"},
+                                  {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", "256"},
+                                  {"MINIVLLM_FP8_BLOCK_GEMM_X", terms}});
       const Tensor sg = b.gpu->upload_stored_weight(w_store), gug = b.gpu->upload_stored_weight(w_gu),
                    dg = b.gpu->upload_stored_weight(w_down);
       const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w_store)), guc = upload(*b.cpu, dequantize_fp8_weight(w_gu)),
