@@ -740,6 +740,94 @@ TEST(CudaFp8Linear, BlockScaledGemmTwoTermsMatchUnquantizedX) {
   }
 }
 
+// x's rows through e4m3 in groups of 128 columns (a scale each, as launch_quantize_e4m3_vec128 makes
+// them) and back, then bf16: values the block-scaled cuBLASLt GEMM's quantizer gives back unchanged.
+// A new tensor (Tensor is a handle: writing through `in` would change the caller's raw x).
+Tensor through_e4m3_groups(const Tensor& in) {
+  const int64_t k = in.size(-1), rows = in.numel() / k;
+  Tensor x = host_tensor(DType::kF32, {rows, k});
+  std::memcpy(x.data(), in.data(), static_cast<size_t>(rows * k) * sizeof(float));
+  std::vector<uint8_t> q(128);
+  float* p = x.ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < k; c += 128) {
+      float scale = 0.0f;
+      quantize_e4m3_row(p + r * k + c, 128, q.data(), &scale);
+      dequantize_e4m3_row(q.data(), 128, scale, p + r * k + c);
+    }
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
+  return x;
+}
+
+// cuBLASLt's block-scaled FP8 GEMM (MINIVLLM_FP8_BLOCK_CUBLAS: x as e4m3 per 128 values, W's 128 x
+// 128 grid) for the linears past fp8_block_gemm: store with a bias (N = 1,040: a last scale block
+// of 16 rows), act_mul (the generic linear then act_mul) and the residual add (beta = 1 into the
+// fp32 residual), at 128, 200 and 320 tokens, K of 512s (cuBLASLt's grid rows: fp8_gemm.cc). On x
+// made of such codes the CPU in fp32 is the reference (W8A8 tolerance); on raw x the path must show
+// e4m3's error, which the bf16 copy's GEMM (the knob off) does not: so the test fails if the knob's
+// path never ran.
+TEST(CudaFp8Linear, BlockScaledCublasLtMatchesCpuOnTheSameCodes) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(97);
+  const int64_t k = 1024, n = 1040, inter = 512;
+  const Tensor w_store = quantize_blocks(random_values({n, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
+  const Tensor w_gu = quantize_blocks(random_values({2 * inter, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
+  const Tensor w_down = quantize_blocks(random_values({k, inter}, rng, 1.0f / std::sqrt(float{inter})), 128, 128);
+  for (int64_t tokens : {128, 200, 320}) {
+    const Tensor x_raw = random_values({tokens, k}, rng), h_raw = random_values({tokens, inter}, rng);
+    const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
+    std::map<std::string, std::vector<Diff>> diffs;  // by setting and input: store, add, act_mul
+    for (const char* knob : {"65", "0"}) {
+      Backends b = backends_with("MINIVLLM_FP8_BLOCK_CUBLAS", knob);  // (65: past fp8_block_gemm's 64)
+      const Tensor sg = b.gpu->upload_stored_weight(w_store), gug = b.gpu->upload_stored_weight(w_gu),
+                   dg = b.gpu->upload_stored_weight(w_down);
+      const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w_store));
+      const Tensor guc = upload(*b.cpu, dequantize_fp8_weight(w_gu)), dc = upload(*b.cpu, dequantize_fp8_weight(w_down));
+      for (const bool codes : {true, false}) {
+        const Tensor x = codes ? through_e4m3_groups(x_raw) : x_raw, h = codes ? through_e4m3_groups(h_raw) : h_raw;
+        const Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x), hg = upload(*b.gpu, h), hc = upload(*b.cpu, h);
+        const Tensor bg = upload(*b.gpu, bias), bc = upload(*b.cpu, bias);
+        Tensor og = b.gpu->empty(DType::kBF16, {tokens, n}), oc = b.cpu->empty(DType::kF32, {tokens, n});
+        b.gpu->fill_bytes(og, 0xFF);
+        b.gpu->linear(xg, sg, &bg, og);
+        b.cpu->linear(xc, sc, &bc, oc);
+        Tensor rg = upload_f32(*b.gpu, res), rc = upload_f32(*b.cpu, res);
+        Tensor scratch_g = b.gpu->empty(DType::kBF16, {tokens, k}), scratch_c = b.cpu->empty(DType::kF32, {tokens, k});
+        b.gpu->linear_add_residual(hg, dg, scratch_g, rg);
+        b.cpu->linear_add_residual(hc, dc, scratch_c, rc);
+        Tensor ug = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
+        Tensor uc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+        Tensor ag = b.gpu->empty(DType::kBF16, {tokens, inter}), ac = b.cpu->empty(DType::kF32, {tokens, inter});
+        b.gpu->fill_bytes(ag, 0xFF);
+        b.gpu->linear_act_mul(xg, gug, ug, ag, Activation::kSilu);
+        b.cpu->linear_act_mul(xc, guc, uc, ac, Activation::kSilu);
+        std::vector<float> add_g = download(*b.gpu, rg), add_c = download(*b.cpu, rc);
+        const std::vector<float> r0 = download(*b.cpu, upload_f32(*b.cpu, res));
+        for (size_t i = 0; i < add_g.size(); ++i) {
+          add_g[i] -= r0[i];
+          add_c[i] -= r0[i];
+        }
+        const std::string tag = std::string(knob) + (codes ? " codes" : " raw");
+        diffs[tag] = {diff(download(*b.gpu, og), download(*b.cpu, oc)), diff(add_g, add_c),
+                      diff(download(*b.gpu, ag), download(*b.cpu, ac))};
+      }
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      const char* what[] = {"store", "add", "act_mul"};
+      const Diff& on_codes = diffs["65 codes"][i];
+      const Diff& on_raw = diffs["65 raw"][i];
+      const Diff& off_raw = diffs["0 raw"][i];
+      EXPECT_EQ(on_codes.nonfinite + on_raw.nonfinite, 0) << what[i] << " M=" << tokens;
+      EXPECT_LE(on_codes.nmse, 1e-4) << what[i] << " M=" << tokens << " (on raw x: " << on_raw.nmse << ")";
+      EXPECT_LE(on_codes.max_abs, 0.12) << what[i] << " M=" << tokens;
+      // e4m3's rounding of raw x shows (the path ran), and the bf16 copy's GEMM is far closer.
+      EXPECT_GE(on_raw.nmse, 10 * off_raw.nmse) << what[i] << " M=" << tokens << " (knob off: " << off_raw.nmse << ")";
+      EXPECT_LE(off_raw.nmse, 2e-5) << what[i] << " M=" << tokens;
+    }
+  }
+}
+
 // rms_norm_linear_rope_store's inputs for the two rope tests below, and what it writes.
 struct QkvRopeCase {
   int nq, nkv, hd;

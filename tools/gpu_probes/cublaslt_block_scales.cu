@@ -1,9 +1,10 @@
 // Which block-scaled FP8 GEMMs cuBLASLt takes on this GPU: VEC128_32F (a scale per 128 values of a
 // row) and BLK128x128_32F (a scale per 128 x 128 block) on A and B, both operand orders (weights as
-// A, y = [T, N]; or activations as A, y^T = [N, T]), D in bf16 or fp32, column or row order. For each
-// one the heuristic takes, it times the GEMM at a prefill shape and a decode shape. Why: Qwen3-*-FP8
-// carries 128 x 128 weight blocks, and the 2026-11-29 check found no algorithm for weights as A
-// (PERFORMANCE.md, "FP8 weights on one H200"); NVIDIA documents A = VEC128, B = BLK128x128 on Hopper.
+// A, y = [T, N]; or activations as A), D in bf16 or fp32, column or row order, timed at a prefill
+// and two decode shapes (PROBE_RANDOM=1: random codes). First it checks the scale layouts against
+// the CPU on random codes and scales (PROBE_CHECK_ONLY=1: only that). Why: Qwen3-*-FP8 carries
+// 128 x 128 weight blocks, and a 2026-11-29 check had found no algorithm for them; on cuBLASLt 13.1
+// the heuristic finds one once the scale pointers are set (PERFORMANCE.md, "Stop 85").
 //   nvcc -O2 -std=c++17 tools/gpu_probes/cublaslt_block_scales.cu -lcublasLt -o cublaslt_block_scales
 #include <cublasLt.h>
 #include <cuda_fp8.h>

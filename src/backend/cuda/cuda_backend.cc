@@ -292,11 +292,12 @@ Tensor CudaBackend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int6
   return codes.with_scales(std::make_shared<WeightScales>(WeightScales{grid, 1, out_cols, Tensor()}));
 }
 
-// Block-scaled FP8 weights (Qwen3-*-FP8's 128 x 128) have no cuBLASLt FP8 GEMM here (fp8_gemm.h):
-// past the gemv's batches each call decoded the weight to bf16 first, a write and a read of twice
-// its bytes per call. A bf16 copy made once at load replaces that, while the GPU's free memory
-// stays above MINIVLLM_FP8_BLOCK_BF16_FREE_PCT of its total (the KV cache is sized after the
-// weights, from what is left); the gemv still reads the codes. Per-row scales need no copy.
+// Block-scaled FP8 weights (Qwen3-*-FP8's 128 x 128) have cuBLASLt's FP8 GEMM only as W8A8
+// (fp8_gemm.h, off by default): past the gemv's batches each call decoded the weight to bf16 first,
+// a write and a read of twice its bytes per call. A bf16 copy made once at load replaces that,
+// while the GPU's free memory stays above MINIVLLM_FP8_BLOCK_BF16_FREE_PCT of its total (the KV
+// cache is sized after the weights, from what is left); the gemv still reads the codes. Per-row
+// scales need no copy.
 Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
   MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.dtype() == DType::kF8E4M3 && w.ndim() == 2 && w.scales())
       << "decoded_fp8_copy: " << w.describe() << " must be a GPU FP8 weight with its scale grid";

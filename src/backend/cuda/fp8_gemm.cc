@@ -43,19 +43,22 @@ Fp8Gemm::Fp8Gemm()
     : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")),
       outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")),
       fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")),
-      normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")) {
+      normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")),
+      block_tokens_(knob_number("MINIVLLM_FP8_BLOCK_CUBLAS")) {
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
 Fp8Gemm::~Fp8Gemm() {
   // No throwing from a destructor: errors at teardown are ignored.
-  for (auto& [key, p] : plans_) {
-    if (p.op == nullptr) continue;
+  auto destroy = [](Plan& p) {
+    if (p.op == nullptr) return;
     cublasLtMatrixLayoutDestroy(p.a);
     cublasLtMatrixLayoutDestroy(p.b);
     cublasLtMatrixLayoutDestroy(p.c);
     cublasLtMatmulDescDestroy(p.op);
-  }
+  };
+  for (auto& [key, p] : plans_) destroy(p);
+  for (auto& [key, p] : block_plans_) destroy(p);
   for (void* p : {workspace_, x_codes_, x_scales_, w_bf16_}) {
     if (p != nullptr) cudaFree(p);
   }
@@ -198,6 +201,84 @@ void Fp8Gemm::multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cu
   }
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, x_codes_, p->b, &beta, out, p->c, out, p->c,
                               &p->algo, workspace_, kWorkspaceBytes, stream));
+}
+
+// Row-ordered view, x as A: D[T, N] (row order) = op(A = x's codes as [K, T])^T * B (W as [K, N]),
+// A's scales VEC128 ([K / 128][T]), B's BLK128x128 (W's grid, [N / 128][K / 128]). cuBLASLt 13.1
+// takes this pair on sm_90 (and W as A with BLK128x128 x VEC128, measured slower:
+// tools/gpu_probes/cublaslt_block_scales.cu, PERFORMANCE.md "Stop 85").
+Fp8Gemm::Plan* Fp8Gemm::plan_blocks(const BlockKey& key, const void* a_scales, const void* b_scales) {
+  auto it = block_plans_.find(key);
+  if (it != block_plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
+  const auto [tokens, n, k, out_f32] = key;
+  Plan p;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                                    b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
+  // The heuristic refuses these modes without scale pointers (they are set again on every call).
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
+  set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, tokens, k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, tokens, n, n));
+  const cublasLtOrder_t row = CUBLASLT_ORDER_ROW;
+  CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, sizeof(row)));
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+                                                    sizeof(kWorkspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  HostScope search("gemm.heuristic");
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {  // remembered as a null plan: the caller falls back
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+    block_plans_.emplace(key, Plan{});
+    return nullptr;
+  }
+  p.algo = result.algo;
+  return &block_plans_.emplace(key, p).first->second;
+}
+
+bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate,
+                         cudaStream_t stream) {
+  if (block_tokens_ <= 0 || w.scales() == nullptr || w.ndim() != 2) return false;
+  const WeightScales& s = *w.scales();
+  const int64_t n = w.size(0), k = w.size(1);
+  if (k == 0 || x.numel() % k != 0) return false;
+  const int64_t tokens = x.numel() / k;
+  // cuBLASLt reads W's grid with rows of a multiple of 4 scales (16 bytes): K of 512s only (the grid is
+  // kept unpadded); tokens not of 4s find no algorithm (tools/gpu_probes/cublaslt_block_scales.cu).
+  if (tokens < block_tokens_ || s.block_rows != 128 || s.block_cols != 128 || k % 512 != 0 || n % 16 != 0 ||
+      tokens % 4 != 0 ||
+      s.grid.size(1) != k / 128 || (accumulate && !out_f32) || x.dtype() != DType::kBF16 ||
+      reinterpret_cast<uintptr_t>(x.data()) % 16 != 0) {
+    return false;
+  }
+  grow_activations(tokens, k, stream);
+  grow_device_scratch(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens * (k / 128)) * sizeof(float), stream,
+                      "FP8 linear", "activation scales");
+  Plan* p = plan_blocks(BlockKey{tokens, n, k, out_f32}, x_scales_, s.grid.data());
+  if (p == nullptr) return false;
+  launch_quantize_e4m3_vec128(x.data(), tokens, k, static_cast<uint8_t*>(x_codes_), static_cast<float*>(x_scales_),
+                              stream);
+  const void* a_scales = x_scales_;
+  const void* b_scales = s.grid.data();
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
+  set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, x_codes_, p->a, w.data(), p->b, &beta, out, p->c, out, p->c,
+                              &p->algo, workspace_, kWorkspaceBytes, stream));
+  return true;
 }
 
 const void* Fp8Gemm::dequantized(const Tensor& w, cudaStream_t stream) {

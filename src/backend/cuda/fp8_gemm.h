@@ -1,16 +1,17 @@
 // Fp8Gemm: linear layers on FP8 weights through cuBLASLt on Hopper's FP8 tensor cores,
 // y[T, N] = x[T, K] (bf16) W[N, K]^T with W e4m3 codes times their scale grid (Tensor::scales()).
 // Hopper's FP8 GEMMs take FP8 on both sides, so x is quantized first, on the device, with one
-// dynamic scale per token. cuBLASLt on the GPU machine takes no per-block or per-vector scales
-// (its BLK128x128 / VEC128 modes found no algorithm on the H200, PERFORMANCE.md), so the GEMM runs
-// on the bare codes and an epilogue kernel applies x's per-token and W's per-row scales, as vLLM's
-// W8A8 kernels do; per-channel and per-tensor checkpoints and online FP8 have such scales. With
+// dynamic scale per token. The GEMM runs on the bare codes and an epilogue kernel applies x's
+// per-token and W's per-row scales, as vLLM's W8A8 kernels do; per-channel and per-tensor
+// checkpoints and online FP8 have such scales. With
 // MINIVLLM_FP8_OUTER_VEC=1 the GEMM applies those two scale vectors itself (cuBLASLt's OUTER_VEC_32F
 // mode, one pass over y fewer) where cuBLASLt has an algorithm for it and there is no bias; else the
 // epilogue as before.
 // Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no, and the
-// caller takes decode_gemm.cu's e4m3 kernel (up to 256 tokens, MINIVLLM_FP8_BLOCK_GEMM) or decodes
-// the weight to bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
+// caller takes decode_gemm.cu's e4m3 kernel (up to 256 tokens, MINIVLLM_FP8_BLOCK_GEMM), cuBLASLt's
+// block-scaled GEMM (run_blocks: VEC128 x BLK128x128, which cuBLASLt 13.1 takes on sm_90 with the
+// scale pointers set before its heuristic; W8A8, so off by default) or decodes the weight to bf16
+// (dequantized()) for cuBLASLt's bf16 GEMM.
 // Plans are cached per shape, as LtGemm's; scratch (x's codes and scales, the decoded weight)
 // grows outside graph capture only (the runner's warm-up runs the largest batch first), so a
 // captured step allocates nothing.
@@ -37,6 +38,12 @@ Fp8Weight fp8_weight_view(const Tensor& w);
 void launch_fp8_weight_epilogue(const Tensor& w, const void* product, const float* row_scales, const void* bias,
                                 bool bias_f32, Fp8Epilogue e, Activation act, void* out, int64_t tokens,
                                 cudaStream_t stream);
+
+// x ([rows, cols] bf16, 8-byte aligned, cols a multiple of 128) as e4m3 codes [rows, cols] with a
+// scale per 128 columns, laid out [cols / 128][rows] as cuBLASLt's VEC128_32F mode reads them
+// (fp8_block_quant.cu); each group's bytes are launch_quantize_e4m3_groups's at group 128.
+void launch_quantize_e4m3_vec128(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
+                                 cudaStream_t stream);
 
 // Whether run() takes W: one scale per row (block_rows 1, block_cols spanning K), K and N multiples
 // of 16 (FP8 operands' alignment).
@@ -77,6 +84,12 @@ class Fp8Gemm {
   // MINIVLLM_FP8_NORMED_CODES (with the fused epilogues): whether run_unscaled_normed serves the
   // backend's norm-fused linears.
   bool normed_codes() const { return normed_codes_; }
+  // MINIVLLM_FP8_BLOCK_CUBLAS: W with 128 x 128 scale blocks at `tokens` tokens, on cuBLASLt's
+  // block-scaled FP8 GEMM (x quantized in groups of 128 columns, VEC128; W's grid, BLK128x128): out
+  // (bf16 or fp32 [T, N]) = x W^T, or out += x W^T with accumulate (fp32 out: the residual). False
+  // (nothing launched) where the knob is off or below `tokens`, W is not so blocked, K is not of
+  // 128s, N not of 16s, or cuBLASLt has no algorithm. This is W8A8: x carries e4m3's 3-bit mantissa.
+  bool run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate, cudaStream_t stream);
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
@@ -98,11 +111,17 @@ class Fp8Gemm {
   // The GEMM of plan p on x's codes and scales (in the activation scratch).
   void multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
 
+  using BlockKey = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
+  // null: no algorithm (remembered); the scale pointers: any valid ones, for the heuristic.
+  Plan* plan_blocks(const BlockKey& key, const void* a_scales, const void* b_scales);
+
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
+  std::map<BlockKey, Plan> block_plans_;
   bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   bool fused_epilogues_ = false;
   bool normed_codes_ = false;
+  int64_t block_tokens_ = 0;  // MINIVLLM_FP8_BLOCK_CUBLAS (0: off)
   std::map<Key, Plan> plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
