@@ -679,6 +679,57 @@ TEST(CudaFp8Linear, BlockScaledGemmMatchesCpuOnTheSameCodes) {
   }
 }
 
+struct BlockWeights {
+  Tensor store, gate_up, down;  // FP8 [n, k], [2 * inter, k], [k, inter] (host)
+};
+
+// Random weights of unit-variance outputs, quantized in 128 x 128 blocks.
+BlockWeights block_weights(int64_t n, int64_t k, int64_t inter, std::mt19937& rng) {
+  const auto q = [&](int64_t rows, int64_t cols) {
+    return quantize_blocks(random_values({rows, cols}, rng, 1.0f / std::sqrt(static_cast<float>(cols))), 128, 128);
+  };
+  BlockWeights w;
+  w.store = q(n, k);
+  w.gate_up = q(2 * inter, k);
+  w.down = q(k, inter);
+  return w;
+}
+
+// On b's GPU and CPU (the CPU on the dequantized weights): the store of x with a bias, the residual
+// add of h's product (the product alone: the residual's own values would hide its error) and
+// act_mul of x. Their differences, in that order.
+std::vector<Diff> block_linear_diffs(Backends& b, const BlockWeights& w, const Tensor& x, const Tensor& h,
+                                     const Tensor& bias, const Tensor& res) {
+  const int64_t tokens = x.size(0), k = x.size(1), n = w.store.size(0), inter = w.down.size(1);
+  const Tensor sg = b.gpu->upload_stored_weight(w.store), gug = b.gpu->upload_stored_weight(w.gate_up),
+               dg = b.gpu->upload_stored_weight(w.down);
+  const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w.store));
+  const Tensor guc = upload(*b.cpu, dequantize_fp8_weight(w.gate_up)), dc = upload(*b.cpu, dequantize_fp8_weight(w.down));
+  const Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x), hg = upload(*b.gpu, h), hc = upload(*b.cpu, h);
+  const Tensor bg = upload(*b.gpu, bias), bc = upload(*b.cpu, bias);
+  Tensor og = b.gpu->empty(DType::kBF16, {tokens, n}), oc = b.cpu->empty(DType::kF32, {tokens, n});
+  b.gpu->fill_bytes(og, 0xFF);
+  b.gpu->linear(xg, sg, &bg, og);
+  b.cpu->linear(xc, sc, &bc, oc);
+  Tensor rg = upload_f32(*b.gpu, res), rc = upload_f32(*b.cpu, res);
+  Tensor scratch_g = b.gpu->empty(DType::kBF16, {tokens, k}), scratch_c = b.cpu->empty(DType::kF32, {tokens, k});
+  b.gpu->linear_add_residual(hg, dg, scratch_g, rg);
+  b.cpu->linear_add_residual(hc, dc, scratch_c, rc);
+  Tensor ug = b.gpu->empty(DType::kBF16, {tokens, 2 * inter}), uc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
+  Tensor ag = b.gpu->empty(DType::kBF16, {tokens, inter}), ac = b.cpu->empty(DType::kF32, {tokens, inter});
+  b.gpu->fill_bytes(ag, 0xFF);
+  b.gpu->linear_act_mul(xg, gug, ug, ag, Activation::kSilu);
+  b.cpu->linear_act_mul(xc, guc, uc, ac, Activation::kSilu);
+  std::vector<float> add_g = download(*b.gpu, rg), add_c = download(*b.cpu, rc);
+  const std::vector<float> r0 = download(*b.cpu, upload_f32(*b.cpu, res));
+  for (size_t i = 0; i < add_g.size(); ++i) {
+    add_g[i] -= r0[i];
+    add_c[i] -= r0[i];
+  }
+  return {diff(download(*b.gpu, og), download(*b.cpu, oc)), diff(add_g, add_c),
+          diff(download(*b.gpu, ag), download(*b.cpu, ac))};
+}
+
 // The e4m3 block GEMM's two-term activations (MINIVLLM_FP8_BLOCK_GEMM_X=two, the default): x ~ scale
 // * (code + lo), so against the CPU on x unquantized the outputs are within bf16-level error, where
 // one term (W8A8) carries e4m3's 3-bit mantissa: two terms must come 10x closer than one, and within
@@ -688,9 +739,7 @@ TEST(CudaFp8Linear, BlockScaledGemmTwoTermsMatchUnquantizedX) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(96);
   const int64_t k = 1152, n = 1000, inter = 640;
-  const Tensor w_store = quantize_blocks(random_values({n, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
-  const Tensor w_gu = quantize_blocks(random_values({2 * inter, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
-  const Tensor w_down = quantize_blocks(random_values({k, inter}, rng, 1.0f / std::sqrt(float{inter})), 128, 128);
+  const BlockWeights w = block_weights(n, k, inter, rng);
   for (int64_t tokens : {9, 130}) {
     const Tensor x = random_values({tokens, k}, rng), h = random_values({tokens, inter}, rng);
     const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
@@ -700,34 +749,7 @@ TEST(CudaFp8Linear, BlockScaledGemmTwoTermsMatchUnquantizedX) {
       Backends b = backends_with({{"MINIVLLM_FP8_BLOCK_GEMM", "all"},
                                   {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", "256"},
                                   {"MINIVLLM_FP8_BLOCK_GEMM_X", terms}});
-      const Tensor sg = b.gpu->upload_stored_weight(w_store), gug = b.gpu->upload_stored_weight(w_gu),
-                   dg = b.gpu->upload_stored_weight(w_down);
-      const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w_store)), guc = upload(*b.cpu, dequantize_fp8_weight(w_gu)),
-                   dc = upload(*b.cpu, dequantize_fp8_weight(w_down));
-      const Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x), hg = upload(*b.gpu, h), hc = upload(*b.cpu, h);
-      const Tensor bg = upload(*b.gpu, bias), bc = upload(*b.cpu, bias);
-      Tensor og = b.gpu->empty(DType::kBF16, {tokens, n}), oc = b.cpu->empty(DType::kF32, {tokens, n});
-      b.gpu->fill_bytes(og, 0xFF);
-      b.gpu->linear(xg, sg, &bg, og);
-      b.cpu->linear(xc, sc, &bc, oc);
-      Tensor rg = upload_f32(*b.gpu, res), rc = upload_f32(*b.cpu, res);
-      Tensor scratch_g = b.gpu->empty(DType::kBF16, {tokens, k}), scratch_c = b.cpu->empty(DType::kF32, {tokens, k});
-      b.gpu->linear_add_residual(hg, dg, scratch_g, rg);
-      b.cpu->linear_add_residual(hc, dc, scratch_c, rc);
-      Tensor ug = b.gpu->empty(DType::kBF16, {tokens, 2 * inter}), uc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
-      Tensor ag = b.gpu->empty(DType::kBF16, {tokens, inter}), ac = b.cpu->empty(DType::kF32, {tokens, inter});
-      b.gpu->fill_bytes(ag, 0xFF);
-      b.gpu->linear_act_mul(xg, gug, ug, ag, Activation::kSilu);
-      b.cpu->linear_act_mul(xc, guc, uc, ac, Activation::kSilu);
-      // The add's product alone: the residual's own values would hide its error.
-      std::vector<float> add_g = download(*b.gpu, rg), add_c = download(*b.cpu, rc);
-      const std::vector<float> r0 = download(*b.cpu, upload_f32(*b.cpu, res));
-      for (size_t i = 0; i < add_g.size(); ++i) {
-        add_g[i] -= r0[i];
-        add_c[i] -= r0[i];
-      }
-      diffs[terms] = {diff(download(*b.gpu, og), download(*b.cpu, oc)), diff(add_g, add_c),
-                      diff(download(*b.gpu, ag), download(*b.cpu, ac))};
+      diffs[terms] = block_linear_diffs(b, w, x, h, bias, res);
     }
     for (size_t i = 0; i < 3; ++i) {
       const char* what[] = {"store", "add", "act_mul"};
@@ -771,46 +793,17 @@ TEST(CudaFp8Linear, BlockScaledCublasLtMatchesCpuOnTheSameCodes) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(97);
   const int64_t k = 1024, n = 1040, inter = 512;
-  const Tensor w_store = quantize_blocks(random_values({n, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
-  const Tensor w_gu = quantize_blocks(random_values({2 * inter, k}, rng, 1.0f / std::sqrt(float{k})), 128, 128);
-  const Tensor w_down = quantize_blocks(random_values({k, inter}, rng, 1.0f / std::sqrt(float{inter})), 128, 128);
+  const BlockWeights w = block_weights(n, k, inter, rng);
   for (int64_t tokens : {128, 200, 320}) {
     const Tensor x_raw = random_values({tokens, k}, rng), h_raw = random_values({tokens, inter}, rng);
     const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
     std::map<std::string, std::vector<Diff>> diffs;  // by setting and input: store, add, act_mul
     for (const char* knob : {"65", "0"}) {
       Backends b = backends_with("MINIVLLM_FP8_BLOCK_CUBLAS", knob);  // (65: past fp8_block_gemm's 64)
-      const Tensor sg = b.gpu->upload_stored_weight(w_store), gug = b.gpu->upload_stored_weight(w_gu),
-                   dg = b.gpu->upload_stored_weight(w_down);
-      const Tensor sc = upload(*b.cpu, dequantize_fp8_weight(w_store));
-      const Tensor guc = upload(*b.cpu, dequantize_fp8_weight(w_gu)), dc = upload(*b.cpu, dequantize_fp8_weight(w_down));
       for (const bool codes : {true, false}) {
         const Tensor x = codes ? through_e4m3_groups(x_raw) : x_raw, h = codes ? through_e4m3_groups(h_raw) : h_raw;
-        const Tensor xg = upload(*b.gpu, x), xc = upload(*b.cpu, x), hg = upload(*b.gpu, h), hc = upload(*b.cpu, h);
-        const Tensor bg = upload(*b.gpu, bias), bc = upload(*b.cpu, bias);
-        Tensor og = b.gpu->empty(DType::kBF16, {tokens, n}), oc = b.cpu->empty(DType::kF32, {tokens, n});
-        b.gpu->fill_bytes(og, 0xFF);
-        b.gpu->linear(xg, sg, &bg, og);
-        b.cpu->linear(xc, sc, &bc, oc);
-        Tensor rg = upload_f32(*b.gpu, res), rc = upload_f32(*b.cpu, res);
-        Tensor scratch_g = b.gpu->empty(DType::kBF16, {tokens, k}), scratch_c = b.cpu->empty(DType::kF32, {tokens, k});
-        b.gpu->linear_add_residual(hg, dg, scratch_g, rg);
-        b.cpu->linear_add_residual(hc, dc, scratch_c, rc);
-        Tensor ug = b.gpu->empty(DType::kBF16, {tokens, 2 * inter});
-        Tensor uc = b.cpu->empty(DType::kF32, {tokens, 2 * inter});
-        Tensor ag = b.gpu->empty(DType::kBF16, {tokens, inter}), ac = b.cpu->empty(DType::kF32, {tokens, inter});
-        b.gpu->fill_bytes(ag, 0xFF);
-        b.gpu->linear_act_mul(xg, gug, ug, ag, Activation::kSilu);
-        b.cpu->linear_act_mul(xc, guc, uc, ac, Activation::kSilu);
-        std::vector<float> add_g = download(*b.gpu, rg), add_c = download(*b.cpu, rc);
-        const std::vector<float> r0 = download(*b.cpu, upload_f32(*b.cpu, res));
-        for (size_t i = 0; i < add_g.size(); ++i) {
-          add_g[i] -= r0[i];
-          add_c[i] -= r0[i];
-        }
-        const std::string tag = std::string(knob) + (codes ? " codes" : " raw");
-        diffs[tag] = {diff(download(*b.gpu, og), download(*b.cpu, oc)), diff(add_g, add_c),
-                      diff(download(*b.gpu, ag), download(*b.cpu, ac))};
+        diffs[std::string(knob) + (codes ? " codes" : " raw")] =
+            block_linear_diffs(b, w, x, h, bias, res);
       }
     }
     for (size_t i = 0; i < 3; ++i) {

@@ -50,19 +50,40 @@ Fp8Gemm::Fp8Gemm()
 
 Fp8Gemm::~Fp8Gemm() {
   // No throwing from a destructor: errors at teardown are ignored.
-  auto destroy = [](Plan& p) {
-    if (p.op == nullptr) return;
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-  };
-  for (auto& [key, p] : plans_) destroy(p);
-  for (auto& [key, p] : block_plans_) destroy(p);
+  for (auto& [key, p] : plans_) destroy_plan(&p);
+  for (auto& [key, p] : block_plans_) destroy_plan(&p);
   for (void* p : {workspace_, x_codes_, x_scales_, w_bf16_}) {
     if (p != nullptr) cudaFree(p);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void Fp8Gemm::destroy_plan(Plan* p) {
+  if (p->op == nullptr) return;
+  cublasLtMatrixLayoutDestroy(p->a);
+  cublasLtMatrixLayoutDestroy(p->b);
+  cublasLtMatrixLayoutDestroy(p->c);
+  cublasLtMatmulDescDestroy(p->op);
+  *p = Plan{};
+}
+
+bool Fp8Gemm::choose_algo(Plan* p) {
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+                                                    sizeof(kWorkspaceBytes)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  HostScope search("gemm.heuristic");
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->a, p->b, p->c, p->c, pref, 1, &result,
+                                                           &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    destroy_plan(p);
+    return false;
+  }
+  p->algo = result.algo;
+  return true;
 }
 
 // Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
@@ -87,24 +108,10 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, tokens, n));
-  cublasLtMatmulPreference_t pref;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
-                                                    sizeof(kWorkspaceBytes)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  HostScope search("gemm.heuristic");
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {  // remembered as a null plan: the caller falls back
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
+  if (!choose_algo(&p)) {  // remembered as a null plan: the caller falls back
     plans_.emplace(key, Plan{});
     return nullptr;
   }
-  p.algo = result.algo;
   return &plans_.emplace(key, p).first->second;
 }
 
@@ -228,24 +235,10 @@ Fp8Gemm::Plan* Fp8Gemm::plan_blocks(const BlockKey& key, const void* a_scales, c
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, tokens, n, n));
   const cublasLtOrder_t row = CUBLASLT_ORDER_ROW;
   CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(p.c, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, sizeof(row)));
-  cublasLtMatmulPreference_t pref;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
-                                                    sizeof(kWorkspaceBytes)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  HostScope search("gemm.heuristic");
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {  // remembered as a null plan: the caller falls back
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
+  if (!choose_algo(&p)) {  // remembered as a null plan: the caller falls back
     block_plans_.emplace(key, Plan{});
     return nullptr;
   }
-  p.algo = result.algo;
   return &block_plans_.emplace(key, p).first->second;
 }
 

@@ -102,6 +102,9 @@ class Fp8Gemm {
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
   Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
+  // cuBLASLt's first algorithm for p (false: none, and p's descriptors destroyed).
+  bool choose_algo(Plan* p);
+  static void destroy_plan(Plan* p);
   // The bare codes' plan for T tokens of W: null where fp8_gemm_takes is false, T or N is 0, or no algorithm.
   Plan* plan_unscaled(const Tensor& w, int64_t tokens);
   // x quantized per token, then the GEMM of plan p (outer: with the scales); returns x's scales.
