@@ -88,8 +88,9 @@ bool Fp8Gemm::choose_algo(Plan* p) {
 
 // Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
 // alone (the epilogue scales), or with outer-vector scales: W's N row scales for A, x's T token
-// scales for B (their pointers are set per call: a plan serves every weight of its shape).
-Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
+// scales for B (their pointers are set per call: a plan serves every weight of its shape; the
+// heuristic refuses scale modes without pointers, so `scales`, W's grid, stands in for both there).
+Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key, const void* scales) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
   const auto [tokens, n, k, out_f32, outer] = key;
@@ -104,6 +105,8 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
     const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode));
     set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
+    set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales, sizeof(scales));
+    set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales, sizeof(scales));
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
@@ -123,9 +126,9 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   if (!fp8_gemm_takes(s, n, k)) return false;
   // The scales in the GEMM where asked for and cuBLASLt has an algorithm (no bias: the epilogue
   // adds it), else the bare codes and the epilogue.
-  Plan* p = outer_vec_ && bias == nullptr ? plan_for(Key{tokens, n, k, out_f32, true}) : nullptr;
+  Plan* p = outer_vec_ && bias == nullptr ? plan_for(Key{tokens, n, k, out_f32, true}, s.grid.data()) : nullptr;
   const bool outer = p != nullptr;
-  if (!outer) p = plan_for(Key{tokens, n, k, out_f32, false});
+  if (!outer) p = plan_for(Key{tokens, n, k, out_f32, false}, s.grid.data());
   if (p == nullptr) return false;
   const float* scales = multiply(x, w, p, outer, out, stream);
   if (outer) return true;
@@ -141,7 +144,7 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
 Fp8Gemm::Plan* Fp8Gemm::plan_unscaled(const Tensor& w, int64_t tokens) {
   const int64_t n = w.size(0), k = w.size(1);
   if (tokens == 0 || n == 0 || !fp8_gemm_takes(*w.scales(), n, k)) return nullptr;
-  return plan_for(Key{tokens, n, k, false, false});
+  return plan_for(Key{tokens, n, k, false, false}, w.scales()->grid.data());
 }
 
 const float* Fp8Gemm::run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream) {

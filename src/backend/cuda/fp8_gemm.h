@@ -101,7 +101,7 @@ class Fp8Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
-  Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
+  Plan* plan_for(const Key& key, const void* scales);  // null: no algorithm (remembered)
   // cuBLASLt's first algorithm for p (false: none, and p's descriptors destroyed).
   bool choose_algo(Plan* p);
   static void destroy_plan(Plan* p);
