@@ -785,7 +785,8 @@ Tensor through_e4m3_groups(const Tensor& in) {
 // cuBLASLt's block-scaled FP8 GEMM (MINIVLLM_FP8_BLOCK_CUBLAS: x as e4m3 per 128 values, W's 128 x
 // 128 grid) for the linears past fp8_block_gemm: store with a bias (N = 1,040: a last scale block
 // of 16 rows), act_mul (the generic linear then act_mul) and the residual add (beta = 1 into the
-// fp32 residual), at 128, 200 and 320 tokens, K of 512s (cuBLASLt's grid rows: fp8_gemm.cc). On x
+// fp32 residual), at 128, 200 and 333 tokens (the last 5 in a padded GEMM of their own), K of 512s
+// (cuBLASLt's grid rows: fp8_gemm.cc). On x
 // made of such codes the CPU in fp32 is the reference (W8A8 tolerance); on raw x the path must show
 // e4m3's error, which the bf16 copy's GEMM (the knob off) does not: so the test fails if the knob's
 // path never ran.
@@ -794,7 +795,7 @@ TEST(CudaFp8Linear, BlockScaledCublasLtMatchesCpuOnTheSameCodes) {
   std::mt19937 rng(97);
   const int64_t k = 1024, n = 1040, inter = 512;
   const BlockWeights w = block_weights(n, k, inter, rng);
-  for (int64_t tokens : {128, 200, 320}) {
+  for (int64_t tokens : {128, 200, 333}) {
     const Tensor x_raw = random_values({tokens, k}, rng), h_raw = random_values({tokens, inter}, rng);
     const Tensor bias = random_values({n}, rng), res = random_values({tokens, k}, rng);
     std::map<std::string, std::vector<Diff>> diffs;  // by setting and input: store, add, act_mul

@@ -1,5 +1,5 @@
 // x's e4m3 codes in groups of 128 columns with their scales laid out as cuBLASLt's VEC128_32F mode
-// reads them for the A operand: [cols / 128][rows], the rows contiguous (the layout was found on the
+// reads them for the A operand: [cols / 128][scales_ld], the rows contiguous (the layout was found on the
 // H200 by tools/gpu_probes/cublaslt_block_scales.cu; the row-major [rows][cols / 128] gives wrong sums).
 // The arithmetic is launch_quantize_e4m3_groups's (common/fp8.h's formula: amax, 448 / amax, round to
 // nearest even with saturation; scale amax / 448), so a group's bytes equal the host's.
@@ -17,9 +17,10 @@ constexpr int kGroup = 128;
 constexpr int kWarps = 8;  // groups a CTA, one warp each
 
 // Warp w of CTA b: group g = b * kWarps + w of the rows x groups in row-major order; each lane reads
-// four bf16 values (8 bytes) of it.
+// four bf16 values (8 bytes) of it. Group gi's scales are a row of scales_ld.
 __global__ void __launch_bounds__(kWarps * 32) quantize_vec128_kernel(const __nv_bfloat16* x, int64_t rows,
-                                                                      int64_t groups, uint8_t* codes, float* scales) {
+                                                                      int64_t groups, uint8_t* codes, float* scales,
+                                                                      int64_t scales_ld) {
   const int lane = threadIdx.x & 31;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (g >= rows * groups) return;
@@ -43,20 +44,21 @@ __global__ void __launch_bounds__(kWarps * 32) quantize_vec128_kernel(const __nv
 #pragma unroll
   for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(f32_to_e4m3_device(__fmul_rn(v[i], mul))) << (8 * i);
   *reinterpret_cast<uint32_t*>(codes + base) = packed;
-  if (lane == 0) scales[gi * rows + row] = e4m3_scale_device(amax);
+  if (lane == 0) scales[gi * scales_ld + row] = e4m3_scale_device(amax);
 }
 
 }  // namespace
 
 void launch_quantize_e4m3_vec128(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                                 cudaStream_t stream) {
+                                 int64_t scales_ld, cudaStream_t stream) {
   if (rows == 0) return;
   MINIVLLM_CHECK(cols > 0 && cols % kGroup == 0) << "quantize_e4m3_vec128: " << cols << " columns, not groups of 128";
+  MINIVLLM_CHECK(scales_ld >= rows) << "quantize_e4m3_vec128: scale rows of " << scales_ld << " for " << rows << " rows";
   const int64_t groups = cols / kGroup;
   const int64_t ctas = (rows * groups + kWarps - 1) / kWarps;
   MINIVLLM_CHECK(ctas < (int64_t{1} << 31)) << "quantize_e4m3_vec128: " << rows << " rows of " << cols;
   quantize_vec128_kernel<<<static_cast<unsigned>(ctas), kWarps * 32, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), rows, groups, codes, scales);
+      static_cast<const __nv_bfloat16*>(x), rows, groups, codes, scales, scales_ld);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -52,7 +52,7 @@ Fp8Gemm::~Fp8Gemm() {
   // No throwing from a destructor: errors at teardown are ignored.
   for (auto& [key, p] : plans_) destroy_plan(&p);
   for (auto& [key, p] : block_plans_) destroy_plan(&p);
-  for (void* p : {workspace_, x_codes_, x_scales_, w_bf16_}) {
+  for (void* p : {workspace_, x_codes_, x_scales_, w_bf16_, tail_out_}) {
     if (p != nullptr) cudaFree(p);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
@@ -245,6 +245,11 @@ Fp8Gemm::Plan* Fp8Gemm::plan_blocks(const BlockKey& key, const void* a_scales, c
   return &block_plans_.emplace(key, p).first->second;
 }
 
+// cuBLASLt takes these GEMMs for token counts of 8s (4s at least; odd counts find no algorithm:
+// tools/gpu_probes/cublaslt_block_scales.cu). The tokens past the last multiple run as one more GEMM
+// of this many rows, zero-padded (codes and scales 0), through tail_out_.
+constexpr int64_t kBlockTailRows = 8;
+
 bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate,
                          cudaStream_t stream) {
   if (block_tokens_ <= 0 || w.scales() == nullptr || w.ndim() != 2) return false;
@@ -252,28 +257,55 @@ bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f
   const int64_t n = w.size(0), k = w.size(1);
   if (k == 0 || x.numel() % k != 0) return false;
   const int64_t tokens = x.numel() / k;
-  // cuBLASLt reads W's grid with rows of a multiple of 4 scales (16 bytes): K of 512s only (the grid is
-  // kept unpadded); tokens not of 4s find no algorithm (tools/gpu_probes/cublaslt_block_scales.cu).
+  // cuBLASLt reads W's grid with rows of a multiple of 4 scales (16 bytes): K of 512s only (the grid
+  // is kept unpadded; tools/gpu_probes/cublaslt_block_scales.cu).
   if (tokens < block_tokens_ || s.block_rows != 128 || s.block_cols != 128 || k % 512 != 0 || n % 16 != 0 ||
-      tokens % 4 != 0 ||
       s.grid.size(1) != k / 128 || (accumulate && !out_f32) || x.dtype() != DType::kBF16 ||
       reinterpret_cast<uintptr_t>(x.data()) % 16 != 0) {
     return false;
   }
-  grow_activations(tokens, k, stream);
-  grow_device_scratch(&x_scales_, &x_scales_bytes_, static_cast<size_t>(tokens * (k / 128)) * sizeof(float), stream,
-                      "FP8 linear", "activation scales");
-  Plan* p = plan_blocks(BlockKey{tokens, n, k, out_f32}, x_scales_, s.grid.data());
-  if (p == nullptr) return false;
-  launch_quantize_e4m3_vec128(x.data(), tokens, k, static_cast<uint8_t*>(x_codes_), static_cast<float*>(x_scales_),
-                              stream);
-  const void* a_scales = x_scales_;
-  const void* b_scales = s.grid.data();
-  set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
-  set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
+  const int64_t main = tokens / kBlockTailRows * kBlockTailRows, tail = tokens - main, kb = k / 128;
+  const size_t out_elem = out_f32 ? 4 : 2;
+  // Every scratch at its full size on every call, tail or not, so that a captured step never grows one.
+  grow_activations(main + kBlockTailRows, k, stream);
+  grow_device_scratch(&x_scales_, &x_scales_bytes_, static_cast<size_t>((main + kBlockTailRows) * kb) * sizeof(float),
+                      stream, "FP8 linear", "activation scales");
+  grow_device_scratch(&tail_out_, &tail_out_bytes_, static_cast<size_t>(kBlockTailRows * n) * 4, stream, "FP8 linear",
+                      "block GEMM tail");
+  Plan* pm = main > 0 ? plan_blocks(BlockKey{main, n, k, out_f32}, x_scales_, s.grid.data()) : nullptr;
+  Plan* pt = tail > 0 ? plan_blocks(BlockKey{kBlockTailRows, n, k, out_f32}, x_scales_, s.grid.data()) : nullptr;
+  if ((main > 0 && pm == nullptr) || (tail > 0 && pt == nullptr)) return false;
+  auto* codes = static_cast<uint8_t*>(x_codes_);
+  auto* scales = static_cast<float*>(x_scales_);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, x_codes_, p->a, w.data(), p->b, &beta, out, p->c, out, p->c,
-                              &p->algo, workspace_, kWorkspaceBytes, stream));
+  auto gemm = [&](Plan* p, const uint8_t* a, const float* a_scales, void* d) {
+    const void* sa = a_scales;
+    const void* sb = s.grid.data();
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
+    set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+    CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, a, p->a, w.data(), p->b, &beta, d, p->c, d, p->c, &p->algo,
+                                workspace_, kWorkspaceBytes, stream));
+  };
+  if (main > 0) {
+    launch_quantize_e4m3_vec128(x.data(), main, k, codes, scales, main, stream);
+    gemm(pm, codes, scales, out);
+  }
+  if (tail > 0) {
+    uint8_t* tail_codes = codes + main * k;
+    float* tail_scales = scales + main * kb;
+    CUDA_CHECK(cudaMemsetAsync(tail_codes, 0, static_cast<size_t>(kBlockTailRows * k), stream));
+    CUDA_CHECK(cudaMemsetAsync(tail_scales, 0, static_cast<size_t>(kBlockTailRows * kb) * sizeof(float), stream));
+    launch_quantize_e4m3_vec128(static_cast<const char*>(x.data()) + static_cast<size_t>(main * k) * 2, tail, k,
+                                tail_codes, tail_scales, kBlockTailRows, stream);
+    char* out_tail = static_cast<char*>(out) + static_cast<size_t>(main * n) * out_elem;
+    const size_t tail_bytes = static_cast<size_t>(tail * n) * out_elem;
+    if (accumulate) {  // the residual's rows in, beta = 1 adds to them, the sums back out
+      CUDA_CHECK(cudaMemsetAsync(tail_out_, 0, static_cast<size_t>(kBlockTailRows * n) * out_elem, stream));
+      CUDA_CHECK(cudaMemcpyAsync(tail_out_, out_tail, tail_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    gemm(pt, tail_codes, tail_scales, tail_out_);
+    CUDA_CHECK(cudaMemcpyAsync(out_tail, tail_out_, tail_bytes, cudaMemcpyDeviceToDevice, stream));
+  }
   return true;
 }
 

@@ -40,10 +40,10 @@ void launch_fp8_weight_epilogue(const Tensor& w, const void* product, const floa
                                 cudaStream_t stream);
 
 // x ([rows, cols] bf16, 8-byte aligned, cols a multiple of 128) as e4m3 codes [rows, cols] with a
-// scale per 128 columns, laid out [cols / 128][rows] as cuBLASLt's VEC128_32F mode reads them
-// (fp8_block_quant.cu); each group's bytes are launch_quantize_e4m3_groups's at group 128.
+// scale per 128 columns, laid out [cols / 128][scales_ld >= rows] as cuBLASLt's VEC128_32F mode
+// reads them (fp8_block_quant.cu); each group's bytes are launch_quantize_e4m3_groups's at group 128.
 void launch_quantize_e4m3_vec128(const void* x, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                                 cudaStream_t stream);
+                                 int64_t scales_ld, cudaStream_t stream);
 
 // Whether run() takes W: one scale per row (block_rows 1, block_cols spanning K), K and N multiples
 // of 16 (FP8 operands' alignment).
@@ -88,7 +88,7 @@ class Fp8Gemm {
   // block-scaled FP8 GEMM (x quantized in groups of 128 columns, VEC128; W's grid, BLK128x128): out
   // (bf16 or fp32 [T, N]) = x W^T, or out += x W^T with accumulate (fp32 out: the residual). False
   // (nothing launched) where the knob is off or below `tokens`, W is not so blocked, K is not of
-  // 128s, N not of 16s, or cuBLASLt has no algorithm. This is W8A8: x carries e4m3's 3-bit mantissa.
+  // 512s, N not of 16s, or cuBLASLt has no algorithm. This is W8A8: x carries e4m3's 3-bit mantissa.
   bool run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate, cudaStream_t stream);
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
@@ -134,6 +134,8 @@ class Fp8Gemm {
   size_t x_scales_bytes_ = 0;
   void* w_bf16_ = nullptr;
   size_t w_bf16_bytes_ = 0;
+  void* tail_out_ = nullptr;  // run_blocks: the last tokens' product, in a GEMM of kBlockTailRows
+  size_t tail_out_bytes_ = 0;
 };
 
 }  // namespace minivllm::cuda
