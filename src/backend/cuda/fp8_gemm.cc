@@ -15,6 +15,27 @@ void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attr, v, bytes));
 }
 
+// An fp32-accumulating descriptor with A transposed: both operands K-major ("TN"), as Hopper's FP8
+// GEMMs require.
+cublasLtMatmulDesc_t tn_desc() {
+  cublasLtMatmulDesc_t op = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  set_attr(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
+  set_attr(op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  return op;
+}
+
+// A's and B's scale modes, with pointers: the heuristic refuses scale modes without them, so any
+// valid ones go in here and the calls set their own.
+void set_scales(cublasLtMatmulDesc_t op, cublasLtMatmulMatrixScale_t a_mode, cublasLtMatmulMatrixScale_t b_mode,
+                const void* a, const void* b) {
+  set_attr(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
+  set_attr(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
+  set_attr(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a, sizeof(a));
+  set_attr(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b, sizeof(b));
+}
+
 }  // namespace
 
 Fp8Weight fp8_weight_view(const Tensor& w) {
@@ -95,18 +116,12 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key, const void* scales) {
   if (it != plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
   const auto [tokens, n, k, out_f32, outer] = key;
   Plan p;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  p.op = tn_desc();
   const int8_t fast = fast_accum_ ? 1 : 0;
   set_attr(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
   if (outer) {
-    const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode));
-    set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
-    set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales, sizeof(scales));
-    set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales, sizeof(scales));
+    set_scales(p.op, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, scales,
+               scales);
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
@@ -222,17 +237,9 @@ Fp8Gemm::Plan* Fp8Gemm::plan_blocks(const BlockKey& key, const void* a_scales, c
   if (it != block_plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
   const auto [tokens, n, k, out_f32] = key;
   Plan p;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
-  const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
-                                    b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode));
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode));
-  // The heuristic refuses these modes without scale pointers (they are set again on every call).
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
-  set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
+  p.op = tn_desc();
+  set_scales(p.op, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, a_scales,
+             b_scales);
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, tokens, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, tokens, n, n));
