@@ -92,15 +92,15 @@ void expect_fp8_close(const std::vector<float>& got, const std::vector<float>& r
 
 // x's rows as the W8A8 gemv multiplies them: each row's e4m3 codes (the device quantizer's bytes,
 // common/fp8.h) times its scale, in fp32. x is bf16-exact (random_values), so the GPU, given x in
-// bf16, quantizes the same values.
-Tensor e4m3_rows_values(Tensor x) {
-  const int64_t k = x.size(-1), rows = x.numel() / k;
-  std::vector<uint8_t> q(static_cast<size_t>(k));
+// bf16, quantizes the same values. group (dividing the row): a scale per that many columns instead.
+Tensor e4m3_rows_values(Tensor x, int64_t group = 0) {
+  const int64_t k = x.size(-1), rows = x.numel() / k, g = group > 0 ? group : k;
+  std::vector<uint8_t> q(static_cast<size_t>(g));
   float* p = x.ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t c = 0; c < rows * k; c += g) {
     float scale = 0.0f;
-    quantize_e4m3_row(p + r * k, k, q.data(), &scale);
-    dequantize_e4m3_row(q.data(), k, scale, p + r * k);
+    quantize_e4m3_row(p + c, g, q.data(), &scale);
+    dequantize_e4m3_row(q.data(), g, scale, p + c);
   }
   return x;
 }
@@ -108,9 +108,10 @@ Tensor e4m3_rows_values(Tensor x) {
 // x's rows through e4m3 per token and back, then bf16 (as the GPU receives them). Past the gemv the
 // GPU multiplies x's per-token e4m3 codes (W8A8); fed values that are already such codes, the CPU's
 // fp32 reference leaves out the format's own rounding (PERFORMANCE.md: on random weights it moves
-// outputs by a few percent of their range) and the comparison sees only the kernels'.
-Tensor through_e4m3_rows(Tensor x) {
-  x = e4m3_rows_values(x);
+// outputs by a few percent of their range) and the comparison sees only the kernels'. group: as
+// e4m3_rows_values's.
+Tensor through_e4m3_rows(Tensor x, int64_t group = 0) {
+  x = e4m3_rows_values(x, group);
   float* p = x.ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
   return x;
@@ -769,17 +770,7 @@ Tensor through_e4m3_groups(const Tensor& in) {
   const int64_t k = in.size(-1), rows = in.numel() / k;
   Tensor x = host_tensor(DType::kF32, {rows, k});
   std::memcpy(x.data(), in.data(), static_cast<size_t>(rows * k) * sizeof(float));
-  std::vector<uint8_t> q(128);
-  float* p = x.ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < k; c += 128) {
-      float scale = 0.0f;
-      quantize_e4m3_row(p + r * k + c, 128, q.data(), &scale);
-      dequantize_e4m3_row(q.data(), 128, scale, p + r * k + c);
-    }
-  }
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
-  return x;
+  return through_e4m3_rows(x, 128);
 }
 
 // cuBLASLt's block-scaled FP8 GEMM (MINIVLLM_FP8_BLOCK_CUBLAS: x as e4m3 per 128 values, W's 128 x

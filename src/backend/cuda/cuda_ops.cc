@@ -213,8 +213,9 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
 // where otherwise the weight would be decoded to bf16 on every call (no copy kept: a write and a read
 // of twice its bytes each time; cuBLASLt's block-scaled GEMM is W8A8 only: Fp8Gemm::run_blocks). x
 // goes as two e4m3 terms (MINIVLLM_FP8_BLOCK_GEMM_X), since one (W8A8) costs random-weight models
-// teacher-forced agreement. With a bf16 copy kept, cuBLASLt's bf16 GEMM stays the default: twice the FP8 tensor work
-// is bf16's, so the kernel wins only where the weights' bytes dominate (PERFORMANCE.md, "Stop 77").
+// teacher-forced agreement. With a bf16 copy kept, cuBLASLt's bf16 GEMM stays the default: twice the
+// FP8 tensor work is bf16's, so the kernel wins only where the weights' bytes dominate
+// (PERFORMANCE.md, "Stop 77").
 bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& out, DecodeGemmEpilogue e, Activation act) {
   if (fp8_block_gemm_ == Fp8BlockGemm::kOff || !decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr ||
@@ -784,8 +785,10 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
       // Block scales: the decoded weight's cuBLASLt GEMM adds into the fp32 residual with beta = 1,
       // as the bf16 path does (no bf16 rounding of the product first).
       const int64_t tokens = rows_with_cols(x, k, "linear_add_residual", "x");
-      staged_norm_ = PendingNorm{};  // the block-scaled GEMM overwrites the activation scratch
-      if (fp8_gemm_->run_blocks(x, weight, residual.data(), /*out_f32=*/true, /*accumulate=*/true, stream_)) return;
+      if (fp8_gemm_->run_blocks(x, weight, residual.data(), /*out_f32=*/true, /*accumulate=*/true, stream_)) {
+        staged_norm_ = PendingNorm{};  // it overwrote the activation scratch
+        return;
+      }
       gemm_->run(x.data(), fp8_gemm_->dequantized(weight, stream_), nullptr, residual.data(), /*out_f32=*/true, tokens,
                  n, k, stream_, /*accumulate=*/true);
       return;

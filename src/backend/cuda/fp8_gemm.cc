@@ -306,8 +306,7 @@ bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f
                                 tail_codes, tail_scales, kBlockTailRows, stream);
     char* out_tail = static_cast<char*>(out) + static_cast<size_t>(main * n) * out_elem;
     const size_t tail_bytes = static_cast<size_t>(tail * n) * out_elem;
-    if (accumulate) {  // the residual's rows in, beta = 1 adds to them, the sums back out
-      CUDA_CHECK(cudaMemsetAsync(tail_out_, 0, static_cast<size_t>(kBlockTailRows * n) * out_elem, stream));
+    if (accumulate) {  // the residual's rows in, beta = 1 adds to them, the sums back out (pad rows: unread)
       CUDA_CHECK(cudaMemcpyAsync(tail_out_, out_tail, tail_bytes, cudaMemcpyDeviceToDevice, stream));
     }
     gemm(pt, tail_codes, tail_scales, tail_out_);

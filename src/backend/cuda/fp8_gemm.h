@@ -120,12 +120,12 @@ class Fp8Gemm {
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
-  std::map<BlockKey, Plan> block_plans_;
   bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   bool fused_epilogues_ = false;
   bool normed_codes_ = false;
   int64_t block_tokens_ = 0;  // MINIVLLM_FP8_BLOCK_CUBLAS (0: off)
   std::map<Key, Plan> plans_;
+  std::map<BlockKey, Plan> block_plans_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* x_codes_ = nullptr;
