@@ -33,7 +33,8 @@ The reference is transformers' AutoModelForCausalLM in float32 (TF32 off), eager
 loading the saved bf16 weights (upcast), on cuda when available, else cpu. A config with
 quantization_config quant_method "fp8" (Qwen3-8B-FP8: weight_block_size 128 x 128) gets an FP8
 checkpoint: each decoder projection stored as e4m3 codes plus an fp32 weight_scale_inv per block,
-and the reference computes on the dequantized weights with unquantized activations. One forward pass per
+and the reference computes on the dequantized weights with unquantized activations (--fp8-activations
+dynamic: rounded through e4m3 per 128 values of a token, as transformers' FP8Linear does). One forward pass per
 batch of sequences, no KV cache: position t's logits predict token t+1.
 
 Weights (--init scaled, the default) come from one seeded generator in parameter-name order:
@@ -79,6 +80,12 @@ def parse_args():
     p.add_argument("--embed-gain", type=float, default=1.0, help="std multiplier of the embedding (and tied head) init")
     p.add_argument("--batch-size", type=int, default=4, help="sequences per forward pass")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    # transformers runs a quant_method fp8 checkpoint through FP8Linear: each projection's input
+    # e4m3-quantized per weight_block_size[1] values of a token (scale amax / 448), then a W8A8
+    # GEMM. Its Triton kernels come from the hub's `kernels` package, which an offline machine
+    # lacks, so "dynamic" applies that rounding to the fp32 reference's projection inputs instead.
+    p.add_argument("--fp8-activations", choices=["none", "dynamic"], default="none",
+                   help="FP8 configs: projection inputs unquantized (none) or as FP8Linear quantizes them")
     return p.parse_args()
 
 
@@ -187,7 +194,7 @@ def build_checkpoint(args, model_dir):
     if not block:
         del model
         model = None
-    return src, config, names, model
+    return src, config, names, model, block
 
 
 def load_reference(model_dir, device):
@@ -236,15 +243,22 @@ def main():
     torch.set_float32_matmul_precision("highest")
     model_dir = os.path.join(args.out, "model")
     t0 = time.time()
-    src, config, names, model = build_checkpoint(args, model_dir)
+    src, config, names, model, fp8_block = build_checkpoint(args, model_dir)
     t1 = time.time()
     # An FP8 checkpoint's reference is the built model itself, its projections dequantized:
     # transformers would load the file through its own FP8 path (activations quantized too).
     model = model.to(device).eval() if model is not None else load_reference(model_dir, device)
+    model_fp8 = any(n.endswith("weight_scale_inv") for n in names)
+    act_group = None
+    if args.fp8_activations == "dynamic":
+        if not model_fp8:
+            raise SystemExit("--fp8-activations dynamic needs a quant_method fp8 config")
+        import make_fp8_goldens as fp8  # noqa: E402  (the goldens' e4m3 rounding, one formula)
+        act_group = fp8_block
+        fp8.quantize_linear_inputs(model, act_group)
     seqs = make_sequences(args.seed + 1, args.num_seqs, args.seq_len, config.vocab_size)
     argmax, margin, top1, last_logits, last_top = run_reference(model, seqs, device, args.batch_size)
     t2 = time.time()
-    model_fp8 = any(n.endswith("weight_scale_inv") for n in names)
 
     top1.astype("<f4").tofile(os.path.join(args.out, "top1_logits.f32"))
     last_logits.astype("<f4").tofile(os.path.join(args.out, "last_logits.f32"))
@@ -263,8 +277,9 @@ def main():
         "device": device + (f" ({torch.cuda.get_device_name()})" if device.startswith("cuda") else ""),
         "reference": "transformers AutoModelForCausalLM, float32 (TF32 off), attn_implementation=eager, "
                      "weights = model/model.safetensors (bf16) upcast" +
-                     (", e4m3 projections dequantized (x weight_scale_inv), activations unquantized"
-                      if model_fp8 else "") + "; teacher-forced, no KV cache",
+                     (", e4m3 projections dequantized (x weight_scale_inv), activations " +
+                      (f"e4m3-rounded per {act_group} values of a token (FP8Linear's act_quant)"
+                       if act_group else "unquantized") if model_fp8 else "") + "; teacher-forced, no KV cache",
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "tensors_stored": len(names),

@@ -177,19 +177,26 @@ def write_goldens(path, name, reference, cases):
         f.write("\n")
 
 
-def fake_quantize_per_token(x):
-    """Each row of x rounded through e4m3 with scale amax / 448 (zero rows stay zero), in fp32."""
+def fake_quantize_per_token(x, group=None):
+    """Each row of x (each run of `group` values of a row, when given) rounded through e4m3 with
+    scale amax / 448 (zero groups stay zero), in fp32."""
+    shape = x.shape
+    if group:
+        x = x.reshape(*shape[:-1], shape[-1] // group, group)
     amax = x.abs().amax(-1, keepdim=True)
     mul = torch.where(amax > 0, E4M3_MAX / amax, torch.zeros_like(amax))
-    return to_e4m3(x * mul).float() * (amax / E4M3_MAX)
+    return (to_e4m3(x * mul).float() * (amax / E4M3_MAX)).reshape(shape)
 
 
-def quantize_linear_inputs(model):
-    """Hooks every quantized projection (LINEAR) to see its input per-token e4m3-rounded."""
+def quantize_linear_inputs(model, group=None):
+    """Hooks every quantized projection (LINEAR) to see its input e4m3-rounded, per token or per
+    `group` values of a token (quant_method fp8's dynamic activations: transformers' FP8Linear
+    quantizes its input in groups of weight_block_size[1] before its W8A8 GEMM)."""
     hooks = []
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and LINEAR.match(name + ".weight"):
-            hooks.append(module.register_forward_pre_hook(lambda _m, args: (fake_quantize_per_token(args[0]),)))
+            hooks.append(module.register_forward_pre_hook(
+                lambda _m, args: (fake_quantize_per_token(args[0], group),)))
     return hooks
 
 
