@@ -205,10 +205,6 @@ constexpr Knob kKnobs[] = {
      "groups of 8 rows a CTA of the FP8 tensor-core gemv takes (PERFORMANCE.md, \"The FP8 gemv\")"},
     {"MINIVLLM_FP8_GEMV_CONSECUTIVE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a warp of the FP8 tensor-core gemv reads consecutive chunks of a row, whole cache lines (same entry)"},
-    {"MINIVLLM_FP8_OUTER_VEC", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "cuBLASLt's FP8 GEMM applies the token and row scales itself (OUTER_VEC_32F) where it has an algorithm: "
-     "none was found on cuBLASLt 13.1 for sm_90 while the plans set no scale pointers before the heuristic, "
-     "which it needs (PERFORMANCE.md, \"FP8 epilogues in one pass\", \"Stop 85\"); not measured since, so off"},
     {"MINIVLLM_FP8_FUSED_EPILOGUE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "past the gemv, a per-row FP8 linear quantizes x reading it once and applies its scales, residual add "
      "and act_mul in one pass after the GEMM (PERFORMANCE.md, \"FP8 epilogues in one pass\")"},

@@ -62,7 +62,6 @@ bool fp8_gemm_takes(const WeightScales& s, int64_t n, int64_t k) {
 // against the promoting kernels in PERFORMANCE.md. MINIVLLM_FP8_FAST_ACCUM=0 turns it off.
 Fp8Gemm::Fp8Gemm()
     : fast_accum_(knob_flag("MINIVLLM_FP8_FAST_ACCUM")),
-      outer_vec_(knob_flag("MINIVLLM_FP8_OUTER_VEC")),
       fused_epilogues_(knob_flag("MINIVLLM_FP8_FUSED_EPILOGUE")),
       normed_codes_(fused_epilogues_ && knob_flag("MINIVLLM_FP8_NORMED_CODES")),
       block_tokens_(knob_number("MINIVLLM_FP8_BLOCK_CUBLAS")) {
@@ -108,21 +107,15 @@ bool Fp8Gemm::choose_algo(Plan* p) {
 }
 
 // Column-major view, as LtGemm's: C[N, T] = op(A = W as [K, N])^T * B (x as [K, T]), on the codes
-// alone (the epilogue scales), or with outer-vector scales: W's N row scales for A, x's T token
-// scales for B (their pointers are set per call: a plan serves every weight of its shape; the
-// heuristic refuses scale modes without pointers, so `scales`, W's grid, stands in for both there).
-Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key, const void* scales) {
+// alone: the epilogue applies the scales.
+Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.op == nullptr ? nullptr : &it->second;
-  const auto [tokens, n, k, out_f32, outer] = key;
+  const auto [tokens, n, k, out_f32] = key;
   Plan p;
   p.op = tn_desc();
   const int8_t fast = fast_accum_ ? 1 : 0;
   set_attr(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
-  if (outer) {
-    set_scales(p.op, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, scales,
-               scales);
-  }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, tokens, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, tokens, n));
@@ -139,14 +132,9 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
   const int64_t n = w.size(0), k = w.size(1), tokens = x.numel() / k;
   if (tokens == 0 || n == 0) return true;
   if (!fp8_gemm_takes(s, n, k)) return false;
-  // The scales in the GEMM where asked for and cuBLASLt has an algorithm (no bias: the epilogue
-  // adds it), else the bare codes and the epilogue.
-  Plan* p = outer_vec_ && bias == nullptr ? plan_for(Key{tokens, n, k, out_f32, true}, s.grid.data()) : nullptr;
-  const bool outer = p != nullptr;
-  if (!outer) p = plan_for(Key{tokens, n, k, out_f32, false}, s.grid.data());
+  Plan* p = plan_for(Key{tokens, n, k, out_f32});
   if (p == nullptr) return false;
-  const float* scales = multiply(x, w, p, outer, out, stream);
-  if (outer) return true;
+  const float* scales = multiply(x, w, p, out, stream);
   if (fused_epilogues_ && !out_f32) {
     launch_fp8_weight_epilogue(w, out, scales, bias, bias_f32, Fp8Epilogue::kStore, Activation::kSilu, out, tokens,
                                stream);
@@ -159,12 +147,12 @@ bool Fp8Gemm::run(const Tensor& x, const Tensor& w, const void* bias, bool bias_
 Fp8Gemm::Plan* Fp8Gemm::plan_unscaled(const Tensor& w, int64_t tokens) {
   const int64_t n = w.size(0), k = w.size(1);
   if (tokens == 0 || n == 0 || !fp8_gemm_takes(*w.scales(), n, k)) return nullptr;
-  return plan_for(Key{tokens, n, k, false, false}, w.scales()->grid.data());
+  return plan_for(Key{tokens, n, k, false});
 }
 
 const float* Fp8Gemm::run_unscaled(const Tensor& x, const Tensor& w, void* out, cudaStream_t stream) {
   Plan* p = plan_unscaled(w, x.numel() / w.size(1));
-  return p == nullptr ? nullptr : multiply(x, w, p, /*outer=*/false, out, stream);
+  return p == nullptr ? nullptr : multiply(x, w, p, out, stream);
 }
 
 const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* norm, bool norm_f32, float eps,
@@ -176,7 +164,7 @@ const float* Fp8Gemm::run_unscaled_normed(const float* residual, const void* nor
   const bool made = launch_rms_norm_e4m3_rows(residual, norm, norm_f32, eps, tokens, k, static_cast<uint8_t*>(x_codes_),
                                               static_cast<float*>(x_scales_), stream);
   MINIVLLM_CHECK(made) << "FP8 linear: the normed row quantizer declined K = " << k;
-  multiply_codes(w, p, /*outer=*/false, out, stream);
+  multiply_codes(w, p, out, stream);
   return static_cast<const float*>(x_scales_);
 }
 
@@ -189,7 +177,7 @@ const float* Fp8Gemm::run_unscaled_staged(int64_t tokens, const Tensor& w, void*
   Plan* p = plan_unscaled(w, tokens);
   if (p == nullptr) return nullptr;
   grow_activations(tokens, w.size(1), stream);  // (already that size: the staging grew it)
-  multiply_codes(w, p, /*outer=*/false, out, stream);
+  multiply_codes(w, p, out, stream);
   return static_cast<const float*>(x_scales_);
 }
 
@@ -202,8 +190,7 @@ void Fp8Gemm::grow_activations(int64_t tokens, int64_t k, cudaStream_t stream) {
                       "activation scales");
 }
 
-const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out,
-                               cudaStream_t stream) {
+const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, void* out, cudaStream_t stream) {
   const int64_t k = w.size(1), tokens = x.numel() / k;
   grow_activations(tokens, k, stream);
   auto* codes = static_cast<uint8_t*>(x_codes_);
@@ -211,19 +198,12 @@ const float* Fp8Gemm::multiply(const Tensor& x, const Tensor& w, Plan* p, bool o
   if (!fused_epilogues_ || !launch_quantize_e4m3_rows(x.data(), tokens, k, codes, scales, stream)) {
     launch_quantize_e4m3_groups(x.data(), false, tokens, k, k, 0, k, codes, scales, stream);
   }
-  multiply_codes(w, p, outer, out, stream);
+  multiply_codes(w, p, out, stream);
   return scales;
 }
 
-void Fp8Gemm::multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream) {
-  const WeightScales& s = *w.scales();
+void Fp8Gemm::multiply_codes(const Tensor& w, Plan* p, void* out, cudaStream_t stream) {
   const float alpha = 1.0f, beta = 0.0f;
-  if (outer) {  // W's grid is [N, 1] here (fp8_gemm_takes: one scale per row)
-    const void* a_scales = s.grid.data();
-    const void* b_scales = x_scales_;
-    set_attr(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scales, sizeof(a_scales));
-    set_attr(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof(b_scales));
-  }
   CUBLAS_CHECK(cublasLtMatmul(handle_, p->op, &alpha, w.data(), p->a, x_codes_, p->b, &beta, out, p->c, out, p->c,
                               &p->algo, workspace_, kWorkspaceBytes, stream));
 }

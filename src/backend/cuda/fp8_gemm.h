@@ -3,10 +3,8 @@
 // Hopper's FP8 GEMMs take FP8 on both sides, so x is quantized first, on the device, with one
 // dynamic scale per token. The GEMM runs on the bare codes and an epilogue kernel applies x's
 // per-token and W's per-row scales, as vLLM's W8A8 kernels do; per-channel and per-tensor
-// checkpoints and online FP8 have such scales. With
-// MINIVLLM_FP8_OUTER_VEC=1 the GEMM applies those two scale vectors itself (cuBLASLt's OUTER_VEC_32F
-// mode, one pass over y fewer) where cuBLASLt has an algorithm for it and there is no bias; else the
-// epilogue as before.
+// checkpoints and online FP8 have such scales. (cuBLASLt's OUTER_VEC_32F mode, the scales inside the
+// GEMM, moved nothing: PERFORMANCE.md, "Stop 86".)
 // Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no, and the
 // caller takes decode_gemm.cu's e4m3 kernel (up to 256 tokens, MINIVLLM_FP8_BLOCK_GEMM), cuBLASLt's
 // block-scaled GEMM (run_blocks: VEC128 x BLK128x128, which cuBLASLt 13.1 takes on sm_90 with the
@@ -100,19 +98,19 @@ class Fp8Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool>;  // T, N, K, f32 out, outer-vector scales
-  Plan* plan_for(const Key& key, const void* scales);  // null: no algorithm (remembered)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
+  Plan* plan_for(const Key& key);  // null: no algorithm (remembered)
   // cuBLASLt's first algorithm for p (false: none, and p's descriptors destroyed).
   bool choose_algo(Plan* p);
   static void destroy_plan(Plan* p);
   // The bare codes' plan for T tokens of W: null where fp8_gemm_takes is false, T or N is 0, or no algorithm.
   Plan* plan_unscaled(const Tensor& w, int64_t tokens);
-  // x quantized per token, then the GEMM of plan p (outer: with the scales); returns x's scales.
-  const float* multiply(const Tensor& x, const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
+  // x quantized per token, then the GEMM of plan p; returns x's scales.
+  const float* multiply(const Tensor& x, const Tensor& w, Plan* p, void* out, cudaStream_t stream);
   // The activation scratch for T x K codes and T scales, grown as needed.
   void grow_activations(int64_t tokens, int64_t k, cudaStream_t stream);
   // The GEMM of plan p on x's codes and scales (in the activation scratch).
-  void multiply_codes(const Tensor& w, Plan* p, bool outer, void* out, cudaStream_t stream);
+  void multiply_codes(const Tensor& w, Plan* p, void* out, cudaStream_t stream);
 
   using BlockKey = std::tuple<int64_t, int64_t, int64_t, bool>;  // T, N, K, f32 out
   // null: no algorithm (remembered); the scale pointers: any valid ones, for the heuristic.
@@ -120,7 +118,6 @@ class Fp8Gemm {
 
   cublasLtHandle_t handle_ = nullptr;
   bool fast_accum_ = true;
-  bool outer_vec_ = false;  // MINIVLLM_FP8_OUTER_VEC
   bool fused_epilogues_ = false;
   bool normed_codes_ = false;
   int64_t block_tokens_ = 0;  // MINIVLLM_FP8_BLOCK_CUBLAS (0: off)
