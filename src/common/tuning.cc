@@ -85,9 +85,8 @@ constexpr Knob kKnobs[] = {
      "tensor-core decode attention: 0 never, 1 wherever it fits"},
     {"MINIVLLM_DECODE_MMA_RING", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_mma_ring)",
      "tensor-core decode streams key tiles through a shared-memory ring (1) or registers (0)"},
-    {"MINIVLLM_DECODE_MMA_TILES", G::kTuning, K::kChoice, "1|2|3|4", 0, 0, "the kernel's default",
-     "tiles a step of the register tensor-core decode kernel loads (1, 2, 4); with the ring (bf16), its "
-     "stages a warp (3, 4)"},
+    {"MINIVLLM_DECODE_MMA_TILES", G::kTuning, K::kChoice, "1|2|4", 0, 0, "the kernel's default",
+     "tiles a step of the register tensor-core decode kernel loads"},
     {"MINIVLLM_DECODE_MMA_PIPE", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "pipelines the register tensor-core kernel's loads (lost where measured)"},
     {"MINIVLLM_DECODE_RING", G::kTuning, K::kSwitch, "", 0, 0, "auto (decode_use_ring)",

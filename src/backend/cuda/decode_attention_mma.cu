@@ -491,15 +491,14 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
 // Fragments through shared memory: each warp streams its tiles with cp.async into a ring of
 // kStages tiles of its own (no CTA barrier), kStages - 1 tiles in flight while it computes one, and
 // reads its fragments from the ring. Rows are 16-byte chunks XOR-swizzled by the row so that a
-// quarter warp's fragment reads fall in distinct banks. kStagesWanted 0: as many as 16 KB a warp
-// holds (two for bf16 at head_dim 128); MINIVLLM_DECODE_MMA_TILES 2-4 sets it where the ring runs.
-template <int kHeadDim, bool kFp8, int kStagesWanted = 0>
+// quarter warp's fragment reads fall in distinct banks.
+template <int kHeadDim, bool kFp8>
 struct MmaRing {
   static constexpr int kRowBytes = MmaShape<kHeadDim, kFp8>::kRowBytes;
   static constexpr int kChunks = kRowBytes / 16;
   static constexpr int kScaleBytes = kFp8 ? 2 * kTileKeys * 4 : 0;
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes + kScaleBytes;  // k rows, v rows, scales
-  static constexpr int kStages = kStagesWanted > 0 ? kStagesWanted : tiles_in(16384, kStageBytes, 2, 8);
+  static constexpr int kStages = tiles_in(16384, kStageBytes, 2, 8);
   static constexpr int kCtaBytes = kMmaWarps * kStages * kStageBytes;
   // Byte offset of chunk ch of tile row r (0..31: k rows, then v rows).
   __device__ static int offset(int r, int ch) {
@@ -511,7 +510,7 @@ struct MmaRing {
 // n words at byte `off` of ring row r (16-byte pieces, or one 8-byte piece).
 template <int kHeadDim, bool kFp8, int kWords>
 __device__ __forceinline__ void ring_words(const uint8_t* stage, int r, int off, uint32_t (&w)[kWords]) {
-  using R = MmaRing<kHeadDim, kFp8>;  // (the swizzle and row bytes do not depend on the stages)
+  using R = MmaRing<kHeadDim, kFp8>;
   if constexpr (kWords % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < kWords / 4; ++i) {
@@ -525,11 +524,11 @@ __device__ __forceinline__ void ring_words(const uint8_t* stage, int r, int off,
   }
 }
 
-template <int kHeadDim, int kGroup, bool kFp8, int kStagesWanted>
+template <int kHeadDim, int kGroup, bool kFp8>
 __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(AttentionArgs a, int partition,
                                                                         int num_splits, DecodeScratch scratch) {
   using S = MmaShape<kHeadDim, kFp8>;
-  using R = MmaRing<kHeadDim, kFp8, kStagesWanted>;
+  using R = MmaRing<kHeadDim, kFp8>;
   static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
   extern __shared__ __align__(16) uint8_t ring_smem[];
   pdl_launch_dependents();  // the o projection may start streaming its weights now
@@ -624,25 +623,16 @@ bool launch_loads(const AttentionArgs& a, int num_splits, int partition, const D
   }
 }
 
-template <int kHeadDim, int kGroup, bool kFp8, int kStages>
-void launch_ring(const AttentionArgs& a, int num_splits, int partition, const DecodeScratch& sc, cudaStream_t st) {
-  const dim3 grid(grid_splits(a, num_splits), a.num_kv_heads, a.num_seqs);
-  constexpr int kBytes = MmaRing<kHeadDim, kFp8, kStages>::kCtaBytes;
-  allow_dynamic_smem<decode_mma_ring_kernel<kHeadDim, kGroup, kFp8, kStages>>(kBytes);  // past 48 KB
-  launch_with_pdl(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8, kStages>, grid, dim3(kMmaThreads), kBytes, st, a,
-                  partition, num_splits, sc);
-}
-
 template <int kHeadDim, int kGroup, bool kFp8>
 void launch_group(const AttentionArgs& a, int num_splits, int partition, bool ring, const DecodeMmaLoads& loads,
                   const DecodeScratch& sc, cudaStream_t st) {
   const dim3 grid(grid_splits(a, num_splits), a.num_kv_heads, a.num_seqs);
-  if (ring) {  // loads.tiles: the ring's stages a warp (tuning; bf16 only, where the default is 2)
-    if constexpr (!kFp8) {
-      if (loads.tiles == 3) return launch_ring<kHeadDim, kGroup, kFp8, 3>(a, num_splits, partition, sc, st);
-      if (loads.tiles == 4) return launch_ring<kHeadDim, kGroup, kFp8, 4>(a, num_splits, partition, sc, st);
-    }
-    return launch_ring<kHeadDim, kGroup, kFp8, 0>(a, num_splits, partition, sc, st);
+  if (ring) {
+    constexpr int kBytes = MmaRing<kHeadDim, kFp8>::kCtaBytes;
+    allow_dynamic_smem<decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>>(kBytes);  // past 48 KB
+    launch_with_pdl(decode_mma_ring_kernel<kHeadDim, kGroup, kFp8>, grid, dim3(kMmaThreads), kBytes, st, a, partition,
+                    num_splits, sc);
+    return;
   }
   constexpr int kDefault = mma_tiles(kHeadDim, kFp8, kGroup);
   if constexpr (kGroup == 2 || kGroup == 4) {
