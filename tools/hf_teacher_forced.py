@@ -248,7 +248,7 @@ def main():
     # An FP8 checkpoint's reference is the built model itself, its projections dequantized:
     # transformers would load the file through its own FP8 path (activations quantized too).
     model = model.to(device).eval() if model is not None else load_reference(model_dir, device)
-    model_fp8 = any(n.endswith("weight_scale_inv") for n in names)
+    model_fp8 = fp8_block is not None  # its projections were stored as e4m3 codes
     act_group = None
     if args.fp8_activations == "dynamic":
         if not model_fp8:
