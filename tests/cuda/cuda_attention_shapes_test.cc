@@ -380,10 +380,9 @@ TEST(CudaAttentionShapes, DecodeTensorCoreLoads) {
 }
 
 // The shared-memory ring over bf16 caches (MINIVLLM_DECODE_MMA_RING=1; the policy takes it for fp8
-// only, but on the H200 it ran the group-4 workloads 1.5-2.3% faster: PERFORMANCE.md, "Stop 86"),
-// against the CPU backend: groups 1, 2, 4 and 8 at head_dim 128 and 64, the contexts above (split
-// and unsplit, ending inside a tile, at its edges and at one key), block sizes 16 and 256,
-// NaN-poisoned rows past the contexts.
+// only, and this checks it before bf16 joins: PERFORMANCE.md, "Stop 86"), against the CPU backend:
+// groups 1, 2, 4 and 8 at head_dim 128 and 64, the contexts above (split and unsplit, ending inside
+// a tile, at its edges and at one key), block sizes 16 and 256, NaN-poisoned rows past the contexts.
 TEST(CudaAttentionShapes, DecodeRingOverBf16) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const std::vector<KnobSetting> s = {
