@@ -61,10 +61,14 @@ TEST(DecodePolicy, TensorCoresWhereTheyPay) {
   for (int group : {1, 2, 4, 8}) EXPECT_TRUE(decode_use_mma(true, group)) << group << " fp8";
   for (int group : {2, 4, 8}) EXPECT_TRUE(decode_use_mma(false, group)) << group;
   EXPECT_FALSE(decode_use_mma(false, 1));
-  // fp8 streams through the shared-memory ring once the CTAs outnumber the SMs; bf16 never.
-  EXPECT_FALSE(decode_mma_ring(true, 16, 8, kSms));
-  EXPECT_TRUE(decode_mma_ring(true, 17, 8, kSms));
-  EXPECT_FALSE(decode_mma_ring(false, 256, 8, kSms));
+  // fp8 streams through the shared-memory ring once the CTAs outnumber the SMs, at any group; bf16
+  // only at group 4.
+  for (int group : {1, 2, 4, 8}) {
+    EXPECT_FALSE(decode_mma_ring(true, group, 16, 8, kSms)) << group;
+    EXPECT_TRUE(decode_mma_ring(true, group, 17, 8, kSms)) << group;
+    EXPECT_EQ(decode_mma_ring(false, group, 256, 8, kSms), group == 4) << group;
+  }
+  EXPECT_FALSE(decode_mma_ring(false, 4, 16, 8, kSms));
 }
 
 // The staged tensor-core kernel's q heads a CTA: up to 128 of their dims, within the group, for the

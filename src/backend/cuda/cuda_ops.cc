@@ -1247,7 +1247,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
                                                 decode_partial_rows(hd), decode_min_partition_,
                                                 decode_mma_max_partition_);
     const bool ring =
-        decode_mma_ring_ >= 0 ? decode_mma_ring_ == 1 : decode_mma_ring(a.kv_fp8, meta.num_seqs, nkv, num_sms_);
+        decode_mma_ring_ >= 0 ? decode_mma_ring_ == 1 : decode_mma_ring(a.kv_fp8, group, meta.num_seqs, nkv, num_sms_);
     DecodeMmaLoads loads;
     loads.tiles = decode_mma_tiles_;
     loads.pipe = decode_mma_pipe_;  // tuning only: no shape gained from it (decode_attention_mma.cu)
