@@ -379,8 +379,8 @@ TEST(CudaAttentionShapes, DecodeTensorCoreLoads) {
                       {{16, 8, 64}, {32, 8, 64}}, ctx, block_size, 1700, /*fp8=*/true);
 }
 
-// The shared-memory ring over bf16 caches (MINIVLLM_DECODE_MMA_RING=1; the policy takes it for fp8
-// only, and this checks it before bf16 joins: PERFORMANCE.md, "Stop 86"), against the CPU backend:
+// The shared-memory ring over bf16 caches (MINIVLLM_DECODE_MMA_RING=1; the policy takes it over bf16
+// at group 4 past a wave: decode_mma_ring), against the CPU backend:
 // groups 1, 2, 4 and 8 at head_dim 128 and 64, the contexts above (split and unsplit, ending inside
 // a tile, at its edges and at one key), block sizes 16 and 256, NaN-poisoned rows past the contexts.
 TEST(CudaAttentionShapes, DecodeRingOverBf16) {
