@@ -193,8 +193,8 @@ inline bool decode_use_mma(bool kv_fp8, int group) { return kv_fp8 || group >= 2
 // Which tensor-core kernel: a cp.async ring in shared memory once the (sequence, kv head) CTAs
 // outnumber the SMs, for fp8 caches and for bf16 ones at GQA group 4; else fragments loaded straight
 // into registers. The ring wins for fp8 on full batches and loses at small ones; over bf16 it pays
-// at group 4 only, losing at groups 2 and 8 (PERFORMANCE.md, "Tensor-core decode: ring or registers"
-// and "Stop 87").
+// at group 4 and loses at groups 2 and 8, group 1 not measured (PERFORMANCE.md, "Tensor-core decode:
+// ring or registers" and "Stop 87").
 // MINIVLLM_DECODE_MMA_RING=0|1 overrides it.
 inline bool decode_mma_ring(bool kv_fp8, int group, int num_seqs, int kv_ctas, int num_sms) {
   return (kv_fp8 || group == 4) && static_cast<int64_t>(num_seqs) * kv_ctas > num_sms;
