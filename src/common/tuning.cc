@@ -47,12 +47,12 @@ constexpr Knob kKnobs[] = {
      "its PDL wait; 0: its first tiles only (same entry)"},
     {"MINIVLLM_FP8_BLOCK_GEMM", G::kTuning, K::kWord, "uncopied|all|0", 0, 0, "all",
      "FP8 weights with block scales take decode_gemm.cu's e4m3 kernel from 9 tokens: all of them (those with "
-     "a bf16 copy up to MINIVLLM_FP8_BLOCK_GEMM_TOKENS), those without a copy (else decoded per call), or "
-     "none (PERFORMANCE.md, \"Stop 77\", \"Stop 79\")"},
-    {"MINIVLLM_FP8_BLOCK_CUBLAS", G::kTuning, K::kInt, "0: off", 0, 1 << 20, "0",
-     "linears on 128 x 128-blocked FP8 weights at this many tokens or more (past MINIVLLM_FP8_BLOCK_GEMM's) run "
-     "cuBLASLt's block-scaled FP8 GEMM, x in e4m3 per 128 values (W8A8), instead of the bf16 copy's GEMM "
-     "(PERFORMANCE.md, \"Stop 85\")"},
+     "a bf16 copy up to MINIVLLM_FP8_BLOCK_GEMM_TOKENS, those MINIVLLM_FP8_BLOCK_CUBLAS takes below its tokens), "
+     "those without a copy (else decoded per call), or none (PERFORMANCE.md, \"Stop 77\", \"Stop 79\")"},
+    {"MINIVLLM_FP8_BLOCK_CUBLAS", G::kTuning, K::kInt, "0: off", 0, 1 << 20, "65",
+     "linears on 128 x 128-blocked FP8 weights (K of 512s) at this many tokens or more run cuBLASLt's "
+     "block-scaled FP8 GEMM, x in e4m3 per 128 values (W8A8, the checkpoints' dynamic activations), and "
+     "keep no bf16 copy; 0: the copy's bf16 GEMM (PERFORMANCE.md, \"Stop 85\", \"Stop 88\")"},
     {"MINIVLLM_FP8_BLOCK_GEMM_TOKENS", G::kTuning, K::kInt, "", 9, 256, "64",
      "with MINIVLLM_FP8_BLOCK_GEMM=all, the most tokens a weight with a bf16 copy takes the e4m3 kernel for "
      "(larger batches: the copy's GEMM, at two terms' tensor rate with cuBLASLt's tiles); past 64 the "

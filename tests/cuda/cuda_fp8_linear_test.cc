@@ -179,37 +179,47 @@ TEST(CudaFp8Linear, Bf16xGemvTakesXPastF16Range) {
 }
 
 // Block-scaled weights keep a bf16 copy of their values for the batches past the gemv
-// (CudaBackend::decoded_fp8_copy), equal to the CPU's dequantized values rounded to bf16; per-row
-// weights (cuBLASLt's FP8 GEMM) and MINIVLLM_FP8_BLOCK_BF16_FREE_PCT=100 keep none, and the
-// linear then takes the e4m3 decode GEMM up to 256 tokens (W8A8): both match the CPU past the
-// gemv's 8 tokens.
+// (CudaBackend::decoded_fp8_copy), equal to the CPU's dequantized values rounded to bf16, unless
+// cuBLASLt's block-scaled GEMM takes them (MINIVLLM_FP8_BLOCK_CUBLAS, 65 by default: K of 512s).
+// Per-row weights (cuBLASLt's FP8 GEMM) and MINIVLLM_FP8_BLOCK_BF16_FREE_PCT=100 keep none, and the
+// linear then takes the e4m3 decode GEMM up to 256 tokens: every case matches the CPU past the
+// gemv's 8 tokens, on both sides of the knob's 65.
 TEST(CudaFp8Linear, BlockScaledWeightsKeepADecodedCopy) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(84);
-  for (const char* pct : {"35", "100"}) {
-    setenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", pct, 1);
-    Backends b;
-    const Fp8Case block = make_case(b, 4224, 1024, Grid::kBlock128, rng);
-    const Fp8Case row = make_case(b, 384, 512, Grid::kPerRow, rng);
-    unsetenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT");
-    const bool keep = std::string(pct) == "35";
-    ASSERT_EQ(block.wg.scales()->decoded.defined(), keep) << pct;
-    EXPECT_FALSE(row.wg.scales()->decoded.defined());
-    if (keep) {
-      const Tensor& d = block.wg.scales()->decoded;
-      ASSERT_EQ(d.dtype(), DType::kBF16);
-      ASSERT_EQ(d.shape(), (std::vector<int64_t>{4224, 1024}));
-      std::vector<uint16_t> raw(static_cast<size_t>(d.numel()));
-      CUDA_CHECK(cudaMemcpy(raw.data(), d.data(), raw.size() * 2, cudaMemcpyDeviceToHost));
-      const std::vector<float> ref = download(*b.cpu, block.wc);
-      for (size_t i = 0; i < raw.size(); ++i) {
-        const uint32_t bits = static_cast<uint32_t>(raw[i]) << 16;
-        float v;
-        std::memcpy(&v, &bits, 4);
-        ASSERT_NEAR(v, ref[i], std::fabs(ref[i]) / 256.0f + 1e-30f) << i;
+  for (const char* knob : {"0", "65"}) {
+    for (const char* pct : {"35", "100"}) {
+      setenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", pct, 1);
+      setenv("MINIVLLM_FP8_BLOCK_CUBLAS", knob, 1);
+      Backends b;
+      const Fp8Case block = make_case(b, 4224, 1024, Grid::kBlock128, rng);
+      const Fp8Case odd_k = make_case(b, 200, 1152, Grid::kBlock128, rng);  // K not of 512s: no cuBLASLt grid
+      const Fp8Case row = make_case(b, 384, 512, Grid::kPerRow, rng);
+      unsetenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT");
+      unsetenv("MINIVLLM_FP8_BLOCK_CUBLAS");
+      const bool room = std::string(pct) == "35", cublas = std::string(knob) != "0";
+      ASSERT_EQ(block.wg.scales()->decoded.defined(), room && !cublas) << "knob " << knob << ", pct " << pct;
+      ASSERT_EQ(odd_k.wg.scales()->decoded.defined(), room) << "knob " << knob << ", pct " << pct;
+      EXPECT_FALSE(row.wg.scales()->decoded.defined());
+      if (room) {
+        const Tensor& d = odd_k.wg.scales()->decoded;
+        ASSERT_EQ(d.dtype(), DType::kBF16);
+        ASSERT_EQ(d.shape(), (std::vector<int64_t>{200, 1152}));
+        std::vector<uint16_t> raw(static_cast<size_t>(d.numel()));
+        CUDA_CHECK(cudaMemcpy(raw.data(), d.data(), raw.size() * 2, cudaMemcpyDeviceToHost));
+        const std::vector<float> ref = download(*b.cpu, odd_k.wc);
+        for (size_t i = 0; i < raw.size(); ++i) {
+          const uint32_t bits = static_cast<uint32_t>(raw[i]) << 16;
+          float v;
+          std::memcpy(&v, &bits, 4);
+          ASSERT_NEAR(v, ref[i], std::fabs(ref[i]) / 256.0f + 1e-30f) << i;
+        }
+      }
+      for (int64_t tokens : {9, 64, 65}) {
+        check_linear(b, block, tokens, tokens % 2 == 1, rng);
+        check_linear(b, odd_k, tokens, tokens % 2 == 1, rng);
       }
     }
-    for (int64_t tokens : {9, 64}) check_linear(b, block, tokens, tokens % 2 == 1, rng);
   }
 }
 

@@ -293,11 +293,12 @@ Tensor CudaBackend::quantize_weight_fp8(const Tensor& w, int64_t col_begin, int6
 }
 
 // Block-scaled FP8 weights (Qwen3-*-FP8's 128 x 128) have cuBLASLt's FP8 GEMM only as W8A8
-// (fp8_gemm.h, off by default): past the gemv's batches each call decoded the weight to bf16 first,
-// a write and a read of twice its bytes per call. A bf16 copy made once at load replaces that,
-// while the GPU's free memory stays above MINIVLLM_FP8_BLOCK_BF16_FREE_PCT of its total (the KV
-// cache is sized after the weights, from what is left); the gemv still reads the codes. Per-row
-// scales need no copy.
+// (Fp8Gemm::run_blocks, from MINIVLLM_FP8_BLOCK_CUBLAS tokens); the weights it takes need no copy.
+// For the others (the knob off, or K not of 512s) each call past the gemv's batches would decode
+// the weight to bf16 first, a write and a read of twice its bytes per call. A bf16 copy made once
+// at load replaces that, while the GPU's free memory stays above MINIVLLM_FP8_BLOCK_BF16_FREE_PCT
+// of its total (the KV cache is sized after the weights, from what is left); the gemv still reads
+// the codes. Per-row scales need no copy.
 Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
   MINIVLLM_CHECK(w.device() == DeviceKind::kCuda && w.dtype() == DType::kF8E4M3 && w.ndim() == 2 && w.scales())
       << "decoded_fp8_copy: " << w.describe() << " must be a GPU FP8 weight with its scale grid";
@@ -311,6 +312,7 @@ Tensor CudaBackend::decoded_fp8_copy(const Tensor& w) {
     grow_device_scratch(&fp8_block_x_scales_, &fp8_block_x_scales_bytes_, kDecodeGemmMaxTokens * sizeof(float), stream_,
                         "FP8 block GEMM", "activation scales");
   }
+  if (fp8_gemm_->takes_blocks(w)) return Tensor();  // (after the scratch: fp8_block_gemm still takes w below the knob)
   const int64_t bytes = n * k * 2;
   size_t free_b = 0, total_b = 0;
   memory_info(&free_b, &total_b);

@@ -215,7 +215,8 @@ void CudaBackend::w8a8_gemv(const Tensor& w, const void* bias, bool bias_f32, vo
 // goes as two e4m3 terms (MINIVLLM_FP8_BLOCK_GEMM_X), since one (W8A8) costs random-weight models
 // teacher-forced agreement. With a bf16 copy kept, cuBLASLt's bf16 GEMM stays the default: twice the
 // FP8 tensor work is bf16's, so the kernel wins only where the weights' bytes dominate
-// (PERFORMANCE.md, "Stop 77").
+// (PERFORMANCE.md, "Stop 77"). Weights cuBLASLt's block-scaled GEMM takes (Fp8Gemm::takes_blocks) keep
+// no copy and leave this kernel at its MINIVLLM_FP8_BLOCK_CUBLAS tokens.
 bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& out, DecodeGemmEpilogue e, Activation act) {
   if (fp8_block_gemm_ == Fp8BlockGemm::kOff || !decode_gemm_ || !is_fp8(w) || w.ndim() != 2 || w.scales() == nullptr ||
@@ -232,7 +233,12 @@ bool CudaBackend::fp8_block_gemm(const NormPrologue* pro, const Tensor& x, const
     return false;
   }
   const int64_t tokens = src.numel() / k;
-  if (w.scales()->decoded.defined() && tokens > fp8_block_gemm_copied_tokens_) return false;  // (all mode)
+  // (all mode) Past MINIVLLM_FP8_BLOCK_GEMM_TOKENS the copy's GEMM wins; from MINIVLLM_FP8_BLOCK_CUBLAS
+  // tokens cuBLASLt's block-scaled GEMM, where it takes w (which then has no copy).
+  if (w.scales()->decoded.defined() ? tokens > fp8_block_gemm_copied_tokens_
+                                    : fp8_gemm_->takes_blocks(w) && tokens >= fp8_gemm_->block_tokens()) {
+    return false;
+  }
   const Fp8Weight fw = fp8_weight_view(w);
   if (!decode_gemm_fp8_takes(fw, tokens, n, k, gated) || static_cast<size_t>(2 * tokens * k) > fp8_block_x_codes_bytes_ ||
       !out.defined() || out.device() != DeviceKind::kCuda || !aligned16(out)) {

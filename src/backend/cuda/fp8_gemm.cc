@@ -237,17 +237,24 @@ Fp8Gemm::Plan* Fp8Gemm::plan_blocks(const BlockKey& key, const void* a_scales, c
 // of this many rows, zero-padded (codes and scales 0), through tail_out_.
 constexpr int64_t kBlockTailRows = 8;
 
-bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate,
-                         cudaStream_t stream) {
+bool Fp8Gemm::takes_blocks(const Tensor& w) const {
   if (block_tokens_ <= 0 || w.scales() == nullptr || w.ndim() != 2) return false;
   const WeightScales& s = *w.scales();
   const int64_t n = w.size(0), k = w.size(1);
-  if (k == 0 || x.numel() % k != 0) return false;
-  const int64_t tokens = x.numel() / k;
   // cuBLASLt reads W's grid with rows of a multiple of 4 scales (16 bytes): K of 512s only (the grid
   // is kept unpadded; tools/gpu_probes/cublaslt_block_scales.cu).
-  if (tokens < block_tokens_ || s.block_rows != 128 || s.block_cols != 128 || k % 512 != 0 || n % 16 != 0 ||
-      s.grid.size(1) != k / 128 || (accumulate && !out_f32) || x.dtype() != DType::kBF16 ||
+  return k > 0 && s.block_rows == 128 && s.block_cols == 128 && k % 512 == 0 && n % 16 == 0 &&
+         s.grid.size(1) == k / 128;
+}
+
+bool Fp8Gemm::run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate,
+                         cudaStream_t stream) {
+  if (!takes_blocks(w)) return false;
+  const WeightScales& s = *w.scales();
+  const int64_t n = w.size(0), k = w.size(1);
+  if (x.numel() % k != 0) return false;
+  const int64_t tokens = x.numel() / k;
+  if (tokens < block_tokens_ || (accumulate && !out_f32) || x.dtype() != DType::kBF16 ||
       reinterpret_cast<uintptr_t>(x.data()) % 16 != 0) {
     return false;
   }

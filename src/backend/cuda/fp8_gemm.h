@@ -8,8 +8,8 @@
 // Block-scaled weights (Qwen3-*-FP8's 128 x 128) cannot factor out of the sum: run() says no, and the
 // caller takes decode_gemm.cu's e4m3 kernel (up to 256 tokens, MINIVLLM_FP8_BLOCK_GEMM), cuBLASLt's
 // block-scaled GEMM (run_blocks: VEC128 x BLK128x128, which cuBLASLt 13.1 takes on sm_90 with the
-// scale pointers set before its heuristic; W8A8, so off by default) or decodes the weight to bf16
-// (dequantized()) for cuBLASLt's bf16 GEMM.
+// scale pointers set before its heuristic; W8A8, from 65 tokens by default) or decodes the weight to
+// bf16 (dequantized()) for cuBLASLt's bf16 GEMM.
 // Plans are cached per shape, as LtGemm's; scratch (x's codes and scales, the decoded weight)
 // grows outside graph capture only (the runner's warm-up runs the largest batch first), so a
 // captured step allocates nothing.
@@ -82,12 +82,18 @@ class Fp8Gemm {
   // MINIVLLM_FP8_NORMED_CODES (with the fused epilogues): whether run_unscaled_normed serves the
   // backend's norm-fused linears.
   bool normed_codes() const { return normed_codes_; }
-  // MINIVLLM_FP8_BLOCK_CUBLAS: W with 128 x 128 scale blocks at `tokens` tokens, on cuBLASLt's
-  // block-scaled FP8 GEMM (x quantized in groups of 128 columns, VEC128; W's grid, BLK128x128): out
-  // (bf16 or fp32 [T, N]) = x W^T, or out += x W^T with accumulate (fp32 out: the residual). False
-  // (nothing launched) where the knob is off or below `tokens`, W is not so blocked, K is not of
-  // 512s, N not of 16s, or cuBLASLt has no algorithm. This is W8A8: x carries e4m3's 3-bit mantissa.
+  // MINIVLLM_FP8_BLOCK_CUBLAS (65 by default): W with 128 x 128 scale blocks at `tokens` tokens, on
+  // cuBLASLt's block-scaled FP8 GEMM (x quantized in groups of 128 columns, VEC128; W's grid,
+  // BLK128x128): out (bf16 or fp32 [T, N]) = x W^T, or out += x W^T with accumulate (fp32 out: the
+  // residual). False (nothing launched) where takes_blocks(w) is false, the batch is below the knob's
+  // tokens, or cuBLASLt has no algorithm. This is W8A8, as the checkpoints' dynamic activation scheme
+  // declares: x carries e4m3's 3-bit mantissa (judged on a trained model: PERFORMANCE.md, "Stop 88").
   bool run_blocks(const Tensor& x, const Tensor& w, void* out, bool out_f32, bool accumulate, cudaStream_t stream);
+  // Whether run_blocks takes w at batches of the knob's tokens or more: the knob on, 128 x 128 blocks,
+  // K of 512s and N of 16s. Such a weight needs no bf16 copy (CudaBackend::decoded_fp8_copy).
+  bool takes_blocks(const Tensor& w) const;
+  // The batches run_blocks starts at (MINIVLLM_FP8_BLOCK_CUBLAS; 0: off).
+  int64_t block_tokens() const { return block_tokens_; }
   // W's values as bf16 [N, K]: the copy kept at load (WeightScales::decoded) where there is one,
   // else decoded into a scratch valid until the next call (stream-ordered).
   const void* dequantized(const Tensor& w, cudaStream_t stream);
