@@ -15,6 +15,9 @@
 # flags to hf_teacher_forced.py (e.g. --embed-gain 0.25 for Gemma's scaled embedding; a later
 # --seq-len wins), MINIVLLM_SCORE_ARGS to teacher_forced_check score (e.g. --max-model-len 8192),
 # and MINIVLLM_CHECK_TAG names such a variant (work folder and outputs <config><tag>_...).
+# A block-scaled FP8 config (qwen3-8b-fp8) runs W8A8 past 64 tokens by default, which random weights
+# cannot judge (78.66% against 96.97% with MINIVLLM_FP8_BLOCK_CUBLAS=0, the bf16-activation path;
+# PERFORMANCE.md, "Stop 86", "Stop 88"): tools/fp8_activation_perplexity.py judges it on a trained model.
 #
 # Phi-4-mini (partial rotary 96 of 128, longrope): the default run is longrope's short regime
 # (256 tokens, the engine's 2,048-token context, both within the pretrained 4,096: short factors);
