@@ -50,6 +50,11 @@ std::vector<float> next_logits(LLMEngine& engine, const std::vector<int32_t>& to
   return std::vector<float>(all.end() - v, all.end());
 }
 
+// The decode graph's logprobs against score()'s: two bf16 paths through 30 layers. Measured on an
+// H200 (PERFORMANCE.md, "Stop 89"): up to 0.20 apart at these tokens, while greedy decoding's
+// logprobs stay within 0.07 of the CPU backend's fp32 ones, and the graph's equal eager's.
+constexpr double kLogprobTol = 0.3;
+
 // Three sequences decode in one graph batch; each token's logprob and top 5 against a log-softmax
 // of score()'s logits, and with penalties each greedy token is (within bf16 noise) the argmax of
 // the penalised logits.
@@ -89,12 +94,12 @@ TEST_P(CudaEngineFeatures, LogprobsAndPenaltiesThroughTheDecodeGraph) {
       logprobs_row(logits.data(), vocab, tok, 5, &chosen, ids.data(), lps.data());
       const TokenLogprob& lp = outs[i].logprobs[t];
       EXPECT_EQ(lp.token_id, tok);
-      EXPECT_NEAR(lp.logprob, chosen, 0.1) << "prompt " << i << " token " << t;
+      EXPECT_NEAR(lp.logprob, chosen, kLogprobTol) << "prompt " << i << " token " << t;
       ASSERT_EQ(lp.top.size(), 5u);
       EXPECT_EQ(lp.top[0].first, tok);
       for (int j = 0; j < 5; ++j) {
         EXPECT_LE(lp.top[j].second, 0.0f);
-        EXPECT_NEAR(lp.top[j].second, lps[j], 0.1) << "prompt " << i << " token " << t << " rank " << j;
+        EXPECT_NEAR(lp.top[j].second, lps[j], kLogprobTol) << "prompt " << i << " token " << t << " rank " << j;
       }
       count_token(counts.data(), tok, false);
       seen.push_back(tok);
