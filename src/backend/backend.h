@@ -202,6 +202,10 @@ class Backend {
                             const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
                             const Tensor& cos_sin) = 0;
   // Writes k and v of every token of qkv into the cache at slot_mapping (-1 skips the token).
+  // An fp8 cache stores the keys rotated (common/fp8.h: kv_rotate_row, MINIVLLM_FP8_KV_ROTATE), and
+  // this write also rotates q and k of every row of qkv in place, padding rows included: attention
+  // then reads rotated queries against rotated keys, and q.k is unchanged. A caller that attends
+  // with queries it has not stored rotates them itself.
   virtual void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                              const AttentionMetadata& meta) = 0;
   // out[T, nq * head_dim] = causal softmax(q k^T * scale) v over the paged cache, reading q from

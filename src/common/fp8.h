@@ -28,6 +28,21 @@ void quantize_e4m3_row(const float* x, int64_t n, uint8_t* out, float* scale);
 // out[i] = e4m3_to_f32(q[i]) * scale.
 void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out);
 
+// Keys are stored in an fp8 KV cache rotated: k' = H k, H orthogonal, and the queries that attend
+// over them likewise, so q'.k' = q.k. e4m3 keeps 3 mantissa bits of each element, so a key's error
+// is largest in its largest channels; trained models' keys carry a few large channels that their
+// queries also weight most (the score's error is then most of it). H spreads every channel over the
+// whole block, so no element dominates. On SmolLM2 the keys' share of the fp8 cache's perplexity
+// cost falls from 0.80% to 0.28% (docs/PERFORMANCE.md, "Stop 89"). H is block-diagonal: the
+// Sylvester Walsh-Hadamard matrix of order P (entries +-1 / sqrt(P)) on each run of P elements, P
+// the largest power of two dividing n (head_dim 64, 128, 256: all of it; 96: runs of 32).
+inline int64_t kv_rotation_block(int64_t n) { return n & -n; }
+// 1 / sqrt(P), as both backends multiply by it (one constant, not each side's sqrt).
+float kv_rotation_norm(int64_t block);
+// x <- H x over the n values of one head (the butterflies over index bit 0, 1, ... in that order;
+// the CUDA kernels use the same order, so both give the same floats).
+void kv_rotate_row(float* x, int64_t n);
+
 // Dummy FP8 weights: element `index`'s code, e4m3(value / scale) (HashedFp8; the CUDA kernel
 // computes the same bytes).
 inline uint8_t hashed_e4m3_code(const HashedUniform& h, float scale, uint64_t index) {

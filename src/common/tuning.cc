@@ -135,6 +135,9 @@ constexpr Knob kKnobs[] = {
      "offers cuBLASLt 32 MB of workspace (split-K); off: measured faster without (PERFORMANCE.md)"},
     {"MINIVLLM_FP8_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "computes on FP8 weights' codes; 0: their values in bf16 (A/B, accuracy reference)"},
+    {"MINIVLLM_FP8_KV_ROTATE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "an fp8 KV cache stores keys rotated (common/fp8.h: kv_rotate_row; the queries alike, both backends); 0: "
+     "as they are (A/B; PERFORMANCE.md, \"Stop 89\")"},
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
      "to bf16 at load (A/B, and activations kept in bf16)"},

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "common/fp8.h"
+#include "common/tuning.h"
 #include "cpu_test_util.h"
 
 namespace minivllm::cpu_test {
@@ -105,11 +106,11 @@ class AttentionTest : public ::testing::TestWithParam<AttnCase> {
   // `kv_dtype` (f32, bf16 or fp8). Returns the output; *seqs_out the sequences' q, k, v.
   std::vector<float> run(const AttnCase& c, DType kv_dtype, std::vector<SeqData>* seqs_out);
 
-  // A lossy cache of `kv_dtype`: exactly the fp32 computation over the values it holds (`held`:
-  // the keys or values as the cache gives them back), and measurably not over the exact ones (the
-  // relative squared error from the exact result lies in (min_err, max_err)). `what` names it.
-  void expect_lossy_cache(const AttnCase& c, DType kv_dtype,
-                          const std::function<std::vector<float>(const std::vector<float>&)>& held,
+  // A lossy cache of `kv_dtype`: exactly the fp32 computation over the values it holds (`hold`
+  // makes a sequence's q, k and v what attention computes with: the keys and values as the cache
+  // gives them back), and measurably not over the exact ones (the relative squared error from the
+  // exact result lies in (min_err, max_err)). `what` names it.
+  void expect_lossy_cache(const AttnCase& c, DType kv_dtype, const std::function<void(SeqData&)>& hold,
                           double min_err, double max_err, const std::string& what);
 };
 
@@ -136,17 +137,13 @@ double relative_sq_error(const std::vector<float>& out, const std::vector<double
   return err / norm;
 }
 
-void AttentionTest::expect_lossy_cache(const AttnCase& c, DType kv_dtype,
-                                       const std::function<std::vector<float>(const std::vector<float>&)>& held,
+void AttentionTest::expect_lossy_cache(const AttnCase& c, DType kv_dtype, const std::function<void(SeqData&)>& hold,
                                        double min_err, double max_err, const std::string& what) {
   std::vector<SeqData> seqs;
   const std::vector<float> out = run(c, kv_dtype, &seqs);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
   const std::vector<double> exact = attention_ref(c, seqs, scale);
-  for (SeqData& s : seqs) {
-    s.k = held(s.k);
-    s.v = held(s.v);
-  }
+  for (SeqData& s : seqs) hold(s);
   expect_close(out, attention_ref(c, seqs, scale), (what + " attention").c_str());
   const double err = relative_sq_error(out, exact);
   EXPECT_GT(err, min_err) << "the " << what << " cache gave the exact result";
@@ -160,21 +157,35 @@ TEST_P(AttentionTest, MatchesReference) {
   expect_close(out, attention_ref(c, seqs, 1.0f / std::sqrt(static_cast<float>(c.hd))), "attention");
 }
 
-// The fp8 cache: each (position, kv head) row quantised on its own (the cache really is fp8).
+// Rows of hd values through kv_rotate_row (the fp8 cache's keys, and the queries with them).
+std::vector<float> rotated_rows(std::vector<float> x, int hd) {
+  for (size_t r = 0; r < x.size() / hd; ++r) kv_rotate_row(x.data() + r * hd, hd);
+  return x;
+}
+
+// The fp8 cache: each (position, kv head) row quantised on its own (the cache really is fp8), the
+// keys rotated first and the queries with them (store_kvcache rotates the step's q in qkv).
 TEST_P(AttentionTest, Fp8CacheMatchesReferenceOnItsValues) {
   const AttnCase c = GetParam();
+  ASSERT_TRUE(knob_flag("MINIVLLM_FP8_KV_ROTATE")) << "the reference below rotates";
   expect_lossy_cache(
-      c, DType::kF8E4M3, [&](const std::vector<float>& x) { return fp8_round_trip_rows(x, c.hd); }, 1e-8, 5e-3,
-      "fp8");
+      c, DType::kF8E4M3,
+      [&](SeqData& s) {
+        s.q = rotated_rows(s.q, c.hd);
+        s.k = fp8_round_trip_rows(rotated_rows(s.k, c.hd), c.hd);
+        s.v = fp8_round_trip_rows(s.v, c.hd);
+      },
+      1e-8, 5e-3, "fp8");
 }
 
 // The bf16 cache (kv_cache_dtype bf16, as llama.cpp's f16 one): each value rounded to bf16.
 TEST_P(AttentionTest, Bf16CacheMatchesReferenceOnItsValues) {
   expect_lossy_cache(
       GetParam(), DType::kBF16,
-      [](std::vector<float> x) {
-        for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
-        return x;
+      [](SeqData& s) {
+        for (std::vector<float>* x : {&s.k, &s.v}) {
+          for (float& v : *x) v = bf16_to_f32(f32_to_bf16(v));
+        }
       },
       1e-12, 1e-4, "bf16");
 }

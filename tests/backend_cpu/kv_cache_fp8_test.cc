@@ -1,10 +1,12 @@
 // The FP8 KV cache's host pieces: e4m3 conversion (every code, rounding against a brute-force
 // nearest value, saturation), the per-row quantisation, the kv_cache_dtype values, the sizing of
 // the cache from a memory budget (fp8 holds about twice bf16's tokens), and the CPU backend's fp8
-// store (the bytes and scales quantize_e4m3_row gives, slot -1 untouched).
+// store (the bytes and scales quantize_e4m3_row gives, the keys rotated, slot -1 untouched).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -174,12 +176,88 @@ TEST(CpuFp8Cache, StoreWritesEachRowsQuantisationAndSkipsMinusOne) {
       }
       for (int part = 0; part < 2; ++part) {
         float scale = 0;
-        quantize_e4m3_row(rows.data() + t * stride + (nq + part * nkv + h) * hd, hd, q.data(), &scale);
+        std::vector<float> x(rows.begin() + t * stride + (nq + part * nkv + h) * hd,
+                             rows.begin() + t * stride + (nq + part * nkv + h + 1) * hd);
+        if (part == 0) kv_rotate_row(x.data(), hd);  // keys are stored rotated
+        quantize_e4m3_row(x.data(), hd, q.data(), &scale);
         EXPECT_EQ(std::memcmp(q.data(), (part == 0 ? k8 : v8) + r * hd, hd), 0) << "token " << t << " head " << h;
         EXPECT_EQ((part == 0 ? ks : vs)[r], scale);
       }
     }
   }
+}
+
+// kv_rotate_row is H x for the Sylvester Walsh-Hadamard H of order P = n & -n on each run of P
+// (against the matrix, entry by entry), orthogonal and its own inverse.
+TEST(KvRotation, IsTheNormalisedHadamardOnEachBlock) {
+  for (int n : {32, 64, 96, 128, 256}) {
+    const int p = n & -n;
+    ASSERT_EQ(kv_rotation_block(n), p);
+    const std::vector<float> x = random_floats(n, 7 + n, -3, 3);
+    std::vector<float> y = x;
+    kv_rotate_row(y.data(), n);
+    double err = 0, dot_x = 0, dot_y = 0;
+    for (int i = 0; i < n; ++i) {
+      const int base = i / p * p;
+      double want = 0;
+      for (int j = 0; j < p; ++j) want += (__builtin_popcount((i - base) & j) % 2 ? -1.0 : 1.0) * x[base + j];
+      err = std::max(err, std::fabs(want / std::sqrt(static_cast<double>(p)) - y[i]));
+      dot_x += static_cast<double>(x[i]) * x[i];
+      dot_y += static_cast<double>(y[i]) * y[i];
+    }
+    EXPECT_LT(err, 1e-5) << "n " << n;
+    EXPECT_NEAR(dot_y, dot_x, 1e-4 * dot_x) << "n " << n;
+    kv_rotate_row(y.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i], 1e-5) << "n " << n << " i " << i;
+  }
+}
+
+// Why keys are rotated: trained keys carry a few large channels that the queries weight too, and
+// e4m3 keeps 3 mantissa bits of each element, so the score's error is the large channels'. The
+// store rotates the keys it quantises and the rows' queries in qkv; q'.k' read back from the cache
+// must be q.k (to the format's error), and with two shared large channels that error must be well
+// below an unrotated cache's (MINIVLLM_FP8_KV_ROTATE=0).
+TEST(CpuFp8Cache, RotatedKeysCutTheScoresErrorOnLargeChannels) {
+  const int nq = 2, nkv = 1, hd = 64, bs = 16, tokens = 48;
+  const int64_t stride = (nq + 2 * nkv) * hd;
+  std::vector<float> rows = random_floats(tokens * stride, 11, -1, 1);
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < nq + nkv; ++h) {
+      rows[t * stride + h * hd + 5] *= 24.0f;  // channels 5 and 37: large in q and in k
+      rows[t * stride + h * hd + 37] += 16.0f;
+    }
+  }
+  std::vector<int32_t> slots(tokens);
+  for (int t = 0; t < tokens; ++t) slots[t] = t;
+  double err_of[2] = {0, 0};
+  for (int rotate = 0; rotate < 2; ++rotate) {
+    setenv("MINIVLLM_FP8_KV_ROTATE", rotate ? "1" : "0", 1);
+    auto b = make_cpu_backend();
+    unsetenv("MINIVLLM_FP8_KV_ROTATE");
+    KVCache cache = b->allocate_kv_cache(tokens / bs, bs, nkv, hd, DType::kF8E4M3);
+    AttentionMetadata meta;
+    meta.slot_mapping = upload_i32(*b, slots, {tokens});
+    Tensor qkv = upload(*b, rows, {tokens, stride});
+    b->store_kvcache(qkv, nq, cache, meta);
+    const float* q_held = qkv.ptr<float>();
+    std::vector<float> k(hd);
+    double err = 0, norm = 0;
+    for (int t = 0; t < tokens; ++t) {  // query row t (head 0) against every stored key
+      for (int j = 0; j < tokens; ++j) {
+        dequantize_e4m3_row(cache.k.ptr<uint8_t>() + j * hd, hd, cache.k_scale.ptr<float>()[j], k.data());
+        double got = 0, exact = 0;
+        for (int d = 0; d < hd; ++d) {
+          got += static_cast<double>(q_held[t * stride + d]) * k[d];
+          exact += static_cast<double>(rows[t * stride + d]) * rows[j * stride + nq * hd + d];
+        }
+        err += (got - exact) * (got - exact);
+        norm += exact * exact;
+      }
+    }
+    err_of[rotate] = err / norm;
+  }
+  EXPECT_LT(err_of[1], 1e-4) << "rotated: q'.k' is not q.k";
+  EXPECT_LT(err_of[1], 0.25 * err_of[0]) << "rotation did not cut the error: " << err_of[1] << " vs " << err_of[0];
 }
 
 // The bf16 cache: each element rounded to nearest even (common/dtype.h), slot -1 untouched; other

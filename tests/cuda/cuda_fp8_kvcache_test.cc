@@ -1,5 +1,6 @@
 // The FP8 KV cache on the GPU against the CPU backend's (the reference, common/fp8.h):
-// - store_kvcache writes the same e4m3 bytes and scales as the CPU from the same bf16 inputs;
+// - store_kvcache writes the same e4m3 bytes and scales as the CPU from the same bf16 inputs, and
+//   rotates q and k in qkv as the CPU does (common/fp8.h: kv_rotate_row);
 // - the fused qk_norm_rope_store writes what rope followed by the host's quantisation gives;
 // - decode and prefill attention over an fp8 cache (dequantised on load) match the CPU backend's
 //   attention over its fp8 cache: GQA groups 1 to 8 (3, 5, 6, 7 included), head_dim 64, 96, 128,
@@ -12,6 +13,7 @@
 
 #include "attention_case.h"
 #include "common/fp8.h"
+#include "common/tuning.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -59,8 +61,20 @@ TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
       AttentionMetadata mc, mg;
       mc.slot_mapping = upload_i32(*b.cpu, slot);
       mg.slot_mapping = upload_i32(*b.gpu, slot);
-      b.cpu->store_kvcache(upload(*b.cpu, qkv), s.nq, cc, mc);
-      b.gpu->store_kvcache(upload(*b.gpu, qkv), s.nq, cg, mg);
+      Tensor qkv_cpu = upload(*b.cpu, qkv), qkv_gpu = upload(*b.gpu, qkv);
+      b.cpu->store_kvcache(qkv_cpu, s.nq, cc, mc);
+      b.gpu->store_kvcache(qkv_gpu, s.nq, cg, mg);
+      // q and k rotated in place (padding rows too), as the CPU's rounded to bf16; v untouched.
+      const std::vector<float> got_qkv = download(*b.gpu, qkv_gpu), want_qkv = download(*b.cpu, qkv_cpu);
+      int64_t bad_qkv = 0;
+      for (size_t i = 0; i < got_qkv.size(); ++i) bad_qkv += got_qkv[i] != bf16_to_f32(f32_to_bf16(want_qkv[i]));
+      EXPECT_EQ(bad_qkv, 0) << "hd " << s.hd << ": qkv after the store differs from the CPU's";
+      if (knob_flag("MINIVLLM_FP8_KV_ROTATE")) {  // and the CPU's is H q, H k (a wrong H would pass above)
+        std::vector<float> head(qkv.ptr<float>() + s.hd, qkv.ptr<float>() + 2 * s.hd);  // row 0, q head 1
+        kv_rotate_row(head.data(), s.hd);
+        EXPECT_EQ(std::vector<float>(want_qkv.begin() + s.hd, want_qkv.begin() + 2 * s.hd), head);
+        EXPECT_NE(want_qkv[s.hd], qkv.ptr<float>()[s.hd]);
+      }
       std::vector<bool> written(slots, false);
       for (int32_t sl : slot) {
         if (sl >= 0) written[sl] = true;
@@ -94,7 +108,7 @@ TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
 
 // The fused kernel quantises the rotated k it also writes back to qkv: so its cache must be the
 // host quantisation of that qkv (and of the untouched v). rd: the rotary dims of each shape (0: all
-// of head_dim); with a partial rotary qkv must also be the CPU's qk_norm_rope (k norm only).
+// of head_dim); qkv must also be the CPU's qk_norm_rope (k norm only), then kv_rotate_row.
 void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> shapes, std::initializer_list<int> rds,
                                                uint32_t seed) {
   Backends b;
@@ -141,12 +155,18 @@ void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> 
     }
     EXPECT_EQ(bad, 0) << "hd " << s.hd << " rotary " << rd << " group " << s.nq / s.nkv;
     EXPECT_EQ(k8[gpu_row(3 * 5, 0, s.nkv, block_size) * s.hd], 0xFF) << "slot -1 was stored";
-    if (rd < s.hd) {  // the rotated qkv itself against the CPU's rope (k norm, no q norm)
+    {  // the rotated qkv itself against the CPU's rope (k norm, no q norm) and rotation
       Tensor qc = upload(*b.cpu, qkv), knc = upload(*b.cpu, kn_host);
       b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, nullptr, &knc, 1e-6f, upload_i32(*b.cpu, pos),
                           upload_f32(*b.cpu, host_table));
-      expect_close(rotated, download(*b.cpu, qc), 1e-4, 0.06, "fp8 fused rope, hd " + std::to_string(s.hd) +
-                                                                  " rotary " + std::to_string(rd));
+      std::vector<float> want = download(*b.cpu, qc);
+      if (knob_flag("MINIVLLM_FP8_KV_ROTATE")) {  // the fp8 store rotates q and k after rope
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int h = 0; h < s.nq + s.nkv; ++h) kv_rotate_row(want.data() + t * width + h * s.hd, s.hd);
+        }
+      }
+      expect_close(rotated, want, 1e-4, 0.06, "fp8 fused rope, hd " + std::to_string(s.hd) + " rotary " +
+                                                   std::to_string(rd));
     }
   }
 }

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant_kernels.h"
+#include "common/tuning.h"
 
 namespace minivllm {
 
@@ -116,6 +117,8 @@ class CpuBackend : public Backend {
   cpu::ActScratch act_scratch_;  // linear's quantised activations (grown once, reused)
   std::vector<float> attention_partials_;  // decode attention's per-span softmax states (grown once)
   float attention_softcap_ = 0.0f;         // set_attention_softcap (Gemma 2); 0: none
+  // An fp8 cache's keys (and the queries) rotated (MINIVLLM_FP8_KV_ROTATE, read when made).
+  bool fp8_kv_rotate_ = knob_flag("MINIVLLM_FP8_KV_ROTATE");
   std::shared_ptr<CpuMemoryStats> stats_ = std::make_shared<CpuMemoryStats>();
 };
 

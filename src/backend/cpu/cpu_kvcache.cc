@@ -5,8 +5,9 @@
 //
 // Elements are fp32 (kv_cache_dtype auto), bf16 (bf16: half the bytes, as llama.cpp's f16 cache;
 // rounded to nearest even), or fp8 e4m3 (fp8): each (slot, kv head) row of k and of v quantised on
-// its own (common/fp8.h), its f32 scale at [slot, kv head] of k_scale / v_scale. The fp8 cache is
-// the reference of the CUDA backend's: the same bytes from the same inputs.
+// its own (common/fp8.h), its f32 scale at [slot, kv head] of k_scale / v_scale, the keys rotated
+// first (kv_rotate_row). The fp8 cache is the reference of the CUDA backend's: the same bytes from
+// the same inputs.
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
@@ -79,6 +80,17 @@ void CpuBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache
     uint8_t* v_cache = cache.v.ptr<uint8_t>();
     float* k_scale = cache.k_scale.ptr<float>();
     float* v_scale = cache.v_scale.ptr<float>();
+    // Keys are stored rotated, and the same rows' queries rotated in qkv, which attention reads
+    // next (common/fp8.h: kv_rotate_row; Backend::store_kvcache). Padding rows too: their
+    // attention stays consistent.
+    if (fp8_kv_rotate_) {
+      float* rows = qkv.ptr<float>();
+      const int64_t heads = num_q_heads + nkv;
+#pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t h = 0; h < heads; ++h) kv_rotate_row(rows + t * stride + h * hd, hd);
+      }
+    }
 #pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       if (slots[t] < 0) continue;

@@ -104,6 +104,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_gemv_one_x16_blocks_ = knob_flag("MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS");
   fp8_normed_x16_ = knob_flag("MINIVLLM_FP8_NORMED_X16");
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
+  fp8_kv_rotate_ = knob_flag("MINIVLLM_FP8_KV_ROTATE");
   fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
   const std::string block_gemm = knob_mode("MINIVLLM_FP8_BLOCK_GEMM");
   fp8_block_gemm_ = block_gemm == "all" ? Fp8BlockGemm::kAll : block_gemm == "0" ? Fp8BlockGemm::kOff

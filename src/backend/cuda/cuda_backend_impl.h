@@ -345,6 +345,7 @@ class CudaBackend : public Backend {
   bool fp8_gemv_one_x16_blocks_ = true;  // MINIVLLM_FP8_GEMV_ONE_X16_BLOCKS
   bool fp8_normed_x16_ = false;          // MINIVLLM_FP8_NORMED_X16
   bool fp8_rope_scales_ = true;       // MINIVLLM_FP8_ROPE_SCALES: fp8_rope_scales's path
+  bool fp8_kv_rotate_ = true;  // MINIVLLM_FP8_KV_ROTATE: an fp8 cache's keys and the queries rotated
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual
   // The folded norm (MINIVLLM_DECODE_GEMM_NORM_FOLD): a bf16 decode GEMM's residual add made the next

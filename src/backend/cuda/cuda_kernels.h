@@ -251,6 +251,9 @@ struct RopeArgs {
   bool kv_fp8;
   void* k_scale;
   void* v_scale;
+  // fp8 cache, > 0: q and k rotated after rope (common/fp8.h: kv_rotate_row; this is
+  // kv_rotation_norm), k stored rotated (Backend::store_kvcache).
+  float kv_rotate_norm;
   // Optional (row_scale == nullptr: qkv is final): qkv holds an FP8 linear's bare product of codes,
   // and every value (v too) is first made what the store epilogue would write (launch_fp8_epilogue
   // kStore: y * (row_scale[t] * col_scale[c * col_stride]) (+ bias[c]), rounded to bf16), then
@@ -278,10 +281,11 @@ void launch_store_kvcache(const void* qkv, int64_t tokens, int num_q_heads, int 
                           void* v_cache, cudaStream_t stream);
 
 // The fp8 cache: the same layout in e4m3 bytes, plus f32 scales [num_blocks, num_kv_heads,
-// block_size] for k and for v, one per cache row (common/fp8.h: x ~ e4m3 * scale).
-void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+// block_size] for k and for v, one per cache row (common/fp8.h: x ~ e4m3 * scale). rotate_norm > 0:
+// keys stored rotated, and q and k rotated in qkv (RopeArgs::kv_rotate_norm).
+void launch_store_kvcache_fp8(void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
                               const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
-                              void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream);
+                              void* v_cache, float* k_scale, float* v_scale, float rotate_norm, cudaStream_t stream);
 
 // ---- attention (prefill_attention.cu, decode_attention.cu) ----
 // Decode with a sliding window: its splits start at the first key rounded down to this many keys

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/device_scratch.h"
+#include "common/fp8.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -990,6 +991,7 @@ void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache&
     a.kv_fp8 = true;
     a.k_scale = cache.k_scale.data();
     a.v_scale = cache.v_scale.data();
+    if (fp8_kv_rotate_) a.kv_rotate_norm = kv_rotation_norm(kv_rotation_block(a.head_dim));
   }
 }
 
@@ -1115,7 +1117,8 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
         << "store_kvcache: head_dim " << cache.head_dim << "; " << supported_attention_shapes();
     launch_store_kvcache_fp8(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
                              meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(),
-                             cache.v.data(), cache.k_scale.ptr<float>(), cache.v_scale.ptr<float>(), stream_);
+                             cache.v.data(), cache.k_scale.ptr<float>(), cache.v_scale.ptr<float>(),
+                             fp8_kv_rotate_ ? kv_rotation_norm(kv_rotation_block(cache.head_dim)) : 0.0f, stream_);
     return;
   }
   launch_store_kvcache(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,

@@ -46,27 +46,84 @@ __device__ __forceinline__ float e4m3_multiplier_device(float amax) {
 }
 __device__ __forceinline__ float e4m3_scale_device(float amax) { return __fdiv_rn(amax, kE4M3MaxDevice); }
 
-// One warp quantises one row of n (<= 256, a multiple of 32) bf16 values: lane l owns elements
-// l + 32 k. All 32 lanes must call it (the amax is a warp reduction).
-__device__ __forceinline__ void quantize_row_e4m3_warp(const __nv_bfloat16* src, int n, uint8_t* dst, float* scale,
-                                                       int lane) {
-  constexpr int kMaxPerLane = 8;
-  float x[kMaxPerLane];
+// One warp quantises one row of n (<= 256, a multiple of 32) fp32 values it holds, lane l elements
+// l + 32 k in x[k]. All 32 lanes must call it (the amax is a warp reduction).
+__device__ __forceinline__ void quantize_regs_e4m3_warp(const float (&x)[8], int n, uint8_t* dst, float* scale,
+                                                        int lane) {
   float amax = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kMaxPerLane; ++k) {
-    const int i = lane + 32 * k;
-    x[k] = i < n ? __bfloat162float(src[i]) : 0.0f;
-    amax = fmaxf(amax, fabsf(x[k]));
+  for (int k = 0; k < 8; ++k) {
+    if (lane + 32 * k < n) amax = fmaxf(amax, fabsf(x[k]));
   }
   amax = warp_max(amax);
   const float mul = e4m3_multiplier_device(amax);
 #pragma unroll
-  for (int k = 0; k < kMaxPerLane; ++k) {
+  for (int k = 0; k < 8; ++k) {
     const int i = lane + 32 * k;
     if (i < n) dst[i] = f32_to_e4m3_device(__fmul_rn(x[k], mul));
   }
   if (lane == 0) *scale = e4m3_scale_device(amax);
+}
+
+// The bf16 row at src into x as quantize_regs_e4m3_warp holds it (zeros past n).
+__device__ __forceinline__ void load_row_warp(const __nv_bfloat16* src, int n, float (&x)[8], int lane) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int i = lane + 32 * k;
+    x[k] = i < n ? __bfloat162float(src[i]) : 0.0f;
+  }
+}
+
+// The same from a bf16 row.
+__device__ __forceinline__ void quantize_row_e4m3_warp(const __nv_bfloat16* src, int n, uint8_t* dst, float* scale,
+                                                       int lane) {
+  float x[8];
+  load_row_warp(src, n, x, lane);
+  quantize_regs_e4m3_warp(x, n, dst, scale, lane);
+}
+
+// x <- H x over one head of n values held as above: common/fp8.h's kv_rotate_row (blocks of
+// p = n & -n), its butterflies in its order (index bits 0-4 across lanes, then 5.. within a lane)
+// and its final multiply by `norm` (kv_rotation_norm(p), from the host), so the floats are the
+// host's. All 32 lanes must call it.
+__device__ __forceinline__ void kv_rotate_warp(float (&x)[8], int n, float norm, int lane) {
+  const int p = n & -n;
+#pragma unroll
+  for (int bit = 1; bit < 32; bit <<= 1) {
+    if (bit < p) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float o = __shfl_xor_sync(0xffffffffu, x[k], bit);
+        x[k] = (lane & bit) != 0 ? o - x[k] : x[k] + o;
+      }
+    }
+  }
+#pragma unroll
+  for (int bit = 1; bit < 8; bit <<= 1) {
+    if (32 * bit < p) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if ((k & bit) == 0) {
+          const float a = x[k], b = x[k | bit];
+          x[k] = a + b;
+          x[k | bit] = a - b;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) x[k] *= norm;
+}
+
+// Rotates the bf16 head at x in place (kv_rotate_warp, then rounded to bf16); returns the rotated
+// fp32 values in r.
+__device__ __forceinline__ void kv_rotate_head_warp(__nv_bfloat16* x, int n, float norm, float (&r)[8], int lane) {
+  load_row_warp(x, n, r, lane);
+  kv_rotate_warp(r, n, norm, lane);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    if (lane + 32 * k < n) x[lane + 32 * k] = __float2bfloat16(r[k]);
+  }
 }
 
 }  // namespace minivllm::cuda

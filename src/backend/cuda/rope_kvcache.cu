@@ -7,7 +7,8 @@
 // sequence, one kv head) streams contiguous memory with 16-byte loads. The fp8 cache has the same
 // layout in e4m3 bytes, plus f32 scales [num_blocks, num_kv_heads, block_size] (one per cache row:
 // the scale of element offset e is at e / head_dim); a warp quantises one (token, kv head) row of
-// k and of v (fp8_kv.cuh), the fused kernel after rope, from the bf16-rounded rotated k.
+// k and of v (fp8_kv.cuh), the fused kernel after rope, from the bf16-rounded rotated k. The fp8
+// cache's keys are also rotated by H (common/fp8.h: kv_rotate_row), and the queries with them.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
@@ -126,6 +127,17 @@ __global__ void qk_norm_rope_kernel(RopeArgs a) {
     }
   }
   if constexpr (kFp8) {
+    if (a.kv_rotate_norm > 0.0f) {  // q and k rotated (Backend::store_kvcache), from the bf16 values just written
+      __syncwarp();                 // (other lanes' dims)
+      float r[8];
+      kv_rotate_head_warp(x, a.head_dim, a.kv_rotate_norm, r, lane);
+      if (cache_row < 0) return;  // a q head, or a k head not stored
+#pragma unroll
+      for (int k = 0; k < 8; ++k) r[k] = __bfloat162float(__float2bfloat16(r[k]));  // what qkv now holds
+      quantize_regs_e4m3_warp(r, a.head_dim, static_cast<uint8_t*>(a.k_cache) + cache_row * a.head_dim,
+                              static_cast<float*>(a.k_scale) + cache_row, lane);
+      return;
+    }
     if (cache_row < 0) return;  // the same for the whole warp (one token, one head)
     float amax = 0.0f;
 #pragma unroll
@@ -311,10 +323,13 @@ __global__ void store_kvcache_kernel(const uint4* qkv, int64_t tokens, int nq, i
   v_cache[dst] = k[per_token];
 }
 
-// fp8 cache: one warp per (token, kv head) quantises its k row and its v row.
-__global__ void store_kvcache_fp8_kernel(const __nv_bfloat16* qkv, int64_t tokens, int nq, int nkv, int head_dim,
+// fp8 cache: one warp per (token, kv head) quantises its k row and its v row. rotate_norm > 0:
+// the k row rotated first (kv_rotate_warp), and the kv head's q heads rotated in qkv, k too
+// (Backend::store_kvcache), padding tokens included.
+__global__ void store_kvcache_fp8_kernel(__nv_bfloat16* qkv, int64_t tokens, int nq, int nkv, int head_dim,
                                          const int32_t* slot_mapping, int64_t num_slots, int block_size,
-                                         uint8_t* k_cache, uint8_t* v_cache, float* k_scale, float* v_scale) {
+                                         uint8_t* k_cache, uint8_t* v_cache, float* k_scale, float* v_scale,
+                                         float rotate_norm) {
   const int warps = blockDim.x >> 5;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -322,10 +337,22 @@ __global__ void store_kvcache_fp8_kernel(const __nv_bfloat16* qkv, int64_t token
   if (t >= tokens) return;
   const int h = static_cast<int>(item - t * nkv);
   const int64_t slot = slot_mapping[t];
-  if (slot < 0 || slot >= num_slots) return;  // -1: padding token, nothing to store
-  const int64_t row = kv_cache_row(slot, block_size, nkv, h);
-  const __nv_bfloat16* k = qkv + t * static_cast<int64_t>(nq + 2 * nkv) * head_dim + static_cast<int64_t>(nq + h) * head_dim;
-  quantize_row_e4m3_warp(k, head_dim, k_cache + row * head_dim, k_scale + row, lane);
+  const bool store = slot >= 0 && slot < num_slots;  // -1: padding token, nothing to store
+  __nv_bfloat16* x = qkv + t * static_cast<int64_t>(nq + 2 * nkv) * head_dim;
+  __nv_bfloat16* k = x + static_cast<int64_t>(nq + h) * head_dim;
+  const int64_t row = store ? kv_cache_row(slot, block_size, nkv, h) : 0;
+  if (rotate_norm > 0.0f) {
+    const int group = nq / nkv;
+    float r[8];
+    for (int g = 0; g < group; ++g) kv_rotate_head_warp(x + static_cast<int64_t>(h * group + g) * head_dim, head_dim,
+                                                        rotate_norm, r, lane);
+    // The key quantised from its fp32 rotation, as the CPU backend's from its f32 one.
+    kv_rotate_head_warp(k, head_dim, rotate_norm, r, lane);
+    if (store) quantize_regs_e4m3_warp(r, head_dim, k_cache + row * head_dim, k_scale + row, lane);
+  } else if (store) {
+    quantize_row_e4m3_warp(k, head_dim, k_cache + row * head_dim, k_scale + row, lane);
+  }
+  if (!store) return;
   quantize_row_e4m3_warp(k + static_cast<int64_t>(nkv) * head_dim, head_dim, v_cache + row * head_dim, v_scale + row,
                          lane);
 }
@@ -384,15 +411,15 @@ void launch_qk_norm_rope(const RopeArgs& a, cudaStream_t stream) {
   }
 }
 
-void launch_store_kvcache_fp8(const void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
+void launch_store_kvcache_fp8(void* qkv, int64_t tokens, int num_q_heads, int num_kv_heads, int head_dim,
                               const int32_t* slot_mapping, int64_t num_slots, int block_size, void* k_cache,
-                              void* v_cache, float* k_scale, float* v_scale, cudaStream_t stream) {
+                              void* v_cache, float* k_scale, float* v_scale, float rotate_norm, cudaStream_t stream) {
   const int64_t items = tokens * num_kv_heads;
   if (items == 0) return;
   constexpr int kWarps = 8;
   store_kvcache_fp8_kernel<<<static_cast<unsigned>(ceil_div(items, kWarps)), kWarps * 32, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(qkv), tokens, num_q_heads, num_kv_heads, head_dim, slot_mapping, num_slots,
-      block_size, static_cast<uint8_t*>(k_cache), static_cast<uint8_t*>(v_cache), k_scale, v_scale);
+      static_cast<__nv_bfloat16*>(qkv), tokens, num_q_heads, num_kv_heads, head_dim, slot_mapping, num_slots,
+      block_size, static_cast<uint8_t*>(k_cache), static_cast<uint8_t*>(v_cache), k_scale, v_scale, rotate_norm);
   CUDA_CHECK_LAUNCH();
 }
 
