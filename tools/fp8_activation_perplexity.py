@@ -18,6 +18,15 @@ layers' q/k/v/o and gate/up/down projections (embeddings, norms and the tied LM 
     w8a8-channel     weights through e4m3 per output row, inputs per token (one scale a row): what
                      the GPU runs for compressed-tensors FP8_DYNAMIC and `--quantization fp8`
 
+and the fp8 KV cache (--kv-cache-dtype fp8) on the reference weights: keys and values (after rope,
+rounded to bf16 as the GPU's qkv holds them) through e4m3 per (token, kv head) row:
+
+    kv-fp8           keys and values as they are
+    k-fp8, v-fp8     only the keys, only the values
+    kv-fp8-rotated   the keys rotated first (common/fp8.h: kv_rotate_row; the queries alike, so
+                     the scores are exact but for the rounding): what the engine stores
+    k-fp8-rotated    only the keys, rotated
+
 Windows as `minivllm perplexity` cuts them (src/cli/perplexity.h): window W every S tokens, each
 token scored once. With --minivllm, the engine's own perplexity of the GGUF (CPU) is printed beside
 the reference's, which checks this forward pass.
@@ -93,12 +102,39 @@ def to_bf16(x):
     return u.view(np.float32)
 
 
+def hadamard(n):
+    """common/fp8.h's H: the normalised Sylvester Walsh-Hadamard matrix on runs of n & -n."""
+    p = n & -n
+    h = np.array([[1.0]])
+    while h.shape[0] < p:
+        h = np.block([[h, h], [h, -h]])
+    return np.kron(np.eye(n // p), h / math.sqrt(p)).astype(np.float32)
+
+
+def kv_rows(x):
+    """[t, heads, d] through e4m3 per (token, head) row, from its bf16 rounding."""
+    return through_e4m3(to_bf16(x), lambda a: a)
+
+
+def kv_rows_rotated(x):
+    """kv_rows of H x, rotated back (H is symmetric and its own inverse): the scores of H q
+    against the stored H k."""
+    h = hadamard(x.shape[-1])
+    return kv_rows(to_bf16(x) @ h) @ h
+
+
+# name: (weights, linear inputs, keys, values)
 VARIANTS = {
-    "reference": (None, None),
-    "w8a16-block": (weight_blocks, None),
-    "w8a16-block-bf16": (weight_blocks, to_bf16),
-    "w8a8-block": (weight_blocks, act_groups),
-    "w8a8-channel": (weight_rows, act_rows),
+    "reference": (None, None, None, None),
+    "w8a16-block": (weight_blocks, None, None, None),
+    "w8a16-block-bf16": (weight_blocks, to_bf16, None, None),
+    "w8a8-block": (weight_blocks, act_groups, None, None),
+    "w8a8-channel": (weight_rows, act_rows, None, None),
+    "kv-fp8": (None, None, kv_rows, kv_rows),
+    "k-fp8": (None, None, kv_rows, None),
+    "v-fp8": (None, None, None, kv_rows),
+    "kv-fp8-rotated": (None, None, kv_rows_rotated, kv_rows),
+    "k-fp8-rotated": (None, None, kv_rows_rotated, None),
 }
 
 
@@ -146,7 +182,7 @@ class Model:
         out[..., 1::2] = x0 * s + x1 * c
         return out
 
-    def logprobs(self, ids, lin, aq):
+    def logprobs(self, ids, lin, aq, kq=None, vq=None):
         def mm(x, w):
             return (aq(x) if aq else x) @ w.T
 
@@ -161,6 +197,7 @@ class Model:
             q = self.rope(mm(h, L["attn_q"]).reshape(t, self.heads, self.head_dim), pos)
             k = self.rope(mm(h, L["attn_k"]).reshape(t, self.kv_heads, self.head_dim), pos)
             v = mm(h, L["attn_v"]).reshape(t, self.kv_heads, self.head_dim)
+            k, v = (kq(k) if kq else k), (vq(v) if vq else v)
             k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
             s = np.einsum("qhd,khd->hqk", q, k) / np.float32(math.sqrt(self.head_dim)) + mask
             s = np.exp(s - s.max(-1, keepdims=True))
@@ -205,11 +242,11 @@ def main():
     results = {}
     ref_top = None
     for name in a.variants.split(","):
-        wq, aq = VARIANTS[name]
+        wq, aq, kq, vq = VARIANTS[name]
         lin = model.linears(wq)
         nll, n, top = 0.0, 0, []
         for b, e, first in wins:
-            lp = model.logprobs(ids[b:e], lin, aq)
+            lp = model.logprobs(ids[b:e], lin, aq, kq, vq)
             rows = np.arange(first - b - 1, e - b - 1)
             nll -= float(lp[rows, ids[first:e]].astype(np.float64).sum())
             n += len(rows)
