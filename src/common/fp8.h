@@ -33,7 +33,7 @@ void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out);
 // is largest in its largest channels; trained models' keys carry a few large channels that their
 // queries also weight most (the score's error is then most of it). H spreads every channel over the
 // whole block, so no element dominates. On SmolLM2 the fp8 cache's perplexity cost falls from
-// 1.11% to 0.80% on the GPU, 1.07% to 0.42% on the CPU (docs/PERFORMANCE.md, "Stop 89"). H is
+// 1.11% to 0.68% on the GPU, 1.07% to 0.42% on the CPU (docs/PERFORMANCE.md, "Stop 89"). H is
 // block-diagonal: the Sylvester Walsh-Hadamard matrix of order P (entries +-1 / sqrt(P)) on each
 // run of P elements, P the largest power of two dividing n (head_dim 64, 128, 256: all of it; 96:
 // runs of 32).

@@ -106,8 +106,9 @@ TEST(CudaFp8KvCache, StoreWritesTheCpuBytesAndScales) {
   }
 }
 
-// The fused kernel quantises the rotated k it also writes back to qkv: so its cache must be the
-// host quantisation of that qkv (and of the untouched v). rd: the rotary dims of each shape (0: all
+// The fused kernel quantises the rotated k it also writes back to qkv (in fp32: with the fp8 rotation,
+// before rounding it to bf16): so its cache must be the host quantisation of that qkv (and of the
+// untouched v), or that to the rounding. rd: the rotary dims of each shape (0: all
 // of head_dim); qkv must also be the CPU's qk_norm_rope (k norm only), then kv_rotate_row.
 void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> shapes, std::initializer_list<int> rds,
                                                uint32_t seed) {
@@ -137,6 +138,7 @@ void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> 
     Tensor qg = upload(*b.gpu, qkv);
     b.gpu->qk_norm_rope_store(qg, {s.nq, s.nkv, s.hd, nullptr, &kn, 1e-6f, upload_i32(*b.gpu, pos), table, cg, m});
     const std::vector<float> rotated = download(*b.gpu, qg);  // bf16 values, exact in fp32
+    const bool rotate = knob_flag("MINIVLLM_FP8_KV_ROTATE");
     const std::vector<uint8_t> k8 = bytes_of(*b.gpu, cg.k), v8 = bytes_of(*b.gpu, cg.v);
     const std::vector<float> ks = floats_of(*b.gpu, cg.k_scale), vs = floats_of(*b.gpu, cg.v_scale);
     std::vector<uint8_t> q(s.hd);
@@ -146,10 +148,20 @@ void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> 
       for (int h = 0; h < s.nkv; ++h) {
         const int64_t gr = gpu_row(slot[t], h, s.nkv, block_size);
         for (int part = 0; part < 2; ++part) {
+          const float* x = rotated.data() + t * width + (s.nq + part * s.nkv + h) * s.hd;
           float scale = 0;
-          quantize_e4m3_row(rotated.data() + t * width + (s.nq + part * s.nkv + h) * s.hd, s.hd, q.data(), &scale);
-          bad += std::memcmp(q.data(), (part == 0 ? k8 : v8).data() + gr * s.hd, s.hd) != 0;
-          bad += (part == 0 ? ks : vs)[gr] != scale;
+          quantize_e4m3_row(x, s.hd, q.data(), &scale);
+          if (part == 1 || !rotate) {  // v (and an unrotated k): quantised from what qkv holds
+            bad += std::memcmp(q.data(), (part == 0 ? k8 : v8).data() + gr * s.hd, s.hd) != 0;
+            bad += (part == 0 ? ks : vs)[gr] != scale;
+            continue;
+          }
+          // A rotated k is quantised from its fp32 rotation, qkv holds that rounded to bf16: the
+          // cache row read back is qkv's k to e4m3's half step (2^-4) and bf16's (2^-8).
+          std::vector<float> back(s.hd);
+          dequantize_e4m3_row(k8.data() + gr * s.hd, s.hd, ks[gr], back.data());
+          bad += std::fabs(ks[gr] - scale) > scale * 0.008f;
+          for (int i = 0; i < s.hd; ++i) bad += std::fabs(back[i] - x[i]) > 0.07f * std::fabs(x[i]) + 0.002f * scale;
         }
       }
     }
@@ -160,7 +172,7 @@ void expect_fused_store_quantises_rotated_keys(std::initializer_list<HeadShape> 
       b.cpu->qk_norm_rope(qc, s.nq, s.nkv, s.hd, nullptr, &knc, 1e-6f, upload_i32(*b.cpu, pos),
                           upload_f32(*b.cpu, host_table));
       std::vector<float> want = download(*b.cpu, qc);
-      if (knob_flag("MINIVLLM_FP8_KV_ROTATE")) {  // the fp8 store rotates q and k after rope
+      if (rotate) {  // the fp8 store rotates q and k after rope
         for (int64_t t = 0; t < tokens; ++t) {
           for (int h = 0; h < s.nq + s.nkv; ++h) kv_rotate_row(want.data() + t * width + h * s.hd, s.hd);
         }
