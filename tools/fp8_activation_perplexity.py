@@ -24,8 +24,10 @@ rounded to bf16 as the GPU's qkv holds them) through e4m3 per (token, kv head) r
     kv-fp8           keys and values as they are
     k-fp8, v-fp8     only the keys, only the values
     kv-fp8-rotated   the keys rotated first (common/fp8.h: kv_rotate_row; the queries alike, so
-                     the scores are exact but for the rounding): what the engine stores
+                     the scores are exact but for the rounding), quantised from the fp32 rotation:
+                     what both backends store
     k-fp8-rotated    only the keys, rotated
+    kv-fp8-rotated-bf16  the rotation rounded to bf16 before e4m3 (the GPU's first version)
 
 Windows as `minivllm perplexity` cuts them (src/cli/perplexity.h): window W every S tokens, each
 token scored once. With --minivllm, the engine's own perplexity of the GGUF (CPU) is printed beside
@@ -117,8 +119,14 @@ def kv_rows(x):
 
 
 def kv_rows_rotated(x):
-    """kv_rows of H x, rotated back (H is symmetric and its own inverse): the scores of H q
-    against the stored H k."""
+    """H x through e4m3 per row, rotated back (H is symmetric and its own inverse): the scores of
+    H q against the stored H k. From the fp32 rotation of the fp32 key, as both backends."""
+    h = hadamard(x.shape[-1])
+    return through_e4m3(x @ h, lambda a: a) @ h
+
+
+def kv_rows_rotated_bf16(x):
+    """The same from the bf16-rounded key, its rotation rounded to bf16 again."""
     h = hadamard(x.shape[-1])
     return kv_rows(to_bf16(x) @ h) @ h
 
@@ -135,6 +143,7 @@ VARIANTS = {
     "v-fp8": (None, None, None, kv_rows),
     "kv-fp8-rotated": (None, None, kv_rows_rotated, kv_rows),
     "k-fp8-rotated": (None, None, kv_rows_rotated, None),
+    "kv-fp8-rotated-bf16": (None, None, kv_rows_rotated_bf16, kv_rows),
 }
 
 
