@@ -48,11 +48,13 @@ void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = e4m3_to_f32(q[i]) * scale;
 }
 
-float kv_rotation_norm(int64_t block) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(block))); }
+float kv_rotation_norm(int64_t n) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(kv_rotation_block(n))));
+}
 
 void kv_rotate_row(float* x, int64_t n) {
   const int64_t p = kv_rotation_block(n);
-  const float norm = kv_rotation_norm(p);
+  const float norm = kv_rotation_norm(n);
   for (int64_t base = 0; base < n; base += p) {
     float* r = x + base;
     for (int64_t bit = 1; bit < p; bit <<= 1) {

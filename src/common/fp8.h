@@ -32,14 +32,13 @@ void dequantize_e4m3_row(const uint8_t* q, int64_t n, float scale, float* out);
 // over them likewise, so q'.k' = q.k. e4m3 keeps 3 mantissa bits of each element, so a key's error
 // is largest in its largest channels; trained models' keys carry a few large channels that their
 // queries also weight most (the score's error is then most of it). H spreads every channel over the
-// whole block, so no element dominates. On SmolLM2 the fp8 cache's perplexity cost falls from
-// 1.11% to 0.68% on the GPU, 1.07% to 0.42% on the CPU (docs/PERFORMANCE.md, "Stop 89"). H is
-// block-diagonal: the Sylvester Walsh-Hadamard matrix of order P (entries +-1 / sqrt(P)) on each
+// whole block, so no element dominates (docs/PERFORMANCE.md, "Stop 89"). H is block-diagonal: the Sylvester Walsh-Hadamard matrix of order P (entries +-1 / sqrt(P)) on each
 // run of P elements, P the largest power of two dividing n (head_dim 64, 128, 256: all of it; 96:
 // runs of 32).
 inline int64_t kv_rotation_block(int64_t n) { return n & -n; }
-// 1 / sqrt(P), as both backends multiply by it (one constant, not each side's sqrt).
-float kv_rotation_norm(int64_t block);
+// 1 / sqrt(P) for a head of n values, as both backends multiply by it (one constant, not each
+// side's sqrt).
+float kv_rotation_norm(int64_t n);
 // x <- H x over the n values of one head (the butterflies over index bit 0, 1, ... in that order;
 // the CUDA kernels use the same order, so both give the same floats).
 void kv_rotate_row(float* x, int64_t n);

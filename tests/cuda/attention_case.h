@@ -157,15 +157,11 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
   const bool rotate = c.fp8 && !c.no_cache && knob_flag("MINIVLLM_FP8_KV_ROTATE");
   for (int64_t t = 0; t < tokens; ++t) {
     std::copy_n(history.ptr<float>() + rows[t] * width, width, qkv.ptr<float>() + t * width);
-    for (int h = 0; rotate && h < c.nq; ++h) {
+    for (int h = 0; h < c.nq; ++h) {
       float* q = qkv.ptr<float>() + t * width + static_cast<int64_t>(h) * c.hd;
       for (int i = 0; i < c.hd; ++i) q[i] *= c.q_gain;
-      kv_rotate_row(q, c.hd);
+      if (rotate) kv_rotate_row(q, c.hd);
       for (int i = 0; i < c.hd; ++i) q[i] = bf16_to_f32(f32_to_bf16(q[i]));
-    }
-    for (int64_t i = 0; !rotate && i < static_cast<int64_t>(c.nq) * c.hd; ++i) {
-      float& q = qkv.ptr<float>()[t * width + i];
-      q = bf16_to_f32(f32_to_bf16(q * c.q_gain));
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));

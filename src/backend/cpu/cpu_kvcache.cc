@@ -80,19 +80,14 @@ void CpuBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache
     uint8_t* v_cache = cache.v.ptr<uint8_t>();
     float* k_scale = cache.k_scale.ptr<float>();
     float* v_scale = cache.v_scale.ptr<float>();
-    // Keys are stored rotated, and the same rows' queries rotated in qkv, which attention reads
-    // next (common/fp8.h: kv_rotate_row; Backend::store_kvcache). Padding rows too: their
-    // attention stays consistent.
-    if (fp8_kv_rotate_) {
-      float* rows = qkv.ptr<float>();
-      const int64_t heads = num_q_heads + nkv;
-#pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
-      for (int64_t t = 0; t < tokens; ++t) {
-        for (int64_t h = 0; h < heads; ++h) kv_rotate_row(rows + t * stride + h * hd, hd);
-      }
-    }
 #pragma omp parallel for num_threads(num_threads_) if (tokens >= 64) schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
+      // Keys are stored rotated, and the row's queries rotated in qkv, which attention reads next
+      // (common/fp8.h: kv_rotate_row; Backend::store_kvcache). Padding rows too: their attention
+      // stays consistent.
+      for (int64_t h = 0; fp8_kv_rotate_ && h < num_q_heads + nkv; ++h) {
+        kv_rotate_row(qkv.ptr<float>() + t * stride + h * hd, hd);
+      }
       if (slots[t] < 0) continue;
       const float* k = src + t * stride + k_offset;
       for (int64_t h = 0; h < nkv; ++h) {

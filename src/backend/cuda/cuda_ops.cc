@@ -991,7 +991,7 @@ void CudaBackend::rope_cache_args(RopeArgs& a, const Tensor& qkv, const KVCache&
     a.kv_fp8 = true;
     a.k_scale = cache.k_scale.data();
     a.v_scale = cache.v_scale.data();
-    if (fp8_kv_rotate_) a.kv_rotate_norm = kv_rotation_norm(kv_rotation_block(a.head_dim));
+    if (fp8_kv_rotate_) a.kv_rotate_norm = kv_rotation_norm(a.head_dim);
   }
 }
 
@@ -1118,7 +1118,7 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
     launch_store_kvcache_fp8(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,
                              meta.slot_mapping.ptr<int32_t>(), num_slots, cache.block_size, cache.k.data(),
                              cache.v.data(), cache.k_scale.ptr<float>(), cache.v_scale.ptr<float>(),
-                             fp8_kv_rotate_ ? kv_rotation_norm(kv_rotation_block(cache.head_dim)) : 0.0f, stream_);
+                             fp8_kv_rotate_ ? kv_rotation_norm(cache.head_dim) : 0.0f, stream_);
     return;
   }
   launch_store_kvcache(qkv.data(), tokens, num_q_heads, cache.num_kv_heads, cache.head_dim,

@@ -84,7 +84,7 @@ __device__ __forceinline__ void quantize_row_e4m3_warp(const __nv_bfloat16* src,
 
 // x <- H x over one head of n values held as above: common/fp8.h's kv_rotate_row (blocks of
 // p = n & -n), its butterflies in its order (index bits 0-4 across lanes, then 5.. within a lane)
-// and its final multiply by `norm` (kv_rotation_norm(p), from the host), so the floats are the
+// and its final multiply by `norm` (kv_rotation_norm(n), from the host), so the floats are the
 // host's. All 32 lanes must call it.
 __device__ __forceinline__ void kv_rotate_warp(float (&x)[8], int n, float norm, int lane) {
   const int p = n & -n;

@@ -9,7 +9,7 @@
 // the scale of element offset e is at e / head_dim); a warp quantises one (token, kv head) row of
 // k and of v (fp8_kv.cuh), the fused kernel after rope, from the bf16-rounded rotated k. With the
 // keys rotated by H (common/fp8.h: kv_rotate_row; the queries with them), from the fp32 rotation,
-// as the CPU: on SmolLM2 that cost +0.68% of perplexity against +0.80% from its bf16 rounding.
+// as the CPU: less perplexity lost than from its bf16 rounding (PERFORMANCE.md, "Stop 89").
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
