@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -309,12 +308,6 @@ class Backend {
   // norm; it must still write the residual. Ignoring it is always correct.
   virtual void note_next_norm(const Tensor& residual, const Tensor& norm_weight, float eps) {
     (void)residual, (void)norm_weight, (void)eps;
-  }
-  // A hint, given after a layer's qkv projection: `weights` are the ones the layer reads next, in
-  // that order, for a batch of `tokens` tokens. A backend whose attention leaves the memory idle
-  // at small batches may start pulling them into a cache meanwhile. Ignoring it is always correct.
-  virtual void prefetch_weights(std::span<const Tensor* const> weights, int64_t tokens) {
-    (void)weights, (void)tokens;
   }
   // residual (fp32 [T, N]) += x W^T; scratch [T, N] (activation dtype) may hold the product.
   virtual void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,

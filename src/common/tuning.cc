@@ -138,12 +138,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_FP8_KV_ROTATE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "an fp8 KV cache stores keys rotated (common/fp8.h: kv_rotate_row; the queries alike, both backends); 0: "
      "as they are (A/B; PERFORMANCE.md, \"Stop 89\")"},
-    {"MINIVLLM_L2_PREFETCH_MB", G::kTuning, K::kInt, "0: off", 0, 1024, "0",
-     "decode batches of up to 8 tokens: the attention kernels pull this many MB of the layer's next weights "
-     "(o, gate/up, down, Backend::prefetch_weights) into L2 before their PDL wait, while DRAM would idle"},
-    {"MINIVLLM_L2_PREFETCH_FORM", G::kTuning, K::kWord, "bulk|bulk-last|lines", 0, 0, "bulk",
-     "how MINIVLLM_L2_PREFETCH_MB fetches: one TMA bulk prefetch a CTA, the same with an evict_last policy, "
-     "or 128-byte line prefetches by every thread"},
     {"MINIVLLM_QUANT_WEIGHTS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "keeps GGUF Q4_K / Q6_K / Q5_0 / Q8_0 weights as stored on the GPU (quant_gemv.h); 0 decodes them "
      "to bf16 at load (A/B, and activations kept in bf16)"},

@@ -201,10 +201,6 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
     backend_.rms_norm_linear_rope_store({residual, l.attn_input_norm, eps, hidden}, l.qkv_proj.weight(),
                                         l.qkv_proj.bias(), qkv, rope);
   }
-  // Small-batch attention waits on latency, not bytes: the backend may pull the layer's next
-  // weights into a cache meanwhile (a hint; a sparse layer's experts are not known yet).
-  const Tensor* next[] = {&l.o_proj.weight(), &l.gate_up_proj.weight(), &l.down_proj.weight()};
-  backend_.prefetch_weights(next, n);
   backend_.attention(qkv, nq, cache, meta, attention_scale_, attention_window(layer), attn_out);
   if (!l.attn_output_norm.empty()) {
     add_sandwiched(l.o_proj, attn_out, l.attn_output_norm, l.ffn_input_norm, n);

@@ -41,8 +41,6 @@ struct AttentionCase {
   std::vector<int32_t> seq_order = {};
   int window = 0;  // Backend::attention's sliding window (0: none)
   float softcap = 0.0f;  // Backend::set_attention_softcap on both sides (Gemma 2; 0: none)
-  // GPU weights handed to Backend::prefetch_weights (as one token's) before the GPU's attention.
-  std::vector<const Tensor*> prefetch = {};
 };
 
 struct AttentionOutputs {
@@ -188,7 +186,6 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
     b.gpu->fill_bytes(o_and_sentinel, 0xFF);
     b.gpu->set_attention_softcap(c.softcap);
-    if (!c.prefetch.empty()) b.gpu->prefetch_weights(c.prefetch, 1);
     b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o_and_sentinel.rows(0, tokens));
     out.gpu = download(*b.gpu, o_and_sentinel);
     out.sentinel_intact = std::all_of(out.gpu.end() - width_out, out.gpu.end(), [](float v) { return std::isnan(v); });

@@ -105,10 +105,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_normed_x16_ = knob_flag("MINIVLLM_FP8_NORMED_X16");
   fp8_rope_scales_ = knob_flag("MINIVLLM_FP8_ROPE_SCALES");
   fp8_kv_rotate_ = knob_flag("MINIVLLM_FP8_KV_ROTATE");
-  l2_prefetch_bytes_ = static_cast<uint64_t>(knob_number("MINIVLLM_L2_PREFETCH_MB")) << 20;
-  const std::string l2_form = knob_mode("MINIVLLM_L2_PREFETCH_FORM");
-  l2_prefetch_form_ = l2_form == "lines" ? L2PrefetchForm::kLines
-                      : l2_form == "bulk-last" ? L2PrefetchForm::kBulkLast : L2PrefetchForm::kBulk;
   fp8_add_norm_ = knob_flag("MINIVLLM_FP8_ADD_NORM");
   const std::string block_gemm = knob_mode("MINIVLLM_FP8_BLOCK_GEMM");
   fp8_block_gemm_ = block_gemm == "all" ? Fp8BlockGemm::kAll : block_gemm == "0" ? Fp8BlockGemm::kOff

@@ -14,7 +14,6 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
-#include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/stream_idle_probe.h"
@@ -116,9 +115,6 @@ class CudaBackend : public Backend {
   void linear_rope_store(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& qkv,
                          const RopeStoreEpilogue& epi) override;
   void note_next_norm(const Tensor& residual, const Tensor& norm_weight, float eps) override;
-  // Up to MINIVLLM_L2_PREFETCH_MB of `weights`, pulled into L2 by the next decode attention's CTAs
-  // (AttentionArgs::l2), for batches of at most kL2PrefetchMaxTokens.
-  void prefetch_weights(std::span<const Tensor* const> weights, int64_t tokens) override;
   void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                            const Tensor& residual) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;
@@ -352,9 +348,6 @@ class CudaBackend : public Backend {
   bool fp8_kv_rotate_ = true;  // MINIVLLM_FP8_KV_ROTATE: an fp8 cache's keys and the queries rotated
   bool fp8_add_norm_ = true;          // MINIVLLM_FP8_ADD_NORM: fp8_add_norm's path
   PendingNorm next_norm_;             // note_next_norm's, until the next linear_add_residual
-  uint64_t l2_prefetch_bytes_ = 0;    // MINIVLLM_L2_PREFETCH_MB, in bytes (0: off)
-  L2PrefetchForm l2_prefetch_form_ = L2PrefetchForm::kBulk;  // MINIVLLM_L2_PREFETCH_FORM
-  L2Prefetch l2_next_{};              // prefetch_weights's, for the next attention call only
   // The folded norm (MINIVLLM_DECODE_GEMM_NORM_FOLD): a bf16 decode GEMM's residual add made the next
   // RMSNorm's input in fold_x_ and its partial sums of squares in fold_parts_ (DecodeGemmArgs::fold_w);
   // folded_ names that norm until the linear after it takes them (folded_linear) or anything else runs.

@@ -291,25 +291,6 @@ void launch_store_kvcache_fp8(void* qkv, int64_t tokens, int num_q_heads, int nu
 // Decode with a sliding window: its splits start at the first key rounded down to this many keys
 // (decode_finish.cuh: decode_key_origin), the tensor-core kernel's tile.
 constexpr int kDecodeKeyAlign = 16;
-// Weights a decode step reads after its attention (Backend::prefetch_weights), which the decode
-// attention kernels pull into L2 before their PDL wait: at batch 1 the attention waits on a chain
-// of latencies and leaves DRAM idle. Each CTA of the grid takes an equal slice of the ranges,
-// in order (l2_prefetch.cuh). count 0: nothing.
-constexpr int kL2PrefetchRanges = 4;
-enum class L2PrefetchForm : int {
-  kBulk = 0,      // one cp.async.bulk.prefetch.L2 a CTA slice (the SM's TMA unit walks it)
-  kBulkLast = 1,  // the same with an evict_last L2 policy
-  kLines = 2,     // prefetch.global.L2 of 128-byte lines by every thread
-};
-struct L2Prefetch {
-  const char* ptr[kL2PrefetchRanges];
-  uint64_t bytes[kL2PrefetchRanges];
-  int count;
-  L2PrefetchForm form;
-};
-// l2_prefetch.cu: `ctas` CTAs issue their slices of pf, then spin for spin_ns (a latency-bound
-// kernel's stand-in, for CudaL2PrefetchBench).
-void launch_l2_prefetch_probe(const L2Prefetch& pf, int ctas, int64_t spin_ns, cudaStream_t stream);
 struct AttentionArgs {
   const void* qkv;  // bf16 [tokens, (nq + 2 nkv) * head_dim]
   void* out;        // bf16 [tokens, nq * head_dim]
@@ -351,7 +332,6 @@ struct AttentionArgs {
   // The mma.sync prefill kernel and decode_attention.cu's kernels apply it; the launches send a
   // capped model there (prefill_policy.h, CudaBackend::attention).
   float softcap;
-  L2Prefetch l2;  // decode: the weights to pull into L2 meanwhile (count 0: none)
 };
 // Picks the kernel by prefill_kernel_choice (prefill_policy.h): the Hopper one
 // (launch_prefill_attention_wgmma, prefill_attention_wgmma.cu) or the mma.sync one.

@@ -698,29 +698,6 @@ void CudaBackend::note_next_norm(const Tensor& residual, const Tensor& norm_weig
   next_norm_.eps = eps;
 }
 
-void CudaBackend::prefetch_weights(std::span<const Tensor* const> weights, int64_t tokens) {
-  l2_next_ = L2Prefetch{};
-  if (l2_prefetch_bytes_ == 0 || tokens > kGemvMaxTokens) return;  // larger batches keep the memory busy
-  l2_next_.form = l2_prefetch_form_;
-  uint64_t left = l2_prefetch_bytes_;
-  const auto add = [&](const Tensor& t) {
-    // Whole 16-byte units from a 16-byte-aligned start: the bulk prefetch's terms.
-    const uint64_t bytes = std::min<uint64_t>(t.nbytes(), left) & ~uint64_t{15};
-    if (l2_next_.count == kL2PrefetchRanges || bytes == 0 || reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) return;
-    l2_next_.ptr[l2_next_.count] = static_cast<const char*>(t.data());
-    l2_next_.bytes[l2_next_.count++] = bytes;
-    left -= bytes;
-  };
-  for (const Tensor* w : weights) {
-    if (w == nullptr || !w->defined() || w->device() != DeviceKind::kCuda) continue;
-    if (w->parts() != nullptr) {
-      for (const Tensor& p : w->parts()->parts) add(p);
-    } else {
-      add(*w);
-    }
-  }
-}
-
 // The o and down projections of an FP8 prefill: the bare product, then one kernel adds it into the
 // residual and makes the next RMSNorm's codes from the new rows (launch_fp8_add_norm_e4m3), where
 // the next FP8 GEMM finds them (fp8_normed_product): the normed quantizer's read of the residual
@@ -1164,9 +1141,6 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   if (meta.num_seqs == 0) return;
 
   AttentionArgs a{};
-  a.l2 = l2_next_;  // prefetch_weights's hint holds for this call only
-  l2_next_ = L2Prefetch{};
-  if (meta.is_prefill) a.l2 = L2Prefetch{};
   a.qkv = qkv.data();
   a.out = out.data();
   a.num_seqs = meta.num_seqs;

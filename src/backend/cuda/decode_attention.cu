@@ -47,7 +47,6 @@
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
-#include "backend/cuda/l2_prefetch.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -154,7 +153,6 @@ __global__ __launch_bounds__(kCtaWarps * 32) void decode_split_kernel(AttentionA
   constexpr bool kWide = kCtaWarps != kWarps;
   constexpr bool kWarpMerge = kWide || kElems != 8;  // lane groups merge by shuffles before shared memory
   pdl_launch_dependents();  // the o projection's gemv may start streaming its weights now
-  l2_prefetch_share(a.l2);  // the layer's next weights, while this kernel waits on latency
   using S = DecodeShape<kHeadDim, kUnroll, kCtaWarps, kElems>;
   using W = LaneWords<kFp8, kElems>;  // one lane's kElems elements of a key
   using Word = typename W::Word;

@@ -43,7 +43,6 @@
 #include "backend/cuda/decode_policy.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/fp8_kv.cuh"
-#include "backend/cuda/l2_prefetch.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/tma_map.h"
@@ -463,7 +462,6 @@ __global__ __launch_bounds__(kMmaThreads, 2) void decode_mma_kernel(AttentionArg
   constexpr int kStep = kMmaWarps * kTileKeys * kTiles;  // keys per CTA iteration
   static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
   pdl_launch_dependents();  // the o projection may start streaming its weights now
-  l2_prefetch_share(a.l2);  // the layer's next weights, while this kernel waits on latency
   MmaCta c;
   if (!mma_prologue<kHeadDim, kGroup, kFp8, kPipe ? 2 * kTiles : kTiles>(a, partition, c)) return;
   uint32_t qa[S::kKSteps][4];
@@ -534,7 +532,6 @@ __global__ __launch_bounds__(kMmaThreads, 3) void decode_mma_ring_kernel(Attenti
   static_assert(kGroup <= 8, "q heads are the rows g < 8 of the mma");
   extern __shared__ __align__(16) uint8_t ring_smem[];
   pdl_launch_dependents();  // the o projection may start streaming its weights now
-  l2_prefetch_share(a.l2);  // the layer's next weights, while this kernel waits on latency
   MmaCta c;
   if (!mma_prologue<kHeadDim, kGroup, kFp8, 1>(a, partition, c)) return;
   uint8_t* ring = ring_smem + c.warp * R::kStages * R::kStageBytes;
@@ -755,7 +752,6 @@ __global__ __launch_bounds__(kStagedThreads, 1) void decode_mma_staged_kernel(At
   extern __shared__ __align__(128) uint8_t staged_raw[];  // aligned up: [partition] k rows, then v rows
   __shared__ __align__(8) uint64_t bar;
   pdl_launch_dependents();  // the o projection may start streaming its weights now
-  l2_prefetch_share(a.l2);  // the layer's next weights, while this kernel waits on latency
   const uint32_t bar_addr = smem_addr(&bar);
   if (threadIdx.x == 0) {
     mbar_init(bar_addr, 1);
