@@ -23,6 +23,7 @@
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma_sync.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
 namespace {
@@ -242,12 +243,7 @@ void check_shape(const char* op, const MoeShape& s) {
 template <bool kGated, int kBM>
 void launch_tile(dim3 grid, const MoeGemmArgs& g, const MoeExpertTable& table, cudaStream_t stream) {
   constexpr size_t smem = StageLayout<kBM>::kSmem;
-  static const bool attr = [] {  // past 48 KB a kernel must opt in, once a process
-    CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<kGated, kBM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem<moe_gemm_kernel<kGated, kBM>>(static_cast<int>(smem));  // past 48 KB: once a device
   moe_gemm_kernel<kGated, kBM><<<grid, kThreads, smem, stream>>>(g, table);
   CUDA_CHECK_LAUNCH();
 }
