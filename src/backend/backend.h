@@ -248,6 +248,14 @@ class Backend {
   // (norm_topk_prob).
   virtual void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                          const Tensor& topk_weights);
+  // A sparse layer's entry: pro.normed = RMSNorm(pro.residual), router_logits f32[T, E] = pro.normed
+  // router_weight^T, then moe_route. A backend may do the three in one pass; the default composes them.
+  virtual void rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                  bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) {
+    rms_norm(pro.residual, pro.weight, pro.eps, pro.normed);
+    linear(pro.normed, router_weight, nullptr, router_logits);
+    moe_route(router_logits, renormalize, topk_ids, topk_weights);
+  }
   // out [T, H] (f32: the residual stream, or the activation dtype) += for each (t, j) whose expert
   // e = topk_ids[t, j] is one of w's: topk_weights[t, j] * (act(x[t] W_gate,e^T) * (x[t] W_up,e^T)) W_down,e^T.
   // x [T, H] in the activation dtype. The tokens are grouped by expert, each expert's tokens go

@@ -111,6 +111,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
      "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
      "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
+    {"MINIVLLM_MOE_NORM_ROUTE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "a sparse layer's RMSNorm, router gemv and route at decode sizes in one launch, a cluster of CTAs a "
+     "token (moe_norm_route.cu; PERFORMANCE.md, \"Stop 92\"); 0: three kernels"},
     {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
      "k selection rounds (moe.cu; PERFORMANCE.md, \"Stop 69\")"},

@@ -77,14 +77,19 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   }
 }
 
-bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const MoeBuffers& buf,
-                                         const Tensor& residual, const Tensor& norm_weight, float eps,
-                                         const Tensor& normed, Activation act) const {
+bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const NormPrologue* pro, const Tensor& x,
+                                         const MoeBuffers& buf, const Tensor& residual, const Tensor& norm_weight,
+                                         float eps, const Tensor& normed, Activation act) const {
   const int64_t n = x.size(0);
   const Tensor logits = buf.router_logits.rows(0, n), ids = buf.topk_ids.rows(0, n);
   const Tensor weights = buf.topk_weights.rows(0, n);
-  b.linear(x, router_, nullptr, logits);
-  b.moe_route(logits, renormalize_, ids, weights);
+  if (pro != nullptr) {
+    MINIVLLM_CHECK(pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
+    b.rms_norm_moe_route(*pro, router_, logits, renormalize_, ids, weights);
+  } else {
+    b.linear(x, router_, nullptr, logits);
+    b.moe_route(logits, renormalize_, ids, weights);
+  }
   if (comm.world_size() == 1) {  // straight into the residual stream
     b.moe_experts_add(x, experts_, ids, weights, buf.scratch, residual, act);
     return false;

@@ -39,11 +39,13 @@ class FusedMoE {
   bool defined() const { return router_.defined(); }
 
   // residual (f32 [T, H]) += the experts' weighted outputs for x (the normed hidden, [T, H]),
-  // summed over ranks. Returns, as RowParallelLinear::forward_add_residual_norm, whether `normed`
-  // now holds rms_norm(residual) * norm_weight (world_size > 1 only; else the caller norms).
-  bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const MoeBuffers& buf,
-                                 const Tensor& residual, const Tensor& norm_weight, float eps, const Tensor& normed,
-                                 Activation act) const;
+  // summed over ranks. With `pro` (x not normed yet: x is pro->normed), the norm comes first, in the
+  // backend's call with the router and the route (Backend::rms_norm_moe_route). Returns, as
+  // RowParallelLinear::forward_add_residual_norm, whether `normed` now holds rms_norm(residual) *
+  // norm_weight (world_size > 1 only; else the caller norms).
+  bool forward_add_residual_norm(Backend& b, Communicator& comm, const NormPrologue* pro, const Tensor& x,
+                                 const MoeBuffers& buf, const Tensor& residual, const Tensor& norm_weight, float eps,
+                                 const Tensor& normed, Activation act) const;
 
   // This rank's experts and each one's width: [first, first + count) and I / ws, or E / ws whole experts.
   static int64_t num_local_experts(const MoeConfig& moe, int world_size, bool expert_parallel);

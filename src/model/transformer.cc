@@ -252,17 +252,17 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
                                                   hidden);
 }
 
-// A sparse layer: the router and every expert read the normed hidden rows (so the norm is not
-// fused into a projection), and their weighted sum lands in the residual.
+// A sparse layer: the router and every expert read the normed hidden rows (so the norm goes with
+// the router and the route, not into a projection), and their weighted sum lands in the residual.
 void Transformer::moe_block(int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
-  if (!normed_) backend_.rms_norm(residual, l.ffn_input_norm, eps, hidden);
   MINIVLLM_CHECK(l.ffn_output_norm.empty()) << cfg_.arch_name << ": sandwich norms around a sparse MLP";
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
-  normed_ = l.moe.forward_add_residual_norm(backend_, comm_, hidden, moe_, residual, next_norm, eps, hidden,
-                                            cfg_.traits().activation);
+  const NormPrologue pro{residual, l.ffn_input_norm, eps, hidden};  // unless the all-reduce normed it
+  normed_ = l.moe.forward_add_residual_norm(backend_, comm_, normed_ ? nullptr : &pro, hidden, moe_, residual,
+                                            next_norm, eps, hidden, cfg_.traits().activation);
 }
 
 void Transformer::prepare_persistent_decode() {

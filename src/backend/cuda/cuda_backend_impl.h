@@ -128,6 +128,8 @@ class CudaBackend : public Backend {
                                   int64_t num_local) override;
   void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                  const Tensor& topk_weights) override;
+  void rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                          bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) override;
   // Up to moe_gemv_tokens_ tokens: the gemvs over the pairs (moe_gemv.cu); more: grouping by expert
   // and the grouped GEMMs (moe.cu, moe_gemm.cu).
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -381,6 +383,7 @@ class CudaBackend : public Backend {
   int moe_gate_chunks_ = 2;          // MoE decode gate/up gemv: row chunks a lane (MINIVLLM_MOE_GATE_CHUNKS)
   int moe_down_rows_ = 4;            // MoE decode down gemv: output rows a CTA (MINIVLLM_MOE_DOWN_ROWS)
   bool moe_route_cta_ = true;        // MoE route: a CTA a token at decode sizes (MINIVLLM_MOE_ROUTE_CTA)
+  bool moe_norm_route_ = true;       // MoE norm, router and route in one launch (MINIVLLM_MOE_NORM_ROUTE)
   int64_t moe_small_tile_rows_ = 48;  // grouped GEMMs take 32-row tiles up to this many rows an expert
                                      // on average (MINIVLLM_MOE_SMALL_TILE_ROWS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring

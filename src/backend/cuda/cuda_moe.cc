@@ -113,6 +113,38 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const
                    topk_weights.ptr<float>(), moe_route_cta_, stream_);
 }
 
+// Up to moe_gemv_tokens_ tokens of the shapes the kernel takes: one launch (moe_norm_route.cu).
+// Anything else composes the three ops, whose checks name what is wrong.
+void CudaBackend::rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                     bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) {
+  auto on_gpu = [](const Tensor& t, DType d) {
+    return t.defined() && !t.empty() && t.device() == DeviceKind::kCuda && t.dtype() == d && t.ndim() == 2 &&
+           reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+  };
+  const Tensor& w = pro.weight;
+  const bool takes =
+      moe_norm_route_ && on_gpu(pro.residual, DType::kF32) && on_gpu(pro.normed, DType::kBF16) &&
+      on_gpu(router_weight, DType::kBF16) && on_gpu(router_logits, DType::kF32) && topk_ids.defined() &&
+      topk_ids.dtype() == DType::kI32 && topk_ids.ndim() == 2 && topk_weights.defined() &&
+      topk_weights.dtype() == DType::kF32 && topk_weights.shape() == topk_ids.shape() &&
+      pro.normed.shape() == pro.residual.shape() && router_weight.size(1) == pro.residual.size(1) &&
+      router_logits.size(0) == pro.residual.size(0) && router_logits.size(1) == router_weight.size(0) &&
+      topk_ids.size(0) == pro.residual.size(0) && topk_ids.size(1) >= 1 && topk_ids.size(1) <= router_weight.size(0) &&
+      w.defined() && w.device() == DeviceKind::kCuda && (w.dtype() == DType::kBF16 || w.dtype() == DType::kF32) &&
+      w.numel() == pro.residual.size(1) && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 &&
+      pro.residual.size(0) <= moe_gemv_tokens_ &&
+      moe_norm_route_fits(pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)));
+  if (!takes) {
+    Backend::rms_norm_moe_route(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights);
+    return;
+  }
+  folded_ = PendingNorm{};  // as rms_norm: a norm noted for a later add is not this one
+  launch_moe_norm_route(pro.residual.ptr<float>(), w.data(), w.dtype() == DType::kF32, pro.eps, router_weight.data(),
+                        pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)),
+                        static_cast<int>(topk_ids.size(1)), renormalize, pro.normed.data(), router_logits.ptr<float>(),
+                        topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), stream_);
+}
+
 void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
                                   const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
                                   Activation act) {

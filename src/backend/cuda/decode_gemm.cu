@@ -106,9 +106,6 @@ struct GemmParams {
 template <int kN, bool kFp8>
 constexpr bool kFoldable = !kFp8 && kN <= kFoldMaxTokens;
 
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 // The sum over the cluster's partial tiles of the four floats at `p` (this CTA's tile), in rank
 // order. Generic loads through __cluster_map_shared_rank: the compiler may keep all of them in
 // flight at once (distributed shared memory is a round trip across the GPC).

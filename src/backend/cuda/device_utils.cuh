@@ -119,6 +119,12 @@ __device__ __forceinline__ float load_weight(const void* w, bool f32, int64_t i)
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+// Every thread of every CTA of the cluster: the cluster's shared-memory writes before it are seen by
+// every thread after it (release, acquire).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // silu(g) = g * sigmoid(g), as g / (1 + e^-g): the SwiGLU gate of every silu-mul path (the
 // elementwise kernel, the gate/up gemv and the decode GEMM), so all of them round alike.
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }

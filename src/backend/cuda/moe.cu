@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -104,78 +105,18 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(const float* l
 
 // The warp kernel's arithmetic is one dependent chain of ~1,400 instructions (k selection rounds
 // of shuffles, the double exps and divisions) on one warp: at decode it sits on the critical path
-// between the router gemv and the experts' gemv (PERFORMANCE.md, "Stop 68"). Here thread i takes
-// experts i, i + 128, ...: one double exp each, block sums, and each expert's place among the
-// chosen ones by counting the experts ahead of it (the larger logit, the lower id on equal logits:
-// the CPU's order; a NaN logit counts as -inf so that the places stay distinct). The chosen
-// probabilities are summed in choice order, as the CPU sums them.
+// between the router gemv and the experts' gemv (PERFORMANCE.md, "Stop 68"). Here a CTA spreads it
+// over its threads (moe_route.cuh).
 constexpr int kRouteCtaThreads = 128;
-constexpr int kRouteCtaPer = kMoeRouteMaxExperts / kRouteCtaThreads;
-static_assert(kMoeRouteMaxExperts % kRouteCtaThreads == 0, "experts a thread");
 
 __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const float* logits, int experts, int k,
                                                                          bool renormalize, int32_t* ids,
                                                                          float* weights) {
-  __shared__ float s_v[kMoeRouteMaxExperts];  // the logits, NaN as -inf
-  __shared__ float s_p[kMoeRouteMaxExperts];  // the chosen ones' probabilities, in choice order
-  __shared__ float s_scratch[32];  // block_max's
-  __shared__ double s_sum[kRouteCtaThreads / 32];
+  __shared__ MoeRouteSmem<kRouteCtaThreads> sm;
   pdl_launch_dependents();  // the experts' gate/up gemv may launch and wait for these ids
   pdl_wait();               // the logits are the router gemv's output
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t t = blockIdx.x;
-  const float* row = logits + t * experts;
-  float v[kRouteCtaPer];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kRouteCtaPer; ++i) {
-    const int e = tid + i * kRouteCtaThreads;
-    v[i] = e < experts ? row[e] : -INFINITY;
-    if (e < experts) {
-      s_v[e] = isnan(v[i]) ? -INFINITY : v[i];
-      mx = fmaxf(mx, v[i]);
-    }
-  }
-  mx = block_max(mx, s_scratch);  // its barriers also publish s_v
-  double ex[kRouteCtaPer];
-  double sum = 0.0;
-#pragma unroll
-  for (int i = 0; i < kRouteCtaPer; ++i) {
-    ex[i] = tid + i * kRouteCtaThreads < experts ? exp(static_cast<double>(v[i] - mx)) : 0.0;
-    sum += ex[i];
-  }
-  sum = warp_sum(sum);
-  if (lane == 0) s_sum[warp] = sum;
-  __syncthreads();
-  sum = 0.0;
-#pragma unroll
-  for (int w = 0; w < kRouteCtaThreads / 32; ++w) sum += s_sum[w];
-#pragma unroll
-  for (int i = 0; i < kRouteCtaPer; ++i) {
-    const int e = tid + i * kRouteCtaThreads;
-    if (e >= experts) break;
-    const float key = s_v[e];
-    int place = 0;  // experts ahead of e
-#pragma unroll 8
-    for (int j = 0; j < experts; ++j) {
-      const float o = s_v[j];
-      place += (o > key || (o == key && j < e)) ? 1 : 0;
-    }
-    if (place < k) {
-      ids[t * k + place] = e;
-      s_p[place] = static_cast<float>(ex[i] / sum);
-    }
-  }
-  __syncthreads();
-  for (int j = tid; j < k; j += kRouteCtaThreads) {
-    float p = s_p[j];
-    if (renormalize) {
-      double chosen = 0.0;
-      for (int i = 0; i < k; ++i) chosen += s_p[i];
-      p = static_cast<float>(p / chosen);
-    }
-    weights[t * k + j] = p;
-  }
+  moe_route_row<kRouteCtaThreads>(logits + t * experts, experts, k, renormalize, ids + t * k, weights + t * k, sm);
 }
 
 // ---- grouping: one CTA, a counting sort stable in pair order ----

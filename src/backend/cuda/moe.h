@@ -1,7 +1,8 @@
 // Host-callable launchers of the mixture-of-experts kernels (Backend::moe_route / moe_experts_add):
-//   moe.cu       routing (softmax, top-k, renormalisation: a warp per token), grouping the
+//   moe.cu       routing (softmax, top-k, renormalisation: a warp or a CTA per token), grouping the
 //                (token, slot) pairs by expert (one CTA: count, prefix sum, stable scatter), and the
 //                weighted sum of the experts' outputs into `out` (slot order, deterministic);
+//   moe_norm_route.cu  at decode sizes, the norm, the router gemv and the routing in one launch;
 //   moe_gemv.cu  the decode path (T <= kMoeGemvMaxTokens): gemvs over the (token, slot) pairs that
 //                read only the chosen experts' rows, no grouping;
 //   moe_gemm.cu  the grouped GEMMs (mma.sync, bf16): grid (column tile, row tile of any expert),
@@ -55,6 +56,15 @@ struct MoeShape {
 constexpr int64_t kMoeRouteCtaMaxTokens = 64;
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
                       float* weights, bool cta_per_token, cudaStream_t stream);
+
+// Backend::rms_norm_moe_route at decode sizes, one launch (moe_norm_route.cu): normed bf16 [T, H]
+// = RMSNorm(residual f32 [T, H]) by norm_w (f32 or bf16) as launch_rms_norm writes it, logits f32
+// [T, E] = normed router^T (router bf16 [E, H]), then ids and weights as launch_moe_route. A
+// cluster of CTAs a token; moe_norm_route_fits says which shapes it takes.
+bool moe_norm_route_fits(int64_t tokens, int64_t hidden, int experts);
+void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_f32, float eps, const void* router,
+                           int64_t tokens, int64_t hidden, int experts, int k, bool renormalize, void* normed,
+                           float* logits, int32_t* ids, float* weights, cudaStream_t stream);
 
 // The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
 // moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
