@@ -3,12 +3,13 @@
 // composition of rms_norm, linear and moe_route) and against the GPU's three kernels
 // (MINIVLLM_MOE_NORM_ROUTE=0), on odd shapes (hidden widths of 8 to 4,096 and past it, 9 to 512
 // experts, top-2 to top-9, norm weights in f32 and bf16, 1 to 12 tokens): the normed rows are the norm
-// kernel's bit for bit, the logits close to the CPU's, and the ids and weights those the CPU's route
-// gives on the GPU's own logits (the route is the CPU's bit for bit). The kernel is also launched
+// kernel's bit for bit, the logits close to the CPU's, and the ids those the CPU's route gives on the
+// GPU's own logits, exactly (ties and all), the weights within 1e-6. The kernel is also launched
 // directly, so that a dispatch falling back to the three kernels cannot pass for it; graph replay
 // equals eager.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <string>
@@ -24,11 +25,12 @@ struct NormRouteCase {
   int k;
   int64_t hidden;
   bool norm_f32;
+  bool ties = false;  // router rows repeated every 5 experts: equal logits, the lower id first
 };
 
 void PrintTo(const NormRouteCase& c, std::ostream* os) {
   *os << c.tokens << " tokens, top-" << c.k << " of " << c.experts << ", hidden " << c.hidden
-      << (c.norm_f32 ? ", f32 norm" : ", bf16 norm");
+      << (c.norm_f32 ? ", f32 norm" : ", bf16 norm") << (c.ties ? ", tied rows" : "");
 }
 
 constexpr float kEps = 1e-6f;
@@ -41,6 +43,10 @@ struct Inputs {
     residual = random_values({c.tokens, c.hidden}, rng, 3.0f);
     norm = random_values({c.hidden}, rng, 0.3f, 1.0f);
     router = random_values({c.experts, c.hidden}, rng, 1.0f / std::sqrt(static_cast<float>(c.hidden)));
+    if (c.ties) {  // every warp sums a row in the same order: equal rows give equal logits
+      float* r = router.ptr<float>();
+      for (int64_t e = 5; e < c.experts; ++e) std::copy(r + (e % 5) * c.hidden, r + (e % 5 + 1) * c.hidden, r + e * c.hidden);
+    }
   }
 };
 
@@ -116,13 +122,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeNormRoute,
                                            NormRouteCase{8, 128, 8, 4096, true},  // Qwen3-235B-A22B's widths
                                            NormRouteCase{5, 512, 8, 264, false}, NormRouteCase{2, 9, 9, 8, true},
                                            NormRouteCase{4, 8, 2, 4096, false},  // Mixtral's
+                                           NormRouteCase{2, 128, 8, 2048, false, true},
+                                           NormRouteCase{1, 60, 9, 1032, true, true},
                                            // past the kernel: more tokens, a wider row (the three kernels)
                                            NormRouteCase{12, 128, 8, 2048, false}, NormRouteCase{2, 33, 2, 4104, true}),
                          [](const auto& info) {
                            const NormRouteCase& c = info.param;
                            std::string name = "t";
                            name += std::to_string(c.tokens) + "_e" + std::to_string(c.experts) + "_k" +
-                                   std::to_string(c.k) + "_h" + std::to_string(c.hidden) + (c.norm_f32 ? "_f32" : "_bf16");
+                                   std::to_string(c.k) + "_h" + std::to_string(c.hidden) + (c.norm_f32 ? "_f32" : "_bf16") +
+                                   (c.ties ? "_ties" : "");
                            return name;
                          });
 
@@ -132,7 +141,7 @@ TEST(CudaMoeNormRouteKernel, LaunchedDirectlyMatchesTheThreeKernels) {
   Backends off = backends_with("MINIVLLM_MOE_NORM_ROUTE", "0");
   Backend& gpu = *off.gpu;
   for (const NormRouteCase& c : {NormRouteCase{1, 128, 8, 2048, false}, NormRouteCase{7, 60, 4, 1032, true},
-                                 NormRouteCase{2, 512, 8, 4096, false}}) {
+                                 NormRouteCase{2, 512, 8, 4096, false}, NormRouteCase{3, 128, 8, 2048, false, true}}) {
     const std::string tag = ::testing::PrintToString(c);
     ASSERT_TRUE(cuda::moe_norm_route_fits(c.tokens, c.hidden, static_cast<int>(c.experts))) << tag;
     const Inputs in(c);

@@ -124,6 +124,12 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// The same barrier in two halves, for "every CTA of the cluster has started" (before the first write
+// into another CTA's shared memory, which must be resident): arrive early, wait where it matters.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 // silu(g) = g * sigmoid(g), as g / (1 + e^-g): the SwiGLU gate of every silu-mul path (the
 // elementwise kernel, the gate/up gemv and the decode GEMM), so all of them round alike.

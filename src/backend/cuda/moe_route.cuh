@@ -1,5 +1,6 @@
-// One token's routing by one CTA (softmax over the experts, top-k, renormalisation), shared by the
-// route kernel (moe.cu, a CTA a token) and the fused norm-router-route kernel (moe_norm_route.cu).
+// One token's routing by one CTA (softmax over the experts, top-k, renormalisation): moe_route_row
+// for the route kernel (moe.cu, a CTA a token), bit for bit the CPU's; moe_route_row_fast for the
+// fused norm-router-route kernel (moe_norm_route.cu), whose critical path it is.
 // Thread i takes experts i, i + kThreads, ...: one double exp each, block sums, and each expert's
 // place among the chosen ones by counting the experts ahead of it (the larger logit, the lower id on
 // equal logits: the CPU's order; a NaN logit counts as -inf so that the places stay distinct). The
@@ -17,11 +18,47 @@ namespace minivllm::cuda {
 
 template <int kThreads>
 struct MoeRouteSmem {
-  float v[kMoeRouteMaxExperts];  // the logits, NaN as -inf
+  alignas(16) float v[kMoeRouteMaxExperts];  // the logits, NaN as -inf
   float p[kMoeRouteMaxExperts];  // the chosen ones' probabilities, in choice order
   float scratch[32];             // block_max's
   double sum[kThreads / 32];
+  int ahead[kThreads];  // the fast route's second halves' counts
 };
+
+// Keys j in float4s [lo, hi) of v4 ahead of `key` (expert e's): j < e when >= key, j > e when > key
+// (the larger logit, the lower id on equal ones). Four counters: no chain through one register.
+// Loops not unrolled: this code runs once a layer on one SM, cold (unrolled by 8 it was no faster:
+// PERFORMANCE.md, "Stop 92").
+__device__ __forceinline__ int count_ahead(const float4* v4, int lo, int hi, float key, int e) {
+  const int m = e >> 2;  // the float4 holding e
+  int c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+  const int below = min(hi, m);
+#pragma unroll 1
+  for (int j4 = lo; j4 < below; ++j4) {
+    const float4 o = v4[j4];
+    c0 += o.x >= key ? 1 : 0;
+    c1 += o.y >= key ? 1 : 0;
+    c2 += o.z >= key ? 1 : 0;
+    c3 += o.w >= key ? 1 : 0;
+  }
+  if (m >= lo && m < hi) {
+    const float4 o = v4[m];
+    const int j = 4 * m;
+    c0 += (o.x > key || (o.x == key && j < e)) ? 1 : 0;
+    c1 += (o.y > key || (o.y == key && j + 1 < e)) ? 1 : 0;
+    c2 += (o.z > key || (o.z == key && j + 2 < e)) ? 1 : 0;
+    c3 += (o.w > key || (o.w == key && j + 3 < e)) ? 1 : 0;
+  }
+#pragma unroll 1
+  for (int j4 = max(lo, m + 1); j4 < hi; ++j4) {
+    const float4 o = v4[j4];
+    c0 += o.x > key ? 1 : 0;
+    c1 += o.y > key ? 1 : 0;
+    c2 += o.z > key ? 1 : 0;
+    c3 += o.w > key ? 1 : 0;
+  }
+  return c0 + c1 + c2 + c3;
+}
 
 // Every thread of the CTA (blockDim.x == kThreads) calls it. row: the token's experts logits (global
 // or shared memory); ids i32[k], weights f32[k]: the token's outputs.
@@ -79,6 +116,78 @@ __device__ __forceinline__ void moe_route_row(const float* row, int experts, int
       double chosen = 0.0;
       for (int i = 0; i < k; ++i) chosen += sm.p[i];
       p = static_cast<float>(p / chosen);
+    }
+    weights[j] = p;
+  }
+}
+
+// The same choice (ids exactly the CPU's), the probabilities in float: the softmax denominator only
+// where the weights are not renormalised (there it cancels), the places counted four keys a
+// shared-memory load, and by two threads an expert where the CTA has them. Weights within 1e-6 of
+// the CPU's (CudaMoeNormRoute).
+template <int kThreads>
+__device__ __forceinline__ void moe_route_row_fast(const float* row, int experts, int k, bool renormalize,
+                                                   int32_t* ids, float* weights, MoeRouteSmem<kThreads>& sm) {
+  constexpr int kPer = kMoeRouteMaxExperts / kThreads;
+  static_assert(kMoeRouteMaxExperts % kThreads == 0, "experts a thread");
+  const int tid = threadIdx.x;
+  const int experts4 = (experts + 3) / 4;
+  float v[kPer];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = tid + i * kThreads;
+    v[i] = e < experts ? row[e] : -INFINITY;
+    if (e < experts) {
+      sm.v[e] = isnan(v[i]) ? -INFINITY : v[i];
+      mx = fmaxf(mx, v[i]);
+    } else if (e < experts4 * 4) {
+      sm.v[e] = -INFINITY;  // never ahead of a key: its id is past every expert's
+    }
+  }
+  mx = block_max(mx, sm.scratch);  // its barriers also publish sm.v
+  float ex[kPer];
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    ex[i] = tid + i * kThreads < experts ? expf(v[i] - mx) : 0.0f;
+    sum += ex[i];
+  }
+  if (!renormalize) sum = block_sum(sum, sm.scratch);
+  const float4* v4 = reinterpret_cast<const float4*>(sm.v);
+  if (2 * experts <= kThreads) {  // two threads an expert, half the keys each
+    const int e = tid % (kThreads / 2), part = tid / (kThreads / 2);
+    const int half4 = (experts4 + 1) / 2;
+    const int lo = part * half4, hi = min(experts4, lo + half4);
+    const int n = e < experts ? count_ahead(v4, lo, hi, sm.v[e], e) : 0;
+    if (part == 1) sm.ahead[e] = n;
+    __syncthreads();
+    if (part == 0 && e < experts) {
+      const int place = n + sm.ahead[e];
+      if (place < k) {
+        ids[place] = e;
+        sm.p[place] = renormalize ? ex[0] : ex[0] / sum;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int e = tid + i * kThreads;
+      if (e >= experts) break;
+      const int place = count_ahead(v4, 0, experts4, sm.v[e], e);
+      if (place < k) {
+        ids[place] = e;
+        sm.p[place] = renormalize ? ex[i] : ex[i] / sum;
+      }
+    }
+  }
+  __syncthreads();
+  for (int j = tid; j < k; j += kThreads) {
+    float p = sm.p[j];
+    if (renormalize) {
+      float chosen = 0.0f;
+      for (int i = 0; i < k; ++i) chosen += sm.p[i];
+      p = p / chosen;
     }
     weights[j] = p;
   }
