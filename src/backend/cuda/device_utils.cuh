@@ -89,6 +89,17 @@ __device__ __forceinline__ void add_f32x8(float* p, const float* v) {
   store_f32x8(p, r);
 }
 
+// The dot product of eight bf16 pairs, in fp32, in order.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  float af[8], bf[8];
+  bf16x8_to_f32(a, af);
+  bf16x8_to_f32(b, bf);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s = fmaf(af[i], bf[i], s);
+  return s;
+}
+
 // Eight consecutive weights from index i (a multiple of 8), fp32 or bf16.
 __device__ __forceinline__ void load_weight8(const void* w, bool f32, int64_t i, float* out) {
   if (f32) {

@@ -30,16 +30,6 @@ struct MoeGemvArgs {
   Activation act;
 };
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  float af[8], bf[8];
-  bf16x8_to_f32(a, af);
-  bf16x8_to_f32(b, bf);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) s = fmaf(af[i], bf[i], s);
-  return s;
-}
-
 // Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
 // dot products of x[t] with gate row i and up row I + i of the pair's expert. kUnroll chunks of each
 // row in flight a lane (MINIVLLM_MOE_GATE_CHUNKS, 2): the whole row's registers left fewer CTAs an SM,

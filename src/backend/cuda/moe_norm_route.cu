@@ -43,16 +43,6 @@ struct NormRouteArgs {
   bool renormalize;
 };
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  float af[8], bf[8];
-  bf16x8_to_f32(a, af);
-  bf16x8_to_f32(b, bf);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) s = fmaf(af[i], bf[i], s);
-  return s;
-}
-
 // kLaneChunks: a row's 16-byte chunks a lane (H <= kLaneChunks * 256); kRowsAhead: router rows a
 // warp holds in registers at once (the first ones loaded before the wait).
 template <int kLaneChunks, int kRowsAhead>

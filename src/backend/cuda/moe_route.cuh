@@ -60,6 +60,28 @@ __device__ __forceinline__ int count_ahead(const float4* v4, int lo, int hi, flo
   return c0 + c1 + c2 + c3;
 }
 
+// Thread t's logits t, t + kThreads, ... into v (-inf past the experts), every key into sm.v (NaN as
+// -inf; -inf from `experts` up to `padded`: never ahead of a key, their ids being past every
+// expert's), and the row's max over the CTA (whose barriers publish sm.v).
+template <int kThreads>
+__device__ __forceinline__ float load_route_keys(const float* row, int experts, int padded,
+                                                 float (&v)[kMoeRouteMaxExperts / kThreads],
+                                                 MoeRouteSmem<kThreads>& sm) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kMoeRouteMaxExperts / kThreads; ++i) {
+    const int e = threadIdx.x + i * kThreads;
+    v[i] = e < experts ? row[e] : -INFINITY;
+    if (e < experts) {
+      sm.v[e] = isnan(v[i]) ? -INFINITY : v[i];
+      mx = fmaxf(mx, v[i]);
+    } else if (e < padded) {
+      sm.v[e] = -INFINITY;
+    }
+  }
+  return block_max(mx, sm.scratch);
+}
+
 // Every thread of the CTA (blockDim.x == kThreads) calls it. row: the token's experts logits (global
 // or shared memory); ids i32[k], weights f32[k]: the token's outputs.
 template <int kThreads>
@@ -69,17 +91,7 @@ __device__ __forceinline__ void moe_route_row(const float* row, int experts, int
   static_assert(kMoeRouteMaxExperts % kThreads == 0, "experts a thread");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float v[kPer];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = tid + i * kThreads;
-    v[i] = e < experts ? row[e] : -INFINITY;
-    if (e < experts) {
-      sm.v[e] = isnan(v[i]) ? -INFINITY : v[i];
-      mx = fmaxf(mx, v[i]);
-    }
-  }
-  mx = block_max(mx, sm.scratch);  // its barriers also publish sm.v
+  const float mx = load_route_keys<kThreads>(row, experts, experts, v, sm);
   double ex[kPer];
   double sum = 0.0;
 #pragma unroll
@@ -133,19 +145,7 @@ __device__ __forceinline__ void moe_route_row_fast(const float* row, int experts
   const int tid = threadIdx.x;
   const int experts4 = (experts + 3) / 4;
   float v[kPer];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = tid + i * kThreads;
-    v[i] = e < experts ? row[e] : -INFINITY;
-    if (e < experts) {
-      sm.v[e] = isnan(v[i]) ? -INFINITY : v[i];
-      mx = fmaxf(mx, v[i]);
-    } else if (e < experts4 * 4) {
-      sm.v[e] = -INFINITY;  // never ahead of a key: its id is past every expert's
-    }
-  }
-  mx = block_max(mx, sm.scratch);  // its barriers also publish sm.v
+  const float mx = load_route_keys<kThreads>(row, experts, experts4 * 4, v, sm);
   float ex[kPer];
   float sum = 0.0f;
 #pragma unroll
