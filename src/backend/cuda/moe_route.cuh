@@ -1,11 +1,11 @@
 // One token's routing by one CTA (softmax over the experts, top-k, renormalisation): moe_route_row
 // for the route kernel (moe.cu, a CTA a token), bit for bit the CPU's; moe_route_row_fast for the
 // fused norm-router-route kernel (moe_norm_route.cu), whose critical path it is.
-// Thread i takes experts i, i + kThreads, ...: one double exp each, block sums, and each expert's
-// place among the chosen ones by counting the experts ahead of it (the larger logit, the lower id on
-// equal logits: the CPU's order; a NaN logit counts as -inf so that the places stay distinct). The
-// chosen probabilities are summed in choice order, as the CPU sums them: given the same logits the
-// ids and weights are the CPU's bit for bit (cpu_moe.cc).
+// moe_route_row: thread i takes experts i, i + kThreads, ...: one double exp each, block sums, and
+// each expert's place among the chosen ones by counting the experts ahead of it (the larger logit,
+// the lower id on equal logits: the CPU's order; a NaN logit counts as -inf so that the places stay
+// distinct). The chosen probabilities are summed in choice order, as the CPU sums them: given the
+// same logits the ids and weights are the CPU's bit for bit (cpu_moe.cc).
 #pragma once
 
 #include <cmath>
