@@ -123,7 +123,12 @@ ModelSource open_model(const std::string& model, bool with_weights, const Weight
     s = open_hf_dir(path, with_weights && !dummy);
   } else {
     MINIVLLM_CHECK(fs::path(path).extension() == ".gguf") << "model '" << path << "' is a file but not a .gguf";
-    s = open_gguf_file(path, with_weights && !dummy);
+    // Dummy weights are bf16 of the config's shapes: a GGUF's own types (Q4_K, ...) would be replaced
+    // without a word, and a benchmark of the file would measure another model.
+    MINIVLLM_CHECK(!(with_weights && dummy))
+        << "load_format dummy makes bf16 weights from a config.json directory; '" << path
+        << "' is a .gguf file with its own weights and types: run it with load_format auto";
+    s = open_gguf_file(path, with_weights);
   }
   if (with_weights && dummy) s.weights = make_dummy_weight_source(s.config, static_cast<uint64_t>(load.dummy_seed));
   return s;

@@ -98,6 +98,26 @@ TEST(DummyWeightsEngine, WithoutTheFlagTheMissingWeightsAreNamed) {
   fs::remove_all(dir);
 }
 
+// A .gguf file carries its weights and their types: dummy weights (bf16 of the config's shapes)
+// would stand in for its Q4_K blocks unnoticed, so the engine refuses the pair and names the fix.
+TEST(DummyWeightsEngine, RefusesAGgufFile) {
+  EngineConfig c = tiny_config("mistral-tiny", 1);
+  c.model = golden_dir("gguf-tiny-kquant") + "/llama-Q4_K_M.gguf";
+  c.load_format = "dummy";
+  try {
+    LLMEngine engine(c);
+    FAIL() << "load_format dummy with a .gguf file was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("llama-Q4_K_M.gguf"), std::string::npos) << what;
+    EXPECT_NE(what.find("load_format auto"), std::string::npos) << what;
+  }
+  c.load_format = "auto";
+  LLMEngine engine(c);  // the same file loads as itself
+  const std::vector<std::vector<int32_t>> prompt = {{1, 2, 3}};
+  EXPECT_EQ(engine.generate(prompt, greedy(4)).at(0).token_ids.size(), 4u);
+}
+
 }  // namespace
 }  // namespace minivllm
 
