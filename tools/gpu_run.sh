@@ -25,7 +25,8 @@
 #                 --tensor-parallel-size 2). Not part of the default run.
 # --only kquant-vs-llamacpp: issue 47's H200 figure. Builds llama-bench and llama-quantize with CUDA
 #                 from the llama.cpp source tree in MINIVLLM_LLAMA_CPP (the llama-cpp-python sdist's
-#                 vendor/llama.cpp; its models/, docs/, tests/ and other backends may be left out),
+#                 vendor/llama.cpp; its models/, docs/, tests/ and other backends may be left out:
+#                 tools/pack_llamacpp_src.sh packs that trimmed tree in 7 MB, small enough to carry),
 #                 writes a bf16 GGUF of MINIVLLM_KQUANT_CONFIG's shape (default llama-3.1-8b-instruct;
 #                 tools/make_dummy_gguf.py), quantizes it to Q4_K_M, then batch-1 decode round by round
 #                 (MINIVLLM_KQUANT_ROUNDS, default 5): llama-bench tg256 and `minivllm bench` under each

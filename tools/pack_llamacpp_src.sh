@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# llama.cpp's source, trimmed to what a CUDA build of llama-bench and llama-quantize needs, as one xz
+# archive small enough to carry to the GPU machine beside a dist (about 7 MB; the sdist is 50 MB,
+# most of it vocabularies, docs and other backends). It is the tree vendored in the llama-cpp-python
+# sdist on PyPI (bench_vs_llamacpp.py's version). On the GPU machine: `tar xJf ARCHIVE -C DIR`, then
+# MINIVLLM_LLAMA_CPP=DIR/llama.cpp for `tools/gpu_run.sh --only kquant-vs-llamacpp` (PERFORMANCE.md,
+# "Stop 95", builds it in about 275 s on 16 cores).
+#
+#   tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]
+set -euo pipefail
+out="${1:?usage: tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]}"
+scratch="${2:-${TMPDIR:-/tmp}/minivllm-llamacpp-src}"
+version="$(sed -n 's/^VERSION = "\(.*\)"$/\1/p' "$(dirname "$0")/bench_vs_llamacpp.py")"
+[ -n "$version" ] || { echo "pack_llamacpp_src: no VERSION in bench_vs_llamacpp.py" >&2; exit 1; }
+mkdir -p "$scratch"
+sdist="$scratch/llama_cpp_python-$version.tar.gz"
+[ -f "$sdist" ] || python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$scratch"
+[ -d "$scratch/llama_cpp_python-$version" ] || tar xzf "$sdist" -C "$scratch"
+cd "$scratch/llama_cpp_python-$version/vendor"
+excludes=()
+for d in models docs benches tests examples tools/server/public tools/server/webui; do excludes+=(--exclude="llama.cpp/$d"); done
+for b in sycl vulkan opencl metal hexagon et cann webgpu openvino zdnn musa virtgpu; do
+  excludes+=(--exclude="llama.cpp/ggml/src/ggml-$b")
+done
+out_abs="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
+XZ_OPT="-9 -T0" tar cJf "$out_abs" "${excludes[@]}" llama.cpp
+ls -la "$out_abs"
