@@ -85,7 +85,7 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
     key<&C::num_threads>({.name = "num_threads", .help = "CPU threads, 0 = all cores", .min = 0, .max = 4096}),
     key<&C::load_format>({.name = "load_format",
                           .help = "auto: the checkpoint's weights; dummy: seeded random weights of the config's "
-                                  "shapes (only config.json is read), for benchmarks",
+                                  "shapes (only config.json is read; not for a .gguf file), for benchmarks",
                           .value_name = "F",
                           .choices = {"auto", "dummy"}}),
     key<&C::dummy_seed>({.name = "dummy_seed",
