@@ -7,9 +7,10 @@
 # "Stop 95", builds it in about 275 s on 16 cores).
 #
 #   tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]
+# SCRATCH defaults to bench_vs_llamacpp.py's (build/llamacpp), so a sdist it fetched is reused.
 set -euo pipefail
 out="${1:?usage: tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]}"
-scratch="${2:-${TMPDIR:-/tmp}/minivllm-llamacpp-src}"
+scratch="${2:-$(cd "$(dirname "$0")/.." && pwd)/build/llamacpp}"
 version="$(sed -n 's/^VERSION = "\(.*\)"$/\1/p' "$(dirname "$0")/bench_vs_llamacpp.py")"
 [ -n "$version" ] || { echo "pack_llamacpp_src: no VERSION in bench_vs_llamacpp.py" >&2; exit 1; }
 mkdir -p "$scratch"
@@ -18,7 +19,7 @@ sdist="$scratch/llama_cpp_python-$version.tar.gz"
 [ -d "$scratch/llama_cpp_python-$version" ] || tar xzf "$sdist" -C "$scratch"
 cd "$scratch/llama_cpp_python-$version/vendor"
 excludes=()
-for d in models docs benches tests examples tools/server/public tools/server/webui; do excludes+=(--exclude="llama.cpp/$d"); done
+for d in models docs benches tests examples; do excludes+=(--exclude="llama.cpp/$d"); done
 for b in sycl vulkan opencl metal hexagon et cann webgpu openvino zdnn musa virtgpu; do
   excludes+=(--exclude="llama.cpp/ggml/src/ggml-$b")
 done
