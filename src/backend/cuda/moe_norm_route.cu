@@ -50,7 +50,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
   constexpr int kNormChunks = kLaneChunks * 32 / kThreads;  // a thread's chunks of the row in the norm
   __shared__ uint4 s_x[kLaneChunks * 32];                   // the normed row, bf16
   __shared__ float s_logits[kMoeRouteMaxExperts];           // CTA 0's: every CTA's logits
-  __shared__ float s_scratch[32];
   __shared__ MoeRouteSmem<kThreads> route_sm;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rank = static_cast<int>(blockIdx.x % kCtas);
@@ -83,7 +82,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
   pdl_wait();  // the residual is the attention's o projection's output
 
   float v[kNormChunks][8];
-  const float inv = load_row_inv_rms<kNormChunks>(a.residual + t * chunks * 8, chunks, a.eps, v, s_scratch);
+  const float inv = load_row_inv_rms<kNormChunks>(a.residual + t * chunks * 8, chunks, a.eps, v,
+                                                   route_sm.scratch);  // the route's, free until after the cluster barriers
 #pragma unroll
   for (int i = 0; i < kNormChunks; ++i) {
     const int c = threadIdx.x + i * kThreads;

@@ -82,6 +82,22 @@ __device__ __forceinline__ float load_route_keys(const float* row, int experts, 
   return block_max(mx, sm.scratch);
 }
 
+// Thread j < k writes the token's weight j: its probability sm.p[j], divided where renormalize by the
+// chosen ones' sum, taken in choice order in Acc (double: the CPU's bits; float: the fast route's).
+template <typename Acc, int kThreads>
+__device__ __forceinline__ void write_route_weights(const MoeRouteSmem<kThreads>& sm, int k, bool renormalize,
+                                                    float* weights) {
+  for (int j = threadIdx.x; j < k; j += kThreads) {
+    float p = sm.p[j];
+    if (renormalize) {
+      Acc chosen = 0;
+      for (int i = 0; i < k; ++i) chosen += sm.p[i];
+      p = static_cast<float>(p / chosen);
+    }
+    weights[j] = p;
+  }
+}
+
 // Every thread of the CTA (blockDim.x == kThreads) calls it. row: the token's experts logits (global
 // or shared memory); ids i32[k], weights f32[k]: the token's outputs.
 template <int kThreads>
@@ -122,15 +138,7 @@ __device__ __forceinline__ void moe_route_row(const float* row, int experts, int
     }
   }
   __syncthreads();
-  for (int j = tid; j < k; j += kThreads) {
-    float p = sm.p[j];
-    if (renormalize) {
-      double chosen = 0.0;
-      for (int i = 0; i < k; ++i) chosen += sm.p[i];
-      p = static_cast<float>(p / chosen);
-    }
-    weights[j] = p;
-  }
+  write_route_weights<double>(sm, k, renormalize, weights);
 }
 
 // The same choice (ids exactly the CPU's), the probabilities in float: the softmax denominator only
@@ -182,15 +190,7 @@ __device__ __forceinline__ void moe_route_row_fast(const float* row, int experts
     }
   }
   __syncthreads();
-  for (int j = tid; j < k; j += kThreads) {
-    float p = sm.p[j];
-    if (renormalize) {
-      float chosen = 0.0f;
-      for (int i = 0; i < k; ++i) chosen += sm.p[i];
-      p = p / chosen;
-    }
-    weights[j] = p;
-  }
+  write_route_weights<float>(sm, k, renormalize, weights);
 }
 
 }  // namespace minivllm::cuda

@@ -8,9 +8,11 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -23,20 +25,26 @@ inline bool pdl_enabled() {
   return enabled;
 }
 
-// A kernel taking more than 48 KB of dynamic shared memory must opt in, per device: once for each
-// (kernel, device) pair, before its first launch or graph capture (a process may drive several
-// GPUs, so a once-per-process flag would leave the second device's launches failing).
-// The kernel is a template argument so that each kernel has its own flags (kernels of one
-// signature would otherwise share them).
+// A kernel taking more than 48 KB of dynamic shared memory must opt in, per device: for each
+// (kernel, device) pair, before its first launch or graph capture with that many bytes (a process
+// may drive several GPUs, so a once-per-process flag would leave the second device's launches
+// failing). The opt-in is raised to the most bytes asked so far on that device: a kernel whose
+// shared memory follows its shape (the persistent decode kernel's ring) calls it before every
+// launch, and only a larger request reaches the driver.
+// The kernel is a template argument so that each kernel has its own record (kernels of one
+// signature would otherwise share it).
 template <auto kKernel>
 void allow_dynamic_smem(int bytes) {
-  static std::atomic<uint64_t> done_on{0};  // bit d: set on device d
+  static std::array<std::atomic<int>, 64> allowed{};  // by device: the opt-in set so far
+  static std::mutex raise;
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if ((done_on.load() & bit) != 0) return;
+  std::atomic<int>& set = allowed[static_cast<size_t>(dev & 63)];
+  if (bytes <= set.load()) return;
+  std::lock_guard<std::mutex> lock(raise);  // two raises at once must not leave the smaller one set
+  if (bytes <= set.load()) return;
   CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  done_on.fetch_or(bit);
+  set.store(bytes);
 }
 
 // The same, the grid in clusters of cluster_x CTAs (grid.x a multiple of it; 0: no clusters).

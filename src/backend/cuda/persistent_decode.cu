@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/mma_sync.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/persistent_schedule.cuh"
 #include "backend/cuda/rope_math.cuh"
 #include "common/activation.h"
@@ -666,7 +667,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_decode_kernel(const __
 template <int HD, int GROUP>
 void launch(const PdParams& p, int grid, size_t smem, cudaStream_t stream) {
   auto* kernel = persistent_decode_kernel<HD, GROUP>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem<persistent_decode_kernel<HD, GROUP>>(static_cast<int>(smem));  // a driver call only when it grows
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(grid));
   cfg.blockDim = dim3(kThreads);
