@@ -263,6 +263,16 @@ class Backend {
   virtual void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
                                const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
                                Activation act);
+  // A sparse layer's entry and experts at once: rms_norm_moe_route, then moe_experts_add(pro.normed,
+  // ...) into out. topk_ids and topk_weights are written either way. A backend may route inside the
+  // experts' first kernel; the default composes the two.
+  virtual void rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor& router_weight,
+                                        const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                                        const Tensor& topk_weights, const MoeExpertWeights& w,
+                                        const MoeScratch& scratch, const Tensor& out, Activation act) {
+    rms_norm_moe_route(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights);
+    moe_experts_add(pro.normed, w, topk_ids, topk_weights, scratch, out, act);
+  }
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
   // The epilogue alone: qk_norm_rope, then store_kvcache.

@@ -114,6 +114,10 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_NORM_ROUTE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a sparse layer's RMSNorm, router gemv and route at decode sizes in one launch, a cluster of CTAs a "
      "token (moe_norm_route.cu; PERFORMANCE.md, \"Stop 92\"); 0: three kernels"},
+    {"MINIVLLM_MOE_ROUTE_IN_GATE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "where that launch serves a layer of at most 128 experts, it leaves the route to the experts' decode "
+     "gate/up gemv, each warp routing its token itself (moe_gemv.cu; PERFORMANCE.md, \"Stop 97\"); 0: the "
+     "route in the norm-route launch"},
     {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
      "k selection rounds (moe.cu; PERFORMANCE.md, \"Stop 69\")"},

@@ -83,21 +83,19 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   const int64_t n = x.size(0);
   const Tensor logits = buf.router_logits.rows(0, n), ids = buf.topk_ids.rows(0, n);
   const Tensor weights = buf.topk_weights.rows(0, n);
+  const bool direct = comm.world_size() == 1;  // straight into the residual stream
+  const Tensor out = direct ? residual : buf.partial.rows(0, n);
+  if (!direct) b.fill_bytes(out, 0);  // zero bytes are 0.0 in f32 and bf16
   if (pro != nullptr) {
     MINIVLLM_CHECK(pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
-    b.rms_norm_moe_route(*pro, router_, logits, renormalize_, ids, weights);
+    b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);
   } else {
     b.linear(x, router_, nullptr, logits);
     b.moe_route(logits, renormalize_, ids, weights);
+    b.moe_experts_add(x, experts_, ids, weights, buf.scratch, out, act);
   }
-  if (comm.world_size() == 1) {  // straight into the residual stream
-    b.moe_experts_add(x, experts_, ids, weights, buf.scratch, residual, act);
-    return false;
-  }
-  const Tensor partial = buf.partial.rows(0, n);
-  b.fill_bytes(partial, 0);  // zero bytes are 0.0 in f32 and bf16
-  b.moe_experts_add(x, experts_, ids, weights, buf.scratch, partial, act);
-  return all_reduce_add_residual_norm(b, comm, partial, residual, norm_weight, eps, normed);
+  if (direct) return false;
+  return all_reduce_add_residual_norm(b, comm, out, residual, norm_weight, eps, normed);
 }
 
 }  // namespace minivllm

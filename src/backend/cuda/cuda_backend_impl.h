@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/stream_idle_probe.h"
 
@@ -134,7 +135,26 @@ class CudaBackend : public Backend {
   // and the grouped GEMMs (moe.cu, moe_gemm.cu).
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
                        const MoeScratch& scratch, const Tensor& out, Activation act) override;
+  // Where the norm-route launch takes the layer, at most kMoeWarpRouteMaxExperts experts and the
+  // decode gemvs: the norm and router gemv, then the gate/up gemv routing for itself
+  // (MINIVLLM_MOE_ROUTE_IN_GATE), then the down gemv. Elsewhere the two ops.
+  void rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights,
+                                const MoeExpertWeights& w, const MoeScratch& scratch, const Tensor& out,
+                                Activation act) override;
   static constexpr int64_t kMoeChunkTokens = 4096;
+  // moe_experts_add's checked arguments, as its launches take them.
+  struct MoePlan {
+    MoeExpertTable gate_up, down;
+    MoeShape shape;
+    int64_t chunk;  // tokens the scratch takes at once
+    bool out_f32;
+    bool gemv;  // the decode gemvs (else grouping and the grouped GEMMs)
+  };
+  MoePlan plan_moe_experts(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                           const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out) const;
+  bool norm_route_takes(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                        const Tensor& topk_ids, const Tensor& topk_weights) const;
 
   // The persistent decode kernel (issue 50; cuda_persistent.cc, persistent_decode.cu): bf16 weights
   // and cache, head_dim 64 or 128, up to kPdMaxBatch sequences where the shared memory allows.
@@ -384,6 +404,7 @@ class CudaBackend : public Backend {
   int moe_down_rows_ = 4;            // MoE decode down gemv: output rows a CTA (MINIVLLM_MOE_DOWN_ROWS)
   bool moe_route_cta_ = true;        // MoE route: a CTA a token at decode sizes (MINIVLLM_MOE_ROUTE_CTA)
   bool moe_norm_route_ = true;       // MoE norm, router and route in one launch (MINIVLLM_MOE_NORM_ROUTE)
+  bool moe_route_in_gate_ = true;    // the experts' gate/up gemv routes for itself (MINIVLLM_MOE_ROUTE_IN_GATE)
   int64_t moe_small_tile_rows_ = 48;  // grouped GEMMs take 32-row tiles up to this many rows an expert
                                      // on average (MINIVLLM_MOE_SMALL_TILE_ROWS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring

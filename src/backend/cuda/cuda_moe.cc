@@ -113,41 +113,48 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const
                    topk_weights.ptr<float>(), moe_route_cta_, stream_);
 }
 
-// Up to moe_gemv_tokens_ tokens of the shapes the kernel takes: one launch (moe_norm_route.cu).
-// Anything else composes the three ops, whose checks name what is wrong.
-void CudaBackend::rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
-                                     bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) {
+// Whether the norm-route launch (moe_norm_route.cu) takes these tensors: up to moe_gemv_tokens_
+// tokens of the shapes the kernel takes.
+bool CudaBackend::norm_route_takes(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                   const Tensor& topk_ids, const Tensor& topk_weights) const {
   auto on_gpu = [](const Tensor& t, DType d) {
     return t.defined() && !t.empty() && t.device() == DeviceKind::kCuda && t.dtype() == d && t.ndim() == 2 &&
            reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
   };
   const Tensor& w = pro.weight;
-  const bool takes =
-      moe_norm_route_ && on_gpu(pro.residual, DType::kF32) && on_gpu(pro.normed, DType::kBF16) &&
-      on_gpu(router_weight, DType::kBF16) && on_gpu(router_logits, DType::kF32) && topk_ids.defined() &&
-      topk_ids.dtype() == DType::kI32 && topk_ids.ndim() == 2 && topk_weights.defined() &&
-      topk_weights.dtype() == DType::kF32 && topk_weights.shape() == topk_ids.shape() &&
-      pro.normed.shape() == pro.residual.shape() && router_weight.size(1) == pro.residual.size(1) &&
-      router_logits.size(0) == pro.residual.size(0) && router_logits.size(1) == router_weight.size(0) &&
-      topk_ids.size(0) == pro.residual.size(0) && topk_ids.size(1) >= 1 && topk_ids.size(1) <= router_weight.size(0) &&
-      w.defined() && w.device() == DeviceKind::kCuda && (w.dtype() == DType::kBF16 || w.dtype() == DType::kF32) &&
-      w.numel() == pro.residual.size(1) && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 &&
-      pro.residual.size(0) <= moe_gemv_tokens_ &&
-      moe_norm_route_fits(pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)));
-  if (!takes) {
+  return moe_norm_route_ && on_gpu(pro.residual, DType::kF32) && on_gpu(pro.normed, DType::kBF16) &&
+         on_gpu(router_weight, DType::kBF16) && on_gpu(router_logits, DType::kF32) && topk_ids.defined() &&
+         topk_ids.dtype() == DType::kI32 && topk_ids.ndim() == 2 && topk_weights.defined() &&
+         topk_weights.dtype() == DType::kF32 && topk_weights.shape() == topk_ids.shape() &&
+         pro.normed.shape() == pro.residual.shape() && router_weight.size(1) == pro.residual.size(1) &&
+         router_logits.size(0) == pro.residual.size(0) && router_logits.size(1) == router_weight.size(0) &&
+         topk_ids.size(0) == pro.residual.size(0) && topk_ids.size(1) >= 1 &&
+         topk_ids.size(1) <= router_weight.size(0) && w.defined() && w.device() == DeviceKind::kCuda &&
+         (w.dtype() == DType::kBF16 || w.dtype() == DType::kF32) && w.numel() == pro.residual.size(1) &&
+         reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 && pro.residual.size(0) <= moe_gemv_tokens_ &&
+         moe_norm_route_fits(pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)));
+}
+
+// One launch where it takes the shapes; anything else composes the three ops, whose checks name what
+// is wrong.
+void CudaBackend::rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                     bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights) {
+  if (!norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights)) {
     Backend::rms_norm_moe_route(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights);
     return;
   }
   folded_ = PendingNorm{};  // as rms_norm: a norm noted for a later add is not this one
+  const Tensor& w = pro.weight;
   launch_moe_norm_route(pro.residual.ptr<float>(), w.data(), w.dtype() == DType::kF32, pro.eps, router_weight.data(),
                         pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)),
                         static_cast<int>(topk_ids.size(1)), renormalize, pro.normed.data(), router_logits.ptr<float>(),
                         topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), stream_);
 }
 
-void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
-                                  const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
-                                  Activation act) {
+// The checks of moe_experts_add, which name the tensor at fault, and the launches' tables and shape.
+CudaBackend::MoePlan CudaBackend::plan_moe_experts(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                                                   const Tensor& topk_weights, const MoeScratch& scratch,
+                                                   const Tensor& out) const {
   const char* op = "moe_experts_add";
   check_on_gpu(x, DType::kBF16, op, "x");
   check_on_gpu(topk_ids, DType::kI32, op, "topk_ids");
@@ -164,15 +171,28 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
   MINIVLLM_CHECK(hidden % 8 == 0 && k >= 1) << op << ": hidden " << hidden << " must be a multiple of 8 (16-byte rows)";
   check_aligned16(x, op, "x");
   check_aligned16(out, op, "out");
-  MoeExpertTable gate_up{}, down{};  // 2 KB each, copied into the launches' parameters
-  const int64_t inter = expert_tables(w, hidden, &gate_up, &down);
-  const int64_t chunk = scratch_tokens(scratch, hidden, inter, k, w.num_local());
+  MoePlan p;  // the tables: 2 KB each, copied into the launches' parameters
+  const int64_t inter = expert_tables(w, hidden, &p.gate_up, &p.down);
+  p.chunk = scratch_tokens(scratch, hidden, inter, k, w.num_local());
+  p.shape = MoeShape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
+  p.shape.down_rows = moe_down_rows_;
+  p.shape.gate_chunks = moe_gate_chunks_;
+  p.out_f32 = out.dtype() == DType::kF32;
+  p.gemv = tokens <= moe_gemv_tokens_ && tokens <= p.chunk;
+  return p;
+}
+
+void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
+                                  const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
+                                  Activation act) {
+  const MoePlan p = plan_moe_experts(x, w, topk_ids, topk_weights, scratch, out);
+  const MoeShape& shape = p.shape;
+  const int64_t tokens = shape.tokens, hidden = shape.hidden, chunk = p.chunk;
+  const int k = shape.k;
+  const bool out_f32 = p.out_f32;
+  const MoeExpertTable &gate_up = p.gate_up, &down = p.down;
   if (tokens == 0) return;
-  MoeShape shape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
-  shape.down_rows = moe_down_rows_;
-  shape.gate_chunks = moe_gate_chunks_;
-  const bool out_f32 = out.dtype() == DType::kF32;
-  if (tokens <= moe_gemv_tokens_ && tokens <= chunk) {  // decode: only the chosen experts' rows are read
+  if (p.gemv) {  // decode: only the chosen experts' rows are read
     launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), gate_up, shape, act, scratch.act.data(), stream_);
     launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), down, shape,
                              out.data(), out_f32, stream_);
@@ -195,6 +215,32 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
     launch_moe_combine(scratch.y.data(), ids, weights, s, byte_offset(out, t0 * hidden), out_f32,
                        stream_);
   }
+}
+
+void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor& router_weight,
+                                           const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
+                                           const Tensor& topk_weights, const MoeExpertWeights& w,
+                                           const MoeScratch& scratch, const Tensor& out, Activation act) {
+  const bool fits = moe_route_in_gate_ && norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights) &&
+                    router_weight.size(0) <= kMoeWarpRouteMaxExperts;
+  const MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
+  if (!fits || !p.gemv || p.shape.tokens == 0) {
+    Backend::rms_norm_moe_experts_add(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights, w,
+                                      scratch, out, act);
+    return;
+  }
+  folded_ = PendingNorm{};  // as rms_norm_moe_route
+  const Tensor& nw = pro.weight;
+  const int experts = static_cast<int>(router_weight.size(0));
+  launch_moe_norm_route(pro.residual.ptr<float>(), nw.data(), nw.dtype() == DType::kF32, pro.eps, router_weight.data(),
+                        pro.residual.size(0), pro.residual.size(1), experts, p.shape.k, renormalize,
+                        pro.normed.data(), router_logits.ptr<float>(), nullptr, nullptr, stream_, /*route=*/false);
+  const MoeGateRoute route{router_logits.ptr<float>(), experts, renormalize, topk_ids.ptr<int32_t>(),
+                           topk_weights.ptr<float>()};
+  launch_moe_gemv_act_mul(pro.normed.data(), topk_ids.ptr<int32_t>(), p.gate_up, p.shape, act, scratch.act.data(),
+                          stream_, &route);
+  launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), p.down, p.shape,
+                           out.data(), p.out_f32, stream_);
 }
 
 }  // namespace minivllm::cuda

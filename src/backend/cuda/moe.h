@@ -29,6 +29,8 @@ struct MoeExpertTable {
 
 // Routing keeps a row's logits in its warp's registers: up to 16 a lane.
 constexpr int kMoeRouteMaxExperts = 512;
+// The experts' decode gate/up gemv can route for itself (MoeGateRoute) over up to 4 experts a lane.
+constexpr int kMoeWarpRouteMaxExperts = 128;
 // The grouped GEMMs' row tiles: 64 rows, or 32 where the experts average few rows each (decode
 // batches), so that less of the tensor-core work and of A's shared-memory reads is padding.
 // `tiles` counts each expert's rows in tiles of MoeShape::tile_rows.
@@ -62,9 +64,11 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
 // [T, E] = normed router^T (router bf16 [E, H]), then ids and weights as launch_moe_route. A
 // cluster of CTAs a token; moe_norm_route_fits says which shapes it takes.
 bool moe_norm_route_fits(int64_t tokens, int64_t hidden, int experts);
+// route false: the normed rows and the logits only (ids and weights untouched), for a gate/up gemv
+// that routes for itself (MoeGateRoute); no cluster barrier then.
 void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_f32, float eps, const void* router,
                            int64_t tokens, int64_t hidden, int experts, int k, bool renormalize, void* normed,
-                           float* logits, int32_t* ids, float* weights, cudaStream_t stream);
+                           float* logits, int32_t* ids, float* weights, cudaStream_t stream, bool route = true);
 
 // The pairs t * k + j of ids whose expert is local, grouped by expert in pair order (the CPU's
 // moe_group_by_expert): offsets i32[num_local + 1], entries i32[offsets[num_local]] (the rest of
@@ -78,10 +82,22 @@ void launch_moe_group(const int32_t* ids, const MoeShape& s, int32_t* offsets, i
 int64_t moe_max_row_tiles(int64_t pairs, int num_local, int tile_rows);
 
 // ---- the decode path (moe_gemv.cu) ----
+// The gate/up gemv routing for itself: every warp takes its pair's choice from the token's logits
+// (warp_route_pick: launch_moe_route's ids, its weights where renormalized), and the CTAs of column
+// block 0 write the pair's id and weight for the down gemv. A layer then has no route between its
+// router gemv and its experts (PERFORMANCE.md, "Stop 97").
+struct MoeGateRoute {
+  const float* logits;  // f32 [T, experts]
+  int experts;          // <= kMoeWarpRouteMaxExperts
+  bool renormalize;
+  int32_t* ids;    // i32 [T, k], written
+  float* weights;  // f32 [T, k], written
+};
 // act_out[t * k + j, :] (bf16 [T k, I]) = act(x[t] W_gate,e^T) * (x[t] W_up,e^T), e = ids[t, j], for
 // the local pairs (the others' rows are not written); gate_up.w[e] = [W_gate; W_up] ([2 I, H]).
+// route: not null, the pairs' experts come from it (ids is then not read).
 void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
-                             Activation act, void* act_out, cudaStream_t stream);
+                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route = nullptr);
 // out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
 // weights[t, j] * (act[t * k + j] W_down,e^T); down.w[e] is [H, I].
 void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/pdl_launch.h"
 
 namespace minivllm::cuda {
@@ -28,6 +29,7 @@ struct MoeGemvArgs {
   int num_local;
   int64_t hidden, inter;
   Activation act;
+  MoeGateRoute route;  // kRoute: where the gate/up gemv routes from and writes the ids and weights
 };
 
 // Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
@@ -35,13 +37,38 @@ struct MoeGemvArgs {
 // row in flight a lane (MINIVLLM_MOE_GATE_CHUNKS, 2): the whole row's registers left fewer CTAs an SM,
 // and batch 1's grid (8 experts' columns) ran in one more wave (PERFORMANCE.md, "Stop 68"); at 2, 40
 // registers hold 12 CTAs an SM, batch 1's 1,536 CTAs in one wave on 132 SMs ("Stop 74").
-template <int kUnroll>
+// kRoute: warp 0 routes the pair's token itself (warp_route_pick) and column block 0 writes the pair's
+// id and weight, so no route kernel stands between the router gemv and these loads.
+template <int kUnroll, bool kRoute>
 __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
     moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   pdl_launch_dependents();  // the down gemv may launch and wait
-  pdl_wait();               // the ids are the route kernel's output
+  pdl_wait();               // the ids (or the logits) are the kernel before's output
   const int64_t pair = blockIdx.y;
-  const int e = a.ids[pair] - a.first_expert;
+  int id;
+  if constexpr (kRoute) {
+    // Warp 0 routes, the others wait: every warp routing for itself cost the SM's issue slots more
+    // than the barrier (PERFORMANCE.md, "Stop 97"). Column block 0 takes every round for the weight.
+    __shared__ int s_id;
+    if (threadIdx.x < 32) {
+      const int64_t t = pair / a.k;
+      const bool writer = blockIdx.x == 0;
+      const WarpRouteChoice c = warp_route_pick(a.route.logits + t * a.route.experts, a.route.experts, a.k,
+                                                a.route.renormalize, static_cast<int>(pair - t * a.k), writer);
+      if (threadIdx.x == 0) {
+        s_id = c.id;
+        if (writer) {
+          a.route.ids[pair] = c.id;
+          a.route.weights[pair] = c.weight;
+        }
+      }
+    }
+    __syncthreads();
+    id = s_id;
+  } else {
+    id = a.ids[pair];
+  }
+  const int e = id - a.first_expert;
   if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
   const int lane = threadIdx.x & 31;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -177,18 +204,28 @@ MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
 }  // namespace
 
 void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
-                             Activation act, void* act_out, cudaStream_t stream) {
+                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route) {
   if (s.tokens == 0) return;
   check_shape("moe_gemv_act_mul", s);
   MINIVLLM_CHECK(s.tokens * s.k <= 65535) << "moe_gemv_act_mul: " << s.tokens * s.k << " pairs (a grid row each)";
   MoeGemvArgs a = args(x, ids, s);
   a.out = act_out;
   a.act = act;
+  if (route != nullptr) {
+    MINIVLLM_CHECK(route->experts >= s.k && route->experts <= kMoeWarpRouteMaxExperts &&
+                   reinterpret_cast<uintptr_t>(route->logits) % 16 == 0)
+        << "moe_gemv_act_mul: routing top-" << s.k << " of " << route->experts << " experts in the gemv (it takes "
+        << kMoeWarpRouteMaxExperts << " at most, logits 16-byte aligned)";
+    a.route = *route;
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(s.inter, kWarps)), static_cast<unsigned>(s.tokens * s.k));
-  if (s.gate_chunks == 2) {
-    launch_with_pdl(moe_gemv_act_mul_kernel<2>, grid, dim3(kThreads), 0, stream, a, gate_up);
+  const bool two = s.gate_chunks == 2;
+  if (route != nullptr) {
+    launch_with_pdl(two ? moe_gemv_act_mul_kernel<2, true> : moe_gemv_act_mul_kernel<4, true>, grid, dim3(kThreads), 0,
+                    stream, a, gate_up);
   } else {
-    launch_with_pdl(moe_gemv_act_mul_kernel<4>, grid, dim3(kThreads), 0, stream, a, gate_up);
+    launch_with_pdl(two ? moe_gemv_act_mul_kernel<2, false> : moe_gemv_act_mul_kernel<4, false>, grid, dim3(kThreads),
+                    0, stream, a, gate_up);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -11,7 +11,9 @@
 // weights in float). A global counter and a last CTA routing, tried before, put a serial tail after
 // the gemv (PERFORMANCE.md, "The fused MoE router"). The route is the chain's longest part after the
 // barrier: in double with one thread's count of every key it took 2.9 us at Qwen3-30B-A3B's shape,
-// in float with two threads an expert 1.8 us.
+// in float with two threads an expert 1.8 us. Where the experts' gate/up gemv routes for itself
+// (MoeGateRoute), the launch stops at the logits: no cluster barrier, no route (still launched as
+// clusters, so that its CTAs are placed as before).
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -44,8 +46,9 @@ struct NormRouteArgs {
 };
 
 // kLaneChunks: a row's 16-byte chunks a lane (H <= kLaneChunks * 256); kRowsAhead: router rows a
-// warp holds in registers at once (the first ones loaded before the wait).
-template <int kLaneChunks, int kRowsAhead>
+// warp holds in registers at once (the first ones loaded before the wait). kRoute false: the normed
+// rows and the logits only, no cluster barrier (the experts' gate/up gemv routes: MoeGateRoute).
+template <int kLaneChunks, int kRowsAhead, bool kRoute>
 __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __grid_constant__ NormRouteArgs a) {
   constexpr int kNormChunks = kLaneChunks * 32 / kThreads;  // a thread's chunks of the row in the norm
   __shared__ uint4 s_x[kLaneChunks * 32];                   // the normed row, bf16
@@ -57,7 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
   const int chunks = a.chunks;
   const int first = rank * kWarps + warp, stride = kCtas * kWarps;
   pdl_launch_dependents();  // the experts' gate/up gemv may launch and wait for the ids
-  cluster_arrive_relaxed();  // this CTA has started (waited on before the first write into CTA 0)
+  if constexpr (kRoute) cluster_arrive_relaxed();  // this CTA has started (waited on before the first write into CTA 0)
 
   uint4 w[kRowsAhead][kLaneChunks];
   auto load_rows = [&](int r0) {
@@ -97,8 +100,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
   }
   __syncthreads();
 
-  float* logits0 = static_cast<float*>(__cluster_map_shared_rank(static_cast<void*>(s_logits), 0));
-  cluster_wait();  // CTA 0 is resident: its shared memory may be written
+  float* logits0 = nullptr;
+  if constexpr (kRoute) {
+    logits0 = static_cast<float*>(__cluster_map_shared_rank(static_cast<void*>(s_logits), 0));
+    cluster_wait();  // CTA 0 is resident: its shared memory may be written
+  }
   for (int r0 = 0; first + r0 * stride < a.experts; r0 += kRowsAhead) {  // warp-uniform
     if (r0 > 0) load_rows(r0);
 #pragma unroll
@@ -112,11 +118,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
       }
       s = warp_sum(s);
       if (lane == 0 && e < a.experts) {
-        logits0[e] = s;
+        if constexpr (kRoute) logits0[e] = s;
         a.logits[t * a.experts + e] = s;
       }
     }
   }
+  if constexpr (!kRoute) return;
   cluster_sync();  // CTA 0 holds every logit; the others are done
   if (rank != 0) return;
   moe_route_row_fast<kThreads>(s_logits, a.experts, a.k, a.renormalize, a.ids + t * a.k, a.weights + t * a.k,
@@ -132,7 +139,7 @@ bool moe_norm_route_fits(int64_t tokens, int64_t hidden, int experts) {
 
 void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_f32, float eps, const void* router,
                            int64_t tokens, int64_t hidden, int experts, int k, bool renormalize, void* normed,
-                           float* logits, int32_t* ids, float* weights, cudaStream_t stream) {
+                           float* logits, int32_t* ids, float* weights, cudaStream_t stream, bool route) {
   if (tokens == 0) return;
   MINIVLLM_CHECK(moe_norm_route_fits(tokens, hidden, experts) && k >= 1 && k <= experts)
       << "moe_norm_route: " << tokens << " tokens, hidden " << hidden << ", top-" << k << " of " << experts
@@ -152,10 +159,13 @@ void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_
   a.k = k;
   a.renormalize = renormalize;
   const dim3 grid(static_cast<unsigned>(tokens * kCtas));
-  if (hidden <= 8 * 256) {
-    launch_cluster_with_pdl(moe_norm_route_kernel<8, 2>, grid, dim3(kThreads), kCtas, 0, stream, a);
-  } else {
-    launch_cluster_with_pdl(moe_norm_route_kernel<16, 1>, grid, dim3(kThreads), kCtas, 0, stream, a);
+  const bool narrow = hidden <= 8 * 256;
+  if (route) {
+    launch_cluster_with_pdl(narrow ? moe_norm_route_kernel<8, 2, true> : moe_norm_route_kernel<16, 1, true>, grid,
+                            dim3(kThreads), kCtas, 0, stream, a);
+  } else {  // still a cluster launch: its CTAs are placed as the routing launch's are
+    launch_cluster_with_pdl(narrow ? moe_norm_route_kernel<8, 2, false> : moe_norm_route_kernel<16, 1, false>, grid,
+                            dim3(kThreads), kCtas, 0, stream, a);
   }
   CUDA_CHECK_LAUNCH();
 }

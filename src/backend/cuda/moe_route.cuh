@@ -193,4 +193,85 @@ __device__ __forceinline__ void moe_route_row_fast(const float* row, int experts
   write_route_weights<float>(sm, k, renormalize, weights);
 }
 
+// ---- one warp, one choice ----
+
+// A logit as a key whose unsigned order is the CPU's order of logits: NaN as -inf, -0 as +0 (equal
+// logits tie, and the lower id wins a tie). Every key is at least -inf's, 0x007fffff > 0.
+__device__ __forceinline__ uint32_t route_key(float v) {
+  if (isnan(v)) v = -INFINITY;
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t b = __float_as_uint(v);
+  return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+}
+
+struct WarpRouteChoice {
+  int id;        // choice `want`'s expert
+  float weight;  // its weight, moe_route_row_fast's bits where renormalized (within 1e-6 otherwise)
+};
+
+// Choice `want` (0 <= want < k) of the token whose logits are `row` (E <= kMoeWarpRouteMaxExperts, in
+// global memory), by the whole warp: lane l holds experts 4l .. 4l + 3, and each round takes the
+// largest key not yet taken (one redux for the maximum, a ballot for its lowest lane, that lane's
+// lowest such expert: the lower id on ties). Only with_weight: all k rounds and the weight, the
+// probabilities as moe_route_row_fast computes them: exp(l - max) (max: the first choice's logit, the
+// row's max as fmaxf takes it), summed over the choices in choice order where renormalized, else over
+// every expert; otherwise want + 1 rounds and no weight. Every lane returns the same.
+__device__ __forceinline__ WarpRouteChoice warp_route_pick(const float* row, int experts, int k, bool renormalize,
+                                                           int want, bool with_weight) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  float v[4];
+  if ((experts & 3) == 0 && 4 * lane < experts) {
+    const float4 f = *reinterpret_cast<const float4*>(row + 4 * lane);
+    v[0] = f.x;
+    v[1] = f.y;
+    v[2] = f.z;
+    v[3] = f.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = 4 * lane + i < experts ? row[4 * lane + i] : -INFINITY;
+  }
+  uint32_t key[4];
+  unsigned open = 0;  // bit i: expert 4 lane + i exists and is not yet taken
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    key[i] = route_key(v[i]);
+    if (4 * lane + i < experts) open |= 1u << i;
+  }
+  float mx = 0.0f, chosen = 0.0f, pick_ex = 0.0f;
+  int pick = 0;
+  const int rounds = with_weight ? k : want + 1;
+  for (int j = 0; j < rounds; ++j) {
+    uint32_t best = 0;  // below every key: a lane with none open never wins
+    int bi = 0;
+    float bv = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // ascending ids: strict > keeps the lower one
+      if (((open >> i) & 1u) != 0 && key[i] > best) {
+        best = key[i];
+        bi = i;
+        bv = v[i];
+      }
+    }
+    // A round's chain: redux, ballot, the winner's bit; its id and logit cross lanes only where needed.
+    const uint32_t top = __reduce_max_sync(kAll, best);
+    const int win = __ffs(__ballot_sync(kAll, best == top)) - 1;
+    if (lane == win) open &= ~(1u << bi);
+    if (j == want) pick = 4 * win + __shfl_sync(kAll, bi, win);
+    if (with_weight) {
+      const float wv = __shfl_sync(kAll, bv, win);
+      if (j == 0) mx = wv;
+      const float ex = expf(wv - mx);
+      chosen += ex;
+      if (j == want) pick_ex = ex;
+    }
+  }
+  if (!with_weight) return {pick, 0.0f};
+  if (renormalize) return {pick, pick_ex / chosen};
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) sum += 4 * lane + i < experts ? expf(v[i] - mx) : 0.0f;
+  return {pick, pick_ex / warp_sum(sum)};
+}
+
 }  // namespace minivllm::cuda
