@@ -21,6 +21,7 @@
 #include "api/llm_engine.h"
 #include "backend/cuda/moe.h"
 #include "cuda_test_util.h"
+#include "moe_route_check.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -48,10 +49,7 @@ struct Inputs {
     residual = random_values({c.tokens, c.hidden}, rng, 3.0f);
     norm = random_values({c.hidden}, rng, 0.3f, 1.0f);
     router = random_values({c.experts, c.hidden}, rng, 1.0f / std::sqrt(static_cast<float>(c.hidden)));
-    if (c.ties) {  // every warp sums a row in the same order: equal rows give equal logits
-      float* r = router.ptr<float>();
-      for (int64_t e = 5; e < c.experts; ++e) std::copy(r + (e % 5) * c.hidden, r + (e % 5 + 1) * c.hidden, r + e * c.hidden);
-    }
+    if (c.ties) tie_router_rows(router, c.experts, c.hidden);
     out0 = random_values({c.tokens, c.hidden}, rng, 0.5f);
     for (int64_t e = 0; e < c.experts; ++e) {
       gate_up.push_back(random_values({2 * c.inter, c.hidden}, rng, 1.0f / std::sqrt(static_cast<float>(c.hidden))));
@@ -103,14 +101,7 @@ struct Call {
 // The CPU's route on `logits` (the GPU's own) gives `o`'s ids and weights.
 void expect_route_of(Backend& cpu, const std::vector<float>& logits, const GateRouteCase& c, bool renormalize,
                      const Outputs& o, const std::string& what) {
-  Tensor host = host_tensor(DType::kF32, {c.tokens, c.experts});
-  std::copy(logits.begin(), logits.end(), host.ptr<float>());
-  Tensor ids = cpu.empty(DType::kI32, {c.tokens, c.k}), weights = cpu.empty(DType::kF32, {c.tokens, c.k});
-  cpu.moe_route(upload_f32(cpu, host), renormalize, ids, weights);
-  std::vector<int32_t> want(static_cast<size_t>(ids.numel()));
-  cpu.copy_to_host(want.data(), ids);
-  EXPECT_EQ(o.ids, want) << what << ": ids";
-  expect_close(o.weights, download(cpu, weights), 1e-12, 1e-6, what + ": weights");
+  cuda_test::expect_route_of(cpu, logits, c.tokens, c.experts, c.k, renormalize, o.ids, o.weights, what);
 }
 
 // What the GPU added to out0, against the CPU's moe_experts_add of the GPU's normed rows, ids and
