@@ -160,13 +160,10 @@ void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_
   a.renormalize = renormalize;
   const dim3 grid(static_cast<unsigned>(tokens * kCtas));
   const bool narrow = hidden <= 8 * 256;
-  if (route) {
-    launch_cluster_with_pdl(narrow ? moe_norm_route_kernel<8, 2, true> : moe_norm_route_kernel<16, 1, true>, grid,
-                            dim3(kThreads), kCtas, 0, stream, a);
-  } else {  // still a cluster launch: its CTAs are placed as the routing launch's are
-    launch_cluster_with_pdl(narrow ? moe_norm_route_kernel<8, 2, false> : moe_norm_route_kernel<16, 1, false>, grid,
-                            dim3(kThreads), kCtas, 0, stream, a);
-  }
+  // A cluster launch either way: without the route its CTAs are still placed as the routing launch's.
+  auto* kernel = route ? (narrow ? moe_norm_route_kernel<8, 2, true> : moe_norm_route_kernel<16, 1, true>)
+                       : (narrow ? moe_norm_route_kernel<8, 2, false> : moe_norm_route_kernel<16, 1, false>);
+  launch_cluster_with_pdl(kernel, grid, dim3(kThreads), kCtas, 0, stream, a);
   CUDA_CHECK_LAUNCH();
 }
 
