@@ -155,6 +155,10 @@ class CudaBackend : public Backend {
                            const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out) const;
   bool norm_route_takes(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
                         const Tensor& topk_ids, const Tensor& topk_weights) const;
+  void launch_norm_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits, int k,
+                         bool renormalize, int32_t* ids, float* weights, bool route);
+  void launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const MoePlan& p,
+                        const MoeScratch& scratch, const Tensor& out, Activation act, const MoeGateRoute* route);
 
   // The persistent decode kernel (issue 50; cuda_persistent.cc, persistent_decode.cu): bf16 weights
   // and cache, head_dim 64 or 128, up to kPdMaxBatch sequences where the shared memory allows.

@@ -143,12 +143,19 @@ void CudaBackend::rms_norm_moe_route(const NormPrologue& pro, const Tensor& rout
     Backend::rms_norm_moe_route(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights);
     return;
   }
+  launch_norm_route(pro, router_weight, router_logits, static_cast<int>(topk_ids.size(1)), renormalize,
+                    topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), /*route=*/true);
+}
+
+// The norm-route launch where norm_route_takes says so; route false: it stops at the logits (ids and
+// weights not written).
+void CudaBackend::launch_norm_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,
+                                    int k, bool renormalize, int32_t* ids, float* weights, bool route) {
   folded_ = PendingNorm{};  // as rms_norm: a norm noted for a later add is not this one
   const Tensor& w = pro.weight;
   launch_moe_norm_route(pro.residual.ptr<float>(), w.data(), w.dtype() == DType::kF32, pro.eps, router_weight.data(),
-                        pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)),
-                        static_cast<int>(topk_ids.size(1)), renormalize, pro.normed.data(), router_logits.ptr<float>(),
-                        topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), stream_);
+                        pro.residual.size(0), pro.residual.size(1), static_cast<int>(router_weight.size(0)), k,
+                        renormalize, pro.normed.data(), router_logits.ptr<float>(), ids, weights, stream_, route);
 }
 
 // The checks of moe_experts_add, which name the tensor at fault, and the launches' tables and shape.
@@ -182,6 +189,16 @@ CudaBackend::MoePlan CudaBackend::plan_moe_experts(const Tensor& x, const MoeExp
   return p;
 }
 
+// The decode path: the gate/up gemv (routing for itself where route is given), then the down gemv.
+void CudaBackend::launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                                   const MoePlan& p, const MoeScratch& scratch, const Tensor& out, Activation act,
+                                   const MoeGateRoute* route) {
+  launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), p.gate_up, p.shape, act, scratch.act.data(), stream_,
+                          route);
+  launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), p.down, p.shape,
+                           out.data(), p.out_f32, stream_);
+}
+
 void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
                                   const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
                                   Activation act) {
@@ -193,9 +210,7 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
   const MoeExpertTable &gate_up = p.gate_up, &down = p.down;
   if (tokens == 0) return;
   if (p.gemv) {  // decode: only the chosen experts' rows are read
-    launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), gate_up, shape, act, scratch.act.data(), stream_);
-    launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), down, shape,
-                             out.data(), out_f32, stream_);
+    launch_moe_gemvs(x, topk_ids, topk_weights, p, scratch, out, act, nullptr);
     return;
   }
   int32_t* offsets = scratch.offsets.ptr<int32_t>();
@@ -221,26 +236,23 @@ void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor
                                            const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                                            const Tensor& topk_weights, const MoeExpertWeights& w,
                                            const MoeScratch& scratch, const Tensor& out, Activation act) {
-  const bool fits = moe_route_in_gate_ && norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights) &&
-                    router_weight.size(0) <= kMoeWarpRouteMaxExperts;
-  const MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
-  if (!fits || !p.gemv || p.shape.tokens == 0) {
-    Backend::rms_norm_moe_experts_add(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights, w,
-                                      scratch, out, act);
-    return;
+  // The norm-route launch takes only 1 to moe_gemv_tokens_ tokens; a scratch too small for them
+  // (rare) sends the experts to the grouped path, so the layer composes the two ops there too.
+  if (moe_route_in_gate_ && router_weight.size(0) <= kMoeWarpRouteMaxExperts &&
+      norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights)) {
+    const MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
+    if (p.gemv) {
+      const int experts = static_cast<int>(router_weight.size(0));
+      launch_norm_route(pro, router_weight, router_logits, p.shape.k, renormalize, nullptr, nullptr,
+                        /*route=*/false);
+      const MoeGateRoute route{router_logits.ptr<float>(), experts, renormalize, topk_ids.ptr<int32_t>(),
+                               topk_weights.ptr<float>()};
+      launch_moe_gemvs(pro.normed, topk_ids, topk_weights, p, scratch, out, act, &route);
+      return;
+    }
   }
-  folded_ = PendingNorm{};  // as rms_norm_moe_route
-  const Tensor& nw = pro.weight;
-  const int experts = static_cast<int>(router_weight.size(0));
-  launch_moe_norm_route(pro.residual.ptr<float>(), nw.data(), nw.dtype() == DType::kF32, pro.eps, router_weight.data(),
-                        pro.residual.size(0), pro.residual.size(1), experts, p.shape.k, renormalize,
-                        pro.normed.data(), router_logits.ptr<float>(), nullptr, nullptr, stream_, /*route=*/false);
-  const MoeGateRoute route{router_logits.ptr<float>(), experts, renormalize, topk_ids.ptr<int32_t>(),
-                           topk_weights.ptr<float>()};
-  launch_moe_gemv_act_mul(pro.normed.data(), topk_ids.ptr<int32_t>(), p.gate_up, p.shape, act, scratch.act.data(),
-                          stream_, &route);
-  launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), p.down, p.shape,
-                           out.data(), p.out_f32, stream_);
+  Backend::rms_norm_moe_experts_add(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights, w, scratch,
+                                    out, act);
 }
 
 }  // namespace minivllm::cuda
