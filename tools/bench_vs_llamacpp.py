@@ -40,26 +40,11 @@ def run(cmd, **kw):
 
 
 def build_llamacpp(scratch, jobs):
-    """llama-bench, llama-batched-bench and llama-completion from the sdist's vendored llama.cpp."""
-    bin_dir = os.path.join(scratch, "build", "bin")
+    """llama-bench, llama-batched-bench and llama-completion (tools/build_llamacpp.sh)."""
     tools = ["llama-bench", "llama-batched-bench", "llama-completion"]
-    if all(os.path.exists(os.path.join(bin_dir, t)) for t in tools):
-        return bin_dir
-    os.makedirs(scratch, exist_ok=True)
-    sdist = os.path.join(scratch, f"llama_cpp_python-{VERSION}.tar.gz")
-    if not os.path.exists(sdist):
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                        f"llama-cpp-python=={VERSION}", "-d", scratch], check=True)
-    src = os.path.join(scratch, f"llama_cpp_python-{VERSION}", "vendor", "llama.cpp")
-    if not os.path.isdir(src):
-        subprocess.run(["tar", "xzf", sdist, "-C", scratch], check=True)
-    build = os.path.join(scratch, "build")
-    # Native ISA (this machine's), no network, no GPU: the llama.cpp a user would build here.
-    subprocess.run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                    "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", "-DGGML_CCACHE=OFF"], check=True)
-    subprocess.run(["ninja", "-C", build, f"-j{jobs}"] + tools, check=True)
-    return bin_dir
+    env = dict(os.environ, MINIVLLM_LLAMACPP_SCRATCH=scratch)
+    return subprocess.run([os.path.join(ROOT, "tools", "build_llamacpp.sh"), f"-j{jobs}"] + tools, check=True,
+                          text=True, stdout=subprocess.PIPE, env=env).stdout.strip()
 
 
 def workload(path, n, prompt_len, max_tokens, seed):

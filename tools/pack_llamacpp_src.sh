@@ -7,17 +7,11 @@
 # "Stop 95", builds it in about 275 s on 16 cores).
 #
 #   tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]
-# SCRATCH defaults to bench_vs_llamacpp.py's (build/llamacpp), so a sdist it fetched is reused.
+# SCRATCH defaults to build_llamacpp.sh's (build/llamacpp), so a sdist fetched there is reused.
 set -euo pipefail
 out="${1:?usage: tools/pack_llamacpp_src.sh OUT.txz [SCRATCH]}"
-scratch="${2:-$(cd "$(dirname "$0")/.." && pwd)/build/llamacpp}"
-version="$(sed -n 's/^VERSION = "\(.*\)"$/\1/p' "$(dirname "$0")/bench_vs_llamacpp.py")"
-[ -n "$version" ] || { echo "pack_llamacpp_src: no VERSION in bench_vs_llamacpp.py" >&2; exit 1; }
-mkdir -p "$scratch"
-sdist="$scratch/llama_cpp_python-$version.tar.gz"
-[ -f "$sdist" ] || python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$scratch"
-[ -d "$scratch/llama_cpp_python-$version" ] || tar xzf "$sdist" -C "$scratch"
-cd "$scratch/llama_cpp_python-$version/vendor"
+src="$(MINIVLLM_LLAMACPP_SCRATCH="${2:-$(cd "$(dirname "$0")/.." && pwd)/build/llamacpp}" "$(dirname "$0")/build_llamacpp.sh" --src)"
+cd "$src/.."
 excludes=()
 for d in models docs benches tests examples; do excludes+=(--exclude="llama.cpp/$d"); done
 for b in sycl vulkan opencl metal hexagon et cann webgpu openvino zdnn musa virtgpu; do
