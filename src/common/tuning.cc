@@ -108,9 +108,12 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_GATE_CHUNKS", G::kTuning, K::kChoice, "2|4", 0, 0, "2",
      "chunks of each weight row in flight a lane of the MoE decode gate/up gemv: at 2, batch 1's grid fits "
      "one wave (PERFORMANCE.md, \"Stop 74\")"},
-    {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4", 0, 0, "4",
-     "output rows a CTA of the experts' decode down projection takes (moe_gemv.cu): 4 puts more of each "
-     "warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
+    {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4|8", 0, 0, "4",
+     "output rows a CTA of the experts' decode down projection takes at 2 or more tokens (moe_gemv.cu): 4 puts "
+     "more of each warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},
+    {"MINIVLLM_MOE_DOWN_ROWS_ONE", G::kTuning, K::kChoice, "2|4|8", 0, 0, "8",
+     "the same at one token: 8 rows, two CTAs an SM, have every chunk of a warp's slot in flight at once "
+     "(PERFORMANCE.md, \"Stop 98\")"},
     {"MINIVLLM_MOE_NORM_ROUTE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "a sparse layer's RMSNorm, router gemv and route at decode sizes in one launch, a cluster of CTAs a "
      "token (moe_norm_route.cu; PERFORMANCE.md, \"Stop 92\"); 0: three kernels"},

@@ -22,14 +22,18 @@ namespace {
 // The gemv threshold and the grouped GEMMs' tile rule are read when a backend is made: a GPU
 // backend with MINIVLLM_MOE_GEMV_TOKENS (and MINIVLLM_MOE_SMALL_TILE_ROWS) set.
 std::unique_ptr<Backend> gpu_backend_with_gemv_tokens(const char* tokens, const char* small_tile_rows = "0",
-                                                      const char* gate_chunks = "2") {
+                                                      const char* gate_chunks = "2", const char* down_rows = "4") {
   setenv("MINIVLLM_MOE_GEMV_TOKENS", tokens, 1);
   setenv("MINIVLLM_MOE_SMALL_TILE_ROWS", small_tile_rows, 1);
   setenv("MINIVLLM_MOE_GATE_CHUNKS", gate_chunks, 1);
+  setenv("MINIVLLM_MOE_DOWN_ROWS", down_rows, 1);
+  setenv("MINIVLLM_MOE_DOWN_ROWS_ONE", down_rows, 1);  // one token too: each setting runs its rows everywhere
   std::unique_ptr<Backend> b = make_cuda_backend(0);
   unsetenv("MINIVLLM_MOE_GEMV_TOKENS");
   unsetenv("MINIVLLM_MOE_SMALL_TILE_ROWS");
   unsetenv("MINIVLLM_MOE_GATE_CHUNKS");
+  unsetenv("MINIVLLM_MOE_DOWN_ROWS");
+  unsetenv("MINIVLLM_MOE_DOWN_ROWS_ONE");
   return b;
 }
 
@@ -225,18 +229,20 @@ class CudaMoeExperts : public ::testing::TestWithParam<ExpertCase> {};
 
 // Both paths at every size (the threshold moved to 0 and to 8), into an fp32 residual and a bf16 out;
 // the grouped one with 64-row and with 32-row tiles, the gemv one with 2 and 4 chunks of a gate/up row
-// in flight a lane (MINIVLLM_MOE_GATE_CHUNKS).
+// in flight a lane (MINIVLLM_MOE_GATE_CHUNKS) and 2, 4 and 8 down rows a CTA (MINIVLLM_MOE_DOWN_ROWS[_ONE]).
 TEST_P(CudaMoeExperts, MatchTheCpuOnBothPaths) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const ExpertCase c = GetParam();
   auto cpu = make_cpu_backend();
   const bool gemv_possible = c.tokens <= 8;
-  for (const std::string setting : {"gemv", "gemv4", "grouped"}) {
+  for (const std::string setting : {"gemv", "gemv4", "gemv-down2", "gemv-down8", "grouped"}) {
     const bool gemv = setting != "grouped";
     if (gemv && !gemv_possible) continue;
     for (const char* small_tile_rows : {"0", "1000000"}) {
       if (gemv && std::string(small_tile_rows) != "0") continue;  // no tiles on the gemv path
-      auto gpu = gpu_backend_with_gemv_tokens(gemv ? "8" : "0", small_tile_rows, setting == "gemv4" ? "4" : "2");
+      const char* down_rows = setting == "gemv-down2" ? "2" : setting == "gemv-down8" ? "8" : "4";
+      auto gpu =
+          gpu_backend_with_gemv_tokens(gemv ? "8" : "0", small_tile_rows, setting == "gemv4" ? "4" : "2", down_rows);
       const std::string path = gemv ? setting : std::string(small_tile_rows) == "0" ? "grouped64" : "grouped32";
       for (const bool out_f32 : {true, false}) {
         const Outputs o = run_case(*cpu, *gpu, c, out_f32, c.tokens, 17);

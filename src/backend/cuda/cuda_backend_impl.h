@@ -406,6 +406,7 @@ class CudaBackend : public Backend {
   int64_t moe_gemv_tokens_ = 8;      // MoE batches up to this many tokens take the gemvs (MINIVLLM_MOE_GEMV_TOKENS)
   int moe_gate_chunks_ = 2;          // MoE decode gate/up gemv: row chunks a lane (MINIVLLM_MOE_GATE_CHUNKS)
   int moe_down_rows_ = 4;            // MoE decode down gemv: output rows a CTA (MINIVLLM_MOE_DOWN_ROWS)
+  int moe_down_rows_one_ = 8;        // the same at one token (MINIVLLM_MOE_DOWN_ROWS_ONE)
   bool moe_route_cta_ = true;        // MoE route: a CTA a token at decode sizes (MINIVLLM_MOE_ROUTE_CTA)
   bool moe_norm_route_ = true;       // MoE norm, router and route in one launch (MINIVLLM_MOE_NORM_ROUTE)
   bool moe_route_in_gate_ = true;    // the experts' gate/up gemv routes for itself (MINIVLLM_MOE_ROUTE_IN_GATE)

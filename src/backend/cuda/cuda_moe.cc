@@ -182,7 +182,7 @@ CudaBackend::MoePlan CudaBackend::plan_moe_experts(const Tensor& x, const MoeExp
   const int64_t inter = expert_tables(w, hidden, &p.gate_up, &p.down);
   p.chunk = scratch_tokens(scratch, hidden, inter, k, w.num_local());
   p.shape = MoeShape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
-  p.shape.down_rows = moe_down_rows_;
+  p.shape.down_rows = tokens == 1 ? moe_down_rows_one_ : moe_down_rows_;
   p.shape.gate_chunks = moe_gate_chunks_;
   p.out_f32 = out.dtype() == DType::kF32;
   p.gemv = tokens <= moe_gemv_tokens_ && tokens <= p.chunk;

@@ -47,7 +47,7 @@ struct MoeShape {
   int first_expert;
   int num_local;
   int tile_rows = kMoeTileRows;  // the grouped path's row tile: kMoeTileRows or kMoeSmallTileRows
-  int down_rows = 4;             // the decode down gemv's output rows a CTA: 2 or 4 (MINIVLLM_MOE_DOWN_ROWS)
+  int down_rows = 4;             // the decode down gemv's output rows a CTA: 2, 4 or 8 (MINIVLLM_MOE_DOWN_ROWS[_ONE])
   int gate_chunks = 2;           // the decode gate/up gemv's chunks of each row in flight a lane: 2 or 4
 };
 

@@ -109,15 +109,18 @@ __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
 // lane, and was slower: PERFORMANCE.md.) Each warp's slots are summed in slot order, the warps'
 // sums in warp order: deterministic.
 // kDownRows rows a CTA (MINIVLLM_MOE_DOWN_ROWS, 4): a warp's slot then has 4 x 1.5 KB in flight
-// per wait at I = 768 instead of 2 x; 8 rows or two gate/up columns a warp did not pay
-// (PERFORMANCE.md, "Stop 67"). kDownSteps chunks of each row a lane.
+// per wait at I = 768 instead of 2 x (PERFORMANCE.md, "Stop 67"); at one token 8 rows, below.
+// kDownSteps chunks of each row a lane.
 constexpr int kDownWarps = 8;
 constexpr int kDownThreads = kDownWarps * 32;
-// Chunks of each row a lane loads a step, by rows a CTA (MINIVLLM_MOE_DOWN_ROWS: 4 or 2).
-constexpr int down_steps(int rows) { return rows == 4 ? 3 : 4; }
+// Chunks of each row a lane loads a step, by rows a CTA (2, 4 or 8).
+constexpr int down_steps(int rows) { return rows == 2 ? 4 : 3; }
 
+// At 8 rows (MINIVLLM_MOE_DOWN_ROWS_ONE, one token) two CTAs an SM of 120 registers: every chunk of a
+// warp's slot in flight at once, where at 4 rows ptxas issues them in three waits. (Without the minimum
+// of 2, ptxas keeps 4 rows at 64 registers; with a minimum of 1 it takes 114, too many for one wave.)
 template <int kDownRows, int kDownSteps>
-__global__ void __launch_bounds__(kDownThreads)
+__global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   __shared__ float part[kDownWarps][kDownRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -239,7 +242,10 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out = out;
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
-  if (s.down_rows == 4) {
+  if (s.down_rows == 8) {
+    constexpr int kSteps = down_steps(8);
+    launch_with_pdl(moe_gemv_down_add_kernel<8, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
+  } else if (s.down_rows == 4) {
     constexpr int kSteps = down_steps(4);
     launch_with_pdl(moe_gemv_down_add_kernel<4, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
   } else {
