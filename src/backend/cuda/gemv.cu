@@ -95,6 +95,7 @@ struct GemvArgs {
   // kRope: positions, cos_sin, max_pos, head counts, head_dim, rotary_dim and the cache (k_cache == nullptr:
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
+  int prefetch_u;  // one token: chunk steps of each row a thread pulls into L2 before the wait (0: all U)
 };
 
 // The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
@@ -194,14 +195,18 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   }
 
   // W does not depend on the previous kernel: pull this thread's first chunks of it into L2 while
-  // that kernel finishes (programmatic dependent launch), then wait before touching x or out.
+  // that kernel finishes (programmatic dependent launch), then wait before touching x or out. At one
+  // token only the first step's chunks (MINIVLLM_GEMV_PREFETCH_U, 1): the whole rows' prefetch met
+  // the previous kernel's own loads (PERFORMANCE.md, "Stop 98").
   pdl_launch_dependents();
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t c = threadIdx.x + u * kGemvThreads;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (c < chunks) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
+      if (c < chunks && (M > 1 || g.prefetch_u == 0 || u < g.prefetch_u)) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
+      }
     }
   }
   float norm_w0[8];  // kNorm: the norm weights never change either
@@ -406,7 +411,9 @@ void check_shape(const char* op, int64_t tokens, int64_t k) {
 }
 
 GemvArgs plain_args(const void* x, const void* w, void* out, int64_t n, int64_t k) {
+  static const int prefetch_u = static_cast<int>(knob_number("MINIVLLM_GEMV_PREFETCH_U"));
   GemvArgs g{};
+  g.prefetch_u = prefetch_u;
   g.x = static_cast<const uint4*>(x);
   g.w = static_cast<const uint4*>(w);
   g.out = out;
