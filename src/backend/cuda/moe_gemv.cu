@@ -242,16 +242,10 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out = out;
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
-  if (s.down_rows == 8) {
-    constexpr int kSteps = down_steps(8);
-    launch_with_pdl(moe_gemv_down_add_kernel<8, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
-  } else if (s.down_rows == 4) {
-    constexpr int kSteps = down_steps(4);
-    launch_with_pdl(moe_gemv_down_add_kernel<4, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
-  } else {
-    constexpr int kSteps = down_steps(2);
-    launch_with_pdl(moe_gemv_down_add_kernel<2, kSteps>, grid, dim3(kDownThreads), 0, stream, a, down);
-  }
+  auto* kernel = s.down_rows == 8   ? moe_gemv_down_add_kernel<8, down_steps(8)>
+                 : s.down_rows == 4 ? moe_gemv_down_add_kernel<4, down_steps(4)>
+                                    : moe_gemv_down_add_kernel<2, down_steps(2)>;
+  launch_with_pdl(kernel, grid, dim3(kDownThreads), 0, stream, a, down);
   CUDA_CHECK_LAUNCH();
 }
 
