@@ -1,9 +1,11 @@
 // The CPU backend's block dot products (quant_kernels.h) per instruction set: rows of 1536 elements
-// (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_1, Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K
-// and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident (about 300 KiB) and streamed
-// from memory (about 100 MB), on 1 and N threads. Prints ns per 32-element block per thread and
-// GB/s for every ISA the CPU has (the best of many repetitions).
-//   bench_quant_kernels [threads]     (default: the cores OpenMP sees)
+// (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL, Q4_K,
+// Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident
+// (about 300 KiB) and streamed from memory (about 100 MB), on 1 and N threads. Prints ns per 32-element block per thread and
+// GB/s for every ISA the CPU has (the best of many repetitions). Another row width K (a multiple of
+// 32) times the rows of that width: SmolLM2's 576, whose 18 blocks end in a partial group of eight,
+// runs only the 32-element formats, as a Q4_K_M file stores them.
+//   bench_quant_kernels [threads] [K]     (default: the cores OpenMP sees, 1536)
 #include <omp.h>
 
 #include <algorithm>
@@ -21,7 +23,11 @@ using namespace minivllm::cpu;
 
 int main(int argc, char** argv) {
   const int many = argc > 1 ? std::atoi(argv[1]) : omp_get_max_threads();
-  const int64_t k = 1536, blocks = k / 32;
+  const int64_t k = argc > 2 ? std::atoi(argv[2]) : 1536, blocks = k / 32;
+  if (k <= 0 || k % 32 != 0) {
+    std::fprintf(stderr, "bench_quant_kernels: K must be a positive multiple of 32, not %ld\n", static_cast<long>(k));
+    return 2;
+  }
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-0.5f, 0.5f);
   std::vector<float> x(k);
@@ -29,12 +35,13 @@ int main(int argc, char** argv) {
   ActScratch scratch;
   scratch.quantize(x.data(), 1, k);
   const ActRow act = scratch.row(0);
-  for (const DType dtype : {DType::kQ4_1, DType::kQ8_0, DType::kQ5_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                            DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
+  for (const DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL,
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
+    if (k % dtype_block(dtype) != 0) continue;  // a K-quant needs whole 256-element super-blocks
     const size_t row_bytes = dtype_nbytes(dtype, k), unit = dtype_size(dtype);
     // Offsets of each block's f16 scales: 0.125 there keeps every sum finite.
     std::vector<size_t> f16_at{0};
-    if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) f16_at = {0, 2};
+    if (dtype == DType::kQ4_1 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) f16_at = {0, 2};
     if (dtype == DType::kQ6_K) f16_at = {208};
     if (dtype == DType::kQ3_K) f16_at = {108};
     if (dtype == DType::kQ2_K) f16_at = {80, 82};

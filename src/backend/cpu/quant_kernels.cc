@@ -146,9 +146,9 @@ Isa detect() {
     MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
     return isa;
   }
-  // AVX2 even where AVX-512 exists: on the one AVX-512 host measured (an Intel Xeon), the AVX-512
-  // Q4_1 kernel was 14-19% slower and Q8_0 within a few percent either way (docs/PERFORMANCE.md),
-  // so it stays an opt-in (MINIVLLM_CPU_ISA=avx512) until it wins somewhere.
+  // AVX-512 where the CPU has it: its table is the 256-bit kernels with mask registers and 32 vector
+  // registers, never slower than AVX2's (docs/PERFORMANCE.md, "CPU: 256-bit AVX-512 kernels").
+  if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   return isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
 }
 

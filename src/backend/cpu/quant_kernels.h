@@ -12,10 +12,9 @@
 // activations serve them (no Q8_K activation quantisation as in llama.cpp).
 //
 // Implementations: a portable scalar one (quant_kernels.cc, built without AVX), AVX2+FMA+F16C
-// (quant_kernels_avx2.cc) and AVX-512 F/BW/VL for the block formats (quant_kernels_avx512.cc), each
-// file built with its own flags, chosen at run time from cpuid: AVX2 where the CPU has it (the
-// AVX-512 kernels lost to it on the one AVX-512 host measured; MINIVLLM_CPU_ISA=avx512 forces
-// them), else scalar. Tests run every one the CPU has, through set_isa.
+// (quant_kernels_avx2.cc) and AVX-512 F/BW/VL, still 256-bit vectors (quant_kernels_avx512.cc), each
+// file built with its own flags, chosen at run time from cpuid: the widest the CPU has
+// (MINIVLLM_CPU_ISA=scalar|avx2|avx512 forces one). Tests run every one the CPU has, through set_isa.
 #pragma once
 
 #include <cstddef>
@@ -87,7 +86,7 @@ bool has_quant_dot(DType dtype);
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);
 bool isa_supported(Isa isa);
-// AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
+// AVX-512, else AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
 Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
 Isa set_isa(Isa isa);

@@ -12,16 +12,6 @@
 namespace minivllm::cpu {
 namespace {
 
-// w . x over the 32 elements of block b, as 8 int32 partial sums.
-template <DType T>
-__m256i block_products(const uint8_t* w, const int16_t* xq) {
-  __m256i lo, hi;
-  Block<T>::load(w, &lo, &hi);
-  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
-}
-
 inline __m256 load_bf16x8(const uint8_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -146,16 +136,16 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
 
 QuantKernels make_avx2() {
   QuantKernels k = quant_kernels(Isa::kScalar);
-  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
-  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
-  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
+  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products_256<DType::kQ8_0>>;
+  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products_256<DType::kQ4_0>>;
+  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products_256<DType::kQ4_1>>;
   k.dot_bf16 = dot_16bit<load_bf16x8, bf16_scalar>;
   k.dot_f16 = dot_16bit<load_f16x8, load_f16>;
   k.dequant = dequant;
   const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
-  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
-  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
-  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_256<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_256<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
   set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
   set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
   set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);

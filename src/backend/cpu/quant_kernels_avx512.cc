@@ -1,11 +1,12 @@
-// AVX-512 (F, BW, VL) block dot products of quant_kernels.h: the AVX2 kernels' row loop, scales and
-// lane sums (quant_kernels_x86.h), with each 32-element block multiplied by one 512-bit vpmaddwd
-// instead of two 256-bit ones (and Q8_0's 32 bytes widened by one instruction). This file alone is
-// built with those flags; quant_kernels.cc calls it only after cpuid says the CPU has them.
-// The 16-bit dot products and the panel decoding stay the AVX2 ones (memory-bound either way).
-// Not the default (quant_kernels.cc): on an Intel Xeon host its Q4_1 kernel ran 3.52 ns per block
-// against AVX2's 3.03 (one thread, L2) and 4.06 against 3.42 (8 threads, from memory): the extra
-// insert and fold per block cost more than the halved multiplies save. Q8_0 was even.
+// AVX-512 (F, BW, VL) block dot products of quant_kernels.h, the default where the CPU has them.
+// They are the AVX2 kernels' 256-bit code (quant_kernels_x86.h, quant_kernels_k_x86.h) built with
+// these flags, which give the compiler 32 vector registers, and Q5_0 / Q5_1 take their fifth bits
+// through mask registers. Q8_0, Q4_0, Q4_1 and Q3_K keep the AVX2 build: theirs ran level or
+// slower built here, the others faster (tools/bench_quant_kernels). 512-bit vpmaddwd products
+// lost on both hosts measured: an Intel Xeon, and this workplace's AMD EPYC, which splits 512-bit
+// operations in two (docs/PERFORMANCE.md, "CPU: 256-bit AVX-512 kernels"). This file alone is built
+// with these flags; quant_kernels.cc calls it only after cpuid says the CPU has them. The 16-bit dot
+// products and the panel decoding stay the AVX2 ones (memory-bound either way).
 #include <immintrin.h>
 
 #include "backend/cpu/quant_kernels_k_x86.h"
@@ -16,51 +17,39 @@ const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
 
 namespace {
 
-// The 32 weights of a block as int16 in element order.
+// Q5_0 / Q5_1 at 256 bits, their fifth bits applied through mask registers: a 16-bit half of qh
+// is a lane mask as it stands, so each half of the block costs one masked add (or, for Q5_0, one
+// masked subtract of 16 where the bit is clear) instead of the spread-and-compare of Block::load.
 template <DType T>
-inline __m512i block_weights(const uint8_t* w) {
-  if constexpr (T == DType::kQ8_0) {
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2)));
-  } else {
-    __m256i lo, hi;
-    Block<T>::load(w, &lo, &hi);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  }
-}
-
-// w . x over the 32 elements of a block as 8 int32 partial sums: one vpmaddwd, then its two halves added.
-template <DType T>
-__m256i block_products(const uint8_t* w, const int16_t* xq) {
-  const __m512i p = _mm512_madd_epi16(block_weights<T>(w), _mm512_loadu_si512(xq));
-  return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
-}
-
-// Sub-block s (32 elements) of a super-block . its activation codes: one vpmaddwd as above.
-template <DType T>
-__m256i super_products_512(const uint8_t* w, int s, const int16_t* xq) {
+__m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
+  constexpr size_t kQh = T == DType::kQ5_0 ? 2 : 4;
+  const uint32_t qh = u32_at(w + kQh);
   __m256i lo, hi;
-  Super<T>::codes(w, s, &lo, &hi);
-  const __m512i p = _mm512_madd_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_loadu_si512(xq));
-  return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+  nibbles(w + kQh + 4, &lo, &hi);
+  const __m256i sixteen = _mm256_set1_epi16(16);
+  if constexpr (T == DType::kQ5_0) {
+    lo = _mm256_mask_sub_epi16(lo, static_cast<__mmask16>(~qh), lo, sixteen);
+    hi = _mm256_mask_sub_epi16(hi, static_cast<__mmask16>(~qh >> 16), hi, sixteen);
+  } else {
+    lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(qh), lo, sixteen);
+    hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(qh >> 16), hi, sixteen);
+  }
+  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
 }
 
-// The 16-element-sub-block formats (Q2_K, Q3_K, Q6_K) keep the 256-bit products, compiled here
-// with the AVX-512 flags.
 QuantKernels make_avx512() {
   QuantKernels k = quant_kernels_avx2();
-  k.dot_q8_0 = dot_block<DType::kQ8_0, block_products<DType::kQ8_0>>;
-  k.dot_q4_0 = dot_block<DType::kQ4_0, block_products<DType::kQ4_0>>;
-  k.dot_q4_1 = dot_block<DType::kQ4_1, block_products<DType::kQ4_1>>;
   const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
-  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products<DType::kQ5_0>>);
-  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products<DType::kQ5_1>>);
-  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products<DType::kIQ4_NL>>);
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_masked<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
   set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
-  set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
-  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_512<DType::kQ4_K>>);
-  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_512<DType::kQ5_K>>);
+  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);
   set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
-  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_512<DType::kIQ4_XS>>);
+  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   return k;
 }
 

@@ -131,7 +131,8 @@ inline void add_group(const __m256i* p, __m256 d, __m256 c, __m256 xd, __m256 xs
 // R weight rows (row_bytes apart) against one activation row. Eight blocks at a time: the integer
 // products of each block are summed across lanes into one int32 per block, so that the block scales
 // are applied to eight blocks with one multiply (and loaded with one conversion), instead of a
-// broadcast, a conversion and a multiply-add per block. A last partial group is padded with zeros.
+// broadcast, a conversion and a multiply-add per block; the blocks past the last whole group take
+// that per-block way.
 // Products(w, xq): block w . the block's 32 activation codes, as 8 int32 partial sums (per ISA).
 template <DType T, int R, __m256i (*Products)(const uint8_t*, const int16_t*)>
 void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t blocks, float* out) {
@@ -154,27 +155,30 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
       add_group<T>(p, d, c, xd, xs, &acc[r], &off[r]);
     }
   }
-  if (const int n = static_cast<int>(blocks - b); n > 0) {
-    // Only n blocks exist: neither the weights' scales nor x's may be read past them (the row may end
-    // the mapping), and the padding's scales must be 0, not whatever bits follow (0 * inf is NaN).
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256 xd = _mm256_maskload_ps(x.d + b, live);
-    const __m256 xs = _mm256_maskload_ps(x.sum + b, live);
+  // A last partial group (SmolLM2's rows of 576 are two groups and two blocks): each block's lane
+  // sums are scaled by one broadcast, with no transpose of padding and no scales staged through
+  // memory. Only the row's own blocks are read: the row may end the mapping.
+  float tail[R] = {};
+  for (; b < blocks; ++b) {
+    const float xd = x.d[b], xs = x.sum[b];
     for (int r = 0; r < R; ++r) {
       const uint8_t* wb = w + r * row_bytes + b * B::kBytes;
-      __m256i p[8];
-      alignas(32) float d[8] = {}, c[8] = {};
-      for (int j = 0; j < 8; ++j) {
-        p[j] = j < n ? Products(wb + j * B::kBytes, x.q + 32 * (b + j)) : _mm256_setzero_si256();
-        if (j < n) {
-          d[j] = B::d(wb + j * B::kBytes);
-          c[j] = B::c(wb + j * B::kBytes);
-        }
-      }
-      add_group<T>(p, _mm256_load_ps(d), _mm256_load_ps(c), xd, xs, &acc[r], &off[r]);
+      const __m256 p = _mm256_cvtepi32_ps(Products(wb, x.q + 32 * b));
+      acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(B::d(wb) * xd), acc[r]);
+      if (B::kOffset) tail[r] += B::c(wb) * xs;
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r]));
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r])) + tail[r];
+}
+
+// w . x over the 32 elements of block b, as 8 int32 partial sums, at 256 bits.
+template <DType T>
+__m256i block_products_256(const uint8_t* w, const int16_t* xq) {
+  __m256i lo, hi;
+  Block<T>::load(w, &lo, &hi);
+  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
 }
 
 // Up to kDotRows rows per call: the activation loads and scales are shared by the rows, and the call
