@@ -46,22 +46,23 @@ inline void iq4_codes(const uint8_t* qs, __m256i* lo, __m256i* hi) {
   *hi = iq4_lookup(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
 }
 
+// Q5_0's codes are taken as nibble + 16 * fifth bit, 0..31; its bias of -16 multiplies the
+// activation sums instead, as Q4_0's -8 does.
 template <>
 struct Block<DType::kQ5_0> {
   static constexpr size_t kBytes = 22;
-  static constexpr bool kOffset = false;
+  static constexpr bool kOffset = true;
   static void load(const uint8_t* w, __m256i* lo, __m256i* hi) {
     const uint32_t qh = u32_at(w + 2);
     nibbles(w + 6, lo, hi);
-    const __m256i bias = _mm256_set1_epi16(16);
-    *lo = _mm256_sub_epi16(_mm256_or_si256(*lo, bit4_of(qh & 0xffff)), bias);
-    *hi = _mm256_sub_epi16(_mm256_or_si256(*hi, bit4_of(qh >> 16)), bias);
+    *lo = _mm256_or_si256(*lo, bit4_of(qh & 0xffff));
+    *hi = _mm256_or_si256(*hi, bit4_of(qh >> 16));
   }
   static float d(const uint8_t* w) { return load_f16(w); }
-  static float c(const uint8_t*) { return 0; }
+  static float c(const uint8_t* w) { return -16.0f * load_f16(w); }
   static void scales8(const uint8_t* w, __m256* d, __m256* c) {
     *d = f16x8_strided(w, kBytes);
-    *c = _mm256_setzero_ps();
+    *c = _mm256_mul_ps(*d, _mm256_set1_ps(-16.0f));
   }
 };
 template <>
