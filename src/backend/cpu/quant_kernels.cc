@@ -146,8 +146,9 @@ Isa detect() {
     MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
     return isa;
   }
-  // AVX-512 where the CPU has it: its table is the 256-bit kernels with mask registers and 32 vector
-  // registers, never slower than AVX2's (docs/PERFORMANCE.md, "CPU: 256-bit AVX-512 kernels").
+  // AVX-512 where the CPU has it: its table takes, format by format, the faster of its 256-bit build
+  // (mask registers, 32 vector registers) and AVX2's (docs/PERFORMANCE.md, "CPU: 256-bit AVX-512
+  // kernels").
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   return isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
 }
