@@ -31,9 +31,7 @@ __m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
   const __m256i sixteen = _mm256_set1_epi16(16);
   lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(qh), lo, sixteen);
   hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(qh >> 16), hi, sixteen);
-  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+  return halves_products(lo, hi, xq);
 }
 
 // Q5_K's sub-block s . its activation codes: bit s of qh[l] is bit 4 of element l, tested for all 32
@@ -46,9 +44,7 @@ __m256i q5_k_products_masked(const uint8_t* w, int s, const int16_t* xq) {
   const __m256i sixteen = _mm256_set1_epi16(16);
   lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(set), lo, sixteen);
   hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(set >> 16), hi, sixteen);
-  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+  return halves_products(lo, hi, xq);
 }
 
 QuantKernels make_avx512() {

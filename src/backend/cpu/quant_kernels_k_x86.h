@@ -259,9 +259,7 @@ __m256i super_products_256(const uint8_t* w, int s, const int16_t* xq) {
   } else {
     __m256i lo, hi;
     F::codes(w, s, &lo, &hi);
-    const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-    const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
-    return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+    return halves_products(lo, hi, xq);
   }
 }
 

@@ -171,14 +171,20 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
   for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r])) + tail[r];
 }
 
+// A 32-element block's int16 codes (lo: elements 0-15, hi: 16-31) . its activation codes, as 8
+// int32 partial sums.
+inline __m256i halves_products(__m256i lo, __m256i hi, const int16_t* xq) {
+  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+}
+
 // w . x over the 32 elements of block b, as 8 int32 partial sums, at 256 bits.
 template <DType T>
 __m256i block_products_256(const uint8_t* w, const int16_t* xq) {
   __m256i lo, hi;
   Block<T>::load(w, &lo, &hi);
-  const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-  const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+  return halves_products(lo, hi, xq);
 }
 
 // Up to kDotRows rows per call: the activation loads and scales are shared by the rows, and the call
