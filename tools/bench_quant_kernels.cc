@@ -1,10 +1,11 @@
 // The CPU backend's block dot products (quant_kernels.h) per instruction set: rows of 1536 elements
 // (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL, Q4_K,
 // Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident
-// (about 300 KiB) and streamed from memory (about 100 MB), on 1 and N threads. Prints ns per 32-element block per thread and
-// GB/s for every ISA the CPU has (the best of many repetitions). Another row width K (a multiple of
-// 32) times the rows of that width: SmolLM2's 576, whose 18 blocks end in a partial group of eight,
-// runs only the 32-element formats, as a Q4_K_M file stores them.
+// (about 300 KiB) and streamed from memory (about 100 MB), on 1 and N threads. Prints ns per
+// 32-element block per thread and GB/s for every ISA the CPU has (the best of many repetitions).
+// Another row width K (a multiple of 32) times the rows of that width: SmolLM2's 576, whose 18
+// blocks end in a partial group of eight, runs only the 32-element formats, as a Q4_K_M file
+// stores them.
 //   bench_quant_kernels [threads] [K]     (default: the cores OpenMP sees, 1536)
 #include <omp.h>
 
@@ -41,7 +42,9 @@ int main(int argc, char** argv) {
     const size_t row_bytes = dtype_nbytes(dtype, k), unit = dtype_size(dtype);
     // Offsets of each block's f16 scales: 0.125 there keeps every sum finite.
     std::vector<size_t> f16_at{0};
-    if (dtype == DType::kQ4_1 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) f16_at = {0, 2};
+    if (dtype == DType::kQ4_1 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) {
+      f16_at = {0, 2};
+    }
     if (dtype == DType::kQ6_K) f16_at = {208};
     if (dtype == DType::kQ3_K) f16_at = {108};
     if (dtype == DType::kQ2_K) f16_at = {80, 82};

@@ -86,7 +86,8 @@ bool has_quant_dot(DType dtype);
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);
 bool isa_supported(Isa isa);
-// AVX-512, else AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512 (benchmarks) or set_isa (tests) chose one.
+// AVX-512, else AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512
+// (benchmarks) or set_isa (tests) chose one.
 Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.
 Isa set_isa(Isa isa);
