@@ -99,6 +99,30 @@ TEST(Sampler, GreedyTakesLowestIdAmongTies) {
   EXPECT_EQ(sample({-std::numeric_limits<float>::infinity(), -5.0f}, {0.0f}, 0.5f), 1);
 }
 
+// Rows longer than the scan's chunks (2,048): the largest in a later or a last partial chunk, ties
+// across chunks, -inf everywhere but one logit, and a NaN or +inf after the largest value.
+TEST(Sampler, GreedyAcrossChunks) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> l(5000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1.0f;
+  l[4999] = 7.0f;  // the last partial chunk
+  EXPECT_EQ(sample(l, {0.0f}, 0.5f), 4999);
+  l[2100] = 7.0f;  // a tie in an earlier chunk: the lower id
+  EXPECT_EQ(sample(l, {0.0f}, 0.5f), 2100);
+  l[2047] = 7.0f;  // the last element of the first chunk
+  EXPECT_EQ(sample(l, {0.0f}, 0.5f), 2047);
+  std::vector<float> all_ninf(4100, ninf);
+  EXPECT_THROW(sample(all_ninf, {0.0f}, 0.5f), Error);  // nothing to sample
+  all_ninf[3000] = -1e30f;
+  EXPECT_EQ(sample(all_ninf, {0.0f}, 0.5f), 3000);
+  l[4500] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(sample(l, {0.0f}, 0.5f), Error);
+  l[4500] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sample(l, {0.0f}, 0.5f), 2047);
+  l[4500] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(sample(l, {0.0f}, 0.5f), Error);
+}
+
 TEST(Sampler, RejectsBadInputs) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
