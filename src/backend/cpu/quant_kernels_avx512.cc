@@ -18,33 +18,32 @@ const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
 
 namespace {
 
-// Q5_0 / Q5_1 at 256 bits, their fifth bits applied through mask registers: each 16-bit half of qh
-// is the lane mask of one half of the block as it stands, so a half costs one masked add of 16
-// instead of Block::load's broadcast, test and select. (Loading the masks straight from memory,
-// kmovw k, m16, ran slower than through a general register.)
-template <DType T>
-__m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
-  constexpr size_t kQh = T == DType::kQ5_0 ? 2 : 4;
-  const uint32_t qh = u32_at(w + kQh);
-  __m256i lo, hi;
-  nibbles(w + kQh + 4, &lo, &hi);
+// A 32-element block's nibbles plus 16 where its bit of `fifth` is set (bit i: element i), . its
+// activation codes: each half of the mask register is the lane mask of one half of the block, so a
+// half costs one masked add instead of AVX2's broadcast, test and select.
+inline __m256i fifth_bit_products(__m256i lo, __m256i hi, __mmask32 fifth, const int16_t* xq) {
   const __m256i sixteen = _mm256_set1_epi16(16);
-  lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(qh), lo, sixteen);
-  hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(qh >> 16), hi, sixteen);
+  lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(fifth), lo, sixteen);
+  hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(fifth >> 16), hi, sixteen);
   return halves_products(lo, hi, xq);
 }
 
-// Q5_K's sub-block s . its activation codes: bit s of qh[l] is bit 4 of element l, tested for all 32
-// elements into one mask register, whose halves add 16 to the nibbles' halves.
+// Q5_0 / Q5_1: qh is the block's mask as it stands. (Loading it straight into a mask register from
+// memory, kmovw k, m16, ran slower than through a general register.)
+template <DType T>
+__m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
+  constexpr size_t kQh = T == DType::kQ5_0 ? 2 : 4;
+  __m256i lo, hi;
+  nibbles(w + kQh + 4, &lo, &hi);
+  return fifth_bit_products(lo, hi, u32_at(w + kQh), xq);
+}
+
+// Q5_K's sub-block s: bit s of qh[l] is bit 4 of element l, tested for all 32 elements at once.
 __m256i q5_k_products_masked(const uint8_t* w, int s, const int16_t* xq) {
   __m256i lo, hi;
   k4_nibbles(w + 48, s, &lo, &hi);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
-  const __mmask32 set = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s)));
-  const __m256i sixteen = _mm256_set1_epi16(16);
-  lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(set), lo, sixteen);
-  hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(set >> 16), hi, sixteen);
-  return halves_products(lo, hi, xq);
+  return fifth_bit_products(lo, hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s))), xq);
 }
 
 QuantKernels make_avx512() {
