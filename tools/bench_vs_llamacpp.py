@@ -6,8 +6,9 @@ source tree (default build/llamacpp, ignored by git); none of its code enters th
 Three workloads, each run by both engines, interleaved run by run so that load from other work on
 the machine falls on both alike; medians are reported:
 
-  tg128   batch-1 decode of 128 tokens (llama-bench -n 128; minivllm bench --decode-tokens 128,
-          which decodes after a 128-token prompt and times the decode steps only)
+  tg128   batch-1 decode of 128 tokens at the same depth for both (--depth, default 128 tokens of
+          context before the first: llama-bench -p 0 -n 128 -d DEPTH; minivllm bench --decode-tokens
+          128 --decode-context DEPTH, which times the decode steps only)
   pp512   prompt processing of one 512-token prompt (llama-bench -p 512; minivllm bench on a
           one-sequence workload, max_tokens 1: prompt tokens / time)
   b16     16 parallel sequences, 128 prompt + 128 output tokens each: output tokens / total time
@@ -17,7 +18,7 @@ and, once, the peak resident memory (/usr/bin/time -v) of a chat prompt + 64 gre
 same context length (--ctx tokens: llama.cpp -c, minivllm --max-model-len and a KV cache of exactly
 that many tokens).
 
-usage: tools/bench_vs_llamacpp.py [--runs 12] [--threads 2] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+usage: tools/bench_vs_llamacpp.py [--runs 12] [--threads 2] [--depth 128] [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
                                   [--scratch build/llamacpp] [--minivllm build/cpu/minivllm] [--only tg128,pp512,b16,mem]
 """
 import argparse
@@ -67,8 +68,9 @@ def llama_bench(bin_dir, model, threads, args):
 def measure(name, a, bin_dir, tmp):
     model, t = a.model, a.threads
     if name == "tg128":
-        llama = llama_bench(bin_dir, model, t, ["-p", "0", "-n", "128"])
-        mini = minivllm_bench(a.minivllm, model, t, ["--num-seqs", "0", "--decode-tokens", "128"])["decode_tok_s"]
+        llama = llama_bench(bin_dir, model, t, ["-p", "0", "-n", "128", "-d", str(a.depth)])
+        mini = minivllm_bench(a.minivllm, model, t, ["--num-seqs", "0", "--decode-tokens", "128", "--decode-context",
+                                                     str(a.depth)])["decode_tok_s"]
     elif name == "pp512":
         llama = llama_bench(bin_dir, model, t, ["-p", "512", "-n", "0"])
         r = minivllm_bench(a.minivllm, model, t, ["--workload", os.path.join(tmp, "pp512.json"), "--decode-tokens",
@@ -113,6 +115,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=12)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--depth", type=int, default=128,
+                   help="tg128: tokens of context before the first decoded one, both engines (at least 1: "
+                        "minivllm's prompt; llama-bench's -d; before 2026-12-05 llama.cpp decoded from 0)")
     p.add_argument("--jobs", type=int, default=2, help="parallel compile jobs for llama.cpp")
     p.add_argument("--ctx", type=int, default=2048, help="context length of the memory comparison")
     p.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -120,10 +125,13 @@ def main():
     p.add_argument("--minivllm", default=os.path.join(ROOT, "build", "cpu", "minivllm"))
     p.add_argument("--only", default="tg128,pp512,b16,mem")
     a = p.parse_args()
+    if a.depth < 1:
+        p.error("--depth must be at least 1 (minivllm decodes after a prompt of that many tokens)")
     which = a.only.split(",")
     bin_dir = build_llamacpp(a.scratch, a.jobs)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-          f"{a.threads} threads, {os.path.basename(a.model)}, load before: {os.getloadavg()}", flush=True)
+          f"{a.threads} threads, tg128 depth {a.depth}, {os.path.basename(a.model)}, "
+          f"load before: {os.getloadavg()}", flush=True)
     tmp = tempfile.mkdtemp(prefix="bench_vs_llamacpp_")
     workload(os.path.join(tmp, "pp512.json"), 1, 512, 1, 1)
     workload(os.path.join(tmp, "b16.json"), 16, 128, 128, 2)
