@@ -136,6 +136,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_PREFETCH_U", G::kTuning, K::kInt, "0: all", 0, 4, "1",
      "one-token bf16 gemvs: steps of each row's chunks a thread pulls into L2 before its PDL wait; the whole "
      "rows' prefetch slowed the kernel before (PERFORMANCE.md, \"Stop 98\")"},
+    {"MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION", G::kTuning, K::kInt, "0: all", 0, 4, "0",
+     "the same for the one-token gemv after the decode attention (the o projection), which reads little: whole "
+     "rows there (PERFORMANCE.md, \"Stop 100\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},

@@ -2,6 +2,7 @@
 // backend's stream. No op allocates or synchronises, so a decode step can be captured.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cuda_backend_impl.h"
@@ -485,6 +486,7 @@ bool CudaBackend::use_decode_gemm(const Tensor& x, const Tensor& weight, const T
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  after_attention_ = false;
   if (is_fp8(weight)) return linear_fp8("linear", x, weight, bias, out, Fp8Out::kStore);
   if (is_block_quant(weight)) return linear_quant("linear", x, weight, bias, out, /*add=*/false);
   check_gpu(x, DType::kBF16, "linear", "x");
@@ -781,6 +783,9 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const PendingNorm next = next_norm_;  // note_next_norm's hint holds for this call only
   next_norm_ = PendingNorm{};
   folded_ = PendingNorm{};
+  // After the attention, which reads little, the o projection's gemv prefetches its whole rows
+  // (PERFORMANCE.md, "Stop 100"); after a gemv, only their first step.
+  const int prefetch_u = std::exchange(after_attention_, false) ? prefetch_after_attention_ : -1;
   if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
@@ -823,7 +828,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const bool fold = decode_gemm && norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 &&
                     tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
-    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_);
+    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u);
     return;
   }
   if (decode_gemm) {
@@ -1139,6 +1144,7 @@ void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& c
   MINIVLLM_CHECK_EQ(rows_with_cols(out, static_cast<int64_t>(num_q_heads) * hd, "attention", "out"), tokens)
       << "attention: out " << out.describe() << " vs qkv " << qkv.describe();
   if (meta.num_seqs == 0) return;
+  after_attention_ = true;  // the o projection's gemv may prefetch more (linear_add_residual)
 
   AttentionArgs a{};
   a.qkv = qkv.data();

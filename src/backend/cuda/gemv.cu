@@ -471,10 +471,12 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
 }
 
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, int prefetch_u) {
   if (tokens == 0 || n == 0) return;
   check_shape("gemv_add_f32", tokens, k);
-  dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(plain_args(x, w, residual, n, k), tokens, stream);
+  GemvArgs g = plain_args(x, w, residual, n, k);
+  if (prefetch_u >= 0) g.prefetch_u = prefetch_u;
+  dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(g, tokens, stream);
 }
 
 bool gemv_rope_fits(int64_t n, int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && n % head_dim == 0; }
