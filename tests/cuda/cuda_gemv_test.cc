@@ -59,7 +59,7 @@ TEST(CudaGemv, MatchesCpuOnOddShapes) {
   Backends b;
   std::mt19937 rng(71);
   for (int64_t k : {8, 1024, 1544, 2048, 2056, 3072, 5000}) {  // 5000: two rows a CTA (MINIVLLM_GEMV_TWO_ROWS_K)
-    for (int64_t n : {1, 7, 129, 4097}) {
+    for (int64_t n : {1, 7, 129, 1031, 4097}) {  // 1031: four rows a CTA, a partial last CTA (MINIVLLM_GEMV_FOUR_ROWS)
       const LinearCase c = make_case(b, n, k, rng);
       for (int64_t tokens : kTokens) {
         for (int variant = 0; variant < 3; ++variant) check_linear(b, c, tokens, variant, rng);

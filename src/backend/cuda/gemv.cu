@@ -377,14 +377,23 @@ int64_t env_two_rows_k() {
   return k;
 }
 
-// Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA where that still
-// gives several CTAs per SM; two for the 1-2K-row projections, and at one token on long rows.
+// MINIVLLM_GEMV_FOUR_ROWS: the rows of W (2n for the gate/up pair) from which a CTA takes four rows
+// (1,024). From 4,096, as before, Llama-3.2-1B's qkv (3,072 rows) and o (2,048) took two rows a CTA
+// in 1.16 and 0.97 waves of small CTAs; four rows a CTA gave it +2.0% at batch 1 and Qwen3-0.6B's
+// o and down +0.7% (PERFORMANCE.md, "Stop 100").
+int64_t env_four_rows() {
+  static const int64_t rows = knob_number("MINIVLLM_GEMV_FOUR_ROWS");
+  return rows;
+}
+
+// Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA from
+// MINIVLLM_GEMV_FOUR_ROWS on; two below it, and at one token on long rows.
 template <int M, Epilogue E, NormMode NM>
 void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
   if (M == 1 && E != Epilogue::kRope && env_two_rows_k() > 0 && g.chunks * 8 >= env_two_rows_k()) {
     launch_for_mr<M, 2, E, NM>(g, stream);
-  } else if (rows_of_w >= 4096) {
+  } else if (rows_of_w >= env_four_rows()) {
     launch_for_mr<M, 4, E, NM>(g, stream);
   } else {
     launch_for_mr<M, 2, E, NM>(g, stream);
