@@ -378,9 +378,9 @@ int64_t env_two_rows_k() {
 }
 
 // MINIVLLM_GEMV_FOUR_ROWS: the rows of W (2n for the gate/up pair) from which a CTA takes four rows
-// (1,024). From 4,096, as before, Llama-3.2-1B's qkv (3,072 rows) and o (2,048) took two rows a CTA
-// in 1.16 and 0.97 waves of small CTAs; four rows a CTA gave it +2.0% at batch 1 and Qwen3-0.6B's
-// o and down +0.7% (PERFORMANCE.md, "Stop 100").
+// (1,024). Two rows a CTA left the 1-4K-row projections (Llama-3.2-1B's qkv and o, Qwen3-0.6B's o and
+// down) in a wave or more of small CTAs; four rows halve the CTAs and double each thread's loads in
+// flight (PERFORMANCE.md, "Stop 100").
 int64_t env_four_rows() {
   static const int64_t rows = knob_number("MINIVLLM_GEMV_FOUR_ROWS");
   return rows;
