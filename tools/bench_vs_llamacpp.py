@@ -116,8 +116,8 @@ def main():
     p.add_argument("--runs", type=int, default=12)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--depth", type=int, default=128,
-                   help="tg128: tokens of context before the first decoded one, both engines (at least 1: "
-                        "minivllm's prompt; llama-bench's -d; before 2026-12-05 llama.cpp decoded from 0)")
+                   help="tg128: tokens of context before the first decoded one, the same for both engines "
+                        "(llama-bench's -d; minivllm's prompt, so at least 1)")
     p.add_argument("--jobs", type=int, default=2, help="parallel compile jobs for llama.cpp")
     p.add_argument("--ctx", type=int, default=2048, help="context length of the memory comparison")
     p.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))

@@ -135,7 +135,7 @@ constexpr Knob kKnobs[] = {
      "(PERFORMANCE.md, \"Stop 64\")"},
     {"MINIVLLM_GEMV_FOUR_ROWS", G::kTuning, K::kInt, "", 1, kIntMax, "1024",
      "bf16 gemvs whose W has at least this many rows (2n for gate/up) take four rows a CTA, fewer two "
-     "(4,096 before; PERFORMANCE.md, \"Stop 100\")"},
+     "(PERFORMANCE.md, \"Stop 100\")"},
     {"MINIVLLM_GEMV_PREFETCH_U", G::kTuning, K::kInt, "0: all", 0, 4, "1",
      "one-token bf16 gemvs: steps of each row's chunks a thread pulls into L2 before its PDL wait; the whole "
      "rows' prefetch slowed the kernel before (PERFORMANCE.md, \"Stop 98\")"},
