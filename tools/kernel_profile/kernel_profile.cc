@@ -59,15 +59,31 @@ void warn(const char* what, CUptiResult r) {
   std::fprintf(stderr, "[kernel_profile] %s: %s\n", what, s != nullptr ? s : "?");
 }
 
-// Demangled, with template arguments and parameter lists elided: one row per kernel family
-// instance is enough to say where time goes, and full names run to hundreds of characters.
+// Demangled, without our namespaces and the parameter list: full names run to hundreds of
+// characters, and one row per template instance is what says where time goes.
 std::string short_name(const char* mangled) {
   if (mangled == nullptr) return "?";
   int status = 0;
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string s = (status == 0 && d != nullptr) ? d : mangled;
   std::free(d);
-  if (s.size() > 110) s = s.substr(0, 107) + "...";
+  // The namespaces are the same for every kernel of ours and the parameter list repeats what the
+  // template arguments say; dropping them keeps the template arguments, which tell one instance
+  // (a gemv's epilogue, say) from another.
+  for (const std::string ns : {"minivllm::cuda::(anonymous namespace)::", "minivllm::cuda::", "minivllm::"}) {
+    for (size_t at; (at = s.find(ns)) != std::string::npos;) s.erase(at, ns.size());
+  }
+  if (!s.empty() && s.back() == ')') {  // "void k<...>(args)": cut the parameter list
+    int depth = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      depth += s[i] == ')' ? 1 : s[i] == '(' ? -1 : 0;
+      if (depth == 0) {
+        s.erase(i);
+        break;
+      }
+    }
+  }
+  if (s.size() > 200) s = s.substr(0, 197) + "...";
   return s;
 }
 
