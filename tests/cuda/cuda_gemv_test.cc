@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
 
 namespace minivllm::cuda_test {
@@ -75,6 +80,44 @@ TEST(CudaGemv, MatchesCpuOnTiedLmHead) {
   const LinearCase c = make_case(b, 151936, 1024, rng);
   for (int64_t tokens : {1, 8}) check_linear(b, c, tokens, 0, rng);
   check_linear(b, c, 3, 2, rng);
+}
+
+// The o projection's staged rows (launch_gemv_add_f32's stage: W bulk-copied into shared memory
+// before the PDL wait): the same sums in the same order as the loaded rows, so the same bits, and
+// the CPU's linear plus the residual. Shapes where the kernel declines to stage (K = 8 is one chunk,
+// rows too long for one step or 48 KB) must give the same answer too.
+TEST(CudaGemv, StagedRowsAddWhatLoadedRowsAdd) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(74);
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {2048, 2048}, {1031, 2048}, {7, 1544}, {2048, 4096}, {129, 5000}, {1024, 3072}, {4097, 8192}, {33, 8},
+           {100, 16384}}) {
+    const std::string tag = "N=" + std::to_string(n) + " K=" + std::to_string(k);
+    const LinearCase c = make_case(b, n, k, rng);
+    Tensor x = random_values({1, k}, rng);
+    Tensor r0 = random_values({1, n}, rng);
+    Tensor xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+    Tensor oc = b.cpu->empty(DType::kF32, {1, n});
+    b.cpu->linear(xc, c.wc, nullptr, oc);
+    std::vector<float> want = download(*b.cpu, oc);
+    const std::vector<float> r0h = download(*b.cpu, upload_f32(*b.cpu, r0));
+    for (int64_t i = 0; i < n; ++i) want[i] += r0h[i];
+    std::vector<float> got[2];
+    for (int stage = 0; stage < 2; ++stage) {
+      Tensor residual = upload_f32(*b.gpu, r0);
+      b.gpu->synchronize();
+      cuda::launch_gemv_add_f32(xg.data(), c.wg.data(), residual.ptr<float>(), 1, n, k, s, /*prefetch_u=*/0,
+                                stage == 1);
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      got[stage] = download(*b.gpu, residual);
+      expect_close(got[stage], want, 2e-5, 0.04, tag + (stage ? " staged" : " loaded"));
+    }
+    EXPECT_EQ(got[0], got[1]) << tag << ": staged and loaded rows gave different sums";
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 TEST(CudaGemv, ReplaysInsideAGraph) {

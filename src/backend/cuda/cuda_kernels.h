@@ -149,9 +149,11 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
 // residual[tokens, n] (f32) += x w^T: the o / down projection adds itself into the residual stream.
 // prefetch_u >= 0: at one token, the chunk steps of each row pulled into L2 before the PDL wait (0: all)
 // instead of MINIVLLM_GEMV_PREFETCH_U's; the o projection's caller knows the attention before it
-// reads little (MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION).
+// reads little (MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION). stage: at one token, where a CTA's rows fit
+// one step and 48 KB, they are bulk-copied into shared memory before the PDL wait instead
+// (MINIVLLM_GEMV_STAGE_AFTER_ATTENTION); the sums are the same either way.
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
-                         cudaStream_t stream, int prefetch_u = -1);
+                         cudaStream_t stream, int prefetch_u = -1, bool stage = false);
 // x = rms_norm(residual) * weight (bf16-rounded), computed by every CTA into shared memory, then
 // the gemv (or the gate/up silu gemv) of x: the RMSNorm needs no launch of its own. Every CTA
 // reduces the whole row, so the backend takes it only for rows of at most 1,024

@@ -785,7 +785,8 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   folded_ = PendingNorm{};
   // After the attention, which reads little, the o projection's gemv prefetches its whole rows
   // (PERFORMANCE.md, "Stop 100"); after a gemv, only their first step.
-  const int prefetch_u = std::exchange(after_attention_, false) ? prefetch_after_attention_ : -1;
+  const bool after_attention = std::exchange(after_attention_, false);
+  const int prefetch_u = after_attention ? prefetch_after_attention_ : -1;
   if (is_block_quant(weight)) return linear_quant("linear_add_residual", x, weight, nullptr, residual, /*add=*/true);
   if (is_fp8(weight)) {
     if (fp8_gemv_takes(x, weight)) return linear_fp8("linear_add_residual", x, weight, nullptr, residual, Fp8Out::kAddF32);
@@ -828,7 +829,8 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const bool fold = decode_gemm && norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 &&
                     tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
-    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u);
+    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u,
+                        after_attention && stage_after_attention_);
     return;
   }
   if (decode_gemm) {

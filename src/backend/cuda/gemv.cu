@@ -96,6 +96,10 @@ struct GemvArgs {
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
   int prefetch_u;  // one token: chunk steps of each row a thread pulls into L2 before the wait (0: all U)
+  // One token, kAddF32, one step of chunks: the CTA's R rows of W are bulk-copied into shared memory
+  // before the PDL wait, and the products read them there (launch_for_mr decides; the caller asks
+  // for it where the kernel before reads little: the o projection after the attention).
+  bool stage;
 };
 
 // The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
@@ -176,10 +180,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
+  constexpr bool kCanStage = M == 1 && E == Epilogue::kAddF32 && NM == NormMode::kNone;
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
-  extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]
+  __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
+  extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]
   const int64_t n = g.n, chunks = g.chunks;
+  const bool staged = kCanStage && g.stage;
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
@@ -199,13 +206,26 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   // token only the first step's chunks (MINIVLLM_GEMV_PREFETCH_U, 1): the whole rows' prefetch met
   // the previous kernel's own loads (PERFORMANCE.md, "Stop 98").
   pdl_launch_dependents();
+  if (staged) {  // thread 0 asks for the rows; the barrier makes the mbarrier's init visible to all
+    const uint32_t bar = smem_addr(stage_bar);
+    if (threadIdx.x == 0) {
+      mbar_init(bar, 1);
+      mbar_init_fence();
+      const auto row_bytes = static_cast<uint32_t>(chunks * sizeof(uint4));
+      mbar_expect_tx(bar, R * row_bytes);
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t c = threadIdx.x + u * kGemvThreads;
+      for (int r = 0; r < R; ++r) bulk_copy_to_smem(smem_addr(xs + r * chunks), rows[r], row_bytes, bar);
+    }
+    __syncthreads();
+  } else {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (c < chunks && (M > 1 || g.prefetch_u == 0 || u < g.prefetch_u)) {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = threadIdx.x + u * kGemvThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (c < chunks && (M > 1 || g.prefetch_u == 0 || u < g.prefetch_u)) {
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + c));
+        }
       }
     }
   }
@@ -248,7 +268,17 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? load_streaming(rows[r] + c) : make_uint4(0, 0, 0, 0);
     }
   };
-  load_w(threadIdx.x);  // the first loads are in flight while kNorm normalises x
+  if (staged) {  // one step: every chunk this thread uses is in shared memory once the copies land
+    mbar_wait(smem_addr(stage_bar), 0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = threadIdx.x + u * kGemvThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < chunks ? xs[r * chunks + c] : make_uint4(0, 0, 0, 0);
+    }
+  } else {
+    load_w(threadIdx.x);  // the first loads are in flight while kNorm normalises x
+  }
   if constexpr (kNorm) normalize_rows<M>(g, xs, norm_w0);
 
   for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += kGemvThreads * U) {
@@ -352,19 +382,30 @@ bool env_short_rows() {
   return on;
 }
 
+// The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
+constexpr int64_t kGemvStageMaxBytes = 48 * 1024;
+
 template <int M, int R, Epilogue E, NormMode NM>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
-  const size_t smem = NM == NormMode::kPrologue ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
-  if (g.chunks <= kGemvThreads) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    launch_with_pdl(gemv_kernel<M, R, 1, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
-  } else if (M == 1 && g.chunks <= 2 * kGemvThreads && env_short_rows()) {  // two chunks cover the row
+  size_t smem = NM == NormMode::kPrologue ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
+  const bool short_rows = M == 1 && g.chunks > kGemvThreads && g.chunks <= 2 * kGemvThreads && env_short_rows();
+  const int u = g.chunks <= kGemvThreads ? 1 : short_rows ? 2 : (M <= 4 ? 4 : 2);
+  // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
+  GemvArgs a = g;
+  const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
+  a.stage = g.stage && M == 1 && E == Epilogue::kAddF32 && NM == NormMode::kNone && g.chunks <= u * kGemvThreads &&
+            stage_bytes <= kGemvStageMaxBytes;
+  if (a.stage) smem = static_cast<size_t>(stage_bytes);
+  if (u == 1) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
+    launch_with_pdl(gemv_kernel<M, R, 1, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, a);
+  } else if (short_rows) {  // two chunks cover the row
     if constexpr (M == 1) {  // (no U = 2 kernels of M = 2-4 to compile)
-      launch_with_pdl(gemv_kernel<1, R, 2, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, g);
+      launch_with_pdl(gemv_kernel<1, R, 2, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, a);
     }
   } else {  // U chunks of every row in flight; fewer when x's rows take the registers
     launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream,
-                    g);
+                    a);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -480,11 +521,12 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
 }
 
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
-                         cudaStream_t stream, int prefetch_u) {
+                         cudaStream_t stream, int prefetch_u, bool stage) {
   if (tokens == 0 || n == 0) return;
   check_shape("gemv_add_f32", tokens, k);
   GemvArgs g = plain_args(x, w, residual, n, k);
   if (prefetch_u >= 0) g.prefetch_u = prefetch_u;
+  g.stage = stage;
   dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(g, tokens, stream);
 }
 
