@@ -96,7 +96,7 @@ struct GemvArgs {
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
   int prefetch_u;  // one token: chunk steps of each row a thread pulls into L2 before the wait (0: all U)
-  // One token, kAddF32, one step of chunks: the CTA's R rows of W are bulk-copied into shared memory
+  // One token, no prologue norm, one step of chunks: the CTA's R rows of W are bulk-copied into shared memory
   // before the PDL wait, and the products read them there (launch_for_mr decides; the caller asks
   // for it where the kernel before reads little: the o projection after the attention).
   bool stage;
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
-  constexpr bool kCanStage = M == 1 && E == Epilogue::kAddF32 && NM == NormMode::kNone;
+  constexpr bool kCanStage = M == 1 && NM != NormMode::kPrologue;  // (kPrologue keeps x in xs)
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
@@ -382,6 +382,13 @@ bool env_short_rows() {
   return on;
 }
 
+// MINIVLLM_GEMV_STAGE_ALL: every one-token gemv whose rows fit stages them (GemvArgs::stage), not
+// only the o projection's; a probe of the sites after the norm and the MLP.
+bool env_stage_all() {
+  static const bool on = knob_flag("MINIVLLM_GEMV_STAGE_ALL");
+  return on;
+}
+
 // The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
 constexpr int64_t kGemvStageMaxBytes = 48 * 1024;
 
@@ -394,7 +401,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
   GemvArgs a = g;
   const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
-  a.stage = g.stage && M == 1 && E == Epilogue::kAddF32 && NM == NormMode::kNone && g.chunks <= u * kGemvThreads &&
+  a.stage = (g.stage || env_stage_all()) && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
   if (u == 1) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
