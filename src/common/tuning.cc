@@ -145,9 +145,12 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_STAGE_AFTER_ATTENTION", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "the o projection's one-token gemv bulk-copies each CTA's rows into shared memory before its PDL wait, "
      "while the attention reads little (PERFORMANCE.md, \"Stop 101\")"},
-    {"MINIVLLM_GEMV_STAGE_ALL", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "every one-token bf16 gemv whose rows fit 48 KB in one step stages them as the o projection may (a probe of "
-     "the other sites; PERFORMANCE.md, \"Stop 101\")"},
+    {"MINIVLLM_GEMV_STAGE_ADD", G::kTuning, K::kSwitch, "", 0, 0, "0",
+     "every one-token residual-add gemv (the o and down projections) stages its rows where they fit, not only the "
+     "o projection after the attention (PERFORMANCE.md, \"Stop 101\")"},
+    {"MINIVLLM_GEMV_STAGE_ALL", G::kTuning, K::kInt, "0: off, 1: every site, 2: grids of one wave", 0, 2, "0",
+     "every one-token bf16 gemv whose rows fit 48 KB in one step stages them (2: only a grid that is resident at "
+     "once); a probe of the other sites (PERFORMANCE.md, \"Stop 101\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},

@@ -76,6 +76,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   gemv_norm_late_ = knob_flag("MINIVLLM_GEMV_NORM_LATE");
   prefetch_after_attention_ = static_cast<int>(knob_number("MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION"));
   stage_after_attention_ = knob_flag("MINIVLLM_GEMV_STAGE_AFTER_ATTENTION");
+  stage_add_ = knob_flag("MINIVLLM_GEMV_STAGE_ADD");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {
     decode_lane_elems_ = static_cast<int>(*e);
   }

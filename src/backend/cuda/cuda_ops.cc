@@ -830,7 +830,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
                     tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u,
-                        after_attention && stage_after_attention_);
+                        (after_attention && stage_after_attention_) || stage_add_);
     return;
   }
   if (decode_gemm) {

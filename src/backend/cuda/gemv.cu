@@ -383,10 +383,25 @@ bool env_short_rows() {
 }
 
 // MINIVLLM_GEMV_STAGE_ALL: every one-token gemv whose rows fit stages them (GemvArgs::stage), not
-// only the o projection's; a probe of the sites after the norm and the MLP.
-bool env_stage_all() {
-  static const bool on = knob_flag("MINIVLLM_GEMV_STAGE_ALL");
-  return on;
+// only where the caller asks; 2: only where the whole grid is resident at once, so that every row
+// is in flight before the wait. A probe of the sites after the norm and in the MLP.
+int env_stage_all() {
+  static const int mode = static_cast<int>(knob_number("MINIVLLM_GEMV_STAGE_ALL"));
+  return mode;
+}
+
+// Whether `grid` CTAs of `kernel` with `smem` bytes each are resident on the device at once.
+template <typename Kernel>
+bool one_wave(Kernel kernel, unsigned grid, size_t smem) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
+  return static_cast<int64_t>(grid) <= static_cast<int64_t>(per_sm) * sms;
 }
 
 // The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
@@ -401,9 +416,18 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
   GemvArgs a = g;
   const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
-  a.stage = (g.stage || env_stage_all()) && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
+  const int stage_all = env_stage_all();
+  a.stage = (g.stage || stage_all > 0) && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
+  if constexpr (M == 1) {
+    if (a.stage && !g.stage && stage_all == 2) {  // the kernel this launch picks, at the staged smem
+      a.stage = u == 1   ? one_wave(gemv_kernel<1, R, 1, E, NM>, grid, smem)
+                : u == 2 ? one_wave(gemv_kernel<1, R, 2, E, NM>, grid, smem)
+                         : one_wave(gemv_kernel<1, R, 4, E, NM>, grid, smem);
+      if (!a.stage) smem = 0;
+    }
+  }
   if (u == 1) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
     launch_with_pdl(gemv_kernel<M, R, 1, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, a);
   } else if (short_rows) {  // two chunks cover the row
