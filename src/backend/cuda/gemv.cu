@@ -98,7 +98,8 @@ struct GemvArgs {
   int prefetch_u;  // one token: chunk steps of each row a thread pulls into L2 before the wait (0: all U)
   // One token, no prologue norm, one step of chunks: the CTA's R rows of W are bulk-copied into shared memory
   // before the PDL wait, and the products read them there (launch_for_mr decides; the caller asks
-  // for it where the kernel before reads little: the o projection after the attention).
+  // for it where the kernel before reads little, the o projection after the attention, or at every
+  // residual add under MINIVLLM_GEMV_STAGE_ADD; MINIVLLM_GEMV_STAGE_ALL asks at every site).
   bool stage;
 };
 
@@ -420,24 +421,18 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   a.stage = (g.stage || stage_all > 0) && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
+  // U = 1 at K <= 1,024: one chunk per thread, so no unrolling to pay registers for; U = 2 where two
+  // chunks cover the row (no U = 2 kernels of M = 2-4 to compile); else U chunks of every row in
+  // flight, fewer when x's rows take the registers.
+  void (*kernel)(GemvArgs) = u == 1 ? gemv_kernel<M, R, 1, E, NM> : gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>;
   if constexpr (M == 1) {
-    if (a.stage && !g.stage && stage_all == 2) {  // the kernel this launch picks, at the staged smem
-      a.stage = u == 1   ? one_wave(gemv_kernel<1, R, 1, E, NM>, grid, smem)
-                : u == 2 ? one_wave(gemv_kernel<1, R, 2, E, NM>, grid, smem)
-                         : one_wave(gemv_kernel<1, R, 4, E, NM>, grid, smem);
-      if (!a.stage) smem = 0;
-    }
+    if (short_rows) kernel = gemv_kernel<1, R, 2, E, NM>;
   }
-  if (u == 1) {  // K <= 1024: one chunk per thread, so no unrolling to pay registers for
-    launch_with_pdl(gemv_kernel<M, R, 1, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, a);
-  } else if (short_rows) {  // two chunks cover the row
-    if constexpr (M == 1) {  // (no U = 2 kernels of M = 2-4 to compile)
-      launch_with_pdl(gemv_kernel<1, R, 2, E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream, a);
-    }
-  } else {  // U chunks of every row in flight; fewer when x's rows take the registers
-    launch_with_pdl(gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>, dim3(grid), dim3(kGemvThreads), smem, stream,
-                    a);
+  if (a.stage && !g.stage && stage_all == 2 && !one_wave(kernel, grid, smem)) {
+    a.stage = false;
+    smem = 0;
   }
+  launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
   CUDA_CHECK_LAUNCH();
 }
 
