@@ -101,6 +101,9 @@ struct GemvArgs {
   // for it where the kernel before reads little, the o projection after the attention, or at every
   // residual add under MINIVLLM_GEMV_STAGE_ADD; MINIVLLM_GEMV_STAGE_ALL asks at every site).
   bool stage;
+  // Staged: only CTAs below this index stage (MINIVLLM_GEMV_STAGE_ALL=3: the grid's first wave, the CTAs
+  // resident before the wait; a later CTA starts after it, where staging only delays its first product).
+  int64_t stage_ctas;
 };
 
 // The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
   extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]
   const int64_t n = g.n, chunks = g.chunks;
-  const bool staged = kCanStage && g.stage;
+  const bool staged = kCanStage && g.stage && static_cast<int64_t>(blockIdx.x) < g.stage_ctas;
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
@@ -385,15 +388,16 @@ bool env_short_rows() {
 
 // MINIVLLM_GEMV_STAGE_ALL: every one-token gemv whose rows fit stages them (GemvArgs::stage), not
 // only where the caller asks; 2: only where the whole grid is resident at once, so that every row
-// is in flight before the wait. A probe of the sites after the norm and in the MLP.
+// is in flight before the wait; 3: every site, but only the grid's first wave stages. A probe of the
+// sites after the norm and in the MLP.
 int env_stage_all() {
   static const int mode = static_cast<int>(knob_number("MINIVLLM_GEMV_STAGE_ALL"));
   return mode;
 }
 
-// Whether `grid` CTAs of `kernel` with `smem` bytes each are resident on the device at once.
+// How many CTAs of `kernel` with `smem` bytes each are resident on the device at once.
 template <typename Kernel>
-bool one_wave(Kernel kernel, unsigned grid, size_t smem) {
+int64_t wave_ctas(Kernel kernel, size_t smem) {
   static const int sms = [] {
     int dev = 0, n = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
@@ -402,7 +406,7 @@ bool one_wave(Kernel kernel, unsigned grid, size_t smem) {
   }();
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
-  return static_cast<int64_t>(grid) <= static_cast<int64_t>(per_sm) * sms;
+  return static_cast<int64_t>(per_sm) * sms;
 }
 
 // The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
@@ -428,9 +432,15 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   if constexpr (M == 1) {
     if (short_rows) kernel = gemv_kernel<1, R, 2, E, NM>;
   }
-  if (a.stage && !g.stage && stage_all == 2 && !one_wave(kernel, grid, smem)) {
-    a.stage = false;
-    smem = 0;
+  a.stage_ctas = grid;
+  if (a.stage && !g.stage && stage_all >= 2) {
+    const int64_t wave = wave_ctas(kernel, smem);
+    if (stage_all == 3) {
+      a.stage_ctas = wave;
+    } else if (grid > wave) {
+      a.stage = false;
+      smem = 0;
+    }
   }
   launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
   CUDA_CHECK_LAUNCH();
