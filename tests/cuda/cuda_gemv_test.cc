@@ -85,7 +85,8 @@ TEST(CudaGemv, MatchesCpuOnTiedLmHead) {
 // The o projection's staged rows (launch_gemv_add_f32's stage: W bulk-copied into shared memory
 // before the PDL wait): the same sums in the same order as the loaded rows, so the same bits, and
 // the CPU's linear plus the residual. Shapes where the kernel declines to stage (K = 8 is one chunk,
-// rows too long for one step or 48 KB) must give the same answer too.
+// rows too long for one step or 48 KB) must give the same answer too. 16,384 x 1,024 is a grid of
+// several waves: under MINIVLLM_GEMV_STAGE_ALL=3 only its first wave stages.
 TEST(CudaGemv, StagedRowsAddWhatLoadedRowsAdd) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
@@ -94,7 +95,7 @@ TEST(CudaGemv, StagedRowsAddWhatLoadedRowsAdd) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
            {2048, 2048}, {1031, 2048}, {7, 1544}, {2048, 4096}, {129, 5000}, {1024, 3072}, {4097, 8192}, {33, 8},
-           {100, 16384}}) {
+           {100, 16384}, {16384, 1024}}) {
     const std::string tag = "N=" + std::to_string(n) + " K=" + std::to_string(k);
     const LinearCase c = make_case(b, n, k, rng);
     Tensor x = random_values({1, k}, rng);
