@@ -388,8 +388,9 @@ bool env_short_rows() {
 
 // MINIVLLM_GEMV_STAGE_ALL: every one-token gemv whose rows fit stages them (GemvArgs::stage), not
 // only where the caller asks; 2: only where the whole grid is resident at once, so that every row
-// is in flight before the wait; 3: every site, but only the grid's first wave stages. A probe of the
-// sites after the norm and in the MLP.
+// is in flight before the wait; 3: every site, but only the grid's first wave stages; 4: as 3, but only
+// where the kernel before is a gemv (the residual adds and the late norm), not a norm kernel whose
+// short critical path the copies would queue behind. A probe of the sites after the norm and in the MLP.
 int env_stage_all() {
   static const int mode = static_cast<int>(knob_number("MINIVLLM_GEMV_STAGE_ALL"));
   return mode;
@@ -422,7 +423,9 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   GemvArgs a = g;
   const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
   const int stage_all = env_stage_all();
-  a.stage = (g.stage || stage_all > 0) && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
+  const bool after_gemv = NM == NormMode::kLate || E == Epilogue::kAddF32;  // no norm kernel right before
+  const bool ask = g.stage || (stage_all > 0 && stage_all < 4) || (stage_all == 4 && after_gemv);
+  a.stage = ask && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
   // U = 1 at K <= 1,024: one chunk per thread, so no unrolling to pay registers for; U = 2 where two
@@ -435,7 +438,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   a.stage_ctas = grid;
   if (a.stage && !g.stage && stage_all >= 2) {
     const int64_t wave = wave_ctas(kernel, smem);
-    if (stage_all == 3) {
+    if (stage_all >= 3) {
       a.stage_ctas = wave;
     } else if (grid > wave) {
       a.stage = false;
