@@ -142,16 +142,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION", G::kTuning, K::kInt, "0: all", 0, 4, "0",
      "the same for the one-token gemv after the decode attention (the o projection), which reads little: whole "
      "rows there (PERFORMANCE.md, \"Stop 100\")"},
-    {"MINIVLLM_GEMV_STAGE_AFTER_ATTENTION", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "the o projection's one-token gemv bulk-copies each CTA's rows into shared memory before its PDL wait, "
-     "while the attention reads little (PERFORMANCE.md, \"Stop 101\")"},
-    {"MINIVLLM_GEMV_STAGE_ADD", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "every one-token residual-add gemv (the o and down projections) stages its rows where they fit, not only the "
-     "o projection after the attention (PERFORMANCE.md, \"Stop 101\")"},
-    {"MINIVLLM_GEMV_STAGE_ALL", G::kTuning, K::kInt, "0: off, 1: every site, 2: grids of one wave, 3: first waves, 4: first waves after a gemv",
-     0, 4, "0",
-     "every one-token bf16 gemv whose rows fit 48 KB in one step stages them (2: only a grid that is resident at "
-     "once; 3: only a grid's first wave; 4: as 3, at the residual adds and the late norm only); a probe of the other sites (PERFORMANCE.md, \"Stop 101\")"},
+    {"MINIVLLM_GEMV_STAGE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+     "a one-token bf16 gemv after a gemv (the residual adds, the late norm) bulk-copies its first wave's rows "
+     "into shared memory before its PDL wait (PERFORMANCE.md, \"Stop 102\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},

@@ -82,11 +82,11 @@ TEST(CudaGemv, MatchesCpuOnTiedLmHead) {
   check_linear(b, c, 3, 2, rng);
 }
 
-// The o projection's staged rows (launch_gemv_add_f32's stage: W bulk-copied into shared memory
-// before the PDL wait): the same sums in the same order as the loaded rows, so the same bits, and
-// the CPU's linear plus the residual. Shapes where the kernel declines to stage (K = 8 is one chunk,
-// rows too long for one step or 48 KB) must give the same answer too. 16,384 x 1,024 is a grid of
-// several waves: under MINIVLLM_GEMV_STAGE_ALL=3 only its first wave stages.
+// The residual add's staged rows (launch_gemv_add_f32's stage: the grid's first wave bulk-copies its
+// rows of W into shared memory before the PDL wait): the same sums in the same order as the loaded
+// rows, so the same bits, and the CPU's linear plus the residual. Shapes where the kernel declines to
+// stage (K = 8 is one chunk, rows too long for one step or 48 KB) must give the same answer too.
+// 16,384 x 1,024 is a grid of several waves: only its first wave stages.
 TEST(CudaGemv, StagedRowsAddWhatLoadedRowsAdd) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;

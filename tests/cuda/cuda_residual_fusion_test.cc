@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "attention_case.h"
 #include "cuda_test_util.h"
@@ -175,6 +176,75 @@ TEST(CudaResidualFusion, LinearAddResidualMatchesCpu) {
     }
   }
   check_linear_add_residual(b, 1, 7, 1032, rng);  // N not a multiple of 8: gemv only
+}
+
+// MINIVLLM_GEMV_STAGE (on by default): at one token the gemvs after a gemv (the late norm's
+// rms_norm_linear and rms_norm_linear_act_mul at K <= 1,024, every linear_add_residual) bulk-copy
+// their first wave's rows of W into shared memory before the PDL wait. Each site's output must be the
+// loaded rows' bit for bit (the same sums in the same order) and the CPU's. N = 16,384 at K = 1,024
+// is a grid of several waves, whose later CTAs load their rows as before.
+enum class StageSite { kNormLinear, kNormActMul, kAddResidual };
+
+std::vector<float> run_stage_site(Backend& gpu, StageSite site, const Tensor& res, const Tensor& nw,
+                                  const Tensor& w, int64_t n, int64_t k) {
+  const float eps = 1e-6f;
+  Tensor og = gpu.empty(site == StageSite::kAddResidual ? DType::kF32 : DType::kBF16, {1, n});
+  Tensor normed = gpu.empty(DType::kBF16, {1, k});
+  Tensor scratch = gpu.empty(DType::kBF16, {1, site == StageSite::kNormActMul ? 2 * n : n});
+  switch (site) {
+    case StageSite::kNormLinear:
+      gpu.rms_norm_linear({upload_f32(gpu, res), upload(gpu, nw), eps, normed}, upload(gpu, w), nullptr, og);
+      break;
+    case StageSite::kNormActMul:
+      gpu.rms_norm_linear_act_mul({upload_f32(gpu, res), upload(gpu, nw), eps, normed}, upload(gpu, w), scratch, og,
+                                  Activation::kSilu);
+      break;
+    case StageSite::kAddResidual:  // res is x here ([1, k]); nw is the residual ([1, n])
+      og = upload_f32(gpu, nw);
+      gpu.linear_add_residual(upload(gpu, res), upload(gpu, w), scratch, og);
+      break;
+  }
+  return download(gpu, og);
+}
+
+TEST(CudaResidualFusion, StagedRowsMatchLoadedRowsAtEverySite) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends staged;
+  Backends loaded = backends_with("MINIVLLM_GEMV_STAGE", "0");
+  std::mt19937 rng(95);
+  const float eps = 1e-6f;
+  for (StageSite site : {StageSite::kNormLinear, StageSite::kNormActMul, StageSite::kAddResidual}) {
+    const bool add = site == StageSite::kAddResidual;
+    for (int64_t k : add ? std::vector<int64_t>{1024, 2048, 3072} : std::vector<int64_t>{1024, 1000}) {
+      for (int64_t n : {7, 1031, 16384}) {
+        const std::string tag =
+            shape_tag(add ? "linear_add_residual" : site == StageSite::kNormLinear ? "rms_norm_linear"
+                                                                                      : "rms_norm_linear_act_mul",
+                      1, n, k);
+        const int64_t rows_w = site == StageSite::kNormActMul ? 2 * n : n;
+        Tensor res = add ? random_values({1, k}, rng) : residual_values(1, k, rng);
+        Tensor nw = add ? residual_values(1, n, rng) : random_values({k}, rng, 0.3f, 1.0f);
+        Tensor w = random_values({rows_w, k}, rng, 1.0f / std::sqrt(static_cast<float>(k)));
+        Backend& cpu = *staged.cpu;
+        Tensor want = cpu.empty(DType::kF32, {1, n});
+        Tensor normed_c = cpu.empty(DType::kF32, {1, k});
+        Tensor scratch_c = cpu.empty(DType::kF32, {1, rows_w});
+        if (site == StageSite::kNormLinear) {
+          cpu.rms_norm_linear({upload_f32(cpu, res), upload(cpu, nw), eps, normed_c}, upload(cpu, w), nullptr, want);
+        } else if (site == StageSite::kNormActMul) {
+          cpu.rms_norm_linear_act_mul({upload_f32(cpu, res), upload(cpu, nw), eps, normed_c}, upload(cpu, w), scratch_c,
+                                      want, Activation::kSilu);
+        } else {
+          want = upload_f32(cpu, nw);
+          cpu.linear_add_residual(upload(cpu, res), upload(cpu, w), scratch_c, want);
+        }
+        const std::vector<float> got = run_stage_site(*staged.gpu, site, res, nw, w, n, k);
+        const std::vector<float> base = run_stage_site(*loaded.gpu, site, res, nw, w, n, k);
+        expect_close(got, download(cpu, want), 3e-5, site == StageSite::kNormActMul ? 0.15 : 0.08, tag + " staged");
+        EXPECT_EQ(got, base) << tag << ": staged and loaded rows gave different outputs";
+      }
+    }
+  }
 }
 
 TEST(CudaResidualFusion, RmsNormOfFp32ResidualMatchesCpu) {

@@ -74,9 +74,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   persistent_prefetch_ = knob_flag("MINIVLLM_DECODE_PERSISTENT_PREFETCH");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   gemv_norm_late_ = knob_flag("MINIVLLM_GEMV_NORM_LATE");
+  gemv_stage_ = knob_flag("MINIVLLM_GEMV_STAGE");
   prefetch_after_attention_ = static_cast<int>(knob_number("MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION"));
-  stage_after_attention_ = knob_flag("MINIVLLM_GEMV_STAGE_AFTER_ATTENTION");
-  stage_add_ = knob_flag("MINIVLLM_GEMV_STAGE_ADD");
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {
     decode_lane_elems_ = static_cast<int>(*e);
   }

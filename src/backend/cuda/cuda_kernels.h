@@ -150,8 +150,8 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
 // prefetch_u >= 0: at one token, the chunk steps of each row pulled into L2 before the PDL wait (0: all)
 // instead of MINIVLLM_GEMV_PREFETCH_U's; the o projection's caller knows the attention before it
 // reads little (MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION). stage: at one token, where a CTA's rows fit
-// one step and 48 KB, they are bulk-copied into shared memory before the PDL wait instead
-// (MINIVLLM_GEMV_STAGE_AFTER_ATTENTION); the sums are the same either way.
+// one step and 48 KB, the grid's first wave bulk-copies them into shared memory before the PDL wait
+// instead (the backend passes MINIVLLM_GEMV_STAGE). The sums are the same either way.
 void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
                          cudaStream_t stream, int prefetch_u = -1, bool stage = false);
 // x = rms_norm(residual) * weight (bf16-rounded), computed by every CTA into shared memory, then
@@ -167,6 +167,8 @@ struct GemvNorm {
   // products take residual * weight as they stream and each output is scaled by 1 / rms at the end,
   // so no reduction or shared-memory row stands before the first product (any k).
   bool late = false;
+  // The late norm at one token may stage the first wave's rows of W (GemvArgs::stage; MINIVLLM_GEMV_STAGE).
+  bool stage = false;
 };
 constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;
 constexpr int64_t kGemvNormLateMaxTokens = 2;

@@ -571,7 +571,7 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear", "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear", "bias");
-  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)}, weight.data(),
+  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens), gemv_stage_}, weight.data(),
                    bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out.dtype() == DType::kF32, tokens, n,
                    k, stream_);
 }
@@ -604,7 +604,7 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
   MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_act_mul", "out"), tokens)
       << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << pro.residual.describe();
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear_act_mul", "norm_weight");
-  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)},
+  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens), gemv_stage_},
                            gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
 }
 
@@ -830,7 +830,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
                     tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
     launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u,
-                        (after_attention && stage_after_attention_) || stage_add_);
+                        gemv_stage_);
     return;
   }
   if (decode_gemm) {
@@ -1088,7 +1088,8 @@ void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tens
   }
   if (prologue) {
     const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
-    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens)};
+    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens),
+                        gemv_stage_};
     gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, epi, tokens);
   } else {
     rms_norm(residual, pro.weight, pro.eps, pro.normed);

@@ -11,6 +11,10 @@
 // into 8-element chunks and load U chunks of every row before using any. x (M x K, a few KB) is
 // read through L1, which holds it because W bypasses L1. Partial sums meet in a warp
 // reduce-scatter (one shuffle per value and step, not five) and then in shared memory.
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "backend/cuda/attention_shapes.h"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -96,15 +100,23 @@ struct GemvArgs {
   // rotate only); no q/k norms, a bf16 cache.
   RopeArgs rope;
   int prefetch_u;  // one token: chunk steps of each row a thread pulls into L2 before the wait (0: all U)
-  // One token, no prologue norm, one step of chunks: the CTA's R rows of W are bulk-copied into shared memory
-  // before the PDL wait, and the products read them there (launch_for_mr decides; the caller asks
-  // for it where the kernel before reads little, the o projection after the attention, or at every
-  // residual add under MINIVLLM_GEMV_STAGE_ADD; MINIVLLM_GEMV_STAGE_ALL asks at every site).
+  // One token, no prologue norm, one step of chunks: the CTA's R rows of W are bulk-copied into shared
+  // memory before the PDL wait, and the products read them there. The caller allows it
+  // (MINIVLLM_GEMV_STAGE); launch_for_mr decides where it pays (stage_rows) and fits.
   bool stage;
-  // Staged: only CTAs below this index stage (MINIVLLM_GEMV_STAGE_ALL=3: the grid's first wave, the CTAs
-  // resident before the wait; a later CTA starts after it, where staging only delays its first product).
+  // Staged: only CTAs below this index stage, the grid's first wave: the CTAs resident before the wait.
+  // A later CTA starts after the wait, where a copy to shared memory only delays its first product.
   int64_t stage_ctas;
 };
+
+// Staged rows pay where the kernel before is a gemv (the residual adds: the o after the attention, the
+// down after the gate/up; the late norm's qkv, gate/up and LM head after the residual add): its loads
+// are in flight, and the copies queue behind them. They lose after a norm kernel (Llama's qkv and
+// gate/up), whose short critical path they would delay (PERFORMANCE.md, "Stop 102").
+template <Epilogue E, NormMode NM>
+constexpr bool stage_rows() {
+  return NM == NormMode::kLate || E == Epilogue::kAddF32;
+}
 
 // The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
 // that both get the same 1 / rms: each warp's share goes to sums[warp][m] (before a barrier), and
@@ -184,7 +196,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
-  constexpr bool kCanStage = M == 1 && NM != NormMode::kPrologue;  // (kPrologue keeps x in xs)
+  constexpr bool kCanStage = M == 1 && stage_rows<E, NM>();
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
@@ -386,28 +398,20 @@ bool env_short_rows() {
   return on;
 }
 
-// MINIVLLM_GEMV_STAGE_ALL: every one-token gemv whose rows fit stages them (GemvArgs::stage), not
-// only where the caller asks; 2: only where the whole grid is resident at once, so that every row
-// is in flight before the wait; 3: every site, but only the grid's first wave stages; 4: as 3, but only
-// where the kernel before is a gemv (the residual adds and the late norm), not a norm kernel whose
-// short critical path the copies would queue behind. A probe of the sites after the norm and in the MLP.
-int env_stage_all() {
-  static const int mode = static_cast<int>(knob_number("MINIVLLM_GEMV_STAGE_ALL"));
-  return mode;
-}
-
-// How many CTAs of `kernel` with `smem` bytes each are resident on the device at once.
-template <typename Kernel>
-int64_t wave_ctas(Kernel kernel, size_t smem) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  int per_sm = 0;
+// How many CTAs of `kernel` with `smem` bytes each are resident on the device at once: the occupancy
+// API's CTAs an SM times the SMs, asked once a (kernel, shared memory) pair, since eager steps launch
+// the same few shapes every step.
+int64_t wave_ctas(const void* kernel, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, size_t>, int64_t> waves;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, smem);
+  if (const auto it = waves.find(key); it != waves.end()) return it->second;
+  int dev = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
-  return static_cast<int64_t>(per_sm) * sms;
+  return waves[key] = static_cast<int64_t>(per_sm) * sms;
 }
 
 // The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
@@ -422,10 +426,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
   GemvArgs a = g;
   const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
-  const int stage_all = env_stage_all();
-  const bool after_gemv = NM == NormMode::kLate || E == Epilogue::kAddF32;  // no norm kernel right before
-  const bool ask = g.stage || (stage_all > 0 && stage_all < 4) || (stage_all == 4 && after_gemv);
-  a.stage = ask && M == 1 && NM != NormMode::kPrologue && g.chunks <= u * kGemvThreads &&
+  a.stage = g.stage && stage_rows<E, NM>() && M == 1 && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
   // U = 1 at K <= 1,024: one chunk per thread, so no unrolling to pay registers for; U = 2 where two
@@ -435,16 +436,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   if constexpr (M == 1) {
     if (short_rows) kernel = gemv_kernel<1, R, 2, E, NM>;
   }
-  a.stage_ctas = grid;
-  if (a.stage && !g.stage && stage_all >= 2) {
-    const int64_t wave = wave_ctas(kernel, smem);
-    if (stage_all >= 3) {
-      a.stage_ctas = wave;
-    } else if (grid > wave) {
-      a.stage = false;
-      smem = 0;
-    }
-  }
+  a.stage_ctas = a.stage ? wave_ctas(reinterpret_cast<const void*>(kernel), smem) : 0;
   launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
   CUDA_CHECK_LAUNCH();
 }
@@ -517,6 +509,7 @@ GemvArgs norm_args(const GemvNorm& norm, const void* w, void* out, int64_t n, in
   g.norm_w = norm.weight;
   g.norm_w_f32 = norm.weight_f32;
   g.eps = norm.eps;
+  g.stage = norm.stage;
   return g;
 }
 
