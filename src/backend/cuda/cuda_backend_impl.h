@@ -250,6 +250,9 @@ class CudaBackend : public Backend {
   // Whether rms_norm_linear(_act_mul) fuses: an fp32 residual of [tokens, k] the gemv takes.
   bool use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const;
   bool gemv_norm_late(int64_t tokens) const;  // GemvNorm::late for a normed gemv of `tokens` rows
+  // The normed gemv's description of pro's RMSNorm (norm_f32: its weight is fp32): late and staged as
+  // the knobs say.
+  GemvNorm gemv_norm(const NormPrologue& pro, bool norm_f32, int64_t tokens) const;
   // FP8 weights (Tensor::scales()): the FP8 gemv up to kGemvMaxTokens tokens, else cuBLASLt's FP8
   // GEMM (fp8_gemm.h), else (block scales) the e4m3 decode GEMM (fp8_block_gemm) or the decoded
   // weight's bf16 GEMM. `e`: store

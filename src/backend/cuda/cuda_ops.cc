@@ -545,6 +545,10 @@ bool CudaBackend::gemv_norm_late(int64_t tokens) const {
   return gemv_norm_late_ && tokens >= 1 && tokens <= kGemvNormLateMaxTokens;
 }
 
+GemvNorm CudaBackend::gemv_norm(const NormPrologue& pro, bool norm_f32, int64_t tokens) const {
+  return GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens), gemv_stage_};
+}
+
 void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias,
                                   const Tensor& out) {
   if (stored_as_codes(weight)) {
@@ -571,9 +575,8 @@ void CudaBackend::rms_norm_linear(const NormPrologue& pro, const Tensor& weight,
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear", "norm_weight");
   bool bias_f32 = false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "rms_norm_linear", "bias");
-  launch_gemv_norm(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens), gemv_stage_}, weight.data(),
-                   bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(), out.dtype() == DType::kF32, tokens, n,
-                   k, stream_);
+  launch_gemv_norm(gemv_norm(pro, norm_f32, tokens), weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32,
+                   out.data(), out.dtype() == DType::kF32, tokens, n, k, stream_);
 }
 
 void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor& gate_up_weight, const Tensor& scratch,
@@ -604,8 +607,8 @@ void CudaBackend::rms_norm_linear_act_mul(const NormPrologue& pro, const Tensor&
   MINIVLLM_CHECK_EQ(rows_with_cols(out, inter, "rms_norm_linear_act_mul", "out"), tokens)
       << "rms_norm_linear_act_mul: out " << out.describe() << " for residual " << pro.residual.describe();
   const bool norm_f32 = check_weight(pro.weight, k, "rms_norm_linear_act_mul", "norm_weight");
-  launch_gemv_norm_act_mul(GemvNorm{pro.residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens), gemv_stage_},
-                           gate_up_weight.data(), out.data(), tokens, inter, k, act, stream_);
+  launch_gemv_norm_act_mul(gemv_norm(pro, norm_f32, tokens), gate_up_weight.data(), out.data(), tokens, inter, k, act,
+                           stream_);
 }
 
 // Past the gemv, a per-row FP8 weight's bare codes' product into scratch (bf16 [T, N]), then one pass
@@ -1088,8 +1091,7 @@ void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tens
   }
   if (prologue) {
     const bool norm_f32 = check_weight(pro.weight, k, kOp, "norm_weight");
-    const GemvNorm norm{residual.ptr<float>(), pro.weight.data(), norm_f32, pro.eps, gemv_norm_late(tokens),
-                        gemv_stage_};
+    const GemvNorm norm = gemv_norm(pro, norm_f32, tokens);
     gemv_rope_store(kOp, &norm, nullptr, weight, bias, qkv, epi, tokens);
   } else {
     rms_norm(residual, pro.weight, pro.eps, pro.normed);
