@@ -125,6 +125,25 @@ TEST(CudaResidualFusion, RmsNormLinearWithoutTheLateNormMatchesCpu) {
   }
 }
 
+// MINIVLLM_GEMV_NORM_MAX_K=4096: at 1-2 tokens the late norm folds into rows past 1,024 too (the
+// bound's probe, PERFORMANCE.md "Stop 103"); the norm kernel runs only past the bound.
+TEST(CudaResidualFusion, LateNormPastTheDefaultBoundMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b = backends_with("MINIVLLM_GEMV_NORM_MAX_K", "4096");
+  std::mt19937 rng(95);
+  for (int64_t tokens : {1, 2}) {
+    for (int64_t k : {2048, 1032, 4096, 5120}) {
+      for (int64_t n : {129, 3072}) {
+        const bool f32 = k != 1032;
+        EXPECT_EQ(check_norm_linear(b, tokens, n, k, n == 129, f32, false, rng), k > 4096)
+            << "M=" << tokens << " K=" << k << ": the norm kernel ran only past 4,096";
+        EXPECT_EQ(check_norm_linear(b, tokens, n, k, false, f32, true, rng), k > 4096)
+            << "M=" << tokens << " K=" << k << " act_mul: the norm kernel ran only past 4,096";
+      }
+    }
+  }
+}
+
 TEST(CudaResidualFusion, RmsNormLinearActMulMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;

@@ -216,6 +216,17 @@ TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
       13);
 }
 
+// MINIVLLM_GEMV_NORM_MAX_K=4096 (both backends): rows past 1,024 take the late norm inside the qkv
+// gemv too (with the rope, and in the unfused projection, which LateNormPastTheDefaultBoundMatchesCpu
+// checks against the CPU): Llama-3.2-1B's heads, Llama-3.1-8B's (K = 4,096, two rows a CTA).
+TEST(CudaRope, QkvGemvWithRopeAndLateNormPastTheDefaultBoundMatchesUnfused) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  setenv("MINIVLLM_GEMV_NORM_MAX_K", "4096", 1);
+  expect_qkv_gemv_rope_matches_unfused({RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{32, 8, 128, 4096, true}},
+                                       17);
+  unsetenv("MINIVLLM_GEMV_NORM_MAX_K");
+}
+
 // The same with a partial rotary, where a CTA's pairs of rows are rotary pairs (i, i + rd / 2) or
 // two pass-through rows (rope_slot): Phi-4-mini's heads (24 / 8 of 128, 96 rotary; n = 5,120, four
 // rows a CTA; K = 3,072: norm kernel) and a tensor-parallel rank's half of them (K = 1,024: the

@@ -74,6 +74,7 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   persistent_prefetch_ = knob_flag("MINIVLLM_DECODE_PERSISTENT_PREFETCH");
   gemv_rope_ = knob_flag("MINIVLLM_GEMV_ROPE");
   gemv_norm_late_ = knob_flag("MINIVLLM_GEMV_NORM_LATE");
+  gemv_norm_max_k_ = knob_int("MINIVLLM_GEMV_NORM_MAX_K").value_or(gemv_norm_max_k_);
   gemv_stage_ = knob_flag("MINIVLLM_GEMV_STAGE");
   prefetch_after_attention_ = static_cast<int>(knob_number("MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION"));
   if (const std::optional<int64_t> e = knob_int("MINIVLLM_DECODE_LANE_ELEMS")) {

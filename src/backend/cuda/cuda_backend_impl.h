@@ -343,6 +343,7 @@ class CudaBackend : public Backend {
   int prefetch_after_attention_ = 0;  // the o projection's gemv prefetch; MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION
   bool after_attention_ = false;      // attention() ran last: the next linear_add_residual is the o projection
   bool gemv_stage_ = false;  // one-token gemvs after a gemv stage their rows (GemvNorm::stage); MINIVLLM_GEMV_STAGE
+  int64_t gemv_norm_max_k_ = 1024;  // longest rows a normed gemv folds the norm into; MINIVLLM_GEMV_NORM_MAX_K
   bool gemv_norm_late_ = false;  // the normed gemvs scale by 1 / rms at the end (GemvNorm::late); MINIVLLM_GEMV_NORM_LATE
   bool gemv_rope_ = false;  // the qkv gemv applies rope and stores k, v (models without q/k norms); MINIVLLM_GEMV_ROPE=0: off
   int64_t decode_partial_rows_ = 0;  // lse and counter capacity: (seq, q head, split) rows at head_dim 64

@@ -521,21 +521,16 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
   if (bias != nullptr && !fuse_bias) launch_bias_add(out.data(), out_f32, bias->data(), bias_f32, tokens, n, stream_);
 }
 
-// The RMSNorm prologue inside the gemv pays only for short rows: every CTA reads the whole fp32
-// residual row and the norm weight and reduces the row before its first product, so its cost
-// grows with K while a CTA's weight rows do not shorten. Past kGemvNormMaxK the norm kernel writes
-// the bf16 row once and the plain gemv reads it. At batch 1 the split is faster for Llama-3.2-1B's
-// rows of 2,048 and slower for Qwen3-0.6B's rows of 1,024 (measured: PERFORMANCE.md, "The gemv's
-// norm prologue by row length").
-constexpr int64_t kGemvNormMaxK = 1024;
-
-// At 1-2 tokens the norm is applied late (MINIVLLM_GEMV_NORM_LATE): its reduction rides on the
-// products' pass and is needed only at the end, so no CTA waits on it before its first product.
-// Past kGemvNormMaxK it is not taken either: every CTA would still read the fp32 row and the norm
-// weight, 1.5-3x the bf16 row the norm kernel writes once (PERFORMANCE.md, "Stop 83").
+// The RMSNorm folded into the gemv pays only for short rows: every CTA reads the whole fp32
+// residual row and the norm weight, so its cost grows with K while a CTA's weight rows do not
+// shorten. Past gemv_norm_max_k_ (MINIVLLM_GEMV_NORM_MAX_K) the norm kernel writes the bf16 row once
+// and the plain gemv reads it. At 1-2 tokens the norm is applied late (MINIVLLM_GEMV_NORM_LATE): its
+// reduction rides on the products' pass and is needed only at the end, so no CTA waits on it before
+// its first product (PERFORMANCE.md, "Stop 83"). A late-normed gemv follows a gemv, so it also
+// stages its rows (MINIVLLM_GEMV_STAGE), which may move the best bound ("Stop 103").
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
   if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
-  if (k > kGemvNormMaxK) return false;
+  if (k > gemv_norm_max_k_) return false;
   const int64_t tokens = residual.numel() / k;
   return use_gemv(residual, weight, tokens, n, k, /*norm_prologue=*/true) &&
          (gemv_norm_late(tokens) || gemv_norm_fits(tokens, k));
