@@ -187,7 +187,10 @@ __device__ __forceinline__ void normalize_rows(const GemvArgs& g, uint4* xs, con
 // [blockIdx.x * R/2, + R/2) (rope_pair_row), each pair's two rows side by side. kActMul: W is [W_gate; W_up] ([2n, K]); the
 // CTA loads gate rows [blockIdx.x * R/2, + R/2) and the matching up rows (+ n) together and writes
 // act(g) * u (bf16), so the [T, 2n] product never goes through memory.
-template <int M, int R, int U, Epilogue E, NormMode NM>
+//
+// kStage: the grid's first wave stages its rows (GemvArgs::stage). A kernel of its own, so that every
+// other launch runs the code it ran before staging existed (PERFORMANCE.md, "Stop 103").
+template <int M, int R, int U, Epilogue E, NormMode NM, bool kStage = false>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr bool kNorm = NM == NormMode::kPrologue;
   constexpr bool kLate = NM == NormMode::kLate;
@@ -196,13 +199,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr int P = next_pow2(V);
   constexpr int kRowsOut = kGated ? R / 2 : R;
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
-  constexpr bool kCanStage = M == 1 && stage_rows<E, NM>();
+  constexpr bool kCanStage = kStage && M == 1 && stage_rows<E, NM>();
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
   extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]
   const int64_t n = g.n, chunks = g.chunks;
-  const bool staged = kCanStage && g.stage && static_cast<int64_t>(blockIdx.x) < g.stage_ctas;
+  const bool staged = kCanStage && static_cast<int64_t>(blockIdx.x) < g.stage_ctas;
 
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsOut;
   const uint4* rows[R];
@@ -435,6 +438,10 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   void (*kernel)(GemvArgs) = u == 1 ? gemv_kernel<M, R, 1, E, NM> : gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>;
   if constexpr (M == 1) {
     if (short_rows) kernel = gemv_kernel<1, R, 2, E, NM>;
+    if constexpr (stage_rows<E, NM>()) {  // the staging kernels: only where a launch may stage
+      if (a.stage) kernel = u == 1 ? gemv_kernel<1, R, 1, E, NM, true> : short_rows ? gemv_kernel<1, R, 2, E, NM, true>
+                                                                                 : gemv_kernel<1, R, 4, E, NM, true>;
+    }
   }
   a.stage_ctas = a.stage ? wave_ctas(reinterpret_cast<const void*>(kernel), smem) : 0;
   launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
