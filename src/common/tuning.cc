@@ -142,9 +142,9 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION", G::kTuning, K::kInt, "0: all", 0, 4, "0",
      "the same for the one-token gemv after the decode attention (the o projection), which reads little: whole "
      "rows there (PERFORMANCE.md, \"Stop 100\")"},
-    {"MINIVLLM_GEMV_STAGE", G::kTuning, K::kSwitch, "", 0, 0, "1",
+    {"MINIVLLM_GEMV_STAGE", G::kTuning, K::kSwitch, "", 0, 0, "0",
      "a one-token bf16 gemv after a gemv (the residual adds, the late norm) bulk-copies its first wave's rows "
-     "into shared memory before its PDL wait (PERFORMANCE.md, \"Stop 102\")"},
+     "into shared memory before its PDL wait; off: no gain on the H200 (PERFORMANCE.md, \"Stop 103\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},

@@ -197,7 +197,7 @@ TEST(CudaResidualFusion, LinearAddResidualMatchesCpu) {
   check_linear_add_residual(b, 1, 7, 1032, rng);  // N not a multiple of 8: gemv only
 }
 
-// MINIVLLM_GEMV_STAGE (on by default): at one token the gemvs after a gemv (the late norm's
+// MINIVLLM_GEMV_STAGE=1 (off by default): at one token the gemvs after a gemv (the late norm's
 // rms_norm_linear and rms_norm_linear_act_mul at K <= 1,024, every linear_add_residual) bulk-copy
 // their first wave's rows of W into shared memory before the PDL wait. Each site's output must be the
 // loaded rows' bit for bit (the same sums in the same order) and the CPU's. N = 16,384 at K = 1,024
@@ -228,7 +228,7 @@ std::vector<float> run_stage_site(Backend& gpu, StageSite site, const Tensor& re
 
 TEST(CudaResidualFusion, StagedRowsMatchLoadedRowsAtEverySite) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends staged;
+  Backends staged = backends_with("MINIVLLM_GEMV_STAGE", "1");
   Backends loaded = backends_with("MINIVLLM_GEMV_STAGE", "0");
   std::mt19937 rng(95);
   const float eps = 1e-6f;

@@ -526,8 +526,8 @@ void CudaBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bi
 // shorten. Past gemv_norm_max_k_ (MINIVLLM_GEMV_NORM_MAX_K) the norm kernel writes the bf16 row once
 // and the plain gemv reads it. At 1-2 tokens the norm is applied late (MINIVLLM_GEMV_NORM_LATE): its
 // reduction rides on the products' pass and is needed only at the end, so no CTA waits on it before
-// its first product (PERFORMANCE.md, "Stop 83"). A late-normed gemv follows a gemv, so it also
-// stages its rows (MINIVLLM_GEMV_STAGE), which may move the best bound ("Stop 103").
+// its first product (PERFORMANCE.md, "Stop 83"). Longer rows late-normed (and staged) still lose on
+// the H200 ("Stop 103").
 bool CudaBackend::use_gemv_norm(const Tensor& residual, const Tensor& weight, int64_t n, int64_t k) const {
   if (residual.dtype() != DType::kF32 || residual.device() != DeviceKind::kCuda || residual.size(-1) != k) return false;
   if (k > gemv_norm_max_k_) return false;

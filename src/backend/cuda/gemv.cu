@@ -109,10 +109,11 @@ struct GemvArgs {
   int64_t stage_ctas;
 };
 
-// Staged rows pay where the kernel before is a gemv (the residual adds: the o after the attention, the
-// down after the gate/up; the late norm's qkv, gate/up and LM head after the residual add): its loads
-// are in flight, and the copies queue behind them. They lose after a norm kernel (Llama's qkv and
-// gate/up), whose short critical path they would delay (PERFORMANCE.md, "Stop 102").
+// Staged rows may pay only where the kernel before is a gemv (the residual adds: the o after the
+// attention, the down after the gate/up; the late norm's qkv and gate/up after the residual add): its
+// loads are in flight, and the copies queue behind them. After a norm kernel (Llama's qkv and gate/up)
+// they delay its short critical path (PERFORMANCE.md, "Stop 102"). On the H200 they gain nowhere
+// against the loaded rows of the same code, so MINIVLLM_GEMV_STAGE is off ("Stop 103").
 template <Epilogue E, NormMode NM>
 constexpr bool stage_rows() {
   return NM == NormMode::kLate || E == Epilogue::kAddF32;
