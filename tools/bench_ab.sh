@@ -11,6 +11,8 @@
 # VARIANT: NAME or NAME:VAR=VALUE[,VAR=VALUE...], e.g.
 #   tools/bench_ab.sh --model /tmp/m --rounds 2 --args "--decode-tokens 0" \
 #     base order_off:MINIVLLM_DECODE_SEQ_ORDER=0 one_tile:MINIVLLM_DECODE_MMA_TILES=1,MINIVLLM_DECODE_SEQ_ORDER=0
+# bin=PATH in a variant runs another build's binary (e.g. old:bin=/tmp/b/minivllm.old): a knob's A/B
+# inside one binary cannot see what the code carrying the knob costs (PERFORMANCE.md, "Stop 103").
 # --bin: the minivllm binary (default: minivllm beside this script's build/release, else on PATH).
 # --args: extra `minivllm bench` arguments, split on spaces (default "--decode-tokens 0").
 # The figure is `throughput_tok_s` of `minivllm bench --json`, or `decode_tok_s` when the run has no
@@ -24,7 +26,7 @@ while [ $# -gt 0 ]; do
     --model) model="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --args) args="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     --*) echo "bench_ab: unknown option $1" >&2; exit 2 ;;
     *) variants+=("$1"); shift ;;
   esac
@@ -44,6 +46,9 @@ for v in "${variants[@]}"; do
     IFS=',' read -r -a sets <<< "${v#*:}"
     for kv in "${sets[@]}"; do
       [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || { echo "bench_ab: '$kv' in variant $name is not VAR=VALUE" >&2; exit 2; }
+      if [[ "$kv" == bin=* ]] && [ ! -x "${kv#bin=}" ]; then
+        echo "bench_ab: variant $name: no executable ${kv#bin=}" >&2; exit 2
+      fi
     done
   fi
 done
@@ -53,10 +58,13 @@ results=$(mktemp); trap 'rm -f "$results"' EXIT
 status=0
 for ((r = 1; r <= rounds; ++r)); do
   for v in "${variants[@]}"; do
-    name="${v%%:*}"; envs=()
-    [[ "$v" == *:* ]] && IFS=',' read -r -a envs <<< "${v#*:}"
+    name="${v%%:*}"; sets=(); envs=(); run_bin="$bin"
+    [[ "$v" == *:* ]] && IFS=',' read -r -a sets <<< "${v#*:}"
+    for kv in "${sets[@]}"; do
+      if [[ "$kv" == bin=* ]]; then run_bin="${kv#bin=}"; else envs+=("$kv"); fi
+    done
     err=$(mktemp)
-    json=$(env "${envs[@]}" "$bin" bench --model "$model" --json "${bench_args[@]}" 2>"$err" | tail -n 1)
+    json=$(env "${envs[@]}" "$run_bin" bench --model "$model" --json "${bench_args[@]}" 2>"$err" | tail -n 1)
     fig=$(python3 -c 'import json, sys
 b = json.loads(sys.argv[1])
 v = b.get("throughput_tok_s", b.get("decode_tok_s"))
