@@ -149,8 +149,9 @@ constexpr Knob kKnobs[] = {
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "
      "row; PERFORMANCE.md, \"The bf16 gemv at rows of 1,032-2,048\")"},
     {"MINIVLLM_GEMV_NORM_LATE", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "1-2 tokens, rows of up to 1,024: the normed gemv takes residual x norm weight as it streams and scales "
-     "by 1 / rms at the end, instead of normalising the row before its first product (PERFORMANCE.md, \"Stop 83\")"},
+     "1-2 tokens, rows of up to MINIVLLM_GEMV_NORM_MAX_K: the normed gemv takes residual x norm weight as it "
+     "streams and scales by 1 / rms at the end, instead of normalising the row before its first product "
+     "(PERFORMANCE.md, \"Stop 83\")"},
     {"MINIVLLM_GEMV_NORM_MAX_K", G::kTuning, K::kInt, "", 0, kIntMax, "1024",
      "the normed gemvs fold the RMSNorm into rows of at most this many values; longer rows take the norm "
      "kernel (every CTA reads the fp32 row: PERFORMANCE.md, \"Stop 83\", \"Stop 103\")"},
