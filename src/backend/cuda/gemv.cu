@@ -421,6 +421,18 @@ int64_t wave_ctas(const void* kernel, size_t smem) {
 // The most shared memory a staged gemv CTA takes (GemvArgs::stage): the launch's default limit.
 constexpr int64_t kGemvStageMaxBytes = 48 * 1024;
 
+// The kernel taking u chunks of each row a thread (launch_for_mr's choice), staged or not. U = 1 at
+// K <= 1,024: one chunk per thread, so no unrolling to pay registers for; U = 2 at one token where two
+// chunks cover the row (no U = 2 kernels of M = 2-4 to compile); else U chunks of every row in flight,
+// fewer when x's rows take the registers.
+template <int M, int R, Epilogue E, NormMode NM, bool kStage>
+auto gemv_for_u(int u) -> void (*)(GemvArgs) {
+  if constexpr (M == 1) {
+    if (u == 2) return gemv_kernel<1, R, 2, E, NM, kStage>;
+  }
+  return u == 1 ? gemv_kernel<M, R, 1, E, NM, kStage> : gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM, kStage>;
+}
+
 template <int M, int R, Epilogue E, NormMode NM>
 void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
@@ -433,16 +445,9 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   a.stage = g.stage && stage_rows<E, NM>() && M == 1 && g.chunks <= u * kGemvThreads &&
             stage_bytes <= kGemvStageMaxBytes;
   if (a.stage) smem = static_cast<size_t>(stage_bytes);
-  // U = 1 at K <= 1,024: one chunk per thread, so no unrolling to pay registers for; U = 2 where two
-  // chunks cover the row (no U = 2 kernels of M = 2-4 to compile); else U chunks of every row in
-  // flight, fewer when x's rows take the registers.
-  void (*kernel)(GemvArgs) = u == 1 ? gemv_kernel<M, R, 1, E, NM> : gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM>;
-  if constexpr (M == 1) {
-    if (short_rows) kernel = gemv_kernel<1, R, 2, E, NM>;
-    if constexpr (stage_rows<E, NM>()) {  // the staging kernels: only where a launch may stage
-      if (a.stage) kernel = u == 1 ? gemv_kernel<1, R, 1, E, NM, true> : short_rows ? gemv_kernel<1, R, 2, E, NM, true>
-                                                                                 : gemv_kernel<1, R, 4, E, NM, true>;
-    }
+  void (*kernel)(GemvArgs) = gemv_for_u<M, R, E, NM, false>(u);
+  if constexpr (M == 1 && stage_rows<E, NM>()) {  // the staging kernels: only where a launch may stage
+    if (a.stage) kernel = gemv_for_u<1, R, E, NM, true>(u);
   }
   a.stage_ctas = a.stage ? wave_ctas(reinterpret_cast<const void*>(kernel), smem) : 0;
   launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
