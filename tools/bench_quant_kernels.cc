@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       }
       std::vector<float> out(static_cast<size_t>(rows));
       for (const int threads : {1, many}) {
-        for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+        for (const Isa isa : kIsas) {
           if (!isa_supported(isa)) continue;
           const QuantKernels& q = quant_kernels(isa);
           const DotFn dot = q.dot(dtype);

@@ -6,7 +6,9 @@
 // checked against gguf-py's on llama-quantize files by the GGUF golden test.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,8 +34,8 @@ struct IsaGuard {
 };
 
 std::vector<cpu::Isa> runnable_isas() {
-  std::vector<cpu::Isa> out{cpu::Isa::kScalar};
-  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+  std::vector<cpu::Isa> out;  // scalar first: kIsas is narrowest first
+  for (cpu::Isa isa : cpu::kIsas) {
     if (cpu::isa_supported(isa)) out.push_back(isa);
   }
   return out;
@@ -47,7 +49,9 @@ struct F16Fields {
 
 F16Fields f16_fields(DType t) {
   switch (t) {
-    case DType::kQ5_0: return {{0}, 0.06f};
+    case DType::kQ8_0: return {{0}, 0.01f};
+    case DType::kQ4_0: case DType::kQ5_0: return {{0}, 0.06f};
+    case DType::kQ4_1: return {{0, 2}, 0.06f};
     case DType::kQ5_1: return {{0, 2}, 0.06f};
     case DType::kIQ4_NL: return {{0}, 0.008f};
     case DType::kQ2_K: return {{80, 82}, 0.05f};
@@ -180,6 +184,35 @@ TEST(CodesKernels, EveryIsaAgreesWithScalar) {
       std::vector<float> d_vec(static_cast<size_t>(k));
       vec.dequant(dtype, static_cast<const uint8_t*>(w.host.data()), d_vec.data(), k);
       EXPECT_EQ(0, std::memcmp(d_vec.data(), w.decoded.data(), d_vec.size() * sizeof(float)));
+    }
+  }
+}
+
+// The VNNI table is the AVX-512 one with vpdpwssd for a vpmaddwd and its add: the same integer
+// sums, then the same float operations, so the same bits, for every format and row count.
+TEST(CodesKernels, VnniIsAvx512BitForBit) {
+  if (!cpu::isa_supported(cpu::Isa::kAvx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const cpu::QuantKernels& plain = cpu::quant_kernels(cpu::Isa::kAvx512);
+  const cpu::QuantKernels& vnni = cpu::quant_kernels(cpu::Isa::kAvx512Vnni);
+  ASSERT_NE(plain.dot(DType::kQ5_0), vnni.dot(DType::kQ5_0)) << "the two tables must be two builds";
+  std::vector<DType> formats(std::begin(kFormats), std::end(kFormats));
+  formats.insert(formats.end(), {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1});
+  for (DType dtype : formats) {
+    const int64_t k = 3 * dtype_block(dtype) + (dtype_block(dtype) == 32 ? 8 * 32 : 0);  // 11 legacy blocks
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + " k=" + std::to_string(k));
+    std::vector<float> x = random_floats(static_cast<size_t>(k), 12, -3, 3);
+    for (int64_t e = 0; e < k; e += 32) x[static_cast<size_t>(e)] = e % 64 == 0 ? 40.0f : -40.0f;  // codes of +-32767
+    cpu::ActScratch scratch;
+    scratch.quantize(x.data(), 1, k);
+    const StoredWeight w = random_weight(dtype, cpu::kDotRows, k, 7);
+    const size_t row_bytes = dtype_nbytes(dtype, k);
+    for (int rows = 1; rows <= cpu::kDotRows; ++rows) {
+      float a[cpu::kDotRows], b[cpu::kDotRows];
+      const auto* p = static_cast<const uint8_t*>(w.host.data());
+      plain.dot(dtype)(p, row_bytes, rows, scratch.row(0), k / 32, a);
+      vnni.dot(dtype)(p, row_bytes, rows, scratch.row(0), k / 32, b);
+      EXPECT_EQ(0, std::memcmp(a, b, sizeof(float) * static_cast<size_t>(rows))) << rows << " rows";
+      for (int r = 0; r < rows; ++r) EXPECT_TRUE(std::isfinite(a[r])) << "row " << r;
     }
   }
 }

@@ -28,8 +28,8 @@ struct IsaGuard {
 };
 
 std::vector<cpu::Isa> runnable_isas() {
-  std::vector<cpu::Isa> out{cpu::Isa::kScalar};
-  for (cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+  std::vector<cpu::Isa> out;  // scalar first: kIsas is narrowest first
+  for (cpu::Isa isa : cpu::kIsas) {
     if (cpu::isa_supported(isa)) out.push_back(isa);
   }
   return out;

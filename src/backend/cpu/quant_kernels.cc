@@ -17,7 +17,8 @@
 namespace minivllm::cpu {
 
 const QuantKernels& quant_kernels_avx2();    // quant_kernels_avx2.cc
-const QuantKernels& quant_kernels_avx512();  // quant_kernels_avx512.cc
+const QuantKernels& quant_kernels_avx512();       // quant_kernels_avx512.cc
+const QuantKernels& quant_kernels_avx512_vnni();  // quant_kernels_avx512_vnni.cc
 
 namespace {
 
@@ -132,10 +133,12 @@ const QuantKernels kScalar{dot_rows<dot_q8_0>,
                            dequant};
 
 Isa parse_isa(const std::string& v) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  std::string names;
+  for (Isa isa : kIsas) {
     if (v == isa_name(isa)) return isa;
+    names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
   }
-  MINIVLLM_FAIL() << "MINIVLLM_CPU_ISA=" << v << ": expected scalar, avx2 or avx512";
+  MINIVLLM_FAIL() << "MINIVLLM_CPU_ISA=" << v << ": expected one of " << names;
   return Isa::kScalar;  // not reached: MINIVLLM_FAIL throws
 }
 
@@ -146,11 +149,12 @@ Isa detect() {
     MINIVLLM_CHECK(isa_supported(isa)) << "MINIVLLM_CPU_ISA=" << v << ": this CPU lacks it";
     return isa;
   }
-  // AVX-512 where the CPU has it: its table takes, format by format, the faster of its 256-bit build
-  // (mask registers, 32 vector registers) and AVX2's (docs/PERFORMANCE.md, "CPU: 256-bit AVX-512
-  // kernels").
-  if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
-  return isa_supported(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
+  // The widest the CPU has. The AVX-512 tables take, format by format, the faster of their 256-bit
+  // build (mask registers, 32 vector registers) and AVX2's (docs/PERFORMANCE.md, "CPU: 256-bit
+  // AVX-512 kernels", and "VNNI" in stop 104).
+  Isa best = Isa::kScalar;
+  for (Isa isa : kIsas) best = isa_supported(isa) ? isa : best;
+  return best;
 }
 
 std::atomic<int>& chosen() {
@@ -177,6 +181,7 @@ DotFn QuantKernels::dot(DType dtype) const {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Vnni: return "avx512vnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx2: return "avx2";
     default: return "scalar";
@@ -188,12 +193,15 @@ bool isa_supported(Isa isa) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   if (isa == Isa::kAvx2) return avx2;
-  return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl");
+  if (isa == Isa::kAvx512) return avx512;
+  return avx512 && __builtin_cpu_supports("avx512vnni");
 }
 
 const QuantKernels& quant_kernels(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Vnni: return quant_kernels_avx512_vnni();
     case Isa::kAvx512: return quant_kernels_avx512();
     case Isa::kAvx2: return quant_kernels_avx2();
     default: return kScalar;

@@ -12,9 +12,10 @@
 // activations serve them (no Q8_K activation quantisation as in llama.cpp).
 //
 // Implementations: a portable scalar one (quant_kernels.cc, built without AVX), AVX2+FMA+F16C
-// (quant_kernels_avx2.cc) and AVX-512 F/BW/VL, still 256-bit vectors (quant_kernels_avx512.cc), each
-// file built with its own flags, chosen at run time from cpuid: the widest the CPU has
-// (MINIVLLM_CPU_ISA=scalar|avx2|avx512 forces one). Tests run every one the CPU has, through set_isa.
+// (quant_kernels_avx2.cc) and AVX-512 F/BW/VL, still 256-bit vectors (quant_kernels_avx512.cc), the
+// same with VNNI (quant_kernels_avx512_vnni.cc), each file built with its own flags, chosen at run
+// time from cpuid: the widest the CPU has (MINIVLLM_CPU_ISA=scalar|avx2|avx512|avx512vnni forces
+// one). Tests run every one the CPU has, through set_isa.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +52,10 @@ class ActScratch {
   std::vector<float> d_, sum_;
 };
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// Narrowest first: each needs what the one before it needs. kAvx512Vnni is kAvx512's code built
+// with VNNI as well (quant_kernels_avx512_vnni.cc).
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
+inline constexpr Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni};
 const char* isa_name(Isa isa);
 
 // Weight rows per call of the quantised dot products.
@@ -86,7 +90,7 @@ bool has_quant_dot(DType dtype);
 // The implementation for `isa` (which the CPU must support: check isa_supported).
 const QuantKernels& quant_kernels(Isa isa);
 bool isa_supported(Isa isa);
-// AVX-512, else AVX2 if supported, else scalar, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512
+// The widest kIsas entry the CPU supports, unless MINIVLLM_CPU_ISA=scalar|avx2|avx512|avx512vnni
 // (benchmarks) or set_isa (tests) chose one.
 Isa active_isa();
 // Test hook: forces `isa` (must be supported) for every later linear; returns the previous choice.

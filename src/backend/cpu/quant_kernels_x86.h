@@ -176,7 +176,11 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
 inline __m256i halves_products(__m256i lo, __m256i hi, const int16_t* xq) {
   const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
   const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
+#if defined(__AVX512VNNI__)
+  return _mm256_dpwssd_epi32(_mm256_madd_epi16(lo, x_lo), hi, x_hi);
+#else
   return _mm256_add_epi32(_mm256_madd_epi16(lo, x_lo), _mm256_madd_epi16(hi, x_hi));
+#endif
 }
 
 // w . x over the 32 elements of block b, as 8 int32 partial sums, at 256 bits.

@@ -1,0 +1,61 @@
+// The AVX-512 (F, BW, VL) block kernels shared by the two AVX-512 tables: quant_kernels_avx512.cc
+// and quant_kernels_avx512_vnni.cc, which is the same code built with VNNI as well, so that
+// halves_products (quant_kernels_x86.h) fuses its second multiply and the add into one vpdpwssd.
+// Both are 256-bit code: 512-bit vpmaddwd products lost on both hosts measured (an Intel Xeon, and
+// this workplace's AMD EPYC, which splits 512-bit operations in two: docs/PERFORMANCE.md, "CPU:
+// 256-bit AVX-512 kernels"). With these flags the compiler has 32 vector registers, and Q5_0 / Q5_1
+// / Q5_K take their fifth bits through mask registers. Everything here is in an anonymous namespace
+// on purpose, as in quant_kernels_x86.h: include it only from those two files.
+#pragma once
+
+#include <immintrin.h>
+
+#include "backend/cpu/quant_kernels_k_x86.h"
+
+namespace minivllm::cpu {
+namespace {
+
+// A 32-element block's nibbles plus 16 where its bit of `fifth` is set (bit i: element i), . its
+// activation codes: each half of the mask register is the lane mask of one half of the block, so a
+// half costs one masked add instead of AVX2's broadcast, test and select.
+inline __m256i fifth_bit_products(__m256i lo, __m256i hi, __mmask32 fifth, const int16_t* xq) {
+  const __m256i sixteen = _mm256_set1_epi16(16);
+  lo = _mm256_mask_add_epi16(lo, static_cast<__mmask16>(fifth), lo, sixteen);
+  hi = _mm256_mask_add_epi16(hi, static_cast<__mmask16>(fifth >> 16), hi, sixteen);
+  return halves_products(lo, hi, xq);
+}
+
+// Q5_0 / Q5_1: qh is the block's mask as it stands. (Loading it straight into a mask register from
+// memory, kmovw k, m16, ran slower than through a general register.)
+template <DType T>
+__m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
+  constexpr size_t kQh = T == DType::kQ5_0 ? 2 : 4;
+  __m256i lo, hi;
+  nibbles(w + kQh + 4, &lo, &hi);
+  return fifth_bit_products(lo, hi, u32_at(w + kQh), xq);
+}
+
+// Q5_K's sub-block s: bit s of qh[l] is bit 4 of element l, tested for all 32 elements at once.
+__m256i q5_k_products_masked(const uint8_t* w, int s, const int16_t* xq) {
+  __m256i lo, hi;
+  k4_nibbles(w + 48, s, &lo, &hi);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+  return fifth_bit_products(lo, hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s))), xq);
+}
+
+// The AVX-512 table: `base` (the AVX2 one) with the formats whose 256-bit AVX-512 build is faster.
+QuantKernels make_avx512(QuantKernels k) {
+  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
+  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
+  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_masked<DType::kQ5_1>>);
+  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
+  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
+  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  set(DType::kQ5_K, dot_super<DType::kQ5_K, q5_k_products_masked>);
+  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  return k;
+}
+
+}  // namespace
+}  // namespace minivllm::cpu
