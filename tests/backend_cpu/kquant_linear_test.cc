@@ -41,28 +41,6 @@ std::vector<cpu::Isa> runnable_isas() {
   return out;
 }
 
-// Byte offsets of a block's f16 scales, and a magnitude that keeps the weights near 1.
-struct F16Fields {
-  std::vector<size_t> at;
-  float scale;
-};
-
-F16Fields f16_fields(DType t) {
-  switch (t) {
-    case DType::kQ8_0: return {{0}, 0.01f};
-    case DType::kQ4_0: case DType::kQ5_0: return {{0}, 0.06f};
-    case DType::kQ4_1: return {{0, 2}, 0.06f};
-    case DType::kQ5_1: return {{0, 2}, 0.06f};
-    case DType::kIQ4_NL: return {{0}, 0.008f};
-    case DType::kQ2_K: return {{80, 82}, 0.05f};
-    case DType::kQ3_K: return {{108}, 0.01f};
-    case DType::kQ4_K: case DType::kQ5_K: return {{0, 2}, 0.005f};
-    case DType::kQ6_K: return {{208}, 0.0005f};
-    case DType::kIQ4_XS: return {{0}, 0.0005f};
-    default: return {{}, 0};
-  }
-}
-
 // n rows of k elements of random blocks, and their decoding.
 struct StoredWeight {
   Tensor host;
@@ -70,20 +48,8 @@ struct StoredWeight {
 };
 
 StoredWeight random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
-  StoredWeight w{host_tensor(t, {n, k}), std::vector<float>(static_cast<size_t>(n * k))};
-  std::mt19937 gen(seed);
-  auto* bytes = static_cast<uint8_t*>(w.host.data());
-  const size_t total = dtype_nbytes(t, n * k), block = dtype_size(t);
-  for (size_t i = 0; i < total; ++i) bytes[i] = static_cast<uint8_t>(gen());
-  const F16Fields f = f16_fields(t);
-  std::uniform_real_distribution<float> dist(0.2f, 1.0f);
-  for (size_t b = 0; b < total / block; ++b) {
-    for (size_t at : f.at) {
-      const uint16_t h = f32_to_f16((gen() & 1 ? -1.0f : 1.0f) * dist(gen) * f.scale);
-      std::memcpy(bytes + b * block + at, &h, 2);
-    }
-  }
-  dequantize_to_f32(t, bytes, w.decoded.data(), n * k);
+  StoredWeight w{cpu_test::random_blocks(t, n, k, seed), std::vector<float>(static_cast<size_t>(n * k))};
+  dequantize_to_f32(t, w.host.data(), w.decoded.data(), n * k);
   return w;
 }
 

@@ -60,6 +60,12 @@ class CpuBackend : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out) override;
   void add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, float eps) override;
   void linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) override;
+  // Fusions (cpu_linear.cc): each thread finishes its own output columns (activation, residual add)
+  // in the projection's team.
+  void linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
+                      Activation act) override;
+  void linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                           const Tensor& residual) override;
   void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
                     const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) override;
   void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,

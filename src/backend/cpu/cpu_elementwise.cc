@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
+#include "backend/cpu/cpu_row_ops.h"
 #include "common/quant_blocks.h"
 
 namespace minivllm {
@@ -51,16 +52,7 @@ void CpuBackend::act_mul(const Tensor& gate_up, const Tensor& out, Activation ac
 #pragma omp parallel for num_threads(num_threads_) if (tokens * inter >= (1 << 15)) schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     const float* gate = src + t * 2 * inter;
-    const float* up = gate + inter;
-    float* row = dst + t * inter;
-    if (act == Activation::kGeluTanh) {  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), as PyTorch's "tanh"
-      for (int64_t i = 0; i < inter; ++i) {
-        const float g = gate[i];
-        row[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * (g + 0.044715f * g * g * g))) * up[i];
-      }
-    } else {
-      for (int64_t i = 0; i < inter; ++i) row[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-    }
+    cpu::act_mul_range(gate, gate + inter, dst + t * inter, 0, inter, act);
   }
 }
 

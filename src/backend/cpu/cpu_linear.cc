@@ -17,6 +17,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
+#include "backend/cpu/cpu_row_ops.h"
 #include "backend/cpu/quant_kernels.h"
 #include "common/quant_blocks.h"
 
@@ -128,10 +129,20 @@ bool CpuBackend::keeps_weight_dtype(DType stored) const {
   }
 }
 
-void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+namespace {
+
+// One linear's arguments after its checks (cpu_linear's x, weight, bias and out), with x quantised
+// for the dot products where they take it, and how many threads its n output features are worth.
+struct Plan {
+  LinearArgs a;
+  int threads;
+};
+
+Plan plan(const CpuBackend& be, cpu::ActScratch& act, int num_threads, const Tensor& x, const Tensor& weight,
+          const Tensor* bias, const Tensor& out) {
   cpu::check_tensor(x, DType::kF32, "linear", "x");
   MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
-                 keeps_weight_dtype(weight.dtype()))
+                 be.keeps_weight_dtype(weight.dtype()))
       << "linear: weight " << weight.describe() << " must be a host f32, f16, bf16 or ggml block-quantised tensor";
   cpu::check_tensor(out, DType::kF32, "linear", "out");
   MINIVLLM_CHECK(weight.ndim() == 2) << "linear: weight " << weight.describe() << " must be [out, in]";
@@ -140,32 +151,114 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
   const int64_t t = cpu::rows_with_cols(x, k, "linear", "x");
   MINIVLLM_CHECK(cpu::rows_with_cols(out, n, "linear", "out") == t)
       << "linear: out " << out.describe() << " vs x " << x.describe() << " and weight " << weight.describe();
-  LinearArgs a{x.ptr<float>(), static_cast<const uint8_t*>(weight.data()), weight.dtype(),
-               dtype_nbytes(weight.dtype(), k), nullptr, t, k, n, nullptr,
-               &cpu::quant_kernels(cpu::active_isa()), out.ptr<float>()};
+  Plan p{{x.ptr<float>(), static_cast<const uint8_t*>(weight.data()), weight.dtype(), dtype_nbytes(weight.dtype(), k),
+          nullptr, t, k, n, nullptr, &cpu::quant_kernels(cpu::active_isa()), out.ptr<float>()},
+         1};
   if (bias != nullptr) {
     cpu::check_tensor(*bias, DType::kF32, "linear", "bias");
     MINIVLLM_CHECK_EQ(bias->numel(), n) << "linear: bias " << bias->describe();
-    a.bias = bias->ptr<float>();
+    p.a.bias = bias->ptr<float>();
   }
-  if (dtype_is_quantized(a.dtype) && t <= kMaxDotRows) {
-    act_scratch_.quantize(a.x, t, k);  // k is whole blocks: dtype_nbytes checked it
-    a.act = &act_scratch_;
+  if (dtype_is_quantized(p.a.dtype) && t <= kMaxDotRows) {
+    act.quantize(p.a.x, t, k);  // k is whole blocks: dtype_nbytes checked it
+    p.a.act = &act;
   }
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads_, (n + kSliceAlign - 1) / kSliceAlign));
-  if (threads <= 1 || t * n * k < kParallelMacs) {
-    run_slice(a, 0, n);
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads, (n + kSliceAlign - 1) / kSliceAlign));
+  p.threads = t * n * k < kParallelMacs ? 1 : std::max(1, threads);
+  return p;
+}
+
+// Thread `id` of `team`: its contiguous slice [n0, n1) of n columns, starting on a whole cache line
+// of the output row.
+void slice_of(int64_t n, int64_t id, int64_t team, int64_t* n0, int64_t* n1) {
+  const int64_t per = (n + team - 1) / team;
+  const int64_t slice = (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
+  *n0 = std::min(n, id * slice);
+  *n1 = std::min(n, *n0 + slice);
+}
+
+}  // namespace
+
+void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
+  const Plan p = plan(*this, act_scratch_, num_threads_, x, weight, bias, out);
+  if (p.threads <= 1) {
+    run_slice(p.a, 0, p.a.n);
     return;
   }
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(p.threads)
   {
-    const int64_t id = omp_get_thread_num();
-    const int64_t team = omp_get_num_threads();
-    const int64_t per = (n + team - 1) / team;
-    const int64_t slice = (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign;
-    const int64_t n0 = std::min(n, id * slice);
-    const int64_t n1 = std::min(n, n0 + slice);
-    run_slice(a, n0, n1);
+    int64_t n0, n1;
+    slice_of(p.a.n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+    run_slice(p.a, n0, n1);
+  }
+}
+
+// The gated MLP's projection and activation in one team: each thread computes the same columns
+// [i0, i1) of gate and of up, then their activation, so no thread waits on another and the
+// activation is split over the team instead of running on one thread after the join. The same
+// arithmetic as linear, then act_mul, bit for bit. Only on the dot products (decode): sgemm's
+// results depend on how the columns are cut (OpenBLAS's edge kernels), so the f32 weights and the
+// prefill panels keep linear's cut, then act_mul.
+void CpuBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
+                                const Tensor& out, Activation act) {
+  if (gate_up_weight.dtype() == DType::kF32 || cpu::rows_with_cols(x, gate_up_weight.size(-1), "linear_act_mul", "x") >
+                                                   kMaxDotRows) {
+    Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
+    return;
+  }
+  const Plan p = plan(*this, act_scratch_, num_threads_, x, gate_up_weight, nullptr, scratch);
+  cpu::check_tensor(out, DType::kF32, "linear_act_mul", "out");
+  const int64_t inter = p.a.n / 2, t = p.a.t;
+  MINIVLLM_CHECK(p.a.n % 2 == 0 && cpu::rows_with_cols(out, inter, "linear_act_mul", "out") == t)
+      << "linear_act_mul: out " << out.describe() << " for gate/up " << gate_up_weight.describe();
+  float* dst = out.ptr<float>();
+  const auto columns = [&](int64_t i0, int64_t i1) {
+    run_slice(p.a, i0, i1);
+    run_slice(p.a, inter + i0, inter + i1);
+    for (int64_t r = 0; r < t; ++r) {
+      const float* gate = p.a.out + r * p.a.n;
+      cpu::act_mul_range(gate, gate + inter, dst + r * inter, i0, i1, act);
+    }
+  };
+  if (p.threads <= 1) {
+    columns(0, inter);
+    return;
+  }
+#pragma omp parallel num_threads(p.threads)
+  {
+    int64_t i0, i1;
+    slice_of(inter, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
+    if (i1 > i0) columns(i0, i1);
+  }
+}
+
+// residual += x W^T with each thread adding its own columns right after computing them: no second
+// pass over the rows after the join.
+void CpuBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
+                                     const Tensor& residual) {
+  const Plan p = plan(*this, act_scratch_, num_threads_, x, weight, nullptr, scratch);
+  cpu::check_tensor(residual, DType::kF32, "linear_add_residual", "residual");
+  MINIVLLM_CHECK(cpu::rows_with_cols(residual, p.a.n, "linear_add_residual", "residual") == p.a.t)
+      << "linear_add_residual: residual " << residual.describe() << " for " << weight.describe();
+  float* res = residual.ptr<float>();
+  const auto columns = [&](int64_t n0, int64_t n1) {
+    run_slice(p.a, n0, n1);
+    for (int64_t r = 0; r < p.a.t; ++r) {
+      const float* src = p.a.out + r * p.a.n;
+      float* dst = res + r * p.a.n;
+#pragma omp simd
+      for (int64_t j = n0; j < n1; ++j) dst[j] += src[j];
+    }
+  };
+  if (p.threads <= 1) {
+    columns(0, p.a.n);
+    return;
+  }
+#pragma omp parallel num_threads(p.threads)
+  {
+    int64_t n0, n1;
+    slice_of(p.a.n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+    columns(n0, n1);
   }
 }
 

@@ -7,7 +7,22 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/activation.h"
+
 namespace minivllm::cpu {
+
+// out[i] = act(gate[i]) * up[i] for i in [i0, i1): the gated MLP's activation (act_mul, and the
+// fused gate/up projection of cpu_linear.cc, each thread on its own columns).
+inline void act_mul_range(const float* gate, const float* up, float* out, int64_t i0, int64_t i1, Activation act) {
+  if (act == Activation::kGeluTanh) {  // 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), as PyTorch's "tanh"
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = gate[i];
+      out[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * (g + 0.044715f * g * g * g))) * up[i];
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+}
 
 // out = (x * rsqrt(mean(x^2) + eps)) * w; out may alias x.
 inline void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {

@@ -172,7 +172,8 @@ void dot_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t block
 }
 
 // A 32-element block's int16 codes (lo: elements 0-15, hi: 16-31) . its activation codes, as 8
-// int32 partial sums.
+// int32 partial sums. Built with VNNI (quant_kernels_avx512_vnni.cc), the second product and the
+// add are one vpdpwssd: the same sums (no pair of int16 products overflows int32 here).
 inline __m256i halves_products(__m256i lo, __m256i hi, const int16_t* xq) {
   const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
   const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16));
