@@ -9,6 +9,8 @@
 // - the same, many rows (prefill): each thread decodes its rows, a panel of up to 4 MiB at a time,
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
 //   spread over all T rows.
+// linear_act_mul and linear_add_residual run in the same team: each thread finishes its own columns
+// (their activation, their residual add), so nothing runs on one thread after the join.
 #include <cblas.h>
 #include <omp.h>
 
@@ -177,20 +179,26 @@ void slice_of(int64_t n, int64_t id, int64_t team, int64_t* n0, int64_t* n1) {
   *n1 = std::min(n, *n0 + slice);
 }
 
+// fn(n0, n1) on each thread's slice of [0, n), or on all of it where one thread is enough.
+template <class Fn>
+void for_slices(int64_t n, int threads, const Fn& fn) {
+  if (threads <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t n0, n1;
+    slice_of(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+    if (n1 > n0) fn(n0, n1);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   const Plan p = plan(*this, act_scratch_, num_threads_, x, weight, bias, out);
-  if (p.threads <= 1) {
-    run_slice(p.a, 0, p.a.n);
-    return;
-  }
-#pragma omp parallel num_threads(p.threads)
-  {
-    int64_t n0, n1;
-    slice_of(p.a.n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-    run_slice(p.a, n0, n1);
-  }
+  for_slices(p.a.n, p.threads, [&p](int64_t n0, int64_t n1) { run_slice(p.a, n0, n1); });
 }
 
 // The gated MLP's projection and activation in one team: each thread computes the same columns
@@ -220,16 +228,7 @@ void CpuBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, c
       cpu::act_mul_range(gate, gate + inter, dst + r * inter, i0, i1, act);
     }
   };
-  if (p.threads <= 1) {
-    columns(0, inter);
-    return;
-  }
-#pragma omp parallel num_threads(p.threads)
-  {
-    int64_t i0, i1;
-    slice_of(inter, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
-    if (i1 > i0) columns(i0, i1);
-  }
+  for_slices(inter, p.threads, columns);
 }
 
 // residual += x W^T with each thread adding its own columns right after computing them: no second
@@ -250,16 +249,7 @@ void CpuBackend::linear_add_residual(const Tensor& x, const Tensor& weight, cons
       for (int64_t j = n0; j < n1; ++j) dst[j] += src[j];
     }
   };
-  if (p.threads <= 1) {
-    columns(0, p.a.n);
-    return;
-  }
-#pragma omp parallel num_threads(p.threads)
-  {
-    int64_t n0, n1;
-    slice_of(p.a.n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-    columns(n0, n1);
-  }
+  for_slices(p.a.n, p.threads, columns);
 }
 
 }  // namespace minivllm
