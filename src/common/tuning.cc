@@ -279,7 +279,8 @@ constexpr Knob kKnobs[] = {
      "the CPU communicator spins this long before it sleeps on the futex"},
     // --- CPU
     {"MINIVLLM_CPU_ISA", G::kTuning, K::kWord, "scalar|avx2|avx512|avx512vnni", 0, 0, "the widest the CPU has",
-     "the quantized dot products' instruction set (256-bit AVX-512 won on the AMD EPYC measured, its VNNI build by 3-8% more)"},
+     "the quantized dot products' instruction set (256-bit AVX-512 won on the AMD EPYC measured, its VNNI build more: "
+     "PERFORMANCE.md, \"Stop 104\")"},
     // --- profiling
     {"MINIVLLM_PROFILE_STEPS", G::kProfiling, K::kSwitch, "", 0, 0, "0",
      "times each step synchronously and prints where it went"},

@@ -1,8 +1,8 @@
 // The AVX-512 table built with VNNI as well (quant_kernels_avx512.h): halves_products' second
 // vpmaddwd and its add become one vpdpwssd, the same integer sums. The default where the CPU has
 // AVX-512 F/BW/VL and VNNI (Ice Lake and later, Zen 4). Here Q8_0, Q4_0 and Q4_1 take this build
-// too: 6-8% less time a block than AVX2's, where the plain AVX-512 build of them was level; Q3_K
-// keeps AVX2's (docs/PERFORMANCE.md, stop 104). This file alone is built with these flags;
+// too: faster than AVX2's, where the plain AVX-512 build of them was level; Q3_K keeps AVX2's
+// (docs/PERFORMANCE.md, "Stop 104"). This file alone is built with these flags;
 // quant_kernels.cc calls it only after cpuid says the CPU has them.
 #include "backend/cpu/quant_kernels_avx512.h"
 
