@@ -108,11 +108,14 @@ void panel_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
+// Stored-format weights and few rows (decode): dot products on the stored bytes, no sgemm.
+bool takes_dot_products(const LinearArgs& a) { return a.dtype != DType::kF32 && a.t <= kMaxDotRows; }
+
 void run_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   if (n1 <= n0 || a.t == 0) return;
   if (a.dtype == DType::kF32) {
     f32_slice(a, n0, n1);
-  } else if (a.t <= kMaxDotRows) {
+  } else if (takes_dot_products(a)) {
     dot_slice(a, n0, n1);
   } else {
     panel_slice(a, n0, n1);
@@ -161,7 +164,7 @@ Plan plan(const CpuBackend& be, cpu::ActScratch& act, int num_threads, const Ten
     MINIVLLM_CHECK_EQ(bias->numel(), n) << "linear: bias " << bias->describe();
     p.a.bias = bias->ptr<float>();
   }
-  if (dtype_is_quantized(p.a.dtype) && t <= kMaxDotRows) {
+  if (dtype_is_quantized(p.a.dtype) && takes_dot_products(p.a)) {
     act.quantize(p.a.x, t, k);  // k is whole blocks: dtype_nbytes checked it
     p.a.act = &act;
   }
@@ -209,12 +212,11 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
 // prefill panels keep linear's cut, then act_mul.
 void CpuBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                                 const Tensor& out, Activation act) {
-  if (gate_up_weight.dtype() == DType::kF32 || cpu::rows_with_cols(x, gate_up_weight.size(-1), "linear_act_mul", "x") >
-                                                   kMaxDotRows) {
+  const Plan p = plan(*this, act_scratch_, num_threads_, x, gate_up_weight, nullptr, scratch);
+  if (!takes_dot_products(p.a)) {  // plan quantised nothing for these
     Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
     return;
   }
-  const Plan p = plan(*this, act_scratch_, num_threads_, x, gate_up_weight, nullptr, scratch);
   cpu::check_tensor(out, DType::kF32, "linear_act_mul", "out");
   const int64_t inter = p.a.n / 2, t = p.a.t;
   MINIVLLM_CHECK(p.a.n % 2 == 0 && cpu::rows_with_cols(out, inter, "linear_act_mul", "out") == t)
