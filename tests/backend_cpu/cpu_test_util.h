@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant_kernels.h"
 #include "common/check.h"
 #include "common/dtype.h"
 
@@ -22,6 +23,22 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (float& x : v) x = dist(gen);
   return v;
+}
+
+// Forces an ISA for the quantised dot products, and restores the choice however the test ends.
+struct IsaGuard {
+  explicit IsaGuard(cpu::Isa isa) : previous(cpu::set_isa(isa)) {}
+  ~IsaGuard() { cpu::set_isa(previous); }
+  cpu::Isa previous;
+};
+
+// The ISAs this CPU can run, scalar first (kIsas is narrowest first).
+inline std::vector<cpu::Isa> runnable_isas() {
+  std::vector<cpu::Isa> out;
+  for (cpu::Isa isa : cpu::kIsas) {
+    if (cpu::isa_supported(isa)) out.push_back(isa);
+  }
+  return out;
 }
 
 // Byte offsets of a ggml block's f16 scales, and a magnitude that keeps the weights near 1.

@@ -27,20 +27,6 @@ using cpu_test::upload;
 const DType kFormats[] = {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kIQ4_XS};
 
-struct IsaGuard {
-  explicit IsaGuard(cpu::Isa isa) : previous(cpu::set_isa(isa)) {}
-  ~IsaGuard() { cpu::set_isa(previous); }
-  cpu::Isa previous;
-};
-
-std::vector<cpu::Isa> runnable_isas() {
-  std::vector<cpu::Isa> out;  // scalar first: kIsas is narrowest first
-  for (cpu::Isa isa : cpu::kIsas) {
-    if (cpu::isa_supported(isa)) out.push_back(isa);
-  }
-  return out;
-}
-
 // n rows of k elements of random blocks, and their decoding.
 struct StoredWeight {
   Tensor host;
@@ -79,7 +65,7 @@ struct Shape {
 void check_linear(DType dtype, cpu::Isa isa, int threads, const Shape& s) {
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + cpu::isa_name(isa) + " threads " + std::to_string(threads) +
                " t " + std::to_string(s.t) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k));
-  IsaGuard guard(isa);
+  cpu_test::IsaGuard guard(isa);
   CpuBackend b(threads);
   ASSERT_TRUE(b.keeps_weight_dtype(dtype));
   const StoredWeight w = random_weight(dtype, s.n, s.k, static_cast<uint32_t>(s.n * 31 + s.k));
@@ -106,7 +92,7 @@ TEST_P(CodesLinear, MatchesDequantizedReference) {
   // and the panel path (6). n: odd, below and above a thread slice.
   const std::vector<Shape> shapes{{1, 1, blk}, {1, 33, 3 * blk}, {3, 17, 9 * blk}, {6, 19, 3 * blk},
                                   {1, 129, 9 * blk}};
-  for (cpu::Isa isa : runnable_isas()) {
+  for (cpu::Isa isa : cpu_test::runnable_isas()) {
     for (int threads : {1, 2}) {
       for (const Shape& s : shapes) check_linear(dtype, isa, threads, s);
     }
@@ -120,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, CodesLinear, ::testing::ValuesIn(kFormats),
 // single-row result to rounding, with 0xff bytes (f16 NaN) after the last block; the panel
 // decoding bit for bit.
 TEST(CodesKernels, EveryIsaAgreesWithScalar) {
-  const std::vector<cpu::Isa> isas = runnable_isas();
+  const std::vector<cpu::Isa> isas = cpu_test::runnable_isas();
   if (isas.size() == 1) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
   const cpu::QuantKernels& ref = cpu::quant_kernels(cpu::Isa::kScalar);
   for (size_t i = 1; i < isas.size(); ++i) {

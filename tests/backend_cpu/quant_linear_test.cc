@@ -20,21 +20,6 @@ using cpu_test::expect_close;
 using cpu_test::random_floats;
 using cpu_test::upload;
 
-// Restores the ISA choice however the test ends.
-struct IsaGuard {
-  explicit IsaGuard(cpu::Isa isa) : previous(cpu::set_isa(isa)) {}
-  ~IsaGuard() { cpu::set_isa(previous); }
-  cpu::Isa previous;
-};
-
-std::vector<cpu::Isa> runnable_isas() {
-  std::vector<cpu::Isa> out;  // scalar first: kIsas is narrowest first
-  for (cpu::Isa isa : cpu::kIsas) {
-    if (cpu::isa_supported(isa)) out.push_back(isa);
-  }
-  return out;
-}
-
 // A host weight [n, k] in `dtype` made from random values, and its exact fp32 decoding.
 struct StoredWeight {
   Tensor host;
@@ -76,7 +61,7 @@ void check_linear(DType dtype, cpu::Isa isa, int threads, const Shape& s, bool w
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + cpu::isa_name(isa) + " threads " + std::to_string(threads) +
                " t " + std::to_string(s.t) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k) +
                (with_bias ? " bias" : ""));
-  IsaGuard guard(isa);
+  cpu_test::IsaGuard guard(isa);
   CpuBackend b(threads);
   ASSERT_TRUE(b.keeps_weight_dtype(dtype));
   const StoredWeight w = make_weight(dtype, s.n, s.k, static_cast<uint32_t>(s.n * 31 + s.k));
@@ -109,7 +94,7 @@ TEST_P(StoredLinear, MatchesDequantizedReference) {
                                       : std::vector<Shape>{{1, 1, 7}, {1, 33, 37}, {3, 17, 100}, {5, 19, 9},
                                                            {37, 70, 129}, {1, 300, 575}, {2, 257, 1025},
                                                            {6, 601, 4095}};
-  for (cpu::Isa isa : runnable_isas()) {
+  for (cpu::Isa isa : cpu_test::runnable_isas()) {
     for (int threads : {1, 2}) {
       for (const Shape& s : shapes) {
         check_linear(dtype, isa, threads, s, /*with_bias=*/s.n % 2 == 1);
@@ -125,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, StoredLinear,
 // The kernels of each ISA directly: the same dot products as the scalar reference to rounding, and
 // the panel decoding bit for bit (it is exact in fp32 on both paths).
 TEST(QuantKernels, EveryIsaAgreesWithScalar) {
-  const std::vector<cpu::Isa> isas = runnable_isas();
+  const std::vector<cpu::Isa> isas = cpu_test::runnable_isas();
   if (isas.size() == 1) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path runs";
   if (!cpu::isa_supported(cpu::Isa::kAvx512)) std::cout << "[ note ] no AVX-512 on this CPU: its kernels are not run\n";
   const cpu::QuantKernels& ref = cpu::quant_kernels(cpu::Isa::kScalar);
