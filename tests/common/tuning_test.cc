@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "scoped_env.h"
 
 namespace minivllm {
 namespace {
@@ -101,12 +102,7 @@ TEST(KnobTable, RowsAreWellFormed) {
   }
 }
 
-// Sets a variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
+using test::ScopedEnv;
 
 void expect_error_naming(const std::function<void()>& f, const std::string& part) {
   try {

@@ -15,6 +15,7 @@
 #include "attention_case.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_policy.h"
+#include "scoped_env.h"
 
 namespace minivllm::cuda_test {
 namespace {
@@ -28,21 +29,8 @@ std::string shape_name(const AttentionCase& c) {
 }
 
 // MINIVLLM_* knobs set for one scope: the backends read them when they are made.
-using EnvVars = std::vector<std::pair<const char*, const char*>>;
-class ScopedEnv {
- public:
-  explicit ScopedEnv(EnvVars vars) : vars_(std::move(vars)) {
-    for (const auto& [name, value] : vars_) setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : vars_) unsetenv(name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  EnvVars vars_;
-};
+using test::EnvVars;
+using test::ScopedEnv;
 
 // Both backends, made while `vars` are set.
 Backends make_backends(const EnvVars& vars) {

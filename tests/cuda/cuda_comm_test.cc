@@ -25,6 +25,7 @@
 #include "backend/cuda/nccl_communicator.h"
 #include "common/check.h"
 #include "cuda_test_util.h"
+#include "scoped_env.h"
 
 extern char** environ;
 
@@ -36,30 +37,8 @@ using Clock = std::chrono::steady_clock;
 #define MINIVLLM_SKIP_WITHOUT_2_GPUS() \
   if (::minivllm::cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << ::minivllm::cuda_device_count() << " visible"
 
-// Sets an environment variable for the scope (communicators read theirs when constructed).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old, had_ = true;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+// Communicators read their knobs when constructed.
+using test::ScopedEnv;
 
 // Rank q's input of a collective: bf16-exact normal values, the same in every process.
 std::vector<float> rank_values(int q, int64_t n, uint32_t salt) {
