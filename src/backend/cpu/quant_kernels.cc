@@ -162,6 +162,12 @@ std::atomic<int>& chosen() {
   return isa;
 }
 
+// dot_codes' index of a dtype of decode_block (in DType order from q5_0).
+int codes_index(DType dtype) {
+  MINIVLLM_CHECK(has_block_codes(dtype)) << "no quantised dot product for " << dtype_name(dtype);
+  return static_cast<int>(dtype) - static_cast<int>(DType::kQ5_0);
+}
+
 }  // namespace
 
 bool has_quant_dot(DType dtype) {
@@ -175,9 +181,10 @@ DotFn QuantKernels::dot(DType dtype) const {
     case DType::kQ4_1: return dot_q4_1;
     default: break;
   }
-  MINIVLLM_CHECK(has_block_codes(dtype)) << "no quantised dot product for " << dtype_name(dtype);
-  return dot_codes[static_cast<int>(dtype) - static_cast<int>(DType::kQ5_0)];
+  return dot_codes[codes_index(dtype)];
 }
+
+void QuantKernels::set_codes(DType dtype, DotFn f) { dot_codes[codes_index(dtype)] = f; }
 
 const char* isa_name(Isa isa) {
   switch (isa) {

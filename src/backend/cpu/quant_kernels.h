@@ -82,6 +82,8 @@ struct QuantKernels {
 
   // The dot product of a block-quantised dtype (checked).
   DotFn dot(DType dtype) const;
+  // Sets dot_codes' entry for a dtype of decode_block (checked): the ISA tables' one index rule.
+  void set_codes(DType dtype, DotFn f);
 };
 
 // True for the block-quantised dtypes that have dot products here.

@@ -142,16 +142,15 @@ QuantKernels make_avx2() {
   k.dot_bf16 = dot_16bit<load_bf16x8, bf16_scalar>;
   k.dot_f16 = dot_16bit<load_f16x8, load_f16>;
   k.dequant = dequant;
-  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
-  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_256<DType::kQ5_0>>);
-  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_256<DType::kQ5_1>>);
-  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
-  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
-  set(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
-  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
-  set(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);
-  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
-  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  k.set_codes(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_256<DType::kQ5_0>>);
+  k.set_codes(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_256<DType::kQ5_1>>);
+  k.set_codes(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
+  k.set_codes(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
+  k.set_codes(DType::kQ3_K, dot_super<DType::kQ3_K, super_products_256<DType::kQ3_K>>);
+  k.set_codes(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  k.set_codes(DType::kQ5_K, dot_super<DType::kQ5_K, super_products_256<DType::kQ5_K>>);
+  k.set_codes(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   return k;
 }
 

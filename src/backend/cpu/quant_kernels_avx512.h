@@ -45,15 +45,14 @@ __m256i q5_k_products_masked(const uint8_t* w, int s, const int16_t* xq) {
 
 // The AVX-512 table: `base` (the AVX2 one) with the formats whose 256-bit AVX-512 build is faster.
 QuantKernels make_avx512(QuantKernels k) {
-  const auto set = [&k](DType t, DotFn f) { k.dot_codes[static_cast<int>(t) - static_cast<int>(DType::kQ5_0)] = f; };
-  set(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
-  set(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_masked<DType::kQ5_1>>);
-  set(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
-  set(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
-  set(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
-  set(DType::kQ5_K, dot_super<DType::kQ5_K, q5_k_products_masked>);
-  set(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
-  set(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  k.set_codes(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
+  k.set_codes(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_masked<DType::kQ5_1>>);
+  k.set_codes(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
+  k.set_codes(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
+  k.set_codes(DType::kQ4_K, dot_super<DType::kQ4_K, super_products_256<DType::kQ4_K>>);
+  k.set_codes(DType::kQ5_K, dot_super<DType::kQ5_K, q5_k_products_masked>);
+  k.set_codes(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
+  k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   return k;
 }
 
