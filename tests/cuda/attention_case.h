@@ -105,9 +105,8 @@ inline constexpr DecodeSwitch kDecodeSwitches[] = {
 // fn(tag) with the switch set (backends made inside see it), unset after; tag names it in failures.
 template <typename F>
 void with_decode_switch(const DecodeSwitch& s, F&& fn) {
-  if (s.value != nullptr) setenv(s.name, s.value, 1);
+  const test::ScopedEnv env(s.value != nullptr ? test::EnvVars{{s.name, s.value}} : test::EnvVars{});
   fn(std::string(s.name) + "=" + (s.value ? s.value : "policy"));
-  if (s.value != nullptr) unsetenv(s.name);
 }
 
 inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, uint32_t seed) {

@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "common/dtype.h"
 #include "common/tensor.h"
+#include "scoped_env.h"
 
 namespace minivllm::cuda_test {
 
@@ -42,12 +43,12 @@ struct Backends {
 // "" leaving its knob unset (CudaBackend reads its knobs when it is made); the knobs are unset
 // afterwards.
 inline Backends backends_with(std::initializer_list<std::pair<const char*, const char*>> knobs) {
+  test::EnvVars set;
   for (const auto& [name, value] : knobs) {
-    if (*value != '\0') ::setenv(name, value, 1);
+    if (*value != '\0') set.emplace_back(name, value);
   }
-  Backends b;
-  for (const auto& [name, value] : knobs) ::unsetenv(name);
-  return b;
+  const test::ScopedEnv env(set);
+  return Backends{};
 }
 inline Backends backends_with(const char* name, const char* value) { return backends_with({{name, value}}); }
 
