@@ -121,46 +121,13 @@ constexpr int kDownThreads = kDownWarps * 32;
 // Chunks of each row a lane loads a step, by rows a CTA (2, 4 or 8).
 constexpr int down_steps(int rows) { return rows == 2 ? 4 : 3; }
 
-// The down gemvs' residual value: thread r < kDownRows's of out, loaded right after the wait, not on
-// the tail (PERFORMANCE.md, "Stop 73").
-template <int kDownRows>
-__device__ __forceinline__ float down_add_base(const MoeGemvArgs& a, int64_t t, int64_t row0) {
-  if (threadIdx.x >= kDownRows || row0 + threadIdx.x >= a.hidden) return 0.0f;
-  const int64_t o = t * a.hidden + row0 + threadIdx.x;
-  return a.out_f32 ? static_cast<const float*>(a.out)[o] : __bfloat162float(static_cast<const __nv_bfloat16*>(a.out)[o]);
-}
-
-// The down gemvs' end: the warps' sums met in shared memory in warp order, added to base by thread r.
-template <int kDownRows>
-__device__ __forceinline__ void down_add_finish(const MoeGemvArgs& a, const float (&acc)[kDownRows], float base,
-                                                int64_t t, int64_t row0) {
-  __shared__ float part[kDownWarps][kDownRows];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int r = 0; r < kDownRows; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) part[warp][r] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x >= kDownRows) return;
-  const int64_t row = row0 + threadIdx.x;
-  if (row >= a.hidden) return;
-  float sum = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
-  if (a.out_f32) {
-    static_cast<float*>(a.out)[t * a.hidden + row] = base + sum;
-  } else {
-    static_cast<__nv_bfloat16*>(a.out)[t * a.hidden + row] = __float2bfloat16(base + sum);
-  }
-}
-
 // At 8 rows (MINIVLLM_MOE_DOWN_ROWS_ONE, one token) two CTAs an SM of 120 registers: every chunk of a
 // warp's slot in flight at once, where at 4 rows ptxas issues them in three waits. (Without the minimum
 // of 2, ptxas keeps 4 rows at 64 registers; with a minimum of 1 it takes 114, too many for one wave.)
 template <int kDownRows, int kDownSteps>
 __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
+  __shared__ float part[kDownWarps][kDownRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
@@ -203,7 +170,23 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) acc[r] = fmaf(gw, s[r], acc[r]);
   }
-  down_add_finish<kDownRows>(a, acc, base, t, row0);
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x >= kDownRows) return;
+  const int64_t row = row0 + threadIdx.x;
+  if (row >= a.hidden) return;
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
+  if (a.out_f32) {
+    static_cast<float*>(a.out)[t * a.hidden + row] = base + sum;
+  } else {
+    static_cast<__nv_bfloat16*>(a.out)[t * a.hidden + row] = __float2bfloat16(base + sum);
+  }
 }
 
 // The same with warp w's slot w loaded before the PDL wait (MoeShape::down_early: k <= kDownWarps, a
@@ -214,6 +197,7 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
 template <int kDownRows, int kDownSteps>
 __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     moe_gemv_down_add_early_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
+  __shared__ float part[kDownWarps][kDownRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.y;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
@@ -244,7 +228,12 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     }
   }
   pdl_wait();  // act is the gate/up gemv's output; out is read and written
-  const float base = down_add_base<kDownRows>(a, t, row0);
+  float base = 0.0f;
+  if (threadIdx.x < kDownRows && row0 + threadIdx.x < a.hidden) {
+    const int64_t o = t * a.hidden + row0 + threadIdx.x;
+    base = a.out_f32 ? static_cast<const float*>(a.out)[o]
+                     : __bfloat162float(static_cast<const __nv_bfloat16*>(a.out)[o]);
+  }
   float acc[kDownRows] = {};
   if (e >= 0) {  // warp w's slot w, the only one (the host checks k <= kDownWarps)
     const float gw = a.weights[t * a.k + warp];
@@ -264,7 +253,23 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) acc[r] = gw * s[r];
   }
-  down_add_finish<kDownRows>(a, acc, base, t, row0);
+#pragma unroll
+  for (int r = 0; r < kDownRows; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x >= kDownRows) return;
+  const int64_t row = row0 + threadIdx.x;
+  if (row >= a.hidden) return;
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
+  if (a.out_f32) {
+    static_cast<float*>(a.out)[t * a.hidden + row] = base + sum;
+  } else {
+    static_cast<__nv_bfloat16*>(a.out)[t * a.hidden + row] = __float2bfloat16(base + sum);
+  }
 }
 
 void check_shape(const char* op, const MoeShape& s) {
