@@ -121,9 +121,6 @@ constexpr Knob kKnobs[] = {
      "where that launch serves a layer of at most 128 experts, it leaves the route to the experts' decode "
      "gate/up gemv, each warp routing its token itself (moe_gemv.cu; PERFORMANCE.md, \"Stop 97\"); 0: the "
      "route in the norm-route launch"},
-    {"MINIVLLM_MOE_DOWN_EARLY", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "with the route in the gate/up gemv, the decode down gemv loads its first slots' rows before its PDL "
-     "wait, from the ids the gate/up's route writes (moe_gemv.cu); off until measured on an H200"},
     {"MINIVLLM_MOE_ROUTE_CTA", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the MoE route at up to 64 tokens: a CTA a token (a place per expert by counting) instead of a warp's "
      "k selection rounds (moe.cu; PERFORMANCE.md, \"Stop 69\")"},

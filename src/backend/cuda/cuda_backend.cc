@@ -64,7 +64,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   moe_route_cta_ = knob_flag("MINIVLLM_MOE_ROUTE_CTA");
   moe_norm_route_ = knob_flag("MINIVLLM_MOE_NORM_ROUTE");
   moe_route_in_gate_ = knob_flag("MINIVLLM_MOE_ROUTE_IN_GATE");
-  moe_down_early_ = knob_flag("MINIVLLM_MOE_DOWN_EARLY");
   decode_staged_ = knob_flag("MINIVLLM_DECODE_STAGED");
   decode_wide_mma_ = static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_MMA").value_or(kDecodeWideMmaMaxSeqs));
   decode_wide_mma_heads_ = static_cast<int>(knob_int("MINIVLLM_DECODE_WIDE_MMA_HEADS").value_or(0));

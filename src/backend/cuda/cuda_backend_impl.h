@@ -417,7 +417,6 @@ class CudaBackend : public Backend {
   bool moe_route_cta_ = true;        // MoE route: a CTA a token at decode sizes (MINIVLLM_MOE_ROUTE_CTA)
   bool moe_norm_route_ = true;       // MoE norm, router and route in one launch (MINIVLLM_MOE_NORM_ROUTE)
   bool moe_route_in_gate_ = true;    // the experts' gate/up gemv routes for itself (MINIVLLM_MOE_ROUTE_IN_GATE)
-  bool moe_down_early_ = false;      // the down gemv loads its rows before its wait (MINIVLLM_MOE_DOWN_EARLY)
   int64_t moe_small_tile_rows_ = 48;  // grouped GEMMs take 32-row tiles up to this many rows an expert
                                      // on average (MINIVLLM_MOE_SMALL_TILE_ROWS)
   int decode_ring_ = -1;             // MINIVLLM_DECODE_RING: 0 off, 1 wherever it fits, -1 decode_use_ring

@@ -240,13 +240,11 @@ void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor
   // (rare) sends the experts to the grouped path, so the layer composes the two ops there too.
   if (moe_route_in_gate_ && router_weight.size(0) <= kMoeWarpRouteMaxExperts &&
       norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights)) {
-    MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
+    const MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
     if (p.gemv) {
       const int experts = static_cast<int>(router_weight.size(0));
-      // The down gemv may read the gate/up's ids before its wait; the norm-route launch resets them.
-      p.shape.down_early = moe_down_early_ && moe_down_early_fits(p.shape);
-      launch_norm_route(pro, router_weight, router_logits, p.shape.k, renormalize,
-                        p.shape.down_early ? topk_ids.ptr<int32_t>() : nullptr, nullptr, /*route=*/false);
+      launch_norm_route(pro, router_weight, router_logits, p.shape.k, renormalize, nullptr, nullptr,
+                        /*route=*/false);
       const MoeGateRoute route{router_logits.ptr<float>(), experts, renormalize, topk_ids.ptr<int32_t>(),
                                topk_weights.ptr<float>()};
       launch_moe_gemvs(pro.normed, topk_ids, topk_weights, p, scratch, out, act, &route);

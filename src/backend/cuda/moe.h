@@ -49,14 +49,7 @@ struct MoeShape {
   int tile_rows = kMoeTileRows;  // the grouped path's row tile: kMoeTileRows or kMoeSmallTileRows
   int down_rows = 4;             // the decode down gemv's output rows a CTA: 2, 4 or 8 (MINIVLLM_MOE_DOWN_ROWS[_ONE])
   int gate_chunks = 2;           // the decode gate/up gemv's chunks of each row in flight a lane: 2 or 4
-  // The decode down gemv loads its first slots' rows before its PDL wait, from the ids that the gate/up
-  // gemv's route writes (MINIVLLM_MOE_DOWN_EARLY): only with a MoeGateRoute, the ids reset to
-  // kMoeIdPending by the norm-route launch, and moe_down_early_fits.
-  bool down_early = false;
 };
-
-// An id not yet routed: the norm-route launch writes it, the gate/up gemv's route the expert.
-constexpr int32_t kMoeIdPending = -1;
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
 // kMoeRouteMaxExperts, 1 <= k <= E.
@@ -71,9 +64,8 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
 // [T, E] = normed router^T (router bf16 [E, H]), then ids and weights as launch_moe_route. A
 // cluster of CTAs a token; moe_norm_route_fits says which shapes it takes.
 bool moe_norm_route_fits(int64_t tokens, int64_t hidden, int experts);
-// route false: the normed rows and the logits only, for a gate/up gemv that routes for itself
-// (MoeGateRoute); no cluster barrier then, weights untouched, and ids (where not null) set to
-// kMoeIdPending for a down gemv that reads them early (MoeShape::down_early).
+// route false: the normed rows and the logits only (ids and weights untouched), for a gate/up gemv
+// that routes for itself (MoeGateRoute); no cluster barrier then.
 void launch_moe_norm_route(const float* residual, const void* norm_w, bool norm_f32, float eps, const void* router,
                            int64_t tokens, int64_t hidden, int experts, int k, bool renormalize, void* normed,
                            float* logits, int32_t* ids, float* weights, cudaStream_t stream, bool route = true);
@@ -108,8 +100,6 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
                              Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route = nullptr);
 // out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
 // weights[t, j] * (act[t * k + j] W_down,e^T); down.w[e] is [H, I].
-// Whether the down gemv can take MoeShape::down_early: a slot's rows in one step of each lane's chunks.
-bool moe_down_early_fits(const MoeShape& s);
 void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
                               const MoeShape& s, void* out, bool out_f32, cudaStream_t stream);
 

@@ -30,7 +30,6 @@ struct MoeGemvArgs {
   int64_t hidden, inter;
   Activation act;
   MoeGateRoute route;  // kRoute: where the gate/up gemv routes from and writes the ids and weights
-  bool trigger_after_wait;  // gate/up: the down gemv reads the ids before its wait (MoeShape::down_early)
 };
 
 // Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
@@ -43,12 +42,8 @@ struct MoeGemvArgs {
 template <int kUnroll, bool kRoute>
 __global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
     moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
-  // The down gemv may launch and wait. Where it reads the ids before its wait, it may launch only once
-  // every CTA here has waited: the launch before this one (the norm-route) has then finished, and with
-  // it the ids' reset to kMoeIdPending, so the down gemv sees no id of an earlier layer.
-  if (!a.trigger_after_wait) pdl_launch_dependents();
-  pdl_wait();  // the ids (or the logits) are the kernel before's output
-  if (a.trigger_after_wait) pdl_launch_dependents();
+  pdl_launch_dependents();  // the down gemv may launch and wait
+  pdl_wait();               // the ids (or the logits) are the kernel before's output
   const int64_t pair = blockIdx.y;
   int id;
   if constexpr (kRoute) {
@@ -189,89 +184,6 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
   }
 }
 
-// The same with warp w's slot w loaded before the PDL wait (MoeShape::down_early: k <= kDownWarps, a
-// slot's row in one step of a lane's chunks), from the id that the gate/up gemv's route writes, polled
-// until it is no longer kMoeIdPending: those loads overlap the gate/up gemv's last CTAs. act and the
-// gate weights are read after the wait, and every sum is taken in the kernel above's order: the same
-// bits. A kernel of its own, so that the one above keeps its registers.
-template <int kDownRows, int kDownSteps>
-__global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
-    moe_gemv_down_add_early_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
-  __shared__ float part[kDownWarps][kDownRows];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = blockIdx.y;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
-  const int chunks = static_cast<int>(a.inter / 8);
-  pdl_launch_dependents();
-  uint4 wv[kDownSteps][kDownRows];
-  int e = -1;
-  if (warp < a.k) {
-    // Read past L1, which may hold an earlier layer's line; the launch order keeps an earlier layer's
-    // id out of L2 (moe_gemv_act_mul_kernel's trigger).
-    const volatile int32_t* idp = a.ids + t * a.k + warp;
-    int32_t id;
-    while ((id = *idp) == kMoeIdPending) {
-    }
-    e = id - a.first_expert;
-    if (e < 0 || e >= a.num_local) e = -1;
-  }
-  // The loads predicated, not branched around (a branch kept wv out of registers: ptxas spilled 600 bytes).
-  const uint4* w = static_cast<const uint4*>(table.w[max(e, 0)]);
-  const int live = e >= 0 ? chunks : 0;
-#pragma unroll
-  for (int u = 0; u < kDownSteps; ++u) {
-    const int c = lane + 32 * u;
-#pragma unroll
-    for (int r = 0; r < kDownRows; ++r) {
-      const int64_t row = min(row0 + r, a.hidden - 1);
-      wv[u][r] = c < live ? load_streaming(w + row * chunks + c) : make_uint4(0, 0, 0, 0);
-    }
-  }
-  pdl_wait();  // act is the gate/up gemv's output; out is read and written
-  float base = 0.0f;
-  if (threadIdx.x < kDownRows && row0 + threadIdx.x < a.hidden) {
-    const int64_t o = t * a.hidden + row0 + threadIdx.x;
-    base = a.out_f32 ? static_cast<const float*>(a.out)[o]
-                     : __bfloat162float(static_cast<const __nv_bfloat16*>(a.out)[o]);
-  }
-  float acc[kDownRows] = {};
-  if (e >= 0) {  // warp w's slot w, the only one (the host checks k <= kDownWarps)
-    const float gw = a.weights[t * a.k + warp];
-    const uint4* act = a.in + (t * a.k + warp) * static_cast<int64_t>(chunks);
-    uint4 av[kDownSteps];
-#pragma unroll
-    for (int u = 0; u < kDownSteps; ++u) {
-      const int c = lane + 32 * u;
-      av[u] = c < chunks ? __ldg(act + c) : make_uint4(0, 0, 0, 0);
-    }
-    float s[kDownRows] = {};
-#pragma unroll
-    for (int u = 0; u < kDownSteps; ++u) {
-#pragma unroll
-      for (int r = 0; r < kDownRows; ++r) s[r] += dot8(av[u], wv[u][r]);
-    }
-#pragma unroll
-    for (int r = 0; r < kDownRows; ++r) acc[r] = gw * s[r];
-  }
-#pragma unroll
-  for (int r = 0; r < kDownRows; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) part[warp][r] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x >= kDownRows) return;
-  const int64_t row = row0 + threadIdx.x;
-  if (row >= a.hidden) return;
-  float sum = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
-  if (a.out_f32) {
-    static_cast<float*>(a.out)[t * a.hidden + row] = base + sum;
-  } else {
-    static_cast<__nv_bfloat16*>(a.out)[t * a.hidden + row] = __float2bfloat16(base + sum);
-  }
-}
-
 void check_shape(const char* op, const MoeShape& s) {
   MINIVLLM_CHECK(s.tokens >= 0 && s.tokens <= 65535 && s.k >= 1 && s.hidden > 0 && s.hidden % 8 == 0 &&
                  s.inter > 0 && s.inter % 8 == 0 && s.tokens * s.k * (s.inter / 8) < (int64_t{1} << 31) &&
@@ -294,10 +206,6 @@ MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
 
 }  // namespace
 
-bool moe_down_early_fits(const MoeShape& s) {
-  return s.k <= kDownWarps && s.inter / 8 <= 32 * down_steps(s.down_rows);
-}
-
 void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
                              Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route) {
   if (s.tokens == 0) return;
@@ -306,7 +214,6 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
   MoeGemvArgs a = args(x, ids, s);
   a.out = act_out;
   a.act = act;
-  a.trigger_after_wait = s.down_early;
   if (route != nullptr) {
     MINIVLLM_CHECK(route->experts >= s.k && route->experts <= kMoeWarpRouteMaxExperts &&
                    reinterpret_cast<uintptr_t>(route->logits) % 16 == 0)
@@ -335,15 +242,9 @@ void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* 
   a.out = out;
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
-  MINIVLLM_CHECK(!s.down_early || moe_down_early_fits(s))
-      << "moe_gemv_down_add: the early loads take a slot's rows in one step (inter " << s.inter << ", " << s.down_rows
-      << " rows a CTA)";
-  auto* kernel = s.down_early ? (s.down_rows == 8   ? moe_gemv_down_add_early_kernel<8, down_steps(8)>
-                                 : s.down_rows == 4 ? moe_gemv_down_add_early_kernel<4, down_steps(4)>
-                                                    : moe_gemv_down_add_early_kernel<2, down_steps(2)>)
-                              : (s.down_rows == 8   ? moe_gemv_down_add_kernel<8, down_steps(8)>
-                                 : s.down_rows == 4 ? moe_gemv_down_add_kernel<4, down_steps(4)>
-                                                    : moe_gemv_down_add_kernel<2, down_steps(2)>);
+  auto* kernel = s.down_rows == 8   ? moe_gemv_down_add_kernel<8, down_steps(8)>
+                 : s.down_rows == 4 ? moe_gemv_down_add_kernel<4, down_steps(4)>
+                                    : moe_gemv_down_add_kernel<2, down_steps(2)>;
   launch_with_pdl(kernel, grid, dim3(kDownThreads), 0, stream, a, down);
   CUDA_CHECK_LAUNCH();
 }

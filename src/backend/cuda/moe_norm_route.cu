@@ -83,12 +83,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_norm_route_kernel(const __gri
     if (c < chunks) load_weight8(a.norm_w, a.norm_f32, static_cast<int64_t>(c) * 8, nw[i]);
   }
   pdl_wait();  // the residual is the attention's o projection's output
-  if constexpr (!kRoute) {
-    // After the wait: the previous layer's down gemv, which read these ids, has finished.
-    if (a.ids != nullptr && rank == 0) {
-      for (int j = threadIdx.x; j < a.k; j += kThreads) a.ids[t * a.k + j] = kMoeIdPending;
-    }
-  }
 
   float v[kNormChunks][8];
   const float inv = load_row_inv_rms<kNormChunks>(a.residual + t * chunks * 8, chunks, a.eps, v,
