@@ -40,8 +40,8 @@ struct Backends {
 };
 
 // Backends whose GPU backend was made with the tuning knobs `knobs` (name, value) set, a value of
-// "" leaving its knob unset (CudaBackend reads its knobs when it is made); the knobs are unset
-// afterwards.
+// "" leaving its knob untouched (CudaBackend reads its knobs when it is made); afterwards the knobs
+// are as they were before (test::ScopedEnv).
 inline Backends backends_with(std::initializer_list<std::pair<const char*, const char*>> knobs) {
   test::EnvVars set;
   for (const auto& [name, value] : knobs) {
