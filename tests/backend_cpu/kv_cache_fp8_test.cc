@@ -14,6 +14,7 @@
 #include "common/config_key.h"
 #include "common/fp8.h"
 #include "cpu_test_util.h"
+#include "scoped_env.h"
 
 namespace minivllm::cpu_test {
 namespace {
@@ -231,9 +232,7 @@ TEST(CpuFp8Cache, RotatedKeysCutTheScoresErrorOnLargeChannels) {
   for (int t = 0; t < tokens; ++t) slots[t] = t;
   double err_of[2] = {0, 0};
   for (int rotate = 0; rotate < 2; ++rotate) {
-    setenv("MINIVLLM_FP8_KV_ROTATE", rotate ? "1" : "0", 1);
-    auto b = make_cpu_backend();
-    unsetenv("MINIVLLM_FP8_KV_ROTATE");
+    auto b = test::with_env({{"MINIVLLM_FP8_KV_ROTATE", rotate ? "1" : "0"}}, [] { return make_cpu_backend(); });
     KVCache cache = b->allocate_kv_cache(tokens / bs, bs, nkv, hd, DType::kF8E4M3);
     AttentionMetadata meta;
     meta.slot_mapping = upload_i32(*b, slots, {tokens});

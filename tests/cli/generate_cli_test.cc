@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_cli.h"
+#include "scoped_env.h"
 
 namespace minivllm::test {
 namespace {
@@ -278,10 +279,10 @@ TEST(CliBench, FailedSequencesFailTheRun) {
   SKIP_WITHOUT(kTiny + "/model.safetensors");
   const std::string path = testing::TempDir() + "/cli_bench_fault_workload.json";
   std::ofstream(path) << R"({"prompt_token_ids": [[1,2,3,4,5],[7,8,9],[10,11]], "max_tokens": [5, 9, 3]})";
-  setenv("MINIVLLM_STEP_FAULT", "9", 1);
-  const CliResult r = run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--json"},
-                                     kSmallEngine));
-  unsetenv("MINIVLLM_STEP_FAULT");
+  const CliResult r = with_env({{"MINIVLLM_STEP_FAULT", "9"}}, [&] {
+    return run_cli(concat({"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--json"},
+                          kSmallEngine));
+  });
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.err.find("sequences failed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("injected step fault"), std::string::npos) << r.err;
@@ -301,9 +302,7 @@ TEST(CliBench, HostProfileTablesAtExit) {
   const CliResult plain = run_cli(args);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.err.find("[host-profile]"), std::string::npos) << plain.err;
-  setenv("MINIVLLM_PROFILE_HOST", "1", 1);
-  const CliResult r = run_cli(args);
-  unsetenv("MINIVLLM_PROFILE_HOST");
+  const CliResult r = with_env({{"MINIVLLM_PROFILE_HOST", "1"}}, [&] { return run_cli(args); });
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto calls = [&](const std::string& scope) {
     std::smatch m;
@@ -326,11 +325,11 @@ TEST(CliBench, BadProfileSwitchIsAnError) {
   for (const char* name : {"MINIVLLM_PROFILE_HOST", "MINIVLLM_PROFILE_STEPS"}) {
     for (const char* tp : {"1", "2"}) {
       SCOPED_TRACE(std::string(name) + " tp " + tp);
-      setenv(name, "yes", 1);
-      const CliResult r = run_cli(concat(
-          {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--tensor-parallel-size", tp},
-          kSmallEngine));
-      unsetenv(name);
+      const CliResult r = with_env({{name, "yes"}}, [&] {
+        return run_cli(concat(
+            {"bench", "--model", kTiny, "--workload", path, "--decode-tokens", "0", "--tensor-parallel-size", tp},
+            kSmallEngine));
+      });
       EXPECT_NE(r.exit_code, 0) << r.out;
       EXPECT_NE(r.err.find(std::string(name) + "=yes must be 0 or 1"), std::string::npos) << r.err;
     }

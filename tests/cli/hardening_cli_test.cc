@@ -13,6 +13,7 @@
 #include "cli/json_input.h"
 #include "tokenizer/byte_level.h"
 #include "run_cli.h"
+#include "scoped_env.h"
 
 namespace minivllm::test {
 namespace {
@@ -275,12 +276,11 @@ TEST(CliHardening, BrokenGgufChatTemplateFailsOnlyWhereATemplateIsUsed) {
 // A bad MINIVLLM_CPU_ISA stops the CPU backend at start-up with the variable named, not inside the
 // first request (bench called that a rejected warm-up request).
 TEST(CliHardening, BadCpuIsaIsAStartUpErrorNamingTheVariable) {
-  setenv("MINIVLLM_CPU_ISA", "avx9", 1);
+  const ScopedEnv bad_isa("MINIVLLM_CPU_ISA", "avx9");
   const CliResult gen = run_cli({"generate", "--model", kStories, "--device", "cpu", "--prompt-ids", "[[1,2,3]]",
                                  "--max-tokens", "2"});
   const CliResult bench = run_cli({"bench", "--model", kStories, "--device", "cpu", "--num-seqs", "0",
                                    "--decode-tokens", "2"});
-  unsetenv("MINIVLLM_CPU_ISA");
   for (const CliResult* r : {&gen, &bench}) {
     EXPECT_NE(r->exit_code, 0);
     EXPECT_NE(r->err.find("MINIVLLM_CPU_ISA=avx9 must be one of scalar, avx2, avx512"), std::string::npos) << r->err;

@@ -114,7 +114,10 @@ void expect_error_naming(const std::function<void()>& f, const std::string& part
 }
 
 TEST(KnobTable, AccessorsTakeTypeRangeAndDefaultFromTheRow) {
-  ::unsetenv("MINIVLLM_ROPE_VEC");
+  // The defaults below are read with the knobs unset, and a value exported by the caller comes back.
+  const ScopedEnv unset({{"MINIVLLM_ROPE_VEC", nullptr},
+                         {"MINIVLLM_AR_TILE_KB", nullptr},
+                         {"MINIVLLM_PREFILL_KERNEL", nullptr}});
   EXPECT_TRUE(knob_flag("MINIVLLM_ROPE_VEC"));  // the row's default, 1
   {
     ScopedEnv e("MINIVLLM_ROPE_VEC", "0");

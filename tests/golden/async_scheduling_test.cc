@@ -10,6 +10,7 @@
 
 #include "api/llm_engine.h"
 #include "engine_test_util.h"
+#include "scoped_env.h"
 
 namespace minivllm {
 namespace {
@@ -223,9 +224,8 @@ TEST(AsyncScheduling, PenaltiesAndLogprobsMatch) {
 // A failing step fails its batch; the step launched on its tokens fails with it; the engine goes on.
 TEST(AsyncScheduling, AFailedStepFailsItsBatchAndTheEngineGoesOn) {
   constexpr int32_t kFault = 499;
-  setenv("MINIVLLM_STEP_FAULT", std::to_string(kFault).c_str(), 1);
-  LLMEngine engine(tiny("on"));
-  unsetenv("MINIVLLM_STEP_FAULT");
+  const std::string fault = std::to_string(kFault);
+  LLMEngine engine = test::with_env({{"MINIVLLM_STEP_FAULT", fault.c_str()}}, [&] { return LLMEngine(tiny("on")); });
   const int64_t good = engine.add_request(prompt_of(20, 5), greedy(6));
   engine.step();
   engine.step();

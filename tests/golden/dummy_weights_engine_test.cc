@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "common/fp8.h"
 #include "engine_test_util.h"
+#include "scoped_env.h"
 
 namespace minivllm {
 namespace {
@@ -138,9 +139,7 @@ TEST(DummyWeightsEngine, PersistentDecodeKnobKeepsTheLayerPathWhereTheBackendHas
     return out;
   };
   const auto plain = generate();
-  setenv("MINIVLLM_DECODE_PERSISTENT", "1", 1);
-  const auto knob = generate();
-  unsetenv("MINIVLLM_DECODE_PERSISTENT");
+  const auto knob = test::with_env({{"MINIVLLM_DECODE_PERSISTENT", "1"}}, generate);
   EXPECT_EQ(knob, plain);
   ASSERT_EQ(plain.size(), 3u);
   EXPECT_EQ(plain[0].size(), 12u);

@@ -13,6 +13,7 @@
 #include "api/llm_engine.h"
 #include "common/check.h"
 #include "engine_test_util.h"
+#include "scoped_env.h"
 #include "sampling/logits_processing.h"
 
 namespace minivllm {
@@ -242,11 +243,10 @@ TEST(EngineN, DeltasCarryTheChoiceIndex) {
 // Whole prompts (chunked prefill off), so that bad's prefill is a batch of its own.
 TEST(EngineFaults, AFailedStepFailsOnlyItsBatchAndLeavesNoHash) {
   constexpr int32_t kFault = 499;
-  setenv("MINIVLLM_STEP_FAULT", std::to_string(kFault).c_str(), 1);
+  const std::string fault = std::to_string(kFault);
   EngineConfig whole = tiny();
   whole.enable_chunked_prefill = false;
-  LLMEngine engine(whole);
-  unsetenv("MINIVLLM_STEP_FAULT");
+  LLMEngine engine = test::with_env({{"MINIVLLM_STEP_FAULT", fault.c_str()}}, [&] { return LLMEngine(whole); });
   const std::vector<int32_t> good = prompt_of(20, 5);
   const int64_t good_id = engine.add_request(good, greedy(12));
   engine.step();  // good's prefill, alone
@@ -283,11 +283,10 @@ TEST(EngineFaults, AFailedStepFailsOnlyItsBatchAndLeavesNoHash) {
 // are in the prefix cache; both choices fail with the third.
 TEST(EngineFaults, AFailedChunkLeavesTheEarlierChunksBlocksOnly) {
   constexpr int32_t kFault = 499;
-  setenv("MINIVLLM_STEP_FAULT", std::to_string(kFault).c_str(), 1);
+  const std::string fault = std::to_string(kFault);
   EngineConfig chunked = tiny();
   chunked.max_num_batched_tokens = 16;
-  LLMEngine engine(chunked);
-  unsetenv("MINIVLLM_STEP_FAULT");
+  LLMEngine engine = test::with_env({{"MINIVLLM_STEP_FAULT", fault.c_str()}}, [&] { return LLMEngine(chunked); });
   std::vector<int32_t> bad = prompt_of(56);
   for (int32_t& t : bad) t = t == kFault ? 0 : t;
   bad[36] = kFault;  // in the third chunk, [32, 48)

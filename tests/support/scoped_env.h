@@ -45,4 +45,13 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
+// f() with `vars` set, the variables put back before its result is used: for an object that reads
+// its knobs when it is made (an engine, a backend) and must not leave them set for what the test
+// makes after it. The result is returned as a prvalue, so a type that cannot be moved works too.
+template <typename F>
+auto with_env(const EnvVars& vars, F&& f) {
+  ScopedEnv env(vars);
+  return f();
+}
+
 }  // namespace minivllm::test

@@ -20,6 +20,7 @@
 #include "../golden/engine_test_util.h"
 #include "api/llm_engine.h"
 #include "common/check.h"
+#include "scoped_env.h"
 
 extern char** environ;
 
@@ -133,24 +134,23 @@ TEST(TensorParallel, KilledWorkerIsAnErrorNamingTheRank) {
 }
 
 TEST(TensorParallel, WorkerCrashingAtLoadFailsTheEngine) {
-  setenv("MINIVLLM_WORKER_FAULT", "1:init", 1);
   const auto t0 = Clock::now();
   std::string error;
   try {
+    const test::ScopedEnv fault("MINIVLLM_WORKER_FAULT", "1:init");
     LLMEngine engine(tp_config(fault_world()));
   } catch (const Error& e) {
     error = e.what();
   }
-  unsetenv("MINIVLLM_WORKER_FAULT");
   EXPECT_NE(error.find("rank 1"), std::string::npos) << error;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
 }
 
 TEST(TensorParallel, WorkerCrashingMidStepFailsTheStep) {
   const int world = four_or_fault_world(), victim = world - 1;
-  setenv("MINIVLLM_WORKER_FAULT", (std::to_string(victim) + ":launch").c_str(), 1);
-  LLMEngine engine(tp_config(world));
-  unsetenv("MINIVLLM_WORKER_FAULT");
+  const std::string fault = std::to_string(victim) + ":launch";
+  LLMEngine engine =
+      test::with_env({{"MINIVLLM_WORKER_FAULT", fault.c_str()}}, [&] { return LLMEngine(tp_config(world)); });
   const std::string error =
       first_error(engine.generate(std::vector<std::vector<int32_t>>{{1, 2, 3}}, greedy(4)));
   EXPECT_NE(error.find("rank " + std::to_string(victim)), std::string::npos) << error;
