@@ -68,9 +68,10 @@ TEST(CudaAttention, DecodeMixedContexts) {
   AttentionCase many{32, 8, 64, 256, {}, mixed_contexts(80, 1500, 36)};
   many.decode = true;
   check(many, "decode llama shapes, 80 seqs (partitions of at most kDefaultMaxDecodePartition)", 37);
-  setenv("MINIVLLM_DECODE_MAX_PARTITION", "0", 1);  // read when the backend is made
-  check(many, "decode llama shapes, 80 seqs (one split)", 37);
-  unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
+  {
+    const test::ScopedEnv one_split("MINIVLLM_DECODE_MAX_PARTITION", "0");  // read when the backend is made
+    check(many, "decode llama shapes, 80 seqs (one split)", 37);
+  }
   // A large batch (768 CTAs, past the occupancy target) over long contexts: splits only because
   // of the partition bound, several per sequence, merged by the last CTA.
   AttentionCase large{16, 8, 128, 256, {}, mixed_contexts(96, 3000, 39)};

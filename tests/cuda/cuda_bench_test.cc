@@ -154,11 +154,10 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   std::vector<std::string> partitions = {""};
   for (const std::string& p : env_list("MINIVLLM_BENCH_DECODE_PARTITIONS")) partitions.push_back(p);
   for (const std::string& p : partitions) {
-    if (!p.empty()) setenv("MINIVLLM_DECODE_MAX_PARTITION", p.c_str(), 1);
+    const test::ScopedEnv env(p.empty() ? test::EnvVars{} : test::EnvVars{{"MINIVLLM_DECODE_MAX_PARTITION", p.c_str()}});
     const std::string tag = p.empty() ? std::string("default") : "max_partition_" + p;
     bench_decode(16, 8, 128, 256, 0, 256, ("decode_qwen3_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
     bench_decode(32, 8, 64, 256, 0, 256, ("decode_llama_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
-    if (!p.empty()) unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
   }
   // The fp8 cache on the same contexts.
   bench_decode(16, 8, 128, 256, 0, 256, "decode_qwen3_mixed_fp8", 4096, DType::kF8E4M3, contexts);
@@ -196,16 +195,13 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
     const std::vector<int32_t> ctx(contexts.begin(), contexts.begin() + seqs);
     for (const Variant& v : variants) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
-      if (v.mma != nullptr) setenv("MINIVLLM_DECODE_MMA", v.mma, 1);
-      if (v.partition != nullptr) setenv("MINIVLLM_DECODE_MAX_PARTITION", v.partition, 1);
-      if (v.ring != nullptr) setenv("MINIVLLM_DECODE_RING", v.ring, 1);
+      // A variant's unnamed knobs are unset (each runs at its defaults otherwise), and all come back after it.
+      const test::ScopedEnv env(
+          {{"MINIVLLM_DECODE_MMA", v.mma}, {"MINIVLLM_DECODE_MAX_PARTITION", v.partition}, {"MINIVLLM_DECODE_RING", v.ring}});
       const std::string n = std::to_string(seqs) + "seqs_" + v.tag;
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_" + n).c_str(), 4096, DType::kBF16, ctx);
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_fp8_" + n).c_str(), 4096, DType::kF8E4M3, ctx);
       bench_decode(32, 8, 64, seqs, 0, 256, ("sweep_llama_" + n).c_str(), 4096, DType::kBF16, ctx);
-      unsetenv("MINIVLLM_DECODE_MMA");
-      unsetenv("MINIVLLM_DECODE_MAX_PARTITION");
-      unsetenv("MINIVLLM_DECODE_RING");
     }
   }
 }
@@ -248,10 +244,9 @@ TEST(CudaBench, DecodeAttentionBatchOne) {
     for (int ctx : {64, 300, 1024, 4096}) {
       for (const Variant& v : variants) {
         if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
-        if (v.knob != nullptr) setenv(v.knob, v.value, 1);
+        const test::ScopedEnv env(v.knob != nullptr ? test::EnvVars{{v.knob, v.value}} : test::EnvVars{});
         const std::string name = std::string("b1_") + sh.name + "_" + std::to_string(ctx) + "_" + v.tag;
         bench_decode(sh.nq, sh.nkv, sh.hd, 1, ctx, 256, name.c_str());
-        if (v.knob != nullptr) unsetenv(v.knob);
       }
     }
   }
@@ -264,7 +259,7 @@ TEST(CudaBench, DecodeAttentionTensorCores) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   const std::vector<int32_t> contexts = workload_contexts();
   for (const char* mma : {"0", "1", "0", "1"}) {
-    setenv("MINIVLLM_DECODE_MMA", mma, 1);
+    const test::ScopedEnv env("MINIVLLM_DECODE_MMA", mma);
     const std::string tag = std::string("_mma") + mma;
     for (const DType kv : {DType::kBF16, DType::kF8E4M3}) {
       const std::string t = tag + (kv == DType::kBF16 ? "" : "_fp8");
@@ -278,7 +273,6 @@ TEST(CudaBench, DecodeAttentionTensorCores) {
       }
     }
   }
-  unsetenv("MINIVLLM_DECODE_MMA");
 }
 
 // `seqs` sequences x `len` causal tokens from a paged bf16 cache (block 256). `kernel`: empty for the
@@ -308,11 +302,11 @@ void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel
   meta.cu_seqlens_q = meta.cu_seqlens_k = upload_i32(*gpu, cu);
   gpu->store_kvcache(qkv, nq, cache, meta);
   Tensor out = gpu->empty(DType::kBF16, {tokens, nq * hd});
-  if (kernel[0] != '\0') setenv("MINIVLLM_PREFILL_KERNEL", kernel, 1);
-  const double sec = median_seconds_per_call(*gpu, [&] {
-    gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out);
-  }, 3);
-  unsetenv("MINIVLLM_PREFILL_KERNEL");
+  const double sec = test::with_env(kernel[0] != '\0' ? test::EnvVars{{"MINIVLLM_PREFILL_KERNEL", kernel}} : test::EnvVars{},
+                                    [&] {
+                                      return median_seconds_per_call(
+                                          *gpu, [&] { gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out); }, 3);
+                                    });
   const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);
   std::printf("[bench] %s: %d seqs x %d tokens, %d/%d heads, hd %d: %.1f us, %.1f TFLOP/s (causal)\n", name, seqs, len,
               nq, nkv, hd, sec * 1e6, flops / sec / 1e12);

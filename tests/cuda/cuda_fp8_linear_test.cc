@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "backend/cuda/cuda_check.h"
@@ -189,14 +190,13 @@ TEST(CudaFp8Linear, BlockScaledWeightsKeepADecodedCopy) {
   std::mt19937 rng(84);
   for (const char* knob : {"0", "65"}) {
     for (const char* pct : {"35", "100"}) {
-      setenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", pct, 1);
-      setenv("MINIVLLM_FP8_BLOCK_CUBLAS", knob, 1);
+      std::optional<test::ScopedEnv> env(
+          std::in_place, test::EnvVars{{"MINIVLLM_FP8_BLOCK_BF16_FREE_PCT", pct}, {"MINIVLLM_FP8_BLOCK_CUBLAS", knob}});
       Backends b;
       const Fp8Case block = make_case(b, 4224, 1024, Grid::kBlock128, rng);
       const Fp8Case odd_k = make_case(b, 200, 1152, Grid::kBlock128, rng);  // K not of 512s: no cuBLASLt grid
       const Fp8Case row = make_case(b, 384, 512, Grid::kPerRow, rng);
-      unsetenv("MINIVLLM_FP8_BLOCK_BF16_FREE_PCT");
-      unsetenv("MINIVLLM_FP8_BLOCK_CUBLAS");
+      env.reset();  // the weights are made: what follows runs at the caller's settings
       const bool room = std::string(pct) == "35", cublas = std::string(knob) != "0";
       ASSERT_EQ(block.wg.scales()->decoded.defined(), room && !cublas) << "knob " << knob << ", pct " << pct;
       ASSERT_EQ(odd_k.wg.scales()->decoded.defined(), room) << "knob " << knob << ", pct " << pct;

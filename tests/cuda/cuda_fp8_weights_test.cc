@@ -93,9 +93,8 @@ TEST_P(CudaFp8Weights, TeacherForcedAgreementWithTheReference) {
   const double got = agreement(gpu, cases);
   double plain = 0.0;
   {
-    ::setenv("MINIVLLM_FP8_WEIGHTS", "0", 1);
-    LLMEngine bf16(config(p.model, "cuda", p.quantization));
-    ::unsetenv("MINIVLLM_FP8_WEIGHTS");
+    LLMEngine bf16 = test::with_env({{"MINIVLLM_FP8_WEIGHTS", "0"}},
+                                    [&] { return LLMEngine(config(p.model, "cuda", p.quantization)); });
     plain = agreement(bf16, cases);
   }
   LLMEngine cpu(config(p.model, "cpu", p.quantization));

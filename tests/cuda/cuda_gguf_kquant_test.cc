@@ -36,7 +36,6 @@ TEST(CudaGgufKquant, TinyFilesLoadAndFollowTheReference) {
   for (const char* kept : {"0", "1"})
   for (const std::string file : {"llama-Q4_K_M.gguf", "llama-Q6_K.gguf", "qwen3-Q4_K_M.gguf", "qwen2-Q4_K_M.gguf"}) {
     SCOPED_TRACE(file + " MINIVLLM_QUANT_WEIGHTS=" + kept);
-    ::setenv("MINIVLLM_QUANT_WEIGHTS", kept, 1);
     EngineConfig c;
     c.model = dir + "/" + file;
     c.device = "cuda";
@@ -45,8 +44,7 @@ TEST(CudaGgufKquant, TinyFilesLoadAndFollowTheReference) {
     c.max_model_length = 256;
     c.max_num_batched_tokens = 1024;
     c.num_kvcache_blocks = 64;
-    LLMEngine engine(c);
-    ::unsetenv("MINIVLLM_QUANT_WEIGHTS");
+    LLMEngine engine = test::with_env({{"MINIVLLM_QUANT_WEIGHTS", kept}}, [&] { return LLMEngine(c); });
     const nlohmann::json& cases = files.at(file).at("cases");
     std::vector<std::vector<int32_t>> prompts;
     for (const auto& cs : cases) prompts.push_back(cs.at("prompt_ids").get<std::vector<int32_t>>());

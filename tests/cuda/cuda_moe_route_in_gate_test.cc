@@ -256,7 +256,6 @@ TEST(CudaMoeRouteInGateEngine, GreedyEqualsTheRouteInTheNormRouteLaunch) {
     "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 512,
     "vocab_size": 512, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2})";
   auto greedy_ids = [&](const char* knob) {
-    ::setenv("MINIVLLM_MOE_ROUTE_IN_GATE", knob, 1);
     EngineConfig c;
     c.model = dir.string();
     c.load_format = "dummy";
@@ -266,8 +265,7 @@ TEST(CudaMoeRouteInGateEngine, GreedyEqualsTheRouteInTheNormRouteLaunch) {
     c.max_model_length = 256;
     c.max_num_batched_tokens = 256;
     c.num_kvcache_blocks = 64;
-    LLMEngine engine(c);
-    ::unsetenv("MINIVLLM_MOE_ROUTE_IN_GATE");
+    LLMEngine engine = test::with_env({{"MINIVLLM_MOE_ROUTE_IN_GATE", knob}}, [&] { return LLMEngine(c); });
     SamplingParams p;
     p.temperature = 0;
     p.max_tokens = 24;

@@ -23,18 +23,13 @@ namespace {
 // backend with MINIVLLM_MOE_GEMV_TOKENS (and MINIVLLM_MOE_SMALL_TILE_ROWS) set.
 std::unique_ptr<Backend> gpu_backend_with_gemv_tokens(const char* tokens, const char* small_tile_rows = "0",
                                                       const char* gate_chunks = "2", const char* down_rows = "4") {
-  setenv("MINIVLLM_MOE_GEMV_TOKENS", tokens, 1);
-  setenv("MINIVLLM_MOE_SMALL_TILE_ROWS", small_tile_rows, 1);
-  setenv("MINIVLLM_MOE_GATE_CHUNKS", gate_chunks, 1);
-  setenv("MINIVLLM_MOE_DOWN_ROWS", down_rows, 1);
-  setenv("MINIVLLM_MOE_DOWN_ROWS_ONE", down_rows, 1);  // one token too: each setting runs its rows everywhere
-  std::unique_ptr<Backend> b = make_cuda_backend(0);
-  unsetenv("MINIVLLM_MOE_GEMV_TOKENS");
-  unsetenv("MINIVLLM_MOE_SMALL_TILE_ROWS");
-  unsetenv("MINIVLLM_MOE_GATE_CHUNKS");
-  unsetenv("MINIVLLM_MOE_DOWN_ROWS");
-  unsetenv("MINIVLLM_MOE_DOWN_ROWS_ONE");
-  return b;
+  const test::ScopedEnv env({{"MINIVLLM_MOE_GEMV_TOKENS", tokens},
+                             {"MINIVLLM_MOE_SMALL_TILE_ROWS", small_tile_rows},
+                             {"MINIVLLM_MOE_GATE_CHUNKS", gate_chunks},
+                             {"MINIVLLM_MOE_DOWN_ROWS", down_rows},
+                             // one token too: each setting runs its rows everywhere
+                             {"MINIVLLM_MOE_DOWN_ROWS_ONE", down_rows}});
+  return make_cuda_backend(0);
 }
 
 std::vector<int32_t> download_i32(Backend& b, const Tensor& t) {

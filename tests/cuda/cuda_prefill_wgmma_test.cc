@@ -97,7 +97,7 @@ TEST(CudaPrefillWgmma, LongSequencesAndNoCache) {
 // A mistyped kernel name stops the backend when it is made, naming the knob; it used to mean "auto".
 TEST(CudaPrefillWgmma, UnknownKernelNameIsAnError) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_PREFILL_KERNEL", "wgmma2", 1);
+  const test::ScopedEnv env("MINIVLLM_PREFILL_KERNEL", "wgmma2");
   try {
     make_cuda_backend(0);
     ADD_FAILURE() << "MINIVLLM_PREFILL_KERNEL=wgmma2 accepted";
@@ -105,16 +105,14 @@ TEST(CudaPrefillWgmma, UnknownKernelNameIsAnError) {
     EXPECT_NE(std::string(e.what()).find("MINIVLLM_PREFILL_KERNEL=wgmma2 must be one of auto, mma"), std::string::npos)
         << e.what();
   }
-  unsetenv("MINIVLLM_PREFILL_KERNEL");
 }
 
 // The fallback chosen by the environment still agrees (the same cases as the kernel-choice test).
 TEST(CudaPrefillWgmma, ForcedMmaSyncFallback) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_PREFILL_KERNEL", "mma", 1);
+  const test::ScopedEnv env("MINIVLLM_PREFILL_KERNEL", "mma");
   check({16, 8, 128, 16, {129, 7}, {129 + 100, 7}}, "forced mma.sync", 760);
   check({9, 3, 64, 256, {300}, {300 + 5}}, "forced mma.sync", 761);
-  unsetenv("MINIVLLM_PREFILL_KERNEL");
 }
 
 }  // namespace

@@ -82,8 +82,7 @@ const std::vector<DType> kTypes = {DType::kQ4_K, DType::kQ6_K, DType::kQ5_0, DTy
 // The backends with the GPU keeping block types (MINIVLLM_QUANT_WEIGHTS, on by default; set here so
 // that a 0 in the caller's environment does not turn these tests into the bf16 path's).
 struct QuantBackends {
-  QuantBackends() { ::setenv("MINIVLLM_QUANT_WEIGHTS", "1", 1); }
-  ~QuantBackends() { ::unsetenv("MINIVLLM_QUANT_WEIGHTS"); }
+  test::ScopedEnv env{"MINIVLLM_QUANT_WEIGHTS", "1"};
 };
 
 // Each gemv kernel: the streamed one (MINIVLLM_QUANT_GEMV_STREAM, one token of Q4_K and planar

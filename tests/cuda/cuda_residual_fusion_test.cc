@@ -308,9 +308,7 @@ TEST(CudaResidualFusion, AddToResidualMatchesCpu) {
 TEST(CudaResidualFusion, DecodeSplitMergeRepeats) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   for (const char* min_partition : {"32", "64", "256"}) {
-    setenv("MINIVLLM_DECODE_MIN_PARTITION", min_partition, 1);
-    Backends b;
-    unsetenv("MINIVLLM_DECODE_MIN_PARTITION");
+    Backends b = backends_with({{"MINIVLLM_DECODE_MIN_PARTITION", min_partition}});
     for (int rep = 0; rep < 3; ++rep) {
       AttentionCase one{16, 8, 128, 256, {}, {300 + 37 * rep}};
       one.decode = true;

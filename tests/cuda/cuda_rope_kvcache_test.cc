@@ -140,9 +140,7 @@ struct RopeGemvShape {
 // (MINIVLLM_GEMV_ROPE=0: the projection, then qk_norm_rope_store) on the same inputs: qkv and both
 // caches, slot by slot. 3 tokens take the unfused ops on both.
 void expect_qkv_gemv_rope_matches_unfused(std::initializer_list<RopeGemvShape> shapes, uint32_t seed) {
-  setenv("MINIVLLM_GEMV_ROPE", "0", 1);
-  Backends unfused;
-  unsetenv("MINIVLLM_GEMV_ROPE");
+  Backends unfused = backends_with({{"MINIVLLM_GEMV_ROPE", "0"}});
   Backends fused;
   std::mt19937 rng(seed);
   for (RopeGemvShape s : shapes) {
@@ -221,10 +219,9 @@ TEST(CudaRope, QkvGemvWithRopeMatchesUnfused) {
 // checks against the CPU): Llama-3.2-1B's heads, Llama-3.1-8B's (K = 4,096, two rows a CTA).
 TEST(CudaRope, QkvGemvWithRopeAndLateNormPastTheDefaultBoundMatchesUnfused) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
-  setenv("MINIVLLM_GEMV_NORM_MAX_K", "4096", 1);
+  const test::ScopedEnv env("MINIVLLM_GEMV_NORM_MAX_K", "4096");
   expect_qkv_gemv_rope_matches_unfused({RopeGemvShape{32, 8, 64, 2048, false}, RopeGemvShape{32, 8, 128, 4096, true}},
                                        17);
-  unsetenv("MINIVLLM_GEMV_NORM_MAX_K");
 }
 
 // The same with a partial rotary, where a CTA's pairs of rows are rotary pairs (i, i + rd / 2) or
