@@ -108,10 +108,6 @@ constexpr Knob kKnobs[] = {
     {"MINIVLLM_MOE_GATE_CHUNKS", G::kTuning, K::kChoice, "2|4", 0, 0, "2",
      "chunks of each weight row in flight a lane of the MoE decode gate/up gemv: at 2, batch 1's grid fits "
      "one wave (PERFORMANCE.md, \"Stop 74\")"},
-    {"MINIVLLM_MOE_DOWN_L2", G::kTuning, K::kChoice, "0|1|2|3", 0, 0, "0",
-     "probe: the MoE decode gate/up gemv's CTAs pull their share of the pair's down rows into L2 (1: a line a "
-     "thread after their products, 2: the same before them, 3: one bulk prefetch after them), so that the "
-     "DRAM stream runs on across the down gemv's launch (PERFORMANCE.md, \"Stop 107\")"},
     {"MINIVLLM_MOE_DOWN_ROWS", G::kTuning, K::kChoice, "2|4|8", 0, 0, "4",
      "output rows a CTA of the experts' decode down projection takes at 2 or more tokens (moe_gemv.cu): 4 puts "
      "more of each warp's bytes in flight per wait (PERFORMANCE.md, \"Stop 67\")"},

@@ -159,27 +159,6 @@ TEST_P(CudaMoeRouteInGate, MatchesTheRouteKernelAndTheCpu) {
   }
 }
 
-// MINIVLLM_MOE_DOWN_L2 (one token: the gate/up gemv's CTAs pull the down rows into L2, a probe) is
-// only a hint: every setting adds the same bits as none, on every shape (the odd widths' last shares
-// stop at the expert's end).
-TEST_P(CudaMoeRouteInGate, DownRowsPrefetchChangesNoBit) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  const GateRouteCase c = GetParam();
-  const Inputs in(c);
-  auto out_with = [&](const char* l2) {
-    Backends b = backends_with({{"MINIVLLM_MOE_ROUTE_IN_GATE", "1"}, {"MINIVLLM_MOE_DOWN_L2", l2}});
-    const Call call(*b.gpu, in, c);
-    call.run(*b.gpu, true);
-    return call.download_all(*b.gpu);
-  };
-  const Outputs none = out_with("0");
-  for (const char* l2 : {"1", "2", "3"}) {
-    const Outputs o = out_with(l2);
-    EXPECT_EQ(o.ids, none.ids) << ::testing::PrintToString(c) << ", MINIVLLM_MOE_DOWN_L2=" << l2;
-    EXPECT_EQ(o.out, none.out) << ::testing::PrintToString(c) << ", MINIVLLM_MOE_DOWN_L2=" << l2;
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeRouteInGate,
                          ::testing::Values(GateRouteCase{1, 128, 8, 2048, 64, 0, 128},  // Qwen3-30B-A3B's route
                                            GateRouteCase{3, 60, 4, 1032, 40, 0, 60},

@@ -61,7 +61,6 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   moe_down_rows_ = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_ROWS"));
   moe_down_rows_one_ = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_ROWS_ONE"));
   moe_gate_chunks_ = static_cast<int>(knob_number("MINIVLLM_MOE_GATE_CHUNKS"));
-  moe_down_l2_ = static_cast<int>(knob_number("MINIVLLM_MOE_DOWN_L2"));
   moe_route_cta_ = knob_flag("MINIVLLM_MOE_ROUTE_CTA");
   moe_norm_route_ = knob_flag("MINIVLLM_MOE_NORM_ROUTE");
   moe_route_in_gate_ = knob_flag("MINIVLLM_MOE_ROUTE_IN_GATE");

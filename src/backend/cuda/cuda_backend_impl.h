@@ -411,7 +411,6 @@ class CudaBackend : public Backend {
   size_t quant_w_bf16_bytes_ = 0;
   int64_t decode_gemm_tokens_ = 0;   // decode_gemm for every linear up to this many tokens (MINIVLLM_DECODE_GEMM_TOKENS)
   int64_t moe_gemv_tokens_ = 8;      // MoE batches up to this many tokens take the gemvs (MINIVLLM_MOE_GEMV_TOKENS)
-  int moe_down_l2_ = 0;              // one token: the gate/up gemv prefetches the down rows (MINIVLLM_MOE_DOWN_L2)
   int moe_gate_chunks_ = 2;          // MoE decode gate/up gemv: row chunks a lane (MINIVLLM_MOE_GATE_CHUNKS)
   int moe_down_rows_ = 4;            // MoE decode down gemv: output rows a CTA (MINIVLLM_MOE_DOWN_ROWS)
   int moe_down_rows_one_ = 8;        // the same at one token (MINIVLLM_MOE_DOWN_ROWS_ONE)

@@ -184,7 +184,6 @@ CudaBackend::MoePlan CudaBackend::plan_moe_experts(const Tensor& x, const MoeExp
   p.shape = MoeShape{tokens, k, hidden, inter, static_cast<int>(w.first_expert), static_cast<int>(w.num_local())};
   p.shape.down_rows = tokens == 1 ? moe_down_rows_one_ : moe_down_rows_;
   p.shape.gate_chunks = moe_gate_chunks_;
-  p.shape.down_l2 = tokens == 1 ? moe_down_l2_ : 0;
   p.out_f32 = out.dtype() == DType::kF32;
   p.gemv = tokens <= moe_gemv_tokens_ && tokens <= p.chunk;
   return p;
@@ -195,7 +194,7 @@ void CudaBackend::launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, cons
                                    const MoePlan& p, const MoeScratch& scratch, const Tensor& out, Activation act,
                                    const MoeGateRoute* route) {
   launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), p.gate_up, p.shape, act, scratch.act.data(), stream_,
-                          route, &p.down);
+                          route);
   launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), p.down, p.shape,
                            out.data(), p.out_f32, stream_);
 }

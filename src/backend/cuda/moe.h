@@ -49,7 +49,6 @@ struct MoeShape {
   int tile_rows = kMoeTileRows;  // the grouped path's row tile: kMoeTileRows or kMoeSmallTileRows
   int down_rows = 4;             // the decode down gemv's output rows a CTA: 2, 4 or 8 (MINIVLLM_MOE_DOWN_ROWS[_ONE])
   int gate_chunks = 2;           // the decode gate/up gemv's chunks of each row in flight a lane: 2 or 4
-  int down_l2 = 0;               // the decode gate/up gemv's L2 prefetch of the down rows (MINIVLLM_MOE_DOWN_L2)
 };
 
 // ids i32[T, k], weights f32[T, k] from logits f32[T, E] (Backend::moe_route's contract); E <=
@@ -97,10 +96,8 @@ struct MoeGateRoute {
 // act_out[t * k + j, :] (bf16 [T k, I]) = act(x[t] W_gate,e^T) * (x[t] W_up,e^T), e = ids[t, j], for
 // the local pairs (the others' rows are not written); gate_up.w[e] = [W_gate; W_up] ([2 I, H]).
 // route: not null, the pairs' experts come from it (ids is then not read).
-// down: with s.down_l2, the down rows that each CTA pulls into L2 (see the kernel); else unused.
 void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
-                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route = nullptr,
-                             const MoeExpertTable* down = nullptr);
+                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route = nullptr);
 // out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
 // weights[t, j] * (act[t * k + j] W_down,e^T); down.w[e] is [H, I].
 void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,

@@ -39,33 +39,9 @@ struct MoeGemvArgs {
 // registers hold 12 CTAs an SM, batch 1's 1,536 CTAs in one wave on 132 SMs ("Stop 74").
 // kRoute: warp 0 routes the pair's token itself (warp_route_pick) and column block 0 writes the pair's
 // id and weight, so no route kernel stands between the router gemv and these loads.
-// kDownL2 (MINIVLLM_MOE_DOWN_L2, a probe; one token): CTA (x, p) also pulls a 1 / gridDim.x share of
-// pair p's expert's down rows ([H, I], contiguous) into L2, so that DRAM streams on into the down
-// gemv's rows while that kernel launches and waits. 1: a line a thread after the products, 2: the same
-// before them, 3: one bulk prefetch after them. Only a hint: the outputs are the same bits either way.
-template <int kDownL2>
-__device__ __forceinline__ void prefetch_down_share(const MoeGemvArgs& a, const MoeExpertTable* down, int e) {
-  const int64_t bytes = a.hidden * a.inter * 2;
-  const int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 127) / 128 * 128;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * share;
-  const int64_t end = min(bytes, begin + share);
-  const char* base = static_cast<const char*>(down->w[e]);
-  if constexpr (kDownL2 == 3) {
-    if (threadIdx.x == 0 && end > begin) {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + begin),
-                   "r"(static_cast<uint32_t>(end - begin))
-                   : "memory");
-    }
-  } else {
-    for (int64_t o = begin + static_cast<int64_t>(threadIdx.x) * 128; o < end; o += kThreads * 128) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + o));
-    }
-  }
-}
-
-template <int kUnroll, bool kRoute, int kDownL2>
-__device__ __forceinline__ void act_mul_body(const MoeGemvArgs& a, const MoeExpertTable& table,
-                                             const MoeExpertTable* down) {
+template <int kUnroll, bool kRoute>
+__global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
+    moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   pdl_launch_dependents();  // the down gemv may launch and wait
   pdl_wait();               // the ids (or the logits) are the kernel before's output
   const int64_t pair = blockIdx.y;
@@ -94,7 +70,6 @@ __device__ __forceinline__ void act_mul_body(const MoeGemvArgs& a, const MoeExpe
   }
   const int e = id - a.first_expert;
   if (e < 0 || e >= a.num_local) return;  // another rank's expert (the row stays unwritten, and unread)
-  if constexpr (kDownL2 == 2) prefetch_down_share<kDownL2>(a, down, e);
   const int lane = threadIdx.x & 31;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (col >= a.inter) return;
@@ -123,22 +98,7 @@ __device__ __forceinline__ void act_mul_body(const MoeGemvArgs& a, const MoeExpe
   }
   g = warp_sum(g);
   u = warp_sum(u);
-  if constexpr (kDownL2 == 1 || kDownL2 == 3) prefetch_down_share<kDownL2>(a, down, e);
   if (lane == 0) static_cast<__nv_bfloat16*>(a.out)[pair * a.inter + col] = __float2bfloat16(gate_act(g, a.act) * u);
-}
-
-template <int kUnroll, bool kRoute>
-__global__ void __launch_bounds__(kThreads, kUnroll == 2 ? 12 : 1)
-    moe_gemv_act_mul_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
-  act_mul_body<kUnroll, kRoute, 0>(a, table, nullptr);
-}
-
-// The probe's instances, a kernel of their own so that the default keeps its parameters and code.
-template <int kDownL2>
-__global__ void __launch_bounds__(kThreads, 12)
-    moe_gemv_act_mul_l2_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table,
-                               const __grid_constant__ MoeExpertTable down) {
-  act_mul_body<2, true, kDownL2>(a, table, &down);
 }
 
 // The down projection, the weighted sum over a token's slots added into out: grid (ceil(H /
@@ -247,8 +207,7 @@ MoeGemvArgs args(const void* in, const int32_t* ids, const MoeShape& s) {
 }  // namespace
 
 void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertTable& gate_up, const MoeShape& s,
-                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route,
-                             const MoeExpertTable* down) {
+                             Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route) {
   if (s.tokens == 0) return;
   check_shape("moe_gemv_act_mul", s);
   MINIVLLM_CHECK(s.tokens * s.k <= 65535) << "moe_gemv_act_mul: " << s.tokens * s.k << " pairs (a grid row each)";
@@ -264,12 +223,7 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(s.inter, kWarps)), static_cast<unsigned>(s.tokens * s.k));
   const bool two = s.gate_chunks == 2;
-  if (route != nullptr && two && down != nullptr && s.down_l2 != 0) {
-    auto* kernel = s.down_l2 == 1   ? moe_gemv_act_mul_l2_kernel<1>
-                   : s.down_l2 == 2 ? moe_gemv_act_mul_l2_kernel<2>
-                                    : moe_gemv_act_mul_l2_kernel<3>;
-    launch_with_pdl(kernel, grid, dim3(kThreads), 0, stream, a, gate_up, *down);
-  } else if (route != nullptr) {
+  if (route != nullptr) {
     launch_with_pdl(two ? moe_gemv_act_mul_kernel<2, true> : moe_gemv_act_mul_kernel<4, true>, grid, dim3(kThreads), 0,
                     stream, a, gate_up);
   } else {
