@@ -154,7 +154,8 @@ TEST(CudaBench, DecodeAttentionMixedContexts) {
   std::vector<std::string> partitions = {""};
   for (const std::string& p : env_list("MINIVLLM_BENCH_DECODE_PARTITIONS")) partitions.push_back(p);
   for (const std::string& p : partitions) {
-    const test::ScopedEnv env(p.empty() ? test::EnvVars{} : test::EnvVars{{"MINIVLLM_DECODE_MAX_PARTITION", p.c_str()}});
+    const test::ScopedEnv env(p.empty() ? test::EnvVars{}
+                                        : test::EnvVars{{"MINIVLLM_DECODE_MAX_PARTITION", p.c_str()}});
     const std::string tag = p.empty() ? std::string("default") : "max_partition_" + p;
     bench_decode(16, 8, 128, 256, 0, 256, ("decode_qwen3_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
     bench_decode(32, 8, 64, 256, 0, 256, ("decode_llama_mixed_" + tag).c_str(), 4096, DType::kBF16, contexts);
@@ -196,8 +197,9 @@ TEST(CudaBench, DecodeAttentionBatchSweep) {
     for (const Variant& v : variants) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), v.tag) == wanted.end()) continue;
       // A variant's unnamed knobs are unset (each runs at its defaults otherwise), and all come back after it.
-      const test::ScopedEnv env(
-          {{"MINIVLLM_DECODE_MMA", v.mma}, {"MINIVLLM_DECODE_MAX_PARTITION", v.partition}, {"MINIVLLM_DECODE_RING", v.ring}});
+      const test::ScopedEnv env({{"MINIVLLM_DECODE_MMA", v.mma},
+                                 {"MINIVLLM_DECODE_MAX_PARTITION", v.partition},
+                                 {"MINIVLLM_DECODE_RING", v.ring}});
       const std::string n = std::to_string(seqs) + "seqs_" + v.tag;
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_" + n).c_str(), 4096, DType::kBF16, ctx);
       bench_decode(16, 8, 128, seqs, 0, 256, ("sweep_qwen3_fp8_" + n).c_str(), 4096, DType::kF8E4M3, ctx);
@@ -302,11 +304,11 @@ void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel
   meta.cu_seqlens_q = meta.cu_seqlens_k = upload_i32(*gpu, cu);
   gpu->store_kvcache(qkv, nq, cache, meta);
   Tensor out = gpu->empty(DType::kBF16, {tokens, nq * hd});
-  const double sec = test::with_env(kernel[0] != '\0' ? test::EnvVars{{"MINIVLLM_PREFILL_KERNEL", kernel}} : test::EnvVars{},
-                                    [&] {
-                                      return median_seconds_per_call(
-                                          *gpu, [&] { gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out); }, 3);
-                                    });
+  const test::EnvVars knob =
+      kernel[0] != '\0' ? test::EnvVars{{"MINIVLLM_PREFILL_KERNEL", kernel}} : test::EnvVars{};
+  const double sec = test::with_env(knob, [&] {
+    return median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out); }, 3);
+  });
   const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);
   std::printf("[bench] %s: %d seqs x %d tokens, %d/%d heads, hd %d: %.1f us, %.1f TFLOP/s (causal)\n", name, seqs, len,
               nq, nkv, hd, sec * 1e6, flops / sec / 1e12);
