@@ -102,8 +102,8 @@ inline constexpr DecodeSwitch kDecodeSwitches[] = {
     {"MINIVLLM_DECODE_WIDE", "force"},   {"MINIVLLM_DECODE_RING", "1"},   {"MINIVLLM_DECODE_STAGED", "1"},
     {"MINIVLLM_DECODE_LANE_ELEMS", "16"}, {"MINIVLLM_DECODE_WIDE_MMA", "0"}};
 
-// fn(tag) with the switch set (backends made inside see it), as it was before after; tag names it in
-// failures.
+// fn(tag) with the switch set (backends made inside see it), then put back as it was; tag names it
+// in failures.
 template <typename F>
 void with_decode_switch(const DecodeSwitch& s, F&& fn) {
   const test::ScopedEnv env(s.value != nullptr ? test::EnvVars{{s.name, s.value}} : test::EnvVars{});
