@@ -269,9 +269,9 @@ RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string&
 bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x,
                                                   const Tensor& scratch, const Tensor& partial,
                                                   const Tensor& residual, const Tensor& norm_weight, float eps,
-                                                  const Tensor& normed) const {
+                                                  const Tensor& normed, bool note_norm) const {
   if (comm.world_size() == 1) {
-    b.note_next_norm(residual, norm_weight, eps);  // a backend may make that norm's input in the add's pass
+    if (note_norm) b.note_next_norm(residual, norm_weight, eps);  // a backend may make that norm's input in the add
     b.linear_add_residual(x, weight_, scratch, residual);
     return false;
   }

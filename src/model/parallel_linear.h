@@ -102,10 +102,11 @@ class RowParallelLinear {
   // also normed = rms_norm(residual) * norm_weight (the next block's input norm) where it can
   // (true): in the all-reduce's kernel, or in the add after it (Backend::add_rms_norm) when
   // normed is `scratch`; MINIVLLM_TP_FUSED_NORM=0 never. False: only the residual was updated;
-  // the caller norms it.
+  // the caller norms it. One rank: the norm is noted for the backend (Backend::note_next_norm) unless
+  // !note_norm (its consumer is not a linear that takes a folded norm: the MoE's norm-route).
   bool forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x, const Tensor& scratch,
                                  const Tensor& partial, const Tensor& residual, const Tensor& norm_weight, float eps,
-                                 const Tensor& normed) const;
+                                 const Tensor& normed, bool note_norm = true) const;
   // out (activation dtype [T, out]) = x_r W_r^T summed over ranks: the whole product, for a caller
   // that transforms it before the residual add (Gemma's output norms).
   void forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& out) const;

@@ -206,8 +206,9 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
     add_sandwiched(l.o_proj, attn_out, l.attn_output_norm, l.ffn_input_norm, n);
     return;
   }
+  // A sparse layer's norm goes to its router (FusedMoE), which takes no folded norm.
   normed_ = l.o_proj.forward_add_residual_norm(backend_, comm_, attn_out, hidden, partial, residual,
-                                               l.ffn_input_norm, eps, hidden);
+                                               l.ffn_input_norm, eps, hidden, /*note_norm=*/!l.moe.defined());
 }
 
 void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,

@@ -118,7 +118,8 @@ CudaBackend::CudaBackend(int device_index) : device_(device_index) {
   fp8_block_gemm_two_terms_ = knob_mode("MINIVLLM_FP8_BLOCK_GEMM_X") == "two";
   fp8_block_gemm_copied_tokens_ = knob_number("MINIVLLM_FP8_BLOCK_GEMM_TOKENS");
   norm_fold_ = decode_gemm_ ? knob_number("MINIVLLM_DECODE_GEMM_NORM_FOLD") : 0;
-  if (norm_fold_ > 0) {  // fixed, so that a captured step never grows them
+  gemv_norm_fold_ = static_cast<int>(knob_number("MINIVLLM_GEMV_NORM_FOLD"));
+  if (norm_fold_ > 0 || gemv_norm_fold_ > 0) {  // fixed, so that a captured step never grows them
     CUDA_CHECK(cudaMalloc(&fold_x_, static_cast<size_t>(kFoldMaxTokens * kFoldMaxCols) * 2));
     CUDA_CHECK(cudaMalloc(&fold_parts_, static_cast<size_t>(kFoldMaxCols / 128 * kFoldMaxTokens) * sizeof(float)));
   }

@@ -23,7 +23,8 @@ namespace minivllm::cuda {
 
 class NcclCommunicator;
 struct RopeArgs;  // cuda_kernels.h
-struct GemvNorm;  // cuda_kernels.h
+struct GemvNorm;     // cuda_kernels.h
+struct GemvFoldOut;  // cuda_kernels.h
 enum class Fp8Epilogue;  // cuda_kernels.h
 
 // Bytes allocated through empty(); shared with the tensors' deleters, which may outlive the backend.
@@ -157,8 +158,6 @@ class CudaBackend : public Backend {
                         const Tensor& topk_ids, const Tensor& topk_weights) const;
   void launch_norm_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits, int k,
                          bool renormalize, int32_t* ids, float* weights, bool route);
-  void launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const MoePlan& p,
-                        const MoeScratch& scratch, const Tensor& out, Activation act, const MoeGateRoute* route);
 
   // The persistent decode kernel (issue 50; cuda_persistent.cc, persistent_decode.cu): bf16 weights
   // and cache, head_dim 64 or 128, up to kPdMaxBatch sequences where the shared memory allows.
@@ -288,6 +287,7 @@ class CudaBackend : public Backend {
     bool weight_f32 = false;
     float eps = 0.0f;
     int64_t tokens = 0;
+    int64_t parts = 0;  // the gemv fold's sums a token (GemvFoldOut); 0: the decode GEMM's 128-column tiles
     bool matches(const NormPrologue& pro, int64_t t) const {
       return residual != nullptr && residual == pro.residual.data() && weight == pro.weight.data() &&
              eps == pro.eps && tokens == t;
@@ -385,6 +385,18 @@ class CudaBackend : public Backend {
   // RMSNorm's input in fold_x_ and its partial sums of squares in fold_parts_ (DecodeGemmArgs::fold_w);
   // folded_ names that norm until the linear after it takes them (folded_linear) or anything else runs.
   int64_t norm_fold_ = 0;  // 0: off; else the least tokens x N at which an add the gemv would take folds
+  // MINIVLLM_GEMV_NORM_FOLD: 1-2 tokens' adds fold the next norm (GemvFoldOut) into rows past
+  // gemv_norm_max_k_ (1) or every row (2); 0: off. The buffers are fold_x_ and fold_parts_.
+  int gemv_norm_fold_ = 0;
+  void launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const MoePlan& p,
+                        const MoeScratch& scratch, const Tensor& out, Activation act, const MoeGateRoute* route,
+                        const PendingNorm& next);
+  // Whether an add of `tokens` x n into `residual` with `next` pending folds that norm; *fold then
+  // points into the fold buffers.
+  bool gemv_fold_out(const PendingNorm& next, const Tensor& residual, int64_t tokens, int64_t n,
+                     GemvFoldOut* fold) const;
+  // Whether folded_ names a gemv fold of pro's norm at `tokens`; *norm then reads it. Used up either way.
+  bool take_gemv_fold(const NormPrologue& pro, int64_t tokens, GemvNorm* norm);
   void* fold_x_ = nullptr;       // bf16 [kFoldMaxTokens, kFoldMaxCols]
   float* fold_parts_ = nullptr;  // [kFoldMaxCols / 128, kFoldMaxTokens]
   PendingNorm folded_;

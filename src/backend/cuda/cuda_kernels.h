@@ -146,14 +146,29 @@ void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, 
 // out[tokens, inter] = act(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
 void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
                          Activation act, cudaStream_t stream);
+// The folded RMSNorm at 1-2 tokens (MINIVLLM_GEMV_NORM_FOLD): the add that writes the residual r' (a
+// one-token gemv's, or the experts' down gemv's) also writes the next norm's input x[t, c] = bf16(r'[t, c]
+// * w[c]) and one sum of r'^2 over each CTA's rows, parts[t * nparts + cta]; the normed gemv after it
+// (GemvNorm::parts) reads x and scales token t's products by 1 / sqrt(sum of parts[t] / K + eps). No
+// norm kernel, and no CTA reads the whole fp32 row (the late norm's cost past 1,024 columns).
+struct GemvFoldOut {
+  const void* w;  // the norm's weight [n], bf16 or fp32
+  bool w_f32;
+  void* x;        // bf16 [tokens, n]
+  float* parts;   // [tokens, nparts]
+};
+constexpr int64_t kGemvFoldMaxTokens = 2;
 // residual[tokens, n] (f32) += x w^T: the o / down projection adds itself into the residual stream.
 // prefetch_u >= 0: at one token, the chunk steps of each row pulled into L2 before the PDL wait (0: all)
 // instead of MINIVLLM_GEMV_PREFETCH_U's; the o projection's caller knows the attention before it
 // reads little (MINIVLLM_GEMV_PREFETCH_U_AFTER_ATTENTION). stage: at one token, where a CTA's rows fit
 // one step and 48 KB, the grid's first wave bulk-copies them into shared memory before the PDL wait
 // instead (the backend passes MINIVLLM_GEMV_STAGE). The sums are the same either way.
-void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
-                         cudaStream_t stream, int prefetch_u = -1, bool stage = false);
+// fold: not null, the add also makes the next RMSNorm's input (GemvFoldOut); returns the sums of squares a
+// token it wrote (the grid's CTAs; at most ceil(n / 2)), else 0.
+int64_t launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
+                            cudaStream_t stream, int prefetch_u = -1, bool stage = false,
+                            const GemvFoldOut* fold = nullptr);
 // x = rms_norm(residual) * weight (bf16-rounded), computed by every CTA into shared memory, then
 // the gemv (or the gate/up silu gemv) of x: the RMSNorm needs no launch of its own. Every CTA
 // reduces the whole row, so the backend takes it only for rows of at most 1,024
@@ -169,6 +184,11 @@ struct GemvNorm {
   bool late = false;
   // The late norm at one token may stage the first wave's rows of W (GemvArgs::stage; MINIVLLM_GEMV_STAGE).
   bool stage = false;
+  // The folded norm (GemvFoldOut): x is folded_x (bf16 [tokens, k]), 1 / rms from parts[t * nparts + i];
+  // residual and weight unused. Wins over late.
+  const void* folded_x = nullptr;
+  const float* parts = nullptr;
+  int64_t nparts = 0;
 };
 constexpr int64_t kGemvNormMaxSmemBytes = 48 * 1024;
 constexpr int64_t kGemvNormLateMaxTokens = 2;

@@ -739,6 +739,30 @@ bool CudaBackend::fp8_add_norm(const Tensor& x, const Tensor& weight, const Tens
   return true;
 }
 
+bool CudaBackend::gemv_fold_out(const PendingNorm& next, const Tensor& residual, int64_t tokens, int64_t n,
+                                GemvFoldOut* fold) const {
+  if (gemv_norm_fold_ == 0 || fold_x_ == nullptr || next.residual == nullptr || next.residual != residual.data() ||
+      tokens < 1 || tokens > kGemvFoldMaxTokens || n > kFoldMaxCols ||
+      (gemv_norm_fold_ == 1 && n <= gemv_norm_max_k_)) {
+    return false;
+  }
+  // A CTA of the add takes two rows at least: ceil(n / 2) sums a token at most, in fold_parts_.
+  if (tokens * ((n + 1) / 2) > kFoldMaxCols / 128 * kFoldMaxTokens) return false;
+  *fold = GemvFoldOut{next.weight, next.weight_f32, fold_x_, fold_parts_};
+  return true;
+}
+
+bool CudaBackend::take_gemv_fold(const NormPrologue& pro, int64_t tokens, GemvNorm* norm) {
+  const PendingNorm f = folded_;
+  folded_ = PendingNorm{};
+  if (f.parts == 0 || !f.matches(pro, tokens)) return false;
+  *norm = GemvNorm{nullptr, nullptr, false, pro.eps};
+  norm->folded_x = fold_x_;
+  norm->parts = fold_parts_;
+  norm->nparts = f.parts;
+  return true;
+}
+
 bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, const Tensor* bias, const Tensor& out,
                                 DecodeGemmEpilogue e, Activation act) {
   const PendingNorm f = folded_;
@@ -752,10 +776,26 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
   const int64_t tokens = pro.residual.numel() / k;
   if (!f.matches(pro, tokens) || !out.defined() || out.device() != DeviceKind::kCuda ||
       (gated ? out.dtype() != DType::kBF16 : out.dtype() != DType::kBF16 && out.dtype() != DType::kF32) ||
-      out.numel() != tokens * n || !use_decode_gemm(pro.residual, weight, out, tokens, n, k, gated)) {
+      out.numel() != tokens * n) {
     return false;
   }
   bool bias_f32 = false;
+  if (f.parts > 0) {  // the gemv's fold (1-2 tokens): the normed gemv on its input
+    if (!use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)) return false;
+    if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
+    GemvNorm norm{nullptr, nullptr, false, pro.eps};
+    norm.folded_x = fold_x_;
+    norm.parts = fold_parts_;
+    norm.nparts = f.parts;
+    if (gated) {
+      launch_gemv_norm_act_mul(norm, weight.data(), out.data(), tokens, n, k, act, stream_);
+    } else {
+      launch_gemv_norm(norm, weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(),
+                       out.dtype() == DType::kF32, tokens, n, k, stream_);
+    }
+    return true;
+  }
+  if (!use_decode_gemm(pro.residual, weight, out, tokens, n, k, gated)) return false;
   if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
   DecodeGemmArgs g{fold_x_, weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(),
                    out.dtype() == DType::kF32, tokens, n, k, e, 0};
@@ -827,8 +867,15 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
   const bool fold = decode_gemm && norm_fold_ > 0 && next.residual == residual.data() && tokens > 2 &&
                     tokens <= kFoldMaxTokens && n <= kFoldMaxCols && (!gemv || tokens * n >= norm_fold_);
   if (!fold && gemv) {
-    launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_, prefetch_u,
-                        gemv_stage_);
+    GemvFoldOut fo{};
+    const bool gemv_fold = gemv_fold_out(next, residual, tokens, n, &fo);
+    const int64_t parts = launch_gemv_add_f32(x.data(), weight.data(), residual.ptr<float>(), tokens, n, k, stream_,
+                                              prefetch_u, gemv_stage_, gemv_fold ? &fo : nullptr);
+    if (gemv_fold) {
+      folded_ = next;
+      folded_.tokens = tokens;
+      folded_.parts = parts;
+    }
     return;
   }
   if (decode_gemm) {
@@ -857,6 +904,7 @@ void CudaBackend::linear_add_residual(const Tensor& x, const Tensor& weight, con
 }
 
 void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
+  folded_ = PendingNorm{};  // the residual moves: a folded norm's input is stale
   check_gpu(residual, DType::kF32, "add_to_residual", "residual");
   MINIVLLM_CHECK(x.defined() && x.device() == DeviceKind::kCuda && (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32))
       << "add_to_residual: x " << x.describe() << " must be a bf16 or f32 CUDA tensor";
@@ -1077,6 +1125,14 @@ void CudaBackend::rms_norm_linear_rope_store(const NormPrologue& pro, const Tens
   const bool residual_ok = residual.defined() && residual.device() == DeviceKind::kCuda &&
                            residual.dtype() == DType::kF32 && residual.size(-1) == k;
   const int64_t tokens = residual_ok ? residual.numel() / k : 0;
+  // The add before folded this norm (MINIVLLM_GEMV_NORM_FOLD): the rope gemv on its input. Where the
+  // rope gemv does not take the shape (q/k norms), the fold is left for rms_norm_linear (the fallback's).
+  GemvNorm folded{};
+  if (residual_ok && gemv_rope_takes(n, epi) && use_gemv(residual, weight, tokens, n, k, true) &&
+      take_gemv_fold(pro, tokens, &folded)) {
+    gemv_rope_store(kOp, &folded, nullptr, weight, bias, qkv, epi, tokens);
+    return;
+  }
   const bool prologue = residual_ok && use_gemv_norm(residual, weight, n, k);
   const bool plain = residual_ok && !prologue && pro.normed.defined() && pro.normed.dtype() == DType::kBF16 &&
                      pro.normed.numel() == tokens * k && use_gemv(pro.normed, weight, tokens, n, k);

@@ -73,12 +73,19 @@ enum class Epilogue {
   kActMul,  // W = [W_gate; W_up]: out = act(x W_gate^T) * (x W_up^T), bf16, act = GemvArgs::act
   kAddF32,   // out (fp32, the residual stream) += x W^T
   kRope,     // W = the qkv projection, a CTA owning pairs of rows (rope_slot): out = rope(x W^T (+ bias)), k, v stored
+  kAddF32Fold,  // kAddF32, and the next RMSNorm's input and one sum of squares a CTA (GemvArgs::fold_*)
 };
+template <Epilogue E>
+constexpr bool is_add() {
+  return E == Epilogue::kAddF32 || E == Epilogue::kAddF32Fold;
+}
 
 // Where the RMSNorm of GemvArgs::norm_in happens: nowhere (x is given), in a prologue that writes the
 // normed row into shared memory before the first product, or late: each product takes residual * w
 // as it streams and the CTA's sum of squares (the prologue's, in the same order) scales the outputs.
-enum class NormMode { kNone, kPrologue, kLate };
+// kFolded: x is the folded norm's input, bf16(residual * w) that the add before wrote (kAddF32Fold, or
+// the experts' down gemv), and the outputs are scaled by 1 / rms from the add's sums of squares.
+enum class NormMode { kNone, kPrologue, kLate, kFolded };
 
 struct GemvArgs {
   const uint4* x;  // [M, chunks] bf16 (unused with a norm: kPrologue, kLate)
@@ -107,6 +114,15 @@ struct GemvArgs {
   // Staged: only CTAs below this index stage, the grid's first wave: the CTAs resident before the wait.
   // A later CTA starts after the wait, where a copy to shared memory only delays its first product.
   int64_t stage_ctas;
+  // kAddF32Fold (1-2 tokens): fold_x[m, row] = bf16(residual'[m, row] * fold_w[row]), and
+  // fold_parts[m * gridDim.x + cta] = the sum of residual'[m, row]^2 over the CTA's rows.
+  const void* fold_w;
+  bool fold_w_f32;
+  void* fold_x;
+  float* fold_parts;
+  // kFolded: those sums, parts[m * nparts + i] (x is fold_x).
+  const float* parts;
+  int64_t nparts;
 };
 
 // Staged rows may pay only where the kernel before is a gemv (the residual adds: the o after the
@@ -117,6 +133,12 @@ struct GemvArgs {
 template <Epilogue E, NormMode NM>
 constexpr bool stage_rows() {
   return NM == NormMode::kLate || E == Epilogue::kAddF32;
+}
+// The norm's 1 / rms scales the outputs at the end: its sums come with the products (kLate) or from
+// the add before (kFolded).
+template <NormMode NM>
+constexpr bool scales_late() {
+  return NM == NormMode::kLate || NM == NormMode::kFolded;
 }
 
 // The RMSNorm's sum of squares of each of M rows, shared by the prologue and the late norm so
@@ -195,6 +217,9 @@ template <int M, int R, int U, Epilogue E, NormMode NM, bool kStage = false>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   constexpr bool kNorm = NM == NormMode::kPrologue;
   constexpr bool kLate = NM == NormMode::kLate;
+  constexpr bool kScaled = scales_late<NM>();  // kLate or kFolded: 1 / rms at the end
+  constexpr bool kAdd = is_add<E>();
+  constexpr bool kFoldOut = E == Epilogue::kAddF32Fold;
   constexpr bool kGated = E == Epilogue::kActMul;
   constexpr int V = M * R;
   constexpr int P = next_pow2(V);
@@ -202,7 +227,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   static_assert(P <= 32, "one warp reduce-scatter holds at most 32 values");
   constexpr bool kCanStage = kStage && M == 1 && stage_rows<E, NM>();
   __shared__ float partial[kGemvWarps][V];
-  __shared__ float late_ss[kGemvWarps][kLate ? M : 1];  // kLate: each warp's sums of squares
+  __shared__ float late_ss[kGemvWarps][kScaled ? M : 1];  // kLate, kFolded: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
   extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]
   const int64_t n = g.n, chunks = g.chunks;
@@ -260,11 +285,30 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   if constexpr (E == Epilogue::kRope) {
     if (threadIdx.x < M * (R / 2)) rl = rope_lane(g.rope, rope_m, pair_row);
   }
+  // kAddF32Fold: the epilogue thread's norm weight, a constant, loaded before the wait (not on the tail).
+  float fold_wv = 0.0f;
+  if constexpr (kFoldOut) {
+    if (threadIdx.x < M * kRowsOut && row0 + threadIdx.x % kRowsOut < n) {
+      fold_wv = load_weight(g.fold_w, g.fold_w_f32, row0 + threadIdx.x % kRowsOut);
+    }
+  }
   pdl_wait();
   // kAddF32: the epilogue thread's residual value, copied into shared memory now (cp.async: no
   // register held over the products), so that no load stands on the tail (PERFORMANCE.md, "Stop 73").
-  __shared__ float residual[E == Epilogue::kAddF32 ? M * kRowsOut : 1];
-  if constexpr (E == Epilogue::kAddF32) {
+  // kFolded: the add's sums of squares, copied into shared memory now and summed after the products,
+  // so that their L2 round trip does not stand before x's loads (it cost the qkv gemv 2.6 us).
+  if constexpr (NM == NormMode::kFolded) {
+    float* parts = reinterpret_cast<float*>(xs);  // [M, nparts] (launch_for_mr sizes it)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {  // the same elements a thread as it sums below
+      for (int64_t i = threadIdx.x; i < g.nparts; i += kGemvThreads) {
+        cp_async4(parts + m * g.nparts + i, g.parts + m * g.nparts + i);
+      }
+    }
+    cp_async_commit();
+  }
+  __shared__ float residual[kAdd ? M * kRowsOut : 1];
+  if constexpr (kAdd) {
     if (threadIdx.x < M * kRowsOut && row0 + threadIdx.x % kRowsOut < n) {
       cp_async4(residual + threadIdx.x,
                 static_cast<const float*>(g.out) + (threadIdx.x / kRowsOut) * n + row0 + threadIdx.x % kRowsOut);
@@ -275,9 +319,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   float acc[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) acc[i] = 0.0f;
-  float ss[kLate ? M : 1];  // kLate: this thread's share of each row's sum of squares
+  float ss[kScaled ? M : 1];  // kLate, kFolded: this thread's share of each row's sum of squares
 #pragma unroll
-  for (int m = 0; m < (kLate ? M : 1); ++m) ss[m] = 0.0f;
+  for (int m = 0; m < (kScaled ? M : 1); ++m) ss[m] = 0.0f;
 
   uint4 wv[U][R];
   auto load_w = [&](int64_t c0) {
@@ -335,14 +379,22 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
     }
   }
 
+  if constexpr (NM == NormMode::kFolded) {  // this thread's own copies: no barrier
+    cp_async_wait<0>();
+    const float* parts = reinterpret_cast<const float*>(xs);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      for (int64_t i = threadIdx.x; i < g.nparts; i += kGemvThreads) ss[m] += parts[m * g.nparts + i];
+    }
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   reduce_scatter<P, 16>(acc, lane);
   const int idx = reduce_scatter_index<P>(lane);
   if (idx < V && (lane & (32 / P - 1)) == 0) partial[warp][idx] = acc[0];
-  if constexpr (kLate) publish_sums<M>(ss, late_ss);
+  if constexpr (kScaled) publish_sums<M>(ss, late_ss);
   __syncthreads();
-  // kLate: token m's 1 / rms, as normalize_rows computes it.
-  auto late_inv = [&](int m) { return inv_rms<kLate ? M : 1>(late_ss, m, chunks * 8, g.eps); };
+  // kLate, kFolded: token m's 1 / rms, as normalize_rows computes it.
+  auto late_inv = [&](int m) { return inv_rms<kScaled ? M : 1>(late_ss, m, chunks * 8, g.eps); };
   if constexpr (E == Epilogue::kRope) {
     if (threadIdx.x < M * (R / 2)) {
       const int m = rope_m, j = rope_j;
@@ -352,7 +404,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
         lo += partial[i][m * R + 2 * j];
         hi += partial[i][m * R + 2 * j + 1];
       }
-      if constexpr (kLate) {
+      if constexpr (kScaled) {
         const float inv = late_inv(m);
         lo *= inv;
         hi *= inv;
@@ -364,6 +416,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
     }
     return;
   }
+  float fold_sq = 0.0f;  // kAddF32Fold: this row's residual'^2
   if (threadIdx.x < M * kRowsOut) {
     const int m = threadIdx.x / kRowsOut, r = threadIdx.x % kRowsOut;
     const int64_t row = row0 + r;
@@ -371,24 +424,41 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
       float s = 0.0f;
 #pragma unroll
       for (int i = 0; i < kGemvWarps; ++i) s += partial[i][m * R + r];
-      const float inv = kLate ? late_inv(m) : 1.0f;
-      if constexpr (kLate) s *= inv;
+      const float inv = kScaled ? late_inv(m) : 1.0f;
+      if constexpr (kScaled) s *= inv;
       if constexpr (kGated) {
         float u = 0.0f;
 #pragma unroll
         for (int i = 0; i < kGemvWarps; ++i) u += partial[i][m * R + kRowsOut + r];
-        if constexpr (kLate) u *= inv;
+        if constexpr (kScaled) u *= inv;
         s = gate_act(s, g.act) * u;
       } else if (g.bias != nullptr) {
         s += load_weight(g.bias, g.bias_f32, row);
       }
-      if constexpr (E == Epilogue::kAddF32) {
+      if constexpr (kAdd) {
         cp_async_wait<0>();  // (this thread's own copy)
-        static_cast<float*>(g.out)[m * n + row] = residual[threadIdx.x] + s;  // this CTA owns the element
+        const float v = residual[threadIdx.x] + s;
+        static_cast<float*>(g.out)[m * n + row] = v;  // this CTA owns the element
+        if constexpr (kFoldOut) {
+          static_cast<__nv_bfloat16*>(g.fold_x)[m * n + row] = __float2bfloat16(v * fold_wv);
+          fold_sq = v * v;
+        }
       } else if (g.out_f32) {
         static_cast<float*>(g.out)[m * n + row] = s;
       } else {
         static_cast<__nv_bfloat16*>(g.out)[m * n + row] = __float2bfloat16(s);
+      }
+    }
+  }
+  if constexpr (kFoldOut) {
+    // Token m's rows are lanes [m kRowsOut, (m + 1) kRowsOut) of warp 0 (M kRowsOut <= 32, kRowsOut a
+    // power of two): a butterfly within those lanes, in a fixed order, so every run sums alike.
+    static_assert(M * kRowsOut <= 32 && (kRowsOut & (kRowsOut - 1)) == 0, "one warp holds the CTA's rows");
+    if (threadIdx.x < 32) {
+#pragma unroll
+      for (int o = kRowsOut / 2; o > 0; o >>= 1) fold_sq += __shfl_xor_sync(0xffffffffu, fold_sq, o);
+      if (threadIdx.x < M * kRowsOut && threadIdx.x % kRowsOut == 0) {
+        g.fold_parts[(threadIdx.x / kRowsOut) * static_cast<int64_t>(gridDim.x) + blockIdx.x] = fold_sq;
       }
     }
   }
@@ -433,10 +503,12 @@ auto gemv_for_u(int u) -> void (*)(GemvArgs) {
   return u == 1 ? gemv_kernel<M, R, 1, E, NM, kStage> : gemv_kernel<M, R, (M <= 4 ? 4 : 2), E, NM, kStage>;
 }
 
+// Returns the grid's CTAs (kAddF32Fold: the sums of squares a token).
 template <int M, int R, Epilogue E, NormMode NM>
-void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
+int64_t launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
   size_t smem = NM == NormMode::kPrologue ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
+  if (NM == NormMode::kFolded) smem = static_cast<size_t>(M * g.nparts) * sizeof(float);
   const bool short_rows = M == 1 && g.chunks > kGemvThreads && g.chunks <= 2 * kGemvThreads && env_short_rows();
   const int u = g.chunks <= kGemvThreads ? 1 : short_rows ? 2 : (M <= 4 ? 4 : 2);
   // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
@@ -452,6 +524,7 @@ void launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   a.stage_ctas = a.stage ? wave_ctas(reinterpret_cast<const void*>(kernel), smem) : 0;
   launch_with_pdl(kernel, dim3(grid), dim3(kGemvThreads), smem, stream, a);
   CUDA_CHECK_LAUNCH();
+  return grid;
 }
 
 // MINIVLLM_GEMV_TWO_ROWS_K: one-token gemvs on rows of at least this many values (every linear of the
@@ -474,28 +547,26 @@ int64_t env_four_rows() {
 // Rows of W streamed (n, or 2n for the gate/up pair) pick R: four rows a CTA from
 // MINIVLLM_GEMV_FOUR_ROWS on; two below it, and at one token on long rows.
 template <int M, Epilogue E, NormMode NM>
-void launch_for_m(const GemvArgs& g, cudaStream_t stream) {
+int64_t launch_for_m(const GemvArgs& g, cudaStream_t stream) {
   const int64_t rows_of_w = E == Epilogue::kActMul ? 2 * g.n : g.n;
   if (M == 1 && E != Epilogue::kRope && env_two_rows_k() > 0 && g.chunks * 8 >= env_two_rows_k()) {
-    launch_for_mr<M, 2, E, NM>(g, stream);
-  } else if (rows_of_w >= env_four_rows()) {
-    launch_for_mr<M, 4, E, NM>(g, stream);
-  } else {
-    launch_for_mr<M, 2, E, NM>(g, stream);
+    return launch_for_mr<M, 2, E, NM>(g, stream);
   }
+  if (rows_of_w >= env_four_rows()) return launch_for_mr<M, 4, E, NM>(g, stream);
+  return launch_for_mr<M, 2, E, NM>(g, stream);
 }
 
 template <Epilogue E, NormMode NM>
 void dispatch_tokens(const GemvArgs& g, int64_t tokens, cudaStream_t stream) {
   switch (tokens) {
-    case 1: return launch_for_m<1, E, NM>(g, stream);
-    case 2: return launch_for_m<2, E, NM>(g, stream);
-    case 3: return launch_for_m<3, E, NM>(g, stream);
-    case 4: return launch_for_m<4, E, NM>(g, stream);
-    case 5: return launch_for_m<5, E, NM>(g, stream);
-    case 6: return launch_for_m<6, E, NM>(g, stream);
-    case 7: return launch_for_m<7, E, NM>(g, stream);
-    default: return launch_for_m<8, E, NM>(g, stream);
+    case 1: launch_for_m<1, E, NM>(g, stream); return;
+    case 2: launch_for_m<2, E, NM>(g, stream); return;
+    case 3: launch_for_m<3, E, NM>(g, stream); return;
+    case 4: launch_for_m<4, E, NM>(g, stream); return;
+    case 5: launch_for_m<5, E, NM>(g, stream); return;
+    case 6: launch_for_m<6, E, NM>(g, stream); return;
+    case 7: launch_for_m<7, E, NM>(g, stream); return;
+    default: launch_for_m<8, E, NM>(g, stream); return;
   }
 }
 
@@ -517,12 +588,14 @@ GemvArgs plain_args(const void* x, const void* w, void* out, int64_t n, int64_t 
 }
 
 GemvArgs norm_args(const GemvNorm& norm, const void* w, void* out, int64_t n, int64_t k) {
-  GemvArgs g = plain_args(nullptr, w, out, n, k);
+  GemvArgs g = plain_args(norm.folded_x, w, out, n, k);
   g.norm_in = norm.residual;
   g.norm_w = norm.weight;
   g.norm_w_f32 = norm.weight_f32;
   g.eps = norm.eps;
   g.stage = norm.stage;
+  g.parts = norm.parts;
+  g.nparts = norm.nparts;
   return g;
 }
 
@@ -531,14 +604,27 @@ GemvArgs norm_args(const GemvNorm& norm, const void* w, void* out, int64_t n, in
 template <Epilogue E>
 void dispatch_normed(const GemvArgs& g, const GemvNorm& norm, int64_t tokens, const char* op, cudaStream_t stream) {
   const int64_t k = g.chunks * 8;
+  if (norm.parts != nullptr) {
+    MINIVLLM_CHECK(tokens <= kGemvFoldMaxTokens && norm.folded_x != nullptr && norm.nparts > 0)
+        << op << ": the folded norm takes 1.." << kGemvFoldMaxTokens << " tokens and its input, not " << tokens;
+    if (tokens == 1) {
+      launch_for_m<1, E, NormMode::kFolded>(g, stream);
+    } else {
+      launch_for_m<2, E, NormMode::kFolded>(g, stream);
+    }
+    return;
+  }
   if (!norm.late) {
     MINIVLLM_CHECK(gemv_norm_fits(tokens, k)) << op << ": x [" << tokens << ", " << k << "] exceeds shared memory";
     return dispatch_tokens<E, NormMode::kPrologue>(g, tokens, stream);
   }
   MINIVLLM_CHECK(tokens <= kGemvNormLateMaxTokens)
       << op << ": the late norm takes 1.." << kGemvNormLateMaxTokens << " tokens, not " << tokens;
-  if (tokens == 1) return launch_for_m<1, E, NormMode::kLate>(g, stream);
-  launch_for_m<2, E, NormMode::kLate>(g, stream);
+  if (tokens == 1) {
+    launch_for_m<1, E, NormMode::kLate>(g, stream);
+  } else {
+    launch_for_m<2, E, NormMode::kLate>(g, stream);
+  }
 }
 
 }  // namespace
@@ -565,15 +651,27 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
   dispatch_tokens<Epilogue::kActMul, NormMode::kNone>(g, tokens, stream);
 }
 
-void launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
-                         cudaStream_t stream, int prefetch_u, bool stage) {
-  if (tokens == 0 || n == 0) return;
+int64_t launch_gemv_add_f32(const void* x, const void* w, float* residual, int64_t tokens, int64_t n, int64_t k,
+                            cudaStream_t stream, int prefetch_u, bool stage, const GemvFoldOut* fold) {
+  if (tokens == 0 || n == 0) return 0;
   check_shape("gemv_add_f32", tokens, k);
   GemvArgs g = plain_args(x, w, residual, n, k);
   if (prefetch_u >= 0) g.prefetch_u = prefetch_u;
   g.stage = stage;
-  dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(g, tokens, stream);
+  if (fold == nullptr) {
+    dispatch_tokens<Epilogue::kAddF32, NormMode::kNone>(g, tokens, stream);
+    return 0;
+  }
+  MINIVLLM_CHECK(tokens <= kGemvFoldMaxTokens && fold->w != nullptr && fold->x != nullptr && fold->parts != nullptr)
+      << "gemv_add_f32: the folded norm's input takes 1.." << kGemvFoldMaxTokens << " tokens, not " << tokens;
+  g.fold_w = fold->w;
+  g.fold_w_f32 = fold->w_f32;
+  g.fold_x = fold->x;
+  g.fold_parts = fold->parts;
+  if (tokens == 1) return launch_for_m<1, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
+  return launch_for_m<2, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
 }
+
 
 bool gemv_rope_fits(int64_t n, int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && n % head_dim == 0; }
 
