@@ -86,7 +86,6 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   const bool direct = comm.world_size() == 1;  // straight into the residual stream
   const Tensor out = direct ? residual : buf.partial.rows(0, n);
   if (!direct) b.fill_bytes(out, 0);  // zero bytes are 0.0 in f32 and bf16
-  if (direct) b.note_next_norm(residual, norm_weight, eps);  // a backend may make that norm's input in the add
   if (pro != nullptr) {
     MINIVLLM_CHECK(pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
     b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);

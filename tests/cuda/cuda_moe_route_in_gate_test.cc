@@ -240,45 +240,6 @@ TEST(CudaMoeRouteInGateGraph, ReplayEqualsEager) {
   EXPECT_EQ(replay.out, eager.out);
 }
 
-// The experts' down gemv folding the next RMSNorm (MINIVLLM_GEMV_NORM_FOLD; cuda_kernels.h, GemvFoldOut):
-// after rms_norm_moe_experts_add with that norm noted, the residual is the unfolded op's bit for bit,
-// the normed linear after it is within a bf16 rounding of the norm kernel's path, and no norm kernel
-// ran (its rows stay poisoned). One and two tokens, widths past the late norm's 1,024.
-TEST(CudaMoeNormFold, TheDownGemvFoldsTheNextNorm) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  Backends off = backends_with("MINIVLLM_GEMV_NORM_FOLD", "0");
-  Backends on = backends_with("MINIVLLM_GEMV_NORM_FOLD", "1");
-  for (const GateRouteCase& c : {GateRouteCase{1, 16, 4, 1032, 64, 0, 16}, GateRouteCase{2, 24, 3, 2048, 96, 0, 24}}) {
-    SCOPED_TRACE(::testing::PrintToString(c));
-    std::mt19937 rng(static_cast<uint32_t>(c.hidden));
-    const Inputs in(c);
-    const Tensor next_norm = random_values({c.hidden}, rng, 0.3f, 1.0f);
-    const Tensor w = random_values({96, c.hidden}, rng, 1.0f / std::sqrt(static_cast<float>(c.hidden)));
-    std::vector<float> residual[2], y[2];
-    bool norm_ran[2] = {};
-    int i = 0;
-    for (Backends* b : {&off, &on}) {
-      Backend& g = *b->gpu;
-      const Call call(g, in, c);
-      const Tensor nw = upload(g, next_norm);
-      g.note_next_norm(call.out, nw, kEps);
-      call.run(g, true);
-      Tensor normed = g.empty(DType::kBF16, {c.tokens, c.hidden});
-      g.fill_bytes(normed, 0xFF);
-      Tensor out = g.empty(DType::kBF16, {c.tokens, 96});
-      g.rms_norm_linear({call.out, nw, kEps, normed}, upload(g, w), nullptr, out);
-      residual[i] = download(g, call.out);
-      y[i] = download(g, out);
-      for (float v : download(g, normed)) norm_ran[i] = norm_ran[i] || !std::isnan(v);
-      ++i;
-    }
-    EXPECT_EQ(residual[1], residual[0]);
-    expect_close(y[1], y[0], 3e-5, 0.05, "the normed linear");  // bf16(r w) against bf16(r w / rms): as CudaNormFold
-    EXPECT_TRUE(norm_ran[0]);
-    EXPECT_FALSE(norm_ran[1]) << "the norm kernel ran: nothing folded";
-  }
-}
-
 // The seam end to end: a small Qwen3-MoE (head_dim 64, which the CUDA attention takes; two sparse
 // layers of 16 experts around a dense one, top-4, renormalized; dummy weights) decoded greedily
 // through the engine's CUDA graphs with the route in the gate/up gemv and with it in the norm-route

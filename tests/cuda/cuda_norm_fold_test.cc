@@ -24,9 +24,9 @@ bool all_nan(const std::vector<float>& v) {
 // false notes another norm than the one that follows: nothing may be folded then.
 // fold_from: the backend's MINIVLLM_DECODE_GEMM_NORM_FOLD (adds the gemv takes by shape fold from
 // that tokens x N on).
-// gemv_fold: the backend's MINIVLLM_GEMV_NORM_FOLD (1-2 tokens).
+// gemv_fold: the backend's MINIVLLM_GEMV_NORM_FOLD (1-2 tokens; 1 by default).
 void check_fold(Backends& b, int64_t fold_from, int64_t tokens, int64_t hidden, int64_t k, int64_t n, bool gated,
-                bool norm_f32, bool same_norm, std::mt19937& rng, int gemv_fold = 0) {
+                bool norm_f32, bool same_norm, std::mt19937& rng, int gemv_fold = 1) {
   const std::string tag = std::string(gated ? "act_mul" : "store") + " T=" + std::to_string(tokens) +
                           " H=" + std::to_string(hidden) + " K=" + std::to_string(k) + " N=" + std::to_string(n) +
                           (norm_f32 ? " f32 norm" : "") + (same_norm ? "" : " other norm noted");
@@ -69,8 +69,9 @@ void check_fold(Backends& b, int64_t fold_from, int64_t tokens, int64_t hidden, 
   // CudaBackend::use_gemv's shapes for 3-8 tokens.
   const bool gemv_add = tokens <= 8 && k > 1024 && k <= 4096 && tokens * hidden <= 8192;
   bool folded = same_norm && tokens >= 3 && tokens <= 64 && (!gemv_add || tokens * hidden >= fold_from);
-  // 1-2 tokens: the gemv's fold, or the late norm on rows of at most 1,024; neither writes the normed rows.
-  if (tokens <= 2) folded = hidden <= 1024 || (gemv_fold > 0 && same_norm);
+  // 1-2 tokens: the late norm on rows of at most 1,024, or at one token the gemv's fold; neither writes
+  // the normed rows.
+  if (tokens <= 2) folded = hidden <= 1024 || (gemv_fold > 0 && same_norm && tokens == 1);
   EXPECT_EQ(all_nan(download(*b.gpu, normed_g)), folded) << tag << (folded ? ": the norm kernel ran" : ": no norm ran");
 }
 
@@ -81,7 +82,7 @@ TEST(CudaNormFold, AddThenNormedLinearMatchesCpu) {
   {
     Backends b = backends_with("MINIVLLM_DECODE_GEMM_NORM_FOLD", "1");
     // Widths past one 128-column tile and not a multiple of it; token boxes of 16, 32 and 64; 2
-    // tokens take the gemv (no fold) and 65 cuBLASLt.
+    // tokens take the gemv (its own fold, MINIVLLM_GEMV_NORM_FOLD) and 65 cuBLASLt.
     for (int64_t tokens : {3, 8, 17, 64, 2, 65}) {
       check_fold(b, 1, tokens, 1032, 1040, 520, false, tokens == 8, true, rng);
       check_fold(b, 1, tokens, 2048, 2048, 264, true, false, true, rng);
@@ -97,16 +98,16 @@ TEST(CudaNormFold, AddThenNormedLinearMatchesCpu) {
   check_fold(b, 8192, 8, 1024, 2048, 264, true, false, true, rng);
 }
 
-// The folded norm at 1-2 tokens (MINIVLLM_GEMV_NORM_FOLD): the one-token gemv's add writes the next
-// norm's input and a sum of squares a CTA, and the normed gemv after it takes them. 1: rows past
-// MINIVLLM_GEMV_NORM_MAX_K (1,024) fold, shorter ones keep the late norm; 2: every row. Either way
-// the normed rows are not written (nor by the late norm), so they show whether the norm kernel ran.
+// The folded norm at one token (MINIVLLM_GEMV_NORM_FOLD; two tokens do not fold): the gemv's add writes
+// the next norm's input and a sum of squares a CTA, and the normed gemv after it takes them. 1: rows
+// past MINIVLLM_GEMV_NORM_MAX_K (1,024) fold, shorter ones keep the late norm; 2: every row. Neither
+// writes the normed rows, so they show whether the norm kernel ran.
 // Widths of 520 (two rows a CTA), 1,032 (258 CTAs of four rows) and 2,048; bf16 and fp32 norm weights;
 // the other norm noted folds nothing (the norm kernel runs).
 TEST(CudaNormFold, OneTokenAddThenNormedGemvMatchesCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(108);
-  for (const char* mode : {"1", "2"}) {
+  for (const char* mode : {"0", "1", "2"}) {
     Backends b = backends_with({{"MINIVLLM_GEMV_NORM_FOLD", mode}, {"MINIVLLM_DECODE_GEMM_NORM_FOLD", "0"}});
     for (int64_t tokens : {1, 2}) {
       for (int64_t hidden : {520, 1032, 2048}) {

@@ -158,6 +158,8 @@ class CudaBackend : public Backend {
                         const Tensor& topk_ids, const Tensor& topk_weights) const;
   void launch_norm_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits, int k,
                          bool renormalize, int32_t* ids, float* weights, bool route);
+  void launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const MoePlan& p,
+                        const MoeScratch& scratch, const Tensor& out, Activation act, const MoeGateRoute* route);
 
   // The persistent decode kernel (issue 50; cuda_persistent.cc, persistent_decode.cu): bf16 weights
   // and cache, head_dim 64 or 128, up to kPdMaxBatch sequences where the shared memory allows.
@@ -385,12 +387,9 @@ class CudaBackend : public Backend {
   // RMSNorm's input in fold_x_ and its partial sums of squares in fold_parts_ (DecodeGemmArgs::fold_w);
   // folded_ names that norm until the linear after it takes them (folded_linear) or anything else runs.
   int64_t norm_fold_ = 0;  // 0: off; else the least tokens x N at which an add the gemv would take folds
-  // MINIVLLM_GEMV_NORM_FOLD: 1-2 tokens' adds fold the next norm (GemvFoldOut) into rows past
+  // MINIVLLM_GEMV_NORM_FOLD: one token's adds fold the next norm (GemvFoldOut) into rows past
   // gemv_norm_max_k_ (1) or every row (2); 0: off. The buffers are fold_x_ and fold_parts_.
-  int gemv_norm_fold_ = 0;
-  void launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const MoePlan& p,
-                        const MoeScratch& scratch, const Tensor& out, Activation act, const MoeGateRoute* route,
-                        const PendingNorm& next);
+  int gemv_norm_fold_ = 1;
   // Whether an add of `tokens` x n into `residual` with `next` pending folds that norm; *fold then
   // points into the fold buffers.
   bool gemv_fold_out(const PendingNorm& next, const Tensor& residual, int64_t tokens, int64_t n,

@@ -146,18 +146,20 @@ void launch_gemv(const void* x, const void* w, const void* bias, bool bias_f32, 
 // out[tokens, inter] = act(x W_gate^T) * (x W_up^T), gate_up_w = [W_gate; W_up] ([2 inter, k]), bf16.
 void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_t tokens, int64_t inter, int64_t k,
                          Activation act, cudaStream_t stream);
-// The folded RMSNorm at 1-2 tokens (MINIVLLM_GEMV_NORM_FOLD): the add that writes the residual r' (a
-// one-token gemv's, or the experts' down gemv's) also writes the next norm's input x[t, c] = bf16(r'[t, c]
-// * w[c]) and one sum of r'^2 over each CTA's rows, parts[t * nparts + cta]; the normed gemv after it
-// (GemvNorm::parts) reads x and scales token t's products by 1 / sqrt(sum of parts[t] / K + eps). No
-// norm kernel, and no CTA reads the whole fp32 row (the late norm's cost past 1,024 columns).
+// The folded RMSNorm at one token (MINIVLLM_GEMV_NORM_FOLD): the one-token gemv's add that writes the
+// residual r' also writes the next norm's input x[t, c] = bf16(r'[t, c] * w[c]) and one sum of r'^2 over
+// each CTA's rows, parts[t * nparts + cta]; the normed gemv after it (GemvNorm::parts) reads x and scales
+// token t's products by 1 / sqrt(sum of parts[t] / K + eps). No norm kernel, and no CTA reads the whole
+// fp32 row (the late norm's cost past 1,024 columns). The experts' down gemv does not fold: the qkv
+// after it streams from when the down's CTAs retire either way; at two tokens Llama-3.2-1B lost 2.6%
+// (PERFORMANCE.md, "Stop 108").
 struct GemvFoldOut {
   const void* w;  // the norm's weight [n], bf16 or fp32
   bool w_f32;
   void* x;        // bf16 [tokens, n]
   float* parts;   // [tokens, nparts]
 };
-constexpr int64_t kGemvFoldMaxTokens = 2;
+constexpr int64_t kGemvFoldMaxTokens = 1;
 // residual[tokens, n] (f32) += x w^T: the o / down projection adds itself into the residual stream.
 // prefetch_u >= 0: at one token, the chunk steps of each row pulled into L2 before the PDL wait (0: all)
 // instead of MINIVLLM_GEMV_PREFETCH_U's; the o projection's caller knows the attention before it

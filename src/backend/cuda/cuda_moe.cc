@@ -5,7 +5,6 @@
 // Nothing here allocates or synchronises, and every grid follows from T: a layer can be captured.
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/moe.h"
@@ -190,29 +189,19 @@ CudaBackend::MoePlan CudaBackend::plan_moe_experts(const Tensor& x, const MoeExp
   return p;
 }
 
-// The decode path: the gate/up gemv (routing for itself where route is given), then the down gemv,
-// which folds `next` (note_next_norm's) where gemv_fold_out takes it.
+// The decode path: the gate/up gemv (routing for itself where route is given), then the down gemv.
 void CudaBackend::launch_moe_gemvs(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                                    const MoePlan& p, const MoeScratch& scratch, const Tensor& out, Activation act,
-                                   const MoeGateRoute* route, const PendingNorm& next) {
+                                   const MoeGateRoute* route) {
   launch_moe_gemv_act_mul(x.data(), topk_ids.ptr<int32_t>(), p.gate_up, p.shape, act, scratch.act.data(), stream_,
                           route);
-  GemvFoldOut fo{};
-  const bool fold = p.out_f32 && gemv_fold_out(next, out, p.shape.tokens, p.shape.hidden, &fo);
-  const int64_t parts = launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(),
-                                                 p.down, p.shape, out.data(), p.out_f32, stream_, fold ? &fo : nullptr);
-  if (fold) {
-    folded_ = next;
-    folded_.tokens = p.shape.tokens;
-    folded_.parts = parts;
-  }
+  launch_moe_gemv_down_add(scratch.act.data(), topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), p.down, p.shape,
+                           out.data(), p.out_f32, stream_);
 }
 
 void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,
                                   const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
                                   Activation act) {
-  const PendingNorm next = std::exchange(next_norm_, PendingNorm{});  // note_next_norm's, for this call only
-  folded_ = PendingNorm{};
   const MoePlan p = plan_moe_experts(x, w, topk_ids, topk_weights, scratch, out);
   const MoeShape& shape = p.shape;
   const int64_t tokens = shape.tokens, hidden = shape.hidden, chunk = p.chunk;
@@ -221,7 +210,7 @@ void CudaBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, co
   const MoeExpertTable &gate_up = p.gate_up, &down = p.down;
   if (tokens == 0) return;
   if (p.gemv) {  // decode: only the chosen experts' rows are read
-    launch_moe_gemvs(x, topk_ids, topk_weights, p, scratch, out, act, nullptr, next);
+    launch_moe_gemvs(x, topk_ids, topk_weights, p, scratch, out, act, nullptr);
     return;
   }
   int32_t* offsets = scratch.offsets.ptr<int32_t>();
@@ -249,7 +238,6 @@ void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor
                                            const MoeScratch& scratch, const Tensor& out, Activation act) {
   // The norm-route launch takes only 1 to moe_gemv_tokens_ tokens; a scratch too small for them
   // (rare) sends the experts to the grouped path, so the layer composes the two ops there too.
-  const PendingNorm next = next_norm_;  // moe_experts_add takes it on the composed path
   if (moe_route_in_gate_ && router_weight.size(0) <= kMoeWarpRouteMaxExperts &&
       norm_route_takes(pro, router_weight, router_logits, topk_ids, topk_weights)) {
     const MoePlan p = plan_moe_experts(pro.normed, w, topk_ids, topk_weights, scratch, out);
@@ -259,8 +247,7 @@ void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor
                         /*route=*/false);
       const MoeGateRoute route{router_logits.ptr<float>(), experts, renormalize, topk_ids.ptr<int32_t>(),
                                topk_weights.ptr<float>()};
-      next_norm_ = PendingNorm{};
-      launch_moe_gemvs(pro.normed, topk_ids, topk_weights, p, scratch, out, act, &route, next);
+      launch_moe_gemvs(pro.normed, topk_ids, topk_weights, p, scratch, out, act, &route);
       return;
     }
   }

@@ -780,7 +780,7 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
     return false;
   }
   bool bias_f32 = false;
-  if (f.parts > 0) {  // the gemv's fold (1-2 tokens): the normed gemv on its input
+  if (f.parts > 0) {  // the gemv's fold (one token): the normed gemv on its input
     if (!use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)) return false;
     if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
     GemvNorm norm{nullptr, nullptr, false, pro.eps};

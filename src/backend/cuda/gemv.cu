@@ -83,8 +83,8 @@ constexpr bool is_add() {
 // Where the RMSNorm of GemvArgs::norm_in happens: nowhere (x is given), in a prologue that writes the
 // normed row into shared memory before the first product, or late: each product takes residual * w
 // as it streams and the CTA's sum of squares (the prologue's, in the same order) scales the outputs.
-// kFolded: x is the folded norm's input, bf16(residual * w) that the add before wrote (kAddF32Fold, or
-// the experts' down gemv), and the outputs are scaled by 1 / rms from the add's sums of squares.
+// kFolded: x is the folded norm's input, bf16(residual * w) that the add before wrote (kAddF32Fold),
+// and the outputs are scaled by 1 / rms from the add's sums of squares.
 enum class NormMode { kNone, kPrologue, kLate, kFolded };
 
 struct GemvArgs {
@@ -114,7 +114,7 @@ struct GemvArgs {
   // Staged: only CTAs below this index stage, the grid's first wave: the CTAs resident before the wait.
   // A later CTA starts after the wait, where a copy to shared memory only delays its first product.
   int64_t stage_ctas;
-  // kAddF32Fold (1-2 tokens): fold_x[m, row] = bf16(residual'[m, row] * fold_w[row]), and
+  // kAddF32Fold (one token): fold_x[m, row] = bf16(residual'[m, row] * fold_w[row]), and
   // fold_parts[m * gridDim.x + cta] = the sum of residual'[m, row]^2 over the CTA's rows.
   const void* fold_w;
   bool fold_w_f32;
@@ -606,12 +606,8 @@ void dispatch_normed(const GemvArgs& g, const GemvNorm& norm, int64_t tokens, co
   const int64_t k = g.chunks * 8;
   if (norm.parts != nullptr) {
     MINIVLLM_CHECK(tokens <= kGemvFoldMaxTokens && norm.folded_x != nullptr && norm.nparts > 0)
-        << op << ": the folded norm takes 1.." << kGemvFoldMaxTokens << " tokens and its input, not " << tokens;
-    if (tokens == 1) {
-      launch_for_m<1, E, NormMode::kFolded>(g, stream);
-    } else {
-      launch_for_m<2, E, NormMode::kFolded>(g, stream);
-    }
+        << op << ": the folded norm takes at most " << kGemvFoldMaxTokens << " token and its input, not " << tokens;
+    launch_for_m<1, E, NormMode::kFolded>(g, stream);
     return;
   }
   if (!norm.late) {
@@ -663,13 +659,12 @@ int64_t launch_gemv_add_f32(const void* x, const void* w, float* residual, int64
     return 0;
   }
   MINIVLLM_CHECK(tokens <= kGemvFoldMaxTokens && fold->w != nullptr && fold->x != nullptr && fold->parts != nullptr)
-      << "gemv_add_f32: the folded norm's input takes 1.." << kGemvFoldMaxTokens << " tokens, not " << tokens;
+      << "gemv_add_f32: the folded norm's input takes at most " << kGemvFoldMaxTokens << " token, not " << tokens;
   g.fold_w = fold->w;
   g.fold_w_f32 = fold->w_f32;
   g.fold_x = fold->x;
   g.fold_parts = fold->parts;
-  if (tokens == 1) return launch_for_m<1, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
-  return launch_for_m<2, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
+  return launch_for_m<1, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
 }
 
 

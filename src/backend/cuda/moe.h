@@ -20,8 +20,6 @@
 
 namespace minivllm::cuda {
 
-struct GemvFoldOut;  // cuda_kernels.h
-
 // A rank's experts' weights, passed to the kernels by value (a kernel parameter, so a captured graph
 // holds the pointers and no table need be uploaded): local expert e is w[e].
 constexpr int kMoeMaxLocalExperts = 256;
@@ -102,11 +100,8 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
                              Activation act, void* act_out, cudaStream_t stream, const MoeGateRoute* route = nullptr);
 // out[t, :] (f32, or bf16 when !out_f32) += sum over the local slots j, in slot order, of
 // weights[t, j] * (act[t * k + j] W_down,e^T); down.w[e] is [H, I].
-// fold: not null (1-2 tokens, an f32 out), the add also makes the next RMSNorm's input (cuda_kernels.h's
-// GemvFoldOut); returns the sums of squares a token it wrote (ceil(H / down_rows)), else 0.
-int64_t launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
-                                 const MoeShape& s, void* out, bool out_f32, cudaStream_t stream,
-                                 const GemvFoldOut* fold = nullptr);
+void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
+                              const MoeShape& s, void* out, bool out_f32, cudaStream_t stream);
 
 // ---- the grouped path (moe_gemm.cu), after launch_moe_group ----
 // act_out[r, :] (bf16, r = a grouped position < offsets[num_local]) = act(x[entries[r] / k] W_gate^T) *

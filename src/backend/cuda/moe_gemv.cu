@@ -7,7 +7,6 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_route.cuh"
@@ -31,7 +30,6 @@ struct MoeGemvArgs {
   int64_t hidden, inter;
   Activation act;
   MoeGateRoute route;  // kRoute: where the gate/up gemv routes from and writes the ids and weights
-  GemvFoldOut fold;    // the down gemv's kFold: the next RMSNorm's input and sums (cuda_kernels.h)
 };
 
 // Grid (ceil(I / kWarps), T k): CTA (x, p) serves pair p; warp w its column i = x kWarps + w, the
@@ -121,9 +119,7 @@ constexpr int down_steps(int rows) { return rows == 2 ? 4 : 3; }
 // At 8 rows (MINIVLLM_MOE_DOWN_ROWS_ONE, one token) two CTAs an SM of 120 registers: every chunk of a
 // warp's slot in flight at once, where at 4 rows ptxas issues them in three waits. (Without the minimum
 // of 2, ptxas keeps 4 rows at 64 registers; with a minimum of 1 it takes 114, too many for one wave.)
-// kFold (1-2 tokens, an f32 out): the folded RMSNorm (GemvFoldOut): also x[t, row] = bf16(out' * w[row])
-// and the CTA's sum of out'^2, parts[t * gridDim.x + blockIdx.x], for the normed gemv after it.
-template <int kDownRows, int kDownSteps, bool kFold = false>
+template <int kDownRows, int kDownSteps>
 __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     moe_gemv_down_add_kernel(const __grid_constant__ MoeGemvArgs a, const __grid_constant__ MoeExpertTable table) {
   __shared__ float part[kDownWarps][kDownRows];
@@ -132,11 +128,6 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   const int chunks = static_cast<int>(a.inter / 8);
   pdl_launch_dependents();
-  // kFold: the norm weight of thread r's row, a constant, loaded before the wait (rows are whole: H % 8 == 0).
-  float fold_w = 0.0f;
-  if constexpr (kFold) {
-    if (threadIdx.x < kDownRows) fold_w = load_weight(a.fold.w, a.fold.w_f32, row0 + threadIdx.x);
-  }
   pdl_wait();  // act is the gate/up gemv's output; out is read and written
   // Thread r < kDownRows's value of out, loaded now, not on the tail (PERFORMANCE.md, "Stop 73").
   float base = 0.0f;
@@ -180,24 +171,6 @@ __global__ void __launch_bounds__(kDownThreads, kDownRows == 8 ? 2 : 0)
     if (lane == 0) part[warp][r] = v;
   }
   __syncthreads();
-  if constexpr (kFold) {
-    // Warp 0: lanes below kDownRows hold the CTA's rows (H % 8 == 0, so none is past H); a butterfly
-    // over the warp, in a fixed order, sums their squares.
-    if (threadIdx.x >= 32) return;
-    float v = 0.0f;
-    if (threadIdx.x < kDownRows) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kDownWarps; ++w) sum += part[w][threadIdx.x];
-      const int64_t o = t * a.hidden + row0 + threadIdx.x;
-      v = base + sum;
-      static_cast<float*>(a.out)[o] = v;
-      static_cast<__nv_bfloat16*>(a.fold.x)[o] = __float2bfloat16(v * fold_w);
-    }
-    const float sq = warp_sum(v * v);
-    if (threadIdx.x == 0) a.fold.parts[t * static_cast<int64_t>(gridDim.x) + blockIdx.x] = sq;
-    return;
-  }
   if (threadIdx.x >= kDownRows) return;
   const int64_t row = row0 + threadIdx.x;
   if (row >= a.hidden) return;
@@ -260,34 +233,20 @@ void launch_moe_gemv_act_mul(const void* x, const int32_t* ids, const MoeExpertT
   CUDA_CHECK_LAUNCH();
 }
 
-int64_t launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
-                                 const MoeShape& s, void* out, bool out_f32, cudaStream_t stream,
-                                 const GemvFoldOut* fold) {
-  if (s.tokens == 0) return 0;
+void launch_moe_gemv_down_add(const void* act, const int32_t* ids, const float* weights, const MoeExpertTable& down,
+                              const MoeShape& s, void* out, bool out_f32, cudaStream_t stream) {
+  if (s.tokens == 0) return;
   check_shape("moe_gemv_down_add", s);
   MoeGemvArgs a = args(act, ids, s);
   a.weights = weights;
   a.out = out;
   a.out_f32 = out_f32;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.hidden, s.down_rows)), static_cast<unsigned>(s.tokens));
-  if (fold != nullptr) {
-    MINIVLLM_CHECK(out_f32 && s.tokens <= kGemvFoldMaxTokens && fold->w != nullptr && fold->x != nullptr &&
-                   fold->parts != nullptr)
-        << "moe_gemv_down_add: the folded norm's input takes an f32 out of 1.." << kGemvFoldMaxTokens << " tokens";
-    a.fold = *fold;
-    auto* kernel = s.down_rows == 8   ? moe_gemv_down_add_kernel<8, down_steps(8), true>
-                   : s.down_rows == 4 ? moe_gemv_down_add_kernel<4, down_steps(4), true>
-                                      : moe_gemv_down_add_kernel<2, down_steps(2), true>;
-    launch_with_pdl(kernel, grid, dim3(kDownThreads), 0, stream, a, down);
-    CUDA_CHECK_LAUNCH();
-    return grid.x;
-  }
   auto* kernel = s.down_rows == 8   ? moe_gemv_down_add_kernel<8, down_steps(8)>
                  : s.down_rows == 4 ? moe_gemv_down_add_kernel<4, down_steps(4)>
                                     : moe_gemv_down_add_kernel<2, down_steps(2)>;
   launch_with_pdl(kernel, grid, dim3(kDownThreads), 0, stream, a, down);
   CUDA_CHECK_LAUNCH();
-  return 0;
 }
 
 }  // namespace minivllm::cuda
