@@ -150,8 +150,8 @@ void launch_gemv_act_mul(const void* x, const void* gate_up_w, void* out, int64_
 // residual r' also writes the next norm's input x[t, c] = bf16(r'[t, c] * w[c]) and one sum of r'^2 over
 // each CTA's rows, parts[t * nparts + cta]; the normed gemv after it (GemvNorm::parts) reads x and scales
 // token t's products by 1 / sqrt(sum of parts[t] / K + eps). No norm kernel, and no CTA reads the whole
-// fp32 row (the late norm's cost past 1,024 columns). The experts' down gemv does not fold: the qkv
-// after it streams from when the down's CTAs retire either way; at two tokens Llama-3.2-1B lost 2.6%
+// fp32 row (the late norm's cost past 1,024 columns). Two tokens do not fold, nor does the experts'
+// down gemv, whose next qkv streams from when the down's CTAs retire either way: both lost
 // (PERFORMANCE.md, "Stop 108").
 struct GemvFoldOut {
   const void* w;  // the norm's weight [n], bf16 or fp32

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   // kAddF32: the epilogue thread's residual value, copied into shared memory now (cp.async: no
   // register held over the products), so that no load stands on the tail (PERFORMANCE.md, "Stop 73").
   // kFolded: the add's sums of squares, copied into shared memory now and summed after the products,
-  // so that their L2 round trip does not stand before x's loads (it cost the qkv gemv 2.6 us).
+  // so that their L2 round trip does not stand before x's loads (PERFORMANCE.md, "Stop 108").
   if constexpr (NM == NormMode::kFolded) {
     float* parts = reinterpret_cast<float*>(xs);  // [M, nparts] (launch_for_mr sizes it)
 #pragma unroll
