@@ -21,6 +21,16 @@ void check_gpu(const Tensor& t, DType dtype, const char* op, const char* what) {
   MINIVLLM_CHECK(t.dtype() == dtype) << op << ": " << what << " " << t.describe() << " must be " << dtype_name(dtype);
 }
 
+// The normed gemv's GemvNorm on a one-token add's fold (GemvFoldOut): x and the sums in the fold
+// buffers, nparts sums a token.
+GemvNorm folded_gemv_norm(const void* x, const float* parts, int64_t nparts, float eps) {
+  GemvNorm norm{nullptr, nullptr, false, eps};
+  norm.folded_x = x;
+  norm.parts = parts;
+  norm.nparts = nparts;
+  return norm;
+}
+
 // Vector kernels move 16 bytes at a time.
 bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 void check_aligned16(const Tensor& t, const char* op, const char* what) {
@@ -756,10 +766,7 @@ bool CudaBackend::take_gemv_fold(const NormPrologue& pro, int64_t tokens, GemvNo
   const PendingNorm f = folded_;
   folded_ = PendingNorm{};
   if (f.parts == 0 || !f.matches(pro, tokens)) return false;
-  *norm = GemvNorm{nullptr, nullptr, false, pro.eps};
-  norm->folded_x = fold_x_;
-  norm->parts = fold_parts_;
-  norm->nparts = f.parts;
+  *norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps);
   return true;
 }
 
@@ -783,10 +790,7 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
   if (f.parts > 0) {  // the gemv's fold (one token): the normed gemv on its input
     if (!use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)) return false;
     if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
-    GemvNorm norm{nullptr, nullptr, false, pro.eps};
-    norm.folded_x = fold_x_;
-    norm.parts = fold_parts_;
-    norm.nparts = f.parts;
+    const GemvNorm norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps);
     if (gated) {
       launch_gemv_norm_act_mul(norm, weight.data(), out.data(), tokens, n, k, act, stream_);
     } else {

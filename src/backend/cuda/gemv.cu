@@ -229,7 +229,8 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kScaled ? M : 1];  // kLate, kFolded: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
-  extern __shared__ uint4 xs[];  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]
+  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]; kFolded: the add's sums, [M, nparts] floats
+  extern __shared__ uint4 xs[];
   const int64_t n = g.n, chunks = g.chunks;
   const bool staged = kCanStage && static_cast<int64_t>(blockIdx.x) < g.stage_ctas;
 
@@ -666,7 +667,6 @@ int64_t launch_gemv_add_f32(const void* x, const void* w, float* residual, int64
   g.fold_parts = fold->parts;
   return launch_for_m<1, Epilogue::kAddF32Fold, NormMode::kNone>(g, stream);
 }
-
 
 bool gemv_rope_fits(int64_t n, int head_dim) { return head_dim > 0 && head_dim % 2 == 0 && n % head_dim == 0; }
 
