@@ -143,7 +143,7 @@ constexpr Knob kKnobs[] = {
      "the same for the one-token gemv after the decode attention (the o projection), which reads little: whole "
      "rows there (PERFORMANCE.md, \"Stop 100\")"},
     {"MINIVLLM_GEMV_STAGE", G::kTuning, K::kSwitch, "", 0, 0, "0",
-     "a one-token bf16 gemv after a gemv (the residual adds, the late and folded norms) bulk-copies its first wave's rows "
+     "a one-token bf16 gemv after a gemv (the residual adds, the late norm) bulk-copies its first wave's rows "
      "into shared memory before its PDL wait; off: no gain on the H200 (PERFORMANCE.md, \"Stop 103\")"},
     {"MINIVLLM_GEMV_SHORT_ROWS", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "batch-1 bf16 gemv on rows of K 1,032-2,048: two chunks a thread a row, not four (half of them past the "

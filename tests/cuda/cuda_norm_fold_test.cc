@@ -25,11 +25,8 @@ bool all_nan(const std::vector<float>& v) {
 // fold_from: the backend's MINIVLLM_DECODE_GEMM_NORM_FOLD (adds the gemv takes by shape fold from
 // that tokens x N on).
 // gemv_fold: the backend's MINIVLLM_GEMV_NORM_FOLD (1-2 tokens; 1 by default).
-// Returns the GPU's residual and output.
-std::pair<std::vector<float>, std::vector<float>> check_fold(Backends& b, int64_t fold_from, int64_t tokens,
-                                                             int64_t hidden, int64_t k, int64_t n, bool gated,
-                                                             bool norm_f32, bool same_norm, std::mt19937& rng,
-                                                             int gemv_fold = 1) {
+void check_fold(Backends& b, int64_t fold_from, int64_t tokens, int64_t hidden, int64_t k, int64_t n, bool gated,
+                bool norm_f32, bool same_norm, std::mt19937& rng, int gemv_fold = 1) {
   const std::string tag = std::string(gated ? "act_mul" : "store") + " T=" + std::to_string(tokens) +
                           " H=" + std::to_string(hidden) + " K=" + std::to_string(k) + " N=" + std::to_string(n) +
                           (norm_f32 ? " f32 norm" : "") + (same_norm ? "" : " other norm noted");
@@ -76,7 +73,6 @@ std::pair<std::vector<float>, std::vector<float>> check_fold(Backends& b, int64_
   // the normed rows.
   if (tokens <= 2) folded = hidden <= 1024 || (gemv_fold > 0 && same_norm && tokens == 1);
   EXPECT_EQ(all_nan(download(*b.gpu, normed_g)), folded) << tag << (folded ? ": the norm kernel ran" : ": no norm ran");
-  return {res_g, out_g};
 }
 
 TEST(CudaNormFold, AddThenNormedLinearMatchesCpu) {
@@ -124,34 +120,6 @@ TEST(CudaNormFold, OneTokenAddThenNormedGemvMatchesCpu) {
       }
       check_fold(b, 1, tokens, 2048, 1040, 264, true, false, false, rng, *mode - '0');
     }
-  }
-}
-
-// The fold's gemvs with staged rows (MINIVLLM_GEMV_STAGE: the add's first wave, and the normed gemv's
-// with the sums after its rows in shared memory) add the same products in the same order as the loaded
-// rows: the same bits. Widths 2,048 (the o and gate/up of Llama-3.2-1B) and 4,096 (two rows a CTA);
-// K 2,048 for the add, so that one step covers its rows; store and gated; every row folded (2).
-TEST(CudaNormFold, StagedFoldEqualsLoadedFold) {
-  MINIVLLM_SKIP_WITHOUT_CUDA();
-  using Result = std::pair<std::vector<float>, std::vector<float>>;
-  std::vector<Result> got[2];
-  for (int stage = 0; stage < 2; ++stage) {
-    Backends b = backends_with({{"MINIVLLM_GEMV_NORM_FOLD", "2"},
-                                {"MINIVLLM_DECODE_GEMM_NORM_FOLD", "0"},
-                                {"MINIVLLM_GEMV_STAGE", stage ? "1" : "0"}});
-    std::mt19937 rng(109);
-    for (int64_t hidden : {2048, 4096, 1032}) {
-      for (bool gated : {false, true}) {
-        SCOPED_TRACE(std::string(stage ? "staged" : "loaded") + " H=" + std::to_string(hidden) +
-                     (gated ? " act_mul" : " store"));
-        got[stage].push_back(check_fold(b, 1, 1, hidden, 2048, 520, gated, hidden == 4096, true, rng, 2));
-      }
-    }
-  }
-  ASSERT_EQ(got[0].size(), got[1].size());
-  for (size_t i = 0; i < got[0].size(); ++i) {
-    EXPECT_EQ(got[0][i].first, got[1][i].first) << "case " << i << ": the staged add's residual differs";
-    EXPECT_EQ(got[0][i].second, got[1][i].second) << "case " << i << ": the staged normed gemv's output differs";
   }
 }
 

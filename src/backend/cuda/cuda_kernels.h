@@ -184,8 +184,7 @@ struct GemvNorm {
   // products take residual * weight as they stream and each output is scaled by 1 / rms at the end,
   // so no reduction or shared-memory row stands before the first product (any k).
   bool late = false;
-  // The late or folded norm at one token may stage the first wave's rows of W (GemvArgs::stage;
-  // MINIVLLM_GEMV_STAGE).
+  // The late norm at one token may stage the first wave's rows of W (GemvArgs::stage; MINIVLLM_GEMV_STAGE).
   bool stage = false;
   // The folded norm (GemvFoldOut): x is folded_x (bf16 [tokens, k]), 1 / rms from parts[t * nparts + i];
   // residual and weight unused. Wins over late.

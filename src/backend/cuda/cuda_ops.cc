@@ -22,9 +22,9 @@ void check_gpu(const Tensor& t, DType dtype, const char* op, const char* what) {
 }
 
 // The normed gemv's GemvNorm on a one-token add's fold (GemvFoldOut): x and the sums in the fold
-// buffers, nparts sums a token; stage: MINIVLLM_GEMV_STAGE.
-GemvNorm folded_gemv_norm(const void* x, const float* parts, int64_t nparts, float eps, bool stage) {
-  GemvNorm norm{nullptr, nullptr, false, eps, false, stage};
+// buffers, nparts sums a token.
+GemvNorm folded_gemv_norm(const void* x, const float* parts, int64_t nparts, float eps) {
+  GemvNorm norm{nullptr, nullptr, false, eps};
   norm.folded_x = x;
   norm.parts = parts;
   norm.nparts = nparts;
@@ -766,7 +766,7 @@ bool CudaBackend::take_gemv_fold(const NormPrologue& pro, int64_t tokens, GemvNo
   const PendingNorm f = folded_;
   folded_ = PendingNorm{};
   if (f.parts == 0 || !f.matches(pro, tokens)) return false;
-  *norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps, gemv_stage_);
+  *norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps);
   return true;
 }
 
@@ -790,7 +790,7 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
   if (f.parts > 0) {  // the gemv's fold (one token): the normed gemv on its input
     if (!use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)) return false;
     if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
-    const GemvNorm norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps, gemv_stage_);
+    const GemvNorm norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps);
     if (gated) {
       launch_gemv_norm_act_mul(norm, weight.data(), out.data(), tokens, n, k, act, stream_);
     } else {

@@ -126,14 +126,15 @@ struct GemvArgs {
 };
 
 // Staged rows may pay only where the kernel before is a gemv (the residual adds: the o after the
-// attention, the down after the gate/up; the late norm's and the folded norm's qkv and gate/up after
-// the residual add): its loads are in flight, and the copies queue behind them. After a norm kernel
-// they delay its short critical path (PERFORMANCE.md, "Stop 102"). On the H200 they gained nowhere
-// against the loaded rows of the same code, so MINIVLLM_GEMV_STAGE is off ("Stop 103"); the folded
-// sites came with the fold (stop 108) and are measured in "Stop 109".
+// attention, the down after the gate/up; the late norm's qkv and gate/up after the residual add): its
+// loads are in flight, and the copies queue behind them. After a norm kernel (Llama's qkv and gate/up)
+// they delay its short critical path (PERFORMANCE.md, "Stop 102"). On the H200 they gain nowhere
+// against the loaded rows of the same code, so MINIVLLM_GEMV_STAGE is off ("Stop 103"). The fold's
+// sites (kAddF32Fold, kFolded) do not stage: Llama-3.2-1B lost with them ("Stop 109"; the probe is
+// tools/gpu_probes/patches/stop109-stage-fold.patch).
 template <Epilogue E, NormMode NM>
 constexpr bool stage_rows() {
-  return NM == NormMode::kLate || NM == NormMode::kFolded || E == Epilogue::kAddF32 || E == Epilogue::kAddF32Fold;
+  return NM == NormMode::kLate || E == Epilogue::kAddF32;
 }
 // The norm's 1 / rms scales the outputs at the end: its sums come with the products (kLate) or from
 // the add before (kFolded).
@@ -230,8 +231,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   __shared__ float partial[kGemvWarps][V];
   __shared__ float late_ss[kGemvWarps][kScaled ? M : 1];  // kLate, kFolded: each warp's sums of squares
   __shared__ __align__(8) uint64_t stage_bar[1];  // staged: the rows' copies land on it
-  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]; kFolded: the add's sums, [M, nparts]
-  // floats, after the staged rows where the launch stages (every CTA is given the same layout)
+  // kNorm: the normalised x, [M, chunks]; staged: W's rows, [R, chunks]; kFolded: the add's sums, [M, nparts] floats
   extern __shared__ uint4 xs[];
   const int64_t n = g.n, chunks = g.chunks;
   const bool staged = kCanStage && static_cast<int64_t>(blockIdx.x) < g.stage_ctas;
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
   // kFolded: the add's sums of squares, copied into shared memory now and summed after the products,
   // so that their L2 round trip does not stand before x's loads (PERFORMANCE.md, "Stop 108").
   if constexpr (NM == NormMode::kFolded) {
-    float* parts = reinterpret_cast<float*>(xs + (kCanStage ? R * chunks : 0));  // [M, nparts] (launch_for_mr)
+    float* parts = reinterpret_cast<float*>(xs);  // [M, nparts] (launch_for_mr sizes it)
 #pragma unroll
     for (int m = 0; m < M; ++m) {  // the same elements a thread as it sums below
       for (int64_t i = threadIdx.x; i < g.nparts; i += kGemvThreads) {
@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs g) {
 
   if constexpr (NM == NormMode::kFolded) {  // this thread's own copies: no barrier
     cp_async_wait<0>();
-    const float* parts = reinterpret_cast<const float*>(xs + (kCanStage ? R * chunks : 0));
+    const float* parts = reinterpret_cast<const float*>(xs);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       for (int64_t i = threadIdx.x; i < g.nparts; i += kGemvThreads) ss[m] += parts[m * g.nparts + i];
@@ -511,16 +511,15 @@ template <int M, int R, Epilogue E, NormMode NM>
 int64_t launch_for_mr(const GemvArgs& g, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(ceil_div(g.n, E == Epilogue::kActMul ? R / 2 : R));
   size_t smem = NM == NormMode::kPrologue ? static_cast<size_t>(M) * g.chunks * sizeof(uint4) : 0;
-  const size_t parts_bytes = NM == NormMode::kFolded ? static_cast<size_t>(M * g.nparts) * sizeof(float) : 0;
-  if (NM == NormMode::kFolded) smem = parts_bytes;
+  if (NM == NormMode::kFolded) smem = static_cast<size_t>(M * g.nparts) * sizeof(float);
   const bool short_rows = M == 1 && g.chunks > kGemvThreads && g.chunks <= 2 * kGemvThreads && env_short_rows();
   const int u = g.chunks <= kGemvThreads ? 1 : short_rows ? 2 : (M <= 4 ? 4 : 2);
   // Staged rows: the kernel's one step covers the row, and the CTA's rows fit the shared memory.
   GemvArgs a = g;
   const int64_t stage_bytes = R * g.chunks * static_cast<int64_t>(sizeof(uint4));
   a.stage = g.stage && stage_rows<E, NM>() && M == 1 && g.chunks <= u * kGemvThreads &&
-            stage_bytes + static_cast<int64_t>(parts_bytes) <= kGemvStageMaxBytes;
-  if (a.stage) smem = static_cast<size_t>(stage_bytes) + parts_bytes;  // kFolded: the sums after the rows
+            stage_bytes <= kGemvStageMaxBytes;
+  if (a.stage) smem = static_cast<size_t>(stage_bytes);
   void (*kernel)(GemvArgs) = gemv_for_u<M, R, E, NM, false>(u);
   if constexpr (M == 1 && stage_rows<E, NM>()) {  // the staging kernels: only where a launch may stage
     if (a.stage) kernel = gemv_for_u<1, R, E, NM, true>(u);
