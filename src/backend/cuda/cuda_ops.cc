@@ -786,10 +786,14 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
       out.numel() != tokens * n) {
     return false;
   }
-  bool bias_f32 = false;
-  if (f.parts > 0) {  // the gemv's fold (one token): the normed gemv on its input
-    if (!use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)) return false;
-    if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
+  // The gemv's fold (one token) takes the normed gemv on its input, the decode GEMM's fold the GEMM.
+  const bool gemv_fold = f.parts > 0;
+  if (gemv_fold ? !use_gemv(pro.residual, weight, tokens, gated ? 2 * n : n, k, /*norm_prologue=*/true)
+                : !use_decode_gemm(pro.residual, weight, out, tokens, n, k, gated)) {
+    return false;
+  }
+  const bool bias_f32 = bias != nullptr && check_weight(*bias, n, "folded_linear", "bias");
+  if (gemv_fold) {
     const GemvNorm norm = folded_gemv_norm(fold_x_, fold_parts_, f.parts, pro.eps);
     if (gated) {
       launch_gemv_norm_act_mul(norm, weight.data(), out.data(), tokens, n, k, act, stream_);
@@ -799,8 +803,6 @@ bool CudaBackend::folded_linear(const NormPrologue& pro, const Tensor& weight, c
     }
     return true;
   }
-  if (!use_decode_gemm(pro.residual, weight, out, tokens, n, k, gated)) return false;
-  if (bias != nullptr) bias_f32 = check_weight(*bias, n, "folded_linear", "bias");
   DecodeGemmArgs g{fold_x_, weight.data(), bias == nullptr ? nullptr : bias->data(), bias_f32, out.data(),
                    out.dtype() == DType::kF32, tokens, n, k, e, 0};
   g.act = act;
