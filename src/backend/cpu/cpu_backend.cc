@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "backend/cpu/blas_core.h"
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/quant_kernels.h"
 #include "common/check.h"
@@ -11,6 +12,8 @@
 namespace minivllm {
 
 CpuBackend::CpuBackend(int num_threads) : num_threads_(num_threads > 0 ? num_threads : omp_get_max_threads()) {
+  // A CPU newer than the OpenBLAS build gets its SSE3 kernels unless told otherwise (blas_core.h).
+  cpu::fit_blas_core();
   // The OpenMP team owns the cores; OpenBLAS is called from inside it on per-thread slices
   // (see cpu_linear.cc), so its own pool stays at one thread.
   openblas_set_num_threads(1);

@@ -1,0 +1,69 @@
+// fit_blas_core: see blas_core.h.
+#include "backend/cpu/blas_core.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+
+namespace minivllm::cpu {
+
+const char* blas_core_for(bool avx512, bool avx2) {
+  if (avx512) return "SkylakeX";
+  if (avx2) return "Haswell";
+  return nullptr;
+}
+
+bool blas_core_lacks_avx2(std::string_view core) {
+  // OpenBLAS's x86-64 names for sets older than Haswell (SSE2 to AVX), and its "Unknown".
+  static constexpr std::array<std::string_view, 15> kOlder = {
+      "Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2",
+      "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron", "Barcelona", "Sandybridge"};
+  for (std::string_view older : kOlder) {
+    if (core == older) return true;
+  }
+  return core.rfind("Opteron", 0) == 0;  // Opteron_SSE3
+}
+
+namespace {
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+void fit_once() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice
+  if (!blas_core_lacks_avx2(openblas_get_corename())) return;
+  const char* core = blas_core_for(cpu_has_avx512(), cpu_has_avx2());
+  if (core == nullptr) return;
+  // gotoblas_dynamic_quit / _init are DYNAMIC_ARCH's own entry points (exported, not in cblas.h): the
+  // first forgets the chosen set, the second chooses again, reading OPENBLAS_CORETYPE. A build without
+  // them (one set compiled in) has nothing to choose.
+  auto* quit = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto* init = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (quit == nullptr || init == nullptr) return;
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  quit();
+  init();
+}
+
+}  // namespace
+
+void fit_blas_core() {
+  static std::once_flag once;
+  std::call_once(once, fit_once);
+}
+
+std::string blas_core() { return openblas_get_corename(); }
+
+}  // namespace minivllm::cpu
