@@ -17,14 +17,14 @@ const char* blas_core_for(bool avx512, bool avx2) {
 }
 
 bool blas_core_lacks_avx2(std::string_view core) {
-  // OpenBLAS's x86-64 names for sets older than Haswell (SSE2 to AVX), and its "Unknown".
-  static constexpr std::array<std::string_view, 15> kOlder = {
+  // OpenBLAS's x86-64 names for sets older than Haswell (SSE to AVX without FMA), and its "Unknown".
+  static constexpr std::array<std::string_view, 14> kOlder = {
       "Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2",
-      "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron", "Barcelona", "Sandybridge"};
+      "Penryn", "Dunnington", "Nehalem", "Athlon", "Barcelona", "Sandybridge"};
   for (std::string_view older : kOlder) {
     if (core == older) return true;
   }
-  return core.rfind("Opteron", 0) == 0;  // Opteron_SSE3
+  return core.rfind("Opteron", 0) == 0;  // Opteron, Opteron_SSE3
 }
 
 namespace {

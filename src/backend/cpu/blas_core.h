@@ -23,7 +23,8 @@ bool blas_core_lacks_avx2(std::string_view core);
 
 // Once a process (CpuBackend's constructor calls it): where OPENBLAS_CORETYPE is unset and OpenBLAS
 // runs a set without AVX2 on a CPU that has it, sets OPENBLAS_CORETYPE to blas_core_for's set and
-// has OpenBLAS choose again.
+// has OpenBLAS choose again. The first backend is made before the engine's first BLAS call; while
+// OpenBLAS chooses, a BLAS call from another thread would find no set.
 void fit_blas_core();
 
 // The set OpenBLAS runs now (openblas_get_corename).
