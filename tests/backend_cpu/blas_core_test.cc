@@ -7,6 +7,7 @@
 
 #include "backend/cpu/blas_core.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant_kernels.h"
 
 namespace minivllm::cpu {
 namespace {
@@ -29,8 +30,7 @@ TEST(BlasCore, KnowsWhichSetsLackAvx2) {
 // On a CPU that OpenBLAS 0.3.21 does not know (this workplace's Emerald Rapids Xeon) it ran Prescott's
 // kernels until the backend fitted them; on one it knows there is nothing to fit and this holds too.
 TEST(BlasCore, TheCpuBackendRunsASetWithAvx2WhereTheCpuHasIt) {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 and FMA here";
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 here";
   const char* env = std::getenv("OPENBLAS_CORETYPE");
   if (env != nullptr && blas_core_lacks_avx2(env)) GTEST_SKIP() << "OPENBLAS_CORETYPE=" << env << " asks for it";
   const auto backend = make_cpu_backend(1);

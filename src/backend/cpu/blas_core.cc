@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backend/cpu/quant_kernels.h"
+
 namespace minivllm::cpu {
 
 const char* blas_core_for(bool avx512, bool avx2) {
@@ -29,22 +31,15 @@ bool blas_core_lacks_avx2(std::string_view core) {
 
 namespace {
 
+// The quantised kernels' AVX-512 (F, BW, VL), plus the CD and DQ that OpenBLAS's SkylakeX build may use.
 bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl");
-}
-
-bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq");
 }
 
 void fit_once() {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice
   if (!blas_core_lacks_avx2(openblas_get_corename())) return;
-  const char* core = blas_core_for(cpu_has_avx512(), cpu_has_avx2());
+  const char* core = blas_core_for(cpu_has_avx512(), isa_supported(Isa::kAvx2));
   if (core == nullptr) return;
   // gotoblas_dynamic_quit / _init are DYNAMIC_ARCH's own entry points (exported, not in cblas.h): the
   // first forgets the chosen set, the second chooses again, reading OPENBLAS_CORETYPE. A build without

@@ -14,7 +14,8 @@
 namespace minivllm::cpu {
 
 // The set a CPU with these units calls for (an OPENBLAS_CORETYPE name): "SkylakeX" with AVX-512
-// (F, CD, BW, DQ and VL), "Haswell" with AVX2 and FMA; nullptr below that (OpenBLAS's own choice).
+// (F, CD, BW, DQ and VL), "Haswell" with AVX2 (isa_supported's: FMA and F16C with it); nullptr below
+// that (OpenBLAS's own choice).
 const char* blas_core_for(bool avx512, bool avx2);
 
 // Whether `core`, a name openblas_get_corename() returns, is a set without AVX2 and FMA: one that a
