@@ -1,9 +1,8 @@
 // Which of OpenBLAS's kernel sets runs the CPU backend's sgemm / sgemv (prefill, batches past
 // kMaxDotRows tokens, fp32 weights). Debian's OpenBLAS is built with DYNAMIC_ARCH: at load it picks a
 // kernel set from the CPU's family and model, and a CPU newer than the library gets its fallback,
-// Prescott's SSE3 set. Debian 12's 0.3.21 does that on a 5th-generation Xeon (Emerald Rapids, family
-// 6 model 207), where the AVX-512 set runs sgemm five times as fast and the CPU's prompt processing
-// about four times as fast (docs/PERFORMANCE.md, "Stop 110"). OPENBLAS_CORETYPE names a set, but it
+// Prescott's SSE3 set, as Debian 12's 0.3.21 does on an Emerald Rapids Xeon (its cost measured in
+// docs/PERFORMANCE.md, "Stop 110"). OPENBLAS_CORETYPE names a set, but it
 // is read only when the library loads, before main; so where it is unset and the library chose a set
 // older than the CPU's vector units, fit_blas_core sets it and asks OpenBLAS to choose again.
 #pragma once
