@@ -40,5 +40,27 @@ TEST(BlasCore, TheCpuBackendRunsASetWithAvx2WhereTheCpuHasIt) {
   EXPECT_EQ(blas_core(), core);
 }
 
+TEST(BlasCore, OnlyTheAvx512SetsHaveSmallGemms) {
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"}) EXPECT_TRUE(blas_core_has_small_gemm(core)) << core;
+  for (const char* core : {"Haswell", "Zen", "Prescott", "skylakex"}) EXPECT_FALSE(blas_core_has_small_gemm(core)) << core;
+}
+
+// The small-matrix kernel's limits for a transposed A: m t <= 1,200 cells, m t k <= 100^3, k >= 32.
+TEST(BlasCore, SmallGemmRowsKeepToTheKernelsLimits) {
+  EXPECT_EQ(blas_small_gemm_rows(16, 576), 75);    // the cells bound: 75 x 16 = 1,200
+  EXPECT_EQ(blas_small_gemm_rows(16, 1536), 40);   // the products bound: 40 x 16 x 1,536 < 100^3 < 41 x ...
+  EXPECT_EQ(blas_small_gemm_rows(128, 576), 9);
+  EXPECT_EQ(blas_small_gemm_rows(2000, 32), 0);    // not one row
+  EXPECT_EQ(blas_small_gemm_rows(16, 31), 0);      // k below 32
+  EXPECT_EQ(blas_small_gemm_rows(0, 576), 0);
+  for (int64_t t : {2, 5, 16, 33, 64})
+    for (int64_t k : {32, 100, 576, 4096}) {
+      const int64_t m = blas_small_gemm_rows(t, k);
+      EXPECT_LE(m * t, 1200) << t << " x " << k;
+      EXPECT_LE(m * t * k, 1000000) << t << " x " << k;
+      EXPECT_TRUE((m + 1) * t > 1200 || (m + 1) * t * k > 1000000) << t << " x " << k << ": " << m << " is not the most";
+    }
+}
+
 }  // namespace
 }  // namespace minivllm::cpu

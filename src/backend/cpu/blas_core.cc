@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -60,5 +61,15 @@ void fit_blas_core() {
 }
 
 std::string blas_core() { return openblas_get_corename(); }
+
+bool blas_core_has_small_gemm(std::string_view core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
+int64_t blas_small_gemm_rows(int64_t t, int64_t k) {
+  constexpr int64_t kMaxCells = 1200, kMaxMacs = 100 * 100 * 100, kMinK = 32;
+  if (t <= 0 || k < kMinK) return 0;
+  return std::min(kMaxCells / t, kMaxMacs / (t * k));
+}
 
 }  // namespace minivllm::cpu

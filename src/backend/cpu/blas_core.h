@@ -7,6 +7,7 @@
 // older than the CPU's vector units, fit_blas_core sets it and asks OpenBLAS to choose again.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,5 +30,15 @@ void fit_blas_core();
 
 // The set OpenBLAS runs now (openblas_get_corename).
 std::string blas_core();
+
+// Whether `core` is one of the AVX-512 sets (SkylakeX, Cooperlake, SapphireRapids) that carry
+// OpenBLAS's small-matrix sgemm kernels (SMALL_MATRIX_OPT, in Debian 12's 0.3.21). Those multiply the
+// operands where they lie, without packing them, for a product within blas_small_gemm_rows' limits.
+bool blas_core_has_small_gemm(std::string_view core);
+
+// The most rows m of an m x k matrix that OpenBLAS's small-matrix kernel multiplies by the transpose of
+// a t x k one, unpacked (sgemm_small_kernel_permit_skylakex.c's limits for a transposed A: m t <= 1,200,
+// m t k <= 100^3, k >= 32); 0 where it takes none.
+int64_t blas_small_gemm_rows(int64_t t, int64_t k);
 
 }  // namespace minivllm::cpu

@@ -8,7 +8,8 @@
 //   (quant_kernels.h); quantised weights take int16-quantised activations.
 // - the same, many rows (prefill): each thread decodes its rows, a panel of up to 4 MiB at a time,
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
-//   spread over all T rows.
+//   spread over all T rows. Batches of a few rows (decode) cut the panels small enough for
+//   OpenBLAS's small-matrix kernel where the running set has one.
 // linear_act_mul and linear_add_residual run in the same team: each thread finishes its own columns
 // (their activation, their residual add), so nothing runs on one thread after the join.
 #include <cblas.h>
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/blas_core.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_checks.h"
 #include "backend/cpu/cpu_row_ops.h"
@@ -39,6 +41,13 @@ constexpr int64_t kMaxDotRows = 4;
 // processing faster (measured: docs/PERFORMANCE.md, "CPU: weights in their stored format against
 // llama.cpp", "Prompt processing mended"). The scratch is per thread and allocated once.
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
+// Up to this many rows of x, where OpenBLAS runs a set with small-matrix kernels (blas_core.h), the
+// panels are cut to the rows that kernel takes unpacked, if that is at least kMinSmallPanelRows:
+// packing each 4 MiB panel (OpenBLAS's sgemm_incopy) cost a decode step of 16 rows more than its
+// products did. At 128 rows of x the small kernel lost to the packed one; with a set that has no
+// small kernel (Haswell), small panels were level or slower (docs/PERFORMANCE.md, "Stop 111").
+constexpr int64_t kMaxSmallPanelT = 64;
+constexpr int64_t kMinSmallPanelRows = 4;
 
 void add_bias(const float* bias, int64_t t, int64_t n, int64_t n0, int64_t n1, float* out) {
   if (bias == nullptr) return;
@@ -73,8 +82,19 @@ struct LinearArgs {
   float* out;
 };
 
+// Weight rows a sgemm call for t rows of x takes where OpenBLAS's small-matrix kernel should do it
+// (kMaxSmallPanelT); 0 where it should not.
+int64_t small_gemm_rows(int64_t t, int64_t k) {
+  static const bool small_gemm = cpu::blas_core_has_small_gemm(cpu::blas_core());  // after the backend's fit
+  const int64_t rows = cpu::blas_small_gemm_rows(t, k);
+  return small_gemm && t > 1 && t <= kMaxSmallPanelT && rows >= kMinSmallPanelRows ? rows : 0;
+}
+
 void f32_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
-  sgemm_slice(a.x, reinterpret_cast<const float*>(a.w) + n0 * a.k, a.t, a.k, a.n, n1 - n0, a.out + n0);
+  const int64_t small = small_gemm_rows(a.t, a.k);
+  const int64_t chunk = small > 0 ? small : n1 - n0;
+  const float* w = reinterpret_cast<const float*>(a.w);
+  for (int64_t j = n0; j < n1; j += chunk) sgemm_slice(a.x, w + j * a.k, a.t, a.k, a.n, std::min(chunk, n1 - j), a.out + j);
 }
 
 void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
@@ -98,7 +118,8 @@ void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
 }
 
 void panel_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
-  const int64_t panel = std::max<int64_t>(8, kPanelBytes / (4 * a.k));
+  const int64_t small = small_gemm_rows(a.t, a.k);
+  const int64_t panel = small > 0 ? small : std::max<int64_t>(8, kPanelBytes / (4 * a.k));
   thread_local std::vector<float> scratch;
   if (scratch.size() < static_cast<size_t>(panel * a.k)) scratch.resize(static_cast<size_t>(panel * a.k));
   for (int64_t p0 = n0; p0 < n1; p0 += panel) {
