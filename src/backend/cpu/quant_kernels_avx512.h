@@ -13,6 +13,9 @@
 #include "backend/cpu/quant_kernels_k_x86.h"
 
 namespace minivllm::cpu {
+
+const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc: the formats this file leaves as they are
+
 namespace {
 
 // A 32-element block's nibbles plus 16 where its bit of `fifth` is set (bit i: element i), . its
@@ -43,6 +46,52 @@ __m256i q5_k_products_masked(const uint8_t* w, int s, const int16_t* xq) {
   return fifth_bit_products(lo, hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s))), xq);
 }
 
+// Q5_0's and Q8_0's panel decoding (batches of 5 rows and more decode the weights into fp32 panels
+// for sgemm) at 512 bits. Q5_0: a block's 32 possible values d (code - 16) made once as two tables, then each element
+// looked up by its five-bit code (vpermt2ps), 16 at a time. The scalar decoding's values bit for bit:
+// d (code - 16) is exact in fp32 (a 5-bit integer times an f16 scale), and the + 0 makes code 16 a
+// +0 as there (d * 0 alone is -0 where d < 0).
+void dequant_q5_0_512(const uint8_t* w, float* out, int64_t n) {
+  const __m512 low_codes = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+  const __m512 high_codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i fifteen = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);
+  for (int64_t b = 0; b < n / 32; ++b, w += 22, out += 32) {
+    const __m512 d = _mm512_set1_ps(load_f16(w));
+    const __m512 lo_table = _mm512_add_ps(_mm512_mul_ps(d, low_codes), _mm512_setzero_ps());
+    const __m512 hi_table = _mm512_add_ps(_mm512_mul_ps(d, high_codes), _mm512_setzero_ps());
+    const uint32_t qh = u32_at(w + 2);
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 6)));
+    __m512i lo = _mm512_and_si512(bytes, fifteen), hi = _mm512_srli_epi32(bytes, 4);
+    lo = _mm512_mask_or_epi32(lo, static_cast<__mmask16>(qh), lo, sixteen);
+    hi = _mm512_mask_or_epi32(hi, static_cast<__mmask16>(qh >> 16), hi, sixteen);
+    _mm512_storeu_ps(out, _mm512_permutex2var_ps(lo_table, lo, hi_table));
+    _mm512_storeu_ps(out + 16, _mm512_permutex2var_ps(lo_table, hi, hi_table));
+  }
+}
+
+// Q8_0's, 16 codes a conversion and a multiply-add: code d + 0, as the scalar decoding (d * 0 alone is
+// -0 where d < 0).
+void dequant_q8_0_512(const uint8_t* w, float* out, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, w += 34, out += 32) {
+    const __m512 d = _mm512_set1_ps(load_f16(w));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 + 16 * h));
+      const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
+      _mm512_storeu_ps(out + 16 * h, _mm512_fmadd_ps(q, d, _mm512_setzero_ps()));
+    }
+  }
+}
+
+void dequant_avx512(DType dtype, const uint8_t* w, float* out, int64_t n) {
+  if (dtype == DType::kQ5_0) {
+    dequant_q5_0_512(w, out, n);
+  } else if (dtype == DType::kQ8_0) {
+    dequant_q8_0_512(w, out, n);
+  } else {
+    quant_kernels_avx2().dequant(dtype, w, out, n);
+  }
+}
+
 // The AVX-512 table: `base` (the AVX2 one) with the formats whose 256-bit AVX-512 build is faster.
 QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
@@ -53,6 +102,7 @@ QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kQ5_K, dot_super<DType::kQ5_K, q5_k_products_masked>);
   k.set_codes(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
   k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  k.dequant = dequant_avx512;
   return k;
 }
 

@@ -8,8 +8,6 @@
 
 namespace minivllm::cpu {
 
-const QuantKernels& quant_kernels_avx2();  // quant_kernels_avx2.cc
-
 namespace {
 
 QuantKernels make_avx512_vnni() {
