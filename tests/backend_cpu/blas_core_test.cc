@@ -41,8 +41,12 @@ TEST(BlasCore, TheCpuBackendRunsASetWithAvx2WhereTheCpuHasIt) {
 }
 
 TEST(BlasCore, OnlyTheAvx512SetsHaveSmallGemms) {
-  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"}) EXPECT_TRUE(blas_core_has_small_gemm(core)) << core;
-  for (const char* core : {"Haswell", "Zen", "Prescott", "skylakex"}) EXPECT_FALSE(blas_core_has_small_gemm(core)) << core;
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    EXPECT_TRUE(blas_core_has_small_gemm(core)) << core;
+  }
+  for (const char* core : {"Haswell", "Zen", "Prescott", "skylakex"}) {
+    EXPECT_FALSE(blas_core_has_small_gemm(core)) << core;
+  }
 }
 
 // The small-matrix kernel's limits for a transposed A: m t <= 1,200 cells, m t k <= 100^3, k >= 32.
@@ -58,7 +62,8 @@ TEST(BlasCore, SmallGemmRowsKeepToTheKernelsLimits) {
       const int64_t m = blas_small_gemm_rows(t, k);
       EXPECT_LE(m * t, 1200) << t << " x " << k;
       EXPECT_LE(m * t * k, 1000000) << t << " x " << k;
-      EXPECT_TRUE((m + 1) * t > 1200 || (m + 1) * t * k > 1000000) << t << " x " << k << ": " << m << " is not the most";
+      EXPECT_TRUE((m + 1) * t > 1200 || (m + 1) * t * k > 1000000)
+          << t << " x " << k << ": " << m << " is not the most";
     }
 }
 

@@ -94,7 +94,9 @@ void f32_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   const int64_t small = small_gemm_rows(a.t, a.k);
   const int64_t chunk = small > 0 ? small : n1 - n0;
   const float* w = reinterpret_cast<const float*>(a.w);
-  for (int64_t j = n0; j < n1; j += chunk) sgemm_slice(a.x, w + j * a.k, a.t, a.k, a.n, std::min(chunk, n1 - j), a.out + j);
+  for (int64_t j = n0; j < n1; j += chunk) {
+    sgemm_slice(a.x, w + j * a.k, a.t, a.k, a.n, std::min(chunk, n1 - j), a.out + j);
+  }
 }
 
 void dot_slice(const LinearArgs& a, int64_t n0, int64_t n1) {

@@ -182,30 +182,30 @@ struct Super<DType::kQ6_K> {
   static constexpr size_t kBytes = 210;
   static constexpr int kSub = 16;
   static constexpr bool kOffset = false;
-  static __m256i codes(const uint8_t* w, int s) {
-    const int n = s / 8, k = (s / 2) % 4, half = s % 2;
-    const __m128i ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 64 * n + 32 * (k & 1) + 16 * half));
-    const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 128 + 32 * n + 16 * half));
-    const __m128i low = _mm_and_si128(k >= 2 ? _mm_srli_epi16(ql, 4) : ql, _mm_set1_epi8(15));
-    const __m128i high = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), _mm_set1_epi8(3));
-    const __m128i code = _mm_or_si128(low, _mm_slli_epi16(high, 4));  // high <= 3: no carry across bytes
-    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(code), _mm256_set1_epi16(32));
-  }
-  // Sub-blocks s and s + 1 (s even: the two halves of one 32-element run, whose low and high bits
-  // lie in the same 32 bytes of ql and of qh) . their activation codes: one 256-bit load of each and
-  // one pass of the bit operations for both, where codes() takes two 128-bit loads and two passes.
-  static void pair_products(const uint8_t* w, int s, const int16_t* xq, __m256i* p0, __m256i* p1) {
-    const int n = s / 8, k = (s / 2) % 4;
+  // The 32 code bytes (0..63, before the bias of -32) of the run of elements 128 n + 32 k + l, l < 32:
+  // one 256-bit load of ql and one of qh. 16-element sub-blocks 8 n + 2 k and 8 n + 2 k + 1 are its
+  // two halves.
+  static __m256i run_codes(const uint8_t* w, int n, int k) {
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64 * n + 32 * (k & 1)));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * n));
     const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(15));
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
-    const __m256i code = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // high <= 3: no carry across bytes
-    const __m256i bias = _mm256_set1_epi16(32);
-    const __m256i c0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(code)), bias);
-    const __m256i c1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(code, 1)), bias);
-    *p0 = _mm256_madd_epi16(c0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
-    *p1 = _mm256_madd_epi16(c1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16)));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // high <= 3: no carry across bytes
+  }
+  // 16 code bytes as int16 with the bias applied.
+  static __m256i biased(__m128i code) { return _mm256_sub_epi16(_mm256_cvtepu8_epi16(code), _mm256_set1_epi16(32)); }
+  static __m256i codes(const uint8_t* w, int s) {
+    const __m256i run = run_codes(w, s / 8, (s / 2) % 4);
+    return biased(s % 2 ? _mm256_extracti128_si256(run, 1) : _mm256_castsi256_si128(run));
+  }
+  // Sub-blocks s and s + 1 (s even) . their activation codes, from one run_codes where codes() would
+  // make it twice.
+  static void pair_products(const uint8_t* w, int s, const int16_t* xq, __m256i* p0, __m256i* p1) {
+    const __m256i run = run_codes(w, s / 8, (s / 2) % 4);
+    *p0 = _mm256_madd_epi16(biased(_mm256_castsi256_si128(run)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+    *p1 = _mm256_madd_epi16(biased(_mm256_extracti128_si256(run, 1)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16)));
   }
   static void scales(const uint8_t* w, float* d, float*) {
     const __m256 sd = _mm256_set1_ps(load_f16(w + 208));
@@ -321,7 +321,9 @@ void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t
       for (int g = 0; g < kGroups; ++g) {
         __m256i p[8];
         if constexpr (requires { &F::pair_products; }) {  // Q6_K: two sub-blocks from one pass
-          for (int j = 0; j < 8; j += 2) F::pair_products(wb, 8 * g + j, xq + F::kSub * (8 * g + j), &p[j], &p[j + 1]);
+          for (int j = 0; j < 8; j += 2) {
+            F::pair_products(wb, 8 * g + j, xq + F::kSub * (8 * g + j), &p[j], &p[j + 1]);
+          }
         } else {
           for (int j = 0; j < 8; ++j) p[j] = Products(wb, 8 * g + j, xq + F::kSub * (8 * g + j));
         }
