@@ -42,10 +42,9 @@ constexpr int64_t kMaxDotRows = 4;
 // llama.cpp", "Prompt processing mended"). The scratch is per thread and allocated once.
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // Up to this many rows of x, where OpenBLAS runs a set with small-matrix kernels (blas_core.h), the
-// panels are cut to the rows that kernel takes unpacked, if that is at least kMinSmallPanelRows:
-// packing each 4 MiB panel (OpenBLAS's sgemm_incopy) cost a decode step of 16 rows more than its
-// products did. At 128 rows of x the small kernel lost to the packed one; with a set that has no
-// small kernel (Haswell), small panels were level or slower (docs/PERFORMANCE.md, "Stop 111").
+// panels are cut to the rows that kernel takes unpacked, if that is at least kMinSmallPanelRows: at
+// few rows, packing a 4 MiB panel costs more than its products (bounds measured: docs/PERFORMANCE.md,
+// "Stop 111").
 constexpr int64_t kMaxSmallPanelT = 64;
 constexpr int64_t kMinSmallPanelRows = 4;
 
