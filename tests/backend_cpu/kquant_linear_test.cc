@@ -102,6 +102,64 @@ TEST_P(CodesLinear, MatchesDequantizedReference) {
 INSTANTIATE_TEST_SUITE_P(Formats, CodesLinear, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
+// Batches of 5-64 rows on Q4_K / Q6_K take the AVX-512 tables' GEMM on the stored codes
+// (quant_gemm_avx512.h): odd weight rows (its tiles of 4), activation rows that leave every tail
+// of its tiles of 3, and 9 super-blocks (one past its k chunk of 8), one and two threads.
+TEST(CodesGemm, MatchesDequantizedReferenceOnOddShapes) {
+  int ran = 0;
+  for (cpu::Isa isa : cpu_test::runnable_isas()) {
+    for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+      if (cpu::quant_kernels(isa).gemm(dtype) == nullptr) continue;  // the panels serve (CodesLinear)
+      for (const Shape& s : std::vector<Shape>{{5, 7, 256}, {7, 37, 2304}, {16, 9, 768}, {64, 6, 512}}) {
+        for (int threads : {1, 2}) check_linear(dtype, isa, threads, s);
+      }
+      ++ran;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no AVX-512 on this CPU: no K-quant GEMM to test";
+}
+
+// The GEMM's int32 lane sums at their bound: Q6_K codes of -32 times scales of -128 (4,096 each)
+// against activation codes of -32,767, 16 products a lane; and Q4_K's largest, 15 x 63 with mins.
+// A sum that wrapped would be off by 2^32 times the scales.
+TEST(CodesGemm, LaneSumsAtTheirBoundDoNotWrap) {
+  const int64_t t = 5, n = 3, k = 512;
+  for (cpu::Isa isa : cpu_test::runnable_isas()) {
+    for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+      if (cpu::quant_kernels(isa).gemm(dtype) == nullptr) continue;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + cpu::isa_name(isa));
+      std::vector<uint8_t> bytes(dtype_nbytes(dtype, n * k), 0);
+      const uint16_t d = f32_to_f16(1.0f / 4096);
+      for (size_t b = 0; b < bytes.size() / dtype_size(dtype); ++b) {
+        uint8_t* blk = bytes.data() + b * dtype_size(dtype);
+        if (dtype == DType::kQ6_K) {  // ql = qh = 0: every code -32; scales -128
+          std::memset(blk + 192, 0x80, 16);
+          std::memcpy(blk + 208, &d, 2);
+        } else {  // every nibble 15, every 6-bit scale and min 63
+          std::memcpy(blk, &d, 2);
+          std::memcpy(blk + 2, &d, 2);
+          std::memset(blk + 4, 0xff, 12);
+          std::memset(blk + 16, 0xff, 128);
+        }
+      }
+      std::vector<float> decoded(static_cast<size_t>(n * k));
+      dequantize_to_f32(dtype, bytes.data(), decoded.data(), n * k);
+      cpu_test::IsaGuard guard(isa);
+      CpuBackend b(1);
+      Tensor host = host_tensor(dtype, {n, k});
+      std::memcpy(host.data(), bytes.data(), bytes.size());
+      const Tensor weight = b.upload_stored_weight(host);
+      const std::vector<float> x(static_cast<size_t>(t * k), -3.0f);  // every code -32,767
+      const Tensor out = cpu_test::poisoned(b, {t, n});
+      b.linear(upload(b, x, {t, k}), weight, nullptr, out);
+      std::vector<double> want, mag;
+      reference(x, decoded, t, n, k, &want, &mag);
+      const std::vector<float> got = download(b, out);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * mag[i]) << "output " << i;
+    }
+  }
+}
+
 // Each ISA's kernels against the scalar ones directly: 1..kDotRows rows per call, each as the scalar
 // single-row result to rounding, with 0xff bytes (f16 NaN) after the last block; the panel
 // decoding bit for bit.

@@ -121,6 +121,7 @@ class CpuBackend : public Backend {
  private:
   int num_threads_;
   cpu::ActScratch act_scratch_;  // linear's quantised activations (grown once, reused)
+  cpu::SuperActScratch super_act_scratch_;  // the same per super-block, for the K-quant GEMMs
   std::vector<float> attention_partials_;  // decode attention's per-span softmax states (grown once)
   float attention_softcap_ = 0.0f;         // set_attention_softcap (Gemma 2); 0: none
   // An fp8 cache's keys (and the queries) rotated (MINIVLLM_FP8_KV_ROTATE, read when made).

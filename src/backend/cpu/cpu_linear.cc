@@ -10,6 +10,8 @@
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
 //   spread over all T rows. Batches of a few rows (decode) cut the panels small enough for
 //   OpenBLAS's small-matrix kernel where the running set has one.
+// - Q4_K / Q6_K W and a few more rows than the dot products take (decode of several sequences):
+//   the ISA's GEMM on the stored codes (quant_gemm_avx512.h), no panels, where the ISA has one.
 // linear_act_mul and linear_add_residual run in the same team: each thread finishes its own columns
 // (their activation, their residual add), so nothing runs on one thread after the join.
 #include <cblas.h>
@@ -24,6 +26,7 @@
 #include "backend/cpu/cpu_row_ops.h"
 #include "backend/cpu/quant_kernels.h"
 #include "common/quant_blocks.h"
+#include "common/tuning.h"
 
 namespace minivllm {
 namespace {
@@ -47,6 +50,9 @@ constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // "Stop 111").
 constexpr int64_t kMaxSmallPanelT = 64;
 constexpr int64_t kMinSmallPanelRows = 4;
+// Past the dot products and up to this many rows, Q4_K / Q6_K weights take the ISA's GEMM on their
+// stored codes where it has one (quant_kernels.h; measured: docs/PERFORMANCE.md, "Stop 112").
+constexpr int64_t kMaxGemmRows = 64;
 
 void add_bias(const float* bias, int64_t t, int64_t n, int64_t n0, int64_t n1, float* out) {
   if (bias == nullptr) return;
@@ -77,6 +83,7 @@ struct LinearArgs {
   const float* bias;
   int64_t t, k, n;
   const cpu::ActScratch* act;  // quantised x (quantised weights, dot path), t rows
+  cpu::SuperActs super_act;    // quantised x per super-block (gemm path), t rows
   const cpu::QuantKernels* kernels;
   float* out;
 };
@@ -133,12 +140,25 @@ void panel_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
 // Stored-format weights and few rows (decode): dot products on the stored bytes, no sgemm.
 bool takes_dot_products(const LinearArgs& a) { return a.dtype != DType::kF32 && a.t <= kMaxDotRows; }
 
+// K-quant weights and a few more rows: the ISA's GEMM on the stored codes, where it has one.
+bool takes_gemm(const LinearArgs& a) {
+  static const bool on = knob_flag("MINIVLLM_CPU_QUANT_GEMM");
+  return on && a.t > kMaxDotRows && a.t <= kMaxGemmRows && a.kernels->gemm(a.dtype) != nullptr;
+}
+
+void gemm_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
+  a.kernels->gemm(a.dtype)(a.w + static_cast<size_t>(n0) * a.row_bytes, a.row_bytes, n1 - n0, a.super_act, a.t,
+                           a.out + n0, a.n);
+}
+
 void run_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   if (n1 <= n0 || a.t == 0) return;
   if (a.dtype == DType::kF32) {
     f32_slice(a, n0, n1);
   } else if (takes_dot_products(a)) {
     dot_slice(a, n0, n1);
+  } else if (takes_gemm(a)) {
+    gemm_slice(a, n0, n1);
   } else {
     panel_slice(a, n0, n1);
   }
@@ -165,8 +185,8 @@ struct Plan {
   int threads;
 };
 
-Plan plan(const CpuBackend& be, cpu::ActScratch& act, int num_threads, const Tensor& x, const Tensor& weight,
-          const Tensor* bias, const Tensor& out) {
+Plan plan(const CpuBackend& be, cpu::ActScratch& act, cpu::SuperActScratch& super_act, int num_threads,
+          const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
   cpu::check_tensor(x, DType::kF32, "linear", "x");
   MINIVLLM_CHECK(weight.defined() && !weight.empty() && weight.device() == DeviceKind::kCpu &&
                  be.keeps_weight_dtype(weight.dtype()))
@@ -179,7 +199,7 @@ Plan plan(const CpuBackend& be, cpu::ActScratch& act, int num_threads, const Ten
   MINIVLLM_CHECK(cpu::rows_with_cols(out, n, "linear", "out") == t)
       << "linear: out " << out.describe() << " vs x " << x.describe() << " and weight " << weight.describe();
   Plan p{{x.ptr<float>(), static_cast<const uint8_t*>(weight.data()), weight.dtype(), dtype_nbytes(weight.dtype(), k),
-          nullptr, t, k, n, nullptr, &cpu::quant_kernels(cpu::active_isa()), out.ptr<float>()},
+          nullptr, t, k, n, nullptr, {}, &cpu::quant_kernels(cpu::active_isa()), out.ptr<float>()},
          1};
   if (bias != nullptr) {
     cpu::check_tensor(*bias, DType::kF32, "linear", "bias");
@@ -189,6 +209,9 @@ Plan plan(const CpuBackend& be, cpu::ActScratch& act, int num_threads, const Ten
   if (dtype_is_quantized(p.a.dtype) && takes_dot_products(p.a)) {
     act.quantize(p.a.x, t, k);  // k is whole blocks: dtype_nbytes checked it
     p.a.act = &act;
+  } else if (takes_gemm(p.a)) {
+    super_act.quantize(p.a.x, t, k);  // k is whole super-blocks: dtype_nbytes checked it
+    p.a.super_act = super_act.acts();
   }
   const int threads = static_cast<int>(std::min<int64_t>(num_threads, (n + kSliceAlign - 1) / kSliceAlign));
   p.threads = t * n * k < kParallelMacs ? 1 : std::max(1, threads);
@@ -222,7 +245,7 @@ void for_slices(int64_t n, int threads, const Fn& fn) {
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out) {
-  const Plan p = plan(*this, act_scratch_, num_threads_, x, weight, bias, out);
+  const Plan p = plan(*this, act_scratch_, super_act_scratch_, num_threads_, x, weight, bias, out);
   for_slices(p.a.n, p.threads, [&p](int64_t n0, int64_t n1) { run_slice(p.a, n0, n1); });
 }
 
@@ -234,8 +257,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& weight, const Tensor* bia
 // prefill panels keep linear's cut, then act_mul.
 void CpuBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                                 const Tensor& out, Activation act) {
-  const Plan p = plan(*this, act_scratch_, num_threads_, x, gate_up_weight, nullptr, scratch);
-  if (!takes_dot_products(p.a)) {  // plan quantised nothing for these
+  const Plan p = plan(*this, act_scratch_, super_act_scratch_, num_threads_, x, gate_up_weight, nullptr, scratch);
+  if (!takes_dot_products(p.a) && !takes_gemm(p.a)) {  // plan quantised nothing for these
     Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);
     return;
   }
@@ -259,7 +282,7 @@ void CpuBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, c
 // pass over the rows after the join.
 void CpuBackend::linear_add_residual(const Tensor& x, const Tensor& weight, const Tensor& scratch,
                                      const Tensor& residual) {
-  const Plan p = plan(*this, act_scratch_, num_threads_, x, weight, nullptr, scratch);
+  const Plan p = plan(*this, act_scratch_, super_act_scratch_, num_threads_, x, weight, nullptr, scratch);
   cpu::check_tensor(residual, DType::kF32, "linear_add_residual", "residual");
   MINIVLLM_CHECK(cpu::rows_with_cols(residual, p.a.n, "linear_add_residual", "residual") == p.a.t)
       << "linear_add_residual: residual " << residual.describe() << " for " << weight.describe();

@@ -253,4 +253,30 @@ void ActScratch::quantize(const float* x, int64_t rows, int64_t k) {
   }
 }
 
+void SuperActScratch::quantize(const float* x, int64_t rows, int64_t k) {
+  MINIVLLM_CHECK(k % 256 == 0 && rows >= 0) << "quantize: " << rows << " rows of " << k << " (k must be super-blocks)";
+  k_ = k;
+  const auto codes = static_cast<size_t>(rows * k);
+  if (q_.size() < codes) q_.resize(codes);
+  if (d_.size() < codes / 256) d_.resize(codes / 256);
+  if (sum_.size() < codes / 32) sum_.resize(codes / 32);
+  for (size_t b = 0; b < codes / 256; ++b) {
+    const float* xb = x + 256 * b;
+    int16_t* q = q_.data() + 256 * b;
+    float amax = 0;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 32767.0f, inv = amax > 0 ? 32767.0f / amax : 0.0f;
+    d_[b] = d;
+    for (int j = 0; j < 8; ++j) {
+      int32_t codes_sum = 0;
+      for (int i = 32 * j; i < 32 * j + 32; ++i) {
+        // as quantize_activations: clamped so that a rounding up of inv cannot wrap
+        q[i] = static_cast<int16_t>(std::min(32767.0f, std::max(-32767.0f, std::nearbyint(xb[i] * inv))));
+        codes_sum += q[i];
+      }
+      sum_[8 * b + j] = d * static_cast<float>(codes_sum);
+    }
+  }
+}
+
 }  // namespace minivllm::cpu

@@ -52,6 +52,37 @@ class ActScratch {
   std::vector<float> d_, sum_;
 };
 
+// Activation rows quantised per 256-element super-block, for the K-quant GEMMs (QuantKernels::gemm):
+// x[256 b + i] ~= d[b] * q[256 b + i], and sum[j] = d[j / 8] * (the codes of 32-element block j
+// summed), the term Q4_K's mins multiply. One scale a super-block, not ActRow's one per 32
+// elements, so that a super-block's products sum in one integer register once the weights'
+// sub-block scales are folded into their codes. Still int16: an activation errs by less than 2^-16
+// of its super-block's largest magnitude.
+struct SuperActs {
+  const int16_t* q;  // rows x k
+  const float* d;    // rows x k / 256
+  const float* sum;  // rows x k / 32
+  int64_t k;
+};
+
+// Storage for SuperActs, grown on demand and reused (one per backend).
+class SuperActScratch {
+ public:
+  // Quantises `rows` rows of k fp32 values (row r at x + r * k; k a multiple of 256).
+  void quantize(const float* x, int64_t rows, int64_t k);
+  SuperActs acts() const { return SuperActs{q_.data(), d_.data(), sum_.data(), k_}; }
+
+ private:
+  int64_t k_ = 0;
+  std::vector<int16_t> q_;
+  std::vector<float> d_, sum_;
+};
+
+// `n` weight rows of a K-quant (row_bytes apart, k = x.k elements each) times `t` activation rows:
+// out[r * ldo + j] = x[r] . w[j].
+using GemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n, const SuperActs& x, int64_t t, float* out,
+                        int64_t ldo);
+
 // Narrowest first: each needs what the one before it needs. kAvx512Vnni is kAvx512's code built
 // with VNNI as well (quant_kernels_avx512_vnni.cc).
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
@@ -79,9 +110,17 @@ struct QuantKernels {
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
+  // Batches of a few rows on Q4_K / Q6_K weights without decoding them to fp32 panels; nullptr where
+  // this ISA has none (the panels serve).
+  GemmFn gemm_q4_k = nullptr;
+  GemmFn gemm_q6_k = nullptr;
 
   // The dot product of a block-quantised dtype (checked).
   DotFn dot(DType dtype) const;
+  // The GEMM of a dtype, or nullptr.
+  GemmFn gemm(DType dtype) const {
+    return dtype == DType::kQ4_K ? gemm_q4_k : dtype == DType::kQ6_K ? gemm_q6_k : nullptr;
+  }
   // Sets dot_codes' entry for a dtype of decode_block (checked): the ISA tables' one index rule.
   void set_codes(DType dtype, DotFn f);
 };

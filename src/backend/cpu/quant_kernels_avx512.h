@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 
+#include "backend/cpu/quant_gemm_avx512.h"
 #include "backend/cpu/quant_kernels_k_x86.h"
 
 namespace minivllm::cpu {
@@ -103,6 +104,8 @@ QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kQ6_K, dot_super<DType::kQ6_K, super_products_256<DType::kQ6_K>>);
   k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   k.dequant = dequant_avx512;
+  k.gemm_q4_k = gemm_k<DType::kQ4_K>;
+  k.gemm_q6_k = gemm_k<DType::kQ6_K>;
   return k;
 }
 
