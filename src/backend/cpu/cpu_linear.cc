@@ -10,7 +10,7 @@
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
 //   spread over all T rows. Batches of a few rows (decode) cut the panels small enough for
 //   OpenBLAS's small-matrix kernel where the running set has one.
-// - Q4_K / Q6_K W and a few more rows than the dot products take (decode of several sequences):
+// - Q4_K / Q5_K / Q6_K / IQ4_XS W and a few more rows than the dot products take (decode of several sequences):
 //   the ISA's GEMM on the stored codes (quant_gemm_avx512.h), no panels, where the ISA has one.
 // linear_act_mul and linear_add_residual run in the same team: each thread finishes its own columns
 // (their activation, their residual add), so nothing runs on one thread after the join.
@@ -50,7 +50,7 @@ constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // "Stop 111").
 constexpr int64_t kMaxSmallPanelT = 64;
 constexpr int64_t kMinSmallPanelRows = 4;
-// Past the dot products and up to this many rows, Q4_K / Q6_K weights take the ISA's GEMM on their
+// Past the dot products and up to this many rows, Q4_K / Q5_K / Q6_K / IQ4_XS weights take the ISA's GEMM on their
 // stored codes where it has one (quant_kernels.h; measured: docs/PERFORMANCE.md, "Stop 112").
 constexpr int64_t kMaxGemmRows = 64;
 

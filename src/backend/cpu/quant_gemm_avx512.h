@@ -1,12 +1,13 @@
 // The K-quant GEMMs of quant_kernels.h (QuantKernels::gemm) at 512 bits: batches of a few rows
-// (decode with several sequences) on Q4_K / Q6_K weights, without the fp32 panels that sgemm needs.
-// Each weight row is decoded once into int16 codes with its sub-block scale folded in (Q4_K: code x
-// 6-bit scale <= 945; Q6_K: (code - 32) x int8 scale, |.| <= 4,096), then multiplied with every
-// activation row (SuperActs: int16, one scale a super-block), so a super-block's 256 products sum
-// in int32 lanes (at most 16 products a lane: 16 x 4,096 x 32,767 < 2^31) and only the two
-// super-block scales are applied in fp32. Register tiles of kTileW weight rows by kTileX activation
-// rows share each load. Built into the two AVX-512 tables: with VNNI a product and its add are one
-// vpdpwssd. Included only from quant_kernels_avx512.h (anonymous namespace: one copy per ISA).
+// (decode with several sequences) on Q4_K / Q5_K / Q6_K / IQ4_XS weights, without the fp32 panels
+// that sgemm needs. Each weight row is decoded once into int16 codes with its sub-block scale
+// folded in (Q4_K: code x 6-bit scale <= 945; Q6_K: (code - 32) x int8 scale, |.| <= 4,096, the
+// largest of the four), then multiplied with every activation row (SuperActs: int16, one scale a
+// super-block), so a super-block's 256 products sum in int32 lanes (at most 16 products a lane:
+// 16 x 4,096 x 32,767 < 2^31) and only the two super-block scales are applied in fp32. Register
+// tiles of kTileW weight rows by kTileX activation rows share each load. Built into the two
+// AVX-512 tables: with VNNI a product and its add are one vpdpwssd. Included only from
+// quant_kernels_avx512.h (anonymous namespace: one copy per ISA).
 #pragma once
 
 #include <immintrin.h>
@@ -65,6 +66,45 @@ void decode_gemm_row<DType::kQ4_K>(const uint8_t* w, int64_t k, const GemmRow& r
                           _mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * p + 1])));
     }
     for (int j = 0; j < 8; ++j) r.c[8 * sb + j] = -dmin * static_cast<float>(m[j]);
+  }
+}
+
+// Sub-block s's 32 int16 codes (lo: elements 0-15, hi: 16-31) times its scale.
+inline __m512i scaled_codes(__m256i lo, __m256i hi, int scale) {
+  return _mm512_mullo_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi16(scale));
+}
+
+// Q5_K: Q4_K's layout with a fifth bit (codes 0..31, x scale <= 1,953) and the same mins.
+template <>
+void decode_gemm_row<DType::kQ5_K>(const uint8_t* w, int64_t k, const GemmRow& r) {
+  using F = Super<DType::kQ5_K>;
+  for (int64_t sb = 0; sb < k / 256; ++sb, w += F::kBytes) {
+    alignas(8) uint8_t sc[8], m[8];
+    k4_scales_mins(w + 4, sc, m);
+    r.d[sb] = load_f16(w);
+    const float dmin = load_f16(w + 2);
+    for (int s = 0; s < 8; ++s) {
+      __m256i lo, hi;
+      F::codes(w, s, &lo, &hi);
+      _mm512_storeu_si512(r.q + 256 * sb + 32 * s, scaled_codes(lo, hi, sc[s]));
+      r.c[8 * sb + s] = -dmin * static_cast<float>(m[s]);
+    }
+  }
+}
+
+// IQ4_XS: table values -127..113 times a 6-bit scale - 32, |.| <= 4,064; no mins.
+template <>
+void decode_gemm_row<DType::kIQ4_XS>(const uint8_t* w, int64_t k, const GemmRow& r) {
+  using F = Super<DType::kIQ4_XS>;
+  for (int64_t sb = 0; sb < k / 256; ++sb, w += F::kBytes) {
+    r.d[sb] = load_f16(w);
+    const int scales_h = u16(w + 2);
+    for (int s = 0; s < 8; ++s) {
+      const int ls = ((w[4 + s / 2] >> (4 * (s & 1))) & 15) | (((scales_h >> (2 * s)) & 3) << 4);
+      __m256i lo, hi;
+      F::codes(w, s, &lo, &hi);
+      _mm512_storeu_si512(r.q + 256 * sb + 32 * s, scaled_codes(lo, hi, ls - 32));
+    }
   }
 }
 
@@ -182,7 +222,9 @@ void gemm_finish(int wr, const GemmRow* w, const SuperActs& x, int64_t t, const 
       if constexpr (kMins) {
         const float* xs = x.sum + a * blocks;
         __m256 m = _mm256_setzero_ps();
-        for (int64_t j = 0; j < blocks; j += 8) m = _mm256_fmadd_ps(_mm256_loadu_ps(w[i].c + j), _mm256_loadu_ps(xs + j), m);
+        for (int64_t j = 0; j < blocks; j += 8) {
+          m = _mm256_fmadd_ps(_mm256_loadu_ps(w[i].c + j), _mm256_loadu_ps(xs + j), m);
+        }
         v += hsum(m);
       }
       out[a * ldo + i] = v;
@@ -216,7 +258,7 @@ void gemm_k(const uint8_t* w, size_t row_bytes, int64_t n, const SuperActs& x, i
     for (int64_t sb0 = 0; sb0 < supers; sb0 += kChunkSupers) {
       gemm_weight_rows<kTileW>(wr, rows, x, t, sb0, std::min(supers, sb0 + kChunkSupers), acc.data(), pf);
     }
-    gemm_finish<T == DType::kQ4_K>(wr, rows, x, t, acc.data(), out + j, ldo);
+    gemm_finish<T == DType::kQ4_K || T == DType::kQ5_K>(wr, rows, x, t, acc.data(), out + j, ldo);
   }
 }
 

@@ -52,7 +52,7 @@ class ActScratch {
   std::vector<float> d_, sum_;
 };
 
-// Activation rows quantised per 256-element super-block, for the K-quant GEMMs (QuantKernels::gemm):
+// Activation rows quantised per 256-element super-block, for the super-block GEMMs (QuantKernels::gemm):
 // x[256 b + i] ~= d[b] * q[256 b + i], and sum[j] = d[j / 8] * (the codes of 32-element block j
 // summed), the term Q4_K's mins multiply. One scale a super-block, not ActRow's one per 32
 // elements, so that a super-block's products sum in one integer register once the weights'
@@ -110,16 +110,24 @@ struct QuantKernels {
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);
   // Decodes n elements (whole blocks) stored as dtype into fp32: the prefill panels.
   void (*dequant)(DType dtype, const uint8_t* w, float* out, int64_t n);
-  // Batches of a few rows on Q4_K / Q6_K weights without decoding them to fp32 panels; nullptr where
-  // this ISA has none (the panels serve).
+  // Batches of a few rows on Q4_K / Q5_K / Q6_K / IQ4_XS weights without decoding them to fp32
+  // panels; nullptr where this ISA has none (the panels serve).
   GemmFn gemm_q4_k = nullptr;
+  GemmFn gemm_q5_k = nullptr;
   GemmFn gemm_q6_k = nullptr;
+  GemmFn gemm_iq4_xs = nullptr;
 
   // The dot product of a block-quantised dtype (checked).
   DotFn dot(DType dtype) const;
   // The GEMM of a dtype, or nullptr.
   GemmFn gemm(DType dtype) const {
-    return dtype == DType::kQ4_K ? gemm_q4_k : dtype == DType::kQ6_K ? gemm_q6_k : nullptr;
+    switch (dtype) {
+      case DType::kQ4_K: return gemm_q4_k;
+      case DType::kQ5_K: return gemm_q5_k;
+      case DType::kQ6_K: return gemm_q6_k;
+      case DType::kIQ4_XS: return gemm_iq4_xs;
+      default: return nullptr;
+    }
   }
   // Sets dot_codes' entry for a dtype of decode_block (checked): the ISA tables' one index rule.
   void set_codes(DType dtype, DotFn f);

@@ -105,7 +105,9 @@ QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   k.dequant = dequant_avx512;
   k.gemm_q4_k = gemm_k<DType::kQ4_K>;
+  k.gemm_q5_k = gemm_k<DType::kQ5_K>;
   k.gemm_q6_k = gemm_k<DType::kQ6_K>;
+  k.gemm_iq4_xs = gemm_k<DType::kIQ4_XS>;
   return k;
 }
 
