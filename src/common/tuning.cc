@@ -287,8 +287,8 @@ constexpr Knob kKnobs[] = {
      "the quantized dot products' instruction set (256-bit AVX-512 won on the AMD EPYC measured, its VNNI build more: "
      "PERFORMANCE.md, \"Stop 104\")"},
     {"MINIVLLM_CPU_QUANT_GEMM", G::kTuning, K::kSwitch, "", 0, 0, "1",
-     "batches of 5-64 rows on Q4_K / Q5_K / Q6_K / IQ4_XS weights multiply their int16 codes instead of fp32 panels "
-     "(PERFORMANCE.md, \"Stop 112\")"},
+     "batches of 2-64 rows on Q4_K / Q5_K / Q6_K / IQ4_XS weights multiply their int16 codes "
+     "(0: dot products, panels; PERFORMANCE.md, \"Stop 112\")"},
     // --- profiling
     {"MINIVLLM_PROFILE_STEPS", G::kProfiling, K::kSwitch, "", 0, 0, "0",
      "times each step synchronously and prints where it went"},

@@ -102,7 +102,7 @@ TEST_P(CodesLinear, MatchesDequantizedReference) {
 INSTANTIATE_TEST_SUITE_P(Formats, CodesLinear, ::testing::ValuesIn(kFormats),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
-// Batches of 5-64 rows on Q4_K / Q5_K / Q6_K / IQ4_XS take the AVX-512 tables' GEMM on the stored codes
+// Batches of 2-64 rows on Q4_K / Q5_K / Q6_K / IQ4_XS take the AVX-512 tables' GEMM on the stored codes
 // (quant_gemm_avx512.h): odd weight rows (its tiles of 4), activation rows that leave every tail
 // of its tiles of 3, and 9 super-blocks (one past its k chunk of 8), one and two threads.
 TEST(CodesGemm, MatchesDequantizedReferenceOnOddShapes) {
@@ -110,7 +110,7 @@ TEST(CodesGemm, MatchesDequantizedReferenceOnOddShapes) {
   for (cpu::Isa isa : cpu_test::runnable_isas()) {
     for (DType dtype : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
       if (cpu::quant_kernels(isa).gemm(dtype) == nullptr) continue;  // the panels serve (CodesLinear)
-      for (const Shape& s : std::vector<Shape>{{5, 7, 256}, {7, 37, 2304}, {16, 9, 768}, {64, 6, 512}}) {
+      for (const Shape& s : std::vector<Shape>{{2, 5, 512}, {5, 7, 256}, {7, 37, 2304}, {16, 9, 768}, {64, 6, 512}}) {
         for (int threads : {1, 2}) check_linear(dtype, isa, threads, s);
       }
       ++ran;

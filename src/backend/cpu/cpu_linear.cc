@@ -10,8 +10,8 @@
 //   into an fp32 scratch and multiplies it with sgemm; the decoding is paid once per step and
 //   spread over all T rows. Batches of a few rows (decode) cut the panels small enough for
 //   OpenBLAS's small-matrix kernel where the running set has one.
-// - Q4_K / Q5_K / Q6_K / IQ4_XS W and a few more rows than the dot products take (decode of several sequences):
-//   the ISA's GEMM on the stored codes (quant_gemm_avx512.h), no panels, where the ISA has one.
+// - Q4_K / Q5_K / Q6_K / IQ4_XS W and 2-64 rows (decode of several sequences): the ISA's GEMM on
+//   the stored codes (quant_gemm_avx512.h), neither dot products nor panels, where it has one.
 // linear_act_mul and linear_add_residual run in the same team: each thread finishes its own columns
 // (their activation, their residual add), so nothing runs on one thread after the join.
 #include <cblas.h>
@@ -50,8 +50,10 @@ constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // "Stop 111").
 constexpr int64_t kMaxSmallPanelT = 64;
 constexpr int64_t kMinSmallPanelRows = 4;
-// Past the dot products and up to this many rows, Q4_K / Q5_K / Q6_K / IQ4_XS weights take the ISA's GEMM on their
-// stored codes where it has one (quant_kernels.h; measured: docs/PERFORMANCE.md, "Stop 112").
+// From 2 to 64 rows, Q4_K / Q5_K / Q6_K / IQ4_XS weights take the ISA's GEMM on their stored codes
+// where it has one, ahead of the dot products: one decoding of each weight row serves every row of
+// x (quant_kernels.h; measured: docs/PERFORMANCE.md, "Stop 112"). One row stays on the dot products.
+constexpr int64_t kMinGemmRows = 2;
 constexpr int64_t kMaxGemmRows = 64;
 
 void add_bias(const float* bias, int64_t t, int64_t n, int64_t n0, int64_t n1, float* out) {
@@ -137,14 +139,15 @@ void panel_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// Stored-format weights and few rows (decode): dot products on the stored bytes, no sgemm.
-bool takes_dot_products(const LinearArgs& a) { return a.dtype != DType::kF32 && a.t <= kMaxDotRows; }
-
-// K-quant weights and a few more rows: the ISA's GEMM on the stored codes, where it has one.
+// K-quant weights and 2-64 rows: the ISA's GEMM on the stored codes, where it has one.
 bool takes_gemm(const LinearArgs& a) {
   static const bool on = knob_flag("MINIVLLM_CPU_QUANT_GEMM");
-  return on && a.t > kMaxDotRows && a.t <= kMaxGemmRows && a.kernels->gemm(a.dtype) != nullptr;
+  return on && a.t >= kMinGemmRows && a.t <= kMaxGemmRows && a.kernels->gemm(a.dtype) != nullptr;
 }
+
+// Stored-format weights and few rows (decode) that the GEMM does not take: dot products on the
+// stored bytes, no sgemm.
+bool takes_dot_products(const LinearArgs& a) { return a.dtype != DType::kF32 && a.t <= kMaxDotRows && !takes_gemm(a); }
 
 void gemm_slice(const LinearArgs& a, int64_t n0, int64_t n1) {
   a.kernels->gemm(a.dtype)(a.w + static_cast<size_t>(n0) * a.row_bytes, a.row_bytes, n1 - n0, a.super_act, a.t,
