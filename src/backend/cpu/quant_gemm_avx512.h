@@ -28,7 +28,7 @@ inline __m512i add_products(__m512i acc, __m512i w, __m512i x) {
 #endif
 }
 
-// One weight row decoded for the GEMM: w[e] = d[e / 256] * q[e] + c[e / 32] (c: Q4_K's mins).
+// One weight row decoded for the GEMM: w[e] = d[e / 256] * q[e] + c[e / 32] (c: Q4_K / Q5_K's mins).
 struct GemmRow {
   int16_t* q;
   float* d;
@@ -134,9 +134,9 @@ constexpr int kTileX = 3;
 // Super-blocks of k a tile runs before the next tile (kc, in L1 with the weight rows' share).
 constexpr int64_t kChunkSupers = 8;
 
-// The running sums of one weight-row group against every activation row: lane sums of x[a] . w[i]
-// at acc + (a * kTileW + i) * 16, carried from one k chunk to the next.
-// Super-blocks [sb0, sb1) of the tile's WR weight rows by XR activation rows from a0, added to acc.
+// Adds super-blocks [sb0, sb1) of the tile's WR weight rows by XR activation rows from a0 to acc:
+// the lane sums of x[a] . w[i] for one weight-row group and every activation row, at
+// acc + (a * kTileW + i) * 16, carried from one k chunk to the next.
 template <int WR, int XR>
 void gemm_tile(const GemmRow* w, const SuperActs& x, int64_t a0, int64_t sb0, int64_t sb1, float* acc) {
   const int64_t k = x.k, supers = k / 256;
