@@ -222,6 +222,15 @@ Isa set_isa(Isa isa) {
   return static_cast<Isa>(chosen().exchange(static_cast<int>(isa)));
 }
 
+namespace {
+
+// x times 32767 / amax, rounded, as an int16 code: clamped so that a rounding up of inv cannot wrap.
+int16_t activation_code(float x, float inv) {
+  return static_cast<int16_t>(std::min(32767.0f, std::max(-32767.0f, std::nearbyint(x * inv))));
+}
+
+}  // namespace
+
 void quantize_activations(const float* x, int64_t k, int16_t* q, float* d, float* sum) {
   for (int64_t b = 0; b < k / 32; ++b, x += 32, q += 32) {
     float amax = 0;
@@ -230,9 +239,7 @@ void quantize_activations(const float* x, int64_t k, int16_t* q, float* d, float
     const float inv = amax > 0 ? 32767.0f / amax : 0.0f;
     int32_t codes = 0;
     for (int i = 0; i < 32; ++i) {
-      // |x inv| <= 32767 (up to rounding of inv): clamp so a rounding up cannot wrap.
-      const float v = std::min(32767.0f, std::max(-32767.0f, std::nearbyint(x[i] * inv)));
-      q[i] = static_cast<int16_t>(v);
+      q[i] = activation_code(x[i], inv);
       codes += q[i];
     }
     sum[b] = d[b] * static_cast<float>(codes);
@@ -270,8 +277,7 @@ void SuperActScratch::quantize(const float* x, int64_t rows, int64_t k) {
     for (int j = 0; j < 8; ++j) {
       int32_t codes_sum = 0;
       for (int i = 32 * j; i < 32 * j + 32; ++i) {
-        // as quantize_activations: clamped so that a rounding up of inv cannot wrap
-        q[i] = static_cast<int16_t>(std::min(32767.0f, std::max(-32767.0f, std::nearbyint(xb[i] * inv))));
+        q[i] = activation_code(xb[i], inv);
         codes_sum += q[i];
       }
       sum_[8 * b + j] = d * static_cast<float>(codes_sum);
