@@ -49,18 +49,30 @@ inline float hsum512(__m512 v) {
 template <DType T>
 void decode_gemm_row(const uint8_t* w, int64_t k, const GemmRow& r);
 
-template <>
-void decode_gemm_row<DType::kQ4_K>(const uint8_t* w, int64_t k, const GemmRow& r) {
-  for (int64_t sb = 0; sb < k / 256; ++sb, w += 144) {
+// Q4_K and Q5_K (Q4_K's layout with a fifth bit in qh: codes 0..31, x scale <= 1,953), the same
+// scales and mins: each 32 bytes of nibbles hold sub-block 2p in the low nibbles, 2p + 1 in the high.
+template <DType T>
+void decode_k4_row(const uint8_t* w, int64_t k, const GemmRow& r) {
+  constexpr bool kFifth = T == DType::kQ5_K;
+  constexpr size_t kQs = kFifth ? 48 : 16;  // the nibbles' offset: Q5_K's qh (32 bytes) comes first
+  for (int64_t sb = 0; sb < k / 256; ++sb, w += Super<T>::kBytes) {
     alignas(8) uint8_t sc[8], m[8];
     k4_scales_mins(w + 4, sc, m);
     r.d[sb] = load_f16(w);
     const float dmin = load_f16(w + 2);
     int16_t* q = r.q + 256 * sb;
-    for (int p = 0; p < 4; ++p) {  // 32 bytes: sub-block 2p in the low nibbles, 2p + 1 in the high
-      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * p));
-      const __m256i lo = _mm256_and_si256(bytes, _mm256_set1_epi8(15));
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(15));
+    for (int p = 0; p < 4; ++p) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kQs + 32 * p));
+      __m256i lo = _mm256_and_si256(bytes, _mm256_set1_epi8(15));
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(15));
+      if constexpr (kFifth) {  // bit s of qh[l] is bit 4 of sub-block s's element l (added: bit 4 is clear)
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * p)))), lo,
+                                 sixteen);
+        hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * p)))), hi,
+                                 sixteen);
+      }
       _mm512_storeu_si512(q + 64 * p, _mm512_mullo_epi16(_mm512_cvtepu8_epi16(lo), _mm512_set1_epi16(sc[2 * p])));
       _mm512_storeu_si512(q + 64 * p + 32,
                           _mm512_mullo_epi16(_mm512_cvtepu8_epi16(hi), _mm512_set1_epi16(sc[2 * p + 1])));
@@ -69,27 +81,19 @@ void decode_gemm_row<DType::kQ4_K>(const uint8_t* w, int64_t k, const GemmRow& r
   }
 }
 
+template <>
+void decode_gemm_row<DType::kQ4_K>(const uint8_t* w, int64_t k, const GemmRow& r) {
+  decode_k4_row<DType::kQ4_K>(w, k, r);
+}
+
+template <>
+void decode_gemm_row<DType::kQ5_K>(const uint8_t* w, int64_t k, const GemmRow& r) {
+  decode_k4_row<DType::kQ5_K>(w, k, r);
+}
+
 // Sub-block s's 32 int16 codes (lo: elements 0-15, hi: 16-31) times its scale.
 inline __m512i scaled_codes(__m256i lo, __m256i hi, int scale) {
   return _mm512_mullo_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi16(scale));
-}
-
-// Q5_K: Q4_K's layout with a fifth bit (codes 0..31, x scale <= 1,953) and the same mins.
-template <>
-void decode_gemm_row<DType::kQ5_K>(const uint8_t* w, int64_t k, const GemmRow& r) {
-  using F = Super<DType::kQ5_K>;
-  for (int64_t sb = 0; sb < k / 256; ++sb, w += F::kBytes) {
-    alignas(8) uint8_t sc[8], m[8];
-    k4_scales_mins(w + 4, sc, m);
-    r.d[sb] = load_f16(w);
-    const float dmin = load_f16(w + 2);
-    for (int s = 0; s < 8; ++s) {
-      __m256i lo, hi;
-      F::codes(w, s, &lo, &hi);
-      _mm512_storeu_si512(r.q + 256 * sb + 32 * s, scaled_codes(lo, hi, sc[s]));
-      r.c[8 * sb + s] = -dmin * static_cast<float>(m[s]);
-    }
-  }
 }
 
 // IQ4_XS: table values -127..113 times a 6-bit scale - 32, |.| <= 4,064; no mins.
