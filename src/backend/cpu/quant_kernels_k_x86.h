@@ -279,10 +279,79 @@ __m256i super_products_256(const uint8_t* w, int s, const int16_t* xq) {
   }
 }
 
+// Group g's eight sub-blocks (8 g .. 8 g + 7) of super-block w . their activation codes (xq: the
+// group's), one Products call a sub-block; Q6_K takes them in pairs from one run_codes. The group
+// functions are forced inline: called through a template argument, GCC kept them calls (9% of a
+// decode's samples).
+template <DType T, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
+[[gnu::always_inline]] inline void each_products(const uint8_t* w, int g, const int16_t* xq, __m256i* p) {
+  using F = Super<T>;
+  if constexpr (requires { &F::pair_products; }) {
+    for (int j = 0; j < 8; j += 2) F::pair_products(w, 8 * g + j, xq + F::kSub * j, &p[j], &p[j + 1]);
+  } else {
+    for (int j = 0; j < 8; ++j) p[j] = Products(w, 8 * g + j, xq + F::kSub * j);
+  }
+}
+
+// The AVX2 group products of Q4_K / Q5_K: all eight 32-element sub-blocks. Each 16 bytes of nibbles
+// are widened to int16 once and give two sub-blocks' codes (low nibbles: sub-block 2q, high: 2q + 1),
+// so a super-block takes 8 widening shuffles where codes() takes 24 (three a sub-block: the shuffle
+// ports were the limit). The integer sums are codes()'s, lane for lane.
+template <bool kFifth>
+[[gnu::always_inline]] inline void k4_group_products(const uint8_t* w, int, const int16_t* xq, __m256i* p) {
+  const uint8_t* qs = w + (kFifth ? 48 : 16);
+  const __m256i m4 = _mm256_set1_epi16(15);
+  __m256i h[2];
+  if constexpr (kFifth) {  // qh[l] x 16: bit s of qh[l] (bit 4 of sub-block s's element l) at bit 4 + s
+    for (int half = 0; half < 2; ++half) {
+      h[half] = _mm256_slli_epi16(
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 + 16 * half))), 4);
+    }
+  }
+  for (int q = 0; q < 4; ++q) {
+    __m256i lo[2], hi[2];
+    for (int half = 0; half < 2; ++half) {  // elements 16 half .. 16 half + 15 of both sub-blocks
+      const __m256i b =
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * q + 16 * half)));
+      lo[half] = _mm256_and_si256(b, m4);
+      hi[half] = _mm256_srli_epi16(b, 4);
+      if constexpr (kFifth) {
+        const __m256i sixteen = _mm256_set1_epi16(16);
+        lo[half] = _mm256_or_si256(lo[half], _mm256_and_si256(_mm256_srli_epi16(h[half], 2 * q), sixteen));
+        hi[half] = _mm256_or_si256(hi[half], _mm256_and_si256(_mm256_srli_epi16(h[half], 2 * q + 1), sixteen));
+      }
+    }
+    p[2 * q] = halves_products(lo[0], lo[1], xq + 64 * q);
+    p[2 * q + 1] = halves_products(hi[0], hi[1], xq + 64 * q + 32);
+  }
+}
+
+// The AVX2 group products of Q6_K: group n's eight 16-element sub-blocks (elements 128 n + 32 k + l,
+// sub-block 8 n + 2 k + l / 16), their ql and qh bytes widened to int16 once for all four k (6
+// shuffles for 128 codes, where run_codes then biased() take 12), the code's two high bits moved
+// into place with one shift each. The integer sums are pair_products', lane for lane.
+[[gnu::always_inline]] inline void q6_group_products(const uint8_t* w, int n, const int16_t* xq, __m256i* p) {
+  const __m256i m4 = _mm256_set1_epi16(15), m3 = _mm256_set1_epi16(0x30), bias = _mm256_set1_epi16(32);
+  for (int half = 0; half < 2; ++half) {  // l in [16 half, 16 half + 16)
+    const auto widen = [&](const uint8_t* b) {
+      return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * half)));
+    };
+    const __m256i h = widen(w + 128 + 32 * n);
+    const __m256i ql[2] = {widen(w + 64 * n), widen(w + 64 * n + 32)};  // k = 0, 2 and k = 1, 3
+    const __m256i high[4] = {_mm256_slli_epi16(h, 4), _mm256_slli_epi16(h, 2), h, _mm256_srli_epi16(h, 2)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i low = k < 2 ? _mm256_and_si256(ql[k], m4) : _mm256_srli_epi16(ql[k - 2], 4);
+      const __m256i code = _mm256_sub_epi16(_mm256_or_si256(low, _mm256_and_si256(high[k], m3)), bias);
+      p[2 * k + half] =
+          _mm256_madd_epi16(code, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * k + 16 * half)));
+    }
+  }
+}
+
 // R weight rows of super-blocks against one activation row (`blocks` 32-element blocks, a multiple
 // of 8). Per super-block and row: the sub-blocks' scales decoded once, then groups of eight
-// sub-blocks as in dot_rows.
-template <DType T, int R, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
+// sub-blocks as in dot_rows, their products from Group.
+template <DType T, int R, void (*Group)(const uint8_t*, int, const int16_t*, __m256i*)>
 void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t blocks, float* out) {
   using F = Super<T>;
   constexpr int kGroups = 256 / F::kSub / 8;
@@ -320,13 +389,7 @@ void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t
       F::scales(wb, d, c);
       for (int g = 0; g < kGroups; ++g) {
         __m256i p[8];
-        if constexpr (requires { &F::pair_products; }) {  // Q6_K: two sub-blocks from one pass
-          for (int j = 0; j < 8; j += 2) {
-            F::pair_products(wb, 8 * g + j, xq + F::kSub * (8 * g + j), &p[j], &p[j + 1]);
-          }
-        } else {
-          for (int j = 0; j < 8; ++j) p[j] = Products(wb, 8 * g + j, xq + F::kSub * (8 * g + j));
-        }
+        Group(wb, g, xq + 8 * F::kSub * g, p);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums8(p)), _mm256_mul_ps(_mm256_load_ps(d + 8 * g), xdv[g]),
                                  acc[r]);
       }
@@ -339,14 +402,21 @@ void dot_super_rows(const uint8_t* w, size_t row_bytes, const ActRow& x, int64_t
   for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[r], off[r]));
 }
 
+// The DotFn of a super-block format whose groups of eight sub-blocks Group multiplies.
+template <DType T, void (*Group)(const uint8_t*, int, const int16_t*, __m256i*)>
+void dot_super_grouped(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out) {
+  switch (rows) {
+    case 4: dot_super_rows<T, 4, Group>(w, row_bytes, x, blocks, out); return;
+    case 3: dot_super_rows<T, 3, Group>(w, row_bytes, x, blocks, out); return;
+    case 2: dot_super_rows<T, 2, Group>(w, row_bytes, x, blocks, out); return;
+    default: dot_super_rows<T, 1, Group>(w, row_bytes, x, blocks, out); return;
+  }
+}
+
+// The DotFn of a super-block format whose sub-blocks Products multiplies one at a time.
 template <DType T, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
 void dot_super(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out) {
-  switch (rows) {
-    case 4: dot_super_rows<T, 4, Products>(w, row_bytes, x, blocks, out); return;
-    case 3: dot_super_rows<T, 3, Products>(w, row_bytes, x, blocks, out); return;
-    case 2: dot_super_rows<T, 2, Products>(w, row_bytes, x, blocks, out); return;
-    default: dot_super_rows<T, 1, Products>(w, row_bytes, x, blocks, out); return;
-  }
+  dot_super_grouped<T, each_products<T, Products>>(w, row_bytes, rows, x, blocks, out);
 }
 
 }  // namespace
