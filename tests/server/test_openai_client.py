@@ -295,15 +295,40 @@ class OpenAIClientTest(unittest.TestCase):
     # -- concurrency and disconnects -------------------------------------------------------------
 
     def test_64_concurrent_equal_sequential(self):
+        """64 requests at once decode what each decodes alone. A batch runs other kernels than one row
+        (on the CPU one row takes int16 dot products, a batch fp32 panels or a GEMM with other activation
+        scales), so a greedy step whose two most likely tokens are within near_tie of each other may go
+        either way: an AVX2 host parted SmolLM2 Q4_1's prompt 39 at a margin of 0.00014 nats
+        (docs/PERFORMANCE.md, "Stop 113"). Such a parting is allowed, at most two of 64 and printed;
+        any other is a batching bug."""
+        near_tie = 0.01  # nats between the two most likely tokens, in either run
         prompts = [f"Question {i}: what is {i} plus {i}? Answer:" for i in range(64)]
 
         def run(p):
-            return self.complete(prompt=p, max_tokens=8, temperature=0).choices[0].text
+            c = self.complete(prompt=p, max_tokens=8, temperature=0, logprobs=2).choices[0]
+            return c.text, c.logprobs.tokens, c.logprobs.top_logprobs
+
+        def margin(top, j):
+            if j >= len(top) or len(top[j]) < 2:
+                return math.inf
+            first, second = sorted(top[j].values(), reverse=True)[:2]
+            return first - second
 
         one_at_a_time = [run(p) for p in prompts]
         with concurrent.futures.ThreadPoolExecutor(max_workers=64) as pool:
             together = list(pool.map(run, prompts))
-        self.assertEqual(together, one_at_a_time)
+        parted = []
+        for i, ((text, tokens, top), (text_b, tokens_b, top_b)) in enumerate(zip(one_at_a_time, together)):
+            if text == text_b:
+                continue
+            j = next((k for k, (x, y) in enumerate(zip(tokens, tokens_b)) if x != y), min(len(tokens), len(tokens_b)))
+            m = min(margin(top, j), margin(top_b, j))
+            self.assertLess(m, near_tie, f"prompt {i} parts at token {j} without a near-tie: {text!r} alone, "
+                            f"{text_b!r} in the batch (margin {m:.4f})")
+            parted.append((i, j, m))
+        if parted:
+            print(f"\n64 concurrent: {len(parted)} parted at near-ties (prompt, token, margin): {parted}")
+        self.assertLessEqual(len(parted), 2, parted)
 
     def test_disconnect_mid_stream_aborts(self):
         stream = self.complete(prompt="Write a very long story.", max_tokens=1000, temperature=0, stream=True,
