@@ -281,8 +281,8 @@ __m256i super_products_256(const uint8_t* w, int s, const int16_t* xq) {
 
 // Group g's eight sub-blocks (8 g .. 8 g + 7) of super-block w . their activation codes (xq: the
 // group's), one Products call a sub-block; Q6_K takes them in pairs from one run_codes. The group
-// functions are forced inline: called through a template argument, GCC kept them calls (9% of a
-// decode's samples).
+// functions are forced inline: called through a template argument, GCC otherwise kept them calls
+// (PERFORMANCE.md, "Stop 113").
 template <DType T, __m256i (*Products)(const uint8_t*, int, const int16_t*)>
 [[gnu::always_inline]] inline void each_products(const uint8_t* w, int g, const int16_t* xq, __m256i* p) {
   using F = Super<T>;

@@ -114,11 +114,9 @@ inline __m256i lane_sums8(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
-// How far ahead of the current block the weight rows are prefetched. The hardware prefetcher alone
-// leaves these kernels well short of the memory's bandwidth. 4 KiB ahead beat 1 KiB, and 2-16 KiB
-// were the same within noise on an AVX-512 Xeon; on an AVX2 EPYC (Zen 3) 8 KiB beat 4 KiB by 20-30%
-// on Q6_K's 210-byte blocks (measured: docs/PERFORMANCE.md, "CPU: weights in their stored format
-// against llama.cpp", "Decode past llama.cpp", "Stop 113").
+// How far ahead of the current block the weight rows are prefetched: the hardware prefetcher alone
+// leaves these kernels well short of the memory's bandwidth (distances measured: docs/PERFORMANCE.md,
+// "Decode past llama.cpp", "Stop 113").
 constexpr int kPrefetchBytes = 8192;
 
 // One group of eight blocks of one row into its accumulators: acc += (lane sums of p) * d * xd,
