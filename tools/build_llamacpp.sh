@@ -5,6 +5,10 @@
 # (GGML_NATIVE), no network at run time, into SCRATCH/build. One place for the three tools that need
 # it: bench_vs_llamacpp.py (llama-bench and friends), requantize_default_model.sh (llama-quantize),
 # pack_llamacpp_src.sh (the source alone). Progress goes to stderr; stdout is the one path asked for.
+# MINIVLLM_LLAMACPP_NO_AMX=1 builds it without AMX. On a VM that lists AMX, GGML_NATIVE compiles
+# llama.cpp's AMX GEMM, and its first `tileloadd` died of SIGILL there (0.3.36 on a 2-core Xeon VM,
+# 2026-12-07: every prompt of 32+ tokens, llama-bench -d included). Give such a build its own
+# MINIVLLM_LLAMACPP_SCRATCH: the flags apply to a first configure only.
 #   tools/build_llamacpp.sh --src             prints the source tree
 #   tools/build_llamacpp.sh [-jN] TARGET...   builds the targets not built yet, prints the bin folder
 set -euo pipefail
@@ -30,9 +34,13 @@ case "$1" in -j*) jobs=("$1"); shift ;; esac
 bin="$scratch/build/bin"
 missing=()
 for t in "$@"; do [ -x "$bin/$t" ] || missing+=("$t"); done
+extra=()
+# GCC keeps an explicit -mno-* over -march=native's defaults; ggml's AMX code needs __AMX_INT8__.
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+[ "${MINIVLLM_LLAMACPP_NO_AMX:-0}" = 1 ] && extra=("-DCMAKE_C_FLAGS=$no_amx" "-DCMAKE_CXX_FLAGS=$no_amx")
 if [ ${#missing[@]} -gt 0 ]; then
   cmake -S "$src" -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CCACHE=OFF >&2
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CCACHE=OFF "${extra[@]}" >&2
   ninja -C "$scratch/build" "${jobs[@]}" "${missing[@]}" >&2
 fi
 echo "$bin"
