@@ -5,10 +5,9 @@
 # (GGML_NATIVE), no network at run time, into SCRATCH/build. One place for the three tools that need
 # it: bench_vs_llamacpp.py (llama-bench and friends), requantize_default_model.sh (llama-quantize),
 # pack_llamacpp_src.sh (the source alone). Progress goes to stderr; stdout is the one path asked for.
-# MINIVLLM_LLAMACPP_NO_AMX=1 builds it without AMX. On a VM that lists AMX, GGML_NATIVE compiles
-# llama.cpp's AMX GEMM, and its first `tileloadd` died of SIGILL there (0.3.36 on a 2-core Xeon VM,
-# 2026-12-07: every prompt of 32+ tokens, llama-bench -d included). Give such a build its own
-# MINIVLLM_LLAMACPP_SCRATCH: the flags apply to a first configure only.
+# MINIVLLM_LLAMACPP_NO_AMX=1 builds it without AMX, for hosts where llama.cpp's AMX GEMM dies of SIGILL
+# (docs/PERFORMANCE.md, "Stop 114"). Give such a build its own MINIVLLM_LLAMACPP_SCRATCH: the flags
+# apply to a first configure only.
 #   tools/build_llamacpp.sh --src             prints the source tree
 #   tools/build_llamacpp.sh [-jN] TARGET...   builds the targets not built yet, prints the bin folder
 set -euo pipefail

@@ -4,7 +4,7 @@
 // Both are 256-bit code: 512-bit vpmaddwd products lost on both hosts measured (an Intel Xeon, and
 // this workplace's AMD EPYC, which splits 512-bit operations in two: docs/PERFORMANCE.md, "CPU:
 // 256-bit AVX-512 kernels"). With these flags the compiler has 32 vector registers, and Q5_0 / Q5_1
-// / Q5_K take their fifth bits through mask registers. Everything here is in an anonymous namespace
+// take their fifth bits through mask registers. Everything here is in an anonymous namespace
 // on purpose, as in quant_kernels_x86.h: include it only from those two files.
 #pragma once
 
@@ -37,27 +37,6 @@ __m256i block_products_masked(const uint8_t* w, const int16_t* xq) {
   __m256i lo, hi;
   nibbles(w + kQh + 4, &lo, &hi);
   return fifth_bit_products(lo, hi, u32_at(w + kQh), xq);
-}
-
-// Q5_K's group products: k4_group_products' widened nibbles (each 16 bytes serve two sub-blocks),
-// with sub-block s's fifth bits tested for its 32 elements at once (bit s of qh[l] is bit 4 of
-// element l) and added through the mask's halves, as Q5_0's. The integer sums are codes()'s.
-[[gnu::always_inline]] inline void q5_k_group_products_masked(const uint8_t* w, int, const int16_t* xq, __m256i* p) {
-  const uint8_t* qs = w + 48;
-  const __m256i m4 = _mm256_set1_epi16(15);
-  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
-  const auto fifth = [&](int s) { return _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << s))); };
-  for (int q = 0; q < 4; ++q) {
-    __m256i lo[2], hi[2];
-    for (int half = 0; half < 2; ++half) {  // elements 16 half .. 16 half + 15 of sub-blocks 2q, 2q + 1
-      const __m256i b =
-          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * q + 16 * half)));
-      lo[half] = _mm256_and_si256(b, m4);
-      hi[half] = _mm256_srli_epi16(b, 4);
-    }
-    p[2 * q] = fifth_bit_products(lo[0], lo[1], fifth(2 * q), xq + 64 * q);
-    p[2 * q + 1] = fifth_bit_products(hi[0], hi[1], fifth(2 * q + 1), xq + 64 * q + 32);
-  }
 }
 
 // Q5_0's and Q8_0's panel decoding (batches of 5 rows and more decode the weights into fp32 panels
@@ -113,7 +92,7 @@ QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
   k.set_codes(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
   k.set_codes(DType::kQ4_K, dot_super_grouped<DType::kQ4_K, k4_group_products<false>>);
-  k.set_codes(DType::kQ5_K, dot_super_grouped<DType::kQ5_K, q5_k_group_products_masked>);
+  k.set_codes(DType::kQ5_K, dot_super_grouped<DType::kQ5_K, k4_group_products<true>>);
   k.set_codes(DType::kQ6_K, dot_super_grouped<DType::kQ6_K, q6_group_products>);
   k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
   k.dequant = dequant_avx512;
