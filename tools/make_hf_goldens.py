@@ -7,7 +7,8 @@ Usage:
 Writes, for each model (qwen3-tiny, llama3-tiny, qwen3-tiny-kv4, mistral-tiny, gemma3-tiny, and the
 sliding-window variants mistral-tiny-swa, gemma3-tiny-swa; gemma3-tiny-gguf, the source of a GGUF
 made by tools/make_tiny_gguf.py; phi3-tiny, with Phi-3's fused qkv_proj and gate_up_proj;
-phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-moe-tiny, a mixture of
+phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-tiny-yarn, with Qwen's yarn
+long-context scaling; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
 the source of its GGUF), OUTDIR/<model>/:
@@ -268,6 +269,17 @@ def phi3_tiny_longrope_config():
     return config
 
 
+def qwen3_tiny_yarn_config():
+    # Qwen's long-context recipe (yarn, factor 4) on qwen3-tiny, scaled down: pretrained length
+    # 128, max_position_embeddings 512 = 4 x 128. At base 1e4 over 32 rotary dims the ramp between
+    # kept and divided frequencies spans dims 0-6 (find_correction_dim of 32 and 1 turns), the rest
+    # are divided by 4, and cos and sin are scaled by 0.1 ln 4 + 1 = 1.1386.
+    config = qwen3_tiny_config()
+    config.rope_parameters = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                              "original_max_position_embeddings": 128}
+    return config
+
+
 # Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
 # std 1 would make every token's own row outweigh the layers and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
@@ -290,6 +302,7 @@ MODELS = {
     "mixtral-tiny": (mixtral_tiny_config, False),
     "gemma2-tiny": (gemma2_tiny_config, False),
     "gemma2-tiny-gguf": (gemma2_tiny_gguf_config, False),
+    "qwen3-tiny-yarn": (qwen3_tiny_yarn_config, True),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

@@ -35,7 +35,7 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
          .help = "prefill long prompts in chunks that share steps with the running decodes; off: whole prompts in "
                  "prefill-only steps"}),
     key<&C::max_model_length>({.name = "max_model_len",
-                               .help = "longest prompt + completion; capped by the model's max_position_embeddings",
+                               .help = "longest prompt + completion; capped by the model's max_position_embeddings (or the longer context its yarn or linear rope scaling serves)",
                                .alias = "max_model_length",
                                .min = 1}),
     key<&C::block_size>({.name = "block_size", .help = "KV cache block size in tokens", .min = 16, .multiple_of = 16}),

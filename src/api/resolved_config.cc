@@ -8,7 +8,7 @@ namespace minivllm {
 ResolvedConfig resolve_config(const EngineConfig& config, const ModelConfig& model, const Tokenizer* tokenizer) {
   ResolvedConfig r;
   static_cast<EngineConfig&>(r) = config;
-  r.max_model_length = static_cast<int>(std::min<int64_t>(config.max_model_length, model.max_position_embeddings));
+  r.max_model_length = static_cast<int>(std::min<int64_t>(config.max_model_length, model.max_context_length()));
   // Without chunked prefill a whole prompt is one step's tokens.
   if (!config.enable_chunked_prefill) {
     r.max_num_batched_tokens = std::max(config.max_num_batched_tokens, r.max_model_length);

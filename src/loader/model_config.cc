@@ -54,12 +54,13 @@ class ConfigReader {
   }
   double get_double(const char* key) const { return get_double(j_, key); }
 
-  bool get_bool(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
+  bool get_bool(const json& obj, const char* key, bool fallback) const {
+    if (!has(obj, key)) return fallback;
+    const json& v = obj.at(key);
     MINIVLLM_CHECK(v.is_boolean()) << path_ << ": key " << key << " must be true or false, got " << v.dump();
     return v.get<bool>();
   }
+  bool get_bool(const char* key, bool fallback) const { return get_bool(j_, key, fallback); }
 
   std::vector<double> get_doubles(const json& obj, const char* key) const {
     MINIVLLM_CHECK(has(obj, key)) << path_ << ": missing key " << key;
@@ -142,6 +143,44 @@ void parse_longrope(const ConfigReader& r, const json& params, const char* key, 
   s.attention_factor = s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(orig));
 }
 
+// yarn as transformers 5 reads it (_compute_yarn_parameters): factor as given (required);
+// original_max_position_embeddings from the top level, else from the scaling object, else
+// max_position_embeddings; the attention factor, unless given, 0.1 ln(factor) + 1, or the ratio of
+// that with mscale to that with mscale_all_dim where both are set (DeepSeek); beta_fast / beta_slow
+// 32 / 1 where absent or 0; truncate true where absent. vLLM reads the same keys the same way.
+void parse_yarn(const ConfigReader& r, const json& params, const char* key, ModelConfig* c) {
+  RopeScaling& s = c->rope_scaling;
+  s.type = "yarn";
+  MINIVLLM_CHECK(r.has(params, "factor")) << r.path() << ": " << key << " yarn needs a factor";
+  s.factor = r.get_double(params, "factor");
+  MINIVLLM_CHECK(s.factor > 0) << r.path() << ": " << key << ".factor must be > 0, got " << s.factor;
+  if (r.has("original_max_position_embeddings")) {
+    s.original_max_position_embeddings = r.get_int("original_max_position_embeddings");
+  } else if (r.has(params, "original_max_position_embeddings")) {
+    s.original_max_position_embeddings = r.get_int(params, "original_max_position_embeddings");
+  } else {
+    s.original_max_position_embeddings = c->max_position_embeddings;
+  }
+  MINIVLLM_CHECK_GT(s.original_max_position_embeddings, 0)
+      << r.path() << ": original_max_position_embeddings must be > 0";
+  const auto get_or = [&](const char* name, double fallback) {
+    if (!r.has(params, name)) return fallback;
+    const double v = r.get_double(params, name);
+    return v == 0 ? fallback : v;  // transformers: `params.get(name) or fallback`
+  };
+  s.beta_fast = get_or("beta_fast", 32.0);
+  s.beta_slow = get_or("beta_slow", 1.0);
+  s.truncate = r.get_bool(params, "truncate", true);
+  const auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+  if (r.has(params, "attention_factor")) {
+    s.attention_factor = r.get_double(params, "attention_factor");
+  } else if (get_or("mscale", 0) != 0 && get_or("mscale_all_dim", 0) != 0) {
+    s.attention_factor = mscale(get_or("mscale", 0)) / mscale(get_or("mscale_all_dim", 0));
+  } else {
+    s.attention_factor = mscale(1.0);
+  }
+}
+
 // transformers 5 folds rope_theta and the scaling into rope_parameters; 4.x has rope_theta at the
 // top level and rope_scaling beside it.
 void parse_rope(const ConfigReader& r, ModelConfig* c) {
@@ -196,8 +235,17 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
     parse_longrope(r, *params, key, c);
     return;
   }
+  if (type == "yarn") {
+    parse_yarn(r, *params, key, c);
+    return;
+  }
+  if (type == "linear") {  // position interpolation: every frequency divided by factor
+    c->rope_scaling.type = type;
+    c->rope_scaling.factor = r.get_double(*params, "factor");
+    return;
+  }
   MINIVLLM_CHECK(type == "llama3") << r.path() << ": unsupported " << key << " type \"" << type
-                                   << "\" (supported: default, llama3, longrope)";
+                                   << "\" (supported: default, linear, llama3, longrope, yarn)";
   c->rope_scaling.type = type;
   c->rope_scaling.factor = r.get_double(*params, "factor");
   c->rope_scaling.low_freq_factor = r.get_double(*params, "low_freq_factor");
@@ -366,6 +414,17 @@ ModelConfig load_hf_model_config(const std::string& dir) {
   return c;
 }
 
+int64_t ModelConfig::max_context_length() const {
+  const auto scaled = [](int64_t n, double factor) {
+    return static_cast<int64_t>(std::floor(static_cast<double>(n) * factor));
+  };
+  if (rope_scaling.type == "yarn" && rope_scaling.factor > 1) {
+    return std::max(max_position_embeddings, scaled(rope_scaling.original_max_position_embeddings, rope_scaling.factor));
+  }
+  if (rope_scaling.type == "linear" && rope_scaling.factor > 1) return scaled(max_position_embeddings, rope_scaling.factor);
+  return max_position_embeddings;
+}
+
 const ArchitectureTraits& ModelConfig::traits() const {
   MINIVLLM_CHECK(arch != nullptr) << (source.empty() ? std::string("model config") : source)
                                   << ": no architecture row (loader/architecture.h) for " << arch_name;
@@ -402,8 +461,20 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
       << src << ": the rope's rotary dims (" << rotary_dim << ") must be even and at most head_dim " << head_dim;
   MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope" ||
-                 rope_scaling.type == "freq_factors")
+                 rope_scaling.type == "yarn" || rope_scaling.type == "linear" || rope_scaling.type == "freq_factors")
       << src << ": unsupported rope_scaling type " << rope_scaling.type;
+  if (rope_scaling.type == "yarn" || rope_scaling.type == "linear") {
+    MINIVLLM_CHECK(rope_scaling.factor > 0) << src << ": rope_scaling.factor must be > 0, got " << rope_scaling.factor;
+  }
+  if (rope_scaling.type == "yarn") {
+    MINIVLLM_CHECK_GT(rope_scaling.original_max_position_embeddings, 0)
+        << src << ": rope_scaling.original_max_position_embeddings must be > 0";
+    MINIVLLM_CHECK(rope_scaling.attention_factor > 0)
+        << src << ": rope_scaling.attention_factor must be > 0, got " << rope_scaling.attention_factor;
+    MINIVLLM_CHECK(rope_scaling.beta_fast > 0 && rope_scaling.beta_slow > 0)
+        << src << ": rope_scaling.beta_fast and beta_slow must be > 0, got " << rope_scaling.beta_fast << " and "
+        << rope_scaling.beta_slow;
+  }
   if (rope_scaling.type == "freq_factors") {
     MINIVLLM_CHECK_EQ(static_cast<int64_t>(rope_scaling.freq_factors.size()), rope_dim() / 2)
         << src << ": rope_freqs must hold one factor per rotary frequency (rotary dims " << rope_dim() << " / 2)";

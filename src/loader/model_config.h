@@ -12,8 +12,8 @@
 namespace minivllm {
 
 struct RopeScaling {
-  std::string type;  // "" (none), "llama3", "longrope" or "freq_factors"
-  double factor = 1.0;
+  std::string type;  // "" (none), "llama3", "longrope", "yarn", "linear" or "freq_factors"
+  double factor = 1.0;  // llama3, yarn, linear: how much longer a context the scaling serves
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
@@ -23,6 +23,14 @@ struct RopeScaling {
   std::vector<double> short_factor;
   std::vector<double> long_factor;
   double attention_factor = 1.0;
+  // yarn (Qwen's long-context recipe, DeepSeek, gpt-oss): frequencies that turn fewer than beta_slow
+  // times over original_max_position_embeddings are divided by factor, those turning more than
+  // beta_fast times are kept, and the dims between ramp linearly from one to the other (the ramp's
+  // ends rounded outward unless truncate is false); cos and sin scaled by attention_factor
+  // (transformers' _compute_yarn_parameters, vLLM's YaRN rotary embedding).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
   // "freq_factors": each frequency divided by its factor at every context length (GGUF's
   // rope_freqs.weight: llama.cpp's converter stores Llama 3's scaling so, rope_dim() / 2 of them).
   std::vector<double> freq_factors;
@@ -82,6 +90,11 @@ struct ModelConfig {
   static constexpr int64_t kMaxLayers = 1024;  // the deepest published models have about 130
   const ArchitectureTraits& traits() const;  // the row's; throws when no row is set
   int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // The longest context the model serves, which caps max_model_length: max_position_embeddings, or
+  // the longer one a scaled rope extends it to, as vLLM derives it (yarn: factor times
+  // original_max_position_embeddings; linear: factor times max_position_embeddings). Qwen's recipe
+  // adds yarn with factor 4 over 32,768 to a config whose max_position_embeddings stays 40,960.
+  int64_t max_context_length() const;
 };
 
 // Reads <dir>/config.json (and generation_config.json when present for eos ids).

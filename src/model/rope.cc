@@ -1,5 +1,6 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -31,6 +32,33 @@ std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_leng
     for (int64_t i = 0; i < half; ++i) inv[i] /= f[i];
     return inv;
   }
+  if (s.type == "linear") {
+    for (double& f : inv) f /= s.factor;
+    return inv;
+  }
+  if (s.type == "yarn") {
+    // The dims whose frequency turns `rotations` times over the pretrained context (transformers'
+    // find_correction_dim): below the fast one the frequency is kept (extrapolated), past the slow
+    // one divided by factor (interpolated), linear in between.
+    const double base = cfg.rope_theta, orig = static_cast<double>(s.original_max_position_embeddings);
+    const auto dim_of = [&](double rotations) {
+      return static_cast<double>(dim) * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+    };
+    double low = dim_of(s.beta_fast), high = dim_of(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;  // as transformers: no division by zero
+    for (int64_t i = 0; i < half; ++i) {
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      const double kept = 1.0 - ramp;  // the share of the original frequency
+      inv[i] = inv[i] / s.factor * (1.0 - kept) + inv[i] * kept;
+    }
+    return inv;
+  }
   MINIVLLM_CHECK(s.type == "llama3") << "unsupported rope_scaling type '" << s.type << "'";
   // Llama 3: long wavelengths are slowed by `factor`, short ones kept, the band between blended
   // (transformers' _compute_llama3_parameters).
@@ -52,8 +80,10 @@ std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_leng
 Tensor rope_cos_sin_table(const ModelConfig& cfg, int64_t max_positions) {
   const std::vector<double> inv = rope_inv_freq(cfg, max_positions);
   const int64_t d = cfg.rope_dim(), half = d / 2;
-  // transformers multiplies the fp32 cos and sin by the attention factor (1 but for longrope).
-  const float scale = cfg.rope_scaling.type == "longrope" ? static_cast<float>(cfg.rope_scaling.attention_factor) : 1.0f;
+  // transformers multiplies the fp32 cos and sin by the attention factor (1 but for longrope and yarn).
+  const std::string& type = cfg.rope_scaling.type;
+  const float scale =
+      type == "longrope" || type == "yarn" ? static_cast<float>(cfg.rope_scaling.attention_factor) : 1.0f;
   Tensor t = host_tensor(DType::kF32, {max_positions, d});
   float* p = t.ptr<float>();
   for (int64_t pos = 0; pos < max_positions; ++pos) {

@@ -1,5 +1,5 @@
 // Rotary position embedding tables: cos and sin per position over the rotary dims of a head, with
-// Llama 3's frequency scaling or Phi-3's longrope.
+// Llama 3's frequency scaling, Phi-3's longrope, YaRN or linear position interpolation.
 #pragma once
 
 #include "common/tensor.h"
@@ -15,11 +15,11 @@ namespace minivllm {
 bool rope_uses_long_factors(const RopeScaling& s, int64_t max_model_length);
 
 // Inverse frequencies (rope_dim() / 2 of them), scaled as rope_scaling says (none, "llama3",
-// "longrope", whose regime max_model_length picks, or GGUF's "freq_factors").
+// "longrope", whose regime max_model_length picks, "yarn", "linear", or GGUF's "freq_factors").
 std::vector<double> rope_inv_freq(const ModelConfig& cfg, int64_t max_model_length);
 
 // Host fp32 [max_positions, rope_dim()]: cos(pos * f_i) in columns [0, r/2), sin in [r/2, r), both
-// times longrope's attention factor. max_positions is the engine's max_model_length.
+// times longrope's or yarn's attention factor. max_positions is the engine's max_model_length.
 Tensor rope_cos_sin_table(const ModelConfig& cfg, int64_t max_positions);
 
 }  // namespace minivllm

@@ -61,7 +61,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // 64 the short ones (goldens_short.json: sequences within 64). Its GGUF (llama.cpp's phi3: q/k/v
 // and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
 // "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py); so does
-// llama3-tiny's, its llama3 rope scaling stored as rope_freqs.weight.
+// llama3-tiny's, its llama3 rope scaling stored as rope_freqs.weight. qwen3-tiny-yarn is Qwen's yarn
+// long-context scaling (factor 4 over 128 pretrained positions).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -204,6 +205,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"mixtral-tiny", 1, 1024, "none", "mixtral-tiny.bf16.gguf"},
                                            GoldenParam{"mixtral-tiny", 2, 1024, "none", "mixtral-tiny.bf16.gguf",
                                                        "", 0, true},
+                                           GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
+                                           GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"phi3-tiny-longrope", 1},
                                            GoldenParam{"phi3-tiny-longrope", 2},
                                            GoldenParam{"phi3-tiny-longrope", 1, 16},

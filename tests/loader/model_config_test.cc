@@ -179,9 +179,9 @@ TEST(ModelConfig, UnsupportedArchitectureAndRope) {
   ConfigDir d(j);
   expect_error_naming([&] { d.load(); }, {"config.json", "MambaForCausalLM"});
   json k = qwen3_config();
-  k["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  k["rope_scaling"] = {{"type", "dynamic"}, {"factor", 4.0}};
   ConfigDir e(k);
-  expect_error_naming([&] { e.load(); }, {"config.json", "rope_scaling", "yarn"});
+  expect_error_naming([&] { e.load(); }, {"config.json", "rope_scaling", "dynamic"});
   json l = read_json(kModels + "/llama-3.2-1b-instruct/config.json");
   l["rope_scaling"].erase("low_freq_factor");
   ConfigDir f(l);
