@@ -92,6 +92,12 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                          .help = "seed of the dummy weights (the same at every tensor_parallel_size)",
                          .value_name = "N",
                          .min = 0}),
+    key<&C::hf_overrides>({.name = "hf_overrides",
+                           .help = "a JSON object merged into the model's config.json before it is read (nested "
+                                   "objects merge, null removes a key), e.g. "
+                                   "'{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                                   "\"original_max_position_embeddings\": 32768}}'; not for a .gguf file",
+                           .value_name = "JSON"}),
     key<&C::eos>({.name = "eos",
                   .help = "end-of-sequence token id",
                   .value_name = "ID",
@@ -116,6 +122,12 @@ std::span<const ConfigKey> engine_config_keys() {
 
 void EngineConfig::validate() const {
   check_all(engine_config_rows(), *this, kEngineKeyKind);
+  if (!hf_overrides.empty()) {
+    const nlohmann::json o = nlohmann::json::parse(hf_overrides, nullptr, /*allow_exceptions=*/false);
+    if (o.is_discarded() || !o.is_object()) {
+      fail("hf_overrides", "must be a JSON object of config.json keys, got " + hf_overrides);
+    }
+  }
   if (!enable_chunked_prefill && max_num_batched_tokens < max_model_length) {
     fail("max_num_batched_tokens", "must be >= max_model_len (" + std::to_string(max_model_length) +
                                        ") without chunked prefill, so that any prompt fits one prefill, got " +
@@ -130,6 +142,14 @@ void EngineConfig::validate() const {
 }
 
 EngineConfig EngineConfig::from_json(const nlohmann::json& j) {
+  // hf_overrides is JSON text; an object given as such (a Python dict, a config file's object) is
+  // taken as its text.
+  const auto overrides = j.is_object() ? j.find("hf_overrides") : j.end();
+  if (overrides != j.end() && overrides->is_object()) {
+    nlohmann::json copy = j;
+    copy["hf_overrides"] = overrides->dump();
+    return from_json(copy);
+  }
   EngineConfig c = read_object(engine_config_rows(), j, kEngineKeyKind);
   // A large max_num_seqs should not trip the batched-tokens check when the user left that key
   // alone; without chunked prefill a larger max_model_len raises the default budget too, so that

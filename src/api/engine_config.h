@@ -48,6 +48,11 @@ struct EngineConfig {
   // config.json needed (vLLM's --load-format dummy).
   std::string load_format = "auto";
   int64_t dummy_seed = 0;
+  // vLLM's --hf-overrides: a JSON object merged into the checkpoint's config.json before it is read
+  // (RFC 7386: objects merge key by key, null removes a key), e.g. Qwen's long-context recipe
+  // {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}.
+  // "": none. A Python dict or a JSON object in a config file is taken as its text.
+  std::string hf_overrides;
   // Serving (AsyncEngine) only: sequences queued before a new request is refused (the server's
   // 503), so overload is an answer, not a wait without end. LLM.generate queues everything.
   int max_waiting_requests = 1024;

@@ -67,7 +67,8 @@ LLMEngine::LLMEngine(EngineConfig config) {
   (void)HostProfile::enabled();
   (void)StepProfiler::enabled();
   warn_unknown_knob_variables();  // a mistyped MINIVLLM_* knob would otherwise change nothing, silently
-  source_ = open_model(config.model, /*with_weights=*/true, WeightLoad{config.load_format, config.dummy_seed});
+  source_ = open_model(config.model, /*with_weights=*/true, LoadOptions{config.load_format, config.dummy_seed,
+                                                                      config.hf_overrides});
   // Refused here, before any worker starts; each runner checks again as it loads.
   check_online_quantization(config.quantization, source_.config, *source_.weights);
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());

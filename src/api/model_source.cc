@@ -47,10 +47,10 @@ void load_hf_chat_template(const fs::path& dir, ModelSource& s) {
   }
 }
 
-ModelSource open_hf_dir(const std::string& dir, bool with_weights) {
+ModelSource open_hf_dir(const std::string& dir, bool with_weights, const std::string& hf_overrides) {
   ModelSource s;
   s.path = dir;
-  s.config = load_hf_model_config(dir);
+  s.config = load_hf_model_config(dir, hf_overrides);
   if (with_weights) {
     s.weights = open_safetensors_dir(dir);
     // FP8 checkpoints are served dequantized; their scale tensors are never the model's to see.
@@ -113,16 +113,19 @@ std::string find_model(const std::string& model) {
   return path;
 }
 
-ModelSource open_model(const std::string& model, bool with_weights, const WeightLoad& load) {
+ModelSource open_model(const std::string& model, bool with_weights, const LoadOptions& load) {
   MINIVLLM_CHECK(load.load_format == "auto" || load.load_format == "dummy")
       << "load_format must be auto or dummy, got " << load.load_format;
   const bool dummy = load.load_format == "dummy";
   const std::string path = find_model(model);
   ModelSource s;
   if (fs::is_directory(path)) {
-    s = open_hf_dir(path, with_weights && !dummy);
+    s = open_hf_dir(path, with_weights && !dummy, load.hf_overrides);
   } else {
     MINIVLLM_CHECK(fs::path(path).extension() == ".gguf") << "model '" << path << "' is a file but not a .gguf";
+    MINIVLLM_CHECK(load.hf_overrides.empty())
+        << "hf_overrides change a Hugging Face config.json; '" << path << "' is a .gguf file, whose settings are "
+        << "its metadata";
     // Dummy weights are bf16 of the config's shapes: a GGUF's own types (Q4_K, ...) would be replaced
     // without a word, and a benchmark of the file would measure another model.
     MINIVLLM_CHECK(!(with_weights && dummy))

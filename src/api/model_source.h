@@ -49,13 +49,14 @@ std::string resolve_model_path(const std::string& model);
 std::string find_model(const std::string& model);
 
 // Where the weights come from (EngineConfig's load_format and dummy_seed).
-struct WeightLoad {
+struct LoadOptions {
   std::string load_format = "auto";  // auto: the checkpoint's; dummy: loader/dummy_weights.h
   int64_t dummy_seed = 0;
+  std::string hf_overrides;  // JSON object text merged into config.json (EngineConfig::hf_overrides), or ""
 };
 
 // Loads config, weights and (when present) tokenizer and chat template. `with_weights` false skips
 // the weights (tokenize / template commands). Errors name the path.
-ModelSource open_model(const std::string& model, bool with_weights = true, const WeightLoad& load = {});
+ModelSource open_model(const std::string& model, bool with_weights = true, const LoadOptions& load = {});
 
 }  // namespace minivllm

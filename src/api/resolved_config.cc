@@ -46,6 +46,7 @@ RunnerConfig ResolvedConfig::runner_config() const {
   r.enable_expert_parallel = enable_expert_parallel;
   r.load_format = load_format;
   r.dummy_seed = dummy_seed;
+  r.hf_overrides = hf_overrides;
   return r;
 }
 

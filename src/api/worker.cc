@@ -126,7 +126,7 @@ int worker_main(int argc, char** argv) {
         const std::string bootstrap = init.at("bootstrap").get<std::string>();
         relay = std::make_unique<AbortRelay>(channel, resolve_backend_kind(cfg.backend), bootstrap);
         source = open_model(init.at("model").get<std::string>(), /*with_weights=*/true,
-                            WeightLoad{cfg.load_format, cfg.dummy_seed});
+                            LoadOptions{cfg.load_format, cfg.dummy_seed, cfg.hf_overrides});
         runner = std::make_unique<ModelRunner>(cfg, source.config, *source.weights, rank, bootstrap);
       } else if (method == "launch") {
         MINIVLLM_CHECK(runner != nullptr) << "'launch' before 'init'";

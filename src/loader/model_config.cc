@@ -364,12 +364,21 @@ void parse_shapes(const ConfigReader& r, ModelConfig* c) {
 
 }  // namespace
 
-ModelConfig load_hf_model_config(const std::string& dir) {
+ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_overrides) {
   MINIVLLM_CHECK(fs::is_directory(dir)) << "model directory not found: " << dir;
-  const std::string path = (fs::path(dir) / "config.json").string();
-  MINIVLLM_CHECK(fs::exists(path)) << "missing " << path;
-  const json j = read_json_file(path);
-  MINIVLLM_CHECK(j.is_object()) << path << ": malformed: the top level must be a JSON object";
+  const std::string file = (fs::path(dir) / "config.json").string();
+  MINIVLLM_CHECK(fs::exists(file)) << "missing " << file;
+  json j = read_json_file(file);
+  MINIVLLM_CHECK(j.is_object()) << file << ": malformed: the top level must be a JSON object";
+  // Messages name what was read: the file, and the overrides when they changed it.
+  std::string path = file;
+  if (!hf_overrides.empty()) {
+    const json patch = json::parse(hf_overrides, nullptr, /*allow_exceptions=*/false);
+    MINIVLLM_CHECK(!patch.is_discarded() && patch.is_object())
+        << "hf_overrides must be a JSON object of config.json keys, got " << hf_overrides;
+    j.merge_patch(patch);
+    path = file + " with hf_overrides " + patch.dump();
+  }
   ConfigReader r(j, path);
 
   ModelConfig c;

@@ -97,7 +97,8 @@ struct ModelConfig {
   int64_t max_context_length() const;
 };
 
-// Reads <dir>/config.json (and generation_config.json when present for eos ids).
-ModelConfig load_hf_model_config(const std::string& dir);
+// Reads <dir>/config.json (and generation_config.json when present for eos ids). hf_overrides: a
+// JSON object's text merged into config.json first (RFC 7386 merge patch), or "".
+ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_overrides = "");
 
 }  // namespace minivllm

@@ -27,6 +27,7 @@ struct RunnerConfig {
   bool enable_expert_parallel = false;  // the key's value (model/fused_moe.h)
   std::string load_format = "auto";  // every rank loads its shard the same way (EngineConfig)
   int64_t dummy_seed = 0;
+  std::string hf_overrides;  // merged into config.json by every rank alike (EngineConfig)
 };
 
 }  // namespace minivllm

@@ -37,7 +37,8 @@ json engine_sample() {
           {"num_kvcache_blocks", 100}, {"kv_cache_dtype", "fp8"}, {"quantization", "fp8"}, {"gpu_memory_utilization", 0.5}, {"enforce_eager", true},
           {"async_scheduling", "off"}, {"overlap_grammar_masks", false},
           {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5},
-          {"load_format", "dummy"}, {"dummy_seed", 9}, {"enable_expert_parallel", true}};
+          {"load_format", "dummy"}, {"dummy_seed", 9}, {"enable_expert_parallel", true},
+          {"hf_overrides", R"({"max_position_embeddings":1024})"}};
 }
 
 json sampling_sample() {
@@ -84,6 +85,7 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.eos, 5);
   EXPECT_EQ(c.load_format, "dummy");
   EXPECT_EQ(c.dummy_seed, 9);
+  EXPECT_EQ(c.hf_overrides, R"({"max_position_embeddings":1024})");
   EXPECT_EQ(plain(c.to_json()), sample);
   EXPECT_EQ(plain(EngineConfig::from_json(plain(c.to_json())).to_json()), sample);
 }
@@ -276,6 +278,19 @@ TEST(ConfigTable, ValidateChecksMembersSetInCpp) {
   EXPECT_EQ(key_of_error([&] { p.validate(); }), "stop_token_ids");
 }
 
+// hf_overrides is a JSON object's text: an object (a Python dict, a config file's) is taken as its
+// text, and anything but an object is an error naming the key.
+TEST(ConfigTable, HfOverridesAreAJsonObject) {
+  const json rope = {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}};
+  const EngineConfig c = EngineConfig::from_json({{"model", "m"}, {"hf_overrides", rope}});
+  EXPECT_EQ(json::parse(c.hf_overrides), rope);
+  EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"hf_overrides", rope.dump()}}).hf_overrides, rope.dump());
+  for (const json& bad : {json("[1]"), json("{\"a\": "), json("4"), json(4)}) {
+    SCOPED_TRACE(bad.dump());
+    EXPECT_EQ(key_of_error([&] { EngineConfig::from_json({{"model", "m"}, {"hf_overrides", bad}}); }), "hf_overrides");
+  }
+}
+
 TEST(ConfigTable, BatchedTokensFollowTheContextUnlessGiven) {
   // Chunked prefill (the default): a prompt longer than the budget is prefilled in chunks.
   EXPECT_EQ(EngineConfig::from_json({{"model", "m"}, {"max_model_len", 32768}}).max_num_batched_tokens, 16384);
@@ -340,6 +355,13 @@ TEST(ResolvedConfig, DerivedValuesComeFromTheKeysAndTheModel) {
   EXPECT_EQ(r.runner_config().max_model_length, 2048);
   EXPECT_EQ(r.scheduler_config().max_model_length, 2048);
   EXPECT_EQ(r.scheduler_config().eos_token_ids, r.eos_token_ids);
+
+  // yarn's factor x original extends the cap past max_position_embeddings (Qwen's recipe).
+  model.rope_scaling.type = "yarn";
+  model.rope_scaling.factor = 4.0;
+  model.rope_scaling.original_max_position_embeddings = 1024;
+  EXPECT_EQ(resolve_config(c, model, nullptr).max_model_length, 4096);
+  model.rope_scaling = RopeScaling{};
 
   model.max_position_embeddings = 32768;
   const EngineConfig small = EngineConfig::from_json({{"model", "m"}, {"max_model_len", 1024}, {"eos", 5}});

@@ -62,7 +62,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
 // "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py); so does
 // llama3-tiny's, its llama3 rope scaling stored as rope_freqs.weight. qwen3-tiny-yarn is Qwen's yarn
-// long-context scaling (factor 4 over 128 pretrained positions).
+// long-context scaling (factor 4 over 128 pretrained positions); qwen3-tiny (the same weights) with
+// that scaling given as hf_overrides gives the same goldens, at world_size 1 and 2 (the workers read
+// the overrides too).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -72,20 +74,29 @@ struct GoldenParam {
   std::string goldens = "";           // the goldens' file, if not goldens.json (or the fp8 one)
   int max_model_length = 0;           // 0: tiny_config's (256)
   bool expert_parallel = false;       // enable_expert_parallel (mixture-of-experts models)
+  std::string hf_overrides = "";      // EngineConfig::hf_overrides
+  std::string goldens_model = "";     // the folder of the goldens, if not the model's
 };
+
+// qwen3-tiny-yarn's config as overrides of qwen3-tiny's (the two folders hold the same weights).
+constexpr const char* kYarnOverrides =
+    R"({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,)"
+    R"( "original_max_position_embeddings": 128}})";
 
 class GoldenTest : public ::testing::TestWithParam<GoldenParam> {
  protected:
   const std::string& model() const { return GetParam().model; }
   std::vector<GoldenCase> golden_cases() const {
-    if (!GetParam().goldens.empty()) return load_cases(model(), GetParam().goldens);
-    return load_cases(model(), GetParam().quantization == "fp8" ? "goldens_fp8_online.json" : "goldens.json");
+    const std::string& from = GetParam().goldens_model.empty() ? model() : GetParam().goldens_model;
+    if (!GetParam().goldens.empty()) return load_cases(from, GetParam().goldens);
+    return load_cases(from, GetParam().quantization == "fp8" ? "goldens_fp8_online.json" : "goldens.json");
   }
   EngineConfig config() const {
     EngineConfig c = tiny_config(GetParam().model, GetParam().world_size);
     if (!GetParam().file.empty()) c.model += "/" + GetParam().file;
     c.quantization = GetParam().quantization;
     c.enable_expert_parallel = GetParam().expert_parallel;
+    c.hf_overrides = GetParam().hf_overrides;
     if (GetParam().max_model_length > 0) c.max_model_length = GetParam().max_model_length;
     if (GetParam().max_num_batched_tokens == 0) {
       c.enable_chunked_prefill = false;
@@ -207,6 +218,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                                        "", 0, true},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
+                                           GoldenParam{"qwen3-tiny", 1, 1024, "none", "", "", 0, false,
+                                                       kYarnOverrides, "qwen3-tiny-yarn"},
+                                           GoldenParam{"qwen3-tiny", 2, 1024, "none", "", "", 0, false,
+                                                       kYarnOverrides, "qwen3-tiny-yarn"},
                                            GoldenParam{"phi3-tiny-longrope", 1},
                                            GoldenParam{"phi3-tiny-longrope", 2},
                                            GoldenParam{"phi3-tiny-longrope", 1, 16},
@@ -240,6 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                            if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
                            if (!info.param.file.empty()) name += "_file_" + info.param.file;
                            if (info.param.expert_parallel) name += "_expert_parallel";
+                           if (!info.param.hf_overrides.empty()) name += "_hf_overrides";
                            if (!info.param.goldens.empty()) name += "_" + info.param.goldens;
                            for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return name;

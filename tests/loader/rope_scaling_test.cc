@@ -100,5 +100,40 @@ TEST(RopeScaling, BadKeysNamed) {
   expect_error_naming([&] { load(dynamic); }, {"config.json", "dynamic", "yarn"});
 }
 
+// hf_overrides merge into config.json before it is read (RFC 7386): Qwen's recipe added to a config
+// without scaling; a nested object merged key by key (rope_parameters keeps its rope_theta); null
+// removes a key; errors name the overrides.
+TEST(RopeScaling, HfOverridesMergeIntoTheConfig) {
+  const json c0 = read_goldens()["cases"][0]["config"];  // rope_parameters: yarn, rope_theta 1e4
+  ScratchDir d("hf_overrides");
+  write_text(d.file("config.json"), c0.dump(2));
+  const ModelConfig yarn = load_hf_model_config(d.str());
+  const ModelConfig plain = load_hf_model_config(d.str(), R"({"rope_parameters": {"rope_type": "default",)"
+                                                          R"( "factor": null, "original_max_position_embeddings": null}})");
+  EXPECT_EQ(plain.rope_scaling.type, "");
+  EXPECT_DOUBLE_EQ(plain.rope_theta, 1e4);  // kept from the file's rope_parameters
+  const ModelConfig longer = load_hf_model_config(d.str(), R"({"rope_parameters": {"factor": 8.0}})");
+  EXPECT_EQ(longer.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(longer.rope_scaling.factor, 8.0);
+  EXPECT_EQ(longer.rope_scaling.original_max_position_embeddings, 256);
+  EXPECT_EQ(longer.max_context_length(), 2048);
+  EXPECT_EQ(yarn.max_context_length(), 1024);
+  // A transformers 4 config (rope_theta at the top, rope_scaling null) and the recipe as vLLM's docs
+  // give it.
+  json v4 = c0;
+  v4.erase("rope_parameters");
+  v4["rope_theta"] = 1e4;
+  v4["rope_scaling"] = nullptr;
+  write_text(d.file("config.json"), v4.dump(2));
+  const ModelConfig recipe = load_hf_model_config(
+      d.str(), R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}})");
+  ASSERT_EQ(recipe.rope_scaling.type, "yarn");
+  EXPECT_EQ(rope_inv_freq(recipe, 256), rope_inv_freq(yarn, 256));
+  EXPECT_NE(recipe.source.find("hf_overrides"), std::string::npos);
+  expect_error_naming([&] { load_hf_model_config(d.str(), "[1, 2]"); }, {"hf_overrides", "JSON object"});
+  expect_error_naming([&] { load_hf_model_config(d.str(), R"({"rope_scaling": {"rope_type": "yarn"}})"); },
+                      {"config.json with hf_overrides", "factor"});
+}
+
 }  // namespace
 }  // namespace minivllm
