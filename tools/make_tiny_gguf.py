@@ -12,6 +12,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-moe-tiny-gguf
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mixtral-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma2-tiny-gguf
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-tiny-yarn
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -33,6 +34,8 @@ converter does per family, and the engine must read back:
   gemma2 (gemma2-tiny.bf16.gguf, from gemma2-tiny-gguf): norms stored with the 1 added, as gemma3's;
     attn_logit_softcapping, final_logit_softcapping and the sliding window as metadata, no layer
     pattern (llama.cpp's gemma2 alternates from layer 0) and no query_pre_attn_scalar.
+  qwen3 (qwen3-tiny-yarn.bf16.gguf): yarn as rope.scaling.type, rope.scaling.factor and
+    rope.scaling.original_context_length.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -58,6 +61,7 @@ FAMILIES = {
     "qwen3_moe": ("qwen", "Qwen3MoeModel", "qwen3-moe-tiny"),
     "mixtral": ("llama", "LlamaModel", "mixtral-tiny"),
     "gemma2": ("gemma", "Gemma2Model", "gemma2-tiny"),
+    "qwen3": ("qwen", "Qwen3Model", None),  # None: the folder's name
 }
 
 
@@ -101,6 +105,7 @@ def main():
     with open(os.path.join(args.dir, "config.json")) as f:
         config = json.load(f)
     module_name, class_name, stem = FAMILIES[config["model_type"]]
+    stem = stem or os.path.basename(os.path.normpath(args.dir))
     outfile = args.outfile or os.path.join(args.dir, f"{stem}.bf16.gguf")
     sys.path.insert(0, os.path.abspath(args.llama_cpp))
     import convert_hf_to_gguf  # noqa: E402  (puts the vendored gguf-py on sys.path)

@@ -43,12 +43,6 @@ int64_t token_id(const GgufFile& f, const std::string& key, size_t n_tokens) {
 
 // Metadata and tensors asking for what the engine does not implement.
 void refuse_unsupported_features(const GgufFile& f, const std::string& a, const ModelConfig& c) {
-  const std::string scaling = a + ".rope.scaling.type";
-  if (f.find(scaling)) {
-    const std::string type = f.get_string(scaling, "");
-    MINIVLLM_CHECK(type.empty() || type == "none")
-        << f.path() << ": unsupported " << scaling << " \"" << type << "\" (minivllm implements none)";
-  }
   for (const char* key : {".final_logit_softcapping", ".attn_logit_softcapping"}) {
     const std::string softcap = a + key;
     if (!f.find(softcap) || c.traits().logit_softcapping) continue;
@@ -75,6 +69,46 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
           << (std::string(part) == ".attn_output.bias" ? "attention output" : "MLP") << " bias)";
     }
   }
+}
+
+// rope.scaling.type: yarn and linear as llama.cpp applies them (llama_context's yarn set-up, the
+// ggml rope's ramp), which is transformers' yarn: factor, the pretrained length
+// rope.scaling.original_context_length (else context_length), beta_fast / beta_slow 32 / 1 unless
+// given, the ramp's ends rounded outward, cos and sin times 0.1 ln(factor) + 1 (or, with
+// yarn_log_multiplier m, its ratio to 0.1 m ln(factor) + 1) times rope.scaling.attn_factor. longrope
+// only beside its factor tensors (has_longrope_factors). Anything else is refused, naming it.
+void read_scaling_type(const GgufFile& f, const std::string& a, bool has_longrope_factors, ModelConfig* c) {
+  const std::string key = a + ".rope.scaling.type";
+  const std::string type = f.find(key) ? f.get_string(key, "") : "";
+  if (type.empty() || type == "none") return;
+  if (type == "longrope") {
+    MINIVLLM_CHECK(has_longrope_factors) << f.path() << ": " << key << " longrope without the tensors "
+                                         << "rope_factors_long.weight / rope_factors_short.weight";
+    return;
+  }
+  MINIVLLM_CHECK(type == "yarn" || type == "linear")
+      << f.path() << ": unsupported " << key << " \"" << type << "\" (supported: none, linear, yarn, longrope)";
+  MINIVLLM_CHECK(c->rope_scaling.type.empty())
+      << f.path() << ": " << key << " " << type << " beside rope_freqs.weight (" << c->rope_scaling.type << ")";
+  RopeScaling& s = c->rope_scaling;
+  const std::string factor = a + ".rope.scaling.factor";
+  if (!f.find(factor)) return;  // llama.cpp: no factor, no scaling
+  s.factor = f.get_float(factor, 0.0);
+  MINIVLLM_CHECK(s.factor > 0) << f.path() << ": " << key << " " << type << " needs " << factor << " > 0";
+  s.type = type;
+  if (type == "linear") return;
+  s.original_max_position_embeddings =
+      f.get_int(a + ".rope.scaling.original_context_length", c->max_position_embeddings);
+  s.beta_fast = f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0);
+  s.beta_slow = f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0);
+  const std::string ext = a + ".rope.scaling.yarn_ext_factor";
+  MINIVLLM_CHECK(!f.find(ext) || f.get_float(ext, 1.0) == 1.0)
+      << f.path() << ": unsupported " << ext << " = " << f.get_float(ext, 1.0)
+      << " (minivllm blends yarn's ramp fully, as transformers does: 1)";
+  const auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+  const double log_mul = f.get_float(a + ".rope.scaling.yarn_log_multiplier", 0.0);
+  s.attention_factor = (log_mul != 0 ? mscale(1.0) / mscale(log_mul) : mscale(1.0)) *
+                       f.get_float(a + ".rope.scaling.attn_factor", 1.0);
 }
 
 // The rope: its base, the dims it rotates (rope.dimension_count; only where llama.cpp keeps HF's
@@ -107,6 +141,7 @@ void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
     c->rope_scaling.type = "freq_factors";
     read_factors(*freqs, &c->rope_scaling.freq_factors);
   }
+  read_scaling_type(f, a, long_factors != nullptr || short_factors != nullptr, c);
   if (!long_factors && !short_factors) return;
   MINIVLLM_CHECK(long_factors && short_factors)
       << f.path() << ": rope_factors_long.weight and rope_factors_short.weight come together (longrope)";

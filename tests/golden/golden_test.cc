@@ -62,7 +62,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // and gate/up still fused, the factors as tensors) and mistral-tiny's (llama.cpp writes Mistral as
 // "llama", q/k rows permuted) give the same goldens (tools/make_tiny_gguf.py); so does
 // llama3-tiny's, its llama3 rope scaling stored as rope_freqs.weight. qwen3-tiny-yarn is Qwen's yarn
-// long-context scaling (factor 4 over 128 pretrained positions); qwen3-tiny (the same weights) with
+// long-context scaling (factor 4 over 128 pretrained positions), also from the GGUF llama.cpp's
+// converter makes of it (rope.scaling.type yarn); qwen3-tiny (the same weights) with
 // that scaling given as hf_overrides gives the same goldens, at world_size 1 and 2 (the workers read
 // the overrides too).
 struct GoldenParam {
@@ -218,6 +219,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                                        "", 0, true},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
+                                           GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},
+                                           GoldenParam{"qwen3-tiny-yarn", 2, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny", 1, 1024, "none", "", "", 0, false,
                                                        kYarnOverrides, "qwen3-tiny-yarn"},
                                            GoldenParam{"qwen3-tiny", 2, 1024, "none", "", "", 0, false,

@@ -5,6 +5,7 @@
 // the key or tensor and the value. The real checkpoints must still load.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -347,8 +348,45 @@ TEST(LoaderRefusals, GgufFusedQkvAndLongropeFactors) {
 TEST(LoaderRefusals, GgufRopeScalingSlidingWindowExperts) {
   auto with = [](std::function<void(W&)> f) { return tiny_llama({.metadata = std::move(f)}); };
   EXPECT_NO_THROW(open_bytes(with([](W& w) { w.add_string("llama.rope.scaling.type", "none"); })));
-  expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "yarn"); }),
-                      {"llama.rope.scaling.type", "\"yarn\""});
+  expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "dynamic"); }),
+                      {"llama.rope.scaling.type", "\"dynamic\""});
+  expect_gguf_refused(with([](W& w) { w.add_string("llama.rope.scaling.type", "longrope"); }),
+                      {"llama.rope.scaling.type", "rope_factors_long.weight"});
+  // yarn as llama.cpp reads it (tests/goldens/qwen3-tiny-yarn's GGUF runs it end to end): the
+  // factor, the pretrained length, the betas, yarn_log_multiplier and attn_factor in the cos/sin scale.
+  const auto yarn = [&](std::function<void(W&)> more) {
+    return with([more](W& w) {
+      w.add_string("llama.rope.scaling.type", "yarn");
+      w.add_scalar("llama.rope.scaling.factor", W::F32, 4.0f);
+      w.add_scalar("llama.rope.scaling.original_context_length", W::U32, uint32_t{64});
+      if (more) more(w);
+    });
+  };
+  const RopeScaling plain = open_bytes(yarn(nullptr)).config.rope_scaling;
+  EXPECT_EQ(plain.type, "yarn");
+  EXPECT_DOUBLE_EQ(plain.factor, 4.0);
+  EXPECT_EQ(plain.original_max_position_embeddings, 64);
+  EXPECT_DOUBLE_EQ(plain.beta_fast, 32.0);
+  EXPECT_NEAR(plain.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-9);
+  const RopeScaling tuned = open_bytes(yarn([](W& w) {
+                              w.add_scalar("llama.rope.scaling.yarn_beta_fast", W::F32, 16.0f);
+                              w.add_scalar("llama.rope.scaling.yarn_log_multiplier", W::F32, 0.5f);
+                              w.add_scalar("llama.rope.scaling.attn_factor", W::F32, 2.0f);
+                            })).config.rope_scaling;
+  EXPECT_DOUBLE_EQ(tuned.beta_fast, 16.0);
+  EXPECT_NEAR(tuned.attention_factor, 2.0 * (0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0), 1e-6);
+  expect_gguf_refused(yarn([](W& w) { w.add_scalar("llama.rope.scaling.yarn_ext_factor", W::F32, 0.5f); }),
+                      {"llama.rope.scaling.yarn_ext_factor"});
+  expect_gguf_refused(with([](W& w) {
+                        w.add_string("llama.rope.scaling.type", "linear");
+                        w.add_scalar("llama.rope.scaling.factor", W::F32, 0.0f);
+                      }),
+                      {"llama.rope.scaling.factor"});
+  EXPECT_EQ(open_bytes(with([](W& w) {
+              w.add_string("llama.rope.scaling.type", "linear");
+              w.add_scalar("llama.rope.scaling.factor", W::F32, 2.0f);
+            })).config.max_context_length(),
+            512);  // context_length 256 x 2
   // A window that binds (context_length 256) slides every layer; one that does not, none.
   const GgufModel swa =
       open_bytes(with([](W& w) { w.add_scalar("llama.attention.sliding_window", W::U32, uint32_t{64}); }));
