@@ -2,6 +2,7 @@
 the C++ engine. The engine steps with the GIL released; its errors arrive as Python exceptions
 carrying the engine's message: ValueError for a bad parameter or prompt, FileNotFoundError for a
 missing model, RuntimeError for a failure while loading or running (a device error)."""
+import json
 import weakref
 from time import perf_counter
 
@@ -65,7 +66,7 @@ class LLMEngine:
     def add_request(self, prompt, sampling_params=None):
         """Queues a prompt (text, token ids, or a conversation: a list of {"role", "content"});
         returns its request id."""
-        sp = sampling_params if sampling_params is not None else SamplingParams()
+        sp = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         if not isinstance(sp, SamplingParams):
             raise TypeError(f"sampling_params must be a SamplingParams, got {type(sp).__name__}")
         if _is_conversation(prompt):
@@ -76,7 +77,7 @@ class LLMEngine:
 
     def add_chat_request(self, messages, sampling_params=None, chat_template_kwargs=None):
         """Queues a conversation rendered with the model's chat template; returns its request id."""
-        sp = sampling_params if sampling_params is not None else SamplingParams()
+        sp = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         return self._engine.add_chat_request(dumps(messages, "the conversation"), sp._core,
                                              to_json(dict(chat_template_kwargs or {}), "chat template variable"))
 
@@ -154,7 +155,7 @@ class LLMEngine:
         """Yields the completion of one prompt (text, token ids, or a conversation) as text deltas,
         as they are decoded; joined they are generate()'s text. Closing the iterator early aborts
         the request."""
-        sp = sampling_params if sampling_params is not None else SamplingParams()
+        sp = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         if sp.n != 1:
             raise ValueError(f"stream() yields one completion: n must be 1, got {sp.n}")
         self._require_idle()
@@ -177,9 +178,16 @@ class LLMEngine:
         finally:
             self._engine.abort(rid)
 
+    def get_default_sampling_params(self):
+        """The SamplingParams a call without them uses (vLLM's): the model's recommended sampling
+        (its generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty,
+        max_new_tokens as max_tokens) over the defaults, unless the engine was made with
+        generation_config="vllm"."""
+        return SamplingParams(**json.loads(self._engine.generation_defaults()))
+
     def _params_for(self, sampling_params, count):
         if sampling_params is None:
-            sampling_params = SamplingParams()
+            sampling_params = self.get_default_sampling_params()
         if isinstance(sampling_params, SamplingParams):
             return [sampling_params] * count
         params = list(sampling_params)

@@ -120,6 +120,7 @@ void AsyncEngine::run_engine_thread(EngineConfig config, std::promise<void> read
     engine_ = std::make_unique<LLMEngine>(std::move(config));
     config_ = engine_->config();
     model_config_ = engine_->model_config();
+    generation_defaults_ = engine_->generation_defaults();
     tokenizer_ = engine_->tokenizer();
     publish_stats();
   } catch (...) {

@@ -149,6 +149,9 @@ class AsyncEngine {
   // measured number of KV blocks).
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_config_; }
+  // The model's sampling defaults (LLMEngine::generation_defaults): the server starts each request's
+  // parameters from them.
+  const GenerationDefaults& generation_defaults() const { return generation_defaults_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   // The chat template's source, "" when the model has none (the server picks its parsers by it).
   std::string chat_template_source() const;
@@ -173,6 +176,7 @@ class AsyncEngine {
                                        // template are shared
   ResolvedConfig config_;
   ModelConfig model_config_;
+  GenerationDefaults generation_defaults_;
   const Tokenizer* tokenizer_ = nullptr;  // owned by engine_, immutable
   std::map<int64_t, Tracked> tracked_;   // engine thread only
 

@@ -98,6 +98,12 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                                    "'{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
                                    "\"original_max_position_embeddings\": 32768}}'; not for a .gguf file",
                            .value_name = "JSON"}),
+    key<&C::generation_config>(
+        {.name = "generation_config",
+         .help = "sampling defaults for what a request leaves unset: auto (the model's generation_config.json: "
+                 "temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), vllm (the engine's own), "
+                 "or a folder holding a generation_config.json",
+         .value_name = "G"}),
     key<&C::eos>({.name = "eos",
                   .help = "end-of-sequence token id",
                   .value_name = "ID",

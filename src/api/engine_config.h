@@ -53,6 +53,9 @@ struct EngineConfig {
   // {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}.
   // "": none. A Python dict or a JSON object in a config file is taken as its text.
   std::string hf_overrides;
+  // vLLM's --generation-config: auto (the sampling defaults of the model's generation_config.json,
+  // api/generation_defaults.h), vllm (the engine's own), or a folder holding a generation_config.json.
+  std::string generation_config = "auto";
   // Serving (AsyncEngine) only: sequences queued before a new request is refused (the server's
   // 503), so overload is an answer, not a wait without end. LLM.generate queues everything.
   int max_waiting_requests = 1024;

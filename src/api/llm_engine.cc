@@ -5,6 +5,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_map>
 
 #include "api/choice_output.h"
@@ -69,6 +70,11 @@ LLMEngine::LLMEngine(EngineConfig config) {
   warn_unknown_knob_variables();  // a mistyped MINIVLLM_* knob would otherwise change nothing, silently
   source_ = open_model(config.model, /*with_weights=*/true, LoadOptions{config.load_format, config.dummy_seed,
                                                                       config.hf_overrides});
+  generation_defaults_ = read_generation_defaults(config.generation_config, source_.path);
+  if (!generation_defaults_.keys.empty()) {  // as vLLM says it: a request's defaults are the model's now
+    std::fprintf(stderr, "minivllm: sampling defaults from %s: %s (--generation-config vllm: the engine's own)\n",
+                 generation_defaults_.source.c_str(), generation_defaults_.keys.dump().c_str());
+  }
   // Refused here, before any worker starts; each runner checks again as it loads.
   check_online_quantization(config.quantization, source_.config, *source_.weights);
   ResolvedConfig resolved = resolve_config(config, source_.config, source_.tokenizer.get());

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/engine_config.h"
+#include "api/generation_defaults.h"
 #include "api/resolved_config.h"
 #include "api/model_source.h"
 #include "engine/sampling_params.h"
@@ -121,6 +122,10 @@ class LLMEngine {
   // The config with its derived values resolved (resolved_config.h).
   const ResolvedConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return source_.config; }
+  // The model's sampling defaults (EngineConfig::generation_config): what a request that leaves a
+  // key unset gets; default_sampling_params() is SamplingParams{} with them applied.
+  const GenerationDefaults& generation_defaults() const { return generation_defaults_; }
+  const SamplingParams& default_sampling_params() const { return generation_defaults_.params; }
   // The model's chat template, or null when it has none (or a broken one).
   const ChatTemplate* chat_template() const { return source_.chat_template ? &*source_.chat_template : nullptr; }
   const Tokenizer* tokenizer() const { return source_.tokenizer.get(); }
@@ -169,6 +174,7 @@ class LLMEngine {
 
   ResolvedConfig config_;  // set once by the constructor
   ModelSource source_;
+  GenerationDefaults generation_defaults_;
   std::unique_ptr<RunnerGroup> runners_;  // rank 0 here, ranks 1..N-1 in worker processes
   std::unique_ptr<Scheduler> scheduler_;
   // Structured outputs: made by the first request that asks (it reads the whole vocabulary), on

@@ -40,9 +40,10 @@ int run_chat(const std::vector<std::string>& argv) {
   add_engine_options(p);
   return run_command(p, argv, [](const ParsedArgs& a) {
     const EngineConfig config = engine_config_from(a);
-    const SamplingParams params = sampling_params_from(a, kDefaultChatMaxTokens);
+    (void)sampling_params_from(a, kDefaultChatMaxTokens);  // usage errors before the model loads
     const nlohmann::json vars = template_vars_from(a);
     LLMEngine engine(config);
+    const SamplingParams params = sampling_params_from(a, kDefaultChatMaxTokens, engine.generation_defaults());
     nlohmann::json messages = nlohmann::json::array();
     if (auto system = a.get("--system")) messages.push_back({{"role", "system"}, {"content", *system}});
 

@@ -119,6 +119,7 @@ int run_generate(const std::vector<std::string>& argv) {
     if (a.has("--prompt-ids")) prompt_ids = parse_prompt_ids(*a.get("--prompt-ids"));
 
     LLMEngine engine(config);
+    params = sampling_params_from(a, kDefaultMaxTokens, engine.generation_defaults());
     if (a.has("--prompt-ids")) return print_outputs(engine.generate(prompt_ids, params), params, as_json);
     if (a.has("--prompt")) return print_outputs(engine.generate(a.all("--prompt"), params), params, as_json);
     std::vector<nlohmann::json> chats;

@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -44,9 +45,12 @@ void add_sampling_options(ArgParser& p, int default_max_tokens, bool with_opt_in
   p.option("--grammar", "FILE", "the completion matches the EBNF grammar in FILE (root rule: root)");
 }
 
-SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens) {
+SamplingParams sampling_params_from(const ParsedArgs& a, int default_max_tokens, const GenerationDefaults& model) {
   FlagValues v = key_values_from(a, sampling_keys());
-  if (!v.keys.contains("max_tokens")) v.keys["max_tokens"] = default_max_tokens;
+  for (const auto& [key, value] : model.keys.items()) {
+    if (key != "max_tokens" && !v.keys.contains(key)) v.keys[key] = value;
+  }
+  if (!v.keys.contains("max_tokens")) v.keys["max_tokens"] = std::min(default_max_tokens, model.max_tokens().value_or(default_max_tokens));
   const int given = (a.has("--json-schema") ? 1 : 0) + (a.has("--regex") ? 1 : 0) + (a.has("--grammar") ? 1 : 0);
   if (given > 1) throw UsageError("give one of --json-schema, --regex and --grammar");
   if (a.has("--json-schema")) v.keys["structured_outputs"] = {{"json", read_text_file("--json-schema", *a.get("--json-schema"))}};

@@ -243,7 +243,12 @@ void bind_engine(nb::module_& m) {
                                       e.model_config().vocab_size);
              });
            },
-           "(max_model_len, num_kvcache_blocks, block_size, world_size, vocab_size) after loading");
+           "(max_model_len, num_kvcache_blocks, block_size, world_size, vocab_size) after loading")
+      .def("generation_defaults",
+           [](Engine& self) {
+             return self.call(PyExc_RuntimeError, [](LLMEngine& e) { return e.generation_defaults().keys.dump(); });
+           },
+           "the model's sampling defaults (generation_config.json) as a JSON object of sampling keys");
 }
 
 }  // namespace minivllm::python

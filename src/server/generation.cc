@@ -79,7 +79,8 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   }
   const int room = ctx.engine.config().max_model_length - static_cast<int>(num_prompt_tokens);
   if (!req.max_tokens) {
-    p.max_tokens = room;  // chat without a limit: up to the context length, as OpenAI
+    // chat without a limit: up to the context length, as OpenAI, or the model's max_new_tokens
+    p.max_tokens = std::min(room, req.default_max_tokens.value_or(room));
   } else if (*req.max_tokens > room) {
     throw bad_param("max_tokens",
                     "the prompt has " + std::to_string(num_prompt_tokens) + " tokens and max_tokens is " +

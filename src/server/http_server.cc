@@ -224,7 +224,8 @@ void HttpServer::add_routes() {
       if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
       const auto now = AsyncEngine::Clock::now();
       const json body = parse_json_body(req.body);
-      GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+      GenerationRequest g = chat ? parse_chat_request(body, engine_.generation_defaults())
+                                 : parse_completion_request(body, engine_.generation_defaults());
       if (!g.tools.tools.is_null()) g.tools.tools_in_order = tools_in_order(req.body);
       const auto deadline = request_deadline(body, options_.request_timeout_s, now);
       ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);

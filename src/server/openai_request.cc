@@ -239,12 +239,15 @@ std::vector<PromptInput> read_prompts(const json& body, const char* key) {
   return prompts;
 }
 
-GenerationRequest parse_completion_request(const json& body) {
+GenerationRequest parse_completion_request(const json& body, const GenerationDefaults& defaults) {
   check_request_fields(body, Endpoint::kCompletions);
   GenerationRequest r;
+  r.params = defaults.params;
+  r.default_max_tokens = defaults.max_tokens();
   r.prompts = read_prompts(body, "prompt");
   read_common(body, r);
-  r.max_tokens = read_max_tokens(body, "max_tokens").value_or(kDefaultCompletionMaxTokens);
+  r.max_tokens = read_max_tokens(body, "max_tokens")
+                     .value_or(std::min(kDefaultCompletionMaxTokens, r.default_max_tokens.value_or(INT32_MAX)));
   read_sampling_key(body, sampling_row("logprobs"), "logprobs", r.params);
   r.logprobs = r.params.logprobs;
   r.echo = read_bool(body, "echo", false);
@@ -255,9 +258,11 @@ GenerationRequest parse_completion_request(const json& body) {
   return r;
 }
 
-GenerationRequest parse_chat_request(const json& body) {
+GenerationRequest parse_chat_request(const json& body, const GenerationDefaults& defaults) {
   check_request_fields(body, Endpoint::kChat);
   GenerationRequest r;
+  r.params = defaults.params;
+  r.default_max_tokens = defaults.max_tokens();
   r.chat = true;
   r.messages = read_messages(body);
   read_common(body, r);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/generation_defaults.h"
 #include "engine/sampling_params.h"
 #include "server/tool_request.h"
 
@@ -31,6 +32,7 @@ struct GenerationRequest {
   ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
   SamplingParams params;              // n, logprobs and penalties included
   std::optional<int> max_tokens;      // as given; unset: the handler fills in the default
+  std::optional<int> default_max_tokens;  // the model's max_new_tokens (generation_config.json), if any
   int n = 1;
   int logprobs = -1;                  // -1: none; else how many top entries (completions' logprobs,
                                       // chat's top_logprobs when logprobs is true)
@@ -53,8 +55,12 @@ inline constexpr int kDefaultCompletionMaxTokens = 16;  // OpenAI's default for 
 // or lists of them, at most kMaxPrompts; a 400 naming `key` otherwise.
 std::vector<PromptInput> read_prompts(const nlohmann::json& body, const char* key);
 
-GenerationRequest parse_completion_request(const nlohmann::json& body);
-GenerationRequest parse_chat_request(const nlohmann::json& body);
+// Each request's sampling parameters start from `defaults` (the model's generation_config.json,
+// api/generation_defaults.h); the keys the body sets replace them. max_tokens, when the body has
+// none: completions min(16, the model's max_new_tokens), chat the handler's (the room left, capped
+// by max_new_tokens).
+GenerationRequest parse_completion_request(const nlohmann::json& body, const GenerationDefaults& defaults = {});
+GenerationRequest parse_chat_request(const nlohmann::json& body, const GenerationDefaults& defaults = {});
 
 // POST /tokenize: a "prompt" string, or chat "messages"; POST /detokenize: "tokens".
 struct TokenizeRequest {

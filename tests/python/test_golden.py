@@ -83,3 +83,22 @@ def test_embed_equals_hf_last_hidden_state():
         assert o["prompt_token_ids"] == c["prompt_ids"]
         assert max(abs(a - b / norm) for a, b in zip(o["embedding"], want)) < 1e-3
     llm.exit()
+
+
+def test_hf_overrides_and_generation_config(tmp_path):
+    """hf_overrides takes a dict (qwen3-tiny with Qwen's yarn recipe gives qwen3-tiny-yarn's goldens);
+    generation_config gives get_default_sampling_params() and the default of generate()."""
+    overrides = {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 128}}
+    (tmp_path / "generation_config.json").write_text(json.dumps({"temperature": 0.0, "top_k": 50,
+                                                                 "max_new_tokens": 5}))
+    llm = LLM(str(GOLDENS / "qwen3-tiny"), **TINY, hf_overrides=overrides, generation_config=str(tmp_path))
+    defaults = llm.get_default_sampling_params()
+    assert defaults.temperature == 0.0 and defaults.max_tokens == 5 and defaults.top_k == -1  # 50: HF's own
+    case = golden_cases("qwen3-tiny-yarn")[0]
+    out = llm.generate([case["prompt_ids"]], use_tqdm=False)[0]  # greedy, 5 tokens: the defaults
+    assert out["token_ids"] == case["greedy_ids"][:5]
+    llm.exit()
+    plain = LLM(str(GOLDENS / "qwen3-tiny"), **TINY, generation_config="vllm")
+    assert plain.get_default_sampling_params() == SamplingParams()
+    plain.exit()

@@ -321,4 +321,26 @@ TEST(OpenAiRequest, ResponseFormatAndStructuredOutputs) {
 }
 
 }  // namespace
+// A request starts from the model's defaults; what its body sets replaces them. max_tokens, unset:
+// completions min(16, max_new_tokens), chat the handler's room capped by it.
+TEST(GenerationDefaults, ServerRequestsStartFromThem) {
+  GenerationDefaults g;
+  g.keys = {{"temperature", 0.6}, {"top_k", 20}, {"max_tokens", 8}};
+  g.params = g.apply(SamplingParams{});
+  const GenerationRequest chat =
+      parse_chat_request({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"top_k", 5}}, g);
+  EXPECT_FLOAT_EQ(chat.params.temperature, 0.6f);
+  EXPECT_EQ(chat.params.top_k, 5);
+  EXPECT_FALSE(chat.max_tokens);
+  EXPECT_EQ(chat.default_max_tokens, 8);
+  const GenerationRequest done = parse_completion_request({{"prompt", "a"}, {"temperature", 0}}, g);
+  EXPECT_FLOAT_EQ(done.params.temperature, 0.0f);
+  EXPECT_EQ(done.params.top_k, 20);
+  EXPECT_EQ(done.max_tokens, 8);  // min(16, 8)
+  EXPECT_EQ(parse_completion_request({{"prompt", "a"}, {"max_tokens", 30}}, g).max_tokens, 30);
+  const GenerationRequest plain = parse_completion_request({{"prompt", "a"}});
+  EXPECT_FLOAT_EQ(plain.params.temperature, SamplingParams{}.temperature);
+  EXPECT_EQ(plain.max_tokens, kDefaultCompletionMaxTokens);
+}
+
 }  // namespace minivllm::server
