@@ -104,6 +104,10 @@ constexpr auto kRows = std::to_array<KeyRow<C>>({
                  "temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens), vllm (the engine's own), "
                  "or a folder holding a generation_config.json",
          .value_name = "G"}),
+    key<&C::chat_template>({.name = "chat_template",
+                            .help = "a Jinja chat template file, or the template itself, used instead of the "
+                                    "model's (chat requests, --chat)",
+                            .value_name = "T"}),
     key<&C::eos>({.name = "eos",
                   .help = "end-of-sequence token id",
                   .value_name = "ID",

@@ -56,6 +56,9 @@ struct EngineConfig {
   // vLLM's --generation-config: auto (the sampling defaults of the model's generation_config.json,
   // api/generation_defaults.h), vllm (the engine's own), or a folder holding a generation_config.json.
   std::string generation_config = "auto";
+  // vLLM's --chat-template: a file holding a Jinja chat template, or the template itself (text with
+  // a brace or a newline), used instead of the model's; "": the model's.
+  std::string chat_template;
   // Serving (AsyncEngine) only: sequences queued before a new request is refused (the server's
   // 503), so overload is an answer, not a wait without end. LLM.generate queues everything.
   int max_waiting_requests = 1024;

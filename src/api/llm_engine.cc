@@ -70,6 +70,7 @@ LLMEngine::LLMEngine(EngineConfig config) {
   warn_unknown_knob_variables();  // a mistyped MINIVLLM_* knob would otherwise change nothing, silently
   source_ = open_model(config.model, /*with_weights=*/true, LoadOptions{config.load_format, config.dummy_seed,
                                                                       config.hf_overrides});
+  replace_chat_template(source_, config.chat_template);
   generation_defaults_ = read_generation_defaults(config.generation_config, source_.path);
   if (!generation_defaults_.keys.empty()) {  // as vLLM says it: a request's defaults are the model's now
     std::fprintf(stderr, "minivllm: sampling defaults from %s: %s (--generation-config vllm: the engine's own)\n",

@@ -86,6 +86,26 @@ ModelSource open_gguf_file(const std::string& path, bool with_weights) {
 
 }  // namespace
 
+void replace_chat_template(ModelSource& s, const std::string& chat_template) {
+  if (chat_template.empty()) return;
+  const bool inline_text = chat_template.find_first_of("{\n") != std::string::npos;
+  std::string source = chat_template;
+  if (!inline_text) {
+    MINIVLLM_CHECK(fs::is_regular_file(chat_template))
+        << "chat_template: '" << chat_template << "' is neither a file nor a template (a template holds {% or {{)";
+    std::ifstream in(chat_template, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    source = text.str();
+  }
+  try {
+    s.chat_template = s.chat_template ? s.chat_template->with_source(std::move(source)) : ChatTemplate(std::move(source));
+  } catch (const Error& e) {
+    MINIVLLM_FAIL() << "chat_template" << (inline_text ? "" : " " + chat_template) << ": " << message_for_users(e.what());
+  }
+  s.chat_template_error.clear();
+}
+
 std::string resolve_model_path(const std::string& model) {
   if (!is_default_name(model)) return model;
   std::vector<fs::path> dirs;

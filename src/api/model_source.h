@@ -49,6 +49,10 @@ std::string resolve_model_path(const std::string& model);
 std::string find_model(const std::string& model);
 
 // Where the weights come from (EngineConfig's load_format and dummy_seed).
+// The model's chat template replaced by `chat_template` (EngineConfig::chat_template: a file, or
+// the template itself when it holds a brace or a newline); errors name the key.
+void replace_chat_template(ModelSource& s, const std::string& chat_template);
+
 struct LoadOptions {
   std::string load_format = "auto";  // auto: the checkpoint's; dummy: loader/dummy_weights.h
   int64_t dummy_seed = 0;

@@ -175,4 +175,14 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
   return std::move(*tmpl);
 }
 
+ChatTemplate ChatTemplate::with_source(std::string source) const {
+  ChatTemplate t(std::move(source));
+  t.bos_token_ = bos_token_;
+  t.eos_token_ = eos_token_;
+  t.has_bos_ = has_bos_;
+  t.has_eos_ = has_eos_;
+  t.limits_ = limits_;
+  return t;
+}
+
 }  // namespace minivllm

@@ -35,6 +35,9 @@ class ChatTemplate {
   // Reads "chat_template" (a string, or a list of {name, template}: the "default" one; or else a
   // sibling chat_template.jinja) plus bos_token / eos_token (string or {"content": ...}).
   static ChatTemplate from_tokenizer_config(const std::string& path);
+  // `source` parsed, with this template's bos_token / eos_token (a replacement template, e.g.
+  // --chat-template, keeps the model's special tokens).
+  ChatTemplate with_source(std::string source) const;
 
   // The render-time limits (template/limits.h); the defaults unless changed (tests lower them).
   const jinja::RenderLimits& limits() const { return limits_; }

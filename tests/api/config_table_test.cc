@@ -38,7 +38,8 @@ json engine_sample() {
           {"async_scheduling", "off"}, {"overlap_grammar_masks", false},
           {"enable_chunked_prefill", false}, {"tensor_parallel_size", 2},       {"num_threads", 3},       {"eos", 5},
           {"load_format", "dummy"}, {"dummy_seed", 9}, {"enable_expert_parallel", true},
-          {"hf_overrides", R"({"max_position_embeddings":1024})"}};
+          {"hf_overrides", R"({"max_position_embeddings":1024})"}, {"generation_config", "vllm"},
+          {"chat_template", "{{ messages[0].content }}"}};
 }
 
 json sampling_sample() {
@@ -86,6 +87,8 @@ TEST(ConfigTable, EveryEngineKeyReachesItsMember) {
   EXPECT_EQ(c.load_format, "dummy");
   EXPECT_EQ(c.dummy_seed, 9);
   EXPECT_EQ(c.hf_overrides, R"({"max_position_embeddings":1024})");
+  EXPECT_EQ(c.generation_config, "vllm");
+  EXPECT_EQ(c.chat_template, "{{ messages[0].content }}");
   EXPECT_EQ(plain(c.to_json()), sample);
   EXPECT_EQ(plain(EngineConfig::from_json(plain(c.to_json())).to_json()), sample);
 }

@@ -69,7 +69,10 @@ const json kEngineSample = {{"model", "m"},
                             {"num_threads", 3},
                             {"eos", 5},
                             {"load_format", "dummy"},
-                            {"dummy_seed", 9}};
+                            {"dummy_seed", 9},
+                            {"hf_overrides", R"({"max_position_embeddings":1024})"},
+                            {"generation_config", "vllm"},
+                            {"chat_template", "{{ messages[0].content }}"}};
 const json kSamplingSample = {{"max_tokens", 9},         {"temperature", 0.5},        {"top_k", 40},
                               {"top_p", 0.75},           {"min_p", 0.125},            {"seed", 42},
                               {"ignore_eos", true},      {"stop", {"a", "bc"}},       {"stop_token_ids", {5, 6}},
