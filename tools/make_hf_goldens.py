@@ -311,9 +311,18 @@ PROMPTS = {
     "phi3-tiny-longrope": {"goldens_short.json": ([1, 5, 8, 17, 33, 48], 20, (4, 12)),
                            "goldens.json": ([65, 80, 100, 130], 70, (9, 23))},
 }
+def qwen3_tiny_hd64_yarn_config():
+    # qwen3-tiny-yarn's scaling on the head_dim-64 shape the CUDA kernels take (a GPU check).
+    config = qwen3_tiny_hd64_config()
+    config.rope_parameters = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                              "original_max_position_embeddings": 128}
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
     "qwen3-tiny-hd64": (qwen3_tiny_hd64_config, True),
+    "qwen3-tiny-hd64-yarn": (qwen3_tiny_hd64_yarn_config, True),
 }
 
 
