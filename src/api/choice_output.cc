@@ -6,8 +6,13 @@
 
 namespace minivllm {
 
-ChoiceOutput::ChoiceOutput(std::shared_ptr<Sequence> seq, const Tokenizer* tokenizer) : seq_(std::move(seq)) {
-  if (tokenizer != nullptr) detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, /*skip_special=*/true);
+ChoiceOutput::ChoiceOutput(std::shared_ptr<Sequence> seq, const Tokenizer* tokenizer,
+                           const std::vector<int64_t>& eos_token_ids)
+    : seq_(std::move(seq)) {
+  const SamplingParams& p = seq_->params();
+  if (tokenizer != nullptr) detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, p.skip_special_tokens);
+  stop_ids_ = p.stop_token_ids;
+  if (!p.ignore_eos) stop_ids_.insert(stop_ids_.end(), eos_token_ids.begin(), eos_token_ids.end());
 }
 
 void ChoiceOutput::note_prefill(int num_cached_tokens) {
@@ -20,14 +25,21 @@ bool ChoiceOutput::append(const TokenLogprob* logprob) {
   const size_t begin = seq_->num_prompt_tokens() + tokens_seen_;
   tokens_seen_ = toks.size() - seq_->num_prompt_tokens();
   if (!detok_ || stopped_) return stopped_;
+  const SamplingParams& p = seq_->params();
   for (size_t i = begin; i < toks.size(); ++i) {
+    // A token that ends the sequence (eos, a stop token id) adds no text, as in vLLM, unless asked.
+    // (min_tokens keeps it from being sampled before it may end the sequence.)
+    if (!p.include_stop_str_in_output &&
+        std::find(stop_ids_.begin(), stop_ids_.end(), static_cast<int64_t>(toks[i])) != stop_ids_.end()) {
+      continue;
+    }
     const size_t search_from = text_.size();
     text_ += detok_->push(toks[i]);
-    for (const std::string& s : seq_->params().stop) {
+    for (const std::string& s : p.stop) {
       const size_t from = search_from >= s.size() ? search_from - s.size() + 1 : 0;
       const size_t pos = text_.find(s, from);
       if (pos != std::string::npos) {
-        text_.resize(pos);
+        text_.resize(p.include_stop_str_in_output ? pos + s.size() : pos);
         stopped_ = true;
         return true;
       }

@@ -21,8 +21,10 @@ struct RequestOutput;
 
 class ChoiceOutput {
  public:
-  // `tokenizer` may be null (token ids only; stop strings then need none).
-  ChoiceOutput(std::shared_ptr<Sequence> seq, const Tokenizer* tokenizer);
+  // `tokenizer` may be null (token ids only; stop strings then need none). eos_token_ids: the
+  // engine's, whose text (as a stop token id's) is left out unless include_stop_str_in_output.
+  ChoiceOutput(std::shared_ptr<Sequence> seq, const Tokenizer* tokenizer,
+               const std::vector<int64_t>& eos_token_ids = {});
 
   Sequence& seq() { return *seq_; }
   const Sequence& seq() const { return *seq_; }
@@ -41,6 +43,7 @@ class ChoiceOutput {
  private:
   std::shared_ptr<Sequence> seq_;
   std::unique_ptr<IncrementalDetokenizer> detok_;
+  std::vector<int64_t> stop_ids_;  // tokens that end the sequence: eos (unless ignore_eos) and stop_token_ids
   std::string text_;          // completion text so far (a stop string cut off)
   bool stopped_ = false;      // a stop string was found: no more text
   bool flushed_ = false;

@@ -170,7 +170,7 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const Samp
     seqs.push_back(std::make_shared<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p), config_.block_size));
     // One grammar state per choice; a grammar that does not compile refuses the request here.
     if (!so.empty()) seqs.back()->constraint = structured().make_constraint(so, "structured_outputs");
-    r->choices.emplace_back(seqs.back(), source_.tokenizer.get());
+    r->choices.emplace_back(seqs.back(), source_.tokenizer.get(), config_.eos_token_ids);
   }
   seqs[0]->prompt_logprobs_top = params.prompt_logprobs;
   scheduler_->add(seqs[0]);  // throws when the sequence can never fit

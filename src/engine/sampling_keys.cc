@@ -30,6 +30,11 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
         {.name = "min_p", .help = "drop tokens below P x the top probability", .value_name = "P", .min = 0, .max = 1}),
     key<&P::seed>({.name = "seed", .help = "seed for reproducible sampling", .value_name = "S"}),
     key<&P::ignore_eos>({.name = "ignore_eos", .help = "keep generating past end-of-sequence tokens"}),
+    key<&P::include_stop_str_in_output>(
+        {.name = "include_stop_str_in_output",
+         .help = "keep the stop string (or the text of the eos / stop token) that ended the completion in its text"}),
+    key<&P::skip_special_tokens>(
+        {.name = "skip_special_tokens", .help = "leave special tokens (chat markers, eos) out of the text"}),
     key<&P::stop>({.name = "stop", .help = "stop string, not included in the output (repeatable)", .value_name = "STR"}),
     key<&P::stop_token_ids>({.name = "stop_token_ids",
                              .help = "token id that ends the completion besides eos (repeatable)",

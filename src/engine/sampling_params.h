@@ -30,6 +30,11 @@ struct SamplingParams {
   std::optional<uint64_t> seed;           // reproducible sampling when set
   std::vector<int64_t> stop_token_ids;    // besides eos
   std::vector<std::string> stop;          // stop strings (text API); the stop text is not returned
+  // vLLM's: the text that ended the completion (a stop string, or the text of eos or of a stop
+  // token id) kept at the end of the output text; off: cut (as vLLM, eos's text never shows).
+  bool include_stop_str_in_output = false;
+  // vLLM's: the text leaves out special tokens (<|im_start|>, ...); off: it shows them.
+  bool skip_special_tokens = true;
   // Choices for one prompt, 1..kMaxN. They share the prompt's KV blocks through the prefix cache;
   // with a seed, choice i draws from a generator seeded from (seed, i).
   int n = 1;

@@ -49,7 +49,8 @@ json sampling_sample() {
           {"presence_penalty", 0.5},  {"frequency_penalty", -0.25}, {"repetition_penalty", 1.5},
           {"n", 3},                   {"logprobs", 2},           {"prompt_logprobs", 1},
           {"logit_bias", {{"5", 1.5}}},
-          {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}}};
+          {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}},
+          {"include_stop_str_in_output", true}, {"skip_special_tokens", false}};
 }
 
 template <class Keys>
@@ -106,6 +107,8 @@ TEST(ConfigTable, EverySamplingKeyReachesItsMember) {
   EXPECT_EQ(p.min_p, 0.125f);
   EXPECT_EQ(p.seed, std::optional<uint64_t>(42));
   EXPECT_TRUE(p.ignore_eos);
+  EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_FALSE(p.skip_special_tokens);
   EXPECT_EQ(p.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_EQ(p.stop_token_ids, (std::vector<int64_t>{5, 6}));
   EXPECT_EQ(p.presence_penalty, 0.5f);

@@ -1,0 +1,76 @@
+// vLLM's include_stop_str_in_output and skip_special_tokens on the real trained stories260K: the
+// text of the stop string, of eos and of a stop token id left out by default and kept when asked;
+// special tokens left out of the text by default and shown when asked.
+#include <gtest/gtest.h>
+
+#include "api/llm_engine.h"
+#include "../golden/engine_test_util.h"
+
+namespace minivllm {
+namespace {
+
+EngineConfig stories() {
+  EngineConfig c = tiny_config("unused");
+  c.model = std::string(MINIVLLM_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+  return c;
+}
+
+RequestOutput run(LLMEngine& e, const SamplingParams& p) {
+  const std::vector<RequestOutput> out = e.generate(std::vector<std::string>{"Once upon a time"}, p);
+  EXPECT_EQ(out.size(), 1u);
+  return out[0];
+}
+
+TEST(StopText, StopStringsStopTokensAndSpecialTokens) {
+  LLMEngine e(stories());
+  const Tokenizer& tok = *e.tokenizer();
+  SamplingParams p = greedy(12);
+  const RequestOutput free_run = run(e, p);
+  const std::string text = free_run.text;
+  ASSERT_GE(text.size(), 6u) << text;
+
+  // A stop string inside the greedy text: cut before it, or kept when asked.
+  p.stop = {text.substr(2, 3)};
+  EXPECT_EQ(run(e, p).text, text.substr(0, 2));
+  p.include_stop_str_in_output = true;
+  EXPECT_EQ(run(e, p).text, text.substr(0, 5));
+  p.stop.clear();
+
+  // A stop token id (the first greedy token, an ordinary one): its text left out, or kept.
+  const int32_t first = free_run.token_ids[0];
+  SamplingParams s = greedy(12);
+  s.stop_token_ids = {first};
+  const RequestOutput stopped = run(e, s);
+  EXPECT_EQ(stopped.token_ids, std::vector<int32_t>{first});
+  EXPECT_EQ(stopped.text, "");
+  s.include_stop_str_in_output = true;
+  EXPECT_EQ(run(e, s).text, tok.decode({first}, /*skip_special_tokens=*/false));
+
+  // eos forced first (logit_bias): its text never shows, but with both switches set.
+  const int32_t eos = static_cast<int32_t>(tok.eos_token_id());
+  SamplingParams q = greedy(4);  // ignore_eos: eos is an ordinary (special) token
+  q.logit_bias = {{eos, 100.0f}};
+  q.skip_special_tokens = false;
+  EXPECT_EQ(run(e, q).text, tok.eos_token() + tok.eos_token() + tok.eos_token() + tok.eos_token());
+  q.ignore_eos = false;  // eos ends the sequence
+  q.skip_special_tokens = true;
+  EXPECT_EQ(run(e, q).token_ids, std::vector<int32_t>{eos});
+  EXPECT_EQ(run(e, q).text, "");
+  q.skip_special_tokens = false;
+  EXPECT_EQ(run(e, q).text, "");
+  q.include_stop_str_in_output = true;
+  EXPECT_EQ(run(e, q).text, tok.eos_token());
+
+  // bos (special, not a stop token) forced: left out of the text unless skip_special_tokens is off.
+  const int32_t bos = static_cast<int32_t>(tok.bos_token_id());
+  SamplingParams b = greedy(3);
+  b.logit_bias = {{bos, 100.0f}};
+  const RequestOutput hidden = run(e, b);
+  EXPECT_EQ(hidden.token_ids, std::vector<int32_t>(3, bos));
+  EXPECT_EQ(hidden.text, "");
+  b.skip_special_tokens = false;
+  EXPECT_EQ(run(e, b).text, tok.bos_token() + tok.bos_token() + tok.bos_token());
+}
+
+}  // namespace
+}  // namespace minivllm
