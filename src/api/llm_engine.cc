@@ -151,6 +151,7 @@ void LLMEngine::compile_structured_outputs(const SamplingParams& params) {
 int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& given) {
   MINIVLLM_CHECK(!exited_) << "the engine has exited";
   given.validate();
+  truncate_prompt(prompt_token_ids, given.truncate_prompt_tokens, config_.max_model_length);
   check_prompt(prompt_token_ids);
   const SamplingParams params =
       resolve_logit_rules(given, source_.tokenizer.get(), source_.config.vocab_size, config_.eos_token_ids);

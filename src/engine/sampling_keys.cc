@@ -35,6 +35,11 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
          .help = "keep the stop string (or the text of the eos / stop token) that ended the completion in its text"}),
     key<&P::skip_special_tokens>(
         {.name = "skip_special_tokens", .help = "leave special tokens (chat markers, eos) out of the text"}),
+    key<&P::truncate_prompt_tokens>({.name = "truncate_prompt_tokens",
+                                     .help = "use only the prompt's last K tokens (-1: the last max_model_len)",
+                                     .value_name = "K",
+                                     .min = -1,
+                                     .range = "-1 (max_model_len) or 0 (off) or >= 1"}),
     key<&P::stop>({.name = "stop", .help = "stop string, not included in the output (repeatable)", .value_name = "STR"}),
     key<&P::stop_token_ids>({.name = "stop_token_ids",
                              .help = "token id that ends the completion besides eos (repeatable)",

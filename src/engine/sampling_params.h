@@ -35,6 +35,9 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;
   // vLLM's: the text leaves out special tokens (<|im_start|>, ...); off: it shows them.
   bool skip_special_tokens = true;
+  // vLLM's: only the prompt's last k tokens are used (left truncation); -1: the last
+  // max_model_len; 0: the whole prompt (a longer one is refused).
+  int truncate_prompt_tokens = 0;
   // Choices for one prompt, 1..kMaxN. They share the prompt's KV blocks through the prefix cache;
   // with a seed, choice i draws from a generator seeded from (seed, i).
   int n = 1;
@@ -104,5 +107,12 @@ struct TokenLogprob {
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;
 };
+
+// truncate_prompt_tokens applied to a prompt: its last k tokens (k = max_model_length for -1; 0
+// keeps all). The engine and the server (which counts the prompt before it submits) both apply it.
+inline void truncate_prompt(std::vector<int32_t>& ids, int truncate_prompt_tokens, int max_model_length) {
+  const int k = truncate_prompt_tokens < 0 ? max_model_length : truncate_prompt_tokens;
+  if (k > 0 && ids.size() > static_cast<size_t>(k)) ids.erase(ids.begin(), ids.end() - k);
+}
 
 }  // namespace minivllm

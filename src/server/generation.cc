@@ -124,6 +124,7 @@ Submitted submit(const ServingContext& ctx, const GenerationRequest& req, AsyncE
   std::vector<SamplingParams> params(num_prompts);
   for (size_t i = 0; i < num_prompts; ++i) {
     ids[i] = prompt_ids(ctx, req, req.chat ? nullptr : &req.prompts[i]);
+    truncate_prompt(ids[i], req.params.truncate_prompt_tokens, ctx.engine.config().max_model_length);
     const bool thinking_open = chat_prompt_opens_think(ctx, req, ids[i]);
     if (thinking_open) s.parsing.thinking_open = true;  // chat: one prompt
     params[i] = params_for(ctx, req, ids[i].size(), thinking_open);

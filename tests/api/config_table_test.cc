@@ -50,7 +50,7 @@ json sampling_sample() {
           {"n", 3},                   {"logprobs", 2},           {"prompt_logprobs", 1},
           {"logit_bias", {{"5", 1.5}}},
           {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}},
-          {"include_stop_str_in_output", true}, {"skip_special_tokens", false}};
+          {"include_stop_str_in_output", true}, {"skip_special_tokens", false}, {"truncate_prompt_tokens", 7}};
 }
 
 template <class Keys>
@@ -109,6 +109,7 @@ TEST(ConfigTable, EverySamplingKeyReachesItsMember) {
   EXPECT_TRUE(p.ignore_eos);
   EXPECT_TRUE(p.include_stop_str_in_output);
   EXPECT_FALSE(p.skip_special_tokens);
+  EXPECT_EQ(p.truncate_prompt_tokens, 7);
   EXPECT_EQ(p.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_EQ(p.stop_token_ids, (std::vector<int64_t>{5, 6}));
   EXPECT_EQ(p.presence_penalty, 0.5f);

@@ -1,6 +1,7 @@
-// vLLM's include_stop_str_in_output and skip_special_tokens on the real trained stories260K: the
-// text of the stop string, of eos and of a stop token id left out by default and kept when asked;
-// special tokens left out of the text by default and shown when asked.
+// vLLM's include_stop_str_in_output, skip_special_tokens and truncate_prompt_tokens on the real
+// trained stories260K: the text of the stop string, of eos and of a stop token id left out by
+// default and kept when asked; special tokens left out of the text by default and shown when asked;
+// a prompt cut to its last k tokens generates as that shorter prompt does.
 #include <gtest/gtest.h>
 
 #include "api/llm_engine.h"
@@ -21,7 +22,7 @@ RequestOutput run(LLMEngine& e, const SamplingParams& p) {
   return out[0];
 }
 
-TEST(StopText, StopStringsStopTokensAndSpecialTokens) {
+TEST(SamplingExtras, StopStringsStopTokensAndSpecialTokens) {
   LLMEngine e(stories());
   const Tokenizer& tok = *e.tokenizer();
   SamplingParams p = greedy(12);
@@ -70,6 +71,23 @@ TEST(StopText, StopStringsStopTokensAndSpecialTokens) {
   EXPECT_EQ(hidden.text, "");
   b.skip_special_tokens = false;
   EXPECT_EQ(run(e, b).text, tok.bos_token() + tok.bos_token() + tok.bos_token());
+}
+
+TEST(SamplingExtras, TruncatePromptTokensKeepsTheLastK) {
+  LLMEngine e(stories());
+  const std::vector<int32_t> prompt = e.tokenizer()->encode("Once upon a time there was a little girl named Lily. She", true);
+  ASSERT_GT(prompt.size(), 10u);
+  const std::vector<int32_t> tail(prompt.end() - 6, prompt.end());
+  SamplingParams p = greedy(8);
+  const RequestOutput whole = e.generate(std::vector<std::vector<int32_t>>{tail}, p)[0];
+  p.truncate_prompt_tokens = 6;
+  const RequestOutput cut = e.generate(std::vector<std::vector<int32_t>>{prompt}, p)[0];
+  EXPECT_EQ(cut.prompt_token_ids, tail);
+  EXPECT_EQ(cut.token_ids, whole.token_ids);
+  p.truncate_prompt_tokens = -1;  // max_model_len: longer than the prompt, so all of it
+  EXPECT_EQ(e.generate(std::vector<std::vector<int32_t>>{prompt}, p)[0].prompt_token_ids, prompt);
+  p.truncate_prompt_tokens = -2;
+  EXPECT_THROW(p.validate(), ConfigKeyError);
 }
 
 }  // namespace
