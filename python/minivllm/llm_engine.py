@@ -75,11 +75,15 @@ class LLMEngine:
             prompt = list(prompt)
         return self._engine.add_request(prompt, sp._core)
 
-    def add_chat_request(self, messages, sampling_params=None, chat_template_kwargs=None):
-        """Queues a conversation rendered with the model's chat template; returns its request id."""
+    def add_chat_request(self, messages, sampling_params=None, chat_template_kwargs=None, add_generation_prompt=True,
+                         continue_final_message=False):
+        """Queues a conversation rendered with the model's chat template; returns its request id.
+        continue_final_message (with add_generation_prompt=False) leaves the last message open, so
+        that the model continues it (a prefilled reply), as vLLM's."""
         sp = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         return self._engine.add_chat_request(dumps(messages, "the conversation"), sp._core,
-                                             to_json(dict(chat_template_kwargs or {}), "chat template variable"))
+                                             to_json(dict(chat_template_kwargs or {}), "chat template variable"),
+                                             bool(add_generation_prompt), bool(continue_final_message))
 
     def step(self):
         """One engine step: (finished outputs, num_tokens) as the seeds' step() returns them; each
@@ -143,13 +147,16 @@ class LLMEngine:
                            "num_cached_tokens": out["num_cached_tokens"]})
         return result
 
-    def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None):
+    def chat(self, messages, sampling_params=None, use_tqdm=True, chat_template_kwargs=None,
+             add_generation_prompt=True, continue_final_message=False):
         """Like generate() for conversations: `messages` is one conversation (a list of
         {"role", "content"}) or a list of them, each rendered with the model's chat template and
-        `chat_template_kwargs` (e.g. {"enable_thinking": False})."""
+        `chat_template_kwargs` (e.g. {"enable_thinking": False}); add_generation_prompt and
+        continue_final_message as add_chat_request's."""
         conversations = [messages] if _is_conversation(messages) else list(messages)
         return self._run(conversations, self._params_for(sampling_params, len(conversations)), use_tqdm,
-                         lambda c, sp: self.add_chat_request(c, sp, chat_template_kwargs))
+                         lambda c, sp: self.add_chat_request(c, sp, chat_template_kwargs, add_generation_prompt,
+                                                             continue_final_message))
 
     def stream(self, prompt, sampling_params=None, chat_template_kwargs=None):
         """Yields the completion of one prompt (text, token ids, or a conversation) as text deltas,

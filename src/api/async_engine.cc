@@ -175,17 +175,19 @@ std::vector<int32_t> AsyncEngine::tokenize_text(const std::string& prompt, bool 
   return tokenizer_->encode(prompt, add_special_tokens);
 }
 
-std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars) const {
+std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars,
+                                                const ChatRender& how) const {
   MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
   // apply_chat_template is const and the template immutable: safe beside the stepping thread.
-  const std::string prompt = engine_->apply_chat_template(messages, /*add_generation_prompt=*/true, template_vars);
+  const std::string prompt = engine_->apply_chat_template(messages, how, template_vars);
   return tokenizer_->encode(prompt, /*add_special_tokens=*/false);  // the template wrote them
 }
 
 std::vector<int32_t> AsyncEngine::tokenize_chat(const nlohmann::ordered_json& messages,
-                                                const nlohmann::ordered_json& template_vars) const {
+                                                const nlohmann::ordered_json& template_vars,
+                                                const ChatRender& how) const {
   MINIVLLM_CHECK(tokenizer_) << "model '" << config_.model << "' has no tokenizer";
-  const std::string prompt = engine_->apply_chat_template(messages, /*add_generation_prompt=*/true, template_vars);
+  const std::string prompt = engine_->apply_chat_template(messages, how, template_vars);
   return tokenizer_->encode(prompt, /*add_special_tokens=*/false);  // the template wrote them
 }
 

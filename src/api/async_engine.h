@@ -118,9 +118,11 @@ class AsyncEngine {
   // What submit_text / submit_chat feed the engine; for callers that need the ids first (to count
   // or check them). Thread-safe.
   std::vector<int32_t> tokenize_text(const std::string& prompt, bool add_special_tokens = true) const;
-  std::vector<int32_t> tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars) const;
+  std::vector<int32_t> tokenize_chat(const nlohmann::json& messages, const nlohmann::json& template_vars,
+                                     const ChatRender& how = {}) const;
   std::vector<int32_t> tokenize_chat(const nlohmann::ordered_json& messages,
-                                     const nlohmann::ordered_json& template_vars) const;  // key order kept
+                                     const nlohmann::ordered_json& template_vars,
+                                     const ChatRender& how = {}) const;  // key order kept
   std::string detokenize(const std::vector<int32_t>& ids) const;
 
   // Aborts every choice of request `id`; unknown or finished ids are ignored. Thread-safe.

@@ -191,24 +191,34 @@ int64_t LLMEngine::add_request(const std::string& prompt, const SamplingParams& 
 
 std::string LLMEngine::apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt,
                                            const nlohmann::json& template_vars) const {
-  MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
-  nlohmann::json vars = template_vars.is_object() ? template_vars : nlohmann::json::object();
-  add_special_token_vars(source_, vars);
-  return source_.require_chat_template().render(messages, add_generation_prompt, vars);
+  return apply_chat_template(messages, ChatRender{.add_generation_prompt = add_generation_prompt}, template_vars);
 }
 
 std::string LLMEngine::apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                            const nlohmann::ordered_json& template_vars) const {
+  return apply_chat_template(messages, ChatRender{.add_generation_prompt = add_generation_prompt}, template_vars);
+}
+
+std::string LLMEngine::apply_chat_template(const nlohmann::json& messages, const ChatRender& how,
+                                           const nlohmann::json& template_vars) const {
+  MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
+  nlohmann::json vars = template_vars.is_object() ? template_vars : nlohmann::json::object();
+  add_special_token_vars(source_, vars);
+  return source_.require_chat_template().render(messages, how, vars);
+}
+
+std::string LLMEngine::apply_chat_template(const nlohmann::ordered_json& messages, const ChatRender& how,
+                                           const nlohmann::ordered_json& template_vars) const {
   MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "a chat must be a non-empty JSON array of messages";
   nlohmann::ordered_json vars = template_vars.is_object() ? template_vars : nlohmann::ordered_json::object();
   add_special_token_vars(source_, vars);
-  return source_.require_chat_template().render(messages, add_generation_prompt, vars);
+  return source_.require_chat_template().render(messages, how, vars);
 }
 
 int64_t LLMEngine::add_chat_request(const nlohmann::json& messages, const SamplingParams& params,
-                                    const nlohmann::json& template_vars) {
+                                    const nlohmann::json& template_vars, const ChatRender& how) {
   MINIVLLM_CHECK(source_.tokenizer) << "model '" << source_.path << "' has no tokenizer";
-  const std::string prompt = apply_chat_template(messages, true, template_vars);
+  const std::string prompt = apply_chat_template(messages, how, template_vars);
   // The template writes the special tokens (bos included) itself.
   return add_request(source_.tokenizer->encode(prompt, /*add_special_tokens=*/false), params);
 }
@@ -550,9 +560,10 @@ std::vector<RequestOutput> LLMEngine::generate(const std::vector<std::string>& p
 }
 
 std::vector<RequestOutput> LLMEngine::chat(const std::vector<nlohmann::json>& conversations,
-                                           const SamplingParams& params, const nlohmann::json& template_vars) {
+                                           const SamplingParams& params, const nlohmann::json& template_vars,
+                                           const ChatRender& how) {
   return submit_all(conversations.size(), std::max(params.n, 1),
-                    [&](size_t i) { return add_chat_request(conversations[i], params, template_vars); });
+                    [&](size_t i) { return add_chat_request(conversations[i], params, template_vars, how); });
 }
 
 std::vector<float> LLMEngine::score(const std::vector<int32_t>& token_ids) {

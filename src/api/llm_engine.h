@@ -86,7 +86,8 @@ class LLMEngine {
   int64_t add_request(const std::string& prompt, const SamplingParams& params);
   // A chat conversation (JSON array of {role, content}) rendered with the model's chat template.
   int64_t add_chat_request(const nlohmann::json& messages, const SamplingParams& params,
-                           const nlohmann::json& template_vars = nlohmann::json::object());
+                           const nlohmann::json& template_vars = nlohmann::json::object(),
+                           const ChatRender& how = {});
   // Compiles `params`' grammar, if any, into the grammar cache, where add_request finds it; throws
   // as add_request would for a grammar that does not compile. The one member callable from any
   // thread, beside the engine's: AsyncEngine calls it on the submitter's thread, so that a schema's
@@ -107,7 +108,8 @@ class LLMEngine {
   std::vector<RequestOutput> generate(const std::vector<std::vector<int32_t>>& prompts, const SamplingParams& params);
   std::vector<RequestOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
   std::vector<RequestOutput> chat(const std::vector<nlohmann::json>& conversations, const SamplingParams& params,
-                                  const nlohmann::json& template_vars = nlohmann::json::object());
+                                  const nlohmann::json& template_vars = nlohmann::json::object(),
+                                  const ChatRender& how = {});
 
   // Teacher forcing: f32 logits [len, V] for every position of `token_ids` (one prefill).
   std::vector<float> score(const std::vector<int32_t>& token_ids);
@@ -118,6 +120,11 @@ class LLMEngine {
                                   const nlohmann::ordered_json& template_vars) const;
   std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt = true,
                                   const nlohmann::json& template_vars = nlohmann::json::object()) const;
+  // The same as `how` says (add_generation_prompt, continue_final_message).
+  std::string apply_chat_template(const nlohmann::json& messages, const ChatRender& how,
+                                  const nlohmann::json& template_vars) const;
+  std::string apply_chat_template(const nlohmann::ordered_json& messages, const ChatRender& how,
+                                  const nlohmann::ordered_json& template_vars) const;
 
   // The config with its derived values resolved (resolved_config.h).
   const ResolvedConfig& config() const { return config_; }

@@ -180,13 +180,16 @@ void bind_engine(nb::module_& m) {
           nb::arg("prompt"))
       .def(
           "add_chat_request",
-          [](Engine& self, const std::string& messages_json, const SamplingParams& params, const std::string& vars_json) {
+          [](Engine& self, const std::string& messages_json, const SamplingParams& params, const std::string& vars_json,
+             bool add_generation_prompt, bool continue_final_message) {
             return self.call(PyExc_ValueError, [&](LLMEngine& e) {
               return e.add_chat_request(nlohmann::json::parse(messages_json), params,
-                                        parse_object(vars_json, "chat_template_kwargs"));
+                                        parse_object(vars_json, "chat_template_kwargs"),
+                                        ChatRender{add_generation_prompt, continue_final_message});
             });
           },
-          nb::arg("messages_json"), nb::arg("params"), nb::arg("vars_json") = "{}")
+          nb::arg("messages_json"), nb::arg("params"), nb::arg("vars_json") = "{}",
+          nb::arg("add_generation_prompt") = true, nb::arg("continue_final_message") = false)
       .def("step", [](Engine& self) { return self.call(PyExc_RuntimeError, [](LLMEngine& e) { return e.step(); }); })
       .def("is_finished",
            [](Engine& self) { return self.call(PyExc_RuntimeError, [](LLMEngine& e) { return e.is_finished(); }); })

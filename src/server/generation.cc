@@ -37,11 +37,11 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
     if (!req.tools.tools_in_order.is_null()) {  // the template shows the tools to the model, as written
       nlohmann::ordered_json vars = nlohmann::ordered_json::parse(req.chat_template_kwargs.dump());
       vars["tools"] = req.tools.tools_in_order;
-      ids = ctx.engine.tokenize_chat(nlohmann::ordered_json::parse(req.messages.dump()), vars);
+      ids = ctx.engine.tokenize_chat(nlohmann::ordered_json::parse(req.messages.dump()), vars, req.render);
     } else {
       nlohmann::json vars = req.chat_template_kwargs;
       if (!req.tools.tools.is_null()) vars["tools"] = req.tools.tools;
-      ids = ctx.engine.tokenize_chat(req.messages, vars);
+      ids = ctx.engine.tokenize_chat(req.messages, vars, req.render);
     }
   } catch (const ApiError&) {
     throw;

@@ -275,6 +275,12 @@ GenerationRequest parse_chat_request(const json& body, const GenerationDefaults&
   read_sampling_key(body, sampling_row("logprobs"), "top_logprobs", top);
   if (top.logprobs >= 0 && !logprobs) throw bad_param("top_logprobs", "needs logprobs set to true");
   if (logprobs) r.logprobs = std::max(top.logprobs, 0);
+  r.render.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
+  r.render.continue_final_message = read_bool(body, "continue_final_message", false);
+  if (r.render.add_generation_prompt && r.render.continue_final_message) {
+    throw bad_param("continue_final_message",
+                    "cannot be true with add_generation_prompt true (the default): set add_generation_prompt false");
+  }
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = *kw;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/generation_defaults.h"
+#include "template/chat_template.h"
 #include "engine/sampling_params.h"
 #include "server/tool_request.h"
 
@@ -29,6 +30,7 @@ struct GenerationRequest {
   std::vector<PromptInput> prompts;   // completions: one or more
   nlohmann::json messages;            // chat: the conversation, contents flattened to strings
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  ChatRender render;                  // chat: add_generation_prompt, continue_final_message (vLLM's)
   ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
   SamplingParams params;              // n, logprobs and penalties included
   std::optional<int> max_tokens;      // as given; unset: the handler fills in the default

@@ -16,9 +16,9 @@ constexpr std::array<std::string_view, 8> kCommonFields = {
     "model",      "stream",   "stream_options",  "return_tokens_as_token_ids",
     "max_tokens", "logprobs", "response_format", "request_timeout"};
 constexpr std::array<std::string_view, 2> kCompletionFields = {"prompt", "echo"};
-constexpr std::array<std::string_view, 7> kChatFields = {
-    "messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs", "tools", "tool_choice",
-    "parallel_tool_calls"};
+constexpr std::array<std::string_view, 9> kChatFields = {
+    "messages",    "max_completion_tokens", "top_logprobs",          "chat_template_kwargs", "tools",
+    "tool_choice", "parallel_tool_calls",   "add_generation_prompt", "continue_final_message"};
 
 // Accepted and ignored. Each changes nothing about the tokens generated, so ignoring it misleads
 // no client:

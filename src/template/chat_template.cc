@@ -185,4 +185,41 @@ ChatTemplate ChatTemplate::with_source(std::string source) const {
   return t;
 }
 
+template <typename Json>
+std::string ChatTemplate::render(const Json& messages, const ChatRender& how, const Json& extra) const {
+  if (!how.continue_final_message) return render(messages, how.add_generation_prompt, extra);
+  MINIVLLM_CHECK(!how.add_generation_prompt)
+      << "continue_final_message and add_generation_prompt cannot both be true (the final message is continued, "
+         "not answered)";
+  MINIVLLM_CHECK(messages.is_array() && !messages.empty()) << "continue_final_message needs a message to continue";
+  // The final message's text: a string, or the last text part of a list of parts.
+  const auto& content = messages.back().contains("content") ? messages.back()["content"] : Json();
+  std::string final_text;
+  if (content.is_string()) {
+    final_text = content.template get<std::string>();
+  } else if (content.is_array() && !content.empty() && content.back().contains("text") &&
+             content.back()["text"].is_string()) {
+    final_text = content.back()["text"].template get<std::string>();
+  }
+  const std::string rendered = render(messages, /*add_generation_prompt=*/false, extra);
+  // transformers: cut after the last place the content appears, its surrounding spaces aside.
+  size_t at = rendered.rfind(final_text);
+  size_t len = final_text.size();
+  if (at == std::string::npos) {
+    const size_t b = final_text.find_first_not_of(" \t\n");
+    const size_t e = final_text.find_last_not_of(" \t\n");
+    const std::string stripped = b == std::string::npos ? "" : final_text.substr(b, e - b + 1);
+    at = rendered.rfind(stripped);
+    len = stripped.size();
+  }
+  MINIVLLM_CHECK(at != std::string::npos && !final_text.empty())
+      << "continue_final_message: the chat template does not show the final message's content, so it cannot be "
+         "left open";
+  return rendered.substr(0, at + len);
+}
+
+template std::string ChatTemplate::render(const nlohmann::json&, const ChatRender&, const nlohmann::json&) const;
+template std::string ChatTemplate::render(const nlohmann::ordered_json&, const ChatRender&,
+                                          const nlohmann::ordered_json&) const;
+
 }  // namespace minivllm

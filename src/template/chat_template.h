@@ -17,6 +17,14 @@ namespace jinja {
 struct Stmt;
 }
 
+// How a conversation is rendered into a prompt (vLLM's and transformers' chat parameters).
+struct ChatRender {
+  bool add_generation_prompt = true;    // open the assistant's turn after the messages
+  // Leave the final message open (a prefilled reply the model continues): the rendered text is cut
+  // right after that message's content. Not with add_generation_prompt.
+  bool continue_final_message = false;
+};
+
 class ChatTemplate {
  public:
   // Parses now; parse errors throw Error naming the template line and the construct.
@@ -31,6 +39,11 @@ class ChatTemplate {
   // Same, keeping the key order of the caller's objects (what `tojson` prints, e.g. tool schemas).
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
+  // render() as `how` says; continue_final_message is an Error when the template does not show the
+  // final message's content (the only place it could be cut) or with add_generation_prompt.
+  template <typename Json>
+  std::string render(const Json& messages, const ChatRender& how, const Json& extra) const;
 
   // Reads "chat_template" (a string, or a list of {name, template}: the "default" one; or else a
   // sibling chat_template.jinja) plus bos_token / eos_token (string or {"content": ...}).

@@ -102,3 +102,19 @@ def test_hf_overrides_and_generation_config(tmp_path):
     plain = LLM(str(GOLDENS / "qwen3-tiny"), **TINY, generation_config="vllm")
     assert plain.get_default_sampling_params() == SamplingParams()
     plain.exit()
+
+
+def test_chat_template_override_and_continue_final_message(stories):
+    """chat_template replaces the model's (stories260K has none); continue_final_message leaves the
+    last message open: the prompt is the rendered conversation cut after it."""
+    llm = LLM(stories, **TINY, chat_template="{% for m in messages %}{{ m.content }}{% if not loop.last %} {% endif %}"
+                                              "{% endfor %}{% if add_generation_prompt %}!{% endif %}")
+    conv = [{"role": "user", "content": "Once upon"}, {"role": "assistant", "content": "a time"}]
+    sp = SamplingParams(max_tokens=4, temperature=0)
+    out = llm.chat(conv, sp, use_tqdm=False, add_generation_prompt=False, continue_final_message=True)[0]
+    assert out["prompt_token_ids"] == llm.tokenizer.encode("Once upon a time", add_special_tokens=False)
+    plain = llm.chat(conv, sp, use_tqdm=False)[0]
+    assert plain["prompt_token_ids"] == llm.tokenizer.encode("Once upon a time!", add_special_tokens=False)
+    with pytest.raises(ValueError, match="add_generation_prompt"):
+        llm.chat(conv, sp, use_tqdm=False, continue_final_message=True)
+    llm.exit()

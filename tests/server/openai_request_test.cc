@@ -145,6 +145,19 @@ TEST(OpenAiRequest, ChatMessagesAndTemplateKwargs) {
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
   // Chat without a limit: the handler fills in the room left in the context.
   EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "Hi"}]})").max_tokens.has_value());
+  EXPECT_TRUE(r.render.add_generation_prompt);
+  EXPECT_FALSE(r.render.continue_final_message);
+  // vLLM's: a prefilled reply the model continues.
+  const auto open = chat(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Well"}],
+                             "add_generation_prompt": false, "continue_final_message": true})");
+  EXPECT_FALSE(open.render.add_generation_prompt);
+  EXPECT_TRUE(open.render.continue_final_message);
+  EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "Hi"}], "continue_final_message": true})"); }),
+            std::make_pair(400, std::string("continue_final_message")));
+  EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": 1})"); }),
+            std::make_pair(400, std::string("add_generation_prompt")));
+  EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "continue_final_message": true})"); }),
+            std::make_pair(400, std::string("continue_final_message")));  // a chat parameter
 }
 
 TEST(OpenAiRequest, BadChatBodies) {

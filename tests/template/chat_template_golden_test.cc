@@ -235,5 +235,37 @@ TEST(ChatTemplateGolden, TemplateListPicksDefault) {
   EXPECT_EQ(tmpl.render(nlohmann::json::array(), false), "D<s>");
 }
 
+// continue_final_message against transformers 5.17's apply_chat_template(messages,
+// add_generation_prompt=False, continue_final_message=True) on the same files (Llama's date is a
+// template variable, given here as transformers rendered it).
+TEST(ChatTemplateGolden, ContinueFinalMessageAsTransformers) {
+  const nlohmann::json msgs = nlohmann::json::parse(R"([{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Name a color."}, {"role": "assistant", "content": "The color is"}])");
+  const ChatRender open{.add_generation_prompt = false, .continue_final_message = true};
+  const ChatTemplate qwen = ChatTemplate::from_tokenizer_config(kQwenConfig);
+  EXPECT_EQ(qwen.render(msgs, open, nlohmann::json::object()),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nName a color.<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nThe color is");
+  const ChatTemplate llama = ChatTemplate::from_tokenizer_config(kLlamaConfig);
+  EXPECT_EQ(llama.render(msgs, open, nlohmann::json{{"date_string", "07 Dec 2026"}, {"bos_token", "<|begin_of_text|>"}}),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 07 Dec 2026\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nName a color."
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nThe color is");
+  // Parts: the last text part is what is continued.
+  nlohmann::json parts = msgs;
+  parts.back()["content"] = nlohmann::json::parse(R"([{"type": "text", "text": "The color is"}])");
+  const ChatTemplate simple(
+      "{% for m in messages %}<{{ m.role }}>{% if m.content is string %}{{ m.content }}{% else %}"
+      "{{ m.content[-1].text }}{% endif %}</{{ m.role }}>{% endfor %}");
+  EXPECT_EQ(simple.render(parts, open, nlohmann::json::object()),
+            "<system>Be brief.</system><user>Name a color.</user><assistant>The color is");
+  // Errors: with add_generation_prompt; a final message the template does not show.
+  EXPECT_THROW(qwen.render(msgs, ChatRender{.add_generation_prompt = true, .continue_final_message = true},
+                           nlohmann::json::object()),
+               Error);
+  const ChatTemplate blind("{% for m in messages %}[{{ m.role }}]{% endfor %}");
+  EXPECT_THROW(blind.render(msgs, open, nlohmann::json::object()), Error);
+}
+
 }  // namespace
 }  // namespace minivllm
