@@ -11,6 +11,7 @@
 
 #include "api/generation_defaults.h"
 #include "api/llm_engine.h"
+#include "../golden/engine_test_util.h"
 
 namespace minivllm {
 namespace {
@@ -90,14 +91,7 @@ TEST(GenerationDefaults, ErrorsNameTheFileAndKey) {
 // The engine reads them per EngineConfig::generation_config.
 TEST(GenerationDefaults, EngineTakesTheConfiguredOnes) {
   GenDir d({{"temperature", 0.7}, {"top_p", 0.8}});
-  EngineConfig c;
-  c.model = kGoldens + "/qwen3-tiny";
-  c.device = "cpu";
-  c.max_model_length = 64;
-  c.num_kvcache_blocks = 4;
-  c.block_size = 16;
-  c.max_num_batched_tokens = 64;
-  c.max_num_seqs = 4;
+  EngineConfig c = tiny_config("qwen3-tiny");
   EXPECT_TRUE(LLMEngine(c).generation_defaults().keys.empty());
   c.generation_config = d.dir.string();
   LLMEngine e(c);
