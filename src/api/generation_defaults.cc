@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/config_key.h"
+#include "loader/gguf_file.h"
 
 namespace fs = std::filesystem;
 
@@ -39,6 +40,28 @@ nlohmann::json read_file(const std::string& path) {
   return j;
 }
 
+// llama.cpp's general.sampling.* keys (what llama.cpp itself starts from), taken as they are.
+GenerationDefaults read_gguf_sampling(const std::string& path) {
+  const GgufFile f(path);
+  GenerationDefaults d;
+  constexpr std::pair<const char*, const char*> kGguf[] = {{"general.sampling.temp", "temperature"},
+                                                           {"general.sampling.top_p", "top_p"},
+                                                           {"general.sampling.top_k", "top_k"},
+                                                           {"general.sampling.min_p", "min_p"},
+                                                           {"general.sampling.penalty_repeat", "repetition_penalty"}};
+  for (const auto& [key, name] : kGguf) {
+    const GgufValue* v = f.find(key);
+    if (v == nullptr) continue;
+    MINIVLLM_CHECK(v->is_integer() || v->is_float()) << path << ": " << key << " must be a number";
+    if (std::string_view(name) == "top_k") d.keys[name] = f.get_int(key);
+    else d.keys[name] = f.get_float(key, 0.0);
+  }
+  if (d.keys.empty()) return d;
+  d.source = path;
+  d.params = d.apply(SamplingParams{});
+  return d;
+}
+
 }  // namespace
 
 SamplingParams GenerationDefaults::apply(const SamplingParams& base) const {
@@ -62,7 +85,7 @@ GenerationDefaults read_generation_defaults(const std::string& generation_config
   if (generation_config == "vllm") return d;
   fs::path file;
   if (generation_config == "auto") {
-    if (!fs::is_directory(model_path)) return d;  // a .gguf: no generation_config.json
+    if (fs::path(model_path).extension() == ".gguf") return read_gguf_sampling(model_path);
     file = fs::path(model_path) / "generation_config.json";
     if (!fs::exists(file)) return d;
   } else {

@@ -25,11 +25,13 @@ struct GenerationDefaults {
   std::optional<int> max_tokens() const;  // max_new_tokens, when the file sets it
 };
 
-// generation_config: "auto" (the model folder's generation_config.json, when there is one; a .gguf
-// has none), "vllm" (none: the engine's own defaults, as vLLM names it), or a folder holding a
-// generation_config.json. A key whose value transformers' GenerationConfig would drop as its own
-// default (temperature 1, top_p 1, top_k 50, repetition_penalty 1) is not taken, as vLLM takes only
-// the file's difference from those. An invalid value is an error naming the file and the key.
+// generation_config: "auto" (the model folder's generation_config.json, when there is one; a .gguf's
+// general.sampling.* metadata, which llama.cpp's converter copies from it and llama.cpp applies:
+// temp, top_p, top_k, min_p, penalty_repeat), "vllm" (none: the engine's own defaults, as vLLM names
+// it), or a folder holding a generation_config.json. A generation_config.json key whose value
+// transformers' GenerationConfig would drop as its own default (temperature 1, top_p 1, top_k 50,
+// repetition_penalty 1) is not taken, as vLLM takes only the file's difference from those. An
+// invalid value is an error naming the file and the key.
 GenerationDefaults read_generation_defaults(const std::string& generation_config, const std::string& model_path);
 
 }  // namespace minivllm

@@ -12,6 +12,7 @@
 #include "api/generation_defaults.h"
 #include "api/llm_engine.h"
 #include "../golden/engine_test_util.h"
+#include "../loader/gguf_test_writer.h"
 
 namespace minivllm {
 namespace {
@@ -86,6 +87,25 @@ TEST(GenerationDefaults, ErrorsNameTheFileAndKey) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/folder"), std::string::npos) << e.what();
   }
+}
+
+// A .gguf: llama.cpp's general.sampling.* keys, as llama.cpp takes them (top_k 50 included).
+TEST(GenerationDefaults, GgufSamplingMetadata) {
+  testing::GgufTestWriter w;
+  w.add_scalar("general.sampling.temp", testing::GgufTestWriter::F32, 0.7f);
+  w.add_scalar("general.sampling.top_k", testing::GgufTestWriter::I32, int32_t{50});
+  w.add_scalar("general.sampling.penalty_repeat", testing::GgufTestWriter::F32, 1.25f);
+  const std::vector<uint8_t> bytes = w.build();
+  const fs::path file = fs::temp_directory_path() / ("minivllm_gen_" + std::to_string(::getpid()) + ".gguf");
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+  const GenerationDefaults g = read_generation_defaults("auto", file.string());
+  EXPECT_NEAR(g.keys["temperature"].get<double>(), 0.7, 1e-6);
+  EXPECT_EQ(g.keys["top_k"], 50);
+  EXPECT_FLOAT_EQ(g.params.repetition_penalty, 1.25f);
+  EXPECT_EQ(g.source, file.string());
+  EXPECT_TRUE(read_generation_defaults("vllm", file.string()).keys.empty());
+  fs::remove(file);
 }
 
 // The engine reads them per EngineConfig::generation_config.
