@@ -11,7 +11,8 @@
 set -uo pipefail
 B="${1:?BIN}/minivllm"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/rope-scaling"
-python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 qwen3-tiny-hd64-yarn > "$G.log" 2>&1 || { tail -5 "$G.log"; exit 1; }
+mkdir -p "$G"
+python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 qwen3-tiny-hd64-yarn > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
 check() {  # label goldens-folder model [minivllm generate flags...]
   local label=$1 gold=$2 model=$3; shift 3
   ids=$(python3 -c "import json;print(json.dumps([c['prompt_ids'] for c in json.load(open('$gold/goldens.json'))['cases']]))")
