@@ -196,9 +196,9 @@ void HttpServer::add_routes() {
              if (t.chat && t.chat_template_kwargs.contains("tools")) {  // as a chat request renders them
                nlohmann::ordered_json vars = nlohmann::ordered_json::parse(t.chat_template_kwargs.dump());
                vars["tools"] = tools_in_order(req.body);
-               ids = engine_.tokenize_chat(nlohmann::ordered_json::parse(t.messages.dump()), vars);
+               ids = engine_.tokenize_chat(nlohmann::ordered_json::parse(t.messages.dump()), vars, t.render);
              } else {
-               ids = t.chat ? engine_.tokenize_chat(t.messages, t.chat_template_kwargs)
+               ids = t.chat ? engine_.tokenize_chat(t.messages, t.chat_template_kwargs, t.render)
                             : engine_.tokenize_text(t.prompt, t.add_special_tokens);
              }
            } catch (const Error& e) {

@@ -298,12 +298,31 @@ GenerationRequest parse_chat_request(const json& body, const GenerationDefaults&
   return r;
 }
 
+// The fields of /tokenize and /detokenize (vLLM's): any other is refused, never ignored.
+void check_fields(const json& body, std::initializer_list<std::string_view> known, const char* where) {
+  if (!body.is_object()) return;
+  for (const auto& [name, value] : body.items()) {
+    if (value.is_null() || std::find(known.begin(), known.end(), name) != known.end()) continue;
+    throw bad_param(name, std::string("unknown parameter of ") + where + " (refused rather than ignored)");
+  }
+}
+
 TokenizeRequest parse_tokenize_request(const json& body) {
+  check_fields(body,
+               {"model", "prompt", "messages", "add_special_tokens", "chat_template_kwargs", "tools",
+                "add_generation_prompt", "continue_final_message"},
+               "/tokenize");
   TokenizeRequest r;
   r.add_special_tokens = read_bool(body, "add_special_tokens", true);
   if (field(body, "messages")) {
     r.chat = true;
     r.messages = read_messages(body);
+    r.render.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
+    r.render.continue_final_message = read_bool(body, "continue_final_message", false);
+    if (r.render.add_generation_prompt && r.render.continue_final_message) {
+      throw bad_param("continue_final_message",
+                      "cannot be true with add_generation_prompt true (the default): set add_generation_prompt false");
+    }
     if (const json* kw = field(body, "chat_template_kwargs")) {
       if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
       r.chat_template_kwargs = *kw;
@@ -319,6 +338,7 @@ TokenizeRequest parse_tokenize_request(const json& body) {
 }
 
 std::vector<int32_t> parse_detokenize_request(const json& body) {
+  check_fields(body, {"model", "tokens"}, "/detokenize");
   const json* t = field(body, "tokens");
   if (!t) throw bad_param("tokens", "is required");
   return token_ids(*t, "tokens");

@@ -70,6 +70,7 @@ struct TokenizeRequest {
   std::string prompt;
   nlohmann::json messages;
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // with "tools" when given
+  ChatRender render;  // chat: add_generation_prompt, continue_final_message (vLLM's)
   bool add_special_tokens = true;
 };
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body);

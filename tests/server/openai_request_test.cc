@@ -160,6 +160,28 @@ TEST(OpenAiRequest, ChatMessagesAndTemplateKwargs) {
             std::make_pair(400, std::string("continue_final_message")));  // a chat parameter
 }
 
+// /tokenize and /detokenize: vLLM's fields honoured (a chat's add_generation_prompt and
+// continue_final_message), any other refused with a 400 naming it.
+TEST(OpenAiRequest, TokenizeFields) {
+  const TokenizeRequest t = parse_tokenize_request(json::parse(
+      R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Well"}],
+          "add_generation_prompt": false, "continue_final_message": true, "add_special_tokens": false})"));
+  EXPECT_TRUE(t.chat);
+  EXPECT_FALSE(t.render.add_generation_prompt);
+  EXPECT_TRUE(t.render.continue_final_message);
+  EXPECT_TRUE(parse_tokenize_request(json::parse(R"({"prompt": "x"})")).render.add_generation_prompt);
+  EXPECT_EQ(error_of([] { parse_tokenize_request(json::parse(R"({"prompt": "x", "return_token_strs": true})")); }),
+            std::make_pair(400, std::string("return_token_strs")));
+  EXPECT_EQ(error_of([] {
+              parse_tokenize_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                                     "continue_final_message": true})"));
+            }),
+            std::make_pair(400, std::string("continue_final_message")));
+  EXPECT_EQ(parse_detokenize_request(json::parse(R"({"model": "m", "tokens": [1, 2]})")), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(error_of([] { parse_detokenize_request(json::parse(R"({"tokens": [1], "skip_special_tokens": false})")); }),
+            std::make_pair(400, std::string("skip_special_tokens")));
+}
+
 TEST(OpenAiRequest, BadChatBodies) {
   for (const char* body : {R"({})", R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [1]})",
                            R"({"messages": [{"content": "x"}]})",
