@@ -204,8 +204,13 @@ void HttpServer::add_routes() {
            } catch (const Error& e) {
              throw bad_param(t.chat ? "messages" : "prompt", public_message(e));
            }
-           send_json(res, 200,
-                     {{"count", ids.size()}, {"max_model_len", engine_.config().max_model_length}, {"tokens", ids}});
+           json out = {{"count", ids.size()}, {"max_model_len", engine_.config().max_model_length}, {"tokens", ids}};
+           if (t.return_token_strs) {
+             json strs = json::array();
+             for (int32_t id : ids) strs.push_back(engine_.tokenizer()->id_to_token(id));
+             out["token_strs"] = std::move(strs);
+           }
+           send_json(res, 200, out);
          }));
   s.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
            const std::vector<int32_t> ids = parse_detokenize_request(parse_json_body(req.body));

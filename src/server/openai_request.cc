@@ -310,10 +310,11 @@ void check_fields(const json& body, std::initializer_list<std::string_view> know
 TokenizeRequest parse_tokenize_request(const json& body) {
   check_fields(body,
                {"model", "prompt", "messages", "add_special_tokens", "chat_template_kwargs", "tools",
-                "add_generation_prompt", "continue_final_message"},
+                "add_generation_prompt", "continue_final_message", "return_token_strs"},
                "/tokenize");
   TokenizeRequest r;
   r.add_special_tokens = read_bool(body, "add_special_tokens", true);
+  r.return_token_strs = read_bool(body, "return_token_strs", false);
   if (field(body, "messages")) {
     r.chat = true;
     r.messages = read_messages(body);

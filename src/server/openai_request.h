@@ -72,6 +72,7 @@ struct TokenizeRequest {
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // with "tools" when given
   ChatRender render;  // chat: add_generation_prompt, continue_final_message (vLLM's)
   bool add_special_tokens = true;
+  bool return_token_strs = false;  // vLLM's: each token as the vocabulary spells it, beside the ids
 };
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
 std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body);

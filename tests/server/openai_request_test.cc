@@ -170,8 +170,9 @@ TEST(OpenAiRequest, TokenizeFields) {
   EXPECT_FALSE(t.render.add_generation_prompt);
   EXPECT_TRUE(t.render.continue_final_message);
   EXPECT_TRUE(parse_tokenize_request(json::parse(R"({"prompt": "x"})")).render.add_generation_prompt);
-  EXPECT_EQ(error_of([] { parse_tokenize_request(json::parse(R"({"prompt": "x", "return_token_strs": true})")); }),
-            std::make_pair(400, std::string("return_token_strs")));
+  EXPECT_TRUE(parse_tokenize_request(json::parse(R"({"prompt": "x", "return_token_strs": true})")).return_token_strs);
+  EXPECT_EQ(error_of([] { parse_tokenize_request(json::parse(R"({"prompt": "x", "add_bos": true})")); }),
+            std::make_pair(400, std::string("add_bos")));
   EXPECT_EQ(error_of([] {
               parse_tokenize_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
                                                      "continue_final_message": true})"));

@@ -195,6 +195,11 @@ class OpenAIClientTest(unittest.TestCase):
         self.assertTrue(echo.choices[0].text.startswith("Hello there"))
         status, body = http(self.base + "/detokenize", {"tokens": ids}, self.auth)
         self.assertEqual((status, json.loads(body)["prompt"]), (200, "Hello there"))
+        # vLLM's return_token_strs: the vocabulary's spelling of each token (GPT-2 bytes: a space is "Ġ").
+        status, body = http(self.base + "/tokenize", {"prompt": "Hello there", "return_token_strs": True}, self.auth)
+        strs = json.loads(body)["token_strs"]
+        self.assertEqual((status, len(strs)), (200, len(ids)))
+        self.assertEqual("".join(strs).replace("\u0120", " "), "Hello there")
 
     # -- n, logprobs, penalties (engine features) ------------------------------------------------
 
