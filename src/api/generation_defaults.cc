@@ -75,11 +75,6 @@ SamplingParams GenerationDefaults::apply(const SamplingParams& base) const {
   }
 }
 
-std::optional<int> GenerationDefaults::max_tokens() const {
-  if (!keys.contains("max_tokens")) return std::nullopt;
-  return keys["max_tokens"].get<int>();
-}
-
 GenerationDefaults read_generation_defaults(const std::string& generation_config, const std::string& model_path) {
   GenerationDefaults d;
   if (generation_config == "vllm") return d;

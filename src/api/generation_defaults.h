@@ -22,7 +22,12 @@ struct GenerationDefaults {
 
   // `base` with every key above set (each as the sampling table reads it).
   SamplingParams apply(const SamplingParams& base) const;
-  std::optional<int> max_tokens() const;  // max_new_tokens, when the file sets it
+  // max_new_tokens, when the file sets it. (Inline: the server's request parser, also built alone
+  // into a fuzzer without this library, reads it.)
+  std::optional<int> max_tokens() const {
+    if (!keys.contains("max_tokens")) return std::nullopt;
+    return keys["max_tokens"].get<int>();
+  }
 };
 
 // generation_config: "auto" (the model folder's generation_config.json, when there is one; a .gguf's
