@@ -105,9 +105,7 @@ void read_scaling_type(const GgufFile& f, const std::string& a, bool has_longrop
   MINIVLLM_CHECK(!f.find(ext) || f.get_float(ext, 1.0) == 1.0)
       << f.path() << ": unsupported " << ext << " = " << f.get_float(ext, 1.0)
       << " (minivllm blends yarn's ramp fully, as transformers does: 1)";
-  const auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
-  const double log_mul = f.get_float(a + ".rope.scaling.yarn_log_multiplier", 0.0);
-  s.attention_factor = (log_mul != 0 ? mscale(1.0) / mscale(log_mul) : mscale(1.0)) *
+  s.attention_factor = yarn_attention_factor(s.factor, 1.0, f.get_float(a + ".rope.scaling.yarn_log_multiplier", 0.0)) *
                        f.get_float(a + ".rope.scaling.attn_factor", 1.0);
 }
 

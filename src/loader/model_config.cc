@@ -171,14 +171,9 @@ void parse_yarn(const ConfigReader& r, const json& params, const char* key, Mode
   s.beta_fast = get_or("beta_fast", 32.0);
   s.beta_slow = get_or("beta_slow", 1.0);
   s.truncate = r.get_bool(params, "truncate", true);
-  const auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
-  if (r.has(params, "attention_factor")) {
-    s.attention_factor = r.get_double(params, "attention_factor");
-  } else if (get_or("mscale", 0) != 0 && get_or("mscale_all_dim", 0) != 0) {
-    s.attention_factor = mscale(get_or("mscale", 0)) / mscale(get_or("mscale_all_dim", 0));
-  } else {
-    s.attention_factor = mscale(1.0);
-  }
+  s.attention_factor = r.has(params, "attention_factor")
+                           ? r.get_double(params, "attention_factor")
+                           : yarn_attention_factor(s.factor, get_or("mscale", 0), get_or("mscale_all_dim", 0));
 }
 
 // transformers 5 folds rope_theta and the scaling into rope_parameters; 4.x has rope_theta at the
@@ -421,6 +416,11 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   }
   c.validate();
   return c;
+}
+
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {
+  const auto scaled = [&](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  return mscale != 0 && mscale_all_dim != 0 ? scaled(mscale) / scaled(mscale_all_dim) : scaled(1.0);
 }
 
 int64_t ModelConfig::max_context_length() const {

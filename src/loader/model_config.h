@@ -97,6 +97,12 @@ struct ModelConfig {
   int64_t max_context_length() const;
 };
 
+// yarn's default attention factor (the cos / sin scale) for `factor`: 0.1 ln(factor) + 1, or, with
+// mscale and mscale_all_dim both non-zero (DeepSeek; GGUF's yarn_log_multiplier is mscale_all_dim
+// with mscale 1), the ratio of that with mscale to that with mscale_all_dim; 1 when factor <= 1.
+// transformers' _compute_yarn_parameters and llama.cpp's yarn set-up agree on it.
+double yarn_attention_factor(double factor, double mscale = 0, double mscale_all_dim = 0);
+
 // Reads <dir>/config.json (and generation_config.json when present for eos ids). hf_overrides: a
 // JSON object's text merged into config.json first (RFC 7386 merge patch), or "".
 ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_overrides = "");
