@@ -8,11 +8,10 @@ namespace minivllm {
 
 ChoiceOutput::ChoiceOutput(std::shared_ptr<Sequence> seq, const Tokenizer* tokenizer,
                            const std::vector<int64_t>& eos_token_ids)
-    : seq_(std::move(seq)) {
-  const SamplingParams& p = seq_->params();
-  if (tokenizer != nullptr) detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, p.skip_special_tokens);
-  stop_ids_ = p.stop_token_ids;
-  if (!p.ignore_eos) stop_ids_.insert(stop_ids_.end(), eos_token_ids.begin(), eos_token_ids.end());
+    : seq_(std::move(seq)), eos_token_ids_(eos_token_ids) {
+  if (tokenizer != nullptr) {
+    detok_ = std::make_unique<IncrementalDetokenizer>(*tokenizer, seq_->params().skip_special_tokens);
+  }
 }
 
 void ChoiceOutput::note_prefill(int num_cached_tokens) {
@@ -29,10 +28,7 @@ bool ChoiceOutput::append(const TokenLogprob* logprob) {
   for (size_t i = begin; i < toks.size(); ++i) {
     // A token that ends the sequence (eos, a stop token id) adds no text, as in vLLM, unless asked.
     // (min_tokens keeps it from being sampled before it may end the sequence.)
-    if (!p.include_stop_str_in_output &&
-        std::find(stop_ids_.begin(), stop_ids_.end(), static_cast<int64_t>(toks[i])) != stop_ids_.end()) {
-      continue;
-    }
+    if (!p.include_stop_str_in_output && ends_sequence(p, eos_token_ids_, toks[i])) continue;
     const size_t search_from = text_.size();
     text_ += detok_->push(toks[i]);
     for (const std::string& s : p.stop) {

@@ -43,7 +43,7 @@ class ChoiceOutput {
  private:
   std::shared_ptr<Sequence> seq_;
   std::unique_ptr<IncrementalDetokenizer> detok_;
-  std::vector<int64_t> stop_ids_;  // tokens that end the sequence: eos (unless ignore_eos) and stop_token_ids
+  std::vector<int64_t> eos_token_ids_;  // the engine's (ends_sequence)
   std::string text_;          // completion text so far (a stop string cut off)
   bool stopped_ = false;      // a stop string was found: no more text
   bool flushed_ = false;

@@ -4,6 +4,7 @@
 // parameters and the Python keyword arguments read.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -107,6 +108,15 @@ struct TokenLogprob {
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;
 };
+
+// Whether `token` ends a sequence sampled with `p`: one of the engine's eos ids (unless ignore_eos)
+// or of p.stop_token_ids. The scheduler finishes on it; the output leaves its text out.
+inline bool ends_sequence(const SamplingParams& p, const std::vector<int64_t>& eos_token_ids, int32_t token) {
+  const auto contains = [token](const std::vector<int64_t>& ids) {
+    return std::find(ids.begin(), ids.end(), static_cast<int64_t>(token)) != ids.end();
+  };
+  return (!p.ignore_eos && contains(eos_token_ids)) || contains(p.stop_token_ids);
+}
 
 // truncate_prompt_tokens applied to a prompt: its last k tokens (k = max_model_length for -1; 0
 // keeps all). The engine and the server (which counts the prompt before it submits) both apply it.

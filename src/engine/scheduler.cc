@@ -184,12 +184,7 @@ void Scheduler::preempt(std::shared_ptr<Sequence> seq) {
 
 FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token_id, bool stop_string) const {
   const SamplingParams& params = seq.params();
-  auto contains = [token_id](const std::vector<int64_t>& ids) {
-    return std::find(ids.begin(), ids.end(), static_cast<int64_t>(token_id)) != ids.end();
-  };
-  if (!params.ignore_eos && contains(config_.eos_token_ids)) return FinishReason::kStop;
-  if (contains(params.stop_token_ids)) return FinishReason::kStop;
-  if (stop_string) return FinishReason::kStop;
+  if (ends_sequence(params, config_.eos_token_ids, token_id) || stop_string) return FinishReason::kStop;
   if (seq.num_completion_tokens() >= params.max_tokens) return FinishReason::kLength;
   if (seq.num_tokens() >= max_sequence_length_) return FinishReason::kLength;
   return FinishReason::kNone;
