@@ -76,6 +76,19 @@ std::optional<int> read_max_tokens(const json& body, const char* param) {
 
 void read_response_format(const json& body, SamplingParams& p);
 
+// A chat's add_generation_prompt (default true) and continue_final_message (vLLM's), which exclude
+// each other (ChatTemplate::render refuses them together too; here the 400 names the field).
+ChatRender read_chat_render(const json& body) {
+  ChatRender how;
+  how.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
+  how.continue_final_message = read_bool(body, "continue_final_message", false);
+  if (how.add_generation_prompt && how.continue_final_message) {
+    throw bad_param("continue_final_message",
+                    "cannot be true with add_generation_prompt true (the default): set add_generation_prompt false");
+  }
+  return how;
+}
+
 // The parameters both endpoints share.
 void read_common(const json& body, GenerationRequest& r) {
   if (const json* m = field(body, "model")) {
@@ -275,12 +288,7 @@ GenerationRequest parse_chat_request(const json& body, const GenerationDefaults&
   read_sampling_key(body, sampling_row("logprobs"), "top_logprobs", top);
   if (top.logprobs >= 0 && !logprobs) throw bad_param("top_logprobs", "needs logprobs set to true");
   if (logprobs) r.logprobs = std::max(top.logprobs, 0);
-  r.render.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
-  r.render.continue_final_message = read_bool(body, "continue_final_message", false);
-  if (r.render.add_generation_prompt && r.render.continue_final_message) {
-    throw bad_param("continue_final_message",
-                    "cannot be true with add_generation_prompt true (the default): set add_generation_prompt false");
-  }
+  r.render = read_chat_render(body);
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = *kw;
@@ -298,32 +306,15 @@ GenerationRequest parse_chat_request(const json& body, const GenerationDefaults&
   return r;
 }
 
-// The fields of /tokenize and /detokenize (vLLM's): any other is refused, never ignored.
-void check_fields(const json& body, std::initializer_list<std::string_view> known, const char* where) {
-  if (!body.is_object()) return;
-  for (const auto& [name, value] : body.items()) {
-    if (value.is_null() || std::find(known.begin(), known.end(), name) != known.end()) continue;
-    throw bad_param(name, std::string("unknown parameter of ") + where + " (refused rather than ignored)");
-  }
-}
-
 TokenizeRequest parse_tokenize_request(const json& body) {
-  check_fields(body,
-               {"model", "prompt", "messages", "add_special_tokens", "chat_template_kwargs", "tools",
-                "add_generation_prompt", "continue_final_message", "return_token_strs"},
-               "/tokenize");
+  check_request_fields(body, Endpoint::kTokenize);
   TokenizeRequest r;
   r.add_special_tokens = read_bool(body, "add_special_tokens", true);
   r.return_token_strs = read_bool(body, "return_token_strs", false);
   if (field(body, "messages")) {
     r.chat = true;
     r.messages = read_messages(body);
-    r.render.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
-    r.render.continue_final_message = read_bool(body, "continue_final_message", false);
-    if (r.render.add_generation_prompt && r.render.continue_final_message) {
-      throw bad_param("continue_final_message",
-                      "cannot be true with add_generation_prompt true (the default): set add_generation_prompt false");
-    }
+    r.render = read_chat_render(body);
     if (const json* kw = field(body, "chat_template_kwargs")) {
       if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
       r.chat_template_kwargs = *kw;
@@ -339,7 +330,7 @@ TokenizeRequest parse_tokenize_request(const json& body) {
 }
 
 std::vector<int32_t> parse_detokenize_request(const json& body) {
-  check_fields(body, {"model", "tokens"}, "/detokenize");
+  check_request_fields(body, Endpoint::kDetokenize);
   const json* t = field(body, "tokens");
   if (!t) throw bad_param("tokens", "is required");
   return token_ids(*t, "tokens");

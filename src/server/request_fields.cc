@@ -26,6 +26,12 @@ constexpr std::array<std::string_view, 9> kChatFields = {
 //   metadata      tags for the provider's stored-completions dashboard; nothing is stored.
 //   store         whether the provider keeps the completion for distillation; nothing is kept.
 //   service_tier  the provider's billing / priority tier; one engine serves every request alike.
+// vLLM's /tokenize and /detokenize fields: these endpoints take no sampling keys.
+constexpr std::array<std::string_view, 9> kTokenizeFields = {
+    "model", "prompt",          "messages", "add_special_tokens", "chat_template_kwargs", "tools",
+    "add_generation_prompt", "continue_final_message", "return_token_strs"};
+constexpr std::array<std::string_view, 2> kDetokenizeFields = {"model", "tokens"};
+
 constexpr std::array<std::string_view, 4> kIgnoredFields = {"user", "metadata", "store", "service_tier"};
 
 struct Refusal {
@@ -62,6 +68,8 @@ bool listed(const std::array<std::string_view, N>& fields, std::string_view name
 }
 
 bool read_by(Endpoint endpoint, std::string_view name) {
+  if (endpoint == Endpoint::kTokenize) return listed(kTokenizeFields, name);
+  if (endpoint == Endpoint::kDetokenize) return listed(kDetokenizeFields, name);
   if (listed(kCommonFields, name)) return true;
   if (endpoint == Endpoint::kCompletions ? listed(kCompletionFields, name) : listed(kChatFields, name)) return true;
   return find_key(sampling_rows(), name) != nullptr;
@@ -72,11 +80,16 @@ bool read_by(Endpoint endpoint, std::string_view name) {
 void check_request_fields(const nlohmann::json& body, Endpoint endpoint) {
   if (!body.is_object()) return;  // the parser names that problem
   for (const auto& [name, value] : body.items()) {
-    if (value.is_null() || read_by(endpoint, name) || listed(kIgnoredFields, name)) continue;
+    // The ignored bookkeeping fields are OpenAI clients' (completions and chat), not vLLM's /tokenize.
+    const bool openai = endpoint == Endpoint::kCompletions || endpoint == Endpoint::kChat;
+    if (value.is_null() || read_by(endpoint, name) || (openai && listed(kIgnoredFields, name))) continue;
     for (const Refusal& r : kRefused) {
       if (r.field == name) throw bad_param(name, "not supported: " + std::string(r.why));
     }
-    const char* where = endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
+    const char* where = endpoint == Endpoint::kChat         ? "/v1/chat/completions"
+                        : endpoint == Endpoint::kTokenize   ? "/tokenize"
+                        : endpoint == Endpoint::kDetokenize ? "/detokenize"
+                                                            : "/v1/completions";
     throw bad_param(name, std::string("unknown parameter of ") + where + " (refused rather than ignored)");
   }
 }

@@ -8,7 +8,7 @@
 
 namespace minivllm::server {
 
-enum class Endpoint { kCompletions, kChat };
+enum class Endpoint { kCompletions, kChat, kTokenize, kDetokenize };  // the last two: vLLM's, no sampling keys
 
 // Throws ApiError 400 naming the first field of `body` that is neither read by this endpoint's
 // parser nor on the ignored list. A null value counts as absent (clients send null for "not set").
