@@ -1,12 +1,11 @@
 #include "api/generation_defaults.h"
 
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "common/check.h"
 #include "common/config_key.h"
+#include "common/file_contents.h"
 #include "loader/gguf_file.h"
 
 namespace fs = std::filesystem;
@@ -30,12 +29,8 @@ constexpr Key kKeys[] = {
     {"max_new_tokens", "max_tokens", std::numeric_limits<double>::quiet_NaN()},
 };
 
-nlohmann::json read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MINIVLLM_CHECK(in.good()) << "cannot read " << path;
-  std::ostringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+nlohmann::json read_json_object(const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(read_file_contents(path), nullptr, /*allow_exceptions=*/false);
   MINIVLLM_CHECK(!j.is_discarded() && j.is_object()) << path << ": malformed: the top level must be a JSON object";
   return j;
 }
@@ -90,7 +85,7 @@ GenerationDefaults read_generation_defaults(const std::string& generation_config
         << "' has none";
   }
   d.source = file.string();
-  const nlohmann::json j = read_file(d.source);
+  const nlohmann::json j = read_json_object(d.source);
   for (const Key& k : kKeys) {
     if (!j.contains(k.file) || j[k.file].is_null()) continue;
     const nlohmann::json& v = j[k.file];

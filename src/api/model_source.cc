@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/error_text.h"
+#include "common/file_contents.h"
 #include "common/tuning.h"
 #include "loader/dummy_weights.h"
 #include "loader/fused_weights.h"
@@ -93,10 +94,7 @@ void replace_chat_template(ModelSource& s, const std::string& chat_template) {
   if (!inline_text) {
     MINIVLLM_CHECK(fs::is_regular_file(chat_template))
         << "chat_template: '" << chat_template << "' is neither a file nor a template (a template holds {% or {{)";
-    std::ifstream in(chat_template, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    source = text.str();
+    source = read_file_contents(chat_template);
   }
   try {
     s.chat_template = s.chat_template ? s.chat_template->with_source(std::move(source)) : ChatTemplate(std::move(source));

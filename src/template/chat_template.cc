@@ -4,10 +4,9 @@
 
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/check.h"
+#include "common/file_contents.h"
 #include "template/builtins.h"
 #include "template/limits.h"
 #include "template/parser.h"
@@ -62,14 +61,6 @@ Value strftime_now_fn(CallArgs& a) {
   char buf[512];
   size_t n = std::strftime(buf, sizeof(buf), args[0].as_string().c_str(), &local);
   return Value::string(std::string(buf, n));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MINIVLLM_CHECK(in) << "cannot open " << path;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A special token in tokenizer_config.json: a string, {"content": ...}, or null / absent.
@@ -140,7 +131,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
 ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
   nlohmann::ordered_json config;
   try {
-    config = nlohmann::ordered_json::parse(read_file(path));
+    config = nlohmann::ordered_json::parse(read_file_contents(path));
   } catch (const nlohmann::json::exception& e) {
     MINIVLLM_FAIL() << path << ": invalid JSON: " << e.what();
   }
@@ -162,7 +153,7 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
     std::filesystem::path jinja_file = std::filesystem::path(path).parent_path() / "chat_template.jinja";
     MINIVLLM_CHECK(it == config.end() && std::filesystem::exists(jinja_file))
         << path << ": no 'chat_template' string or list (and no chat_template.jinja beside it)";
-    source = read_file(jinja_file.string());
+    source = read_file_contents(jinja_file.string());
   }
   std::optional<ChatTemplate> tmpl;
   try {
