@@ -11,7 +11,7 @@ phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-tiny-ya
 long-context scaling; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
-the source of its GGUF), OUTDIR/<model>/:
+the source of its GGUF; granite-tiny, Granite's four scalars), OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -44,8 +44,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, LlamaConfig,
-                          MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, GraniteConfig,
+                          LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -250,6 +250,21 @@ def gemma2_tiny_gguf_config():
     return config
 
 
+def granite_tiny_config():
+    # GraniteForCausalLM (IBM Granite 3): Llama's layers with four scalars, in the proportions of
+    # granite-3.x-8b's (embeddings times 12, each sublayer's output times 0.22 before its add, the
+    # attention scaled by 1 / head_dim rather than head_dim^-1/2, the logits divided by 8), tied
+    # embeddings. 4 q / 2 KV heads of 16, so that world_size 2 splits them.
+    return GraniteConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, initializer_range=INIT_STD, embedding_multiplier=12.0,
+        residual_multiplier=0.22, attention_multiplier=1 / 16, logits_scaling=8.0,
+        bos_token_id=1, eos_token_id=2, attention_bias=False, mlp_bias=False,
+        architectures=["GraniteForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -280,10 +295,11 @@ def qwen3_tiny_yarn_config():
     return config
 
 
-# Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8, so
-# std 1 would make every token's own row outweigh the layers and the tied head repeat it.
+# Embedding std where INIT_STD does not fit: Gemma scales the embedding by sqrt(hidden) = 8 (Granite
+# by its embedding_multiplier, 12), so std 1 would make every token's own row outweigh the layers
+# and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
-             "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8}
+             "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8, "granite-tiny": INIT_STD / 12}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -303,6 +319,7 @@ MODELS = {
     "gemma2-tiny": (gemma2_tiny_config, False),
     "gemma2-tiny-gguf": (gemma2_tiny_gguf_config, False),
     "qwen3-tiny-yarn": (qwen3_tiny_yarn_config, True),
+    "granite-tiny": (granite_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

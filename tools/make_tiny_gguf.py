@@ -13,6 +13,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/mixtral-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma2-tiny-gguf
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-tiny-yarn
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granite-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -36,6 +37,8 @@ converter does per family, and the engine must read back:
     pattern (llama.cpp's gemma2 alternates from layer 0) and no query_pre_attn_scalar.
   qwen3 (qwen3-tiny-yarn.bf16.gguf): yarn as rope.scaling.type, rope.scaling.factor and
     rope.scaling.original_context_length.
+  granite (granite-tiny.bf16.gguf): llama's layout (q/k rows permuted) and its four scalars as
+    embedding_scale, residual_scale, attention.scale and logit_scale.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -62,6 +65,7 @@ FAMILIES = {
     "mixtral": ("llama", "LlamaModel", "mixtral-tiny"),
     "gemma2": ("gemma", "Gemma2Model", "gemma2-tiny"),
     "qwen3": ("qwen", "Qwen3Model", None),  # None: the folder's name
+    "granite": ("granite", "GraniteModel", "granite-tiny"),
 }
 
 

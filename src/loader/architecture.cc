@@ -147,6 +147,10 @@ const ArchitectureSpec kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
+    // IBM Granite 3 (granite-3.x-2b/8b): Llama's modules and rope layout, with four scalars
+    // (ModelConfig::embedding_multiplier and the rest).
+    {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,
+     &kLlamaGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).

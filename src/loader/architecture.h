@@ -96,6 +96,10 @@ struct ArchitectureTraits {
   // Reads attn_logit_softcapping and final_logit_softcapping (Gemma 2): each attention score and
   // each final logit x becomes cap * tanh(x / cap). Other rows refuse the keys.
   bool logit_softcapping = false;
+  // Reads Granite's four scalars (embedding_multiplier, residual_multiplier, attention_multiplier,
+  // logits_scaling; GGUF: embedding_scale, residual_scale, attention.scale, logit_scale). Other rows
+  // refuse the keys.
+  bool granite_multipliers = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

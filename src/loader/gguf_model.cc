@@ -233,6 +233,21 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   }
 }
 
+// Granite's four scalars, as llama.cpp's granite reads them: logit_scale required, the others
+// absent or 0 for none (the attention then scales by head_dim^-1/2).
+void read_granite_scales(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  const std::string logit = a + ".logit_scale";
+  MINIVLLM_CHECK(f.find(logit)) << f.path() << ": missing GGUF metadata key " << logit;
+  c->logits_scaling = f.get_float(logit, 0);
+  const auto optional = [&](const std::string& key, double* out) {
+    const double v = f.get_float(key, 0);
+    if (v != 0) *out = v;
+  };
+  optional(a + ".embedding_scale", &c->embedding_multiplier);
+  optional(a + ".residual_scale", &c->residual_multiplier);
+  optional(a + ".attention.scale", &c->attention_scale);
+}
+
 ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   ModelConfig c;
   c.source = f.path();
@@ -266,6 +281,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
     c.attn_logit_softcapping = f.get_float(a + ".attn_logit_softcapping", 0);
     c.final_logit_softcapping = f.get_float(a + ".final_logit_softcapping", 0);
   }
+  if (c.traits().granite_multipliers) read_granite_scales(f, a, &c);
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
   // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 2's and 3's queries by head_dim^-1/2,

@@ -53,6 +53,7 @@ class ConfigReader {
     return v.get<double>();
   }
   double get_double(const char* key) const { return get_double(j_, key); }
+  double get_double(const char* key, double fallback) const { return has(key) ? get_double(key) : fallback; }
 
   bool get_bool(const json& obj, const char* key, bool fallback) const {
     if (!has(obj, key)) return fallback;
@@ -248,6 +249,9 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   c->rope_scaling.original_max_position_embeddings = r.get_int(*params, "original_max_position_embeddings");
 }
 
+constexpr const char* kGraniteKeys[] = {"embedding_multiplier", "residual_multiplier", "attention_multiplier",
+                                        "logits_scaling"};
+
 // Keys asking for model features the engine does not implement: refusing them is better than
 // loading the weights and silently computing something else.
 void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
@@ -273,6 +277,11 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
     MINIVLLM_CHECK(!r.has(key) || c.traits().logit_softcapping)
         << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
         << " (minivllm soft-caps Gemma 2's only)";
+  }
+  for (const char* key : kGraniteKeys) {
+    MINIVLLM_CHECK(!r.has(key) || c.traits().granite_multipliers)
+        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
+        << " (minivllm reads it for GraniteForCausalLM only)";
   }
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
       << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
@@ -392,6 +401,13 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
     MINIVLLM_CHECK(s > 0) << path << ": query_pre_attn_scalar must be > 0, got " << s;
     c.attention_scale = 1.0 / std::sqrt(s);
   }
+  if (c.traits().granite_multipliers) {  // transformers' GraniteConfig defaults every one to 1
+    c.embedding_multiplier = r.get_double("embedding_multiplier", 1.0);
+    c.residual_multiplier = r.get_double("residual_multiplier", 1.0);
+    c.logits_scaling = r.get_double("logits_scaling", 1.0);
+    c.attention_scale = r.get_double("attention_multiplier", 1.0);
+    MINIVLLM_CHECK(c.attention_scale > 0) << path << ": attention_multiplier must be > 0, got " << c.attention_scale;
+  }
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
   c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
   c.qk_norm = c.traits().qk_norm;
@@ -467,6 +483,11 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK(attn_logit_softcapping >= 0 && final_logit_softcapping >= 0)
       << src << ": attn_logit_softcapping and final_logit_softcapping must be >= 0 (0 or null: none), got "
       << attn_logit_softcapping << " and " << final_logit_softcapping;
+  MINIVLLM_CHECK(embedding_multiplier > 0 && residual_multiplier > 0 && logits_scaling > 0)
+      << src << ": embedding_multiplier, residual_multiplier and logits_scaling must be > 0, got "
+      << embedding_multiplier << ", " << residual_multiplier << " and " << logits_scaling;
+  MINIVLLM_CHECK(attention_scale >= 0) << src << ": the attention scale must be >= 0 (0: head_dim^-1/2), got "
+                                       << attention_scale;
   MINIVLLM_CHECK(rotary_dim >= 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0)
       << src << ": the rope's rotary dims (" << rotary_dim << ") must be even and at most head_dim " << head_dim;
   MINIVLLM_CHECK(rope_scaling.type.empty() || rope_scaling.type == "llama3" || rope_scaling.type == "longrope" ||

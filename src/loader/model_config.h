@@ -75,6 +75,12 @@ struct ModelConfig {
   // scaled attention score and on each final logit; 0: none.
   double attn_logit_softcapping = 0;
   double final_logit_softcapping = 0;
+  // Granite's scalars (ArchitectureTraits::granite_multipliers; 1: none): the embeddings times
+  // embedding_multiplier, each sublayer's output times residual_multiplier before its residual add,
+  // the final logits divided by logits_scaling. (Its attention_multiplier is attention_scale.)
+  double embedding_multiplier = 1.0;
+  double residual_multiplier = 1.0;
+  double logits_scaling = 1.0;
   std::string torch_dtype = "bfloat16";
   // config.json's quantization_config (none for GGUF, whose block types are each tensor's dtype).
   WeightQuantization quantization;

@@ -59,7 +59,9 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   const int64_t h = cfg_.hidden_size, v = cfg_.vocab_size;
   embed_tokens_ = VocabParallelEmbedding(ctx, weight(WeightRole::kEmbedTokens), v, h);
   for (int64_t i = 0; i < cfg_.num_layers; ++i) layers_.push_back(load_layer(ctx, i));
-  norm_ = load_norm(ctx, WeightRole::kFinalNorm, -1, h);
+  // Granite divides the final logits by logits_scaling: the final norm's weights do it, since the LM
+  // head is linear in them (and may be the tied embedding, which must stay as it is).
+  norm_ = load_norm(ctx, WeightRole::kFinalNorm, -1, h, 1.0 / cfg_.logits_scaling);
   // Tied embeddings share one matrix even when the checkpoint also stores lm_head.weight (Qwen3-0.6B).
   const std::string lm_head = weight(WeightRole::kLmHead);
   if (cfg_.tie_word_embeddings || !src.has(lm_head)) {
@@ -78,6 +80,14 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   }
   attention_scale_ = static_cast<float>(cfg_.attention_scale > 0 ? cfg_.attention_scale
                                                                   : 1.0 / std::sqrt(static_cast<double>(cfg_.head_dim)));
+  // Granite adds each sublayer's output times residual_multiplier m. The stream is kept divided by m
+  // instead (s = r / m), so that every add stays a plain one and no kernel knows of m: the
+  // embeddings enter it times embedding_multiplier / m, and each RMSNorm of the stream, which sees m
+  // times less, takes eps / m^2, since rms(m s) = m sqrt(mean(s^2) + eps / m^2): the same output.
+  const double m = cfg_.residual_multiplier;
+  const double embed = cfg_.traits().embed_scale_sqrt_hidden ? std::sqrt(static_cast<double>(h)) : 1.0;
+  embed_scale_ = static_cast<float>(embed * cfg_.embedding_multiplier / m);
+  stream_eps_ = static_cast<float>(cfg_.rms_norm_eps / (m * m));
 
   const DType act = backend_.activation_dtype();
   const int64_t t = max_num_tokens, hd = cfg_.head_dim;
@@ -110,16 +120,19 @@ std::string Transformer::module(WeightRole role, int64_t layer) const {
   return name;
 }
 
-Tensor Transformer::load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n) const {
-  Tensor w = ctx.replicated(weight(role, layer), {n});
-  if (cfg_.traits().norm == NormForm::kRms) return backend_.upload_weight(w);
+Tensor Transformer::load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n, double scale) const {
+  const Tensor stored = ctx.replicated(weight(role, layer), {n});
+  const bool plain = cfg_.traits().norm == NormForm::kRms;
+  if (plain && scale == 1.0) return backend_.upload_weight(stored);
   // x_hat * (1 + w): the 1 is added here, in fp32, and the weight stays fp32 on the device, so
   // the kernels keep one norm form and round nothing that the reference does not. A GGUF from
   // llama.cpp stores 1 + w already (its f32 norms), which is used as it is.
-  if (cfg_.norm_weights_include_one) return backend_.upload_weight(w, /*keep_f32=*/true);
-  float* v = w.ptr<float>();
-  for (int64_t j = 0; j < n; ++j) v[j] += 1.0f;
-  return backend_.upload_weight(w, /*keep_f32=*/true);
+  const bool add_one = !plain && !cfg_.norm_weights_include_one;
+  Tensor w = host_tensor(DType::kF32, {n});  // (the source's tensor may be a view of its file)
+  const float* in = stored.ptr<float>();
+  float* out = w.ptr<float>();
+  for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>((in[j] + (add_one ? 1.0 : 0.0)) * scale);
+  return backend_.upload_weight(w, /*keep_f32=*/!plain);
 }
 
 Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) const {
@@ -155,7 +168,7 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
   MINIVLLM_CHECK_EQ(static_cast<int64_t>(caches.size()), cfg_.num_layers);
   const Tensor ids = input_ids.rows(0, n), pos = positions.rows(0, n);
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const float eps = stream_eps_;
 
   // The residual stream is fp32; every sublayer reads it through a norm fused into its first
   // linear and adds its (all-reduced) output into it from its last linear.
@@ -165,9 +178,7 @@ Tensor Transformer::forward(const Tensor& input_ids, const Tensor& positions, co
     embed_tokens_.forward(backend_, comm_, ids, hidden);
     backend_.to_f32(hidden, residual);
   }
-  if (cfg_.traits().embed_scale_sqrt_hidden) {
-    backend_.scale(residual, static_cast<float>(std::sqrt(static_cast<double>(cfg_.hidden_size))));
-  }
+  if (embed_scale_ != 1.0f) backend_.scale(residual, embed_scale_);
   if (use_persistent_decode(meta, caches)) {  // every layer in one launch; the final norm here
     backend_.persistent_decode(persistent_, residual, pos, caches, meta);
     backend_.rms_norm(residual, norm_, eps, hidden);
@@ -187,14 +198,14 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const Layer& l = layers_[layer];
   const int nq = num_local_heads(), nkv = num_local_kv_heads();
   const int hd = static_cast<int>(cfg_.head_dim);
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const float eps = stream_eps_, head_eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor qkv = qkv_.rows(0, n), attn_out = attn_out_.rows(0, n), hidden = hidden_.rows(0, n);
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   const Tensor* q_norm = l.q_norm.empty() ? nullptr : &l.q_norm;
   const Tensor* k_norm = l.k_norm.empty() ? nullptr : &l.k_norm;
   // The backend may fuse the q/k norms, the rope and the cache store into the projection.
-  const RopeStoreEpilogue rope{nq, nkv, hd, q_norm, k_norm, eps, positions, cos_sin(layer), cache, meta};
+  const RopeStoreEpilogue rope{nq, nkv, hd, q_norm, k_norm, head_eps, positions, cos_sin(layer), cache, meta};
   if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
     backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, rope);
   } else {
@@ -213,11 +224,10 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
 
 void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
                                  const Tensor& next_norm, int64_t n) {
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
   proj.forward(backend_, comm_, x, hidden);
-  backend_.rms_norm(hidden, output_norm, eps, hidden);
-  backend_.add_rms_norm(hidden, residual, next_norm, eps);
+  backend_.rms_norm(hidden, output_norm, static_cast<float>(cfg_.rms_norm_eps), hidden);  // not the stream's
+  backend_.add_rms_norm(hidden, residual, next_norm, stream_eps_);
   normed_ = true;
 }
 
@@ -227,7 +237,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
     moe_block(layer, n);
     return;
   }
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const float eps = stream_eps_;
   const Tensor hidden = hidden_.rows(0, n), gate_up = gate_up_.rows(0, n), act = mlp_act_.rows(0, n);
   const Activation activation = cfg_.traits().activation;
   const Tensor residual = residual_.rows(0, n);
@@ -257,7 +267,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
 // the router and the route, not into a projection), and their weighted sum lands in the residual.
 void Transformer::moe_block(int64_t layer, int64_t n) {
   const Layer& l = layers_[layer];
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const float eps = stream_eps_;
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
   MINIVLLM_CHECK(l.ffn_output_norm.empty()) << cfg_.arch_name << ": sandwich norms around a sparse MLP";
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
@@ -295,7 +305,7 @@ void Transformer::prepare_persistent_decode() {
   m.num_q_heads = num_local_heads();
   m.num_kv_heads = num_local_kv_heads();
   m.head_dim = static_cast<int>(cfg_.head_dim);
-  m.eps = static_cast<float>(cfg_.rms_norm_eps);
+  m.eps = stream_eps_;  // also its q/k norms' eps: no row has both q/k norms and a residual_multiplier
   m.scale = attention_scale_;
   m.activation = t.activation;
   persistent_why_ = backend_.prepare_persistent_decode(m);

@@ -72,7 +72,8 @@ class Transformer {
   std::string module(WeightRole role, int64_t layer = -1) const;
   std::string weight(WeightRole role, int64_t layer = -1) const { return module(role, layer) + ".weight"; }
   // A norm's [n] weight, in the form the kernels take (x_hat * w): the row's NormForm applied.
-  Tensor load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n) const;
+  // The norm's weights times `scale` (the final norm's: 1 / logits_scaling).
+  Tensor load_norm(const ShardContext& ctx, WeightRole role, int64_t layer, int64_t n, double scale = 1.0) const;
   void attention_block(int64_t layer, int64_t n, const Tensor& positions, const KVCache& cache,
                        const AttentionMetadata& meta);
   void mlp_block(int64_t layer, int64_t n);
@@ -102,6 +103,10 @@ class Transformer {
   const Tensor& cos_sin(int64_t layer) const;
   int attention_window(int64_t layer) const;  // the layer's sliding window, 0 for full attention
   float attention_scale_ = 0;
+  // The residual stream is kept divided by Granite's residual_multiplier m (1 elsewhere): the
+  // embeddings enter it times embed_scale_, and its RMSNorms take stream_eps_ (the constructor says why).
+  float embed_scale_ = 1;
+  float stream_eps_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
   MoeBuffers moe_;  // allocated when some layer is sparse

@@ -65,7 +65,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // long-context scaling (factor 4 over 128 pretrained positions), also from the GGUF llama.cpp's
 // converter makes of it (rope.scaling.type yarn); qwen3-tiny (the same weights) with
 // that scaling given as hf_overrides gives the same goldens, at world_size 1 and 2 (the workers read
-// the overrides too).
+// the overrides too). granite-tiny is Granite's four scalars (embeddings times 12, sublayer outputs
+// times 0.22, attention scale 1 / 16, logits divided by 8), also from its GGUF (llama.cpp's granite:
+// the scalars as metadata).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -217,6 +219,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"mixtral-tiny", 1, 1024, "none", "mixtral-tiny.bf16.gguf"},
                                            GoldenParam{"mixtral-tiny", 2, 1024, "none", "mixtral-tiny.bf16.gguf",
                                                        "", 0, true},
+                                           GoldenParam{"granite-tiny", 1}, GoldenParam{"granite-tiny", 2},
+                                           GoldenParam{"granite-tiny", 1, 16},
+                                           GoldenParam{"granite-tiny", 1, 1024, "none", "granite-tiny.bf16.gguf"},
+                                           GoldenParam{"granite-tiny", 2, 1024, "none", "granite-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},

@@ -9,6 +9,7 @@
 
 #include "loader/architecture.h"
 #include "loader/fused_weights.h"
+#include "loader/gguf.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
 #include "loader_test_util.h"
@@ -192,6 +193,45 @@ TEST(Architecture, Gemma2ReadsItsSoftCaps) {
   EXPECT_DOUBLE_EQ(c.attn_logit_softcapping, 5.0);
   EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 10.0);
   EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 0, 8}));
+}
+
+// Granite (tests/goldens/granite-tiny and the GGUF llama.cpp's converter made of it): its four
+// scalars read from config.json's *_multiplier / logits_scaling and from the GGUF's *_scale keys.
+TEST(Architecture, GraniteReadsItsScalars) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/granite-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/granite-tiny.bf16.gguf").config}) {
+    EXPECT_TRUE(c.traits().granite_multipliers) << c.source;
+    EXPECT_DOUBLE_EQ(c.embedding_multiplier, 12.0) << c.source;
+    EXPECT_NEAR(c.residual_multiplier, 0.22, 1e-7) << c.source;  // (the GGUF stores f32)
+    EXPECT_DOUBLE_EQ(c.attention_scale, 0.0625) << c.source;
+    EXPECT_DOUBLE_EQ(c.logits_scaling, 8.0) << c.source;
+    EXPECT_TRUE(c.tie_word_embeddings) << c.source;
+  }
+  // transformers' defaults: every scalar 1 when absent (the attention too, not head_dim^-1/2).
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  for (const char* key : {"embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling"}) {
+    j.erase(key);
+  }
+  const ModelConfig d = load_config(j);
+  EXPECT_EQ(d.embedding_multiplier, 1.0);
+  EXPECT_EQ(d.residual_multiplier, 1.0);
+  EXPECT_EQ(d.attention_scale, 1.0);
+  EXPECT_EQ(d.logits_scaling, 1.0);
+  // Another family's config naming one is refused, not ignored; so is a scalar out of range.
+  json llama = mistral_7b_config();
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama["residual_multiplier"] = 0.22;
+  ScratchDir other("arch_granite_keys");
+  write_text(other.file("config.json"), llama.dump());
+  expect_error_naming([&] { load_hf_model_config(other.str()); }, {"residual_multiplier", "0.22", "GraniteForCausalLM"});
+  j["logits_scaling"] = 0;
+  write_text(other.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(other.str()); }, {"logits_scaling", "> 0"});
+  j["logits_scaling"] = 8;
+  j["attention_multiplier"] = -1;
+  write_text(other.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(other.str()); }, {"attention_multiplier", "> 0", "-1"});
 }
 
 // Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
