@@ -11,7 +11,8 @@ phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-tiny-ya
 long-context scaling; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
-the source of its GGUF; granite-tiny, Granite's four scalars), OUTDIR/<model>/:
+the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers),
+OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
     model.safetensors                     bf16 weights; qwen3-tiny and qwen3-tiny-kv4 store lm_head.weight
@@ -45,7 +46,8 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, GraniteConfig,
-                          LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig)
+                          LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          SmolLM3Config)
 
 SEED = 20240611
 MAX_NEW_TOKENS = 16
@@ -265,6 +267,19 @@ def granite_tiny_config():
         architectures=["GraniteForCausalLM"])
 
 
+def smollm3_tiny_config():
+    # SmolLM3ForCausalLM (SmolLM3-3B): Llama's layers, every fourth without rope (NoPE; transformers
+    # derives no_rope_layers [1, 1, 1, 0] from no_rope_layer_interval 4, as llama.cpp's smollm3
+    # hard-codes). Four layers so that one is NoPE; tied embeddings; 4 q / 2 KV heads of 16.
+    return SmolLM3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, initializer_range=INIT_STD, no_rope_layer_interval=4,
+        bos_token_id=1, eos_token_id=2, pad_token_id=None, attention_bias=False, mlp_bias=False,
+        architectures=["SmolLM3ForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -320,6 +335,7 @@ MODELS = {
     "gemma2-tiny-gguf": (gemma2_tiny_gguf_config, False),
     "qwen3-tiny-yarn": (qwen3_tiny_yarn_config, True),
     "granite-tiny": (granite_tiny_config, False),
+    "smollm3-tiny": (smollm3_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

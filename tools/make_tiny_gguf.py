@@ -14,6 +14,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gemma2-tiny-gguf
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-tiny-yarn
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granite-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/smollm3-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -39,6 +40,8 @@ converter does per family, and the engine must read back:
     rope.scaling.original_context_length.
   granite (granite-tiny.bf16.gguf): llama's layout (q/k rows permuted) and its four scalars as
     embedding_scale, residual_scale, attention.scale and logit_scale.
+  smollm3 (smollm3-tiny.bf16.gguf): llama's layout (q/k rows permuted); no key for the NoPE layers
+    (llama.cpp's smollm3 takes every fourth).
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -66,6 +69,7 @@ FAMILIES = {
     "gemma2": ("gemma", "Gemma2Model", "gemma2-tiny"),
     "qwen3": ("qwen", "Qwen3Model", None),  # None: the folder's name
     "granite": ("granite", "GraniteModel", "granite-tiny"),
+    "smollm3": ("llama", "SmolLM3Model", "smollm3-tiny"),
 }
 
 

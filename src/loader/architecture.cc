@@ -147,6 +147,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
+    // SmolLM3 (SmolLM3-3B): Llama's layers, every fourth one without rope (NoPE).
+    {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
+     &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // IBM Granite 3 (granite-3.x-2b/8b): Llama's modules and rope layout, with four scalars
     // (ModelConfig::embedding_multiplier and the rest).
     {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,

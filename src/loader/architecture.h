@@ -100,6 +100,11 @@ struct ArchitectureTraits {
   // logits_scaling; GGUF: embedding_scale, residual_scale, attention.scale, logit_scale). Other rows
   // refuse the keys.
   bool granite_multipliers = false;
+  // Some layers rotate no q/k (SmolLM3's NoPE layers, ModelConfig::layer_no_rope): config.json's
+  // no_rope_layers (1 a layer that rotates, 0 one that does not) or else every
+  // no_rope_layer_interval-th layer (default 4), as transformers' SmolLM3Config; a GGUF's every 4th,
+  // as llama.cpp's smollm3 (which stores no key for it).
+  bool no_rope_layers = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

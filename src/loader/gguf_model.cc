@@ -282,6 +282,10 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
     c.final_logit_softcapping = f.get_float(a + ".final_logit_softcapping", 0);
   }
   if (c.traits().granite_multipliers) read_granite_scales(f, a, &c);
+  if (c.traits().no_rope_layers) {  // llama.cpp's smollm3: every 4th layer, with no key in the file
+    c.layer_no_rope.assign(static_cast<size_t>(c.num_layers), false);
+    for (int64_t i = 3; i < c.num_layers; i += 4) c.layer_no_rope[static_cast<size_t>(i)] = true;
+  }
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
   // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 2's and 3's queries by head_dim^-1/2,

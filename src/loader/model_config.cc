@@ -278,6 +278,11 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
         << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
         << " (minivllm soft-caps Gemma 2's only)";
   }
+  for (const char* key : {"no_rope_layers", "no_rope_layer_interval"}) {
+    MINIVLLM_CHECK(!r.has(key) || c.traits().no_rope_layers)
+        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
+        << " (minivllm reads it for SmolLM3ForCausalLM only)";
+  }
   for (const char* key : kGraniteKeys) {
     MINIVLLM_CHECK(!r.has(key) || c.traits().granite_multipliers)
         << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
@@ -353,6 +358,29 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
   }
 }
 
+// SmolLM3's NoPE layers, as transformers' SmolLM3Config derives them: no_rope_layers (1: the layer
+// rotates, 0: it does not), else every no_rope_layer_interval-th layer (1-based) without rope.
+void parse_no_rope_layers(const ConfigReader& r, ModelConfig* c) {
+  const std::string& p = r.path();
+  c->check_num_layers();
+  const size_t n = static_cast<size_t>(c->num_layers);
+  c->layer_no_rope.assign(n, false);
+  if (r.has("no_rope_layers")) {
+    const json& v = r.root().at("no_rope_layers");
+    MINIVLLM_CHECK(v.is_array() && v.size() == n)
+        << p << ": key no_rope_layers must be a list of num_hidden_layers (" << n << ") 0s and 1s, got " << v.dump();
+    for (size_t i = 0; i < n; ++i) {
+      MINIVLLM_CHECK(v[i].is_number_integer() && (v[i].get<int64_t>() == 0 || v[i].get<int64_t>() == 1))
+          << p << ": no_rope_layers must hold 0 (no rope) or 1 (rope), got " << v.dump();
+      c->layer_no_rope[i] = v[i].get<int64_t>() == 0;
+    }
+    return;
+  }
+  const int64_t interval = r.get_int("no_rope_layer_interval", 4);
+  MINIVLLM_CHECK_GT(interval, 0) << p << ": no_rope_layer_interval must be > 0";
+  for (size_t i = 0; i < n; ++i) c->layer_no_rope[i] = static_cast<int64_t>(i + 1) % interval == 0;
+}
+
 void parse_shapes(const ConfigReader& r, ModelConfig* c) {
   c->vocab_size = r.get_int("vocab_size");
   c->hidden_size = r.get_int("hidden_size");
@@ -392,6 +420,7 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   parse_rope(r, &c);
   parse_sliding_windows(r, &c);
   refuse_unsupported_features(r, c);
+  if (c.traits().no_rope_layers) parse_no_rope_layers(r, &c);
   if (c.traits().logit_softcapping) {
     c.attn_logit_softcapping = r.has("attn_logit_softcapping") ? r.get_double("attn_logit_softcapping") : 0.0;
     c.final_logit_softcapping = r.has("final_logit_softcapping") ? r.get_double("final_logit_softcapping") : 0.0;
@@ -483,6 +512,8 @@ void ModelConfig::validate() const {
   MINIVLLM_CHECK(attn_logit_softcapping >= 0 && final_logit_softcapping >= 0)
       << src << ": attn_logit_softcapping and final_logit_softcapping must be >= 0 (0 or null: none), got "
       << attn_logit_softcapping << " and " << final_logit_softcapping;
+  MINIVLLM_CHECK(layer_no_rope.empty() || static_cast<int64_t>(layer_no_rope.size()) == num_layers)
+      << src << ": " << layer_no_rope.size() << " NoPE layer flags for " << num_layers << " layers";
   MINIVLLM_CHECK(embedding_multiplier > 0 && residual_multiplier > 0 && logits_scaling > 0)
       << src << ": embedding_multiplier, residual_multiplier and logits_scaling must be > 0, got "
       << embedding_multiplier << ", " << residual_multiplier << " and " << logits_scaling;

@@ -64,6 +64,9 @@ struct ModelConfig {
   // local layers rotate at base 10,000, the global ones at 1,000,000). Empty: every layer is global.
   std::vector<bool> layer_sliding;
   double rope_theta_sliding = 0;  // 0: rope_theta
+  // Per layer: true for a layer whose q and k are not rotated (SmolLM3's NoPE layers,
+  // ArchitectureTraits::no_rope_layers). Empty: every layer rotates.
+  std::vector<bool> layer_no_rope;
   // NormForm::kRmsOnePlusWeight with the 1 already added to the stored weights (llama.cpp's
   // Gemma 3 GGUF): the model uses them as they are rather than adding it again.
   bool norm_weights_include_one = false;

@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -77,6 +78,14 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
     sliding.rope_theta = cfg_.rope_theta_sliding;
     sliding.rope_scaling = RopeScaling{};
     cos_sin_sliding_ = backend_.upload_weight(rope_cos_sin_table(sliding, max_positions), /*keep_f32=*/true);
+  }
+  if (std::find(cfg_.layer_no_rope.begin(), cfg_.layer_no_rope.end(), true) != cfg_.layer_no_rope.end()) {
+    // A NoPE layer rotates by nothing: cos 1 and sin 0 at every position, through the same kernels.
+    Tensor identity = host_tensor(DType::kF32, {max_positions, cfg_.rope_dim()});
+    float* v = identity.ptr<float>();
+    const int64_t r = cfg_.rope_dim();
+    for (int64_t i = 0; i < identity.numel(); ++i) v[i] = i % r < r / 2 ? 1.0f : 0.0f;
+    cos_sin_none_ = backend_.upload_weight(identity, /*keep_f32=*/true);
   }
   attention_scale_ = static_cast<float>(cfg_.attention_scale > 0 ? cfg_.attention_scale
                                                                   : 1.0 / std::sqrt(static_cast<double>(cfg_.head_dim)));
@@ -278,7 +287,7 @@ void Transformer::moe_block(int64_t layer, int64_t n) {
 
 void Transformer::prepare_persistent_decode() {
   const ArchitectureTraits& t = cfg_.traits();
-  bool sliding = !cos_sin_sliding_.empty();
+  bool sliding = !cos_sin_sliding_.empty() || !cos_sin_none_.empty();  // (the kernel takes one rope table)
   for (int64_t w : cfg_.layer_sliding_window) sliding = sliding || w > 0;
   if (world_ != 1) {
     persistent_why_ = "tensor parallelism (the kernel runs on one GPU)";
@@ -287,7 +296,7 @@ void Transformer::prepare_persistent_decode() {
   } else if (t.norm != NormForm::kRms || t.post_norms || t.embed_scale_sqrt_hidden) {
     persistent_why_ = "its norms (the kernel takes plain RMSNorm before each sublayer)";
   } else if (sliding || cfg_.rope_dim() != cfg_.head_dim) {
-    persistent_why_ = "sliding-window layers or a partial rotary";
+    persistent_why_ = "sliding-window or NoPE layers, or a partial rotary";
   } else if (layers_.empty() || layers_[0].qkv_proj.bias() != nullptr) {
     persistent_why_ = "q/k/v biases";
   } else if (cfg_.attn_logit_softcapping > 0) {
@@ -325,6 +334,7 @@ bool Transformer::use_persistent_decode(const AttentionMetadata& meta, const std
 }
 
 const Tensor& Transformer::cos_sin(int64_t layer) const {
+  if (!cfg_.layer_no_rope.empty() && cfg_.layer_no_rope[static_cast<size_t>(layer)]) return cos_sin_none_;
   const bool sliding = !cfg_.layer_sliding.empty() && cfg_.layer_sliding[static_cast<size_t>(layer)];
   return sliding && !cos_sin_sliding_.empty() ? cos_sin_sliding_ : cos_sin_;
 }

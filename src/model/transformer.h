@@ -100,6 +100,7 @@ class Transformer {
   ParallelLMHead lm_head_;
   Tensor cos_sin_;          // f32 [max_positions, rope_dim()]
   Tensor cos_sin_sliding_;  // the sliding layers' own table (Gemma 3's local base), else empty
+  Tensor cos_sin_none_;     // the NoPE layers' (cos 1, sin 0), else empty
   const Tensor& cos_sin(int64_t layer) const;
   int attention_window(int64_t layer) const;  // the layer's sliding window, 0 for full attention
   float attention_scale_ = 0;

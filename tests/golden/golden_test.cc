@@ -67,7 +67,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // that scaling given as hf_overrides gives the same goldens, at world_size 1 and 2 (the workers read
 // the overrides too). granite-tiny is Granite's four scalars (embeddings times 12, sublayer outputs
 // times 0.22, attention scale 1 / 16, logits divided by 8), also from its GGUF (llama.cpp's granite:
-// the scalars as metadata).
+// the scalars as metadata). smollm3-tiny's fourth layer rotates nothing (SmolLM3's NoPE), also from
+// its GGUF (llama.cpp's smollm3, which stores no key for it: every fourth layer).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -223,6 +224,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"granite-tiny", 1, 16},
                                            GoldenParam{"granite-tiny", 1, 1024, "none", "granite-tiny.bf16.gguf"},
                                            GoldenParam{"granite-tiny", 2, 1024, "none", "granite-tiny.bf16.gguf"},
+                                           GoldenParam{"smollm3-tiny", 1}, GoldenParam{"smollm3-tiny", 2},
+                                           GoldenParam{"smollm3-tiny", 1, 16},
+                                           GoldenParam{"smollm3-tiny", 1, 1024, "none", "smollm3-tiny.bf16.gguf"},
+                                           GoldenParam{"smollm3-tiny", 2, 1024, "none", "smollm3-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},

@@ -234,6 +234,34 @@ TEST(Architecture, GraniteReadsItsScalars) {
   expect_error_naming([&] { load_hf_model_config(other.str()); }, {"attention_multiplier", "> 0", "-1"});
 }
 
+// SmolLM3 (tests/goldens/smollm3-tiny and its GGUF): the NoPE layers from no_rope_layers, from
+// no_rope_layer_interval without it, and from llama.cpp's every-fourth rule for the GGUF.
+TEST(Architecture, SmolLM3ReadsItsNoRopeLayers) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/smollm3-tiny";
+  const std::vector<bool> fourth{false, false, false, true};
+  EXPECT_EQ(load_hf_model_config(dir).layer_no_rope, fourth);
+  EXPECT_EQ(open_gguf(dir + "/smollm3-tiny.bf16.gguf").config.layer_no_rope, fourth);
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j["no_rope_layers"] = {0, 1, 0, 1};
+  EXPECT_EQ(load_config(j).layer_no_rope, (std::vector<bool>{true, false, true, false}));
+  j.erase("no_rope_layers");
+  j["no_rope_layer_interval"] = 2;
+  EXPECT_EQ(load_config(j).layer_no_rope, (std::vector<bool>{false, true, false, true}));
+  ScratchDir bad("arch_no_rope");
+  j["no_rope_layers"] = {1, 1, 0};
+  write_text(bad.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"no_rope_layers", "num_hidden_layers (4)"});
+  j["no_rope_layers"] = {1, 1, 2, 0};
+  write_text(bad.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"no_rope_layers", "0 (no rope) or 1"});
+  json llama = mistral_7b_config();  // another family's config naming the key: refused, not ignored
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama["no_rope_layer_interval"] = 4;
+  write_text(bad.file("config.json"), llama.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"no_rope_layer_interval", "SmolLM3ForCausalLM"});
+}
+
 // Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
 // transformers 4.42: a sliding_window and no layer_types, so the family's pattern decides, as 4.x
 // transformers' (layer i slides when i is even).
