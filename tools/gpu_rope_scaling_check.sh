@@ -13,28 +13,7 @@ B="${1:?BIN}/minivllm"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/rope-scaling"
 mkdir -p "$G"
 python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 qwen3-tiny-hd64-yarn > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
-check() {  # label goldens-folder model [minivllm generate flags...]
-  local label=$1 gold=$2 model=$3; shift 3
-  ids=$(python3 -c "import json;print(json.dumps([c['prompt_ids'] for c in json.load(open('$gold/goldens.json'))['cases']]))")
-  if ! "$B" generate --model "$model" --device cuda --prompt-ids "$ids" --max-tokens 16 --temperature 0 --json \
-      --max-model-len 256 "$@" > "$G/out.json" 2> "$G/err.txt"; then
-    echo "$label: FAILED"; tail -3 "$G/err.txt"; return
-  fi
-  python3 - "$label" "$gold" "$G/out.json" <<'PY'
-import json, sys
-label, gold, out = sys.argv[1:4]
-cases = json.load(open(gold + "/goldens.json"))["cases"]
-outs = json.load(open(out))
-full = tok = total = 0
-notes = []
-for c, o in zip(cases, outs):
-    g, t = c["greedy_ids"], o["token_ids"]
-    n = next((i for i, (a, b) in enumerate(zip(g, t)) if a != b), len(g))
-    full += n == len(g); tok += n; total += len(g)
-    if n < len(g): notes.append(f"prompt {len(c['prompt_ids'])}: first diff at {n} (HF margin {c['greedy_margins'][n]:.3g})")
-print(f"{label}: {full}/{len(cases)} sequences equal, {tok}/{total} tokens before the first difference; " + "; ".join(notes))
-PY
-}
+check() { tools/gpu_greedy_vs_hf.sh "${B%/minivllm}" "$@"; }  # label goldens-folder model [flags...]
 Y='{"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 128}}'
 OFF='{"rope_parameters": {"rope_type": "default", "factor": null, "original_max_position_embeddings": null}}'
 check "qwen3-tiny-hd64 (no scaling: the baseline)" "$G/qwen3-tiny-hd64" "$G/qwen3-tiny-hd64"

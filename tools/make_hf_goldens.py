@@ -314,7 +314,8 @@ def qwen3_tiny_yarn_config():
 # by its embedding_multiplier, 12), so std 1 would make every token's own row outweigh the layers
 # and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
-             "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8, "granite-tiny": INIT_STD / 12}
+             "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8, "granite-tiny": INIT_STD / 12,
+             "granite-tiny-hd64": INIT_STD / 12}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -352,8 +353,25 @@ def qwen3_tiny_hd64_yarn_config():
     return config
 
 
+def granite_tiny_hd64_config():
+    # granite-tiny's scalars at head_dim 64, the smallest the CUDA attention kernels take (a GPU check).
+    config = granite_tiny_config()
+    config.hidden_size, config.intermediate_size = 256, 512
+    config.attention_multiplier = 1 / 64
+    return config
+
+
+def smollm3_tiny_hd64_config():
+    # smollm3-tiny's NoPE layer at head_dim 64 (a GPU check).
+    config = smollm3_tiny_config()
+    config.hidden_size, config.intermediate_size = 256, 512
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "granite-tiny-hd64": (granite_tiny_hd64_config, False),
+    "smollm3-tiny-hd64": (smollm3_tiny_hd64_config, False),
     "qwen3-tiny-hd64": (qwen3_tiny_hd64_config, True),
     "qwen3-tiny-hd64-yarn": (qwen3_tiny_hd64_yarn_config, True),
 }
