@@ -11,7 +11,8 @@ phi3-tiny-longrope, with Phi-4-mini's partial rotary and longrope; qwen3-tiny-ya
 long-context scaling; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
-the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers),
+the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers;
+glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -45,8 +46,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, GraniteConfig,
-                          LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, Glm4Config,
+                          GraniteConfig, LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -280,6 +281,19 @@ def smollm3_tiny_config():
         architectures=["SmolLM3ForCausalLM"])
 
 
+def glm4_tiny_config():
+    # Glm4ForCausalLM (GLM-4-9B-0414): Llama's layers with a norm after each sublayer, gate/up fused,
+    # q/k/v biases, and the first half of each head (partial_rotary_factor 0.5, the family's default,
+    # left out here as the published configs name it) rotating in adjacent pairs. 4 q / 2 KV heads of 16.
+    config = Glm4Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=True,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Glm4ForCausalLM"])
+    return config
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -337,6 +351,7 @@ MODELS = {
     "qwen3-tiny-yarn": (qwen3_tiny_yarn_config, True),
     "granite-tiny": (granite_tiny_config, False),
     "smollm3-tiny": (smollm3_tiny_config, False),
+    "glm4-tiny": (glm4_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

@@ -15,6 +15,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen3-tiny-yarn
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granite-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/smollm3-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -42,6 +43,9 @@ converter does per family, and the engine must read back:
     embedding_scale, residual_scale, attention.scale and logit_scale.
   smollm3 (smollm3-tiny.bf16.gguf): llama's layout (q/k rows permuted); no key for the NoPE layers
     (llama.cpp's smollm3 takes every fourth).
+  glm4 (glm4-tiny.bf16.gguf): q/k rows and biases as HF stores them (adjacent pairs rotating;
+    llama.cpp's rope type "norm"), rope.dimension_count for the half that rotates, gate_up_proj
+    kept fused as ffn_up, the sandwich norms as post_attention_norm / post_ffw_norm.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -70,6 +74,7 @@ FAMILIES = {
     "qwen3": ("qwen", "Qwen3Model", None),  # None: the folder's name
     "granite": ("granite", "GraniteModel", "granite-tiny"),
     "smollm3": ("llama", "SmolLM3Model", "smollm3-tiny"),
+    "glm4": ("glm", "Glm4Model", "glm4-tiny"),
 }
 
 

@@ -69,7 +69,7 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3")
+                    "smollm3", "glm4")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -82,7 +82,8 @@ class Shape:
         gemma = arch.startswith("gemma")
         # Gemma's configs leave tie_word_embeddings out: tied, transformers' default for them.
         self.tied = bool(cfg.get("tie_word_embeddings", gemma))
-        self.norms_per_layer = 4 if gemma else 2  # Gemma 2 and 3 also norm each sublayer's output
+        # Gemma 2 and 3, and GLM-4, also norm each sublayer's output
+        self.norms_per_layer = 4 if gemma or arch == "glm4" else 2
         self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
         self.qk_norm = arch.startswith("qwen3") or arch == "gemma3_text"
         moe = arch in ("qwen3_moe", "mixtral")

@@ -137,6 +137,30 @@ constexpr WeightNameTable kPhi3GgufNames = [] {
   return t;
 }();
 
+// transformers' Glm4Model (GLM-4-9B-0414, GLM-4-32B-0414): Llama's modules and a norm after each
+// sublayer (post_self_attn_layernorm, post_mlp_layernorm; its post_attention_layernorm is the MLP's
+// input norm, as Llama's), gate and up fused in one gate_up_proj (gate first, as Phi-3's; llama.cpp
+// keeps it fused as ffn_up), q/k/v biases, half of each head rotating in adjacent pairs.
+constexpr WeightNameTable kGlm4HfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kAttnOutputNorm)] = "model.layers.{L}.post_self_attn_layernorm";
+  t[static_cast<size_t>(R::kFfnOutputNorm)] = "model.layers.{L}.post_mlp_layernorm";
+  return t;
+}();
+constexpr WeightNameTable kGlm4GgufNames = [] {
+  WeightNameTable t = kGemma3GgufNames;  // post_attention_norm, ffn_norm, post_ffw_norm
+  for (R fused : {R::kGateProj, R::kUpProj}) t[static_cast<size_t>(fused)] = nullptr;
+  return t;
+}();
+constexpr FusedWeightTable kGlm4Fused = {{
+    {"model.layers.{L}.mlp.gate_up_proj", "blk.{L}.ffn_up", {R::kGateProj, R::kUpProj, R::kCount}, 2},
+}};
+constexpr ArchitectureTraits kGlm4Traits{.gguf_rope_permuted = true,
+                                         .post_norms = true,
+                                         .attention_bias_is_qkv = true,
+                                         .hf_rope_interleaved = true,
+                                         .default_partial_rotary = 0.5};
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
@@ -150,6 +174,7 @@ const ArchitectureSpec kArchitectures[] = {
     // SmolLM3 (SmolLM3-3B): Llama's layers, every fourth one without rope (NoPE).
     {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
      &kLlamaHfNames, &kLlamaGgufNames, nullptr},
+    {"Glm4ForCausalLM", "glm4", kGlm4Traits, &kGlm4HfNames, &kGlm4GgufNames, &kGlm4Fused},
     // IBM Granite 3 (granite-3.x-2b/8b): Llama's modules and rope layout, with four scalars
     // (ModelConfig::embedding_multiplier and the rest).
     {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,

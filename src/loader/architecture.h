@@ -105,6 +105,16 @@ struct ArchitectureTraits {
   // no_rope_layer_interval-th layer (default 4), as transformers' SmolLM3Config; a GGUF's every 4th,
   // as llama.cpp's smollm3 (which stores no key for it).
   bool no_rope_layers = false;
+  // config.json's attention_bias switches q/k/v biases only (GLM-4: its o_proj has none), where
+  // Llama's would add an o_proj bias too (refused).
+  bool attention_bias_is_qkv = false;
+  // The Hugging Face checkpoint's q/k rows rotate adjacent pairs (GLM-4); the loader moves them to
+  // the half-split layout every kernel takes (loader/rope_rows.h). Its GGUF is read as
+  // gguf_rope_permuted: llama.cpp stores those rows as they are.
+  bool hf_rope_interleaved = false;
+  // The share of each head that rotates when config.json names no partial_rotary_factor
+  // (transformers' default for the family: GLM-4's 0.5).
+  double default_partial_rotary = 1.0;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

@@ -109,9 +109,8 @@ void read_scaling_type(const GgufFile& f, const std::string& a, bool has_longrop
                        f.get_float(a + ".rope.scaling.attn_factor", 1.0);
 }
 
-// The rope: its base, the dims it rotates (rope.dimension_count; only where llama.cpp keeps HF's
-// half-split rows: in its interleaved layout the unpermute would have to know the rotary dims),
-// and per-frequency divisors: phi3's longrope, two tensors with the switch at
+// The rope: its base, the dims it rotates (rope.dimension_count; in llama.cpp's interleaved rows,
+// glm4's, the unpermute moves only those: loader/rope_rows.h), and per-frequency divisors: phi3's longrope, two tensors with the switch at
 // rope.scaling.original_context_length and the cos/sin scale in rope.scaling.attn_factor, or one
 // (rope_freqs.weight, Llama 3's scaling) that always applies, as llama.cpp reads them.
 void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
@@ -119,9 +118,6 @@ void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
   const std::string rope_dims = a + ".rope.dimension_count";
   if (f.find(rope_dims) && f.get_int(rope_dims) != c->head_dim) {
     const int64_t n_rot = f.get_int(rope_dims);
-    MINIVLLM_CHECK(!c->traits().gguf_rope_permuted)
-        << f.path() << ": unsupported " << rope_dims << " = " << n_rot << " for " << a
-        << ": minivllm rotates the whole head (head_dim " << c->head_dim << ") of rope-permuted GGUF rows";
     MINIVLLM_CHECK(n_rot > 0 && n_rot < c->head_dim && n_rot % 2 == 0)
         << f.path() << ": " << rope_dims << " = " << n_rot << " must be even and at most head_dim " << c->head_dim;
     c->rotary_dim = n_rot;

@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "loader/gguf.h"
 #include "loader/gguf_dequant.h"
+#include "loader/rope_rows.h"
 #include "loader/safetensors.h"
 #include "loader/tensor_slice.h"
 
@@ -52,34 +53,10 @@ HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
   return {gguf_name};
 }
 
-// rows of one head-row block, copied with the index map dst_row = f(src_row). Rows are moved
-// whole, so any dtype works (a quantised row is a run of whole blocks).
-Tensor move_rope_rows(const Tensor& w, int64_t n_head, bool to_gguf) {
-  MINIVLLM_CHECK(w.ndim() >= 1) << "rope row permutation of " << w.describe();
-  const int64_t rows = w.size(0);
-  MINIVLLM_CHECK(n_head > 0 && rows % n_head == 0 && (rows / n_head) % 2 == 0)
-      << "rope row permutation: " << rows << " rows do not split into " << n_head << " heads of even size";
-  const int64_t d = rows / n_head, half = d / 2;
-  const int64_t cols = rows == 0 ? 0 : w.numel() / rows;
-  Tensor out = host_tensor(w.dtype(), w.shape());
-  const size_t row_bytes = dtype_nbytes(w.dtype(), cols);
-  const auto* src = static_cast<const uint8_t*>(w.data());
-  auto* dst = static_cast<uint8_t*>(out.data());
-  for (int64_t h = 0; h < n_head; ++h) {
-    for (int64_t i = 0; i < 2; ++i) {
-      for (int64_t j = 0; j < half; ++j) {
-        const int64_t hf_row = h * d + i * half + j, gguf_row = h * d + 2 * j + i;
-        const int64_t from = to_gguf ? hf_row : gguf_row, to = to_gguf ? gguf_row : hf_row;
-        std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
-      }
-    }
-  }
-  return out;
-}
-
 class GgufWeightSource : public WeightSource {
  public:
-  GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config) : file_(std::move(file)) {
+  GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config)
+      : file_(std::move(file)), rotary_(config.rope_dim()) {
     const bool permuted = config.traits().gguf_rope_permuted;
     // Rows are unpermuted by role; a fused q/k/v tensor would need it per part.
     MINIVLLM_CHECK(!permuted || !gguf_fuses(*config.arch, "blk.{L}.attn_qkv"))
@@ -91,9 +68,9 @@ class GgufWeightSource : public WeightSource {
         add_experts(t, role, layer, config);
         continue;
       }
-      const bool weight = hf.ends_with(".weight");
-      if (permuted && weight && role == WeightRole::kQProj) e.rope_heads = config.num_heads;
-      if (permuted && weight && role == WeightRole::kKProj) e.rope_heads = config.num_kv_heads;
+      // Weights and biases alike (GLM-4's q/k biases rotate as their rows do).
+      if (permuted && role == WeightRole::kQProj) e.rope_heads = config.num_heads;
+      if (permuted && role == WeightRole::kKProj) e.rope_heads = config.num_kv_heads;
       entries_[hf] = e;
     }
   }
@@ -110,7 +87,7 @@ class GgufWeightSource : public WeightSource {
         << (it->second.expert >= 0 ? ", expert " + std::to_string(it->second.expert) : "") << ")";
     if (it->second.expert >= 0) return slice(name, shape, 0, 0, shape[0], /*stored=*/false);
     Tensor w = file_->get_f32(t);
-    return it->second.rope_heads > 0 ? unpermute_rope_rows(w, it->second.rope_heads) : w;
+    return it->second.rope_heads > 0 ? move_rope_rows(w, it->second.rope_heads, false, rotary_) : w;
   }
   // Dequantizes only the slice: a row slice is one run of whole rows; a column slice is one run per
   // row, which must start and end on a quantisation block (blocks run along HF's last dim, GGUF's
@@ -191,7 +168,7 @@ class GgufWeightSource : public WeightSource {
     const size_t first = ggml_type_nbytes(type, g.chunk_begin(0));
     const size_t last = ggml_type_nbytes(type, g.chunk_begin(g.outer - 1) + g.chunk_elems());
     file_->release(base + first, last - first);
-    return rope_heads > 0 ? move_rope_rows(out, slice_heads, false) : out;
+    return rope_heads > 0 ? move_rope_rows(out, slice_heads, false, rotary_) : out;
   }
 
   struct Entry {
@@ -218,6 +195,7 @@ class GgufWeightSource : public WeightSource {
     for (int64_t e = 0; e < n; ++e) entries_[expert_weight_name(*config.arch, role, layer, e)] = Entry{&t, 0, e};
   }
   std::shared_ptr<const GgufFile> file_;
+  int64_t rotary_;  // each head's rows that rotate (and so were permuted)
   std::map<std::string, Entry> entries_;
 };
 

@@ -208,6 +208,8 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   } else if (params && r.has(*params, "rope_theta")) {
     c->rope_theta = r.get_double(*params, "rope_theta");
   }
+  const double fallback = c->traits().default_partial_rotary;
+  if (fallback < 1) c->rotary_dim = static_cast<int64_t>(static_cast<double>(c->head_dim) * fallback);
   for (const json* obj : {&j, params}) {
     if (obj && r.has(*obj, "partial_rotary_factor")) {
       const double f = r.get_double(*obj, "partial_rotary_factor");
@@ -270,7 +272,7 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
       << p << ": unsupported mlp_bias: true (minivllm's MLP has no gate/up/down biases)";
   // Llama and Qwen3 put attention_bias on o_proj too (Qwen2 has q/k/v biases only), and the
   // engine has no o_proj bias.
-  MINIVLLM_CHECK(c.traits().qkv_bias || !r.get_bool("attention_bias", false))
+  MINIVLLM_CHECK(c.traits().qkv_bias || c.traits().attention_bias_is_qkv || !r.get_bool("attention_bias", false))
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
@@ -438,7 +440,8 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
     MINIVLLM_CHECK(c.attention_scale > 0) << path << ": attention_multiplier must be > 0, got " << c.attention_scale;
   }
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
-  c.attention_bias = c.traits().qkv_bias;  // attention_bias: true elsewhere was refused above (o_proj bias)
+  // attention_bias: true elsewhere was refused above (o_proj bias).
+  c.attention_bias = c.traits().qkv_bias || (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
   c.qk_norm = c.traits().qk_norm;
   if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_mixtral_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {
@@ -448,6 +451,12 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
     }
   }
   if (r.has("quantization_config")) c.quantization = parse_quantization_config(j.at("quantization_config"), path);
+  // The FP8 kernels take a weight's codes with their scale grid, which the interleaved rows' move
+  // does not carry along (loader/rope_rows.h).
+  MINIVLLM_CHECK(!c.quantization.quantized() || !c.traits().hf_rope_interleaved)
+      << path << ": unsupported quantization_config for " << c.arch_name
+      << " (its q/k rows are reordered at load, which minivllm does for bf16 and fp32 checkpoints only; "
+      << "--quantization fp8 quantizes a bf16 one at load)";
   c.bos_token_id = r.get_int("bos_token_id", -1);
   r.append_ids("eos_token_id", &c.eos_token_ids);
 

@@ -68,7 +68,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // the overrides too). granite-tiny is Granite's four scalars (embeddings times 12, sublayer outputs
 // times 0.22, attention scale 1 / 16, logits divided by 8), also from its GGUF (llama.cpp's granite:
 // the scalars as metadata). smollm3-tiny's fourth layer rotates nothing (SmolLM3's NoPE), also from
-// its GGUF (llama.cpp's smollm3, which stores no key for it: every fourth layer).
+// its GGUF (llama.cpp's smollm3, which stores no key for it: every fourth layer). glm4-tiny norms each
+// sublayer's output, fuses gate/up, has q/k/v biases and rotates the first half of each head in
+// adjacent pairs (its q/k rows and biases moved to the half-split layout at load), also from its GGUF.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -228,6 +230,10 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"smollm3-tiny", 1, 16},
                                            GoldenParam{"smollm3-tiny", 1, 1024, "none", "smollm3-tiny.bf16.gguf"},
                                            GoldenParam{"smollm3-tiny", 2, 1024, "none", "smollm3-tiny.bf16.gguf"},
+                                           GoldenParam{"glm4-tiny", 1}, GoldenParam{"glm4-tiny", 2},
+                                           GoldenParam{"glm4-tiny", 1, 16},
+                                           GoldenParam{"glm4-tiny", 1, 1024, "none", "glm4-tiny.bf16.gguf"},
+                                           GoldenParam{"glm4-tiny", 2, 1024, "none", "glm4-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},

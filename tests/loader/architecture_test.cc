@@ -262,6 +262,38 @@ TEST(Architecture, SmolLM3ReadsItsNoRopeLayers) {
   expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"no_rope_layer_interval", "SmolLM3ForCausalLM"});
 }
 
+// GLM-4 (tests/goldens/glm4-tiny and its GGUF): attention_bias means q/k/v biases, half of each
+// head rotates (the family's default when config.json names no partial_rotary_factor), sandwich
+// norms under its own names, gate/up fused; an FP8 checkpoint is refused (its rows are moved at load).
+TEST(Architecture, Glm4ReadsItsLayout) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/glm4-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/glm4-tiny.bf16.gguf").config}) {
+    EXPECT_TRUE(c.attention_bias) << c.source;
+    EXPECT_EQ(c.rope_dim(), 8) << c.source;
+    EXPECT_FALSE(c.tie_word_embeddings) << c.source;
+  }
+  const ArchitectureSpec& g = *load_hf_model_config(dir).arch;
+  EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kAttnOutputNorm, 1),
+            "model.layers.1.post_self_attn_layernorm.weight");
+  EXPECT_EQ(weight_name(g, WeightFormat::kHuggingFace, WeightRole::kFfnInputNorm, 1),
+            "model.layers.1.post_attention_layernorm.weight");
+  EXPECT_EQ(weight_name(g, WeightFormat::kGguf, WeightRole::kFfnOutputNorm, 1), "blk.1.post_ffw_norm.weight");
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j.erase("partial_rotary_factor");
+  j["rope_parameters"].erase("partial_rotary_factor");
+  EXPECT_EQ(load_config(j).rope_dim(), 8);  // transformers' Glm4Config default, 0.5
+  j["partial_rotary_factor"] = 1.0;
+  EXPECT_EQ(load_config(j).rope_dim(), 16);
+  j["attention_bias"] = false;
+  EXPECT_FALSE(load_config(j).attention_bias);
+  j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                              {"weight_block_size", {128, 128}}};
+  ScratchDir bad("arch_glm4_fp8");
+  write_text(bad.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"quantization_config", "Glm4ForCausalLM"});
+}
+
 // Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
 // transformers 4.42: a sliding_window and no layer_types, so the family's pattern decides, as 4.x
 // transformers' (layer i slides when i is even).

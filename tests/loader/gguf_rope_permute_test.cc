@@ -5,6 +5,7 @@
 
 #include "common/check.h"
 #include "loader/gguf.h"
+#include "loader/rope_rows.h"
 
 namespace minivllm {
 namespace {
@@ -30,6 +31,24 @@ TEST(RopePermute, MatchesConvertScriptOnSmallCases) {
   EXPECT_EQ(row_order(unpermute_rope_rows(permute_rope_rows(rows_tensor(8, 2), 1), 1)),
             (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(row_order(unpermute_rope_rows(rows_tensor(8, 1), 1)), (std::vector<int64_t>{0, 2, 4, 6, 1, 3, 5, 7}));
+}
+
+// GLM-4's partial rotary: only each head's first `rotary` rows are paired (its q/k rows, the GGUF's
+// glm4 rows as llama.cpp keeps them); the rest of the head stays put.
+TEST(RopePermute, PartialRotaryMovesOnlyTheRotaryRows) {
+  // Two heads of 8 rows, 4 rotating: interleaved [0 1 2 3 | 4 5 6 7] -> half-split [0 2 1 3 | 4 5 6 7].
+  EXPECT_EQ(row_order(move_rope_rows(rows_tensor(16, 2), 2, false, 4)),
+            (std::vector<int64_t>{0, 2, 1, 3, 4, 5, 6, 7, 8, 10, 9, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(row_order(move_rope_rows(move_rope_rows(rows_tensor(16, 3), 2, true, 4), 2, false, 4)),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  // A 1-D tensor (a bias) moves like the rows of a matrix; rotary 0 is the whole head.
+  Tensor bias = host_tensor(DType::kF32, {8});
+  for (int64_t i = 0; i < 8; ++i) bias.ptr<float>()[i] = static_cast<float>(i);
+  const Tensor moved = move_rope_rows(bias, 1, false, 0);
+  std::vector<float> got(moved.ptr<float>(), moved.ptr<float>() + 8);
+  EXPECT_EQ(got, (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
+  EXPECT_THROW(move_rope_rows(rows_tensor(16, 1), 2, false, 10), Error);  // more rotary rows than a head's
+  EXPECT_THROW(move_rope_rows(rows_tensor(16, 1), 2, false, 3), Error);   // odd
 }
 
 TEST(RopePermute, RoundTripIsIdentityOnRandomMatrices) {
