@@ -383,8 +383,16 @@ def smollm3_tiny_hd64_config():
     return config
 
 
+def glm4_tiny_hd64_config():
+    # glm4-tiny at head_dim 64 (32 dims rotating in adjacent pairs; a GPU check).
+    config = glm4_tiny_config()
+    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "glm4-tiny-hd64": (glm4_tiny_hd64_config, False),
     "granite-tiny-hd64": (granite_tiny_hd64_config, False),
     "smollm3-tiny-hd64": (smollm3_tiny_hd64_config, False),
     "qwen3-tiny-hd64": (qwen3_tiny_hd64_config, True),
