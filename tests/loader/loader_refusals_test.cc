@@ -324,7 +324,9 @@ TEST(LoaderRefusals, GgufRopeDimensionCount) {
     return tiny_llama({.metadata = [n](W& w) { w.add_scalar("llama.rope.dimension_count", W::U32, n); }});
   };
   EXPECT_NO_THROW(open_bytes(with_rot(kHeadDim)));
-  expect_gguf_refused(with_rot(8), {"llama.rope.dimension_count", "= 8", "head_dim 16"});
+  // Part of each head rotating: the unpermute moves only those rows (loader/rope_rows.h).
+  EXPECT_EQ(open_bytes(with_rot(8)).config.rope_dim(), 8);
+  expect_gguf_refused(with_rot(7), {"llama.rope.dimension_count", "= 7", "even", "head_dim 16"});
   expect_gguf_refused(with_rot(32), {"llama.rope.dimension_count", "= 32", "head_dim 16"});
 }
 
