@@ -14,6 +14,7 @@
 #include "common/config_key.h"
 #include "common/host_profile.h"
 #include "common/tuning.h"
+#include "engine/allowed_tokens.h"
 #include "loader/online_fp8.h"
 #include "runtime/step_profiler.h"
 
@@ -165,12 +166,22 @@ int64_t LLMEngine::add_request(std::vector<int32_t> prompt_token_ids, const Samp
     throw ConfigKeyError("", params.min_tokens > 0 ? "min_tokens" : "bad_words",
                          "cannot be combined with structured_outputs (its bans could leave the grammar no token)");
   }
+  // allowed_token_ids is a mask of its own (engine/allowed_tokens.h): one mask a row, and no ban
+  // that could leave it no token.
+  const bool allowed = !params.allowed_token_ids.empty();
+  if (allowed && (!so.empty() || params.min_tokens > 0 || !params.bad_words.empty())) {
+    throw ConfigKeyError("", "allowed_token_ids",
+                         std::string("cannot be combined with ") +
+                             (!so.empty() ? "structured_outputs" : params.min_tokens > 0 ? "min_tokens" : "bad_words") +
+                             " (both restrict the next token; together they could leave none)");
+  }
   for (int i = 0; i < params.n; ++i) {
     SamplingParams p = params;
     if (params.seed) p.seed = choice_seed(*params.seed, i);
     seqs.push_back(std::make_shared<Sequence>(next_seq_id_++, prompt_token_ids, std::move(p), config_.block_size));
     // One grammar state per choice; a grammar that does not compile refuses the request here.
     if (!so.empty()) seqs.back()->constraint = structured().make_constraint(so, "structured_outputs");
+    if (allowed) seqs.back()->constraint = make_allowed_tokens(params.allowed_token_ids, source_.config.vocab_size);
     r->choices.emplace_back(seqs.back(), source_.tokenizer.get(), config_.eos_token_ids);
   }
   seqs[0]->prompt_logprobs_top = params.prompt_logprobs;

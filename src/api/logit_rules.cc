@@ -16,6 +16,12 @@ SamplingParams resolve_logit_rules(const SamplingParams& params, const Tokenizer
                                                  std::to_string(vocab) + ")");
     }
   }
+  for (int64_t id : p.allowed_token_ids) {
+    if (id >= vocab) {
+      throw ConfigKeyError("", "allowed_token_ids", "token id " + std::to_string(id) +
+                                                        " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
   p.bad_words_token_ids.clear();
   if (!p.bad_words.empty() && tokenizer == nullptr) {
     throw ConfigKeyError("", "bad_words", "needs a tokenizer, and the model has none");

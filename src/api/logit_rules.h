@@ -12,7 +12,7 @@
 namespace minivllm {
 
 // `params` with bad_words_token_ids and min_tokens_banned_ids filled in. Throws a ConfigKeyError
-// naming the key for a logit_bias or stop token id outside [0, vocab), and for bad_words without a
+// naming the key for a logit_bias, allowed or stop token id outside [0, vocab), and for bad_words without a
 // tokenizer. As vLLM: each bad word is encoded as given and with one leading space (a word inside
 // a sentence is usually its own space-prefixed token), without special tokens, and both are kept.
 SamplingParams resolve_logit_rules(const SamplingParams& params, const Tokenizer* tokenizer, int64_t vocab,

@@ -70,6 +70,11 @@ constexpr auto kRows = std::to_array<KeyRow<P>>({
     key<&P::min_tokens>(
         {.name = "min_tokens", .help = "generate at least N tokens before eos or a stop token id", .min = 0}),
     key<&P::bad_words>({.name = "bad_words", .help = "a word never to generate (repeatable)", .value_name = "WORD"}),
+    key<&P::allowed_token_ids>({.name = "allowed_token_ids",
+                                .help = "sample only these token ids (repeatable; eos only if listed)",
+                                .value_name = "ID",
+                                .min = 0,
+                                .max = 2147483647}),
     key<&P::structured_outputs>({.name = "structured_outputs",
                                  .help = "what the completion must match: json, json_object, regex, choice or grammar",
                                  .value_name = "OBJ",

@@ -63,6 +63,9 @@ struct SamplingParams {
   // vLLM's: words never generated. Each is tokenized as given and with a leading space; the last
   // token of a word is banned wherever the tokens before it were just generated.
   std::vector<std::string> bad_words;
+  // vLLM's: only these tokens may be sampled (eos and stop tokens too only when listed); empty: any.
+  // Ids must be below the model's vocabulary (checked when the engine accepts the request).
+  std::vector<int64_t> allowed_token_ids;
   // vLLM's structured_outputs (OpenAI's response_format maps onto it): the completion must match a
   // JSON schema, any JSON object, a regex, one of some strings, or an EBNF grammar; a token mask
   // per step (engine/token_constraint.h) keeps the sampler inside it.

@@ -50,6 +50,7 @@ json sampling_sample() {
           {"n", 3},                   {"logprobs", 2},           {"prompt_logprobs", 1},
           {"logit_bias", {{"5", 1.5}}},
           {"min_tokens", 2},          {"bad_words", {"x"}},      {"structured_outputs", {{"regex", "a+"}}},
+          {"allowed_token_ids", {7, 8}},
           {"include_stop_str_in_output", true}, {"skip_special_tokens", false}, {"truncate_prompt_tokens", 7}};
 }
 

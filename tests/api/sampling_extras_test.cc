@@ -1,8 +1,12 @@
 // vLLM's include_stop_str_in_output, skip_special_tokens and truncate_prompt_tokens on the real
 // trained stories260K: the text of the stop string, of eos and of a stop token id left out by
 // default and kept when asked; special tokens left out of the text by default and shown when asked;
-// a prompt cut to its last k tokens generates as that shorter prompt does.
+// a prompt cut to its last k tokens generates as that shorter prompt does; allowed_token_ids keeps
+// every sampled token (eos included) in its set, greedy taking the best of them by the logits.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
 
 #include "api/llm_engine.h"
 #include "../golden/engine_test_util.h"
@@ -88,6 +92,53 @@ TEST(SamplingExtras, TruncatePromptTokensKeepsTheLastK) {
   EXPECT_EQ(e.generate(std::vector<std::vector<int32_t>>{prompt}, p)[0].prompt_token_ids, prompt);
   p.truncate_prompt_tokens = -2;
   EXPECT_THROW(p.validate(), ConfigKeyError);
+}
+
+TEST(SamplingExtras, AllowedTokenIdsKeepEveryTokenInTheSet) {
+  LLMEngine e(stories());
+  const std::vector<int32_t> prompt = e.tokenizer()->encode("Once upon a time", true);
+  const int64_t vocab = e.model_config().vocab_size;
+  const std::vector<float> logits = e.score(prompt);
+  const float* last = logits.data() + (prompt.size() - 1) * vocab;
+  const RequestOutput free_run = run(e, greedy(6));
+  // Three tokens the free run does not open with (so the mask, not chance, picks among them).
+  std::vector<int64_t> set;
+  for (int64_t id = 10; set.size() < 3; id += 37) {
+    if (id != free_run.token_ids[0]) set.push_back(id);
+  }
+  int64_t best = set[0];
+  for (int64_t id : set) best = last[id] > last[best] ? id : best;
+  SamplingParams p = greedy(6);
+  p.ignore_eos = false;
+  p.allowed_token_ids = set;
+  const RequestOutput out = run(e, p);
+  ASSERT_EQ(out.token_ids.size(), 6u) << "eos is not in the set: the run goes to max_tokens";
+  EXPECT_EQ(out.token_ids[0], best);
+  for (int32_t t : out.token_ids) EXPECT_NE(std::find(set.begin(), set.end(), t), set.end()) << t;
+  // Sampled too, in a batch beside a request without the key, which stays as it was.
+  SamplingParams sampled = p;
+  sampled.temperature = 1.0f;
+  sampled.seed = 3;
+  const int64_t masked = e.add_request(prompt, sampled), plain = e.add_request(prompt, greedy(6));
+  std::map<int64_t, RequestOutput> done;
+  while (!e.is_finished()) {
+    for (RequestOutput& o : e.step().finished) done[o.request_id] = o;
+  }
+  ASSERT_EQ(done.size(), 2u);
+  for (int32_t t : done[masked].token_ids) EXPECT_NE(std::find(set.begin(), set.end(), t), set.end()) << t;
+  EXPECT_EQ(done[plain].token_ids, free_run.token_ids);
+  // One token: every step is it.
+  p.allowed_token_ids = {set[1]};
+  EXPECT_EQ(run(e, p).token_ids, std::vector<int32_t>(6, static_cast<int32_t>(set[1])));
+  // Refused: an id past the vocabulary, and a second restriction of the next token.
+  p.allowed_token_ids = {vocab};
+  EXPECT_THROW(e.add_request(prompt, p), ConfigKeyError);
+  p.allowed_token_ids = set;
+  p.min_tokens = 2;
+  EXPECT_THROW(e.add_request(prompt, p), ConfigKeyError);
+  p.min_tokens = 0;
+  p.structured_outputs.regex = "a+";
+  EXPECT_THROW(e.add_request(prompt, p), ConfigKeyError);
 }
 
 }  // namespace

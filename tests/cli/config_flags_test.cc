@@ -80,6 +80,7 @@ const json kSamplingSample = {{"max_tokens", 9},         {"temperature", 0.5},  
                               {"n", 3},                  {"logprobs", 2},             {"logit_bias", {{"5", 1.5}}},
                               {"min_tokens", 2},         {"bad_words", {"x", "y z"}}, {"prompt_logprobs", 1},
                               {"include_stop_str_in_output", true}, {"skip_special_tokens", false}, {"truncate_prompt_tokens", 7},
+                              {"allowed_token_ids", {7, 8}},
                               {"structured_outputs", nullptr}};  // no flag of its own: see StructuredOutputFlags
 
 TEST(ConfigFlags, EveryKeyParsesFromItsFlagAsFromJson) {

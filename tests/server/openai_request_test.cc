@@ -118,7 +118,8 @@ TEST(OpenAiRequest, EverySamplingKeyIsAParameter) {
                        {"logit_bias", {{"5", 1.5}}}, {"min_tokens", 2},
                        {"bad_words", {"x"}}, {"structured_outputs", {{"regex", "a+"}}},
                        {"prompt_logprobs", 2},     {"include_stop_str_in_output", true},
-                       {"skip_special_tokens", false},  {"truncate_prompt_tokens", 7}};
+                       {"skip_special_tokens", false},  {"truncate_prompt_tokens", 7},
+                       {"allowed_token_ids", {7, 8}}};
   for (const ConfigKey& k : sampling_keys()) {
     const std::string name(k.spec.name);
     if (name == "max_tokens" || name == "logprobs") continue;
