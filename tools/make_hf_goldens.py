@@ -12,7 +12,8 @@ long-context scaling; qwen3-moe-tiny, a mixture of
 experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtral-tiny, Mixtral's
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
 the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers;
-glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope),
+glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope; ernie4_5-tiny, ERNIE
+4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -46,8 +47,8 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GenerationConfig, Glm4Config,
-                          GraniteConfig, LlamaConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+from transformers import (AutoModelForCausalLM, Ernie4_5Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
+                          Glm4Config, GraniteConfig, LlamaConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -294,6 +295,27 @@ def glm4_tiny_config():
     return config
 
 
+def ernie45_tiny_config():
+    # Ernie4_5ForCausalLM (ERNIE-4.5-0.3B-PT): Llama's layers, every head rotating in adjacent pairs,
+    # tied embeddings. 4 q / 2 KV heads of 16.
+    return Ernie4_5Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5}, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, initializer_range=INIT_STD, use_bias=False,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Ernie4_5ForCausalLM"])
+
+
+def seed_oss_tiny_config():
+    # SeedOssForCausalLM (Seed-OSS-36B): Llama's layers with q/k/v biases, no o_proj bias, untied.
+    return SeedOssConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7}, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=True, attention_out_bias=False,
+        bos_token_id=0, eos_token_id=2, pad_token_id=1, architectures=["SeedOssForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -352,6 +374,8 @@ MODELS = {
     "granite-tiny": (granite_tiny_config, False),
     "smollm3-tiny": (smollm3_tiny_config, False),
     "glm4-tiny": (glm4_tiny_config, False),
+    "ernie4_5-tiny": (ernie45_tiny_config, False),
+    "seed-oss-tiny": (seed_oss_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

@@ -16,6 +16,8 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granite-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/smollm3-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/ernie4_5-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/seed-oss-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -46,6 +48,8 @@ converter does per family, and the engine must read back:
   glm4 (glm4-tiny.bf16.gguf): q/k rows and biases as HF stores them (adjacent pairs rotating;
     llama.cpp's rope type "norm"), rope.dimension_count for the half that rotates, gate_up_proj
     kept fused as ffn_up, the sandwich norms as post_attention_norm / post_ffw_norm.
+  ernie4_5 (ernie4_5-tiny.bf16.gguf): q/k rows as HF stores them (adjacent pairs rotating).
+  seed_oss (seed-oss-tiny.bf16.gguf): Llama's names, q/k/v biases, HF's half-split rows (rope "neox").
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -75,6 +79,8 @@ FAMILIES = {
     "granite": ("granite", "GraniteModel", "granite-tiny"),
     "smollm3": ("llama", "SmolLM3Model", "smollm3-tiny"),
     "glm4": ("glm", "Glm4Model", "glm4-tiny"),
+    "ernie4_5": ("ernie", "Ernie4_5Model", "ernie4_5-tiny"),
+    "seed_oss": ("olmo", "SeedOssModel", "seed-oss-tiny"),
 }
 
 

@@ -161,6 +161,13 @@ constexpr ArchitectureTraits kGlm4Traits{.gguf_rope_permuted = true,
                                          .hf_rope_interleaved = true,
                                          .default_partial_rotary = 0.5};
 
+// llama.cpp's seed_oss names the MLP's input norm post_attention_norm (HF's post_attention_layernorm).
+constexpr WeightNameTable kSeedOssGgufNames = [] {
+  WeightNameTable t = kLlamaGgufNames;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = "blk.{L}.post_attention_norm";
+  return t;
+}();
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
@@ -175,6 +182,14 @@ const ArchitectureSpec kArchitectures[] = {
     {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
      &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     {"Glm4ForCausalLM", "glm4", kGlm4Traits, &kGlm4HfNames, &kGlm4GgufNames, &kGlm4Fused},
+    // Baidu's ERNIE 4.5 dense (ERNIE-4.5-0.3B-PT): Llama's modules, every head rotating in adjacent
+    // pairs (moved at load, as GLM-4's; llama.cpp's ernie4_5 keeps the rows as HF stores them).
+    {"Ernie4_5ForCausalLM", "ernie4_5",
+     {.gguf_rope_permuted = true, .tied_by_default = true, .hf_rope_interleaved = true}, &kLlamaHfNames,
+     &kLlamaGgufNames, nullptr},
+    // ByteDance's Seed-OSS (Seed-OSS-36B): Llama's modules with q/k/v biases (attention_bias; its
+    // o_proj bias is attention_out_bias, refused when set).
+    {"SeedOssForCausalLM", "seed_oss", {.attention_bias_is_qkv = true}, &kLlamaHfNames, &kSeedOssGgufNames, nullptr},
     // IBM Granite 3 (granite-3.x-2b/8b): Llama's modules and rope layout, with four scalars
     // (ModelConfig::embedding_multiplier and the rest).
     {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,

@@ -268,6 +268,10 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
     MINIVLLM_CHECK(act == expected) << p << ": unsupported " << key << " \"" << act << "\" for " << c.arch_name
                                     << " (minivllm implements \"" << expected << "\" for it)";
   }
+  MINIVLLM_CHECK(!r.get_bool("attention_out_bias", false))
+      << p << ": unsupported attention_out_bias: true (an o_proj bias, which minivllm does not implement)";
+  MINIVLLM_CHECK(!r.get_bool("use_bias", false))
+      << p << ": unsupported use_bias: true (biases on every projection; minivllm reads q/k/v biases only)";
   MINIVLLM_CHECK(!r.get_bool("mlp_bias", false))
       << p << ": unsupported mlp_bias: true (minivllm's MLP has no gate/up/down biases)";
   // Llama and Qwen3 put attention_bias on o_proj too (Qwen2 has q/k/v biases only), and the

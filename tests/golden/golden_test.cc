@@ -71,6 +71,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // its GGUF (llama.cpp's smollm3, which stores no key for it: every fourth layer). glm4-tiny norms each
 // sublayer's output, fuses gate/up, has q/k/v biases and rotates the first half of each head in
 // adjacent pairs (its q/k rows and biases moved to the half-split layout at load), also from its GGUF.
+// ernie4_5-tiny rotates whole heads in adjacent pairs; seed-oss-tiny has q/k/v biases; both also
+// from their GGUFs (llama.cpp's ernie4_5 and seed_oss).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -234,6 +236,12 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"glm4-tiny", 1, 16},
                                            GoldenParam{"glm4-tiny", 1, 1024, "none", "glm4-tiny.bf16.gguf"},
                                            GoldenParam{"glm4-tiny", 2, 1024, "none", "glm4-tiny.bf16.gguf"},
+                                           GoldenParam{"ernie4_5-tiny", 1}, GoldenParam{"ernie4_5-tiny", 2},
+                                           GoldenParam{"ernie4_5-tiny", 1, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
+                                           GoldenParam{"ernie4_5-tiny", 2, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
+                                           GoldenParam{"seed-oss-tiny", 1}, GoldenParam{"seed-oss-tiny", 2},
+                                           GoldenParam{"seed-oss-tiny", 1, 1024, "none", "seed-oss-tiny.bf16.gguf"},
+                                           GoldenParam{"seed-oss-tiny", 2, 1024, "none", "seed-oss-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},

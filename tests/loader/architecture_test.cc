@@ -294,6 +294,23 @@ TEST(Architecture, Glm4ReadsItsLayout) {
   expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"quantization_config", "Glm4ForCausalLM"});
 }
 
+// Seed-OSS and ERNIE 4.5: their bias keys. attention_bias is Seed-OSS's q/k/v biases; an o_proj
+// bias (attention_out_bias) or ERNIE's use_bias (every projection) is refused, not ignored.
+TEST(Architecture, SeedOssAndErnieBiasKeys) {
+  const std::string goldens = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/";
+  EXPECT_TRUE(load_hf_model_config(goldens + "seed-oss-tiny").attention_bias);
+  EXPECT_TRUE(load_hf_model_config(goldens + "ernie4_5-tiny").tie_word_embeddings);
+  EXPECT_TRUE(load_hf_model_config(goldens + "ernie4_5-tiny").traits().hf_rope_interleaved);
+  ScratchDir bad("arch_bias_keys");
+  for (const auto& [model, key] : {std::pair{"seed-oss-tiny", "attention_out_bias"}, {"ernie4_5-tiny", "use_bias"}}) {
+    std::ifstream in(goldens + model + "/config.json");
+    json j = json::parse(in);
+    j[key] = true;
+    write_text(bad.file("config.json"), j.dump());
+    expect_error_naming([&] { load_hf_model_config(bad.str()); }, {key, "true"});
+  }
+}
+
 // Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
 // transformers 4.42: a sliding_window and no layer_types, so the family's pattern decides, as 4.x
 // transformers' (layer i slides when i is even).
