@@ -13,7 +13,7 @@ experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtra
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
 the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers;
 glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope; ernie4_5-tiny, ERNIE
-4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases),
+4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -48,7 +48,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          Glm4Config, GraniteConfig, LlamaConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, GraniteConfig, LlamaConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -295,6 +295,17 @@ def glm4_tiny_config():
     return config
 
 
+def glm_tiny_config():
+    # GlmForCausalLM (glm-4-9b-chat-hf): glm4-tiny without the sublayer output norms; the rotary share
+    # left to the family's default (0.5), q/k/v biases.
+    return GlmConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=True,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["GlmForCausalLM"])
+
+
 def ernie45_tiny_config():
     # Ernie4_5ForCausalLM (ERNIE-4.5-0.3B-PT): Llama's layers, every head rotating in adjacent pairs,
     # tied embeddings. 4 q / 2 KV heads of 16.
@@ -375,6 +386,7 @@ MODELS = {
     "smollm3-tiny": (smollm3_tiny_config, False),
     "glm4-tiny": (glm4_tiny_config, False),
     "ernie4_5-tiny": (ernie45_tiny_config, False),
+    "glm-tiny": (glm_tiny_config, False),
     "seed-oss-tiny": (seed_oss_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two

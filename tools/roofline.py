@@ -69,7 +69,7 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3", "glm4", "ernie4_5", "seed_oss")
+                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch

@@ -161,6 +161,9 @@ constexpr ArchitectureTraits kGlm4Traits{.gguf_rope_permuted = true,
                                          .hf_rope_interleaved = true,
                                          .default_partial_rotary = 0.5};
 
+constexpr ArchitectureTraits kGlmTraits{.attention_bias_is_qkv = true, .hf_rope_interleaved = true,
+                                        .default_partial_rotary = 0.5};
+
 // llama.cpp's seed_oss names the MLP's input norm post_attention_norm (HF's post_attention_layernorm).
 constexpr WeightNameTable kSeedOssGgufNames = [] {
   WeightNameTable t = kLlamaGgufNames;
@@ -182,6 +185,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
      &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     {"Glm4ForCausalLM", "glm4", kGlm4Traits, &kGlm4HfNames, &kGlm4GgufNames, &kGlm4Fused},
+    // GLM-4's predecessor in transformers' own form (glm-4-9b-chat-hf, glm-edge): GLM-4 without the
+    // sublayer output norms. llama.cpp files it as chatglm, a layout of its own: no GGUF name.
+    {"GlmForCausalLM", nullptr, kGlmTraits, &kLlamaHfNames, &kLlamaGgufNames, &kGlm4Fused},
     // Baidu's ERNIE 4.5 dense (ERNIE-4.5-0.3B-PT): Llama's modules, every head rotating in adjacent
     // pairs (moved at load, as GLM-4's; llama.cpp's ernie4_5 keeps the rows as HF stores them).
     {"Ernie4_5ForCausalLM", "ernie4_5",

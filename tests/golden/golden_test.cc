@@ -72,7 +72,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // sublayer's output, fuses gate/up, has q/k/v biases and rotates the first half of each head in
 // adjacent pairs (its q/k rows and biases moved to the half-split layout at load), also from its GGUF.
 // ernie4_5-tiny rotates whole heads in adjacent pairs; seed-oss-tiny has q/k/v biases; both also
-// from their GGUFs (llama.cpp's ernie4_5 and seed_oss).
+// from their GGUFs (llama.cpp's ernie4_5 and seed_oss). glm-tiny is GlmForCausalLM (GLM-4's layers
+// without the output norms).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -236,6 +237,7 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"glm4-tiny", 1, 16},
                                            GoldenParam{"glm4-tiny", 1, 1024, "none", "glm4-tiny.bf16.gguf"},
                                            GoldenParam{"glm4-tiny", 2, 1024, "none", "glm4-tiny.bf16.gguf"},
+                                           GoldenParam{"glm-tiny", 1}, GoldenParam{"glm-tiny", 2},
                                            GoldenParam{"ernie4_5-tiny", 1}, GoldenParam{"ernie4_5-tiny", 2},
                                            GoldenParam{"ernie4_5-tiny", 1, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
                                            GoldenParam{"ernie4_5-tiny", 2, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
