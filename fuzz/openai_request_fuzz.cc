@@ -6,7 +6,8 @@
 // The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
 // the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
 // reply parsers (tool calls, reasoning; the low bits pick which): fed whole and in pieces, it
-// must split the same way.
+// must split the same way. A first byte of 0xE0-0xEF feeds the body to /v1/responses' translation
+// into a chat request, which the chat parser must then accept or refuse with an ApiError.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "server/embedding_request.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 
 namespace {
 
@@ -36,6 +38,12 @@ void run(uint8_t kind, std::string_view body) {
     return;
   }
   try {
+    if (kind >= 0xE0) {  // /v1/responses: translated, then the chat path's parser, as the server does
+      const nlohmann::json chat = server::responses_to_chat_body(j);
+      check_accepted(server::parse_chat_request(chat));
+      (void)server::responses_tools_in_order(body);
+      return;
+    }
     switch (kind % 5) {
       case 0: check_accepted(server::parse_completion_request(j)); break;
       case 1: check_accepted(server::parse_chat_request(j)); break;

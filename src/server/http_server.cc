@@ -15,6 +15,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/request_deadline.h"
+#include "server/responses_api.h"
 #include "server/socket_lookup.h"
 #include "server/tool_parsers/tool_call_syntax.h"
 
@@ -239,6 +240,23 @@ void HttpServer::add_routes() {
   };
   s.Post("/v1/completions", generation(false));
   s.Post("/v1/chat/completions", generation(true));
+  // The Responses API through the chat path (server/responses_api.h): its body in chat's terms, the
+  // chat completion back in its own.
+  s.Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
+           auto active = std::make_shared<ActiveCall>(context_->num_active);
+           if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
+           if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+           const auto now = AsyncEngine::Clock::now();
+           const json body = parse_json_body(req.body);
+           const json chat = responses_to_chat_body(body);
+           GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
+           if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
+           const auto deadline = request_deadline(chat, options_.request_timeout_s, now);
+           ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+           serve_generation(*context_, g, deadline, std::move(active), client, res);
+           if (res.status != 200) return;  // an error's body is already OpenAI's error JSON
+           res.set_content(chat_completion_to_response(json::parse(res.body), body).dump(), "application/json");
+         }));
   s.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) {
            auto active = std::make_shared<ActiveCall>(context_->num_active);
            if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");

@@ -11,7 +11,8 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
 - tool_choice "none" and "auto" on a model that answers in prose: content, no calls; "auto" reads
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
-- bad tools and tool choices are 400s naming the field.
+- bad tools and tool choices are 400s naming the field;
+- /v1/responses: the round trip as Responses items, text.format's JSON schema, its refusals.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
 the client is missing, as test_openai_client.py does (whose server helpers it uses).
@@ -106,6 +107,36 @@ class ToolsTest(unittest.TestCase):
         self.assertIn(final.finish_reason, ("stop", "length"))
         self.assertFalse(final.message.tool_calls)
         self.assertTrue(final.message.content.strip())
+
+    def test_responses_api(self):
+        # /v1/responses (served through the chat path): the same round trip with Responses' items,
+        # a JSON schema as text.format, and what it cannot serve refused naming the field.
+        flat = [{"type": "function", **t["function"]} for t in TOOLS]
+        ask = [{"role": "user", "content": ASK[0]["content"]}]
+        r = self.client.responses.create(model=NAME, input=ask, tools=flat, tool_choice="required", temperature=0,
+                                         max_output_tokens=80)
+        self.assertEqual(r.status, "completed")
+        calls = [o for o in r.output if o.type == "function_call"]
+        self.assertGreaterEqual(len(calls), 1, r.output)
+        import jsonschema
+        for c in calls:
+            jsonschema.validate(json.loads(c.arguments), {t["name"]: t for t in flat}[c.name]["parameters"])
+        history = ask + [{"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+                         for c in calls]
+        history += [{"type": "function_call_output", "call_id": c.call_id, "output": "22 C"} for c in calls]
+        final = self.client.responses.create(model=NAME, input=history, tools=flat, temperature=0,
+                                             max_output_tokens=30, instructions="Answer in one sentence.")
+        self.assertTrue(final.output_text.strip(), final.output)
+        self.assertEqual(final.usage.total_tokens, final.usage.input_tokens + final.usage.output_tokens)
+        schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                  "required": ["city"], "additionalProperties": False}
+        j = self.client.responses.create(model=NAME, input="Name a city.", temperature=0, max_output_tokens=40,
+                                         text={"format": {"type": "json_schema", "name": "c", "schema": schema}})
+        jsonschema.validate(json.loads(j.output_text), schema)
+        for kw in ({"stream": True}, {"previous_response_id": "resp_1"}, {"reasoning": {"effort": "high"}}):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.client.responses.create(model=NAME, input="hi", **kw)
+            self.assertEqual(e.exception.body.get("param"), next(iter(kw)), e.exception.body)
 
     def test_named_function_streamed(self):
         kw = dict(messages=ASK, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}})

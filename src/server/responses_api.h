@@ -1,0 +1,30 @@
+// POST /v1/responses, OpenAI's Responses API, served as a chat completion: the request body is
+// translated into /v1/chat/completions' (input items and instructions into messages, text.format
+// into response_format, the flat function tools into chat's), which the chat path parses, checks and
+// runs; its chat.completion is translated back into a response object (the reply, its reasoning and
+// its tool calls as output items). Pure JSON in and out, so it is unit-tested and fuzzed alone.
+//
+// What the server cannot do is refused with a 400 naming the field: a stream (stream: true), state
+// kept between calls (previous_response_id, conversation, background, an item_reference), other
+// tool types than functions, image and file inputs, reasoning effort, and fields this file does not
+// know. user, metadata, store, service_tier, safety_identifier and prompt_cache_key change nothing
+// about the tokens and are accepted, as the chat endpoint accepts its bookkeeping fields.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace minivllm::server {
+
+// The /v1/chat/completions body that serves `body`; throws ApiError 400 naming the Responses field.
+nlohmann::json responses_to_chat_body(const nlohmann::json& body);
+
+// The body's tools as chat's, in the client's key order (null when none); `body_text` parsed and
+// translated by responses_to_chat_body already.
+nlohmann::ordered_json responses_tools_in_order(std::string_view body_text);
+
+// The response object for the chat path's `completion` (one choice) of the request `body`.
+nlohmann::json chat_completion_to_response(const nlohmann::json& completion, const nlohmann::json& body);
+
+}  // namespace minivllm::server

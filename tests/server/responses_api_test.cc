@@ -1,0 +1,134 @@
+// /v1/responses as a chat request and back (server/responses_api.h): input items and instructions
+// into messages, the flat function tools and text.format into chat's fields, the chat parser then
+// accepting the result; a chat completion's reply, thoughts and calls as output items; what the
+// server cannot do refused naming the field.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/json_body.h"
+#include "server/openai_request.h"
+#include "server/responses_api.h"
+
+namespace minivllm::server {
+namespace {
+
+using nlohmann::json;
+
+std::string refused_param(const json& body) {
+  try {
+    parse_chat_request(responses_to_chat_body(body));
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << e.what();
+    return e.param();
+  }
+  ADD_FAILURE() << "accepted: " << body.dump();
+  return "";
+}
+
+TEST(ResponsesApi, InputAndInstructionsBecomeMessages) {
+  const json chat = responses_to_chat_body(
+      {{"model", "m"}, {"input", "Hi"}, {"instructions", "Be brief."}, {"max_output_tokens", 7}, {"top_k", 3}});
+  EXPECT_EQ(chat["messages"], json::parse(R"([{"role": "system", "content": "Be brief."},
+                                               {"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(chat["max_completion_tokens"], 7);
+  const GenerationRequest g = parse_chat_request(chat);
+  EXPECT_EQ(g.model, "m");
+  EXPECT_EQ(g.max_tokens, 7);
+  EXPECT_EQ(g.params.top_k, 3);  // vLLM's sampling keys pass through
+
+  // Items: developer is the system turn, text parts join, an earlier call and its output become
+  // chat's assistant tool_calls and tool message, thoughts are left to the template.
+  const json items = json::parse(R"([
+    {"role": "developer", "content": "sys"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
+    {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "one"},
+    {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "two"}]}])");
+  const json m = responses_to_chat_body({{"input", items}})["messages"];
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0], json::parse(R"({"role": "system", "content": "sys"})"));
+  EXPECT_EQ(m[1]["content"], "ab");
+  EXPECT_EQ(m[2]["role"], "assistant");
+  ASSERT_EQ(m[2]["tool_calls"].size(), 2u);
+  EXPECT_EQ(m[2]["tool_calls"][1]["function"]["name"], "g");
+  EXPECT_EQ(m[4], json::parse(R"({"role": "tool", "tool_call_id": "c2", "content": "two"})"));
+  EXPECT_NO_THROW(parse_chat_request(responses_to_chat_body({{"input", items}})));
+}
+
+TEST(ResponsesApi, ToolsAndTextFormatBecomeChatFields) {
+  const json body = json::parse(R"({"input": "w?", "parallel_tool_calls": false,
+    "tools": [{"type": "function", "name": "get_weather", "description": "Weather",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
+    "tool_choice": {"type": "function", "name": "get_weather"}})");
+  const json chat = responses_to_chat_body(body);
+  EXPECT_EQ(chat["tools"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(chat["tool_choice"], json::parse(R"({"type": "function", "function": {"name": "get_weather"}})"));
+  const GenerationRequest g = parse_chat_request(chat);
+  EXPECT_TRUE(g.tools.forces_calls());
+  EXPECT_FALSE(g.tools.parallel);
+  EXPECT_EQ(responses_tools_in_order(body.dump())[0]["function"]["parameters"]["required"][0], "city");
+
+  const json schema = json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  const json fmt = responses_to_chat_body(
+      {{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"name", "n"}, {"schema", schema}}}}}});
+  EXPECT_EQ(fmt["response_format"]["json_schema"]["schema"], schema);
+  EXPECT_FALSE(parse_chat_request(fmt).params.structured_outputs.empty());
+  const json plain = responses_to_chat_body({{"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}});
+  EXPECT_TRUE(parse_chat_request(plain).params.structured_outputs.empty());
+}
+
+TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
+  EXPECT_EQ(refused_param({{"input", "x"}, {"stream", true}}), "stream");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"previous_response_id", "resp_1"}}), "previous_response_id");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", {{"effort", "high"}}}}), "reasoning");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"n", 2}}), "n");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"frobnicate", 1}}), "frobnicate");
+  EXPECT_EQ(refused_param({{"model", "m"}}), "input");
+  EXPECT_EQ(refused_param({{"input", json::array()}}), "input");
+  EXPECT_EQ(refused_param({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}}}}}}}}),
+            "input[0].content");
+  EXPECT_EQ(refused_param({{"input", {{{"type", "item_reference"}, {"id", "x"}}}}}), "input[0]");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}), "tools[0]");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"max_output_tokens", -1}}), "max_completion_tokens");
+  // Bookkeeping that changes no token is accepted, as in chat.
+  EXPECT_NO_THROW(parse_chat_request(responses_to_chat_body(
+      {{"input", "x"}, {"store", true}, {"metadata", {{"k", "v"}}}, {"user", "u"}, {"truncation", "disabled"}})));
+}
+
+TEST(ResponsesApi, ChatCompletionBecomesAResponse) {
+  const json completion = json::parse(R"({"id": "chatcmpl-abc", "object": "chat.completion", "created": 5, "model": "m",
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "Let me look.",
+      "reasoning_content": "thinking", "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "f", "arguments": "{}"}}]}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14,
+              "prompt_tokens_details": {"cached_tokens": 2}}})");
+  const json r = chat_completion_to_response(completion, {{"input", "x"}, {"max_output_tokens", 9}});
+  EXPECT_EQ(r["id"], "resp_abc");
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_EQ(r["max_output_tokens"], 9);
+  ASSERT_EQ(r["output"].size(), 3u);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "thinking");
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "Let me look.");
+  EXPECT_EQ(r["output"][2], json::parse(R"({"type": "function_call", "id": "fc_call_1", "call_id": "call_1",
+                                           "name": "f", "arguments": "{}", "status": "completed"})"));
+  EXPECT_EQ(r["usage"]["input_tokens"], 10);
+  EXPECT_EQ(r["usage"]["output_tokens"], 4);
+  EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens"], 2);
+
+  json cut = completion;
+  cut["choices"][0]["finish_reason"] = "length";
+  cut["choices"][0]["message"] = {{"role", "assistant"}, {"content", "Par"}};
+  const json c = chat_completion_to_response(cut, {{"input", "x"}});
+  EXPECT_EQ(c["status"], "incomplete");
+  EXPECT_EQ(c["incomplete_details"]["reason"], "max_output_tokens");
+  ASSERT_EQ(c["output"].size(), 1u);
+  EXPECT_EQ(c["output"][0]["status"], "incomplete");
+}
+
+}  // namespace
+}  // namespace minivllm::server
