@@ -264,6 +264,7 @@ struct StreamState {
   std::vector<std::vector<size_t>> text_offset;  // completions' logprobs text_offset
   std::vector<std::vector<RequestOutput>> outputs;
   std::vector<std::vector<std::unique_ptr<ChatReplyParser>>> parsers;  // chat with parsing: per choice
+  SseRewriter rewrite;  // none: the events go out as written
   bool done = false;
 };
 
@@ -334,13 +335,23 @@ bool write_events(const ServingContext& ctx, StreamState& st, std::vector<std::p
     out += kSseDone;
     st.done = true;
   }
+  if (st.rewrite && !out.empty()) {
+    try {  // (on httplib's thread: an exception here would end the process)
+      out = st.rewrite(out);
+    } catch (const std::exception& e) {
+      out = sse_event(error_json(500, std::string("the stream could not be written: ") + e.what()));
+      st.done = true;
+    }
+  }
   return out.empty() || sink.write(out.data(), out.size());
 }
 
-void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<ActiveCall> active, httplib::Response& res) {
+void respond_stream(const ServingContext& ctx, Submitted s, std::shared_ptr<ActiveCall> active, SseRewriter rewrite,
+                    httplib::Response& res) {
   auto st = std::make_shared<StreamState>();
   st->s = std::move(s);
   st->active = std::move(active);
+  st->rewrite = std::move(rewrite);
   const size_t num = st->s.handles.size();
   const size_t n = static_cast<size_t>(st->s.n);
   st->started.assign(num, std::vector<bool>(n, false));
@@ -410,10 +421,11 @@ void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids
 }
 
 void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
-                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res) {
+                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res,
+                      SseRewriter rewrite_sse) {
   Submitted s = submit(ctx, req, deadline);
   if (req.stream) {
-    respond_stream(ctx, std::move(s), std::move(active), res);
+    respond_stream(ctx, std::move(s), std::move(active), std::move(rewrite_sse), res);
   } else {
     respond_whole(ctx, s, client, res);
   }

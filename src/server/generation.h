@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <httplib.h>
 
@@ -65,7 +67,11 @@ void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids
 // naming `param` when it cannot be tokenized or fails check_prompt_ids.
 std::vector<int32_t> prompt_input_ids(const ServingContext& ctx, const PromptInput& p, const char* param);
 
+// rewrite_sse: a stream's events pass through it before they are written (/v1/responses rewrites the
+// chat chunks as its own events); none: written as they are.
+using SseRewriter = std::function<std::string(std::string_view)>;
 void serve_generation(const ServingContext& ctx, const GenerationRequest& req, AsyncEngine::Clock::time_point deadline,
-                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res);
+                      std::shared_ptr<ActiveCall> active, ClientWatch& client, httplib::Response& res,
+                      SseRewriter rewrite_sse = nullptr);
 
 }  // namespace minivllm::server

@@ -16,6 +16,7 @@
 #include "server/openai_response.h"
 #include "server/request_deadline.h"
 #include "server/responses_api.h"
+#include "server/responses_stream.h"
 #include "server/socket_lookup.h"
 #include "server/tool_parsers/tool_call_syntax.h"
 
@@ -253,6 +254,12 @@ void HttpServer::add_routes() {
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
            const auto deadline = request_deadline(chat, options_.request_timeout_s, now);
            ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+           if (g.stream) {  // the chat chunks rewritten as Responses events as they are written
+             auto stream = std::make_shared<ResponsesStream>(body);
+             serve_generation(*context_, g, deadline, std::move(active), client, res,
+                              [stream](std::string_view sse) { return stream->rewrite(sse); });
+             return;
+           }
            serve_generation(*context_, g, deadline, std::move(active), client, res);
            if (res.status != 200) return;  // an error's body is already OpenAI's error JSON
            res.set_content(chat_completion_to_response(json::parse(res.body), body).dump(), "application/json");

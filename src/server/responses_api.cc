@@ -14,6 +14,12 @@ namespace {
 
 bool present(const json& body, const char* key) { return body.contains(key) && !body.at(key).is_null(); }
 
+// obj[key] when it is a string, else `fallback` (absent, null or another type alike).
+template <typename Json>
+std::string string_or(const Json& obj, const char* key, const std::string& fallback) {
+  return obj.is_object() && obj.contains(key) && obj[key].is_string() ? obj[key].template get<std::string>() : fallback;
+}
+
 // A message's text: a string, or parts of type input_text / output_text (what a previous
 // response's output message holds) joined.
 std::string item_text(const json& content, const std::string& where) {
@@ -96,7 +102,7 @@ Json chat_tools(const Json& tools) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || t.value("type", "") != "function") {
+    if (string_or(t, "type", "") != "function") {
       throw bad_param(where, "only function tools are supported, got " + t.dump());
     }
     if (!t.contains("name") || !t["name"].is_string()) throw bad_param(where, "needs a string name");
@@ -111,7 +117,7 @@ Json chat_tools(const Json& tools) {
 
 json chat_tool_choice(const json& choice) {
   if (choice.is_string()) return choice;  // none, auto, required: the same words
-  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name")) {
+  if (string_or(choice, "type", "") == "function" && choice.contains("name") && choice["name"].is_string()) {
     return {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
   }
   throw bad_param("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"name\": ...}, got " +
@@ -130,7 +136,7 @@ json chat_response_format(const json& text) {
   const std::string type = f["type"].is_string() ? f["type"].get<std::string>() : "";
   if (type == "text" || type == "json_object") return {{"type", type}};
   if (type != "json_schema") throw bad_param("text.format.type", "must be text, json_object or json_schema");
-  json schema = {{"name", f.value("name", "response")}};
+  json schema = {{"name", string_or(f, "name", "response")}};
   if (f.contains("schema")) schema["schema"] = f["schema"];
   if (present(f, "strict")) schema["strict"] = f["strict"];
   return {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
@@ -141,7 +147,6 @@ struct Refusal {
   std::string_view why;
 };
 constexpr Refusal kRefused[] = {
-    {"stream", "streaming responses are not supported yet; send stream: false (or use /v1/chat/completions)"},
     {"previous_response_id", "the server keeps no responses; send the whole conversation in input"},
     {"conversation", "the server keeps no conversations; send the whole conversation in input"},
     {"background", "background responses are not supported"},
@@ -149,7 +154,7 @@ constexpr Refusal kRefused[] = {
     {"max_tool_calls", "max_tool_calls is not supported"},
     {"prompt", "stored prompt templates are not supported"},
     {"top_logprobs", "logprobs are not supported in responses; use /v1/chat/completions"},
-    {"stream_options", "streaming responses are not supported yet"},
+    {"stream_options", "stream_options (include_obfuscation) is not supported"},
 };
 
 // Accepted and ignored: none changes the tokens generated (see the header).
@@ -163,7 +168,12 @@ json responses_to_chat_body(const json& body) {
   json chat = {{"messages", json::array()}};
   for (const auto& [name, value] : body.items()) {
     if (value.is_null()) continue;
-    if (name == "stream" && value == false) continue;
+    if (name == "stream") {
+      if (!value.is_boolean()) throw bad_param("stream", "must be true or false");
+      if (value == true) chat["stream_options"] = {{"include_usage", true}};  // the completed event's usage
+      chat["stream"] = value;
+      continue;
+    }
     if (name == "truncation" && value == "disabled") continue;  // the only behaviour here: refused if too long
     if (name == "reasoning") {
       if (value.is_object() && value.value("effort", json()).is_null() && value.value("summary", json()).is_null()) {
@@ -226,7 +236,7 @@ json chat_completion_to_response(const json& completion, const json& body) {
   }
   const std::string text = message.value("content", json()).is_string() ? message["content"].get<std::string>() : "";
   const bool calls = message.contains("tool_calls") && message["tool_calls"].is_array() && !message["tool_calls"].empty();
-  const bool cut = choice.value("finish_reason", "") == "length";
+  const bool cut = choice.contains("finish_reason") && choice["finish_reason"] == "length";
   if (!text.empty() || !calls) {
     output.push_back({{"type", "message"},
                       {"id", "msg_" + suffix},

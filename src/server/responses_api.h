@@ -4,8 +4,8 @@
 // runs; its chat.completion is translated back into a response object (the reply, its reasoning and
 // its tool calls as output items). Pure JSON in and out, so it is unit-tested and fuzzed alone.
 //
-// What the server cannot do is refused with a 400 naming the field: a stream (stream: true), state
-// kept between calls (previous_response_id, conversation, background, an item_reference), other
+// A stream (stream: true) is the chat path's, its events rewritten as it goes (server/responses_stream.h).
+// What the server cannot do is refused with a 400 naming the field: state kept between calls (previous_response_id, conversation, background, an item_reference), other
 // tool types than functions, image and file inputs, reasoning effort, and fields this file does not
 // know. user, metadata, store, service_tier, safety_identifier and prompt_cache_key change nothing
 // about the tokens and are accepted, as the chat endpoint accepts its bookkeeping fields.

@@ -1,13 +1,14 @@
 // /v1/responses as a chat request and back (server/responses_api.h): input items and instructions
 // into messages, the flat function tools and text.format into chat's fields, the chat parser then
-// accepting the result; a chat completion's reply, thoughts and calls as output items; what the
-// server cannot do refused naming the field.
+// accepting the result; a chat completion's reply, thoughts and calls as output items, whole or as
+// a stream's typed events; what the server cannot do refused naming the field.
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
 #include "server/responses_api.h"
+#include "server/responses_stream.h"
 
 namespace minivllm::server {
 namespace {
@@ -80,7 +81,7 @@ TEST(ResponsesApi, ToolsAndTextFormatBecomeChatFields) {
 }
 
 TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
-  EXPECT_EQ(refused_param({{"input", "x"}, {"stream", true}}), "stream");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"stream", "yes"}}), "stream");
   EXPECT_EQ(refused_param({{"input", "x"}, {"previous_response_id", "resp_1"}}), "previous_response_id");
   EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", {{"effort", "high"}}}}), "reasoning");
   EXPECT_EQ(refused_param({{"input", "x"}, {"n", 2}}), "n");
@@ -128,6 +129,85 @@ TEST(ResponsesApi, ChatCompletionBecomesAResponse) {
   EXPECT_EQ(c["incomplete_details"]["reason"], "max_output_tokens");
   ASSERT_EQ(c["output"].size(), 1u);
   EXPECT_EQ(c["output"][0]["status"], "incomplete");
+}
+
+// The events of a stream, parsed back: (type, data).
+std::vector<std::pair<std::string, json>> events_of(const std::string& sse) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t at = 0, end;
+  while ((end = sse.find("\n\n", at)) != std::string::npos) {
+    const std::string ev = sse.substr(at, end - at);
+    at = end + 2;
+    const size_t nl = ev.find('\n');
+    EXPECT_TRUE(ev.starts_with("event: ") && nl != std::string::npos) << ev;
+    const json data = json::parse(ev.substr(nl + 7));
+    EXPECT_EQ(data["type"], ev.substr(7, nl - 7));
+    out.emplace_back(ev.substr(7, nl - 7), data);
+  }
+  return out;
+}
+
+std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
+
+TEST(ResponsesApi, StreamedChunksBecomeTypedEvents) {
+  const json body = {{"input", "x"}, {"stream", true}};
+  EXPECT_EQ(responses_to_chat_body(body)["stream_options"]["include_usage"], true);
+  ResponsesStream stream(body);
+  const std::string head = R"({"id": "chatcmpl-s1", "created": 3, "model": "m", "choices": [)";
+  // Thoughts, an answer in two pieces (the second arriving split in two writes), a call, the end.
+  std::string out = stream.rewrite(sse(head + R"({"index": 0, "delta": {"role": "assistant", "content": ""}}]})"));
+  out += stream.rewrite(sse(head + R"({"index": 0, "delta": {"reasoning_content": "hm"}}]})"));
+  out += stream.rewrite(sse(head + R"({"index": 0, "delta": {"content": "Le"}}]})"));
+  const std::string piece = sse(head + R"({"index": 0, "delta": {"content": "t me"}}]})");
+  out += stream.rewrite(piece.substr(0, 20));
+  out += stream.rewrite(piece.substr(20));
+  out += stream.rewrite(": keep-alive\n\n");
+  out += stream.rewrite(sse(head + R"({"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+    "type": "function", "function": {"name": "f", "arguments": "{\"a\""}}]}}]})"));
+  out += stream.rewrite(sse(head + R"({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}]})"));
+  out += stream.rewrite(sse(head + R"({"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})"));
+  out += stream.rewrite(sse(R"({"id": "chatcmpl-s1", "created": 3, "model": "m", "choices": [],
+    "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}})"));
+  out += stream.rewrite("data: [DONE]\n\n");
+  EXPECT_NE(out.find(": keep-alive\n\n"), std::string::npos);
+  out.erase(out.find(": keep-alive\n\n"), 14);
+  const auto events = events_of(out);
+  std::vector<std::string> types;
+  for (const auto& [type, data] : events) types.push_back(type);
+  EXPECT_EQ(types, (std::vector<std::string>{
+                       "response.created", "response.in_progress",
+                       "response.output_item.added", "response.reasoning_text.delta",  // the thoughts
+                       "response.reasoning_text.done", "response.output_item.done",
+                       "response.output_item.added", "response.content_part.added",  // the answer
+                       "response.output_text.delta", "response.output_text.delta",
+                       "response.output_text.done", "response.content_part.done", "response.output_item.done",
+                       "response.output_item.added", "response.function_call_arguments.delta",  // the call
+                       "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                       "response.output_item.done", "response.completed"}));
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].second["sequence_number"], i);
+  EXPECT_EQ(events[10].second["text"], "Let me");
+  EXPECT_EQ(events[16].second["arguments"], "{\"a\": 1}");
+  const json& r = events.back().second["response"];
+  EXPECT_EQ(r["id"], "resp_s1");
+  EXPECT_EQ(r["status"], "completed");
+  ASSERT_EQ(r["output"].size(), 3u);
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "Let me");
+  EXPECT_EQ(r["output"][2]["call_id"], "call_1");
+  EXPECT_EQ(r["output"][2]["id"], events[13].second["item"]["id"]);  // the ids the events used
+  EXPECT_EQ(r["usage"]["total_tokens"], 10);
+  EXPECT_EQ(stream.rewrite(sse(head + R"({"index": 0, "delta": {"content": "late"}}]})")), "");  // after the end
+
+  // An error event ends the stream as Responses' error; a reply cut at max_output_tokens is incomplete.
+  ResponsesStream failing(body);
+  const auto error = events_of(failing.rewrite(sse(R"({"error": {"message": "boom", "code": 500}})")));
+  ASSERT_EQ(error.size(), 1u);
+  EXPECT_EQ(error[0].second["message"], "boom");
+  ResponsesStream cut(body);
+  std::string c = cut.rewrite(sse(head + R"({"index": 0, "delta": {"content": "Par"}, "finish_reason": "length"}]})"));
+  c += cut.rewrite("data: [DONE]\n\n");
+  const auto cut_events = events_of(c);
+  EXPECT_EQ(cut_events.back().first, "response.incomplete");
+  EXPECT_EQ(cut_events.back().second["response"]["incomplete_details"]["reason"], "max_output_tokens");
 }
 
 }  // namespace

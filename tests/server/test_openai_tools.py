@@ -12,7 +12,8 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
 - bad tools and tool choices are 400s naming the field;
-- /v1/responses: the round trip as Responses items, text.format's JSON schema, its refusals.
+- /v1/responses: the round trip as Responses items, whole and streamed (the typed events), text.format's
+  JSON schema, its refusals.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
 the client is missing, as test_openai_client.py does (whose server helpers it uses).
@@ -133,7 +134,21 @@ class ToolsTest(unittest.TestCase):
         j = self.client.responses.create(model=NAME, input="Name a city.", temperature=0, max_output_tokens=40,
                                          text={"format": {"type": "json_schema", "name": "c", "schema": schema}})
         jsonschema.validate(json.loads(j.output_text), schema)
-        for kw in ({"stream": True}, {"previous_response_id": "resp_1"}, {"reasoning": {"effort": "high"}}):
+        # Streamed: the SDK's accumulator rebuilds the same call and text from the typed events.
+        with self.client.responses.stream(model=NAME, input=ask, tools=flat, tool_choice="required",
+                                          temperature=0, max_output_tokens=80) as s:
+            deltas = "".join(e.delta for e in s if e.type == "response.function_call_arguments.delta")
+            streamed = s.get_final_response()
+        streamed_calls = [o for o in streamed.output if o.type == "function_call"]
+        self.assertEqual([(o.name, o.arguments) for o in streamed_calls], [(o.name, o.arguments) for o in calls])
+        self.assertEqual(deltas, "".join(o.arguments for o in calls))
+        with self.client.responses.stream(model=NAME, input=history, tools=flat, temperature=0, max_output_tokens=30,
+                                          instructions="Answer in one sentence.") as s:
+            text = "".join(e.delta for e in s if e.type == "response.output_text.delta")
+            self.assertEqual(s.get_final_response().output_text, final.output_text)
+        self.assertEqual(text, final.output_text)
+        for kw in ({"stream_options": {"include_obfuscation": False}}, {"previous_response_id": "resp_1"},
+                   {"reasoning": {"effort": "high"}}):
             with self.assertRaises(openai.BadRequestError) as e:
                 self.client.responses.create(model=NAME, input="hi", **kw)
             self.assertEqual(e.exception.body.get("param"), next(iter(kw)), e.exception.body)
