@@ -144,6 +144,13 @@ void HttpServer::drain(std::chrono::milliseconds timeout) {
   stop();
 }
 
+std::shared_ptr<ActiveCall> HttpServer::admit_call() {
+  auto active = std::make_shared<ActiveCall>(context_->num_active);  // counted before the checks
+  if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
+  if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+  return active;
+}
+
 void HttpServer::add_routes() {
   httplib::Server& s = *http_;
 
@@ -225,10 +232,7 @@ void HttpServer::add_routes() {
 
   auto generation = [this](bool chat) {
     return guarded([this, chat](const httplib::Request& req, httplib::Response& res) {
-      // Counted before the check, so a graceful stop that began meanwhile waits for this call.
-      auto active = std::make_shared<ActiveCall>(context_->num_active);
-      if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
-      if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+      auto active = admit_call();
       const auto now = AsyncEngine::Clock::now();
       const json body = parse_json_body(req.body);
       GenerationRequest g = chat ? parse_chat_request(body, engine_.generation_defaults())
@@ -244,9 +248,7 @@ void HttpServer::add_routes() {
   // The Responses API through the chat path (server/responses_api.h): its body in chat's terms, the
   // chat completion back in its own.
   s.Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
-           auto active = std::make_shared<ActiveCall>(context_->num_active);
-           if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
-           if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+           auto active = admit_call();
            const auto now = AsyncEngine::Clock::now();
            const json body = parse_json_body(req.body);
            const json chat = responses_to_chat_body(body);
@@ -265,9 +267,7 @@ void HttpServer::add_routes() {
            res.set_content(chat_completion_to_response(json::parse(res.body), body).dump(), "application/json");
          }));
   s.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) {
-           auto active = std::make_shared<ActiveCall>(context_->num_active);
-           if (stopping_ || draining_) throw ApiError(503, "the server is shutting down");
-           if (!engine_.healthy()) throw ApiError(503, "the engine died (" + engine_.death() + "); the server is exiting");
+           auto active = admit_call();
            const auto now = AsyncEngine::Clock::now();
            const json body = parse_json_body(req.body);
            const EmbeddingRequest e = parse_embedding_request(body, engine_.model_config().hidden_size);

@@ -26,6 +26,7 @@ class Server;
 namespace minivllm::server {
 
 struct ServingContext;
+class ActiveCall;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -65,6 +66,9 @@ class HttpServer {
 
  private:
   void add_routes();
+  // A generation or embeddings call, counted (so that a graceful stop that begins meanwhile waits
+  // for it) before it is refused with a 503 while the server stops or the engine is dead.
+  std::shared_ptr<ActiveCall> admit_call();
 
   AsyncEngine& engine_;
   ServerOptions options_;
