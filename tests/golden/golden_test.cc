@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -188,6 +190,20 @@ TEST_P(GoldenTest, PreemptionKeepsTokens) {
   EXPECT_GT(engine.num_preemptions(), 0) << "the cache was large enough: nothing was preempted";
 }
 
+std::string param_name(const ::testing::TestParamInfo<GoldenParam>& info) {
+  std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
+  const int budget = info.param.max_num_batched_tokens;
+  if (budget == 0) name += "_whole_prompts";
+  if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
+  if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
+  if (!info.param.file.empty()) name += "_file_" + info.param.file;
+  if (info.param.expert_parallel) name += "_expert_parallel";
+  if (!info.param.hf_overrides.empty()) name += "_hf_overrides";
+  if (!info.param.goldens.empty()) name += "_" + info.param.goldens;
+  for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values(GoldenParam{"qwen3-tiny", 1}, GoldenParam{"llama3-tiny", 1},
                                            GoldenParam{"qwen3-tiny-kv4", 1}, GoldenParam{"qwen3-tiny", 2},
@@ -225,25 +241,6 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"mixtral-tiny", 1, 1024, "none", "mixtral-tiny.bf16.gguf"},
                                            GoldenParam{"mixtral-tiny", 2, 1024, "none", "mixtral-tiny.bf16.gguf",
                                                        "", 0, true},
-                                           GoldenParam{"granite-tiny", 1}, GoldenParam{"granite-tiny", 2},
-                                           GoldenParam{"granite-tiny", 1, 16},
-                                           GoldenParam{"granite-tiny", 1, 1024, "none", "granite-tiny.bf16.gguf"},
-                                           GoldenParam{"granite-tiny", 2, 1024, "none", "granite-tiny.bf16.gguf"},
-                                           GoldenParam{"smollm3-tiny", 1}, GoldenParam{"smollm3-tiny", 2},
-                                           GoldenParam{"smollm3-tiny", 1, 16},
-                                           GoldenParam{"smollm3-tiny", 1, 1024, "none", "smollm3-tiny.bf16.gguf"},
-                                           GoldenParam{"smollm3-tiny", 2, 1024, "none", "smollm3-tiny.bf16.gguf"},
-                                           GoldenParam{"glm4-tiny", 1}, GoldenParam{"glm4-tiny", 2},
-                                           GoldenParam{"glm4-tiny", 1, 16},
-                                           GoldenParam{"glm4-tiny", 1, 1024, "none", "glm4-tiny.bf16.gguf"},
-                                           GoldenParam{"glm4-tiny", 2, 1024, "none", "glm4-tiny.bf16.gguf"},
-                                           GoldenParam{"glm-tiny", 1}, GoldenParam{"glm-tiny", 2},
-                                           GoldenParam{"ernie4_5-tiny", 1}, GoldenParam{"ernie4_5-tiny", 2},
-                                           GoldenParam{"ernie4_5-tiny", 1, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
-                                           GoldenParam{"ernie4_5-tiny", 2, 1024, "none", "ernie4_5-tiny.bf16.gguf"},
-                                           GoldenParam{"seed-oss-tiny", 1}, GoldenParam{"seed-oss-tiny", 2},
-                                           GoldenParam{"seed-oss-tiny", 1, 1024, "none", "seed-oss-tiny.bf16.gguf"},
-                                           GoldenParam{"seed-oss-tiny", 2, 1024, "none", "seed-oss-tiny.bf16.gguf"},
                                            GoldenParam{"qwen3-tiny-yarn", 1}, GoldenParam{"qwen3-tiny-yarn", 2},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 16},
                                            GoldenParam{"qwen3-tiny-yarn", 1, 1024, "none", "qwen3-tiny-yarn.bf16.gguf"},
@@ -277,19 +274,35 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                                            GoldenParam{"llama3-tiny-fp8-tensor", 2},
                                            GoldenParam{"llama3-tiny", 1, 1024, "fp8"},
                                            GoldenParam{"llama3-tiny", 2, 1024, "fp8"}),
-                         [](const ::testing::TestParamInfo<GoldenParam>& info) {
-                           std::string name = info.param.model + "_tp" + std::to_string(info.param.world_size);
-                           const int budget = info.param.max_num_batched_tokens;
-                           if (budget == 0) name += "_whole_prompts";
-                           if (budget > 0 && budget < 1024) name += "_chunk" + std::to_string(budget);
-                           if (info.param.quantization != "none") name += "_online_" + info.param.quantization;
-                           if (!info.param.file.empty()) name += "_file_" + info.param.file;
-                           if (info.param.expert_parallel) name += "_expert_parallel";
-                           if (!info.param.hf_overrides.empty()) name += "_hf_overrides";
-                           if (!info.param.goldens.empty()) name += "_" + info.param.goldens;
-                           for (char& ch : name) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return name;
-                         });
+                         param_name);
+
+// A registry row's usual set: world_size 1 and 2, chunked prefill (16 tokens a step), and the GGUF
+// llama.cpp's converter made of the same checkpoint (gguf: its file, "" for none) at 1 and 2.
+std::vector<GoldenParam> family(const std::string& model, const std::string& gguf) {
+  std::vector<GoldenParam> out = {GoldenParam{model, 1}, GoldenParam{model, 2}, GoldenParam{model, 1, 16}};
+  if (!gguf.empty()) {
+    out.push_back(GoldenParam{model, 1, 1024, "none", gguf});
+    out.push_back(GoldenParam{model, 2, 1024, "none", gguf});
+  }
+  return out;
+}
+
+std::vector<GoldenParam> families() {
+  std::vector<GoldenParam> all;
+  for (const auto& [model, gguf] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"granite-tiny", "granite-tiny.bf16.gguf"},
+           {"smollm3-tiny", "smollm3-tiny.bf16.gguf"},
+           {"glm4-tiny", "glm4-tiny.bf16.gguf"},
+           {"glm-tiny", ""},
+           {"ernie4_5-tiny", "ernie4_5-tiny.bf16.gguf"},
+           {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"}}) {
+    const std::vector<GoldenParam> f = family(model, gguf);
+    all.insert(all.end(), f.begin(), f.end());
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GoldenTest, ::testing::ValuesIn(families()), param_name);
 
 }  // namespace
 }  // namespace minivllm
