@@ -9,7 +9,7 @@ set -uo pipefail
 BIN="${1:?BIN}"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/families"
 mkdir -p "$G"
-python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 glm4-tiny-hd64 \
+python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 smollm3-tiny-hd64-all-rope glm4-tiny-hd64 \
   > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
 check() { tools/gpu_greedy_vs_hf.sh "$BIN" "$@"; }  # label goldens-folder model [flags...]
 check "qwen3-tiny-hd64 (the baseline)" "$G/qwen3-tiny-hd64" "$G/qwen3-tiny-hd64"
@@ -17,6 +17,8 @@ check "granite-tiny-hd64" "$G/granite-tiny-hd64" "$G/granite-tiny-hd64"
 check "granite-tiny-hd64, residual_multiplier 1 (must differ)" "$G/granite-tiny-hd64" "$G/granite-tiny-hd64" \
   --hf-overrides '{"residual_multiplier": 1.0}'
 check "smollm3-tiny-hd64" "$G/smollm3-tiny-hd64" "$G/smollm3-tiny-hd64"
+check "smollm3-tiny-hd64-all-rope (its weights, every layer rotating: the depth's bf16 baseline)" \
+  "$G/smollm3-tiny-hd64-all-rope" "$G/smollm3-tiny-hd64-all-rope"
 check "smollm3-tiny-hd64, every layer rotating (must differ)" "$G/smollm3-tiny-hd64" "$G/smollm3-tiny-hd64" \
   --hf-overrides '{"no_rope_layers": [1, 1, 1, 1]}'
 check "glm4-tiny-hd64" "$G/glm4-tiny-hd64" "$G/glm4-tiny-hd64"

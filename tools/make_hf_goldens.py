@@ -426,8 +426,17 @@ def glm4_tiny_hd64_config():
     return config
 
 
+def smollm3_tiny_hd64_all_rope_config():
+    # smollm3-tiny-hd64's weights with every layer rotating: how far bf16 parts from fp32 at this
+    # depth without the NoPE layer (a GPU check's baseline).
+    config = smollm3_tiny_hd64_config()
+    config.no_rope_layers = [1, 1, 1, 1]
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "smollm3-tiny-hd64-all-rope": (smollm3_tiny_hd64_all_rope_config, False),
     "glm4-tiny-hd64": (glm4_tiny_hd64_config, False),
     "granite-tiny-hd64": (granite_tiny_hd64_config, False),
     "smollm3-tiny-hd64": (smollm3_tiny_hd64_config, False),

@@ -156,10 +156,10 @@ constexpr Knob kKnobs[] = {
      "the normed gemvs fold the RMSNorm into rows of at most this many values; longer rows take the norm "
      "kernel (every CTA reads the fp32 row: PERFORMANCE.md, \"Stop 83\", \"Stop 103\")"},
     {"MINIVLLM_GEMV_NORM_FOLD", G::kTuning, K::kInt, "0: off, 1: past MINIVLLM_GEMV_NORM_MAX_K, 2: every row", 0, 2,
-     "1",
+     "0",
      "one token: the gemv's residual add before an RMSNorm also writes the norm's input and a sum of "
-     "squares a CTA, and the normed gemv after it scales by 1 / rms: no norm kernel (cuda_kernels.h, GemvFoldOut; "
-     "PERFORMANCE.md, \"Stop 108\")"},
+     "squares a CTA, and the normed gemv after it scales by 1 / rms: no norm kernel (cuda_kernels.h, GemvFoldOut). "
+     "Off: it gains on the H100 and loses on the H200 (PERFORMANCE.md, \"Stop 108\", \"Stop 116\")"},
     {"MINIVLLM_GEMV_ROPE", G::kTuning, K::kSwitch, "", 0, 0, "1",
      "the qkv gemv applies rope and stores k, v in its epilogue (models without q/k norms)"},
     {"MINIVLLM_LT_WORKSPACE", G::kTuning, K::kSwitch, "", 0, 0, "0",

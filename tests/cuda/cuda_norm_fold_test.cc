@@ -24,7 +24,7 @@ bool all_nan(const std::vector<float>& v) {
 // false notes another norm than the one that follows: nothing may be folded then.
 // fold_from: the backend's MINIVLLM_DECODE_GEMM_NORM_FOLD (adds the gemv takes by shape fold from
 // that tokens x N on).
-// gemv_fold: the backend's MINIVLLM_GEMV_NORM_FOLD (1-2 tokens; 1 by default).
+// gemv_fold: the backend's MINIVLLM_GEMV_NORM_FOLD (1-2 tokens), which the backends here are made with.
 void check_fold(Backends& b, int64_t fold_from, int64_t tokens, int64_t hidden, int64_t k, int64_t n, bool gated,
                 bool norm_f32, bool same_norm, std::mt19937& rng, int gemv_fold = 1) {
   const std::string tag = std::string(gated ? "act_mul" : "store") + " T=" + std::to_string(tokens) +
@@ -80,7 +80,7 @@ TEST(CudaNormFold, AddThenNormedLinearMatchesCpu) {
   if (!on_hopper()) GTEST_SKIP() << "the decode GEMM needs an sm_90 GPU";
   std::mt19937 rng(82);
   {
-    Backends b = backends_with("MINIVLLM_DECODE_GEMM_NORM_FOLD", "1");
+    Backends b = backends_with({{"MINIVLLM_DECODE_GEMM_NORM_FOLD", "1"}, {"MINIVLLM_GEMV_NORM_FOLD", "1"}});
     // Widths past one 128-column tile and not a multiple of it; token boxes of 16, 32 and 64; 2
     // tokens take the gemv (its own fold, MINIVLLM_GEMV_NORM_FOLD) and 65 cuBLASLt.
     for (int64_t tokens : {3, 8, 17, 64, 2, 65}) {
@@ -92,7 +92,7 @@ TEST(CudaNormFold, AddThenNormedLinearMatchesCpu) {
   }
   // The default (8,192): an add the gemv takes by shape stays there below tokens x N = 8,192, its
   // norm unfolded (3 x 1,032); at 8 x 1,024 it folds; K past the gemv's (8,192) folds at 3 tokens.
-  Backends b = backends_with("MINIVLLM_DECODE_GEMM_NORM_FOLD", "");
+  Backends b = backends_with({{"MINIVLLM_DECODE_GEMM_NORM_FOLD", ""}, {"MINIVLLM_GEMV_NORM_FOLD", "1"}});
   check_fold(b, 8192, 3, 1032, 1040, 520, false, false, true, rng);
   check_fold(b, 8192, 3, 1032, 8192, 520, false, false, true, rng);
   check_fold(b, 8192, 8, 1024, 2048, 264, true, false, true, rng);
