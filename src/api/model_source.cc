@@ -60,7 +60,7 @@ ModelSource open_hf_dir(const std::string& dir, bool with_weights, const std::st
     // Fused tensors (Phi-3's qkv_proj, gate_up_proj) appear to the model as their roles' weights.
     s.weights = split_fused_weights(std::move(s.weights), s.config);
     // q/k rows that rotate adjacent pairs (GLM-4) are moved to the half-split layout the kernels take.
-    s.weights = unpermute_interleaved_rope(std::move(s.weights), s.config);
+    if (s.config.traits().hf_rope_interleaved) s.weights = unpermute_interleaved_rope(std::move(s.weights), s.config);
   }
   const fs::path d(dir);
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.json") || fs::exists(d / "original/tokenizer.model")) {

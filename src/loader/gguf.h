@@ -29,12 +29,4 @@ GgufModel open_gguf(const std::string& path);
 // tokenizer.ggml.* of a GGUF file (usable for any tensor types).
 VocabData read_gguf_vocab(const GgufFile& file);
 
-// Rotary row layouts of a [rows, ...] q or k weight made of n_head heads of D = rows / n_head rows.
-// HF (rotate_half) pairs row j with row j + D/2 inside a head; llama.cpp's GGUF pairs rows 2j and
-// 2j+1. convert_hf_to_gguf.py's permute(w, n_head) = w.reshape(n_head, 2, D/2, ...).swapaxes(1, 2),
-// i.e. gguf[h*D + 2*j + i] = hf[h*D + i*D/2 + j] for i in {0, 1}, j < D/2.
-// unpermute_rope_rows is its inverse: hf[h*D + i*D/2 + j] = gguf[h*D + 2*j + i].
-Tensor permute_rope_rows(const Tensor& hf, int64_t n_head);
-Tensor unpermute_rope_rows(const Tensor& gguf, int64_t n_head);
-
 }  // namespace minivllm

@@ -55,23 +55,17 @@ HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
 
 class GgufWeightSource : public WeightSource {
  public:
-  GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config)
-      : file_(std::move(file)), rotary_(config.rope_dim()) {
-    const bool permuted = config.traits().gguf_rope_permuted;
-    // Rows are unpermuted by role; a fused q/k/v tensor would need it per part.
-    MINIVLLM_CHECK(!permuted || !gguf_fuses(*config.arch, "blk.{L}.attn_qkv"))
+  GgufWeightSource(std::shared_ptr<const GgufFile> file, const ModelConfig& config) : file_(std::move(file)) {
+    // Rows are unpermuted by role (make_gguf_weight_source); a fused q/k/v tensor would need it per part.
+    MINIVLLM_CHECK(!config.traits().gguf_rope_permuted || !gguf_fuses(*config.arch, "blk.{L}.attn_qkv"))
         << config.arch_name << ": a rope-permuted architecture with fused GGUF q/k/v is not implemented";
     for (const GgufTensorInfo& t : file_->tensors()) {
-      Entry e{&t, 0};
       const auto [hf, role, layer] = to_hf_name(*config.arch, t.name);
       if (is_expert_role(role)) {
         add_experts(t, role, layer, config);
         continue;
       }
-      // Weights and biases alike (GLM-4's q/k biases rotate as their rows do).
-      if (permuted && role == WeightRole::kQProj) e.rope_heads = config.num_heads;
-      if (permuted && role == WeightRole::kKProj) e.rope_heads = config.num_kv_heads;
-      entries_[hf] = e;
+      entries_[hf] = Entry{&t};
     }
   }
 
@@ -86,12 +80,11 @@ class GgufWeightSource : public WeightSource {
         << " but " << file_->path() << " has " << shape_string(shape) << " (GGUF ne " << shape_string(t.ne)
         << (it->second.expert >= 0 ? ", expert " + std::to_string(it->second.expert) : "") << ")";
     if (it->second.expert >= 0) return slice(name, shape, 0, 0, shape[0], /*stored=*/false);
-    Tensor w = file_->get_f32(t);
-    return it->second.rope_heads > 0 ? move_rope_rows(w, it->second.rope_heads, false, rotary_) : w;
+    return file_->get_f32(t);
   }
   // Dequantizes only the slice: a row slice is one run of whole rows; a column slice is one run per
   // row, which must start and end on a quantisation block (blocks run along HF's last dim, GGUF's
-  // ne[0]). q/k rows are unpermuted per head, so a row slice of them must hold whole heads.
+  // ne[0]).
   Tensor get_f32_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                        int64_t length) const override {
     return slice(name, full_shape, dim, start, length, /*stored=*/false);
@@ -136,20 +129,6 @@ class GgufWeightSource : public WeightSource {
         << what << ": slice " << slice << " of shape " << shape_string(shape) << ": type " << ggml_type_name(t.type)
         << " stores blocks of " << block << " elements along dim " << dim
         << ", so the slice must start and end on a block boundary (a multiple of " << block << ")";
-    const int64_t rope_heads = it->second.rope_heads;
-    int64_t slice_heads = rope_heads;
-    if (rope_heads > 0 && dim == 0) {
-      const int64_t rows = shape[0];
-      MINIVLLM_CHECK(rows % rope_heads == 0)
-          << what << ": slice " << slice << ": " << rows << " rope-permuted rows do not split into " << rope_heads
-          << " heads";
-      const int64_t head_dim = rows / rope_heads;
-      MINIVLLM_CHECK(start % head_dim == 0 && length % head_dim == 0)
-          << what << ": slice " << slice << " of shape " << shape_string(shape)
-          << ": rows are rope-permuted per head (" << rope_heads << " heads of " << head_dim
-          << " rows), so a row slice must cover whole heads (start and length multiples of " << head_dim << ")";
-      slice_heads = length / head_dim;
-    }
     const uint32_t type = t.type;
     // An expert's rows are whole quantisation blocks, so its data starts on a block.
     const uint8_t* base =
@@ -168,12 +147,11 @@ class GgufWeightSource : public WeightSource {
     const size_t first = ggml_type_nbytes(type, g.chunk_begin(0));
     const size_t last = ggml_type_nbytes(type, g.chunk_begin(g.outer - 1) + g.chunk_elems());
     file_->release(base + first, last - first);
-    return rope_heads > 0 ? move_rope_rows(out, slice_heads, false, rotary_) : out;
+    return out;
   }
 
   struct Entry {
     const GgufTensorInfo* info;
-    int64_t rope_heads;   // > 0: unpermute rows of this many heads
     int64_t expert = -1;  // >= 0: this expert's [rows, cols] of the 3-D [E, rows, cols] tensor
   };
 
@@ -192,20 +170,19 @@ class GgufWeightSource : public WeightSource {
         << file_->path() << ": tensor '" << t.name << "' (" << weight_role_name(role) << ") must hold the "
         << n << " experts of " << config.arch_name << ".expert_count as GGUF ne [cols, rows, " << n
         << "] (cols, rows > 0), got ne " << shape_string(t.ne);
-    for (int64_t e = 0; e < n; ++e) entries_[expert_weight_name(*config.arch, role, layer, e)] = Entry{&t, 0, e};
+    for (int64_t e = 0; e < n; ++e) entries_[expert_weight_name(*config.arch, role, layer, e)] = Entry{&t, e};
   }
   std::shared_ptr<const GgufFile> file_;
-  int64_t rotary_;  // each head's rows that rotate (and so were permuted)
   std::map<std::string, Entry> entries_;
 };
 
 }  // namespace
 
-Tensor permute_rope_rows(const Tensor& hf, int64_t n_head) { return move_rope_rows(hf, n_head, true); }
-Tensor unpermute_rope_rows(const Tensor& gguf, int64_t n_head) { return move_rope_rows(gguf, n_head, false); }
-
 std::unique_ptr<WeightSource> make_gguf_weight_source(std::shared_ptr<const GgufFile> file, const ModelConfig& config) {
-  return std::make_unique<GgufWeightSource>(std::move(file), config);
+  std::unique_ptr<WeightSource> source = std::make_unique<GgufWeightSource>(std::move(file), config);
+  // llama.cpp's rows rotate adjacent pairs (its converter permutes Llama's; GLM-4's and ERNIE's are so
+  // already): moved to the half-split layout, as a Hugging Face checkpoint's are (loader/rope_rows.h).
+  return config.traits().gguf_rope_permuted ? unpermute_interleaved_rope(std::move(source), config) : std::move(source);
 }
 
 }  // namespace minivllm

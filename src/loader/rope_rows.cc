@@ -43,11 +43,17 @@ namespace {
 class InterleavedRopeSource : public WeightSource {
  public:
   InterleavedRopeSource(std::unique_ptr<WeightSource> base, const ModelConfig& c)
-      : base_(std::move(base)), head_dim_(c.head_dim), rotary_(c.rope_dim()) {
-    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      : base_(std::move(base)), rotary_(c.rope_dim()) {
+    // The layers the checkpoint holds (as the GGUF loader's names do, whatever the config says).
+    const auto name = [&](WeightRole role, int64_t layer, const char* kind) {
+      return weight_name(*c.arch, WeightFormat::kHuggingFace, role, layer, kind);
+    };
+    for (int64_t layer = 0; base_->has(name(WeightRole::kQProj, layer, "weight")) ||
+                            base_->has(name(WeightRole::kKProj, layer, "weight"));
+         ++layer) {
       for (const char* kind : {"weight", "bias"}) {
-        heads_[weight_name(*c.arch, WeightFormat::kHuggingFace, WeightRole::kQProj, layer, kind)] = c.num_heads;
-        heads_[weight_name(*c.arch, WeightFormat::kHuggingFace, WeightRole::kKProj, layer, kind)] = c.num_kv_heads;
+        heads_[name(WeightRole::kQProj, layer, kind)] = c.num_heads;
+        heads_[name(WeightRole::kKProj, layer, kind)] = c.num_kv_heads;
       }
     }
   }
@@ -74,27 +80,27 @@ class InterleavedRopeSource : public WeightSource {
   // A row slice must hold whole heads (the tensor-parallel shards do); a column slice holds every row.
   Tensor slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                int64_t length, bool stored) const {
-    const Tensor w = stored ? base_->get_stored_slice(name, full_shape, dim, start, length)
-                            : base_->get_f32_slice(name, full_shape, dim, start, length);
     auto it = heads_.find(name);
-    if (it == heads_.end()) return w;
-    if (dim != 0) return move_rope_rows(w, it->second, false, rotary_);
-    MINIVLLM_CHECK(start % head_dim_ == 0 && length % head_dim_ == 0)
+    // A head's rows, from the tensor's (a bias's too).
+    const int64_t head = it == heads_.end() || full_shape.empty() ? 0 : full_shape[0] / it->second;
+    MINIVLLM_CHECK(it == heads_.end() || dim != 0 || (head > 0 && start % head == 0 && length % head == 0))
         << "tensor '" << name << "' in " << base_->describe() << ": slice " << slice_string(dim, start, length)
         << ": its rows rotate adjacent pairs within each head, so a row slice must cover whole heads (multiples of "
-        << head_dim_ << ")";
-    return move_rope_rows(w, length / head_dim_, false, rotary_);
+        << head << ")";
+    const Tensor w = stored ? base_->get_stored_slice(name, full_shape, dim, start, length)
+                            : base_->get_f32_slice(name, full_shape, dim, start, length);
+    if (it == heads_.end()) return w;
+    return move_rope_rows(w, dim == 0 ? length / head : it->second, false, rotary_);
   }
 
   std::unique_ptr<WeightSource> base_;
-  int64_t head_dim_, rotary_;
+  int64_t rotary_;  // each head's rows that rotate (0: all of them)
   std::map<std::string, int64_t> heads_;  // q/k weights and biases -> their heads
 };
 
 }  // namespace
 
 std::unique_ptr<WeightSource> unpermute_interleaved_rope(std::unique_ptr<WeightSource> source, const ModelConfig& config) {
-  if (config.arch == nullptr || !config.traits().hf_rope_interleaved) return source;
   return std::make_unique<InterleavedRopeSource>(std::move(source), config);
 }
 

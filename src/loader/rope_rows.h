@@ -19,9 +19,9 @@ namespace minivllm {
 // Rows are moved whole, so any dtype works (a quantised row is a run of whole blocks).
 Tensor move_rope_rows(const Tensor& w, int64_t n_head, bool to_interleaved, int64_t rotary = 0);
 
-// A Hugging Face checkpoint whose q/k rows rotate adjacent pairs (ArchitectureTraits::
-// hf_rope_interleaved: GLM-4): its q_proj / k_proj weights and biases served half-split, whole or
-// as shards of whole heads. `source` itself for other rows.
+// `source` with its q_proj / k_proj weights and biases (rows rotating adjacent pairs) served
+// half-split, whole or as shards of whole heads: a Hugging Face checkpoint of a row with
+// hf_rope_interleaved (GLM-4, ERNIE 4.5), and the GGUF of a row with gguf_rope_permuted.
 std::unique_ptr<WeightSource> unpermute_interleaved_rope(std::unique_ptr<WeightSource> source, const ModelConfig& config);
 
 }  // namespace minivllm

@@ -4,11 +4,15 @@
 #include <random>
 
 #include "common/check.h"
-#include "loader/gguf.h"
 #include "loader/rope_rows.h"
 
 namespace minivllm {
 namespace {
+
+// convert_hf_to_gguf.py's permute(w, n_head) = w.reshape(n_head, 2, D/2, ...).swapaxes(1, 2), i.e.
+// gguf[h*D + 2*j + i] = hf[h*D + i*D/2 + j], and its inverse, over whole heads (loader/rope_rows.h).
+Tensor permute_rope_rows(const Tensor& hf, int64_t n_head) { return move_rope_rows(hf, n_head, true); }
+Tensor unpermute_rope_rows(const Tensor& gguf, int64_t n_head) { return move_rope_rows(gguf, n_head, false); }
 
 Tensor rows_tensor(int64_t rows, int64_t cols) {  // element [r][c] = r * 1000 + c
   Tensor t = host_tensor(DType::kF32, {rows, cols});
