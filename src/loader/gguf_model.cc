@@ -110,9 +110,10 @@ void read_scaling_type(const GgufFile& f, const std::string& a, bool has_longrop
 }
 
 // The rope: its base, the dims it rotates (rope.dimension_count; in llama.cpp's interleaved rows,
-// glm4's, the unpermute moves only those: loader/rope_rows.h), and per-frequency divisors: phi3's longrope, two tensors with the switch at
-// rope.scaling.original_context_length and the cos/sin scale in rope.scaling.attn_factor, or one
-// (rope_freqs.weight, Llama 3's scaling) that always applies, as llama.cpp reads them.
+// glm4's, the unpermute moves only those: loader/rope_rows.h), and per-frequency divisors: phi3's
+// longrope, two tensors with the switch at rope.scaling.original_context_length and the cos/sin
+// scale in rope.scaling.attn_factor, or one (rope_freqs.weight, Llama 3's scaling) that always
+// applies, as llama.cpp reads them.
 void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
   c->rope_theta = f.get_float(a + ".rope.freq_base", 10000.0);
   const std::string rope_dims = a + ".rope.dimension_count";
@@ -278,10 +279,8 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
     c.final_logit_softcapping = f.get_float(a + ".final_logit_softcapping", 0);
   }
   if (c.traits().granite_multipliers) read_granite_scales(f, a, &c);
-  if (c.traits().no_rope_layers) {  // llama.cpp's smollm3: every 4th layer, with no key in the file
-    c.layer_no_rope.assign(static_cast<size_t>(c.num_layers), false);
-    for (int64_t i = 3; i < c.num_layers; i += 4) c.layer_no_rope[static_cast<size_t>(i)] = true;
-  }
+  // llama.cpp's smollm3: every 4th layer without rope, with no key in the file.
+  if (c.traits().no_rope_layers) c.layer_no_rope = every_nth_layer(c.num_layers, 4);
   // llama.cpp stores Gemma's norms as 1 + w (its converter adds the 1).
   c.norm_weights_include_one = c.traits().norm == NormForm::kRmsOnePlusWeight;
   // GGUF has no query_pre_attn_scalar: llama.cpp scales Gemma 2's and 3's queries by head_dim^-1/2,

@@ -251,8 +251,25 @@ void parse_rope(const ConfigReader& r, ModelConfig* c) {
   c->rope_scaling.original_max_position_embeddings = r.get_int(*params, "original_max_position_embeddings");
 }
 
-constexpr const char* kGraniteKeys[] = {"embedding_multiplier", "residual_multiplier", "attention_multiplier",
-                                        "logits_scaling"};
+// Keys that only the rows with a trait read: another row's config that names one is refused.
+struct RowOnlyKey {
+  const char* key;
+  bool ArchitectureTraits::*read_by;
+  const char* why;
+};
+constexpr const char* kSoftcapOnly = "minivllm soft-caps Gemma 2's only";
+constexpr const char* kSmolLM3Only = "minivllm reads it for SmolLM3ForCausalLM only";
+constexpr const char* kGraniteOnly = "minivllm reads it for GraniteForCausalLM only";
+constexpr RowOnlyKey kRowOnlyKeys[] = {
+    {"final_logit_softcapping", &ArchitectureTraits::logit_softcapping, kSoftcapOnly},
+    {"attn_logit_softcapping", &ArchitectureTraits::logit_softcapping, kSoftcapOnly},
+    {"no_rope_layers", &ArchitectureTraits::no_rope_layers, kSmolLM3Only},
+    {"no_rope_layer_interval", &ArchitectureTraits::no_rope_layers, kSmolLM3Only},
+    {"embedding_multiplier", &ArchitectureTraits::granite_multipliers, kGraniteOnly},
+    {"residual_multiplier", &ArchitectureTraits::granite_multipliers, kGraniteOnly},
+    {"attention_multiplier", &ArchitectureTraits::granite_multipliers, kGraniteOnly},
+    {"logits_scaling", &ArchitectureTraits::granite_multipliers, kGraniteOnly},
+};
 
 // Keys asking for model features the engine does not implement: refusing them is better than
 // loading the weights and silently computing something else.
@@ -279,20 +296,10 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
   MINIVLLM_CHECK(c.traits().qkv_bias || c.traits().attention_bias_is_qkv || !r.get_bool("attention_bias", false))
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
-    MINIVLLM_CHECK(!r.has(key) || c.traits().logit_softcapping)
-        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
-        << " (minivllm soft-caps Gemma 2's only)";
-  }
-  for (const char* key : {"no_rope_layers", "no_rope_layer_interval"}) {
-    MINIVLLM_CHECK(!r.has(key) || c.traits().no_rope_layers)
-        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
-        << " (minivllm reads it for SmolLM3ForCausalLM only)";
-  }
-  for (const char* key : kGraniteKeys) {
-    MINIVLLM_CHECK(!r.has(key) || c.traits().granite_multipliers)
-        << p << ": unsupported " << key << " " << j.at(key).dump() << " for " << c.arch_name
-        << " (minivllm reads it for GraniteForCausalLM only)";
+  for (const RowOnlyKey& k : kRowOnlyKeys) {
+    MINIVLLM_CHECK(!r.has(k.key) || c.traits().*k.read_by)
+        << p << ": unsupported " << k.key << " " << j.at(k.key).dump() << " for " << c.arch_name << " (" << k.why
+        << ")";
   }
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
       << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
@@ -384,7 +391,7 @@ void parse_no_rope_layers(const ConfigReader& r, ModelConfig* c) {
   }
   const int64_t interval = r.get_int("no_rope_layer_interval", 4);
   MINIVLLM_CHECK_GT(interval, 0) << p << ": no_rope_layer_interval must be > 0";
-  for (size_t i = 0; i < n; ++i) c->layer_no_rope[i] = static_cast<int64_t>(i + 1) % interval == 0;
+  c->layer_no_rope = every_nth_layer(c->num_layers, interval);
 }
 
 void parse_shapes(const ConfigReader& r, ModelConfig* c) {
@@ -474,6 +481,12 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   }
   c.validate();
   return c;
+}
+
+std::vector<bool> every_nth_layer(int64_t num_layers, int64_t n) {
+  std::vector<bool> flags(static_cast<size_t>(num_layers), false);
+  for (int64_t i = n - 1; i < num_layers; i += n) flags[static_cast<size_t>(i)] = true;
+  return flags;
 }
 
 double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {

@@ -112,6 +112,10 @@ struct ModelConfig {
 // transformers' _compute_yarn_parameters and llama.cpp's yarn set-up agree on it.
 double yarn_attention_factor(double factor, double mscale = 0, double mscale_all_dim = 0);
 
+// num_layers flags, every n-th layer's set (layers n - 1, 2n - 1, ...): SmolLM3's NoPE layers by their
+// interval, as transformers' SmolLM3Config and llama.cpp's smollm3 (n = 4) lay them out.
+std::vector<bool> every_nth_layer(int64_t num_layers, int64_t n);
+
 // Reads <dir>/config.json (and generation_config.json when present for eos ids). hf_overrides: a
 // JSON object's text merged into config.json first (RFC 7386 merge patch), or "".
 ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_overrides = "");
