@@ -77,12 +77,14 @@ bool read_by(Endpoint endpoint, std::string_view name) {
 
 }  // namespace
 
+bool is_ignored_bookkeeping_field(std::string_view name) { return listed(kIgnoredFields, name); }
+
 void check_request_fields(const nlohmann::json& body, Endpoint endpoint) {
   if (!body.is_object()) return;  // the parser names that problem
   for (const auto& [name, value] : body.items()) {
     // The ignored bookkeeping fields are OpenAI clients' (completions and chat), not vLLM's /tokenize.
     const bool openai = endpoint == Endpoint::kCompletions || endpoint == Endpoint::kChat;
-    if (value.is_null() || read_by(endpoint, name) || (openai && listed(kIgnoredFields, name))) continue;
+    if (value.is_null() || read_by(endpoint, name) || (openai && is_ignored_bookkeeping_field(name))) continue;
     for (const Refusal& r : kRefused) {
       if (r.field == name) throw bad_param(name, "not supported: " + std::string(r.why));
     }

@@ -5,6 +5,7 @@
 
 #include "engine/sampling_keys.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace minivllm::server {
 
@@ -157,9 +158,8 @@ constexpr Refusal kRefused[] = {
     {"stream_options", "stream_options (include_obfuscation) is not supported"},
 };
 
-// Accepted and ignored: none changes the tokens generated (see the header).
-constexpr std::string_view kIgnored[] = {"user",         "metadata",          "store",
-                                         "service_tier", "safety_identifier", "prompt_cache_key"};
+// Accepted and ignored besides chat's bookkeeping fields: neither changes the tokens generated.
+constexpr std::string_view kIgnored[] = {"safety_identifier", "prompt_cache_key"};
 
 }  // namespace
 
@@ -184,6 +184,7 @@ json responses_to_chat_body(const json& body) {
     bool known = name == "input" || name == "instructions" || name == "model" || name == "max_output_tokens" ||
                  name == "tools" || name == "tool_choice" || name == "parallel_tool_calls" || name == "text" ||
                  name == "request_timeout";
+    known = known || is_ignored_bookkeeping_field(name);
     for (std::string_view n : kIgnored) known = known || n == name;
     if (known) continue;
     for (const Refusal& r : kRefused) {
