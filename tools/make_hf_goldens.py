@@ -48,7 +48,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          GlmConfig, Glm4Config, GraniteConfig, LlamaConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, GraniteConfig, LlamaConfig, Olmo2Config, Olmo3Config, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -327,6 +327,32 @@ def seed_oss_tiny_config():
         bos_token_id=0, eos_token_id=2, pad_token_id=1, architectures=["SeedOssForCausalLM"])
 
 
+def olmo2_tiny_config():
+    # Olmo2ForCausalLM (OLMo-2-0425-1B, OLMo-2-1124-7B): Llama's modules with no norm before a sublayer,
+    # a norm on each sublayer's output, and q/k norms over all heads of q and of k at once. 4 q / 2 KV
+    # heads of 16, so that world_size 2 sums the norms' squares over two ranks.
+    return Olmo2Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=False,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Olmo2ForCausalLM"])
+
+
+def olmo3_tiny_config():
+    # Olmo3ForCausalLM (Olmo-3-7B, 32B): OLMo 2's layers, the first three of every four sliding (window 8,
+    # so that it binds), yarn on the full layer only (factor 4 over 128 positions; the sliding layers
+    # rotate unscaled at the same base), as transformers 5 writes it (rope_parameters by layer kind).
+    return Olmo3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, sliding_window=8,
+        rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+                                            "rope_theta": 1e4},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+        rms_norm_eps=1e-6, tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=False,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Olmo3ForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -388,6 +414,8 @@ MODELS = {
     "ernie4_5-tiny": (ernie45_tiny_config, False),
     "glm-tiny": (glm_tiny_config, False),
     "seed-oss-tiny": (seed_oss_tiny_config, False),
+    "olmo2-tiny": (olmo2_tiny_config, False),
+    "olmo3-tiny": (olmo3_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -434,8 +462,24 @@ def smollm3_tiny_hd64_all_rope_config():
     return config
 
 
+def olmo2_tiny_hd64_config():
+    # olmo2-tiny at head_dim 64 (the q/k norms 256 and 128 wide; a GPU check).
+    config = olmo2_tiny_config()
+    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
+    return config
+
+
+def olmo3_tiny_hd64_config():
+    # olmo3-tiny at head_dim 64 (a GPU check).
+    config = olmo3_tiny_config()
+    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "olmo2-tiny-hd64": (olmo2_tiny_hd64_config, False),
+    "olmo3-tiny-hd64": (olmo3_tiny_hd64_config, False),
     "smollm3-tiny-hd64-all-rope": (smollm3_tiny_hd64_all_rope_config, False),
     "glm4-tiny-hd64": (glm4_tiny_hd64_config, False),
     "granite-tiny-hd64": (granite_tiny_hd64_config, False),

@@ -18,6 +18,8 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/ernie4_5-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/seed-oss-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo2-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo3-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -50,6 +52,8 @@ converter does per family, and the engine must read back:
     kept fused as ffn_up, the sandwich norms as post_attention_norm / post_ffw_norm.
   ernie4_5 (ernie4_5-tiny.bf16.gguf): q/k rows as HF stores them (adjacent pairs rotating).
   seed_oss (seed-oss-tiny.bf16.gguf): Llama's names, q/k/v biases, HF's half-split rows (rope "neox").
+  olmo2 (olmo2-tiny.bf16.gguf): no input norms; the output norms as post_attention_norm / post_ffw_norm,
+    the q/k norms over all heads as attn_q_norm [nq hd] / attn_k_norm [nkv hd]; HF's half-split rows.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -81,6 +85,8 @@ FAMILIES = {
     "glm4": ("glm", "Glm4Model", "glm4-tiny"),
     "ernie4_5": ("ernie", "Ernie4_5Model", "ernie4_5-tiny"),
     "seed_oss": ("olmo", "SeedOssModel", "seed-oss-tiny"),
+    "olmo2": ("olmo", "Olmo2Model", "olmo2-tiny"),
+    "olmo3": ("olmo", "Olmo2Model", "olmo3-tiny"),
 }
 
 

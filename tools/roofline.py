@@ -69,7 +69,7 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss")
+                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -85,7 +85,9 @@ class Shape:
         # Gemma 2 and 3, and GLM-4, also norm each sublayer's output
         self.norms_per_layer = 4 if gemma or arch == "glm4" else 2
         self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
-        self.qk_norm = arch.startswith("qwen3") or arch == "gemma3_text"
+        # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
+        self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch == "gemma3_text"
+                              else (self.q_heads + self.kv_heads) * self.head_dim if arch == "olmo2" else 0)
         moe = arch in ("qwen3_moe", "mixtral")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
         self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
@@ -102,7 +104,7 @@ def weight_counts(s):
         "attention": s.layers * (h * q + 2 * h * kv + q * h),   # q, k, v, o at --weight-dtype
         "expert": s.layers * 3 * h * s.mlp_width,               # gate, up, down of one expert (dense: the MLP)
         "bias": s.layers * (q + 2 * kv) if s.qkv_bias else 0,   # bf16
-        "replicated": s.layers * (s.norms_per_layer * h + (2 * s.head_dim if s.qk_norm else 0)
+        "replicated": s.layers * (s.norms_per_layer * h + s.qk_norm_width
                                   + (h * s.experts if s.experts > 1 else 0)) + h,  # bf16, + the final norm
         "head": s.vocab * h,                                    # at --head-dtype
         "embedding": 0 if s.tied else s.vocab * h,              # at --head-dtype; one row read per token

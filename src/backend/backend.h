@@ -201,6 +201,17 @@ class Backend {
   virtual void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                             const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& positions,
                             const Tensor& cos_sin) = 0;
+  // q/k norms over all heads at once (OLMo 2), in two steps so that tensor parallelism can sum
+  // the squares over its ranks in between. qk_sum_squares: sums (f32 [T, 2]) = for each token of
+  // qkv[T, (nq + 2 nkv) * head_dim], the sum of the squares of its q (column 0) and of its k
+  // (column 1), in fp32. qk_norm_full_width: q[t] = q[t] * rsqrt(sums[t, 0] / q_width + eps) *
+  // q_norm, k likewise (q_norm f32 [nq head_dim], k_norm f32 [nkv head_dim]; q_width, k_width the
+  // widths the sums cover: every rank's heads), in place.
+  virtual void qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                              const Tensor& sums) = 0;
+  virtual void qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                  const Tensor& sums, int64_t q_width, int64_t k_width, const Tensor& q_norm,
+                                  const Tensor& k_norm, float eps) = 0;
   // Writes k and v of every token of qkv into the cache at slot_mapping (-1 skips the token).
   // An fp8 cache stores the keys rotated (common/fp8.h: kv_rotate_row, MINIVLLM_FP8_KV_ROTATE), and
   // this write also rotates q and k of every row of qkv in place, padding rows included: attention
@@ -221,6 +232,9 @@ class Backend {
   virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;
   // residual (f32) += x (activation dtype or f32), same shape.
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
+  // out (activation dtype) = x (f32, same shape), rounded once: a sublayer with no input norm
+  // reads the residual stream as it is (OLMo 2).
+  virtual void to_activation(const Tensor& x, const Tensor& out) = 0;
   // x (f32) *= factor, in place (Gemma's embedding scale on the residual stream).
   virtual void scale(const Tensor& x, float factor) = 0;
   // Gemma 2's soft-capping; a backend without it refuses such a model at start-up through

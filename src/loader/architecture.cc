@@ -171,6 +171,38 @@ constexpr WeightNameTable kSeedOssGgufNames = [] {
   return t;
 }();
 
+// transformers' Olmo2Model (OLMo-2-0425-1B, OLMo-2-1124-7B/13B, OLMo-2-0325-32B): Llama's modules with
+// no norm before a sublayer, a norm on each sublayer's output (post_attention_layernorm,
+// post_feedforward_layernorm), and q/k norms over all heads of q and of k at once. llama.cpp's olmo2
+// names them post_attention_norm / post_ffw_norm and keeps HF's half-split q/k rows (rope "neox").
+constexpr WeightNameTable kOlmo2HfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kAttnInputNorm)] = nullptr;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = nullptr;
+  t[static_cast<size_t>(R::kAttnOutputNorm)] = "model.layers.{L}.post_attention_layernorm";
+  t[static_cast<size_t>(R::kFfnOutputNorm)] = "model.layers.{L}.post_feedforward_layernorm";
+  return t;
+}();
+constexpr WeightNameTable kOlmo2GgufNames = [] {
+  WeightNameTable t = kGemma3GgufNames;  // post_attention_norm, post_ffw_norm
+  t[static_cast<size_t>(R::kAttnInputNorm)] = nullptr;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = nullptr;
+  return t;
+}();
+constexpr ArchitectureTraits kOlmo2Traits{.qk_norm = true,
+                                          .qk_norm_full_width = true,
+                                          .post_norms = true,
+                                          .input_norms = false,
+                                          .sliding_rope_unscaled = true};
+// OLMo 3 (Olmo-3-7B, 32B): OLMo 2's layers, three of every four sliding (layer_types; transformers'
+// default when a config names a window but no layer kinds), the rope scaling on the full layers only.
+constexpr ArchitectureTraits kOlmo3Traits{.qk_norm = true,
+                                          .qk_norm_full_width = true,
+                                          .post_norms = true,
+                                          .input_norms = false,
+                                          .swa_pattern = 4,
+                                          .sliding_rope_unscaled = true};
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
@@ -216,6 +248,9 @@ const ArchitectureSpec kArchitectures[] = {
     // every layer when set (transformers' Phi3Attention). Its rope may rotate part of each head
     // (partial_rotary_factor) and scale by longrope (ModelConfig, model/rope.h). llama.cpp's
     // converter keeps HF's half-split q/k rows (not permuted).
+    // llama.cpp writes OLMo 2 and 3 alike as "olmo2" (a sliding window and its layer pattern as metadata).
+    {"Olmo2ForCausalLM", "olmo2", kOlmo2Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
+    {"Olmo3ForCausalLM", nullptr, kOlmo3Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };
 

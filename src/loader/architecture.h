@@ -25,8 +25,8 @@ enum class WeightRole : int {
   kQProj,            // [nq hd, H]
   kKProj,            // [nkv hd, H]
   kVProj,            // [nkv hd, H]
-  kQNorm,            // [hd], per head (Qwen3)
-  kKNorm,            // [hd]
+  kQNorm,            // [hd], per head (Qwen3); [nq hd] with qk_norm_full_width (OLMo 2)
+  kKNorm,            // [hd]; [nkv hd] with qk_norm_full_width
   kOProj,            // [H, nq hd]
   kFfnInputNorm,     // [H], before the MLP (HF Llama's "post_attention_layernorm")
   kGateProj,         // [I, H]
@@ -64,6 +64,9 @@ struct ArchitectureTraits {
   Activation activation = Activation::kSilu;
   NormForm norm = NormForm::kRms;
   bool qk_norm = false;         // q_norm / k_norm per head before the rope (Qwen3)
+  // The q and k norms span every head of q and of k at once (kQNorm [nq hd], kKNorm [nkv hd]: OLMo 2),
+  // not one head; with tensor parallelism their sums of squares are all-reduced over the ranks.
+  bool qk_norm_full_width = false;
   bool qkv_bias = false;        // q/k/v biases always present (Qwen2: its config has no key for them)
   // config.json's sliding_window applies only with use_sliding_window: true, from layer
   // max_window_layers on (Qwen2, Qwen3); otherwise whenever it is set (Mistral).
@@ -79,11 +82,18 @@ struct ArchitectureTraits {
   // Sandwich norms: each sublayer's output normed (kAttnOutputNorm, kFfnOutputNorm) before its
   // residual add (Gemma 2 and 3).
   bool post_norms = false;
+  // false: no norm before a sublayer (OLMo 2); the sublayer reads the residual stream as it is, and
+  // only its output is normed (post_norms). The row's tables name no kAttnInputNorm / kFfnInputNorm.
+  bool input_norms = true;
   // Which layers slide when the model sets a sliding window but names no layer kinds. 0: every
   // layer (GGUF: llama.cpp's "llama" files from Mistral; HF: sliding_window_all_layers decides);
   // n: every n-th layer global, the others sliding, the family's default in both transformers and
   // llama.cpp (Gemma 3: 6; Gemma 2: 2, whose published configs have no layer_types).
   int swa_pattern = 0;
+  // The sliding layers rotate at rope_theta without the rope scaling, which binds the full-attention
+  // layers alone (OLMo 3: transformers' Olmo3Config puts rope_scaling on full_attention only, and
+  // llama.cpp's olmo2 rotates its sliding layers unscaled): ModelConfig::rope_theta_sliding.
+  bool sliding_rope_unscaled = false;
   // tie_word_embeddings when config.json leaves it out (transformers' default for the family:
   // false for Llama's, true for Gemma 3's, whose published configs omit it).
   bool tied_by_default = false;

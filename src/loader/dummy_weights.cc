@@ -73,8 +73,9 @@ class DummyWeightSource : public WeightSource {
     add(R::kEmbedTokens, -1, c.tie_word_embeddings ? lm_head : TensorSpec{{v, h}, 0.0f, uniform_std(1.0)});
     if (!c.tie_word_embeddings) add(R::kLmHead, -1, lm_head);
     add(R::kFinalNorm, -1, norm_h);
+    const bool input_norms = c.traits().input_norms, full_qk = c.traits().qk_norm_full_width;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      add(R::kAttnInputNorm, l, norm_h);
+      if (input_norms) add(R::kAttnInputNorm, l, norm_h);
       add(R::kQProj, l, proj(q, h));
       add(R::kKProj, l, proj(kv, h));
       add(R::kVProj, l, proj(kv, h));
@@ -84,11 +85,11 @@ class DummyWeightSource : public WeightSource {
         add(R::kVProj, l, bias(kv), "bias");
       }
       if (c.qk_norm) {
-        add(R::kQNorm, l, norm_hd);
-        add(R::kKNorm, l, norm_hd);
+        add(R::kQNorm, l, full_qk ? TensorSpec{{q}, norm_hd.center, norm_hd.half_width} : norm_hd);
+        add(R::kKNorm, l, full_qk ? TensorSpec{{kv}, norm_hd.center, norm_hd.half_width} : norm_hd);
       }
       add(R::kOProj, l, proj(h, q));
-      add(R::kFfnInputNorm, l, norm_h);
+      if (input_norms) add(R::kFfnInputNorm, l, norm_h);
       if (c.traits().post_norms) {
         add(R::kAttnOutputNorm, l, norm_h);
         add(R::kFfnOutputNorm, l, norm_h);

@@ -186,6 +186,8 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
   const std::string swa_base = a + ".rope.freq_base_swa";
   if (f.find(swa_base)) {
     c->rope_theta_sliding = f.get_float(swa_base, 0);
+  } else if (c->traits().sliding_rope_unscaled) {  // llama.cpp's olmo2: the full layers' base, unscaled
+    c->rope_theta_sliding = c->rope_theta;
   } else if (c->traits().swa_pattern > 0) {
     c->rope_theta_sliding = 10000.0;
   }

@@ -432,6 +432,7 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   parse_shapes(r, &c);
   parse_rope(r, &c);
   parse_sliding_windows(r, &c);
+  if (c.traits().sliding_rope_unscaled && c.rope_theta_sliding == 0) c.rope_theta_sliding = c.rope_theta;
   refuse_unsupported_features(r, c);
   if (c.traits().no_rope_layers) parse_no_rope_layers(r, &c);
   if (c.traits().logit_softcapping) {

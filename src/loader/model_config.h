@@ -63,7 +63,8 @@ struct ModelConfig {
   // Per layer: true for a "sliding_attention" layer, which takes rope_theta_sliding (Gemma 3: its
   // local layers rotate at base 10,000, the global ones at 1,000,000). Empty: every layer is global.
   std::vector<bool> layer_sliding;
-  double rope_theta_sliding = 0;  // 0: rope_theta
+  // > 0: the sliding layers rotate at this base, without rope_scaling (Gemma 3, OLMo 3); 0: as the others.
+  double rope_theta_sliding = 0;
   // Per layer: true for a layer whose q and k are not rotated (SmolLM3's NoPE layers,
   // ArchitectureTraits::no_rope_layers). Empty: every layer rotates.
   std::vector<bool> layer_no_rope;

@@ -73,7 +73,8 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
     lm_head_ = ParallelLMHead(ctx, lm_head, v, h, max_num_seqs);
   }
   cos_sin_ = backend_.upload_weight(rope_cos_sin_table(cfg_, max_positions), /*keep_f32=*/true);
-  if (cfg_.rope_theta_sliding > 0 && cfg_.rope_theta_sliding != cfg_.rope_theta) {
+  if (cfg_.rope_theta_sliding > 0 &&
+      (cfg_.rope_theta_sliding != cfg_.rope_theta || !cfg_.rope_scaling.type.empty())) {
     ModelConfig sliding = cfg_;  // the sliding layers rotate at their own base, unscaled
     sliding.rope_theta = cfg_.rope_theta_sliding;
     sliding.rope_scaling = RopeScaling{};
@@ -108,6 +109,7 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   if (world_ > 1 && RowParallelLinear::tp_partials_f32()) partial_ = backend_.empty(DType::kF32, {t, h});
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
+  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width) qk_sums_ = backend_.empty(DType::kF32, {t, 2});
   if (has_dense_mlp(cfg_)) {  // (for Qwen3-30B-A3B these would be 800 MB of f32 the CPU never touches)
     gate_up_ = backend_.empty(act, {t, 2 * inter});
     mlp_act_ = backend_.empty(act, {t, inter});
@@ -148,15 +150,25 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
   using R = WeightRole;
   const int64_t h = cfg_.hidden_size, hd = cfg_.head_dim, inter = cfg_.intermediate_size;
   Layer l;
-  l.attn_input_norm = load_norm(ctx, R::kAttnInputNorm, i, h);
+  const bool input_norms = cfg_.traits().input_norms;
+  if (input_norms) l.attn_input_norm = load_norm(ctx, R::kAttnInputNorm, i, h);
   l.qkv_proj = QKVParallelLinear(ctx, {module(R::kQProj, i), module(R::kKProj, i), module(R::kVProj, i)}, h,
                                  cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.attention_bias);
-  if (cfg_.qk_norm) {
+  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width) {
+    // This rank's heads of the norms, as of q and k (f32: the kernels take it so).
+    auto shard = [&](WeightRole role, int64_t heads) {
+      const int64_t n = heads * hd / world_;
+      return backend_.upload_weight(ctx.src.get_f32_slice(weight(role, i), {heads * hd}, 0, ctx.rank() * n, n),
+                                    /*keep_f32=*/true);
+    };
+    l.q_norm = shard(R::kQNorm, cfg_.num_heads);
+    l.k_norm = shard(R::kKNorm, cfg_.num_kv_heads);
+  } else if (cfg_.qk_norm) {
     l.q_norm = load_norm(ctx, R::kQNorm, i, hd);
     l.k_norm = load_norm(ctx, R::kKNorm, i, hd);
   }
   l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h);
-  l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
+  if (input_norms) l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
   if (cfg_.traits().post_norms) {
     l.attn_output_norm = load_norm(ctx, R::kAttnOutputNorm, i, h);
     l.ffn_output_norm = load_norm(ctx, R::kFfnOutputNorm, i, h);
@@ -213,9 +225,22 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   const Tensor* q_norm = l.q_norm.empty() ? nullptr : &l.q_norm;
   const Tensor* k_norm = l.k_norm.empty() ? nullptr : &l.k_norm;
-  // The backend may fuse the q/k norms, the rope and the cache store into the projection.
-  const RopeStoreEpilogue rope{nq, nkv, hd, q_norm, k_norm, head_eps, positions, cos_sin(layer), cache, meta};
-  if (normed_) {  // the last down projection's all-reduce normed the residual into hidden
+  if (l.attn_input_norm.empty() && !normed_) stream_into_hidden(n);
+  // The backend may fuse the q/k norms, the rope and the cache store into the projection. Norms over
+  // all heads (OLMo 2) come between the projection and the rope, which then takes none.
+  const bool full_qk = !qk_sums_.empty();
+  const RopeStoreEpilogue rope{nq,       nkv,      hd,        full_qk ? nullptr : q_norm, full_qk ? nullptr : k_norm,
+                               head_eps, positions, cos_sin(layer), cache, meta};
+  if (full_qk) {
+    if (normed_) {
+      backend_.linear(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
+    } else {
+      backend_.rms_norm_linear({residual, l.attn_input_norm, eps, hidden}, l.qkv_proj.weight(), l.qkv_proj.bias(),
+                               qkv);
+    }
+    norm_qk_full_width(l, n);
+    backend_.qk_norm_rope_store(qkv, rope);
+  } else if (normed_) {  // hidden holds the input: the all-reduce normed it, or the layer has no input norm
     backend_.linear_rope_store(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv, rope);
   } else {
     backend_.rms_norm_linear_rope_store({residual, l.attn_input_norm, eps, hidden}, l.qkv_proj.weight(),
@@ -236,8 +261,27 @@ void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x,
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
   proj.forward(backend_, comm_, x, hidden);
   backend_.rms_norm(hidden, output_norm, static_cast<float>(cfg_.rms_norm_eps), hidden);  // not the stream's
-  backend_.add_rms_norm(hidden, residual, next_norm, stream_eps_);
+  if (next_norm.empty()) {  // the next sublayer has no input norm: it reads the stream as it is
+    backend_.add_to_residual(hidden, residual);
+    backend_.to_activation(residual, hidden);
+  } else {
+    backend_.add_rms_norm(hidden, residual, next_norm, stream_eps_);
+  }
   normed_ = true;
+}
+
+void Transformer::stream_into_hidden(int64_t n) {
+  backend_.to_activation(residual_.rows(0, n), hidden_.rows(0, n));
+  normed_ = true;
+}
+
+void Transformer::norm_qk_full_width(const Layer& l, int64_t n) {
+  const int nq = num_local_heads(), nkv = num_local_kv_heads(), hd = static_cast<int>(cfg_.head_dim);
+  const Tensor qkv = qkv_.rows(0, n), sums = qk_sums_.rows(0, n);
+  backend_.qk_sum_squares(qkv, nq, nkv, hd, sums);
+  if (world_ > 1) comm_.all_reduce_sum(sums);  // each rank summed its own heads
+  backend_.qk_norm_full_width(qkv, nq, nkv, hd, sums, cfg_.num_heads * cfg_.head_dim, cfg_.num_kv_heads * cfg_.head_dim,
+                              l.q_norm, l.k_norm, static_cast<float>(cfg_.rms_norm_eps));
 }
 
 void Transformer::mlp_block(int64_t layer, int64_t n) {
@@ -252,6 +296,7 @@ void Transformer::mlp_block(int64_t layer, int64_t n) {
   const Tensor residual = residual_.rows(0, n);
   const Tensor partial = partial_.defined() ? partial_.rows(0, n) : Tensor();
   const Tensor& next_norm = layer + 1 < cfg_.num_layers ? layers_[layer + 1].attn_input_norm : norm_;
+  if (l.ffn_input_norm.empty() && !normed_) stream_into_hidden(n);
   if (!normed_ && world_ == 1 && l.ffn_output_norm.empty()) {  // norm, gate/up, down in one backend call
     backend_.note_next_norm(residual, next_norm, eps);  // what follows the down projection's add
     backend_.rms_norm_mlp_add_residual({residual, l.ffn_input_norm, eps, hidden}, l.gate_up_proj.weight(),

@@ -60,7 +60,7 @@ class Transformer {
     Tensor attn_input_norm, ffn_input_norm;    // [H], replicated
     Tensor attn_output_norm, ffn_output_norm;  // [H] with sandwich norms (Gemma), else empty
     QKVParallelLinear qkv_proj;
-    Tensor q_norm, k_norm;  // [hd] (Qwen3) or empty
+    Tensor q_norm, k_norm;  // [hd] (Qwen3), this rank's [nq hd] / [nkv hd] (OLMo 2's full width), or empty
     RowParallelLinear o_proj;
     MergedColumnParallelLinear gate_up_proj;  // a dense layer's MLP
     RowParallelLinear down_proj;
@@ -83,8 +83,13 @@ class Transformer {
   void prepare_persistent_decode();
   void report_persistent_decode() const;
   bool use_persistent_decode(const AttentionMetadata& meta, const std::vector<KVCache>& caches) const;
+  // OLMo 2's q/k norms over every head of q and of k: the squares summed on each rank, then over the ranks.
+  void norm_qk_full_width(const Layer& l, int64_t n);
+  // A sublayer with no input norm (OLMo 2) reads the residual stream as it is: hidden = the stream.
+  void stream_into_hidden(int64_t n);
   // Sandwich norms (Gemma): the sublayer's whole output x W^T (all-reduced) normed by output_norm,
-  // added to the residual, and the sum normed by next_norm into hidden for the next sublayer.
+  // added to the residual, and the sum normed by next_norm into hidden for the next sublayer (copied,
+  // where that sublayer has no input norm: next_norm empty).
   void add_sandwiched(const RowParallelLinear& proj, const Tensor& x, const Tensor& output_norm,
                       const Tensor& next_norm, int64_t n);
 
@@ -110,6 +115,7 @@ class Transformer {
   float stream_eps_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
+  Tensor qk_sums_;  // f32 [T, 2], the full-width q/k norms' sums of squares (OLMo 2), else empty
   MoeBuffers moe_;  // allocated when some layer is sparse
   Tensor last_hidden_, logits_f32_;
   Tensor full_logits_;  // f32 [max_num_seqs, V], rank 0 at world_size > 1 (gather_logits)

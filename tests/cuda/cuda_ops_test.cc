@@ -144,6 +144,60 @@ TEST(CudaOps, GatherRowsAndToF32) {
   }
 }
 
+// OLMo 2's q/k norms over all heads: the sums of squares, then the scaling by sums over wider widths
+// (as tensor parallelism's all-reduced sums are), against the CPU; v untouched. And to_activation,
+// the f32 stream rounded to bf16 once (a sublayer with no input norm reads it).
+TEST(CudaOps, QkNormFullWidthAndToActivationMatchCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(9);
+  struct Case {
+    int nq, nkv, hd;
+  };
+  for (const Case& c : {Case{4, 2, 16}, Case{5, 1, 64}, Case{32, 8, 128}, Case{40, 40, 128}}) {
+    const int64_t q = int64_t{c.nq} * c.hd, k = int64_t{c.nkv} * c.hd, stride = q + 2 * k;
+    for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{129}}) {
+      const std::string tag = " heads " + std::to_string(c.nq) + "/" + std::to_string(c.nkv) + "x" +
+                              std::to_string(c.hd) + " T=" + std::to_string(tokens);
+      Tensor x = random_values({tokens, stride}, rng, 3.0f);
+      Tensor qw = random_values({q}, rng, 0.2f, 1.0f), kw = random_values({k}, rng, 0.2f, 1.0f);
+      Tensor xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+      Tensor sc = b.cpu->empty(DType::kF32, {tokens, 2}), sg = b.gpu->empty(DType::kF32, {tokens, 2});
+      b.gpu->fill_bytes(sg, 0xFF);
+      b.cpu->qk_sum_squares(xc, c.nq, c.nkv, c.hd, sc);
+      b.gpu->qk_sum_squares(xg, c.nq, c.nkv, c.hd, sg);
+      expect_close(download(*b.gpu, sg), download(*b.cpu, sc), 1e-10, 1e-2, "qk_sum_squares" + tag);
+      // The widths of two ranks (sums doubled): each rank's scaling of its own heads.
+      for (int ranks : {1, 2}) {
+        Tensor x2c = upload(*b.cpu, x), x2g = upload(*b.gpu, x);
+        std::vector<float> sums = download(*b.cpu, sc);
+        for (float& v : sums) v *= static_cast<float>(ranks);
+        Tensor s_host = host_tensor(DType::kF32, {tokens, 2});
+        std::copy(sums.begin(), sums.end(), s_host.ptr<float>());
+        b.cpu->qk_norm_full_width(x2c, c.nq, c.nkv, c.hd, upload_f32(*b.cpu, s_host), q * ranks, k * ranks,
+                                  upload_f32(*b.cpu, qw), upload_f32(*b.cpu, kw), 1e-6f);
+        b.gpu->qk_norm_full_width(x2g, c.nq, c.nkv, c.hd, upload_f32(*b.gpu, s_host), q * ranks, k * ranks,
+                                  upload_f32(*b.gpu, qw), upload_f32(*b.gpu, kw), 1e-6f);
+        const std::vector<float> got = download(*b.gpu, x2g), want = download(*b.cpu, x2c);
+        expect_close(got, want, 1e-5, 0.05, "qk_norm_full_width ranks " + std::to_string(ranks) + tag);
+        for (int64_t t = 0; t < tokens; ++t) {  // v: the input's bits
+          for (int64_t i = q + k; i < stride; ++i) ASSERT_EQ(got[t * stride + i], x.ptr<float>()[t * stride + i]) << tag;
+        }
+      }
+    }
+  }
+  for (int64_t n : {int64_t{8}, int64_t{576}, int64_t{4104} * 129}) {
+    Tensor r = host_tensor(DType::kF32, {n});
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    for (int64_t i = 0; i < n; ++i) r.ptr<float>()[i] = d(rng);  // not bf16 values: the rounding shows
+    Tensor og = b.gpu->empty(DType::kBF16, {n});
+    b.gpu->to_activation(upload_f32(*b.gpu, r), og);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = bf16_to_f32(f32_to_bf16(r.ptr<float>()[i]));
+    expect_close(download(*b.gpu, og), want, 0.0, 0.0, "to_activation " + std::to_string(n));
+  }
+}
+
 TEST(CudaOps, LinearWithAndWithoutBias) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;

@@ -75,7 +75,11 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // adjacent pairs (its q/k rows and biases moved to the half-split layout at load), also from its GGUF.
 // ernie4_5-tiny rotates whole heads in adjacent pairs; seed-oss-tiny has q/k/v biases; both also
 // from their GGUFs (llama.cpp's ernie4_5 and seed_oss). glm-tiny is GlmForCausalLM (GLM-4's layers
-// without the output norms).
+// without the output norms). olmo2-tiny has no norm before a sublayer, one after each, and q/k norms over
+// all heads of q and of k (at world_size 2 their squares summed over both ranks), also from its GGUF
+// (llama.cpp's olmo2). olmo3-tiny is OLMo 2's layers with three of four sliding (window 8) and yarn on
+// the full layer alone (the sliding ones rotate unscaled), also from its GGUF (llama.cpp's olmo2 with
+// the window, its layer pattern and freq_base_swa as metadata).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -295,10 +299,18 @@ std::vector<GoldenParam> families() {
            {"glm4-tiny", "glm4-tiny.bf16.gguf"},
            {"glm-tiny", ""},
            {"ernie4_5-tiny", "ernie4_5-tiny.bf16.gguf"},
-           {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"}}) {
+           {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"},
+           {"olmo2-tiny", "olmo2-tiny.bf16.gguf"},
+           {"olmo3-tiny", "olmo3-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }
+  // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
+  // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).
+  constexpr const char* kOlmo3Legacy =
+      R"({"rope_parameters": null, "layer_types": null, "rope_theta": 10000.0, "rope_scaling": {"rope_type": "yarn",)"
+      R"( "factor": 4.0, "original_max_position_embeddings": 128}})";
+  for (int ws : {1, 2}) all.push_back(GoldenParam{"olmo3-tiny", ws, 1024, "none", "", "", 0, false, kOlmo3Legacy});
   return all;
 }
 

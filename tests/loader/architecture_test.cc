@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "loader/architecture.h"
+#include "loader/dummy_weights.h"
 #include "loader/fused_weights.h"
 #include "loader/gguf.h"
 #include "loader/model_config.h"
@@ -308,6 +309,35 @@ TEST(Architecture, SeedOssAndErnieBiasKeys) {
     j[key] = true;
     write_text(bad.file("config.json"), j.dump());
     expect_error_naming([&] { load_hf_model_config(bad.str()); }, {key, "true"});
+  }
+}
+
+// OLMo 2 (tests/goldens/olmo2-tiny and its GGUF): no input norms, a norm after each sublayer under
+// its own names in both formats, q/k norms over all heads ([nq hd], [nkv hd] in the checkpoint and in
+// dummy weights alike).
+TEST(Architecture, Olmo2ReadsItsLayout) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/olmo2-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/olmo2-tiny.bf16.gguf").config}) {
+    EXPECT_TRUE(c.qk_norm) << c.source;
+    EXPECT_TRUE(c.traits().qk_norm_full_width && c.traits().post_norms && !c.traits().input_norms) << c.source;
+    EXPECT_FALSE(c.tie_word_embeddings) << c.source;
+  }
+  const ModelConfig c = load_hf_model_config(dir);
+  const ArchitectureSpec& o = *c.arch;
+  const auto hf = WeightFormat::kHuggingFace, gguf = WeightFormat::kGguf;
+  for (WeightFormat f : {hf, gguf}) {
+    EXPECT_EQ(weight_name(o, f, WeightRole::kAttnInputNorm, 1), "");
+    EXPECT_EQ(weight_name(o, f, WeightRole::kFfnInputNorm, 1), "");
+  }
+  EXPECT_EQ(weight_name(o, hf, WeightRole::kAttnOutputNorm, 1), "model.layers.1.post_attention_layernorm.weight");
+  EXPECT_EQ(weight_name(o, hf, WeightRole::kFfnOutputNorm, 1), "model.layers.1.post_feedforward_layernorm.weight");
+  EXPECT_EQ(weight_name(o, gguf, WeightRole::kAttnOutputNorm, 1), "blk.1.post_attention_norm.weight");
+  EXPECT_EQ(weight_name(o, gguf, WeightRole::kFfnOutputNorm, 1), "blk.1.post_ffw_norm.weight");
+  for (const std::unique_ptr<WeightSource>& w : {open_safetensors_dir(dir), make_dummy_weight_source(c, 0)}) {
+    EXPECT_EQ(w->get_f32("model.layers.1.self_attn.q_norm.weight", {64}).numel(), 64) << w->describe();
+    EXPECT_EQ(w->get_f32("model.layers.1.self_attn.k_norm.weight", {32}).numel(), 32) << w->describe();
+    EXPECT_FALSE(w->has("model.layers.0.input_layernorm.weight")) << w->describe();
+    EXPECT_TRUE(w->has("model.layers.0.post_feedforward_layernorm.weight")) << w->describe();
   }
 }
 

@@ -68,6 +68,11 @@ class CpuBackend : public Backend {
                            const Tensor& residual) override;
   void qk_norm_rope(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor* q_norm,
                     const Tensor* k_norm, float eps, const Tensor& positions, const Tensor& cos_sin) override;
+  void qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                      const Tensor& sums) override;
+  void qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor& sums,
+                          int64_t q_width, int64_t k_width, const Tensor& q_norm, const Tensor& k_norm,
+                          float eps) override;
   void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
@@ -77,6 +82,7 @@ class CpuBackend : public Backend {
   void softcap(const Tensor& x, float cap) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
+  void to_activation(const Tensor& x, const Tensor& out) override;
   // Row-wise memcpy of src[R, c] into columns [col_start, col_start + c) of dst[R, C], any dtype (cpu_tp.cc).
   void copy_into_columns(const Tensor& dst, int64_t col_start, const Tensor& src) override;
   void gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) override;

@@ -85,6 +85,13 @@ void CpuBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+void CpuBackend::to_activation(const Tensor& x, const Tensor& out) {  // the activations are f32 here
+  cpu::check_tensor(x, DType::kF32, "to_activation", "x");
+  cpu::check_tensor(out, DType::kF32, "to_activation", "out");
+  MINIVLLM_CHECK_EQ(x.numel(), out.numel()) << "to_activation: x " << x.describe() << " vs out " << out.describe();
+  copy(out, x);
+}
+
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& indices, const Tensor& out) {
   cpu::check_tensor(indices, DType::kI32, "gather_rows", "indices");
   MINIVLLM_CHECK(x.device() == DeviceKind::kCpu && out.device() == DeviceKind::kCpu && x.dtype() == out.dtype())

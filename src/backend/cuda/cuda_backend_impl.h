@@ -101,6 +101,12 @@ class CudaBackend : public Backend {
   void linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch, const Tensor& out,
                       Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
+  void to_activation(const Tensor& x, const Tensor& out) override;
+  void qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                      const Tensor& sums) override;
+  void qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor& sums,
+                          int64_t q_width, int64_t k_width, const Tensor& q_norm, const Tensor& k_norm,
+                          float eps) override;
   // Where linear would take the gemv: the RMSNorm computed inside the gemv's CTAs (one launch);
   // the o / down projections add into the fp32 residual in the gemv's epilogue (one launch).
   // Otherwise the norm, then cuBLASLt; and cuBLASLt accumulating into the residual (beta = 1).

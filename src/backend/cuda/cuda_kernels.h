@@ -31,6 +31,18 @@ void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activati
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
+// out (bf16) = x (fp32), n values, n % 8 == 0.
+void launch_f32_to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream);
+
+// ---- qk_norm_full_width.cu: OLMo 2's q/k norms over all heads (Backend::qk_sum_squares) ----
+// qkv bf16 [tokens, stride], q in columns [0, q_cols), k in [q_cols, q_cols + k_cols); every count
+// a multiple of 8. sums f32 [tokens, 2].
+void launch_qk_sum_squares(const void* qkv, int64_t tokens, int64_t q_cols, int64_t k_cols, int64_t stride,
+                           float* sums, cudaStream_t stream);
+// q = q * rsqrt(sums[t, 0] / q_width + eps) * q_norm (f32 [q_cols]), k likewise, in place.
+void launch_qk_norm_full_width(void* qkv, int64_t tokens, int64_t q_cols, int64_t k_cols, int64_t stride,
+                               const float* sums, int64_t q_width, int64_t k_width, const float* q_norm,
+                               const float* k_norm, float eps, cudaStream_t stream);
 // x[i] *= factor for n fp32 values.
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream);
 // x[i] = cap * tanh(x[i] / cap) for n fp32 values (Gemma 2's final-logit soft-capping).

@@ -922,6 +922,56 @@ void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
   launch_add_to_f32(x.data(), x.dtype() == DType::kF32, x.numel(), residual.ptr<float>(), stream_);
 }
 
+void CudaBackend::to_activation(const Tensor& x, const Tensor& out) {
+  check_gpu(x, DType::kF32, "to_activation", "x");
+  check_gpu(out, DType::kBF16, "to_activation", "out");
+  MINIVLLM_CHECK(x.numel() == out.numel() && x.numel() % 8 == 0)
+      << "to_activation: x " << x.describe() << " out " << out.describe() << " (same size, a multiple of 8)";
+  check_aligned16(x, "to_activation", "x");
+  check_aligned16(out, "to_activation", "out");
+  launch_f32_to_bf16(x.ptr<float>(), x.numel(), out.data(), stream_);
+}
+
+namespace {
+
+// qkv's q and k widths for OLMo 2's norms; throws unless qkv is bf16 [T, (nq + 2 nkv) hd] with 8-value
+// chunks and sums f32 [T, 2].
+int64_t check_qk_full(const Tensor& qkv, int nq, int nkv, int hd, const Tensor& sums, const char* op) {
+  check_gpu(qkv, DType::kBF16, op, "qkv");
+  check_gpu(sums, DType::kF32, op, "sums");
+  const int64_t stride = static_cast<int64_t>(nq + 2 * nkv) * hd;
+  MINIVLLM_CHECK(nq > 0 && nkv > 0 && hd > 0 && hd % 8 == 0 && qkv.ndim() == 2 && qkv.size(1) == stride &&
+                 sums.numel() == 2 * qkv.size(0))
+      << op << ": qkv " << qkv.describe() << ", sums " << sums.describe() << " for " << nq << " / " << nkv
+      << " heads of " << hd << " (head_dim a multiple of 8)";
+  check_aligned16(qkv, op, "qkv");
+  return stride;
+}
+
+}  // namespace
+
+void CudaBackend::qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                 const Tensor& sums) {
+  const int64_t stride = check_qk_full(qkv, num_q_heads, num_kv_heads, head_dim, sums, "qk_sum_squares");
+  launch_qk_sum_squares(qkv.data(), qkv.size(0), int64_t{num_q_heads} * head_dim, int64_t{num_kv_heads} * head_dim,
+                        stride, sums.ptr<float>(), stream_);
+}
+
+void CudaBackend::qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
+                                     const Tensor& sums, int64_t q_width, int64_t k_width, const Tensor& q_norm,
+                                     const Tensor& k_norm, float eps) {
+  const char* op = "qk_norm_full_width";
+  const int64_t stride = check_qk_full(qkv, num_q_heads, num_kv_heads, head_dim, sums, op);
+  const int64_t q = int64_t{num_q_heads} * head_dim, k = int64_t{num_kv_heads} * head_dim;
+  check_gpu(q_norm, DType::kF32, op, "q_norm");
+  check_gpu(k_norm, DType::kF32, op, "k_norm");
+  MINIVLLM_CHECK(q_norm.numel() == q && k_norm.numel() == k && q_width >= q && k_width >= k)
+      << op << ": q_norm " << q_norm.describe() << ", k_norm " << k_norm.describe() << " for " << num_q_heads << " / "
+      << num_kv_heads << " heads of " << head_dim << " (widths " << q_width << " / " << k_width << ")";
+  launch_qk_norm_full_width(qkv.data(), qkv.size(0), q, k, stride, sums.ptr<float>(), q_width, k_width,
+                            q_norm.ptr<float>(), k_norm.ptr<float>(), eps, stream_);
+}
+
 void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,
                                  const Tensor& out, Activation act) {
   if (is_block_quant(gate_up_weight)) return Backend::linear_act_mul(x, gate_up_weight, scratch, out, act);

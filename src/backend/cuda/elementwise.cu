@@ -189,6 +189,14 @@ __global__ void bf16_to_f32_kernel(const __nv_bfloat16* x, int64_t n, float* out
   if (i < n) out[i] = __bfloat162float(x[i]);
 }
 
+__global__ void f32_to_bf16_kernel(const float* x, int64_t chunks, uint4* out) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= chunks) return;
+  float v[8];
+  load_f32x8(x + c * 8, v);
+  out[c] = f32_to_bf16x8(v);
+}
+
 __global__ void bias_add_kernel(void* out, bool out_f32, const void* bias, bool bias_f32, int64_t rows, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * n) return;
@@ -317,6 +325,13 @@ void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream) {
   if (n == 0) return;
   bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_f32_to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream) {
+  const int64_t chunks = n / 8;
+  if (chunks == 0) return;
+  f32_to_bf16_kernel<<<grid_for(chunks, 256), 256, 0, stream>>>(x, chunks, static_cast<uint4*>(out));
   CUDA_CHECK_LAUNCH();
 }
 
