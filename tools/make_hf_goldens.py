@@ -47,7 +47,7 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Ernie4_5Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
+from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
                           GlmConfig, Glm4Config, GraniteConfig, LlamaConfig, Olmo2Config, Olmo3Config, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
@@ -353,6 +353,21 @@ def olmo3_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Olmo3ForCausalLM"])
 
 
+def exaone4_tiny_config():
+    # Exaone4ForCausalLM (EXAONE-4.0-1.2B, 32B): a norm after each sublayer and none before, per-head q/k
+    # norms, the first three of every four layers sliding (window 8) and, with a window set, the
+    # fourth rotating nothing; Llama 3's rope scaling (over 64 positions, so that it moves the lower
+    # frequencies of these 16-dim heads); untied, as the 32B (tied, the embedding repeats its own token).
+    return Exaone4Config(
+        vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        sliding_window=8, sliding_window_pattern=4,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+        rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Exaone4ForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -416,6 +431,7 @@ MODELS = {
     "seed-oss-tiny": (seed_oss_tiny_config, False),
     "olmo2-tiny": (olmo2_tiny_config, False),
     "olmo3-tiny": (olmo3_tiny_config, False),
+    "exaone4-tiny": (exaone4_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -476,8 +492,16 @@ def olmo3_tiny_hd64_config():
     return config
 
 
+def exaone4_tiny_hd64_config():
+    # exaone4-tiny at head_dim 64 (a GPU check).
+    config = exaone4_tiny_config()
+    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "exaone4-tiny-hd64": (exaone4_tiny_hd64_config, False),
     "olmo2-tiny-hd64": (olmo2_tiny_hd64_config, False),
     "olmo3-tiny-hd64": (olmo3_tiny_hd64_config, False),
     "smollm3-tiny-hd64-all-rope": (smollm3_tiny_hd64_all_rope_config, False),

@@ -20,6 +20,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/seed-oss-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo2-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo3-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/exaone4-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -54,6 +55,9 @@ converter does per family, and the engine must read back:
   seed_oss (seed-oss-tiny.bf16.gguf): Llama's names, q/k/v biases, HF's half-split rows (rope "neox").
   olmo2 (olmo2-tiny.bf16.gguf): no input norms; the output norms as post_attention_norm / post_ffw_norm,
     the q/k norms over all heads as attn_q_norm [nq hd] / attn_k_norm [nkv hd]; HF's half-split rows.
+    OLMo 3 (olmo3-tiny.bf16.gguf) as olmo2 too, with the window, the layer pattern and freq_base_swa.
+  exaone4 (exaone4-tiny.bf16.gguf): olmo2's norm names, per-head q/k norms, the window and its layer
+    pattern as metadata (no key for the NoPE global layers), Llama 3's scaling as rope_freqs.weight.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -87,6 +91,7 @@ FAMILIES = {
     "seed_oss": ("olmo", "SeedOssModel", "seed-oss-tiny"),
     "olmo2": ("olmo", "Olmo2Model", "olmo2-tiny"),
     "olmo3": ("olmo", "Olmo2Model", "olmo3-tiny"),
+    "exaone4": ("exaone", "Exaone4Model", "exaone4-tiny"),
 }
 
 

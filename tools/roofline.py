@@ -69,7 +69,7 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2")
+                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -86,8 +86,8 @@ class Shape:
         self.norms_per_layer = 4 if gemma or arch == "glm4" else 2
         self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
         # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
-        self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch == "gemma3_text"
-                              else (self.q_heads + self.kv_heads) * self.head_dim if arch == "olmo2" else 0)
+        self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch in ("gemma3_text", "exaone4")
+                              else (self.q_heads + self.kv_heads) * self.head_dim if arch.startswith("olmo") else 0)
         moe = arch in ("qwen3_moe", "mixtral")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
         self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1

@@ -203,6 +203,14 @@ constexpr ArchitectureTraits kOlmo3Traits{.qk_norm = true,
                                           .swa_pattern = 4,
                                           .sliding_rope_unscaled = true};
 
+// LG's EXAONE 4.0 (EXAONE-4.0-1.2B, 32B): OLMo 2's norms around each sublayer (none before), per-head q/k
+// norms as Qwen3's, and with a sliding window its full layers rotating nothing. llama.cpp's exaone4 names
+// the norms as olmo2 does and stores Llama 3's rope scaling as rope_freqs.
+constexpr ArchitectureTraits kExaone4Traits{.qk_norm = true,
+                                            .post_norms = true,
+                                            .input_norms = false,
+                                            .nope_full_layers_with_window = true};
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
@@ -251,6 +259,7 @@ const ArchitectureSpec kArchitectures[] = {
     // llama.cpp writes OLMo 2 and 3 alike as "olmo2" (a sliding window and its layer pattern as metadata).
     {"Olmo2ForCausalLM", "olmo2", kOlmo2Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Olmo3ForCausalLM", nullptr, kOlmo3Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
+    {"Exaone4ForCausalLM", "exaone4", kExaone4Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };
 

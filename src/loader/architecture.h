@@ -115,6 +115,9 @@ struct ArchitectureTraits {
   // no_rope_layer_interval-th layer (default 4), as transformers' SmolLM3Config; a GGUF's every 4th,
   // as llama.cpp's smollm3 (which stores no key for it).
   bool no_rope_layers = false;
+  // With a sliding window set, the full-attention layers rotate nothing (EXAONE 4's global layers:
+  // ModelConfig::layer_no_rope); with none, every layer rotates.
+  bool nope_full_layers_with_window = false;
   // config.json's attention_bias switches q/k/v biases only (GLM-4: its o_proj has none), where
   // Llama's would add an o_proj bias too (refused).
   bool attention_bias_is_qkv = false;

@@ -179,9 +179,11 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
   }
   const bool binds = w < c->max_position_embeddings;
   c->layer_sliding.assign(n, false);
+  if (c->traits().nope_full_layers_with_window) c->layer_no_rope.assign(n, false);  // exaone4's global layers
   for (size_t i = 0; i < n; ++i) {
     c->layer_sliding[i] = sliding[i];
     if (sliding[i] && binds) c->layer_sliding_window[i] = w;
+    if (!c->layer_no_rope.empty()) c->layer_no_rope[i] = !sliding[i];
   }
   const std::string swa_base = a + ".rope.freq_base_swa";
   if (f.find(swa_base)) {

@@ -336,6 +336,14 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
       MINIVLLM_CHECK(x.is_string()) << p << ": layer_types must hold strings, got " << t.dump();
       types.push_back(x.get<std::string>());
     }
+  } else if (r.has("sliding_window_pattern") && j.at("sliding_window_pattern").is_string()) {
+    // EXAONE 4's form: one letter a layer, cycled (L sliding, G global: "LLLG").
+    const std::string pattern = r.get_string(j, "sliding_window_pattern");
+    MINIVLLM_CHECK(!pattern.empty() && pattern.find_first_not_of("LG") == std::string::npos)
+        << p << ": sliding_window_pattern \"" << pattern << "\" must be letters L (sliding) and G (global)";
+    for (int64_t i = 0; i < c->num_layers; ++i) {
+      types.push_back(pattern[static_cast<size_t>(i) % pattern.size()] == 'L' ? "sliding_attention" : "full_attention");
+    }
   } else if (r.has("sliding_window_pattern") || (c->traits().swa_pattern > 0 && r.has("sliding_window"))) {
     // Every pattern-th layer global: the config's (4.x Gemma 3), else the row's (4.x Gemma 2).
     const int64_t pattern =
@@ -369,6 +377,13 @@ void parse_sliding_windows(const ConfigReader& r, ModelConfig* c) {
     c->layer_sliding[i] = true;
     if (binds) c->layer_sliding_window[i] = window;
   }
+}
+
+// Every layer that does not slide (EXAONE 4's NoPE layers when a window is set).
+std::vector<bool> full_layers(const ModelConfig& c) {
+  std::vector<bool> full(static_cast<size_t>(c.num_layers), true);
+  for (size_t i = 0; i < c.layer_sliding.size(); ++i) full[i] = !c.layer_sliding[i];
+  return full;
 }
 
 // SmolLM3's NoPE layers, as transformers' SmolLM3Config derives them: no_rope_layers (1: the layer
@@ -433,6 +448,7 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   parse_rope(r, &c);
   parse_sliding_windows(r, &c);
   if (c.traits().sliding_rope_unscaled && c.rope_theta_sliding == 0) c.rope_theta_sliding = c.rope_theta;
+  if (c.traits().nope_full_layers_with_window && r.has("sliding_window")) c.layer_no_rope = full_layers(c);
   refuse_unsupported_features(r, c);
   if (c.traits().no_rope_layers) parse_no_rope_layers(r, &c);
   if (c.traits().logit_softcapping) {

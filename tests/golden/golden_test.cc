@@ -79,7 +79,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // all heads of q and of k (at world_size 2 their squares summed over both ranks), also from its GGUF
 // (llama.cpp's olmo2). olmo3-tiny is OLMo 2's layers with three of four sliding (window 8) and yarn on
 // the full layer alone (the sliding ones rotate unscaled), also from its GGUF (llama.cpp's olmo2 with
-// the window, its layer pattern and freq_base_swa as metadata).
+// the window, its layer pattern and freq_base_swa as metadata). exaone4-tiny has OLMo 2's norms, per-head
+// q/k norms, three sliding layers of four (window 8) and, with a window, its full layer rotating
+// nothing, under Llama 3's rope scaling; also from its GGUF (llama.cpp's exaone4: rope_freqs).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -301,7 +303,8 @@ std::vector<GoldenParam> families() {
            {"ernie4_5-tiny", "ernie4_5-tiny.bf16.gguf"},
            {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"},
            {"olmo2-tiny", "olmo2-tiny.bf16.gguf"},
-           {"olmo3-tiny", "olmo3-tiny.bf16.gguf"}}) {
+           {"olmo3-tiny", "olmo3-tiny.bf16.gguf"},
+           {"exaone4-tiny", "exaone4-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }

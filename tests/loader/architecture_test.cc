@@ -341,6 +341,34 @@ TEST(Architecture, Olmo2ReadsItsLayout) {
   }
 }
 
+// EXAONE 4 (tests/goldens/exaone4-tiny and its GGUF): with a sliding window its full layers rotate
+// nothing; without one (EXAONE-4.0-1.2B: sliding_window null) every layer rotates. The 32B's config
+// names its layer kinds as letters (sliding_window_pattern "LLLG") where layer_types is missing.
+TEST(Architecture, Exaone4NoRopeOnItsFullLayers) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/exaone4-tiny";
+  const std::vector<bool> full = {false, false, false, true};
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/exaone4-tiny.bf16.gguf").config}) {
+    EXPECT_EQ(c.layer_no_rope, full) << c.source;
+    EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 8, 8, 0})) << c.source;
+    EXPECT_TRUE(c.qk_norm && !c.traits().qk_norm_full_width && !c.traits().input_norms) << c.source;
+  }
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j.erase("layer_types");
+  j["sliding_window_pattern"] = "LLGL";
+  ModelConfig c = load_config(j);
+  EXPECT_EQ(c.layer_no_rope, (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 8, 0, 8}));
+  j["sliding_window_pattern"] = "LXG";
+  expect_error_naming([&] { load_config(j); }, {"sliding_window_pattern", "LXG"});
+  j["sliding_window"] = nullptr;
+  j["sliding_window_pattern"] = 0;
+  j["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  c = load_config(j);
+  for (bool nope : c.layer_no_rope) EXPECT_FALSE(nope);
+  for (int64_t w : c.layer_sliding_window) EXPECT_EQ(w, 0);
+}
+
 // Gemma-2-9b-it's published config.json (tools/configs/gemma-2-9b-it.json), written by
 // transformers 4.42: a sliding_window and no layer_types, so the family's pattern decides, as 4.x
 // transformers' (layer i slides when i is even).
