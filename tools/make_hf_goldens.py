@@ -48,7 +48,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          GlmConfig, Glm4Config, GraniteConfig, LlamaConfig, Olmo2Config, Olmo3Config, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -368,6 +368,22 @@ def exaone4_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Exaone4ForCausalLM"])
 
 
+def granitemoe_tiny_config():
+    # GraniteMoeForCausalLM (granite-3.1-1b-a400m, 3b-a800m): granite-tiny's four scalars, every layer's
+    # MLP 8 experts of 32 (intermediate_size, as Mixtral's), 2 a token: the top-2 logits softmaxed (the
+    # same weights as Mixtral's renormalised top-2 of a softmax), stacked in the checkpoint as
+    # input_linear / output_linear. 4 q / 2 KV heads of 16; untied (tied, this tiny one repeats tokens).
+    return GraniteMoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        num_local_experts=8, num_experts_per_tok=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, initializer_range=INIT_STD, embedding_multiplier=12.0,
+        residual_multiplier=0.22, attention_multiplier=1 / 16, logits_scaling=8.0,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, attention_bias=False,
+        architectures=["GraniteMoeForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -403,7 +419,7 @@ def qwen3_tiny_yarn_config():
 # and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
              "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8, "granite-tiny": INIT_STD / 12,
-             "granite-tiny-hd64": INIT_STD / 12}
+             "granite-tiny-hd64": INIT_STD / 12, "granitemoe-tiny": INIT_STD / 12}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -432,6 +448,7 @@ MODELS = {
     "olmo2-tiny": (olmo2_tiny_config, False),
     "olmo3-tiny": (olmo3_tiny_config, False),
     "exaone4-tiny": (exaone4_tiny_config, False),
+    "granitemoe-tiny": (granitemoe_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -572,8 +589,30 @@ def mixtral_names(sd):
     return out
 
 
+# GraniteMoE's published checkpoints (granite-3.x-1b-a400m, 3b-a800m) name a layer's stacked experts
+# block_sparse_moe.input_linear ([E, 2I, H], gate then up) and output_linear ([E, H, I]), its router
+# block_sparse_moe.router.layer; transformers 5 renames them on load (conversion_mapping.py).
+GRANITEMOE_NAMES = {".block_sparse_moe.experts.gate_up_proj": ".block_sparse_moe.input_linear.weight",
+                    ".block_sparse_moe.experts.down_proj": ".block_sparse_moe.output_linear.weight",
+                    ".block_sparse_moe.router.weight": ".block_sparse_moe.router.layer.weight"}
+
+
+def granitemoe_names(sd):
+    out = {}
+    for k, v in sd.items():
+        for internal, published in GRANITEMOE_NAMES.items():
+            if k.endswith(internal):
+                k = k[: -len(internal)] + published
+        out[k] = v
+    return out
+
+
 def internal_name(name):
-    """A Mixtral checkpoint name as per_expert's (Qwen3-MoE's) form; others unchanged."""
+    """A Mixtral or GraniteMoE checkpoint name as the model's own (Qwen3-MoE's per-expert form for
+    Mixtral); others unchanged."""
+    for internal, published in GRANITEMOE_NAMES.items():
+        if name.endswith(published):
+            return name[: -len(published)] + internal
     if m := MIXTRAL_EXPERT.match(name):
         part = {v: k for k, v in MIXTRAL_PARTS.items()}[m.group(3)]
         return f"{m.group(1)}.mlp.experts.{m.group(2)}.{part}_proj.weight"
@@ -584,6 +623,8 @@ def bf16_state_dict(model, store_lm_head):
     sd = per_expert({k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()})
     if model.config.model_type == "mixtral":
         sd = mixtral_names(sd)
+    if model.config.model_type == "granitemoe":
+        sd = granitemoe_names(sd)
     if not model.config.tie_word_embeddings:
         return sd  # lm_head.weight is a matrix of its own
     if store_lm_head:

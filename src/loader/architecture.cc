@@ -87,6 +87,20 @@ constexpr WeightNameTable kMixtralHfNames = [] {
   return t;
 }();
 
+// IBM's GraniteMoE (granite-3.x-1b-a400m, 3b-a800m): Granite's layers with Mixtral's routing (its top-k
+// logits softmaxed: the renormalised top-k of a softmax); the published checkpoints stack each layer's
+// experts (block_sparse_moe.input_linear [E, 2I, H], gate then up; output_linear [E, H, I]), which the
+// safetensors reader serves per expert under the names below. llama.cpp's granitemoe files hold them
+// as qwen3moe's 3-D tensors.
+constexpr WeightNameTable kGraniteMoeHfNames = [] {
+  WeightNameTable t = kLlamaHfNames;
+  t[static_cast<size_t>(R::kMoeRouter)] = "model.layers.{L}.block_sparse_moe.router.layer";
+  t[static_cast<size_t>(R::kExpertGateProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.gate_proj";
+  t[static_cast<size_t>(R::kExpertUpProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.up_proj";
+  t[static_cast<size_t>(R::kExpertDownProj)] = "model.layers.{L}.block_sparse_moe.experts.{E}.down_proj";
+  return t;
+}();
+
 constexpr ArchitectureTraits kLlamaTraits{.gguf_rope_permuted = true};
 constexpr ArchitectureTraits kMistralTraits{.sliding_window_all_layers = true, .gguf_rope_permuted = true};
 
@@ -240,6 +254,9 @@ const ArchitectureSpec kArchitectures[] = {
     // (ModelConfig::embedding_multiplier and the rest).
     {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
+    {"GraniteMoeForCausalLM", "granitemoe",
+     {.gguf_rope_permuted = true, .moe = true, .moe_mixtral_keys = true, .granite_multipliers = true},
+     &kGraniteMoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).

@@ -154,17 +154,25 @@ void SafetensorsFile::parse_header() {
 // checkpoints (and transformers 4) have one matrix per expert and projection:
 //   P.gate_up_proj [E, 2I, H] = for each expert e, [gate_proj; up_proj] (gate first);
 //   P.down_proj    [E, H, I]  = each expert's down_proj,
-// with P ending in ".mlp.experts". Every per-expert matrix is a contiguous run of the 3-D tensor's
-// bytes, so each is exposed under its per-expert name (P.<e>.gate_proj.weight, ...) as a view of
-// those bytes, and the loader reads either layout alike.
+// with P ending in ".mlp.experts". GraniteMoE's published checkpoints stack them alike as
+// B.input_linear.weight and B.output_linear.weight (B ending in ".block_sparse_moe"; P is then
+// B.experts). Every per-expert matrix is a contiguous run of the 3-D tensor's bytes, so each is
+// exposed under its per-expert name (P.<e>.gate_proj.weight, ...) as a view of those bytes, and the
+// loader reads either layout alike.
 constexpr int64_t kMaxFusedExperts = 65536;  // published MoE models have at most a few hundred
 
 void SafetensorsFile::add_fused_expert_views() {
   std::vector<SafetensorsTensorInfo> views;
   for (const auto& [name, t] : tensors_) {
-    const bool gate_up = name.ends_with(".mlp.experts.gate_up_proj"), down = name.ends_with(".mlp.experts.down_proj");
+    const bool granite_in = name.ends_with(".block_sparse_moe.input_linear.weight");
+    const bool granite_out = name.ends_with(".block_sparse_moe.output_linear.weight");
+    const bool gate_up = granite_in || name.ends_with(".mlp.experts.gate_up_proj");
+    const bool down = granite_out || name.ends_with(".mlp.experts.down_proj");
     if ((!gate_up && !down) || t.shape.size() != 3 || !t.dtype_supported) continue;
-    const std::string prefix = name.substr(0, name.rfind('.'));  // P: "model.layers.N.mlp.experts"
+    // P: "model.layers.N.mlp.experts", or "model.layers.N.block_sparse_moe.experts"
+    const std::string prefix = granite_in || granite_out
+                                   ? name.substr(0, name.rfind(granite_in ? ".input_linear" : ".output_linear")) + ".experts"
+                                   : name.substr(0, name.rfind('.'));
     const std::vector<std::string> parts =
         gate_up ? std::vector<std::string>{"gate_proj", "up_proj"} : std::vector<std::string>{"down_proj"};
     const int64_t experts = t.shape[0], rows = t.shape[1], cols = t.shape[2];

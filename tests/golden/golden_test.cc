@@ -82,6 +82,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // the window, its layer pattern and freq_base_swa as metadata). exaone4-tiny has OLMo 2's norms, per-head
 // q/k norms, three sliding layers of four (window 8) and, with a window, its full layer rotating
 // nothing, under Llama 3's rope scaling; also from its GGUF (llama.cpp's exaone4: rope_freqs).
+// granitemoe-tiny is Granite's scalars with 8 experts, 2 a token, stacked in the checkpoint as
+// GraniteMoE's published input_linear / output_linear; also from its GGUF (llama.cpp's granitemoe).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -304,7 +306,8 @@ std::vector<GoldenParam> families() {
            {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"},
            {"olmo2-tiny", "olmo2-tiny.bf16.gguf"},
            {"olmo3-tiny", "olmo3-tiny.bf16.gguf"},
-           {"exaone4-tiny", "exaone4-tiny.bf16.gguf"}}) {
+           {"exaone4-tiny", "exaone4-tiny.bf16.gguf"},
+           {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }
