@@ -419,7 +419,8 @@ def qwen3_tiny_yarn_config():
 # and the tied head repeat it.
 EMBED_STD = {"gemma3-tiny": INIT_STD / 8, "gemma3-tiny-swa": INIT_STD / 8, "gemma3-tiny-gguf": INIT_STD / 8,
              "gemma2-tiny": INIT_STD / 8, "gemma2-tiny-gguf": INIT_STD / 8, "granite-tiny": INIT_STD / 12,
-             "granite-tiny-hd64": INIT_STD / 12, "granitemoe-tiny": INIT_STD / 12}
+             "granite-tiny-hd64": INIT_STD / 12, "granitemoe-tiny": INIT_STD / 12,
+             "granitemoe-tiny-hd64": INIT_STD / 12}
 
 # name -> (config factory, store lm_head.weight explicitly when the embeddings are tied)
 MODELS = {
@@ -516,8 +517,16 @@ def exaone4_tiny_hd64_config():
     return config
 
 
+def granitemoe_tiny_hd64_config():
+    # granitemoe-tiny at head_dim 64 (a GPU check).
+    config = granitemoe_tiny_config()
+    config.hidden_size, config.intermediate_size, config.head_dim = 256, 128, 64
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "granitemoe-tiny-hd64": (granitemoe_tiny_hd64_config, False),
     "exaone4-tiny-hd64": (exaone4_tiny_hd64_config, False),
     "olmo2-tiny-hd64": (olmo2_tiny_hd64_config, False),
     "olmo3-tiny-hd64": (olmo3_tiny_hd64_config, False),
