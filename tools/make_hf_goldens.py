@@ -481,11 +481,15 @@ def smollm3_tiny_hd64_config():
     return config
 
 
-def glm4_tiny_hd64_config():
-    # glm4-tiny at head_dim 64 (32 dims rotating in adjacent pairs; a GPU check).
-    config = glm4_tiny_config()
-    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
-    return config
+def hd64(factory, intermediate_size=512):
+    """factory's tiny config at head_dim 64 (hidden 256 over its 4 heads), the shape the CUDA kernels
+    take: a GPU check (glm4-tiny's then rotates 32 dims in adjacent pairs; olmo2-tiny's q/k norms span
+    256 and 128)."""
+    def make():
+        config = factory()
+        config.hidden_size, config.intermediate_size, config.head_dim = 256, intermediate_size, 64
+        return config
+    return make
 
 
 def smollm3_tiny_hd64_all_rope_config():
@@ -496,42 +500,14 @@ def smollm3_tiny_hd64_all_rope_config():
     return config
 
 
-def olmo2_tiny_hd64_config():
-    # olmo2-tiny at head_dim 64 (the q/k norms 256 and 128 wide; a GPU check).
-    config = olmo2_tiny_config()
-    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
-    return config
-
-
-def olmo3_tiny_hd64_config():
-    # olmo3-tiny at head_dim 64 (a GPU check).
-    config = olmo3_tiny_config()
-    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
-    return config
-
-
-def exaone4_tiny_hd64_config():
-    # exaone4-tiny at head_dim 64 (a GPU check).
-    config = exaone4_tiny_config()
-    config.hidden_size, config.intermediate_size, config.head_dim = 256, 512, 64
-    return config
-
-
-def granitemoe_tiny_hd64_config():
-    # granitemoe-tiny at head_dim 64 (a GPU check).
-    config = granitemoe_tiny_config()
-    config.hidden_size, config.intermediate_size, config.head_dim = 256, 128, 64
-    return config
-
-
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
-    "granitemoe-tiny-hd64": (granitemoe_tiny_hd64_config, False),
-    "exaone4-tiny-hd64": (exaone4_tiny_hd64_config, False),
-    "olmo2-tiny-hd64": (olmo2_tiny_hd64_config, False),
-    "olmo3-tiny-hd64": (olmo3_tiny_hd64_config, False),
+    "granitemoe-tiny-hd64": (hd64(granitemoe_tiny_config, intermediate_size=128), False),
+    "exaone4-tiny-hd64": (hd64(exaone4_tiny_config), False),
+    "olmo2-tiny-hd64": (hd64(olmo2_tiny_config), False),
+    "olmo3-tiny-hd64": (hd64(olmo3_tiny_config), False),
     "smollm3-tiny-hd64-all-rope": (smollm3_tiny_hd64_all_rope_config, False),
-    "glm4-tiny-hd64": (glm4_tiny_hd64_config, False),
+    "glm4-tiny-hd64": (hd64(glm4_tiny_config), False),
     "granite-tiny-hd64": (granite_tiny_hd64_config, False),
     "smollm3-tiny-hd64": (smollm3_tiny_hd64_config, False),
     "qwen3-tiny-hd64": (qwen3_tiny_hd64_config, True),

@@ -226,42 +226,36 @@ namespace minivllm {
 namespace {
 
 // transformers 5's fused experts: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I]
-// read under the per-expert names of published checkpoints.
+// read under the per-expert names of published checkpoints; GraniteMoE's published stacks
+// (block_sparse_moe.input_linear / output_linear) alike, under block_sparse_moe.experts.<e>.
 TEST(Safetensors, FusedExpertsReadAsPerExpertMatrices) {
-  ScratchDir dir("st_fused_experts");
-  std::vector<float> gate_up(3 * 4 * 2), down(3 * 2 * 2);
-  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i);
-  for (size_t i = 0; i < down.size(); ++i) down[i] = 100.0f + static_cast<float>(i);
-  write_safetensors(dir.file("model.safetensors"),
-                    {{"model.layers.0.mlp.experts.gate_up_proj", tensor_f32({3, 4, 2}, gate_up)},
-                     {"model.layers.0.mlp.experts.down_proj", tensor_f32({3, 2, 2}, down)}});
-  auto src = open_safetensors_dir(dir.str());
-  const std::string p = "model.layers.0.mlp.experts.";
-  EXPECT_EQ(values_of(src->get_f32(p + "1.gate_proj.weight", {2, 2})), (std::vector<float>{8, 9, 10, 11}));
-  EXPECT_EQ(values_of(src->get_f32(p + "1.up_proj.weight", {2, 2})), (std::vector<float>{12, 13, 14, 15}));
-  EXPECT_EQ(values_of(src->get_f32(p + "2.down_proj.weight", {2, 2})), (std::vector<float>{108, 109, 110, 111}));
-  EXPECT_EQ(values_of(src->get_f32_slice(p + "2.up_proj.weight", {2, 2}, 0, 1, 1)), (std::vector<float>{22, 23}));
-  EXPECT_FALSE(src->has(p + "3.gate_proj.weight"));
-  EXPECT_EQ(src->stored_dtype(p + "0.down_proj.weight"), DType::kF32);
-}
-
-// GraniteMoE's published stacks (block_sparse_moe.input_linear [E, 2I, H], gate rows first, and
-// output_linear [E, H, I]) read under per-expert names beside them (block_sparse_moe.experts.<e>).
-TEST(Safetensors, GraniteMoeStackedExpertsReadAsPerExpertMatrices) {
-  ScratchDir dir("st_granitemoe_experts");
-  std::vector<float> gate_up(3 * 4 * 2), down(3 * 2 * 2);
-  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i);
-  for (size_t i = 0; i < down.size(); ++i) down[i] = 100.0f + static_cast<float>(i);
-  write_safetensors(dir.file("model.safetensors"),
-                    {{"model.layers.1.block_sparse_moe.input_linear.weight", tensor_f32({3, 4, 2}, gate_up)},
-                     {"model.layers.1.block_sparse_moe.output_linear.weight", tensor_f32({3, 2, 2}, down)}});
-  auto src = open_safetensors_dir(dir.str());
-  const std::string p = "model.layers.1.block_sparse_moe.experts.";
-  EXPECT_EQ(values_of(src->get_f32(p + "1.gate_proj.weight", {2, 2})), (std::vector<float>{8, 9, 10, 11}));
-  EXPECT_EQ(values_of(src->get_f32(p + "1.up_proj.weight", {2, 2})), (std::vector<float>{12, 13, 14, 15}));
-  EXPECT_EQ(values_of(src->get_f32(p + "2.down_proj.weight", {2, 2})), (std::vector<float>{108, 109, 110, 111}));
-  EXPECT_FALSE(src->has(p + "3.up_proj.weight"));
-  EXPECT_TRUE(src->has("model.layers.1.block_sparse_moe.input_linear.weight"));
+  struct Layout {
+    const char* gate_up;
+    const char* down;
+    const char* experts;  // the per-expert names' prefix
+  };
+  for (const Layout& l : {Layout{"model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj",
+                                 "model.layers.0.mlp.experts."},
+                          Layout{"model.layers.1.block_sparse_moe.input_linear.weight",
+                                 "model.layers.1.block_sparse_moe.output_linear.weight",
+                                 "model.layers.1.block_sparse_moe.experts."}}) {
+    ScratchDir dir("st_fused_experts");
+    std::vector<float> gate_up(3 * 4 * 2), down(3 * 2 * 2);
+    for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i);
+    for (size_t i = 0; i < down.size(); ++i) down[i] = 100.0f + static_cast<float>(i);
+    write_safetensors(dir.file("model.safetensors"),
+                      {{l.gate_up, tensor_f32({3, 4, 2}, gate_up)}, {l.down, tensor_f32({3, 2, 2}, down)}});
+    auto src = open_safetensors_dir(dir.str());
+    const std::string p = l.experts;
+    EXPECT_EQ(values_of(src->get_f32(p + "1.gate_proj.weight", {2, 2})), (std::vector<float>{8, 9, 10, 11})) << p;
+    EXPECT_EQ(values_of(src->get_f32(p + "1.up_proj.weight", {2, 2})), (std::vector<float>{12, 13, 14, 15})) << p;
+    EXPECT_EQ(values_of(src->get_f32(p + "2.down_proj.weight", {2, 2})), (std::vector<float>{108, 109, 110, 111}))
+        << p;
+    EXPECT_EQ(values_of(src->get_f32_slice(p + "2.up_proj.weight", {2, 2}, 0, 1, 1)), (std::vector<float>{22, 23}))
+        << p;
+    EXPECT_FALSE(src->has(p + "3.gate_proj.weight")) << p;
+    EXPECT_EQ(src->stored_dtype(p + "0.down_proj.weight"), DType::kF32) << p;
+  }
 }
 
 // The tiny Qwen3-MoE checkpoint rewritten in transformers 5's layout reads back the same weights
