@@ -48,7 +48,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -384,6 +384,20 @@ def granitemoe_tiny_config():
         architectures=["GraniteMoeForCausalLM"])
 
 
+def olmoe_tiny_config():
+    # OlmoeForCausalLM (OLMoE-1B-7B): Llama's input norms, OLMo 2's q/k norms over all heads, every layer's
+    # MLP 8 experts of 32 (intermediate_size), 2 a token, the top-2 softmax weights not renormalised
+    # (norm_topk_prob false, the published configs'). 4 heads, all KV (as OLMoE's, and llama.cpp's olmoe
+    # takes no other), so that world_size 2 sums the norms' squares over two ranks.
+    return OlmoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e4}, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, initializer_range=INIT_STD, clip_qkv=None,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["OlmoeForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -450,6 +464,7 @@ MODELS = {
     "olmo3-tiny": (olmo3_tiny_config, False),
     "exaone4-tiny": (exaone4_tiny_config, False),
     "granitemoe-tiny": (granitemoe_tiny_config, False),
+    "olmoe-tiny": (olmoe_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the

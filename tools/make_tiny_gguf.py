@@ -22,6 +22,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo3-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/exaone4-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granitemoe-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmoe-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -61,6 +62,8 @@ converter does per family, and the engine must read back:
     pattern as metadata (no key for the NoPE global layers), Llama 3's scaling as rope_freqs.weight.
   granitemoe (granitemoe-tiny.bf16.gguf): granite's scalars and layout, the stacked input_linear split
     into ffn_gate_exps / ffn_up_exps, output_linear as ffn_down_exps, the router as ffn_gate_inp.
+  olmoe (olmoe-tiny.bf16.gguf): qwen3moe's 3-D experts and router, olmo2's full-width q/k norms; no key
+    for the routing weights' renormalisation (llama.cpp's olmoe never renormalises).
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -96,6 +99,7 @@ FAMILIES = {
     "olmo3": ("olmo", "Olmo2Model", "olmo3-tiny"),
     "exaone4": ("exaone", "Exaone4Model", "exaone4-tiny"),
     "granitemoe": ("granite", "GraniteMoeModel", "granitemoe-tiny"),
+    "olmoe": ("olmo", "OlmoeModel", "olmoe-tiny"),
 }
 
 

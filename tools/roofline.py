@@ -69,7 +69,7 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe")
+                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe", "olmoe")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -88,7 +88,7 @@ class Shape:
         # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
         self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch in ("gemma3_text", "exaone4")
                               else (self.q_heads + self.kv_heads) * self.head_dim if arch.startswith("olmo") else 0)
-        moe = arch in ("qwen3_moe", "mixtral", "granitemoe")
+        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
         self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
         self.experts_per_token = cfg["num_experts_per_tok"] if moe else 1

@@ -255,14 +255,19 @@ const ArchitectureSpec kArchitectures[] = {
     {"GraniteForCausalLM", "granite", {.gguf_rope_permuted = true, .granite_multipliers = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
     {"GraniteMoeForCausalLM", "granitemoe",
-     {.gguf_rope_permuted = true, .moe = true, .moe_mixtral_keys = true, .granite_multipliers = true},
+     {.gguf_rope_permuted = true, .moe = true, .moe_keys = MoeKeys::kMixtral, .granite_multipliers = true},
      &kGraniteMoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).
     {"MixtralForCausalLM", nullptr,
-     {.sliding_window_all_layers = true, .gguf_rope_permuted = true, .moe = true, .moe_mixtral_keys = true},
+     {.sliding_window_all_layers = true, .gguf_rope_permuted = true, .moe = true, .moe_keys = MoeKeys::kMixtral},
      &kMixtralHfNames, &kQwen3MoeGgufNames, nullptr, "llama"},
+    // AllenAI's OLMoE (OLMoE-1B-7B): Qwen3-MoE's modules with OLMo 2's q/k norms over all heads (its
+    // input norms Llama's), 64 experts of intermediate_size, 8 a token, the weights renormalised only
+    // with norm_topk_prob (llama.cpp's olmoe never).
+    {"OlmoeForCausalLM", "olmoe", {.qk_norm = true, .qk_norm_full_width = true, .moe = true, .moe_keys = MoeKeys::kOlmoe},
+     &kQwen3MoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // Text-only Gemma 3 (gemma-3-1b-it; model_type gemma3_text). llama.cpp's converter stores its
     // norms with the 1 added (ModelConfig::norm_weights_include_one).
     {"Gemma3ForCausalLM", "gemma3", kGemma3Traits, &kGemma3HfNames, &kGemma3GgufNames, nullptr},

@@ -60,6 +60,12 @@ enum class NormForm { kRms, kRmsOnePlusWeight };
 // architecture has no such weight.
 using WeightNameTable = std::array<const char*, kNumWeightRoles>;
 
+// The forms of config.json's mixture-of-experts keys. kQwen3: moe_intermediate_size wide experts,
+// norm_topk_prob, decoder_sparse_step and mlp_only_layers. kMixtral: every layer sparse, each expert
+// intermediate_size wide, the top-k weights always renormalised (transformers' MixtralSparseMoeBlock).
+// kOlmoe: every layer sparse, each expert intermediate_size wide, norm_topk_prob read (default false).
+enum class MoeKeys { kQwen3, kMixtral, kOlmoe };
+
 struct ArchitectureTraits {
   Activation activation = Activation::kSilu;
   NormForm norm = NormForm::kRms;
@@ -100,9 +106,8 @@ struct ArchitectureTraits {
   // Reads config.json's mixture-of-experts keys (loader/moe_config.h): its sparse layers' MLP is a
   // router and experts (Qwen3-MoE), the other layers' the dense MLP.
   bool moe = false;
-  // Mixtral's form of those keys: every layer sparse, each expert intermediate_size wide, the top-k
-  // routing weights always renormalised (transformers' MixtralSparseMoeBlock).
-  bool moe_mixtral_keys = false;
+  // Which form those keys take (loader/moe_config.h): Qwen3-MoE's, Mixtral's or OLMoE's.
+  MoeKeys moe_keys = MoeKeys::kQwen3;
   // Reads attn_logit_softcapping and final_logit_softcapping (Gemma 2): each attention score and
   // each final logit x becomes cap * tanh(x / cap). Other rows refuse the keys.
   bool logit_softcapping = false;

@@ -208,14 +208,17 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   MINIVLLM_CHECK_GT(m.num_experts_per_tok, 0) << f.path() << ": " << a << ".expert_used_count must be > 0";
   const std::string width = a + ".expert_feed_forward_length";
   // Mixtral's converter writes no expert width: its experts are feed_forward_length wide.
-  const int64_t fallback = c->traits().moe_mixtral_keys ? c->intermediate_size : c->intermediate_size / m.num_experts_per_tok;
+  const MoeKeys keys = c->traits().moe_keys;
+  const int64_t fallback = keys != MoeKeys::kQwen3 ? c->intermediate_size : c->intermediate_size / m.num_experts_per_tok;
   m.moe_intermediate_size = f.find(width) ? f.get_int(width) : fallback;
-  m.norm_topk_prob = true;
+  // llama.cpp's olmoe never renormalises the top-k weights, its other MoE graphs always.
+  const bool renormalise = keys != MoeKeys::kOlmoe;
+  m.norm_topk_prob = renormalise;
   m.decoder_sparse_step = 1;
   const std::string norm = a + ".expert_weights_norm";
-  MINIVLLM_CHECK(!f.find(norm) || f.get_bool(norm, true))
-      << f.path() << ": unsupported " << norm << " = false (llama.cpp's " << a
-      << " always renormalises the top-k routing weights, and so does minivllm)";
+  MINIVLLM_CHECK(!f.find(norm) || f.get_bool(norm, true) == renormalise)
+      << f.path() << ": unsupported " << norm << " = " << (renormalise ? "false" : "true") << " (llama.cpp's " << a
+      << (renormalise ? " always renormalises" : " never renormalises") << " the top-k routing weights, and so does minivllm)";
   const std::string gating = a + ".expert_gating_func";
   MINIVLLM_CHECK(!f.find(gating) || f.get_int(gating) == 1)  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
       << f.path() << ": unsupported " << gating << " = " << f.get_int(gating, 0) << " (minivllm routes by softmax, 1)";

@@ -301,6 +301,8 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
         << p << ": unsupported " << k.key << " " << j.at(k.key).dump() << " for " << c.arch_name << " (" << k.why
         << ")";
   }
+  MINIVLLM_CHECK(!r.has("clip_qkv")) << p << ": unsupported clip_qkv " << j.at("clip_qkv").dump()
+                                    << " (q, k and v clamped; minivllm does not implement it)";
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
       << p << ": unsupported use_bidirectional_attention: true (minivllm's attention is causal)";
   // A sliding_window on a row without sliding layers (Llama: transformers ignores the key there):
@@ -471,7 +473,7 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   // attention_bias: true elsewhere was refused above (o_proj bias).
   c.attention_bias = c.traits().qkv_bias || (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
   c.qk_norm = c.traits().qk_norm;
-  if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_mixtral_keys);
+  if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {
       c.torch_dtype = r.get_string(j, key);

@@ -1,6 +1,7 @@
 #include "loader/moe_config.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -39,7 +40,7 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
   }
 }
 
-MoeConfig parse_moe_config(const json& j, const std::string& path, bool mixtral_keys) {
+MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys) {
   MoeConfig m;
   // The published configs say num_experts; transformers 5 writes it as num_local_experts.
   m.num_experts = read_int(j, "num_experts", read_int(j, "num_local_experts", 0, path), path);
@@ -48,20 +49,24 @@ MoeConfig parse_moe_config(const json& j, const std::string& path, bool mixtral_
       << read_int(j, "num_local_experts", 0, path) << " disagree";
   MINIVLLM_CHECK_GE(m.num_experts, 0) << path << ": num_experts must be >= 0";
   if (m.num_experts == 0) return m;
-  if (mixtral_keys) {
+  if (keys != MoeKeys::kQwen3) {
+    const bool mixtral = keys == MoeKeys::kMixtral;
     for (const char* key : {"moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"}) {
+      if (!mixtral && std::string_view(key) == "norm_topk_prob") continue;  // OLMoE's own
       MINIVLLM_CHECK(!j.contains(key) || j.at(key).is_null())
-          << path << ": key " << key << " is Qwen3-MoE's, not Mixtral's (whose experts are intermediate_size "
-          << "wide, every layer sparse, its top-k weights renormalised)";
+          << path << ": key " << key << " is Qwen3-MoE's, not " << (mixtral ? "Mixtral" : "OLMoE")
+          << "'s (whose experts are intermediate_size wide, every layer sparse"
+          << (mixtral ? ", its top-k weights renormalised)" : ")");
     }
-    m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 2, path);
+    m.num_experts_per_tok = read_int(j, "num_experts_per_tok", mixtral ? 2 : 8, path);
     m.moe_intermediate_size = read_int(j, "intermediate_size", 0, path);
-    m.norm_topk_prob = true;
-    return m;
+    m.norm_topk_prob = mixtral;  // OLMoE's default: the top-k softmax weights as they are
+    if (mixtral) return m;
+  } else {
+    m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
+    m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 0, path);
+    m.decoder_sparse_step = read_int(j, "decoder_sparse_step", 1, path);
   }
-  m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
-  m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 0, path);
-  m.decoder_sparse_step = read_int(j, "decoder_sparse_step", 1, path);
   if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
     MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
         << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();

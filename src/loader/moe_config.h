@@ -9,6 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "loader/architecture.h"
+
 namespace minivllm {
 
 struct MoeConfig {
@@ -27,10 +29,10 @@ struct MoeConfig {
   void validate(int64_t num_layers, const std::string& source) const;
 };
 
-// The keys read from config.json's object `j` (file `path`, for messages); defaults as
-// transformers' Qwen3MoeConfig where a key is absent. `mixtral_keys`: transformers' MixtralConfig
-// instead (ArchitectureTraits::moe_mixtral_keys): the expert width is intermediate_size, every
-// layer is sparse and the top-k weights are renormalised; keys Mixtral does not have are refused.
-MoeConfig parse_moe_config(const nlohmann::json& j, const std::string& path, bool mixtral_keys = false);
+// The keys read from config.json's object `j` (file `path`, for messages), in the row's form
+// (ArchitectureTraits::moe_keys); defaults as transformers' config of that family where a key is
+// absent. Mixtral's and OLMoE's experts are intermediate_size wide and every layer is sparse: the
+// Qwen3-MoE keys that say otherwise are refused there.
+MoeConfig parse_moe_config(const nlohmann::json& j, const std::string& path, MoeKeys keys = MoeKeys::kQwen3);
 
 }  // namespace minivllm

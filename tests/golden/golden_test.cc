@@ -84,6 +84,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // nothing, under Llama 3's rope scaling; also from its GGUF (llama.cpp's exaone4: rope_freqs).
 // granitemoe-tiny is Granite's scalars with 8 experts, 2 a token, stacked in the checkpoint as
 // GraniteMoE's published input_linear / output_linear; also from its GGUF (llama.cpp's granitemoe).
+// olmoe-tiny has OLMo 2's full-width q/k norms (Llama's input norms) and 8 experts, 2 a token, their
+// weights not renormalised; also from its GGUF (llama.cpp's olmoe).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -307,7 +309,8 @@ std::vector<GoldenParam> families() {
            {"olmo2-tiny", "olmo2-tiny.bf16.gguf"},
            {"olmo3-tiny", "olmo3-tiny.bf16.gguf"},
            {"exaone4-tiny", "exaone4-tiny.bf16.gguf"},
-           {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"}}) {
+           {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"},
+           {"olmoe-tiny", "olmoe-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }

@@ -341,6 +341,30 @@ TEST(Architecture, Olmo2ReadsItsLayout) {
   }
 }
 
+// OLMoE (tests/goldens/olmoe-tiny and its GGUF): experts intermediate_size wide, every layer sparse,
+// the top-k weights renormalised only with norm_topk_prob (a GGUF: never, as llama.cpp's olmoe);
+// Qwen3-MoE's width key and clip_qkv (not implemented) refused by name.
+TEST(Architecture, OlmoeReadsItsMoeKeys) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/olmoe-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/olmoe-tiny.bf16.gguf").config}) {
+    EXPECT_EQ(c.moe.num_experts, 8) << c.source;
+    EXPECT_EQ(c.moe.num_experts_per_tok, 2) << c.source;
+    EXPECT_EQ(c.moe.moe_intermediate_size, 32) << c.source;
+    EXPECT_FALSE(c.moe.norm_topk_prob) << c.source;
+    EXPECT_TRUE(c.moe.is_sparse_layer(0) && c.moe.is_sparse_layer(1)) << c.source;
+    EXPECT_TRUE(c.traits().qk_norm_full_width && c.traits().input_norms) << c.source;
+  }
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j["norm_topk_prob"] = true;
+  EXPECT_TRUE(load_config(j).moe.norm_topk_prob);
+  j["moe_intermediate_size"] = 16;
+  expect_error_naming([&] { load_config(j); }, {"moe_intermediate_size", "OLMoE"});
+  j.erase("moe_intermediate_size");
+  j["clip_qkv"] = 8.0;
+  expect_error_naming([&] { load_config(j); }, {"clip_qkv"});
+}
+
 // EXAONE 4 (tests/goldens/exaone4-tiny and its GGUF): with a sliding window its full layers rotate
 // nothing; without one (EXAONE-4.0-1.2B: sliding_window null) every layer rotates. The 32B's config
 // names its layer kinds as letters (sliding_window_pattern "LLLG") where layer_types is missing.
