@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4 and GraniteMoE on the GPU against Hugging Face transformers: greedy continuations of their
+# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4, GraniteMoE and OLMoE on the GPU against Hugging Face transformers: greedy continuations of their
 # head_dim-64 tiny checkpoints (tools/make_hf_goldens.py's GPU models, made here: needs python3 with
 # torch and transformers), with qwen3-tiny-hd64 as the bf16 baseline for how often bf16 parts from
 # fp32 at near-ties; then each with its feature taken off through --hf-overrides, which must disagree.
@@ -9,7 +9,7 @@ set -uo pipefail
 BIN="${1:?BIN}"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/families"
 mkdir -p "$G"
-python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 smollm3-tiny-hd64-all-rope glm4-tiny-hd64 olmo2-tiny-hd64 olmo3-tiny-hd64 exaone4-tiny-hd64 granitemoe-tiny-hd64 \
+python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 smollm3-tiny-hd64-all-rope glm4-tiny-hd64 olmo2-tiny-hd64 olmo3-tiny-hd64 exaone4-tiny-hd64 granitemoe-tiny-hd64 olmoe-tiny-hd64 \
   > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
 check() { tools/gpu_greedy_vs_hf.sh "$BIN" "$@"; }  # label goldens-folder model [flags...]
 check "qwen3-tiny-hd64 (the baseline)" "$G/qwen3-tiny-hd64" "$G/qwen3-tiny-hd64"
@@ -34,3 +34,6 @@ check "exaone4-tiny-hd64, no sliding window (must differ: every layer full, rota
 check "granitemoe-tiny-hd64" "$G/granitemoe-tiny-hd64" "$G/granitemoe-tiny-hd64"
 check "granitemoe-tiny-hd64, top-1 routing (must differ)" "$G/granitemoe-tiny-hd64" "$G/granitemoe-tiny-hd64" \
   --hf-overrides '{"num_experts_per_tok": 1}'
+check "olmoe-tiny-hd64" "$G/olmoe-tiny-hd64" "$G/olmoe-tiny-hd64"
+check "olmoe-tiny-hd64, the top-k renormalised (must differ)" "$G/olmoe-tiny-hd64" "$G/olmoe-tiny-hd64" \
+  --hf-overrides '{"norm_topk_prob": true}'

@@ -518,6 +518,7 @@ def smollm3_tiny_hd64_all_rope_config():
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
     "granitemoe-tiny-hd64": (hd64(granitemoe_tiny_config, intermediate_size=128), False),
+    "olmoe-tiny-hd64": (hd64(olmoe_tiny_config, intermediate_size=128), False),
     "exaone4-tiny-hd64": (hd64(exaone4_tiny_config), False),
     "olmo2-tiny-hd64": (hd64(olmo2_tiny_config), False),
     "olmo3-tiny-hd64": (hd64(olmo3_tiny_config), False),
