@@ -1,6 +1,8 @@
 // Element-wise, norm and linear ops of the CUDA backend against the CPU backend, on odd shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cuda_test_util.h"
 
 namespace minivllm::cuda_test {
@@ -166,7 +168,10 @@ TEST(CudaOps, QkNormFullWidthAndToActivationMatchCpu) {
       b.gpu->fill_bytes(sg, 0xFF);
       b.cpu->qk_sum_squares(xc, c.nq, c.nkv, c.hd, sc);
       b.gpu->qk_sum_squares(xg, c.nq, c.nkv, c.hd, sg);
-      expect_close(download(*b.gpu, sg), download(*b.cpu, sc), 1e-10, 1e-2, "qk_sum_squares" + tag);
+      // Sums of up to 10,240 squares of ~9 each, in different orders: fp32 parts at ~1e-6 of the sum.
+      const std::vector<float> want_sums = download(*b.cpu, sc);
+      const float sum_max = *std::max_element(want_sums.begin(), want_sums.end());
+      expect_close(download(*b.gpu, sg), want_sums, 1e-10, 1e-5 * sum_max, "qk_sum_squares" + tag);
       // The widths of two ranks (sums doubled): each rank's scaling of its own heads.
       for (int ranks : {1, 2}) {
         Tensor x2c = upload(*b.cpu, x), x2g = upload(*b.gpu, x);
