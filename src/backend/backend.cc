@@ -39,6 +39,17 @@ void Backend::take_sampled(int32_t* out_tokens, int rows) {
   std::copy(oldest.begin(), oldest.end(), out_tokens);
 }
 
+void Backend::norm_add_norm(const Tensor& x, const Tensor& out_norm, float out_eps, const Tensor& residual,
+                            const Tensor& next_norm, float next_eps) {
+  rms_norm(x, out_norm, out_eps, x);
+  if (next_norm.empty()) {
+    add_to_residual(x, residual);
+    to_activation(residual, x);
+  } else {
+    add_rms_norm(x, residual, next_norm, next_eps);
+  }
+}
+
 void Backend::set_attention_softcap(float cap) {
   MINIVLLM_CHECK(cap == 0.0f) << "this backend's attention implements no logit soft-capping (cap " << cap << ")";
 }

@@ -209,6 +209,7 @@ class Backend {
   // widths the sums cover: every rank's heads), in place.
   virtual void qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                               const Tensor& sums) = 0;
+  // An undefined `sums` (one rank: q_width and k_width this qkv's own): the sums made here as well.
   virtual void qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                                   const Tensor& sums, int64_t q_width, int64_t k_width, const Tensor& q_norm,
                                   const Tensor& k_norm, float eps) = 0;
@@ -232,6 +233,13 @@ class Backend {
   virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;
   // residual (f32) += x (activation dtype or f32), same shape.
   virtual void add_to_residual(const Tensor& x, const Tensor& residual) = 0;
+  // A sublayer's output norm, its residual add and the next sublayer's input (sandwich norms: Gemma,
+  // GLM-4, OLMo 2): x = rms_norm(x) * out_norm (rounded to x's dtype, as rms_norm rounds), residual
+  // (f32) += x, then x = rms_norm(residual) * next_norm, or x = the residual rounded to x's dtype where
+  // next_norm is empty (the next sublayer has no input norm). The default runs those ops one by one;
+  // a backend may run them as one kernel with the same roundings.
+  virtual void norm_add_norm(const Tensor& x, const Tensor& out_norm, float out_eps, const Tensor& residual,
+                             const Tensor& next_norm, float next_eps);
   // out (activation dtype) = x (f32, same shape), rounded once: a sublayer with no input norm
   // reads the residual stream as it is (OLMo 2).
   virtual void to_activation(const Tensor& x, const Tensor& out) = 0;

@@ -109,7 +109,7 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
   if (world_ > 1 && RowParallelLinear::tp_partials_f32()) partial_ = backend_.empty(DType::kF32, {t, h});
   qkv_ = backend_.empty(act, {t, (nq + 2 * nkv) * hd});
   attn_out_ = backend_.empty(act, {t, nq * hd});
-  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width) qk_sums_ = backend_.empty(DType::kF32, {t, 2});
+  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width && world_ > 1) qk_sums_ = backend_.empty(DType::kF32, {t, 2});
   if (has_dense_mlp(cfg_)) {  // (for Qwen3-30B-A3B these would be 800 MB of f32 the CPU never touches)
     gate_up_ = backend_.empty(act, {t, 2 * inter});
     mlp_act_ = backend_.empty(act, {t, inter});
@@ -228,7 +228,7 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   if (l.attn_input_norm.empty() && !normed_) stream_into_hidden(n);
   // The backend may fuse the q/k norms, the rope and the cache store into the projection. Norms over
   // all heads (OLMo 2) come between the projection and the rope, which then takes none.
-  const bool full_qk = !qk_sums_.empty();
+  const bool full_qk = cfg_.qk_norm && cfg_.traits().qk_norm_full_width;
   const RopeStoreEpilogue rope{nq,       nkv,      hd,        full_qk ? nullptr : q_norm, full_qk ? nullptr : k_norm,
                                head_eps, positions, cos_sin(layer), cache, meta};
   if (full_qk) {
@@ -260,13 +260,9 @@ void Transformer::add_sandwiched(const RowParallelLinear& proj, const Tensor& x,
                                  const Tensor& next_norm, int64_t n) {
   const Tensor hidden = hidden_.rows(0, n), residual = residual_.rows(0, n);
   proj.forward(backend_, comm_, x, hidden);
-  backend_.rms_norm(hidden, output_norm, static_cast<float>(cfg_.rms_norm_eps), hidden);  // not the stream's
-  if (next_norm.empty()) {  // the next sublayer has no input norm: it reads the stream as it is
-    backend_.add_to_residual(hidden, residual);
-    backend_.to_activation(residual, hidden);
-  } else {
-    backend_.add_rms_norm(hidden, residual, next_norm, stream_eps_);
-  }
+  // The output norm's eps is the model's (it norms the sublayer's output, not the stream); an empty
+  // next_norm (no input norm after it) copies the stream into hidden.
+  backend_.norm_add_norm(hidden, output_norm, static_cast<float>(cfg_.rms_norm_eps), residual, next_norm, stream_eps_);
   normed_ = true;
 }
 
@@ -277,9 +273,13 @@ void Transformer::stream_into_hidden(int64_t n) {
 
 void Transformer::norm_qk_full_width(const Layer& l, int64_t n) {
   const int nq = num_local_heads(), nkv = num_local_kv_heads(), hd = static_cast<int>(cfg_.head_dim);
-  const Tensor qkv = qkv_.rows(0, n), sums = qk_sums_.rows(0, n);
-  backend_.qk_sum_squares(qkv, nq, nkv, hd, sums);
-  if (world_ > 1) comm_.all_reduce_sum(sums);  // each rank summed its own heads
+  const Tensor qkv = qkv_.rows(0, n);
+  Tensor sums;  // one rank: the norm kernel sums the squares itself
+  if (world_ > 1) {
+    sums = qk_sums_.rows(0, n);
+    backend_.qk_sum_squares(qkv, nq, nkv, hd, sums);
+    comm_.all_reduce_sum(sums);  // each rank summed its own heads
+  }
   backend_.qk_norm_full_width(qkv, nq, nkv, hd, sums, cfg_.num_heads * cfg_.head_dim, cfg_.num_kv_heads * cfg_.head_dim,
                               l.q_norm, l.k_norm, static_cast<float>(cfg_.rms_norm_eps));
 }

@@ -115,7 +115,7 @@ class Transformer {
   float stream_eps_ = 0;
   // Activations (this rank's widths).
   Tensor hidden_, residual_, partial_, qkv_, attn_out_, gate_up_, mlp_act_;
-  Tensor qk_sums_;  // f32 [T, 2], the full-width q/k norms' sums of squares (OLMo 2), else empty
+  Tensor qk_sums_;  // f32 [T, 2], the full-width q/k norms' sums of squares (OLMo 2, world_size > 1), else empty
   MoeBuffers moe_;  // allocated when some layer is sparse
   Tensor last_hidden_, logits_f32_;
   Tensor full_logits_;  // f32 [max_num_seqs, V], rank 0 at world_size > 1 (gather_logits)

@@ -191,6 +191,19 @@ TEST(CudaOps, QkNormFullWidthAndToActivationMatchCpu) {
       }
     }
   }
+  // One rank: undefined sums, the kernel sums each row itself.
+  for (const Case& c : {Case{4, 2, 16}, Case{40, 40, 128}}) {
+    const int64_t q = int64_t{c.nq} * c.hd, k = int64_t{c.nkv} * c.hd, stride = q + 2 * k;
+    Tensor x = random_values({7, stride}, rng, 3.0f);
+    Tensor qw = random_values({q}, rng, 0.2f, 1.0f), kw = random_values({k}, rng, 0.2f, 1.0f);
+    Tensor xc = upload(*b.cpu, x), xg = upload(*b.gpu, x);
+    b.cpu->qk_norm_full_width(xc, c.nq, c.nkv, c.hd, Tensor(), q, k, upload_f32(*b.cpu, qw), upload_f32(*b.cpu, kw),
+                              1e-6f);
+    b.gpu->qk_norm_full_width(xg, c.nq, c.nkv, c.hd, Tensor(), q, k, upload_f32(*b.gpu, qw), upload_f32(*b.gpu, kw),
+                              1e-6f);
+    expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-5, 0.05,
+                 "qk_norm_full_width, own sums, heads " + std::to_string(c.nq));
+  }
   for (int64_t n : {int64_t{8}, int64_t{576}, int64_t{4104} * 129}) {
     Tensor r = host_tensor(DType::kF32, {n});
     std::normal_distribution<float> d(0.0f, 3.0f);
@@ -200,6 +213,33 @@ TEST(CudaOps, QkNormFullWidthAndToActivationMatchCpu) {
     std::vector<float> want(n);
     for (int64_t i = 0; i < n; ++i) want[i] = bf16_to_f32(f32_to_bf16(r.ptr<float>()[i]));
     expect_close(download(*b.gpu, og), want, 0.0, 0.0, "to_activation " + std::to_string(n));
+  }
+}
+
+// A sandwich norm's join (Backend::norm_add_norm, one kernel on CUDA) against the CPU's ops one by
+// one: with a next norm (Gemma, GLM-4; bf16 and f32 weights) and without (OLMo 2: the stream copied).
+TEST(CudaOps, NormAddNormMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(10);
+  for (int64_t n : {576, 2048, 4104}) {
+    Tensor wo = random_values({n}, rng, 0.2f, 1.0f), wn = random_values({n}, rng, 0.2f, 1.0f);
+    for (int64_t tokens : kTokenCounts) {
+      for (int next : {0, 1, 2}) {  // none, bf16, f32
+        const std::string tag = " n=" + std::to_string(n) + " T=" + std::to_string(tokens) + " next " +
+                                std::to_string(next);
+        Tensor x = random_values({tokens, n}, rng, 2.0f), r = random_values({tokens, n}, rng, 2.0f);
+        Tensor xc = upload(*b.cpu, x), rc = upload(*b.cpu, r);
+        Tensor xg = upload(*b.gpu, x), rg = upload_f32(*b.gpu, r);
+        const Tensor nc = next == 0 ? Tensor() : upload(*b.cpu, wn);
+        const Tensor ng = next == 0 ? Tensor() : next == 1 ? upload(*b.gpu, wn) : upload_f32(*b.gpu, wn);
+        b.cpu->norm_add_norm(xc, upload(*b.cpu, wo), 1e-6f, rc, nc, 1e-5f);
+        b.gpu->norm_add_norm(xg, upload(*b.gpu, wo), 1e-6f, rg, ng, 1e-5f);
+        // The GPU adds the output norm rounded to bf16 (as its unfused ops do), the CPU in fp32.
+        expect_close(download(*b.gpu, rg), download(*b.cpu, rc), 1e-5, 0.05, "residual" + tag);
+        expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-4, next == 0 ? 0.1 : 0.08, "x" + tag);
+      }
+    }
   }
 }
 

@@ -90,6 +90,11 @@ void CpuBackend::qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_
                                     const Tensor& k_norm, float eps) {
   const char* op = "qk_norm_full_width";
   const int64_t tokens = qk_tokens(qkv, num_q_heads, num_kv_heads, head_dim, op);
+  if (!sums.defined()) {  // one rank: its own sums
+    Tensor own = empty(DType::kF32, {tokens, 2});
+    qk_sum_squares(qkv, num_q_heads, num_kv_heads, head_dim, own);
+    return qk_norm_full_width(qkv, num_q_heads, num_kv_heads, head_dim, own, q_width, k_width, q_norm, k_norm, eps);
+  }
   check_sums(sums, tokens, op);
   const int64_t q = static_cast<int64_t>(num_q_heads) * head_dim, k = static_cast<int64_t>(num_kv_heads) * head_dim;
   cpu::check_tensor(q_norm, DType::kF32, op, "q_norm");

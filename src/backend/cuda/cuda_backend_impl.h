@@ -102,6 +102,8 @@ class CudaBackend : public Backend {
                       Activation act) override;
   void add_to_residual(const Tensor& x, const Tensor& residual) override;
   void to_activation(const Tensor& x, const Tensor& out) override;
+  void norm_add_norm(const Tensor& x, const Tensor& out_norm, float out_eps, const Tensor& residual,
+                     const Tensor& next_norm, float next_eps) override;
   void qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim,
                       const Tensor& sums) override;
   void qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_kv_heads, int head_dim, const Tensor& sums,

@@ -31,6 +31,10 @@ void launch_act_mul(const void* gate_up, int64_t tokens, int64_t inter, Activati
 void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices, int64_t n, void* out,
                         cudaStream_t stream);
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream);
+// Backend::norm_add_norm on rows of n bf16 values (n % 8 == 0): x = rms_norm(x) * w_out (bf16), residual
+// (f32) += x, x = rms_norm(residual) * w_next, or bf16(residual) when w_next is nullptr.
+void launch_norm_add_norm(void* x, float* residual, const void* w_out, bool out_f32, float out_eps, const void* w_next,
+                          bool next_f32, float next_eps, int64_t rows, int64_t n, cudaStream_t stream);
 // out (bf16) = x (fp32), n values, n % 8 == 0.
 void launch_f32_to_bf16(const float* x, int64_t n, void* out, cudaStream_t stream);
 
@@ -39,7 +43,8 @@ void launch_f32_to_bf16(const float* x, int64_t n, void* out, cudaStream_t strea
 // a multiple of 8. sums f32 [tokens, 2].
 void launch_qk_sum_squares(const void* qkv, int64_t tokens, int64_t q_cols, int64_t k_cols, int64_t stride,
                            float* sums, cudaStream_t stream);
-// q = q * rsqrt(sums[t, 0] / q_width + eps) * q_norm (f32 [q_cols]), k likewise, in place.
+// q = q * rsqrt(sums[t, 0] / q_width + eps) * q_norm (f32 [q_cols]), k likewise, in place; sums nullptr:
+// each row's own sums (one rank).
 void launch_qk_norm_full_width(void* qkv, int64_t tokens, int64_t q_cols, int64_t k_cols, int64_t stride,
                                const float* sums, int64_t q_width, int64_t k_width, const float* q_norm,
                                const float* k_norm, float eps, cudaStream_t stream);

@@ -922,6 +922,24 @@ void CudaBackend::add_to_residual(const Tensor& x, const Tensor& residual) {
   launch_add_to_f32(x.data(), x.dtype() == DType::kF32, x.numel(), residual.ptr<float>(), stream_);
 }
 
+void CudaBackend::norm_add_norm(const Tensor& x, const Tensor& out_norm, float out_eps, const Tensor& residual,
+                                const Tensor& next_norm, float next_eps) {
+  folded_ = PendingNorm{};  // the residual moves: a folded norm's input is stale
+  const char* op = "norm_add_norm";
+  check_gpu(x, DType::kBF16, op, "x");
+  check_gpu(residual, DType::kF32, op, "residual");
+  const int64_t n = out_norm.numel();
+  MINIVLLM_CHECK(n % 8 == 0) << op << ": width " << n << " must be a multiple of 8";
+  const bool out_f32 = check_weight(out_norm, n, op, "out_norm");
+  const bool next_f32 = !next_norm.empty() && check_weight(next_norm, n, op, "next_norm");
+  const int64_t rows = rows_with_cols(x, n, op, "x");
+  MINIVLLM_CHECK_EQ(residual.numel(), x.numel()) << op << ": residual " << residual.describe() << " vs x " << x.describe();
+  check_aligned16(x, op, "x");
+  check_aligned16(residual, op, "residual");
+  launch_norm_add_norm(x.data(), residual.ptr<float>(), out_norm.data(), out_f32, out_eps,
+                       next_norm.empty() ? nullptr : next_norm.data(), next_f32, next_eps, rows, n, stream_);
+}
+
 void CudaBackend::to_activation(const Tensor& x, const Tensor& out) {
   check_gpu(x, DType::kF32, "to_activation", "x");
   check_gpu(out, DType::kBF16, "to_activation", "out");
@@ -934,14 +952,14 @@ void CudaBackend::to_activation(const Tensor& x, const Tensor& out) {
 
 namespace {
 
-// qkv's q and k widths for OLMo 2's norms; throws unless qkv is bf16 [T, (nq + 2 nkv) hd] with 8-value
-// chunks and sums f32 [T, 2].
+// qkv's row width for OLMo 2's norms; throws unless qkv is bf16 [T, (nq + 2 nkv) hd] with 8-value
+// chunks and sums (where defined) f32 [T, 2].
 int64_t check_qk_full(const Tensor& qkv, int nq, int nkv, int hd, const Tensor& sums, const char* op) {
   check_gpu(qkv, DType::kBF16, op, "qkv");
-  check_gpu(sums, DType::kF32, op, "sums");
+  if (sums.defined()) check_gpu(sums, DType::kF32, op, "sums");
   const int64_t stride = static_cast<int64_t>(nq + 2 * nkv) * hd;
   MINIVLLM_CHECK(nq > 0 && nkv > 0 && hd > 0 && hd % 8 == 0 && qkv.ndim() == 2 && qkv.size(1) == stride &&
-                 sums.numel() == 2 * qkv.size(0))
+                 (!sums.defined() || sums.numel() == 2 * qkv.size(0)))
       << op << ": qkv " << qkv.describe() << ", sums " << sums.describe() << " for " << nq << " / " << nkv
       << " heads of " << hd << " (head_dim a multiple of 8)";
   check_aligned16(qkv, op, "qkv");
@@ -961,15 +979,16 @@ void CudaBackend::qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num
                                      const Tensor& sums, int64_t q_width, int64_t k_width, const Tensor& q_norm,
                                      const Tensor& k_norm, float eps) {
   const char* op = "qk_norm_full_width";
-  const int64_t stride = check_qk_full(qkv, num_q_heads, num_kv_heads, head_dim, sums, op);
+  // Undefined sums (one rank): the kernel sums each row itself.
+  const int64_t stride = check_qk_full(qkv, num_q_heads, num_kv_heads, head_dim, sums.defined() ? sums : Tensor(), op);
   const int64_t q = int64_t{num_q_heads} * head_dim, k = int64_t{num_kv_heads} * head_dim;
   check_gpu(q_norm, DType::kF32, op, "q_norm");
   check_gpu(k_norm, DType::kF32, op, "k_norm");
   MINIVLLM_CHECK(q_norm.numel() == q && k_norm.numel() == k && q_width >= q && k_width >= k)
       << op << ": q_norm " << q_norm.describe() << ", k_norm " << k_norm.describe() << " for " << num_q_heads << " / "
       << num_kv_heads << " heads of " << head_dim << " (widths " << q_width << " / " << k_width << ")";
-  launch_qk_norm_full_width(qkv.data(), qkv.size(0), q, k, stride, sums.ptr<float>(), q_width, k_width,
-                            q_norm.ptr<float>(), k_norm.ptr<float>(), eps, stream_);
+  launch_qk_norm_full_width(qkv.data(), qkv.size(0), q, k, stride, sums.defined() ? sums.ptr<float>() : nullptr,
+                            q_width, k_width, q_norm.ptr<float>(), k_norm.ptr<float>(), eps, stream_);
 }
 
 void CudaBackend::linear_act_mul(const Tensor& x, const Tensor& gate_up_weight, const Tensor& scratch,

@@ -108,6 +108,58 @@ __global__ void rms_norm_kernel(const uint4* x, void* residual_ptr, const void* 
   }
 }
 
+// Sandwich norms' join (Backend::norm_add_norm), one CTA a row: x' = rms_norm(x) * w_out rounded to
+// bf16 (as rms_norm_kernel rounds it), residual (fp32) += x', then x = rms_norm(residual) * w_next
+// (kNextNorm) or the residual rounded to bf16. The sums run in rms_norm_kernel's order (the same
+// thread count, each thread's chunks in turn), and each thread rereads only the chunks it wrote.
+template <bool kNextNorm>
+__global__ void norm_add_norm_kernel(uint4* x, float* residual, const void* w_out, bool out_f32, float out_eps,
+                                     const void* w_next, bool next_f32, float next_eps, int64_t chunks) {
+  pdl_launch_dependents();
+  pdl_wait();  // x is the projection's output, the residual the stream it adds to
+  __shared__ float scratch[32];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * chunks;
+  const float n = static_cast<float>(chunks * 8);
+  float sum_sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[8];
+    bf16x8_to_f32(x[base + c], v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum_sq += v[i] * v[i];
+  }
+  const float inv = 1.0f / sqrtf(block_sum(sum_sq, scratch) / n + out_eps);
+  float next_sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float v[8], wt[8], r[8];
+    bf16x8_to_f32(x[base + c], v);
+    load_weight8(w_out, out_f32, c * 8, wt);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = (v[i] * inv) * wt[i];
+    bf16x8_to_f32(f32_to_bf16x8(v), v);  // the output norm's bf16, as the unfused path adds it
+    load_f32x8(residual + (base + c) * 8, r);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r[i] = v[i] + r[i];
+    store_f32x8(residual + (base + c) * 8, r);
+    if constexpr (kNextNorm) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) next_sq += r[i] * r[i];
+    } else {
+      x[base + c] = f32_to_bf16x8(r);
+    }
+  }
+  if constexpr (kNextNorm) {
+    const float inv_next = 1.0f / sqrtf(block_sum(next_sq, scratch) / n + next_eps);
+    for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float r[8], wt[8];
+      load_f32x8(residual + (base + c) * 8, r);
+      load_weight8(w_next, next_f32, c * 8, wt);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] = (r[i] * inv_next) * wt[i];
+      x[base + c] = f32_to_bf16x8(r);
+    }
+  }
+}
+
 // residual (fp32) += x (bf16 or fp32), 8 values per thread.
 __global__ void add_to_f32_kernel(const void* x, bool x_f32, int64_t chunks, float* residual) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -325,6 +377,17 @@ void launch_gather_rows(const void* x, int64_t row_bytes, const int32_t* indices
 void launch_bf16_to_f32(const void* x, int64_t n, float* out, cudaStream_t stream) {
   if (n == 0) return;
   bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_norm_add_norm(void* x, float* residual, const void* w_out, bool out_f32, float out_eps, const void* w_next,
+                          bool next_f32, float next_eps, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t chunks = n / 8;
+  const int threads = static_cast<int>(std::min<int64_t>(kRowThreads, ceil_div(chunks, 32) * 32));
+  auto* kernel = w_next != nullptr ? norm_add_norm_kernel<true> : norm_add_norm_kernel<false>;
+  launch_with_pdl(kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, static_cast<uint4*>(x),
+                  residual, w_out, out_f32, out_eps, w_next, next_f32, next_eps, chunks);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -35,14 +35,29 @@ __global__ void qk_sum_squares_kernel(const void* qkv, int64_t stride_chunks, in
   if (threadIdx.x == 0) sums[blockIdx.x * 2 + blockIdx.y] = s;
 }
 
+// sums nullptr (one rank): the CTA sums its own row first.
 __global__ void qk_norm_full_width_kernel(void* qkv, int64_t stride_chunks, int64_t q_chunks, int64_t k_chunks,
                                           const float* sums, float q_width, float k_width, const float* q_norm,
                                           const float* k_norm, float eps) {
+  __shared__ float scratch[32];
   uint4* row = qk_row(qkv, stride_chunks, q_chunks);
   const bool q = blockIdx.y == 0;
   const int64_t chunks = q ? q_chunks : k_chunks;
   const float* w = q ? q_norm : k_norm;
-  const float inv = rsqrtf(sums[blockIdx.x * 2 + blockIdx.y] / (q ? q_width : k_width) + eps);
+  float s;
+  if (sums != nullptr) {
+    s = sums[blockIdx.x * 2 + blockIdx.y];
+  } else {
+    s = 0.0f;
+    for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
+      float v[8];
+      bf16x8_to_f32(row[c], v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) s = fmaf(v[i], v[i], s);
+    }
+    s = block_sum(s, scratch);
+  }
+  const float inv = rsqrtf(s / (q ? q_width : k_width) + eps);
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
     float v[8];
     bf16x8_to_f32(row[c], v);
