@@ -229,8 +229,8 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
   // The backend may fuse the q/k norms, the rope and the cache store into the projection. Norms over
   // all heads (OLMo 2) come between the projection and the rope, which then takes none.
   const bool full_qk = cfg_.qk_norm && cfg_.traits().qk_norm_full_width;
-  const RopeStoreEpilogue rope{nq,       nkv,      hd,        full_qk ? nullptr : q_norm, full_qk ? nullptr : k_norm,
-                               head_eps, positions, cos_sin(layer), cache, meta};
+  const RopeStoreEpilogue rope{nq, nkv, hd, full_qk ? nullptr : q_norm, full_qk ? nullptr : k_norm, head_eps,
+                               positions, cos_sin(layer), cache, meta};
   if (full_qk) {
     if (normed_) {
       backend_.linear(hidden, l.qkv_proj.weight(), l.qkv_proj.bias(), qkv);
@@ -338,8 +338,9 @@ void Transformer::prepare_persistent_decode() {
     persistent_why_ = "tensor parallelism (the kernel runs on one GPU)";
   } else if (cfg_.moe.any()) {
     persistent_why_ = "a mixture-of-experts model";
-  } else if (t.norm != NormForm::kRms || t.post_norms || t.embed_scale_sqrt_hidden) {
-    persistent_why_ = "its norms (the kernel takes plain RMSNorm before each sublayer)";
+  } else if (t.norm != NormForm::kRms || t.post_norms || t.embed_scale_sqrt_hidden || !t.input_norms ||
+             t.qk_norm_full_width) {
+    persistent_why_ = "its norms (the kernel takes plain RMSNorm before each sublayer, q/k norms per head)";
   } else if (sliding || cfg_.rope_dim() != cfg_.head_dim) {
     persistent_why_ = "sliding-window or NoPE layers, or a partial rotary";
   } else if (layers_.empty() || layers_[0].qkv_proj.bias() != nullptr) {
