@@ -251,20 +251,40 @@ void HttpServer::add_routes() {
            auto active = admit_call();
            const auto now = AsyncEngine::Clock::now();
            const json body = parse_json_body(req.body);
-           const json chat = responses_to_chat_body(body);
+           json previous = json::array();
+           if (body.contains("previous_response_id") && body["previous_response_id"].is_string()) {
+             const std::string id = body["previous_response_id"].get<std::string>();
+             std::optional<json> p = responses_->find(id);
+             if (!p) {
+               throw ApiError(404, "no stored response '" + id + "': this server keeps the last " +
+                                       std::to_string(responses_->capacity()) +
+                                       " stored responses in memory, none across a restart, and none sent with "
+                                       "store: false",
+                              "previous_response_id");
+             }
+             previous = std::move(*p);
+           }
+           const json chat = responses_to_chat_body(body, previous);
+           // A response is kept for a later previous_response_id unless the request says store: false.
+           const bool store = !(body.contains("store") && body["store"] == false);
+           auto keep = [kept = responses_, store, previous, body](const json& response) {
+             if (store) kept->put(response.at("id").get<std::string>(), conversation_after(previous, body, response));
+           };
            GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
            const auto deadline = request_deadline(chat, options_.request_timeout_s, now);
            ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
            if (g.stream) {  // the chat chunks rewritten as Responses events as they are written
-             auto stream = std::make_shared<ResponsesStream>(body);
+             auto stream = std::make_shared<ResponsesStream>(body, keep);
              serve_generation(*context_, g, deadline, std::move(active), client, res,
                               [stream](std::string_view sse) { return stream->rewrite(sse); });
              return;
            }
            serve_generation(*context_, g, deadline, std::move(active), client, res);
            if (res.status != 200) return;  // an error's body is already OpenAI's error JSON
-           res.set_content(chat_completion_to_response(json::parse(res.body), body).dump(), "application/json");
+           const json response = chat_completion_to_response(json::parse(res.body), body);
+           keep(response);
+           res.set_content(response.dump(), "application/json");
          }));
   s.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) {
            auto active = admit_call();

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "api/async_engine.h"
+#include "server/response_store.h"
 
 namespace httplib {
 class Server;
@@ -76,6 +77,8 @@ class HttpServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};  // refusing new generations, finishing those in flight
   std::unique_ptr<ServingContext> context_;  // what the handlers (and streams outliving them) use
+  // POST /v1/responses' stored responses (previous_response_id); shared with the streams that store.
+  std::shared_ptr<ResponseStore> responses_ = std::make_shared<ResponseStore>();
   int port_ = -1;
 };
 

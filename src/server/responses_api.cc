@@ -148,7 +148,6 @@ struct Refusal {
   std::string_view why;
 };
 constexpr Refusal kRefused[] = {
-    {"previous_response_id", "the server keeps no responses; send the whole conversation in input"},
     {"conversation", "the server keeps no conversations; send the whole conversation in input"},
     {"background", "background responses are not supported"},
     {"include", "no extra output data (include) is supported"},
@@ -163,7 +162,7 @@ constexpr std::string_view kIgnored[] = {"safety_identifier", "prompt_cache_key"
 
 }  // namespace
 
-json responses_to_chat_body(const json& body) {
+json responses_to_chat_body(const json& body, const json& previous) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   json chat = {{"messages", json::array()}};
   for (const auto& [name, value] : body.items()) {
@@ -183,7 +182,9 @@ json responses_to_chat_body(const json& body) {
     }
     bool known = name == "input" || name == "instructions" || name == "model" || name == "max_output_tokens" ||
                  name == "tools" || name == "tool_choice" || name == "parallel_tool_calls" || name == "text" ||
-                 name == "request_timeout";
+                 name == "request_timeout" || name == "previous_response_id";
+    if (name == "previous_response_id" && !value.is_string()) throw bad_param(name, "must be a string");
+    if (name == "store" && !value.is_boolean()) throw bad_param(name, "must be true or false");
     known = known || is_ignored_bookkeeping_field(name);
     for (std::string_view n : kIgnored) known = known || n == name;
     if (known) continue;
@@ -203,6 +204,8 @@ json responses_to_chat_body(const json& body) {
     if (!body["instructions"].is_string()) throw bad_param("instructions", "must be a string");
     chat["messages"].push_back({{"role", "system"}, {"content", body["instructions"]}});
   }
+  // A previous response's conversation goes before the input; its instructions do not carry over.
+  for (const json& m : previous) chat["messages"].push_back(m);
   add_input(body["input"], chat["messages"]);
   if (present(body, "model")) chat["model"] = body["model"];
   if (present(body, "max_output_tokens")) chat["max_completion_tokens"] = body["max_output_tokens"];
@@ -270,9 +273,9 @@ json chat_completion_to_response(const json& completion, const json& body) {
           {"model", completion.at("model")},
           {"output", std::move(output)},
           {"parallel_tool_calls", given("parallel_tool_calls", true)},
-          {"previous_response_id", nullptr},
+          {"previous_response_id", given("previous_response_id", nullptr)},
           {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
-          {"store", false},
+          {"store", given("store", true)},
           {"temperature", given("temperature", nullptr)},
           {"text", given("text", json{{"format", {{"type", "text"}}}})},
           {"tool_choice", given("tool_choice", "auto")},
@@ -288,6 +291,16 @@ json chat_completion_to_response(const json& completion, const json& body) {
             {"total_tokens", u.at("total_tokens")}}},
           {"metadata", given("metadata", json::object())},
           {"user", given("user", nullptr)}};
+}
+
+json conversation_after(const json& previous, const json& body, const json& response) {
+  json messages = previous.is_array() ? previous : json::array();
+  add_input(body.at("input"), messages);
+  // The reply as the client would send it back as input: its message and function_call items become
+  // chat's assistant turn, its reasoning nothing (chat templates leave a past turn's thinking out).
+  const json& output = response.at("output");
+  if (output.is_array() && !output.empty()) add_input(output, messages);
+  return messages;
 }
 
 }  // namespace minivllm::server

@@ -5,10 +5,13 @@
 // its tool calls as output items). Pure JSON in and out, so it is unit-tested and fuzzed alone.
 //
 // A stream (stream: true) is the chat path's, its events rewritten as it goes (server/responses_stream.h).
-// What the server cannot do is refused with a 400 naming the field: state kept between calls (previous_response_id, conversation, background, an item_reference), other
-// tool types than functions, image and file inputs, reasoning effort, and fields this file does not
-// know. user, metadata, store, service_tier, safety_identifier and prompt_cache_key change nothing
-// about the tokens and are accepted, as the chat endpoint accepts its bookkeeping fields.
+// previous_response_id continues a stored response (server/response_store.h: the handler finds its
+// conversation, conversation_after makes the next one; store: false keeps a response out).
+// What the server cannot do is refused with a 400 naming the field: conversations, background
+// responses, an item_reference, other tool types than functions, image and file inputs, reasoning
+// effort, and fields this file does not know. user, metadata, service_tier, safety_identifier and
+// prompt_cache_key change nothing about the tokens and are accepted, as the chat endpoint accepts its
+// bookkeeping fields.
 #pragma once
 
 #include <string_view>
@@ -18,7 +21,15 @@
 namespace minivllm::server {
 
 // The /v1/chat/completions body that serves `body`; throws ApiError 400 naming the Responses field.
-nlohmann::json responses_to_chat_body(const nlohmann::json& body);
+// `previous`: the conversation of the response that body's previous_response_id names (chat
+// messages, after the instructions and before the input).
+nlohmann::json responses_to_chat_body(const nlohmann::json& body,
+                                      const nlohmann::json& previous = nlohmann::json::array());
+
+// The conversation to store under `response`'s id: `previous`, body's input, then the response's
+// output items as they would come back as input (chat's assistant turns; reasoning left out).
+nlohmann::json conversation_after(const nlohmann::json& previous, const nlohmann::json& body,
+                                  const nlohmann::json& response);
 
 // The body's tools as chat's, in the client's key order (null when none); `body_text` parsed and
 // translated by responses_to_chat_body already.

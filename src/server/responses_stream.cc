@@ -186,6 +186,7 @@ std::string ResponsesStream::finish() {
   r["output"] = json::array();
   for (const Item& item : items_) r["output"].push_back(item_json(item, true));
   const bool cut = finish_reason_ == "length";
+  if (on_complete_) on_complete_(r);
   return out + event({{"type", cut ? "response.incomplete" : "response.completed"}, {"response", std::move(r)}});
 }
 

@@ -7,6 +7,7 @@
 // Pure text in and out (no sockets), so it is unit-tested on recorded chunks.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,10 @@ namespace minivllm::server {
 
 class ResponsesStream {
  public:
-  explicit ResponsesStream(nlohmann::json request_body) : body_(std::move(request_body)) {}
+  // on_complete (if set) gets the whole response when its stream completes (the store keeps it).
+  explicit ResponsesStream(nlohmann::json request_body,
+                           std::function<void(const nlohmann::json&)> on_complete = nullptr)
+      : body_(std::move(request_body)), on_complete_(std::move(on_complete)) {}
 
   // The Responses events for the chat events in `sse` (whole events, as the chat path writes them;
   // a partial one waits for the rest). Keep-alive comments pass through.
@@ -41,6 +45,7 @@ class ResponsesStream {
   nlohmann::json snapshot(const std::string& status) const;
 
   nlohmann::json body_;
+  std::function<void(const nlohmann::json&)> on_complete_;
   std::string pending_;
   std::string suffix_;  // of the chat completion's id: the response's and its items' ids
   nlohmann::json created_ = 0, model_ = "";

@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
+#include "server/response_store.h"
 #include "server/responses_api.h"
 #include "server/responses_stream.h"
 
@@ -82,7 +83,9 @@ TEST(ResponsesApi, ToolsAndTextFormatBecomeChatFields) {
 
 TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
   EXPECT_EQ(refused_param({{"input", "x"}, {"stream", "yes"}}), "stream");
-  EXPECT_EQ(refused_param({{"input", "x"}, {"previous_response_id", "resp_1"}}), "previous_response_id");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"previous_response_id", 7}}), "previous_response_id");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"store", "yes"}}), "store");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"conversation", "conv_1"}}), "conversation");
   EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", {{"effort", "high"}}}}), "reasoning");
   EXPECT_EQ(refused_param({{"input", "x"}, {"n", 2}}), "n");
   EXPECT_EQ(refused_param({{"input", "x"}, {"frobnicate", 1}}), "frobnicate");
@@ -120,6 +123,12 @@ TEST(ResponsesApi, ChatCompletionBecomesAResponse) {
   EXPECT_EQ(r["usage"]["input_tokens"], 10);
   EXPECT_EQ(r["usage"]["output_tokens"], 4);
   EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(r["store"], true);  // kept for a previous_response_id, unless the request says store: false
+  EXPECT_EQ(r["previous_response_id"], nullptr);
+  const json next = chat_completion_to_response(
+      completion, {{"input", "x"}, {"previous_response_id", "resp_0"}, {"store", false}});
+  EXPECT_EQ(next["previous_response_id"], "resp_0");
+  EXPECT_EQ(next["store"], false);
 
   json cut = completion;
   cut["choices"][0]["finish_reason"] = "length";
@@ -129,6 +138,54 @@ TEST(ResponsesApi, ChatCompletionBecomesAResponse) {
   EXPECT_EQ(c["incomplete_details"]["reason"], "max_output_tokens");
   ASSERT_EQ(c["output"].size(), 1u);
   EXPECT_EQ(c["output"][0]["status"], "incomplete");
+}
+
+// previous_response_id: the stored conversation goes after the new instructions (the previous ones do
+// not carry over) and before the new input; the conversation stored next is the previous one, the
+// input and the reply's items as they would come back as input (its reasoning left out).
+TEST(ResponsesApi, APreviousResponsesConversationComesBeforeTheInput) {
+  const json previous = json::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}])");
+  const json body = json::parse(R"({"previous_response_id": "resp_1", "instructions": "Be brief.",
+    "input": [{"type": "function_call_output", "call_id": "call_1", "output": "22 C"}]})");
+  const json chat = responses_to_chat_body(body, previous);
+  ASSERT_EQ(chat["messages"].size(), 4u);
+  EXPECT_EQ(chat["messages"][0], json({{"role", "system"}, {"content", "Be brief."}}));
+  EXPECT_EQ(chat["messages"][1], previous[0]);
+  EXPECT_EQ(chat["messages"][2], previous[1]);
+  EXPECT_EQ(chat["messages"][3]["role"], "tool");
+  EXPECT_EQ(chat["messages"][3]["tool_call_id"], "call_1");
+  EXPECT_NO_THROW(parse_chat_request(chat));
+
+  const json response = json::parse(R"({"id": "resp_2", "output": [
+    {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "hmm"}]},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "22 C in Paris."}]},
+    {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{}"}]})");
+  const json stored = conversation_after(previous, body, response);
+  ASSERT_EQ(stored.size(), 5u);  // no instructions: the next request brings its own
+  EXPECT_EQ(stored[0], previous[0]);
+  EXPECT_EQ(stored[2]["role"], "tool");
+  // The reply as its items would come back as input: the text, then the call.
+  EXPECT_EQ(stored[3], json({{"role", "assistant"}, {"content", "22 C in Paris."}}));
+  EXPECT_EQ(stored[4], json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]})"));
+  // Chained: the stored conversation serves the next request as any other.
+  EXPECT_NO_THROW(parse_chat_request(responses_to_chat_body({{"input", "And Rome?"}}, stored)));
+}
+
+// The store keeps the newest `capacity` conversations; the oldest goes first, a rewrite keeps its place.
+TEST(ResponsesApi, TheStoreForgetsTheOldestPastItsCapacity) {
+  ResponseStore store(2);
+  store.put("a", json::array({1}));
+  store.put("b", json::array({2}));
+  store.put("a", json::array({3}));
+  EXPECT_EQ(store.find("a"), json::array({3}));
+  store.put("c", json::array({4}));
+  EXPECT_FALSE(store.find("a").has_value());
+  EXPECT_EQ(store.find("b"), json::array({2}));
+  EXPECT_EQ(store.find("c"), json::array({4}));
+  EXPECT_FALSE(ResponseStore(0).find("a").has_value());
 }
 
 // The events of a stream, parsed back: (type, data).

@@ -12,7 +12,8 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
 - bad tools and tool choices are 400s naming the field;
-- /v1/responses: the round trip as Responses items, whole and streamed (the typed events), text.format's
+- /v1/responses: the round trip as Responses items, whole and streamed (the typed events), and again
+  through previous_response_id (the server's stored conversation), text.format's
   JSON schema, its refusals.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
@@ -147,7 +148,26 @@ class ToolsTest(unittest.TestCase):
             text = "".join(e.delta for e in s if e.type == "response.output_text.delta")
             self.assertEqual(s.get_final_response().output_text, final.output_text)
         self.assertEqual(text, final.output_text)
-        for kw in ({"stream_options": {"include_obfuscation": False}}, {"previous_response_id": "resp_1"},
+        # previous_response_id: the server keeps r's conversation, so sending only the calls' outputs
+        # gives what resending the whole history gave, whole and streamed; a response sent with
+        # store=False is not kept, and an id the server does not hold is a 404 naming the field.
+        outputs = [{"type": "function_call_output", "call_id": c.call_id, "output": "22 C"} for c in calls]
+        chained = self.client.responses.create(model=NAME, previous_response_id=r.id, input=outputs, tools=flat,
+                                               temperature=0, max_output_tokens=30,
+                                               instructions="Answer in one sentence.")
+        self.assertEqual(chained.previous_response_id, r.id)
+        self.assertEqual(chained.output_text, final.output_text)
+        with self.client.responses.stream(model=NAME, previous_response_id=r.id, input=outputs, tools=flat,
+                                          temperature=0, max_output_tokens=30,
+                                          instructions="Answer in one sentence.") as s:
+            self.assertEqual(s.get_final_response().output_text, final.output_text)
+        unkept = self.client.responses.create(model=NAME, input="hi", max_output_tokens=2, store=False)
+        self.assertFalse(unkept.store)
+        for missing in (unkept.id, "resp_none"):
+            with self.assertRaises(openai.NotFoundError) as e:
+                self.client.responses.create(model=NAME, input="hi", previous_response_id=missing)
+            self.assertEqual(e.exception.body.get("param"), "previous_response_id", e.exception.body)
+        for kw in ({"stream_options": {"include_obfuscation": False}}, {"conversation": "conv_1"},
                    {"reasoning": {"effort": "high"}}):
             with self.assertRaises(openai.BadRequestError) as e:
                 self.client.responses.create(model=NAME, input="hi", **kw)
