@@ -114,6 +114,18 @@ int HttpServer::bind() {
   return port_;
 }
 
+ResponseStore::Stored HttpServer::find_stored_response(const std::string& id, const char* param) const {
+  std::optional<ResponseStore::Stored> kept = responses_->find(id);
+  if (!kept) {
+    throw ApiError(404,
+                   "no stored response '" + id + "': this server keeps the last " +
+                       std::to_string(responses_->capacity()) +
+                       " stored responses in memory, none across a restart, and none sent with store: false",
+                   param);
+  }
+  return std::move(*kept);
+}
+
 void HttpServer::serve() {
   MINIVLLM_CHECK(port_ > 0) << "serve() before bind()";
   http_->listen_after_bind();
@@ -254,21 +266,13 @@ void HttpServer::add_routes() {
            json previous = json::array();
            if (body.contains("previous_response_id") && body["previous_response_id"].is_string()) {
              const std::string id = body["previous_response_id"].get<std::string>();
-             std::optional<json> p = responses_->find(id);
-             if (!p) {
-               throw ApiError(404, "no stored response '" + id + "': this server keeps the last " +
-                                       std::to_string(responses_->capacity()) +
-                                       " stored responses in memory, none across a restart, and none sent with "
-                                       "store: false",
-                              "previous_response_id");
-             }
-             previous = std::move(*p);
+             previous = find_stored_response(id, "previous_response_id").conversation;
            }
            const json chat = responses_to_chat_body(body, previous);
            // A response is kept for a later previous_response_id unless the request says store: false.
            const bool store = !(body.contains("store") && body["store"] == false);
            auto keep = [kept = responses_, store, previous, body](const json& response) {
-             if (store) kept->put(response.at("id").get<std::string>(), conversation_after(previous, body, response));
+             if (store) kept->put(response.at("id").get<std::string>(), {response, conversation_after(previous, body, response)});
            };
            GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
@@ -286,6 +290,15 @@ void HttpServer::add_routes() {
            keep(response);
            res.set_content(response.dump(), "application/json");
          }));
+  // A stored response (OpenAI's retrieve and delete); its id in the path.
+  s.Get(R"(/v1/responses/([^/]+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+          send_json(res, 200, find_stored_response(req.matches[1], "response_id").response);
+        }));
+  s.Delete(R"(/v1/responses/([^/]+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+             const std::string id = req.matches[1];
+             if (!responses_->erase(id)) find_stored_response(id, "response_id");  // throws the 404
+             send_json(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+           }));
   s.Post("/v1/embeddings", guarded([this](const httplib::Request& req, httplib::Response& res) {
            auto active = admit_call();
            const auto now = AsyncEngine::Clock::now();

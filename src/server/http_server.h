@@ -70,6 +70,8 @@ class HttpServer {
   // A generation or embeddings call, counted (so that a graceful stop that begins meanwhile waits
   // for it) before it is refused with a 503 while the server stops or the engine is dead.
   std::shared_ptr<ActiveCall> admit_call();
+  // The stored response `id`; else a 404 naming `param` and what the store keeps.
+  ResponseStore::Stored find_stored_response(const std::string& id, const char* param) const;
 
   AsyncEngine& engine_;
   ServerOptions options_;

@@ -1,23 +1,32 @@
 #include "server/response_store.h"
 
+#include <algorithm>
+
 namespace minivllm::server {
 
-std::optional<nlohmann::json> ResponseStore::find(const std::string& id) const {
+std::optional<ResponseStore::Stored> ResponseStore::find(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = items_.find(id);
   if (it == items_.end()) return std::nullopt;
   return it->second;
 }
 
-void ResponseStore::put(const std::string& id, nlohmann::json conversation) {
+void ResponseStore::put(const std::string& id, Stored stored) {
   std::lock_guard<std::mutex> lock(mu_);
   if (capacity_ == 0) return;
-  auto [it, fresh] = items_.insert_or_assign(id, std::move(conversation));
+  auto [it, fresh] = items_.insert_or_assign(id, std::move(stored));
   if (fresh) order_.push_back(id);
   while (order_.size() > capacity_) {
     items_.erase(order_.front());
     order_.pop_front();
   }
+}
+
+bool ResponseStore::erase(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (items_.erase(id) == 0) return false;
+  order_.erase(std::find(order_.begin(), order_.end(), id));
+  return true;
 }
 
 }  // namespace minivllm::server

@@ -1,7 +1,8 @@
-// The responses kept for previous_response_id (POST /v1/responses): each stored response's
-// conversation as chat messages (the conversation it continued, its input, then its reply), in
-// memory, the newest kResponseStoreCapacity of them (the oldest forgotten first). OpenAI keeps them
-// for 30 days; this server keeps none across a restart, and says so when asked for a missing one.
+// The responses kept for previous_response_id (POST /v1/responses) and GET / DELETE
+// /v1/responses/{id}: each stored response object with its conversation as chat messages (the
+// conversation it continued, its input, then its reply), in memory, the newest
+// kResponseStoreCapacity of them (the oldest forgotten first). OpenAI keeps them for 30 days; this
+// server keeps none across a restart, and says so when asked for a missing one.
 #pragma once
 
 #include <deque>
@@ -21,17 +22,22 @@ class ResponseStore {
   explicit ResponseStore(size_t capacity = kResponseStoreCapacity) : capacity_(capacity) {}
   size_t capacity() const { return capacity_; }
 
-  // The conversation stored under `id`, if it is still kept. Thread-safe.
-  std::optional<nlohmann::json> find(const std::string& id) const;
-  // Keeps `conversation` (a JSON array of chat messages) under `id`, forgetting the oldest past the
-  // capacity. Thread-safe.
-  void put(const std::string& id, nlohmann::json conversation);
+  struct Stored {
+    nlohmann::json response;      // the response object, as it was returned
+    nlohmann::json conversation;  // chat messages: what a request continuing it goes on from
+  };
+  // What is stored under `id`, if it is still kept. Thread-safe, as the others.
+  std::optional<Stored> find(const std::string& id) const;
+  // Keeps `stored` under `id`, forgetting the oldest past the capacity.
+  void put(const std::string& id, Stored stored);
+  // Forgets `id`; false when it was not kept.
+  bool erase(const std::string& id);
 
  private:
   size_t capacity_;
   mutable std::mutex mu_;
   std::deque<std::string> order_;  // oldest first
-  std::unordered_map<std::string, nlohmann::json> items_;
+  std::unordered_map<std::string, Stored> items_;
 };
 
 }  // namespace minivllm::server

@@ -13,7 +13,7 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
 - bad tools and tool choices are 400s naming the field;
 - /v1/responses: the round trip as Responses items, whole and streamed (the typed events), and again
-  through previous_response_id (the server's stored conversation), text.format's
+  through previous_response_id (the server's stored conversation; retrieved and deleted by id), text.format's
   JSON schema, its refusals.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
@@ -161,9 +161,13 @@ class ToolsTest(unittest.TestCase):
                                           temperature=0, max_output_tokens=30,
                                           instructions="Answer in one sentence.") as s:
             self.assertEqual(s.get_final_response().output_text, final.output_text)
+        self.assertEqual(self.client.responses.retrieve(chained.id).output_text, final.output_text)
+        self.client.responses.delete(chained.id)
         unkept = self.client.responses.create(model=NAME, input="hi", max_output_tokens=2, store=False)
         self.assertFalse(unkept.store)
-        for missing in (unkept.id, "resp_none"):
+        with self.assertRaises(openai.NotFoundError):
+            self.client.responses.retrieve(chained.id)
+        for missing in (unkept.id, chained.id, "resp_none"):
             with self.assertRaises(openai.NotFoundError) as e:
                 self.client.responses.create(model=NAME, input="hi", previous_response_id=missing)
             self.assertEqual(e.exception.body.get("param"), "previous_response_id", e.exception.body)
