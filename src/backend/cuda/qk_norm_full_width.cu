@@ -19,11 +19,8 @@ __device__ __forceinline__ uint4* qk_row(void* qkv, int64_t stride_chunks, int64
   return static_cast<uint4*>(qkv) + blockIdx.x * stride_chunks + (blockIdx.y == 0 ? 0 : q_chunks);
 }
 
-__global__ void qk_sum_squares_kernel(const void* qkv, int64_t stride_chunks, int64_t q_chunks, int64_t k_chunks,
-                                      float* sums) {
-  __shared__ float scratch[32];
-  const uint4* row = qk_row(const_cast<void*>(qkv), stride_chunks, q_chunks);
-  const int64_t chunks = blockIdx.y == 0 ? q_chunks : k_chunks;
+// The sum of the squares of a row's `chunks` 8-value chunks, over the CTA (every thread gets it).
+__device__ float row_sum_squares(const uint4* row, int64_t chunks, float* scratch) {
   float s = 0.0f;
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
     float v[8];
@@ -31,7 +28,14 @@ __global__ void qk_sum_squares_kernel(const void* qkv, int64_t stride_chunks, in
 #pragma unroll
     for (int i = 0; i < 8; ++i) s = fmaf(v[i], v[i], s);
   }
-  s = block_sum(s, scratch);
+  return block_sum(s, scratch);
+}
+
+__global__ void qk_sum_squares_kernel(const void* qkv, int64_t stride_chunks, int64_t q_chunks, int64_t k_chunks,
+                                      float* sums) {
+  __shared__ float scratch[32];
+  const uint4* row = qk_row(const_cast<void*>(qkv), stride_chunks, q_chunks);
+  const float s = row_sum_squares(row, blockIdx.y == 0 ? q_chunks : k_chunks, scratch);
   if (threadIdx.x == 0) sums[blockIdx.x * 2 + blockIdx.y] = s;
 }
 
@@ -44,19 +48,7 @@ __global__ void qk_norm_full_width_kernel(void* qkv, int64_t stride_chunks, int6
   const bool q = blockIdx.y == 0;
   const int64_t chunks = q ? q_chunks : k_chunks;
   const float* w = q ? q_norm : k_norm;
-  float s;
-  if (sums != nullptr) {
-    s = sums[blockIdx.x * 2 + blockIdx.y];
-  } else {
-    s = 0.0f;
-    for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
-      float v[8];
-      bf16x8_to_f32(row[c], v);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) s = fmaf(v[i], v[i], s);
-    }
-    s = block_sum(s, scratch);
-  }
+  const float s = sums != nullptr ? sums[blockIdx.x * 2 + blockIdx.y] : row_sum_squares(row, chunks, scratch);
   const float inv = rsqrtf(s / (q ? q_width : k_width) + eps);
   for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
     float v[8];
