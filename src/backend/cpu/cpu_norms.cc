@@ -58,6 +58,13 @@ int64_t qk_tokens(const Tensor& qkv, int nq, int nkv, int hd, const char* op) {
   return cpu::rows_with_cols(qkv, static_cast<int64_t>(nq + 2 * nkv) * hd, op, "qkv");
 }
 
+float sum_squares(const float* row, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += row[i] * row[i];
+  return s;
+}
+
 void check_sums(const Tensor& sums, int64_t tokens, const char* op) {
   cpu::check_tensor(sums, DType::kF32, op, "sums");
   MINIVLLM_CHECK(sums.numel() == 2 * tokens) << op << ": sums " << sums.describe() << " for " << tokens << " tokens";
@@ -75,12 +82,7 @@ void CpuBackend::qk_sum_squares(const Tensor& qkv, int num_q_heads, int num_kv_h
   float* out = sums.ptr<float>();
   for (int64_t t = 0; t < tokens; ++t) {
     for (int part = 0; part < 2; ++part) {
-      const float* row = x + t * stride + (part == 0 ? 0 : q);
-      const int64_t n = part == 0 ? q : k;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < n; ++i) s += row[i] * row[i];
-      out[2 * t + part] = s;
+      out[2 * t + part] = sum_squares(x + t * stride + (part == 0 ? 0 : q), part == 0 ? q : k);
     }
   }
 }
@@ -90,12 +92,7 @@ void CpuBackend::qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_
                                     const Tensor& k_norm, float eps) {
   const char* op = "qk_norm_full_width";
   const int64_t tokens = qk_tokens(qkv, num_q_heads, num_kv_heads, head_dim, op);
-  if (!sums.defined()) {  // one rank: its own sums
-    Tensor own = empty(DType::kF32, {tokens, 2});
-    qk_sum_squares(qkv, num_q_heads, num_kv_heads, head_dim, own);
-    return qk_norm_full_width(qkv, num_q_heads, num_kv_heads, head_dim, own, q_width, k_width, q_norm, k_norm, eps);
-  }
-  check_sums(sums, tokens, op);
+  if (sums.defined()) check_sums(sums, tokens, op);  // else one rank: each row's own sums, below
   const int64_t q = static_cast<int64_t>(num_q_heads) * head_dim, k = static_cast<int64_t>(num_kv_heads) * head_dim;
   cpu::check_tensor(q_norm, DType::kF32, op, "q_norm");
   cpu::check_tensor(k_norm, DType::kF32, op, "k_norm");
@@ -104,14 +101,14 @@ void CpuBackend::qk_norm_full_width(const Tensor& qkv, int num_q_heads, int num_
       << num_kv_heads << " heads of " << head_dim << " (widths " << q_width << " / " << k_width << ")";
   const int64_t stride = q + 2 * k;
   float* x = qkv.ptr<float>();
-  const float* s = sums.ptr<float>();
+  const float* given = sums.defined() ? sums.ptr<float>() : nullptr;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int part = 0; part < 2; ++part) {
       float* row = x + t * stride + (part == 0 ? 0 : q);
       const int64_t n = part == 0 ? q : k;
       const float* w = (part == 0 ? q_norm : k_norm).ptr<float>();
-      const float inv =
-          1.0f / std::sqrt(s[2 * t + part] / static_cast<float>(part == 0 ? q_width : k_width) + eps);
+      const float sum = given != nullptr ? given[2 * t + part] : sum_squares(row, n);
+      const float inv = 1.0f / std::sqrt(sum / static_cast<float>(part == 0 ? q_width : k_width) + eps);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) row[i] = (row[i] * inv) * w[i];
     }
