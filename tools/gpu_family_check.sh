@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4, GraniteMoE and OLMoE on the GPU against Hugging Face transformers: greedy continuations of their
+# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4, GraniteMoE, OLMoE and Qwen2-MoE on the GPU against Hugging
+# Face transformers: greedy continuations of their
 # head_dim-64 tiny checkpoints (tools/make_hf_goldens.py's GPU models, made here: needs python3 with
 # torch and transformers), with qwen3-tiny-hd64 as the bf16 baseline for how often bf16 parts from
 # fp32 at near-ties; then each with its feature taken off through --hf-overrides, which must disagree.
@@ -10,6 +11,7 @@ BIN="${1:?BIN}"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/families"
 mkdir -p "$G"
 python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 smollm3-tiny-hd64-all-rope glm4-tiny-hd64 olmo2-tiny-hd64 olmo3-tiny-hd64 exaone4-tiny-hd64 granitemoe-tiny-hd64 olmoe-tiny-hd64 \
+  qwen2moe-tiny-hd64 \
   > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
 check() { tools/gpu_greedy_vs_hf.sh "$BIN" "$@"; }  # label goldens-folder model [flags...]
 check "qwen3-tiny-hd64 (the baseline)" "$G/qwen3-tiny-hd64" "$G/qwen3-tiny-hd64"
@@ -37,3 +39,6 @@ check "granitemoe-tiny-hd64, top-1 routing (must differ)" "$G/granitemoe-tiny-hd
 check "olmoe-tiny-hd64" "$G/olmoe-tiny-hd64" "$G/olmoe-tiny-hd64"
 check "olmoe-tiny-hd64, the top-k renormalised (must differ)" "$G/olmoe-tiny-hd64" "$G/olmoe-tiny-hd64" \
   --hf-overrides '{"norm_topk_prob": true}'
+check "qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64"
+check "qwen2moe-tiny-hd64, no shared expert (must differ)" "$G/qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64" \
+  --hf-overrides '{"shared_expert_intermediate_size": 0}'

@@ -13,7 +13,8 @@ experts; qwen3-moe-tiny-gguf, the source of its GGUF, every layer sparse; mixtra
 experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logits; gemma2-tiny-gguf,
 the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers;
 glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope; ernie4_5-tiny, ERNIE
-4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM),
+4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM; qwen2moe-tiny,
+Qwen2-MoE's shared expert behind its gate, every layer sparse, the source of its GGUF),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -48,7 +49,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -398,6 +399,21 @@ def olmoe_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["OlmoeForCausalLM"])
 
 
+def qwen2moe_tiny_config():
+    # Qwen2MoeForCausalLM (Qwen1.5-MoE-A2.7B's layout): Qwen2's q/k/v biases, every layer sparse (as
+    # llama.cpp's qwen2moe: tools/make_tiny_gguf.py converts it), 8 experts of width 32, top-2 not
+    # renormalised (norm_topk_prob false, the published configs'), and a shared expert of width 48 behind
+    # its sigmoid gate. Widths, heads and experts divide by 2 (world_size 2, expert parallelism or not).
+    return Qwen2MoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6}, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, initializer_range=INIT_STD, num_experts=8, num_experts_per_tok=2,
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, norm_topk_prob=False,
+        decoder_sparse_step=1, mlp_only_layers=[], qkv_bias=True, use_sliding_window=False,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Qwen2MoeForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -465,6 +481,7 @@ MODELS = {
     "exaone4-tiny": (exaone4_tiny_config, False),
     "granitemoe-tiny": (granitemoe_tiny_config, False),
     "olmoe-tiny": (olmoe_tiny_config, False),
+    "qwen2moe-tiny": (qwen2moe_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -515,8 +532,16 @@ def smollm3_tiny_hd64_all_rope_config():
     return config
 
 
+def qwen2moe_tiny_hd64_config():
+    # qwen2moe-tiny at head_dim 64, its experts 128 wide and its shared expert 256 (a GPU check).
+    config = hd64(qwen2moe_tiny_config)()
+    config.moe_intermediate_size, config.shared_expert_intermediate_size = 128, 256
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "qwen2moe-tiny-hd64": (qwen2moe_tiny_hd64_config, False),
     "granitemoe-tiny-hd64": (hd64(granitemoe_tiny_config, intermediate_size=128), False),
     "olmoe-tiny-hd64": (hd64(olmoe_tiny_config, intermediate_size=128), False),
     "exaone4-tiny-hd64": (hd64(exaone4_tiny_config), False),

@@ -23,6 +23,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/exaone4-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granitemoe-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmoe-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen2moe-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -64,6 +65,9 @@ converter does per family, and the engine must read back:
     into ffn_gate_exps / ffn_up_exps, output_linear as ffn_down_exps, the router as ffn_gate_inp.
   olmoe (olmoe-tiny.bf16.gguf): qwen3moe's 3-D experts and router, olmo2's full-width q/k norms; no key
     for the routing weights' renormalisation (llama.cpp's olmoe never renormalises).
+  qwen2moe (qwen2moe-tiny.bf16.gguf): qwen3moe's 3-D experts and router, qwen2's q/k/v biases, the
+    shared expert as ffn_{gate,up,down}_shexp and its gate as the 1-D ffn_gate_inp_shexp, its width as
+    expert_shared_feed_forward_length (llama.cpp's qwen2moe never renormalises the routing weights).
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -100,6 +104,7 @@ FAMILIES = {
     "exaone4": ("exaone", "Exaone4Model", "exaone4-tiny"),
     "granitemoe": ("granite", "GraniteMoeModel", "granitemoe-tiny"),
     "olmoe": ("olmo", "OlmoeModel", "olmoe-tiny"),
+    "qwen2_moe": ("qwen", "Qwen2MoeModel", "qwen2moe-tiny"),
 }
 
 

@@ -69,7 +69,8 @@ class Shape:
     def __init__(self, cfg):
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
-                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe", "olmoe")
+                    "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe", "olmoe",
+                    "qwen2_moe")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -84,15 +85,18 @@ class Shape:
         self.tied = bool(cfg.get("tie_word_embeddings", gemma))
         # Gemma 2 and 3, and GLM-4, also norm each sublayer's output
         self.norms_per_layer = 4 if gemma or arch == "glm4" else 2
-        self.qkv_bias = arch == "qwen2" or bool(cfg.get("attention_bias", False))
+        self.qkv_bias = (arch == "qwen2" or (arch == "qwen2_moe" and cfg.get("qkv_bias", True))
+                         or bool(cfg.get("attention_bias", False)))
         # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
         self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch in ("gemma3_text", "exaone4")
                               else (self.q_heads + self.kv_heads) * self.head_dim if arch.startswith("olmo") else 0)
-        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe")
+        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe", "qwen2_moe")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
         self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
         self.experts_per_token = cfg["num_experts_per_tok"] if moe else 1
         self.mlp_width = cfg.get("moe_intermediate_size", cfg["intermediate_size"]) if moe else cfg["intermediate_size"]
+        # Qwen2-MoE's shared expert, read by every token (its gate a replicated row).
+        self.shared_width = cfg.get("shared_expert_intermediate_size", 5632) if arch == "qwen2_moe" else 0
 
 
 def weight_counts(s):
@@ -101,11 +105,13 @@ def weight_counts(s):
     embedding and LM head. Replicated: the norms and the MoE router."""
     h, q, kv = s.hidden, s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     return {
-        "attention": s.layers * (h * q + 2 * h * kv + q * h),   # q, k, v, o at --weight-dtype
+        "attention": s.layers * (h * q + 2 * h * kv + q * h     # q, k, v, o at --weight-dtype
+                                 + 3 * h * s.shared_width),     # and a shared expert (every token reads it)
         "expert": s.layers * 3 * h * s.mlp_width,               # gate, up, down of one expert (dense: the MLP)
         "bias": s.layers * (q + 2 * kv) if s.qkv_bias else 0,   # bf16
         "replicated": s.layers * (s.norms_per_layer * h + s.qk_norm_width
-                                  + (h * s.experts if s.experts > 1 else 0)) + h,  # bf16, + the final norm
+                                  + (h * s.experts if s.experts > 1 else 0)
+                                  + (h if s.shared_width else 0)) + h,  # bf16, + the final norm
         "head": s.vocab * h,                                    # at --head-dtype
         "embedding": 0 if s.tied else s.vocab * h,              # at --head-dtype; one row read per token
     }
@@ -125,7 +131,8 @@ class Model:
         if world_size < 1:
             raise ValueError(f"world size must be >= 1, got {world_size}")
         for what, n in (("attention heads", s.q_heads), ("kv heads", s.kv_heads), ("vocabulary", s.vocab),
-                        ("MLP width", s.mlp_width)):
+                        ("MLP width", s.mlp_width),
+                        ("shared expert width", s.shared_width)):
             if n % world_size:
                 raise ValueError(f"world size {world_size} does not divide the {what} ({n})")
         if kv_cache_dtype not in ("bf16", "fp8"):

@@ -286,8 +286,8 @@ class Backend {
                                const Tensor& topk_weights, const MoeScratch& scratch, const Tensor& out,
                                Activation act);
   // A sparse layer's entry and experts at once: rms_norm_moe_route, then moe_experts_add(pro.normed,
-  // ...) into out. topk_ids and topk_weights are written either way. A backend may route inside the
-  // experts' first kernel; the default composes the two.
+  // ...) into out. topk_ids, topk_weights and pro.normed are written either way. A backend may route
+  // inside the experts' first kernel; the default composes the two.
   virtual void rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor& router_weight,
                                         const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                                         const Tensor& topk_weights, const MoeExpertWeights& w,
@@ -295,6 +295,12 @@ class Backend {
     rms_norm_moe_route(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights);
     moe_experts_add(pro.normed, w, topk_ids, topk_weights, scratch, out, act);
   }
+
+  // A shared expert's gate (Qwen2-MoE): out[t, :] *= sigmoid(x[t] . gate) for each row t, x [T, H] in
+  // the activation dtype (the normed rows the experts read), gate f32 [H], out [T, N] in the activation
+  // dtype, each value rounded once. The layer scales the shared expert's input to its down projection:
+  // that projection is linear, so its output is scaled the same.
+  virtual void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) = 0;
 
   // ---- fusions (defaults compose the ops above; a backend overrides what it can fuse) ----
   // The epilogue alone: qk_norm_rope, then store_kvcache.

@@ -75,6 +75,26 @@ constexpr WeightNameTable kQwen3MoeGgufNames = [] {
   return t;
 }();
 
+// transformers' Qwen2MoeModel (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's attention, Qwen3-MoE's
+// router and experts, and a shared expert every token goes through (mlp.shared_expert) scaled by a
+// sigmoid gate (mlp.shared_expert_gate, one row). llama.cpp's qwen2moe names them *_shexp.
+constexpr WeightNameTable kQwen2MoeHfNames = [] {
+  WeightNameTable t = kQwen3MoeHfNames;
+  t[static_cast<size_t>(R::kSharedExpertGateProj)] = "model.layers.{L}.mlp.shared_expert.gate_proj";
+  t[static_cast<size_t>(R::kSharedExpertUpProj)] = "model.layers.{L}.mlp.shared_expert.up_proj";
+  t[static_cast<size_t>(R::kSharedExpertDownProj)] = "model.layers.{L}.mlp.shared_expert.down_proj";
+  t[static_cast<size_t>(R::kSharedExpertGate)] = "model.layers.{L}.mlp.shared_expert_gate";
+  return t;
+}();
+constexpr WeightNameTable kQwen2MoeGgufNames = [] {
+  WeightNameTable t = kQwen3MoeGgufNames;
+  t[static_cast<size_t>(R::kSharedExpertGateProj)] = "blk.{L}.ffn_gate_shexp";
+  t[static_cast<size_t>(R::kSharedExpertUpProj)] = "blk.{L}.ffn_up_shexp";
+  t[static_cast<size_t>(R::kSharedExpertDownProj)] = "blk.{L}.ffn_down_shexp";
+  t[static_cast<size_t>(R::kSharedExpertGate)] = "blk.{L}.ffn_gate_inp_shexp";
+  return t;
+}();
+
 // Mixtral (Mixtral-8x7B, 8x22B): Mistral's attention; every layer's MLP is a router
 // ("block_sparse_moe.gate") and experts of w1 (gate), w3 (up) and w2 (down), as the published
 // checkpoints name them.
@@ -234,6 +254,11 @@ const ArchitectureSpec kArchitectures[] = {
      &kQwen3MoeHfNames, &kQwen3MoeGgufNames, nullptr},
     {"Qwen2ForCausalLM", "qwen2", {.qkv_bias = true, .use_sliding_window_key = true}, &kLlamaHfNames,
      &kLlamaGgufNames, nullptr},
+    // Qwen2-MoE (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's q/k/v biases, Qwen3-MoE's routing, a
+    // gated shared expert in every sparse layer.
+    {"Qwen2MoeForCausalLM", "qwen2moe",
+     {.qkv_bias = true, .use_sliding_window_key = true, .moe = true, .moe_keys = MoeKeys::kQwen2},
+     &kQwen2MoeHfNames, &kQwen2MoeGgufNames, nullptr},
     {"LlamaForCausalLM", "llama", kLlamaTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // SmolLM3 (SmolLM3-3B): Llama's layers, every fourth one without rope (NoPE).
     {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
@@ -303,7 +328,9 @@ const char* weight_role_name(WeightRole r) {
                                            "q_proj",       "k_proj",        "v_proj",    "q_norm",
                                            "k_norm",       "o_proj",        "ffn_input_norm", "gate_proj",
                                            "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm",
-                                           "moe_router",   "expert_gate_proj", "expert_up_proj", "expert_down_proj"};
+                                           "moe_router",   "expert_gate_proj", "expert_up_proj", "expert_down_proj",
+                                           "shared_expert_gate_proj", "shared_expert_up_proj",
+                                           "shared_expert_down_proj", "shared_expert_gate"};
   static_assert(std::size(kNames) == kNumWeightRoles);
   const int i = static_cast<int>(r);
   MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;

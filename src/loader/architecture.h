@@ -40,6 +40,12 @@ enum class WeightRole : int {
   kExpertGateProj,   // [I_moe, H], one per expert
   kExpertUpProj,     // [I_moe, H]
   kExpertDownProj,   // [H, I_moe]
+  // A shared expert beside the routed ones (Qwen2-MoE): a gated MLP every token goes through, its
+  // output scaled by sigmoid(x . g) where the row names kSharedExpertGate ([1, H]; GGUF [H]).
+  kSharedExpertGateProj,  // [I_shared, H]
+  kSharedExpertUpProj,    // [I_shared, H]
+  kSharedExpertDownProj,  // [H, I_shared]
+  kSharedExpertGate,      // [1, H]
   kCount
 };
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
@@ -64,7 +70,8 @@ using WeightNameTable = std::array<const char*, kNumWeightRoles>;
 // norm_topk_prob, decoder_sparse_step and mlp_only_layers. kMixtral: every layer sparse, each expert
 // intermediate_size wide, the top-k weights always renormalised (transformers' MixtralSparseMoeBlock).
 // kOlmoe: every layer sparse, each expert intermediate_size wide, norm_topk_prob read (default false).
-enum class MoeKeys { kQwen3, kMixtral, kOlmoe };
+// kQwen2: kQwen3's keys and a shared expert, shared_expert_intermediate_size wide, behind a sigmoid gate.
+enum class MoeKeys { kQwen3, kMixtral, kOlmoe, kQwen2 };
 
 struct ArchitectureTraits {
   Activation activation = Activation::kSilu;

@@ -65,7 +65,9 @@ class DummyWeightSource : public WeightSource {
       specs_[name] = spec;
       const bool linear = role == WeightRole::kQProj || role == WeightRole::kKProj || role == WeightRole::kVProj ||
                           role == WeightRole::kOProj || role == WeightRole::kGateProj ||
-                          role == WeightRole::kUpProj || role == WeightRole::kDownProj;
+                          role == WeightRole::kUpProj || role == WeightRole::kDownProj ||
+                          role == WeightRole::kSharedExpertGateProj || role == WeightRole::kSharedExpertUpProj ||
+                          role == WeightRole::kSharedExpertDownProj;
       if (linear && std::string(kind) == "weight") linear_.push_back(name);
     };
     using R = WeightRole;
@@ -112,6 +114,12 @@ class DummyWeightSource : public WeightSource {
           specs_[name] = spec;
           linear_.push_back(name);
         }
+      }
+      if (const int64_t s_inter = c.moe.shared_expert_intermediate_size; s_inter > 0) {  // Qwen2-MoE's
+        add(R::kSharedExpertGateProj, l, proj(s_inter, h));
+        add(R::kSharedExpertUpProj, l, proj(s_inter, h));
+        add(R::kSharedExpertDownProj, l, proj(h, s_inter));
+        add(R::kSharedExpertGate, l, proj(1, h));  // a logit of std ~1: the gate neither shut nor open
       }
     }
     if (c.quantization.quantized()) quantize_linears(c.quantization);

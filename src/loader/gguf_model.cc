@@ -57,8 +57,8 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
   if (!c.traits().moe && f.find(experts)) {
     const int64_t n = f.get_int(experts);
     MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n << " for " << a
-                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe, and llama with experts as "
-                            << "Mixtral; other families from Hugging Face safetensors)";
+                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe, qwen2moe, granitemoe, olmoe, and "
+                            << "llama with experts as Mixtral; other families from Hugging Face safetensors)";
   }
   // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {
@@ -197,7 +197,8 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
 
 // The experts of a "qwen3moe" file, as llama.cpp reads them: expert_count, expert_used_count and
 // expert_feed_forward_length (else feed_forward_length / expert_used_count); the k routing weights
-// always renormalised (its graph passes norm_w = true whatever the file says), softmax routing.
+// always renormalised (its graph passes norm_w = true whatever the file says; olmoe and qwen2moe
+// never), softmax routing; qwen2moe's shared expert expert_shared_feed_forward_length wide.
 // Every layer is sparse: llama.cpp's qwen3moe has no dense MLP, so a file that holds one (HF's
 // mlp_only_layers, decoder_sparse_step > 1) is refused rather than half read.
 void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
@@ -211,8 +212,8 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   const MoeKeys keys = c->traits().moe_keys;
   const int64_t fallback = keys != MoeKeys::kQwen3 ? c->intermediate_size : c->intermediate_size / m.num_experts_per_tok;
   m.moe_intermediate_size = f.find(width) ? f.get_int(width) : fallback;
-  // llama.cpp's olmoe never renormalises the top-k weights, its other MoE graphs always.
-  const bool renormalise = keys != MoeKeys::kOlmoe;
+  // llama.cpp's olmoe and qwen2moe never renormalise the top-k weights, its other MoE graphs always.
+  const bool renormalise = keys != MoeKeys::kOlmoe && keys != MoeKeys::kQwen2;
   m.norm_topk_prob = renormalise;
   m.decoder_sparse_step = 1;
   const std::string norm = a + ".expert_weights_norm";
@@ -226,6 +227,10 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   const double s = f.get_float(scale, 0);
   MINIVLLM_CHECK(s == 0 || s == 1) << f.path() << ": unsupported " << scale << " = " << s
                                    << " (minivllm scales no routing weights)";
+  // qwen2moe's shared expert: feed_forward_length wide where the file names no width of its own.
+  if (keys == MoeKeys::kQwen2) {
+    m.shared_expert_intermediate_size = f.get_int(a + ".expert_shared_feed_forward_length", c->intermediate_size);
+  }
   c->check_num_layers();
   for (int64_t l = 0; l < c->num_layers; ++l) {
     for (WeightRole dense : {WeightRole::kGateProj, WeightRole::kUpProj, WeightRole::kDownProj}) {

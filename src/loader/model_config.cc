@@ -471,7 +471,9 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   }
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings", c.traits().tied_by_default);
   // attention_bias: true elsewhere was refused above (o_proj bias).
-  c.attention_bias = c.traits().qkv_bias || (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
+  // Qwen2-MoE's config may turn its q/k/v biases off (qkv_bias, transformers' default true).
+  c.attention_bias = (c.traits().qkv_bias && r.get_bool("qkv_bias", true)) ||
+                     (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
   c.qk_norm = c.traits().qk_norm;
   if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {

@@ -34,6 +34,7 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
       << num_experts_per_tok;
   MINIVLLM_CHECK_GT(moe_intermediate_size, 0) << source << ": moe_intermediate_size must be > 0";
   MINIVLLM_CHECK_GT(decoder_sparse_step, 0) << source << ": decoder_sparse_step must be > 0";
+  MINIVLLM_CHECK_GE(shared_expert_intermediate_size, 0) << source << ": shared_expert_intermediate_size must be >= 0";
   for (const int64_t l : mlp_only_layers) {
     MINIVLLM_CHECK(l >= 0 && l < num_layers) << source << ": mlp_only_layers names layer " << l
                                              << ", outside [0, num_hidden_layers = " << num_layers << ")";
@@ -49,7 +50,7 @@ MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys)
       << read_int(j, "num_local_experts", 0, path) << " disagree";
   MINIVLLM_CHECK_GE(m.num_experts, 0) << path << ": num_experts must be >= 0";
   if (m.num_experts == 0) return m;
-  if (keys != MoeKeys::kQwen3) {
+  if (keys != MoeKeys::kQwen3 && keys != MoeKeys::kQwen2) {
     const bool mixtral = keys == MoeKeys::kMixtral;
     for (const char* key : {"moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"}) {
       if (!mixtral && std::string_view(key) == "norm_topk_prob") continue;  // OLMoE's own
@@ -66,6 +67,10 @@ MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys)
     m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
     m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 0, path);
     m.decoder_sparse_step = read_int(j, "decoder_sparse_step", 1, path);
+    // transformers' Qwen2MoeConfig default where the key is absent (the published configs set it).
+    if (keys == MoeKeys::kQwen2) {
+      m.shared_expert_intermediate_size = read_int(j, "shared_expert_intermediate_size", 5632, path);
+    }
   }
   if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
     MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())

@@ -20,6 +20,9 @@ struct MoeConfig {
   bool norm_topk_prob = false;        // the k routing weights renormalised to sum to 1
   int64_t decoder_sparse_step = 1;    // layer i is sparse when (i + 1) % step == 0 ...
   std::vector<int64_t> mlp_only_layers;  // ... and i is not listed here (those are dense)
+  // A shared expert in every sparse layer (Qwen2-MoE), this wide; 0: none. Its output is scaled by
+  // sigmoid(x . shared_expert_gate) per token.
+  int64_t shared_expert_intermediate_size = 0;
 
   bool any() const { return num_experts > 0; }
   // transformers' Qwen3MoeDecoderLayer: sparse when not in mlp_only_layers, num_experts > 0 and

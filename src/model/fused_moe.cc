@@ -1,5 +1,7 @@
 #include "model/fused_moe.h"
 
+#include <algorithm>
+
 #include "common/check.h"
 
 namespace minivllm {
@@ -23,6 +25,9 @@ void check_moe_parallel_shapes(const MoeConfig& moe, int world_size, bool expert
         << "tensor parallelism: the model's moe_intermediate_size (" << moe.moe_intermediate_size
         << ") does not divide by world_size " << world_size << " (--enable-expert-parallel splits whole experts)";
   }
+  MINIVLLM_CHECK(moe.shared_expert_intermediate_size % world_size == 0)
+      << "tensor parallelism: the model's shared_expert_intermediate_size (" << moe.shared_expert_intermediate_size
+      << ") does not divide by world_size " << world_size;
 }
 
 int64_t FusedMoE::num_local_experts(const MoeConfig& moe, int world_size, bool expert_parallel) {
@@ -45,6 +50,12 @@ MoeBuffers MoeBuffers::allocate(Backend& b, const ModelConfig& cfg, int64_t max_
   buf.scratch = b.allocate_moe_scratch(t, h, inter, static_cast<int>(k),
                                        FusedMoE::num_local_experts(moe, world_size, expert_parallel));
   if (world_size > 1) buf.partial = b.empty(b.activation_dtype(), {t, h});
+  if (moe.shared_expert_intermediate_size > 0) {
+    const int64_t shared = moe.shared_expert_intermediate_size / world_size;
+    buf.shared_gate_up = b.empty(b.activation_dtype(), {t, 2 * shared});
+    buf.shared_act = b.empty(b.activation_dtype(), {t, shared});
+    buf.shared_out = b.empty(b.activation_dtype(), {t, h});
+  }
   return buf;
 }
 
@@ -75,6 +86,28 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
       experts_.down.push_back(ex.upload_rows({ex.col_shard(down, h, inter)}));
     }
   }
+  if (moe.shared_expert_intermediate_size == 0) return;
+  const int64_t shared = moe.shared_expert_intermediate_size;
+  auto module = [&](R role) { return module_name(arch, WeightFormat::kHuggingFace, role, layer); };
+  shared_gate_up_ = MergedColumnParallelLinear(
+      ctx, {module(R::kSharedExpertGateProj) + ".weight", module(R::kSharedExpertUpProj) + ".weight"}, h, shared);
+  shared_down_ = RowParallelLinear(ctx, module(R::kSharedExpertDownProj), shared, h);
+  const std::string gate = weight_name(arch, WeightFormat::kHuggingFace, R::kSharedExpertGate, layer);
+  if (gate.empty()) return;
+  const Tensor g = ctx.src.get_f32(gate);  // [1, H]; llama.cpp declares it [H]
+  MINIVLLM_CHECK(g.numel() == h && g.size(-1) == h)
+      << cfg.source << ": " << gate << " has shape " << g.describe() << ", expected [1, " << h << "]";
+  Tensor row = host_tensor(DType::kF32, {h});  // (the source's tensor may be a view of its file)
+  std::copy_n(g.ptr<float>(), h, row.ptr<float>());
+  shared_gate_ = ctx.backend.upload_weight(row, /*keep_f32=*/true);
+}
+
+Tensor FusedMoE::shared_expert_act(Backend& b, const Tensor& x, const MoeBuffers& buf, Activation act) const {
+  const int64_t n = x.size(0);
+  const Tensor a = buf.shared_act.rows(0, n);
+  b.linear_act_mul(x, shared_gate_up_.weight(), buf.shared_gate_up.rows(0, n), a, act);
+  if (!shared_gate_.empty()) b.sigmoid_gate_rows(x, shared_gate_, a);
+  return a;
 }
 
 bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const NormPrologue* pro, const Tensor& x,
@@ -83,16 +116,27 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   const int64_t n = x.size(0);
   const Tensor logits = buf.router_logits.rows(0, n), ids = buf.topk_ids.rows(0, n);
   const Tensor weights = buf.topk_weights.rows(0, n);
+  MINIVLLM_CHECK(pro == nullptr || pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
   const bool direct = comm.world_size() == 1;  // straight into the residual stream
   const Tensor out = direct ? residual : buf.partial.rows(0, n);
-  if (!direct) b.fill_bytes(out, 0);  // zero bytes are 0.0 in f32 and bf16
+  const bool shared = shared_down_.weight().defined();
+  if (!direct && shared) {  // the rank's share of the shared expert starts the partial sum
+    if (pro != nullptr) b.rms_norm(pro->residual, pro->weight, pro->eps, pro->normed);
+    pro = nullptr;
+    b.linear(shared_expert_act(b, x, buf, act), shared_down_.weight(), nullptr, out);
+  } else if (!direct) {
+    b.fill_bytes(out, 0);  // zero bytes are 0.0 in f32 and bf16
+  }
   if (pro != nullptr) {
-    MINIVLLM_CHECK(pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
     b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);
   } else {
     b.linear(x, router_, nullptr, logits);
     b.moe_route(logits, renormalize_, ids, weights);
     b.moe_experts_add(x, experts_, ids, weights, buf.scratch, out, act);
+  }
+  if (direct && shared) {  // x holds the normed rows now (the prologue's call wrote them)
+    b.linear_add_residual(shared_expert_act(b, x, buf, act), shared_down_.weight(), buf.shared_out.rows(0, n),
+                          residual);
   }
   if (direct) return false;
   return all_reduce_add_residual_norm(b, comm, out, residual, norm_weight, eps, normed);

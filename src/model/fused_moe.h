@@ -27,6 +27,10 @@ struct MoeBuffers {
   Tensor topk_weights;   // f32 [T, k]
   MoeScratch scratch;    // the backend's working space (backend.h)
   Tensor partial;        // [T, H] in the activation dtype: this rank's sum before the all-reduce (world_size > 1)
+  // The shared expert's rows (MoeConfig::shared_expert_intermediate_size > 0; I_s its width, split over
+  // the ranks as the dense MLP's): gate/up [T, 2 I_s / ws], its activation [T, I_s / ws], and the down
+  // projection's product [T, H] (scratch of Backend::linear_add_residual).
+  Tensor shared_gate_up, shared_act, shared_out;
   static MoeBuffers allocate(Backend& b, const ModelConfig& cfg, int64_t max_tokens, int world_size,
                              bool expert_parallel);
 };
@@ -38,9 +42,11 @@ class FusedMoE {
   FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t layer, bool expert_parallel);
   bool defined() const { return router_.defined(); }
 
-  // residual (f32 [T, H]) += the experts' weighted outputs for x (the normed hidden, [T, H]),
-  // summed over ranks. With `pro` (x not normed yet: x is pro->normed), the norm comes first, in the
-  // backend's call with the router and the route (Backend::rms_norm_moe_route). Returns, as
+  // residual (f32 [T, H]) += the experts' weighted outputs for x (the normed hidden, [T, H]), and
+  // the shared expert's where the model has one, summed over ranks. With `pro` (x not normed yet: x
+  // is pro->normed), the norm comes first, in the backend's call with the router and the route
+  // (Backend::rms_norm_moe_route; its own call where a shared expert at world_size > 1 reads x
+  // first). Returns, as
   // RowParallelLinear::forward_add_residual_norm, whether `normed` now holds rms_norm(residual) *
   // norm_weight (world_size > 1 only; else the caller norms).
   bool forward_add_residual_norm(Backend& b, Communicator& comm, const NormPrologue* pro, const Tensor& x,
@@ -52,13 +58,21 @@ class FusedMoE {
   static int64_t local_width(const MoeConfig& moe, int world_size, bool expert_parallel);
 
  private:
+  // The shared expert's output for x into buf.shared_act, before its down projection: act(x W_g^T) *
+  // (x W_u^T), scaled per row by sigmoid(x . g) where the layer has a gate.
+  Tensor shared_expert_act(Backend& b, const Tensor& x, const MoeBuffers& buf, Activation act) const;
+
   Tensor router_;  // [E, H], replicated
   MoeExpertWeights experts_;
   bool renormalize_ = false;
+  // The shared expert (Qwen2-MoE), split over the ranks as the dense MLP; undefined where there is none.
+  MergedColumnParallelLinear shared_gate_up_;
+  RowParallelLinear shared_down_;
+  Tensor shared_gate_;  // f32 [H], replicated; empty: the shared expert's output is not gated
 };
 
 // A clear error when world_size does not divide what the MoE layers split (the experts' width,
-// or with expert parallelism their count), naming both numbers.
+// or with expert parallelism their count; the shared expert's width either way), naming both numbers.
 void check_moe_parallel_shapes(const MoeConfig& moe, int world_size, bool expert_parallel);
 
 }  // namespace minivllm

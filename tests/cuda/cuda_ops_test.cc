@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cuda_test_util.h"
 
@@ -238,6 +239,37 @@ TEST(CudaOps, NormAddNormMatchesCpu) {
         // The GPU adds the output norm rounded to bf16 (as its unfused ops do), the CPU in fp32.
         expect_close(download(*b.gpu, rg), download(*b.cpu, rc), 1e-5, 0.05, "residual" + tag);
         expect_close(download(*b.gpu, xg), download(*b.cpu, xc), 1e-4, next == 0 ? 0.1 : 0.08, "x" + tag);
+      }
+    }
+  }
+}
+
+// Qwen2-MoE's shared expert gate (Backend::sigmoid_gate_rows): each row of out scaled by sigmoid of its
+// x row's dot with the gate, against the CPU; gates whose logits are 0 (s = 1/2, exact) and far past
+// either side (s = 0 and 1) beside random ones, widths that are not powers of two.
+TEST(CudaOps, SigmoidGateRowsMatchesCpu) {
+  MINIVLLM_SKIP_WITHOUT_CUDA();
+  Backends b;
+  std::mt19937 rng(11);
+  for (int64_t hidden : {64, 2048, 4104}) {
+    for (int64_t n : {8, 48, 1416}) {
+      for (int64_t tokens : kTokenCounts) {
+        if (tokens > 129 && hidden > 64) continue;  // many rows: one grid past a wave is enough
+        for (float gate_scale : {0.0f, 1.0f, 100.0f}) {
+          const std::string tag = " H=" + std::to_string(hidden) + " N=" + std::to_string(n) +
+                                  " T=" + std::to_string(tokens) + " gate scale " + std::to_string(gate_scale);
+          Tensor x = random_values({tokens, hidden}, rng), out = random_values({tokens, n}, rng, 2.0f);
+          Tensor g = random_values({hidden}, rng, gate_scale / std::sqrt(static_cast<float>(hidden)));
+          Tensor oc = upload(*b.cpu, out), og = upload(*b.gpu, out);
+          b.cpu->sigmoid_gate_rows(upload(*b.cpu, x), upload_f32(*b.cpu, g), oc);
+          b.gpu->sigmoid_gate_rows(upload(*b.gpu, x), upload_f32(*b.gpu, g), og);
+          expect_close(download(*b.gpu, og), download(*b.cpu, oc), 1e-5, 0.04, "sigmoid_gate_rows" + tag);
+          if (gate_scale == 0.0f) {  // sigmoid(0) = 1/2: every value halved, exactly
+            std::vector<float> half = download(*b.cpu, upload(*b.cpu, out));
+            for (float& v : half) v *= 0.5f;
+            expect_close(download(*b.gpu, og), half, 0.0, 0.0, "half" + tag);
+          }
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // added to the registry alone) loading with its traits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -363,6 +364,58 @@ TEST(Architecture, OlmoeReadsItsMoeKeys) {
   j.erase("moe_intermediate_size");
   j["clip_qkv"] = 8.0;
   expect_error_naming([&] { load_config(j); }, {"clip_qkv"});
+}
+
+// Qwen2-MoE (tests/goldens/qwen2moe-tiny and its GGUF): Qwen3-MoE's keys, a shared expert
+// shared_expert_intermediate_size wide (transformers' 5632 where the key is absent; a GGUF's
+// expert_shared_feed_forward_length) behind its gate, the top-k weights as norm_topk_prob says (a GGUF:
+// never, as llama.cpp's qwen2moe), q/k/v biases unless qkv_bias is false. The dummy source names what
+// transformers saved, and the GGUF serves every shared-expert tensor under its HF name, the same values.
+TEST(Architecture, Qwen2MoeSharedExpert) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen2moe-tiny";
+  const GgufModel gguf = open_gguf(dir + "/qwen2moe-tiny.bf16.gguf");
+  for (const ModelConfig& c : {load_hf_model_config(dir), gguf.config}) {
+    EXPECT_STREQ(c.arch->hf_name, "Qwen2MoeForCausalLM") << c.source;
+    EXPECT_EQ(c.moe.num_experts, 8) << c.source;
+    EXPECT_EQ(c.moe.num_experts_per_tok, 2) << c.source;
+    EXPECT_EQ(c.moe.moe_intermediate_size, 32) << c.source;
+    EXPECT_EQ(c.moe.shared_expert_intermediate_size, 48) << c.source;
+    EXPECT_FALSE(c.moe.norm_topk_prob) << c.source;
+    EXPECT_TRUE(c.attention_bias) << c.source;
+  }
+  const ArchitectureSpec& a = find_hf_architecture("Qwen2MoeForCausalLM", "test");
+  EXPECT_EQ(&find_gguf_architecture("qwen2moe", "test"), &a);
+  const WeightFormat hf = WeightFormat::kHuggingFace, f = WeightFormat::kGguf;
+  EXPECT_EQ(weight_name(a, hf, WeightRole::kSharedExpertGate, 1), "model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_EQ(weight_name(a, f, WeightRole::kSharedExpertGate, 1), "blk.1.ffn_gate_inp_shexp.weight");
+  EXPECT_EQ(weight_name(a, hf, WeightRole::kSharedExpertUpProj, 0), "model.layers.0.mlp.shared_expert.up_proj.weight");
+  EXPECT_EQ(weight_name(a, f, WeightRole::kSharedExpertDownProj, 0), "blk.0.ffn_down_shexp.weight");
+  const ModelConfig c = load_hf_model_config(dir);
+  const auto dummy = make_dummy_weight_source(c, 0);
+  const auto file = open_safetensors_dir(dir);
+  std::vector<std::string> names = dummy->names(), saved = file->names();
+  std::sort(names.begin(), names.end());
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(names, saved);
+  auto same = [](const Tensor& x, const Tensor& y) {
+    return x.numel() == y.numel() && std::equal(x.ptr<float>(), x.ptr<float>() + x.numel(), y.ptr<float>());
+  };
+  const std::string gate = "model.layers.1.mlp.shared_expert_gate.weight";
+  for (const std::string part : {"gate_proj", "up_proj", "down_proj"}) {
+    const std::string name = "model.layers.1.mlp.shared_expert." + part + ".weight";
+    EXPECT_EQ(gguf.weights->get_f32(name).shape(), file->get_f32(name).shape()) << name;
+    EXPECT_TRUE(same(gguf.weights->get_f32(name), file->get_f32(name))) << name;
+  }
+  // llama.cpp declares it 1-D ({n_embd}); its converter writes ne [64, 1]: the model takes either.
+  EXPECT_EQ(gguf.weights->get_f32(gate).numel(), 64);
+  EXPECT_EQ(file->get_f32(gate).shape(), (std::vector<int64_t>{1, 64}));
+  EXPECT_TRUE(same(gguf.weights->get_f32(gate), file->get_f32(gate)));
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j["qkv_bias"] = false;
+  EXPECT_FALSE(load_config(j).attention_bias);
+  j.erase("shared_expert_intermediate_size");
+  EXPECT_EQ(load_config(j).moe.shared_expert_intermediate_size, 5632);
 }
 
 // EXAONE 4 (tests/goldens/exaone4-tiny and its GGUF): with a sliding window its full layers rotate

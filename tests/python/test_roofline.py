@@ -74,6 +74,18 @@ class WeightBytes(unittest.TestCase):
         self.assertEqual((m.s.experts, m.s.experts_per_token, m.s.mlp_width), (8, 2, 14336))
         self.assertAlmostEqual(m.step_read_bytes(1), m.memory_bytes() - 2 * 32000 * 4096 - 6 * expert)
 
+    def test_qwen2_moe_reads_its_shared_expert_with_every_token(self):
+        path = ROOT / "tools" / "configs" / "qwen1.5-moe-a2.7b-chat.json"
+        m = roofline.Model(json.loads(path.read_text()))
+        h, layers, vocab = 2048, 24, 151936
+        expert = layers * 3 * h * 1408  # gate/up/down of one routed expert over 24 layers
+        always = layers * (4 * h * h + 3 * h * 5632)  # q, k, v, o and the shared expert
+        replicated = layers * (2 * h + 60 * h + h) + h  # two norms, the router, the shared gate; final norm
+        params = always + 60 * expert + layers * 3 * h + replicated + 2 * vocab * h  # + q/k/v biases
+        self.assertEqual(round(params / 1e8), 143)  # the published 14.3B
+        self.assertEqual(m.memory_bytes(), 2 * params)
+        self.assertAlmostEqual(m.step_read_bytes(1), 2 * (params - vocab * h - 56 * expert))  # 4 of 60 read
+
     def test_gemma2_ties_its_head_and_norms_each_sublayer_twice(self):
         path = ROOT / "tools" / "configs" / "gemma-2-9b-it.json"
         m = roofline.Model(json.loads(path.read_text()))

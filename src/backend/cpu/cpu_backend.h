@@ -95,6 +95,7 @@ class CpuBackend : public Backend {
                  const Tensor& topk_weights) override;
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
                        const MoeScratch& scratch, const Tensor& out, Activation act) override;
+  void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) override;
 
   // ---- KV cache: [num_blocks, block_size, num_kv_heads, head_dim] fp32, k and v apart; or fp8
   // e4m3 with f32 scales [num_blocks, block_size, num_kv_heads] (cpu_kvcache.cc) ----

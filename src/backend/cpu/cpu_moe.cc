@@ -124,4 +124,24 @@ void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, con
   }
 }
 
+void CpuBackend::sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  cpu::check_tensor(x, DType::kF32, "sigmoid_gate_rows", "x");
+  cpu::check_tensor(gate, DType::kF32, "sigmoid_gate_rows", "gate");
+  cpu::check_tensor(out, DType::kF32, "sigmoid_gate_rows", "out");
+  const int64_t hidden = gate.numel();
+  const int64_t tokens = cpu::rows_with_cols(x, hidden, "sigmoid_gate_rows", "x");
+  MINIVLLM_CHECK(out.ndim() == 2 && out.size(0) == tokens)
+      << "sigmoid_gate_rows: out " << out.describe() << " for the " << tokens << " rows of x " << x.describe();
+  const int64_t n = out.size(1);
+  const float* xs = x.ptr<float>();
+  const float* g = gate.ptr<float>();
+  float* dst = out.ptr<float>();
+  for (int64_t t = 0; t < tokens; ++t) {
+    double dot = 0;  // the reference's sum: in double, one rounding to f32 at the end
+    for (int64_t j = 0; j < hidden; ++j) dot += static_cast<double>(xs[t * hidden + j]) * g[j];
+    const float s = 1.0f / (1.0f + std::exp(-static_cast<float>(dot)));
+    for (int64_t j = 0; j < n; ++j) dst[t * n + j] *= s;
+  }
+}
+
 }  // namespace minivllm

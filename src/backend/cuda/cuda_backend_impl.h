@@ -151,6 +151,7 @@ class CudaBackend : public Backend {
                                 bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights,
                                 const MoeExpertWeights& w, const MoeScratch& scratch, const Tensor& out,
                                 Activation act) override;
+  void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) override;
   static constexpr int64_t kMoeChunkTokens = 4096;
   // moe_experts_add's checked arguments, as its launches take them.
   struct MoePlan {

@@ -50,6 +50,10 @@ void launch_qk_norm_full_width(void* qkv, int64_t tokens, int64_t q_cols, int64_
                                const float* k_norm, float eps, cudaStream_t stream);
 // x[i] *= factor for n fp32 values.
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream);
+// out[t, :] (bf16 [tokens, n]) *= sigmoid(x[t] . gate), x bf16 [tokens, hidden], gate f32 [hidden]; hidden and
+// n multiples of 8 (Backend::sigmoid_gate_rows).
+void launch_sigmoid_gate_rows(const void* x, const float* gate, void* out, int64_t tokens, int64_t hidden, int64_t n,
+                              cudaStream_t stream);
 // x[i] = cap * tanh(x[i] / cap) for n fp32 values (Gemma 2's final-logit soft-capping).
 void launch_softcap_f32(float* x, int64_t n, float cap, cudaStream_t stream);
 // out[r, c] (bf16, or fp32) = hashed_uniform_value(h, base + r * row_stride + c): dummy weights

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/moe.h"
 #include "common/check.h"
 
@@ -253,6 +254,23 @@ void CudaBackend::rms_norm_moe_experts_add(const NormPrologue& pro, const Tensor
   }
   Backend::rms_norm_moe_experts_add(pro, router_weight, router_logits, renormalize, topk_ids, topk_weights, w, scratch,
                                     out, act);
+}
+
+void CudaBackend::sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) {
+  const char* op = "sigmoid_gate_rows";
+  check_on_gpu(x, DType::kBF16, op, "x");
+  check_on_gpu(gate, DType::kF32, op, "gate");
+  check_on_gpu(out, DType::kBF16, op, "out");
+  const int64_t hidden = gate.numel();
+  MINIVLLM_CHECK(x.ndim() == 2 && x.size(1) == hidden && out.ndim() == 2 && out.size(0) == x.size(0))
+      << op << ": x " << x.describe() << ", gate " << gate.describe() << ", out " << out.describe()
+      << " (x [T, H], gate [H], out [T, N])";
+  MINIVLLM_CHECK(hidden % 8 == 0 && out.size(1) % 8 == 0)
+      << op << ": the widths of x " << x.describe() << " and out " << out.describe() << " must be multiples of 8";
+  check_aligned16(x, op, "x");
+  check_aligned16(gate, op, "gate");
+  check_aligned16(out, op, "out");
+  launch_sigmoid_gate_rows(x.data(), gate.ptr<float>(), out.data(), x.size(0), hidden, out.size(1), stream_);
 }
 
 }  // namespace minivllm::cuda

@@ -185,6 +185,33 @@ __global__ void softcap_f32_kernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = cap * tanhf(x[i] / cap);  // tanhf, not tanh.approx: the CPU's std::tanh to an ulp or two
 }
 
+// One CTA per row: s = sigmoid(x[t] . gate) (f32 products summed per thread, then over the CTA),
+// then out[t, :] *= s, each value rounded once to bf16 (Backend::sigmoid_gate_rows: Qwen2-MoE's
+// shared expert gate). expf, not __expf: the CPU's std::exp to an ulp or two.
+__global__ void sigmoid_gate_rows_kernel(const uint4* x, const float* gate, uint4* out, int64_t x_chunks,
+                                         int64_t out_chunks) {
+  __shared__ float scratch[32];
+  pdl_wait();  // x and out are the previous kernels' outputs
+  const int64_t t = blockIdx.x;
+  float dot = 0.0f;
+  for (int64_t c = threadIdx.x; c < x_chunks; c += blockDim.x) {
+    float xv[8], gv[8];
+    bf16x8_to_f32(x[t * x_chunks + c], xv);
+    load_f32x8(gate + c * 8, gv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dot = fmaf(xv[i], gv[i], dot);
+  }
+  dot = block_sum(dot, scratch);
+  const float s = 1.0f / (1.0f + expf(-dot));
+  for (int64_t c = threadIdx.x; c < out_chunks; c += blockDim.x) {
+    float v[8];
+    bf16x8_to_f32(out[t * out_chunks + c], v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= s;
+    out[t * out_chunks + c] = f32_to_bf16x8(v);
+  }
+}
+
 // One thread per element, grid-stride: a load-time kernel, run once per weight. The value is stored
 // as f32, bf16 (rounded to nearest) or, with scale > 0, as the e4m3 code of value / scale: an IEEE
 // division (__fdiv_rn, whatever the compiler's flags) and cvt.rn.satfinite, the host's
@@ -316,6 +343,14 @@ void launch_rms_norm(void* x, void* residual, bool residual_f32, const void* w, 
 void launch_scale_f32(float* x, int64_t n, float factor, cudaStream_t stream) {
   if (n == 0) return;
   launch_with_pdl(scale_f32_kernel, dim3(grid_for(n, 256)), dim3(256), 0, stream, x, n, factor);
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_sigmoid_gate_rows(const void* x, const float* gate, void* out, int64_t tokens, int64_t hidden, int64_t n,
+                              cudaStream_t stream) {
+  if (tokens == 0) return;
+  launch_with_pdl(sigmoid_gate_rows_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kRowThreads), 0, stream,
+                  static_cast<const uint4*>(x), gate, static_cast<uint4*>(out), hidden / 8, n / 8);
   CUDA_CHECK_LAUNCH();
 }
 
