@@ -14,7 +14,8 @@ experts under its own names; gemma2-tiny, Gemma 2's soft-capped scores and logit
 the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, SmolLM3's NoPE layers;
 glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope; ernie4_5-tiny, ERNIE
 4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM; qwen2moe-tiny,
-Qwen2-MoE's shared expert behind its gate, every layer sparse, the source of its GGUF),
+Qwen2-MoE's shared expert behind its gate, every layer sparse, the source of its GGUF; glm4moe-tiny,
+GLM-4.5's sigmoid routing with a score bias and groups, its shared expert and first dense layer),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -49,7 +50,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
-                          GlmConfig, Glm4Config, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig,
+                          GlmConfig, Glm4Config, Glm4MoeConfig, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
 SEED = 20240611
@@ -414,6 +415,22 @@ def qwen2moe_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Qwen2MoeForCausalLM"])
 
 
+def glm4moe_tiny_config():
+    # Glm4MoeForCausalLM (GLM-4.5's layout): q/k/v biases, per-head q/k norms (use_qk_norm), half of each
+    # head rotating (half-split), layer 0 dense (first_k_dense_replace), layers 1-2 sparse: 8 experts of
+    # width 32 in 2 groups, top-2 from the best group by sigmoid score + score bias, renormalised and
+    # times 2.5, beside one ungated shared expert. Widths, heads and experts divide by 2.
+    return Glm4MoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5},
+        partial_rotary_factor=0.5, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD,
+        attention_bias=True, use_qk_norm=True, moe_intermediate_size=32, num_experts_per_tok=2,
+        n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5, n_group=2, topk_group=1,
+        first_k_dense_replace=1, norm_topk_prob=True, num_mtp_layers=0,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Glm4MoeForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -482,6 +499,7 @@ MODELS = {
     "granitemoe-tiny": (granitemoe_tiny_config, False),
     "olmoe-tiny": (olmoe_tiny_config, False),
     "qwen2moe-tiny": (qwen2moe_tiny_config, False),
+    "glm4moe-tiny": (glm4moe_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -539,8 +557,16 @@ def qwen2moe_tiny_hd64_config():
     return config
 
 
+def glm4moe_tiny_hd64_config():
+    # glm4moe-tiny at head_dim 64 (32 dims rotating), its experts 128 wide (a GPU check).
+    config = hd64(glm4moe_tiny_config)()
+    config.moe_intermediate_size = 128
+    return config
+
+
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
+    "glm4moe-tiny-hd64": (glm4moe_tiny_hd64_config, False),
     "qwen2moe-tiny-hd64": (qwen2moe_tiny_hd64_config, False),
     "granitemoe-tiny-hd64": (hd64(granitemoe_tiny_config, intermediate_size=128), False),
     "olmoe-tiny-hd64": (hd64(olmoe_tiny_config, intermediate_size=128), False),
@@ -574,6 +600,11 @@ def init_weights(model, seed, std):
                 # fan_in is the last dim: [out, in] linears, and transformers 5's stacked experts
                 # ([E, 2I, H] gate_up_proj, [E, H, I] down_proj)
                 p.copy_(torch.randn(p.shape, generator=gen) * gain / p.shape[-1] ** 0.5)
+        # GLM-4.5's router score bias is a buffer (zeros from HF's init): of the sigmoid scores' order, so
+        # that it moves which experts are chosen (the experts' weights are the scores without it).
+        for name, b in sorted(model.named_buffers(), key=lambda kv: kv[0]):
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn(b.shape, generator=gen) * 0.3)
 
 
 # transformers 5 holds a sparse layer's experts stacked ([E, 2I, H] gate_up_proj: gate rows, then

@@ -70,7 +70,7 @@ class Shape:
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
                     "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe", "olmoe",
-                    "qwen2_moe")
+                    "qwen2_moe", "glm4_moe")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -87,16 +87,23 @@ class Shape:
         self.norms_per_layer = 4 if gemma or arch == "glm4" else 2
         self.qkv_bias = (arch == "qwen2" or (arch == "qwen2_moe" and cfg.get("qkv_bias", True))
                          or bool(cfg.get("attention_bias", False)))
+        qk_norm = arch.startswith("qwen3") or arch in ("gemma3_text", "exaone4") or cfg.get("use_qk_norm", False)
         # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
-        self.qk_norm_width = (2 * self.head_dim if arch.startswith("qwen3") or arch in ("gemma3_text", "exaone4")
+        self.qk_norm_width = (2 * self.head_dim if qk_norm
                               else (self.q_heads + self.kv_heads) * self.head_dim if arch.startswith("olmo") else 0)
-        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe", "qwen2_moe")
-        # Mixtral names its expert count num_local_experts and its expert width intermediate_size.
-        self.experts = cfg.get("num_experts", cfg.get("num_local_experts")) if moe else 1
+        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe", "qwen2_moe", "glm4_moe")
+        # Mixtral names its expert count num_local_experts and its expert width intermediate_size;
+        # GLM-4.5 its count n_routed_experts.
+        self.experts = cfg.get("num_experts", cfg.get("num_local_experts", cfg.get("n_routed_experts"))) if moe else 1
         self.experts_per_token = cfg["num_experts_per_tok"] if moe else 1
         self.mlp_width = cfg.get("moe_intermediate_size", cfg["intermediate_size"]) if moe else cfg["intermediate_size"]
         # Qwen2-MoE's shared expert, read by every token (its gate a replicated row).
         self.shared_width = cfg.get("shared_expert_intermediate_size", 5632) if arch == "qwen2_moe" else 0
+        # GLM-4.5: n_shared_experts ungated experts in every sparse layer, its first layers dense.
+        self.dense_layers = cfg.get("first_k_dense_replace", 1) if arch == "glm4_moe" else 0
+        self.dense_width = cfg["intermediate_size"]
+        if arch == "glm4_moe":
+            self.shared_width = self.mlp_width * cfg.get("n_shared_experts", 1)
 
 
 def weight_counts(s):
@@ -104,14 +111,16 @@ def weight_counts(s):
     the attention and MLP linears (column- and row-parallel), their biases, the vocabulary-parallel
     embedding and LM head. Replicated: the norms and the MoE router."""
     h, q, kv = s.hidden, s.q_heads * s.head_dim, s.kv_heads * s.head_dim
+    sparse = s.layers - s.dense_layers  # layers whose MLP is experts (every layer of a dense model's "expert")
     return {
-        "attention": s.layers * (h * q + 2 * h * kv + q * h     # q, k, v, o at --weight-dtype
-                                 + 3 * h * s.shared_width),     # and a shared expert (every token reads it)
-        "expert": s.layers * 3 * h * s.mlp_width,               # gate, up, down of one expert (dense: the MLP)
+        "attention": (s.layers * (h * q + 2 * h * kv + q * h)   # q, k, v, o at --weight-dtype, a shared
+                      + sparse * 3 * h * s.shared_width          # expert (every token reads it), and the
+                      + s.dense_layers * 3 * h * s.dense_width),  # dense MLPs of a MoE's first layers
+        "expert": sparse * 3 * h * s.mlp_width,                 # gate, up, down of one expert (dense: the MLP)
         "bias": s.layers * (q + 2 * kv) if s.qkv_bias else 0,   # bf16
-        "replicated": s.layers * (s.norms_per_layer * h + s.qk_norm_width
-                                  + (h * s.experts if s.experts > 1 else 0)
-                                  + (h if s.shared_width else 0)) + h,  # bf16, + the final norm
+        "replicated": (s.layers * (s.norms_per_layer * h + s.qk_norm_width)
+                       + sparse * ((h * s.experts if s.experts > 1 else 0)
+                                   + (h if s.arch == "qwen2_moe" else 0))) + h,  # bf16, + the final norm
         "head": s.vocab * h,                                    # at --head-dtype
         "embedding": 0 if s.tied else s.vocab * h,              # at --head-dtype; one row read per token
     }

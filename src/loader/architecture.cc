@@ -95,6 +95,17 @@ constexpr WeightNameTable kQwen2MoeGgufNames = [] {
   return t;
 }();
 
+// transformers' Glm4MoeModel (GLM-4.5, GLM-4.5-Air, GLM-4.6): Qwen3-MoE's router and experts, each sparse
+// layer's ungated shared experts as one MLP (mlp.shared_experts), the router's score bias as
+// mlp.gate.e_score_correction_bias (read by FusedMoE beside mlp.gate.weight).
+constexpr WeightNameTable kGlm4MoeHfNames = [] {
+  WeightNameTable t = kQwen3MoeHfNames;
+  t[static_cast<size_t>(R::kSharedExpertGateProj)] = "model.layers.{L}.mlp.shared_experts.gate_proj";
+  t[static_cast<size_t>(R::kSharedExpertUpProj)] = "model.layers.{L}.mlp.shared_experts.up_proj";
+  t[static_cast<size_t>(R::kSharedExpertDownProj)] = "model.layers.{L}.mlp.shared_experts.down_proj";
+  return t;
+}();
+
 // Mixtral (Mixtral-8x7B, 8x22B): Mistral's attention; every layer's MLP is a router
 // ("block_sparse_moe.gate") and experts of w1 (gate), w3 (up) and w2 (down), as the published
 // checkpoints name them.
@@ -282,6 +293,13 @@ const ArchitectureSpec kArchitectures[] = {
     {"GraniteMoeForCausalLM", "granitemoe",
      {.gguf_rope_permuted = true, .moe = true, .moe_keys = MoeKeys::kMixtral, .granite_multipliers = true},
      &kGraniteMoeHfNames, &kQwen3MoeGgufNames, nullptr},
+    // GLM-4.5 / 4.6 (Glm4MoeForCausalLM): q/k/v biases, half of each head rotating (half-split, not
+    // GLM-4's pairs), per-head q/k norms where use_qk_norm, DeepSeek-V3's routing. HF checkpoints only:
+    // llama.cpp's glm4moe files (their next-token-prediction layers counted in block_count) are not read.
+    {"Glm4MoeForCausalLM", nullptr,
+     {.qk_norm_key = true, .moe = true, .moe_keys = MoeKeys::kGlm4Moe, .attention_bias_is_qkv = true,
+      .default_partial_rotary = 0.5},
+     &kGlm4MoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).

@@ -71,12 +71,17 @@ using WeightNameTable = std::array<const char*, kNumWeightRoles>;
 // intermediate_size wide, the top-k weights always renormalised (transformers' MixtralSparseMoeBlock).
 // kOlmoe: every layer sparse, each expert intermediate_size wide, norm_topk_prob read (default false).
 // kQwen2: kQwen3's keys and a shared expert, shared_expert_intermediate_size wide, behind a sigmoid gate.
-enum class MoeKeys { kQwen3, kMixtral, kOlmoe, kQwen2 };
+// kGlm4Moe: GLM-4.5's (DeepSeek-V3's) keys: n_routed_experts, n_shared_experts ungated shared experts of
+// moe_intermediate_size each, first_k_dense_replace dense layers, and sigmoid routing with a score bias,
+// n_group / topk_group and routed_scaling_factor.
+enum class MoeKeys { kQwen3, kMixtral, kOlmoe, kQwen2, kGlm4Moe };
 
 struct ArchitectureTraits {
   Activation activation = Activation::kSilu;
   NormForm norm = NormForm::kRms;
   bool qk_norm = false;         // q_norm / k_norm per head before the rope (Qwen3)
+  // config.json's use_qk_norm switches those per-head q/k norms on (GLM-4.5: on in GLM-4.5, off in -Air).
+  bool qk_norm_key = false;
   // The q and k norms span every head of q and of k at once (kQNorm [nq hd], kKNorm [nkv hd]: OLMo 2),
   // not one head; with tensor parallelism their sums of squares are all-reduced over the ranks.
   bool qk_norm_full_width = false;

@@ -106,6 +106,9 @@ class DummyWeightSource : public WeightSource {
       // one-hot) and every expert, each a gated MLP of moe_intermediate_size.
       const int64_t e_inter = c.moe.moe_intermediate_size;
       add(R::kMoeRouter, l, proj(c.moe.num_experts, h));
+      if (c.moe.sigmoid_routing) {  // the router's score bias (GLM-4.5), a buffer beside its weight
+        add(R::kMoeRouter, l, TensorSpec{{c.moe.num_experts}, 0.0f, uniform_std(0.1)}, "e_score_correction_bias");
+      }
       for (int64_t e = 0; e < c.moe.num_experts; ++e) {
         for (const auto& [role, spec] : {std::pair{R::kExpertGateProj, proj(e_inter, h)},
                                          std::pair{R::kExpertUpProj, proj(e_inter, h)},
@@ -115,11 +118,13 @@ class DummyWeightSource : public WeightSource {
           linear_.push_back(name);
         }
       }
-      if (const int64_t s_inter = c.moe.shared_expert_intermediate_size; s_inter > 0) {  // Qwen2-MoE's
+      if (const int64_t s_inter = c.moe.shared_expert_intermediate_size; s_inter > 0) {  // Qwen2-MoE, GLM-4.5
         add(R::kSharedExpertGateProj, l, proj(s_inter, h));
         add(R::kSharedExpertUpProj, l, proj(s_inter, h));
         add(R::kSharedExpertDownProj, l, proj(h, s_inter));
-        add(R::kSharedExpertGate, l, proj(1, h));  // a logit of std ~1: the gate neither shut nor open
+        if (!weight_name(*c.arch, WeightFormat::kHuggingFace, R::kSharedExpertGate, l).empty()) {  // Qwen2-MoE's
+          add(R::kSharedExpertGate, l, proj(1, h));  // a logit of std ~1: the gate neither shut nor open
+        }
       }
     }
     if (c.quantization.quantized()) quantize_linears(c.quantization);

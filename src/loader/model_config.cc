@@ -301,6 +301,8 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
         << p << ": unsupported " << k.key << " " << j.at(k.key).dump() << " for " << c.arch_name << " (" << k.why
         << ")";
   }
+  MINIVLLM_CHECK(c.traits().qk_norm_key || !r.get_bool("use_qk_norm", false))
+      << p << ": unsupported use_qk_norm: true for " << c.arch_name << " (minivllm reads it for Glm4MoeForCausalLM)";
   MINIVLLM_CHECK(!r.has("clip_qkv")) << p << ": unsupported clip_qkv " << j.at("clip_qkv").dump()
                                     << " (q, k and v clamped; minivllm does not implement it)";
   MINIVLLM_CHECK(!r.get_bool("use_bidirectional_attention", false))
@@ -474,7 +476,7 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   // Qwen2-MoE's config may turn its q/k/v biases off (qkv_bias, transformers' default true).
   c.attention_bias = (c.traits().qkv_bias && r.get_bool("qkv_bias", true)) ||
                      (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
-  c.qk_norm = c.traits().qk_norm;
+  c.qk_norm = c.traits().qk_norm || (c.traits().qk_norm_key && r.get_bool("use_qk_norm", false));
   if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {
     if (r.has(key)) {

@@ -1,6 +1,7 @@
 #include "loader/moe_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -19,10 +20,35 @@ int64_t read_int(const json& j, const char* key, int64_t fallback, const std::st
   return j.at(key).get<int64_t>();
 }
 
+// GLM-4.5's keys (transformers' Glm4MoeConfig defaults where a key is absent).
+MoeConfig parse_glm4_moe(const json& j, const std::string& path) {
+  MoeConfig m;
+  m.num_experts = read_int(j, "n_routed_experts", 128, path);
+  m.num_experts_per_tok = read_int(j, "num_experts_per_tok", 8, path);
+  m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 1408, path);
+  m.shared_expert_intermediate_size = m.moe_intermediate_size * read_int(j, "n_shared_experts", 1, path);
+  m.first_dense_layers = read_int(j, "first_k_dense_replace", 1, path);
+  m.sigmoid_routing = true;
+  m.num_groups = read_int(j, "n_group", 1, path);
+  m.topk_groups = read_int(j, "topk_group", 1, path);
+  m.norm_topk_prob = true;
+  if (j.contains("routed_scaling_factor") && !j.at("routed_scaling_factor").is_null()) {
+    MINIVLLM_CHECK(j.at("routed_scaling_factor").is_number())
+        << path << ": key routed_scaling_factor must be a number, got " << j.at("routed_scaling_factor").dump();
+    m.routed_scaling_factor = j.at("routed_scaling_factor").get<double>();
+  }
+  for (const char* key : {"num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers"}) {
+    MINIVLLM_CHECK(!j.contains(key) || j.at(key).is_null())
+        << path << ": key " << key << " is not GLM-4.5's (n_routed_experts, first_k_dense_replace)";
+  }
+  return m;
+}
+
 }  // namespace
 
 bool MoeConfig::is_sparse_layer(int64_t layer) const {
   if (!any() || decoder_sparse_step <= 0) return false;
+  if (layer < first_dense_layers) return false;
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
   return (layer + 1) % decoder_sparse_step == 0;
 }
@@ -35,6 +61,18 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
   MINIVLLM_CHECK_GT(moe_intermediate_size, 0) << source << ": moe_intermediate_size must be > 0";
   MINIVLLM_CHECK_GT(decoder_sparse_step, 0) << source << ": decoder_sparse_step must be > 0";
   MINIVLLM_CHECK_GE(shared_expert_intermediate_size, 0) << source << ": shared_expert_intermediate_size must be >= 0";
+  MINIVLLM_CHECK(first_dense_layers >= 0 && first_dense_layers <= num_layers)
+      << source << ": first_k_dense_replace must be in [0, num_hidden_layers = " << num_layers << "], got "
+      << first_dense_layers;
+  MINIVLLM_CHECK(num_groups >= 1 && num_experts % num_groups == 0 && topk_groups >= 1 && topk_groups <= num_groups)
+      << source << ": n_group (" << num_groups << ") must divide the " << num_experts
+      << " experts and topk_group (" << topk_groups << ") be in [1, n_group]";
+  MINIVLLM_CHECK(num_experts_per_tok <= topk_groups * (num_experts / num_groups) &&
+                 (num_groups == 1 || num_experts / num_groups >= 2))
+      << source << ": num_experts_per_tok " << num_experts_per_tok << " from " << topk_groups << " of " << num_groups
+      << " groups of " << num_experts / num_groups << " experts";
+  MINIVLLM_CHECK(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0)
+      << source << ": routed_scaling_factor must be > 0, got " << routed_scaling_factor;
   for (const int64_t l : mlp_only_layers) {
     MINIVLLM_CHECK(l >= 0 && l < num_layers) << source << ": mlp_only_layers names layer " << l
                                              << ", outside [0, num_hidden_layers = " << num_layers << ")";
@@ -42,6 +80,15 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
 }
 
 MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys) {
+  if (keys == MoeKeys::kGlm4Moe) {
+    MoeConfig m = parse_glm4_moe(j, path);
+    if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
+      MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
+          << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();
+      m.norm_topk_prob = j.at("norm_topk_prob").get<bool>();
+    }
+    return m;
+  }
   MoeConfig m;
   // The published configs say num_experts; transformers 5 writes it as num_local_experts.
   m.num_experts = read_int(j, "num_experts", read_int(j, "num_local_experts", 0, path), path);

@@ -68,6 +68,14 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   const std::string router = weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer);
   MINIVLLM_CHECK(!router.empty()) << cfg.source << ": the " << cfg.arch_name << " row names no router weight";
   router_ = ctx.upload_rows({whole(router, moe.num_experts, h)});
+  if (moe.sigmoid_routing) {
+    const std::string bias =
+        weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer, "e_score_correction_bias");
+    score_bias_ = ctx.backend.upload_weight(ctx.replicated(bias, {moe.num_experts}), /*keep_f32=*/true);
+    groups_ = static_cast<int>(moe.num_groups);
+    topk_groups_ = static_cast<int>(moe.topk_groups);
+    routed_scale_ = static_cast<float>(moe.routed_scaling_factor);
+  }
   const int64_t count = num_local_experts(moe, static_cast<int>(ws), expert_parallel);
   experts_.num_experts = moe.num_experts;
   experts_.first_expert = expert_parallel ? ctx.rank() * count : 0;
@@ -119,10 +127,13 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   MINIVLLM_CHECK(pro == nullptr || pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
   const bool direct = comm.world_size() == 1;  // straight into the residual stream
   const Tensor out = direct ? residual : buf.partial.rows(0, n);
-  const bool shared = shared_down_.weight().defined();
-  if (!direct && shared) {  // the rank's share of the shared expert starts the partial sum
-    if (pro != nullptr) b.rms_norm(pro->residual, pro->weight, pro->eps, pro->normed);
+  const bool shared = shared_down_.weight().defined(), sigmoid = !score_bias_.empty();
+  // The fused entries route by softmax; a shared expert at world_size > 1 reads x before the experts.
+  if (pro != nullptr && (sigmoid || (!direct && shared))) {
+    b.rms_norm(pro->residual, pro->weight, pro->eps, pro->normed);
     pro = nullptr;
+  }
+  if (!direct && shared) {  // the rank's share of the shared expert starts the partial sum
     b.linear(shared_expert_act(b, x, buf, act), shared_down_.weight(), nullptr, out);
   } else if (!direct) {
     b.fill_bytes(out, 0);  // zero bytes are 0.0 in f32 and bf16
@@ -131,7 +142,11 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
     b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);
   } else {
     b.linear(x, router_, nullptr, logits);
-    b.moe_route(logits, renormalize_, ids, weights);
+    if (sigmoid) {
+      b.moe_route_sigmoid(logits, score_bias_, groups_, topk_groups_, renormalize_, routed_scale_, ids, weights);
+    } else {
+      b.moe_route(logits, renormalize_, ids, weights);
+    }
     b.moe_experts_add(x, experts_, ids, weights, buf.scratch, out, act);
   }
   if (direct && shared) {  // x holds the normed rows now (the prologue's call wrote them)

@@ -65,6 +65,11 @@ class FusedMoE {
   Tensor router_;  // [E, H], replicated
   MoeExpertWeights experts_;
   bool renormalize_ = false;
+  // DeepSeek-V3's routing (MoeConfig::sigmoid_routing): the router's score bias, f32 [E] (empty: softmax
+  // routing), its groups and the weights' scale.
+  Tensor score_bias_;
+  int groups_ = 1, topk_groups_ = 1;
+  float routed_scale_ = 1.0f;
   // The shared expert (Qwen2-MoE), split over the ranks as the dense MLP; undefined where there is none.
   MergedColumnParallelLinear shared_gate_up_;
   RowParallelLinear shared_down_;

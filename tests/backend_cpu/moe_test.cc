@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "backend/cpu/cpu_moe.h"
@@ -88,6 +89,36 @@ TEST(MoeRoute, EqualLogitsTakeTheLowerExpertFirst) {
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 4}));
   for (float x : w) EXPECT_NEAR(x, 1.0 / 3, 1e-7);
   EXPECT_THROW(cpu::moe_topk_softmax(logits.data(), 1, 5, 6, true, ids.data(), w.data()), Error);
+}
+
+// DeepSeek-V3's routing (GLM-4.5) by hand: 8 experts in 2 groups of 4. Group 1's best two choice values
+// (0.881 + 0.622) edge out group 0's (0.8 + 0.7) because of the score bias, so with one group of two its
+// experts 7 and 6 are chosen; over both groups (or one group of 8) the best two are 7 and 0. The weights
+// are the sigmoid scores without the bias, renormalised, times the scale.
+TEST(MoeRouteSigmoid, GroupsAndScoreBiasByHand) {
+  const std::vector<float> logits = {0, 0, 0, 0, 1, -1, 0.5f, 2};
+  const std::vector<float> bias = {0.3f, 0, 0.2f, 0, -0.5f, 0, 0, 0};
+  auto s = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  std::vector<int32_t> ids(2);
+  std::vector<float> w(2);
+  cpu::moe_topk_sigmoid(logits.data(), bias.data(), 1, 8, 2, /*groups=*/2, /*topk_groups=*/1, true, 2.5f, ids.data(),
+                        w.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{7, 6}));
+  EXPECT_NEAR(w[0], 2.5 * s(2) / (s(2) + s(0.5f)), 1e-6);
+  EXPECT_NEAR(w[1], 2.5 * s(0.5f) / (s(2) + s(0.5f)), 1e-6);
+  for (const auto& [groups, topk] : {std::pair{2, 2}, std::pair{1, 1}}) {
+    cpu::moe_topk_sigmoid(logits.data(), bias.data(), 1, 8, 2, groups, topk, false, 1.0f, ids.data(), w.data());
+    EXPECT_EQ(ids, (std::vector<int32_t>{7, 0})) << groups << " groups";
+    EXPECT_FLOAT_EQ(w[0], s(2));  // not renormalised, scale 1: the score itself
+    EXPECT_FLOAT_EQ(w[1], s(0));
+  }
+  // Equal choice values: the lower index first (groups too).
+  const std::vector<float> flat(8, 0.0f), no_bias(8, 0.0f);
+  cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 2, 2, 1, true, 1.0f, ids.data(), w.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
+  // More experts than the allowed groups hold, and groups that do not divide the experts, are named.
+  EXPECT_THROW(cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 5, 2, 1, true, 1, ids.data(), w.data()), Error);
+  EXPECT_THROW(cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 2, 3, 1, true, 1, ids.data(), w.data()), Error);
 }
 
 TEST(MoeGroup, TokensGroupedByExpertInTokenOrderWithEmptyExperts) {

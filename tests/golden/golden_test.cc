@@ -87,7 +87,10 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // olmoe-tiny has OLMo 2's full-width q/k norms (Llama's input norms) and 8 experts, 2 a token, their
 // weights not renormalised; also from its GGUF (llama.cpp's olmoe). qwen2moe-tiny has Qwen2's q/k/v
 // biases, 8 experts, 2 a token (not renormalised) and a shared expert scaled by its sigmoid gate, also
-// with expert parallelism and from its GGUF (llama.cpp's qwen2moe).
+// with expert parallelism and from its GGUF (llama.cpp's qwen2moe). glm4moe-tiny is GLM-4.5's layout:
+// q/k/v biases and norms, half of each head rotating, a dense first layer, then experts chosen by
+// sigmoid score plus a score bias within the best of two groups, their weights renormalised and times
+// 2.5, beside an ungated shared expert; also with expert parallelism.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -313,12 +316,14 @@ std::vector<GoldenParam> families() {
            {"exaone4-tiny", "exaone4-tiny.bf16.gguf"},
            {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"},
            {"olmoe-tiny", "olmoe-tiny.bf16.gguf"},
-           {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"}}) {
+           {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"},
+           {"glm4moe-tiny", ""}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }
   // Qwen2-MoE's shared expert stays split over the ranks when the routed experts are whole per rank.
   all.push_back(GoldenParam{"qwen2moe-tiny", 2, 1024, "none", "", "", 0, true});
+  all.push_back(GoldenParam{"glm4moe-tiny", 2, 1024, "none", "", "", 0, true});
   // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
   // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).
   constexpr const char* kOlmo3Legacy =

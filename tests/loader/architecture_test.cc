@@ -418,6 +418,58 @@ TEST(Architecture, Qwen2MoeSharedExpert) {
   EXPECT_EQ(load_config(j).moe.shared_expert_intermediate_size, 5632);
 }
 
+// GLM-4.5 (tests/goldens/glm4moe-tiny): GLM-4.5's MoE keys (n_routed_experts, n_shared_experts times
+// moe_intermediate_size for the one shared MLP, first_k_dense_replace, n_group / topk_group,
+// routed_scaling_factor, sigmoid routing), use_qk_norm, q/k/v biases, half of each head rotating. The
+// dummy source names what transformers saved (the router's e_score_correction_bias included). Qwen3-MoE's
+// keys and use_qk_norm on another row are refused by name.
+TEST(Architecture, Glm4MoeKeysAndNames) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/glm4moe-tiny";
+  const ModelConfig c = load_hf_model_config(dir);
+  EXPECT_STREQ(c.arch->hf_name, "Glm4MoeForCausalLM");
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 32);
+  EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32);
+  EXPECT_TRUE(c.moe.sigmoid_routing && c.moe.norm_topk_prob);
+  EXPECT_EQ(c.moe.num_groups, 2);
+  EXPECT_EQ(c.moe.topk_groups, 1);
+  EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5);
+  EXPECT_FALSE(c.moe.is_sparse_layer(0));
+  EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2));
+  EXPECT_TRUE(c.qk_norm && c.attention_bias);
+  EXPECT_EQ(c.rope_dim(), 8);  // half of head_dim 16
+  const auto dummy = make_dummy_weight_source(c, 0);
+  const auto file = open_safetensors_dir(dir);
+  std::vector<std::string> names = dummy->names(), saved = file->names();
+  std::sort(names.begin(), names.end());
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(names, saved);
+  std::ifstream in(dir + "/config.json");
+  const json published = json::parse(in);
+  json j = published;
+  j["n_shared_experts"] = 2;
+  j["use_qk_norm"] = false;
+  const ModelConfig two = load_config(j);
+  EXPECT_EQ(two.moe.shared_expert_intermediate_size, 64);
+  EXPECT_FALSE(two.qk_norm);
+  for (const char* key : {"num_experts", "decoder_sparse_step", "mlp_only_layers"}) {
+    j = published;
+    j[key] = 4;
+    expect_error_naming([&] { load_config(j); }, {key, "GLM-4.5"});
+  }
+  j = published;
+  j["n_group"] = 3;  // does not divide 8
+  expect_error_naming([&] { load_config(j); }, {"n_group", "3"});
+  j = published;
+  j["routed_scaling_factor"] = 0;
+  expect_error_naming([&] { load_config(j); }, {"routed_scaling_factor"});
+  std::ifstream qwen(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-tiny/config.json");
+  json q = json::parse(qwen);
+  q["use_qk_norm"] = true;
+  expect_error_naming([&] { load_config(q); }, {"use_qk_norm", "Qwen3ForCausalLM"});
+}
+
 // EXAONE 4 (tests/goldens/exaone4-tiny and its GGUF): with a sliding window its full layers rotate
 // nothing; without one (EXAONE-4.0-1.2B: sliding_window null) every layer rotates. The 32B's config
 // names its layer kinds as letters (sliding_window_pattern "LLLG") where layer_types is missing.

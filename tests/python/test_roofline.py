@@ -86,6 +86,17 @@ class WeightBytes(unittest.TestCase):
         self.assertEqual(m.memory_bytes(), 2 * params)
         self.assertAlmostEqual(m.step_read_bytes(1), 2 * (params - vocab * h - 56 * expert))  # 4 of 60 read
 
+    def test_glm4_moe_keeps_its_first_layer_dense_and_its_shared_expert_always_read(self):
+        m = roofline.Model(json.loads((ROOT / "tests" / "goldens" / "glm4moe-tiny" / "config.json").read_text()))
+        h, q, kv, vocab = 64, 64, 32, 512
+        attention = 3 * (2 * h * q + 2 * h * kv)  # q, o; k, v; three layers
+        always = attention + 3 * h * 96 + 2 * 3 * h * 32  # layer 0's dense MLP; layers 1-2's shared expert
+        expert = 2 * 3 * h * 32  # one routed expert over the two sparse layers
+        replicated = 3 * (2 * h + 2 * 16) + 2 * 8 * h + h  # norms and q/k norms, two routers, the final norm
+        params = always + 8 * expert + 3 * (q + 2 * kv) + replicated + 2 * vocab * h
+        self.assertEqual(m.memory_bytes(), 2 * params)
+        self.assertAlmostEqual(m.step_read_bytes(1), 2 * (params - vocab * h - 6 * expert))  # 2 of 8 read
+
     def test_gemma2_ties_its_head_and_norms_each_sublayer_twice(self):
         path = ROOT / "tools" / "configs" / "gemma-2-9b-it.json"
         m = roofline.Model(json.loads(path.read_text()))

@@ -42,6 +42,65 @@ void moe_topk_softmax(const float* logits, int64_t tokens, int64_t num_experts, 
   }
 }
 
+void moe_topk_sigmoid(const float* logits, const float* score_bias, int64_t tokens, int64_t num_experts, int k,
+                      int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights) {
+  MINIVLLM_CHECK(groups >= 1 && num_experts % groups == 0 && topk_groups >= 1 && topk_groups <= groups)
+      << "moe_route_sigmoid: " << topk_groups << " of " << groups << " groups of " << num_experts << " experts";
+  const int64_t per_group = num_experts / groups;
+  MINIVLLM_CHECK(k >= 1 && k <= topk_groups * per_group && (groups == 1 || per_group >= 2))
+      << "moe_route_sigmoid: top-" << k << " of " << topk_groups << " groups of " << per_group << " experts";
+  std::vector<float> score(static_cast<size_t>(num_experts)), choice(score.size()), group_value(groups);
+  std::vector<char> allowed(score.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * num_experts;
+    for (int64_t e = 0; e < num_experts; ++e) {
+      score[e] = 1.0f / (1.0f + std::exp(-row[e]));
+      choice[e] = score[e] + score_bias[e];
+    }
+    // A group's value: its two best choice values (transformers' topk(2).sum()); the best topk_groups
+    // groups stay eligible. One group: every expert.
+    std::fill(allowed.begin(), allowed.end(), groups == 1 ? 1 : 0);
+    if (groups > 1) {
+      for (int g = 0; g < groups; ++g) {
+        const float* c = choice.data() + g * per_group;
+        float a = -INFINITY, b = -INFINITY;  // the best two
+        for (int64_t i = 0; i < per_group; ++i) {
+          if (c[i] > a) {
+            b = a, a = c[i];
+          } else if (c[i] > b) {
+            b = c[i];
+          }
+        }
+        group_value[g] = a + b;
+      }
+      for (int pick = 0; pick < topk_groups; ++pick) {
+        int best = -1;
+        for (int g = 0; g < groups; ++g) {
+          if (allowed[g * per_group] == 0 && (best < 0 || group_value[g] > group_value[best])) best = g;
+        }
+        std::fill(allowed.begin() + best * per_group, allowed.begin() + (best + 1) * per_group, 1);
+      }
+    }
+    int32_t* id = ids + t * k;
+    float* w = weights + t * k;
+    double sum = 0;
+    for (int j = 0; j < k; ++j) {
+      int32_t best = -1;
+      for (int64_t e = 0; e < num_experts; ++e) {
+        if (allowed[e] == 0 || std::find(id, id + j, static_cast<int32_t>(e)) != id + j) continue;
+        if (best < 0 || choice[e] > choice[best]) best = static_cast<int32_t>(e);
+      }
+      id[j] = best;
+      w[j] = score[best];
+      sum += w[j];
+    }
+    for (int j = 0; j < k; ++j) {
+      const double v = renormalize ? w[j] / (sum + 1e-20) : w[j];
+      w[j] = static_cast<float>(v * scale);
+    }
+  }
+}
+
 int64_t moe_group_by_expert(const int32_t* ids, int64_t tokens, int k, int64_t num_experts, int64_t first_expert,
                             int64_t num_local, int32_t* offsets, int32_t* entries) {
   MINIVLLM_CHECK(first_expert >= 0 && num_local >= 0 && first_expert + num_local <= num_experts)
@@ -78,6 +137,21 @@ void CpuBackend::moe_route(const Tensor& router_logits, bool renormalize, const 
   cpu::moe_topk_softmax(router_logits.ptr<float>(), router_logits.size(0), router_logits.size(1),
                         static_cast<int>(topk_ids.size(1)), renormalize, topk_ids.ptr<int32_t>(),
                         topk_weights.ptr<float>());
+}
+
+void CpuBackend::moe_route_sigmoid(const Tensor& router_logits, const Tensor& score_bias, int groups, int topk_groups,
+                                   bool renormalize, float scale, const Tensor& topk_ids, const Tensor& topk_weights) {
+  cpu::check_tensor(router_logits, DType::kF32, "moe_route_sigmoid", "router_logits");
+  cpu::check_tensor(score_bias, DType::kF32, "moe_route_sigmoid", "score_bias");
+  cpu::check_tensor(topk_ids, DType::kI32, "moe_route_sigmoid", "topk_ids");
+  cpu::check_tensor(topk_weights, DType::kF32, "moe_route_sigmoid", "topk_weights");
+  MINIVLLM_CHECK(router_logits.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.shape() == topk_weights.shape() &&
+                 topk_ids.size(0) == router_logits.size(0) && score_bias.numel() == router_logits.size(1))
+      << "moe_route_sigmoid: router_logits " << router_logits.describe() << ", score_bias " << score_bias.describe()
+      << ", topk_ids " << topk_ids.describe() << ", topk_weights " << topk_weights.describe();
+  cpu::moe_topk_sigmoid(router_logits.ptr<float>(), score_bias.ptr<float>(), router_logits.size(0),
+                        router_logits.size(1), static_cast<int>(topk_ids.size(1)), groups, topk_groups, renormalize,
+                        scale, topk_ids.ptr<int32_t>(), topk_weights.ptr<float>());
 }
 
 void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,

@@ -119,6 +119,99 @@ __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const f
   moe_route_row<kRouteCtaThreads>(logits + t * experts, experts, k, renormalize, ids + t * k, weights + t * k, sm);
 }
 
+// ---- DeepSeek-V3's routing (Backend::moe_route_sigmoid): a CTA per token ----
+
+constexpr int kSigmoidRouteThreads = 128;
+constexpr int kSigmoidRouteMaxGroups = 64;
+
+// (value, index) of the better of two candidates: the larger value, the lower index on equal values
+// (the CPU's order, cpu_moe.cc); index -1 is no candidate.
+__device__ __forceinline__ void better_of(float& v, int& i, float v2, int i2) {
+  if (i2 >= 0 && (i < 0 || v2 > v || (v2 == v && i2 < i))) v = v2, i = i2;
+}
+
+__device__ __forceinline__ void warp_best(float& v, int& i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) better_of(v, i, __shfl_xor_sync(kFull, v, o), __shfl_xor_sync(kFull, i, o));
+}
+
+// The CPU's moe_topk_sigmoid step by step: scores and choice values in shared memory, each group's
+// value by one thread, the groups and then the k experts by rounds of a CTA-wide arg-max; the weights
+// summed in double by thread 0 as the CPU sums them.
+__global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_sigmoid_kernel(
+    const float* logits, const float* bias, int experts, int k, int groups, int topk_groups, bool renormalize,
+    float scale, int32_t* ids, float* weights) {
+  __shared__ float score[kMoeRouteMaxExperts], choice[kMoeRouteMaxExperts];
+  __shared__ unsigned char avail[kMoeRouteMaxExperts];  // eligible and not yet taken
+  __shared__ float group_value[kSigmoidRouteMaxGroups];
+  __shared__ float warp_v[kSigmoidRouteThreads / 32];
+  __shared__ int warp_i[kSigmoidRouteThreads / 32];
+  __shared__ int picked;
+  pdl_wait();  // the logits are the router's output
+  const int64_t t = blockIdx.x;
+  const float* row = logits + t * experts;
+  const int per_group = experts / groups, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    const float sc = 1.0f / (1.0f + expf(-row[e]));
+    score[e] = sc;
+    choice[e] = sc + bias[e];
+    avail[e] = groups == 1 ? 1 : 0;
+  }
+  __syncthreads();
+  // One CTA-wide arg-max over n candidates, value(c) for c < n where eligible(c); the winner in `picked`.
+  auto argmax = [&](int n, auto value, auto eligible) {
+    float v = 0.0f;
+    int i = -1;
+    for (int c = threadIdx.x; c < n; c += blockDim.x) {
+      if (eligible(c)) better_of(v, i, value(c), c);
+    }
+    warp_best(v, i);
+    if (lane == 0) warp_v[warp] = v, warp_i[warp] = i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kSigmoidRouteThreads / 32; ++w) better_of(v, i, warp_v[w], warp_i[w]);
+      picked = i;
+    }
+    __syncthreads();
+  };
+  if (groups > 1) {
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {  // the best two of its members
+      float a = -INFINITY, b = -INFINITY;
+      for (int m = 0; m < per_group; ++m) {
+        const float c = choice[g * per_group + m];
+        if (c > a) {
+          b = a, a = c;
+        } else if (c > b) {
+          b = c;
+        }
+      }
+      group_value[g] = a + b;
+    }
+    __syncthreads();
+    for (int r = 0; r < topk_groups; ++r) {
+      argmax(groups, [&](int g) { return group_value[g]; }, [&](int g) { return avail[g * per_group] == 0; });
+      for (int m = threadIdx.x; m < per_group; m += blockDim.x) avail[picked * per_group + m] = 1;
+      __syncthreads();
+    }
+  }
+  for (int j = 0; j < k; ++j) {
+    argmax(experts, [&](int e) { return choice[e]; }, [&](int e) { return avail[e] != 0; });
+    if (threadIdx.x == 0) {
+      ids[t * k + j] = picked;
+      avail[picked] = 0;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += score[ids[t * k + j]];
+    for (int j = 0; j < k; ++j) {
+      const double w = score[ids[t * k + j]];
+      weights[t * k + j] = static_cast<float>((renormalize ? w / (sum + 1e-20) : w) * scale);
+    }
+  }
+}
+
 // ---- grouping: one CTA, a counting sort stable in pair order ----
 
 constexpr int kGroupThreads = 1024;
@@ -285,6 +378,22 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
   } else {
     launch(moe_route_kernel<16>);
   }
+  CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_route_sigmoid(const float* logits, const float* bias, int64_t tokens, int experts, int k, int groups,
+                              int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
+                              cudaStream_t stream) {
+  if (tokens == 0) return;
+  MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && groups >= 1 && groups <= kSigmoidRouteMaxGroups &&
+                 experts % groups == 0 && topk_groups >= 1 && topk_groups <= groups)
+      << "moe_route_sigmoid: " << topk_groups << " of " << groups << " groups of " << experts
+      << " experts (the CUDA kernel takes up to " << kMoeRouteMaxExperts << " experts, " << kSigmoidRouteMaxGroups
+      << " groups)";
+  MINIVLLM_CHECK(k >= 1 && k <= topk_groups * (experts / groups) && (groups == 1 || experts / groups >= 2))
+      << "moe_route_sigmoid: top-" << k << " of " << topk_groups << " groups of " << experts / groups << " experts";
+  launch_with_pdl(moe_route_sigmoid_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kSigmoidRouteThreads), 0,
+                  stream, logits, bias, experts, k, groups, topk_groups, renormalize, scale, ids, weights);
   CUDA_CHECK_LAUNCH();
 }
 
