@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4, GraniteMoE, OLMoE, Qwen2-MoE and GLM-4.5 on the GPU against Hugging
-# Face transformers: greedy continuations of their
-# head_dim-64 tiny checkpoints (tools/make_hf_goldens.py's GPU models, made here: needs python3 with
-# torch and transformers), with qwen3-tiny-hd64 as the bf16 baseline for how often bf16 parts from
-# fp32 at near-ties; then each with its feature taken off through --hf-overrides, which must disagree.
+# Granite, SmolLM3, GLM-4, OLMo 2 / 3, EXAONE 4, GraniteMoE, OLMoE, Qwen2-MoE, GLM-4.5 and ERNIE 4.5 MoE on the
+# GPU against Hugging Face transformers: greedy continuations of their head_dim-64 tiny checkpoints
+# (tools/make_hf_goldens.py's GPU models, made here: needs python3 with torch and transformers), with
+# qwen3-tiny-hd64 as the bf16 baseline for how often bf16 parts from fp32 at near-ties; then each with
+# its feature taken off through --hf-overrides, which must disagree.
 #
 #   tools/gpu_family_check.sh BIN     (BIN: the folder with minivllm, tools/make_gpu_dist.sh)
 set -uo pipefail
@@ -11,7 +11,7 @@ BIN="${1:?BIN}"
 G="${MINIVLLM_GPU_WORK:-/tmp/minivllm-gpu}/families"
 mkdir -p "$G"
 python3 tools/make_hf_goldens.py "$G" --models qwen3-tiny-hd64 granite-tiny-hd64 smollm3-tiny-hd64 smollm3-tiny-hd64-all-rope glm4-tiny-hd64 olmo2-tiny-hd64 olmo3-tiny-hd64 exaone4-tiny-hd64 granitemoe-tiny-hd64 olmoe-tiny-hd64 \
-  qwen2moe-tiny-hd64 glm4moe-tiny-hd64 \
+  qwen2moe-tiny-hd64 glm4moe-tiny-hd64 ernie45moe-tiny-hd64 \
   > "$G/make_goldens.log" 2>&1 || { tail -5 "$G/make_goldens.log"; exit 1; }
 check() { tools/gpu_greedy_vs_hf.sh "$BIN" "$@"; }  # label goldens-folder model [flags...]
 check "qwen3-tiny-hd64 (the baseline)" "$G/qwen3-tiny-hd64" "$G/qwen3-tiny-hd64"
@@ -45,3 +45,6 @@ check "qwen2moe-tiny-hd64, no shared expert (must differ)" "$G/qwen2moe-tiny-hd6
 check "glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64"
 check "glm4moe-tiny-hd64, one group of experts (must differ)" "$G/glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64" \
   --hf-overrides '{"n_group": 1, "topk_group": 1}'
+check "ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64"
+check "ernie45moe-tiny-hd64, no shared expert (must differ)" "$G/ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64" \
+  --hf-overrides '{"moe_num_shared_experts": 0}'

@@ -15,7 +15,8 @@ the source of its GGUF; granite-tiny, Granite's four scalars; smollm3-tiny, Smol
 glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope; ernie4_5-tiny, ERNIE
 4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM; qwen2moe-tiny,
 Qwen2-MoE's shared expert behind its gate, every layer sparse, the source of its GGUF; glm4moe-tiny,
-GLM-4.5's sigmoid routing with a score bias and groups, its shared expert and first dense layer),
+GLM-4.5's sigmoid routing with a score bias and groups, its shared expert and first dense layer;
+ernie45moe-tiny, ERNIE 4.5's softmax routing with a score bias),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -49,7 +50,7 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Ernie4_5Config, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
+from transformers import (AutoModelForCausalLM, Ernie4_5Config, Ernie4_5_MoeConfig, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
                           GlmConfig, Glm4Config, Glm4MoeConfig, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
@@ -431,6 +432,21 @@ def glm4moe_tiny_config():
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Glm4MoeForCausalLM"])
 
 
+def ernie45moe_tiny_config():
+    # Ernie4_5_MoeForCausalLM (ERNIE-4.5-21B-A3B's layout): ERNIE 4.5's attention (heads rotating in adjacent
+    # pairs), tied embeddings, layer 0 dense (moe_layer_start_index 1), layers 1-2 sparse: 8 experts of
+    # width 32, top-2 by softmax score + score bias, renormalised, beside one ungated shared expert.
+    # Widths, heads and experts divide by 2.
+    return Ernie4_5_MoeConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5}, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, initializer_range=INIT_STD, use_bias=False, moe_intermediate_size=32,
+        moe_k=2, moe_num_experts=8, moe_num_shared_experts=1, moe_layer_start_index=1, moe_layer_end_index=-1,
+        moe_layer_interval=1, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        architectures=["Ernie4_5_MoeForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -500,6 +516,7 @@ MODELS = {
     "olmoe-tiny": (olmoe_tiny_config, False),
     "qwen2moe-tiny": (qwen2moe_tiny_config, False),
     "glm4moe-tiny": (glm4moe_tiny_config, False),
+    "ernie45moe-tiny": (ernie45moe_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -567,6 +584,7 @@ def glm4moe_tiny_hd64_config():
 # Made on request only (--models), for checks on the GPU machine; not in tests/goldens.
 GPU_MODELS = {
     "glm4moe-tiny-hd64": (glm4moe_tiny_hd64_config, False),
+    "ernie45moe-tiny-hd64": (hd64(ernie45moe_tiny_config, intermediate_size=128), False),
     "qwen2moe-tiny-hd64": (qwen2moe_tiny_hd64_config, False),
     "granitemoe-tiny-hd64": (hd64(granitemoe_tiny_config, intermediate_size=128), False),
     "olmoe-tiny-hd64": (hd64(olmoe_tiny_config, intermediate_size=128), False),
@@ -591,7 +609,9 @@ def init_weights(model, seed, std):
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            if p.dim() == 1:
+            if name.endswith("e_score_correction_bias"):  # ERNIE 4.5's, a parameter: of its softmax scores' size
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.03)
+            elif p.dim() == 1:
                 p.copy_(torch.rand(p.shape, generator=gen) + 0.5)
             elif "embed_tokens" in name or "lm_head" in name:
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
@@ -664,10 +684,15 @@ def granitemoe_names(sd):
     return out
 
 
+# ERNIE 4.5 MoE's published checkpoints hold a sparse layer's score bias as mlp.moe_statics; transformers
+# 5 moves it under the router on load (conversion_mapping.py) and saves it there.
+ERNIE_STATICS = (".mlp.gate.moe_statics.e_score_correction_bias", ".mlp.moe_statics.e_score_correction_bias")
+
+
 def internal_name(name):
     """A Mixtral or GraniteMoE checkpoint name as the model's own (Qwen3-MoE's per-expert form for
     Mixtral); others unchanged."""
-    for internal, published in GRANITEMOE_NAMES.items():
+    for internal, published in list(GRANITEMOE_NAMES.items()) + [ERNIE_STATICS]:
         if name.endswith(published):
             return name[: -len(published)] + internal
     if m := MIXTRAL_EXPERT.match(name):
@@ -682,6 +707,8 @@ def bf16_state_dict(model, store_lm_head):
         sd = mixtral_names(sd)
     if model.config.model_type == "granitemoe":
         sd = granitemoe_names(sd)
+    if model.config.model_type == "ernie4_5_moe":
+        sd = {k.replace(*ERNIE_STATICS): v for k, v in sd.items()}
     if not model.config.tie_word_embeddings:
         return sd  # lm_head.weight is a matrix of its own
     if store_lm_head:

@@ -7,7 +7,7 @@ Usage:
         [--workload FILE.json] [--num-seqs N] [--prefill-len L] [--prefill-seqs N] [--json]
         [--measured-decode-tok-s X] [--measured-workload-tok-s X] [--measured-prefill-tok-s X]
 
-CONFIG.json: a Hugging Face config of Llama, Qwen2, Qwen3 or Qwen3-MoE. BITS: bits per weight,
+CONFIG.json: a Hugging Face config of a family Shape lists (dense or MoE). BITS: bits per weight,
 GGUF-style with the block scales (4.5 for Q4_0, 5 for Q4_1, 8.5 for Q8_0). Standard library only.
 
 Every figure is per GPU, the ranks in parallel, and leaves out the all-reduces, the sampler and
@@ -70,7 +70,7 @@ class Shape:
         arch = cfg.get("model_type", "")
         families = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma2", "gemma3_text", "granite",
                     "smollm3", "glm4", "glm", "ernie4_5", "seed_oss", "olmo2", "olmo3", "exaone4", "granitemoe", "olmoe",
-                    "qwen2_moe", "glm4_moe")
+                    "qwen2_moe", "glm4_moe", "ernie4_5_moe")
         if arch not in families:
             raise ValueError(f"model_type '{arch}' is not one of {', '.join(families)}")
         self.arch = arch
@@ -91,11 +91,14 @@ class Shape:
         # q/k norm weights a layer: one head's each (Qwen3, Gemma 3), or every head's (OLMo 2)
         self.qk_norm_width = (2 * self.head_dim if qk_norm
                               else (self.q_heads + self.kv_heads) * self.head_dim if arch.startswith("olmo") else 0)
-        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe", "qwen2_moe", "glm4_moe")
+        moe = arch in ("qwen3_moe", "mixtral", "granitemoe", "olmoe", "qwen2_moe", "glm4_moe", "ernie4_5_moe")
         # Mixtral names its expert count num_local_experts and its expert width intermediate_size;
         # GLM-4.5 its count n_routed_experts.
-        self.experts = cfg.get("num_experts", cfg.get("num_local_experts", cfg.get("n_routed_experts"))) if moe else 1
-        self.experts_per_token = cfg["num_experts_per_tok"] if moe else 1
+        ernie = arch == "ernie4_5_moe"  # ERNIE 4.5 names them moe_num_experts, moe_k
+        self.experts = (cfg.get("num_experts", cfg.get("num_local_experts", cfg.get("n_routed_experts",
+                                                                                      cfg.get("moe_num_experts"))))
+                        if moe else 1)
+        self.experts_per_token = (cfg["moe_k"] if ernie else cfg["num_experts_per_tok"]) if moe else 1
         self.mlp_width = cfg.get("moe_intermediate_size", cfg["intermediate_size"]) if moe else cfg["intermediate_size"]
         # Qwen2-MoE's shared expert, read by every token (its gate a replicated row).
         self.shared_width = cfg.get("shared_expert_intermediate_size", 5632) if arch == "qwen2_moe" else 0
@@ -104,6 +107,9 @@ class Shape:
         self.dense_width = cfg["intermediate_size"]
         if arch == "glm4_moe":
             self.shared_width = self.mlp_width * cfg.get("n_shared_experts", 1)
+        if ernie:  # sparse layers from moe_layer_start_index on (the interval and end taken as 1 and the last)
+            self.dense_layers = cfg.get("moe_layer_start_index", 1)
+            self.shared_width = self.mlp_width * cfg.get("moe_num_shared_experts", 2)
 
 
 def weight_counts(s):

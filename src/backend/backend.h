@@ -270,13 +270,15 @@ class Backend {
   // (norm_topk_prob).
   virtual void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                          const Tensor& topk_weights);
-  // DeepSeek-V3's routing (GLM-4.5): per row of router_logits f32[T, E], scores s = sigmoid(logit); the
+  // Routing by a score bias (DeepSeek-V3 and GLM-4.5 with sigmoid scores, ERNIE 4.5 with softmax ones):
+  // per row of router_logits f32[T, E], scores s = sigmoid(logit), or the softmax over all E experts; the
   // k = topk_ids.size(1) experts are chosen by s + score_bias (f32 [E], for the choice only), among the
   // topk_groups of `groups` equal groups of experts whose two best choice values sum highest (equal
   // values: the lower index first), in decreasing order of that value; topk_weights = the chosen s,
-  // divided by their sum when renormalize, times scale (routed_scaling_factor).
-  virtual void moe_route_sigmoid(const Tensor& router_logits, const Tensor& score_bias, int groups, int topk_groups,
-                                 bool renormalize, float scale, const Tensor& topk_ids, const Tensor& topk_weights) = 0;
+  // divided by their sum (+ 1e-20) when renormalize, times scale (routed_scaling_factor).
+  virtual void moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups,
+                                int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
+                                const Tensor& topk_weights) = 0;
   // A sparse layer's entry: pro.normed = RMSNorm(pro.residual), router_logits f32[T, E] = pro.normed
   // router_weight^T, then moe_route. A backend may do the three in one pass; the default composes them.
   virtual void rms_norm_moe_route(const NormPrologue& pro, const Tensor& router_weight, const Tensor& router_logits,

@@ -103,6 +103,15 @@ constexpr WeightNameTable kGlm4MoeHfNames = [] {
   t[static_cast<size_t>(R::kSharedExpertGateProj)] = "model.layers.{L}.mlp.shared_experts.gate_proj";
   t[static_cast<size_t>(R::kSharedExpertUpProj)] = "model.layers.{L}.mlp.shared_experts.up_proj";
   t[static_cast<size_t>(R::kSharedExpertDownProj)] = "model.layers.{L}.mlp.shared_experts.down_proj";
+  t[static_cast<size_t>(R::kMoeScoreBias)] = "model.layers.{L}.mlp.gate";
+  return t;
+}();
+
+// transformers' Ernie4_5_MoeModel (ERNIE-4.5-21B-A3B, 300B-A47B): GLM-4.5's expert names, its score
+// bias in mlp.moe_statics ([1, E]).
+constexpr WeightNameTable kErnie45MoeHfNames = [] {
+  WeightNameTable t = kGlm4MoeHfNames;
+  t[static_cast<size_t>(R::kMoeScoreBias)] = "model.layers.{L}.mlp.moe_statics";
   return t;
 }();
 
@@ -300,6 +309,12 @@ const ArchitectureSpec kArchitectures[] = {
      {.qk_norm_key = true, .moe = true, .moe_keys = MoeKeys::kGlm4Moe, .attention_bias_is_qkv = true,
       .default_partial_rotary = 0.5},
      &kGlm4MoeHfNames, &kQwen3MoeGgufNames, nullptr},
+    // ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM): ERNIE 4.5's attention (pairs rotating), softmax routing with
+    // a score bias for the choice, ungated shared experts. HF checkpoints only (llama.cpp's ernie4_5-moe not read).
+    {"Ernie4_5_MoeForCausalLM", nullptr,
+     {.gguf_rope_permuted = true, .tied_by_default = true, .moe = true, .moe_keys = MoeKeys::kErnie45,
+      .hf_rope_interleaved = true},
+     &kErnie45MoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).
@@ -348,7 +363,7 @@ const char* weight_role_name(WeightRole r) {
                                            "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm",
                                            "moe_router",   "expert_gate_proj", "expert_up_proj", "expert_down_proj",
                                            "shared_expert_gate_proj", "shared_expert_up_proj",
-                                           "shared_expert_down_proj", "shared_expert_gate"};
+                                           "shared_expert_down_proj", "shared_expert_gate", "moe_score_bias"};
   static_assert(std::size(kNames) == kNumWeightRoles);
   const int i = static_cast<int>(r);
   MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;

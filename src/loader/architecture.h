@@ -46,6 +46,9 @@ enum class WeightRole : int {
   kSharedExpertUpProj,    // [I_shared, H]
   kSharedExpertDownProj,  // [H, I_shared]
   kSharedExpertGate,      // [1, H]
+  // The router's score bias for the choice of experts (MoeConfig::biased_routing): the module holding
+  // e_score_correction_bias, [E] (GLM-4.5's mlp.gate) or [1, E] (ERNIE 4.5's mlp.moe_statics).
+  kMoeScoreBias,
   kCount
 };
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
@@ -74,7 +77,9 @@ using WeightNameTable = std::array<const char*, kNumWeightRoles>;
 // kGlm4Moe: GLM-4.5's (DeepSeek-V3's) keys: n_routed_experts, n_shared_experts ungated shared experts of
 // moe_intermediate_size each, first_k_dense_replace dense layers, and sigmoid routing with a score bias,
 // n_group / topk_group and routed_scaling_factor.
-enum class MoeKeys { kQwen3, kMixtral, kOlmoe, kQwen2, kGlm4Moe };
+// kErnie45: ERNIE 4.5's: moe_num_experts, moe_k, moe_num_shared_experts, moe_layer_start_index /
+// end_index / interval, softmax scores and a score bias for the choice.
+enum class MoeKeys { kQwen3, kMixtral, kOlmoe, kQwen2, kGlm4Moe, kErnie45 };
 
 struct ArchitectureTraits {
   Activation activation = Activation::kSilu;

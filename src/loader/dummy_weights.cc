@@ -106,8 +106,11 @@ class DummyWeightSource : public WeightSource {
       // one-hot) and every expert, each a gated MLP of moe_intermediate_size.
       const int64_t e_inter = c.moe.moe_intermediate_size;
       add(R::kMoeRouter, l, proj(c.moe.num_experts, h));
-      if (c.moe.sigmoid_routing) {  // the router's score bias (GLM-4.5), a buffer beside its weight
-        add(R::kMoeRouter, l, TensorSpec{{c.moe.num_experts}, 0.0f, uniform_std(0.1)}, "e_score_correction_bias");
+      if (c.moe.biased_routing) {  // the router's score bias: [E] beside GLM-4.5's router, [1, E] in ERNIE's statics
+        const std::vector<int64_t> shape =
+            c.moe.sigmoid_scores ? std::vector<int64_t>{c.moe.num_experts} : std::vector<int64_t>{1, c.moe.num_experts};
+        add(R::kMoeScoreBias, l, TensorSpec{shape, 0.0f, uniform_std(c.moe.sigmoid_scores ? 0.1 : 0.01)},
+            "e_score_correction_bias");
       }
       for (int64_t e = 0; e < c.moe.num_experts; ++e) {
         for (const auto& [role, spec] : {std::pair{R::kExpertGateProj, proj(e_inter, h)},

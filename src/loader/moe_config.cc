@@ -28,7 +28,7 @@ MoeConfig parse_glm4_moe(const json& j, const std::string& path) {
   m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 1408, path);
   m.shared_expert_intermediate_size = m.moe_intermediate_size * read_int(j, "n_shared_experts", 1, path);
   m.first_dense_layers = read_int(j, "first_k_dense_replace", 1, path);
-  m.sigmoid_routing = true;
+  m.biased_routing = m.sigmoid_scores = true;
   m.num_groups = read_int(j, "n_group", 1, path);
   m.topk_groups = read_int(j, "topk_group", 1, path);
   m.norm_topk_prob = true;
@@ -44,11 +44,32 @@ MoeConfig parse_glm4_moe(const json& j, const std::string& path) {
   return m;
 }
 
+// ERNIE 4.5's keys (transformers' Ernie4_5_MoeConfig defaults where a key is absent): softmax scores,
+// the choice by score + the score bias (moe_statics), moe_num_shared_experts ungated shared experts, the
+// sparse layers every moe_layer_interval-th within [moe_layer_start_index, moe_layer_end_index].
+MoeConfig parse_ernie45_moe(const json& j, const std::string& path) {
+  MoeConfig m;
+  m.num_experts = read_int(j, "moe_num_experts", 64, path);
+  m.num_experts_per_tok = read_int(j, "moe_k", 6, path);
+  m.moe_intermediate_size = read_int(j, "moe_intermediate_size", 1536, path);
+  m.shared_expert_intermediate_size = m.moe_intermediate_size * read_int(j, "moe_num_shared_experts", 2, path);
+  m.first_dense_layers = read_int(j, "moe_layer_start_index", 1, path);
+  m.last_sparse_layer = read_int(j, "moe_layer_end_index", -1, path);
+  m.decoder_sparse_step = read_int(j, "moe_layer_interval", 1, path);
+  m.biased_routing = true;
+  m.norm_topk_prob = true;  // divided by max(sum, moe_norm_min): the sum of k softmax scores is >= k / E
+  for (const char* key : {"num_experts", "num_experts_per_tok", "decoder_sparse_step", "mlp_only_layers"}) {
+    MINIVLLM_CHECK(!j.contains(key) || j.at(key).is_null())
+        << path << ": key " << key << " is not ERNIE 4.5's (moe_num_experts, moe_k, moe_layer_interval)";
+  }
+  return m;
+}
+
 }  // namespace
 
 bool MoeConfig::is_sparse_layer(int64_t layer) const {
   if (!any() || decoder_sparse_step <= 0) return false;
-  if (layer < first_dense_layers) return false;
+  if (layer < first_dense_layers || (last_sparse_layer >= 0 && layer > last_sparse_layer)) return false;
   if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
   return (layer + 1) % decoder_sparse_step == 0;
 }
@@ -62,8 +83,11 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
   MINIVLLM_CHECK_GT(decoder_sparse_step, 0) << source << ": decoder_sparse_step must be > 0";
   MINIVLLM_CHECK_GE(shared_expert_intermediate_size, 0) << source << ": shared_expert_intermediate_size must be >= 0";
   MINIVLLM_CHECK(first_dense_layers >= 0 && first_dense_layers <= num_layers)
-      << source << ": first_k_dense_replace must be in [0, num_hidden_layers = " << num_layers << "], got "
-      << first_dense_layers;
+      << source << ": the first sparse layer (first_k_dense_replace, moe_layer_start_index) must be in [0, "
+      << "num_hidden_layers = " << num_layers << "], got " << first_dense_layers;
+  MINIVLLM_CHECK(last_sparse_layer >= -1 && last_sparse_layer < num_layers)
+      << source << ": moe_layer_end_index must be -1 or in [0, num_hidden_layers = " << num_layers << "), got "
+      << last_sparse_layer;
   MINIVLLM_CHECK(num_groups >= 1 && num_experts % num_groups == 0 && topk_groups >= 1 && topk_groups <= num_groups)
       << source << ": n_group (" << num_groups << ") must divide the " << num_experts
       << " experts and topk_group (" << topk_groups << ") be in [1, n_group]";
@@ -80,6 +104,7 @@ void MoeConfig::validate(int64_t num_layers, const std::string& source) const {
 }
 
 MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys) {
+  if (keys == MoeKeys::kErnie45) return parse_ernie45_moe(j, path);
   if (keys == MoeKeys::kGlm4Moe) {
     MoeConfig m = parse_glm4_moe(j, path);
     if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {

@@ -23,18 +23,23 @@ struct MoeConfig {
   // A shared expert in every sparse layer (Qwen2-MoE), this wide; 0: none. Its output is scaled by
   // sigmoid(x . shared_expert_gate) per token.
   int64_t shared_expert_intermediate_size = 0;
-  // Layers [0, first_dense_layers) keep the dense MLP (GLM-4.5's first_k_dense_replace).
+  // Layers [0, first_dense_layers) keep the dense MLP (GLM-4.5's first_k_dense_replace, ERNIE 4.5's
+  // moe_layer_start_index), and so do those past last_sparse_layer (ERNIE's moe_layer_end_index; -1: none).
   int64_t first_dense_layers = 0;
-  // DeepSeek-V3's routing (GLM-4.5; Backend::moe_route_sigmoid): sigmoid scores, the experts chosen by
-  // score + the router's e_score_correction_bias among the topk_groups best of num_groups groups, the
-  // weights times routed_scaling_factor. false: softmax over every expert.
-  bool sigmoid_routing = false;
+  int64_t last_sparse_layer = -1;
+  // Routing by a score bias (Backend::moe_route_biased; the weight role kMoeScoreBias): the experts chosen
+  // by score + the router's e_score_correction_bias among the topk_groups best of num_groups groups, the
+  // weights the scores (sigmoid ones: DeepSeek-V3, GLM-4.5; softmax ones: ERNIE 4.5) times
+  // routed_scaling_factor. false: softmax, the top-k by score alone (moe_route).
+  bool biased_routing = false;
+  bool sigmoid_scores = false;
   int64_t num_groups = 1, topk_groups = 1;
   double routed_scaling_factor = 1.0;
 
   bool any() const { return num_experts > 0; }
   // transformers' Qwen3MoeDecoderLayer: sparse when not in mlp_only_layers, num_experts > 0 and
-  // (layer + 1) % decoder_sparse_step == 0; and not below first_dense_layers (Glm4MoeDecoderLayer).
+  // (layer + 1) % decoder_sparse_step == 0; and within [first_dense_layers, last_sparse_layer]
+  // (Glm4MoeDecoderLayer, Ernie4_5_MoeDecoderLayer).
   bool is_sparse_layer(int64_t layer) const;
   // Throws naming the key and `source` when a value is out of range for a model of num_layers.
   void validate(int64_t num_layers, const std::string& source) const;

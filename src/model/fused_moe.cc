@@ -68,10 +68,16 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   const std::string router = weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer);
   MINIVLLM_CHECK(!router.empty()) << cfg.source << ": the " << cfg.arch_name << " row names no router weight";
   router_ = ctx.upload_rows({whole(router, moe.num_experts, h)});
-  if (moe.sigmoid_routing) {
-    const std::string bias =
-        weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer, "e_score_correction_bias");
-    score_bias_ = ctx.backend.upload_weight(ctx.replicated(bias, {moe.num_experts}), /*keep_f32=*/true);
+  if (moe.biased_routing) {
+    const std::string name =
+        weight_name(arch, WeightFormat::kHuggingFace, R::kMoeScoreBias, layer, "e_score_correction_bias");
+    const Tensor bias = ctx.src.get_f32(name);  // [E], or ERNIE's [1, E]
+    MINIVLLM_CHECK(bias.numel() == moe.num_experts && bias.size(-1) == moe.num_experts)
+        << cfg.source << ": " << name << " has shape " << bias.describe() << ", expected [" << moe.num_experts << "]";
+    Tensor row = host_tensor(DType::kF32, {moe.num_experts});
+    std::copy_n(bias.ptr<float>(), moe.num_experts, row.ptr<float>());
+    score_bias_ = ctx.backend.upload_weight(row, /*keep_f32=*/true);
+    sigmoid_scores_ = moe.sigmoid_scores;
     groups_ = static_cast<int>(moe.num_groups);
     topk_groups_ = static_cast<int>(moe.topk_groups);
     routed_scale_ = static_cast<float>(moe.routed_scaling_factor);
@@ -127,9 +133,9 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   MINIVLLM_CHECK(pro == nullptr || pro->normed.data() == x.data()) << "FusedMoE: the prologue's normed rows are not x";
   const bool direct = comm.world_size() == 1;  // straight into the residual stream
   const Tensor out = direct ? residual : buf.partial.rows(0, n);
-  const bool shared = shared_down_.weight().defined(), sigmoid = !score_bias_.empty();
+  const bool shared = shared_down_.weight().defined(), biased = !score_bias_.empty();
   // The fused entries route by softmax; a shared expert at world_size > 1 reads x before the experts.
-  if (pro != nullptr && (sigmoid || (!direct && shared))) {
+  if (pro != nullptr && (biased || (!direct && shared))) {
     b.rms_norm(pro->residual, pro->weight, pro->eps, pro->normed);
     pro = nullptr;
   }
@@ -142,8 +148,9 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
     b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);
   } else {
     b.linear(x, router_, nullptr, logits);
-    if (sigmoid) {
-      b.moe_route_sigmoid(logits, score_bias_, groups_, topk_groups_, renormalize_, routed_scale_, ids, weights);
+    if (biased) {
+      b.moe_route_biased(logits, score_bias_, sigmoid_scores_, groups_, topk_groups_, renormalize_, routed_scale_, ids,
+                         weights);
     } else {
       b.moe_route(logits, renormalize_, ids, weights);
     }

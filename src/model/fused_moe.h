@@ -65,9 +65,10 @@ class FusedMoE {
   Tensor router_;  // [E, H], replicated
   MoeExpertWeights experts_;
   bool renormalize_ = false;
-  // DeepSeek-V3's routing (MoeConfig::sigmoid_routing): the router's score bias, f32 [E] (empty: softmax
-  // routing), its groups and the weights' scale.
+  // Routing by a score bias (MoeConfig::biased_routing): the bias, f32 [E] (empty: softmax top-k), the
+  // scores' form, the groups and the weights' scale.
   Tensor score_bias_;
+  bool sigmoid_scores_ = false;
   int groups_ = 1, topk_groups_ = 1;
   float routed_scale_ = 1.0f;
   // The shared expert (Qwen2-MoE), split over the ranks as the dense MLP; undefined where there is none.

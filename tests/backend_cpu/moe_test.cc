@@ -95,30 +95,53 @@ TEST(MoeRoute, EqualLogitsTakeTheLowerExpertFirst) {
 // (0.881 + 0.622) edge out group 0's (0.8 + 0.7) because of the score bias, so with one group of two its
 // experts 7 and 6 are chosen; over both groups (or one group of 8) the best two are 7 and 0. The weights
 // are the sigmoid scores without the bias, renormalised, times the scale.
-TEST(MoeRouteSigmoid, GroupsAndScoreBiasByHand) {
+TEST(MoeRouteBiased, SigmoidGroupsAndScoreBiasByHand) {
   const std::vector<float> logits = {0, 0, 0, 0, 1, -1, 0.5f, 2};
   const std::vector<float> bias = {0.3f, 0, 0.2f, 0, -0.5f, 0, 0, 0};
   auto s = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   std::vector<int32_t> ids(2);
   std::vector<float> w(2);
-  cpu::moe_topk_sigmoid(logits.data(), bias.data(), 1, 8, 2, /*groups=*/2, /*topk_groups=*/1, true, 2.5f, ids.data(),
+  cpu::moe_topk_biased(logits.data(), bias.data(), 1, 8, 2, /*sigmoid=*/true, /*groups=*/2, /*topk_groups=*/1, true, 2.5f, ids.data(),
                         w.data());
   EXPECT_EQ(ids, (std::vector<int32_t>{7, 6}));
   EXPECT_NEAR(w[0], 2.5 * s(2) / (s(2) + s(0.5f)), 1e-6);
   EXPECT_NEAR(w[1], 2.5 * s(0.5f) / (s(2) + s(0.5f)), 1e-6);
   for (const auto& [groups, topk] : {std::pair{2, 2}, std::pair{1, 1}}) {
-    cpu::moe_topk_sigmoid(logits.data(), bias.data(), 1, 8, 2, groups, topk, false, 1.0f, ids.data(), w.data());
+    cpu::moe_topk_biased(logits.data(), bias.data(), 1, 8, 2, true, groups, topk, false, 1.0f, ids.data(), w.data());
     EXPECT_EQ(ids, (std::vector<int32_t>{7, 0})) << groups << " groups";
     EXPECT_FLOAT_EQ(w[0], s(2));  // not renormalised, scale 1: the score itself
     EXPECT_FLOAT_EQ(w[1], s(0));
   }
   // Equal choice values: the lower index first (groups too).
   const std::vector<float> flat(8, 0.0f), no_bias(8, 0.0f);
-  cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 2, 2, 1, true, 1.0f, ids.data(), w.data());
+  cpu::moe_topk_biased(flat.data(), no_bias.data(), 1, 8, 2, true, 2, 1, true, 1.0f, ids.data(), w.data());
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
   // More experts than the allowed groups hold, and groups that do not divide the experts, are named.
-  EXPECT_THROW(cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 5, 2, 1, true, 1, ids.data(), w.data()), Error);
-  EXPECT_THROW(cpu::moe_topk_sigmoid(flat.data(), no_bias.data(), 1, 8, 2, 3, 1, true, 1, ids.data(), w.data()), Error);
+  EXPECT_THROW(cpu::moe_topk_biased(flat.data(), no_bias.data(), 1, 8, 5, true, 2, 1, true, 1, ids.data(), w.data()),
+               Error);
+  EXPECT_THROW(cpu::moe_topk_biased(flat.data(), no_bias.data(), 1, 8, 2, true, 3, 1, true, 1, ids.data(), w.data()),
+               Error);
+}
+
+// ERNIE 4.5's form: softmax scores over every expert, the choice by score + bias, the weights the
+// scores of the chosen renormalised; against moe_topk_softmax where the bias is zero, and by hand where
+// the bias moves the choice.
+TEST(MoeRouteBiased, SoftmaxScoresAndScoreBias) {
+  const auto logits = random_floats(5 * 12, 3, -3, 3);
+  const std::vector<float> zero(12, 0.0f);
+  std::vector<int32_t> ids(5 * 3), want_ids(5 * 3);
+  std::vector<float> w(5 * 3), want(5 * 3);
+  cpu::moe_topk_biased(logits.data(), zero.data(), 5, 12, 3, /*sigmoid=*/false, 1, 1, true, 1.0f, ids.data(), w.data());
+  cpu::moe_topk_softmax(logits.data(), 5, 12, 3, true, want_ids.data(), want.data());
+  EXPECT_EQ(ids, want_ids);
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], want[i], 1e-6) << i;
+  const std::vector<float> l = {1.0f, 0.0f, 0.5f}, bias = {0.0f, 0.5f, 0.0f};
+  std::vector<int32_t> id(1);
+  std::vector<float> wt(1);
+  cpu::moe_topk_biased(l.data(), bias.data(), 1, 3, 1, false, 1, 1, false, 1.0f, id.data(), wt.data());
+  const double sum = std::exp(0.0) + std::exp(-1.0) + std::exp(-0.5);
+  EXPECT_EQ(id[0], 1);  // p = 0.186 + 0.5 beats 0.506
+  EXPECT_NEAR(wt[0], std::exp(-1.0) / sum, 1e-7);  // its softmax score, without the bias
 }
 
 TEST(MoeGroup, TokensGroupedByExpertInTokenOrderWithEmptyExperts) {

@@ -104,11 +104,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeRoute,
                            return name;
                          });
 
-// DeepSeek-V3's routing (GLM-4.5: Backend::moe_route_sigmoid), the CTA-a-token kernel against the CPU:
-// one group and several (topk_group of n_group: 1 of 2, 4 of 8 over 256 experts as DeepSeek-V3, 1 of
-// 1), top-1 to top-8, a score bias, the weights renormalised or not and scaled, whole-number logits
-// (ties: the lower id first, groups too), up to 300 tokens.
-TEST(CudaMoeRouteSigmoid, SameExpertsAndWeightsAsTheCpu) {
+// Routing by a score bias (Backend::moe_route_biased: GLM-4.5's sigmoid scores, ERNIE 4.5's softmax
+// ones), the CTA-a-token kernel against the CPU: one group and several (topk_group of n_group: 1 of 2,
+// 4 of 8 over 256 experts as DeepSeek-V3, 1 of 1), top-1 to top-9, the weights renormalised or not and
+// scaled, whole-number logits (ties: the lower id first, groups too), up to 300 tokens.
+TEST(CudaMoeRouteBiased, SameExpertsAndWeightsAsTheCpu) {
   MINIVLLM_SKIP_WITHOUT_CUDA();
   Backends b;
   struct Case {
@@ -118,8 +118,10 @@ TEST(CudaMoeRouteSigmoid, SameExpertsAndWeightsAsTheCpu) {
   for (const Case& c : {Case{1, 8, 2, 2, 1}, Case{7, 128, 8, 1, 1}, Case{33, 160, 8, 1, 1}, Case{5, 256, 8, 8, 4},
                         Case{300, 64, 6, 8, 3}, Case{2, 9, 9, 1, 1}, Case{3, 12, 1, 3, 2}}) {
     std::mt19937 rng(static_cast<uint32_t>(c.tokens * 17 + c.experts));
-    for (const bool ties : {false, true}) {
-      Tensor logits = random_values({c.tokens, c.experts}, rng, 2.0f), bias = random_values({c.experts}, rng, 0.3f);
+    for (int variant = 0; variant < 4; ++variant) {  // sigmoid or softmax scores; ties or not
+      const bool sigmoid = variant < 2, ties = variant % 2 == 1;
+      Tensor logits = random_values({c.tokens, c.experts}, rng, 2.0f);
+      Tensor bias = random_values({c.experts}, rng, sigmoid ? 0.3f : 0.3f / static_cast<float>(c.experts));
       if (ties) {
         for (int64_t i = 0; i < logits.numel(); ++i) logits.ptr<float>()[i] = std::round(logits.ptr<float>()[i]);
         for (int64_t i = 0; i < bias.numel(); ++i) bias.ptr<float>()[i] = 0.0f;
@@ -128,15 +130,15 @@ TEST(CudaMoeRouteSigmoid, SameExpertsAndWeightsAsTheCpu) {
         std::string tag = "t";  // appended: see the suite above on GCC 12
         tag += std::to_string(c.tokens) + " e" + std::to_string(c.experts) + " k" + std::to_string(c.k) + " groups " +
                std::to_string(c.topk_groups) + "/" + std::to_string(c.groups) + (ties ? " ties" : "") +
-               (renormalize ? " renorm" : "");
+               (renormalize ? " renorm" : "") + (sigmoid ? " sigmoid" : " softmax");
         Tensor ic = b.cpu->empty(DType::kI32, {c.tokens, c.k}), wc = b.cpu->empty(DType::kF32, {c.tokens, c.k});
-        b.cpu->moe_route_sigmoid(upload_f32(*b.cpu, logits), upload_f32(*b.cpu, bias), c.groups, c.topk_groups,
-                                 renormalize, 2.5f, ic, wc);
+        b.cpu->moe_route_biased(upload_f32(*b.cpu, logits), upload_f32(*b.cpu, bias), sigmoid, c.groups,
+                                c.topk_groups, renormalize, 2.5f, ic, wc);
         Tensor ig = b.gpu->empty(DType::kI32, {c.tokens, c.k}), wg = b.gpu->empty(DType::kF32, {c.tokens, c.k});
         b.gpu->fill_bytes(ig, 0xFF);
         b.gpu->fill_bytes(wg, 0xFF);
-        b.gpu->moe_route_sigmoid(upload_f32(*b.gpu, logits), upload_f32(*b.gpu, bias), c.groups, c.topk_groups,
-                                 renormalize, 2.5f, ig, wg);
+        b.gpu->moe_route_biased(upload_f32(*b.gpu, logits), upload_f32(*b.gpu, bias), sigmoid, c.groups,
+                                c.topk_groups, renormalize, 2.5f, ig, wg);
         EXPECT_EQ(download_i32(*b.gpu, ig), download_i32(*b.cpu, ic)) << "ids " << tag;
         expect_close(download(*b.gpu, wg), download(*b.cpu, wc), 1e-12, 2e-6, "weights " + tag);
       }

@@ -90,7 +90,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // with expert parallelism and from its GGUF (llama.cpp's qwen2moe). glm4moe-tiny is GLM-4.5's layout:
 // q/k/v biases and norms, half of each head rotating, a dense first layer, then experts chosen by
 // sigmoid score plus a score bias within the best of two groups, their weights renormalised and times
-// 2.5, beside an ungated shared expert; also with expert parallelism.
+// 2.5, beside an ungated shared expert; also with expert parallelism. ernie45moe-tiny is ERNIE 4.5's
+// MoE: a dense first layer, then experts chosen by softmax score plus a score bias, renormalised,
+// beside an ungated shared expert; tied embeddings, heads rotating in pairs; also with expert parallelism.
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -317,13 +319,15 @@ std::vector<GoldenParam> families() {
            {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"},
            {"olmoe-tiny", "olmoe-tiny.bf16.gguf"},
            {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"},
-           {"glm4moe-tiny", ""}}) {
+           {"glm4moe-tiny", ""},
+           {"ernie45moe-tiny", ""}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }
   // Qwen2-MoE's shared expert stays split over the ranks when the routed experts are whole per rank.
   all.push_back(GoldenParam{"qwen2moe-tiny", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"glm4moe-tiny", 2, 1024, "none", "", "", 0, true});
+  all.push_back(GoldenParam{"ernie45moe-tiny", 2, 1024, "none", "", "", 0, true});
   // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
   // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).
   constexpr const char* kOlmo3Legacy =

@@ -431,7 +431,7 @@ TEST(Architecture, Glm4MoeKeysAndNames) {
   EXPECT_EQ(c.moe.num_experts_per_tok, 2);
   EXPECT_EQ(c.moe.moe_intermediate_size, 32);
   EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32);
-  EXPECT_TRUE(c.moe.sigmoid_routing && c.moe.norm_topk_prob);
+  EXPECT_TRUE(c.moe.biased_routing && c.moe.sigmoid_scores && c.moe.norm_topk_prob);
   EXPECT_EQ(c.moe.num_groups, 2);
   EXPECT_EQ(c.moe.topk_groups, 1);
   EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5);
@@ -468,6 +468,43 @@ TEST(Architecture, Glm4MoeKeysAndNames) {
   json q = json::parse(qwen);
   q["use_qk_norm"] = true;
   expect_error_naming([&] { load_config(q); }, {"use_qk_norm", "Qwen3ForCausalLM"});
+}
+
+// ERNIE 4.5 MoE (tests/goldens/ernie45moe-tiny): moe_num_experts, moe_k, moe_num_shared_experts, the
+// sparse layers from moe_layer_start_index to moe_layer_end_index every moe_layer_interval-th, softmax
+// scores with a score bias ([1, E] in mlp.moe_statics). Dummy weights name what the checkpoint holds.
+TEST(Architecture, Ernie45MoeKeysAndNames) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/ernie45moe-tiny";
+  const ModelConfig c = load_hf_model_config(dir);
+  EXPECT_STREQ(c.arch->hf_name, "Ernie4_5_MoeForCausalLM");
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32);
+  EXPECT_TRUE(c.moe.biased_routing && !c.moe.sigmoid_scores && c.moe.norm_topk_prob);
+  EXPECT_FALSE(c.moe.is_sparse_layer(0));
+  EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2));
+  EXPECT_TRUE(c.tie_word_embeddings && c.traits().hf_rope_interleaved);
+  const auto dummy = make_dummy_weight_source(c, 0);
+  const auto file = open_safetensors_dir(dir);
+  std::vector<std::string> names = dummy->names(), saved = file->names();
+  std::sort(names.begin(), names.end());
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(names, saved);
+  EXPECT_EQ(file->get_f32("model.layers.1.mlp.moe_statics.e_score_correction_bias").shape(),
+            (std::vector<int64_t>{1, 8}));
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  j["moe_layer_end_index"] = 1;
+  j["moe_layer_interval"] = 2;  // (layer + 1) % 2 == 0 within [1, 1]: layer 1 alone
+  const ModelConfig one = load_config(j);
+  EXPECT_TRUE(!one.moe.is_sparse_layer(0) && one.moe.is_sparse_layer(1) && !one.moe.is_sparse_layer(2));
+  j["moe_num_shared_experts"] = 0;
+  EXPECT_EQ(load_config(j).moe.shared_expert_intermediate_size, 0);
+  j["moe_layer_end_index"] = 3;  // past the 3 layers
+  expect_error_naming([&] { load_config(j); }, {"moe_layer_end_index"});
+  j["moe_layer_end_index"] = -1;
+  j["num_experts"] = 8;
+  expect_error_naming([&] { load_config(j); }, {"num_experts", "ERNIE 4.5"});
 }
 
 // EXAONE 4 (tests/goldens/exaone4-tiny and its GGUF): with a sliding window its full layers rotate

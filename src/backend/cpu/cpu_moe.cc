@@ -42,19 +42,26 @@ void moe_topk_softmax(const float* logits, int64_t tokens, int64_t num_experts, 
   }
 }
 
-void moe_topk_sigmoid(const float* logits, const float* score_bias, int64_t tokens, int64_t num_experts, int k,
-                      int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights) {
+void moe_topk_biased(const float* logits, const float* score_bias, int64_t tokens, int64_t num_experts, int k,
+                     bool sigmoid, int groups, int topk_groups, bool renormalize, float scale, int32_t* ids,
+                     float* weights) {
   MINIVLLM_CHECK(groups >= 1 && num_experts % groups == 0 && topk_groups >= 1 && topk_groups <= groups)
-      << "moe_route_sigmoid: " << topk_groups << " of " << groups << " groups of " << num_experts << " experts";
+      << "moe_route_biased: " << topk_groups << " of " << groups << " groups of " << num_experts << " experts";
   const int64_t per_group = num_experts / groups;
   MINIVLLM_CHECK(k >= 1 && k <= topk_groups * per_group && (groups == 1 || per_group >= 2))
-      << "moe_route_sigmoid: top-" << k << " of " << topk_groups << " groups of " << per_group << " experts";
+      << "moe_route_biased: top-" << k << " of " << topk_groups << " groups of " << per_group << " experts";
   std::vector<float> score(static_cast<size_t>(num_experts)), choice(score.size()), group_value(groups);
   std::vector<char> allowed(score.size());
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = logits + t * num_experts;
+    const float max = *std::max_element(row, row + num_experts);
+    double sum_exp = 0;  // the softmax's denominator, as moe_topk_softmax's
+    if (!sigmoid) {
+      for (int64_t e = 0; e < num_experts; ++e) sum_exp += std::exp(static_cast<double>(row[e] - max));
+    }
     for (int64_t e = 0; e < num_experts; ++e) {
-      score[e] = 1.0f / (1.0f + std::exp(-row[e]));
+      score[e] = sigmoid ? 1.0f / (1.0f + std::exp(-row[e]))
+                         : static_cast<float>(std::exp(static_cast<double>(row[e] - max)) / sum_exp);
       choice[e] = score[e] + score_bias[e];
     }
     // A group's value: its two best choice values (transformers' topk(2).sum()); the best topk_groups
@@ -139,19 +146,20 @@ void CpuBackend::moe_route(const Tensor& router_logits, bool renormalize, const 
                         topk_weights.ptr<float>());
 }
 
-void CpuBackend::moe_route_sigmoid(const Tensor& router_logits, const Tensor& score_bias, int groups, int topk_groups,
-                                   bool renormalize, float scale, const Tensor& topk_ids, const Tensor& topk_weights) {
-  cpu::check_tensor(router_logits, DType::kF32, "moe_route_sigmoid", "router_logits");
-  cpu::check_tensor(score_bias, DType::kF32, "moe_route_sigmoid", "score_bias");
-  cpu::check_tensor(topk_ids, DType::kI32, "moe_route_sigmoid", "topk_ids");
-  cpu::check_tensor(topk_weights, DType::kF32, "moe_route_sigmoid", "topk_weights");
+void CpuBackend::moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups,
+                                  int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
+                                  const Tensor& topk_weights) {
+  cpu::check_tensor(router_logits, DType::kF32, "moe_route_biased", "router_logits");
+  cpu::check_tensor(score_bias, DType::kF32, "moe_route_biased", "score_bias");
+  cpu::check_tensor(topk_ids, DType::kI32, "moe_route_biased", "topk_ids");
+  cpu::check_tensor(topk_weights, DType::kF32, "moe_route_biased", "topk_weights");
   MINIVLLM_CHECK(router_logits.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.shape() == topk_weights.shape() &&
                  topk_ids.size(0) == router_logits.size(0) && score_bias.numel() == router_logits.size(1))
-      << "moe_route_sigmoid: router_logits " << router_logits.describe() << ", score_bias " << score_bias.describe()
+      << "moe_route_biased: router_logits " << router_logits.describe() << ", score_bias " << score_bias.describe()
       << ", topk_ids " << topk_ids.describe() << ", topk_weights " << topk_weights.describe();
-  cpu::moe_topk_sigmoid(router_logits.ptr<float>(), score_bias.ptr<float>(), router_logits.size(0),
-                        router_logits.size(1), static_cast<int>(topk_ids.size(1)), groups, topk_groups, renormalize,
-                        scale, topk_ids.ptr<int32_t>(), topk_weights.ptr<float>());
+  cpu::moe_topk_biased(router_logits.ptr<float>(), score_bias.ptr<float>(), router_logits.size(0),
+                       router_logits.size(1), static_cast<int>(topk_ids.size(1)), sigmoid, groups, topk_groups,
+                       renormalize, scale, topk_ids.ptr<int32_t>(), topk_weights.ptr<float>());
 }
 
 void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids,

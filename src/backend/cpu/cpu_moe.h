@@ -13,14 +13,16 @@ namespace minivllm::cpu {
 void moe_topk_softmax(const float* logits, int64_t tokens, int64_t num_experts, int k, bool renormalize,
                       int32_t* ids, float* weights);
 
-// Backend::moe_route_sigmoid on rows of logits [T, E] with score_bias [E]: sigmoid scores, the
+// Backend::moe_route_biased on rows of logits [T, E] with score_bias [E]: sigmoid scores (or the
+// softmax over all E: exp(l - max) / their sum in double), the
 // experts chosen by score + bias within the topk_groups best of `groups` equal groups (a group's value:
 // its two best choice values summed; one group: every expert), equal values the lower index first, in
 // decreasing order into ids [T, k]; the chosen scores into weights [T, k], divided by their sum (+ 1e-20,
 // as transformers) when renormalize, times scale. Throws unless groups divides E and the allowed
 // groups hold at least k experts.
-void moe_topk_sigmoid(const float* logits, const float* score_bias, int64_t tokens, int64_t num_experts, int k,
-                      int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights);
+void moe_topk_biased(const float* logits, const float* score_bias, int64_t tokens, int64_t num_experts, int k,
+                     bool sigmoid, int groups, int topk_groups, bool renormalize, float scale, int32_t* ids,
+                     float* weights);
 
 // The (token, slot) pairs of ids [T, k] grouped by expert, for the experts [first_expert,
 // first_expert + num_local) (pairs routed to other experts are dropped: another rank's): entries

@@ -114,10 +114,10 @@ void CudaBackend::moe_route(const Tensor& router_logits, bool renormalize, const
                    topk_weights.ptr<float>(), moe_route_cta_, stream_);
 }
 
-void CudaBackend::moe_route_sigmoid(const Tensor& router_logits, const Tensor& score_bias, int groups,
-                                    int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
-                                    const Tensor& topk_weights) {
-  const char* op = "moe_route_sigmoid";
+void CudaBackend::moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups,
+                                   int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
+                                   const Tensor& topk_weights) {
+  const char* op = "moe_route_biased";
   check_on_gpu(router_logits, DType::kF32, op, "router_logits");
   check_on_gpu(score_bias, DType::kF32, op, "score_bias");
   check_on_gpu(topk_ids, DType::kI32, op, "topk_ids");
@@ -126,10 +126,9 @@ void CudaBackend::moe_route_sigmoid(const Tensor& router_logits, const Tensor& s
                  topk_ids.size(0) == router_logits.size(0) && score_bias.numel() == router_logits.size(1))
       << op << ": router_logits " << router_logits.describe() << ", score_bias " << score_bias.describe()
       << ", topk_ids " << topk_ids.describe() << ", topk_weights " << topk_weights.describe();
-  launch_moe_route_sigmoid(router_logits.ptr<float>(), score_bias.ptr<float>(), router_logits.size(0),
-                           static_cast<int>(router_logits.size(1)), static_cast<int>(topk_ids.size(1)), groups,
-                           topk_groups, renormalize, scale, topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(),
-                           stream_);
+  launch_moe_route_biased(router_logits.ptr<float>(), score_bias.ptr<float>(), sigmoid, router_logits.size(0),
+                          static_cast<int>(router_logits.size(1)), static_cast<int>(topk_ids.size(1)), groups,
+                          topk_groups, renormalize, scale, topk_ids.ptr<int32_t>(), topk_weights.ptr<float>(), stream_);
 }
 
 // Whether the norm-route launch (moe_norm_route.cu) takes these tensors: up to moe_gemv_tokens_

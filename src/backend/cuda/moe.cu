@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const f
   moe_route_row<kRouteCtaThreads>(logits + t * experts, experts, k, renormalize, ids + t * k, weights + t * k, sm);
 }
 
-// ---- DeepSeek-V3's routing (Backend::moe_route_sigmoid): a CTA per token ----
+// ---- routing by a score bias (Backend::moe_route_biased): a CTA per token ----
 
 constexpr int kSigmoidRouteThreads = 128;
 constexpr int kSigmoidRouteMaxGroups = 64;
@@ -135,24 +135,38 @@ __device__ __forceinline__ void warp_best(float& v, int& i) {
   for (int o = 16; o > 0; o >>= 1) better_of(v, i, __shfl_xor_sync(kFull, v, o), __shfl_xor_sync(kFull, i, o));
 }
 
-// The CPU's moe_topk_sigmoid step by step: scores and choice values in shared memory, each group's
-// value by one thread, the groups and then the k experts by rounds of a CTA-wide arg-max; the weights
-// summed in double by thread 0 as the CPU sums them.
-__global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_sigmoid_kernel(
-    const float* logits, const float* bias, int experts, int k, int groups, int topk_groups, bool renormalize,
-    float scale, int32_t* ids, float* weights) {
+// The CPU's moe_topk_biased step by step: scores and choice values in shared memory (the softmax's
+// denominator in double, as the CPU's), each group's value by one thread, the groups and then the k
+// experts by rounds of a CTA-wide arg-max; the weights summed in double by thread 0 as the CPU sums them.
+__global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_biased_kernel(
+    const float* logits, const float* bias, bool sigmoid, int experts, int k, int groups, int topk_groups,
+    bool renormalize, float scale, int32_t* ids, float* weights) {
   __shared__ float score[kMoeRouteMaxExperts], choice[kMoeRouteMaxExperts];
   __shared__ unsigned char avail[kMoeRouteMaxExperts];  // eligible and not yet taken
   __shared__ float group_value[kSigmoidRouteMaxGroups];
   __shared__ float warp_v[kSigmoidRouteThreads / 32];
   __shared__ int warp_i[kSigmoidRouteThreads / 32];
+  __shared__ double warp_sum_exp[kSigmoidRouteThreads / 32];
   __shared__ int picked;
   pdl_wait();  // the logits are the router's output
   const int64_t t = blockIdx.x;
   const float* row = logits + t * experts;
   const int per_group = experts / groups, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float max = -INFINITY;
+  double sum_exp = 0;
+  if (!sigmoid) {  // the softmax's max and denominator over every expert
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) max = fmaxf(max, row[e]);
+    max = block_max(max, warp_v);
+    for (int e = threadIdx.x; e < experts; e += blockDim.x) sum_exp += exp(static_cast<double>(row[e] - max));
+    sum_exp = warp_sum(sum_exp);
+    if (lane == 0) warp_sum_exp[warp] = sum_exp;
+    __syncthreads();
+    sum_exp = 0;
+    for (int w = 0; w < kSigmoidRouteThreads / 32; ++w) sum_exp += warp_sum_exp[w];
+  }
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    const float sc = 1.0f / (1.0f + expf(-row[e]));
+    const float sc = sigmoid ? 1.0f / (1.0f + expf(-row[e]))
+                             : static_cast<float>(exp(static_cast<double>(row[e] - max)) / sum_exp);
     score[e] = sc;
     choice[e] = sc + bias[e];
     avail[e] = groups == 1 ? 1 : 0;
@@ -381,19 +395,19 @@ void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, b
   CUDA_CHECK_LAUNCH();
 }
 
-void launch_moe_route_sigmoid(const float* logits, const float* bias, int64_t tokens, int experts, int k, int groups,
-                              int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
-                              cudaStream_t stream) {
+void launch_moe_route_biased(const float* logits, const float* bias, bool sigmoid, int64_t tokens, int experts, int k,
+                             int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
+                             cudaStream_t stream) {
   if (tokens == 0) return;
   MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && groups >= 1 && groups <= kSigmoidRouteMaxGroups &&
                  experts % groups == 0 && topk_groups >= 1 && topk_groups <= groups)
-      << "moe_route_sigmoid: " << topk_groups << " of " << groups << " groups of " << experts
+      << "moe_route_biased: " << topk_groups << " of " << groups << " groups of " << experts
       << " experts (the CUDA kernel takes up to " << kMoeRouteMaxExperts << " experts, " << kSigmoidRouteMaxGroups
       << " groups)";
   MINIVLLM_CHECK(k >= 1 && k <= topk_groups * (experts / groups) && (groups == 1 || experts / groups >= 2))
-      << "moe_route_sigmoid: top-" << k << " of " << topk_groups << " groups of " << experts / groups << " experts";
-  launch_with_pdl(moe_route_sigmoid_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kSigmoidRouteThreads), 0,
-                  stream, logits, bias, experts, k, groups, topk_groups, renormalize, scale, ids, weights);
+      << "moe_route_biased: top-" << k << " of " << topk_groups << " groups of " << experts / groups << " experts";
+  launch_with_pdl(moe_route_biased_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kSigmoidRouteThreads), 0,
+                  stream, logits, bias, sigmoid, experts, k, groups, topk_groups, renormalize, scale, ids, weights);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -59,11 +59,11 @@ constexpr int64_t kMoeRouteCtaMaxTokens = 64;
 void launch_moe_route(const float* logits, int64_t tokens, int experts, int k, bool renormalize, int32_t* ids,
                       float* weights, bool cta_per_token, cudaStream_t stream);
 
-// Backend::moe_route_sigmoid's ids and weights from logits f32[T, E] and bias f32[E]: a CTA a token;
+// Backend::moe_route_biased's ids and weights from logits f32[T, E] and bias f32[E]: a CTA a token;
 // E <= kMoeRouteMaxExperts, at most 64 groups.
-void launch_moe_route_sigmoid(const float* logits, const float* bias, int64_t tokens, int experts, int k, int groups,
-                              int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
-                              cudaStream_t stream);
+void launch_moe_route_biased(const float* logits, const float* bias, bool sigmoid, int64_t tokens, int experts, int k,
+                             int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
+                             cudaStream_t stream);
 
 // Backend::rms_norm_moe_route at decode sizes, one launch (moe_norm_route.cu): normed bf16 [T, H]
 // = RMSNorm(residual f32 [T, H]) by norm_w (f32 or bf16) as launch_rms_norm writes it, logits f32
