@@ -101,8 +101,8 @@ TEST(MoeRouteBiased, SigmoidGroupsAndScoreBiasByHand) {
   auto s = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
   std::vector<int32_t> ids(2);
   std::vector<float> w(2);
-  cpu::moe_topk_biased(logits.data(), bias.data(), 1, 8, 2, /*sigmoid=*/true, /*groups=*/2, /*topk_groups=*/1, true, 2.5f, ids.data(),
-                        w.data());
+  cpu::moe_topk_biased(logits.data(), bias.data(), 1, 8, 2, /*sigmoid=*/true, /*groups=*/2, /*topk_groups=*/1, true,
+                       2.5f, ids.data(), w.data());
   EXPECT_EQ(ids, (std::vector<int32_t>{7, 6}));
   EXPECT_NEAR(w[0], 2.5 * s(2) / (s(2) + s(0.5f)), 1e-6);
   EXPECT_NEAR(w[1], 2.5 * s(0.5f) / (s(2) + s(0.5f)), 1e-6);

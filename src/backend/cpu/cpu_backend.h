@@ -93,8 +93,9 @@ class CpuBackend : public Backend {
   bool supports_moe() const override { return true; }
   void moe_route(const Tensor& router_logits, bool renormalize, const Tensor& topk_ids,
                  const Tensor& topk_weights) override;
-  void moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups, int topk_groups,
-                        bool renormalize, float scale, const Tensor& topk_ids, const Tensor& topk_weights) override;
+  void moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups,
+                        int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
+                        const Tensor& topk_weights) override;
   void moe_experts_add(const Tensor& x, const MoeExpertWeights& w, const Tensor& topk_ids, const Tensor& topk_weights,
                        const MoeScratch& scratch, const Tensor& out, Activation act) override;
   void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) override;

@@ -151,8 +151,9 @@ class CudaBackend : public Backend {
                                 bool renormalize, const Tensor& topk_ids, const Tensor& topk_weights,
                                 const MoeExpertWeights& w, const MoeScratch& scratch, const Tensor& out,
                                 Activation act) override;
-  void moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups, int topk_groups,
-                        bool renormalize, float scale, const Tensor& topk_ids, const Tensor& topk_weights) override;
+  void moe_route_biased(const Tensor& router_logits, const Tensor& score_bias, bool sigmoid, int groups,
+                        int topk_groups, bool renormalize, float scale, const Tensor& topk_ids,
+                        const Tensor& topk_weights) override;
   void sigmoid_gate_rows(const Tensor& x, const Tensor& gate, const Tensor& out) override;
   static constexpr int64_t kMoeChunkTokens = 4096;
   // moe_experts_add's checked arguments, as its launches take them.
