@@ -43,8 +43,8 @@ check "qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64"
 check "qwen2moe-tiny-hd64, no shared expert (must differ)" "$G/qwen2moe-tiny-hd64" "$G/qwen2moe-tiny-hd64" \
   --hf-overrides '{"shared_expert_intermediate_size": 0}'
 check "glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64"
-check "glm4moe-tiny-hd64, one group of experts (must differ)" "$G/glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64" \
-  --hf-overrides '{"n_group": 1, "topk_group": 1}'
+check "glm4moe-tiny-hd64, routed_scaling_factor 1 (must differ)" "$G/glm4moe-tiny-hd64" "$G/glm4moe-tiny-hd64" \
+  --hf-overrides '{"routed_scaling_factor": 1.0}'
 check "ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64"
 check "ernie45moe-tiny-hd64, no shared expert (must differ)" "$G/ernie45moe-tiny-hd64" "$G/ernie45moe-tiny-hd64" \
   --hf-overrides '{"moe_num_shared_experts": 0}'

@@ -419,15 +419,16 @@ def qwen2moe_tiny_config():
 def glm4moe_tiny_config():
     # Glm4MoeForCausalLM (GLM-4.5's layout): q/k/v biases, per-head q/k norms (use_qk_norm), half of each
     # head rotating (half-split), layer 0 dense (first_k_dense_replace), layers 1-2 sparse: 8 experts of
-    # width 32 in 2 groups, top-2 from the best group by sigmoid score + score bias, renormalised and
-    # times 2.5, beside one ungated shared expert. Widths, heads and experts divide by 2.
+    # width 32, top-2 by sigmoid score + score bias, renormalised and times 2.5, beside one ungated shared
+    # expert. One group, as GLM-4.5's (llama.cpp's glm4moe reads no groups: tools/make_tiny_gguf.py
+    # converts it; the groups are DeepSeek-V3's, tested op by op). Widths, heads and experts divide by 2.
     return Glm4MoeConfig(
         vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
         rope_parameters={"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5},
         partial_rotary_factor=0.5, rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD,
         attention_bias=True, use_qk_norm=True, moe_intermediate_size=32, num_experts_per_tok=2,
-        n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5, n_group=2, topk_group=1,
+        n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5, n_group=1, topk_group=1,
         first_k_dense_replace=1, norm_topk_prob=True, num_mtp_layers=0,
         bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["Glm4MoeForCausalLM"])
 
@@ -436,9 +437,11 @@ def ernie45moe_tiny_config():
     # Ernie4_5_MoeForCausalLM (ERNIE-4.5-21B-A3B's layout): ERNIE 4.5's attention (heads rotating in adjacent
     # pairs), tied embeddings, layer 0 dense (moe_layer_start_index 1), layers 1-2 sparse: 8 experts of
     # width 32, top-2 by softmax score + score bias, renormalised, beside one ungated shared expert.
-    # Widths, heads and experts divide by 2.
+    # Widths, heads and experts divide by 2. The dense MLP is 64 wide: llama.cpp's converter writes the
+    # shared expert's width as intermediate_size / num_key_value_heads (ERNIE-4.5-21B-A3B's 12288 / 4 =
+    # 2 x 1536), so that its qwen2moe-style key agrees with the tensors here too.
     return Ernie4_5_MoeConfig(
-        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
         rope_parameters={"rope_type": "default", "rope_theta": 5e5}, rms_norm_eps=1e-5,
         tie_word_embeddings=True, initializer_range=INIT_STD, use_bias=False, moe_intermediate_size=32,

@@ -24,6 +24,8 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granitemoe-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmoe-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen2moe-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4moe-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/ernie45moe-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -68,6 +70,12 @@ converter does per family, and the engine must read back:
   qwen2moe (qwen2moe-tiny.bf16.gguf): qwen3moe's 3-D experts and router, qwen2's q/k/v biases, the
     shared expert as ffn_{gate,up,down}_shexp and its gate as the 1-D ffn_gate_inp_shexp, its width as
     expert_shared_feed_forward_length (llama.cpp's qwen2moe never renormalises the routing weights).
+  glm4moe (glm4moe-tiny.bf16.gguf): the experts as 3-D tensors, the shared expert as *_shexp, the score
+    bias as exp_probs_b.bias, leading_dense_block_count, expert_gating_func sigmoid, expert_weights_scale
+    and _norm (no expert groups: llama.cpp reads none), the rotary width as rope.dimension_count.
+  ernie4_5-moe (ernie45moe-tiny.bf16.gguf): ernie4_5's rows, the experts, *_shexp (their width written as
+    intermediate_size / num_key_value_heads), the softmax score bias as exp_probs_b.bias,
+    leading_dense_block_count and interleave_moe_layer_step.
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -105,6 +113,8 @@ FAMILIES = {
     "granitemoe": ("granite", "GraniteMoeModel", "granitemoe-tiny"),
     "olmoe": ("olmo", "OlmoeModel", "olmoe-tiny"),
     "qwen2_moe": ("qwen", "Qwen2MoeModel", "qwen2moe-tiny"),
+    "glm4_moe": ("glm", "Glm4MoeModel", "glm4moe-tiny"),
+    "ernie4_5_moe": ("ernie", "Ernie4_5MoeModel", "ernie45moe-tiny"),
 }
 
 

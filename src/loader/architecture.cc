@@ -115,6 +115,20 @@ constexpr WeightNameTable kErnie45MoeHfNames = [] {
   return t;
 }();
 
+// llama.cpp's ernie4_5-moe and glm4moe: qwen3moe's experts, qwen2moe's *_shexp (no gate), the score bias
+// as exp_probs_b.bias; glm4moe names the MLP's input norm post_attention_norm (as seed_oss).
+constexpr WeightNameTable kErnie45MoeGgufNames = [] {
+  WeightNameTable t = kQwen2MoeGgufNames;
+  t[static_cast<size_t>(R::kSharedExpertGate)] = nullptr;
+  t[static_cast<size_t>(R::kMoeScoreBias)] = "blk.{L}.exp_probs_b";
+  return t;
+}();
+constexpr WeightNameTable kGlm4MoeGgufNames = [] {
+  WeightNameTable t = kErnie45MoeGgufNames;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = "blk.{L}.post_attention_norm";
+  return t;
+}();
+
 // Mixtral (Mixtral-8x7B, 8x22B): Mistral's attention; every layer's MLP is a router
 // ("block_sparse_moe.gate") and experts of w1 (gate), w3 (up) and w2 (down), as the published
 // checkpoints name them.
@@ -303,18 +317,18 @@ const ArchitectureSpec kArchitectures[] = {
      {.gguf_rope_permuted = true, .moe = true, .moe_keys = MoeKeys::kMixtral, .granite_multipliers = true},
      &kGraniteMoeHfNames, &kQwen3MoeGgufNames, nullptr},
     // GLM-4.5 / 4.6 (Glm4MoeForCausalLM): q/k/v biases, half of each head rotating (half-split, not
-    // GLM-4's pairs), per-head q/k norms where use_qk_norm, DeepSeek-V3's routing. HF checkpoints only:
-    // llama.cpp's glm4moe files (their next-token-prediction layers counted in block_count) are not read.
-    {"Glm4MoeForCausalLM", nullptr,
+    // GLM-4's pairs), per-head q/k norms where use_qk_norm, DeepSeek-V3's routing. llama.cpp's glm4moe
+    // files count their next-token-prediction layers in block_count (nextn_predict_layers; not run).
+    {"Glm4MoeForCausalLM", "glm4moe",
      {.qk_norm_key = true, .moe = true, .moe_keys = MoeKeys::kGlm4Moe, .attention_bias_is_qkv = true,
       .default_partial_rotary = 0.5},
-     &kGlm4MoeHfNames, &kQwen3MoeGgufNames, nullptr},
+     &kGlm4MoeHfNames, &kGlm4MoeGgufNames, nullptr},
     // ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM): ERNIE 4.5's attention (pairs rotating), softmax routing with
-    // a score bias for the choice, ungated shared experts. HF checkpoints only (llama.cpp's ernie4_5-moe not read).
-    {"Ernie4_5_MoeForCausalLM", nullptr,
+    // a score bias for the choice, ungated shared experts.
+    {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe",
      {.gguf_rope_permuted = true, .tied_by_default = true, .moe = true, .moe_keys = MoeKeys::kErnie45,
       .hf_rope_interleaved = true},
-     &kErnie45MoeHfNames, &kQwen3MoeGgufNames, nullptr},
+     &kErnie45MoeHfNames, &kErnie45MoeGgufNames, nullptr},
     // llama.cpp converts Mistral-7B / Ministral as "llama" (its rope rows permuted the same way).
     {"MistralForCausalLM", nullptr, kMistralTraits, &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     // Mixtral: llama.cpp writes it as a "llama" file with experts (3-D tensors, as qwen3moe's).

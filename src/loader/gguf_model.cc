@@ -199,8 +199,9 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
 // expert_feed_forward_length (else feed_forward_length / expert_used_count); the k routing weights
 // always renormalised (its graph passes norm_w = true whatever the file says; olmoe and qwen2moe
 // never), softmax routing; qwen2moe's shared expert expert_shared_feed_forward_length wide.
-// Every layer is sparse: llama.cpp's qwen3moe has no dense MLP, so a file that holds one (HF's
-// mlp_only_layers, decoder_sparse_step > 1) is refused rather than half read.
+// Every layer is sparse (but glm4moe's and ernie4_5-moe's leading dense ones, and those
+// interleave_moe_layer_step skips): a file with a dense MLP elsewhere (HF's mlp_only_layers) is refused
+// rather than half read.
 void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   MoeConfig& m = c->moe;
   m.num_experts = f.get_int(a + ".expert_count");
@@ -212,32 +213,59 @@ void read_moe(const GgufFile& f, const std::string& a, ModelConfig* c) {
   const MoeKeys keys = c->traits().moe_keys;
   const int64_t fallback = keys != MoeKeys::kQwen3 ? c->intermediate_size : c->intermediate_size / m.num_experts_per_tok;
   m.moe_intermediate_size = f.find(width) ? f.get_int(width) : fallback;
-  // llama.cpp's olmoe and qwen2moe never renormalise the top-k weights, its other MoE graphs always.
+  // Routing by a score bias (exp_probs_b): glm4moe's sigmoid scores, ernie4_5-moe's softmax ones, each with
+  // a shared expert and leading dense layers (and glm4moe's next-token-prediction layers, not run, after
+  // the model's).
+  const bool biased = keys == MoeKeys::kGlm4Moe || keys == MoeKeys::kErnie45;
+  // llama.cpp's olmoe and qwen2moe never renormalise the top-k weights, its ernie4_5-moe and softmax MoE
+  // graphs always, its glm4moe as expert_weights_norm says.
   const bool renormalise = keys != MoeKeys::kOlmoe && keys != MoeKeys::kQwen2;
-  m.norm_topk_prob = renormalise;
-  m.decoder_sparse_step = 1;
   const std::string norm = a + ".expert_weights_norm";
-  MINIVLLM_CHECK(!f.find(norm) || f.get_bool(norm, true) == renormalise)
-      << f.path() << ": unsupported " << norm << " = " << (renormalise ? "false" : "true") << " (llama.cpp's " << a
-      << (renormalise ? " always renormalises" : " never renormalises") << " the top-k routing weights, and so does minivllm)";
+  if (keys == MoeKeys::kGlm4Moe) {
+    m.norm_topk_prob = f.get_bool(norm, false);
+  } else {
+    m.norm_topk_prob = renormalise;
+    MINIVLLM_CHECK(!f.find(norm) || f.get_bool(norm, true) == renormalise)
+        << f.path() << ": unsupported " << norm << " = " << (renormalise ? "false" : "true") << " (llama.cpp's " << a
+        << (renormalise ? " always renormalises" : " never renormalises")
+        << " the top-k routing weights, and so does minivllm)";
+  }
   const std::string gating = a + ".expert_gating_func";
-  MINIVLLM_CHECK(!f.find(gating) || f.get_int(gating) == 1)  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX
-      << f.path() << ": unsupported " << gating << " = " << f.get_int(gating, 0) << " (minivllm routes by softmax, 1)";
+  const int64_t expected_gating = keys == MoeKeys::kGlm4Moe ? 2 : 1;  // llama.cpp's SIGMOID, SOFTMAX
+  MINIVLLM_CHECK(!f.find(gating) || f.get_int(gating) == expected_gating)
+      << f.path() << ": unsupported " << gating << " = " << f.get_int(gating, 0) << " (minivllm routes " << a
+      << (expected_gating == 2 ? " by sigmoid, 2)" : " by softmax, 1)");
   const std::string scale = a + ".expert_weights_scale";
   const double s = f.get_float(scale, 0);
-  MINIVLLM_CHECK(s == 0 || s == 1) << f.path() << ": unsupported " << scale << " = " << s
-                                   << " (minivllm scales no routing weights)";
+  if (biased) {
+    m.biased_routing = true;
+    m.sigmoid_scores = keys == MoeKeys::kGlm4Moe;
+    m.routed_scaling_factor = s == 0 ? 1.0 : s;
+    m.num_groups = f.get_int(a + ".expert_group_count", 1);
+    m.topk_groups = f.get_int(a + ".expert_group_used_count", 1);
+    m.first_dense_layers = f.get_int(a + ".leading_dense_block_count", 0);
+    m.decoder_sparse_step = f.get_int(a + ".interleave_moe_layer_step", 1);
+    m.shared_expert_intermediate_size = f.get_int(
+        a + ".expert_shared_feed_forward_length", m.moe_intermediate_size * f.get_int(a + ".expert_shared_count", 0));
+    c->num_layers -= f.get_int(a + ".nextn_predict_layers", 0);
+  } else {
+    MINIVLLM_CHECK(s == 0 || s == 1) << f.path() << ": unsupported " << scale << " = " << s
+                                     << " (minivllm scales no routing weights of " << a << ")";
+    m.decoder_sparse_step = 1;
+  }
   // qwen2moe's shared expert: feed_forward_length wide where the file names no width of its own.
   if (keys == MoeKeys::kQwen2) {
     m.shared_expert_intermediate_size = f.get_int(a + ".expert_shared_feed_forward_length", c->intermediate_size);
   }
   c->check_num_layers();
   for (int64_t l = 0; l < c->num_layers; ++l) {
+    if (!m.is_sparse_layer(l)) continue;
     for (WeightRole dense : {WeightRole::kGateProj, WeightRole::kUpProj, WeightRole::kDownProj}) {
       const std::string name = weight_name(*c->arch, WeightFormat::kGguf, dense, l);
       MINIVLLM_CHECK(!f.find_tensor(name))
           << f.path() << ": unsupported tensor '" << name << "': layer " << l << " has a dense MLP, which " << a
-          << " cannot express (every layer sparse; load such a model, e.g. with mlp_only_layers, from safetensors)";
+          << " cannot express (its sparse layers have experts only; load such a model, e.g. with mlp_only_layers, "
+          << "from safetensors)";
     }
   }
 }

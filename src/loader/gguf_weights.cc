@@ -37,7 +37,9 @@ HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
     for (const char* kind : {"weight", "bias"}) {
       if (weight_name(arch, WeightFormat::kGguf, role, layer, kind) != gguf_name) continue;
       if (is_expert_role(role)) return {"", role, layer};
-      return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, kind), role, layer};
+      // llama.cpp's exp_probs_b.bias is the router's e_score_correction_bias.
+      const char* hf_kind = role == WeightRole::kMoeScoreBias ? "e_score_correction_bias" : kind;
+      return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, hf_kind), role, layer};
     }
   }
   // A fused tensor (phi3's attn_qkv) takes the HF fused module's name, which fused_weights.h splits.

@@ -90,9 +90,10 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // with expert parallelism and from its GGUF (llama.cpp's qwen2moe). glm4moe-tiny is GLM-4.5's layout:
 // q/k/v biases and norms, half of each head rotating, a dense first layer, then experts chosen by
 // sigmoid score plus a score bias within the best of two groups, their weights renormalised and times
-// 2.5, beside an ungated shared expert; also with expert parallelism. ernie45moe-tiny is ERNIE 4.5's
-// MoE: a dense first layer, then experts chosen by softmax score plus a score bias, renormalised,
-// beside an ungated shared expert; tied embeddings, heads rotating in pairs; also with expert parallelism.
+// 2.5, beside an ungated shared expert; also with expert parallelism and from its GGUF (llama.cpp's
+// glm4moe). ernie45moe-tiny is ERNIE 4.5's MoE: a dense first layer, then experts chosen by softmax score
+// plus a score bias, renormalised, beside an ungated shared expert; tied embeddings, heads rotating in
+// pairs; also with expert parallelism and from its GGUF (llama.cpp's ernie4_5-moe).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -319,8 +320,8 @@ std::vector<GoldenParam> families() {
            {"granitemoe-tiny", "granitemoe-tiny.bf16.gguf"},
            {"olmoe-tiny", "olmoe-tiny.bf16.gguf"},
            {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"},
-           {"glm4moe-tiny", ""},
-           {"ernie45moe-tiny", ""}}) {
+           {"glm4moe-tiny", "glm4moe-tiny.bf16.gguf"},
+           {"ernie45moe-tiny", "ernie45moe-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }

@@ -425,20 +425,24 @@ TEST(Architecture, Qwen2MoeSharedExpert) {
 // keys and use_qk_norm on another row are refused by name.
 TEST(Architecture, Glm4MoeKeysAndNames) {
   const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/glm4moe-tiny";
+  // llama.cpp's glm4moe file carries the same keys (expert_weights_scale, leading_dense_block_count ...).
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/glm4moe-tiny.bf16.gguf").config}) {
+    EXPECT_STREQ(c.arch->hf_name, "Glm4MoeForCausalLM") << c.source;
+    EXPECT_EQ(c.num_layers, 3) << c.source;
+    EXPECT_EQ(c.moe.num_experts, 8) << c.source;
+    EXPECT_EQ(c.moe.num_experts_per_tok, 2) << c.source;
+    EXPECT_EQ(c.moe.moe_intermediate_size, 32) << c.source;
+    EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32) << c.source;
+    EXPECT_TRUE(c.moe.biased_routing && c.moe.sigmoid_scores && c.moe.norm_topk_prob) << c.source;
+    EXPECT_EQ(c.moe.num_groups, 1) << c.source;
+    EXPECT_EQ(c.moe.topk_groups, 1) << c.source;
+    EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5) << c.source;
+    EXPECT_FALSE(c.moe.is_sparse_layer(0)) << c.source;
+    EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2)) << c.source;
+    EXPECT_TRUE(c.qk_norm && c.attention_bias) << c.source;
+    EXPECT_EQ(c.rope_dim(), 8) << c.source;  // half of head_dim 16
+  }
   const ModelConfig c = load_hf_model_config(dir);
-  EXPECT_STREQ(c.arch->hf_name, "Glm4MoeForCausalLM");
-  EXPECT_EQ(c.moe.num_experts, 8);
-  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
-  EXPECT_EQ(c.moe.moe_intermediate_size, 32);
-  EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32);
-  EXPECT_TRUE(c.moe.biased_routing && c.moe.sigmoid_scores && c.moe.norm_topk_prob);
-  EXPECT_EQ(c.moe.num_groups, 2);
-  EXPECT_EQ(c.moe.topk_groups, 1);
-  EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5);
-  EXPECT_FALSE(c.moe.is_sparse_layer(0));
-  EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2));
-  EXPECT_TRUE(c.qk_norm && c.attention_bias);
-  EXPECT_EQ(c.rope_dim(), 8);  // half of head_dim 16
   const auto dummy = make_dummy_weight_source(c, 0);
   const auto file = open_safetensors_dir(dir);
   std::vector<std::string> names = dummy->names(), saved = file->names();
@@ -459,6 +463,8 @@ TEST(Architecture, Glm4MoeKeysAndNames) {
     expect_error_naming([&] { load_config(j); }, {key, "GLM-4.5"});
   }
   j = published;
+  j["n_group"] = 2;
+  EXPECT_EQ(load_config(j).moe.num_groups, 2);
   j["n_group"] = 3;  // does not divide 8
   expect_error_naming([&] { load_config(j); }, {"n_group", "3"});
   j = published;
@@ -475,15 +481,17 @@ TEST(Architecture, Glm4MoeKeysAndNames) {
 // scores with a score bias ([1, E] in mlp.moe_statics). Dummy weights name what the checkpoint holds.
 TEST(Architecture, Ernie45MoeKeysAndNames) {
   const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/ernie45moe-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/ernie45moe-tiny.bf16.gguf").config}) {
+    EXPECT_STREQ(c.arch->hf_name, "Ernie4_5_MoeForCausalLM") << c.source;
+    EXPECT_EQ(c.moe.num_experts, 8) << c.source;
+    EXPECT_EQ(c.moe.num_experts_per_tok, 2) << c.source;
+    EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32) << c.source;
+    EXPECT_TRUE(c.moe.biased_routing && !c.moe.sigmoid_scores && c.moe.norm_topk_prob) << c.source;
+    EXPECT_FALSE(c.moe.is_sparse_layer(0)) << c.source;
+    EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2)) << c.source;
+    EXPECT_TRUE(c.tie_word_embeddings && c.traits().hf_rope_interleaved) << c.source;
+  }
   const ModelConfig c = load_hf_model_config(dir);
-  EXPECT_STREQ(c.arch->hf_name, "Ernie4_5_MoeForCausalLM");
-  EXPECT_EQ(c.moe.num_experts, 8);
-  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
-  EXPECT_EQ(c.moe.shared_expert_intermediate_size, 32);
-  EXPECT_TRUE(c.moe.biased_routing && !c.moe.sigmoid_scores && c.moe.norm_topk_prob);
-  EXPECT_FALSE(c.moe.is_sparse_layer(0));
-  EXPECT_TRUE(c.moe.is_sparse_layer(1) && c.moe.is_sparse_layer(2));
-  EXPECT_TRUE(c.tie_word_embeddings && c.traits().hf_rope_interleaved);
   const auto dummy = make_dummy_weight_source(c, 0);
   const auto file = open_safetensors_dir(dir);
   std::vector<std::string> names = dummy->names(), saved = file->names();
