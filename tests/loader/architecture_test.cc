@@ -20,6 +20,7 @@ namespace minivllm {
 namespace {
 
 using nlohmann::json;
+using testing::expect_dummy_names_match;
 using testing::expect_error_naming;
 using testing::ScratchDir;
 using testing::write_text;
@@ -391,12 +392,8 @@ TEST(Architecture, Qwen2MoeSharedExpert) {
   EXPECT_EQ(weight_name(a, hf, WeightRole::kSharedExpertUpProj, 0), "model.layers.0.mlp.shared_expert.up_proj.weight");
   EXPECT_EQ(weight_name(a, f, WeightRole::kSharedExpertDownProj, 0), "blk.0.ffn_down_shexp.weight");
   const ModelConfig c = load_hf_model_config(dir);
-  const auto dummy = make_dummy_weight_source(c, 0);
+  expect_dummy_names_match(c, dir);
   const auto file = open_safetensors_dir(dir);
-  std::vector<std::string> names = dummy->names(), saved = file->names();
-  std::sort(names.begin(), names.end());
-  std::sort(saved.begin(), saved.end());
-  EXPECT_EQ(names, saved);
   auto same = [](const Tensor& x, const Tensor& y) {
     return x.numel() == y.numel() && std::equal(x.ptr<float>(), x.ptr<float>() + x.numel(), y.ptr<float>());
   };
@@ -443,12 +440,7 @@ TEST(Architecture, Glm4MoeKeysAndNames) {
     EXPECT_EQ(c.rope_dim(), 8) << c.source;  // half of head_dim 16
   }
   const ModelConfig c = load_hf_model_config(dir);
-  const auto dummy = make_dummy_weight_source(c, 0);
-  const auto file = open_safetensors_dir(dir);
-  std::vector<std::string> names = dummy->names(), saved = file->names();
-  std::sort(names.begin(), names.end());
-  std::sort(saved.begin(), saved.end());
-  EXPECT_EQ(names, saved);
+  expect_dummy_names_match(c, dir);
   std::ifstream in(dir + "/config.json");
   const json published = json::parse(in);
   json j = published;
@@ -492,13 +484,8 @@ TEST(Architecture, Ernie45MoeKeysAndNames) {
     EXPECT_TRUE(c.tie_word_embeddings && c.traits().hf_rope_interleaved) << c.source;
   }
   const ModelConfig c = load_hf_model_config(dir);
-  const auto dummy = make_dummy_weight_source(c, 0);
-  const auto file = open_safetensors_dir(dir);
-  std::vector<std::string> names = dummy->names(), saved = file->names();
-  std::sort(names.begin(), names.end());
-  std::sort(saved.begin(), saved.end());
-  EXPECT_EQ(names, saved);
-  EXPECT_EQ(file->get_f32("model.layers.1.mlp.moe_statics.e_score_correction_bias").shape(),
+  expect_dummy_names_match(c, dir);
+  EXPECT_EQ(open_safetensors_dir(dir)->get_f32("model.layers.1.mlp.moe_statics.e_score_correction_bias").shape(),
             (std::vector<int64_t>{1, 8}));
   std::ifstream in(dir + "/config.json");
   json j = json::parse(in);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "common/check.h"
+#include "loader/dummy_weights.h"
+#include "loader/model_config.h"
+#include "loader/weight_source.h"
 
 namespace minivllm::testing {
 
@@ -51,6 +55,15 @@ inline void expect_error_naming(const std::function<void()>& fn, const std::vect
     const std::string msg = e.what();
     for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   }
+}
+
+// The dummy source of config `c` names exactly the tensors the checkpoint folder `dir` stores (a tiny
+// model transformers saved): every role of the row, and nothing else.
+inline void expect_dummy_names_match(const ModelConfig& c, const std::string& dir) {
+  std::vector<std::string> names = make_dummy_weight_source(c, 0)->names(), saved = open_safetensors_dir(dir)->names();
+  std::sort(names.begin(), names.end());
+  std::sort(saved.begin(), saved.end());
+  EXPECT_EQ(names, saved) << dir;
 }
 
 }  // namespace minivllm::testing

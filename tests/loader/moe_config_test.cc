@@ -20,6 +20,7 @@ namespace minivllm {
 namespace {
 
 using nlohmann::json;
+using testing::expect_dummy_names_match;
 using testing::expect_error_naming;
 using testing::ScratchDir;
 using testing::write_text;
@@ -118,12 +119,7 @@ TEST(MoeConfig, DummyWeightsNameWhatTheCheckpointStores) {
   const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/qwen3-moe-tiny";
   const ModelConfig c = load_hf_model_config(dir);
   EXPECT_EQ(sparse_layers(c), (std::vector<bool>{true, false, true}));
-  const auto dummy = make_dummy_weight_source(c, 0);
-  const auto file = open_safetensors_dir(dir);
-  std::vector<std::string> a = dummy->names(), b = file->names();
-  std::sort(a.begin(), a.end());
-  std::sort(b.begin(), b.end());
-  EXPECT_EQ(a, b);
+  expect_dummy_names_match(c, dir);
 }
 
 // Mixtral's row: its config's keys (the expert width is intermediate_size, every layer sparse, the
@@ -142,12 +138,7 @@ TEST(MoeConfig, MixtralKeysAndNames) {
   EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertGateProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w1.weight");
   EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertUpProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w3.weight");
   EXPECT_EQ(expert_weight_name(a, WeightRole::kExpertDownProj, 1, 7), "model.layers.1.block_sparse_moe.experts.7.w2.weight");
-  const auto dummy = make_dummy_weight_source(c, 0);
-  const auto file = open_safetensors_dir(dir);
-  std::vector<std::string> names = dummy->names(), saved = file->names();
-  std::sort(names.begin(), names.end());
-  std::sort(saved.begin(), saved.end());
-  EXPECT_EQ(names, saved);
+  expect_dummy_names_match(c, dir);
   std::ifstream f(dir + "/config.json");
   const json published = json::parse(f);
   for (const char* key : {"moe_intermediate_size", "norm_topk_prob", "mlp_only_layers", "decoder_sparse_step"}) {
