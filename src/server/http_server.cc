@@ -15,6 +15,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/request_deadline.h"
+#include "server/response_input_items.h"
 #include "server/responses_api.h"
 #include "server/responses_stream.h"
 #include "server/socket_lookup.h"
@@ -272,7 +273,10 @@ void HttpServer::add_routes() {
            // A response is kept for a later previous_response_id unless the request says store: false.
            const bool store = !(body.contains("store") && body["store"] == false);
            auto keep = [kept = responses_, store, previous, body](const json& response) {
-             if (store) kept->put(response.at("id").get<std::string>(), {response, conversation_after(previous, body, response)});
+             if (!store) return;
+             const std::string id = response.at("id").get<std::string>();
+             kept->put(id, {response, conversation_after(previous, body, response),
+                            responses_input_items(body, id.substr(id.find('_') + 1))});
            };
            GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
@@ -290,6 +294,17 @@ void HttpServer::add_routes() {
            keep(response);
            res.set_content(response.dump(), "application/json");
          }));
+  // A stored response's input items, a page at a time (OpenAI's list input items).
+  s.Get(R"(/v1/responses/([^/]+)/input_items)", guarded([this](const httplib::Request& req, httplib::Response& res) {
+          std::vector<std::string> names;
+          for (const auto& [name, value] : req.params) names.push_back(name);
+          auto param = [&](const std::string& name) -> std::optional<std::string> {
+            if (!req.has_param(name)) return std::nullopt;
+            return req.get_param_value(name);
+          };
+          send_json(res, 200,
+                    input_items_page(find_stored_response(req.matches[1], "response_id").input_items, param, names));
+        }));
   // A stored response (OpenAI's retrieve and delete); its id in the path.
   s.Get(R"(/v1/responses/([^/]+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
           send_json(res, 200, find_stored_response(req.matches[1], "response_id").response);

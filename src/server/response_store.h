@@ -1,6 +1,6 @@
 // The responses kept for previous_response_id (POST /v1/responses) and GET / DELETE
-// /v1/responses/{id}: each stored response object with its conversation as chat messages (the
-// conversation it continued, its input, then its reply), in memory, the newest
+// /v1/responses/{id} (and its input_items): each stored response object with its conversation as chat
+// messages (the conversation it continued, its input, then its reply) and its input items, in memory, the newest
 // kResponseStoreCapacity of them (the oldest forgotten first). OpenAI keeps them for 30 days; this
 // server keeps none across a restart, and says so when asked for a missing one.
 #pragma once
@@ -25,6 +25,7 @@ class ResponseStore {
   struct Stored {
     nlohmann::json response;      // the response object, as it was returned
     nlohmann::json conversation;  // chat messages: what a request continuing it goes on from
+    nlohmann::json input_items;   // the request's input as items (server/response_input_items.h)
   };
   // What is stored under `id`, if it is still kept. Thread-safe, as the others.
   std::optional<Stored> find(const std::string& id) const;

@@ -6,7 +6,8 @@
 //
 // A stream (stream: true) is the chat path's, its events rewritten as it goes (server/responses_stream.h).
 // previous_response_id continues a stored response (server/response_store.h: the handler finds its
-// conversation, conversation_after makes the next one; store: false keeps a response out).
+// conversation, conversation_after makes the next one; store: false keeps a response out); its input
+// items are listed by GET /v1/responses/{id}/input_items (server/response_input_items.h).
 // What the server cannot do is refused with a 400 naming the field: conversations, background
 // responses, an item_reference, other tool types than functions, image and file inputs, reasoning
 // effort, and fields this file does not know. user, metadata, service_tier, safety_identifier and

@@ -178,19 +178,19 @@ TEST(ResponsesApi, APreviousResponsesConversationComesBeforeTheInput) {
 TEST(ResponsesApi, TheStoreForgetsTheOldestPastItsCapacity) {
   ResponseStore store(2);
   auto kept = [&](const char* id) { return store.find(id) ? store.find(id)->conversation : json(); };
-  store.put("a", {{{"id", "a"}}, json::array({1})});
-  store.put("b", {{{"id", "b"}}, json::array({2})});
-  store.put("a", {{{"id", "a"}}, json::array({3})});
+  store.put("a", {{{"id", "a"}}, json::array({1}), json::array()});
+  store.put("b", {{{"id", "b"}}, json::array({2}), json::array()});
+  store.put("a", {{{"id", "a"}}, json::array({3}), json::array()});
   EXPECT_EQ(kept("a"), json::array({3}));
   EXPECT_EQ(store.find("a")->response, json({{"id", "a"}}));
-  store.put("c", {{{"id", "c"}}, json::array({4})});
+  store.put("c", {{{"id", "c"}}, json::array({4}), json::array()});
   EXPECT_FALSE(store.find("a").has_value());
   EXPECT_EQ(kept("b"), json::array({2}));
   EXPECT_EQ(kept("c"), json::array({4}));
   EXPECT_TRUE(store.erase("b"));
   EXPECT_FALSE(store.erase("b"));
   EXPECT_FALSE(store.find("b").has_value());
-  store.put("d", {{{"id", "d"}}, json::array({5})});  // "b"'s erasure left room: "c" stays
+  store.put("d", {{{"id", "d"}}, json::array({5}), json::array()});  // "b"'s erasure left room: "c" stays
   EXPECT_EQ(kept("c"), json::array({4}));
   EXPECT_FALSE(ResponseStore(0).find("a").has_value());
 }

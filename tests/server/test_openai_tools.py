@@ -12,9 +12,9 @@ model (SmolLM2-135M-Instruct) on the CPU (issue 49):
   Hermes-style calls (forced through a grammar, since SmolLM2 was not trained for tools);
 - --reasoning-parser qwen3: <think>...</think> into reasoning_content, whole and streamed;
 - bad tools and tool choices are 400s naming the field;
-- /v1/responses: the round trip as Responses items, whole and streamed (the typed events), and again
-  through previous_response_id (the server's stored conversation; retrieved and deleted by id), text.format's
-  JSON schema, its refusals.
+- /v1/responses: the round trip as Responses items, whole and streamed (the typed events), its input items
+  listed, and again through previous_response_id (the server's stored conversation; retrieved and deleted
+  by id), text.format's JSON schema, its refusals.
 
 Run by ctest with MINIVLLM_BIN and MINIVLLM_MODEL set; exits 77 (skipped) only when the model or
 the client is missing, as test_openai_client.py does (whose server helpers it uses).
@@ -162,6 +162,13 @@ class ToolsTest(unittest.TestCase):
                                           instructions="Answer in one sentence.") as s:
             self.assertEqual(s.get_final_response().output_text, final.output_text)
         self.assertEqual(self.client.responses.retrieve(chained.id).output_text, final.output_text)
+        # Each kept response lists what it was asked with (input_items), its own input only, newest first.
+        first = self.client.responses.input_items.list(r.id)
+        self.assertEqual([(i.type, i.role, i.content[0].text) for i in first.data],
+                         [("message", "user", ask[0]["content"])])
+        listed = self.client.responses.input_items.list(chained.id, order="asc", limit=1)
+        self.assertEqual([(i.type, i.call_id) for i in listed.data], [("function_call_output", calls[0].call_id)])
+        self.assertEqual(listed.has_more, len(calls) > 1)
         self.client.responses.delete(chained.id)
         unkept = self.client.responses.create(model=NAME, input="hi", max_output_tokens=2, store=False)
         self.assertFalse(unkept.store)
