@@ -57,7 +57,16 @@ MoeConfig parse_ernie45_moe(const json& j, const std::string& path) {
   m.last_sparse_layer = read_int(j, "moe_layer_end_index", -1, path);
   m.decoder_sparse_step = read_int(j, "moe_layer_interval", 1, path);
   m.biased_routing = true;
-  m.norm_topk_prob = true;  // divided by max(sum, moe_norm_min): the sum of k softmax scores is >= k / E
+  // The weights divided by max(their sum, moe_norm_min); the sum of the k best of E softmax scores is at
+  // least k / E, so a floor below that never binds (the published 1e-12); one that could is refused.
+  m.norm_topk_prob = true;
+  if (j.contains("moe_norm_min") && !j.at("moe_norm_min").is_null()) {
+    const json& v = j.at("moe_norm_min");
+    MINIVLLM_CHECK(v.is_number() && v.get<double>() >= 0 &&
+                   v.get<double>() < static_cast<double>(m.num_experts_per_tok) / static_cast<double>(m.num_experts))
+        << path << ": unsupported moe_norm_min " << v.dump() << " (minivllm divides by the weights' sum, which a floor "
+        << "below moe_k / moe_num_experts never replaces)";
+  }
   for (const char* key : {"num_experts", "num_experts_per_tok", "decoder_sparse_step", "mlp_only_layers"}) {
     MINIVLLM_CHECK(!j.contains(key) || j.at(key).is_null())
         << path << ": key " << key << " is not ERNIE 4.5's (moe_num_experts, moe_k, moe_layer_interval)";

@@ -498,6 +498,9 @@ TEST(Architecture, Ernie45MoeKeysAndNames) {
   j["moe_layer_end_index"] = 3;  // past the 3 layers
   expect_error_naming([&] { load_config(j); }, {"moe_layer_end_index"});
   j["moe_layer_end_index"] = -1;
+  j["moe_norm_min"] = 0.5;  // could bind: the best 2 of 8 scores may sum below it
+  expect_error_naming([&] { load_config(j); }, {"moe_norm_min"});
+  j["moe_norm_min"] = 1e-12;
   j["num_experts"] = 8;
   expect_error_naming([&] { load_config(j); }, {"num_experts", "ERNIE 4.5"});
 }
