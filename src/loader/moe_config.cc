@@ -20,6 +20,14 @@ int64_t read_int(const json& j, const char* key, int64_t fallback, const std::st
   return j.at(key).get<int64_t>();
 }
 
+// norm_topk_prob where the config sets it; m's family default otherwise.
+void read_norm_topk_prob(const json& j, const std::string& path, MoeConfig* m) {
+  if (!j.contains("norm_topk_prob") || j.at("norm_topk_prob").is_null()) return;
+  MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
+      << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();
+  m->norm_topk_prob = j.at("norm_topk_prob").get<bool>();
+}
+
 // GLM-4.5's keys (transformers' Glm4MoeConfig defaults where a key is absent).
 MoeConfig parse_glm4_moe(const json& j, const std::string& path) {
   MoeConfig m;
@@ -116,11 +124,7 @@ MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys)
   if (keys == MoeKeys::kErnie45) return parse_ernie45_moe(j, path);
   if (keys == MoeKeys::kGlm4Moe) {
     MoeConfig m = parse_glm4_moe(j, path);
-    if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
-      MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
-          << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();
-      m.norm_topk_prob = j.at("norm_topk_prob").get<bool>();
-    }
+    read_norm_topk_prob(j, path, &m);
     return m;
   }
   MoeConfig m;
@@ -153,11 +157,7 @@ MoeConfig parse_moe_config(const json& j, const std::string& path, MoeKeys keys)
       m.shared_expert_intermediate_size = read_int(j, "shared_expert_intermediate_size", 5632, path);
     }
   }
-  if (j.contains("norm_topk_prob") && !j.at("norm_topk_prob").is_null()) {
-    MINIVLLM_CHECK(j.at("norm_topk_prob").is_boolean())
-        << path << ": key norm_topk_prob must be true or false, got " << j.at("norm_topk_prob").dump();
-    m.norm_topk_prob = j.at("norm_topk_prob").get<bool>();
-  }
+  read_norm_topk_prob(j, path, &m);
   if (j.contains("mlp_only_layers") && !j.at("mlp_only_layers").is_null()) {
     const json& l = j.at("mlp_only_layers");
     MINIVLLM_CHECK(l.is_array()) << path << ": key mlp_only_layers must be a list of layer indices, got " << l.dump();

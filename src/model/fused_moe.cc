@@ -12,6 +12,17 @@ ShardPart whole(const std::string& name, int64_t rows, int64_t cols) {
   return ShardPart{name, {rows, cols}, 0, 0, rows};
 }
 
+// A replicated vector of n values that checkpoints store as [n] or [1, n] (the shared expert's gate,
+// the router's score bias), uploaded in f32 (the kernels take it so).
+Tensor upload_f32_row(const ShardContext& ctx, const std::string& name, int64_t n, const std::string& source) {
+  const Tensor stored = ctx.src.get_f32(name);
+  MINIVLLM_CHECK(stored.numel() == n && stored.size(-1) == n)
+      << source << ": " << name << " has shape " << stored.describe() << ", expected [" << n << "] or [1, " << n << "]";
+  Tensor row = host_tensor(DType::kF32, {n});  // (the source's tensor may be a view of its file)
+  std::copy_n(stored.ptr<float>(), n, row.ptr<float>());
+  return ctx.backend.upload_weight(row, /*keep_f32=*/true);
+}
+
 }  // namespace
 
 void check_moe_parallel_shapes(const MoeConfig& moe, int world_size, bool expert_parallel) {
@@ -69,14 +80,10 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   MINIVLLM_CHECK(!router.empty()) << cfg.source << ": the " << cfg.arch_name << " row names no router weight";
   router_ = ctx.upload_rows({whole(router, moe.num_experts, h)});
   if (moe.biased_routing) {
-    const std::string name =
-        weight_name(arch, WeightFormat::kHuggingFace, R::kMoeScoreBias, layer, "e_score_correction_bias");
-    const Tensor bias = ctx.src.get_f32(name);  // [E], or ERNIE's [1, E]
-    MINIVLLM_CHECK(bias.numel() == moe.num_experts && bias.size(-1) == moe.num_experts)
-        << cfg.source << ": " << name << " has shape " << bias.describe() << ", expected [" << moe.num_experts << "]";
-    Tensor row = host_tensor(DType::kF32, {moe.num_experts});
-    std::copy_n(bias.ptr<float>(), moe.num_experts, row.ptr<float>());
-    score_bias_ = ctx.backend.upload_weight(row, /*keep_f32=*/true);
+    // [E] (GLM-4.5's), or ERNIE's [1, E]
+    score_bias_ = upload_f32_row(
+        ctx, weight_name(arch, WeightFormat::kHuggingFace, R::kMoeScoreBias, layer, "e_score_correction_bias"),
+        moe.num_experts, cfg.source);
     sigmoid_scores_ = moe.sigmoid_scores;
     groups_ = static_cast<int>(moe.num_groups);
     topk_groups_ = static_cast<int>(moe.topk_groups);
@@ -107,13 +114,7 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
       ctx, {module(R::kSharedExpertGateProj) + ".weight", module(R::kSharedExpertUpProj) + ".weight"}, h, shared);
   shared_down_ = RowParallelLinear(ctx, module(R::kSharedExpertDownProj), shared, h);
   const std::string gate = weight_name(arch, WeightFormat::kHuggingFace, R::kSharedExpertGate, layer);
-  if (gate.empty()) return;
-  const Tensor g = ctx.src.get_f32(gate);  // [1, H]; llama.cpp declares it [H]
-  MINIVLLM_CHECK(g.numel() == h && g.size(-1) == h)
-      << cfg.source << ": " << gate << " has shape " << g.describe() << ", expected [1, " << h << "]";
-  Tensor row = host_tensor(DType::kF32, {h});  // (the source's tensor may be a view of its file)
-  std::copy_n(g.ptr<float>(), h, row.ptr<float>());
-  shared_gate_ = ctx.backend.upload_weight(row, /*keep_f32=*/true);
+  if (!gate.empty()) shared_gate_ = upload_f32_row(ctx, gate, h, cfg.source);  // [1, H]; llama.cpp's [H]
 }
 
 Tensor FusedMoE::shared_expert_act(Backend& b, const Tensor& x, const MoeBuffers& buf, Activation act) const {

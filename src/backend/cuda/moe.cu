@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kRouteCtaThreads) moe_route_cta_kernel(const f
 
 // ---- routing by a score bias (Backend::moe_route_biased): a CTA per token ----
 
-constexpr int kSigmoidRouteThreads = 128;
-constexpr int kSigmoidRouteMaxGroups = 64;
+constexpr int kBiasedRouteThreads = 128;
+constexpr int kBiasedRouteMaxGroups = 64;
 
 // (value, index) of the better of two candidates: the larger value, the lower index on equal values
 // (the CPU's order, cpu_moe.cc); index -1 is no candidate.
@@ -138,15 +138,15 @@ __device__ __forceinline__ void warp_best(float& v, int& i) {
 // The CPU's moe_topk_biased step by step: scores and choice values in shared memory (the softmax's
 // denominator in double, as the CPU's), each group's value by one thread, the groups and then the k
 // experts by rounds of a CTA-wide arg-max; the weights summed in double by thread 0 as the CPU sums them.
-__global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_biased_kernel(
+__global__ void __launch_bounds__(kBiasedRouteThreads) moe_route_biased_kernel(
     const float* logits, const float* bias, bool sigmoid, int experts, int k, int groups, int topk_groups,
     bool renormalize, float scale, int32_t* ids, float* weights) {
   __shared__ float score[kMoeRouteMaxExperts], choice[kMoeRouteMaxExperts];
   __shared__ unsigned char avail[kMoeRouteMaxExperts];  // eligible and not yet taken
-  __shared__ float group_value[kSigmoidRouteMaxGroups];
-  __shared__ float warp_v[kSigmoidRouteThreads / 32];
-  __shared__ int warp_i[kSigmoidRouteThreads / 32];
-  __shared__ double warp_sum_exp[kSigmoidRouteThreads / 32];
+  __shared__ float group_value[kBiasedRouteMaxGroups];
+  __shared__ float warp_v[kBiasedRouteThreads / 32];
+  __shared__ int warp_i[kBiasedRouteThreads / 32];
+  __shared__ double warp_sum_exp[kBiasedRouteThreads / 32];
   __shared__ int picked;
   pdl_wait();  // the logits are the router's output
   const int64_t t = blockIdx.x;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_biased_kernel(
     if (lane == 0) warp_sum_exp[warp] = sum_exp;
     __syncthreads();
     sum_exp = 0;
-    for (int w = 0; w < kSigmoidRouteThreads / 32; ++w) sum_exp += warp_sum_exp[w];
+    for (int w = 0; w < kBiasedRouteThreads / 32; ++w) sum_exp += warp_sum_exp[w];
   }
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const float sc = sigmoid ? 1.0f / (1.0f + expf(-row[e]))
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kSigmoidRouteThreads) moe_route_biased_kernel(
     if (lane == 0) warp_v[warp] = v, warp_i[warp] = i;
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int w = 1; w < kSigmoidRouteThreads / 32; ++w) better_of(v, i, warp_v[w], warp_i[w]);
+      for (int w = 1; w < kBiasedRouteThreads / 32; ++w) better_of(v, i, warp_v[w], warp_i[w]);
       picked = i;
     }
     __syncthreads();
@@ -399,14 +399,14 @@ void launch_moe_route_biased(const float* logits, const float* bias, bool sigmoi
                              int groups, int topk_groups, bool renormalize, float scale, int32_t* ids, float* weights,
                              cudaStream_t stream) {
   if (tokens == 0) return;
-  MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && groups >= 1 && groups <= kSigmoidRouteMaxGroups &&
+  MINIVLLM_CHECK(experts >= 1 && experts <= kMoeRouteMaxExperts && groups >= 1 && groups <= kBiasedRouteMaxGroups &&
                  experts % groups == 0 && topk_groups >= 1 && topk_groups <= groups)
       << "moe_route_biased: " << topk_groups << " of " << groups << " groups of " << experts
-      << " experts (the CUDA kernel takes up to " << kMoeRouteMaxExperts << " experts, " << kSigmoidRouteMaxGroups
+      << " experts (the CUDA kernel takes up to " << kMoeRouteMaxExperts << " experts, " << kBiasedRouteMaxGroups
       << " groups)";
   MINIVLLM_CHECK(k >= 1 && k <= topk_groups * (experts / groups) && (groups == 1 || experts / groups >= 2))
       << "moe_route_biased: top-" << k << " of " << topk_groups << " groups of " << experts / groups << " experts";
-  launch_with_pdl(moe_route_biased_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kSigmoidRouteThreads), 0,
+  launch_with_pdl(moe_route_biased_kernel, dim3(static_cast<unsigned>(tokens)), dim3(kBiasedRouteThreads), 0,
                   stream, logits, bias, sigmoid, experts, k, groups, topk_groups, renormalize, scale, ids, weights);
   CUDA_CHECK_LAUNCH();
 }
