@@ -16,6 +16,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/granite-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/smollm3-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/ernie4_5-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/seed-oss-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/olmo2-tiny
@@ -53,6 +54,8 @@ converter does per family, and the engine must read back:
     embedding_scale, residual_scale, attention.scale and logit_scale.
   smollm3 (smollm3-tiny.bf16.gguf): llama's layout (q/k rows permuted); no key for the NoPE layers
     (llama.cpp's smollm3 takes every fourth).
+  chatglm, from GlmForCausalLM (glm-tiny.bf16.gguf): glm4's rows and fused ffn_up without its sandwich
+    norms; context_length from seq_length (written here as max_position_embeddings).
   glm4 (glm4-tiny.bf16.gguf): q/k rows and biases as HF stores them (adjacent pairs rotating;
     llama.cpp's rope type "norm"), rope.dimension_count for the half that rotates, gate_up_proj
     kept fused as ffn_up, the sandwich norms as post_attention_norm / post_ffw_norm.
@@ -105,6 +108,7 @@ FAMILIES = {
     "granite": ("granite", "GraniteModel", "granite-tiny"),
     "smollm3": ("llama", "SmolLM3Model", "smollm3-tiny"),
     "glm4": ("glm", "Glm4Model", "glm4-tiny"),
+    "glm": ("chatglm", "ChatGLMModel", "glm-tiny"),
     "ernie4_5": ("ernie", "Ernie4_5Model", "ernie4_5-tiny"),
     "seed_oss": ("olmo", "SeedOssModel", "seed-oss-tiny"),
     "olmo2": ("olmo", "Olmo2Model", "olmo2-tiny"),
@@ -170,6 +174,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "model")
         shutil.copytree(args.dir, src, ignore=shutil.ignore_patterns("*.gguf", "goldens*.json"))
+        if config["model_type"] == "glm":
+            # ChatGLMModel writes context_length from ChatGLM's seq_length, else from hidden_size (64
+            # here: too short for the goldens' prompts); THUDM's configs carry seq_length.
+            with open(os.path.join(src, "config.json"), "w") as f:
+                json.dump({**config, "seq_length": config["max_position_embeddings"]}, f)
         # Gemma3Model.modify_tensors keeps len(model.vocab) + len(added_tokens) embedding rows.
         with open(os.path.join(src, "tokenizer.json"), "w") as f:
             json.dump({"model": {"vocab": {p: i for i, p in enumerate(pieces)}}, "added_tokens": []}, f)

@@ -229,8 +229,15 @@ constexpr ArchitectureTraits kGlm4Traits{.gguf_rope_permuted = true,
                                          .hf_rope_interleaved = true,
                                          .default_partial_rotary = 0.5};
 
-constexpr ArchitectureTraits kGlmTraits{.attention_bias_is_qkv = true, .hf_rope_interleaved = true,
-                                        .default_partial_rotary = 0.5};
+// transformers' GlmModel: GLM-4's layers without the sublayer output norms. llama.cpp's chatglm stores
+// its rows as glm4 does (q/k as HF keeps them, gate_up_proj fused as ffn_up).
+constexpr ArchitectureTraits kGlmTraits{.gguf_rope_permuted = true, .attention_bias_is_qkv = true,
+                                        .hf_rope_interleaved = true, .default_partial_rotary = 0.5};
+constexpr WeightNameTable kGlmGgufNames = [] {
+  WeightNameTable t = kLlamaGgufNames;
+  for (R fused : {R::kGateProj, R::kUpProj}) t[static_cast<size_t>(fused)] = nullptr;
+  return t;
+}();
 
 // llama.cpp's seed_oss names the MLP's input norm post_attention_norm (HF's post_attention_layernorm).
 constexpr WeightNameTable kSeedOssGgufNames = [] {
@@ -298,9 +305,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"SmolLM3ForCausalLM", "smollm3", {.use_sliding_window_key = true, .gguf_rope_permuted = true, .no_rope_layers = true},
      &kLlamaHfNames, &kLlamaGgufNames, nullptr},
     {"Glm4ForCausalLM", "glm4", kGlm4Traits, &kGlm4HfNames, &kGlm4GgufNames, &kGlm4Fused},
-    // GLM-4's predecessor in transformers' own form (glm-4-9b-chat-hf, glm-edge): GLM-4 without the
-    // sublayer output norms. llama.cpp files it as chatglm, a layout of its own: no GGUF name.
-    {"GlmForCausalLM", nullptr, kGlmTraits, &kLlamaHfNames, &kLlamaGgufNames, &kGlm4Fused},
+    // GLM-4's predecessor in transformers' own form (glm-4-9b-chat-hf, glm-edge), and llama.cpp's chatglm
+    // files converted from it (those of THUDM's own layout fuse q/k/v as attn_qkv: refused by name).
+    {"GlmForCausalLM", "chatglm", kGlmTraits, &kLlamaHfNames, &kGlmGgufNames, &kGlm4Fused},
     // Baidu's ERNIE 4.5 dense (ERNIE-4.5-0.3B-PT): Llama's modules, every head rotating in adjacent
     // pairs (moved at load, as GLM-4's; llama.cpp's ernie4_5 keeps the rows as HF stores them).
     {"Ernie4_5ForCausalLM", "ernie4_5",

@@ -57,8 +57,9 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
   if (!c.traits().moe && f.find(experts)) {
     const int64_t n = f.get_int(experts);
     MINIVLLM_CHECK_LE(n, 0) << f.path() << ": unsupported " << experts << " = " << n << " for " << a
-                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe, qwen2moe, granitemoe, olmoe, and "
-                            << "llama with experts as Mixtral; other families from Hugging Face safetensors)";
+                            << " (minivllm reads mixture-of-experts GGUF as qwen3moe, qwen2moe, granitemoe, olmoe, "
+                            << "glm4moe, ernie4_5-moe, and llama with experts as Mixtral; other families from Hugging "
+                            << "Face safetensors)";
   }
   // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {

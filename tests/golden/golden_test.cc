@@ -75,8 +75,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // adjacent pairs (its q/k rows and biases moved to the half-split layout at load), also from its GGUF.
 // ernie4_5-tiny rotates whole heads in adjacent pairs; seed-oss-tiny has q/k/v biases; both also
 // from their GGUFs (llama.cpp's ernie4_5 and seed_oss). glm-tiny is GlmForCausalLM (GLM-4's layers
-// without the output norms). olmo2-tiny has no norm before a sublayer, one after each, and q/k norms over
-// all heads of q and of k (at world_size 2 their squares summed over both ranks), also from its GGUF
+// without the output norms), also from its GGUF (llama.cpp's chatglm). olmo2-tiny has no norm before a
+// sublayer, one after each, and q/k norms over all heads of q and of k (at world_size 2 their squares summed over both ranks), also from its GGUF
 // (llama.cpp's olmo2). olmo3-tiny is OLMo 2's layers with three of four sliding (window 8) and yarn on
 // the full layer alone (the sliding ones rotate unscaled), also from its GGUF (llama.cpp's olmo2 with
 // the window, its layer pattern and freq_base_swa as metadata). exaone4-tiny has OLMo 2's norms, per-head
@@ -311,7 +311,7 @@ std::vector<GoldenParam> families() {
            {"granite-tiny", "granite-tiny.bf16.gguf"},
            {"smollm3-tiny", "smollm3-tiny.bf16.gguf"},
            {"glm4-tiny", "glm4-tiny.bf16.gguf"},
-           {"glm-tiny", ""},
+           {"glm-tiny", "glm-tiny.bf16.gguf"},
            {"ernie4_5-tiny", "ernie4_5-tiny.bf16.gguf"},
            {"seed-oss-tiny", "seed-oss-tiny.bf16.gguf"},
            {"olmo2-tiny", "olmo2-tiny.bf16.gguf"},

@@ -297,6 +297,22 @@ TEST(Architecture, Glm4ReadsItsLayout) {
   expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"quantization_config", "Glm4ForCausalLM"});
 }
 
+// GLM (tests/goldens/glm-tiny and llama.cpp's chatglm file of it): GLM-4's attention and fused gate/up
+// without its sandwich norms, in both formats.
+TEST(Architecture, GlmReadsItsChatglmGguf) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/glm-tiny";
+  for (const ModelConfig& c : {load_hf_model_config(dir), open_gguf(dir + "/glm-tiny.bf16.gguf").config}) {
+    EXPECT_STREQ(c.arch->hf_name, "GlmForCausalLM") << c.source;
+    EXPECT_TRUE(c.attention_bias) << c.source;
+    EXPECT_EQ(c.rope_dim(), 8) << c.source;
+    EXPECT_FALSE(c.traits().post_norms) << c.source;
+    EXPECT_EQ(c.max_position_embeddings, 512) << c.source;
+  }
+  const ArchitectureSpec& g = *open_gguf(dir + "/glm-tiny.bf16.gguf").config.arch;
+  EXPECT_TRUE(gguf_fuses(g, "blk.{L}.ffn_up"));
+  EXPECT_EQ(weight_name(g, WeightFormat::kGguf, WeightRole::kQProj, 1), "blk.1.attn_q.weight");
+}
+
 // Seed-OSS and ERNIE 4.5: their bias keys. attention_bias is Seed-OSS's q/k/v biases; an o_proj
 // bias (attention_out_bias) or ERNIE's use_bias (every projection) is refused, not ignored.
 TEST(Architecture, SeedOssAndErnieBiasKeys) {
