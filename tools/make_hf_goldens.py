@@ -16,7 +16,8 @@ glm4-tiny, GLM-4's sandwich norms, fused gate/up and half-head interleaved rope;
 4.5's interleaved rope; seed-oss-tiny, Seed-OSS's q/k/v biases; glm-tiny, GlmForCausalLM; qwen2moe-tiny,
 Qwen2-MoE's shared expert behind its gate, every layer sparse, the source of its GGUF; glm4moe-tiny,
 GLM-4.5's sigmoid routing with a score bias and groups, its shared expert and first dense layer;
-ernie45moe-tiny, ERNIE 4.5's softmax routing with a score bias),
+ernie45moe-tiny, ERNIE 4.5's softmax routing with a score bias; gptoss-tiny, gpt-oss's sinks, biases,
+alternating windows and stacked interleaved experts, stored as its published checkpoints store them),
 OUTDIR/<model>/:
     config.json, generation_config.json   as transformers writes them (transformers 5 spelling:
                                           rope_parameters, dtype)
@@ -50,7 +51,7 @@ import sys
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from transformers import (AutoModelForCausalLM, Ernie4_5Config, Ernie4_5_MoeConfig, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
+from transformers import (AutoModelForCausalLM, GptOssConfig, Ernie4_5Config, Ernie4_5_MoeConfig, Exaone4Config, Gemma2Config, Gemma3TextConfig, GenerationConfig,
                           GlmConfig, Glm4Config, Glm4MoeConfig, GraniteConfig, GraniteMoeConfig, LlamaConfig, Olmo2Config, Olmo3Config, OlmoeConfig, SeedOssConfig, MistralConfig, MixtralConfig, Phi3Config, Qwen2MoeConfig, Qwen3Config, Qwen3MoeConfig,
                           SmolLM3Config)
 
@@ -450,6 +451,23 @@ def ernie45moe_tiny_config():
         architectures=["Ernie4_5_MoeForCausalLM"])
 
 
+def gptoss_tiny_config():
+    # GptOssForCausalLM (gpt-oss-20b's layout): q/k/v/o biases, a learned sink logit per head in each
+    # softmax, sliding (window 8) and full layers alternating, yarn (factor 4 over 128 positions, not
+    # truncated, as gpt-oss's 32 over 4,096), and every layer's MLP 8 experts of width 32, top-2 by the
+    # router's logits (with a bias), softmax over the two, the experts' gate/up interleaved in one
+    # [E, H, 2I] tensor with biases and gpt-oss's clamped SwiGLU. Widths, heads and experts divide by 2.
+    return GptOssConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 128},
+        rms_norm_eps=1e-5, tie_word_embeddings=False, initializer_range=INIT_STD, attention_bias=True,
+        num_local_experts=8, num_experts_per_tok=2,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, architectures=["GptOssForCausalLM"])
+
+
 def phi3_tiny_longrope_config():
     # Phi-4-mini's rope on phi3-tiny: partial_rotary_factor 0.75 (12 of head_dim 16 rotate, in pairs
     # (i, i + 6); the last 4 dims pass through) and longrope over the 6 frequencies, its switch at
@@ -520,6 +538,7 @@ MODELS = {
     "qwen2moe-tiny": (qwen2moe_tiny_config, False),
     "glm4moe-tiny": (glm4moe_tiny_config, False),
     "ernie45moe-tiny": (ernie45moe_tiny_config, False),
+    "gptoss-tiny": (gptoss_tiny_config, False),
 }
 # Golden files whose prompts are not make_prompts' (file -> prompt lengths, shared prefix, the two
 # tails after it): phi3-tiny-longrope's short regime (every sequence ends within 64 tokens: the
@@ -705,7 +724,9 @@ def internal_name(name):
 
 
 def bf16_state_dict(model, store_lm_head):
-    sd = per_expert({k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()})
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().clone() for k, v in model.state_dict().items()}
+    if model.config.model_type != "gpt_oss":  # gpt-oss's published checkpoints keep them stacked
+        sd = per_expert(sd)
     if model.config.model_type == "mixtral":
         sd = mixtral_names(sd)
     if model.config.model_type == "granitemoe":

@@ -12,6 +12,7 @@
 #include "loader/dummy_weights.h"
 #include "loader/fused_weights.h"
 #include "loader/gguf.h"
+#include "loader/gpt_oss_experts.h"
 #include "loader/quantized_weights.h"
 #include "loader/rope_rows.h"
 
@@ -59,6 +60,8 @@ ModelSource open_hf_dir(const std::string& dir, bool with_weights, const std::st
     if (s.config.quantization.quantized()) s.weights = dequantize_weights(std::move(s.weights), s.config.quantization);
     // Fused tensors (Phi-3's qkv_proj, gate_up_proj) appear to the model as their roles' weights.
     s.weights = split_fused_weights(std::move(s.weights), s.config);
+    // gpt-oss's stacked, interleaved experts appear as per-expert weights.
+    s.weights = serve_gpt_oss_experts(std::move(s.weights), s.config);
     // q/k rows that rotate adjacent pairs (GLM-4) are moved to the half-split layout the kernels take.
     if (s.config.traits().hf_rope_interleaved) s.weights = unpermute_interleaved_rope(std::move(s.weights), s.config);
   }

@@ -93,6 +93,10 @@ struct RopeStoreEpilogue {
 struct MoeExpertWeights {
   std::vector<Tensor> gate_up;
   std::vector<Tensor> down;
+  // Per-expert biases (gpt-oss), f32: gate_up's [2 I_r] (gate, then up) and down's [H] (rank 0's alone
+  // where the experts' width is split, so that the all-reduce adds it once). Empty: none.
+  std::vector<Tensor> gate_up_bias;
+  std::vector<Tensor> down_bias;
   int64_t first_expert = 0;
   int64_t num_experts = 0;  // the layer's, over every rank
   int64_t num_local() const { return static_cast<int64_t>(gate_up.size()); }
@@ -226,8 +230,15 @@ class Backend {
   // window > 0: sliding-window attention (Mistral, Gemma 3's local layers; HF's convention): the
   // query at position p sees keys at positions p - window < j <= p, `window` keys at most. The
   // kernels read no cache block wholly before the window, whose block_tables entry may be stale.
+  // sinks (gpt-oss; nullptr: none): f32 [num_q_heads], one logit per head that joins each softmax's
+  // denominator and no value: out = sum_j e^(s_j) v_j / (e^(sink) + sum_j e^(s_j)).
   virtual void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache,
-                         const AttentionMetadata& meta, float scale, int window, const Tensor& out) = 0;
+                         const AttentionMetadata& meta, float scale, int window, const Tensor& out,
+                         const Tensor* sinks) = 0;
+  // Whether attention takes sinks, and act_mul and the MLP ops `act`: a backend without them refuses
+  // such a model at start-up (the Transformer names the feature).
+  virtual bool supports_attention_sinks() const { return false; }
+  virtual bool supports_activation(Activation act) const { return act != Activation::kSwigluOai; }
   // out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:], act the model's gate activation (SiLU for
   // SwiGLU, GELU-tanh for GeGLU).
   virtual void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) = 0;

@@ -286,6 +286,23 @@ constexpr ArchitectureTraits kExaone4Traits{.qk_norm = true,
                                             .input_norms = false,
                                             .nope_full_layers_with_window = true};
 
+// transformers' GptOssModel (gpt-oss-20b, gpt-oss-120b): Llama's attention with q/k/v/o biases and sink
+// logits, every layer's MLP a router (mlp.router, with a bias) and biased experts stacked in the checkpoint
+// (served per expert by loader/gpt_oss_experts.h), Mixtral's routing (the softmax over the top-k logits
+// is the top-k of the softmax renormalised), gpt-oss's clamped SwiGLU.
+constexpr WeightNameTable kGptOssHfNames = [] {
+  WeightNameTable t = kQwen3MoeHfNames;
+  t[static_cast<size_t>(R::kMoeRouter)] = "model.layers.{L}.mlp.router";
+  t[static_cast<size_t>(R::kAttnSinks)] = "model.layers.{L}.self_attn";
+  return t;
+}();
+constexpr ArchitectureTraits kGptOssTraits{.activation = Activation::kSwigluOai,
+                                           .moe = true,
+                                           .moe_keys = MoeKeys::kMixtral,
+                                           .attention_bias_with_o = true,
+                                           .attention_sinks = true,
+                                           .gpt_oss_experts = true};
+
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", {.qk_norm = true, .use_sliding_window_key = true}, &kLlamaHfNames,
@@ -361,6 +378,9 @@ const ArchitectureSpec kArchitectures[] = {
     {"Olmo2ForCausalLM", "olmo2", kOlmo2Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Olmo3ForCausalLM", nullptr, kOlmo3Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Exaone4ForCausalLM", "exaone4", kExaone4Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
+    // OpenAI's gpt-oss (gpt-oss-20b, 120b) in bf16 (its MXFP4 checkpoints are refused by their
+    // quantization_config); no GGUF yet.
+    {"GptOssForCausalLM", nullptr, kGptOssTraits, &kGptOssHfNames, &kLlamaGgufNames, nullptr},
     {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };
 
@@ -384,7 +404,8 @@ const char* weight_role_name(WeightRole r) {
                                            "up_proj",      "down_proj",     "attn_output_norm", "ffn_output_norm",
                                            "moe_router",   "expert_gate_proj", "expert_up_proj", "expert_down_proj",
                                            "shared_expert_gate_proj", "shared_expert_up_proj",
-                                           "shared_expert_down_proj", "shared_expert_gate", "moe_score_bias"};
+                                           "shared_expert_down_proj", "shared_expert_gate", "moe_score_bias",
+                                           "attn_sinks"};
   static_assert(std::size(kNames) == kNumWeightRoles);
   const int i = static_cast<int>(r);
   MINIVLLM_CHECK(i >= 0 && i < kNumWeightRoles) << "weight role " << i;

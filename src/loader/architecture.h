@@ -49,6 +49,8 @@ enum class WeightRole : int {
   // The router's score bias for the choice of experts (MoeConfig::biased_routing): the module holding
   // e_score_correction_bias, [E] (GLM-4.5's mlp.gate) or [1, E] (ERNIE 4.5's mlp.moe_statics).
   kMoeScoreBias,
+  // The attention's sink logits (gpt-oss): the module holding `sinks`, [nq], one a q head.
+  kAttnSinks,
   kCount
 };
 inline constexpr int kNumWeightRoles = static_cast<int>(WeightRole::kCount);
@@ -150,6 +152,13 @@ struct ArchitectureTraits {
   // The share of each head that rotates when config.json names no partial_rotary_factor
   // (transformers' default for the family: GLM-4's 0.5).
   double default_partial_rotary = 1.0;
+  // gpt-oss: config.json's attention_bias switches q/k/v and o_proj biases; each layer's attention
+  // has sink logits (kAttnSinks); its router and experts have biases (the router's "bias" beside its
+  // weight, each expert's gate/up/down ".bias"), its experts stored stacked input-major with gate and
+  // up interleaved (loader/gpt_oss_experts.h).
+  bool attention_bias_with_o = false;
+  bool attention_sinks = false;
+  bool gpt_oss_experts = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

@@ -91,6 +91,8 @@ class DummyWeightSource : public WeightSource {
         add(R::kKNorm, l, full_qk ? TensorSpec{{kv}, norm_hd.center, norm_hd.half_width} : norm_hd);
       }
       add(R::kOProj, l, proj(h, q));
+      if (c.o_proj_bias) add(R::kOProj, l, bias(h), "bias");
+      if (c.traits().attention_sinks) add(R::kAttnSinks, l, TensorSpec{{c.num_heads}, 0.0f, 1.0f}, "sinks");
       if (input_norms) add(R::kFfnInputNorm, l, norm_h);
       if (c.traits().post_norms) {
         add(R::kAttnOutputNorm, l, norm_h);
@@ -106,6 +108,7 @@ class DummyWeightSource : public WeightSource {
       // one-hot) and every expert, each a gated MLP of moe_intermediate_size.
       const int64_t e_inter = c.moe.moe_intermediate_size;
       add(R::kMoeRouter, l, proj(c.moe.num_experts, h));
+      if (c.traits().gpt_oss_experts) add(R::kMoeRouter, l, bias(c.moe.num_experts), "bias");
       if (c.moe.biased_routing) {  // the router's score bias: [E] beside GLM-4.5's router, [1, E] in ERNIE's statics
         const std::vector<int64_t> shape =
             c.moe.sigmoid_scores ? std::vector<int64_t>{c.moe.num_experts} : std::vector<int64_t>{1, c.moe.num_experts};
@@ -119,6 +122,9 @@ class DummyWeightSource : public WeightSource {
           const std::string name = expert_weight_name(*c.arch, role, l, e);
           specs_[name] = spec;
           linear_.push_back(name);
+          if (c.traits().gpt_oss_experts) {  // each expert's biases
+            specs_[module_name(*c.arch, WeightFormat::kHuggingFace, role, l, e) + ".bias"] = bias(spec.shape[0]);
+          }
         }
       }
       if (const int64_t s_inter = c.moe.shared_expert_intermediate_size; s_inter > 0) {  // Qwen2-MoE, GLM-4.5

@@ -281,9 +281,17 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
     if (!r.has(key)) continue;
     std::string act = r.get_string(j, key);
     if (act == "swish") act = "silu";
-    const char* expected = activation_name(c.traits().activation);
+    const char* expected = activation_config_name(c.traits().activation);
     MINIVLLM_CHECK(act == expected) << p << ": unsupported " << key << " \"" << act << "\" for " << c.arch_name
                                     << " (minivllm implements \"" << expected << "\" for it)";
+  }
+  // gpt-oss's clamp: transformers' GptOssExperts fixes it at 7 whatever the key says; another value
+  // would be a model that reference does not run.
+  if (r.has("swiglu_limit")) {
+    const double limit = r.get_double("swiglu_limit");
+    MINIVLLM_CHECK(c.traits().activation == Activation::kSwigluOai && limit == kSwigluOaiLimit)
+        << p << ": unsupported swiglu_limit " << limit << " for " << c.arch_name << " (minivllm implements gpt-oss's "
+        << kSwigluOaiLimit << ")";
   }
   MINIVLLM_CHECK(!r.get_bool("attention_out_bias", false))
       << p << ": unsupported attention_out_bias: true (an o_proj bias, which minivllm does not implement)";
@@ -293,7 +301,8 @@ void refuse_unsupported_features(const ConfigReader& r, const ModelConfig& c) {
       << p << ": unsupported mlp_bias: true (minivllm's MLP has no gate/up/down biases)";
   // Llama and Qwen3 put attention_bias on o_proj too (Qwen2 has q/k/v biases only), and the
   // engine has no o_proj bias.
-  MINIVLLM_CHECK(c.traits().qkv_bias || c.traits().attention_bias_is_qkv || !r.get_bool("attention_bias", false))
+  MINIVLLM_CHECK(c.traits().qkv_bias || c.traits().attention_bias_is_qkv || c.traits().attention_bias_with_o ||
+                 !r.get_bool("attention_bias", false))
       << p << ": unsupported attention_bias: true for " << c.arch_name
       << " (it adds an o_proj bias, which minivllm does not implement)";
   for (const RowOnlyKey& k : kRowOnlyKeys) {
@@ -475,7 +484,9 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
   // attention_bias: true elsewhere was refused above (o_proj bias).
   // Qwen2-MoE's config may turn its q/k/v biases off (qkv_bias, transformers' default true).
   c.attention_bias = (c.traits().qkv_bias && r.get_bool("qkv_bias", true)) ||
-                     (c.traits().attention_bias_is_qkv && r.get_bool("attention_bias", false));
+                     ((c.traits().attention_bias_is_qkv || c.traits().attention_bias_with_o) &&
+                      r.get_bool("attention_bias", false));
+  c.o_proj_bias = c.traits().attention_bias_with_o && c.attention_bias;
   c.qk_norm = c.traits().qk_norm || (c.traits().qk_norm_key && r.get_bool("use_qk_norm", false));
   if (c.traits().moe) c.moe = parse_moe_config(j, path, c.traits().moe_keys);
   for (const char* key : {"torch_dtype", "dtype"}) {

@@ -56,6 +56,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   // Resolved from the row's traits and the file's keys.
   bool attention_bias = false;  // q/k/v bias (Qwen2)
+  bool o_proj_bias = false;     // and o_proj's (gpt-oss)
   bool qk_norm = false;         // Qwen3's q_norm / k_norm
   // Per layer: 0 for full attention, else its sliding window (a variant the engine refuses today,
   // so every entry is 0; sized num_layers by the loaders).

@@ -79,6 +79,12 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
   const std::string router = weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer);
   MINIVLLM_CHECK(!router.empty()) << cfg.source << ": the " << cfg.arch_name << " row names no router weight";
   router_ = ctx.upload_rows({whole(router, moe.num_experts, h)});
+  const bool biases = cfg.traits().gpt_oss_experts;  // the router's and the experts' (gpt-oss)
+  if (biases) {
+    router_bias_ = ctx.backend.upload_weight(
+        ctx.replicated(weight_name(arch, WeightFormat::kHuggingFace, R::kMoeRouter, layer, "bias"), {moe.num_experts}),
+        /*keep_f32=*/true);
+  }
   if (moe.biased_routing) {
     // [E] (GLM-4.5's), or ERNIE's [1, E]
     score_bias_ = upload_f32_row(
@@ -106,6 +112,22 @@ FusedMoE::FusedMoE(const ShardContext& ctx, const ModelConfig& cfg, int64_t laye
       experts_.gate_up.push_back(ex.upload_rows({ex.row_shard(gate, inter, h), ex.row_shard(up, inter, h)}));
       experts_.down.push_back(ex.upload_rows({ex.col_shard(down, h, inter)}));
     }
+    if (!biases) continue;
+    // gate's and up's biases for this rank's rows, one [2 I_r] vector; down's [H] where this rank adds it
+    // (whole experts: each its own; split ones: rank 0's alone, the all-reduce adding it once).
+    auto bias = [&](R role) { return module_name(arch, WeightFormat::kHuggingFace, role, layer, e) + ".bias"; };
+    const int64_t width = expert_parallel ? inter : inter / ws, first = expert_parallel ? 0 : ctx.rank() * width;
+    Tensor gu = host_tensor(DType::kF32, {2 * width});
+    for (int part = 0; part < 2; ++part) {
+      const Tensor b = ctx.src.get_f32_slice(bias(part == 0 ? R::kExpertGateProj : R::kExpertUpProj), {inter}, 0,
+                                             first, width);
+      std::copy(b.ptr<float>(), b.ptr<float>() + width, gu.ptr<float>() + part * width);
+    }
+    experts_.gate_up_bias.push_back(ctx.backend.upload_weight(gu, /*keep_f32=*/true));
+    experts_.down_bias.push_back(expert_parallel || ctx.rank() == 0
+                                     ? ctx.backend.upload_weight(ctx.replicated(bias(R::kExpertDownProj), {h}),
+                                                                 /*keep_f32=*/true)
+                                     : Tensor());
   }
   if (moe.shared_expert_intermediate_size == 0) return;
   const int64_t shared = moe.shared_expert_intermediate_size;
@@ -135,8 +157,9 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   const bool direct = comm.world_size() == 1;  // straight into the residual stream
   const Tensor out = direct ? residual : buf.partial.rows(0, n);
   const bool shared = shared_down_.weight().defined(), biased = !score_bias_.empty();
-  // The fused entries route by softmax; a shared expert at world_size > 1 reads x before the experts.
-  if (pro != nullptr && (biased || (!direct && shared))) {
+  // The fused entries route by softmax without a router bias; a shared expert at world_size > 1 reads x
+  // before the experts.
+  if (pro != nullptr && (biased || !router_bias_.empty() || (!direct && shared))) {
     b.rms_norm(pro->residual, pro->weight, pro->eps, pro->normed);
     pro = nullptr;
   }
@@ -148,7 +171,7 @@ bool FusedMoE::forward_add_residual_norm(Backend& b, Communicator& comm, const N
   if (pro != nullptr) {
     b.rms_norm_moe_experts_add(*pro, router_, logits, renormalize_, ids, weights, experts_, buf.scratch, out, act);
   } else {
-    b.linear(x, router_, nullptr, logits);
+    b.linear(x, router_, router_bias_.empty() ? nullptr : &router_bias_, logits);
     if (biased) {
       b.moe_route_biased(logits, score_bias_, sigmoid_scores_, groups_, topk_groups_, renormalize_, routed_scale_, ids,
                          weights);

@@ -63,6 +63,7 @@ class FusedMoE {
   Tensor shared_expert_act(Backend& b, const Tensor& x, const MoeBuffers& buf, Activation act) const;
 
   Tensor router_;  // [E, H], replicated
+  Tensor router_bias_;  // f32 [E] (gpt-oss), or empty
   MoeExpertWeights experts_;
   bool renormalize_ = false;
   // Routing by a score bias (MoeConfig::biased_routing): the bias, f32 [E] (empty: softmax top-k), the

@@ -262,14 +262,23 @@ QKVParallelLinear::QKVParallelLinear(const ShardContext& ctx, const std::array<s
   if (bias) bias_ = ctx.upload_rows(parts(".bias", 0));
 }
 
-RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out) {
+RowParallelLinear::RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out,
+                                     bool bias) {
   weight_ = ctx.upload_rows({ctx.col_shard(name + ".weight", out, in)});
+  if (bias && ctx.rank() == 0) {
+    bias_ = ctx.backend.upload_weight(ctx.replicated(name + ".bias", {out}), /*keep_f32=*/true);
+  }
 }
 
 bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm, const Tensor& x,
                                                   const Tensor& scratch, const Tensor& partial,
                                                   const Tensor& residual, const Tensor& norm_weight, float eps,
                                                   const Tensor& normed, bool note_norm) const {
+  if (comm.world_size() == 1 && bias_.defined()) {  // linear_add_residual takes no bias: the product, then the add
+    b.linear(x, weight_, &bias_, scratch);
+    b.add_to_residual(scratch, residual);
+    return false;
+  }
   if (comm.world_size() == 1) {
     if (note_norm) b.note_next_norm(residual, norm_weight, eps);  // a backend may make that norm's input in the add
     b.linear_add_residual(x, weight_, scratch, residual);
@@ -280,7 +289,7 @@ bool RowParallelLinear::forward_add_residual_norm(Backend& b, Communicator& comm
   // the one-rank path's unfused epilogue rounds the product before its add. The sum itself is
   // fp32 and rounded once. MINIVLLM_TP_PARTIALS=f32 sends fp32 partial sums (`partial`) instead.
   const Tensor& p = tp_partials_f32() ? partial : scratch;
-  b.linear(x, weight_, nullptr, p);
+  b.linear(x, weight_, bias(), p);
   return all_reduce_add_residual_norm(b, comm, p, residual, norm_weight, eps, normed);
 }
 
@@ -303,7 +312,7 @@ bool all_reduce_add_residual_norm(Backend& b, Communicator& comm, const Tensor& 
 }
 
 void RowParallelLinear::forward(Backend& b, Communicator& comm, const Tensor& x, const Tensor& out) const {
-  b.linear(x, weight_, nullptr, out);
+  b.linear(x, weight_, bias(), out);
   if (comm.world_size() > 1) comm.all_reduce_sum(out);
 }
 

@@ -93,7 +93,8 @@ class QKVParallelLinear : public ColumnParallelLinear {
 class RowParallelLinear {
  public:
   RowParallelLinear() = default;
-  RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out);
+  // bias: the module's [out] bias (gpt-oss's o_proj), added once: by rank 0 before the all-reduce.
+  RowParallelLinear(const ShardContext& ctx, const std::string& name, int64_t in, int64_t out, bool bias = false);
   const Tensor& weight() const { return weight_; }
   // residual (fp32 [T, out]) += x_r W_r^T summed over ranks. One rank: the backend's fused
   // epilogue add (`scratch`, activation dtype [T, out], may hold the product). Several: the
@@ -115,7 +116,9 @@ class RowParallelLinear {
   static bool fused_norm_off();  // MINIVLLM_TP_FUSED_NORM=0
 
  private:
+  const Tensor* bias() const { return bias_.defined() ? &bias_ : nullptr; }
   Tensor weight_;
+  Tensor bias_;  // f32 [out] on rank 0 where the module has one; else undefined
 };
 
 // world_size > 1: p (this rank's partial sums, [T, out]) all-reduced and added to the residual,

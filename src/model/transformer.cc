@@ -48,12 +48,19 @@ Transformer::Transformer(const ModelConfig& cfg, const WeightSource& src, Backen
       << cfg_.source << ": " << cfg_.arch_name << " is a mixture-of-experts model, and " << backend_.moe_missing();
   backend_.check_attention_shape(num_local_heads(), num_local_kv_heads(), static_cast<int>(cfg_.head_dim));
   backend_.check_rotary_dim(static_cast<int>(cfg_.head_dim), static_cast<int>(cfg_.rope_dim()));
+  const char* device = backend_.device() == DeviceKind::kCuda ? "cuda" : "cpu";
   MINIVLLM_CHECK((cfg_.attn_logit_softcapping == 0 && cfg_.final_logit_softcapping == 0) || backend_.supports_softcap())
       << cfg_.source << ": " << cfg_.arch_name << " soft-caps its attention scores and logits "
       << "(attn_logit_softcapping " << cfg_.attn_logit_softcapping << ", final_logit_softcapping "
-      << cfg_.final_logit_softcapping << "), which the " << (backend_.device() == DeviceKind::kCuda ? "cuda" : "cpu")
+      << cfg_.final_logit_softcapping << "), which the " << device
       << " backend does not implement; run the model on the cpu backend (--device cpu)";
   if (cfg_.attn_logit_softcapping > 0) backend_.set_attention_softcap(static_cast<float>(cfg_.attn_logit_softcapping));
+  MINIVLLM_CHECK(!cfg_.traits().attention_sinks || backend_.supports_attention_sinks())
+      << cfg_.source << ": " << cfg_.arch_name << " attends with sink logits, which the " << device
+      << " backend does not implement; run the model on the cpu backend (--device cpu)";
+  MINIVLLM_CHECK(backend_.supports_activation(cfg_.traits().activation))
+      << cfg_.source << ": " << cfg_.arch_name << "'s MLP activation " << activation_name(cfg_.traits().activation)
+      << " is not implemented by the " << device << " backend; run the model on the cpu backend (--device cpu)";
   MINIVLLM_CHECK(max_num_tokens >= max_num_seqs && max_num_seqs >= 1)
       << "max_num_tokens " << max_num_tokens << ", max_num_seqs " << max_num_seqs;
   const ShardContext ctx{src, backend_, comm_};
@@ -167,7 +174,13 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
     l.q_norm = load_norm(ctx, R::kQNorm, i, hd);
     l.k_norm = load_norm(ctx, R::kKNorm, i, hd);
   }
-  l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h);
+  l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h, cfg_.o_proj_bias);
+  if (cfg_.traits().attention_sinks) {  // this rank's q heads' sinks
+    const int64_t n = cfg_.num_heads / world_;
+    l.sinks = backend_.upload_weight(ctx.src.get_f32_slice(module(R::kAttnSinks, i) + ".sinks", {cfg_.num_heads}, 0,
+                                                           ctx.rank() * n, n),
+                                     /*keep_f32=*/true);
+  }
   if (input_norms) l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
   if (cfg_.traits().post_norms) {
     l.attn_output_norm = load_norm(ctx, R::kAttnOutputNorm, i, h);
@@ -246,7 +259,8 @@ void Transformer::attention_block(int64_t layer, int64_t n, const Tensor& positi
     backend_.rms_norm_linear_rope_store({residual, l.attn_input_norm, eps, hidden}, l.qkv_proj.weight(),
                                         l.qkv_proj.bias(), qkv, rope);
   }
-  backend_.attention(qkv, nq, cache, meta, attention_scale_, attention_window(layer), attn_out);
+  backend_.attention(qkv, nq, cache, meta, attention_scale_, attention_window(layer), attn_out,
+                     l.sinks.empty() ? nullptr : &l.sinks);
   if (!l.attn_output_norm.empty()) {
     add_sandwiched(l.o_proj, attn_out, l.attn_output_norm, l.ffn_input_norm, n);
     return;

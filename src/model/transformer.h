@@ -62,6 +62,7 @@ class Transformer {
     QKVParallelLinear qkv_proj;
     Tensor q_norm, k_norm;  // [hd] (Qwen3), this rank's [nq hd] / [nkv hd] (OLMo 2's full width), or empty
     RowParallelLinear o_proj;
+    Tensor sinks;  // this rank's heads' sink logits, f32 [nq / ws] (gpt-oss), or empty
     MergedColumnParallelLinear gate_up_proj;  // a dense layer's MLP
     RowParallelLinear down_proj;
     FusedMoE moe;  // a sparse layer's (ModelConfig::moe), instead of gate_up_proj / down_proj

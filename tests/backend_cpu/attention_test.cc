@@ -25,11 +25,15 @@ struct AttnCase {
   std::vector<int> len_q;  // new tokens per sequence; decode: all 1
   bool decode;
   int window = 0;  // sliding window (0: full attention)
+  bool sinks = false;  // a sink logit per q head in each softmax (gpt-oss): sink_logits(nq)
 };
+
+// The cases' sink logits: of the scores' order, some above them, so that they take a real share.
+std::vector<float> sink_logits(int nq) { return random_floats(static_cast<size_t>(nq), 400, -2, 3); }
 
 void PrintTo(const AttnCase& c, std::ostream* os) {
   *os << (c.decode ? "decode" : "prefill") << " nq " << c.nq << " nkv " << c.nkv << " hd " << c.hd << " bs "
-      << c.block_size << " window " << c.window << " len_k/len_q";
+      << c.block_size << " window " << c.window << (c.sinks ? " sinks" : "") << " len_k/len_q";
   for (size_t s = 0; s < c.len_k.size(); ++s) *os << " " << c.len_k[s] << "/" << c.len_q[s];
 }
 
@@ -40,6 +44,7 @@ struct SeqData {
 
 std::vector<double> attention_ref(const AttnCase& c, const std::vector<SeqData>& seqs, double scale) {
   const int group = c.nq / c.nkv;
+  const std::vector<float> sinks = sink_logits(c.nq);
   std::vector<double> out;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int lq = c.len_q[s], lk = c.len_k[s];
@@ -59,6 +64,7 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<SeqData>&
           max_score = std::max(max_score, score[j]);
         }
         for (int j = first; j <= pos; ++j) denom += (score[j] = std::exp(score[j] - max_score));
+        if (c.sinks) denom += std::exp(static_cast<double>(sinks[h]) - max_score);  // a weight, no value
         for (int d = 0; d < c.hd; ++d) {
           double acc = 0;
           for (int j = first; j <= pos; ++j) {
@@ -269,7 +275,8 @@ std::vector<float> AttentionTest::run(const AttnCase& c, DType kv_dtype, std::ve
     meta.block_tables = upload_i32(*b, windowed, {num_seqs, max_blocks + 1});
   }
   Tensor out = poisoned(*b, {tokens, static_cast<int64_t>(c.nq) * c.hd});
-  b->attention(qkv, c.nq, cache, meta, scale, c.window, out);
+  const Tensor sinks = upload(*b, sink_logits(c.nq), {c.nq});
+  b->attention(qkv, c.nq, cache, meta, scale, c.window, out, c.sinks ? &sinks : nullptr);
   return download(*b, out);
 }
 
@@ -307,6 +314,13 @@ std::vector<AttnCase> cases() {
       {9, 3, 64, 16, {17, 1, 300, 64, 65}, {1, 1, 1, 1, 1}, true, 20},
       {8, 1, 128, 16, {1000}, {1}, true, 300},
       {4, 2, 80, 16, {37, 20}, {37, 3}, false, 5000},
+      // sink logits (gpt-oss): prefill with a cached prefix, decode batches, decode in spans, with a window
+      {8, 2, 64, 16, {150, 33, 16}, {7, 1, 16}, false, 0, true},
+      {9, 3, 64, 16, {17, 1, 300, 64, 65}, {1, 1, 1, 1, 1}, true, 0, true},
+      {8, 1, 128, 256, {1000}, {1}, true, 0, true},
+      {4, 1, 64, 16, {700, 130}, {1, 1}, true, 0, true},
+      {8, 2, 64, 16, {129, 7, 40}, {129, 7, 40}, false, 8, true},
+      {8, 1, 128, 16, {1000}, {1}, true, 300, true},
   };
 }
 
@@ -343,7 +357,7 @@ TEST(AttentionWarmup, PrefillWithoutCacheReadsKeysFromQkv) {
   b->store_kvcache(qkv, c.nq, no_cache, meta);  // a no-op without a cache
   Tensor out = poisoned(*b, {136, c.nq * c.hd});
   const float scale = 0.125f;
-  b->attention(qkv, c.nq, no_cache, meta, scale, 0, out);
+  b->attention(qkv, c.nq, no_cache, meta, scale, 0, out, nullptr);
   expect_close(download(*b, out), attention_ref(c, seqs, scale), "attention without cache");
 }
 
@@ -357,7 +371,7 @@ TEST(AttentionChecks, BadBlockTableIsAnError) {
   meta.context_lens = upload_i32(*b, {20}, {1});
   meta.block_tables = upload_i32(*b, {0, 2}, {1, 2});  // block 2 of 2
   Tensor qkv = b->empty(DType::kF32, {1, 3 * 64}), out = b->empty(DType::kF32, {1, 64});
-  EXPECT_THROW(b->attention(qkv, 1, cache, meta, 0.125f, 0, out), Error);
+  EXPECT_THROW(b->attention(qkv, 1, cache, meta, 0.125f, 0, out, nullptr), Error);
 }
 
 }  // namespace

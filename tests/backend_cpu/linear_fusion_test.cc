@@ -56,7 +56,7 @@ TEST_P(LinearFusion, ActMulIsLinearThenActMul) {
   for (const Case c : {Case{DType::kQ5_0, 1, 200, 96}, Case{DType::kQ8_0, 3, 200, 96}, Case{DType::kQ4_K, 1, 200, 256},
                        Case{DType::kBF16, 2, 200, 96}, Case{DType::kF32, 1, 200, 96}, Case{DType::kQ6_K, 7, 200, 256},
                        Case{DType::kQ5_0, 1, 40, 96}, Case{DType::kF32, 9, 130, 64}}) {
-    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh, Activation::kSwigluOai}) {
       const std::string what = std::string(dtype_name(c.dtype)) + " t=" + std::to_string(c.t) + " inter=" +
                                std::to_string(c.inter) + " " + activation_name(act);
       SCOPED_TRACE(what);

@@ -95,7 +95,7 @@ TEST(ElementwiseTest, EmbeddingVocabParallel) {
 
 TEST(ElementwiseTest, ActMul) {
   auto b = make_cpu_backend();
-  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh, Activation::kSwigluOai}) {
     for (int64_t t : {1, 7, 129}) {
       const int64_t inter = 1536;
       auto gu = random_floats(t * 2 * inter, 40 + t, -8, 8);
@@ -105,7 +105,13 @@ TEST(ElementwiseTest, ActMul) {
       for (int64_t r = 0; r < t; ++r) {
         for (int64_t i = 0; i < inter; ++i) {
           const double g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-          // SiLU, or PyTorch's gelu(approximate="tanh"), in double.
+          // SiLU, PyTorch's gelu(approximate="tanh"), or gpt-oss's clamped form (|values| up to 8 pass its
+          // limit of 7), in double.
+          if (act == Activation::kSwigluOai) {
+            const double gc = std::min(g, 7.0), uc = std::clamp(u, -7.0, 7.0);
+            ref[r * inter + i] = gc / (1.0 + std::exp(-1.702 * gc)) * (uc + 1.0);
+            continue;
+          }
           const double a = act == Activation::kSilu
                                ? g / (1.0 + std::exp(-g))
                                : 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));

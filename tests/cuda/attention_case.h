@@ -191,7 +191,7 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     SideMeta s = build_side(*b.cpu, c, history, slots, tables, table_cols, num_blocks);
     Tensor o = b.cpu->empty(DType::kF32, {tokens, static_cast<int64_t>(c.nq) * c.hd});
     b.cpu->set_attention_softcap(c.softcap);
-    b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o);
+    b.cpu->attention(upload(*b.cpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o, nullptr);
     out.cpu = download(*b.cpu, o);
   }
   {
@@ -200,7 +200,8 @@ inline AttentionOutputs run_attention_case(Backends& b, const AttentionCase& c, 
     Tensor o_and_sentinel = b.gpu->empty(DType::kBF16, {tokens + 1, width_out});
     b.gpu->fill_bytes(o_and_sentinel, 0xFF);
     b.gpu->set_attention_softcap(c.softcap);
-    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o_and_sentinel.rows(0, tokens));
+    b.gpu->attention(upload(*b.gpu, qkv), c.nq, s.cache, s.meta, scale, c.window, o_and_sentinel.rows(0, tokens),
+                     nullptr);
     out.gpu = download(*b.gpu, o_and_sentinel);
     out.sentinel_intact = std::all_of(out.gpu.end() - width_out, out.gpu.end(), [](float v) { return std::isnan(v); });
     out.gpu.resize(static_cast<size_t>(tokens * width_out));

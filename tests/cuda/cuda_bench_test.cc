@@ -79,7 +79,8 @@ void bench_decode(int nq, int nkv, int hd, int seqs, int ctx, int block_size, co
   Tensor out = gpu->empty(DType::kBF16, {seqs, static_cast<int64_t>(nq) * hd});
   gpu->fill_bytes(out, 0xFF);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const double sec = median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, 0, out); });
+  const double sec =
+      median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, scale, 0, out, nullptr); });
   const std::vector<float> o = download(*gpu, out);
   EXPECT_EQ(diff(o, std::vector<float>(o.size(), 0.0f)).nonfinite, 0) << name << ": unwritten outputs";
   // k and v read once: bf16 elements, or e4m3 ones plus their rows' fp32 scales
@@ -307,7 +308,7 @@ void bench_prefill(int nq, int nkv, int hd, const char* name, const char* kernel
   const test::EnvVars knob =
       kernel[0] != '\0' ? test::EnvVars{{"MINIVLLM_PREFILL_KERNEL", kernel}} : test::EnvVars{};
   const double sec = test::with_env(knob, [&] {
-    return median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out); }, 3);
+    return median_seconds_per_call(*gpu, [&] { gpu->attention(qkv, nq, cache, meta, 0.088f, 0, out, nullptr); }, 3);
   });
   const double flops = 4.0 * seqs * nq * hd * (static_cast<double>(len) * len / 2);
   std::printf("[bench] %s: %d seqs x %d tokens, %d/%d heads, hd %d: %.1f us, %.1f TFLOP/s (causal)\n", name, seqs, len,

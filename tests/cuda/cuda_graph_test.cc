@@ -82,11 +82,11 @@ TEST(CudaGraph, DecodeAttentionReplaysWithUpdatedMetadata) {
   Tensor qkv = upload(gpu, random_values({3, width}, rng));
   Tensor out = gpu.empty(DType::kBF16, {3, 16 * 128});
   const float scale = 1.0f / std::sqrt(128.0f);
-  const int graph = gpu.capture_graph([&] { gpu.attention(qkv, 16, cache, meta, scale, 0, out); });
+  const int graph = gpu.capture_graph([&] { gpu.attention(qkv, 16, cache, meta, scale, 0, out, nullptr); });
   for (std::vector<int32_t> lens : {std::vector<int32_t>{1, 1111, 17}, std::vector<int32_t>{70 * 16, 5, 600}}) {
     gpu.copy_from_host(meta.context_lens, lens.data());
     gpu.synchronize();
-    gpu.attention(qkv, 16, cache, meta, scale, 0, out);
+    gpu.attention(qkv, 16, cache, meta, scale, 0, out, nullptr);
     const std::vector<float> eager = download(gpu, out);
     gpu.fill_bytes(out, 0xFF);
     gpu.replay_graph(graph);

@@ -108,7 +108,7 @@ void layer_by_layer(Backend& b, const PersistentDecodeModel& m, const Tensor& re
     b.qk_norm_rope(qkv, m.num_q_heads, m.num_kv_heads, m.head_dim, L.q_norm.empty() ? nullptr : &L.q_norm,
                    L.k_norm.empty() ? nullptr : &L.k_norm, m.eps, positions, m.cos_sin);
     b.store_kvcache(qkv, m.num_q_heads, caches[l], meta);
-    b.attention(qkv, m.num_q_heads, caches[l], meta, m.scale, 0, attn);
+    b.attention(qkv, m.num_q_heads, caches[l], meta, m.scale, 0, attn, nullptr);
     b.linear(attn, L.o, nullptr, proj);
     b.add_to_residual(proj, residual);
     b.rms_norm(residual, L.ffn_norm, m.eps, hidden);

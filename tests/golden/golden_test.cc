@@ -321,13 +321,15 @@ std::vector<GoldenParam> families() {
            {"olmoe-tiny", "olmoe-tiny.bf16.gguf"},
            {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"},
            {"glm4moe-tiny", "glm4moe-tiny.bf16.gguf"},
-           {"ernie45moe-tiny", "ernie45moe-tiny.bf16.gguf"}}) {
+           {"ernie45moe-tiny", "ernie45moe-tiny.bf16.gguf"},
+           {"gptoss-tiny", ""}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }
   // Qwen2-MoE's shared expert stays split over the ranks when the routed experts are whole per rank.
   all.push_back(GoldenParam{"qwen2moe-tiny", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"glm4moe-tiny", 2, 1024, "none", "", "", 0, true});
+  all.push_back(GoldenParam{"gptoss-tiny", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"ernie45moe-tiny", 2, 1024, "none", "", "", 0, true});
   // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
   // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).

@@ -20,8 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::vector<int32_t>> run_dummy(const std::string& dir, int world_size, bool expert_parallel) {
-  EngineConfig c = tiny_config("qwen3-moe-tiny", world_size);
+std::vector<std::vector<int32_t>> run_dummy(const std::string& dir, int world_size, bool expert_parallel,
+                                            const std::string& model = "qwen3-moe-tiny") {
+  EngineConfig c = tiny_config(model, world_size);
   c.model = dir;
   c.load_format = "dummy";
   c.dummy_seed = 5;
@@ -44,6 +45,45 @@ TEST(MoeEngine, DummyWeightsGenerateTheSameAtEveryWorldSizeAndSplit) {
   EXPECT_EQ(run_dummy(dir.string(), 2, false), one);
   EXPECT_EQ(run_dummy(dir.string(), 2, true), one);
   fs::remove_all(dir);
+}
+
+// gpt-oss's dummy weights: the sinks, the o_proj, router and expert biases made too, each rank its share.
+TEST(MoeEngine, GptOssDummyWeightsGenerateTheSameAtEveryWorldSizeAndSplit) {
+  const fs::path dir = fs::temp_directory_path() / ("minivllm_dummy_gptoss_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(golden_dir("gptoss-tiny") + "/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  const auto one = run_dummy(dir.string(), 1, false, "gptoss-tiny");
+  std::set<int32_t> distinct;
+  for (const auto& seq : one) distinct.insert(seq.begin(), seq.end());
+  EXPECT_GE(distinct.size(), 12u) << "the dummy model's greedy output collapsed onto a few tokens";
+  EXPECT_EQ(run_dummy(dir.string(), 2, false, "gptoss-tiny"), one);
+  EXPECT_EQ(run_dummy(dir.string(), 2, true, "gptoss-tiny"), one);
+  fs::remove_all(dir);
+}
+
+// A backend without attention sinks or gpt-oss's activation (the CUDA backend's case today) refuses
+// gpt-oss at start-up, naming the feature and the backend that has it.
+TEST(MoeEngine, ABackendWithoutGptOssFeaturesRefusesItAtStartUp) {
+  struct NoSinks : CpuBackend {
+    bool supports_attention_sinks() const override { return false; }
+  } no_sinks;
+  struct NoActivation : CpuBackend {
+    bool supports_activation(Activation act) const override { return act != Activation::kSwigluOai; }
+  } no_activation;
+  const ModelConfig cfg = load_hf_model_config(golden_dir("gptoss-tiny"));
+  const auto weights = make_dummy_weight_source(cfg, 0);
+  using Case = std::pair<Backend*, std::vector<std::string>>;
+  for (const auto& [backend, parts] : {Case{&no_sinks, {"GptOssForCausalLM", "sink logits", "--device cpu"}},
+                                       Case{&no_activation, {"GptOssForCausalLM", "swiglu_oai", "--device cpu"}}}) {
+    const auto comm = backend->create_communicator(0, 1, "");
+    try {
+      Transformer t(cfg, *weights, *backend, *comm, 64, 4, 128);
+      ADD_FAILURE() << "gpt-oss loaded on a backend without its features";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << part << " not in: " << msg;
+    }
+  }
 }
 
 TEST(MoeEngine, ABackendWithoutMoeKernelsRefusesTheModelAtStartUp) {

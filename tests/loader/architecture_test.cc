@@ -12,6 +12,7 @@
 #include "loader/dummy_weights.h"
 #include "loader/fused_weights.h"
 #include "loader/gguf.h"
+#include "loader/gpt_oss_experts.h"
 #include "loader/model_config.h"
 #include "loader/weight_source.h"
 #include "loader_test_util.h"
@@ -429,6 +430,67 @@ TEST(Architecture, Qwen2MoeSharedExpert) {
   EXPECT_FALSE(load_config(j).attention_bias);
   j.erase("shared_expert_intermediate_size");
   EXPECT_EQ(load_config(j).moe.shared_expert_intermediate_size, 5632);
+}
+
+// gpt-oss (tests/goldens/gptoss-tiny): attention_bias is q/k/v and o_proj's, sinks, Mixtral's routing
+// keys, the clamped activation (its config's hidden_act "silu"), layer_types' windows, yarn untruncated.
+// Its stacked, interleaved experts are served per expert: each the right columns of its slice,
+// transposed, the biases split alike; the dummy source names the same tensors. MXFP4 is refused.
+TEST(Architecture, GptOssReadsItsLayout) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/gptoss-tiny";
+  const ModelConfig c = load_hf_model_config(dir);
+  EXPECT_TRUE(c.attention_bias && c.o_proj_bias);
+  EXPECT_TRUE(c.traits().attention_sinks && c.traits().gpt_oss_experts);
+  EXPECT_EQ(c.traits().activation, Activation::kSwigluOai);
+  EXPECT_EQ(c.moe.num_experts, 8);
+  EXPECT_EQ(c.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe.moe_intermediate_size, 32);
+  EXPECT_TRUE(c.moe.norm_topk_prob);  // the softmax over the top-k logits
+  EXPECT_TRUE(c.moe.is_sparse_layer(0) && c.moe.is_sparse_layer(1));
+  EXPECT_EQ(c.layer_sliding_window, (std::vector<int64_t>{8, 0}));
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  const auto file = open_safetensors_dir(dir);
+  const auto src = serve_gpt_oss_experts(open_safetensors_dir(dir), c);
+  const Tensor gate_up = file->get_f32("model.layers.1.mlp.experts.gate_up_proj");  // [E, H, 2I]
+  const Tensor down = file->get_f32("model.layers.1.mlp.experts.down_proj");        // [E, I, H]
+  const Tensor gate_up_bias = file->get_f32("model.layers.1.mlp.experts.gate_up_proj_bias");
+  const int64_t h = 64, i = 32, e = 5;
+  const std::string p = "model.layers.1.mlp.experts.5.";
+  const Tensor gate = src->get_f32(p + "gate_proj.weight", {i, h}), up = src->get_f32(p + "up_proj.weight", {i, h});
+  const Tensor d = src->get_f32(p + "down_proj.weight", {h, i});
+  for (int64_t r = 0; r < i; ++r) {
+    for (int64_t col = 0; col < h; ++col) {
+      const float* stacked = gate_up.ptr<float>() + (e * h + col) * 2 * i;  // expert e's column col, interleaved
+      ASSERT_EQ(gate.ptr<float>()[r * h + col], stacked[2 * r]) << r << "," << col;
+      ASSERT_EQ(up.ptr<float>()[r * h + col], stacked[2 * r + 1]) << r << "," << col;
+      ASSERT_EQ(d.ptr<float>()[col * i + r], down.ptr<float>()[(e * i + r) * h + col]) << r << "," << col;
+    }
+  }
+  const Tensor up_bias = src->get_f32(p + "up_proj.bias", {i});
+  for (int64_t r = 0; r < i; ++r) EXPECT_EQ(up_bias.ptr<float>()[r], gate_up_bias.ptr<float>()[e * 2 * i + 2 * r + 1]);
+  // A shard: rows [16, 32) of the gate, columns [16, 32) of down.
+  const Tensor rows = src->get_f32_slice(p + "gate_proj.weight", {i, h}, 0, 16, 16);
+  EXPECT_TRUE(std::equal(rows.ptr<float>(), rows.ptr<float>() + 16 * h, gate.ptr<float>() + 16 * h));
+  const Tensor cols = src->get_f32_slice(p + "down_proj.weight", {h, i}, 1, 16, 16);
+  for (int64_t r = 0; r < h; ++r) EXPECT_EQ(cols.ptr<float>()[r * 16 + 3], d.ptr<float>()[r * i + 19]);
+  std::vector<std::string> names = make_dummy_weight_source(c, 0)->names(), served = src->names();
+  std::sort(names.begin(), names.end());
+  std::sort(served.begin(), served.end());
+  EXPECT_EQ(names, served);
+  std::ifstream in(dir + "/config.json");
+  json j = json::parse(in);
+  ScratchDir bad("arch_gptoss_mxfp4");
+  j["swiglu_limit"] = 7.0;  // the published configs' value
+  write_text(bad.file("config.json"), j.dump());
+  EXPECT_EQ(load_hf_model_config(bad.str()).moe.num_experts, 8);
+  j["swiglu_limit"] = 10.0;
+  write_text(bad.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"swiglu_limit", "10"});
+  j["swiglu_limit"] = 7.0;
+  j["quantization_config"] = {{"quant_method", "mxfp4"}};
+  write_text(bad.file("config.json"), j.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"quant_method", "mxfp4"});
 }
 
 // GLM-4.5 (tests/goldens/glm4moe-tiny): GLM-4.5's MoE keys (n_routed_experts, n_shared_experts times

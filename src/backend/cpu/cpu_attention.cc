@@ -253,15 +253,16 @@ void attend_span(const float* q, int heads, int64_t hd, const KeySource& src, in
   }
 }
 
-// softmax(q k^T * scale) v over keys [j_begin, n_keys) for `heads` q heads sharing one kv head.
+// softmax(q k^T * scale) v over keys [j_begin, n_keys) for `heads` q heads sharing one kv head; with
+// sinks (the heads' own, or nullptr), each head's sink logit joins its denominator.
 void attend_row(const float* q, float* out, int heads, int64_t hd, const KeySource& src, int64_t j_begin,
-                int64_t n_keys, float scale, float softcap) {
+                int64_t n_keys, float scale, float softcap, const float* sinks) {
   alignas(64) float acc[kMaxHeadsPerItem * kMaxHeadDim];
   float m[kMaxHeadsPerItem];
   float l[kMaxHeadsPerItem];
   attend_span(q, heads, hd, src, j_begin, n_keys, scale, softcap, m, l, acc);
   for (int h = 0; h < heads; ++h) {
-    const float inv = 1.0f / l[h];
+    const float inv = 1.0f / (sinks != nullptr ? l[h] + std::exp(sinks[h] - m[h]) : l[h]);
 #pragma omp simd
     for (int64_t i = 0; i < hd; ++i) out[h * hd + i] = acc[h * hd + i] * inv;
   }
@@ -299,6 +300,7 @@ struct AttentionPlan {
   const int32_t* context_lens;
   float scale;
   float softcap = 0.0f;  // Gemma 2's score cap; 0: none
+  const float* sinks = nullptr;  // gpt-oss's per-q-head sink logits; nullptr: none
   int64_t window;  // 0: every earlier key
 
   // The first key a query row seeing keys [0, n_keys) attends.
@@ -372,7 +374,7 @@ void AttentionPlan::run_item(int64_t item) const {
     const int64_t row = q_row0 + r;
     const int64_t n_keys = len_k - len_q + r + 1;  // the query rows are the last of the key span
     attend_row(qkv + row * qkv_stride + h0 * hd, out + row * out_stride + h0 * hd, heads, hd, src,
-               first_key(n_keys), n_keys, scale, softcap);
+               first_key(n_keys), n_keys, scale, softcap, sinks == nullptr ? nullptr : sinks + h0);
   }
 }
 
@@ -397,6 +399,7 @@ void AttentionPlan::merge_splits() const {
 #pragma omp simd
         for (int64_t i = 0; i < hd; ++i) o[i] += w * acc[i];
       }
+      if (sinks != nullptr) l += std::exp(sinks[h0 + h] - m_max);
       const float inv = 1.0f / l;
 #pragma omp simd
       for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
@@ -447,7 +450,7 @@ void CpuBackend::set_attention_softcap(float cap) {
 }
 
 void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                           float scale, int window, const Tensor& out) {
+                           float scale, int window, const Tensor& out, const Tensor* sinks) {
   cpu::check_tensor(qkv, DType::kF32, "attention", "qkv");
   MINIVLLM_CHECK_GE(window, 0) << "attention: sliding window";
   cpu::check_tensor(out, DType::kF32, "attention", "out");
@@ -468,6 +471,12 @@ void CpuBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& ca
   p.scale = scale;
   p.softcap = attention_softcap_;
   p.window = window;
+  if (sinks != nullptr) {
+    cpu::check_tensor(*sinks, DType::kF32, "attention", "sinks");
+    MINIVLLM_CHECK(sinks->numel() == num_q_heads)
+        << "attention: sinks " << sinks->describe() << " for " << num_q_heads << " q heads";
+    p.sinks = sinks->ptr<float>();
+  }
   const int64_t tokens = cpu::rows_with_cols(qkv, p.qkv_stride, "attention", "qkv");
   MINIVLLM_CHECK(cpu::rows_with_cols(out, p.out_stride, "attention", "out") == tokens)
       << "attention: out " << out.describe() << " vs qkv " << qkv.describe();

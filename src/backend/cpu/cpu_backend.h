@@ -76,7 +76,9 @@ class CpuBackend : public Backend {
   void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                 float scale, int window, const Tensor& out) override;
+                 float scale, int window, const Tensor& out, const Tensor* sinks) override;
+  bool supports_attention_sinks() const override { return true; }
+  bool supports_activation(Activation) const override { return true; }
   bool supports_softcap() const override { return true; }
   void set_attention_softcap(float cap) override;
   void softcap(const Tensor& x, float cap) override;

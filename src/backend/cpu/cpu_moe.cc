@@ -174,6 +174,10 @@ void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, con
                  topk_weights.shape() == topk_ids.shape() && static_cast<int64_t>(w.down.size()) == local)
       << "moe_experts_add: x " << x.describe() << ", out " << out.describe() << ", topk_ids " << topk_ids.describe()
       << ", " << local << " gate_up and " << w.down.size() << " down weights";
+  MINIVLLM_CHECK((w.gate_up_bias.empty() || static_cast<int64_t>(w.gate_up_bias.size()) == local) &&
+                 (w.down_bias.empty() || static_cast<int64_t>(w.down_bias.size()) == local))
+      << "moe_experts_add: " << w.gate_up_bias.size() << " gate_up and " << w.down_bias.size() << " down biases for "
+      << local << " experts";
   MINIVLLM_CHECK(s.entries.numel() >= tokens * k && s.offsets.numel() >= local + 1 && s.x.size(0) >= tokens)
       << "moe_experts_add: scratch for " << s.x.size(0) << " rows, " << tokens << " tokens x top-" << k;
   int32_t* offsets = s.offsets.ptr<int32_t>();
@@ -192,9 +196,9 @@ void CpuBackend::moe_experts_add(const Tensor& x, const MoeExpertWeights& w, con
       std::memcpy(xrows + i * hidden, xs + (entries[begin + i] / k) * hidden, hidden * sizeof(float));
     }
     const Tensor gate_up = s.gate_up.rows(0, n), a = s.act.rows(0, n);
-    linear(xe, w.gate_up[e], nullptr, gate_up);
+    linear(xe, w.gate_up[e], w.gate_up_bias.empty() ? nullptr : &w.gate_up_bias[e], gate_up);
     act_mul(gate_up, a, act);
-    linear(a, w.down[e], nullptr, ye);
+    linear(a, w.down[e], w.down_bias.empty() || !w.down_bias[e].defined() ? nullptr : &w.down_bias[e], ye);
     const float* yrows = ye.ptr<float>();
     for (int64_t i = 0; i < n; ++i) {  // a token appears once per expert: rows never collide
       const int32_t pair = entries[begin + i];

@@ -19,6 +19,12 @@ inline void act_mul_range(const float* gate, const float* up, float* out, int64_
       const float g = gate[i];
       out[i] = 0.5f * g * (1.0f + std::tanh(0.7978845608028654f * (g + 0.044715f * g * g * g))) * up[i];
     }
+  } else if (act == Activation::kSwigluOai) {  // transformers' GptOssExperts._apply_gate
+    for (int64_t i = i0; i < i1; ++i) {
+      const float g = std::min(gate[i], kSwigluOaiLimit);
+      const float u = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+      out[i] = g / (1.0f + std::exp(-kSwigluOaiAlpha * g)) * (u + 1.0f);
+    }
   } else {
     for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }

@@ -93,7 +93,7 @@ class CudaBackend : public Backend {
   void store_kvcache(const Tensor& qkv, int num_q_heads, const KVCache& cache,
                      const AttentionMetadata& meta) override;
   void attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                 float scale, int window, const Tensor& out) override;
+                 float scale, int window, const Tensor& out, const Tensor* sinks) override;
   void act_mul(const Tensor& gate_up, const Tensor& out, Activation act) override;
   // One kernel: norm + rope of q and k, and k (rotated) and v into the cache.
   void qk_norm_rope_store(const Tensor& qkv, const RopeStoreEpilogue& e) override;

@@ -32,6 +32,8 @@ int64_t expert_tables(const MoeExpertWeights& w, int64_t hidden, MoeExpertTable*
   MINIVLLM_CHECK(local >= 1 && local <= kMoeMaxLocalExperts && static_cast<int64_t>(w.down.size()) == local)
       << "moe_experts_add: " << local << " gate_up and " << w.down.size() << " down weights (the CUDA kernels take 1.."
       << kMoeMaxLocalExperts << " experts a rank)";
+  MINIVLLM_CHECK(w.gate_up_bias.empty() && w.down_bias.empty())
+      << "moe_experts_add: the CUDA kernels take no expert biases (gpt-oss's are the CPU backend's)";
   MINIVLLM_CHECK(w.first_expert >= 0 && w.first_expert + local <= w.num_experts)
       << "moe_experts_add: experts [" << w.first_expert << ", " << w.first_expert + local << ") of " << w.num_experts;
   MINIVLLM_CHECK(w.gate_up[0].ndim() == 2 && w.gate_up[0].size(0) % 2 == 0)

@@ -1263,7 +1263,9 @@ void CudaBackend::store_kvcache(const Tensor& qkv, int num_q_heads, const KVCach
 }
 
 void CudaBackend::attention(const Tensor& qkv, int num_q_heads, const KVCache& cache, const AttentionMetadata& meta,
-                            float scale, int window, const Tensor& out) {
+                            float scale, int window, const Tensor& out, const Tensor* sinks) {
+  // The Transformer refuses a model with sinks on this backend at start-up (supports_attention_sinks).
+  MINIVLLM_CHECK(sinks == nullptr) << "attention: the CUDA kernels take no attention sinks";
   check_gpu(qkv, DType::kBF16, "attention", "qkv");
   check_gpu(out, DType::kBF16, "attention", "out");
   check_aligned16(qkv, "attention", "qkv");
