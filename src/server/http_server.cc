@@ -263,7 +263,9 @@ void HttpServer::add_routes() {
   s.Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
            auto active = admit_call();
            const auto now = AsyncEngine::Clock::now();
-           const json body = parse_json_body(req.body);
+           // Items named by reference are a kept response's: in place from here on (stored that way too).
+           const json body = resolve_item_references(parse_json_body(req.body),
+                                                     [this](const std::string& id) { return responses_->find_item(id); });
            json previous = json::array();
            if (body.contains("previous_response_id") && body["previous_response_id"].is_string()) {
              const std::string id = body["previous_response_id"].get<std::string>();

@@ -33,6 +33,9 @@ class ResponseStore {
   void put(const std::string& id, Stored stored);
   // Forgets `id`; false when it was not kept.
   bool erase(const std::string& id);
+  // The item with id `item_id` among the kept responses' input items and output items (the newest
+  // response's first), for an input item_reference; nullopt when none is kept.
+  std::optional<nlohmann::json> find_item(const std::string& item_id) const;
 
  private:
   size_t capacity_;

@@ -85,8 +85,8 @@ void add_input(const json& input, json& messages) {
       // An earlier turn's thoughts: the chat templates of the models that think leave them out of
       // the history they render, so there is nothing to pass on.
       continue;
-    } else if (type == "item_reference") {
-      throw bad_param(where, "not supported: the server keeps no items to refer to; send the item itself");
+    } else if (type == "item_reference") {  // resolve_item_references replaces them first
+      throw bad_param(where, "an item_reference this request cannot resolve; send the item itself");
     } else {
       throw bad_param(where, "unsupported item type \"" + type + "\" (message, function_call, function_call_output "
                              "and reasoning are supported)");
@@ -161,6 +161,27 @@ constexpr Refusal kRefused[] = {
 constexpr std::string_view kIgnored[] = {"safety_identifier", "prompt_cache_key"};
 
 }  // namespace
+
+json resolve_item_references(json body, const std::function<std::optional<json>(const std::string&)>& find_item) {
+  if (!body.is_object() || !body.contains("input") || !body["input"].is_array()) return body;
+  json& input = body["input"];
+  for (size_t i = 0; i < input.size(); ++i) {
+    json& item = input[i];
+    if (!item.is_object() || string_or(item, "type", "") != "item_reference") continue;
+    const std::string where = "input[" + std::to_string(i) + "].id";
+    if (!item.contains("id") || !item["id"].is_string()) throw bad_param(where, "an item_reference needs a string id");
+    const std::string id = item["id"].get<std::string>();
+    std::optional<json> found = find_item(id);
+    if (!found) {
+      throw ApiError(404,
+                     "no stored item '" + id + "': an item_reference names an input or output item of a response "
+                     "this server keeps (store not false, in memory, none across a restart)",
+                     where);
+    }
+    item = std::move(*found);
+  }
+  return body;
+}
 
 json responses_to_chat_body(const json& body, const json& previous) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");

@@ -8,18 +8,29 @@
 // previous_response_id continues a stored response (server/response_store.h: the handler finds its
 // conversation, conversation_after makes the next one; store: false keeps a response out); its input
 // items are listed by GET /v1/responses/{id}/input_items (server/response_input_items.h).
+// An input item_reference names an item of a kept response (its input or its output: the handler resolves
+// it through the store with resolve_item_references before the rest runs).
 // What the server cannot do is refused with a 400 naming the field: conversations, background
-// responses, an item_reference, other tool types than functions, image and file inputs, reasoning
+// responses, other tool types than functions, image and file inputs, reasoning
 // effort, and fields this file does not know. user, metadata, service_tier, safety_identifier and
 // prompt_cache_key change nothing about the tokens and are accepted, as the chat endpoint accepts its
 // bookkeeping fields.
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace minivllm::server {
+
+// `body` with each input item {"type": "item_reference", "id": ...} replaced by the item `find_item`
+// returns for that id (a kept response's input or output item, its id kept). An id that names no kept
+// item is a 404, one that is not a string a 400, each naming input[i].id.
+nlohmann::json resolve_item_references(
+    nlohmann::json body, const std::function<std::optional<nlohmann::json>(const std::string&)>& find_item);
 
 // The /v1/chat/completions body that serves `body`; throws ApiError 400 naming the Responses field.
 // `previous`: the conversation of the response that body's previous_response_id names (chat

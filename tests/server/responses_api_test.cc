@@ -93,7 +93,7 @@ TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
   EXPECT_EQ(refused_param({{"input", json::array()}}), "input");
   EXPECT_EQ(refused_param({{"input", {{{"role", "user"}, {"content", {{{"type", "input_image"}}}}}}}}),
             "input[0].content");
-  EXPECT_EQ(refused_param({{"input", {{{"type", "item_reference"}, {"id", "x"}}}}}), "input[0]");
+  EXPECT_EQ(refused_param({{"input", {{{"type", "item_reference"}, {"id", "x"}}}}}), "input[0]");  // unresolved
   EXPECT_EQ(refused_param({{"input", "x"}, {"tools", {{{"type", "web_search"}}}}}), "tools[0]");
   EXPECT_EQ(refused_param({{"input", "x"}, {"text", {{"format", {{"type", "yaml"}}}}}}), "text.format.type");
   EXPECT_EQ(refused_param({{"input", "x"}, {"max_output_tokens", -1}}), "max_completion_tokens");
@@ -193,6 +193,53 @@ TEST(ResponsesApi, TheStoreForgetsTheOldestPastItsCapacity) {
   store.put("d", {{{"id", "d"}}, json::array({5}), json::array()});  // "b"'s erasure left room: "c" stays
   EXPECT_EQ(kept("c"), json::array({4}));
   EXPECT_FALSE(ResponseStore(0).find("a").has_value());
+}
+
+// item_reference: the store finds a kept response's input and output items by id (the newest response's
+// first); resolve_item_references puts them in place, and the request runs as if they were sent. An id
+// the store does not keep is a 404, a missing or non-string id a 400, each naming input[i].id.
+TEST(ResponsesApi, ItemReferencesAreAKeptResponsesItems) {
+  ResponseStore store;
+  const json asked = json::parse(R"([{"type": "message", "id": "msg_r1_0", "role": "user",
+                                      "content": [{"type": "input_text", "text": "Weather in Paris?"}]}])");
+  const json response = json::parse(R"({"id": "resp_r1", "output": [
+    {"type": "function_call", "id": "fc_r1", "call_id": "call_1", "name": "get_weather",
+     "arguments": "{\"city\": \"Paris\"}", "status": "completed"},
+    {"type": "message", "id": "msg_r1", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]}]})");
+  store.put("resp_r1", {response, json::array(), asked});
+  store.put("resp_r0", {{{"id", "resp_r0"}, {"output", json::array()}}, json::array(), json::array()});
+  EXPECT_EQ(store.find_item("msg_r1_0"), asked[0]);
+  EXPECT_EQ(store.find_item("fc_r1"), response["output"][0]);
+  EXPECT_FALSE(store.find_item("fc_none").has_value());
+  auto find = [&](const std::string& id) { return store.find_item(id); };
+  const json body = resolve_item_references(
+      json::parse(R"({"input": [{"type": "item_reference", "id": "msg_r1_0"}, {"type": "item_reference", "id": "fc_r1"},
+                                {"type": "function_call_output", "call_id": "call_1", "output": "22 C"},
+                                {"type": "item_reference", "id": "msg_r1"}]})"),
+      find);
+  EXPECT_EQ(body["input"][0], asked[0]);
+  EXPECT_EQ(body["input"][3], response["output"][1]);
+  const json messages = responses_to_chat_body(body)["messages"];
+  ASSERT_EQ(messages.size(), 4u);
+  EXPECT_EQ(messages[0], json({{"role", "user"}, {"content", "Weather in Paris?"}}));
+  EXPECT_EQ(messages[1]["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(messages[2]["role"], "tool");
+  EXPECT_EQ(messages[3], json({{"role", "assistant"}, {"content", "Checking."}}));
+  auto status_and_param = [&](const json& input) -> std::pair<int, std::string> {
+    try {
+      resolve_item_references({{"input", input}}, find);
+    } catch (const ApiError& e) {
+      return {e.status(), e.param()};
+    }
+    return {200, ""};
+  };
+  EXPECT_EQ(status_and_param(json::parse(R"(["hi", {"type": "item_reference", "id": "fc_gone"}])")),
+            (std::pair<int, std::string>{404, "input[1].id"}));
+  EXPECT_EQ(status_and_param(json::parse(R"([{"type": "item_reference", "id": 7}])")),
+            (std::pair<int, std::string>{400, "input[0].id"}));
+  EXPECT_EQ(status_and_param(json::parse(R"([{"type": "item_reference"}])")),
+            (std::pair<int, std::string>{400, "input[0].id"}));
 }
 
 // The events of a stream, parsed back: (type, data).

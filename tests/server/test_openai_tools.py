@@ -169,6 +169,15 @@ class ToolsTest(unittest.TestCase):
         listed = self.client.responses.input_items.list(chained.id, order="asc", limit=1)
         self.assertEqual([(i.type, i.call_id) for i in listed.data], [("function_call_output", calls[0].call_id)])
         self.assertEqual(listed.has_more, len(calls) > 1)
+        # item_reference: r's input message and its calls named by id stand for the items themselves.
+        refs = [{"type": "item_reference", "id": first.data[0].id}] + [{"type": "item_reference", "id": c.id}
+                                                                        for c in calls]
+        referenced = self.client.responses.create(model=NAME, input=refs + outputs, tools=flat, temperature=0,
+                                                  max_output_tokens=30, instructions="Answer in one sentence.")
+        self.assertEqual(referenced.output_text, final.output_text)
+        with self.assertRaises(openai.NotFoundError) as e:
+            self.client.responses.create(model=NAME, input=[{"type": "item_reference", "id": "msg_none"}])
+        self.assertEqual(e.exception.body.get("param"), "input[0].id", e.exception.body)
         self.client.responses.delete(chained.id)
         unkept = self.client.responses.create(model=NAME, input="hi", max_output_tokens=2, store=False)
         self.assertFalse(unkept.store)
