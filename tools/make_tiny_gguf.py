@@ -27,6 +27,7 @@ gguf-py is the one vendored beside it):
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/qwen2moe-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/glm4moe-tiny
     python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/ernie45moe-tiny
+    python3 tools/make_tiny_gguf.py --llama-cpp /path/to/llama.cpp tests/goldens/gptoss-tiny
 
 llama.cpp is the one the llama-cpp-python sdist vendors (docs/PERFORMANCE.md). Writes
 DIR/<name>.bf16.gguf (--outtype bf16: the checkpoint's bf16 matrices as they are). What the
@@ -79,6 +80,10 @@ converter does per family, and the engine must read back:
   ernie4_5-moe (ernie45moe-tiny.bf16.gguf): ernie4_5's rows, the experts, *_shexp (their width written as
     intermediate_size / num_key_value_heads), the softmax score bias as exp_probs_b.bias,
     leading_dense_block_count and interleave_moe_layer_step.
+  gpt-oss (gptoss-tiny.bf16.gguf, from its bf16 checkpoint: the converter's path for experts that are not
+    MXFP4): gate_up_proj de-interleaved into ffn_gate_exps / ffn_up_exps and transposed, their biases
+    as [E, I] tensors, the sinks as attn_sinks, the MLP's input norm as post_attention_norm, yarn without
+    a truncate key, the window without a pattern (llama.cpp's gpt-oss: every other layer from layer 0).
   llama, from MixtralForCausalLM (mixtral-tiny.bf16.gguf): the llama layout (q/k rows permuted)
     with qwen3moe's 3-D expert tensors and router, llama.expert_count and expert_used_count, and no
     expert width (the experts are feed_forward_length wide).
@@ -119,6 +124,7 @@ FAMILIES = {
     "qwen2_moe": ("qwen", "Qwen2MoeModel", "qwen2moe-tiny"),
     "glm4_moe": ("glm", "Glm4MoeModel", "glm4moe-tiny"),
     "ernie4_5_moe": ("ernie", "Ernie4_5MoeModel", "ernie45moe-tiny"),
+    "gpt_oss": ("gpt_oss", "GptOssModel", "gptoss-tiny"),
 }
 
 

@@ -296,12 +296,24 @@ constexpr WeightNameTable kGptOssHfNames = [] {
   t[static_cast<size_t>(R::kAttnSinks)] = "model.layers.{L}.self_attn";
   return t;
 }();
+// llama.cpp's gpt-oss: the experts' gate and up split apart (ffn_gate_exps, ffn_up_exps) with their biases
+// as [E, I] tensors, the MLP's input norm as post_attention_norm, the sinks as attn_sinks; every other
+// layer sliding from layer 0 (its pattern 2), half-split rows (rope "neox").
+constexpr WeightNameTable kGptOssGgufNames = [] {
+  WeightNameTable t = kQwen3MoeGgufNames;
+  t[static_cast<size_t>(R::kFfnInputNorm)] = "blk.{L}.post_attention_norm";
+  t[static_cast<size_t>(R::kAttnSinks)] = "blk.{L}.attn_sinks";
+  return t;
+}();
 constexpr ArchitectureTraits kGptOssTraits{.activation = Activation::kSwigluOai,
+                                           .swa_pattern = 2,
                                            .moe = true,
                                            .moe_keys = MoeKeys::kMixtral,
                                            .attention_bias_with_o = true,
                                            .attention_sinks = true,
-                                           .gpt_oss_experts = true};
+                                           .gpt_oss_experts = true,
+                                           .yarn_untruncated = true,
+                                           .gguf_sliding_rope_as_full = true};
 
 // One row per architecture. A Llama-like family is a row with its own names and traits.
 const ArchitectureSpec kArchitectures[] = {
@@ -379,8 +391,8 @@ const ArchitectureSpec kArchitectures[] = {
     {"Olmo3ForCausalLM", nullptr, kOlmo3Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Exaone4ForCausalLM", "exaone4", kExaone4Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     // OpenAI's gpt-oss (gpt-oss-20b, 120b) in bf16 (its MXFP4 checkpoints are refused by their
-    // quantization_config); no GGUF yet.
-    {"GptOssForCausalLM", nullptr, kGptOssTraits, &kGptOssHfNames, &kLlamaGgufNames, nullptr},
+    // quantization_config), and llama.cpp's gpt-oss files (MXFP4 experts refused by type).
+    {"GptOssForCausalLM", "gpt-oss", kGptOssTraits, &kGptOssHfNames, &kGptOssGgufNames, nullptr},
     {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };
 

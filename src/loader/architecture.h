@@ -159,6 +159,12 @@ struct ArchitectureTraits {
   bool attention_bias_with_o = false;
   bool attention_sinks = false;
   bool gpt_oss_experts = false;
+  // yarn's ramp ends are not rounded (transformers' truncate: false, gpt-oss's) where the file names none:
+  // its GGUF carries no key for it (llama.cpp always rounds; the model's own rope does not).
+  bool yarn_untruncated = false;
+  // A GGUF without rope.freq_base_swa: the sliding layers rotate as the full ones (llama.cpp's gpt-oss),
+  // not at the 10,000 llama.cpp gives a layer pattern's sliding layers otherwise (Gemma's).
+  bool gguf_sliding_rope_as_full = false;
 };
 
 // A checkpoint tensor holding several roles' weights stacked along its rows (Phi-3's qkv_proj:

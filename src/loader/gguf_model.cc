@@ -61,10 +61,11 @@ void refuse_unsupported_features(const GgufFile& f, const std::string& a, const 
                             << "glm4moe, ernie4_5-moe, and llama with experts as Mixtral; other families from Hugging "
                             << "Face safetensors)";
   }
-  // Biases the engine has no place for: o_proj and the MLP's (q/k/v biases are read).
+  // Biases the engine has no place for: o_proj's (but gpt-oss's) and the MLP's (q/k/v biases are read).
   for (const GgufTensorInfo& t : f.tensors()) {
     if (!t.name.starts_with("blk.")) continue;
     for (const char* part : {".attn_output.bias", ".ffn_gate.bias", ".ffn_up.bias", ".ffn_down.bias"}) {
+      if (c.o_proj_bias && std::string_view(part) == ".attn_output.bias") continue;
       MINIVLLM_CHECK(!t.name.ends_with(part))
           << f.path() << ": unsupported tensor '" << t.name << "' (minivllm implements no "
           << (std::string(part) == ".attn_output.bias" ? "attention output" : "MLP") << " bias)";
@@ -102,6 +103,7 @@ void read_scaling_type(const GgufFile& f, const std::string& a, bool has_longrop
       f.get_int(a + ".rope.scaling.original_context_length", c->max_position_embeddings);
   s.beta_fast = f.get_float(a + ".rope.scaling.yarn_beta_fast", 32.0);
   s.beta_slow = f.get_float(a + ".rope.scaling.yarn_beta_slow", 1.0);
+  s.truncate = !c->traits().yarn_untruncated;
   const std::string ext = a + ".rope.scaling.yarn_ext_factor";
   MINIVLLM_CHECK(!f.find(ext) || f.get_float(ext, 1.0) == 1.0)
       << f.path() << ": unsupported " << ext << " = " << f.get_float(ext, 1.0)
@@ -155,7 +157,7 @@ void read_rope(const GgufFile& f, const std::string& a, ModelConfig* c) {
 // attention.sliding_window_pattern picks them (an array of bools, one a layer, or n: every n-th
 // layer global), else the row's default (Gemma 3: 6; none: every layer, as the "llama" files from
 // Mistral). Sliding layers rotate at rope.freq_base_swa (llama.cpp's default 10,000 for a
-// pattern). The window is kept only where it binds (shorter than the context).
+// pattern; gpt-oss's, as its full layers). The window is kept only where it binds (shorter than the context).
 void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* c) {
   c->check_num_layers();
   const size_t n = static_cast<size_t>(c->num_layers);
@@ -191,7 +193,7 @@ void read_sliding_windows(const GgufFile& f, const std::string& a, ModelConfig* 
     c->rope_theta_sliding = f.get_float(swa_base, 0);
   } else if (c->traits().sliding_rope_unscaled) {  // llama.cpp's olmo2: the full layers' base, unscaled
     c->rope_theta_sliding = c->rope_theta;
-  } else if (c->traits().swa_pattern > 0) {
+  } else if (c->traits().swa_pattern > 0 && !c->traits().gguf_sliding_rope_as_full) {
     c->rope_theta_sliding = 10000.0;
   }
 }
@@ -311,6 +313,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
     return f.find_tensor(weight_name(*c.arch, WeightFormat::kGguf, role, 0, kind)) != nullptr;
   };
   c.attention_bias = has_layer0(WeightRole::kQProj, "bias");
+  c.o_proj_bias = c.traits().attention_bias_with_o && has_layer0(WeightRole::kOProj, "bias");  // gpt-oss
   c.qk_norm = has_layer0(WeightRole::kQNorm, "weight");
   read_rope(f, a, &c);
   read_sliding_windows(f, a, &c);

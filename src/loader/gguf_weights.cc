@@ -22,6 +22,7 @@ struct HfName {
   std::string hf;
   WeightRole role = WeightRole::kCount;
   int64_t layer = -1;
+  bool bias = false;  // an expert role's: the experts' biases ([E, rows]), not their weights
 };
 HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
   int64_t layer = -1;
@@ -36,9 +37,11 @@ HfName to_hf_name(const ArchitectureSpec& arch, const std::string& gguf_name) {
     if (is_layer_role(role) != (layer >= 0)) continue;
     for (const char* kind : {"weight", "bias"}) {
       if (weight_name(arch, WeightFormat::kGguf, role, layer, kind) != gguf_name) continue;
-      if (is_expert_role(role)) return {"", role, layer};
-      // llama.cpp's exp_probs_b.bias is the router's e_score_correction_bias.
-      const char* hf_kind = role == WeightRole::kMoeScoreBias ? "e_score_correction_bias" : kind;
+      if (is_expert_role(role)) return {"", role, layer, std::string_view(kind) == "bias"};
+      // llama.cpp's exp_probs_b.bias is the router's e_score_correction_bias; attn_sinks.weight gpt-oss's sinks.
+      const char* hf_kind = role == WeightRole::kMoeScoreBias ? "e_score_correction_bias"
+                            : role == WeightRole::kAttnSinks  ? "sinks"
+                                                              : kind;
       return {weight_name(arch, WeightFormat::kHuggingFace, role, layer, hf_kind), role, layer};
     }
   }
@@ -62,9 +65,9 @@ class GgufWeightSource : public WeightSource {
     MINIVLLM_CHECK(!config.traits().gguf_rope_permuted || !gguf_fuses(*config.arch, "blk.{L}.attn_qkv"))
         << config.arch_name << ": a rope-permuted architecture with fused GGUF q/k/v is not implemented";
     for (const GgufTensorInfo& t : file_->tensors()) {
-      const auto [hf, role, layer] = to_hf_name(*config.arch, t.name);
+      const auto [hf, role, layer, bias] = to_hf_name(*config.arch, t.name);
       if (is_expert_role(role)) {
-        add_experts(t, role, layer, config);
+        add_experts(t, role, layer, bias, config);
         continue;
       }
       entries_[hf] = Entry{&t};
@@ -133,8 +136,9 @@ class GgufWeightSource : public WeightSource {
         << ", so the slice must start and end on a block boundary (a multiple of " << block << ")";
     const uint32_t type = t.type;
     // An expert's rows are whole quantisation blocks, so its data starts on a block.
-    const uint8_t* base =
-        file_->tensor_data(t) + (expert >= 0 ? ggml_type_nbytes(type, expert * shape[0] * shape[1]) : 0);
+    int64_t per_expert = 1;
+    for (int64_t d : shape) per_expert *= d;
+    const uint8_t* base = file_->tensor_data(t) + (expert >= 0 ? ggml_type_nbytes(type, expert * per_expert) : 0);
     Tensor out;
     if (stored) {
       out = host_tensor(ggml_type_dtype(type), g.out_shape);
@@ -165,9 +169,19 @@ class GgufWeightSource : public WeightSource {
   }
 
   // A layer's experts of one role, stacked [E, rows, cols] (HF order), served under each expert's
-  // HF name as the safetensors checkpoints store them.
-  void add_experts(const GgufTensorInfo& t, WeightRole role, int64_t layer, const ModelConfig& config) {
+  // HF name as the safetensors checkpoints store them; their biases (gpt-oss), [E, rows], likewise.
+  void add_experts(const GgufTensorInfo& t, WeightRole role, int64_t layer, bool bias, const ModelConfig& config) {
     const int64_t n = config.moe.num_experts;
+    if (bias) {
+      MINIVLLM_CHECK(t.ne.size() == 2 && t.ne[1] == n && t.ne[0] > 0)
+          << file_->path() << ": tensor '" << t.name << "' (" << weight_role_name(role) << " biases) must hold the "
+          << n << " experts of " << config.arch_name << ".expert_count as GGUF ne [rows, " << n << "], got ne "
+          << shape_string(t.ne);
+      for (int64_t e = 0; e < n; ++e) {
+        entries_[module_name(*config.arch, WeightFormat::kHuggingFace, role, layer, e) + ".bias"] = Entry{&t, e};
+      }
+      return;
+    }
     MINIVLLM_CHECK(t.ne.size() == 3 && t.ne[2] == n && t.ne[0] > 0 && t.ne[1] > 0)
         << file_->path() << ": tensor '" << t.name << "' (" << weight_role_name(role) << ") must hold the "
         << n << " experts of " << config.arch_name << ".expert_count as GGUF ne [cols, rows, " << n

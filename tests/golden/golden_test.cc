@@ -93,7 +93,10 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // 2.5, beside an ungated shared expert; also with expert parallelism and from its GGUF (llama.cpp's
 // glm4moe). ernie45moe-tiny is ERNIE 4.5's MoE: a dense first layer, then experts chosen by softmax score
 // plus a score bias, renormalised, beside an ungated shared expert; tied embeddings, heads rotating in
-// pairs; also with expert parallelism and from its GGUF (llama.cpp's ernie4_5-moe).
+// pairs; also with expert parallelism and from its GGUF (llama.cpp's ernie4_5-moe). gptoss-tiny is gpt-oss:
+// q/k/v/o biases, a sink logit per head, sliding and full layers alternating, yarn untruncated, 8 biased
+// experts of its clamped SwiGLU, 2 a token, stored stacked with gate and up interleaved; also with expert
+// parallelism and from its GGUF (llama.cpp's gpt-oss, the experts split and transposed).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -322,7 +325,7 @@ std::vector<GoldenParam> families() {
            {"qwen2moe-tiny", "qwen2moe-tiny.bf16.gguf"},
            {"glm4moe-tiny", "glm4moe-tiny.bf16.gguf"},
            {"ernie45moe-tiny", "ernie45moe-tiny.bf16.gguf"},
-           {"gptoss-tiny", ""}}) {
+           {"gptoss-tiny", "gptoss-tiny.bf16.gguf"}}) {
     const std::vector<GoldenParam> f = family(model, gguf);
     all.insert(all.end(), f.begin(), f.end());
   }

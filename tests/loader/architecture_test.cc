@@ -474,6 +474,36 @@ TEST(Architecture, GptOssReadsItsLayout) {
   EXPECT_TRUE(std::equal(rows.ptr<float>(), rows.ptr<float>() + 16 * h, gate.ptr<float>() + 16 * h));
   const Tensor cols = src->get_f32_slice(p + "down_proj.weight", {h, i}, 1, 16, 16);
   for (int64_t r = 0; r < h; ++r) EXPECT_EQ(cols.ptr<float>()[r * 16 + 3], d.ptr<float>()[r * i + 19]);
+  // llama.cpp's gpt-oss file of the same checkpoint: the same config and every weight the same values
+  // under the same names (its experts' gate and up split apart, biases [E, I]).
+  const GgufModel gguf = open_gguf(dir + "/gptoss-tiny.bf16.gguf");
+  const ModelConfig& g = gguf.config;
+  EXPECT_EQ(g.arch, c.arch);
+  EXPECT_TRUE(g.attention_bias && g.o_proj_bias);
+  EXPECT_EQ(g.layer_sliding_window, c.layer_sliding_window);
+  EXPECT_EQ(g.moe.num_experts, 8);
+  EXPECT_EQ(g.moe.num_experts_per_tok, 2);
+  EXPECT_EQ(g.moe.moe_intermediate_size, 32);
+  EXPECT_TRUE(g.moe.norm_topk_prob);
+  EXPECT_EQ(g.rope_scaling.type, "yarn");
+  EXPECT_EQ(g.rope_scaling.factor, c.rope_scaling.factor);
+  EXPECT_EQ(g.rope_scaling.original_max_position_embeddings, c.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(g.rope_scaling.truncate, c.rope_scaling.truncate);
+  EXPECT_EQ(g.rope_scaling.attention_factor, c.rope_scaling.attention_factor);
+  EXPECT_EQ(g.rope_theta, c.rope_theta);
+  EXPECT_EQ(g.rope_theta_sliding, c.rope_theta_sliding);  // the sliding layers rotate as the full ones
+  EXPECT_FLOAT_EQ(g.rms_norm_eps, c.rms_norm_eps);
+  std::vector<std::string> from_gguf = gguf.weights->names(), from_hf = src->names();
+  std::sort(from_gguf.begin(), from_gguf.end());
+  std::sort(from_hf.begin(), from_hf.end());
+  EXPECT_EQ(from_gguf, from_hf);
+  for (const std::string& name : from_hf) {
+    const Tensor a = src->get_f32(name), b = gguf.weights->get_f32(name);
+    EXPECT_EQ(a.numel(), b.numel()) << name;
+    if (a.numel() == b.numel()) {
+      EXPECT_TRUE(std::equal(a.ptr<float>(), a.ptr<float>() + a.numel(), b.ptr<float>())) << name;
+    }
+  }
   std::vector<std::string> names = make_dummy_weight_source(c, 0)->names(), served = src->names();
   std::sort(names.begin(), names.end());
   std::sort(served.begin(), served.end());
