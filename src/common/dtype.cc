@@ -26,6 +26,7 @@ size_t dtype_size(DType t) {
     case DType::kQ5_K: return 2 + 2 + 12 + 32 + 128;
     case DType::kQ6_K: return 128 + 64 + 16 + 2;
     case DType::kIQ4_XS: return 2 + 2 + 4 + 128;
+    case DType::kMXFP4: return 1 + 16;
   }
   return 0;
 }
@@ -33,7 +34,7 @@ size_t dtype_size(DType t) {
 int64_t dtype_block(DType t) {
   switch (t) {
     case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1:
-    case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL:
+    case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL: case DType::kMXFP4:
       return 32;
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
     case DType::kIQ4_XS:
@@ -70,6 +71,7 @@ const char* dtype_name(DType t) {
     case DType::kQ5_K: return "q5_k";
     case DType::kQ6_K: return "q6_k";
     case DType::kIQ4_XS: return "iq4_xs";
+    case DType::kMXFP4: return "mxfp4";
   }
   return "?";
 }

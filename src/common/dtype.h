@@ -13,11 +13,11 @@ namespace minivllm {
 // them; no activation ever has these types. kF8E4M3: the FP8 KV cache's element (common/fp8.h) and
 // FP8 weights' codes, always with scales beside them (the cache's per-row scales, a weight's
 // Tensor::scales()); converted to f32 it is the raw value, unscaled.
-// kQ5_0 .. kIQ4_XS: more of ggml's weight formats (common/quant_blocks.h): the legacy 32-element
-// blocks and the 256-element K-quant super-blocks.
+// kQ5_0 .. kMXFP4: more of ggml's weight formats (common/quant_blocks.h): the legacy 32-element
+// blocks, the 256-element K-quant super-blocks, and MXFP4's 32-element blocks (gpt-oss's experts).
 enum class DType : uint8_t {
   kF32, kF16, kBF16, kI32, kI64, kU8, kQ8_0, kQ4_0, kQ4_1, kF8E4M3,
-  kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS
+  kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS, kMXFP4
 };
 
 // Bytes of one storage unit: an element, or a whole block for the quantised types.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "common/dtype.h"
 
@@ -38,6 +39,16 @@ void decode_block(DType dtype, const uint8_t* block, BlockCodes* out);
 
 // The 16 values of IQ4_NL's and IQ4_XS's 4-bit codes (ggml's kvalues_iq4nl).
 extern const int8_t kIq4NlValues[16];
+// MXFP4's: twice the FP4 E2M1 values (ggml's kvalues_mxfp4), so that they are integers.
+extern const int8_t kMxfp4Values[16];
+// An MXFP4 block's scale for those codes: 2^(e - 128), its E8M0 exponent e halved (exact in fp32 for
+// every e, e = 0 and 1 as denormals: ggml's GGML_E8M0_TO_FP32_HALF).
+inline float mxfp4_scale(uint8_t e) {
+  uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // Whether widen_to_q8_0 takes dtype: the formats whose every value is an int8 times the block's f16
 // d (Q8_0, Q4_0, Q5_0, IQ4_NL), so that Q8_0 holds them exactly.

@@ -5,6 +5,8 @@
 //                     code j+16 = (qs[j] >> 4) | bit j+16 of qh << 4;      x = (code - 16) d
 //   Q5_1   (32, 24 B): f16 d, f16 m, u32 qh, u8 qs[16]   codes as Q5_0;    x = code d + m
 //   IQ4_NL (32, 18 B): f16 d, u8 qs[16]   nibbles as Q4_0;                 x = kIq4NlValues[nibble] d
+//   MXFP4  (32, 17 B): u8 e (E8M0), u8 qs[16]   nibbles as Q4_0;           x = kMxfp4Values[nibble] 2^(e - 128)
+//                     (an FP4 E2M1 value times 2^(e - 127): the table holds twice the E2M1 values)
 //
 // K-quants, 256 elements a super-block; element e = 128 n + 32 k + l (n < 2, k < 4, l < 32) where
 // a format packs 2-bit fields:
@@ -34,6 +36,7 @@
 namespace minivllm {
 
 const int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 namespace {
 
@@ -58,12 +61,13 @@ void five_bit_codes(const uint8_t* qh_bytes, const uint8_t* qs, int bias, int16_
   }
 }
 
-void iq4_codes(const uint8_t* qs, int16_t* q) {
+void table_codes(const int8_t* table, const uint8_t* qs, int16_t* q) {
   for (int j = 0; j < 16; ++j) {
-    q[j] = kIq4NlValues[qs[j] & 15];
-    q[j + 16] = kIq4NlValues[qs[j] >> 4];
+    q[j] = table[qs[j] & 15];
+    q[j + 16] = table[qs[j] >> 4];
   }
 }
+void iq4_codes(const uint8_t* qs, int16_t* q) { table_codes(kIq4NlValues, qs, q); }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j.
 void k4_scale_min(const uint8_t* s, int j, int* sc, int* m) {
@@ -161,7 +165,7 @@ bool has_block_codes(DType dtype) {
   switch (dtype) {
     case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL:
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K:
-    case DType::kIQ4_XS:
+    case DType::kIQ4_XS: case DType::kMXFP4:
       return true;
     default:
       return false;
@@ -193,6 +197,11 @@ void decode_block(DType dtype, const uint8_t* b, BlockCodes* o) {
     case DType::kQ5_K: decode_q45_k(b, b + 16, b + 48, o); return;
     case DType::kQ6_K: decode_q6_k(b, o); return;
     case DType::kIQ4_XS: decode_iq4_xs(b, o); return;
+    case DType::kMXFP4:
+      o->d[0] = mxfp4_scale(b[0]);
+      o->c[0] = 0;
+      table_codes(kMxfp4Values, b + 1, o->q);
+      return;
     default: MINIVLLM_FAIL() << "decode_block: " << dtype_name(dtype) << " is not a block-code format";
   }
 }

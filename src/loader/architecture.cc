@@ -390,8 +390,8 @@ const ArchitectureSpec kArchitectures[] = {
     {"Olmo2ForCausalLM", "olmo2", kOlmo2Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Olmo3ForCausalLM", nullptr, kOlmo3Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
     {"Exaone4ForCausalLM", "exaone4", kExaone4Traits, &kOlmo2HfNames, &kOlmo2GgufNames, nullptr},
-    // OpenAI's gpt-oss (gpt-oss-20b, 120b) in bf16 (its MXFP4 checkpoints are refused by their
-    // quantization_config), and llama.cpp's gpt-oss files (MXFP4 experts refused by type).
+    // OpenAI's gpt-oss (gpt-oss-20b, 120b) in bf16 (its MXFP4 safetensors are refused by their
+    // quantization_config), and llama.cpp's gpt-oss files (their MXFP4 experts read as stored).
     {"GptOssForCausalLM", "gpt-oss", kGptOssTraits, &kGptOssHfNames, &kGptOssGgufNames, nullptr},
     {"Phi3ForCausalLM", "phi3", {.sliding_window_all_layers = true}, &kLlamaHfNames, &kPhi3GgufNames, &kPhi3Fused},
 };

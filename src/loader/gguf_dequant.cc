@@ -30,6 +30,7 @@ DType dtype_of(uint32_t type) {
     case GgmlType::kQ5_K: return DType::kQ5_K;
     case GgmlType::kQ6_K: return DType::kQ6_K;
     case GgmlType::kIQ4_XS: return DType::kIQ4_XS;
+    case GgmlType::kMXFP4: return DType::kMXFP4;
   }
   return DType::kU8;
 }

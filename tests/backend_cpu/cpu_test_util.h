@@ -77,6 +77,8 @@ inline Tensor random_blocks(DType t, int64_t n, int64_t k, uint32_t seed) {
       const uint16_t h = f32_to_f16((gen() & 1 ? -1.0f : 1.0f) * dist(gen) * f.scale);
       std::memcpy(bytes + b * block + at, &h, 2);
     }
+    // MXFP4's E8M0 exponent: scales 2^-10 .. 2^-3 (its codes reach 12), where any byte would overflow.
+    if (t == DType::kMXFP4) bytes[b * block] = static_cast<uint8_t>(118 + gen() % 8);
   }
   return host;
 }

@@ -24,8 +24,8 @@ using cpu_test::download;
 using cpu_test::random_floats;
 using cpu_test::upload;
 
-const DType kFormats[] = {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
-                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kIQ4_XS};
+const DType kFormats[] = {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K,  DType::kQ3_K,
+                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kIQ4_XS, DType::kMXFP4};
 
 // n rows of k elements of random blocks, and their decoding.
 struct StoredWeight {

@@ -96,7 +96,9 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // pairs; also with expert parallelism and from its GGUF (llama.cpp's ernie4_5-moe). gptoss-tiny is gpt-oss:
 // q/k/v/o biases, a sink logit per head, sliding and full layers alternating, yarn untruncated, 8 biased
 // experts of its clamped SwiGLU, 2 a token, stored stacked with gate and up interleaved; also with expert
-// parallelism and from its GGUF (llama.cpp's gpt-oss, the experts split and transposed).
+// parallelism and from its GGUF (llama.cpp's gpt-oss, the experts split and transposed). gptoss-tiny-mxfp4 is
+// its experts quantized to MXFP4 as gpt-oss is published, in llama.cpp's GGUF, against transformers on
+// the same experts decoded (tools/make_gptoss_mxfp4.py).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -333,6 +335,10 @@ std::vector<GoldenParam> families() {
   all.push_back(GoldenParam{"qwen2moe-tiny", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"glm4moe-tiny", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"gptoss-tiny", 2, 1024, "none", "", "", 0, true});
+  // gpt-oss's MXFP4 experts (llama.cpp's GGUF), kept quantized; at world_size 2 whole experts a rank (a
+  // split 32-wide expert would cut its down projection's 32-element blocks).
+  all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 1, 1024, "none", "gptoss-tiny-mxfp4.gguf"});
+  all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 2, 1024, "none", "gptoss-tiny-mxfp4.gguf", "", 0, true});
   all.push_back(GoldenParam{"ernie45moe-tiny", 2, 1024, "none", "", "", 0, true});
   // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
   // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).

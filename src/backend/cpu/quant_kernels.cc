@@ -127,7 +127,7 @@ const QuantKernels kScalar{dot_rows<dot_q8_0>,
                             dot_rows<dot_codes<DType::kIQ4_NL>>, dot_rows<dot_codes<DType::kQ2_K>>,
                             dot_rows<dot_codes<DType::kQ3_K>>, dot_rows<dot_codes<DType::kQ4_K>>,
                             dot_rows<dot_codes<DType::kQ5_K>>, dot_rows<dot_codes<DType::kQ6_K>>,
-                            dot_rows<dot_codes<DType::kIQ4_XS>>},
+                            dot_rows<dot_codes<DType::kIQ4_XS>>, dot_rows<dot_codes<DType::kMXFP4>>},
                            dot_bf16,
                            dot_f16,
                            dequant};

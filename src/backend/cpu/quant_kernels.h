@@ -103,8 +103,8 @@ struct QuantKernels {
   void (*dot_q4_0)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
   void (*dot_q4_1)(const uint8_t* w, size_t row_bytes, int rows, const ActRow& x, int64_t blocks, float* out);
   // The formats of common/quant_blocks.h's decode_block, in DType order: q5_0, q5_1, iq4_nl, q2_k,
-  // q3_k, q4_k, q5_k, q6_k, iq4_xs (blocks counts 32-element blocks here too). Reached through dot().
-  DotFn dot_codes[9];
+  // q3_k, q4_k, q5_k, q6_k, iq4_xs, mxfp4 (blocks counts 32-element blocks here too). Reached through dot().
+  DotFn dot_codes[10];
   // One 16-bit weight row of k elements . an fp32 activation row.
   float (*dot_bf16)(const uint8_t* w, const float* x, int64_t k);
   float (*dot_f16)(const uint8_t* w, const float* x, int64_t k);

@@ -93,6 +93,7 @@ void dequant(DType dtype, const uint8_t* w, float* out, int64_t n) {
     case DType::kQ5_0: dequant_block32<DType::kQ5_0>(w, out, n); return;
     case DType::kQ5_1: dequant_block32<DType::kQ5_1>(w, out, n); return;
     case DType::kIQ4_NL: dequant_block32<DType::kIQ4_NL>(w, out, n); return;
+    case DType::kMXFP4: dequant_block32<DType::kMXFP4>(w, out, n); return;
     case DType::kQ2_K: dequant_super<DType::kQ2_K>(w, out, n); return;
     case DType::kQ3_K: dequant_super<DType::kQ3_K>(w, out, n); return;
     case DType::kQ4_K: dequant_super<DType::kQ4_K>(w, out, n); return;
@@ -151,6 +152,7 @@ QuantKernels make_avx2() {
   k.set_codes(DType::kQ5_K, dot_super_grouped<DType::kQ5_K, k4_group_products<true>>);
   k.set_codes(DType::kQ6_K, dot_super_grouped<DType::kQ6_K, q6_group_products>);
   k.set_codes(DType::kIQ4_XS, dot_super<DType::kIQ4_XS, super_products_256<DType::kIQ4_XS>>);
+  k.set_codes(DType::kMXFP4, dot_block<DType::kMXFP4, block_products_256<DType::kMXFP4>>);
   return k;
 }
 

@@ -90,6 +90,7 @@ QuantKernels make_avx512(QuantKernels k) {
   k.set_codes(DType::kQ5_0, dot_block<DType::kQ5_0, block_products_masked<DType::kQ5_0>>);
   k.set_codes(DType::kQ5_1, dot_block<DType::kQ5_1, block_products_masked<DType::kQ5_1>>);
   k.set_codes(DType::kIQ4_NL, dot_block<DType::kIQ4_NL, block_products_256<DType::kIQ4_NL>>);
+  k.set_codes(DType::kMXFP4, dot_block<DType::kMXFP4, block_products_256<DType::kMXFP4>>);
   k.set_codes(DType::kQ2_K, dot_super<DType::kQ2_K, super_products_256<DType::kQ2_K>>);
   k.set_codes(DType::kQ4_K, dot_super_grouped<DType::kQ4_K, k4_group_products<false>>);
   k.set_codes(DType::kQ5_K, dot_super_grouped<DType::kQ5_K, k4_group_products<true>>);

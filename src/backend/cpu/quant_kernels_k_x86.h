@@ -33,18 +33,15 @@ inline uint32_t u32_at(const uint8_t* p) {
   return v;
 }
 
-// 16 nibbles of IQ4_NL codes (in the low 4 bits of each byte) looked up, as int16.
-inline __m256i iq4_lookup(__m128i nib) {
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, nib));
-}
-
-inline void iq4_codes(const uint8_t* qs, __m256i* lo, __m256i* hi) {
+// 32 nibble codes looked up in a 16-entry int8 table (IQ4_NL's, MXFP4's): lo = elements 0-15, hi = 16-31.
+inline void table_codes(const int8_t* values, const uint8_t* qs, __m256i* lo, __m256i* hi) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m128i m4 = _mm_set1_epi8(15);
-  *lo = iq4_lookup(_mm_and_si128(bytes, m4));
-  *hi = iq4_lookup(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+  *lo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(bytes, m4)));
+  *hi = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bytes, 4), m4)));
 }
+inline void iq4_codes(const uint8_t* qs, __m256i* lo, __m256i* hi) { table_codes(kIq4NlValues, qs, lo, hi); }
 
 // Q5_0's codes are taken as nibble + 16 * fifth bit, 0..31; its bias of -16 multiplies the
 // activation sums instead, as Q4_0's -8 does.
@@ -91,6 +88,20 @@ struct Block<DType::kIQ4_NL> {
   static float c(const uint8_t*) { return 0; }
   static void scales8(const uint8_t* w, __m256* d, __m256* c) {
     *d = f16x8_strided(w, kBytes);
+    *c = _mm256_setzero_ps();
+  }
+};
+template <>
+struct Block<DType::kMXFP4> {
+  static constexpr size_t kBytes = 17;
+  static constexpr bool kOffset = false;
+  static void load(const uint8_t* w, __m256i* lo, __m256i* hi) { table_codes(kMxfp4Values, w + 1, lo, hi); }
+  static float d(const uint8_t* w) { return mxfp4_scale(w[0]); }
+  static float c(const uint8_t*) { return 0; }
+  static void scales8(const uint8_t* w, __m256* d, __m256* c) {
+    alignas(32) float s[8];
+    for (int i = 0; i < 8; ++i) s[i] = mxfp4_scale(w[i * kBytes]);
+    *d = _mm256_load_ps(s);
     *c = _mm256_setzero_ps();
   }
 };
