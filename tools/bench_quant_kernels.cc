@@ -1,6 +1,6 @@
 // The CPU backend's block dot products (quant_kernels.h) per instruction set: rows of 1536 elements
 // (SmolLM2's MLP width, whole K-quant super-blocks) of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL, Q4_K,
-// Q5_K, Q6_K, Q3_K, Q2_K and IQ4_XS, four rows per call as batch-1 decode calls them, L2-resident
+// Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS and MXFP4, four rows per call as batch-1 decode calls them, L2-resident
 // (about 300 KiB) and streamed from memory (about 100 MB), on 1 and N threads. Prints ns per
 // 32-element block per thread and GB/s for every ISA the CPU has (the best of many repetitions).
 // Another row width K (a multiple of 32) times the rows of that width: SmolLM2's 576, whose 18
@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   scratch.quantize(x.data(), 1, k);
   const ActRow act = scratch.row(0);
   for (const DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL,
-                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS,
+                            DType::kMXFP4}) {
     if (k % dtype_block(dtype) != 0) continue;  // a K-quant needs whole 256-element super-blocks
     const size_t row_bytes = dtype_nbytes(dtype, k), unit = dtype_size(dtype);
     // Offsets of each block's f16 scales: 0.125 there keeps every sum finite.
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
       for (auto& b : w) b = static_cast<uint8_t>(rng());
       const uint16_t scale = 0x3000;  // f16 0.125
       for (size_t b = 0; b < w.size() / unit; ++b) {
+        if (dtype == DType::kMXFP4) {  // its E8M0 exponent byte: 2^-4
+          w[b * unit] = 124;
+          continue;
+        }
         for (size_t at : f16_at) std::memcpy(&w[b * unit + at], &scale, 2);
       }
       std::vector<float> out(static_cast<size_t>(rows));

@@ -98,10 +98,14 @@ struct Block<DType::kMXFP4> {
   static void load(const uint8_t* w, __m256i* lo, __m256i* hi) { table_codes(kMxfp4Values, w + 1, lo, hi); }
   static float d(const uint8_t* w) { return mxfp4_scale(w[0]); }
   static float c(const uint8_t*) { return 0; }
+  // mxfp4_scale of eight blocks' exponents at once: (e - 1) << 23, or the denormal 0x00200000 << e for e < 2.
   static void scales8(const uint8_t* w, __m256* d, __m256* c) {
-    alignas(32) float s[8];
-    for (int i = 0; i < 8; ++i) s[i] = mxfp4_scale(w[i * kBytes]);
-    *d = _mm256_load_ps(s);
+    const __m256i e = _mm256_setr_epi32(w[0], w[kBytes], w[2 * kBytes], w[3 * kBytes], w[4 * kBytes], w[5 * kBytes],
+                                        w[6 * kBytes], w[7 * kBytes]);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i denormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    *d = _mm256_castsi256_ps(_mm256_blendv_epi8(normal, denormal, small));
     *c = _mm256_setzero_ps();
   }
 };
