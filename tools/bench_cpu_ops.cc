@@ -88,7 +88,7 @@ double bench_decode_attention(Backend& b, int batch, int context, int block_size
   meta.context_lens = i32_tensor(b, std::vector<int32_t>(batch, context), {batch});
   Tensor qkv = random_tensor(b, {batch, (kHeads + 2 * kKvHeads) * kHeadDim}, 3);
   Tensor out = b.empty(DType::kF32, {batch, kHeads * kHeadDim});
-  const double s = time_op([&] { b.attention(qkv, kHeads, cache, meta, 0.125f, /*window=*/0, out); });
+  const double s = time_op([&] { b.attention(qkv, kHeads, cache, meta, 0.125f, /*window=*/0, out, nullptr); });
   print_row("decode attention b" + std::to_string(batch) + " ctx " + std::to_string(context), s,
             4.0 * batch * kHeads * kHeadDim * context, 2.0 * 4.0 * batch * kKvHeads * kHeadDim * context);
   return s;

@@ -16,8 +16,8 @@ OUT/gptoss-tiny-mxfp4.gguf from that checkpoint, with tools/make_tiny_gguf.py's 
 The reference: transformers' own MXFP4 decoding (transformers.integrations.mxfp4.convert_moe_packed_tensors)
 of those blocks gives the experts in bf16 (exactly: an E2M1 value times a power of two), put back into
 the checkpoint in place of its experts; transformers runs that model in float32 (make_hf_goldens.py's
-reference, prompts and goldens format) into OUT/goldens.json. OUT/config.json is the checkpoint's, with
-gpt-oss's quantization_config.
+reference, prompts and goldens format) into OUT/goldens.json. OUT holds no config.json: the GGUF is the
+model (the MXFP4 safetensors, which minivllm refuses, stay in the temporary folder).
 """
 import argparse
 import importlib
@@ -85,7 +85,6 @@ def main():
         with open(os.path.join(mx, "config.json"), "w") as f:
             json.dump({**config, "quantization_config": QUANTIZATION}, f, indent=2)
         save_file(packed, os.path.join(mx, "model.safetensors"), metadata={"format": "pt"})
-        shutil.copy(os.path.join(mx, "config.json"), os.path.join(args.out, "config.json"))
         sys.path.insert(0, os.path.abspath(args.llama_cpp))
         import convert_hf_to_gguf  # noqa: E402
         import gguf  # noqa: E402
