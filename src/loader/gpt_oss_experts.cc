@@ -49,14 +49,23 @@ class GptOssExpertSource : public WeightSource {
     }
     return out;
   }
+  // A bf16 (or f16) checkpoint's experts stay in its dtype (a backend that keeps it holds half the bytes
+  // of f32): the values went through f32 unchanged, so they convert back exactly.
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const override {
     if (!parse(name)) return base_->get_stored_slice(name, full_shape, dim, start, length);
-    return get_f32_slice(name, full_shape, dim, start, length);
+    const Tensor f32 = get_f32_slice(name, full_shape, dim, start, length);
+    const DType dtype = stored_dtype(name);
+    if (dtype == DType::kF32) return f32;
+    Tensor out = host_tensor(dtype, f32.shape());
+    convert_from_f32(f32.ptr<float>(), dtype, out.data(), static_cast<size_t>(f32.numel()));
+    return out;
   }
   DType stored_dtype(const std::string& name) const override {
     const auto p = parse(name);
-    return p ? DType::kF32 : base_->stored_dtype(name);
+    if (!p) return base_->stored_dtype(name);
+    const DType stacked = base_->stored_dtype(p->stacked);
+    return stacked == DType::kBF16 || stacked == DType::kF16 ? stacked : DType::kF32;
   }
   // The per-expert names in place of the stacked tensors (and of the file's own views of them).
   std::vector<std::string> names() const override {

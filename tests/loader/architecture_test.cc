@@ -467,6 +467,13 @@ TEST(Architecture, GptOssReadsItsLayout) {
       ASSERT_EQ(d.ptr<float>()[col * i + r], down.ptr<float>()[(e * i + r) * h + col]) << r << "," << col;
     }
   }
+  // Kept in the checkpoint's bf16 (exactly: the values went through f32 unchanged).
+  EXPECT_EQ(src->stored_dtype(p + "gate_proj.weight"), DType::kBF16);
+  const Tensor stored = src->get_stored_slice(p + "gate_proj.weight", {i, h}, 0, 0, i);
+  ASSERT_EQ(stored.dtype(), DType::kBF16);
+  for (int64_t x = 0; x < i * h; ++x) {
+    ASSERT_EQ(bf16_to_f32(static_cast<const uint16_t*>(stored.data())[x]), gate.ptr<float>()[x]) << x;
+  }
   const Tensor up_bias = src->get_f32(p + "up_proj.bias", {i});
   for (int64_t r = 0; r < i; ++r) EXPECT_EQ(up_bias.ptr<float>()[r], gate_up_bias.ptr<float>()[e * 2 * i + 2 * r + 1]);
   // A shard: rows [16, 32) of the gate, columns [16, 32) of down.
