@@ -1,6 +1,7 @@
 // The GGUF WeightSource: name mapping, shape checks, dequantization and the rotary row unpermute.
 #include "loader/gguf_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -135,9 +136,13 @@ class GgufWeightSource : public WeightSource {
         << " stores blocks of " << block << " elements along dim " << dim
         << ", so the slice must start and end on a block boundary (a multiple of " << block << ")";
     const uint32_t type = t.type;
-    // An expert's rows are whole quantisation blocks, so its data starts on a block.
-    int64_t per_expert = 1;
-    for (int64_t d : shape) per_expert *= d;
+    // An expert's rows are whole quantisation blocks, so its data starts on a block. Its elements are
+    // bounded by the file's size, unless a dim is 0: then the others never were (and the expert is empty).
+    int64_t per_expert = 0;
+    if (expert >= 0 && std::find(shape.begin(), shape.end(), 0) == shape.end()) {
+      per_expert = 1;
+      for (int64_t d : shape) per_expert *= d;
+    }
     const uint8_t* base = file_->tensor_data(t) + (expert >= 0 ? ggml_type_nbytes(type, expert * per_expert) : 0);
     Tensor out;
     if (stored) {
