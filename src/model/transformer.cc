@@ -161,26 +161,20 @@ Transformer::Layer Transformer::load_layer(const ShardContext& ctx, int64_t i) c
   if (input_norms) l.attn_input_norm = load_norm(ctx, R::kAttnInputNorm, i, h);
   l.qkv_proj = QKVParallelLinear(ctx, {module(R::kQProj, i), module(R::kKProj, i), module(R::kVProj, i)}, h,
                                  cfg_.num_heads, cfg_.num_kv_heads, hd, cfg_.attention_bias);
-  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width) {
-    // This rank's heads of the norms, as of q and k (f32: the kernels take it so).
-    auto shard = [&](WeightRole role, int64_t heads) {
-      const int64_t n = heads * hd / world_;
-      return backend_.upload_weight(ctx.src.get_f32_slice(weight(role, i), {heads * hd}, 0, ctx.rank() * n, n),
-                                    /*keep_f32=*/true);
-    };
-    l.q_norm = shard(R::kQNorm, cfg_.num_heads);
-    l.k_norm = shard(R::kKNorm, cfg_.num_kv_heads);
+  // This rank's share of a per-head vector of `total` values (its heads' part), in f32: the kernels take it so.
+  auto heads_part = [&](const std::string& name, int64_t total) {
+    const int64_t n = total / world_;
+    return backend_.upload_weight(ctx.src.get_f32_slice(name, {total}, 0, ctx.rank() * n, n), /*keep_f32=*/true);
+  };
+  if (cfg_.qk_norm && cfg_.traits().qk_norm_full_width) {  // the norms over all heads, as of q and k
+    l.q_norm = heads_part(weight(R::kQNorm, i), cfg_.num_heads * hd);
+    l.k_norm = heads_part(weight(R::kKNorm, i), cfg_.num_kv_heads * hd);
   } else if (cfg_.qk_norm) {
     l.q_norm = load_norm(ctx, R::kQNorm, i, hd);
     l.k_norm = load_norm(ctx, R::kKNorm, i, hd);
   }
   l.o_proj = RowParallelLinear(ctx, module(R::kOProj, i), cfg_.num_heads * hd, h, cfg_.o_proj_bias);
-  if (cfg_.traits().attention_sinks) {  // this rank's q heads' sinks
-    const int64_t n = cfg_.num_heads / world_;
-    l.sinks = backend_.upload_weight(ctx.src.get_f32_slice(module(R::kAttnSinks, i) + ".sinks", {cfg_.num_heads}, 0,
-                                                           ctx.rank() * n, n),
-                                     /*keep_f32=*/true);
-  }
+  if (cfg_.traits().attention_sinks) l.sinks = heads_part(module(R::kAttnSinks, i) + ".sinks", cfg_.num_heads);
   if (input_norms) l.ffn_input_norm = load_norm(ctx, R::kFfnInputNorm, i, h);
   if (cfg_.traits().post_norms) {
     l.attn_output_norm = load_norm(ctx, R::kAttnOutputNorm, i, h);
