@@ -6,7 +6,8 @@
 // The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
 // the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
 // reply parsers (tool calls, reasoning; the low bits pick which): fed whole and in pieces, it
-// must split the same way. A first byte of 0xE0-0xEF feeds the body to /v1/responses' translation
+// must split the same way; 0xD0-0xDF does the same with the reply read as harmony (gpt-oss's
+// channels). A first byte of 0xE0-0xEF feeds the body to /v1/responses' translation
 // into a chat request, which the chat parser must then accept or refuse with an ApiError.
 #include <cstddef>
 #include <cstdint>
@@ -71,8 +72,9 @@ server::ReplyDelta split_reply(const server::ReplyParsing& parsing, std::string_
   return out;
 }
 
-void run_reply(uint8_t mode, std::string_view text) {
+void run_reply(uint8_t mode, std::string_view text, bool harmony) {
   server::ReplyParsing p;
+  p.harmony = harmony;
   p.reasoning = mode & 1;
   const int tools = (mode >> 1) & 7;
   if (tools == 1 || tools == 6) p.syntax = server::ToolParserKind::kHermes;
@@ -99,8 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   // SamplingParams::validate throws minivllm::Error for values a parser let through: not caught,
   // so libFuzzer keeps such an input.
-  if (data[0] >= 0xF0) {
-    run_reply(data[0] & 0x0F, body);
+  if (data[0] >= 0xF0 || (data[0] >= 0xD0 && data[0] < 0xE0)) {
+    run_reply(data[0] & 0x0F, body, /*harmony=*/data[0] < 0xE0);
     return 0;
   }
   run(data[0], body);

@@ -92,12 +92,14 @@ server::ServerOptions server_options_from(const ParsedArgs& a) {
   o.tool_call_parser = a.get("--tool-call-parser").value_or(o.tool_call_parser);
   if (o.tool_call_parser != "auto" && o.tool_call_parser != "none" &&
       !server::tool_parser_from_name(o.tool_call_parser)) {
-    throw UsageError("--tool-call-parser must be auto, hermes, llama3_json, mistral or none, got '" +
+    throw UsageError("--tool-call-parser must be auto, hermes, llama3_json, mistral, openai or none, got '" +
                      o.tool_call_parser + "'");
   }
   o.reasoning_parser = a.get("--reasoning-parser").value_or(o.reasoning_parser);
-  if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "none") {
-    throw UsageError("--reasoning-parser must be auto, qwen3 or none, got '" + o.reasoning_parser + "'");
+  if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "openai_gptoss" &&
+      o.reasoning_parser != "none") {
+    throw UsageError("--reasoning-parser must be auto, qwen3, openai_gptoss or none, got '" + o.reasoning_parser +
+                     "'");
   }
   return o;
 }
@@ -118,11 +120,11 @@ int run_serve(const std::vector<std::string>& argv) {
               "seconds a generation may take before it ends with an error, for requests without their own "
               "request_timeout (default 0: no limit)")
       .option("--tool-call-parser", "NAME",
-              "how tool calls are read from replies when tool_choice is auto: hermes, llama3_json, mistral, none, "
-              "or auto (default: from the model's chat template)")
+              "how tool calls are read from replies when tool_choice is auto: hermes, llama3_json, mistral, openai "
+              "(gpt-oss's harmony), none, or auto (default: from the model's chat template)")
       .option("--reasoning-parser", "NAME",
-              "qwen3 (<think>...</think> into reasoning_content), none, or auto (default: qwen3 when the chat "
-              "template thinks)")
+              "qwen3 (<think>...</think> into reasoning_content), openai_gptoss (harmony's analysis channel), "
+              "none, or auto (default: from the chat template)")
       .option("--shutdown-timeout", "S",
               "after SIGTERM, seconds the requests in flight get to finish before they end with an error "
               "(default 20)");

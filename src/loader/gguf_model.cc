@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/check.h"
 #include "loader/fused_weights.h"
@@ -288,6 +291,23 @@ void read_granite_scales(const GgufFile& f, const std::string& a, ModelConfig* c
   optional(a + ".attention.scale", &c->attention_scale);
 }
 
+
+// OpenAI's harmony vocabulary (gpt-oss): the metadata names one end (<|return|>), and the model
+// also ends its turn with <|call|> (a tool call); <|end|> ends a message but not the reply. As
+// llama.cpp does, by the tokens' text: both stops added, <|end|> (an eot by name) taken out.
+void harmony_stop_tokens(const std::vector<std::string>& tokens, std::vector<int64_t>& eos) {
+  const auto id_of = [&](std::string_view t) -> int64_t {
+    const auto it = std::find(tokens.begin(), tokens.end(), t);
+    return it == tokens.end() ? -1 : it - tokens.begin();
+  };
+  const int64_t ret = id_of("<|return|>"), call = id_of("<|call|>"), end = id_of("<|end|>");
+  if (ret < 0 || call < 0) return;
+  std::erase(eos, end);
+  for (int64_t id : {ret, call}) {
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  }
+}
+
 ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
   ModelConfig c;
   c.source = f.path();
@@ -342,6 +362,7 @@ ModelConfig gguf_config(const GgufFile& f, const VocabData& vocab) {
       c.eos_token_ids.push_back(id);
     }
   }
+  harmony_stop_tokens(vocab.tokens, c.eos_token_ids);
   refuse_unsupported_features(f, a, c);
   c.validate();
   return c;

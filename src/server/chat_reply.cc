@@ -30,7 +30,16 @@ void ChatReplyParser::answer(std::string_view text, ReplyDelta& d) {
   for (ToolCallPiece& c : t.calls) d.calls.push_back(std::move(c));
 }
 
+namespace {
+
+ReplyDelta from_harmony(HarmonyDelta h) {
+  return ReplyDelta{std::move(h.reasoning), std::move(h.content), std::move(h.calls)};
+}
+
+}  // namespace
+
 ReplyDelta ChatReplyParser::feed(std::string_view text) {
+  if (harmony_) return from_harmony(harmony_->feed(text));
   ReplyDelta d;
   if (reasoning_) {
     ReasoningDelta r = reasoning_->feed(text);
@@ -43,6 +52,7 @@ ReplyDelta ChatReplyParser::feed(std::string_view text) {
 }
 
 ReplyDelta ChatReplyParser::finish() {
+  if (harmony_) return from_harmony(harmony_->finish());
   ReplyDelta d;
   if (reasoning_) {
     ReasoningDelta r = reasoning_->finish();
@@ -58,6 +68,10 @@ ReplyDelta ChatReplyParser::finish() {
 }
 
 std::unique_ptr<ChatReplyParser> ReplyParsing::make(bool streaming) const {
+  if (harmony) {
+    return std::make_unique<ChatReplyParser>(
+        HarmonyReplyStream(reasoning, choice == ToolChoice::kAuto && syntax, parallel, streaming));
+  }
   std::unique_ptr<ToolCallSyntax> tools;
   if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();
   if (choice == ToolChoice::kNamed) tools = make_named_tool_syntax(named_function);

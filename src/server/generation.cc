@@ -67,6 +67,8 @@ bool chat_prompt_opens_think(const ServingContext& ctx, const GenerationRequest&
 SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& req, size_t num_prompt_tokens,
                           bool thinking_open) {
   SamplingParams p = req.params;
+  // A harmony reply's channels and calls are marked by special tokens: the parser needs them.
+  if (req.chat && ctx.harmony) p.skip_special_tokens = false;
   // A thinking model may think before a constrained reply (a forced tool call, response_format):
   // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first,
   // or, when the prompt opened it, the rest of that block.
@@ -93,7 +95,20 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
 ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& req) {
   ReplyParsing p;
   if (!req.chat) return p;
+  if (!req.reasoning_effort.empty() && !ctx.template_reasoning_effort) {
+    throw bad_param("reasoning_effort", "not supported: this model's chat template has no reasoning-effort control");
+  }
   p.reasoning = ctx.reasoning_parser;
+  p.harmony = ctx.harmony;
+  if (p.harmony && !req.params.structured_outputs.empty()) {
+    // The grammar would have to let harmony's analysis message (special tokens) come first.
+    if (req.tools.forces_calls()) {
+      throw bad_param("tool_choice", "\"required\" and a named function are not supported for this model's "
+                                     "harmony replies (gpt-oss); use \"auto\"");
+    }
+    throw bad_param("response_format", "response_format and structured_outputs are not supported for this model's "
+                                       "harmony replies (gpt-oss)");
+  }
   p.choice = req.tools.choice;
   p.syntax = ctx.tool_parser;
   p.named_function = req.tools.named_function;

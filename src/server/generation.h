@@ -36,7 +36,12 @@ struct ServingContext {
   const std::atomic<bool>& stopping;  // the server is shutting down: end streams now
   double request_timeout_s = 0;      // a request's deadline when it sets none; <= 0: none
   std::atomic<int> num_active{0};    // generation calls not yet answered (a graceful stop waits)
-  bool reasoning_parser = false;     // Qwen3's <think> into reasoning_content (--reasoning-parser)
+  bool reasoning_parser = false;     // thoughts into reasoning_content (--reasoning-parser)
+  // Replies are in OpenAI's harmony format (gpt-oss): detokenized with their special tokens, read
+  // by HarmonyReplyStream (--reasoning-parser openai_gptoss, --tool-call-parser openai).
+  bool harmony = false;
+  // The chat template reads reasoning_effort (gpt-oss's): else a request's reasoning_effort is refused.
+  bool template_reasoning_effort = false;
   // The chat template writes </think> (Qwen3's does): with the reasoning parser on, a constrained
   // reply may begin with its thoughts (StructuredOutputs::think_first).
   bool model_thinks = false;

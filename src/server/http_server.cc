@@ -86,13 +86,23 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   } else if (options_.tool_call_parser != "none") {
     context_->tool_parser = tool_parser_from_name(options_.tool_call_parser);
     MINIVLLM_CHECK(context_->tool_parser) << "unknown tool-call parser '" << options_.tool_call_parser
-                                          << "': auto, hermes, llama3_json, mistral or none";
+                                          << "': auto, hermes, llama3_json, mistral, openai or none";
   }
   const std::string& rp = options_.reasoning_parser;
-  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "none")
-      << "unknown reasoning parser '" << rp << "': auto, qwen3 or none";
+  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "openai_gptoss" || rp == "none")
+      << "unknown reasoning parser '" << rp << "': auto, qwen3, openai_gptoss or none";
+  // A harmony reply (gpt-oss) is read whole by one parser: its channels and its calls.
+  context_->harmony = rp == "openai_gptoss" || context_->tool_parser == ToolParserKind::kOpenAi ||
+                      (rp == "auto" && is_harmony_template(chat_template));
+  MINIVLLM_CHECK(!context_->harmony || rp != "qwen3")
+      << "--reasoning-parser qwen3 reads <think> blocks, and this model writes harmony (gpt-oss): use openai_gptoss";
+  MINIVLLM_CHECK(!context_->harmony || !context_->tool_parser || context_->tool_parser == ToolParserKind::kOpenAi)
+      << "--tool-call-parser " << options_.tool_call_parser
+      << ": a harmony reply (gpt-oss) has its calls read by the openai parser";
   context_->model_thinks = chat_template.find("</think>") != std::string::npos;
-  context_->reasoning_parser = rp == "qwen3" || (rp == "auto" && context_->model_thinks);
+  context_->template_reasoning_effort = chat_template.find("reasoning_effort") != std::string::npos;
+  context_->reasoning_parser =
+      context_->harmony ? rp != "none" : rp == "qwen3" || (rp == "auto" && context_->model_thinks);
   add_routes();
 }
 
@@ -281,6 +291,10 @@ void HttpServer::add_routes() {
                             responses_input_items(body, id.substr(id.find('_') + 1))});
            };
            GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
+           if (!g.reasoning_effort.empty() && !context_->template_reasoning_effort) {  // named as the client wrote it
+             throw bad_param("reasoning", "not supported: effort (this model's chat template has no reasoning-effort "
+                                          "control)");
+           }
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
            const auto deadline = request_deadline(chat, options_.request_timeout_s, now);
            ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);

@@ -293,6 +293,15 @@ GenerationRequest parse_chat_request(const json& body, const GenerationDefaults&
     if (!kw->is_object()) throw bad_param("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = *kw;
   }
+  // OpenAI's reasoning_effort: the chat template's variable of that name (gpt-oss's system message
+  // says "Reasoning: low"); a model whose template has none refuses it (generation.cc).
+  if (const json* e = field(body, "reasoning_effort")) {
+    if (!e->is_string() || (*e != "low" && *e != "medium" && *e != "high")) {
+      throw bad_param("reasoning_effort", "must be \"low\", \"medium\" or \"high\"");
+    }
+    r.reasoning_effort = e->get<std::string>();
+    r.chat_template_kwargs["reasoning_effort"] = r.reasoning_effort;
+  }
   r.tools = read_tool_request(body);
   if (r.tools.forces_calls()) {
     // The reply is the call, so the grammar of the tools' schemas is its structured output.

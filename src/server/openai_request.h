@@ -32,6 +32,7 @@ struct GenerationRequest {
   nlohmann::json chat_template_kwargs = nlohmann::json::object();
   ChatRender render;                  // chat: add_generation_prompt, continue_final_message (vLLM's)
   ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
+  std::string reasoning_effort;       // chat: low, medium or high ("" when not given), a template variable
   SamplingParams params;              // n, logprobs and penalties included
   std::optional<int> max_tokens;      // as given; unset: the handler fills in the default
   std::optional<int> default_max_tokens;  // the model's max_new_tokens (generation_config.json), if any

@@ -16,9 +16,9 @@ constexpr std::array<std::string_view, 8> kCommonFields = {
     "model",      "stream",   "stream_options",  "return_tokens_as_token_ids",
     "max_tokens", "logprobs", "response_format", "request_timeout"};
 constexpr std::array<std::string_view, 2> kCompletionFields = {"prompt", "echo"};
-constexpr std::array<std::string_view, 9> kChatFields = {
-    "messages",    "max_completion_tokens", "top_logprobs",          "chat_template_kwargs", "tools",
-    "tool_choice", "parallel_tool_calls",   "add_generation_prompt", "continue_final_message"};
+constexpr std::array<std::string_view, 10> kChatFields = {
+    "messages",    "max_completion_tokens", "top_logprobs",          "chat_template_kwargs",   "tools",
+    "tool_choice", "parallel_tool_calls",   "add_generation_prompt", "continue_final_message", "reasoning_effort"};
 
 // Accepted and ignored. Each changes nothing about the tokens generated, so ignoring it misleads
 // no client:
@@ -50,7 +50,6 @@ constexpr auto kRefused = std::to_array<Refusal>({
     {"parallel_tool_calls", "parallel_tool_calls is a parameter of /v1/chat/completions"},
     {"functions", "function calling is not supported (and deprecated by OpenAI for tools)"},
     {"function_call", "function calling is not supported (and deprecated by OpenAI for tools)"},
-    {"reasoning_effort", "the models served here have no reasoning-effort control"},
     {"modalities", "only text output is supported"},
     {"audio", "only text output is supported"},
     {"prediction", "predicted outputs are not supported"},

@@ -195,11 +195,13 @@ json responses_to_chat_body(const json& body, const json& previous) {
       continue;
     }
     if (name == "truncation" && value == "disabled") continue;  // the only behaviour here: refused if too long
-    if (name == "reasoning") {
-      if (value.is_object() && value.value("effort", json()).is_null() && value.value("summary", json()).is_null()) {
-        continue;
+    if (name == "reasoning") {  // effort is chat's reasoning_effort (refused where the template has none)
+      if (!value.is_object()) throw bad_param("reasoning", "must be an object with an \"effort\"");
+      if (!value.value("summary", json()).is_null()) {
+        throw bad_param("reasoning", "not supported: summary (the reasoning is returned whole, not summarised)");
       }
-      throw bad_param("reasoning", "not supported: the models served here have no reasoning-effort control");
+      if (const json effort = value.value("effort", json()); !effort.is_null()) chat["reasoning_effort"] = effort;
+      continue;
     }
     bool known = name == "input" || name == "instructions" || name == "model" || name == "max_output_tokens" ||
                  name == "tools" || name == "tool_choice" || name == "parallel_tool_calls" || name == "text" ||
@@ -295,7 +297,8 @@ json chat_completion_to_response(const json& completion, const json& body) {
           {"output", std::move(output)},
           {"parallel_tool_calls", given("parallel_tool_calls", true)},
           {"previous_response_id", given("previous_response_id", nullptr)},
-          {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
+          {"reasoning", {{"effort", present(body, "reasoning") ? body["reasoning"].value("effort", json()) : json()},
+                         {"summary", nullptr}}},
           {"store", given("store", true)},
           {"temperature", given("temperature", nullptr)},
           {"text", given("text", json{{"format", {{"type", "text"}}}})},

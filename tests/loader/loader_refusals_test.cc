@@ -262,6 +262,7 @@ struct GgufOptions {
   uint32_t blocks = 1;  // llama.block_count (the file holds one layer's tensors whatever it says)
   uint64_t alignment = 32;
   const char* arch = "llama";  // general.architecture (the other keys stay llama.*)
+  std::vector<std::string> tokens = {"a", "b", "<s>", "</s>"};
 };
 
 std::vector<uint8_t> tiny_llama(const GgufOptions& o = {}) {
@@ -277,7 +278,7 @@ std::vector<uint8_t> tiny_llama(const GgufOptions& o = {}) {
   w.add_scalar("llama.context_length", W::U32, uint32_t{256});
   if (o.metadata) o.metadata(w);
   w.add_string("tokenizer.ggml.model", "gpt2");
-  w.add_strings("tokenizer.ggml.tokens", {"a", "b", "<s>", "</s>"});
+  w.add_strings("tokenizer.ggml.tokens", o.tokens);
   w.add_strings("tokenizer.ggml.merges", {"a b"});
   w.add_scalar("tokenizer.ggml.bos_token_id", W::U32, o.bos);
   w.add_scalar("tokenizer.ggml.eos_token_id", W::U32, o.eos);
@@ -317,6 +318,18 @@ TEST(LoaderRefusals, TinyGgufLoads) {
   EXPECT_EQ(m.config.head_dim, static_cast<int64_t>(kHeadDim));
   EXPECT_EQ(m.config.eos_token_ids, (std::vector<int64_t>{3, 1}));
   EXPECT_NO_THROW(m.weights->get_f32("model.layers.0.mlp.down_proj.weight"));
+}
+
+// gpt-oss's harmony vocabulary: the file names <|return|> and (as an eot) <|end|>; the reply ends on
+// <|return|> and <|call|> (a tool call), not on <|end|> (between its messages), as in llama.cpp.
+TEST(LoaderRefusals, GgufHarmonyStopsOnReturnAndCall) {
+  const GgufModel m = open_bytes(tiny_llama({.bos = 0, .eos = 1, .eot = 3,
+                                             .tokens = {"a", "<|return|>", "<|call|>", "<|end|>"}}));
+  EXPECT_EQ(m.config.eos_token_ids, (std::vector<int64_t>{1, 2}));
+  // Without <|call|>, <|end|> is an eot like any other.
+  const GgufModel plain =
+      open_bytes(tiny_llama({.bos = 0, .eos = 1, .eot = 3, .tokens = {"a", "<|return|>", "b", "<|end|>"}}));
+  EXPECT_EQ(plain.config.eos_token_ids, (std::vector<int64_t>{1, 3}));
 }
 
 TEST(LoaderRefusals, GgufRopeDimensionCount) {

@@ -253,6 +253,19 @@ TEST(ApiErrorJson, OpenAiShape) {
 
 // Issue 49: nothing is dropped. Unknown fields and fields the server cannot honour are 400s naming
 // them (also the other endpoint's fields); the four bookkeeping fields are accepted; null is absent.
+// OpenAI's reasoning_effort: a variable of the chat template (gpt-oss's); the server refuses it for
+// a template without one (generation.cc), the parser checks its value.
+TEST(OpenAiRequest, ReasoningEffortIsATemplateVariable) {
+  const GenerationRequest r = chat(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "low"})");
+  EXPECT_EQ(r.reasoning_effort, "low");
+  EXPECT_EQ(r.chat_template_kwargs["reasoning_effort"], "low");
+  EXPECT_TRUE(chat(R"({"messages": [{"role": "user", "content": "x"}]})").reasoning_effort.empty());
+  for (const char* bad : {R"("extreme")", "3", R"(["low"])"}) {
+    const std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": )");
+    EXPECT_EQ(error_of([&] { chat(body + bad + "}"); }), std::make_pair(400, std::string("reasoning_effort"))) << bad;
+  }
+}
+
 TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
   EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "foo": 1})"); }), std::make_pair(400, std::string("foo")));
   EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "x"}], "foo": 1})"); }),
@@ -261,7 +274,7 @@ TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
             std::make_pair(400, std::string("echo")));
   EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "top_logprobs": 2})"); }),
             std::make_pair(400, std::string("top_logprobs")));
-  for (const char* f : {"reasoning_effort", "suffix", "best_of", "guided_json", "functions"}) {
+  for (const char* f : {"suffix", "best_of", "guided_json", "functions"}) {
     const json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {f, "x"}};
     EXPECT_EQ(error_of([&] { parse_chat_request(body); }), std::make_pair(400, std::string(f))) << f;
     try {

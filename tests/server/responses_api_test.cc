@@ -79,6 +79,10 @@ TEST(ResponsesApi, ToolsAndTextFormatBecomeChatFields) {
   EXPECT_FALSE(parse_chat_request(fmt).params.structured_outputs.empty());
   const json plain = responses_to_chat_body({{"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}});
   EXPECT_TRUE(parse_chat_request(plain).params.structured_outputs.empty());
+  // reasoning.effort is chat's reasoning_effort (the server refuses it, as "reasoning", for a
+  // template without one).
+  const json effort = responses_to_chat_body({{"input", "x"}, {"reasoning", {{"effort", "high"}}}});
+  EXPECT_EQ(parse_chat_request(effort).reasoning_effort, "high");
 }
 
 TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
@@ -86,7 +90,8 @@ TEST(ResponsesApi, WhatCannotBeServedIsRefusedNamingTheField) {
   EXPECT_EQ(refused_param({{"input", "x"}, {"previous_response_id", 7}}), "previous_response_id");
   EXPECT_EQ(refused_param({{"input", "x"}, {"store", "yes"}}), "store");
   EXPECT_EQ(refused_param({{"input", "x"}, {"conversation", "conv_1"}}), "conversation");
-  EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", {{"effort", "high"}}}}), "reasoning");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", {{"summary", "auto"}}}}), "reasoning");
+  EXPECT_EQ(refused_param({{"input", "x"}, {"reasoning", "high"}}), "reasoning");
   EXPECT_EQ(refused_param({{"input", "x"}, {"n", 2}}), "n");
   EXPECT_EQ(refused_param({{"input", "x"}, {"frobnicate", 1}}), "frobnicate");
   EXPECT_EQ(refused_param({{"model", "m"}}), "input");

@@ -53,7 +53,9 @@ class ToolCallSyntax {
 // A call object being written from obj[0] ('{'): its name and arguments so far, when both have begun.
 std::optional<PartialToolCall> partial_call_object(std::string_view obj);
 
-enum class ToolParserKind { kHermes, kLlama3Json, kMistral };
+// kOpenAi: gpt-oss's harmony format, whose calls are messages of their own; it has no
+// ToolCallSyntax (reasoning/harmony_reply.h reads the whole reply).
+enum class ToolParserKind { kHermes, kLlama3Json, kMistral, kOpenAi };
 
 std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind);
 
@@ -63,12 +65,15 @@ std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind);
 std::unique_ptr<ToolCallSyntax> make_required_tools_syntax();
 std::unique_ptr<ToolCallSyntax> make_named_tool_syntax(std::string function_name);
 
-// --tool-call-parser's names: hermes, llama3_json, mistral. nullopt for any other.
+// --tool-call-parser's names: hermes, llama3_json, mistral, openai. nullopt for any other.
 std::optional<ToolParserKind> tool_parser_from_name(std::string_view name);
 const char* tool_parser_name(ToolParserKind kind);
 // The model's own syntax, from its chat template (what it was shown to write) and else its
-// architecture: <tool_call> -> hermes; [TOOL_CALLS] -> mistral; Llama 3's ipython / <|python_tag|>
-// -> llama3_json; else Mistral architectures -> mistral, and hermes for the rest (ChatML).
+// architecture: harmony's <|channel|> -> openai; <tool_call> -> hermes; [TOOL_CALLS] -> mistral;
+// Llama 3's ipython / <|python_tag|> -> llama3_json; else Mistral architectures -> mistral, and
+// hermes for the rest (ChatML).
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template);
+// Whether a chat template writes OpenAI's harmony format (gpt-oss's: <|channel|> and <|message|>).
+bool is_harmony_template(std::string_view chat_template);
 
 }  // namespace minivllm::server

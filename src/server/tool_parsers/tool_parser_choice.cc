@@ -2,6 +2,7 @@
 #include "server/tool_parsers/tool_call_syntax.h"
 
 #include <cctype>
+#include <stdexcept>
 
 namespace minivllm::server {
 
@@ -14,14 +15,16 @@ std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind) {
     case ToolParserKind::kHermes: return make_hermes_syntax();
     case ToolParserKind::kLlama3Json: return make_llama3_json_syntax();
     case ToolParserKind::kMistral: return make_mistral_syntax();
+    case ToolParserKind::kOpenAi: break;
   }
-  return make_hermes_syntax();
+  throw std::logic_error("the openai (harmony) tool parser reads whole replies: HarmonyReplyStream");
 }
 
 std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
   if (name == "hermes") return ToolParserKind::kHermes;
   if (name == "llama3_json") return ToolParserKind::kLlama3Json;
   if (name == "mistral") return ToolParserKind::kMistral;
+  if (name == "openai") return ToolParserKind::kOpenAi;
   return std::nullopt;
 }
 
@@ -30,11 +33,18 @@ const char* tool_parser_name(ToolParserKind kind) {
     case ToolParserKind::kHermes: return "hermes";
     case ToolParserKind::kLlama3Json: return "llama3_json";
     case ToolParserKind::kMistral: return "mistral";
+    case ToolParserKind::kOpenAi: return "openai";
   }
   return "hermes";
 }
 
+bool is_harmony_template(std::string_view chat_template) {
+  return chat_template.find("<|channel|>") != std::string_view::npos &&
+         chat_template.find("<|message|>") != std::string_view::npos;
+}
+
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template) {
+  if (is_harmony_template(chat_template)) return ToolParserKind::kOpenAi;
   if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolParserKind::kHermes;
   if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolParserKind::kMistral;
   if (chat_template.find("<|python_tag|>") != std::string_view::npos ||
