@@ -24,6 +24,9 @@ struct StructuredOutputs {
   // the reply's thoughts run until </think> (then up to 8 whitespace characters) before the
   // constrained part.
   bool think_open = false;
+  // Not a request key: the server sets it for a model that writes OpenAI's harmony format (gpt-oss).
+  // The constrained part is the body of the reply's final message; analysis messages may come first.
+  bool harmony_first = false;
 
   // How many of the five are set: 0 (unconstrained) or 1 (more is refused when read).
   int num_set() const {

@@ -72,7 +72,9 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   // A thinking model may think before a constrained reply (a forced tool call, response_format):
   // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first,
   // or, when the prompt opened it, the rest of that block.
-  if (req.chat && ctx.reasoning_parser && !p.structured_outputs.empty()) {
+  if (req.chat && ctx.harmony && !p.structured_outputs.empty()) {
+    p.structured_outputs.harmony_first = true;  // the grammar is the final message's; analysis may come first
+  } else if (req.chat && ctx.reasoning_parser && !p.structured_outputs.empty()) {
     if (thinking_open) {
       p.structured_outputs.think_open = true;
     } else if (ctx.model_thinks && qwen3_thinking_enabled(req.chat_template_kwargs)) {
@@ -100,14 +102,10 @@ ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& r
   }
   p.reasoning = ctx.reasoning_parser;
   p.harmony = ctx.harmony;
-  if (p.harmony && !req.params.structured_outputs.empty()) {
-    // The grammar would have to let harmony's analysis message (special tokens) come first.
-    if (req.tools.forces_calls()) {
-      throw bad_param("tool_choice", "\"required\" and a named function are not supported for this model's "
-                                     "harmony replies (gpt-oss); use \"auto\"");
-    }
-    throw bad_param("response_format", "response_format and structured_outputs are not supported for this model's "
-                                       "harmony replies (gpt-oss)");
+  if (p.harmony && req.tools.forces_calls()) {
+    // A forced call is a commentary message to the function, which the grammar does not write yet.
+    throw bad_param("tool_choice", "\"required\" and a named function are not supported for this model's "
+                                   "harmony replies (gpt-oss); use \"auto\"");
   }
   p.choice = req.tools.choice;
   p.syntax = ctx.tool_parser;

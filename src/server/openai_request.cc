@@ -188,6 +188,19 @@ std::string content_text(const json& content, size_t message_index) {
   return text;
 }
 
+// An assistant turn's reasoning as the client got it (reasoning_content, or vLLM's newer
+// `reasoning`) is also `thinking`, the name gpt-oss's template reads (it shows the model the
+// analysis behind a tool call); Qwen3's reads reasoning_content itself. That template refuses
+// thinking beside the content of a tool-call turn (a preamble), so such a turn keeps its content only.
+void pass_back_reasoning(json& m) {
+  if (m["role"] != "assistant" || m.contains("thinking")) return;
+  const json* r = field(m, "reasoning_content");
+  if (r == nullptr) r = field(m, "reasoning");
+  if (r == nullptr || !r->is_string()) return;
+  const bool preamble = m.contains("tool_calls") && m["content"].is_string() && !m["content"].get<std::string>().empty();
+  if (!preamble) m["thinking"] = *r;
+}
+
 json read_messages(const json& body) {
   const json* v = field(body, "messages");
   if (!v) throw bad_param("messages", "is required");
@@ -203,6 +216,7 @@ json read_messages(const json& body) {
     json copy = m;
     copy["content"] = content_text(m.contains("content") ? m["content"] : json(), i);
     read_tool_message_fields(m, i, copy);
+    pass_back_reasoning(copy);
     messages.push_back(std::move(copy));
   }
   return messages;

@@ -2,6 +2,7 @@
 // compiler (with its cache), and a matcher per sequence.
 #include "structured/structured_output_engine.h"
 
+#include <optional>
 #include <string>
 
 #include <xgrammar/xgrammar.h>
@@ -14,14 +15,31 @@
 namespace minivllm {
 namespace {
 
+// The special tokens that mark harmony's messages (gpt-oss): a harmony_first grammar spells them.
+constexpr const char* kHarmonyMarkers[] = {"<|channel|>", "<|message|>", "<|end|>", "<|start|>"};
+
+// Whether the vocabulary is harmony's (its markers are special tokens).
+bool harmony_vocab(const Tokenizer& tokenizer) {
+  for (const char* m : kHarmonyMarkers) {
+    const std::optional<int32_t> id = tokenizer.token_to_id(m);
+    if (!id || !tokenizer.is_special(*id)) return false;
+  }
+  return true;
+}
+
 // Each token's bytes, as xgrammar's RAW vocabulary type takes them. Special tokens (and ids the
 // tokenizer lacks) are "": xgrammar never allows an empty token inside a grammar, so the model
 // cannot emit <|im_end|> in the middle of a JSON string; the stop ids end a completed grammar.
+// Harmony's markers are the exception in a harmony vocabulary: its replies' structure is made of
+// them, so a grammar can ask for them (kHarmonyPrefix).
 std::vector<std::string> raw_vocab(const Tokenizer& tokenizer) {
   std::vector<std::string> vocab(static_cast<size_t>(tokenizer.vocab_size()));
   for (size_t id = 0; id < vocab.size(); ++id) {
     const auto t = static_cast<int32_t>(id);
     if (tokenizer.has_piece(t) && !tokenizer.is_special(t)) vocab[id] = std::string(tokenizer.token_bytes(t));
+  }
+  if (harmony_vocab(tokenizer)) {
+    for (const char* m : kHarmonyMarkers) vocab[static_cast<size_t>(*tokenizer.token_to_id(m))] = m;
   }
   return vocab;
 }
@@ -71,6 +89,15 @@ think_leave ::= [^/<] | "/" [^t<] | "/t" [^h<] | "/th" [^i<] | "/thi" [^n<] | "/
 think_tail ::= "" | "<" think_restart* think_part
 )";
 
+// A harmony reply (gpt-oss; StructuredOutputs::harmony_first) up to its final message's body, which
+// the grammar then constrains: analysis messages first, if any, each ended by <|end|> and the next
+// opened by <|start|>assistant (the first message's role is in the prompt). Their text may hold
+// '<' but never "<|", so no marker can be thought.
+constexpr const char* kHarmonyPrefix = R"(root ::= harmony_analysis* "<|channel|>final<|message|>"
+harmony_analysis ::= "<|channel|>analysis<|message|>" harmony_text "<|end|><|start|>assistant"
+harmony_text ::= ([^<] | "<"+ [^|<])* "<"*
+)";
+
 struct StructuredOutputEngine::Impl {
   int vocab_size;
   xgrammar::GrammarCompiler compiler;
@@ -90,6 +117,7 @@ struct StructuredOutputEngine::Impl {
   xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
     if (s.think_open) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_open_prefix(), grammar(s)}));
     if (s.think_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_prefix(), grammar(s)}));
+    if (s.harmony_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({harmony_prefix(), grammar(s)}));
     if (!s.json.empty()) return compiler.CompileJSONSchema(s.json, /*any_whitespace=*/false);
     if (s.json_object) return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
     if (!s.regex.empty()) return compiler.CompileRegex(s.regex);
@@ -114,6 +142,10 @@ struct StructuredOutputEngine::Impl {
 
   static const xgrammar::Grammar& think_prefix() {
     static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kThinkPrefix);
+    return g;
+  }
+  static const xgrammar::Grammar& harmony_prefix() {
+    static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kHarmonyPrefix);
     return g;
   }
   static const xgrammar::Grammar& think_open_prefix() {

@@ -266,6 +266,24 @@ TEST(OpenAiRequest, ReasoningEffortIsATemplateVariable) {
   }
 }
 
+// An assistant turn's reasoning_content (or `reasoning`) passed back is also `thinking`, what
+// gpt-oss's template reads; not beside a tool-call turn's content, which that template refuses.
+TEST(OpenAiRequest, ReasoningPassedBackIsThinking) {
+  const GenerationRequest r = chat(R"({"messages": [{"role": "user", "content": "w?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Need the weather.",
+     "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "assistant", "content": "Checking.", "reasoning": "Hmm.",
+     "tool_calls": [{"id": "d", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "assistant", "content": "Sunny.", "reasoning": "Said it."},
+    {"role": "assistant", "content": "x", "reasoning_content": "a", "thinking": "b"},
+    {"role": "user", "content": "ok", "reasoning_content": "not a turn of the model"}]})");
+  EXPECT_EQ(r.messages[1]["thinking"], "Need the weather.");
+  EXPECT_FALSE(r.messages[2].contains("thinking"));
+  EXPECT_EQ(r.messages[3]["thinking"], "Said it.");
+  EXPECT_EQ(r.messages[4]["thinking"], "b");
+  EXPECT_FALSE(r.messages[5].contains("thinking"));
+}
+
 TEST(OpenAiRequest, EveryFieldIsHonouredOrRefused) {
   EXPECT_EQ(error_of([] { completion(R"({"prompt": "x", "foo": 1})"); }), std::make_pair(400, std::string("foo")));
   EXPECT_EQ(error_of([] { chat(R"({"messages": [{"role": "user", "content": "x"}], "foo": 1})"); }),

@@ -6,7 +6,8 @@ this test's own (gpt-oss's writes "Reasoning: {{ reasoning_effort }}" into its s
 With that template the server picks the harmony parser on its own (--reasoning-parser and
 --tool-call-parser auto): the reply is detokenized with its special tokens for the parser (a reply
 that is not harmony comes back whole, specials included), tool_choice auto is served,
-reasoning_effort reaches the template, and what the harmony path cannot do yet is refused by name.
+reasoning_effort reaches the template, response_format constrains the final message (the grammar
+writes the markers before it), and what the harmony path cannot do yet is refused by name.
 How the parser splits harmony replies is tests/server/harmony_reply_test.cc's.
 Exits 77 (skipped) without the model directory or the client.
 """
@@ -96,9 +97,22 @@ class HarmonyServerTest(unittest.TestCase):
         chunks = list(self.chat(tools=[TOOL], logit_bias={str(END): 100}, stream=True))
         self.assertEqual("".join(c.choices[0].delta.content or "" for c in chunks if c.choices), "<|end|>" * 3)
 
+    def test_response_format_constrains_the_final_message(self):
+        # The grammar writes harmony's markers (the parser takes them out again) before the body:
+        # <|channel|>final<|message|> is 4 tokens of this tokenizer, "{}" then fits in 4 more.
+        schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        r = self.client.chat.completions.create(
+            model="h", messages=HI, max_tokens=24, temperature=0,
+            response_format={"type": "json_schema", "json_schema": {"name": "e", "schema": schema}},
+            logit_bias={str(FIRST_ID + MARKERS.index("<|channel|>")): 30})
+        m = r.choices[0].message
+        self.assertNotIn("<|", m.content or "", m)
+        self.assertNotIn("<|", getattr(m, "reasoning_content", None) or "", m)
+        self.assertEqual(r.choices[0].finish_reason, "stop", m)  # the grammar ended: only a stop token was allowed
+        self.assertEqual(json.loads(m.content), {}, m)
+
     def test_what_the_harmony_path_cannot_do_is_refused(self):
-        for kw, param in (({"response_format": {"type": "json_object"}}, "response_format"),
-                          ({"tools": [TOOL], "tool_choice": "required"}, "tool_choice")):
+        for kw, param in (({"tools": [TOOL], "tool_choice": "required"}, "tool_choice"),):
             with self.assertRaises(openai.BadRequestError) as e:
                 self.chat(**kw)
             self.assertEqual(e.exception.body.get("param"), param, e.exception.body)
