@@ -27,11 +27,20 @@ struct StructuredOutputs {
   // Not a request key: the server sets it for a model that writes OpenAI's harmony format (gpt-oss).
   // The constrained part is the body of the reply's final message; analysis messages may come first.
   bool harmony_first = false;
+  // Not a request key: a forced tool call (tool_choice required or named) of a harmony model. The
+  // reply, after any analysis messages, is a commentary message to one of these functions whose
+  // body is that function's arguments: {name, JSON schema of its parameters}.
+  struct HarmonyCall {
+    std::string name;
+    std::string parameters;
+    bool operator==(const HarmonyCall&) const = default;
+  };
+  std::vector<HarmonyCall> harmony_calls;
 
-  // How many of the five are set: 0 (unconstrained) or 1 (more is refused when read).
+  // How many of the five (and harmony_calls) are set: 0 (unconstrained) or 1 (more is refused when read).
   int num_set() const {
     return (json.empty() ? 0 : 1) + (json_object ? 1 : 0) + (regex.empty() ? 0 : 1) + (choice.empty() ? 0 : 1) +
-           (grammar.empty() ? 0 : 1);
+           (grammar.empty() ? 0 : 1) + (harmony_calls.empty() ? 0 : 1);
   }
   bool empty() const { return num_set() == 0; }
   bool operator==(const StructuredOutputs&) const = default;

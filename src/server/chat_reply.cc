@@ -70,7 +70,8 @@ ReplyDelta ChatReplyParser::finish() {
 std::unique_ptr<ChatReplyParser> ReplyParsing::make(bool streaming) const {
   if (harmony) {
     return std::make_unique<ChatReplyParser>(
-        HarmonyReplyStream(reasoning, choice == ToolChoice::kAuto && syntax, parallel, streaming));
+        HarmonyReplyStream(reasoning, choice != ToolChoice::kNone && (choice != ToolChoice::kAuto || syntax),
+                           parallel, streaming));
   }
   std::unique_ptr<ToolCallSyntax> tools;
   if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();

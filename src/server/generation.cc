@@ -72,7 +72,14 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   // A thinking model may think before a constrained reply (a forced tool call, response_format):
   // vLLM applies the grammar once reasoning ends; here the grammar allows one think block first,
   // or, when the prompt opened it, the rest of that block.
-  if (req.chat && ctx.harmony && !p.structured_outputs.empty()) {
+  if (req.chat && ctx.harmony && req.tools.forces_calls()) {
+    // Not the calls' JSON of other models: a commentary message to the function (analysis first).
+    p.structured_outputs = StructuredOutputs{};
+    p.structured_outputs.harmony_first = true;
+    for (auto& [name, parameters] : forced_tool_functions(req.tools)) {
+      p.structured_outputs.harmony_calls.push_back({std::move(name), std::move(parameters)});
+    }
+  } else if (req.chat && ctx.harmony && !p.structured_outputs.empty()) {
     p.structured_outputs.harmony_first = true;  // the grammar is the final message's; analysis may come first
   } else if (req.chat && ctx.reasoning_parser && !p.structured_outputs.empty()) {
     if (thinking_open) {
@@ -102,11 +109,6 @@ ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& r
   }
   p.reasoning = ctx.reasoning_parser;
   p.harmony = ctx.harmony;
-  if (p.harmony && req.tools.forces_calls()) {
-    // A forced call is a commentary message to the function, which the grammar does not write yet.
-    throw bad_param("tool_choice", "\"required\" and a named function are not supported for this model's "
-                                   "harmony replies (gpt-oss); use \"auto\"");
-  }
   p.choice = req.tools.choice;
   p.syntax = ctx.tool_parser;
   p.named_function = req.tools.named_function;

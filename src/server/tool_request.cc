@@ -122,6 +122,18 @@ std::string forced_tool_schema(const ToolRequest& t) {
   return schema.dump();
 }
 
+std::vector<std::pair<std::string, std::string>> forced_tool_functions(const ToolRequest& t) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!t.forces_calls()) return out;
+  for (const json& tool : t.tools) {
+    const json& f = tool["function"];
+    if (t.choice == ToolChoice::kRequired || f["name"] == t.named_function) {
+      out.emplace_back(f["name"].get<std::string>(), parameters_of(f).dump());
+    }
+  }
+  return out;
+}
+
 void read_tool_message_fields(const json& m, size_t index, json& copy) {
   const std::string where = "messages[" + std::to_string(index) + "]";
   const std::string role = m["role"].get<std::string>();

@@ -7,6 +7,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +38,9 @@ nlohmann::ordered_json tools_in_order(std::string_view body_text);
 
 // The JSON schema (as text) a forced choice constrains the reply to; "" for none and auto.
 std::string forced_tool_schema(const ToolRequest& t);
+// A forced choice's functions, each with the JSON schema (as text) of its parameters: the named
+// one, or every tool for required (a harmony model's grammar writes the call's own header).
+std::vector<std::pair<std::string, std::string>> forced_tool_functions(const ToolRequest& t);
 
 // An assistant message's tool_calls and a tool message's fields, checked; `copy` gets each call's
 // function.arguments as an object (the templates print it with tojson, as vLLM and transformers

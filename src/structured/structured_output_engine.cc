@@ -93,7 +93,9 @@ think_tail ::= "" | "<" think_restart* think_part
 // the grammar then constrains: analysis messages first, if any, each ended by <|end|> and the next
 // opened by <|start|>assistant (the first message's role is in the prompt). Their text may hold
 // '<' but never "<|", so no marker can be thought.
-constexpr const char* kHarmonyPrefix = R"(root ::= harmony_analysis* "<|channel|>final<|message|>"
+// A forced call's prefix is the analysis messages alone (harmony_thoughts): its own header follows.
+constexpr const char* kHarmonyPrefix = R"(root ::= harmony_thoughts "<|channel|>final<|message|>"
+harmony_thoughts ::= harmony_analysis*
 harmony_analysis ::= "<|channel|>analysis<|message|>" harmony_text "<|end|><|start|>assistant"
 harmony_text ::= ([^<] | "<"+ [^|<])* "<"*
 )";
@@ -117,6 +119,7 @@ struct StructuredOutputEngine::Impl {
   xgrammar::CompiledGrammar compile(const StructuredOutputs& s) {
     if (s.think_open) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_open_prefix(), grammar(s)}));
     if (s.think_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({think_prefix(), grammar(s)}));
+    if (!s.harmony_calls.empty()) return compiler.CompileGrammar(harmony_calls(s.harmony_calls));
     if (s.harmony_first) return compiler.CompileGrammar(xgrammar::Grammar::Concat({harmony_prefix(), grammar(s)}));
     if (!s.json.empty()) return compiler.CompileJSONSchema(s.json, /*any_whitespace=*/false);
     if (s.json_object) return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/false);
@@ -147,6 +150,18 @@ struct StructuredOutputEngine::Impl {
   static const xgrammar::Grammar& harmony_prefix() {
     static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kHarmonyPrefix);
     return g;
+  }
+  // Analysis messages, then one call: a commentary message to one of the functions (the header as
+  // gpt-oss's template writes a past call's), its body the function's arguments.
+  static xgrammar::Grammar harmony_calls(const std::vector<StructuredOutputs::HarmonyCall>& calls) {
+    static const xgrammar::Grammar thoughts = xgrammar::Grammar::FromEBNF(kHarmonyPrefix, "harmony_thoughts");
+    std::vector<xgrammar::Grammar> each;
+    for (const StructuredOutputs::HarmonyCall& c : calls) {
+      const std::string header = "<|channel|>commentary to=functions." + c.name + " <|constrain|>json<|message|>";
+      each.push_back(xgrammar::Grammar::Concat({xgrammar::Grammar::FromEBNF("root ::= " + ebnf_literal(header)),
+                                                xgrammar::Grammar::FromJSONSchema(c.parameters, false)}));
+    }
+    return xgrammar::Grammar::Concat({thoughts, each.size() == 1 ? each[0] : xgrammar::Grammar::Union(each)});
   }
   static const xgrammar::Grammar& think_open_prefix() {
     static const xgrammar::Grammar g = xgrammar::Grammar::FromEBNF(kThinkPrefix, "think_thoughts");

@@ -87,6 +87,18 @@ TEST(HarmonyReply, ARecipientFunctionIsAToolCall) {
   EXPECT_EQ(d.calls, std::vector<ToolCallPiece>{call(0, "a", "{}")});
 }
 
+// tool_choice required or named: the grammar wrote one call (harmony_first_test.cc); it is read as
+// a call whatever the tool-call parser (none included).
+TEST(HarmonyReply, AForcedCallIsACall) {
+  for (ToolChoice forced : {ToolChoice::kRequired, ToolChoice::kNamed}) {
+    ReplyParsing p = harmony(true, forced);
+    p.syntax = std::nullopt;
+    ReplyDelta d = split(p, kThink + "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json"
+                                     "<|message|>{\"a\": [1]}");
+    EXPECT_EQ(d.calls, std::vector<ToolCallPiece>{call(0, "f", R"({"a":[1]})")});
+  }
+}
+
 TEST(HarmonyReply, WithoutToolsACallIsContent) {
   const std::string reply = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}";
   ReplyDelta d = split(harmony(true, ToolChoice::kNone), reply);

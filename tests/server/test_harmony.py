@@ -7,7 +7,8 @@ With that template the server picks the harmony parser on its own (--reasoning-p
 --tool-call-parser auto): the reply is detokenized with its special tokens for the parser (a reply
 that is not harmony comes back whole, specials included), tool_choice auto is served,
 reasoning_effort reaches the template, response_format constrains the final message (the grammar
-writes the markers before it), and what the harmony path cannot do yet is refused by name.
+writes the markers before it), and a forced tool call is the grammar's commentary message to the
+function.
 How the parser splits harmony replies is tests/server/harmony_reply_test.cc's.
 Exits 77 (skipped) without the model directory or the client.
 """
@@ -111,11 +112,28 @@ class HarmonyServerTest(unittest.TestCase):
         self.assertEqual(r.choices[0].finish_reason, "stop", m)  # the grammar ended: only a stop token was allowed
         self.assertEqual(json.loads(m.content), {}, m)
 
-    def test_what_the_harmony_path_cannot_do_is_refused(self):
-        for kw, param in (({"tools": [TOOL], "tool_choice": "required"}, "tool_choice"),):
-            with self.assertRaises(openai.BadRequestError) as e:
-                self.chat(**kw)
-            self.assertEqual(e.exception.body.get("param"), param, e.exception.body)
+    def test_a_forced_call_is_a_commentary_message(self):
+        # The grammar writes the call's header (analysis may come first) and its arguments; the
+        # parser reads it as the call. <|channel|> steered first, as gpt-oss opens its replies.
+        tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string", "maxLength": 4}}, "required": ["city"],
+            "additionalProperties": False}}}
+        now = {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}
+        for choice, names in (({"type": "function", "function": {"name": "get_weather"}}, ["get_weather"]),
+                              ("required", ["get_weather", "now"])):
+            r = self.client.chat.completions.create(
+                model="h", messages=HI, max_tokens=40, temperature=0, tools=[tool, now], tool_choice=choice,
+                logit_bias={str(FIRST_ID + MARKERS.index("<|channel|>")): 30})
+            m = r.choices[0].message
+            self.assertEqual(r.choices[0].finish_reason, "tool_calls", m)
+            self.assertEqual(len(m.tool_calls), 1, m)
+            self.assertIn(m.tool_calls[0].function.name, names)
+            args = json.loads(m.tool_calls[0].function.arguments)
+            if m.tool_calls[0].function.name == "get_weather":
+                self.assertEqual(list(args), ["city"])
+            self.assertNotIn("<|", m.content or "", m)
+
+    def test_bad_reasoning_effort_is_refused(self):
         with self.assertRaises(openai.BadRequestError) as e:
             self.chat(reasoning_effort="extreme")
         self.assertEqual(e.exception.body.get("param"), "reasoning_effort", e.exception.body)

@@ -56,6 +56,9 @@ class HarmonyFirst : public ::testing::Test {
     StructuredOutputs so;
     so.json = kSchema;
     so.harmony_first = harmony_first;
+    return reads(so, reply);
+  }
+  static bool reads(const StructuredOutputs& so, const std::string& reply) {
     std::unique_ptr<TokenConstraint> c = engine_->make_constraint(so, "response_format");
     const std::vector<int32_t> ids = tokenizer_->encode(reply, /*add_special_tokens=*/false);
     std::vector<int32_t> mask(static_cast<size_t>(c->bitmask_words()));
@@ -93,6 +96,26 @@ TEST_F(HarmonyFirst, AnalysisThenTheFinalMessagesSchema) {
   EXPECT_FALSE(reads(true, "<|channel|>analysis<|message|>a <|message|> b<|end|><|start|>assistant" + final_open +
                                "{\"city\": \"Paris\"}"));
   EXPECT_FALSE(reads(true, "<|channel|>analysis<|message|>still thinking"));
+}
+
+// A forced call (tool_choice named or required): analysis first if any, then a commentary message
+// to one of the functions, its body that function's arguments.
+TEST_F(HarmonyFirst, AForcedCallIsACommentaryMessageToTheFunction) {
+  StructuredOutputs named;
+  named.harmony_first = true;
+  named.harmony_calls = {{"get_weather", kSchema}};
+  const std::string call = "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>";
+  EXPECT_TRUE(reads(named, call + "{\"city\": \"Paris\"}"));
+  EXPECT_TRUE(reads(named, "<|channel|>analysis<|message|>I call it.<|end|><|start|>assistant" + call +
+                               "{\"city\": \"Paris\"}"));
+  EXPECT_FALSE(reads(named, call + "{\"town\": \"Paris\"}"));
+  EXPECT_FALSE(reads(named, "<|channel|>final<|message|>{\"city\": \"Paris\"}"));
+  EXPECT_FALSE(reads(named, "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}"));
+  StructuredOutputs required = named;
+  required.harmony_calls.push_back({"now", R"({"type": "object", "properties": {}, "additionalProperties": false})"});
+  EXPECT_TRUE(reads(required, call + "{\"city\": \"Paris\"}"));
+  EXPECT_TRUE(reads(required, "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}"));
+  EXPECT_FALSE(reads(required, "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{\"city\": \"x\"}"));
 }
 
 TEST_F(HarmonyFirst, WithoutItTheReplyIsTheSchemasAlone) {
