@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""gptoss-tiny with MXFP4 experts, as gpt-oss is published, and llama.cpp's GGUF of it: the MXFP4 file of
-tests/golden/golden_test.cc, with Hugging Face goldens for it.
+"""gptoss-tiny with MXFP4 experts, as gpt-oss is published, and llama.cpp's GGUF of it: the MXFP4 checkpoint
+and file of tests/golden/golden_test.cc, with Hugging Face goldens for both.
 
 Usage (the venv of tools/requirements-goldens.txt; llama.cpp as tools/make_tiny_gguf.py takes it):
     python3 tools/make_gptoss_mxfp4.py --llama-cpp /path/to/llama.cpp tests/goldens/gptoss-tiny tests/goldens/gptoss-tiny-mxfp4
@@ -16,8 +16,8 @@ OUT/gptoss-tiny-mxfp4.gguf from that checkpoint, with tools/make_tiny_gguf.py's 
 The reference: transformers' own MXFP4 decoding (transformers.integrations.mxfp4.convert_moe_packed_tensors)
 of those blocks gives the experts in bf16 (exactly: an E2M1 value times a power of two), put back into
 the checkpoint in place of its experts; transformers runs that model in float32 (make_hf_goldens.py's
-reference, prompts and goldens format) into OUT/goldens.json. OUT holds no config.json: the GGUF is the
-model (the MXFP4 safetensors, which minivllm refuses, stay in the temporary folder).
+reference, prompts and goldens format) into OUT/goldens.json. OUT also holds the MXFP4 checkpoint itself
+(config.json with its quantization_config, model.safetensors with the *_blocks and *_scales).
 """
 import argparse
 import importlib
@@ -85,6 +85,8 @@ def main():
         with open(os.path.join(mx, "config.json"), "w") as f:
             json.dump({**config, "quantization_config": QUANTIZATION}, f, indent=2)
         save_file(packed, os.path.join(mx, "model.safetensors"), metadata={"format": "pt"})
+        for name in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(mx, name), args.out)
         sys.path.insert(0, os.path.abspath(args.llama_cpp))
         import convert_hf_to_gguf  # noqa: E402
         import gguf  # noqa: E402

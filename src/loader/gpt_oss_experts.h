@@ -4,7 +4,10 @@
 //   P.gate_up_proj_bias [E, 2I]     interleaved the same way;
 //   P.down_proj         [E, I, H]   the transpose of each expert's down_proj;
 //   P.down_proj_bias    [E, H],
-// P ending in ".mlp.experts". The source in front of such a checkpoint serves P.<e>.gate_proj.weight
+// P ending in ".mlp.experts"; as published (quant_method mxfp4) the two weights are MXFP4 instead,
+// P.gate_up_proj_blocks / _scales and P.down_proj_blocks / _scales, rows out-major ([E, 2I, H / 32, 16]
+// and [E, 2I, H / 32]; [E, H, I / 32, 16] and [E, H, I / 32]), served as ggml's MXFP4 blocks (the
+// stored form) or decoded. The source in front of such a checkpoint serves P.<e>.gate_proj.weight
 // [I, H], .up_proj.weight, .down_proj.weight [H, I] and their .bias ([I], [I], [H]), each made from its
 // expert's slice of the stacked tensor when asked for (the safetensors file's own per-expert views of
 // these tensors assume transformers' [E, 2I, H] layout and are hidden).

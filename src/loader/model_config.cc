@@ -502,6 +502,9 @@ ModelConfig load_hf_model_config(const std::string& dir, const std::string& hf_o
       << path << ": unsupported quantization_config for " << c.arch_name
       << " (its q/k rows are reordered at load, which minivllm does for bf16 and fp32 checkpoints only; "
       << "--quantization fp8 quantizes a bf16 one at load)";
+  MINIVLLM_CHECK(c.quantization.method != QuantMethod::kMxfp4 || c.traits().gpt_oss_experts)
+      << path << ": quantization_config quant_method \"mxfp4\" is read for gpt-oss's experts only, not "
+      << c.arch_name;
   c.bos_token_id = r.get_int("bos_token_id", -1);
   r.append_ids("eos_token_id", &c.eos_token_ids);
 

@@ -155,6 +155,7 @@ WeightQuantization parse_compressed_tensors(const json& qc, const std::string& w
 }  // namespace
 
 std::string WeightQuantization::describe() const {
+  if (method == QuantMethod::kMxfp4) return "mxfp4 (the experts' MXFP4 blocks, kept)";
   if (!quantized()) return "none";
   std::ostringstream os;
   os << method_name << " (e4m3 weights, ";
@@ -175,8 +176,15 @@ WeightQuantization parse_quantization_config(const json& qc, const std::string& 
   const std::string where = path + ": quantization_config";
   if (method == "fp8") return parse_fp8(qc, where);
   if (method == "compressed-tensors") return parse_compressed_tensors(qc, where);
+  if (method == "mxfp4") {
+    WeightQuantization q;
+    q.method = QuantMethod::kMxfp4;
+    q.method_name = method;
+    q.ignore = string_list(qc, "modules_to_not_convert", where);
+    return q;
+  }
   MINIVLLM_FAIL() << path << ": unsupported quantization_config quant_method \"" << method
-                  << "\" (minivllm reads FP8 checkpoints: quant_method fp8 or compressed-tensors)";
+                  << "\" (minivllm reads FP8 checkpoints: quant_method fp8 or compressed-tensors; and gpt-oss's mxfp4)";
 }
 
 }  // namespace minivllm

@@ -9,6 +9,11 @@
 //   quant_method "compressed-tensors"  llm-compressor's FP8 (format float-quantized): e4m3
 //                                      `*.weight` with `*.weight_scale` per channel, per tensor or
 //                                      per block, optional static `*.input_scale`
+// and one that is not FP8:
+//   quant_method "mxfp4"               gpt-oss's published checkpoints: its experts as MXFP4 blocks
+//                                      (`*_blocks`, `*_scales`), read in that format by the
+//                                      architecture's own source (loader/gpt_oss_experts.h); no scales
+//                                      for the loader to apply.
 // Any other quantization_config (awq, gptq, bitsandbytes, int8 compressed-tensors, ...) is refused
 // with an error naming it: computing with weights whose format is not understood gives garbage.
 #pragma once
@@ -21,7 +26,7 @@
 
 namespace minivllm {
 
-enum class QuantMethod { kNone, kFp8, kCompressedTensors };
+enum class QuantMethod { kNone, kFp8, kCompressedTensors, kMxfp4 };
 
 struct WeightQuantization {
   QuantMethod method = QuantMethod::kNone;
@@ -39,7 +44,9 @@ struct WeightQuantization {
   // loader goes by each tensor's stored dtype instead; kept for messages and the GPU path.
   std::vector<std::string> ignore;
 
-  bool quantized() const { return method != QuantMethod::kNone; }
+  // FP8 weights with scales, which the loader dequantizes (dequantize_weights) and the GPU's FP8
+  // kernels take; not MXFP4, whose experts their architecture's source serves in their own format.
+  bool quantized() const { return method == QuantMethod::kFp8 || method == QuantMethod::kCompressedTensors; }
   // "fp8 (e4m3 weights, 128x128 blocks, dynamic activations)" for messages and logs.
   std::string describe() const;
 };

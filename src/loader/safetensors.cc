@@ -241,6 +241,13 @@ Tensor SafetensorsFile::get_stored_slice(const std::string& name, const std::vec
   return slice(name, full_shape, dim, start, length, /*stored=*/true);
 }
 
+RawTensor SafetensorsFile::raw(const std::string& name, const std::string& dtype_name) const {
+  const SafetensorsTensorInfo& t = info(name);
+  MINIVLLM_CHECK(t.dtype_name == dtype_name)
+      << "tensor '" << name << "' in " << path() << " has dtype " << t.dtype_name << ", expected " << dtype_name;
+  return RawTensor{file_->data() + t.begin, t.shape};
+}
+
 Tensor SafetensorsFile::slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim,
                               int64_t start, int64_t length, bool stored) const {
   const SafetensorsTensorInfo& t = info(name);

@@ -10,6 +10,7 @@
 
 #include "common/tensor.h"
 #include "loader/mapped_file.h"
+#include "loader/weight_source.h"
 
 namespace minivllm {
 
@@ -44,6 +45,9 @@ class SafetensorsFile {
   // The same slice in the stored dtype (BF16, F16, F32 or F8_E4M3: unscaled codes), copied as is.
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const;
+  // The bytes of a tensor of dtype `dtype_name` (any the format defines, U8 included) as mapped,
+  // with its shape; throws naming the tensor, the file and both dtypes when it has another.
+  RawTensor raw(const std::string& name, const std::string& dtype_name) const;
 
  private:
   Tensor slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,

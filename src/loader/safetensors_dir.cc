@@ -54,6 +54,11 @@ class SafetensorsWeightSource : public WeightSource {
                                        << slice_string(dim, start, length) << ")";
     return files_[it->second]->get_stored_slice(name, full_shape, dim, start, length);
   }
+  RawTensor raw_tensor(const std::string& name, const std::string& dtype_name) const override {
+    auto it = where_.find(name);
+    MINIVLLM_CHECK(it != where_.end()) << "tensor '" << name << "' not found in " << dir_;
+    return files_[it->second]->raw(name, dtype_name);
+  }
   std::vector<std::string> names() const override {
     std::vector<std::string> out;
     out.reserve(where_.size());
@@ -119,6 +124,9 @@ class BaseModelNames : public WeightSource {
   Tensor get_stored_slice(const std::string& name, const std::vector<int64_t>& full_shape, int dim, int64_t start,
                           int64_t length) const override {
     return inner_->get_stored_slice(strip(name), full_shape, dim, start, length);
+  }
+  RawTensor raw_tensor(const std::string& name, const std::string& dtype_name) const override {
+    return inner_->raw_tensor(strip(name), dtype_name);
   }
   std::vector<std::string> names() const override {
     std::vector<std::string> out = inner_->names();

@@ -4,16 +4,25 @@
 // (GGUF's interleaved-RoPE q/k rows are permuted back to the half-split layout).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/hashed_uniform.h"
 #include "common/tensor.h"
 #include "loader/model_config.h"
 
 namespace minivllm {
+
+// A tensor's bytes as the checkpoint stores them and its shape, for a dtype no reader converts (U8:
+// the blocks and exponents of gpt-oss's MXFP4 experts); the bytes live as long as the source.
+struct RawTensor {
+  const uint8_t* data = nullptr;
+  std::vector<int64_t> shape;
+};
 
 class WeightSource {
  public:
@@ -46,6 +55,13 @@ class WeightSource {
   // The same for a weight stored as FP8 codes made from such values (dummy weights of an FP8
   // config): a backend can make a shard's codes in place (Backend::fill_hashed_e4m3).
   virtual std::optional<HashedFp8> hashed_fp8(const std::string& name) const { return std::nullopt; }
+  // The stored bytes of `name`, whose checkpoint dtype must be `dtype_name` ("U8"), for a source
+  // that decodes them itself; throws an Error naming the tensor otherwise (and for a source of
+  // converted tensors only, the default).
+  virtual RawTensor raw_tensor(const std::string& name, const std::string& dtype_name) const {
+    MINIVLLM_FAIL() << "tensor '" << name << "' in " << describe() << ": its " << dtype_name
+                    << " bytes cannot be read as stored";
+  }
   virtual std::vector<std::string> names() const = 0;
   virtual std::string describe() const = 0;  // the path, for messages
 };

@@ -97,8 +97,8 @@ std::vector<GoldenCase> load_cases(const std::string& model, const std::string& 
 // q/k/v/o biases, a sink logit per head, sliding and full layers alternating, yarn untruncated, 8 biased
 // experts of its clamped SwiGLU, 2 a token, stored stacked with gate and up interleaved; also with expert
 // parallelism and from its GGUF (llama.cpp's gpt-oss, the experts split and transposed). gptoss-tiny-mxfp4 is
-// its experts quantized to MXFP4 as gpt-oss is published, in llama.cpp's GGUF, against transformers on
-// the same experts decoded (tools/make_gptoss_mxfp4.py).
+// its experts quantized to MXFP4 as gpt-oss is published, that checkpoint and llama.cpp's GGUF of it, against
+// transformers on the same experts decoded (tools/make_gptoss_mxfp4.py).
 struct GoldenParam {
   std::string model;
   int world_size;
@@ -339,6 +339,9 @@ std::vector<GoldenParam> families() {
   // split 32-wide expert would cut its down projection's 32-element blocks).
   all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 1, 1024, "none", "gptoss-tiny-mxfp4.gguf"});
   all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 2, 1024, "none", "gptoss-tiny-mxfp4.gguf", "", 0, true});
+  // The same experts as gpt-oss is published (quant_method mxfp4: *_blocks and *_scales), kept quantized.
+  all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 1});
+  all.push_back(GoldenParam{"gptoss-tiny-mxfp4", 2, 1024, "none", "", "", 0, true});
   all.push_back(GoldenParam{"ernie45moe-tiny", 2, 1024, "none", "", "", 0, true});
   // olmo3-tiny's config as the published OLMo 3 configs write it (transformers 4.x): rope_theta and a
   // top-level rope_scaling that binds the full layers only, no layer_types (every fourth layer full).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -525,9 +526,46 @@ TEST(Architecture, GptOssReadsItsLayout) {
   write_text(bad.file("config.json"), j.dump());
   expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"swiglu_limit", "10"});
   j["swiglu_limit"] = 7.0;
-  j["quantization_config"] = {{"quant_method", "mxfp4"}};
+  j["quantization_config"] = {{"quant_method", "mxfp4"}, {"modules_to_not_convert", {"lm_head"}}};
   write_text(bad.file("config.json"), j.dump());
-  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"quant_method", "mxfp4"});
+  EXPECT_EQ(load_hf_model_config(bad.str()).quantization.method, QuantMethod::kMxfp4);
+  // MXFP4 blocks are gpt-oss's experts' format: another architecture's config with it is refused.
+  std::ifstream llama_in(std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/llama3-tiny/config.json");
+  json llama = json::parse(llama_in);
+  llama["quantization_config"] = {{"quant_method", "mxfp4"}};
+  write_text(bad.file("config.json"), llama.dump());
+  expect_error_naming([&] { load_hf_model_config(bad.str()); }, {"mxfp4", "gpt-oss", "LlamaForCausalLM"});
+}
+
+// gpt-oss as published (tests/goldens/gptoss-tiny-mxfp4, tools/make_gptoss_mxfp4.py): the experts'
+// *_blocks and *_scales served per expert under the bf16 checkpoint's names, stored as ggml's MXFP4
+// blocks (which decode to the same values as llama.cpp's GGUF of the same checkpoint), sliced by rows
+// or whole blocks of columns.
+TEST(Architecture, GptOssMxfp4ExpertsAsPublished) {
+  const std::string dir = std::string(MINIVLLM_SOURCE_DIR) + "/tests/goldens/gptoss-tiny-mxfp4";
+  const ModelConfig c = load_hf_model_config(dir);
+  ASSERT_EQ(c.quantization.method, QuantMethod::kMxfp4);
+  const auto src = serve_gpt_oss_experts(open_safetensors_dir(dir), c);
+  std::vector<std::string> names = make_dummy_weight_source(c, 0)->names(), served = src->names();
+  std::sort(names.begin(), names.end());
+  std::sort(served.begin(), served.end());
+  EXPECT_EQ(names, served);
+  const GgufModel gguf = open_gguf(dir + "/gptoss-tiny-mxfp4.gguf");
+  const int64_t h = c.hidden_size, i = c.moe.moe_intermediate_size;
+  for (const char* part : {"gate_proj", "up_proj", "down_proj"}) {
+    const std::string name = std::string("model.layers.1.mlp.experts.5.") + part + ".weight";
+    const std::vector<int64_t> shape = std::string(part) == "down_proj" ? std::vector<int64_t>{h, i}
+                                                                        : std::vector<int64_t>{i, h};
+    EXPECT_EQ(src->stored_dtype(name), DType::kMXFP4) << name;
+    const Tensor a = src->get_f32(name, shape), b = gguf.weights->get_f32(name);
+    ASSERT_EQ(a.numel(), b.numel()) << name;
+    EXPECT_TRUE(std::equal(a.ptr<float>(), a.ptr<float>() + a.numel(), b.ptr<float>())) << name;
+    const Tensor whole = src->get_stored_slice(name, shape, 0, 0, shape[0]);
+    const Tensor rows = src->get_stored_slice(name, shape, 0, 2, 3);
+    const size_t row_bytes = whole.nbytes() / static_cast<size_t>(shape[0]);
+    EXPECT_EQ(std::memcmp(rows.data(), static_cast<const uint8_t*>(whole.data()) + 2 * row_bytes, 3 * row_bytes), 0);
+    expect_error_naming([&] { src->get_stored_slice(name, shape, 1, 16, 16); }, {name, "32-element MXFP4 blocks"});
+  }
 }
 
 // GLM-4.5 (tests/goldens/glm4moe-tiny): GLM-4.5's MoE keys (n_routed_experts, n_shared_experts times
