@@ -6,9 +6,10 @@
 // The first input byte picks the request kind (so every kind gets the whole corpus); the rest is
 // the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
 // reply parsers (tool calls, reasoning; the low bits pick which): fed whole and in pieces, it
-// must split the same way; 0xD0-0xDF does the same with the reply read as harmony (gpt-oss's
-// channels). A first byte of 0xE0-0xEF feeds the body to /v1/responses' translation
-// into a chat request, which the chat parser must then accept or refuse with an ApiError.
+// must split the same way; 0xD0-0xD7 does the same with the reply read as harmony (gpt-oss's
+// channels), 0xD8-0xDF with GLM-4.5's call syntax. A first byte of 0xE0-0xEF feeds the body to
+// /v1/responses' translation into a chat request, which the chat parser must then accept or refuse
+// with an ApiError.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -72,11 +73,11 @@ server::ReplyDelta split_reply(const server::ReplyParsing& parsing, std::string_
   return out;
 }
 
-void run_reply(uint8_t mode, std::string_view text, bool harmony) {
+void run_reply(uint8_t mode, std::string_view text, bool harmony, bool glm45 = false) {
   server::ReplyParsing p;
   p.harmony = harmony;
   p.reasoning = mode & 1;
-  const int tools = (mode >> 1) & 7;
+  const int tools = glm45 ? ((mode & 2) ? 1 : 6) : (mode >> 1) & 7;
   if (tools == 1 || tools == 6) p.syntax = server::ToolParserKind::kHermes;
   if (tools == 2) p.syntax = server::ToolParserKind::kLlama3Json;
   if (tools == 3) p.syntax = server::ToolParserKind::kMistral;
@@ -86,6 +87,7 @@ void run_reply(uint8_t mode, std::string_view text, bool harmony) {
                           : server::ToolChoice::kAuto;
   p.named_function = "f";
   p.parallel = tools < 6;
+  if (glm45) p.syntax = server::ToolParserKind::kGlm45;
   if (!p.active()) return;
   const server::ReplyDelta whole = split_reply(p, text, text.size() + 1);
   for (size_t piece : {size_t{1}, size_t{3}}) {
@@ -101,8 +103,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   // SamplingParams::validate throws minivllm::Error for values a parser let through: not caught,
   // so libFuzzer keeps such an input.
-  if (data[0] >= 0xF0 || (data[0] >= 0xD0 && data[0] < 0xE0)) {
-    run_reply(data[0] & 0x0F, body, /*harmony=*/data[0] < 0xE0);
+  if (data[0] >= 0xF0) {
+    run_reply(data[0] & 0x0F, body, /*harmony=*/false);
+    return 0;
+  }
+  if (data[0] >= 0xD8 && data[0] < 0xE0) {  // GLM-4.5's syntax, auto; the low bits: reasoning, parallel
+    run_reply(data[0] & 0x07, body, /*harmony=*/false, /*glm45=*/true);
+    return 0;
+  }
+  if (data[0] >= 0xD0 && data[0] < 0xD8) {
+    run_reply(data[0] & 0x07, body, /*harmony=*/true);
     return 0;
   }
   run(data[0], body);

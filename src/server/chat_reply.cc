@@ -76,7 +76,7 @@ std::unique_ptr<ChatReplyParser> ReplyParsing::make(bool streaming) const {
   std::unique_ptr<ToolCallSyntax> tools;
   if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();
   if (choice == ToolChoice::kNamed) tools = make_named_tool_syntax(named_function);
-  if (choice == ToolChoice::kAuto && syntax) tools = make_tool_call_syntax(*syntax);
+  if (choice == ToolChoice::kAuto && syntax) tools = make_tool_call_syntax(*syntax, this->tools);
   return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel, streaming, thinking_open);
 }
 

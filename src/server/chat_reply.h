@@ -56,6 +56,7 @@ struct ReplyParsing {
   ToolChoice choice = ToolChoice::kNone;
   std::optional<ToolParserKind> syntax;    // the model's call syntax (auto); none: not parsed
   std::string named_function;              // kNamed
+  nlohmann::json tools;                    // the request's, for a syntax that types values by them
   bool parallel = true;
 
   bool active() const { return reasoning || harmony || choice != ToolChoice::kNone; }

@@ -112,6 +112,7 @@ ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& r
   p.choice = req.tools.choice;
   p.syntax = ctx.tool_parser;
   p.named_function = req.tools.named_function;
+  p.tools = req.tools.tools;
   p.parallel = req.tools.parallel;
   if (p.choice == ToolChoice::kAuto && !p.syntax) {
     throw bad_param("tool_choice", "\"auto\" needs a tool-call parser, and this server runs with "

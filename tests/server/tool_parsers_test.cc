@@ -41,13 +41,14 @@ Split run(std::unique_ptr<ToolCallSyntax> syntax, const std::string& reply, size
 // The split of `reply` by `kind`, checked to be the same fed whole and 1, 2, 3 and 7 bytes at a time.
 // With the arguments streamed, the joined pieces are the same calls, but for a call the reply was
 // cut inside, which a stream has begun (the whole reply gives it as content).
-Split split(ToolParserKind kind, const std::string& reply, bool parallel = true) {
-  Split whole = run(make_tool_call_syntax(kind), reply, reply.size() + 1, parallel);
+Split split(ToolParserKind kind, const std::string& reply, bool parallel = true,
+            const nlohmann::json& tools = nlohmann::json()) {
+  Split whole = run(make_tool_call_syntax(kind, tools), reply, reply.size() + 1, parallel);
   for (size_t piece : {1, 2, 3, 7}) {
-    Split s = run(make_tool_call_syntax(kind), reply, piece, parallel);
+    Split s = run(make_tool_call_syntax(kind, tools), reply, piece, parallel);
     EXPECT_EQ(s.content, whole.content) << "piece " << piece << ": " << reply;
     EXPECT_EQ(s.calls, whole.calls) << "piece " << piece << ": " << reply;
-    Split streamed = run(make_tool_call_syntax(kind), reply, piece, parallel, /*stream_arguments=*/true);
+    Split streamed = run(make_tool_call_syntax(kind, tools), reply, piece, parallel, /*stream_arguments=*/true);
     const bool cut = streamed.calls.size() == whole.calls.size() + 1;
     EXPECT_TRUE(streamed.calls.size() == whole.calls.size() || cut) << "piece " << piece << ": " << reply;
     EXPECT_TRUE(std::equal(whole.calls.begin(), whole.calls.end(), streamed.calls.begin()))
@@ -126,6 +127,42 @@ TEST(MistralSyntax, CallsAndContent) {
   EXPECT_EQ(s.calls.size(), 2u);
   for (const std::string reply : {"[1, 2, 3]", "Plain words.", "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {"}) {
     s = split(ToolParserKind::kMistral, reply);
+    EXPECT_EQ(s.content, reply);
+    EXPECT_TRUE(s.calls.empty()) << reply;
+  }
+}
+
+// GLM-4.5's calls: the name on the block's first line, then key / value pairs; a string
+// parameter's value is its text, any other value JSON when it parses (vLLM's glm45 parser).
+TEST(Glm45Syntax, CallsAndContent) {
+  const nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"},
+                                                      "days": {"type": "integer"}}}}}])");
+  const std::string paris = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                            "<arg_key>unit</arg_key>\n<arg_value>C</arg_value>\n</tool_call>";
+  Split s = split(ToolParserKind::kGlm45, "Let me check.\n" + paris, true, tools);
+  EXPECT_EQ(s.content, "Let me check.\n");
+  EXPECT_EQ(s.calls, std::vector<ParsedToolCall>{kParis});
+  // A string parameter whose text looks like JSON stays text; a typed one is JSON; no arguments: {}.
+  const std::string typed = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>123</arg_value>\n"
+                            "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>\n"
+                            "<tool_call>now\n</tool_call>";
+  s = split(ToolParserKind::kGlm45, typed, true, tools);
+  EXPECT_EQ(s.calls, (std::vector<ParsedToolCall>{{"get_weather", R"({"city":"123","days":3})"}, {"now", "{}"}}));
+  // Without the tools' schemas: JSON wherever it parses, else text.
+  s = split(ToolParserKind::kGlm45, typed);
+  EXPECT_EQ(s.calls[0], (ParsedToolCall{"get_weather", R"({"city":123,"days":3})"}));
+  s = split(ToolParserKind::kGlm45, "<tool_call>f<arg_key>q</arg_key><arg_value>{\"a\": [1, 2]}</arg_value>"
+                                    "<arg_key>w</arg_key><arg_value>two words</arg_value></tool_call>");
+  EXPECT_EQ(s.calls, (std::vector<ParsedToolCall>{{"f", R"({"q":{"a":[1,2]},"w":"two words"})"}}));
+  // parallel_tool_calls false: the first call.
+  s = split(ToolParserKind::kGlm45, paris + paris, false, tools);
+  EXPECT_EQ(s.calls, std::vector<ParsedToolCall>{kParis});
+  // What does not read as a call (no name, a stray text between pairs, cut by max_tokens) is content.
+  for (const char* reply : {"<tool_call>\n<arg_key>x</arg_key><arg_value>1</arg_value></tool_call>",
+                            "<tool_call>f\n<arg_key>x</arg_key>junk<arg_value>1</arg_value></tool_call>",
+                            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Par"}) {
+    s = split(ToolParserKind::kGlm45, reply, true, tools);
     EXPECT_EQ(s.content, reply);
     EXPECT_TRUE(s.calls.empty()) << reply;
   }
@@ -212,6 +249,11 @@ TEST(ToolParserChoice, PickedFromTheModel) {
   EXPECT_EQ(tool_parser_from_name("llama3_json"), ToolParserKind::kLlama3Json);
   EXPECT_EQ(tool_parser_from_name("pythonic"), std::nullopt);
   EXPECT_STREQ(tool_parser_name(ToolParserKind::kMistral), "mistral");
+  // GLM-4.5's template shows <tool_call> too, with its key / value pairs.
+  EXPECT_EQ(pick_tool_parser("Glm4MoeForCausalLM", "<tool_call>{{ tc.name }}\n<arg_key>{{ k }}</arg_key>"),
+            ToolParserKind::kGlm45);
+  EXPECT_EQ(tool_parser_from_name("glm45"), ToolParserKind::kGlm45);
+  EXPECT_STREQ(tool_parser_name(ToolParserKind::kGlm45), "glm45");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // ToolCallSyntax: how one model family writes tool calls in its reply (vLLM's tool parsers, as
 // `--tool-call-parser`): Hermes' <tool_call>{...}</tool_call> (Qwen2.5, Qwen3, ChatML models such
-// as SmolLM2), Llama 3.x's bare JSON objects, Mistral's [TOOL_CALLS][...]; and the plain JSON that
+// as SmolLM2), Llama 3.x's bare JSON objects, Mistral's [TOOL_CALLS][...], GLM-4.5's
+// <tool_call>name<arg_key>..</arg_key><arg_value>..</arg_value></tool_call>; and the plain JSON that
 // tool_choice "required" or a named function constrains the reply to. A syntax only says where the
 // calls begin and reads them; ToolCallStream (tool_call_stream.h) does the streaming around it.
 #pragma once
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace minivllm::server {
 
@@ -55,9 +58,12 @@ std::optional<PartialToolCall> partial_call_object(std::string_view obj);
 
 // kOpenAi: gpt-oss's harmony format, whose calls are messages of their own; it has no
 // ToolCallSyntax (reasoning/harmony_reply.h reads the whole reply).
-enum class ToolParserKind { kHermes, kLlama3Json, kMistral, kOpenAi };
+enum class ToolParserKind { kHermes, kLlama3Json, kMistral, kOpenAi, kGlm45 };
 
-std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind);
+// `tools`: the request's (OpenAI's array), for a syntax that reads values by their parameters'
+// types (glm45: a string parameter's value is text, not JSON).
+std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind,
+                                                      const nlohmann::json& tools = nlohmann::json());
 
 // tool_choice "required": a JSON array of {"name", "parameters"}; a named function: its arguments
 // object alone (the grammar built from the tools' schemas makes the reply exactly that:
@@ -65,11 +71,11 @@ std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind);
 std::unique_ptr<ToolCallSyntax> make_required_tools_syntax();
 std::unique_ptr<ToolCallSyntax> make_named_tool_syntax(std::string function_name);
 
-// --tool-call-parser's names: hermes, llama3_json, mistral, openai. nullopt for any other.
+// --tool-call-parser's names: hermes, llama3_json, mistral, glm45, openai. nullopt for any other.
 std::optional<ToolParserKind> tool_parser_from_name(std::string_view name);
 const char* tool_parser_name(ToolParserKind kind);
 // The model's own syntax, from its chat template (what it was shown to write) and else its
-// architecture: harmony's <|channel|> -> openai; <tool_call> -> hermes; [TOOL_CALLS] -> mistral;
+// architecture: harmony's <|channel|> -> openai; <arg_key> -> glm45; <tool_call> -> hermes; [TOOL_CALLS] -> mistral;
 // Llama 3's ipython / <|python_tag|> -> llama3_json; else Mistral architectures -> mistral, and
 // hermes for the rest (ChatML).
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template);

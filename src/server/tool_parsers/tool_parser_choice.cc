@@ -9,9 +9,11 @@ namespace minivllm::server {
 std::unique_ptr<ToolCallSyntax> make_hermes_syntax();
 std::unique_ptr<ToolCallSyntax> make_llama3_json_syntax();
 std::unique_ptr<ToolCallSyntax> make_mistral_syntax();
+std::unique_ptr<ToolCallSyntax> make_glm45_syntax(const nlohmann::json& tools);
 
-std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind) {
+std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind, const nlohmann::json& tools) {
   switch (kind) {
+    case ToolParserKind::kGlm45: return make_glm45_syntax(tools);
     case ToolParserKind::kHermes: return make_hermes_syntax();
     case ToolParserKind::kLlama3Json: return make_llama3_json_syntax();
     case ToolParserKind::kMistral: return make_mistral_syntax();
@@ -25,6 +27,7 @@ std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
   if (name == "llama3_json") return ToolParserKind::kLlama3Json;
   if (name == "mistral") return ToolParserKind::kMistral;
   if (name == "openai") return ToolParserKind::kOpenAi;
+  if (name == "glm45") return ToolParserKind::kGlm45;
   return std::nullopt;
 }
 
@@ -34,6 +37,7 @@ const char* tool_parser_name(ToolParserKind kind) {
     case ToolParserKind::kLlama3Json: return "llama3_json";
     case ToolParserKind::kMistral: return "mistral";
     case ToolParserKind::kOpenAi: return "openai";
+    case ToolParserKind::kGlm45: return "glm45";
   }
   return "hermes";
 }
@@ -45,6 +49,7 @@ bool is_harmony_template(std::string_view chat_template) {
 
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template) {
   if (is_harmony_template(chat_template)) return ToolParserKind::kOpenAi;
+  if (chat_template.find("<arg_key>") != std::string_view::npos) return ToolParserKind::kGlm45;
   if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolParserKind::kHermes;
   if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolParserKind::kMistral;
   if (chat_template.find("<|python_tag|>") != std::string_view::npos ||
