@@ -108,7 +108,8 @@ class Glm45Syntax : public ToolCallSyntax {
       if (!is_string) parsed = parse_json_text(trim(value));
       args[key] = parsed ? *parsed : nlohmann::ordered_json(std::string(value));
     }
-    return ParsedToolCall{std::string(name), args.dump()};
+    // Text the detokenizer gives is valid UTF-8; a byte that is not (a fuzzer's) becomes U+FFFD.
+    return ParsedToolCall{std::string(name), args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
   }
 
   std::map<std::string, std::set<std::string>> string_params_;  // function -> its string parameters
