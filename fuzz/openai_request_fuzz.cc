@@ -7,11 +7,12 @@
 // the body. A first byte of 0xF0-0xFF instead feeds the rest, as a model's reply, to the chat
 // reply parsers (tool calls, reasoning; the low bits pick which): fed whole and in pieces, it
 // must split the same way; 0xD0-0xD7 does the same with the reply read as harmony (gpt-oss's
-// channels), 0xD8-0xDF with GLM-4.5's call syntax. A first byte of 0xE0-0xEF feeds the body to
-// /v1/responses' translation into a chat request, which the chat parser must then accept or refuse
-// with an ApiError.
+// channels), 0xD8-0xDF with GLM-4.5's or Qwen3-Coder's call syntax. A first byte of 0xE0-0xEF
+// feeds the body to /v1/responses' translation into a chat request, which the chat parser must
+// then accept or refuse with an ApiError.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "server/api_error.h"
@@ -73,11 +74,12 @@ server::ReplyDelta split_reply(const server::ReplyParsing& parsing, std::string_
   return out;
 }
 
-void run_reply(uint8_t mode, std::string_view text, bool harmony, bool glm45 = false) {
+void run_reply(uint8_t mode, std::string_view text, bool harmony,
+               std::optional<server::ToolParserKind> syntax = std::nullopt) {
   server::ReplyParsing p;
   p.harmony = harmony;
   p.reasoning = mode & 1;
-  const int tools = glm45 ? ((mode & 2) ? 1 : 6) : (mode >> 1) & 7;
+  const int tools = syntax ? ((mode & 2) ? 1 : 6) : (mode >> 1) & 7;
   if (tools == 1 || tools == 6) p.syntax = server::ToolParserKind::kHermes;
   if (tools == 2) p.syntax = server::ToolParserKind::kLlama3Json;
   if (tools == 3) p.syntax = server::ToolParserKind::kMistral;
@@ -87,7 +89,7 @@ void run_reply(uint8_t mode, std::string_view text, bool harmony, bool glm45 = f
                           : server::ToolChoice::kAuto;
   p.named_function = "f";
   p.parallel = tools < 6;
-  if (glm45) p.syntax = server::ToolParserKind::kGlm45;
+  if (syntax) p.syntax = syntax;
   if (!p.active()) return;
   const server::ReplyDelta whole = split_reply(p, text, text.size() + 1);
   for (size_t piece : {size_t{1}, size_t{3}}) {
@@ -107,8 +109,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     run_reply(data[0] & 0x0F, body, /*harmony=*/false);
     return 0;
   }
-  if (data[0] >= 0xD8 && data[0] < 0xE0) {  // GLM-4.5's syntax, auto; the low bits: reasoning, parallel
-    run_reply(data[0] & 0x07, body, /*harmony=*/false, /*glm45=*/true);
+  if (data[0] >= 0xD8 && data[0] < 0xE0) {  // GLM-4.5's or (bit 2) Qwen3-Coder's syntax; reasoning, parallel
+    run_reply(data[0] & 0x07, body, /*harmony=*/false,
+              (data[0] & 4) ? server::ToolParserKind::kQwen3Coder : server::ToolParserKind::kGlm45);
     return 0;
   }
   if (data[0] >= 0xD0 && data[0] < 0xD8) {

@@ -92,8 +92,8 @@ server::ServerOptions server_options_from(const ParsedArgs& a) {
   o.tool_call_parser = a.get("--tool-call-parser").value_or(o.tool_call_parser);
   if (o.tool_call_parser != "auto" && o.tool_call_parser != "none" &&
       !server::tool_parser_from_name(o.tool_call_parser)) {
-    throw UsageError("--tool-call-parser must be auto, hermes, llama3_json, mistral, glm45, openai or none, "
-                     "got '" + o.tool_call_parser + "'");
+    throw UsageError("--tool-call-parser must be auto, hermes, llama3_json, mistral, glm45, qwen3_coder, seed_oss, "
+                     "openai or none, got '" + o.tool_call_parser + "'");
   }
   o.reasoning_parser = a.get("--reasoning-parser").value_or(o.reasoning_parser);
   if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "openai_gptoss" &&
@@ -121,7 +121,8 @@ int run_serve(const std::vector<std::string>& argv) {
               "request_timeout (default 0: no limit)")
       .option("--tool-call-parser", "NAME",
               "how tool calls are read from replies when tool_choice is auto: hermes, llama3_json, mistral, glm45, "
-              "openai (gpt-oss's harmony), none, or auto (default: from the model's chat template)")
+              "qwen3_coder, seed_oss, openai (gpt-oss's harmony), none, or auto (default: from the model's chat "
+              "template)")
       .option("--reasoning-parser", "NAME",
               "qwen3 (<think>...</think> into reasoning_content), openai_gptoss (harmony's analysis channel), "
               "none, or auto (default: from the chat template)")

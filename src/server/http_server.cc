@@ -86,7 +86,8 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   } else if (options_.tool_call_parser != "none") {
     context_->tool_parser = tool_parser_from_name(options_.tool_call_parser);
     MINIVLLM_CHECK(context_->tool_parser) << "unknown tool-call parser '" << options_.tool_call_parser
-                                          << "': auto, hermes, llama3_json, mistral, glm45, openai or none";
+                                          << "': auto, hermes, llama3_json, mistral, glm45, qwen3_coder, seed_oss, "
+                                          << "openai or none";
   }
   const std::string& rp = options_.reasoning_parser;
   MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "openai_gptoss" || rp == "none")

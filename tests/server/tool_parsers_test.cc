@@ -168,6 +168,39 @@ TEST(Glm45Syntax, CallsAndContent) {
   }
 }
 
+// Qwen3-Coder's and Seed-OSS's calls: <function=NAME> with <parameter=KEY> values, one newline off
+// each end of a value, typed by the request's schemas (a boolean as Python writes it).
+TEST(XmlFunctionSyntax, CallsAndContent) {
+  const nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"},
+                     "days": {"type": "integer"}, "hourly": {"type": "boolean"}}}}}])");
+  const std::string paris = "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                            "<parameter=unit>\nC\n</parameter>\n</function>\n";
+  Split s = split(ToolParserKind::kQwen3Coder, "I'll look.\n<tool_call>\n" + paris + "</tool_call>", true, tools);
+  EXPECT_EQ(s.content, "I'll look.\n");
+  EXPECT_EQ(s.calls, std::vector<ParsedToolCall>{kParis});
+  s = split(ToolParserKind::kSeedOss, "<seed:tool_call>\n" + paris + "</seed:tool_call>", true, tools);
+  EXPECT_EQ(s.calls, std::vector<ParsedToolCall>{kParis});
+  const std::string typed = "<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+                            "<parameter=days>\n3\n</parameter>\n<parameter=hourly>\nTrue\n</parameter>\n"
+                            "<parameter=note>\nline one\nline two\n</parameter>\n</function>\n</tool_call>"
+                            "<tool_call><function=now></function></tool_call>";
+  s = split(ToolParserKind::kQwen3Coder, typed, true, tools);
+  EXPECT_EQ(s.calls, (std::vector<ParsedToolCall>{
+                         {"get_weather", R"({"city":"42","days":3,"hourly":true,"note":"line one\nline two"})"},
+                         {"now", "{}"}}));
+  s = split(ToolParserKind::kQwen3Coder, paris + "<tool_call>" + paris, true, tools);  // the first is prose
+  EXPECT_EQ(s.content, paris);
+  EXPECT_EQ(s.calls, std::vector<ParsedToolCall>{kParis});
+  for (const char* reply : {"<tool_call>\n<function=f>\n<parameter=x>1</parameter>\nstray</function></tool_call>",
+                            "<tool_call><parameter=x>1</parameter></tool_call>",
+                            "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"}) {
+    s = split(ToolParserKind::kQwen3Coder, reply, true, tools);
+    EXPECT_EQ(s.content, reply);
+    EXPECT_TRUE(s.calls.empty()) << reply;
+  }
+}
+
 TEST(ForcedToolSyntax, RequiredAndNamed) {
   Split s = run(make_required_tools_syntax(),
                 "[{\"name\":\"get_weather\",\"parameters\":{\"city\":\"Paris\",\"unit\":\"C\"}},"
@@ -253,6 +286,12 @@ TEST(ToolParserChoice, PickedFromTheModel) {
   EXPECT_EQ(pick_tool_parser("Glm4MoeForCausalLM", "<tool_call>{{ tc.name }}\n<arg_key>{{ k }}</arg_key>"),
             ToolParserKind::kGlm45);
   EXPECT_EQ(tool_parser_from_name("glm45"), ToolParserKind::kGlm45);
+  // Qwen3-Coder's shows <tool_call> with <function=...>; Seed-OSS's its own tag.
+  EXPECT_EQ(pick_tool_parser("Qwen3MoeForCausalLM", "<tool_call>\n<function={{ tool_call.name }}>"),
+            ToolParserKind::kQwen3Coder);
+  EXPECT_EQ(pick_tool_parser("SeedOssForCausalLM", "<seed:tool_call>\n<function="), ToolParserKind::kSeedOss);
+  EXPECT_EQ(tool_parser_from_name("qwen3_coder"), ToolParserKind::kQwen3Coder);
+  EXPECT_STREQ(tool_parser_name(ToolParserKind::kSeedOss), "seed_oss");
   EXPECT_STREQ(tool_parser_name(ToolParserKind::kGlm45), "glm45");
 }
 

@@ -7,13 +7,9 @@
 //   </tool_call>
 // one block per call, the function's name on its first line, then key / value pairs. GLM's template
 // writes a string argument as it is and any other as JSON, so a value is read back as the tool's
-// schema types it: a string parameter's value is the text itself; any other value (or one of a
-// parameter the schema does not type) is JSON when it parses as JSON, else the text.
-#include <cctype>
-#include <map>
-#include <set>
-
+// schema types it (param_types.h).
 #include "server/tool_parsers/json_scan.h"
+#include "server/tool_parsers/param_types.h"
 #include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
@@ -26,55 +22,18 @@ constexpr std::string_view kKeyClose = "</arg_key>";
 constexpr std::string_view kValueOpen = "<arg_value>";
 constexpr std::string_view kValueClose = "</arg_value>";
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 bool starts_with(std::string_view s, size_t at, std::string_view prefix) {
   return s.substr(at, prefix.size()) == prefix;
 }
 
 class Glm45Syntax : public ToolCallSyntax {
  public:
-  explicit Glm45Syntax(const nlohmann::json& tools) {
-    if (!tools.is_array()) return;
-    for (const nlohmann::json& tool : tools) {
-      const nlohmann::json* f = tool.is_object() && tool.contains("function") ? &tool["function"] : nullptr;
-      if (f == nullptr || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) continue;
-      const auto params = f->find("parameters");
-      if (params == f->end() || !params->is_object() || !params->contains("properties")) continue;
-      const nlohmann::json& props = (*params)["properties"];
-      if (!props.is_object()) continue;
-      for (const auto& [key, schema] : props.items()) {
-        if (schema.is_object() && schema.value("type", nlohmann::json()) == "string") {
-          string_params_[(*f)["name"].get<std::string>()].insert(key);
-        }
-      }
-    }
-  }
+  explicit Glm45Syntax(const nlohmann::json& tools) : types_(tools) {}
 
   std::vector<std::string_view> markers() const override { return {kOpen}; }
 
   std::optional<std::vector<ParsedToolCall>> parse_calls(std::string_view region, bool final) const override {
-    std::vector<ParsedToolCall> calls;
-    size_t pos = region.find(kOpen);
-    while (pos != std::string_view::npos) {
-      const size_t body = pos + kOpen.size();
-      const size_t close = region.find(kClose, body);
-      if (close == std::string_view::npos && !final) break;  // still being written
-      auto call = read_call(region.substr(body, close == std::string_view::npos ? close : close - body));
-      if (!call) {
-        if (final) return std::nullopt;
-        return calls.empty() ? std::nullopt : std::optional(calls);
-      }
-      calls.push_back(std::move(*call));
-      if (close == std::string_view::npos) break;
-      pos = region.find(kOpen, close + kClose.size());
-    }
-    if (calls.empty()) return std::nullopt;
-    return calls;
+    return read_tagged_blocks(region, kOpen, kClose, final, [this](std::string_view t) { return read_call(t); });
   }
 
  private:
@@ -82,12 +41,11 @@ class Glm45Syntax : public ToolCallSyntax {
   // with only space around them.
   std::optional<ParsedToolCall> read_call(std::string_view text) const {
     const size_t first_key = text.find(kKeyOpen);
-    const std::string_view name = trim(text.substr(0, std::min(text.find('\n'), first_key)));
+    const std::string_view name = trim_space(text.substr(0, std::min(text.find('\n'), first_key)));
     if (name.empty() || name.find('<') != std::string_view::npos || name.find('{') != std::string_view::npos) {
       return std::nullopt;
     }
     size_t at = std::min(text.find('\n'), first_key);
-    const auto strings = string_params_.find(std::string(name));
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     while (true) {
       at = skip_space(text, at);
@@ -95,7 +53,7 @@ class Glm45Syntax : public ToolCallSyntax {
       if (!starts_with(text, at, kKeyOpen)) return std::nullopt;
       const size_t key_end = text.find(kKeyClose, at + kKeyOpen.size());
       if (key_end == std::string_view::npos) return std::nullopt;
-      const std::string key(trim(text.substr(at + kKeyOpen.size(), key_end - at - kKeyOpen.size())));
+      const std::string key(trim_space(text.substr(at + kKeyOpen.size(), key_end - at - kKeyOpen.size())));
       at = skip_space(text, key_end + kKeyClose.size());
       if (!starts_with(text, at, kValueOpen)) return std::nullopt;
       const size_t value_end = text.find(kValueClose, at + kValueOpen.size());
@@ -103,16 +61,13 @@ class Glm45Syntax : public ToolCallSyntax {
       const std::string_view value = text.substr(at + kValueOpen.size(), value_end - at - kValueOpen.size());
       at = value_end + kValueClose.size();
       if (key.empty()) return std::nullopt;
-      const bool is_string = strings != string_params_.end() && strings->second.count(key) > 0;
-      std::optional<nlohmann::ordered_json> parsed;
-      if (!is_string) parsed = parse_json_text(trim(value));
-      args[key] = parsed ? *parsed : nlohmann::ordered_json(std::string(value));
+      args[key] = types_.value(std::string(name), key, value);
     }
     // Text the detokenizer gives is valid UTF-8; a byte that is not (a fuzzer's) becomes U+FFFD.
     return ParsedToolCall{std::string(name), args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
   }
 
-  std::map<std::string, std::set<std::string>> string_params_;  // function -> its string parameters
+  ParamTypes types_;
 };
 
 }  // namespace

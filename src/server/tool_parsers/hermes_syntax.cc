@@ -18,24 +18,7 @@ class HermesSyntax : public ToolCallSyntax {
   std::vector<std::string_view> markers() const override { return {kOpen}; }
 
   std::optional<std::vector<ParsedToolCall>> parse_calls(std::string_view region, bool final) const override {
-    std::vector<ParsedToolCall> calls;
-    size_t pos = region.find(kOpen);
-    while (pos != std::string_view::npos) {
-      const size_t body = pos + kOpen.size();
-      const size_t close = region.find(kClose, body);
-      if (close == std::string_view::npos && !final) break;  // still being written
-      const std::string_view text = region.substr(body, close == std::string_view::npos ? close : close - body);
-      auto call = read_call(text);
-      if (!call) {
-        if (final) return std::nullopt;
-        return calls.empty() ? std::nullopt : std::optional(calls);
-      }
-      calls.push_back(std::move(*call));
-      if (close == std::string_view::npos) break;
-      pos = region.find(kOpen, close + kClose.size());
-    }
-    if (calls.empty()) return std::nullopt;
-    return calls;
+    return read_tagged_blocks(region, kOpen, kClose, final, read_call);
   }
 
   // Block num_complete, while it is still open.

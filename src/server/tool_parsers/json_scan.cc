@@ -208,4 +208,26 @@ size_t skip_space(std::string_view s, size_t from) {
   return from;
 }
 
+std::optional<std::vector<ParsedToolCall>> read_tagged_blocks(
+    std::string_view region, std::string_view open, std::string_view close, bool final,
+    const std::function<std::optional<ParsedToolCall>(std::string_view)>& read) {
+  std::vector<ParsedToolCall> calls;
+  size_t pos = region.find(open);
+  while (pos != std::string_view::npos) {
+    const size_t body = pos + open.size();
+    const size_t end = region.find(close, body);
+    if (end == std::string_view::npos && !final) break;  // still being written
+    auto call = read(region.substr(body, end == std::string_view::npos ? end : end - body));
+    if (!call) {
+      if (final) return std::nullopt;
+      return calls.empty() ? std::nullopt : std::optional(calls);
+    }
+    calls.push_back(std::move(*call));
+    if (end == std::string_view::npos) break;
+    pos = region.find(open, end + close.size());
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
 }  // namespace minivllm::server

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,14 @@ std::optional<std::vector<ParsedToolCall>> read_call_array(std::string_view s, s
 // Where the array opening at s[begin] ('[') has its element `index` (0-based), or npos when the
 // array (as far as it goes) does not reach it. Elements before it must be objects or arrays.
 size_t json_array_element(std::string_view s, size_t begin, size_t index);
+
+// The calls of the blocks open ... close in `region`, each block's text read by `read` (nullopt:
+// not a call), as ToolCallSyntax::parse_calls gives them: not `final`, the closed blocks read so
+// far, up to the first that does not read (nullopt when none); `final`, every block (the last may
+// be left open when the reply ended), or nullopt when one does not read or there are none.
+std::optional<std::vector<ParsedToolCall>> read_tagged_blocks(
+    std::string_view region, std::string_view open, std::string_view close, bool final,
+    const std::function<std::optional<ParsedToolCall>(std::string_view)>& read);
 
 // The offset of the first character of s at or after `from` that is not JSON whitespace.
 size_t skip_space(std::string_view s, size_t from = 0);

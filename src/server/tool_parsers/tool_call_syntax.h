@@ -1,7 +1,8 @@
 // ToolCallSyntax: how one model family writes tool calls in its reply (vLLM's tool parsers, as
 // `--tool-call-parser`): Hermes' <tool_call>{...}</tool_call> (Qwen2.5, Qwen3, ChatML models such
 // as SmolLM2), Llama 3.x's bare JSON objects, Mistral's [TOOL_CALLS][...], GLM-4.5's
-// <tool_call>name<arg_key>..</arg_key><arg_value>..</arg_value></tool_call>; and the plain JSON that
+// <tool_call>name<arg_key>..</arg_key><arg_value>..</arg_value></tool_call>, Qwen3-Coder's and
+// Seed-OSS's <function=name><parameter=key>..</parameter></function>; and the plain JSON that
 // tool_choice "required" or a named function constrains the reply to. A syntax only says where the
 // calls begin and reads them; ToolCallStream (tool_call_stream.h) does the streaming around it.
 #pragma once
@@ -58,7 +59,7 @@ std::optional<PartialToolCall> partial_call_object(std::string_view obj);
 
 // kOpenAi: gpt-oss's harmony format, whose calls are messages of their own; it has no
 // ToolCallSyntax (reasoning/harmony_reply.h reads the whole reply).
-enum class ToolParserKind { kHermes, kLlama3Json, kMistral, kOpenAi, kGlm45 };
+enum class ToolParserKind { kHermes, kLlama3Json, kMistral, kOpenAi, kGlm45, kQwen3Coder, kSeedOss };
 
 // `tools`: the request's (OpenAI's array), for a syntax that reads values by their parameters'
 // types (glm45: a string parameter's value is text, not JSON).
@@ -71,11 +72,13 @@ std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind,
 std::unique_ptr<ToolCallSyntax> make_required_tools_syntax();
 std::unique_ptr<ToolCallSyntax> make_named_tool_syntax(std::string function_name);
 
-// --tool-call-parser's names: hermes, llama3_json, mistral, glm45, openai. nullopt for any other.
+// --tool-call-parser's names: hermes, llama3_json, mistral, glm45, qwen3_coder, seed_oss, openai.
+// nullopt for any other.
 std::optional<ToolParserKind> tool_parser_from_name(std::string_view name);
 const char* tool_parser_name(ToolParserKind kind);
 // The model's own syntax, from its chat template (what it was shown to write) and else its
-// architecture: harmony's <|channel|> -> openai; <arg_key> -> glm45; <tool_call> -> hermes; [TOOL_CALLS] -> mistral;
+// architecture: harmony's <|channel|> -> openai; <seed:tool_call> -> seed_oss; <arg_key> -> glm45;
+// <function= beside <tool_call> -> qwen3_coder; <tool_call> -> hermes; [TOOL_CALLS] -> mistral;
 // Llama 3's ipython / <|python_tag|> -> llama3_json; else Mistral architectures -> mistral, and
 // hermes for the rest (ChatML).
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template);

@@ -10,10 +10,14 @@ std::unique_ptr<ToolCallSyntax> make_hermes_syntax();
 std::unique_ptr<ToolCallSyntax> make_llama3_json_syntax();
 std::unique_ptr<ToolCallSyntax> make_mistral_syntax();
 std::unique_ptr<ToolCallSyntax> make_glm45_syntax(const nlohmann::json& tools);
+std::unique_ptr<ToolCallSyntax> make_qwen3_coder_syntax(const nlohmann::json& tools);
+std::unique_ptr<ToolCallSyntax> make_seed_oss_syntax(const nlohmann::json& tools);
 
 std::unique_ptr<ToolCallSyntax> make_tool_call_syntax(ToolParserKind kind, const nlohmann::json& tools) {
   switch (kind) {
     case ToolParserKind::kGlm45: return make_glm45_syntax(tools);
+    case ToolParserKind::kQwen3Coder: return make_qwen3_coder_syntax(tools);
+    case ToolParserKind::kSeedOss: return make_seed_oss_syntax(tools);
     case ToolParserKind::kHermes: return make_hermes_syntax();
     case ToolParserKind::kLlama3Json: return make_llama3_json_syntax();
     case ToolParserKind::kMistral: return make_mistral_syntax();
@@ -28,6 +32,8 @@ std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
   if (name == "mistral") return ToolParserKind::kMistral;
   if (name == "openai") return ToolParserKind::kOpenAi;
   if (name == "glm45") return ToolParserKind::kGlm45;
+  if (name == "qwen3_coder") return ToolParserKind::kQwen3Coder;
+  if (name == "seed_oss") return ToolParserKind::kSeedOss;
   return std::nullopt;
 }
 
@@ -38,6 +44,8 @@ const char* tool_parser_name(ToolParserKind kind) {
     case ToolParserKind::kMistral: return "mistral";
     case ToolParserKind::kOpenAi: return "openai";
     case ToolParserKind::kGlm45: return "glm45";
+    case ToolParserKind::kQwen3Coder: return "qwen3_coder";
+    case ToolParserKind::kSeedOss: return "seed_oss";
   }
   return "hermes";
 }
@@ -49,7 +57,12 @@ bool is_harmony_template(std::string_view chat_template) {
 
 ToolParserKind pick_tool_parser(std::string_view architecture, std::string_view chat_template) {
   if (is_harmony_template(chat_template)) return ToolParserKind::kOpenAi;
+  if (chat_template.find("<seed:tool_call>") != std::string_view::npos) return ToolParserKind::kSeedOss;
   if (chat_template.find("<arg_key>") != std::string_view::npos) return ToolParserKind::kGlm45;
+  if (chat_template.find("<function=") != std::string_view::npos &&
+      chat_template.find("<tool_call>") != std::string_view::npos) {
+    return ToolParserKind::kQwen3Coder;
+  }
   if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolParserKind::kHermes;
   if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolParserKind::kMistral;
   if (chat_template.find("<|python_tag|>") != std::string_view::npos ||
