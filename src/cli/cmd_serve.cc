@@ -96,10 +96,10 @@ server::ServerOptions server_options_from(const ParsedArgs& a) {
                      "openai or none, got '" + o.tool_call_parser + "'");
   }
   o.reasoning_parser = a.get("--reasoning-parser").value_or(o.reasoning_parser);
-  if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "openai_gptoss" &&
-      o.reasoning_parser != "none") {
-    throw UsageError("--reasoning-parser must be auto, qwen3, openai_gptoss or none, got '" + o.reasoning_parser +
-                     "'");
+  if (o.reasoning_parser != "auto" && o.reasoning_parser != "qwen3" && o.reasoning_parser != "seed_oss" &&
+      o.reasoning_parser != "openai_gptoss" && o.reasoning_parser != "none") {
+    throw UsageError("--reasoning-parser must be auto, qwen3, seed_oss, openai_gptoss or none, got '" +
+                     o.reasoning_parser + "'");
   }
   return o;
 }
@@ -124,8 +124,8 @@ int run_serve(const std::vector<std::string>& argv) {
               "qwen3_coder, seed_oss, openai (gpt-oss's harmony), none, or auto (default: from the model's chat "
               "template)")
       .option("--reasoning-parser", "NAME",
-              "qwen3 (<think>...</think> into reasoning_content), openai_gptoss (harmony's analysis channel), "
-              "none, or auto (default: from the chat template)")
+              "qwen3 (<think>...</think> into reasoning_content), seed_oss (<seed:think>), openai_gptoss "
+              "(harmony's analysis channel), none, or auto (default: from the chat template)")
       .option("--shutdown-timeout", "S",
               "after SIGTERM, seconds the requests in flight get to finish before they end with an error "
               "(default 20)");

@@ -15,8 +15,8 @@ void ReplyDelta::append(ReplyDelta more) {
 }
 
 ChatReplyParser::ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls,
-                                 bool stream_arguments, bool thinking_open) {
-  if (reasoning) reasoning_.emplace(thinking_open);
+                                 bool stream_arguments, bool thinking_open, ThinkTags think_tags) {
+  if (reasoning) reasoning_.emplace(thinking_open, think_tags);
   if (tools) tools_.emplace(std::move(tools), parallel_tool_calls, stream_arguments);
 }
 
@@ -77,7 +77,8 @@ std::unique_ptr<ChatReplyParser> ReplyParsing::make(bool streaming) const {
   if (choice == ToolChoice::kRequired) tools = make_required_tools_syntax();
   if (choice == ToolChoice::kNamed) tools = make_named_tool_syntax(named_function);
   if (choice == ToolChoice::kAuto && syntax) tools = make_tool_call_syntax(*syntax, this->tools);
-  return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel, streaming, thinking_open);
+  return std::make_unique<ChatReplyParser>(reasoning, std::move(tools), parallel, streaming, thinking_open,
+                                           think_tags);
 }
 
 }  // namespace minivllm::server

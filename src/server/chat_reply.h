@@ -32,7 +32,7 @@ class ChatReplyParser {
   // `tools` null: no tool calls are parsed. `stream_arguments`: ToolCallStream's. `thinking_open`:
   // the prompt opened a think block (Qwen3ReasoningStream's opened_in_prompt).
   ChatReplyParser(bool reasoning, std::unique_ptr<ToolCallSyntax> tools, bool parallel_tool_calls,
-                  bool stream_arguments = false, bool thinking_open = false);
+                  bool stream_arguments = false, bool thinking_open = false, ThinkTags think_tags = {});
   // A harmony reply: one stream does the reasoning and the calls.
   explicit ChatReplyParser(HarmonyReplyStream harmony) : harmony_(std::move(harmony)) {}
 
@@ -53,6 +53,7 @@ struct ReplyParsing {
   bool reasoning = false;                  // the reasoning parser is on
   bool harmony = false;                    // the model writes OpenAI's harmony format (gpt-oss)
   bool thinking_open = false;              // and the prompt opened a think block (prompt_opens_think)
+  ThinkTags think_tags;                    // the model's (from its template)
   ToolChoice choice = ToolChoice::kNone;
   std::optional<ToolParserKind> syntax;    // the model's call syntax (auto); none: not parsed
   std::string named_function;              // kNamed

@@ -56,11 +56,12 @@ std::vector<int32_t> prompt_ids(const ServingContext& ctx, const GenerationReque
 // with thoughts): the text of its last few tokens.
 bool chat_prompt_opens_think(const ServingContext& ctx, const GenerationRequest& req, const std::vector<int32_t>& ids) {
   if (!req.chat || !ctx.reasoning_parser || ctx.engine.tokenizer() == nullptr) return false;
-  constexpr size_t kTail = 8;  // "<think>" and the newlines after it, in any tokenizer's pieces
+  constexpr size_t kTail = 12;  // "<seed:think>" and the newlines after it, in any tokenizer's pieces
   const size_t from = ids.size() > kTail ? ids.size() - kTail : 0;
   // Special tokens kept: a tokenizer may mark <think> special.
   return prompt_opens_think(
-      ctx.engine.tokenizer()->decode(std::vector<int32_t>(ids.begin() + from, ids.end()), /*skip_special_tokens=*/false));
+      ctx.engine.tokenizer()->decode(std::vector<int32_t>(ids.begin() + from, ids.end()), /*skip_special_tokens=*/false),
+      ctx.think_tags);
 }
 
 // Parameters checked against the prompt: the default and the limit of max_tokens.
@@ -81,7 +82,8 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
     }
   } else if (req.chat && ctx.harmony && !p.structured_outputs.empty()) {
     p.structured_outputs.harmony_first = true;  // the grammar is the final message's; analysis may come first
-  } else if (req.chat && ctx.reasoning_parser && !p.structured_outputs.empty()) {
+  } else if (req.chat && ctx.reasoning_parser && ctx.think_tags == ThinkTags{} && !p.structured_outputs.empty()) {
+    // (The grammar's think block spells <think>; Seed-OSS's constrained replies are the grammar's alone.)
     if (thinking_open) {
       p.structured_outputs.think_open = true;
     } else if (ctx.model_thinks && qwen3_thinking_enabled(req.chat_template_kwargs)) {
@@ -108,6 +110,7 @@ ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& r
     throw bad_param("reasoning_effort", "not supported: this model's chat template has no reasoning-effort control");
   }
   p.reasoning = ctx.reasoning_parser;
+  p.think_tags = ctx.think_tags;
   p.harmony = ctx.harmony;
   p.choice = req.tools.choice;
   p.syntax = ctx.tool_parser;

@@ -16,6 +16,7 @@
 #include "api/async_engine.h"
 #include "server/client_watch.h"
 #include "server/openai_request.h"
+#include "server/reasoning/qwen3_reasoning.h"
 #include "server/tool_parsers/tool_call_syntax.h"
 
 namespace minivllm::server {
@@ -45,6 +46,7 @@ struct ServingContext {
   // The chat template writes </think> (Qwen3's does): with the reasoning parser on, a constrained
   // reply may begin with its thoughts (StructuredOutputs::think_first).
   bool model_thinks = false;
+  ThinkTags think_tags = {};  // the template's: Seed-OSS's <seed:think>, else <think>
   std::optional<ToolParserKind> tool_parser = std::nullopt;  // tool_choice auto's syntax; none: auto is refused
 };
 

@@ -90,8 +90,8 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
                                           << "openai or none";
   }
   const std::string& rp = options_.reasoning_parser;
-  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "openai_gptoss" || rp == "none")
-      << "unknown reasoning parser '" << rp << "': auto, qwen3, openai_gptoss or none";
+  MINIVLLM_CHECK(rp == "auto" || rp == "qwen3" || rp == "seed_oss" || rp == "openai_gptoss" || rp == "none")
+      << "unknown reasoning parser '" << rp << "': auto, qwen3, seed_oss, openai_gptoss or none";
   // A harmony reply (gpt-oss) is read whole by one parser: its channels and its calls.
   context_->harmony = rp == "openai_gptoss" || context_->tool_parser == ToolParserKind::kOpenAi ||
                       (rp == "auto" && is_harmony_template(chat_template));
@@ -100,10 +100,12 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   MINIVLLM_CHECK(!context_->harmony || !context_->tool_parser || context_->tool_parser == ToolParserKind::kOpenAi)
       << "--tool-call-parser " << options_.tool_call_parser
       << ": a harmony reply (gpt-oss) has its calls read by the openai parser";
-  context_->model_thinks = chat_template.find("</think>") != std::string::npos;
+  const bool seed_template = chat_template.find(kSeedThinkTags.close) != std::string::npos;
+  if (rp == "seed_oss" || (rp == "auto" && seed_template)) context_->think_tags = kSeedThinkTags;
+  context_->model_thinks = chat_template.find(context_->think_tags.close) != std::string::npos;
   context_->template_reasoning_effort = chat_template.find("reasoning_effort") != std::string::npos;
   context_->reasoning_parser =
-      context_->harmony ? rp != "none" : rp == "qwen3" || (rp == "auto" && context_->model_thinks);
+      context_->harmony ? rp != "none" : rp == "qwen3" || rp == "seed_oss" || (rp == "auto" && context_->model_thinks);
   add_routes();
 }
 

@@ -97,6 +97,25 @@ TEST(Qwen3Reasoning, StreamsThoughtsAsTheyCome) {
   EXPECT_EQ(d.content, "Done");
 }
 
+// Seed-OSS thinks inside <seed:think>...</seed:think> (vLLM's seed_oss parser): the same split by
+// its own tags; Qwen3's tag in its reply is answer text.
+TEST(Qwen3Reasoning, SeedOssTags) {
+  ReplyParsing seed = qwen3();
+  seed.think_tags = kSeedThinkTags;
+  ReplyDelta d = split(seed, "<seed:think>\nThe user asks for a sum.\n</seed:think>\n2 + 2 = 4, <think> aside.");
+  EXPECT_EQ(d.reasoning, "The user asks for a sum.");
+  EXPECT_EQ(d.content, "2 + 2 = 4, <think> aside.");
+  d = split(seed, "<think>x</think>y");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "<think>x</think>y");
+  seed.thinking_open = true;
+  d = split(seed, "Still thinking.</seed:think>Answer.");
+  EXPECT_EQ(d.reasoning, "Still thinking.");
+  EXPECT_EQ(d.content, "Answer.");
+  EXPECT_TRUE(prompt_opens_think("<seed:bos>assistant\n<seed:think>\n", kSeedThinkTags));
+  EXPECT_FALSE(prompt_opens_think("<seed:bos>assistant\n<seed:think>\n"));
+}
+
 TEST(ChatReply, ReasoningThenToolCalls) {
   ReplyParsing p = qwen3();
   p.choice = ToolChoice::kAuto;

@@ -11,9 +11,6 @@ bool qwen3_thinking_enabled(const nlohmann::json& chat_template_kwargs) {
 }
 namespace {
 
-constexpr std::string_view kThink = "<think>";
-constexpr std::string_view kEndThink = "</think>";
-
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 size_t skip_newlines(std::string_view s) {
@@ -32,12 +29,13 @@ size_t partial_tag_tail(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
-bool prompt_opens_think(std::string_view prompt_tail) {
+bool prompt_opens_think(std::string_view prompt_tail, ThinkTags tags) {
   while (!prompt_tail.empty() && is_space(prompt_tail.back())) prompt_tail.remove_suffix(1);
-  return prompt_tail.ends_with(kThink);
+  return prompt_tail.ends_with(tags.open);
 }
 
 void Qwen3ReasoningStream::step(ReasoningDelta& d, bool final) {
+  const std::string_view kThink = tags_.open, kEndThink = tags_.close;
   if (phase_ == Phase::kStart) {
     const size_t first = skip_newlines(pending_);
     const std::string_view rest = std::string_view(pending_).substr(first);

@@ -25,12 +25,22 @@ struct ReasoningDelta {
   std::string content;
 };
 
-// Whether a prompt's text ends inside an open think block (its last non-space text is <think>).
-bool prompt_opens_think(std::string_view prompt_tail);
+// The tags around a model's thoughts: Qwen3's, DeepSeek-R1's and GLM's <think>...</think>, or
+// Seed-OSS's <seed:think>...</seed:think> (vLLM's seed_oss reasoning parser).
+struct ThinkTags {
+  std::string_view open = "<think>";
+  std::string_view close = "</think>";
+  bool operator==(const ThinkTags&) const = default;
+};
+inline constexpr ThinkTags kSeedThinkTags{"<seed:think>", "</seed:think>"};
+
+// Whether a prompt's text ends inside an open think block (its last non-space text is the open tag).
+bool prompt_opens_think(std::string_view prompt_tail, ThinkTags tags = {});
 
 class Qwen3ReasoningStream {
  public:
-  explicit Qwen3ReasoningStream(bool opened_in_prompt = false) : opened_in_prompt_(opened_in_prompt) {}
+  explicit Qwen3ReasoningStream(bool opened_in_prompt = false, ThinkTags tags = {})
+      : opened_in_prompt_(opened_in_prompt), tags_(tags) {}
   ReasoningDelta feed(std::string_view text);
   ReasoningDelta finish();
 
@@ -39,6 +49,7 @@ class Qwen3ReasoningStream {
   void step(ReasoningDelta& d, bool final);
 
   bool opened_in_prompt_;
+  ThinkTags tags_;
   Phase phase_ = Phase::kStart;
   std::string pending_;         // text not yet handed out
   bool sent_reasoning_ = false;  // some thought was handed out (its leading newlines are gone)
