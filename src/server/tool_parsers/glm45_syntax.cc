@@ -22,10 +22,6 @@ constexpr std::string_view kKeyClose = "</arg_key>";
 constexpr std::string_view kValueOpen = "<arg_value>";
 constexpr std::string_view kValueClose = "</arg_value>";
 
-bool starts_with(std::string_view s, size_t at, std::string_view prefix) {
-  return s.substr(at, prefix.size()) == prefix;
-}
-
 class Glm45Syntax : public ToolCallSyntax {
  public:
   explicit Glm45Syntax(const nlohmann::json& tools) : types_(tools) {}
@@ -50,12 +46,12 @@ class Glm45Syntax : public ToolCallSyntax {
     while (true) {
       at = skip_space(text, at);
       if (at >= text.size()) break;
-      if (!starts_with(text, at, kKeyOpen)) return std::nullopt;
+      if (!holds_at(text, at, kKeyOpen)) return std::nullopt;
       const size_t key_end = text.find(kKeyClose, at + kKeyOpen.size());
       if (key_end == std::string_view::npos) return std::nullopt;
       const std::string key(trim_space(text.substr(at + kKeyOpen.size(), key_end - at - kKeyOpen.size())));
       at = skip_space(text, key_end + kKeyClose.size());
-      if (!starts_with(text, at, kValueOpen)) return std::nullopt;
+      if (!holds_at(text, at, kValueOpen)) return std::nullopt;
       const size_t value_end = text.find(kValueClose, at + kValueOpen.size());
       if (value_end == std::string_view::npos) return std::nullopt;
       const std::string_view value = text.substr(at + kValueOpen.size(), value_end - at - kValueOpen.size());

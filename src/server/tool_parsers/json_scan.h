@@ -3,6 +3,7 @@
 // {"name": ..., "arguments" | "parameters": {...}}.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -64,6 +65,11 @@ size_t json_array_element(std::string_view s, size_t begin, size_t index);
 std::optional<std::vector<ParsedToolCall>> read_tagged_blocks(
     std::string_view region, std::string_view open, std::string_view close, bool final,
     const std::function<std::optional<ParsedToolCall>(std::string_view)>& read);
+
+// Whether s holds `prefix` at offset `at`.
+inline bool holds_at(std::string_view s, size_t at, std::string_view prefix) {
+  return s.substr(std::min(at, s.size()), prefix.size()) == prefix;
+}
 
 // The offset of the first character of s at or after `from` that is not JSON whitespace.
 size_t skip_space(std::string_view s, size_t from = 0);

@@ -21,14 +21,10 @@ constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kParameter = "<parameter=";
 constexpr std::string_view kParameterClose = "</parameter>";
 
-bool starts_with(std::string_view s, size_t at, std::string_view prefix) {
-  return s.substr(at, prefix.size()) == prefix;
-}
-
 // One newline (or \r\n) off each end.
 std::string_view strip_newline(std::string_view v) {
-  if (starts_with(v, 0, "\r\n")) v.remove_prefix(2);
-  else if (starts_with(v, 0, "\n")) v.remove_prefix(1);
+  if (holds_at(v, 0, "\r\n")) v.remove_prefix(2);
+  else if (holds_at(v, 0, "\n")) v.remove_prefix(1);
   if (v.size() >= 2 && v.substr(v.size() - 2) == "\r\n") v.remove_suffix(2);
   else if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
   return v;
@@ -50,7 +46,7 @@ class XmlFunctionSyntax : public ToolCallSyntax {
   // around them.
   std::optional<ParsedToolCall> read_call(std::string_view text) const {
     size_t at = skip_space(text);
-    if (!starts_with(text, at, kFunction)) return std::nullopt;
+    if (!holds_at(text, at, kFunction)) return std::nullopt;
     const size_t name_end = text.find('>', at + kFunction.size());
     if (name_end == std::string_view::npos) return std::nullopt;
     const std::string name(trim_space(text.substr(at + kFunction.size(), name_end - at - kFunction.size())));
@@ -59,11 +55,11 @@ class XmlFunctionSyntax : public ToolCallSyntax {
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     while (true) {
       at = skip_space(text, at);
-      if (starts_with(text, at, kFunctionClose)) {
+      if (holds_at(text, at, kFunctionClose)) {
         if (skip_space(text, at + kFunctionClose.size()) != text.size()) return std::nullopt;
         break;
       }
-      if (!starts_with(text, at, kParameter)) return std::nullopt;
+      if (!holds_at(text, at, kParameter)) return std::nullopt;
       const size_t key_end = text.find('>', at + kParameter.size());
       if (key_end == std::string_view::npos) return std::nullopt;
       const std::string key(trim_space(text.substr(at + kParameter.size(), key_end - at - kParameter.size())));
