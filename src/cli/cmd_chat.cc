@@ -1,28 +1,55 @@
 // `minivllm chat`: an interactive conversation. Each stdin line is a user message; the assistant's
 // reply streams to stdout as it is generated, and the whole history goes into the next prompt.
-// The "> " prompt goes to stderr so that piped stdout holds only the replies.
+// The "> " prompt goes to stderr so that piped stdout holds only the replies. A thinking model's
+// thoughts (a <think> block, Seed-OSS's <seed:think>, gpt-oss's analysis channel) stream to stderr
+// too, split off as the server's reasoning parsers split them; the history keeps the answers.
 #include <iostream>
 
 #include "api/llm_engine.h"
 #include "cli/cli_io.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "server/chat_reply.h"
+#include "template/chat_template.h"
 
 namespace minivllm::cli {
 namespace {
 
 constexpr int kDefaultChatMaxTokens = 512;
 
+// How the model's replies are split, from its chat template (as `serve` picks its parsers with
+// --reasoning-parser auto): inactive for a model that does not think.
+server::ReplyParsing reply_parsing(const LLMEngine& engine) {
+  const std::string source = engine.chat_template() ? engine.chat_template()->source() : "";
+  server::ReplyParsing p;
+  p.harmony = server::is_harmony_template(source);
+  if (source.find(server::kSeedThinkTags.close) != std::string::npos) p.think_tags = server::kSeedThinkTags;
+  p.reasoning = p.harmony || source.find(p.think_tags.close) != std::string::npos;
+  return p;
+}
+
 // Streams one reply: steps the engine until request `id` finishes, printing its new text as it
-// comes. Returns the finished output.
-RequestOutput stream_reply(LLMEngine& engine, int64_t id) {
+// comes (its thoughts to stderr, ended by a newline there, when `parser`). Returns the answer.
+std::string stream_reply(LLMEngine& engine, int64_t id, server::ChatReplyParser* parser) {
+  std::string answer;
+  bool thought = false;
+  auto show = [&](server::ReplyDelta d) {
+    if (!d.reasoning.empty()) std::cerr << d.reasoning << std::flush;
+    thought = thought || !d.reasoning.empty();
+    answer += d.content;
+    std::cout << d.content << std::flush;
+  };
   while (!engine.is_finished()) {
     StepResult r = engine.step();
     for (const RequestDelta& d : r.deltas) {
-      if (d.request_id == id && !d.text.empty()) std::cout << d.text << std::flush;
+      if (d.request_id != id || d.text.empty()) continue;
+      show(parser ? parser->feed(d.text) : server::ReplyDelta{"", d.text, {}});
     }
     for (RequestOutput& o : r.finished) {
-      if (o.request_id == id) return std::move(o);
+      if (o.request_id != id) continue;
+      if (parser) show(parser->finish());
+      if (thought) std::cerr << "\n";
+      return answer;
     }
   }
   MINIVLLM_FAIL() << "the engine went idle before request " << id << " finished";
@@ -43,7 +70,9 @@ int run_chat(const std::vector<std::string>& argv) {
     (void)sampling_params_from(a, kDefaultChatMaxTokens);  // usage errors before the model loads
     const nlohmann::json vars = template_vars_from(a);
     LLMEngine engine(config);
-    const SamplingParams params = sampling_params_from(a, kDefaultChatMaxTokens, engine.generation_defaults());
+    SamplingParams params = sampling_params_from(a, kDefaultChatMaxTokens, engine.generation_defaults());
+    const server::ReplyParsing parsing = reply_parsing(engine);
+    if (parsing.harmony) params.skip_special_tokens = false;  // its channels are marked by special tokens
     nlohmann::json messages = nlohmann::json::array();
     if (auto system = a.get("--system")) messages.push_back({{"role", "system"}, {"content", *system}});
 
@@ -58,9 +87,10 @@ int run_chat(const std::vector<std::string>& argv) {
       messages.push_back({{"role", "user"}, {"content", line}});
       try {
         const int64_t id = engine.add_chat_request(messages, params, vars);
-        const RequestOutput out = stream_reply(engine, id);
+        const auto parser = parsing.active() ? parsing.make(/*streaming=*/true) : nullptr;
+        const std::string answer = stream_reply(engine, id, parser.get());
         std::cout << "\n" << std::flush;
-        messages.push_back({{"role", "assistant"}, {"content", out.text}});
+        messages.push_back({{"role", "assistant"}, {"content", answer}});
       } catch (const Error& e) {
         // A rejected turn (e.g. the history outgrew max_model_len) leaves the conversation as it was.
         messages.erase(messages.size() - 1);

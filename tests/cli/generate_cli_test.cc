@@ -383,5 +383,20 @@ TEST(CliChat, KeepsTheConversation) {
   EXPECT_NE(two.out.substr(two.out.size() - one.out.size()), one.out) << two.out;
 }
 
+// A thinking model's thoughts stream to stderr, its answers to stdout and the conversation:
+// Qwen3-0.6B's tokenizer and template (../shared) with dummy weights, every token steered to <think>
+// by logit_bias, so the first opens the block, the rest are its thoughts and the answer is empty.
+TEST(CliChat, ThoughtsGoToStderr) {
+  const std::string qwen3 = std::string(MINIVLLM_SHARED_DIR) + "/models/qwen3-0.6b";
+  SKIP_WITHOUT(qwen3 + "/tokenizer.json");
+  const CliResult r = run_cli({"chat", "--model", qwen3, "--load-format", "dummy", "--device", "cpu",
+                               "--max-model-len", "256", "--num-kvcache-blocks", "16", "--temperature", "0",
+                               "--max-tokens", "3", "--logit-bias", "151667=100"},
+                              "Hi\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+  EXPECT_NE(r.err.find("<think><think>\n"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace minivllm::test
