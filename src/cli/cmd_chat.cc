@@ -23,8 +23,8 @@ server::ReplyParsing reply_parsing(const LLMEngine& engine) {
   const std::string source = engine.chat_template() ? engine.chat_template()->source() : "";
   server::ReplyParsing p;
   p.harmony = server::is_harmony_template(source);
-  if (source.find(server::kSeedThinkTags.close) != std::string::npos) p.think_tags = server::kSeedThinkTags;
-  p.reasoning = p.harmony || source.find(p.think_tags.close) != std::string::npos;
+  p.think_tags = server::template_think_tags(source);
+  p.reasoning = p.harmony || server::template_thinks(source, p.think_tags);
   return p;
 }
 

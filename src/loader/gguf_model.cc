@@ -291,7 +291,6 @@ void read_granite_scales(const GgufFile& f, const std::string& a, ModelConfig* c
   optional(a + ".attention.scale", &c->attention_scale);
 }
 
-
 // OpenAI's harmony vocabulary (gpt-oss): the metadata names one end (<|return|>), and the model
 // also ends its turn with <|call|> (a tool call); <|end|> ends a message but not the reply. As
 // llama.cpp does, by the tokens' text: both stops added, <|end|> (an eot by name) taken out.

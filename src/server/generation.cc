@@ -76,7 +76,6 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   if (req.chat && ctx.harmony && req.tools.forces_calls()) {
     // Not the calls' JSON of other models: a commentary message to the function (analysis first).
     p.structured_outputs = StructuredOutputs{};
-    p.structured_outputs.harmony_first = true;
     for (auto& [name, parameters] : forced_tool_functions(req.tools)) {
       p.structured_outputs.harmony_calls.push_back({std::move(name), std::move(parameters)});
     }
@@ -103,12 +102,20 @@ SamplingParams params_for(const ServingContext& ctx, const GenerationRequest& re
   return p;
 }
 
+}  // namespace
+
+void check_reasoning_effort(const ServingContext& ctx, const GenerationRequest& req, const char* param) {
+  if (!req.reasoning_effort.empty() && !ctx.template_reasoning_effort) {
+    throw bad_param(param, "not supported: this model's chat template has no reasoning-effort control");
+  }
+}
+
+namespace {
+
 ReplyParsing reply_parsing(const ServingContext& ctx, const GenerationRequest& req) {
   ReplyParsing p;
   if (!req.chat) return p;
-  if (!req.reasoning_effort.empty() && !ctx.template_reasoning_effort) {
-    throw bad_param("reasoning_effort", "not supported: this model's chat template has no reasoning-effort control");
-  }
+  check_reasoning_effort(ctx, req, "reasoning_effort");
   p.reasoning = ctx.reasoning_parser;
   p.think_tags = ctx.think_tags;
   p.harmony = ctx.harmony;

@@ -70,6 +70,8 @@ class ActiveCall {
 // A prompt's token ids against the model (inside the vocabulary, not empty, shorter than
 // max_model_len); a 400 naming `param` otherwise.
 void check_prompt_ids(const ServingContext& ctx, const std::vector<int32_t>& ids, const char* param);
+// A 400 naming `param` when the request asks for a reasoning effort the model's template cannot take.
+void check_reasoning_effort(const ServingContext& ctx, const GenerationRequest& req, const char* param);
 // A text or token-id prompt's checked ids (text tokenized with the model's special tokens); a 400
 // naming `param` when it cannot be tokenized or fails check_prompt_ids.
 std::vector<int32_t> prompt_input_ids(const ServingContext& ctx, const PromptInput& p, const char* param);

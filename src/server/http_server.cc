@@ -100,9 +100,9 @@ HttpServer::HttpServer(AsyncEngine& engine, ServerOptions options)
   MINIVLLM_CHECK(!context_->harmony || !context_->tool_parser || context_->tool_parser == ToolParserKind::kOpenAi)
       << "--tool-call-parser " << options_.tool_call_parser
       << ": a harmony reply (gpt-oss) has its calls read by the openai parser";
-  const bool seed_template = chat_template.find(kSeedThinkTags.close) != std::string::npos;
-  if (rp == "seed_oss" || (rp == "auto" && seed_template)) context_->think_tags = kSeedThinkTags;
-  context_->model_thinks = chat_template.find(context_->think_tags.close) != std::string::npos;
+  if (rp == "seed_oss") context_->think_tags = kSeedThinkTags;
+  if (rp == "auto") context_->think_tags = template_think_tags(chat_template);
+  context_->model_thinks = template_thinks(chat_template, context_->think_tags);
   context_->template_reasoning_effort = chat_template.find("reasoning_effort") != std::string::npos;
   context_->reasoning_parser =
       context_->harmony ? rp != "none" : rp == "qwen3" || rp == "seed_oss" || (rp == "auto" && context_->model_thinks);
@@ -294,10 +294,7 @@ void HttpServer::add_routes() {
                             responses_input_items(body, id.substr(id.find('_') + 1))});
            };
            GenerationRequest g = parse_chat_request(chat, engine_.generation_defaults());
-           if (!g.reasoning_effort.empty() && !context_->template_reasoning_effort) {  // named as the client wrote it
-             throw bad_param("reasoning", "not supported: effort (this model's chat template has no reasoning-effort "
-                                          "control)");
-           }
+           check_reasoning_effort(*context_, g, "reasoning");  // named as the client wrote it
            if (!g.tools.tools.is_null()) g.tools.tools_in_order = responses_tools_in_order(req.body);
            const auto deadline = request_deadline(chat, options_.request_timeout_s, now);
            ClientWatch client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);

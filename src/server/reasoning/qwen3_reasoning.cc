@@ -29,6 +29,10 @@ size_t partial_tag_tail(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
+ThinkTags template_think_tags(std::string_view chat_template) {
+  return template_thinks(chat_template, kSeedThinkTags) ? kSeedThinkTags : ThinkTags{};
+}
+
 bool prompt_opens_think(std::string_view prompt_tail, ThinkTags tags) {
   while (!prompt_tail.empty() && is_space(prompt_tail.back())) prompt_tail.remove_suffix(1);
   return prompt_tail.ends_with(tags.open);

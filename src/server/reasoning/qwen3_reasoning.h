@@ -34,6 +34,13 @@ struct ThinkTags {
 };
 inline constexpr ThinkTags kSeedThinkTags{"<seed:think>", "</seed:think>"};
 
+// The tags a chat template writes its model's thoughts in (Seed-OSS's when it closes a
+// <seed:think> block, else <think>), and whether it writes them at all.
+ThinkTags template_think_tags(std::string_view chat_template);
+inline bool template_thinks(std::string_view chat_template, ThinkTags tags) {
+  return chat_template.find(tags.close) != std::string_view::npos;
+}
+
 // Whether a prompt's text ends inside an open think block (its last non-space text is the open tag).
 bool prompt_opens_think(std::string_view prompt_tail, ThinkTags tags = {});
 
